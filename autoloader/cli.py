@@ -1,0 +1,54 @@
+"""The ``autoloader`` command: a thin layer that turns library errors into click errors."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import report
+from .errors import AutoloaderError, UsageError
+from .space import parse_batch_sizes
+from .tuner import DEFAULT_BUDGET_S, tune
+
+
+class _Failure(click.ClickException):
+    exit_code = 1
+
+
+@click.group()
+def main() -> None:
+    """Measure DataLoader settings on this machine and emit the fastest."""
+
+
+@main.command("tune")
+@click.option("--dataset", required=True, metavar="MODULE:ATTR",
+              help="A Dataset, or a zero-argument callable returning one; MODULE may be path/to/file.py.")
+@click.option("--step", metavar="MODULE:ATTR", help="step(batch), or a zero-argument factory of it.")
+@click.option("--batch-size", type=int, help="Batch size, honoured exactly (default 128).")
+@click.option("--batch-sizes", metavar="N,N,...", help="Search only these batch sizes.")
+@click.option("--budget", type=float, default=DEFAULT_BUDGET_S, show_default=True, help="Wall seconds for the search.")
+@click.option("--max-memory", metavar="SIZE", help="Host memory ceiling for the loader's processes, e.g. 16G.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), help="Default: cuda when a GPU is visible.")
+@click.option("--out", default="results", show_default=True, metavar="DIR", help="Where results are written.")
+@click.option("--storage", metavar="URL", help="Optuna storage URL (default: SQLite beside the result).")
+@click.option("--trial-timeout", type=float, default=60.0, show_default=True, help="Watchdog seconds per trial.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,
+                 trial_timeout, as_json, quiet) -> None:
+    """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
+    try:
+        sizes = parse_batch_sizes(batch_sizes) if batch_sizes else None
+        result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
+                      max_memory=max_memory, device=device, out=out, storage=storage,
+                      progress=None if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout)
+    except UsageError as exc:
+        raise click.UsageError(str(exc)) from None
+    except AutoloaderError as exc:
+        raise _Failure(str(exc)) from None
+    click.echo(report.as_json(result) if as_json else report.table(result))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

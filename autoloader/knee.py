@@ -1,0 +1,74 @@
+"""Worker-count inflection points: where adding workers stops paying, and where it hurts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+# Below this relative difference two rates are a tie even when the measured intervals are
+# tighter: the H200 machine drifts a few percent between measurements of one config.
+MIN_TOLERANCE = 0.03
+
+
+@dataclass(frozen=True)
+class Knee:
+    """The shape of throughput against ``num_workers``.
+
+    ``stops_paying``: the fewest workers whose rate is within ``tolerance`` of the best; more
+    workers than this buy nothing measurable. ``peak``: the worker count of the best rate.
+    ``starts_hurting``: the fewest workers past the peak whose rate falls below the best by
+    more than ``tolerance`` (None when the curve never falls).
+    """
+
+    stops_paying: int
+    peak: int
+    starts_hurting: int | None
+    tolerance: float
+    curve: tuple[tuple[int, float], ...]
+
+    def to_dict(self) -> dict:
+        return {"stops_paying": self.stops_paying, "peak": self.peak,
+                "starts_hurting": self.starts_hurting, "tolerance": self.tolerance,
+                "curve": [list(p) for p in self.curve]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Knee":
+        return cls(data["stops_paying"], data["peak"], data["starts_hurting"], data["tolerance"],
+                   tuple((int(w), float(r)) for w, r in data["curve"]))
+
+
+def find_knee(points: Iterable[tuple[int, float]], tolerance: float = MIN_TOLERANCE) -> Knee:
+    """Locate the knee of a (workers, samples/s) curve.
+
+    Repeated worker counts are merged by their median. ``tolerance`` is the relative noise
+    under which two rates count as equal; it is floored at ``MIN_TOLERANCE``.
+    """
+    by_workers: dict[int, list[float]] = {}
+    for workers, rate in points:
+        by_workers.setdefault(int(workers), []).append(float(rate))
+    if not by_workers:
+        raise ValueError("find_knee needs at least one (workers, rate) point")
+    curve = tuple((w, _median(r)) for w, r in sorted(by_workers.items()))
+    tolerance = max(tolerance, MIN_TOLERANCE)
+    best_rate = max(rate for _, rate in curve)
+    peak = min(w for w, rate in curve if rate == best_rate)
+    floor = best_rate * (1.0 - tolerance)
+    stops_paying = min(w for w, rate in curve if rate >= floor)
+    starts_hurting = next((w for w, rate in curve if w > peak and rate < floor), None)
+    return Knee(stops_paying, peak, starts_hurting, tolerance, curve)
+
+
+def rising_at_end(points: Iterable[tuple[int, float]], tolerance: float = MIN_TOLERANCE) -> bool:
+    """True when the largest worker count tried is still clearly the best: worth going past it."""
+    knee = find_knee(points, tolerance)
+    last_workers, last_rate = knee.curve[-1]
+    if len(knee.curve) < 2:
+        return False
+    previous_rate = knee.curve[-2][1]
+    return knee.peak == last_workers and last_rate > previous_rate * (1.0 + tolerance)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])

@@ -1,0 +1,84 @@
+"""Everything autoloader prints: progress lines and the final table. Nothing else prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from .results import OK
+
+
+def _gib(n: int | None) -> str:
+    return "-" if not n else f"{n / 2**30:.2f} GiB"
+
+
+def _rate(r: float | None) -> str:
+    return "-" if r is None else f"{r:,.0f}/s"
+
+
+class ProgressPrinter:
+    """The ``progress`` callback of ``tune()`` that writes one line per event to stderr."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+
+    def __call__(self, event: str, data: dict) -> None:
+        line = getattr(self, "_" + event, lambda d: None)(data)
+        if line:
+            print(line, file=self.stream, flush=True)
+
+    def _start(self, d: dict) -> str:
+        info = d["info"]
+        resumed = f", resuming {d['resumed']} finished trials" if d["resumed"] else ""
+        stale = f" ({d['stale']} interrupted trials marked failed)" if d["stale"] else ""
+        length = "iterable" if info.length is None else f"{info.length:,} samples"
+        return (f"autoloader: tuning {d['key']} on {d['device']} ({d['cpus']} CPUs, budget {d['budget']:.0f} s, "
+                f"memory ceiling {_gib(d['max_memory'])}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
+                f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}")
+
+    def _trial(self, d: dict) -> str:
+        r = d["result"]
+        best = d["best"]
+        what = (f"{_rate(r.samples_per_s)} ±{(r.rel_interval or 0) * 100:.0f}% wait {(r.wait_fraction or 0) * 100:.0f}%"
+                if r.status == OK else f"{r.status.upper()} {r.describe_failure()}")
+        best_text = f" | best {best.config.key} {_rate(best.samples_per_s)}" if best else ""
+        return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{best_text}"
+
+    def _final(self, d: dict) -> str:
+        rates = ", ".join(f"{k} {_rate(v[-1]) if v else '-'}" for k, v in d["rates"].items())
+        return f"  final round {d['round']} of {d['rounds']} (interleaved): {rates}"
+
+
+def table(result) -> str:
+    """The human summary of a TuneResult."""
+    t = result.tuned
+    kw = t.config.loader_kwargs()
+    lines = ["", "autoloader: tuned DataLoader config", ""]
+    lines += [f"  {k:<20} {v}" for k, v in kw.items()]
+    lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
+                  + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if t.rel_interval else "")]
+    if t.baseline_samples_per_s:
+        lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)} ({t.speedup:.2f}x with the tuned config)")
+    if t.knee:
+        hurt = f", falls from {t.knee.starts_hurting}" if t.knee.starts_hurting is not None else ""
+        lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} workers, peak at "
+                     f"{t.knee.peak}{hurt}")
+        lines.append(f"  {'curve':<20} " + ", ".join(f"{w}:{r:,.0f}" for w, r in t.knee.curve))
+    faults = result.faults()
+    ok = sum(1 for tr in result.trials if tr.status == OK)
+    lines.append(f"  {'trials':<20} {len(result.trials)} ({ok} measured"
+                 + ("".join(f", {n} {c}" for c, n in faults.items()) if faults else "") + ")")
+    lines.append(f"  {'tuning time':<20} {result.tune_seconds:.0f} s")
+    lines += ["", f"  saved {result.path}", f"  snippet {result.snippet_path}", ""]
+    return "\n".join(lines)
+
+
+def as_json(result) -> str:
+    data = result.to_dict()
+    return json.dumps({"config": data["config"], "samples_per_s": data["samples_per_s"],
+                       "baseline_samples_per_s": data["baseline_samples_per_s"], "knee": data["knee"],
+                       "trials": data["trials"], "finals": data["finals"], "faults": data["faults"],
+                       "tune_seconds": data["tune_seconds"], "path": data["path"],
+                       "snippet_path": data["snippet_path"], "dataset_key": data["dataset_key"],
+                       "hardware": data["hardware"]}, default=str)

@@ -1,0 +1,97 @@
+"""Frozen records of what a trial measured, and how failures are named."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .space import LoaderConfig
+
+# Trial outcomes.
+OK = "ok"                  # measured; a candidate
+CONSTRAINT = "constraint"  # ran or was predicted to break a limit (memory, /dev/shm): completed, infeasible
+FAILED = "failed"          # crashed or raised: a fact about this config, never retried
+HANG = "hang"              # the watchdog ended it
+
+# Failure causes, as reported to the user and stored with the trial.
+CAUSES = {
+    "worker_killed": "a DataLoader worker was killed (the kernel's OOM killer, or a signal)",
+    "worker_segfault": "a DataLoader worker crashed with a segmentation fault",
+    "runner_killed": "the trial process itself was killed or crashed",
+    "shm_exhausted": "/dev/shm ran out (bus error or no space in shared memory)",
+    "host_memory": "host memory of the loader's processes passed the --max-memory ceiling",
+    "predicted_memory": "predicted host memory or /dev/shm use is past the ceiling; not run",
+    "cuda_oom": "CUDA ran out of memory",
+    "dataset_error": "the dataset's __getitem__ raised",
+    "collate_error": "collating samples into a batch raised",
+    "step_error": "the step raised",
+    "hang": "no progress before the watchdog's timeout",
+    "error": "the trial raised",
+}
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One trial of one config. Rates are samples per second of the whole loop."""
+
+    config: LoaderConfig
+    status: str
+    samples_per_s: float | None = None      # long-run estimate (epoch restarts included)
+    steady_samples_per_s: float | None = None
+    rel_interval: float | None = None       # 95% half-width of the rate, relative
+    wait_fraction: float | None = None      # share of the window spent in next(it)
+    consumer_fraction: float | None = None  # share the consumer was busy (CUDA events on CUDA)
+    gpu_util: float | None = None           # NVML, averaged over the window; second opinion
+    startup_s: float | None = None          # iter() to first batch
+    epoch_restart_s: float | None = None    # cost of one epoch boundary, measured or modelled
+    peak_host_bytes: int | None = None      # summed USS of the trial process and its workers
+    peak_shm_bytes: int | None = None       # /dev/shm growth during the trial
+    gpu_peak_bytes: int | None = None
+    batch_bytes: int | None = None
+    batches: int = 0
+    window_s: float = 0.0
+    epochs_crossed: int = 0
+    seconds: float = 0.0                    # wall time of the whole trial
+    cause: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["config"] = dataclasses.asdict(self.config)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrialResult":
+        data = dict(data)
+        data["config"] = LoaderConfig(**data["config"])
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def describe_failure(self) -> str:
+        text = CAUSES.get(self.cause or "error", self.cause or "")
+        return f"{text}: {self.error}" if self.error else text
+
+
+def classify_failure(message: str, where: str) -> str:
+    """Name the cause of an exception raised in a trial from where it came and what it says.
+
+    ``where`` is "next" (fetching a batch) or "step" (the consumer).
+    """
+    text = message.lower()
+    if "out of shared memory" in text or "bus error" in text or ("no space left" in text and "shm" in text):
+        return "shm_exhausted"
+    if "out of memory" in text and "cuda" in text:
+        return "cuda_oom"
+    if "segmentation fault" in text:
+        return "worker_segfault"
+    if "killed by signal" in text or "exited unexpectedly" in text:
+        return "worker_killed"
+    if where == "step":
+        return "step_error"
+    if "collate" in text:
+        return "collate_error"
+    return "dataset_error"

@@ -1,0 +1,190 @@
+"""The search space: DataLoader configurations and the pure functions that enumerate them.
+
+Nothing here measures or imports torch; every function is pure so the search strategy
+and the tests can reason about candidates without running them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from .errors import usage
+
+PREFETCH_CHOICES: tuple[int, ...] = (2, 4, 8)
+# Workers beyond this many per usable CPU never paid in any workload we measured, and each
+# one costs a process, its copy-on-read memory and a share of /dev/shm.
+MAX_WORKERS_PER_CPU = 4
+
+
+@dataclass(frozen=True, order=True)
+class LoaderConfig:
+    """One point of the space: the DataLoader keyword arguments autoloader tunes.
+
+    DataLoader's own rule applies: ``prefetch_factor`` and ``persistent_workers`` only mean
+    something when ``num_workers > 0``, so they are ``None``/``False`` otherwise.
+    """
+
+    batch_size: int
+    num_workers: int
+    pin_memory: bool
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise usage("batch size must be a positive integer", self.batch_size,
+                        "pass --batch-size 1 or more")
+        if self.num_workers < 0:
+            raise usage("num_workers must be 0 or more", self.num_workers, "use 0 or a positive count")
+        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
+            raise usage("prefetch_factor and persistent_workers need num_workers > 0",
+                        (self.prefetch_factor, self.persistent_workers),
+                        "leave them unset when num_workers is 0 (LoaderConfig.make does this)")
+        if self.num_workers > 0 and (self.prefetch_factor is None or self.prefetch_factor < 1):
+            raise usage("prefetch_factor must be 1 or more when num_workers > 0",
+                        self.prefetch_factor, "use 2 (DataLoader's default) or more")
+
+    @classmethod
+    def make(cls, batch_size: int, num_workers: int, pin_memory: bool,
+             prefetch_factor: int | None = 2, persistent_workers: bool = True) -> "LoaderConfig":
+        """Build a valid config, dropping the worker-only settings when there are no workers."""
+        if num_workers == 0:
+            return cls(batch_size, 0, pin_memory, None, False)
+        return cls(batch_size, num_workers, pin_memory, prefetch_factor or 2, persistent_workers)
+
+    def loader_kwargs(self) -> dict:
+        """The keyword arguments to pass to ``torch.utils.data.DataLoader``."""
+        kwargs = {"batch_size": self.batch_size, "num_workers": self.num_workers,
+                  "pin_memory": self.pin_memory}
+        if self.num_workers > 0:
+            kwargs["prefetch_factor"] = self.prefetch_factor
+            kwargs["persistent_workers"] = self.persistent_workers
+        return kwargs
+
+    @property
+    def key(self) -> str:
+        """A stable name built from the parameters: one record per experiment."""
+        name = f"bs{self.batch_size}-w{self.num_workers}-pin{int(self.pin_memory)}"
+        if self.num_workers:
+            name += f"-pf{self.prefetch_factor}-pw{int(self.persistent_workers)}"
+        return name
+
+    def replace(self, **changes) -> "LoaderConfig":
+        merged = {**dataclasses.asdict(self), **changes}
+        return LoaderConfig.make(**merged)
+
+    def cost(self) -> tuple:
+        """Ordering for ties: fewer workers, shallower prefetch, no pinning, no kept workers."""
+        return (self.num_workers, self.prefetch_factor or 0, int(self.pin_memory),
+                int(self.persistent_workers), self.batch_size)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """What may vary. ``batch_sizes`` has one value unless the user asked to search it."""
+
+    batch_sizes: tuple[int, ...]
+    max_workers: int
+    pin_choices: tuple[bool, ...]
+    prefetch_choices: tuple[int, ...] = PREFETCH_CHOICES
+    persistent_choices: tuple[bool, ...] = (True, False)
+
+    def __post_init__(self) -> None:
+        if not self.batch_sizes:
+            raise usage("at least one batch size is needed", self.batch_sizes, "pass --batch-size N")
+        for size in self.batch_sizes:
+            if not isinstance(size, int) or size < 1:
+                raise usage("batch sizes must be positive integers", size, "pass e.g. --batch-size 128")
+        if self.max_workers < 0:
+            raise usage("max_workers must be 0 or more", self.max_workers, "use a CPU count")
+
+    def contains(self, config: LoaderConfig) -> bool:
+        return (config.batch_size in self.batch_sizes and config.num_workers <= self.max_workers
+                and config.pin_memory in self.pin_choices
+                and (config.num_workers == 0 or (config.prefetch_factor in self.prefetch_choices
+                                                 and config.persistent_workers in self.persistent_choices)))
+
+    def default_config(self, num_workers: int, batch_size: int | None = None) -> LoaderConfig:
+        """The config the worker sweep uses: DataLoader's prefetch default, kept workers, and
+        pinning when pinning is on the table (it is only offered for a CUDA device)."""
+        return LoaderConfig.make(batch_size or self.batch_sizes[0], num_workers,
+                                 pin_memory=max(self.pin_choices), prefetch_factor=2,
+                                 persistent_workers=max(self.persistent_choices))
+
+
+def worker_ladder(cpus: int) -> tuple[int, ...]:
+    """Worker counts for locating the knee with few trials, up to the usable CPU count.
+
+    Roughly geometric (0, 1, 2, 4, ...) with the CPU count and its three quarters added, so
+    a knee between two powers of two is not missed by more than a quarter of the cores.
+    """
+    if cpus < 1:
+        raise usage("the usable CPU count must be at least 1", cpus, "check os.sched_getaffinity")
+    counts = {0, cpus, max(1, (3 * cpus) // 4)}
+    step = 1
+    while step < cpus:
+        counts.add(step)
+        step *= 2
+    return tuple(sorted(counts))
+
+
+def extend_ladder(cpus: int, tried_max: int, max_workers: int) -> int | None:
+    """The next worker count past the CPUs while throughput still rises, or None at the cap.
+
+    Workers that wait on I/O or on slow samples can pay beyond one per core, so the sweep keeps
+    going up by half the CPU count while the last step still paid.
+    """
+    step = max(1, cpus // 2)
+    nxt = tried_max + step
+    return nxt if nxt <= max_workers else None
+
+
+def refine_workers(knee: int, tried: Iterable[int], max_workers: int) -> tuple[int, ...]:
+    """Untried worker counts halfway between the knee and its tried neighbours: the ladder's
+    coarse steps leave gaps there, and the true knee may sit in one."""
+    tried = set(tried)
+    below = [t for t in tried if t < knee]
+    above = [t for t in tried if t > knee]
+    picks = []
+    if below:
+        picks.append((max(below) + knee) // 2)
+    if above:
+        picks.append((knee + min(above) + 1) // 2)
+    return tuple(w for w in picks if 0 < w <= max_workers and w not in tried)
+
+
+def neighbours(config: LoaderConfig, space: SearchSpace) -> tuple[LoaderConfig, ...]:
+    """Configs one move away in the non-worker dimensions: prefetch, pinning, persistence,
+    batch size. Used after the knee is known, so only cheap dimensions are explored."""
+    out: list[LoaderConfig] = []
+    if config.num_workers > 0:
+        for prefetch in space.prefetch_choices:
+            if prefetch != config.prefetch_factor:
+                out.append(config.replace(prefetch_factor=prefetch))
+        for persistent in space.persistent_choices:
+            if persistent != config.persistent_workers:
+                out.append(config.replace(persistent_workers=persistent))
+    for pin in space.pin_choices:
+        if pin != config.pin_memory:
+            out.append(config.replace(pin_memory=pin))
+    for size in space.batch_sizes:
+        if size != config.batch_size:
+            out.append(config.replace(batch_size=size))
+    return tuple(c for c in out if space.contains(c))
+
+
+def parse_batch_sizes(text: str) -> tuple[int, ...]:
+    """Parse ``--batch-sizes 64,128,256``."""
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise usage("--batch-sizes takes comma-separated integers", text, "write e.g. --batch-sizes 64,128,256") from None
+    if not sizes or any(s < 1 for s in sizes):
+        raise usage("batch sizes must be positive integers", text, "write e.g. --batch-sizes 64,128,256")
+    return tuple(sorted(set(sizes)))
+
+
+def cheapest(configs: Sequence[LoaderConfig]) -> LoaderConfig:
+    return min(configs, key=LoaderConfig.cost)

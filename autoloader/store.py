@@ -1,0 +1,136 @@
+"""Where results live: the Optuna study (every trial, resumable) and the tuned-config JSON.
+
+Layout under the results directory (``--out``, default ``results/``)::
+
+    <hardware-fingerprint>/<dataset-key>.json   the tuned config and its figures
+    <hardware-fingerprint>/<dataset-key>.py     the self-contained DataLoader snippet
+    <hardware-fingerprint>/<dataset-key>.db     the study (SQLite), unless --storage names another
+
+# NOTE [ Nothing lost ]
+# Each trial is told to the study the moment it ends, with its whole TrialResult as a user
+# attribute, so a driver killed at any moment (SIGKILL included) loses at most the trial in
+# flight. SQLite commits are atomic, so there is no torn record to repair. On reopening, trials
+# still marked RUNNING belonged to the dead driver: they are marked FAIL, and their configs are
+# measured again (nothing finished was lost). A finished trial's config is never re-run: the
+# strategy sees it in the history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from typing import Iterable
+
+from .errors import usage
+from .results import CONSTRAINT, FAILED, HANG, OK, TrialResult
+from .space import LoaderConfig, SearchSpace
+
+RESULT_ATTR = "autoloader_result"
+
+
+def dataset_key(name: str, length: int | None, batch_sizes: Iterable[int], step_name: str | None,
+                device: str, fixed_kwargs: dict) -> str:
+    """Name a tuning problem: what is loaded, how it is consumed, which batch sizes, which device.
+    Readable prefix, hashed rest, so two problems never share a file."""
+    readable = re.sub(r"[^A-Za-z0-9]+", "-", name.rsplit("/", 1)[-1]).strip("-")[:40] or "dataset"
+    identity = repr((name, length, tuple(batch_sizes), step_name, device,
+                     sorted((k, repr(v)) for k, v in fixed_kwargs.items())))
+    return f"{readable}-n{length if length is not None else 'iter'}-{hashlib.sha1(identity.encode()).hexdigest()[:10]}"
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write a file so a reader never sees half of it, even if we are killed mid-write."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> dict | None:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+class StudyStore:
+    """The Optuna study behind one tuning problem."""
+
+    def __init__(self, url: str, study_name: str, space: SearchSpace):
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.optuna = optuna
+        self.space = space
+        if url.startswith("sqlite:///"):
+            os.makedirs(os.path.dirname(os.path.abspath(url[len("sqlite:///"):])) or ".", exist_ok=True)
+        try:
+            storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}}
+                                                 if url.startswith("sqlite") else None)
+            self.study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
+                                             load_if_exists=True,
+                                             sampler=optuna.samplers.TPESampler(seed=0, constraints_func=_constraints))
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
+            raise usage("--storage must be a database URL Optuna can open", url,
+                        "use e.g. sqlite:///results/study.db (the directory must be writable), or leave "
+                        f"--storage out for the default ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+        self.stale_repaired = self._fail_stale_trials()
+
+    def _fail_stale_trials(self) -> int:
+        running = self.study.get_trials(deepcopy=False, states=(self.optuna.trial.TrialState.RUNNING,))
+        for trial in running:
+            self.study._storage.set_trial_state_values(trial._trial_id, self.optuna.trial.TrialState.FAIL)
+        return len(running)
+
+    def history(self) -> list[TrialResult]:
+        """Every finished trial's result, in order."""
+        out = []
+        for trial in self.study.get_trials(deepcopy=False):
+            data = trial.user_attrs.get(RESULT_ATTR)
+            if data is not None and trial.state != self.optuna.trial.TrialState.RUNNING:
+                out.append(TrialResult.from_dict(data))
+        return out
+
+    def begin(self, config: LoaderConfig):
+        """Open a trial for ``config`` (RUNNING until ``finish``): a crash mid-trial leaves a
+        stale record that the next open marks failed."""
+        params = {"batch_size": config.batch_size, "num_workers": config.num_workers,
+                  "pin_memory": config.pin_memory}
+        if config.num_workers:
+            params["prefetch_factor"] = config.prefetch_factor
+            params["persistent_workers"] = config.persistent_workers
+        self.study.enqueue_trial(params)
+        trial = self.study.ask()
+        trial.suggest_categorical("batch_size", list(self.space.batch_sizes))
+        trial.suggest_int("num_workers", 0, max(self.space.max_workers, config.num_workers))
+        trial.suggest_categorical("pin_memory", list(self.space.pin_choices))
+        if config.num_workers:
+            trial.suggest_categorical("prefetch_factor", list(self.space.prefetch_choices))
+            trial.suggest_categorical("persistent_workers", list(self.space.persistent_choices))
+        trial.set_user_attr("config_key", config.key)
+        return trial
+
+    def finish(self, trial, result: TrialResult) -> None:
+        trial.set_user_attr(RESULT_ATTR, result.to_dict())
+        state = self.optuna.trial.TrialState
+        if result.status == OK:
+            trial.set_user_attr("constraint", [0.0])
+            self.study.tell(trial, result.samples_per_s)
+        elif result.status == CONSTRAINT:
+            # A completed trial with a violated constraint, so samplers learn to avoid the region.
+            trial.set_user_attr("constraint", [1.0])
+            self.study.tell(trial, result.samples_per_s or 0.0)
+        else:
+            assert result.status in (FAILED, HANG)
+            self.study.tell(trial, state=state.FAIL)
+
+
+def _constraints(frozen_trial) -> list[float]:
+    return frozen_trial.user_attrs.get("constraint", [0.0])

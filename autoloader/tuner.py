@@ -1,0 +1,344 @@
+"""``tune()`` and ``best_loader()``: the public entry points over the search, probe and store.
+
+Data flows one way: space -> strategy -> probe (runner, guard) -> results -> knee -> config ->
+store. Only ``report`` prints; progress reaches it through the ``progress`` callback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from . import hardware
+from .config import TunedConfig
+from .errors import AutoloaderError, NoFeasibleConfig, UsageError, usage
+from .knee import Knee, find_knee
+from .knee_first import KneeFirst, best_of
+from .probe.burst import BurstSettings
+from .probe.guard import predict_peak
+from .probe.runner import RunnerSetup, SetupError, TrialRunner
+from .results import CONSTRAINT, OK, TrialResult
+from .source import Source
+from .space import MAX_WORKERS_PER_CPU, LoaderConfig, SearchSpace
+from .store import StudyStore, atomic_write, dataset_key, read_json
+
+DEFAULT_BATCH_SIZE = 128
+DEFAULT_BUDGET_S = 120.0
+MIN_BUDGET_S = 10.0
+# Share of available RAM the loader's processes may use when --max-memory is not given.
+DEFAULT_MEMORY_SHARE = 0.6
+FINAL_ROUNDS = 3
+MAX_FINALISTS = 4
+# In the interleaved final, a config within this share of the best median is a tie and the
+# cheaper config wins (BENCHMARK.md: a tie goes to fewer workers, less memory, no pinning).
+FINAL_TIE = 0.02
+SEARCH_SETTINGS = BurstSettings()
+FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0)
+
+Progress = Callable[[str, dict], None]
+
+
+@dataclass(frozen=True)
+class FinalRound:
+    """The interleaved re-measurement of the finalists (same process, A B C A B C ...)."""
+
+    config: LoaderConfig
+    rates: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates) if self.rates else 0.0
+
+    @property
+    def spread(self) -> float:
+        return (max(self.rates) - min(self.rates)) / self.median if len(self.rates) > 1 and self.median else 0.0
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What ``tune()`` returns: the pick, every trial, the final round and where it was saved."""
+
+    tuned: TunedConfig
+    trials: tuple[TrialResult, ...]
+    finals: tuple[FinalRound, ...]
+    path: str
+    snippet_path: str
+    storage: str
+    tune_seconds: float
+    resumed_trials: int
+    orphans: int
+
+    @property
+    def config(self) -> LoaderConfig:
+        return self.tuned.config
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.tuned.samples_per_s
+
+    @property
+    def knee(self) -> Knee | None:
+        return self.tuned.knee
+
+    @property
+    def curve(self) -> tuple[tuple[int, float], ...]:
+        return self.tuned.knee.curve if self.tuned.knee else ()
+
+    def faults(self) -> dict[str, int]:
+        """Failed or infeasible trials by cause."""
+        return dict(Counter(t.cause for t in self.trials if t.status != OK))
+
+    def to_dict(self) -> dict:
+        return {**self.tuned.to_dict(), "path": self.path, "snippet_path": self.snippet_path,
+                "storage": self.storage, "tune_seconds": self.tune_seconds,
+                "resumed_trials": self.resumed_trials, "orphans": self.orphans, "faults": self.faults(),
+                "trials": [t.to_dict() for t in self.trials],
+                "finals": [{"config": f.config.loader_kwargs(), "rates": list(f.rates), "median": f.median}
+                           for f in self.finals]}
+
+
+def _resolve_device(device: str | None, gpus: Sequence[str]) -> str:
+    if device is None:
+        return "cuda" if gpus else "cpu"
+    if device not in ("cuda", "cpu") and not device.startswith("cuda:"):
+        raise usage("--device is cuda or cpu", device, "pass --device cuda or --device cpu")
+    if device.startswith("cuda") and not gpus:
+        raise usage("--device cuda needs an NVIDIA GPU with its driver", "no GPU found by NVML",
+                    "pass --device cpu, or run where a GPU is visible (check nvidia-smi)")
+    return device
+
+
+def _batch_sizes(batch_size: int | None, batch_sizes: Sequence[int] | None) -> tuple[int, ...]:
+    if batch_size is not None and batch_sizes:
+        raise usage("give --batch-size or --batch-sizes, not both", (batch_size, batch_sizes),
+                    "drop one of them")
+    sizes = tuple(batch_sizes) if batch_sizes else (DEFAULT_BATCH_SIZE if batch_size is None else batch_size,)
+    for size in sizes:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise usage("the batch size must be a positive integer", size, "pass --batch-size 1 or more, e.g. 128")
+    return tuple(sorted(set(sizes)))
+
+
+def _source(obj: Any, what: str) -> Source:
+    if isinstance(obj, str):
+        return Source.from_spec(obj)
+    return Source.from_object(obj, what)
+
+
+class _Tuning:
+    """One tuning run: owns the runner, the study and the clock. ``tune()`` wraps it."""
+
+    def __init__(self, dataset, step, batch_sizes, budget, max_memory, device, out, storage, progress,
+                 trial_timeout, fixed_kwargs):
+        self.t0 = time.monotonic()
+        self.budget = float(budget)
+        if self.budget < MIN_BUDGET_S:
+            raise usage(f"the budget must leave time for at least one trial ({MIN_BUDGET_S:.0f} s or more)",
+                        budget, "pass --budget 60 or more (the default is 120)")
+        self.hardware = hardware.detect()
+        self.device = _resolve_device(device, self.hardware.gpus)
+        self.space = SearchSpace(batch_sizes=batch_sizes, max_workers=MAX_WORKERS_PER_CPU * self.hardware.cpus,
+                                 pin_choices=(True, False) if self.device.startswith("cuda") else (False,))
+        self.max_memory = (hardware.parse_size(max_memory) if max_memory is not None
+                           else int(DEFAULT_MEMORY_SHARE * hardware.available_memory()))
+        self.fixed_kwargs = dict(fixed_kwargs or {})
+        for key in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers"):
+            if key in self.fixed_kwargs:
+                raise usage(f"{key} is what autoloader tunes, so it cannot be fixed", key,
+                            "drop it (use batch_size=/--batch-size for the batch size)")
+        self.dataset_source = _source(dataset, "dataset")
+        self.step_source = _source(step, "step") if step is not None else None
+        Source.from_object(self.fixed_kwargs, "DataLoader arguments")  # picklable, or a clear error
+        self.out = out
+        self.storage = storage
+        self.progress = progress or (lambda event, data: None)
+        self.runner = TrialRunner(RunnerSetup(self.dataset_source, self.step_source, self.device,
+                                              self.fixed_kwargs, batch_sizes[0]),
+                                  max_memory=self.max_memory, hang_timeout_s=trial_timeout)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def run(self) -> TuneResult:
+        try:
+            try:
+                info = self.runner.start()
+            except SetupError as exc:
+                raise (UsageError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
+            self._check_shm(info)
+            key = dataset_key(self.dataset_source.name, info.length, self.space.batch_sizes,
+                              self.step_source.name if self.step_source else None, self.device, self.fixed_kwargs)
+            folder = os.path.join(self.out, self.hardware.fingerprint)
+            url = self.storage or f"sqlite:///{os.path.abspath(os.path.join(folder, key + '.db'))}"
+            store = StudyStore(url, key, self.space)
+            history = store.history()
+            resumed = len(history)
+            strategy = KneeFirst(self.space, self.hardware.cpus, lambda c: self._predicted_breach(c, info, history) is not None)
+            self.progress("start", {"key": key, "info": info, "resumed": resumed, "stale": store.stale_repaired,
+                                    "device": self.device, "cpus": self.hardware.cpus, "budget": self.budget,
+                                    "max_memory": self.max_memory, "storage": url})
+            self._search(strategy, store, history, info)
+            finals = self._finals(history)
+            pick = self._choose(finals, history)
+            knee_curve = strategy.curve(history)
+            knee = find_knee(knee_curve) if knee_curve else None
+            baseline = next((t.samples_per_s for t in history if t.status == OK and t.config.num_workers == 0), None)
+            final_of_pick = next(f for f in finals if f.config == pick.config) if finals else None
+            tuned = TunedConfig(config=pick.config,
+                                samples_per_s=final_of_pick.median if final_of_pick else pick.samples_per_s,
+                                rel_interval=pick.rel_interval, baseline_samples_per_s=baseline, knee=knee,
+                                hardware=self.hardware.to_dict(), dataset_key=key, device=self.device)
+            path = os.path.join(folder, key + ".json")
+            snippet_path = os.path.join(folder, key + ".py")
+            result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, url,
+                                self.elapsed(), resumed, self.runner.orphans)
+            atomic_write(snippet_path, tuned.snippet())
+            atomic_write(path, _json(result.to_dict()))
+            self.progress("done", {"result": result})
+            return result
+        finally:
+            self.runner.close()
+
+    def _check_shm(self, info) -> None:
+        free = hardware.shm_free()
+        need = info.sample_bytes * min(self.space.batch_sizes)
+        if free is not None and free < need:
+            raise usage("/dev/shm must hold at least one batch, since DataLoader workers pass batches through it",
+                        f"{free / 2**20:.1f} MiB free, one batch is {need / 2**20:.1f} MiB",
+                        "raise the shared-memory size (docker run --shm-size=8g, or a larger /dev/shm "
+                        "mount), or use a smaller --batch-size")
+
+    def _predicted_breach(self, config: LoaderConfig, info, history) -> str | None:
+        host, shm = predict_peak(config, info.runner_uss, info.sample_bytes, history)
+        if host > self.max_memory:
+            return f"predicted {host / 2**30:.2f} GiB host memory > {self.max_memory / 2**30:.2f} GiB ceiling"
+        free = hardware.shm_free()
+        if free is not None and config.num_workers and shm > free:
+            return f"predicted {shm / 2**30:.2f} GiB in /dev/shm > {free / 2**30:.2f} GiB free"
+        return None
+
+    def _trial_seconds(self, history: Sequence[TrialResult]) -> float:
+        spent = [t.seconds for t in history if t.seconds]
+        return statistics.median(spent) if spent else 6.0
+
+    def _finals_seconds(self, history) -> float:
+        per = max(1.5, min(self._trial_seconds(history), FINAL_SETTINGS.max_window_s + 2.0))
+        return FINAL_ROUNDS * min(MAX_FINALISTS, 3) * per
+
+    def _search(self, strategy: KneeFirst, store: StudyStore, history: list[TrialResult], info) -> None:
+        while True:
+            left = self.budget - self.elapsed() - self._finals_seconds(history)
+            if left < self._trial_seconds(history) and any(t.status == OK for t in history):
+                break
+            config = strategy.propose(history)
+            if config is None:
+                break
+            trial = store.begin(config)
+            breach = self._predicted_breach(config, info, history)
+            if breach is not None:
+                result = TrialResult(config, CONSTRAINT, cause="predicted_memory", error=breach)
+            else:
+                result = self.runner.measure(config, SEARCH_SETTINGS)
+            store.finish(trial, result)
+            history.append(result)
+            best = best_of(history)
+            self.progress("trial", {"n": len(history), "expected": max(len(history), len(strategy.ladder) + 6),
+                                    "result": result, "best": best, "elapsed": self.elapsed()})
+            if self.elapsed() > self.budget and any(t.status == OK for t in history):
+                break
+        if not any(t.status == OK for t in history):
+            causes = Counter(t.describe_failure() for t in history)
+            listing = "; ".join(f"{n}x {c}" for c, n in causes.most_common(5))
+            raise NoFeasibleConfig(f"no config ran: every trial failed or broke a limit ({listing or 'none ran'})")
+
+    def _finals(self, history: Sequence[TrialResult]) -> list[FinalRound]:
+        ok = sorted((t for t in history if t.status == OK and t.samples_per_s),
+                    key=lambda t: -t.samples_per_s)
+        finalists = [t.config for t in ok[:3]]
+        cheap = best_of(history, tolerance=0.05)
+        if cheap is not None and cheap.config not in finalists:
+            finalists.append(cheap.config)
+        finalists = finalists[:MAX_FINALISTS]
+        if len(finalists) < 2:
+            return []
+        rates: dict[LoaderConfig, list[float]] = {c: [] for c in finalists}
+        for round_index in range(FINAL_ROUNDS):
+            if round_index >= 2 and self.elapsed() > self.budget:
+                break
+            for config in finalists:
+                measured = self.runner.measure(config, FINAL_SETTINGS)
+                if measured.status == OK:
+                    rates[config].append(measured.samples_per_s)
+            self.progress("final", {"round": round_index + 1, "rounds": FINAL_ROUNDS,
+                                    "rates": {c.key: list(r) for c, r in rates.items()}})
+        return [FinalRound(c, tuple(r)) for c, r in rates.items() if r]
+
+    def _choose(self, finals: Sequence[FinalRound], history: Sequence[TrialResult]) -> TrialResult:
+        by_config = {t.config: t for t in history if t.status == OK}
+        if not finals:
+            return best_of(history)
+        top = max(f.median for f in finals)
+        within = [f for f in finals if f.median >= top * (1.0 - FINAL_TIE)]
+        chosen = min(within, key=lambda f: f.config.cost())
+        return by_config[chosen.config]
+
+
+def _json(data: dict) -> str:
+    import json
+
+    return json.dumps(data, indent=2, default=str) + "\n"
+
+
+def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
+         batch_sizes: Sequence[int] | None = None, budget: float = DEFAULT_BUDGET_S,
+         max_memory: int | str | None = None, device: str | None = None, out: str = "results",
+         storage: str | None = None, progress: Progress | None = None, trial_timeout: float = 60.0,
+         **fixed_loader_kwargs) -> TuneResult:
+    """Measure DataLoader configs for ``dataset`` and return the fastest (ties to the cheapest).
+
+    ``dataset``: a Dataset, a zero-argument callable returning one, or a ``"MODULE:ATTR"`` spec.
+    ``step``: optional ``step(batch)`` (or a zero-argument factory of one, or a spec); without it
+    each batch is moved to the device. Other keyword arguments (``collate_fn``, ``shuffle``, ...)
+    are passed to every DataLoader as they are.
+    """
+    sizes = _batch_sizes(batch_size, batch_sizes)
+    return _Tuning(dataset, step, sizes, budget, max_memory, device, out, storage, progress,
+                   trial_timeout, fixed_loader_kwargs).run()
+
+
+def stored_result(dataset: Any, *, step: Any = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                  device: str | None = None, out: str = "results", **fixed_loader_kwargs) -> TunedConfig | None:
+    """The stored tuned config for this dataset on this machine, if one exists."""
+    hw = hardware.detect()
+    device = _resolve_device(device, hw.gpus)
+    source = _source(dataset, "dataset")
+    step_source = _source(step, "step") if step is not None else None
+    length = len(dataset) if hasattr(dataset, "__len__") and not isinstance(dataset, str) else None
+    if length is None:
+        return None
+    key = dataset_key(source.name, length, (batch_size,), step_source.name if step_source else None,
+                      device, fixed_loader_kwargs)
+    data = read_json(os.path.join(out, hw.fingerprint, key + ".json"))
+    return TunedConfig.from_dict(data) if data else None
+
+
+def best_loader(dataset: Any, batch_size: int = DEFAULT_BATCH_SIZE, step: Any = None,
+                budget: float = DEFAULT_BUDGET_S, *, device: str | None = None, out: str = "results",
+                max_memory: int | str | None = None, progress: Progress | None = None,
+                generator=None, **fixed_loader_kwargs):
+    """A ready DataLoader for ``dataset`` with the tuned settings, tuning first unless a stored
+    result for this hardware and dataset exists. ``fixed_loader_kwargs`` go to the DataLoader
+    (and to every trial) unchanged."""
+    from torch.utils.data import DataLoader
+
+    tuned = stored_result(dataset, step=step, batch_size=batch_size, device=device, out=out, **fixed_loader_kwargs)
+    if tuned is None:
+        tuned = tune(dataset, step=step, batch_size=batch_size, budget=budget, device=device, out=out,
+                     max_memory=max_memory, progress=progress, **fixed_loader_kwargs).tuned
+    kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
+    return DataLoader(dataset, generator=generator, **kwargs)
