@@ -75,8 +75,7 @@ class StudyStore:
             storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}}
                                                  if url.startswith("sqlite") else None)
             self.study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
-                                             load_if_exists=True,
-                                             sampler=optuna.samplers.TPESampler(seed=0, constraints_func=_constraints))
+                                             load_if_exists=True, sampler=optuna.samplers.TPESampler(seed=0))
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
             raise usage("--storage must be a database URL Optuna can open", url,
                         "use e.g. sqlite:///results/study.db (the directory must be writable), or leave "
@@ -121,16 +120,13 @@ class StudyStore:
         trial.set_user_attr(RESULT_ATTR, result.to_dict())
         state = self.optuna.trial.TrialState
         if result.status == OK:
-            trial.set_user_attr("constraint", [0.0])
+            trial.set_constraint("memory", 0.0)
             self.study.tell(trial, result.samples_per_s)
         elif result.status == CONSTRAINT:
             # A completed trial with a violated constraint, so samplers learn to avoid the region.
-            trial.set_user_attr("constraint", [1.0])
+            trial.set_constraint("memory", 1.0)
             self.study.tell(trial, result.samples_per_s or 0.0)
         else:
             assert result.status in (FAILED, HANG)
             self.study.tell(trial, state=state.FAIL)
 
-
-def _constraints(frozen_trial) -> list[float]:
-    return frozen_trial.user_attrs.get("constraint", [0.0])

@@ -37,7 +37,7 @@ MAX_FINALISTS = 4
 # In the interleaved final, a config within this share of the best median is a tie and the
 # cheaper config wins (BENCHMARK.md: a tie goes to fewer workers, less memory, no pinning).
 FINAL_TIE = 0.02
-SEARCH_SETTINGS = BurstSettings()
+SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0)
 FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0)
 
 Progress = Callable[[str, dict], None]
@@ -187,8 +187,10 @@ class _Tuning:
             pick = self._choose(finals, history)
             knee_curve = strategy.curve(history)
             knee = find_knee(knee_curve) if knee_curve else None
-            baseline = next((t.samples_per_s for t in history if t.status == OK and t.config.num_workers == 0), None)
-            final_of_pick = next(f for f in finals if f.config == pick.config) if finals else None
+            final_of_pick = next((f for f in finals if f.config == pick.config), None)
+            # The baseline in the same protocol as the pick: the final round's when it was there.
+            baseline = next((f.median for f in finals if f.config.num_workers == 0), None) or next(
+                (t.samples_per_s for t in history if t.status == OK and t.config.num_workers == 0), None)
             tuned = TunedConfig(config=pick.config,
                                 samples_per_s=final_of_pick.median if final_of_pick else pick.samples_per_s,
                                 rel_interval=pick.rel_interval, baseline_samples_per_s=baseline, knee=knee,
