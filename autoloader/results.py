@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from .space import LoaderConfig
@@ -52,6 +53,7 @@ class TrialResult:
     window_s: float = 0.0
     epochs_crossed: int = 0
     seconds: float = 0.0                    # wall time of the whole trial
+    stalled_s: float | None = None          # HANG: seconds since the trial's last batch when it was ended
     cause: str | None = None
     error: str | None = None
 
@@ -62,7 +64,8 @@ class TrialResult:
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
         data["config"] = dataclasses.asdict(self.config)
-        return data
+        # JSON has no infinity: an unknown interval (a pruned trial) is stored as null.
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrialResult":
@@ -76,15 +79,24 @@ class TrialResult:
         return f"{text}: {self.error}" if self.error else text
 
 
+_SHM_MARKERS = ("/dev/shm", "shm", "shared memory", "torch_", "semlock", "sem_open")
+
+
 def classify_failure(message: str, where: str) -> str:
     """Name the cause of an exception raised in a trial from where it came and what it says.
 
-    ``where`` is "next" (fetching a batch) or "step" (the consumer).
+    ``where`` is "next" (fetching a batch) or "step" (the consumer). ``message`` is best the
+    whole exception chain with full tracebacks (see ``probe.runner.describe_failure``): a
+    worker's exception arrives re-raised with the worker's traceback in its text, and the frames
+    tell a collate_fn failure from a __getitem__ one.
     """
     text = message.lower()
-    if "out of shared memory" in text or "bus error" in text or ("no space left" in text and "shm" in text):
+    if "out of shared memory" in text or "bus error" in text or "insufficient shared memory" in text:
         return "shm_exhausted"
-    if "out of memory" in text and "cuda" in text:
+    if ("no space left on device" in text or "unable to allocate shared memory" in text
+            or "unable to write to file" in text) and any(m in text for m in _SHM_MARKERS):
+        return "shm_exhausted"
+    if ("out of memory" in text and "cuda" in text) or "outofmemoryerror" in text:
         return "cuda_oom"
     if "segmentation fault" in text:
         return "worker_segfault"

@@ -38,6 +38,8 @@ MAX_FINALISTS = 4
 # cheaper config wins (BENCHMARK.md: a tie goes to fewer workers, less memory, no pinning).
 FINAL_TIE = 0.02
 SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0)
+# A search trial stops early once clearly below this share of the best rate so far.
+PRUNE_SHARE = 0.75
 FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0)
 
 Progress = Callable[[str, dict], None]
@@ -178,7 +180,7 @@ class _Tuning:
             store = StudyStore(url, key, self.space)
             history = store.history()
             resumed = len(history)
-            strategy = KneeFirst(self.space, self.hardware.cpus, lambda c: self._predicted_breach(c, info, history) is not None)
+            strategy = KneeFirst(self.space, self.hardware.cpus)
             self.progress("start", {"key": key, "info": info, "resumed": resumed, "stale": store.stale_repaired,
                                     "device": self.device, "cpus": self.hardware.cpus, "budget": self.budget,
                                     "max_memory": self.max_memory, "storage": url})
@@ -245,11 +247,14 @@ class _Tuning:
             if breach is not None:
                 result = TrialResult(config, CONSTRAINT, cause="predicted_memory", error=breach)
             else:
-                result = self.runner.measure(config, SEARCH_SETTINGS)
+                best = best_of(history, tolerance=0.0)
+                settings = dataclasses.replace(
+                    SEARCH_SETTINGS, prune_below=best.samples_per_s * PRUNE_SHARE if best else None)
+                result = self.runner.measure(config, settings)
             store.finish(trial, result)
             history.append(result)
             best = best_of(history)
-            self.progress("trial", {"n": len(history), "expected": max(len(history), len(strategy.ladder) + 6),
+            self.progress("trial", {"n": len(history), "expected": max(len(history), strategy.expected_trials()),
                                     "result": result, "best": best, "elapsed": self.elapsed()})
             if self.elapsed() > self.budget and any(t.status == OK for t in history):
                 break

@@ -36,6 +36,9 @@ class BurstSettings:
     min_chunks: int = 5
     chunk_s: float = 0.2
     extra_skip: int = 2
+    # Stop early, once the rate is clearly below this (samples/s): the search only needs to know
+    # a config loses, not by how much. None measures in full (finals, benchmarks).
+    prune_below: float | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class BurstMeasurement:
     epochs_crossed: int
     window_start_wall: float
     window_end_wall: float
+    pruned: bool = False
 
 
 def t95(df: int) -> float:
@@ -148,9 +152,19 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
             in_epoch = 1
             return item, time.perf_counter() - t0
 
-    for _ in range(num_workers + settings.extra_skip):
+    pruned = False
+    seen = 0
+    t_first = time.perf_counter()  # start-up is not held against a config here
+    for index in range(num_workers + settings.extra_skip):
         item, _ = fetch()
         consume(item)
+        seen += batch_size_of(item)
+        if settings.prune_below and index >= 1:
+            # Even with the first-batch burst helping it, this config is far behind: stop.
+            timer.sync()
+            if seen / (time.perf_counter() - t_first) < 0.5 * settings.prune_below:
+                pruned = True
+                break
     timer.sync()
 
     min_batches = max(2 * num_workers, 8)
@@ -162,6 +176,12 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
     chunk_samples = 0
     chunk_boundary = 0.0
     timer = Timer(device)  # consumer time inside the window only
+    if pruned:
+        # Stopped in the skip: too few batches for a window, so the rate is the whole run's.
+        rate = seen / (time.perf_counter() - t_first)
+        now_wall = time.time()
+        return BurstMeasurement(rate, rate, math.inf, 1.0, 0.0, startup_s, 0.0, 0, 0.0, 0, now_wall,
+                                now_wall, pruned=True)
     window_start_wall = time.time()
     window_start = chunk_start = time.perf_counter()
     while True:
@@ -197,8 +217,11 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
             boundary_due = not restarts and elapsed + to_epoch_end < settings.max_window_s
             enough = (elapsed >= settings.min_window_s and batches >= min_batches
                       and len(chunk_rates) >= settings.min_chunks and not boundary_due)
+            so_far = samples / max(elapsed - boundary_s, 1e-9)
+            if settings.prune_below and len(chunk_rates) >= 3 and so_far < 0.8 * settings.prune_below:
+                pruned = True
             if (enough and rel <= settings.target_rel_interval) or elapsed >= settings.max_window_s \
-                    or should_stop():
+                    or should_stop() or pruned:
                 break
     timer.sync()
     window_s = time.perf_counter() - window_start
@@ -220,7 +243,7 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
         rel_interval=_relative_interval(chunk_rates), wait_fraction=min(1.0, wait_s / steady_time),
         consumer_fraction=min(1.0, timer.busy_seconds() / window_s), startup_s=startup_s,
         epoch_restart_s=restart_s, batches=batches, window_s=window_s, epochs_crossed=epochs_crossed,
-        window_start_wall=window_start_wall, window_end_wall=time.time())
+        window_start_wall=window_start_wall, window_end_wall=time.time(), pruned=pruned)
 
 
 def _relative_interval(rates: list[float]) -> float:
