@@ -41,6 +41,7 @@ SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0)
 # A search trial stops early once clearly below this share of the best rate so far.
 PRUNE_SHARE = 0.75
 FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0)
+FINAL_RESERVE_SHARE = 0.3
 
 Progress = Callable[[str, dict], None]
 
@@ -230,13 +231,18 @@ class _Tuning:
         spent = [t.seconds for t in history if t.seconds]
         return statistics.median(spent) if spent else 6.0
 
-    def _finals_seconds(self, history) -> float:
-        per = max(1.5, min(self._trial_seconds(history), FINAL_SETTINGS.max_window_s + 2.0))
-        return FINAL_ROUNDS * min(MAX_FINALISTS, 3) * per
+    def _final_measure_seconds(self, history) -> float:
+        """One final measurement: start-up, skip and a window of at most FINAL_SETTINGS' cap."""
+        return max(1.5, min(self._trial_seconds(history), FINAL_SETTINGS.max_window_s + 2.0))
+
+    def _finals_reserve(self, history) -> float:
+        """Time kept back for the final round, at most FINAL_RESERVE_SHARE of the budget."""
+        full = FINAL_ROUNDS * 3 * self._final_measure_seconds(history)
+        return min(full, FINAL_RESERVE_SHARE * self.budget)
 
     def _search(self, strategy: KneeFirst, store: StudyStore, history: list[TrialResult], info) -> None:
         while True:
-            left = self.budget - self.elapsed() - self._finals_seconds(history)
+            left = self.budget - self.elapsed() - self._finals_reserve(history)
             if left < self._trial_seconds(history) and any(t.status == OK for t in history):
                 break
             config = strategy.propose(history)
@@ -274,14 +280,14 @@ class _Tuning:
         if len(finalists) < 2:
             return []
         rates: dict[LoaderConfig, list[float]] = {c: [] for c in finalists}
-        for round_index in range(FINAL_ROUNDS):
-            if round_index >= 2 and self.elapsed() > self.budget:
-                break
+        per_round = len(finalists) * self._final_measure_seconds(history)
+        rounds = max(1, min(FINAL_ROUNDS, int((self.budget - self.elapsed()) / per_round)))
+        for round_index in range(rounds):
             for config in finalists:
                 measured = self.runner.measure(config, FINAL_SETTINGS)
                 if measured.status == OK:
                     rates[config].append(measured.samples_per_s)
-            self.progress("final", {"round": round_index + 1, "rounds": FINAL_ROUNDS,
+            self.progress("final", {"round": round_index + 1, "rounds": rounds,
                                     "rates": {c.key: list(r) for c, r in rates.items()}})
         return [FinalRound(c, tuple(r)) for c, r in rates.items() if r]
 
