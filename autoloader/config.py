@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 from dataclasses import dataclass
 
 from . import seeding
@@ -38,8 +39,10 @@ class TunedConfig:
         return self.samples_per_s / self.baseline_samples_per_s
 
     def to_dict(self) -> dict:
+        # JSON has no infinity: an interval that could not be estimated is stored as null.
+        rel_interval = self.rel_interval if self.rel_interval is None or math.isfinite(self.rel_interval) else None
         return {"config": self.config.loader_kwargs(), "samples_per_s": self.samples_per_s,
-                "rel_interval": self.rel_interval, "baseline_samples_per_s": self.baseline_samples_per_s,
+                "rel_interval": rel_interval, "baseline_samples_per_s": self.baseline_samples_per_s,
                 "knee": self.knee.to_dict() if self.knee else None, "hardware": self.hardware,
                 "dataset_key": self.dataset_key, "device": self.device}
 

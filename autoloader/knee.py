@@ -61,11 +61,13 @@ def find_knee(points: Iterable[tuple[int, float]], tolerance: float = MIN_TOLERA
 def rising_at_end(points: Iterable[tuple[int, float]], tolerance: float = MIN_TOLERANCE) -> bool:
     """True when the largest worker count tried is still clearly the best: worth going past it."""
     knee = find_knee(points, tolerance)
-    last_workers, last_rate = knee.curve[-1]
     if len(knee.curve) < 2:
         return False
-    previous_rate = knee.curve[-2][1]
-    return knee.peak == last_workers and last_rate > previous_rate * (1.0 + tolerance)
+    last_workers, last_rate = knee.curve[-1]
+    # Clearly above every smaller count, not just the one before it: after a dip, a last point
+    # that only ties an earlier peak is noise, not a climb.
+    best_before = max(rate for _, rate in knee.curve[:-1])
+    return knee.peak == last_workers and last_rate > best_before * (1.0 + knee.tolerance)
 
 
 def _median(values: list[float]) -> float:

@@ -54,13 +54,16 @@ class KneeFirst(Strategy):
     def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
         tried = {t.config for t in history}
         broken = [t.config.num_workers for t in history
-                  if t.status != OK and t.config == self.base(t.config.num_workers)]
+                  if t.status != OK and t.cause != "cuda_oom" and t.config == self.base(t.config.num_workers)]
         # Worker counts at or past a count whose default config broke (crashed, hung, or broke a
         # memory limit, measured or predicted) are off limits; the knee is sought below them.
         ceiling = min(broken) if broken else None
+        # CUDA running out of memory is about the batch size, whatever the loader does.
+        oom = min((t.config.batch_size for t in history if t.cause == "cuda_oom"), default=None)
 
         def fresh(config: LoaderConfig) -> bool:
-            return config not in tried and (ceiling is None or config.num_workers < ceiling)
+            return (config not in tried and (ceiling is None or config.num_workers < ceiling)
+                    and (oom is None or config.batch_size < oom))
 
         for workers in (self.top, 0):
             if fresh(self.base(workers)):

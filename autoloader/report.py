@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import TextIO
 
@@ -15,6 +16,11 @@ def _gib(n: int | None) -> str:
 
 def _rate(r: float | None) -> str:
     return "-" if r is None else f"{r:,.0f}/s"
+
+
+def _known(x: float | None) -> bool:
+    """An interval was estimated: a trial stopped early has none (inf, or None once stored)."""
+    return x is not None and math.isfinite(x)
 
 
 class ProgressPrinter:
@@ -40,7 +46,10 @@ class ProgressPrinter:
     def _trial(self, d: dict) -> str:
         r = d["result"]
         best = d["best"]
-        what = (f"{_rate(r.samples_per_s)} ±{(r.rel_interval or 0) * 100:.0f}% wait {(r.wait_fraction or 0) * 100:.0f}%"
+        interval = f"±{r.rel_interval * 100:.0f}%" if _known(r.rel_interval) else "±?"
+        if r.pruned:
+            interval = "(stopped early: clearly behind the best)"
+        what = (f"{_rate(r.samples_per_s)} {interval} wait {(r.wait_fraction or 0) * 100:.0f}%"
                 if r.status == OK else f"{r.status.upper()} {r.describe_failure()}")
         best_text = f" | best {best.config.key} {_rate(best.samples_per_s)}" if best else ""
         return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{best_text}"
@@ -57,7 +66,7 @@ def table(result) -> str:
     lines = ["", "autoloader: tuned DataLoader config", ""]
     lines += [f"  {k:<20} {v}" for k, v in kw.items()]
     lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
-                  + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if t.rel_interval else "")]
+                  + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
     if t.baseline_samples_per_s:
         lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)} ({t.speedup:.2f}x with the tuned config)")
     if t.knee:
@@ -79,6 +88,7 @@ def as_json(result) -> str:
     return json.dumps({"config": data["config"], "samples_per_s": data["samples_per_s"],
                        "baseline_samples_per_s": data["baseline_samples_per_s"], "knee": data["knee"],
                        "trials": data["trials"], "finals": data["finals"], "faults": data["faults"],
-                       "tune_seconds": data["tune_seconds"], "path": data["path"],
+                       "tune_seconds": data["tune_seconds"], "resumed_trials": data["resumed_trials"],
+                       "path": data["path"],
                        "snippet_path": data["snippet_path"], "dataset_key": data["dataset_key"],
                        "hardware": data["hardware"]}, default=str)

@@ -53,6 +53,7 @@ class TrialResult:
     window_s: float = 0.0
     epochs_crossed: int = 0
     seconds: float = 0.0                    # wall time of the whole trial
+    pruned: bool = False                    # stopped early, clearly behind the best: rate is rough
     stalled_s: float | None = None          # HANG: seconds since the trial's last batch when it was ended
     cause: str | None = None
     error: str | None = None

@@ -42,6 +42,7 @@ SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0)
 PRUNE_SHARE = 0.75
 FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0)
 FINAL_RESERVE_SHARE = 0.3
+FINALIST_SHARE = 0.75
 
 Progress = Callable[[str, dict], None]
 
@@ -75,6 +76,7 @@ class TuneResult:
     tune_seconds: float
     resumed_trials: int
     orphans: int
+    shm_leaks: int = 0
 
     @property
     def config(self) -> LoaderConfig:
@@ -99,7 +101,8 @@ class TuneResult:
     def to_dict(self) -> dict:
         return {**self.tuned.to_dict(), "path": self.path, "snippet_path": self.snippet_path,
                 "storage": self.storage, "tune_seconds": self.tune_seconds,
-                "resumed_trials": self.resumed_trials, "orphans": self.orphans, "faults": self.faults(),
+                "resumed_trials": self.resumed_trials, "orphans": self.orphans, "shm_leaks": self.shm_leaks,
+                "faults": self.faults(),
                 "trials": [t.to_dict() for t in self.trials],
                 "finals": [{"config": f.config.loader_kwargs(), "rates": list(f.rates), "median": f.median}
                            for f in self.finals]}
@@ -201,7 +204,7 @@ class _Tuning:
             path = os.path.join(folder, key + ".json")
             snippet_path = os.path.join(folder, key + ".py")
             result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, url,
-                                self.elapsed(), resumed, self.runner.orphans)
+                                self.elapsed(), resumed, self.runner.orphans, self.runner.shm_leaks)
             atomic_write(snippet_path, tuned.snippet())
             atomic_write(path, _json(result.to_dict()))
             self.progress("done", {"result": result})
@@ -237,7 +240,10 @@ class _Tuning:
 
     def _finals_reserve(self, history) -> float:
         """Time kept back for the final round, at most FINAL_RESERVE_SHARE of the budget."""
-        full = FINAL_ROUNDS * 3 * self._final_measure_seconds(history)
+        finalists = len(self._finalists(history))
+        if finalists < 2:
+            return 0.0
+        full = FINAL_ROUNDS * finalists * self._final_measure_seconds(history)
         return min(full, FINAL_RESERVE_SHARE * self.budget)
 
     def _search(self, strategy: KneeFirst, store: StudyStore, history: list[TrialResult], info) -> None:
@@ -269,14 +275,23 @@ class _Tuning:
             listing = "; ".join(f"{n}x {c}" for c, n in causes.most_common(5))
             raise NoFeasibleConfig(f"no config ran: every trial failed or broke a limit ({listing or 'none ran'})")
 
-    def _finals(self, history: Sequence[TrialResult]) -> list[FinalRound]:
+    def _finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
+        """The top three by burst rate, and the cheapest within 5% of the best so a tie can go to
+        it; none far behind the best (noise does not reach FINALIST_SHARE)."""
         ok = sorted((t for t in history if t.status == OK and t.samples_per_s),
                     key=lambda t: -t.samples_per_s)
-        finalists = [t.config for t in ok[:3]]
+        if not ok:
+            return []
+        floor = ok[0].samples_per_s * FINALIST_SHARE
+        # Always the top two: a lucky burst must face at least one rival in the final.
+        finalists = [t.config for i, t in enumerate(ok[:3]) if i < 2 or t.samples_per_s >= floor]
         cheap = best_of(history, tolerance=0.05)
         if cheap is not None and cheap.config not in finalists:
             finalists.append(cheap.config)
-        finalists = finalists[:MAX_FINALISTS]
+        return finalists[:MAX_FINALISTS]
+
+    def _finals(self, history: Sequence[TrialResult]) -> list[FinalRound]:
+        finalists = self._finalists(history)
         if len(finalists) < 2:
             return []
         rates: dict[LoaderConfig, list[float]] = {c: [] for c in finalists}

@@ -7,9 +7,11 @@ for the trial's GIL, and a trial that blows up cannot stop its own guard.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass
+from typing import Iterable
 
 import psutil
 
@@ -33,8 +35,12 @@ def tree(pid: int) -> list[psutil.Process]:
 
 
 def sample_memory(pid: int) -> MemorySample:
+    return _sample(tree(pid))
+
+
+def _sample(procs: list[psutil.Process]) -> MemorySample:
     uss = pss = count = 0
-    for proc in tree(pid):
+    for proc in procs:
         try:
             info = proc.memory_full_info()
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -45,11 +51,57 @@ def sample_memory(pid: int) -> MemorySample:
     return MemorySample(uss, pss, count)
 
 
-def kill_tree(pid: int, timeout: float = 5.0) -> list[int]:
-    """SIGKILL the process, its process group and every descendant; return pids still alive."""
-    procs = tree(pid)
+def _alive_with_children(proc: psutil.Process) -> list[psutil.Process]:
     try:
-        os.killpg(os.getpgid(pid), signal.SIGKILL)
+        if not proc.is_running():
+            return []
+        return [proc, *proc.children(recursive=True)]
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
+
+
+def _gone(proc: psutil.Process) -> bool:
+    """Dead for our purposes: exited, or a zombie waiting for its (new) parent to reap it."""
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.AccessDenied:
+        return True  # someone else's, and alive
+    except (psutil.NoSuchProcess, ValueError):
+        return False
+
+
+def kill_tree(pid: int, timeout: float = 5.0, group: int | None = None,
+              also: Iterable[psutil.Process] = ()) -> list[int]:
+    """SIGKILL the process, its process group and every descendant; return pids still alive.
+
+    ``also``: processes seen in the tree earlier (a dead runner's workers are no longer its
+    children). The group (``group``, or ``pid``'s own) is signalled only when ``pid`` leads a
+    group of its own (the runner calls setpgrp first thing) and it is not our own group: a
+    runner that died before setpgrp still sits in the caller's group, and killing that group
+    would kill the user's process and shell.
+    Descendants are collected before anything is killed, since a killed parent's children are
+    re-parented and can no longer be found from it. Zombies count as dead: they hold no memory
+    and are reaped by whoever adopted them.
+    """
+    procs = tree(pid)
+    known = {p.pid for p in procs}
+    for proc in also:  # psutil checks each is still the process it saw, so a reused pid is safe
+        if proc.pid not in known:
+            known.add(proc.pid)
+            procs.extend(_alive_with_children(proc))
+    try:
+        if group is None:
+            group = os.getpgid(pid)
+            group = group if group == pid else None
+        if group is not None and group != os.getpgrp():
+            os.killpg(group, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
         pass
     for proc in procs:
@@ -57,8 +109,13 @@ def kill_tree(pid: int, timeout: float = 5.0) -> list[int]:
             proc.kill()
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(procs, timeout=timeout)
-    return [p.pid for p in alive]
+    deadline = time.monotonic() + timeout
+    alive = procs
+    while True:
+        alive = [p for p in alive if not _gone(p)]
+        if not alive or time.monotonic() > deadline:
+            return [p.pid for p in alive]
+        time.sleep(0.02)
 
 
 def shm_entries() -> set[str]:
@@ -69,8 +126,39 @@ def shm_entries() -> set[str]:
         return set()
 
 
+_TORCH_SEGMENT = re.compile(r"^torch_(\d+)_")
+
+
+def clean_shm(before: set[str], pids: Iterable[int]) -> list[str]:
+    """Unlink and return the /dev/shm segments a finished trial's processes left behind.
+
+    torch names a segment ``torch_<creator pid>_...`` and unlinks it as soon as the receiver
+    has it (file-descriptor sharing), so a name that appeared during the trial and whose
+    creator is now dead was left by a process killed in between: nobody will unlink it. Such
+    names are removed. A live creator's names are left alone, whether it is the runner (whose
+    own segments may be in use under the file-system sharing strategy) or another program.
+    ``pids``: the trial tree's processes, for the record of whose leak it was.
+    """
+    pids = set(pids)
+    leaked = []
+    for name in sorted(shm_entries() - before):
+        match = _TORCH_SEGMENT.match(name)
+        if not match:
+            continue
+        creator = int(match.group(1))
+        if _pid_alive(creator):
+            continue
+        try:
+            os.unlink(os.path.join(hardware.SHM_PATH, name))
+            leaked.append(name)
+        except OSError:
+            pass
+    return leaked
+
+
 class TreeWatch:
-    """Peak memory and /dev/shm growth of one trial, sampled by the driver while it waits."""
+    """Peak memory and /dev/shm growth of one trial, sampled by the driver while it waits; and
+    every process seen in the tree, so a kill can reach workers whose runner already died."""
 
     def __init__(self, pid: int, interval: float = 0.2):
         self.pid = pid
@@ -78,14 +166,21 @@ class TreeWatch:
         self.peak = MemorySample(0, 0, 0)
         self.shm_base = hardware.shm_used() or 0
         self.peak_shm = 0
+        self.procs: list[psutil.Process] = []
+        self.pids: set[int] = set()
         self._next = 0.0
 
-    def poll(self) -> MemorySample | None:
+    def poll(self, force: bool = False) -> MemorySample | None:
         now = time.monotonic()
-        if now < self._next:
+        if now < self._next and not force:
             return None
         self._next = now + self.interval
-        sample = sample_memory(self.pid)
+        procs = tree(self.pid)
+        for proc in procs:
+            if proc.pid not in self.pids:
+                self.pids.add(proc.pid)
+                self.procs.append(proc)
+        sample = _sample(procs)
         self.peak = MemorySample(max(self.peak.uss, sample.uss), max(self.peak.pss, sample.pss),
                                  max(self.peak.processes, sample.processes))
         used = hardware.shm_used()

@@ -11,8 +11,15 @@
 # its DataLoader workers are started the DataLoader's way (fork on Linux, unless the user passes
 # multiprocessing_context), and they must not touch CUDA, exactly as in the user's own run.
 # The driver never initialises CUDA (NOTE [ No CUDA in the driver ]). The runner puts itself in a
-# process group of its own and asks the kernel to kill it when the driver dies, so neither a
-# killed driver nor a killed runner leaves workers behind.
+# process group of its own and asks the kernel to kill it when the driver dies (PR_SET_PDEATHSIG),
+# and its workers ask the same of the runner (``_WorkerInit``), so neither a killed driver nor a
+# killed runner leaves workers behind, even hung ones. Both name themselves (``autoloader-run``,
+# ``autoloader-wkr`` in ps). The driver kills a tree by its group, its descendants and every
+# process its guard saw in it (a crashed runner's workers are no longer its children), and never
+# signals a group that is not the runner's own. A trial ends as a result about its config, never
+# as an exception: see ``TrialRunner``. The runner acknowledges each trial ("begin") and reports
+# progress ("beat") while batches flow, so a runner that dies before the acknowledgement is not
+# blamed on the config, and a hang's report says how long nothing moved.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import os
 import signal
 import time
 import traceback
+import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +44,7 @@ from . import guard
 from .burst import BurstSettings
 
 SETUP_TIMEOUT_S = 600.0
+BEAT_S = 0.5  # the runner reports progress at most this often while batches flow
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,129 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # 1 == PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _set_name(name: str) -> None:
+    """PR_SET_NAME: what ps, top and psutil's name() show, so trial processes are easy to find."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # 15 == PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+RUNNER_NAME = "autoloader-run"
+WORKER_NAME = "autoloader-wkr"
+
+
+class _WorkerInit:
+    """The trial's ``worker_init_fn``: the worker dies with the runner, then the user's own runs.
+
+    A DataLoader worker notices a dead parent only at its next queue poll, and one that hangs or
+    spins never does; so each worker asks the kernel for SIGKILL when the runner dies, and exits
+    at once if the runner died before it could ask.
+    """
+
+    def __init__(self, runner_pid: int | None, inner=None):
+        self.runner_pid = runner_pid  # the worker's parent when forked; None for forkserver/spawn
+        self.inner = inner
+
+    def __call__(self, worker_id: int) -> None:
+        _die_with_parent()
+        if self.runner_pid is not None and os.getppid() != self.runner_pid:
+            os._exit(1)
+        _set_name(WORKER_NAME)
+        if self.inner is not None:
+            self.inner(worker_id)
+
+
+def _signal_text(exitcode: int | None) -> str | None:
+    if exitcode is None or exitcode >= 0:
+        return None
+    try:
+        return signal.strsignal(-exitcode) or f"signal {-exitcode}"
+    except ValueError:
+        return f"signal {-exitcode}"
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
+def _dead_worker_signals(chain: list[BaseException]) -> list[str]:
+    """How the DataLoader's failed workers died, from its own frames (``failed_workers``): its
+    Python-side message says only "exited unexpectedly", which hides a segfault or a bus error."""
+    found = []
+    for exc in chain:
+        tb = exc.__traceback__
+        while tb is not None:
+            for worker in tb.tb_frame.f_locals.get("failed_workers", None) or ():
+                text = _signal_text(getattr(worker, "exitcode", None))
+                if text and text not in found:
+                    found.append(text)
+            tb = tb.tb_next
+    return found
+
+
+def describe_failure(exc: BaseException) -> tuple[str, str]:
+    """(what to tell the user, what to classify) for an exception raised in a trial.
+
+    The message is the most specific in the chain: the SIGCHLD handler's "killed by signal:
+    Segmentation fault" over the "exited unexpectedly" wrapped around it, and for an exception
+    re-raised from a worker, the worker's own last line. The classification text is the whole
+    chain with full tracebacks (a collate_fn frame deep in the stack decides collate vs
+    __getitem__) plus how dead workers died.
+    """
+    chain = _exception_chain(exc)
+    texts = [f"{type(e).__name__}: {e}".strip() for e in chain]
+    message = next((t for t in texts if "killed by signal" in t.lower()), texts[0])
+    signals = _dead_worker_signals(chain)
+    if signals and "killed by signal" not in message.lower():
+        message = f"{message} (killed by signal: {', '.join(signals)})"
+    worker = str(exc)
+    if "in DataLoader worker process" in worker and "Original Traceback" in worker:
+        lines = [line for line in worker.strip().splitlines() if line.strip()]
+        head = lines[0].replace("Caught ", "").rstrip(".")
+        message = f"{lines[-1].strip()} ({head})"
+    detail = "".join(traceback.format_exception(exc))
+    if signals:
+        detail += "".join(f"\nDataLoader worker is killed by signal: {s}" for s in signals)
+    return message.splitlines()[0][:500] if message else type(exc).__name__, detail
+
+
+def _shutdown_iterators(iterators: list) -> None:
+    """Stop a trial's DataLoader workers now, whatever state the trial left them in.
+
+    An iterator kept alive past the trial (a persistent-workers loader, a traceback) keeps its
+    workers and its entry in DataLoader's SIGCHLD registry; a worker of it dying later would
+    then raise "DataLoader worker ... is killed by signal" in the runner between trials, and
+    the next config would be blamed. So each iterator is shut down explicitly (joins, then
+    terminates, its workers) and its registry entry is dropped.
+    """
+    from torch.utils.data._utils import signal_handling
+
+    for ref in iterators:
+        it = ref()
+        if it is None:
+            continue
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if shutdown is not None:
+            try:
+                shutdown()
+            except Exception:  # noqa: BLE001 - best effort; the reaper kills what is left
+                pass
+        if getattr(it, "_worker_pids_set", False):
+            try:
+                signal_handling._remove_worker_pids(id(it))
+            except (RuntimeError, AttributeError):
+                pass
+            it._worker_pids_set = False
+        del it
 
 
 def _tensor_bytes(obj: Any) -> int:
@@ -156,13 +289,18 @@ class _Runner:
         from ..seeding import seed_worker
 
         fixed = dict(self.setup.fixed_kwargs)
-        fixed.setdefault("worker_init_fn", seed_worker)
+        context = fixed.get("multiprocessing_context") or self.setup.worker_start_method
+        method = context if isinstance(context, str) else getattr(context, "_name", None)
+        fixed["worker_init_fn"] = _WorkerInit(os.getpid() if method == "fork" else None,
+                                              fixed.get("worker_init_fn", seed_worker))
         if not self.iterable and "sampler" not in fixed and "batch_sampler" not in fixed:
             fixed.setdefault("shuffle", True)
         return fixed
 
-    def measure(self, config: LoaderConfig, settings: BurstSettings) -> dict:
-        """One trial. Returns the fields of a TrialResult (the driver adds memory figures)."""
+    def measure(self, config: LoaderConfig, settings: BurstSettings, beat=None) -> dict:
+        """One trial. Returns the fields of a TrialResult (the driver adds memory figures).
+        ``beat(batches)`` is called at most every ``BEAT_S`` while batches flow, so the driver's
+        watchdog can tell how long a trial has made no progress."""
         from torch.utils.data import DataLoader
 
         from .burst import run_burst
@@ -175,25 +313,37 @@ class _Runner:
             torch.cuda.reset_peak_memory_stats()
         where = ["next"]
 
+        iterators = []
+
         def make_iterator():
             where[0] = "next"
-            return iter(loader)
+            it = iter(loader)
+            if not any(ref() is it for ref in iterators):
+                iterators.append(weakref.ref(it))
+            return it
+
+        progress = {"batches": 0, "beat": time.monotonic()}
 
         def consume_tracked(batch):
             where[0] = "step"
             consume(batch)
             where[0] = "next"
+            progress["batches"] += 1
+            now = time.monotonic()
+            if beat is not None and now - progress["beat"] >= BEAT_S:
+                progress["beat"] = now
+                beat(progress["batches"])
 
         try:
             m = run_burst(make_iterator, consume_tracked, config.num_workers,
                           fresh_workers_each_epoch=config.num_workers > 0 and not config.persistent_workers,
                           epoch_batches=epoch_batches, device=self.device, settings=settings)
         except Exception as exc:  # noqa: BLE001 - a crash is a result about this config
-            message = f"{type(exc).__name__}: {exc}"
-            detail = traceback.format_exc(limit=6)
-            return {"status": FAILED, "cause": classify_failure(message + detail, where[0]),
-                    "error": message.strip().splitlines()[0][:500] if message.strip() else type(exc).__name__}
+            message, detail = describe_failure(exc)
+            del exc
+            return {"status": FAILED, "cause": classify_failure(detail, where[0]), "error": message}
         finally:
+            _shutdown_iterators(iterators)
             del loader
             gc.collect()
             if self.cuda:
@@ -204,7 +354,8 @@ class _Runner:
                 "wait_fraction": m.wait_fraction, "consumer_fraction": m.consumer_fraction,
                 "gpu_util": gpu_util, "startup_s": m.startup_s, "epoch_restart_s": m.epoch_restart_s,
                 "gpu_peak_bytes": int(torch.cuda.max_memory_allocated()) if self.cuda else None,
-                "batches": m.batches, "window_s": m.window_s, "epochs_crossed": m.epochs_crossed}
+                "batches": m.batches, "window_s": m.window_s, "epochs_crossed": m.epochs_crossed,
+                "pruned": m.pruned}
 
     def _consumer(self, config: LoaderConfig):
         if self.step is not None:
@@ -255,7 +406,11 @@ class _NvmlUtil:
 def _runner_main(conn, setup: RunnerSetup) -> None:
     os.setpgrp()
     _die_with_parent()
+    _set_name(RUNNER_NAME)
     mp.set_start_method(setup.worker_start_method, force=True)
+    # Trying more workers than CPUs is the point of some trials; DataLoader's warning about it
+    # would only clutter the user's terminal.
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
     from ..errors import UsageError
 
     try:
@@ -273,32 +428,49 @@ def _runner_main(conn, setup: RunnerSetup) -> None:
             message = conn.recv()
         except (EOFError, OSError):
             return
+        except RuntimeError:
+            # DataLoader's SIGCHLD handler reporting a worker of a finished trial: that trial
+            # has its result already, so this is not about the next one.
+            continue
         if message[0] == "stop":
             return
         _, config, settings = message
-        result = runner.measure(config, settings)
-        result["leaked_workers"] = _reap_children()
+        conn.send(("begin", os.getpid()))
+        result = runner.measure(config, settings, beat=lambda batches: conn.send(("beat", batches)))
+        result["lingering_workers"], result["leaked_workers"] = _reap_children()
         conn.send(("result", result))
 
 
-def _reap_children(timeout: float = 5.0) -> int:
-    """Wait for this trial's workers to exit; kill and count any that did not."""
+def _reap_children(timeout: float = 5.0) -> tuple[int, int]:
+    """Wait for this trial's workers to exit, killing any still there after ``timeout``; reap
+    them all. Returns (workers that had to be killed, workers still alive after that)."""
     import psutil
 
-    me = psutil.Process()
+    def alive() -> list:
+        out = []
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    out.append(child)
+            except psutil.NoSuchProcess:
+                pass
+        return out
+
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        children = [c for c in me.children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
-        if not children:
-            return 0
+    leftover = alive()
+    while leftover and time.monotonic() < deadline:
         time.sleep(0.05)
-    leftover = me.children(recursive=True)
+        leftover = alive()
     for child in leftover:
         try:
             child.kill()
         except psutil.NoSuchProcess:
             pass
-    return len(leftover)
+    deadline = time.monotonic() + timeout
+    while leftover and alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    mp.active_children()  # reaps the workers multiprocessing started (no zombies left)
+    return len(leftover), len(alive())
 
 
 # --- the driver side --------------------------------------------------------------------------
@@ -312,9 +484,32 @@ def _signal_name(exitcode: int | None) -> str:
         return f"signal {-exitcode}"
 
 
+def _main_script_hint() -> str:
+    """A likely cause when the trial process dies while starting: 'spawn' re-runs the caller's
+    script in the new process, so a script that calls tune() outside ``if __name__ ==
+    "__main__":`` makes the trial process start another one, which multiprocessing refuses."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    spec = getattr(main, "__spec__", None)
+    if not path or (spec is not None and spec.name.endswith("__main__")):
+        return ""
+    return (f". If {os.path.basename(path)} calls tune() at module level, put the call under "
+            "`if __name__ == \"__main__\":` (the trial process re-imports that script); the "
+            "trial process's own error is on stderr above")
+
+
 class TrialRunner:
     """The driver's handle on the trial process: sends configs, guards memory, enforces the
-    watchdog, and restarts the process after anything kills it."""
+    watchdog, and restarts the process after anything kills it.
+
+    Every way a trial can end is a TrialResult about its config, never an exception: a result,
+    an exception in the trial (FAILED, classified by ``classify_failure``), the tree's memory
+    past the ceiling (CONSTRAINT host_memory, tree killed), the trial process dying (FAILED,
+    cause from its signal), or the watchdog (HANG, tree killed). After each trial the tree's
+    leftovers are counted: processes that outlived a kill (``orphans``) and /dev/shm segments
+    its dead processes left (``shm_leaks``, unlinked)."""
 
     def __init__(self, setup: RunnerSetup, max_memory: int, hang_timeout_s: float = 60.0,
                  setup_timeout_s: float = SETUP_TIMEOUT_S):
@@ -324,23 +519,31 @@ class TrialRunner:
         self.setup_timeout_s = setup_timeout_s
         self.info: DatasetInfo | None = None
         self.restarts = 0
-        self.orphans = 0
+        self.orphans = 0      # processes of a trial's tree still alive after it was killed
+        self.lingering = 0    # workers still running after their trial ended (killed then)
+        self.shm_leaks = 0    # /dev/shm segments left by a trial's dead processes (unlinked)
         self._proc = None
         self._conn = None
+        self._group: int | None = None  # the runner's process group, once it has made its own
+        self._watch: guard.TreeWatch | None = None
 
     def start(self) -> DatasetInfo:
         context = mp.get_context("spawn")
         parent_conn, child_conn = context.Pipe()
+        self._group = None
         self._proc = context.Process(target=_runner_main, args=(child_conn, self.setup), name="autoloader-runner")
         self._proc.start()
         child_conn.close()
         self._conn = parent_conn
+        self._watch = guard.TreeWatch(self._proc.pid)
         deadline = time.monotonic() + self.setup_timeout_s
         while not parent_conn.poll(0.2):
             if not self._proc.is_alive():
+                code = self._wait_exitcode()
                 self._kill()
                 raise SetupError(f"the trial process died while building the dataset or step "
-                                 f"({_signal_name(self._proc.exitcode)})", usage=False)
+                                 f"({_signal_name(code)})" + (_main_script_hint() if code == 1 else ""),
+                                 usage=False)
             if time.monotonic() > deadline:
                 self._kill()
                 raise SetupError(f"building the dataset and step took over {self.setup_timeout_s:.0f} s",
@@ -348,36 +551,80 @@ class TrialRunner:
         try:
             message = parent_conn.recv()
         except (EOFError, OSError):
+            code = self._wait_exitcode()
             self._kill()
-            raise SetupError("the trial process closed its pipe while starting", usage=False) from None
+            raise SetupError(f"the trial process died while starting ({_signal_name(code)})"
+                             + (_main_script_hint() if code == 1 else ""), usage=False) from None
         if message[0] == "setup_error":
             self._kill()
             raise SetupError(message[1], usage=message[2])
+        self._group = self._proc.pid  # setpgrp ran before "ready"
         self.info = message[1]
         return self.info
 
     def measure(self, config: LoaderConfig, settings: BurstSettings) -> TrialResult:
-        if self._proc is None or not self._proc.is_alive():
-            self.restarts += self._proc is not None
+        """Run one trial and return its result, whatever happens to the trial process.
+
+        A runner that dies before it has acknowledged the trial died of something earlier (a
+        late signal from the last trial's workers, say), not of this config: it is restarted
+        and the trial sent once more.
+        """
+        for attempt in (1, 2):
+            result = self._attempt(config, settings, retry_allowed=attempt == 1)
+            if result is not None:
+                return result
+        raise AssertionError("unreachable: the second attempt always returns")
+
+    def _ensure_started(self, config: LoaderConfig) -> TrialResult | None:
+        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+            return None
+        if self._proc is not None:
+            self.restarts += 1
+            self._kill()
+        try:
             self.start()
+        except SetupError as exc:
+            return TrialResult(config, FAILED, cause="runner_killed",
+                               error=f"the trial process could not be restarted: {str(exc)[:400]}")
+        return None
+
+    def _attempt(self, config: LoaderConfig, settings: BurstSettings, retry_allowed: bool) -> TrialResult | None:
+        failed = self._ensure_started(config)
+        if failed is not None:
+            return failed
+        shm_before = guard.shm_entries()
         t0 = time.monotonic()
-        watch = guard.TreeWatch(self._proc.pid)
+        watch = self._watch = guard.TreeWatch(self._proc.pid)
         try:
             self._conn.send(("measure", config, settings))
         except (BrokenPipeError, OSError):
             self._kill()
+            if retry_allowed:
+                return None
             return TrialResult(config, FAILED, cause="runner_killed", error="the trial process was gone")
         status = cause = error = None
+        stalled = None
+        begun = False
         fields: dict = {}
+        last_progress, batches = t0, 0
         while True:
             if self._conn.poll(0.05):
                 try:
                     kind, payload = self._conn.recv()
-                    fields = payload
                 except (EOFError, OSError):
-                    status, cause = FAILED, "runner_killed"
-                    error = f"the trial process died ({_signal_name(self._wait_exitcode())})"
+                    code = self._wait_exitcode()
                     self._kill()
+                    if not begun and retry_allowed:
+                        return None
+                    status, cause, error = FAILED, _death_cause(code), _death_text(code)
+                    break
+                if kind == "begin":
+                    begun, last_progress = True, time.monotonic()
+                    continue
+                if kind == "beat":
+                    last_progress, batches = time.monotonic(), payload
+                    continue
+                fields = payload
                 break
             sample = watch.poll()
             if sample is not None and sample.pss > self.max_memory:
@@ -388,20 +635,31 @@ class TrialRunner:
                 break
             if not self._proc.is_alive():
                 code = self._wait_exitcode()
+                if self._conn.poll(0):
+                    continue  # its last words (a result, or "begin") are still in the pipe
                 self._kill()
-                status, cause = FAILED, ("shm_exhausted" if code == -signal.SIGBUS else "runner_killed")
-                error = f"the trial process died ({_signal_name(code)})"
+                if not begun and retry_allowed:
+                    return None
+                status, cause, error = FAILED, _death_cause(code), _death_text(code)
                 break
-            if time.monotonic() - t0 > self.hang_timeout_s:
+            now = time.monotonic()
+            if now - t0 > self.hang_timeout_s:
+                stalled = now - last_progress
+                processes = max(1, len(watch.procs))
                 self._kill()
+                killed_in = time.monotonic() - now
                 status, cause = HANG, "hang"
-                error = f"no result after {self.hang_timeout_s:.0f} s; the trial's process tree was killed"
+                progress = (f"no batch for the last {stalled:.1f} s ({batches} before)" if batches
+                            else "no batch at all")
+                error = (f"no result after {self.hang_timeout_s:g} s, {progress}; the trial's process "
+                         f"tree ({processes} processes) was killed in {killed_in:.2f} s")
                 break
-        watch.poll()
         fields = dict(fields)
+        self.lingering += int(fields.pop("lingering_workers", 0) or 0)
         self.orphans += int(fields.pop("leaked_workers", 0) or 0)
         if status is not None:
-            fields = {"status": status, "cause": cause, "error": error}
+            fields = {"status": status, "cause": cause, "error": error, "stalled_s": stalled}
+        self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
         return TrialResult(config=config, peak_host_bytes=watch.peak.uss or None,
                            peak_shm_bytes=watch.peak_shm,
                            batch_bytes=(self.info.sample_bytes * config.batch_size) if self.info else None,
@@ -412,11 +670,14 @@ class TrialRunner:
         return self._proc.exitcode
 
     def _kill(self) -> None:
+        """Kill the runner's whole tree: its group, its descendants, and every process the
+        guard saw in it (a crashed runner's workers are no longer its children)."""
         if self._proc is None:
             return
         if self._proc.pid is not None:
-            self.orphans += len(guard.kill_tree(self._proc.pid))
-        self._proc.join(timeout=5.0)
+            seen = self._watch.procs if self._watch is not None else ()
+            self.orphans += len(guard.kill_tree(self._proc.pid, group=self._group, also=seen))
+            self._proc.join(timeout=5.0)
         if self._conn is not None:
             self._conn.close()
         self._conn = None
@@ -425,7 +686,7 @@ class TrialRunner:
         """Stop the runner politely, then make sure nothing of its tree is left."""
         if self._proc is None:
             return
-        if self._proc.is_alive() and self._conn is not None:
+        if self._proc.pid is not None and self._proc.is_alive() and self._conn is not None:
             try:
                 self._conn.send(("stop",))
                 self._proc.join(timeout=5.0)
@@ -439,3 +700,14 @@ class TrialRunner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _death_cause(exitcode: int | None) -> str:
+    return "shm_exhausted" if exitcode == -signal.SIGBUS else "runner_killed"
+
+
+def _death_text(exitcode: int | None) -> str:
+    why = {-signal.SIGKILL: ": the kernel's OOM killer, or another process",
+           -signal.SIGSEGV: ": a native library in the dataset or step crashed",
+           -signal.SIGBUS: ": /dev/shm is likely full"}.get(exitcode or 0, "")
+    return f"the trial process died ({_signal_name(exitcode)}{why})"

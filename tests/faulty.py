@@ -1,0 +1,404 @@
+"""Fault-injecting datasets, collate functions and steps for the reliability tests.
+
+Everything here is module level: trial processes are started with 'spawn', so what ``tune()``
+is handed is pickled by reference and re-imported there, and a CLI ``--dataset
+tests/faulty.py:NAME`` spec is re-imported by path. Faults fire only inside a DataLoader
+worker (``get_worker_info() is not None``) and only when the loader has at least
+``min_workers`` workers, so every study also holds healthy configs (at least ``num_workers=0``).
+
+Nothing here really exhausts this machine: signals stand in for the kernel (OOM killer,
+segfault, bus error), the shared-memory filler only runs inside a private mount namespace with
+a small /dev/shm of its own (see test_faults.py), and memory hoarding is bounded by the guard
+(and by ``MAX_HOARD_BYTES`` as a last resort).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import time
+
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+SAMPLE_SHAPE = (64,)
+MAX_HOARD_BYTES = 6 * 2**30      # a hoarding worker never holds more than this, guard or not
+HOARD_STEP_BYTES = 200 * 2**20   # what a hoarding worker adds per batch
+
+
+def _in_worker(min_workers: int) -> bool:
+    info = get_worker_info()
+    return info is not None and info.num_workers >= min_workers
+
+
+def _no_core_dump() -> None:
+    """A test's deliberate crash must not write a core file."""
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ValueError, OSError):
+        pass
+
+
+class Tiny(Dataset):
+    """A healthy tiny dataset: small float vectors with a little CPU work each."""
+
+    def __init__(self, length: int = 512, work: int = 2, sleep_s: float = 0.0):
+        self.length = length
+        self.work = work
+        self.sleep_s = sleep_s  # waiting (I/O-like) per sample: then workers pay
+
+    def __len__(self) -> int:
+        return self.length
+
+    def sample(self, index: int) -> torch.Tensor:
+        x = torch.full(SAMPLE_SHAPE, float(index % 97))
+        for _ in range(self.work):
+            x = torch.tanh(x * 1.0001)
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        return x
+
+    def __getitem__(self, index: int):
+        return self.sample(index), index % 10
+
+
+class SignalInWorker(Tiny):
+    """A worker that receives ``signum`` while loading: SIGSEGV stands for a crash in native
+    decoding code, SIGKILL for the kernel's OOM killer, SIGBUS for a full /dev/shm."""
+
+    def __init__(self, signum: int, min_workers: int = 1, length: int = 512):
+        super().__init__(length)
+        self.signum = int(signum)
+        self.min_workers = min_workers
+
+    def __getitem__(self, index: int):
+        if _in_worker(self.min_workers):
+            _no_core_dump()
+            os.kill(os.getpid(), self.signum)
+            time.sleep(5)  # a signal is delivered at once; never reached
+        return super().__getitem__(index)
+
+
+class RaiseInWorker(Tiny):
+    """``__getitem__`` raises inside workers (a corrupt file only some code path reads)."""
+
+    def __init__(self, min_workers: int = 1, length: int = 512):
+        super().__init__(length)
+        self.min_workers = min_workers
+
+    def __getitem__(self, index: int):
+        if _in_worker(self.min_workers):
+            raise ValueError(f"corrupt sample {index}: cannot decode (injected fault)")
+        return super().__getitem__(index)
+
+
+class HangInWorker(Tiny):
+    """A worker that blocks forever (a dead NFS mount, a deadlocked lock) once the loader has
+    ``min_workers`` workers. Each hanging worker appends the wall time it started hanging to
+    ``marker`` so the tests can time the watchdog from hang start to trial end."""
+
+    def __init__(self, marker: str, min_workers: int = 2, length: int = 512):
+        super().__init__(length)
+        self.marker = marker
+        self.min_workers = min_workers
+
+    def __getitem__(self, index: int):
+        if _in_worker(self.min_workers):
+            with open(self.marker, "a") as fh:
+                fh.write(f"{time.time():.6f} {os.getpid()}\n")
+            while True:
+                time.sleep(3600)
+        return super().__getitem__(index)
+
+
+_hoard: list = []
+
+
+class HoardInWorker(Tiny):
+    """A worker whose memory grows by ``step_bytes`` per batch and is never given back (a cache
+    without a bound, or copy-on-read pages of a big Python structure), once the loader has
+    ``min_workers`` workers. ``__getitems__`` is called once per batch."""
+
+    def __init__(self, min_workers: int = 2, step_bytes: int = HOARD_STEP_BYTES, length: int = 512):
+        super().__init__(length)
+        self.min_workers = min_workers
+        self.step_bytes = step_bytes
+
+    def __getitems__(self, indices):
+        if _in_worker(self.min_workers) and len(_hoard) * self.step_bytes < MAX_HOARD_BYTES:
+            block = torch.empty(self.step_bytes, dtype=torch.uint8)
+            block.fill_(1)  # touched, so it is resident, not just reserved
+            _hoard.append(block)
+        return [self[i] for i in indices]
+
+
+class FillShmInWorker(Tiny):
+    """Worker 0 takes all of /dev/shm but less than ``chunk`` bytes (an unlinked file it keeps
+    open, so the space comes back when the worker dies) before loading; batches, which travel
+    through /dev/shm, then find no room. Only for a private, small /dev/shm: refuses to run
+    when /dev/shm is larger than ``max_shm``."""
+
+    def __init__(self, min_workers: int = 1, chunk: int = 256 * 2**10, max_shm: int = 256 * 2**20,
+                 length: int = 512, width: int = 16 * 1024):
+        super().__init__(length)
+        self.min_workers = min_workers
+        self.chunk = chunk
+        self.max_shm = max_shm
+        self.width = width
+
+    _held = None
+
+    def __getitem__(self, index: int):
+        if _in_worker(self.min_workers) and get_worker_info().id == 0 and FillShmInWorker._held is None:
+            stat = os.statvfs("/dev/shm")
+            if stat.f_blocks * stat.f_frsize > self.max_shm:
+                raise RuntimeError(f"refusing to fill a /dev/shm of {stat.f_blocks * stat.f_frsize} bytes; "
+                                   "this fault is for a private small /dev/shm only")
+            path = f"/dev/shm/autoloader-test-fill-{os.getpid()}"
+            fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
+            os.unlink(path)
+            offset = 0
+            while True:  # chunk by chunk: a failed fallocate gives back only its own chunk
+                try:
+                    os.posix_fallocate(fd, offset, self.chunk)
+                except OSError:
+                    break
+                offset += self.chunk
+            FillShmInWorker._held = fd
+        return torch.full((self.width,), float(index % 97)), index % 10
+
+
+class BigSamples(Tiny):
+    """Samples of ``width`` float32s: a batch of them may not fit a small /dev/shm."""
+
+    def __init__(self, width: int = 16 * 1024, length: int = 256):
+        super().__init__(length)
+        self.width = width
+
+    def __getitem__(self, index: int):
+        return torch.full((self.width,), float(index % 97)), index % 10
+
+
+class TinyStream(IterableDataset):
+    """An IterableDataset: each worker streams its own shard of ``length`` samples."""
+
+    def __init__(self, length: int = 512):
+        self.length = length
+
+    def __iter__(self):
+        info = get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        for index in range(start, self.length, step):
+            x = torch.full(SAMPLE_SHAPE, float(index % 97))
+            yield torch.tanh(x), index % 10
+
+
+class WithLambda(Tiny):
+    """Holds a lambda, so it cannot be pickled (the CLI re-imports it, which works)."""
+
+    def __init__(self, length: int = 512):
+        super().__init__(length)
+        self.transform = lambda x: x * 2
+
+    def __getitem__(self, index: int):
+        x, y = super().__getitem__(index)
+        return self.transform(x), y
+
+
+def collate_breaks_in_workers(samples):
+    """A collate_fn that raises inside workers (a ragged batch it cannot stack)."""
+    if _in_worker(1):
+        raise ValueError("cannot stack samples of shapes [64] and [63] (injected fault)")
+    return torch.utils.data.default_collate(samples)
+
+
+def _batch_len(batch) -> int:
+    first = batch[0] if isinstance(batch, (list, tuple)) else batch
+    return int(first.shape[0])
+
+
+class StepFaults:
+    """A step that fails by batch size, as a model on a GPU does: ``faults`` maps a batch size
+    to what happens from that size up (the largest listed size not above the batch's wins):
+
+    * ``"cuda_oom"``: raises what torch raises, ``torch.OutOfMemoryError("CUDA out of memory...")``
+      (on a CPU-only machine too);
+    * ``"raise"``: a shape bug, ``RuntimeError("mat1 and mat2 shapes cannot be multiplied")``;
+    * ``"kill"``: the trial process itself is SIGKILLed (the OOM killer picks the biggest
+      process, which is the one holding the model, not a worker).
+    """
+
+    def __init__(self, faults: dict[int, str]):
+        self.faults = dict(faults)
+
+    def __call__(self, batch) -> None:
+        n = _batch_len(batch)
+        sizes = [size for size in self.faults if size <= n]
+        if not sizes:
+            return
+        fault = self.faults[max(sizes)]
+        if fault == "cuda_oom":
+            raise torch.OutOfMemoryError(
+                f"CUDA out of memory. Tried to allocate {n * 0.25:.2f} GiB. GPU 0 has a total capacity of "
+                "79.19 GiB of which 1.06 GiB is free. (injected fault)")
+        if fault == "raise":
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({n}x64 and 32x10) (injected fault)")
+        if fault == "kill":
+            _no_core_dump()
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise ValueError(f"unknown fault {fault!r}")
+
+
+# --- zero-argument factories for the CLI (``--dataset tests/faulty.py:NAME``) -----------------
+
+def tiny() -> Tiny:
+    return Tiny()
+
+
+def waiting() -> Tiny:
+    """Healthy, and workers pay (each sample waits 1 ms), so a study has several trials."""
+    return Tiny(sleep_s=0.001)
+
+
+def segfault() -> SignalInWorker:
+    return SignalInWorker(signal.SIGSEGV)
+
+
+def oom_killed() -> SignalInWorker:
+    return SignalInWorker(signal.SIGKILL)
+
+
+def bus_error() -> SignalInWorker:
+    return SignalInWorker(signal.SIGBUS)
+
+
+def fill_shm() -> FillShmInWorker:
+    return FillShmInWorker()
+
+
+def big_samples() -> BigSamples:
+    return BigSamples()
+
+
+def with_lambda() -> WithLambda:
+    return WithLambda()
+
+
+def cuda_oom_step() -> StepFaults:
+    return StepFaults({64: "cuda_oom"})
+
+
+# --- what a fault run must not leave behind (shared by test_faults.py and scripts/fault_suite.py)
+
+TAG_VAR = "AUTOLOADER_FAULT_TAG"
+
+
+def tagged_processes(tag: str) -> list:
+    """Live processes that inherited ``TAG_VAR=tag`` from us: every trial process and worker a
+    run started, wherever it sits in the tree now (a killed parent's children are re-parented,
+    so walking our own children would miss exactly the orphans)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            if proc.environ().get(TAG_VAR) == tag:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            continue
+    return found
+
+
+def _cmdline(proc) -> str:
+    import psutil
+
+    try:
+        return " ".join(proc.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return ""
+
+
+def leftover_processes(tag: str, timeout: float = 10.0) -> list[str]:
+    """Processes of ours still alive after ``timeout`` (a killed tree takes a moment to go):
+    tagged ones, our own live children, and anything named or started as autoloader's trial
+    process (``autoloader-run``/``autoloader-wkr``, or ``autoloader-runner`` in its command
+    line) that carries the tag or whose parent is gone. multiprocessing's resource tracker,
+    our child for as long as we live, is not a leftover."""
+    import psutil
+
+    me = os.getpid()
+    deadline = time.monotonic() + timeout
+    while True:
+        procs = {p.pid: p for p in tagged_processes(tag)}
+        for child in psutil.Process().children(recursive=True):
+            procs.setdefault(child.pid, child)
+        for proc in psutil.process_iter(["pid", "name", "ppid"]):
+            named = (proc.info["name"] or "").startswith(("autoloader-run", "autoloader-wkr")) \
+                or "autoloader-runner" in _cmdline(proc)
+            if named and proc.info["ppid"] in (0, 1) and proc.pid not in procs:
+                procs[proc.pid] = proc  # a trial process whose parent is gone, whoever started it
+        out = []
+        for proc in procs.values():
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                if proc.ppid() == me and "resource_tracker" in _cmdline(proc):
+                    continue
+                out.append(f"{proc.pid} ppid={proc.ppid()} {proc.name()} {_cmdline(proc)[:120]}")
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue
+        if not out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+
+
+def shm_names() -> set[str]:
+    try:
+        return set(os.listdir("/dev/shm"))
+    except OSError:
+        return set()
+
+
+def new_shm_entries(before: set[str], tag: str, grace: float = 0.5) -> list[str]:
+    """/dev/shm names new since ``before`` that outlive ``grace`` and may be ours: torch names
+    a segment after its creator's pid, so a live foreign creator's segment (another program on
+    this machine) is skipped, as are POSIX semaphores (``sem.*``), which name no creator."""
+    import psutil
+
+    time.sleep(grace)
+    ours = {p.pid for p in tagged_processes(tag)} | {os.getpid()}
+    leaked = []
+    for name in sorted(shm_names() - before):
+        if name.startswith("sem."):
+            continue
+        if name.startswith("torch_"):
+            try:
+                pid = int(name.split("_")[1])
+            except (IndexError, ValueError):
+                pid = -1
+            if pid > 0 and psutil.pid_exists(pid) and pid not in ours:
+                continue
+        leaked.append(name)
+    return leaked
+
+
+def study_states(db: str) -> dict[int, tuple[str, str | None]]:
+    """trial id -> (state, stored TrialResult JSON), read straight from the study's SQLite file."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as conn:
+        states = dict(conn.execute("SELECT trial_id, state FROM trials"))
+        attrs = dict(conn.execute("SELECT trial_id, value_json FROM trial_user_attributes "
+                                  "WHERE key = 'autoloader_result'"))
+    return {tid: (state, attrs.get(tid)) for tid, state in states.items()}
+
+
+def find_study(out_dir: str) -> str | None:
+    for root, _, files in os.walk(out_dir):
+        for name in files:
+            if name.endswith(".db"):
+                return os.path.join(root, name)
+    return None

@@ -1,0 +1,405 @@
+"""Reliability: every way a trial can fail is survived, named and recorded, and leaves nothing.
+
+Each fault is injected for real through the public API (``autoloader.tune``) or the CLI, on
+tiny datasets from ``tests/faulty.py``: a worker killed by SIGSEGV, SIGKILL (the OOM killer) or
+SIGBUS; a real full /dev/shm (in a private mount namespace with a small /dev/shm of its own);
+a worker whose memory grows past ``max_memory``; CUDA out of memory for a batch size; a
+raising ``__getitem__``, ``collate_fn`` or step; a hung worker; and the driver itself killed
+with SIGKILL mid-study, then resumed. For each the tuner must complete, name the cause, pick a
+config from the healthy trials, not retry the failed config, and leave no process (found by an
+environment tag every descendant inherits, wherever it was re-parented) and no /dev/shm entry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+
+import psutil
+import pytest
+from click.testing import CliRunner
+
+import faulty
+from autoloader import UsageError, tune
+from autoloader.cli import main
+from autoloader.probe import guard
+from autoloader.probe.runner import describe_failure
+from autoloader.results import CAUSES, CONSTRAINT, FAILED, HANG, OK, classify_failure
+
+FAULTY = os.path.abspath(faulty.__file__)
+REPO_ROOT = os.path.dirname(os.path.dirname(FAULTY))
+AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
+# Enough budget that the faulty config (tried first: the strategy starts at the CPU count) and
+# the healthy ones both run; a study ends sooner once the strategy has nothing left to try.
+BUDGET = 60
+TRIAL_TIMEOUT = 8
+
+
+# --- leftovers: processes and /dev/shm ---------------------------------------------------------
+
+@pytest.fixture(autouse=True)
+def no_leftovers(monkeypatch):
+    """Tag this test's processes; afterwards none may be alive and /dev/shm must be as it was."""
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(faulty.TAG_VAR, tag)
+    shm_before = faulty.shm_names()
+    yield tag
+    left = faulty.leftover_processes(tag)
+    assert not left, f"processes left behind: {left}"
+    leaked = faulty.new_shm_entries(shm_before, tag)
+    assert not leaked, f"/dev/shm entries left behind: {leaked}"
+
+
+# --- running the tuner ------------------------------------------------------------------------
+
+class Recorder:
+    """The ``progress`` callback: keeps every event with its wall time."""
+
+    def __init__(self):
+        self.events: list[tuple[float, str, dict]] = []
+
+    def __call__(self, event: str, data: dict) -> None:
+        self.events.append((time.time(), event, data))
+
+    def trial_ends(self):
+        return [(t, d["result"]) for t, e, d in self.events if e == "trial"]
+
+
+def run_tune(dataset, out_dir, **kwargs):
+    recorder = Recorder()
+    kwargs.setdefault("batch_size", 16)
+    kwargs.setdefault("budget", BUDGET)
+    kwargs.setdefault("trial_timeout", TRIAL_TIMEOUT)
+    result = tune(dataset, device="cpu", out=out_dir, progress=recorder, **kwargs)
+    return result, recorder
+
+
+def assert_survived(result, cause: str, status: str = FAILED) -> list:
+    """The tuner completed, named ``cause`` for the faulty trials, picked a healthy config and
+    retried no failed config."""
+    faulty_trials = [t for t in result.trials if t.cause == cause]
+    assert faulty_trials, f"no trial with cause {cause!r}: {[(t.config.key, t.status, t.cause, t.error) for t in result.trials]}"
+    for trial in faulty_trials:
+        assert trial.status == status, (trial.status, trial.error)
+        assert trial.error, "the user is told what happened"
+        assert trial.describe_failure().startswith(CAUSES[cause])
+    healthy = {t.config for t in result.trials if t.status == OK}
+    assert result.config in healthy, "the pick is a config that ran"
+    assert result.config not in {t.config for t in faulty_trials}
+    counts = Counter(t.config for t in result.trials)
+    retried = [c.key for c in {t.config for t in result.trials if t.status != OK} if counts[c] > 1]
+    assert not retried, f"failed configs tried again: {retried}"
+    assert all(f.config in healthy for f in result.finals), "only healthy configs reach the final"
+    assert result.faults().get(cause, 0) == len(faulty_trials)
+    assert result.orphans == 0
+    # What was saved says the same.
+    saved = json.load(open(result.path))
+    assert saved["faults"].get(cause) == len(faulty_trials)
+    return faulty_trials
+
+
+# --- faults, one class each ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("signum, cause", [
+    (signal.SIGSEGV, "worker_segfault"),   # native code crashing in __getitem__
+    (signal.SIGKILL, "worker_killed"),     # the kernel's OOM killer
+    (signal.SIGBUS, "shm_exhausted"),      # what a full /dev/shm does to a worker writing a batch
+], ids=["segfault", "oom-killer", "bus-error"])
+def test_worker_killed_by_signal(out_dir, signum, cause):
+    result, _ = run_tune(faulty.SignalInWorker(signum), out_dir)
+    failed = assert_survived(result, cause)
+    assert all(t.config.num_workers >= 1 for t in failed)
+    assert result.config.num_workers == 0
+    if cause == "worker_segfault":
+        assert "Segmentation fault" in failed[0].error
+
+
+def test_getitem_raises(out_dir):
+    result, _ = run_tune(faulty.RaiseInWorker(), out_dir)
+    failed = assert_survived(result, "dataset_error")
+    assert "corrupt sample" in failed[0].error, "the worker's own message, not just 'Caught ValueError'"
+
+
+def test_collate_fn_raises(out_dir):
+    result, _ = run_tune(faulty.Tiny(), out_dir, collate_fn=faulty.collate_breaks_in_workers)
+    failed = assert_survived(result, "collate_error")
+    assert "cannot stack" in failed[0].error
+
+
+def test_step_faults_by_batch_size(out_dir):
+    """One study, three step faults by batch size: CUDA out of memory from 64, the step raising
+    from 128, the trial process itself killed (the OOM killer's pick) from 256. Each is named;
+    the trial process is restarted after the kill and the search goes on."""
+    result, _ = run_tune(faulty.Tiny(), out_dir, batch_size=None, batch_sizes=[16, 64, 128, 256],
+                         step=faulty.StepFaults({64: "cuda_oom", 128: "raise", 256: "kill"}))
+    oom = assert_survived(result, "cuda_oom")
+    raised = assert_survived(result, "step_error")
+    killed = assert_survived(result, "runner_killed")
+    assert {t.config.batch_size for t in oom} == {64}
+    assert "CUDA out of memory" in oom[0].error
+    assert {t.config.batch_size for t in raised} == {128}
+    assert "shapes cannot be multiplied" in raised[0].error
+    assert {t.config.batch_size for t in killed} == {256}
+    assert "SIGKILL" in killed[0].error
+    assert result.config.batch_size == 16
+
+
+def test_host_memory_past_the_ceiling(out_dir):
+    """Workers that keep 200 MB more per batch (copy-on-read growth, an unbounded cache) from
+    2 workers up: the guard kills the tree at the ceiling and records a CONSTRAINT."""
+    result, _ = run_tune(faulty.HoardInWorker(min_workers=2), out_dir, max_memory="1.5G")
+    over = assert_survived(result, "host_memory", status=CONSTRAINT)
+    assert all(t.config.num_workers >= 2 for t in over)
+    for trial in over:
+        assert "ceiling" in trial.error
+        # Stopped near the ceiling, not after eating the machine (one sample interval late at most).
+        assert trial.peak_host_bytes is not None and trial.peak_host_bytes < 4 * 2**30
+    assert result.config.num_workers < 2
+
+
+def test_hang_is_ended_by_the_watchdog(out_dir, tmp_path):
+    marker = str(tmp_path / "hang-started")
+    result, recorder = run_tune(faulty.HangInWorker(marker, min_workers=2), out_dir,
+                                trial_timeout=TRIAL_TIMEOUT)
+    hung = assert_survived(result, "hang", status=HANG)
+    assert all(t.config.num_workers >= 2 for t in hung)
+    starts = sorted(float(line.split()[0]) for line in open(marker))
+    for ended, trial in recorder.trial_ends():
+        if trial.status != HANG:
+            continue
+        began = [s for s in starts if s <= ended]
+        assert began, "a hang trial whose workers never started hanging"
+        detect = ended - max(began)  # from the first worker's hang to the trial's end
+        # Ended within the timeout (+ slack for a loaded machine), and the tuner says how long
+        # there was no progress.
+        assert detect <= TRIAL_TIMEOUT + 3, detect
+        assert trial.stalled_s is not None and trial.stalled_s >= detect - 3
+        assert trial.seconds >= TRIAL_TIMEOUT
+        assert "killed" in trial.error
+
+
+def test_iterable_dataset_is_tuned(out_dir):
+    result, _ = run_tune(faulty.TinyStream(), out_dir)
+    assert result.trials and any(t.status == OK for t in result.trials)
+    assert not result.faults(), result.faults()
+    assert "-niter-" in result.tuned.dataset_key
+    assert result.samples_per_s > 0
+
+
+# --- a real full /dev/shm, in a private mount namespace ----------------------------------------
+
+def _private_shm_available() -> bool:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            "mount -t tmpfs -o size=1m tmpfs /dev/shm"], capture_output=True)
+    return probe.returncode == 0
+
+
+def _cli_in_private_shm(size: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """Run ``autoloader`` with a /dev/shm of ``size`` of its own; the machine's is untouched."""
+    command = " ".join([AUTOLOADER, *args])
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                           f"mount -t tmpfs -o size={size} tmpfs /dev/shm && exec {command}"],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
+
+
+needs_private_shm = pytest.mark.skipif(not _private_shm_available(),
+                                       reason="needs root and unshare to mount a private small /dev/shm")
+
+
+@needs_private_shm
+def test_dev_shm_really_full(out_dir):
+    """A worker takes all of a 32 MiB /dev/shm; batches cannot be handed over. The trial is
+    recorded as shm_exhausted and the tuner picks a config that needs no /dev/shm."""
+    run = _cli_in_private_shm("32m", "tune", "--dataset", f"{FAULTY}:fill_shm", "--batch-size", "16",
+                              "--budget", str(BUDGET), "--trial-timeout", "20", "--device", "cpu",
+                              "--out", out_dir, "--json", "--quiet")
+    assert run.returncode == 0, run.stderr[-3000:]
+    data = json.loads(run.stdout)
+    causes = Counter(t["cause"] for t in data["trials"] if t["status"] != OK)
+    assert causes.get("shm_exhausted", 0) >= 1, data["trials"]
+    assert data["config"]["num_workers"] == 0
+    assert data["faults"]["shm_exhausted"] == causes["shm_exhausted"]
+
+
+@needs_private_shm
+def test_dev_shm_smaller_than_a_batch_is_bad_input(out_dir):
+    """A /dev/shm of 512 KiB cannot hold one batch of 16 x 64 KiB: exit 2, rule, value, fix."""
+    run = _cli_in_private_shm("512k", "tune", "--dataset", f"{FAULTY}:big_samples", "--batch-size", "16",
+                              "--budget", "20", "--device", "cpu", "--out", out_dir, timeout=120)
+    assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
+    assert "/dev/shm must hold at least one batch" in run.stderr
+    assert "MiB free, one batch is" in run.stderr and "Fix:" in run.stderr and "--shm-size" in run.stderr
+
+
+def test_dev_shm_check_through_the_api(out_dir, monkeypatch):
+    """The same rule through tune(), whatever this machine's /dev/shm: the driver is told a
+    /dev/shm of 100 KiB (the check runs in the driver, before any trial)."""
+    from autoloader import hardware
+
+    monkeypatch.setattr(hardware, "shm_free", lambda: 100 * 2**10)
+    with pytest.raises(UsageError) as info:
+        tune(faulty.BigSamples(), batch_size=16, budget=20, device="cpu", out=out_dir)
+    assert info.value.exit_code == 2
+    assert "/dev/shm must hold at least one batch" in str(info.value) and "Fix:" in str(info.value)
+
+
+# --- bad input that cannot reach a trial process ------------------------------------------------
+
+def test_unpicklable_dataset_is_bad_input(out_dir):
+    with pytest.raises(UsageError) as info:
+        tune(faulty.WithLambda(), batch_size=16, budget=20, device="cpu", out=out_dir)
+    message = str(info.value)
+    assert info.value.exit_code == 2
+    assert "must be picklable" in message and "WithLambda" in message and "Fix:" in message
+    assert "MODULE:ATTR" in message, "the fix names the way that works: a spec, re-imported"
+
+
+def test_unpicklable_step_is_bad_input(out_dir):
+    with pytest.raises(UsageError) as info:
+        tune(faulty.Tiny(), step=lambda batch: None, batch_size=16, budget=20, device="cpu", out=out_dir)
+    assert "step must be picklable" in str(info.value) and "Fix:" in str(info.value)
+
+
+def test_unpicklable_dataset_through_the_cli_is_re_imported(out_dir):
+    """Where pickling is impossible the CLI's spec works: the dataset is re-imported."""
+    result = CliRunner().invoke(main, ["tune", "--dataset", f"{FAULTY}:with_lambda", "--batch-size", "16",
+                                       "--budget", "12", "--device", "cpu", "--out", out_dir, "--json",
+                                       "--quiet"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert json.loads(result.stdout)["samples_per_s"] > 0
+
+
+# --- the driver killed mid-study, then resumed --------------------------------------------------
+
+def test_driver_killed_mid_study_resumes(out_dir, no_leftovers):
+    tag = no_leftovers
+    # Workers pay on this dataset, so the study has more than two trials to kill it among.
+    command = [AUTOLOADER, "tune", "--dataset", f"{FAULTY}:waiting", "--batch-size", "16", "--budget", "60",
+               "--device", "cpu", "--out", out_dir, "--trial-timeout", "20"]
+    driver = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    before_kill = None
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and driver.poll() is None:
+            db = faulty.find_study(out_dir)
+            if db:
+                try:
+                    states = faulty.study_states(db)
+                except sqlite3.Error:
+                    states = {}
+                finished = [t for t, (s, _) in states.items() if s in ("COMPLETE", "FAIL")]
+                running = [t for t, (s, _) in states.items() if s == "RUNNING"]
+                if len(finished) >= 2 and running:
+                    tree = psutil.Process(driver.pid).children(recursive=True)
+                    os.kill(driver.pid, signal.SIGKILL)
+                    driver.wait(10)
+                    before_kill = states
+                    break
+            time.sleep(0.1)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert before_kill is not None, "the study never had 2 finished trials and one running"
+    assert tree, "the driver had a trial process to orphan"
+    # PR_SET_PDEATHSIG: the trial process and its workers die with the driver.
+    assert not faulty.leftover_processes(tag), "trial processes outlived the killed driver"
+
+    finished_before = {tid: attr for tid, (state, attr) in before_kill.items() if state in ("COMPLETE", "FAIL")}
+    stale = [tid for tid, (state, _) in before_kill.items() if state == "RUNNING"]
+    rerun = subprocess.run(command + ["--json"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"resuming {len(finished_before)} finished trials" in rerun.stderr
+    assert f"({len(stale)} interrupted trials marked failed)" in rerun.stderr
+    after = faulty.study_states(faulty.find_study(out_dir))
+    lost = [tid for tid, attr in finished_before.items()
+            if tid not in after or after[tid][1] != attr or after[tid][0] != before_kill[tid][0]]
+    assert not lost, f"finished trials lost or changed by the kill and resume: {lost}"
+    assert all(after[tid][0] == "FAIL" for tid in stale), "stale RUNNING trials are marked FAIL"
+    assert not [t for t, (s, _) in after.items() if s == "RUNNING"]
+    data = json.loads(rerun.stdout)
+    assert data["config"] and data["samples_per_s"] > 0
+    assert os.path.exists(data["path"]) and os.path.exists(data["snippet_path"])
+
+
+# --- the pieces, directly -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, where, cause", [
+    ("RuntimeError: DataLoader worker (pid 12) is killed by signal: Segmentation fault.", "next", "worker_segfault"),
+    ("RuntimeError: DataLoader worker (pid 12) is killed by signal: Killed.", "next", "worker_killed"),
+    ("RuntimeError: DataLoader worker (pid(s) 12) exited unexpectedly", "next", "worker_killed"),
+    ("RuntimeError: DataLoader worker (pid 12) is killed by signal: Bus error. It is possible that "
+     "dataloader's workers are out of shared memory.", "next", "shm_exhausted"),
+    ("RuntimeError: unable to write to file </torch_1_2_3>: No space left on device (28)", "next", "shm_exhausted"),
+    ("RuntimeError: unable to allocate shared memory(shm) for file </torch_1_2>: No space left on device (28)",
+     "next", "shm_exhausted"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "step", "cuda_oom"),
+    ("ValueError: bad sample", "step", "step_error"),
+    ('ValueError: Caught ValueError in DataLoader worker process 0.\nOriginal Traceback:\n  File "fetch.py", '
+     'line 57, in fetch\n    return self.collate_fn(data)\nValueError: ragged', "next", "collate_error"),
+    ("KeyError: 'label'", "next", "dataset_error"),
+    ("OSError: [Errno 28] No space left on device: '/data/cache/x.npy'", "next", "dataset_error"),
+])
+def test_classify_failure(text, where, cause):
+    assert classify_failure(text, where) == cause
+    assert cause in CAUSES
+
+
+def test_describe_failure_prefers_the_specific_message():
+    try:
+        try:
+            raise RuntimeError("DataLoader worker (pid 7) is killed by signal: Segmentation fault.")
+        except RuntimeError as inner:
+            raise RuntimeError("DataLoader worker (pid(s) 7) exited unexpectedly") from inner
+    except RuntimeError as exc:
+        message, detail = describe_failure(exc)
+    assert "Segmentation fault" in message
+    assert classify_failure(detail, "next") == "worker_segfault"
+
+
+def test_kill_tree_never_signals_our_own_group():
+    """A trial process that died before it made its own process group is still in ours; killing
+    "its" group would kill the test runner (or the user's shell). Only the tree is killed."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert os.getpgid(child.pid) == os.getpgrp()
+        left = guard.kill_tree(child.pid, timeout=5)
+        child.wait(5)
+        assert left == []
+        assert child.returncode == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_clean_shm_unlinks_only_what_dead_trial_processes_left():
+    """A segment named after a dead creator (a worker killed between creating and unlinking it)
+    is removed; one of a live process outside the trial is not ours and stays."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    before = guard.shm_entries()
+    leaked = f"torch_{dead.pid}_4242_0"
+    foreign = f"torch_{os.getppid()}_4242_0"
+    for name in (leaked, foreign):
+        open(os.path.join("/dev/shm", name), "wb").close()
+    try:
+        removed = guard.clean_shm(before, pids={dead.pid})
+        assert removed == [leaked]
+        assert not os.path.exists(os.path.join("/dev/shm", leaked))
+        assert os.path.exists(os.path.join("/dev/shm", foreign))
+    finally:
+        for name in (leaked, foreign):
+            if os.path.exists(os.path.join("/dev/shm", name)):
+                os.unlink(os.path.join("/dev/shm", name))
