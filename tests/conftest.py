@@ -1,0 +1,72 @@
+"""Shared test setup.
+
+The tuner starts its trial process with 'spawn', so test datasets live in ``tests/workloads.py``
+and are re-imported there by module name: the tests directory must be on ``sys.path`` of this
+process (spawned children inherit it).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+
+import pytest
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(TESTS_DIR)
+WORKLOADS = os.path.join(TESTS_DIR, "workloads.py")
+
+if TESTS_DIR not in sys.path:
+    sys.path.insert(0, TESTS_DIR)
+
+
+
+def pytest_configure(config):
+    # More workers than cores is what some tests build on purpose; torch warns each time.
+    config.addinivalue_line("filterwarnings", "ignore:This DataLoader will create:UserWarning")
+    # Snippets tuned for CUDA pin memory; on this CPU-only machine torch says it cannot.
+    config.addinivalue_line("filterwarnings", "ignore:'pin_memory' argument is set as true:UserWarning")
+
+
+@pytest.fixture
+def out_dir(tmp_path):
+    """A fresh results directory (the tuner writes <fingerprint>/<key>.{json,py,db} under it)."""
+    path = tmp_path / "results"
+    path.mkdir()
+    return str(path)
+
+
+@pytest.fixture
+def repo_cwd(monkeypatch):
+    """Run from the repository root, so relative specs like tests/workloads.py:tiny resolve."""
+    monkeypatch.chdir(REPO_ROOT)
+    return REPO_ROOT
+
+
+def _spin(seconds: float, conn) -> None:
+    start = time.perf_counter()
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    conn.send(time.perf_counter() - start)
+    conn.close()
+
+
+def parallel_capacity(seconds: float = 0.4) -> float:
+    """How many cores two CPU-bound processes get right now: about 2.0 on an idle 2-core
+    machine, about 1.0 when something else keeps a core busy."""
+    context = multiprocessing.get_context("fork")
+    pipes, procs = [], []
+    for _ in range(2):
+        parent, child = context.Pipe(duplex=False)
+        proc = context.Process(target=_spin, args=(seconds, child))
+        proc.start()
+        child.close()
+        pipes.append(parent)
+        procs.append(proc)
+    walls = [pipe.recv() for pipe in pipes]
+    for proc in procs:
+        proc.join()
+    return 2 * seconds / max(walls)

@@ -1,0 +1,190 @@
+"""The ``autoloader`` command through click's CliRunner: usage errors exit 2 with a message that
+names the value and a fix; a run exits 0 and writes the result, the snippet and the study."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from autoloader.cli import main
+from autoloader.hardware import gpu_names
+
+from conftest import WORKLOADS
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def assert_usage_error(result, *needles: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert not result.stdout.strip(), "errors go to stderr, stdout stays clean for --json"
+    message = result.stderr
+    assert "Error:" in message and "Fix:" in message, message
+    for needle in needles:
+        assert needle in message, f"{needle!r} not in {message!r}"
+
+
+def strict_json(text: str) -> dict:
+    def reject(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=reject)
+
+
+def test_help():
+    result = invoke("--help")
+    assert result.exit_code == 0
+    assert "tune" in result.stdout
+    result = invoke("tune", "--help")
+    assert result.exit_code == 0
+    for option in ("--dataset", "--step", "--batch-size", "--batch-sizes", "--budget", "--max-memory",
+                   "--device", "--out", "--storage", "--json", "--quiet", "--trial-timeout"):
+        assert option in result.stdout
+
+
+def test_dataset_is_required():
+    result = invoke("tune")
+    assert result.exit_code == 2
+    assert "--dataset" in result.stderr
+
+
+# --- rejected before anything runs ---------------------------------------------------------------
+
+@pytest.mark.parametrize("args, needles", [
+    (["--batch-size", "0"], ["0", "--batch-size"]),
+    (["--batch-size", "-4"], ["-4"]),
+    (["--batch-size", "8", "--batch-sizes", "8,16"], ["not both"]),
+    (["--batch-sizes", "8,x"], ["'8,x'", "--batch-sizes 64,128,256"]),
+    (["--batch-sizes", ""], ["''", "--batch-sizes 64,128,256"]),
+    (["--budget", "1"], ["1.0", "--budget"]),
+    (["--budget", "-5"], ["-5"]),
+    (["--max-memory", "lots"], ["'lots'", "--max-memory 16G"]),
+    (["--max-memory", "0"], ["--max-memory 16G"]),
+    (["--trial-timeout", "0"], ["--trial-timeout", "0.0"]),
+], ids=["batch-0", "batch-negative", "both-batch-options", "batch-sizes-junk", "batch-sizes-empty",
+        "budget-1", "budget-negative", "memory-junk", "memory-zero", "trial-timeout-0"])
+def test_bad_options_exit_2(args, needles, out_dir):
+    result = invoke("tune", "--dataset", f"{WORKLOADS}:tiny", "--out", out_dir, "--quiet", *args)
+    assert_usage_error(result, *needles)
+    assert os.listdir(out_dir) == [], "nothing written for bad input"
+
+
+@pytest.mark.skipif(bool(gpu_names()), reason="a GPU is visible: --device cuda is valid here")
+def test_device_cuda_without_a_gpu_exits_2(out_dir):
+    result = invoke("tune", "--dataset", f"{WORKLOADS}:tiny", "--device", "cuda", "--out", out_dir, "--quiet")
+    assert_usage_error(result, "--device cuda", "--device cpu")
+
+
+def test_spec_without_attribute_exits_2(out_dir):
+    assert_usage_error(invoke("tune", "--dataset", "workloads", "--out", out_dir), "MODULE:ATTR", "'workloads'")
+
+
+# --- rejected by the trial process while building the dataset ------------------------------------
+
+def test_missing_module_exits_2(out_dir):
+    result = invoke("tune", "--dataset", "nosuchmodule:x", "--out", out_dir, "--quiet")
+    assert_usage_error(result, "nosuchmodule")
+
+
+def test_missing_file_exits_2(out_dir, tmp_path):
+    result = invoke("tune", "--dataset", f"{tmp_path}/nowhere.py:data", "--out", out_dir, "--quiet")
+    assert_usage_error(result, "nowhere.py")
+
+
+def test_missing_attribute_exits_2(out_dir, repo_cwd):
+    result = invoke("tune", "--dataset", "tests/workloads.py:no_such_name", "--out", out_dir, "--quiet")
+    assert_usage_error(result, "no_such_name", "tiny")  # the fix lists what the module does have
+
+
+def test_not_a_dataset_exits_2(out_dir, repo_cwd):
+    result = invoke("tune", "--dataset", "tests/workloads.py:not_a_dataset", "--out", out_dir, "--quiet")
+    assert_usage_error(result, "not_a_dataset", "Dataset")
+
+
+def test_empty_dataset_exits_2(out_dir):
+    result = invoke("tune", "--dataset", f"{WORKLOADS}:empty", "--out", out_dir, "--quiet")
+    assert_usage_error(result, "at least one sample")
+
+
+def test_uncollatable_samples_exit_2(out_dir):
+    result = invoke("tune", "--dataset", f"{WORKLOADS}:uncollatable", "--out", out_dir, "--quiet")
+    assert_usage_error(result, "collate", "object", "collate_fn")
+
+
+def test_bogus_storage_exits_2(out_dir):
+    result = invoke("tune", "--dataset", f"{WORKLOADS}:tiny", "--storage", "bogus://x", "--out", out_dir,
+                    "--quiet")
+    assert_usage_error(result, "--storage", "'bogus://x'", "sqlite:///")
+
+
+def test_no_feasible_config_exits_1(out_dir):
+    result = invoke("tune", "--dataset", f"{WORKLOADS}:breaks_past_probe", "--budget", "20", "--batch-size", "16",
+                    "--out", out_dir, "--quiet")
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert "no config ran" in result.stderr and "corrupt" in result.stderr
+
+
+# --- a run -----------------------------------------------------------------------------------------
+
+def test_json_run_writes_result_snippet_and_study(out_dir, repo_cwd):
+    result = invoke("tune", "--dataset", "tests/workloads.py:tiny", "--batch-size", "16", "--budget", "10",
+                    "--json", "--quiet", "--out", out_dir)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stderr == "", "--quiet prints no progress"
+    data = strict_json(result.stdout)
+    for key in ("config", "samples_per_s", "knee", "trials", "path", "snippet_path"):
+        assert key in data
+    assert data["config"]["batch_size"] == 16, "--batch-size is honoured exactly"
+    assert data["resumed_trials"] == 0
+    assert data["samples_per_s"] > 0
+    assert data["trials"] and all(t["config"]["batch_size"] == 16 for t in data["trials"])
+    assert data["knee"]["curve"] and data["knee"]["stops_paying"] in [w for w, _ in data["knee"]["curve"]]
+
+    path = data["path"]
+    assert os.path.isfile(path)
+    fingerprint = data["hardware"]["fingerprint"]
+    assert os.path.dirname(os.path.abspath(path)) == os.path.join(out_dir, fingerprint)
+    assert os.path.basename(path) == data["dataset_key"] + ".json"
+    with open(path) as fh:
+        saved = strict_json(fh.read())
+    assert saved["config"] == data["config"]
+    assert saved["samples_per_s"] == data["samples_per_s"]
+    assert os.path.isfile(data["snippet_path"]) and data["snippet_path"] == path[:-len(".json")] + ".py"
+    with open(data["snippet_path"]) as fh:
+        compile(fh.read(), data["snippet_path"], "exec")
+    assert os.path.isfile(path[:-len(".json")] + ".db")
+
+    # Again, with the table and progress: the same problem, so the study is resumed.
+    again = invoke("tune", "--dataset", "tests/workloads.py:tiny", "--batch-size", "16", "--budget", "10",
+                   "--out", out_dir)
+    assert again.exit_code == 0, (again.output, again.exception)
+    assert "batch_size           16" in again.stdout
+    assert f"saved {path}" in again.stdout
+    assert "resuming" in again.stderr and "autoloader: tuning" in again.stderr
+
+
+def test_progress_lines_for_an_early_stopped_trial():
+    """A trial stopped early has no interval (inf in memory): the line says so, not '±inf%'."""
+    import io
+    import math
+
+    from autoloader import LoaderConfig, TrialResult
+    from autoloader.report import ProgressPrinter
+
+    stream = io.StringIO()
+    printer = ProgressPrinter(stream)
+    config = LoaderConfig.make(16, 2, False)
+    for rel in (math.inf, None, 0.021):
+        result = TrialResult(config, "ok", samples_per_s=1234.0, rel_interval=rel, wait_fraction=0.5)
+        printer("trial", {"n": 1, "expected": 6, "result": result, "best": result, "elapsed": 3.0})
+    failed = TrialResult(config, "failed", cause="dataset_error", error="boom")
+    printer("trial", {"n": 2, "expected": 6, "result": failed, "best": None, "elapsed": 4.0})
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 4
+    assert "inf" not in stream.getvalue()
+    assert "1,234/s ±?" in lines[0] and "1,234/s ±?" in lines[1] and "1,234/s ±2%" in lines[2]
+    assert "FAILED" in lines[3] and "boom" in lines[3]

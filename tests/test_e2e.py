@@ -1,0 +1,199 @@
+"""End to end through the public API: real trials in real processes, measured on this machine.
+
+Budgets are small (tens of seconds) and datasets tiny or synthetic; the rate comparisons are
+between configs measured in the same run, so they hold on any machine with two free cores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+
+import optuna
+import pytest
+from torch.utils.data import DataLoader
+
+from autoloader import TuneResult, best_loader, seed_worker, tune
+
+from conftest import parallel_capacity
+from workloads import BusyWork, FreeLarge, Tiny
+
+SEARCH_BUDGET = 30.0
+# Two CPU-bound processes must get this many cores for "workers pay" to be checkable.
+MIN_CORES = 1.6
+
+
+def ok_trials(result: TuneResult):
+    return [t for t in result.trials if t.ok and t.samples_per_s]
+
+
+def finite(x: float | None, default: float = 0.0) -> float:
+    return x if x is not None and math.isfinite(x) else default
+
+
+def describe(result: TuneResult) -> str:
+    trials = ", ".join(f"{t.config.key}={t.samples_per_s or 0:.0f}/s" for t in result.trials)
+    finals = ", ".join(f"{f.config.key}={'/'.join(f'{r:.0f}' for r in f.rates)}/s" for f in result.finals)
+    return f"pick {result.config.key} {result.samples_per_s:.0f}/s; trials: {trials}; finals: {finals}"
+
+
+def free_cores(wanted: float, probes: int = 3) -> float:
+    """The best of a few capacity probes a second apart: a blip of other load is not a busy machine."""
+    best = 0.0
+    for probe in range(probes):
+        best = max(best, parallel_capacity())
+        if best >= wanted:
+            break
+        time.sleep(1.0)
+    return best
+
+
+def measured(check, out_root: str, attempts: int = 2, min_cores: float | None = None) -> None:
+    """Run ``check(out_dir)``; retry once in a fresh directory if it fails. These tests compare
+    rates measured on a shared machine, where another process can skew one run; a real
+    regression fails every attempt.
+
+    ``min_cores``: the check is only meaningful when two CPU-bound processes get at least this
+    many cores (probed before and after the run). An attempt on a machine too busy for that is
+    inconclusive, not failed; when every attempt is inconclusive the test is skipped."""
+    failures, busy = [], []
+    for attempt in range(1, attempts + 1):
+        out_dir = os.path.join(out_root, f"attempt{attempt}")
+        if min_cores and (cores := free_cores(min_cores)) < min_cores:
+            busy.append(f"attempt {attempt}: two processes got {cores:.2f} cores before tuning")
+            continue
+        try:
+            check(out_dir)
+        except AssertionError as exc:
+            if min_cores and (cores := parallel_capacity()) < min_cores:
+                busy.append(f"attempt {attempt}: two processes got {cores:.2f} cores after tuning ({exc})")
+            else:
+                failures.append(f"attempt {attempt}: {exc}")
+            continue
+        if failures or busy:  # passed on a retry: say so, since it was a close call
+            warnings.warn(f"passed on attempt {attempt}; before: {failures + busy}", stacklevel=2)
+        return
+    if failures:
+        pytest.fail("\n".join(failures + busy))
+    pytest.skip("inconclusive: other load left the workers no second core: " + "; ".join(busy))
+
+
+def test_cpu_bound_samples_pay_for_workers(out_dir):
+    """~3 ms of GIL-bound Python per sample: only worker processes run samples in parallel, so
+    on 2 cores the tuner must pick workers, and the pick must beat num_workers=0 by a margin."""
+
+    def check(out):
+        result = tune(BusyWork(cost_s=0.003), batch_size=16, budget=SEARCH_BUDGET, device="cpu", out=out)
+        info = describe(result)
+        baseline = [t for t in ok_trials(result) if t.config.num_workers == 0]
+        assert baseline, f"num_workers=0 was never measured: {info}"
+        assert result.config.num_workers > 0, info
+        assert result.samples_per_s > baseline[0].samples_per_s * 1.2, info
+        assert result.tuned.baseline_samples_per_s and result.tuned.speedup > 1.2, info
+        assert result.knee is not None and result.knee.stops_paying > 0, info
+        assert result.config.batch_size == 16
+        assert os.path.isfile(result.path) and os.path.isfile(result.snippet_path)
+
+    # Workers can only pay when there is a second core for them to run on.
+    measured(check, out_dir, min_cores=MIN_CORES)
+
+
+def test_free_large_samples_get_no_more_workers_than_pay(out_dir):
+    """1 MiB samples that cost nothing to make: workers add copies through shared memory and
+    save no work, so more of them rarely pay. Whatever this machine's memory makes of that, the
+    pick must not have more workers than the tuner's own knee says pay, and must be as fast as
+    the best measured config, within the noise of the measurements."""
+
+    def check(out):
+        result = tune(FreeLarge(), batch_size=16, budget=SEARCH_BUDGET, device="cpu", out=out)
+        info = describe(result)
+        ok = ok_trials(result)
+        assert any(t.config.num_workers == 0 for t in ok), f"num_workers=0 was never measured: {info}"
+        assert result.knee is not None
+        assert result.config.num_workers <= result.knee.stops_paying, info
+
+        # Each config's best estimate: its interleaved final median when it was a finalist (the
+        # tuner's own, better-controlled figure), else its search trial.
+        estimates = {t.config: (t.samples_per_s, finite(t.rel_interval)) for t in ok}
+        for final in result.finals:
+            estimates[final.config] = (final.median, final.spread / 2)
+        best_config = max(estimates, key=lambda c: estimates[c][0])
+        best_rate, best_noise = estimates[best_config]
+        pick_rate, pick_noise = estimates[result.config]
+        assert result.samples_per_s == pick_rate, info
+        noise = max(0.10, best_noise + pick_noise)
+        assert pick_rate >= best_rate * (1 - noise), f"{best_config.key} is faster: {info}"
+
+    measured(check, out_dir)
+
+
+def test_best_loader_tunes_once_then_reuses_the_stored_result(out_dir):
+    dataset = Tiny(512)
+    loader = best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir)
+    assert isinstance(loader, DataLoader) and loader.dataset is dataset
+    (fingerprint,) = os.listdir(out_dir)
+    (json_name,) = [n for n in os.listdir(os.path.join(out_dir, fingerprint)) if n.endswith(".json")]
+    path = os.path.join(out_dir, fingerprint, json_name)
+
+    with open(path) as fh:
+        stored = json.load(fh)
+    kwargs = stored["config"]
+    assert kwargs["batch_size"] == 32
+    assert loader.batch_size == 32
+    assert loader.num_workers == kwargs["num_workers"]
+    assert loader.pin_memory == kwargs["pin_memory"]
+    if kwargs["num_workers"]:
+        assert loader.prefetch_factor == kwargs["prefetch_factor"]
+        assert loader.persistent_workers == kwargs["persistent_workers"]
+        assert loader.worker_init_fn is seed_worker
+    assert sum(len(batch) for batch in loader) == 512
+
+    before = (os.stat(path).st_mtime_ns, open(path).read())
+    db = path[:-len(".json")] + ".db"
+    db_before = os.stat(db).st_mtime_ns
+    t0 = time.monotonic()
+    again = best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 3.0, f"the second call took {elapsed:.1f} s: it tuned again"
+    assert (os.stat(path).st_mtime_ns, open(path).read()) == before, "the result was rewritten"
+    assert os.stat(db).st_mtime_ns == db_before, "the study was touched"
+    assert (again.batch_size, again.num_workers, again.pin_memory) == (
+        loader.batch_size, loader.num_workers, loader.pin_memory)
+
+
+def test_resume_measures_only_new_configs(out_dir):
+    dataset = BusyWork(cost_s=0.002)
+    first = tune(dataset, batch_size=16, budget=12, device="cpu", out=out_dir)
+    assert first.resumed_trials == 0
+    # The first run's small budget leaves most of the search undone; the second has room for it.
+    second = tune(dataset, batch_size=16, budget=SEARCH_BUDGET, device="cpu", out=out_dir)
+    info = f"first: {describe(first)}\nsecond: {describe(second)}"
+
+    assert second.path == first.path and second.storage == first.storage
+    assert second.resumed_trials == len(first.trials) > 0, info
+    # The resumed history is the first run's, in order, then only configs never measured before.
+    assert [t.config for t in second.trials[:len(first.trials)]] == [t.config for t in first.trials], info
+    new = second.trials[len(first.trials):]
+    assert new, f"the second run measured nothing new: {info}"
+    assert not {t.config for t in new} & {t.config for t in first.trials}, info
+    keys = [t.config.key for t in second.trials]
+    assert len(keys) == len(set(keys)), f"a config was measured twice: {info}"
+
+    # The study on disk holds exactly those trials.
+    study = optuna.load_study(study_name=second.tuned.dataset_key, storage=second.storage)
+    finished = [t for t in study.get_trials(deepcopy=False) if t.state != optuna.trial.TrialState.RUNNING]
+    assert len(finished) == len(second.trials)
+
+
+def test_small_budget_still_measures_the_baseline(out_dir):
+    """Even a budget of a few trials brackets the knee: the CPU count and num_workers=0, so the
+    pick is never more workers than were shown to pay (the finals' reserve must not eat the
+    search)."""
+    result = tune(BusyWork(cost_s=0.003), batch_size=16, budget=15, device="cpu", out=out_dir)
+    counts = {t.config.num_workers for t in ok_trials(result)}
+    assert 0 in counts and len(counts) >= 2, describe(result)
+    assert result.tuned.baseline_samples_per_s is not None
+    assert result.tune_seconds < 15 + 10, "the budget bounds the run (a final measurement may overrun it)"

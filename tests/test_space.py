@@ -1,0 +1,252 @@
+"""The search space: LoaderConfig's rules, keys, the worker ladder, neighbours, batch-size parsing."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import pytest
+from torch.utils.data import DataLoader
+
+from autoloader import LoaderConfig, SearchSpace, UsageError
+from autoloader.space import (PREFETCH_CHOICES, cheapest, extend_ladder, neighbours, parse_batch_sizes,
+                              refine_workers, worker_ladder)
+
+from workloads import Tiny
+
+
+def all_configs(space: SearchSpace):
+    """Every valid config of a space, by brute force."""
+    out = []
+    for bs, w, pin in itertools.product(space.batch_sizes, range(space.max_workers + 1), space.pin_choices):
+        if w == 0:
+            out.append(LoaderConfig(bs, 0, pin))
+            continue
+        for pf, pw in itertools.product(space.prefetch_choices, space.persistent_choices):
+            out.append(LoaderConfig(bs, w, pin, pf, pw))
+    return out
+
+
+SPACE = SearchSpace(batch_sizes=(8, 32, 128), max_workers=6, pin_choices=(True, False))
+CPU_SPACE = SearchSpace(batch_sizes=(64,), max_workers=8, pin_choices=(False,))
+
+
+def assert_usage(excinfo, *needles):
+    """A UsageError in the house style: names the value received and says how to fix it."""
+    message = str(excinfo.value)
+    assert "(got " in message and "Fix:" in message, message
+    for needle in needles:
+        assert needle in message, f"{needle!r} not in {message!r}"
+
+
+# --- LoaderConfig rules -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prefetch, persistent", [(2, False), (None, True), (4, True)])
+def test_worker_only_settings_need_workers(prefetch, persistent):
+    with pytest.raises(UsageError) as excinfo:
+        LoaderConfig(16, 0, False, prefetch, persistent)
+    assert_usage(excinfo, "num_workers > 0", repr((prefetch, persistent)), "LoaderConfig.make")
+
+
+@pytest.mark.parametrize("prefetch", [None, 0, -1])
+def test_workers_need_a_positive_prefetch(prefetch):
+    with pytest.raises(UsageError) as excinfo:
+        LoaderConfig(16, 2, False, prefetch, True)
+    assert_usage(excinfo, "prefetch_factor", repr(prefetch), "use 2")
+
+
+@pytest.mark.parametrize("batch_size", [0, -3])
+def test_bad_batch_size_names_value_and_fix(batch_size):
+    with pytest.raises(UsageError) as excinfo:
+        LoaderConfig(batch_size, 0, False)
+    assert_usage(excinfo, "batch size", repr(batch_size), "--batch-size 1")
+    with pytest.raises(UsageError):
+        LoaderConfig.make(batch_size, 2, False)
+
+
+def test_negative_workers_name_value_and_fix():
+    with pytest.raises(UsageError) as excinfo:
+        LoaderConfig(16, -1, False)
+    assert_usage(excinfo, "num_workers", "-1", "use 0")
+
+
+def test_usage_error_is_a_value_error_with_exit_code_2():
+    with pytest.raises(ValueError) as excinfo:
+        LoaderConfig(0, 0, False)
+    assert excinfo.value.exit_code == 2
+
+
+def test_make_drops_worker_settings_at_zero_workers():
+    config = LoaderConfig.make(16, 0, True, prefetch_factor=8, persistent_workers=True)
+    assert (config.prefetch_factor, config.persistent_workers) == (None, False)
+    assert config.loader_kwargs() == {"batch_size": 16, "num_workers": 0, "pin_memory": True}
+    # and a DataLoader accepts them (it raises when prefetch_factor comes without workers)
+    DataLoader(Tiny(), **config.loader_kwargs())
+
+
+def test_make_fills_worker_settings_with_workers():
+    config = LoaderConfig.make(16, 3, False)
+    assert (config.prefetch_factor, config.persistent_workers) == (2, True)
+    assert LoaderConfig.make(16, 3, False, prefetch_factor=None).prefetch_factor == 2
+    kwargs = LoaderConfig.make(16, 3, False, 4, False).loader_kwargs()
+    assert kwargs == {"batch_size": 16, "num_workers": 3, "pin_memory": False, "prefetch_factor": 4,
+                      "persistent_workers": False}
+    loader = DataLoader(Tiny(), **kwargs)
+    assert (loader.num_workers, loader.prefetch_factor, loader.persistent_workers) == (3, 4, False)
+
+
+def test_replace_keeps_configs_valid():
+    config = LoaderConfig.make(16, 2, False, 4, True)
+    assert config.replace(num_workers=0) == LoaderConfig(16, 0, False)
+    assert LoaderConfig(16, 0, False).replace(num_workers=2) == LoaderConfig(16, 2, False, 2, False)
+    assert config.replace(prefetch_factor=8) == LoaderConfig(16, 2, False, 8, True)
+    assert config.replace(batch_size=64).batch_size == 64
+
+
+def test_configs_are_frozen_and_hashable():
+    config = LoaderConfig.make(16, 2, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.num_workers = 4  # type: ignore[misc]
+    assert len({config, LoaderConfig.make(16, 2, False)}) == 1
+
+
+def test_cost_orders_ties_towards_the_cheaper_config():
+    configs = [LoaderConfig.make(16, 2, True, 4, True), LoaderConfig.make(16, 2, False, 2, False),
+               LoaderConfig.make(16, 1, True, 8, True), LoaderConfig.make(16, 0, True)]
+    assert cheapest(configs) == LoaderConfig(16, 0, True)
+    assert cheapest(configs[:3]) == LoaderConfig.make(16, 1, True, 8, True)
+    assert cheapest(configs[:2]) == LoaderConfig.make(16, 2, False, 2, False)
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+def test_keys_are_unique_across_the_space():
+    configs = all_configs(SPACE)
+    keys = [c.key for c in configs]
+    assert len(set(keys)) == len(configs) == len(set(configs))
+
+
+def test_keys_are_stable():
+    # A key names a stored record: it must not change between runs or versions of a config.
+    assert LoaderConfig.make(16, 2, False).key == "bs16-w2-pin0-pf2-pw1"
+    assert LoaderConfig.make(128, 0, True, 8, True).key == "bs128-w0-pin1"
+    assert LoaderConfig(32, 4, True, 8, False).key == "bs32-w4-pin1-pf8-pw0"
+    assert LoaderConfig.make(16, 2, False).key == LoaderConfig(16, 2, False, 2, True).key
+    assert LoaderConfig.make(16, 2, False).replace(prefetch_factor=2).key == "bs16-w2-pin0-pf2-pw1"
+    for config in all_configs(SPACE):
+        assert config.key == dataclasses.replace(config).key
+
+
+# --- worker ladder ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cpus", list(range(1, 70)) + [96, 128, 192, 256])
+def test_worker_ladder(cpus):
+    ladder = worker_ladder(cpus)
+    assert ladder[0] == 0 and ladder[-1] == cpus
+    assert list(ladder) == sorted(set(ladder)), "sorted, no repeats"
+    assert all(0 <= w <= cpus for w in ladder)
+    # few trials: roughly geometric, plus the CPU count and its three quarters
+    assert len(ladder) <= math.ceil(math.log2(cpus)) + 3
+    assert 1 in ladder
+
+
+def test_worker_ladder_small_machines():
+    assert worker_ladder(1) == (0, 1)
+    assert worker_ladder(2) == (0, 1, 2)
+    assert worker_ladder(8) == (0, 1, 2, 4, 6, 8)
+
+
+def test_worker_ladder_rejects_no_cpus():
+    with pytest.raises(UsageError) as excinfo:
+        worker_ladder(0)
+    assert_usage(excinfo, "0")
+
+
+def test_extend_ladder_stops_at_the_cap():
+    assert extend_ladder(8, 8, 32) == 12
+    assert extend_ladder(2, 2, 8) == 3
+    assert extend_ladder(8, 30, 32) is None
+
+
+def test_refine_workers_offers_untried_counts_in_range():
+    assert set(refine_workers(4, [0, 1, 2, 4, 6, 8], 32)) == {3, 5}
+    for knee, tried in [(0, [0, 1, 2]), (8, [0, 1, 2, 4, 8]), (2, [0, 1, 2, 4]), (1, [0, 1])]:
+        for w in refine_workers(knee, tried, 8):
+            assert 0 < w <= 8 and w not in tried
+
+
+# --- neighbours ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("space", [SPACE, CPU_SPACE], ids=["cuda-space", "cpu-space"])
+def test_neighbours_stay_in_space_and_move_one_step(space):
+    for config in all_configs(space):
+        found = neighbours(config, space)
+        assert config not in found
+        assert len(found) == len(set(found)), "no repeats"
+        for other in found:
+            assert space.contains(other)
+            assert other.num_workers == config.num_workers, "workers are the ladder's job"
+            changed = [f.name for f in dataclasses.fields(LoaderConfig)
+                       if getattr(other, f.name) != getattr(config, f.name)]
+            assert len(changed) == 1, (config, other)
+
+
+def test_neighbours_cover_every_cheap_dimension():
+    config = LoaderConfig.make(32, 2, True, 2, True)
+    found = set(neighbours(config, SPACE))
+    expected = {config.replace(prefetch_factor=4), config.replace(prefetch_factor=8),
+                config.replace(persistent_workers=False), config.replace(pin_memory=False),
+                config.replace(batch_size=8), config.replace(batch_size=128)}
+    assert found == expected
+
+
+def test_neighbours_without_workers_vary_no_worker_setting():
+    config = LoaderConfig(64, 0, False)
+    assert neighbours(config, CPU_SPACE) == ()
+    assert set(neighbours(LoaderConfig(8, 0, True), SPACE)) == {
+        LoaderConfig(8, 0, False), LoaderConfig(32, 0, True), LoaderConfig(128, 0, True)}
+
+
+def test_contains_and_default_config():
+    assert SPACE.contains(LoaderConfig.make(8, 6, True, 8, False))
+    assert not SPACE.contains(LoaderConfig.make(8, 7, True))           # too many workers
+    assert not SPACE.contains(LoaderConfig.make(16, 1, True))          # batch size not searched
+    assert not SPACE.contains(LoaderConfig.make(8, 1, True, 3, True))  # prefetch not offered
+    assert not CPU_SPACE.contains(LoaderConfig.make(64, 1, True))      # pinning not offered
+    assert CPU_SPACE.default_config(0) == LoaderConfig(64, 0, False)
+    assert CPU_SPACE.default_config(4) == LoaderConfig(64, 4, False, 2, True)
+    assert SPACE.default_config(2, batch_size=32) == LoaderConfig(32, 2, True, 2, True)
+    assert PREFETCH_CHOICES[0] == 2
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"batch_sizes": ()}, "--batch-size"),
+    ({"batch_sizes": (0, 16)}, "0"),
+    ({"batch_sizes": (16, 2.5)}, "2.5"),
+    ({"max_workers": -1}, "-1"),
+])
+def test_search_space_rejects_bad_input(kwargs, needle):
+    args = {"batch_sizes": (16,), "max_workers": 4, "pin_choices": (False,), **kwargs}
+    with pytest.raises(UsageError) as excinfo:
+        SearchSpace(**args)
+    assert_usage(excinfo, needle)
+
+
+# --- parse_batch_sizes --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("64,128,256", (64, 128, 256)),
+    ("256, 64 ,64", (64, 256)),
+    ("8", (8,)),
+    ("16,", (16,)),
+])
+def test_parse_batch_sizes(text, expected):
+    assert parse_batch_sizes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", ",", "abc", "8,x", "8.5", "0", "16,0", "-8", "8;16"])
+def test_parse_batch_sizes_errors_name_the_text_and_a_fix(text):
+    with pytest.raises(UsageError) as excinfo:
+        parse_batch_sizes(text)
+    assert_usage(excinfo, repr(text), "--batch-sizes 64,128,256")
