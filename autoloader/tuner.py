@@ -143,6 +143,9 @@ class _Tuning:
                  trial_timeout, fixed_kwargs):
         self.t0 = time.monotonic()
         self.budget = float(budget)
+        if not trial_timeout or trial_timeout <= 0:
+            raise usage("the trial timeout must be a positive number of seconds", trial_timeout,
+                        "pass e.g. trial_timeout=60 (--trial-timeout 60)")
         if self.budget < MIN_BUDGET_S:
             raise usage(f"the budget must leave time for at least one trial ({MIN_BUDGET_S:.0f} s or more)",
                         budget, "pass --budget 60 or more (the default is 120)")
@@ -191,7 +194,10 @@ class _Tuning:
             self._search(strategy, store, history, info)
             finals = self._finals(history)
             pick = self._choose(finals, history)
-            knee_curve = strategy.curve(history)
+            # The knee from the best figures there are: a finalist's final median replaces its burst.
+            medians = {f.config: f.median for f in finals}
+            knee_curve = strategy.curve([dataclasses.replace(t, samples_per_s=medians.get(t.config, t.samples_per_s))
+                                         for t in history])
             knee = find_knee(knee_curve) if knee_curve else None
             final_of_pick = next((f for f in finals if f.config == pick.config), None)
             # The baseline in the same protocol as the pick: the final round's when it was there.
@@ -339,16 +345,27 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
                    trial_timeout, fixed_loader_kwargs).run()
 
 
+def _dataset_object(dataset: Any) -> Any:
+    """The Dataset a ``best_loader`` argument stands for: itself, a factory's result, or a spec's."""
+    from .source import load_spec, resolve_dataset
+
+    if isinstance(dataset, str):
+        return resolve_dataset(load_spec(dataset), dataset)
+    return resolve_dataset(dataset, getattr(dataset, "__name__", type(dataset).__name__))
+
+
 def stored_result(dataset: Any, *, step: Any = None, batch_size: int = DEFAULT_BATCH_SIZE,
                   device: str | None = None, out: str = "results", **fixed_loader_kwargs) -> TunedConfig | None:
-    """The stored tuned config for this dataset on this machine, if one exists."""
+    """The stored tuned config for this dataset on this machine, if one exists. ``dataset`` is
+    what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec."""
     hw = hardware.detect()
     device = _resolve_device(device, hw.gpus)
     source = _source(dataset, "dataset")
     step_source = _source(step, "step") if step is not None else None
-    length = len(dataset) if hasattr(dataset, "__len__") and not isinstance(dataset, str) else None
-    if length is None:
-        return None
+    try:
+        length = len(_dataset_object(dataset))
+    except TypeError:  # an IterableDataset has no length to key on
+        length = None
     key = dataset_key(source.name, length, (batch_size,), step_source.name if step_source else None,
                       device, fixed_loader_kwargs)
     data = read_json(os.path.join(out, hw.fingerprint, key + ".json"))
@@ -359,14 +376,18 @@ def best_loader(dataset: Any, batch_size: int = DEFAULT_BATCH_SIZE, step: Any = 
                 budget: float = DEFAULT_BUDGET_S, *, device: str | None = None, out: str = "results",
                 max_memory: int | str | None = None, progress: Progress | None = None,
                 generator=None, **fixed_loader_kwargs):
-    """A ready DataLoader for ``dataset`` with the tuned settings, tuning first unless a stored
-    result for this hardware and dataset exists. ``fixed_loader_kwargs`` go to the DataLoader
-    (and to every trial) unchanged."""
-    from torch.utils.data import DataLoader
+    """A ready DataLoader for ``dataset`` (a Dataset, a factory of one, or a ``MODULE:ATTR`` spec)
+    with the tuned settings, tuning first unless a stored result for this hardware and dataset
+    exists. ``fixed_loader_kwargs`` go to the DataLoader (and to every trial) unchanged; trials
+    shuffle unless told otherwise, and so does the returned loader."""
+    from torch.utils.data import DataLoader, IterableDataset
 
     tuned = stored_result(dataset, step=step, batch_size=batch_size, device=device, out=out, **fixed_loader_kwargs)
     if tuned is None:
         tuned = tune(dataset, step=step, batch_size=batch_size, budget=budget, device=device, out=out,
                      max_memory=max_memory, progress=progress, **fixed_loader_kwargs).tuned
+    dataset_obj = _dataset_object(dataset)
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
-    return DataLoader(dataset, generator=generator, **kwargs)
+    if not isinstance(dataset_obj, IterableDataset) and not {"sampler", "batch_sampler"} & kwargs.keys():
+        kwargs.setdefault("shuffle", True)
+    return DataLoader(dataset_obj, generator=generator, **kwargs)

@@ -86,8 +86,8 @@ HANG_TIMEOUT_S = 120.0
 CEILING = {"replay_batches": 8, "consumer_window_s": 3.0, "loader_window_s": 3.0, "loader_warmup_s": 0.5}
 
 QUICK_SWEEP = (0, 1, 2)
-QUICK_GRID = BurstSettings(min_window_s=0.6, max_window_s=1.0, target_rel_interval=0.05, min_chunks=3)
-QUICK_FINAL = BurstSettings(min_window_s=0.4, max_window_s=0.8, target_rel_interval=0.05, min_chunks=3)
+QUICK_GRID = BurstSettings(min_window_s=0.6, max_window_s=1.0, target_rel_interval=0.05)
+QUICK_FINAL = BurstSettings(min_window_s=0.4, max_window_s=0.8, target_rel_interval=0.05)
 QUICK_CEILING = {"replay_batches": 4, "consumer_window_s": 0.7, "loader_window_s": 0.7, "loader_warmup_s": 0.2}
 QUICK_TUNER_BUDGET = 20.0
 

@@ -4,10 +4,14 @@
 # 1. First-batch burst: every worker builds its first batch at once, so about num_workers batches
 #    arrive together after start. We skip num_workers + 2 batches after the first and count a
 #    window of at least 2 * num_workers batches.
-# 2. The window is split in chunks of ~0.2 s, each ended by a device synchronise so queued GPU
-#    work is paid inside its chunk. The rate is samples over window time; its interval comes
-#    from the spread of chunk rates (batch means). We stop when the interval is narrow enough or
-#    the time cap is hit.
+# 2. Clumped arrivals: workers that started together finish their batches together, so batches
+#    arrive in clumps of about num_workers, one clump per worker cycle. A window that is not a
+#    whole number of cycles then over- or under-counts by up to a clump (seen on the H200: +-50%
+#    at 14 workers and 1 s a batch). So the per-batch interval is estimated from differences
+#    taken num_workers batches apart, t[j + L] - t[j] with L = num_workers: each spans one cycle
+#    of the same worker, whatever the phase. Its interval comes from block means of those
+#    differences. Every ~0.2 s the device is synchronised so queued GPU work is paid in the window.
+#    We stop when the interval is narrow enough or the time cap is hit.
 # 3. Epoch boundaries: the time from StopIteration to the next epoch's first batch is cut out of
 #    the steady window and kept as a measured restart cost. The long-run rate charges one restart
 #    per epoch: measured when the window crossed one, else modelled from start-up (a new iterator
@@ -33,7 +37,6 @@ class BurstSettings:
     min_window_s: float = 1.0
     max_window_s: float = 5.0
     target_rel_interval: float = 0.03
-    min_chunks: int = 5
     chunk_s: float = 0.2
     extra_skip: int = 2
     # Stop early, once the rate is clearly below this (samples/s): the search only needs to know
@@ -122,10 +125,13 @@ class Timer:
 
 def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], num_workers: int,
               fresh_workers_each_epoch: bool, epoch_batches: int | None, device: str,
-              settings: BurstSettings, should_stop: Callable[[], bool] = lambda: False) -> BurstMeasurement:
+              settings: BurstSettings, should_stop: Callable[[], bool] = lambda: False,
+              batch_samples: Callable[[Any, int], int] | None = None) -> BurstMeasurement:
     """Measure one config. ``make_iterator`` returns a fresh iterator over the loader (called
     again at each epoch end); ``consume`` is the step; ``epoch_batches`` is None for a dataset of
-    unknown length. See NOTE [ Honest burst ]."""
+    unknown length. ``batch_samples(batch, index_in_epoch)`` counts a batch's samples (the
+    sampler knows; the default reads the leading dimension). See NOTE [ Honest burst ]."""
+    count = batch_samples or (lambda batch, index: batch_size_of(batch))
     timer = Timer(device)
     t_begin = time.perf_counter()
     iterator = make_iterator()
@@ -152,36 +158,20 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
             in_epoch = 1
             return item, time.perf_counter() - t0
 
-    pruned = False
-    seen = 0
-    t_first = time.perf_counter()  # start-up is not held against a config here
-    for index in range(num_workers + settings.extra_skip):
+    for _ in range(num_workers + settings.extra_skip):
         item, _ = fetch()
         consume(item)
-        seen += batch_size_of(item)
-        if settings.prune_below and index >= 1:
-            # Even with the first-batch burst helping it, this config is far behind: stop.
-            timer.sync()
-            if seen / (time.perf_counter() - t_first) < 0.5 * settings.prune_below:
-                pruned = True
-                break
     timer.sync()
 
-    min_batches = max(2 * num_workers, 8)
-    chunk_rates: list[float] = []
+    lag = max(1, num_workers)
+    min_batches = max(3 * num_workers, 8)  # at least two cycles of differences
     samples = 0
     boundary_s = 0.0
     wait_s = 0.0
     batches = 0
-    chunk_samples = 0
-    chunk_boundary = 0.0
+    arrivals: list[float] = []  # steady time (boundaries cut out) at which each batch was consumed
+    pruned = False
     timer = Timer(device)  # consumer time inside the window only
-    if pruned:
-        # Stopped in the skip: too few batches for a window, so the rate is the whole run's.
-        rate = seen / (time.perf_counter() - t_first)
-        now_wall = time.time()
-        return BurstMeasurement(rate, rate, math.inf, 1.0, 0.0, startup_s, 0.0, 0, 0.0, 0, now_wall,
-                                now_wall, pruned=True)
     window_start_wall = time.time()
     window_start = chunk_start = time.perf_counter()
     while True:
@@ -192,42 +182,38 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
         if boundary:
             restarts.append(boundary)
             boundary_s += boundary
-            chunk_boundary += boundary
         token = timer.start()
         consume(item)
         timer.stop(token)
-        n = batch_size_of(item)
-        samples += n
-        chunk_samples += n
+        samples += count(item, in_epoch)
         batches += 1
         now = time.perf_counter()
-        if now - chunk_start >= settings.chunk_s:
+        chunk_done = now - chunk_start >= settings.chunk_s
+        if chunk_done:
             timer.sync()
-            now = time.perf_counter()
-            chunk_time = now - chunk_start - chunk_boundary
-            if chunk_time > 0:
-                chunk_rates.append(chunk_samples / chunk_time)
-            chunk_start, chunk_samples, chunk_boundary = now, 0, 0.0
-            elapsed = now - window_start
-            rel = _relative_interval(chunk_rates)
-            # A boundary due before the time cap is waited for: short epochs are then measured,
-            # not modelled.
-            to_epoch_end = ((epoch_batches - in_epoch) * (now - window_start) / batches
-                            if epoch_batches else math.inf)
-            boundary_due = not restarts and elapsed + to_epoch_end < settings.max_window_s
-            enough = (elapsed >= settings.min_window_s and batches >= min_batches
-                      and len(chunk_rates) >= settings.min_chunks and not boundary_due)
-            so_far = samples / max(elapsed - boundary_s, 1e-9)
-            if settings.prune_below and len(chunk_rates) >= 3 and so_far < 0.8 * settings.prune_below:
-                pruned = True
-            if (enough and rel <= settings.target_rel_interval) or elapsed >= settings.max_window_s \
-                    or should_stop() or pruned:
-                break
+            now = chunk_start = time.perf_counter()
+        arrivals.append(now - window_start - boundary_s)
+        if not chunk_done:
+            continue
+        elapsed = now - window_start
+        rate, rel = _lagged_rate(arrivals, lag, samples / batches)
+        # A boundary due before the time cap is waited for: short epochs are then measured,
+        # not modelled.
+        to_epoch_end = ((epoch_batches - in_epoch) * elapsed / batches if epoch_batches else math.inf)
+        boundary_due = not restarts and elapsed + to_epoch_end < settings.max_window_s
+        enough = elapsed >= settings.min_window_s and batches >= min_batches and not boundary_due
+        if settings.prune_below and batches >= min_batches and rate < 0.8 * settings.prune_below:
+            pruned = True  # clearly behind the best so far: the search needs no more of it
+        if (enough and rel <= settings.target_rel_interval) or elapsed >= settings.max_window_s \
+                or should_stop() or pruned:
+            break
     timer.sync()
     window_s = time.perf_counter() - window_start
     steady_time = max(window_s - boundary_s, 1e-9)
-    steady_rate = samples / steady_time
-    batch_interval = steady_time / max(batches, 1)
+    steady_rate, rel_interval = _lagged_rate(arrivals, lag, samples / max(batches, 1))
+    if not math.isfinite(steady_rate):
+        steady_rate = samples / steady_time
+    batch_interval = samples / max(batches, 1) / steady_rate
     if restarts:
         restart_s = max(0.0, _median(restarts) - batch_interval)
     else:
@@ -240,19 +226,35 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
         long_rate = epoch_samples / (epoch_samples / steady_rate + restart_s)
     return BurstMeasurement(
         samples_per_s=long_rate, steady_samples_per_s=steady_rate,
-        rel_interval=_relative_interval(chunk_rates), wait_fraction=min(1.0, wait_s / steady_time),
+        rel_interval=rel_interval, wait_fraction=min(1.0, wait_s / steady_time),
         consumer_fraction=min(1.0, timer.busy_seconds() / window_s), startup_s=startup_s,
         epoch_restart_s=restart_s, batches=batches, window_s=window_s, epochs_crossed=epochs_crossed,
         window_start_wall=window_start_wall, window_end_wall=time.time(), pruned=pruned)
 
 
-def _relative_interval(rates: list[float]) -> float:
-    n = len(rates)
-    if n < 2:
-        return math.inf
-    mean = sum(rates) / n
-    var = sum((r - mean) ** 2 for r in rates) / (n - 1)
-    return t95(n - 1) * math.sqrt(var / n) / mean if mean > 0 else math.inf
+def _lagged_rate(arrivals: list[float], lag: int, samples_per_batch: float) -> tuple[float, float]:
+    """(samples/s, relative 95% half-width) from batch arrival times; see NOTE [ Honest burst ].
+
+    Differences ``lag`` batches apart are averaged in contiguous blocks; the spread of the block
+    means gives the interval. The first arrival is the window's start, so it is its own point.
+    """
+    times = [0.0, *arrivals]
+    diffs = [(times[j + lag] - times[j]) / lag for j in range(len(times) - lag)]
+    if len(diffs) < 2:
+        return math.inf if not diffs else samples_per_batch / max(diffs[0], 1e-9), math.inf
+    interval = sum(diffs) / len(diffs)
+    rate = samples_per_batch / max(interval, 1e-12)
+    blocks = min(10, len(diffs) // max(1, lag // 2 or 1))
+    if blocks < 3:
+        return rate, math.inf
+    size = len(diffs) // blocks
+    means = [sum(diffs[b * size:(b + 1) * size]) / size for b in range(blocks)]
+    mean = sum(means) / blocks
+    sd = math.sqrt(sum((m - mean) ** 2 for m in means) / (blocks - 1))
+    # Neighbouring blocks share batches (each difference spans ``lag`` of them), so the blocks
+    # are not independent; the interval is widened by that overlap rather than trusted as is.
+    overlap = math.sqrt(1.0 + lag / max(size, 1))
+    return rate, t95(blocks - 1) * sd * overlap / math.sqrt(blocks) / mean
 
 
 def _median(values: list[float]) -> float:

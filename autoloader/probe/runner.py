@@ -285,6 +285,36 @@ class _Runner:
                            sample_bytes=max(1, _tensor_bytes(batch) // count),
                            runner_uss=guard.sample_memory(os.getpid()).uss, cuda=self.cuda)
 
+    def _sample_counter(self, config: LoaderConfig, epoch_batches: int | None):
+        """Samples per batch from the sampler's arithmetic: a collate_fn's output may have no
+        leading batch dimension to count (lists, detection-style tuples). None (count the
+        batch) when a user sampler decides."""
+        fixed = self.setup.fixed_kwargs
+        if "batch_sampler" in fixed or "sampler" in fixed:
+            return None
+        size = config.batch_size
+        remainder = 0 if self.iterable or fixed.get("drop_last") else len(self.dataset) % size
+        last = remainder or size
+        return lambda batch, index: last if epoch_batches and index == epoch_batches else size
+
+    def warm_up(self) -> None:
+        """Run the consumer on one full batch before any trial, so one-time costs (cuDNN's
+        algorithm search, lazy initialisation, allocator growth) are not charged to the first
+        config. A failure here is left for the trials to meet and report."""
+        from torch.utils.data import DataLoader
+
+        fixed = {k: v for k, v in self.setup.fixed_kwargs.items() if k == "collate_fn"}
+        try:
+            batch = next(iter(DataLoader(self.dataset, batch_size=self.setup.probe_batch_size,
+                                         num_workers=0, **fixed)))
+            consume = self._consumer(LoaderConfig.make(self.setup.probe_batch_size, 0, False))
+            for _ in range(2):
+                consume(batch)
+            if self.cuda:
+                self.torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - the trials report it as a result about a config
+            pass
+
     def _fixed_kwargs(self) -> dict:
         from ..seeding import seed_worker
 
@@ -337,7 +367,8 @@ class _Runner:
         try:
             m = run_burst(make_iterator, consume_tracked, config.num_workers,
                           fresh_workers_each_epoch=config.num_workers > 0 and not config.persistent_workers,
-                          epoch_batches=epoch_batches, device=self.device, settings=settings)
+                          epoch_batches=epoch_batches, device=self.device, settings=settings,
+                          batch_samples=self._sample_counter(config, epoch_batches))
         except Exception as exc:  # noqa: BLE001 - a crash is a result about this config
             message, detail = describe_failure(exc)
             del exc
@@ -416,6 +447,8 @@ def _runner_main(conn, setup: RunnerSetup) -> None:
     try:
         runner = _Runner(setup)
         info = runner.inspect()
+        if runner.cuda:
+            runner.warm_up()
     except (UsageError, SetupError) as exc:
         conn.send(("setup_error", str(exc), True))
         return
