@@ -4,7 +4,8 @@ Phases, each driven only by the measured history (so a resumed run picks up wher
 1. bracket: the default config (prefetch 2, kept workers, pinning where offered) at the usable
    CPU count, then at 0 workers. High worker counts are fast to measure, and 0 is the baseline;
 2. bisect: between the largest count clearly below the best rate and the fewest workers within
-   noise of it, until the gap is under an eighth of the CPUs. Throughput against workers rises
+   noise of it, until the gap is under an eighth of the CPUs (when 0 and the CPU count tie, the
+   middle is looked at once, since a curve can peak between them). Throughput against workers rises
    and then flattens (or falls), so halving the gap finds the knee in about log2(CPUs) trials;
 3. extend: past the CPU count while throughput still rises there (workers that wait on I/O or
    on slow samples can pay beyond one per core);
@@ -75,6 +76,12 @@ class KneeFirst(Strategy):
         if peak_at_top and ceiling is not None and ceiling - top_ok > self.resolution:
             # Best at the largest count that ran: look halfway to the count that broke.
             middle = (top_ok + ceiling) // 2
+            if fresh(self.base(middle)):
+                return self.base(middle)
+        if knee is not None and knee.stops_paying == 0 and len(curve) == 2 and self.top > 1:
+            # No workers tie with the CPU count: the curve may still peak in between (the main
+            # process's copies compete with many workers), so look once at the middle.
+            middle = self.top // 2
             if fresh(self.base(middle)):
                 return self.base(middle)
         if knee is not None:
