@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
 from dataclasses import dataclass
@@ -73,6 +72,3 @@ class TunedConfig:
                 "        kwargs.setdefault(\"worker_init_fn\", seed_worker)\n"
                 "    return torch.utils.data.DataLoader(dataset, generator=generator, **kwargs)\n")
 
-
-def replace(tuned: TunedConfig, **changes) -> TunedConfig:
-    return dataclasses.replace(tuned, **changes)

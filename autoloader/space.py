@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from .errors import usage
 
@@ -114,22 +113,6 @@ class SearchSpace:
                                  persistent_workers=max(self.persistent_choices))
 
 
-def worker_ladder(cpus: int) -> tuple[int, ...]:
-    """Worker counts for locating the knee with few trials, up to the usable CPU count.
-
-    Roughly geometric (0, 1, 2, 4, ...) with the CPU count and its three quarters added, so
-    a knee between two powers of two is not missed by more than a quarter of the cores.
-    """
-    if cpus < 1:
-        raise usage("the usable CPU count must be at least 1", cpus, "check os.sched_getaffinity")
-    counts = {0, cpus, max(1, (3 * cpus) // 4)}
-    step = 1
-    while step < cpus:
-        counts.add(step)
-        step *= 2
-    return tuple(sorted(counts))
-
-
 def extend_ladder(cpus: int, tried_max: int, max_workers: int) -> int | None:
     """The next worker count past the CPUs while throughput still rises, or None at the cap.
 
@@ -139,20 +122,6 @@ def extend_ladder(cpus: int, tried_max: int, max_workers: int) -> int | None:
     step = max(1, cpus // 2)
     nxt = tried_max + step
     return nxt if nxt <= max_workers else None
-
-
-def refine_workers(knee: int, tried: Iterable[int], max_workers: int) -> tuple[int, ...]:
-    """Untried worker counts halfway between the knee and its tried neighbours: the ladder's
-    coarse steps leave gaps there, and the true knee may sit in one."""
-    tried = set(tried)
-    below = [t for t in tried if t < knee]
-    above = [t for t in tried if t > knee]
-    picks = []
-    if below:
-        picks.append((max(below) + knee) // 2)
-    if above:
-        picks.append((knee + min(above) + 1) // 2)
-    return tuple(w for w in picks if 0 < w <= max_workers and w not in tried)
 
 
 def neighbours(config: LoaderConfig, space: SearchSpace) -> tuple[LoaderConfig, ...]:
@@ -184,7 +153,3 @@ def parse_batch_sizes(text: str) -> tuple[int, ...]:
     if not sizes or any(s < 1 for s in sizes):
         raise usage("batch sizes must be positive integers", text, "write e.g. --batch-sizes 64,128,256")
     return tuple(sorted(set(sizes)))
-
-
-def cheapest(configs: Sequence[LoaderConfig]) -> LoaderConfig:
-    return min(configs, key=LoaderConfig.cost)

@@ -10,8 +10,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from autoloader import LoaderConfig, SearchSpace, UsageError
-from autoloader.space import (PREFETCH_CHOICES, cheapest, extend_ladder, neighbours, parse_batch_sizes,
-                              refine_workers, worker_ladder)
+from autoloader.space import PREFETCH_CHOICES, extend_ladder, neighbours, parse_batch_sizes
 
 from workloads import Tiny
 
@@ -114,9 +113,9 @@ def test_configs_are_frozen_and_hashable():
 def test_cost_orders_ties_towards_the_cheaper_config():
     configs = [LoaderConfig.make(16, 2, True, 4, True), LoaderConfig.make(16, 2, False, 2, False),
                LoaderConfig.make(16, 1, True, 8, True), LoaderConfig.make(16, 0, True)]
-    assert cheapest(configs) == LoaderConfig(16, 0, True)
-    assert cheapest(configs[:3]) == LoaderConfig.make(16, 1, True, 8, True)
-    assert cheapest(configs[:2]) == LoaderConfig.make(16, 2, False, 2, False)
+    assert min(configs, key=LoaderConfig.cost) == LoaderConfig(16, 0, True)
+    assert min(configs[:3], key=LoaderConfig.cost) == LoaderConfig.make(16, 1, True, 8, True)
+    assert min(configs[:2], key=LoaderConfig.cost) == LoaderConfig.make(16, 2, False, 2, False)
 
 
 # --- keys ---------------------------------------------------------------------------------------
@@ -140,43 +139,11 @@ def test_keys_are_stable():
 
 # --- worker ladder ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cpus", list(range(1, 70)) + [96, 128, 192, 256])
-def test_worker_ladder(cpus):
-    ladder = worker_ladder(cpus)
-    assert ladder[0] == 0 and ladder[-1] == cpus
-    assert list(ladder) == sorted(set(ladder)), "sorted, no repeats"
-    assert all(0 <= w <= cpus for w in ladder)
-    # few trials: roughly geometric, plus the CPU count and its three quarters
-    assert len(ladder) <= math.ceil(math.log2(cpus)) + 3
-    assert 1 in ladder
-
-
-def test_worker_ladder_small_machines():
-    assert worker_ladder(1) == (0, 1)
-    assert worker_ladder(2) == (0, 1, 2)
-    assert worker_ladder(8) == (0, 1, 2, 4, 6, 8)
-
-
-def test_worker_ladder_rejects_no_cpus():
-    with pytest.raises(UsageError) as excinfo:
-        worker_ladder(0)
-    assert_usage(excinfo, "0")
-
-
 def test_extend_ladder_stops_at_the_cap():
     assert extend_ladder(8, 8, 32) == 12
     assert extend_ladder(2, 2, 8) == 3
     assert extend_ladder(8, 30, 32) is None
 
-
-def test_refine_workers_offers_untried_counts_in_range():
-    assert set(refine_workers(4, [0, 1, 2, 4, 6, 8], 32)) == {3, 5}
-    for knee, tried in [(0, [0, 1, 2]), (8, [0, 1, 2, 4, 8]), (2, [0, 1, 2, 4]), (1, [0, 1])]:
-        for w in refine_workers(knee, tried, 8):
-            assert 0 < w <= 8 and w not in tried
-
-
-# --- neighbours ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("space", [SPACE, CPU_SPACE], ids=["cuda-space", "cpu-space"])
 def test_neighbours_stay_in_space_and_move_one_step(space):

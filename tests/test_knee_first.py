@@ -1,0 +1,78 @@
+"""The default strategy on synthetic throughput curves: it must find the knee in few trials,
+stay below a worker count that broke, and never propose a config twice."""
+
+import pytest
+
+from autoloader.knee import find_knee
+from autoloader.knee_first import KneeFirst
+from autoloader.results import FAILED, OK, TrialResult
+from autoloader.space import SearchSpace
+
+
+def drive(cpus, rate_of, pins=(True, False), limit=60):
+    """Run the strategy to the end against ``rate_of(config)`` (None = the trial broke)."""
+    strategy = KneeFirst(SearchSpace((128,), 4 * cpus, pins), cpus)
+    history = []
+    while len(history) < limit:
+        config = strategy.propose(history)
+        if config is None:
+            break
+        assert config not in {t.config for t in history}, "a config was proposed twice"
+        rate = rate_of(config)
+        history.append(TrialResult(config, OK if rate else FAILED, samples_per_s=rate,
+                                   cause=None if rate else "worker_killed"))
+    assert len(history) < limit, "the strategy did not stop"
+    return strategy, history
+
+
+def saturating(knee_workers, per_worker=300.0):
+    return lambda c: per_worker * min(c.num_workers, knee_workers) + per_worker
+
+
+@pytest.mark.parametrize("cpus, knee_workers", [(16, 6), (16, 11), (16, 16), (8, 3), (2, 1)])
+def test_finds_the_knee_of_a_saturating_curve_within_the_resolution(cpus, knee_workers):
+    strategy, history = drive(cpus, saturating(knee_workers))
+    found = find_knee(strategy.curve(history)).stops_paying
+    assert abs(found - knee_workers) <= strategy.resolution
+    # Far fewer trials than a sweep of every worker count and every other setting.
+    assert len(history) <= 16
+
+
+def test_a_flat_curve_ends_quickly_at_no_workers():
+    strategy, history = drive(16, lambda c: 3000.0)
+    assert find_knee(strategy.curve(history)).stops_paying == 0
+    assert len(history) <= 5
+
+
+def test_a_peak_between_none_and_all_cpus_is_found():
+    # 0 and 16 workers tie; the middle is faster (a curve that rises, then falls).
+    strategy, history = drive(16, lambda c: 3600.0 if 4 <= c.num_workers <= 12 else 3000.0)
+    assert 4 <= find_knee(strategy.curve(history)).stops_paying <= 12
+
+
+def test_stays_below_a_worker_count_that_broke():
+    strategy, history = drive(16, lambda c: None if c.num_workers >= 12 else 300.0 * c.num_workers + 300)
+    broken = [t.config.num_workers for t in history if t.status != OK]
+    assert broken and min(broken) >= 12
+    # It looked just below the breaking point, where the best surviving config is.
+    assert max(t.config.num_workers for t in history if t.status == OK) >= 12 - strategy.resolution
+
+
+def test_keeps_adding_workers_past_the_cpus_while_the_rate_rises():
+    strategy, history = drive(8, saturating(20))
+    assert max(t.config.num_workers for t in history) > 8
+
+
+def test_a_cuda_oom_batch_size_is_not_proposed_again():
+    space = SearchSpace((64, 256), 32, (True,))
+    strategy = KneeFirst(space, 8)
+    history = []
+    for _ in range(40):
+        config = strategy.propose(history)
+        if config is None:
+            break
+        if config.batch_size >= 256:
+            history.append(TrialResult(config, FAILED, cause="cuda_oom"))
+        else:
+            history.append(TrialResult(config, OK, samples_per_s=1000.0 + config.num_workers))
+    assert sum(1 for t in history if t.config.batch_size == 256) == 1
