@@ -204,8 +204,11 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
         enough = elapsed >= settings.min_window_s and batches >= min_batches and not boundary_due
         if settings.prune_below and batches >= min_batches and rate < 0.8 * settings.prune_below:
             pruned = True  # clearly behind the best so far: the search needs no more of it
-        if (enough and rel <= settings.target_rel_interval) or elapsed >= settings.max_window_s \
-                or should_stop() or pruned:
+        # The time cap yields to the protocol's floor of 2 x num_workers batches (slow batches
+        # at many workers need it), up to a hard cap of three times the time cap.
+        capped = (elapsed >= settings.max_window_s and batches >= 2 * num_workers) \
+            or elapsed >= 3 * settings.max_window_s
+        if (enough and rel <= settings.target_rel_interval) or capped or should_stop() or pruned:
             break
     timer.sync()
     window_s = time.perf_counter() - window_start
