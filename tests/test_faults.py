@@ -135,20 +135,22 @@ def test_collate_fn_raises(out_dir):
 
 
 def test_step_faults_by_batch_size(out_dir):
-    """One study, three step faults by batch size: CUDA out of memory from 64, the step raising
-    from 128, the trial process itself killed (the OOM killer's pick) from 256. Each is named;
-    the trial process is restarted after the kill and the search goes on."""
-    result, _ = run_tune(faulty.Tiny(), out_dir, batch_size=None, batch_sizes=[16, 64, 128, 256],
-                         step=faulty.StepFaults({64: "cuda_oom", 128: "raise", 256: "kill"}))
-    oom = assert_survived(result, "cuda_oom")
+    """One study, three step faults by batch size: the step raising from 64, the trial process
+    itself killed (the OOM killer's pick) from 128, CUDA out of memory from 256. Each is named;
+    the trial process is restarted after the kill and the search goes on. CUDA running out of
+    memory is about the batch, so no larger batch is tried after it (512 never runs)."""
+    result, _ = run_tune(faulty.Tiny(), out_dir, batch_size=None, batch_sizes=[16, 64, 128, 256, 512],
+                         step=faulty.StepFaults({64: "raise", 128: "kill", 256: "cuda_oom"}))
     raised = assert_survived(result, "step_error")
     killed = assert_survived(result, "runner_killed")
-    assert {t.config.batch_size for t in oom} == {64}
-    assert "CUDA out of memory" in oom[0].error
-    assert {t.config.batch_size for t in raised} == {128}
+    oom = assert_survived(result, "cuda_oom")
+    assert {t.config.batch_size for t in raised} == {64}
     assert "shapes cannot be multiplied" in raised[0].error
-    assert {t.config.batch_size for t in killed} == {256}
+    assert {t.config.batch_size for t in killed} == {128}
     assert "SIGKILL" in killed[0].error
+    assert {t.config.batch_size for t in oom} == {256}
+    assert "CUDA out of memory" in oom[0].error
+    assert all(t.config.batch_size < 512 for t in result.trials)
     assert result.config.batch_size == 16
 
 
