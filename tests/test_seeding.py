@@ -6,7 +6,6 @@ Generator, so a stream shared by two workers, epochs or ranks shows up as repeat
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 
 import pytest
 from torch.utils.data import DataLoader

@@ -375,7 +375,7 @@ class _Runner:
             return {"status": FAILED, "cause": classify_failure(detail, where[0]), "error": message}
         finally:
             _shutdown_iterators(iterators)
-            del loader
+            loader = None  # the last reference: its workers go with it
             gc.collect()
             if self.cuda:
                 torch.cuda.empty_cache()
