@@ -528,10 +528,17 @@ class Workload:
             rates = [r.samples_per_s for r in rs if r.status == OK]
             if len(rates) > 1 and medians.get(c):
                 spreads[c] = (max(rates) - min(rates)) / medians[c]
+        # Paired by round (the same minute of machine state), so the noise the oracle's max rides on shows.
+        per_round = []
+        if self.pick in self.final and oracle in self.final:
+            for mine, best in zip(self.final[self.pick], self.final[oracle]):
+                if mine.status == OK and best.status == OK and best.samples_per_s:
+                    per_round.append(mine.samples_per_s / best.samples_per_s)
         return {
             "workload": self.name, "batch_size": self.bs, "dataset_length": getattr(self, "length", None),
             "interrupted": self.interrupted,
             "tuned_over_oracle": ratio(pick_rate, oracle_rate),
+            "tuned_over_oracle_by_round": per_round,
             "tune_seconds": self.tuner_wall,
             "tune_seconds_inside": self.tuner.get("tune_seconds") if self.tuner else None,
             "burst_error": (estimate / pick_rate - 1) if estimate and pick_rate else None,
@@ -625,6 +632,10 @@ def details(s: dict) -> str:
         spread = "n/a" if f["spread"] is None else f"{f['spread'] * 100:.1f}%"
         out.append(f"| {f['short']} | {'/'.join(f['roles'])} | {fmt_rate(f['median'])} | "
                    f"{spread} | {rounds} | {fmt_ratio(gib, 2)} |")
+    if s.get("tuned_over_oracle_by_round"):
+        out.append("")
+        out.append("pick / oracle, round by round: "
+                   + ", ".join(f"{r:.3f}" for r in s["tuned_over_oracle_by_round"]))
     out.append("")
     grid = "; ".join(f"{g['short']} {fmt_rate(g['samples_per_s']) if g['status'] == OK else g['status']}"
                      for g in s["grid"])
