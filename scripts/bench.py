@@ -3,6 +3,7 @@
 
     PYTHONUNBUFFERED=1 python3 scripts/bench.py --workloads jpeg,small --out $OUT
     python3 scripts/bench.py --workloads small --quick --scale 0.02 --out /tmp/benchout   # CPU smoke test
+    python3 scripts/bench.py --merge part1 part2 part3 --out results/benchmarks/run   # one summary of parts
 
 For each workload of scripts/bench_workloads.py, in one process and in this order:
 
@@ -587,8 +588,16 @@ def one_line(s: dict) -> str:
             f"{s['phase_seconds'].get('total', 0):.0f} s")
 
 
+def by_round(s: dict) -> str:
+    """The pick over the oracle round by round, lowest to highest: how far noise moves the ratio."""
+    rounds = s.get("tuned_over_oracle_by_round") or []
+    if not rounds:
+        return "n/a"
+    return f"{min(rounds):.2f}-{max(rounds):.2f}" if len(rounds) > 1 else f"{rounds[0]:.2f}"
+
+
 def table(summaries: list[dict]) -> str:
-    head = ("| workload | tuned/oracle | tune s | burst error | vs nw=0 | vs heuristic | ceiling /s | "
+    head = ("| workload | tuned/oracle | by round | tune s | burst error | vs nw=0 | vs heuristic | ceiling /s | "
             "tuned/ceiling | peak host GiB | fewest within 2% | pick | oracle |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for s in summaries:
@@ -596,7 +605,7 @@ def table(summaries: list[dict]) -> str:
         fewest = s["pick_fewest_workers_within_tie"]
         lines.append(
             f"| {s['workload']}{' (partial)' if s['interrupted'] else ''} | {fmt_ratio(s['tuned_over_oracle'])} | "
-            f"{s['tune_seconds'] or 0:.0f} | {fmt_pct(s['burst_error'])} | "
+            f"{by_round(s)} | {s['tune_seconds'] or 0:.0f} | {fmt_pct(s['burst_error'])} | "
             f"{fmt_ratio(s['vs_torch_default'], 2, 'x')} | {fmt_ratio(s['vs_heuristic'], 2, 'x')} | "
             f"{fmt_rate(s['ceiling'])} | {fmt_ratio(s['tuned_over_ceiling'], 2)} | "
             f"{fmt_ratio(gib, 2)} | {'n/a' if fewest is None else ('yes' if fewest else 'no')} | "
@@ -667,6 +676,7 @@ def write_summary(out: str, summaries: list[dict], meta: dict, state: str) -> st
             f"{meta['workload_seconds']:.0f} s", "",
             table(summaries), "",
             "Columns: tuned/oracle = the pick's median over the oracle's in the interleaved final round; "
+            "by round = the lowest and highest of the pick's rate over the oracle's within one round; "
             "tune s = wall seconds of `autoloader tune` (default budget); burst error = the tuner's own "
             "estimate of its pick over the pick's final median, minus 1; vs nw=0 = oracle over "
             "num_workers=0; vs heuristic = pick over num_workers=cpus-1 with pinning (on CUDA), kept "
@@ -699,6 +709,24 @@ METHOD = (
     "budget); variants that did not fit the workload budget are listed as skipped.")
 
 
+def merge(parts: list[str], out: str) -> str:
+    """One summary from runs made in parts (the device time of one call fits two workloads):
+    their workloads in order, every part's command and date. The records stay in the parts."""
+    metas, summaries = [], []
+    for part in parts:
+        with open(os.path.join(part, "results.json")) as fh:
+            data = json.load(fh)
+        metas.append(data["meta"])
+        summaries += data["workloads"]
+    meta = dict(metas[0])
+    meta["command"] = "\n".join(m["command"] for m in metas)
+    meta["date"] = f"{metas[0]['date']} to {metas[-1]['date']}" if len(metas) > 1 else metas[0]["date"]
+    meta["parts"] = metas
+    meta["records"] = [os.path.join(os.path.relpath(part, out), "records.jsonl") for part in parts]
+    os.makedirs(out, exist_ok=True)
+    return write_summary(out, summaries, meta, "done")
+
+
 # --- main --------------------------------------------------------------------------------------
 
 def gpu_device() -> tuple[str, tuple[str, ...]]:
@@ -725,7 +753,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload-seconds", type=float, default=None,
                         help="wall budget per workload; grid variants that do not fit are skipped "
                              "(default 210, quick 90)")
+    parser.add_argument("--merge", nargs="+", metavar="DIR", default=None,
+                        help="write one summary into --out from the results.json of earlier runs' output "
+                             "folders (their records stay there), measuring nothing")
     args = parser.parse_args(argv)
+    if args.merge:
+        print(merge([os.path.abspath(p) for p in args.merge], os.path.abspath(args.out)))
+        return 0
 
     out = os.path.abspath(args.out)  # before chdir: relative to where the command was given
     os.makedirs(out, exist_ok=True)
