@@ -41,8 +41,8 @@ SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0)
 # A search trial stops early once clearly below this share of the best rate so far.
 PRUNE_SHARE = 0.75
 FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0)
-FINAL_RESERVE_SHARE = 0.3
-FINALIST_SHARE = 0.75
+FINAL_RESERVE_SHARE = 0.45
+FINALIST_SHARE = 0.9
 
 Progress = Callable[[str, dict], None]
 
@@ -240,17 +240,29 @@ class _Tuning:
         spent = [t.seconds for t in history if t.seconds]
         return statistics.median(spent) if spent else 6.0
 
-    def _final_measure_seconds(self, history) -> float:
-        """One final measurement: start-up, skip and a window of at most FINAL_SETTINGS' cap."""
-        return max(1.5, min(self._trial_seconds(history), FINAL_SETTINGS.max_window_s + 2.0))
+    def _final_measure_seconds(self, config: LoaderConfig, history) -> float:
+        """One final measurement of ``config``, from its search trial: the same start-up and skip,
+        and a window of FINAL_SETTINGS' cap or, when batches are slow, the 2 x num_workers batches
+        the burst waits for (at most its hard cap of 3x). See NOTE [ Honest burst ]."""
+        trial = next((t for t in history if t.config == config and t.status == OK and t.seconds), None)
+        if trial is None:
+            return max(1.5, min(self._trial_seconds(history), FINAL_SETTINGS.max_window_s + 2.0))
+        overhead = max(0.3, trial.seconds - trial.window_s)
+        window = FINAL_SETTINGS.max_window_s
+        if trial.batches and trial.window_s:
+            per_batch = trial.window_s / trial.batches
+            window = min(max(window, 2 * config.num_workers * per_batch), 3 * FINAL_SETTINGS.max_window_s)
+        return overhead + window
+
+    def _round_seconds(self, finalists: Sequence[LoaderConfig], history) -> float:
+        return sum(self._final_measure_seconds(c, history) for c in finalists)
 
     def _finals_reserve(self, history) -> float:
         """Time kept back for the final round, at most FINAL_RESERVE_SHARE of the budget."""
-        finalists = len(self._finalists(history))
-        if finalists < 2:
+        finalists = self._finalists(history)
+        if len(finalists) < 2:
             return 0.0
-        full = FINAL_ROUNDS * finalists * self._final_measure_seconds(history)
-        return min(full, FINAL_RESERVE_SHARE * self.budget)
+        return min(FINAL_ROUNDS * self._round_seconds(finalists, history), FINAL_RESERVE_SHARE * self.budget)
 
     def _search(self, strategy: KneeFirst, store: StudyStore, history: list[TrialResult], info) -> None:
         while True:
@@ -301,7 +313,9 @@ class _Tuning:
         if len(finalists) < 2:
             return []
         rates: dict[LoaderConfig, list[float]] = {c: [] for c in finalists}
-        per_round = len(finalists) * self._final_measure_seconds(history)
+        # As many rounds as the budget has left, up to FINAL_ROUNDS; one even when none fits (the
+        # reserve kept back during the search makes that rare), since a pick needs a final.
+        per_round = self._round_seconds(finalists, history)
         rounds = max(1, min(FINAL_ROUNDS, int((self.budget - self.elapsed()) / per_round)))
         for round_index in range(rounds):
             for config in finalists:

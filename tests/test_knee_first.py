@@ -63,6 +63,19 @@ def test_keeps_adding_workers_past_the_cpus_while_the_rate_rises():
     assert max(t.config.num_workers for t in history) > 8
 
 
+def test_looks_once_past_the_cpus_when_the_cpu_count_ties_the_best():
+    # Saturated at the cores, with a gain past them too small for one burst to call a climb.
+    strategy, history = drive(16, lambda c: 300.0 * min(c.num_workers, 16) + 300 + (100 if c.num_workers > 16 else 0))
+    past = sorted({t.config.num_workers for t in history if t.config.num_workers > 16})
+    assert past == [24]  # once, and no further: 24 only ties 16
+
+
+@pytest.mark.parametrize("knee_workers", [4, 6, 11])
+def test_does_not_go_past_the_cpus_when_the_knee_is_well_below_them(knee_workers):
+    strategy, history = drive(16, saturating(knee_workers))
+    assert max(t.config.num_workers for t in history) == 16
+
+
 def test_a_cuda_oom_batch_size_is_not_proposed_again():
     space = SearchSpace((64, 256), 32, (True,))
     strategy = KneeFirst(space, 8)
