@@ -162,30 +162,7 @@ def run_kill_resume(out_root: str, tag: str) -> KillResume:
     command = [AUTOLOADER, "tune", "--dataset", f"{FAULTY}:waiting", "--batch-size", "16", "--budget", "60",
                "--device", "cpu", "--out", out, "--trial-timeout", "20"]
     t0 = time.monotonic()
-    driver = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    before = None
-    deadline = time.monotonic() + 180
-    try:
-        while time.monotonic() < deadline and driver.poll() is None:
-            db = faulty.find_study(out)
-            if db:
-                try:
-                    states = faulty.study_states(db)
-                except Exception:  # noqa: BLE001 - the driver may be mid-write
-                    states = {}
-                finished = [s for s, _ in states.values() if s in ("COMPLETE", "FAIL")]
-                running = [s for s, _ in states.values() if s == "RUNNING"]
-                if len(finished) >= 2 and running:
-                    os.kill(driver.pid, signal.SIGKILL)
-                    driver.wait(10)
-                    before = states
-                    break
-            time.sleep(0.1)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
+    before, _ = faulty.kill_mid_study(command, out, REPO_ROOT, timeout_s=180)
     if before is None:
         report.note = "the driver ended before its study had 2 finished trials and 1 running"
         return report

@@ -402,3 +402,38 @@ def find_study(out_dir: str) -> str | None:
             if name.endswith(".db"):
                 return os.path.join(root, name)
     return None
+
+
+def kill_mid_study(command: list[str], out_dir: str, cwd: str, timeout_s: float) -> tuple[dict | None, list]:
+    """Start ``command`` (an ``autoloader tune`` writing its study under ``out_dir``) and SIGKILL
+    it once the study has two finished trials and one running. Returns the trial states at that
+    moment (None when it never got there) and the processes it had below it then."""
+    import sqlite3
+    import subprocess
+
+    import psutil
+
+    driver = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and driver.poll() is None:
+            db = find_study(out_dir)
+            if db:
+                try:
+                    states = study_states(db)
+                except sqlite3.Error:  # the driver may be mid-write
+                    states = {}
+                finished = [s for s, _ in states.values() if s in ("COMPLETE", "FAIL")]
+                running = [s for s, _ in states.values() if s == "RUNNING"]
+                if len(finished) >= 2 and running:
+                    tree = psutil.Process(driver.pid).children(recursive=True)
+                    os.kill(driver.pid, signal.SIGKILL)
+                    driver.wait(10)
+                    return states, tree
+            time.sleep(0.1)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    return None, []

@@ -16,14 +16,12 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 import uuid
 from collections import Counter
 
-import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -288,31 +286,7 @@ def test_driver_killed_mid_study_resumes(out_dir, no_leftovers):
     # Workers pay on this dataset, so the study has more than two trials to kill it among.
     command = [AUTOLOADER, "tune", "--dataset", f"{FAULTY}:waiting", "--batch-size", "16", "--budget", "60",
                "--device", "cpu", "--out", out_dir, "--trial-timeout", "20"]
-    driver = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              start_new_session=True)
-    before_kill = None
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and driver.poll() is None:
-            db = faulty.find_study(out_dir)
-            if db:
-                try:
-                    states = faulty.study_states(db)
-                except sqlite3.Error:
-                    states = {}
-                finished = [t for t, (s, _) in states.items() if s in ("COMPLETE", "FAIL")]
-                running = [t for t, (s, _) in states.items() if s == "RUNNING"]
-                if len(finished) >= 2 and running:
-                    tree = psutil.Process(driver.pid).children(recursive=True)
-                    os.kill(driver.pid, signal.SIGKILL)
-                    driver.wait(10)
-                    before_kill = states
-                    break
-            time.sleep(0.1)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
+    before_kill, tree = faulty.kill_mid_study(command, out_dir, REPO_ROOT, timeout_s=120)
     assert before_kill is not None, "the study never had 2 finished trials and one running"
     assert tree, "the driver had a trial process to orphan"
     # PR_SET_PDEATHSIG: the trial process and its workers die with the driver.
