@@ -196,4 +196,5 @@ def test_small_budget_still_measures_the_baseline(out_dir):
     counts = {t.config.num_workers for t in ok_trials(result)}
     assert 0 in counts and len(counts) >= 2, describe(result)
     assert result.tuned.baseline_samples_per_s is not None
-    assert result.tune_seconds < 15 + 10, "the budget bounds the run (a final measurement may overrun it)"
+    # The final is sized from the finalists' own trial times, so the run ends inside its budget.
+    assert result.tune_seconds < 15 + 5, f"the budget bounds the run, its final included: {result.tune_seconds:.1f} s"
