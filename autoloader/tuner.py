@@ -19,7 +19,7 @@ from .config import TunedConfig
 from .errors import AutoloaderError, NoFeasibleConfig, UsageError, usage
 from .knee import Knee, find_knee
 from .knee_first import KneeFirst, best_of
-from .probe.burst import BurstSettings
+from .probe.burst import BurstSettings, expected_window_s
 from .probe.guard import predict_peak
 from .probe.runner import RunnerSetup, SetupError, TrialRunner
 from .results import CONSTRAINT, OK, TrialResult
@@ -37,11 +37,13 @@ MAX_FINALISTS = 4
 # In the interleaved final, a config within this share of the best median is a tie and the
 # cheaper config wins (BENCHMARK.md: a tie goes to fewer workers, less memory, no pinning).
 FINAL_TIE = 0.02
-SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0)
+# Windows of at least 3 worker cycles in the search and 4 in the final: NOTE [ Honest burst ].
+SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0, min_cycles=3.0)
 # A search trial stops early once clearly below this share of the best rate so far.
 PRUNE_SHARE = 0.75
-FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0)
-FINAL_RESERVE_SHARE = 0.45
+FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0, min_cycles=4.0)
+# Up to half the budget for the final: two rounds of three slow finalists (10-13 s each) need it.
+FINAL_RESERVE_SHARE = 0.5
 FINALIST_SHARE = 0.9
 
 Progress = Callable[[str, dict], None]
@@ -242,17 +244,14 @@ class _Tuning:
 
     def _final_measure_seconds(self, config: LoaderConfig, history) -> float:
         """One final measurement of ``config``, from its search trial: the same start-up and skip,
-        and a window of FINAL_SETTINGS' cap or, when batches are slow, the 2 x num_workers batches
-        the burst waits for (at most its hard cap of 3x). See NOTE [ Honest burst ]."""
+        and a window of FINAL_SETTINGS' cap or, when batches are slow, the min_cycles x num_workers
+        batches the burst waits for (at most its hard cap of 3x). See NOTE [ Honest burst ]."""
         trial = next((t for t in history if t.config == config and t.status == OK and t.seconds), None)
         if trial is None:
             return max(1.5, min(self._trial_seconds(history), FINAL_SETTINGS.max_window_s + 2.0))
         overhead = max(0.3, trial.seconds - trial.window_s)
-        window = FINAL_SETTINGS.max_window_s
-        if trial.batches and trial.window_s:
-            per_batch = trial.window_s / trial.batches
-            window = min(max(window, 2 * config.num_workers * per_batch), 3 * FINAL_SETTINGS.max_window_s)
-        return overhead + window
+        per_batch = trial.window_s / trial.batches if trial.batches else 0.0
+        return overhead + expected_window_s(FINAL_SETTINGS, config.num_workers, per_batch)
 
     def _round_seconds(self, finalists: Sequence[LoaderConfig], history) -> float:
         return sum(self._final_measure_seconds(c, history) for c in finalists)

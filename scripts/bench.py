@@ -55,7 +55,7 @@ for _path in (SCRIPTS, REPO):
         sys.path.insert(0, _path)
 
 from autoloader import hardware  # noqa: E402  (no torch, no CUDA)
-from autoloader.probe.burst import BurstSettings  # noqa: E402
+from autoloader.probe.burst import BurstSettings, expected_window_s  # noqa: E402
 from autoloader.probe.runner import RunnerSetup, SetupError, TrialRunner  # noqa: E402
 from autoloader.results import OK, TrialResult  # noqa: E402
 from autoloader.source import Source  # noqa: E402
@@ -77,8 +77,9 @@ from autoloader.space import LoaderConfig  # noqa: E402
 # already fill a ~3.5 minute workload; every further grid point costs 5-7 s (3-5 s window plus
 # worker start-up and the skipped first batches).
 SWEEP_WORKERS = (0, 2, 4, 8, 12, 16, 24)
-GRID_SETTINGS = BurstSettings(min_window_s=3.0, max_window_s=5.0, target_rel_interval=0.02)
-FINAL_SETTINGS = BurstSettings(min_window_s=2.0, max_window_s=3.0, target_rel_interval=0.02)
+# At least 4 worker cycles a window, as the tuner's final: NOTE [ Honest burst ] in autoloader/probe/burst.py.
+GRID_SETTINGS = BurstSettings(min_window_s=3.0, max_window_s=5.0, target_rel_interval=0.02, min_cycles=4.0)
+FINAL_SETTINGS = BurstSettings(min_window_s=2.0, max_window_s=3.0, target_rel_interval=0.02, min_cycles=4.0)
 FINAL_ROUNDS = 3
 TOP_FROM_GRID = 3
 TIE = 0.02                      # within 2% of the oracle's median: within noise
@@ -385,7 +386,8 @@ class Workload:
             return 2.0 + settings.max_window_s
         near = min(ok, key=lambda t: (t.config != config, abs(t.config.num_workers - config.num_workers)))
         overhead = max(0.3, near.seconds - near.window_s)
-        return overhead + settings.max_window_s
+        per_batch = near.window_s / near.batches if near.batches else 0.0
+        return overhead + expected_window_s(settings, config.num_workers, per_batch)
 
     def final_candidates(self) -> list[tuple[LoaderConfig, str]]:
         out = [(t.config, f"grid#{i + 1}") for i, t in enumerate(self._ok_grid()[:TOP_FROM_GRID])]
@@ -698,6 +700,7 @@ def write_summary(out: str, summaries: list[dict], meta: dict, state: str) -> st
 METHOD = (
     "per workload, in one process: (1) `autoloader tune` as a subprocess with {tuner_budget}; "
     "(2) a grid through autoloader's TrialRunner, fresh DataLoader per config, burst windows of {grid_win} "
+    "and at least 4 worker cycles "
     "(target ±{grid_target}): num_workers {sweep} with prefetch 2, pinning (CUDA), kept workers, then at the sweep's "
     "best two worker counts prefetch 4 and 8, no pinning, non-persistent workers, one at a time; "
     "(3) the grid's top 3, the tuner's pick, num_workers=0 and the cpus-1 heuristic re-measured "
