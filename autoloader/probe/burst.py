@@ -14,8 +14,8 @@
 #    We stop when the interval is narrow enough or the time cap is hit, but not before the window
 #    holds ``min_cycles`` worker cycles (min_cycles x num_workers batches; the protocol's floor is
 #    2), up to a hard cap of 3x the time cap. On the H200 (results/benchmarks/run-d5cc6c9), final
-#    windows of 2-3.5 cycles (24 workers on 1 s batches) moved 24-60% between rounds, windows of
-#    more than 3.5 cycles 2-13%: a time cap alone leaves slow, many-worker configs unmeasured.
+#    windows of 2-3.4 cycles (24 workers on ~1 s batches) moved 24-60% between rounds, windows of
+#    3.5 cycles or more 2-13%: a time cap alone leaves slow, many-worker configs unmeasured.
 # 3. Epoch boundaries: the time from StopIteration to the next epoch's first batch is cut out of
 #    the steady window and kept as a measured restart cost. The long-run rate charges one restart
 #    per epoch: measured when the window crossed one, else modelled from start-up (a new iterator
