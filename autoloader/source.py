@@ -93,6 +93,9 @@ def _import_module(name: str):
         path = os.path.abspath(name)
         if not os.path.isfile(path):
             raise FileNotFoundError(path)
+        by_stem = _import_by_stem(path)
+        if by_stem is not None:
+            return by_stem
         mod_name = "_autoloader_user_" + "".join(c if c.isalnum() else "_" for c in path)
         if mod_name in sys.modules:
             return sys.modules[mod_name]
@@ -105,6 +108,34 @@ def _import_module(name: str):
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     return importlib.import_module(name)
+
+
+def _import_by_stem(path: str):
+    """Import ``path`` as the module its file name says, with its folder put on ``sys.path``.
+
+    Processes started with 'spawn' (DataLoader workers under ``multiprocessing_context="spawn"``,
+    or by default on macOS) inherit ``sys.path`` and unpickle the dataset by its class's module
+    name, so that name must be importable there: the file's own name is, a made-up one is not.
+    None when the name is not an identifier or belongs to another module (``random.py`` next to
+    the standard library's); the caller then falls back to a private name that fork still serves.
+    """
+    folder = os.path.dirname(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if not stem.isidentifier():
+        return None
+    loaded = sys.modules.get(stem)
+    if loaded is not None:
+        origin = getattr(loaded, "__file__", None)
+        return loaded if origin and os.path.abspath(origin) == path else None
+    try:
+        found = importlib.util.find_spec(stem)
+    except (ImportError, ValueError):
+        return None
+    if found is not None and not (found.origin and os.path.abspath(found.origin) == path):
+        return None
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(stem)
 
 
 def resolve_dataset(obj: Any, name: str):

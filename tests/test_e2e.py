@@ -198,3 +198,33 @@ def test_small_budget_still_measures_the_baseline(out_dir):
     assert result.tuned.baseline_samples_per_s is not None
     # The final is sized from the finalists' own trial times, so the run ends inside its budget.
     assert result.tune_seconds < 15 + 5, f"the budget bounds the run, its final included: {result.tune_seconds:.1f} s"
+
+
+DATASET_FILE = '''
+import torch
+from torch.utils.data import Dataset
+
+
+class FileDataset(Dataset):
+    def __len__(self):
+        return 256
+
+    def __getitem__(self, index):
+        return torch.full((4,), float(index))
+
+
+def make():
+    return FileDataset()
+'''
+
+
+def test_a_dataset_file_reaches_spawned_workers(out_dir, tmp_path):
+    """``path/to/file.py:attr`` with workers started by 'spawn' (macOS's default): the workers
+    unpickle the dataset by its class's module, which must be importable there."""
+    path = tmp_path / f"spawn_data_{os.getpid()}.py"
+    path.write_text(DATASET_FILE)
+    result = tune(f"{path}:make", batch_size=16, budget=15, device="cpu", out=out_dir,
+                  multiprocessing_context="spawn")
+    with_workers = [t for t in result.trials if t.config.num_workers > 0]
+    assert with_workers, describe(result)
+    assert all(t.ok for t in with_workers), [t.describe_failure() for t in with_workers if not t.ok]
