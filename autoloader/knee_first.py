@@ -7,9 +7,8 @@ Phases, each driven only by the measured history (so a resumed run picks up wher
    noise of it, until the gap is at most a quarter of the CPUs (when 0 and the CPU count tie, the
    middle is looked at once, since a curve can peak between them). Throughput against workers rises
    and then flattens (or falls), so halving the gap finds the knee in two or three trials;
-3. extend: past the CPU count while throughput still rises there, and once when the CPU count
-   ties the best after workers paid almost up to it (workers that wait on I/O or on slow samples
-   can pay beyond one per core);
+3. extend: past the CPU count while throughput still rises there (workers that wait on I/O or
+   on slow samples can pay beyond one per core);
 4. local: one-move neighbours of the best config in prefetch, pinning, persistence and batch
    size, until no neighbour is untried.
 """
@@ -41,7 +40,8 @@ class KneeFirst(Strategy):
         self.top = min(self.cpus, space.max_workers)
         # A quarter of the CPUs: on the H200 a trial of a slow config costs 9-13 s, so 120 s buy about
         # ten measurements, and worker counts an eighth of the CPUs apart read within the noise of
-        # one burst (14 vs 16: 4,432 vs 4,408/s); the final round's repeats are worth more.
+        # one burst (jpeg: 14 vs 16 workers, 4,432 vs 4,408/s, and that tie hid the climb past the
+        # CPUs that 12 -> 16 shows); the final round's repeats are worth more.
         self.resolution = max(1, self.cpus // 4)
 
     def expected_trials(self) -> int:
@@ -55,24 +55,6 @@ class KneeFirst(Strategy):
         """(workers, rate) of the default config at each worker count measured."""
         return [(t.config.num_workers, t.samples_per_s) for t in history
                 if t.status == OK and t.samples_per_s and t.config == self.base(t.config.num_workers)]
-
-    def _worth_extending(self, curve: list[tuple[int, float]], top_ok: int) -> bool:
-        """Whether to try more workers than ``top_ok``, the largest count that ran.
-
-        Past the CPU count, only while the rate still clearly climbs. At the CPU count, also once
-        when it ties the best and workers paid into the top quarter of the CPUs: workers that
-        block on I/O, on the pipe to the main process or on slow samples can pay past one per
-        core, and one burst each cannot tell a climb of a few percent from a tie (on the H200,
-        1.5x the cores beat the cores by 3-8% on three of six workloads).
-        """
-        knee = find_knee(curve)
-        if rising_at_end(curve) and knee.peak == top_ok:
-            return True
-        if top_ok > self.top:
-            return False
-        top_rate = dict(knee.curve)[top_ok]
-        best = max(rate for _, rate in knee.curve)
-        return top_rate >= best * (1.0 - knee.tolerance) and 4 * knee.stops_paying > 3 * self.top
 
     def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
         tried = {t.config for t in history}
@@ -112,7 +94,7 @@ class KneeFirst(Strategy):
                 middle = (max(worse) + knee.stops_paying) // 2
                 if fresh(self.base(middle)):
                     return self.base(middle)
-        if ceiling is None and top_ok >= self.top and self._worth_extending(curve, top_ok):
+        if peak_at_top and ceiling is None and top_ok >= self.top and rising_at_end(curve):
             nxt = extend_ladder(self.cpus, top_ok, self.space.max_workers)
             if nxt is not None and fresh(self.base(nxt)):
                 return self.base(nxt)

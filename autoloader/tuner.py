@@ -312,10 +312,16 @@ class _Tuning:
         if len(finalists) < 2:
             return []
         rates: dict[LoaderConfig, list[float]] = {c: [] for c in finalists}
-        # As many rounds as the budget has left, up to FINAL_ROUNDS; one even when none fits (the
-        # reserve kept back during the search makes that rare), since a pick needs a final.
+        # As many rounds as the budget has left, up to FINAL_ROUNDS. When not even one fits (slow
+        # finalists on a small budget), the top two by burst alone: a pick still needs a final,
+        # and two measurements overrun the budget least.
+        left = self.budget - self.elapsed()
         per_round = self._round_seconds(finalists, history)
-        rounds = max(1, min(FINAL_ROUNDS, int((self.budget - self.elapsed()) / per_round)))
+        if per_round > left and len(finalists) > 2:
+            finalists = finalists[:2]
+            rates = {c: [] for c in finalists}
+            per_round = self._round_seconds(finalists, history)
+        rounds = max(1, min(FINAL_ROUNDS, int(left / per_round)))
         for round_index in range(rounds):
             for config in finalists:
                 measured = self.runner.measure(config, FINAL_SETTINGS)

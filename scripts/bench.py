@@ -715,12 +715,20 @@ METHOD = (
 def merge(parts: list[str], out: str) -> str:
     """One summary from runs made in parts (the device time of one call fits two workloads):
     their workloads in order, every part's command and date. The records stay in the parts."""
+    if os.path.abspath(out) in {os.path.abspath(p) for p in parts}:
+        raise SystemExit(f"--out {out} is one of the parts; its results.json would be overwritten. "
+                         "Fix: write the merged summary to another folder")
     metas, summaries = [], []
     for part in parts:
         with open(os.path.join(part, "results.json")) as fh:
             data = json.load(fh)
         metas.append(data["meta"])
         summaries += data["workloads"]
+    for key in ("cpus", "gpu", "device", "mode", "scale", "torch"):
+        values = {str(m.get(key)) for m in metas}
+        if len(values) > 1:
+            raise SystemExit(f"the parts must come from one machine and mode: {key} differs ({', '.join(sorted(values))}). "
+                             "Fix: merge only parts run with the same settings on the same machine")
     meta = dict(metas[0])
     meta["command"] = "\n".join(m["command"] for m in metas)
     meta["date"] = f"{metas[0]['date']} to {metas[-1]['date']}" if len(metas) > 1 else metas[0]["date"]

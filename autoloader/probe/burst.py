@@ -179,7 +179,7 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
     timer.sync()
 
     lag = max(1, num_workers)
-    floor_batches = math.ceil(settings.min_cycles * num_workers)
+    floor_batches = math.ceil(settings.min_cycles * num_workers - 1e-9)  # 2.2 x 5 is 11, not 12
     min_batches = max(3 * num_workers, 8, floor_batches)  # at least two cycles of differences
     samples = 0
     boundary_s = 0.0
