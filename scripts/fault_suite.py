@@ -110,18 +110,10 @@ def _config_dict(config) -> dict:
     return dataclasses.asdict(config)
 
 
-def private_shm_available() -> bool:
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        return False
-    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                            "mount -t tmpfs -o size=1m tmpfs /dev/shm"], capture_output=True)
-    return probe.returncode == 0
-
-
 def run_shm_full(row: Row, out_root: str) -> None:
     """The CLI in a private mount namespace whose /dev/shm is a 32 MiB tmpfs of its own."""
     row.via = "CLI, private 32 MiB /dev/shm"
-    if not private_shm_available():
+    if not faulty.private_shm_available():
         row.note = "not run: needs root and unshare for a private /dev/shm"
         return
     out = os.path.join(out_root, "shm-full")

@@ -385,6 +385,19 @@ def new_shm_entries(before: set[str], tag: str, grace: float = 0.5) -> list[str]
     return leaked
 
 
+def private_shm_available() -> bool:
+    """Whether a private, small /dev/shm can be mounted (root and unshare): the only honest way to
+    fill /dev/shm without filling the machine's."""
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            "mount -t tmpfs -o size=1m tmpfs /dev/shm"], capture_output=True)
+    return probe.returncode == 0
+
+
 def study_states(db: str) -> dict[int, tuple[str, str | None]]:
     """trial id -> (state, stored TrialResult JSON), read straight from the study's SQLite file."""
     import sqlite3

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -196,14 +195,6 @@ def test_iterable_dataset_is_tuned(out_dir):
 
 # --- a real full /dev/shm, in a private mount namespace ----------------------------------------
 
-def _private_shm_available() -> bool:
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        return False
-    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                            "mount -t tmpfs -o size=1m tmpfs /dev/shm"], capture_output=True)
-    return probe.returncode == 0
-
-
 def _cli_in_private_shm(size: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     """Run ``autoloader`` with a /dev/shm of ``size`` of its own; the machine's is untouched."""
     command = " ".join([AUTOLOADER, *args])
@@ -212,7 +203,7 @@ def _cli_in_private_shm(size: str, *args: str, timeout: float = 240) -> subproce
                           capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
 
 
-needs_private_shm = pytest.mark.skipif(not _private_shm_available(),
+needs_private_shm = pytest.mark.skipif(not faulty.private_shm_available(),
                                        reason="needs root and unshare to mount a private small /dev/shm")
 
 
