@@ -127,20 +127,12 @@ def extend_ladder(cpus: int, tried_max: int, max_workers: int) -> int | None:
 def neighbours(config: LoaderConfig, space: SearchSpace) -> tuple[LoaderConfig, ...]:
     """Configs one move away in the non-worker dimensions: prefetch, pinning, persistence,
     batch size. Used after the knee is known, so only cheap dimensions are explored."""
-    out: list[LoaderConfig] = []
+    # In this order: the search tries them in turn. Prefetch and persistence mean nothing without workers.
+    moves = [("pin_memory", space.pin_choices), ("batch_size", space.batch_sizes)]
     if config.num_workers > 0:
-        for prefetch in space.prefetch_choices:
-            if prefetch != config.prefetch_factor:
-                out.append(config.replace(prefetch_factor=prefetch))
-        for persistent in space.persistent_choices:
-            if persistent != config.persistent_workers:
-                out.append(config.replace(persistent_workers=persistent))
-    for pin in space.pin_choices:
-        if pin != config.pin_memory:
-            out.append(config.replace(pin_memory=pin))
-    for size in space.batch_sizes:
-        if size != config.batch_size:
-            out.append(config.replace(batch_size=size))
+        moves = [("prefetch_factor", space.prefetch_choices), ("persistent_workers", space.persistent_choices)] + moves
+    out = [config.replace(**{name: value}) for name, choices in moves for value in choices
+           if value != getattr(config, name)]
     return tuple(c for c in out if space.contains(c))
 
 
