@@ -38,10 +38,11 @@ class KneeFirst(Strategy):
         self.space = space
         self.cpus = max(1, cpus)
         self.top = min(self.cpus, space.max_workers)
-        # A quarter of the CPUs: on the H200 a trial of a slow config costs 9-13 s, so 120 s buy about
-        # ten measurements, and worker counts an eighth of the CPUs apart read within the noise of
-        # one burst (jpeg: 14 vs 16 workers, 4,432 vs 4,408/s, and that tie hid the climb past the
-        # CPUs that 12 -> 16 shows); the final round's repeats are worth more.
+        # A quarter of the CPUs: on the H200 the tuner's trials on jpeg and large took 5.5-10.3 s
+        # (results/benchmarks/run-d5cc6c9), so 120 s buy about fifteen measurements, and worker
+        # counts an eighth of the CPUs apart read within the noise of one burst (jpeg: 14 vs 16
+        # workers, 4,432 vs 4,408/s, and that tie hid the climb past the CPUs that 12 -> 16
+        # shows); the final round's repeats are worth more.
         self.resolution = max(1, self.cpus // 4)
 
     def expected_trials(self) -> int:

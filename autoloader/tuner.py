@@ -42,7 +42,8 @@ SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0, min_cycles=3
 # A search trial stops early once clearly below this share of the best rate so far.
 PRUNE_SHARE = 0.75
 FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0, min_cycles=4.0)
-# Up to half the budget for the final: two rounds of three slow finalists (10-13 s each) need it.
+# Up to half the budget for the final: two rounds of three slow finalists (7-10 s each on the H200,
+# more now that a final window holds 4 worker cycles) need it.
 FINAL_RESERVE_SHARE = 0.5
 FINALIST_SHARE = 0.9
 
