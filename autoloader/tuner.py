@@ -312,7 +312,6 @@ class _Tuning:
         finalists = self._finalists(history)
         if len(finalists) < 2:
             return []
-        rates: dict[LoaderConfig, list[float]] = {c: [] for c in finalists}
         # As many rounds as the budget has left, up to FINAL_ROUNDS. When not even one fits (slow
         # finalists on a small budget), the top two by burst alone: a pick still needs a final,
         # and two measurements overrun the budget least.
@@ -320,9 +319,9 @@ class _Tuning:
         per_round = self._round_seconds(finalists, history)
         if per_round > left and len(finalists) > 2:
             finalists = finalists[:2]
-            rates = {c: [] for c in finalists}
             per_round = self._round_seconds(finalists, history)
         rounds = max(1, min(FINAL_ROUNDS, int(left / per_round)))
+        rates: dict[LoaderConfig, list[float]] = {c: [] for c in finalists}
         for round_index in range(rounds):
             for config in finalists:
                 measured = self.runner.measure(config, FINAL_SETTINGS)
