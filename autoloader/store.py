@@ -36,8 +36,10 @@ def dataset_key(name: str, length: int | None, batch_sizes: Iterable[int], step_
     """Name a tuning problem: what is loaded, how it is consumed, which batch sizes, which device.
     Readable prefix, hashed rest, so two problems never share a file."""
     readable = re.sub(r"[^A-Za-z0-9]+", "-", name.rsplit("/", 1)[-1]).strip("-")[:40] or "dataset"
+    # A default repr carries a memory address (a collate_fn is "<function f at 0x7f...>"), which
+    # would give every run a new key and never find a stored result again.
     identity = repr((name, length, tuple(batch_sizes), step_name, device,
-                     sorted((k, repr(v)) for k, v in fixed_kwargs.items())))
+                     sorted((k, re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))) for k, v in fixed_kwargs.items())))
     return f"{readable}-n{length if length is not None else 'iter'}-{hashlib.sha1(identity.encode()).hexdigest()[:10]}"
 
 

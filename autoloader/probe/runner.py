@@ -249,6 +249,9 @@ class _Runner:
             raise SetupError("--device cuda needs a CUDA GPU that torch can use (got "
                              f"torch {torch.__version__}, torch.cuda.is_available() is False). "
                              "Fix: pass --device cpu, or install a CUDA build of torch", usage=True)
+        if self.cuda and ":" in self.device:
+            # Events, synchronize and memory statistics act on the current device: make it ours.
+            torch.cuda.set_device(self.device)
         self.dataset = resolve_dataset(setup.dataset.load(), setup.dataset.name)
         self.iterable = isinstance(self.dataset, torch.utils.data.IterableDataset)
         self.step = None
@@ -262,7 +265,8 @@ class _Runner:
         from ..errors import usage
 
         fixed = self._fixed_kwargs()
-        probe = DataLoader(self.dataset, batch_size=min(8, self.setup.probe_batch_size),
+        probe_size = min(8, self.setup.probe_batch_size)
+        probe = DataLoader(self.dataset, batch_size=probe_size,
                            num_workers=0, **{k: v for k, v in fixed.items() if k == "collate_fn"})
         t0 = time.perf_counter()
         try:
@@ -279,8 +283,10 @@ class _Runner:
         elapsed = time.perf_counter() - t0
         from .burst import batch_size_of
 
-        count = max(1, batch_size_of(batch))
         length = None if self.iterable else len(self.dataset)
+        # The probe's default sampler makes the first batch min(size, length) samples; reading
+        # them off the batch miscounts lists of samples (their leading dimension is channels).
+        count = min(probe_size, length) if length is not None else max(1, batch_size_of(batch))
         return DatasetInfo(length=length, iterable=self.iterable, sample_seconds=elapsed / count,
                            sample_bytes=max(1, _tensor_bytes(batch) // count),
                            runner_uss=guard.sample_memory(os.getpid()).uss, cuda=self.cuda)
