@@ -15,3 +15,18 @@ def test_an_object_address_does_not_change_the_key():
 def test_different_arguments_give_different_keys():
     assert dataset_key("mod:ds", 10, (8,), None, "cpu", {"drop_last": True}) != \
         dataset_key("mod:ds", 10, (8,), None, "cpu", {"drop_last": False})
+
+
+def test_a_result_file_gets_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    from autoloader.store import atomic_write
+
+    old = os.umask(0o022)
+    try:
+        atomic_write(str(tmp_path / "result.json"), "{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "result.json").st_mode) == 0o644
+    assert os.listdir(tmp_path) == ["result.json"]  # no temporary file left behind

@@ -420,13 +420,8 @@ class _NvmlUtil:
                     f"{bus_id:08x}" if isinstance(bus_id, int) else str(bus_id))
             else:
                 self.handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
-        except Exception:  # noqa: BLE001 - NVML is a second opinion: absent is fine
-            try:
-                import pynvml
-
-                self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-            except Exception:  # noqa: BLE001
-                self.handle = None
+        except Exception:  # noqa: BLE001 - NVML is a second opinion: absent is fine, and
+            self.handle = None  # guessing index 0 could read another GPU
 
     def mean_between(self, start_wall: float, end_wall: float) -> float | None:
         if self.handle is None:
