@@ -88,7 +88,8 @@ class StudyStore:
             self.study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
                                              load_if_exists=True, sampler=optuna.samplers.TPESampler(seed=0))
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
-            raise usage("--storage must be a database URL Optuna can open", url,
+            raise usage("the study's storage must be a database URL Optuna can open (--storage, or the "
+                        "default SQLite file under --out)", url,
                         "use e.g. sqlite:///results/study.db (the directory must be writable), or leave "
                         f"--storage out for the default ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
         self.stale_repaired = self._fail_stale_trials()

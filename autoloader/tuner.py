@@ -291,7 +291,9 @@ class _Tuning:
         if not any(t.status == OK for t in history):
             causes = Counter(t.describe_failure() for t in history)
             listing = "; ".join(f"{n}x {c}" for c, n in causes.most_common(5))
-            raise NoFeasibleConfig(f"no config ran: every trial failed or broke a limit ({listing or 'none ran'})")
+            raise NoFeasibleConfig(f"no config ran: every trial failed or broke a limit ({listing or 'none ran'}). "
+                                   "Fix: what broke is named above; fix the dataset or step if they raised, "
+                                   "or raise --max-memory, --trial-timeout or --budget if a limit stopped them")
 
     def _finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
         """The top three by burst rate, and the cheapest within 5% of the best so a tie can go to
