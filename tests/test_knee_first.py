@@ -71,6 +71,15 @@ def test_a_curve_climbing_into_the_cpu_count_gets_one_look_past_it():
     assert past == [24]
 
 
+def test_a_best_rate_at_the_cpu_count_gets_one_look_past_it_even_within_noise():
+    # large on the H200 (run-2363961): 12 -> 16 workers read +2.7%, under the 3% noise floor,
+    # and 24 workers were faster still. NOTE [ One look past the CPUs ].
+    measured = {0: 512.0, 8: 717.0, 12: 736.0, 16: 756.0, 24: 770.0}
+    strategy, history = drive(16, lambda c: measured.get(c.num_workers, 700.0))
+    past = sorted({t.config.num_workers for t in history if t.config.num_workers > 16})
+    assert past == [24]
+
+
 @pytest.mark.parametrize("knee_workers", [4, 6, 11])
 def test_does_not_go_past_the_cpus_when_the_knee_is_well_below_them(knee_workers):
     strategy, history = drive(16, saturating(knee_workers))
