@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "scripts")
@@ -612,11 +613,12 @@ def table(summaries: list[dict]) -> str:
             f"{fmt_rate(s['ceiling'])} | {fmt_ratio(s['tuned_over_ceiling'], 2)} | "
             f"{fmt_ratio(gib, 2)} | {'n/a' if fewest is None else ('yes' if fewest else 'no')} | "
             f"{s['pick_short']} | {s['oracle_short']} |")
-    ratios = [s["tuned_over_oracle"] for s in summaries if s["tuned_over_oracle"] is not None]
+    ratios = [s["tuned_over_oracle"] for s in summaries if s["tuned_over_oracle"] is not None and not s["interrupted"]]
+    partial = sum(1 for s in summaries if s["interrupted"])
     if ratios:
         lines.append("")
-        lines.append(f"tuned/oracle over {len(ratios)} workload(s): mean {statistics.mean(ratios):.3f}, "
-                     f"min {min(ratios):.3f}")
+        lines.append(f"tuned/oracle over {len(ratios)} complete workload(s): mean {statistics.mean(ratios):.3f}, "
+                     f"min {min(ratios):.3f}" + (f" ({partial} partial, left out)" if partial else ""))
     return "\n".join(lines)
 
 
@@ -738,6 +740,91 @@ def merge(parts: list[str], out: str) -> str:
     return write_summary(out, summaries, meta, "done")
 
 
+def _read_records(path: str) -> list[dict]:
+    """records.jsonl's lines; a line torn by a kill mid-write is dropped."""
+    rows = []
+    with open(path) as fh:
+        for line in fh:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return rows
+
+
+def _workload_from_records(w, rows: list[dict], cpus: int, device: str) -> "Workload":
+    """A Workload holding what ``rows`` (one workload's records) measured, for summary()."""
+    bench = Workload(w, None, None, "", device, cpus)
+    starts, ends = [], []
+    for row in rows:
+        if row.get("t_start"):
+            starts.append(row["t_start"])
+        if row.get("t_end"):
+            ends.append(row["t_end"])
+        phase = row["phase"]
+        if phase == "tuner":
+            bench.tuner, bench.tuner_error, bench.tuner_wall = row.get("tuner"), row.get("error"), row.get("wall_s")
+            bench.pick = config_from_kwargs(row["config"]) if row.get("config") else None
+            bench.phase_s["tuner"] = row.get("wall_s") or 0.0
+        elif phase == "grid" and row.get("skipped"):
+            bench.skipped = [config_from_kwargs(k) for k in row["skipped"]]
+        elif phase == "grid" and row.get("result"):
+            bench.grid.append(TrialResult.from_dict(row["result"]))
+        elif phase == "final" and row.get("result"):
+            result = TrialResult.from_dict(row["result"])
+            bench.final.setdefault(result.config, []).append(result)
+            bench.final_roles[result.config] = list(row.get("roles") or [])
+        elif phase == "ceiling":
+            bench.ceiling, bench.ceiling_facts = row.get("ceiling"), row.get("facts")
+            bench.ceiling_error = row.get("error")
+    for phase in ("grid", "final"):
+        times = [(r["t_start"], r["t_end"]) for r in rows if r["phase"] == phase and r.get("t_end")]
+        if times:
+            bench.phase_s[phase] = max(e for _, e in times) - min(b for b, _ in times)
+    if starts and ends:
+        bench.phase_s["total"] = max(ends) - min(starts)
+    return bench
+
+
+def rebuild(source: str, out: str) -> str:
+    """Summaries from a run's records.jsonl alone. A run killed outright (SIGKILL at the device's
+    time limit leaves no moment to write) keeps its records line by line: every workload that
+    finished is taken from its summary record, and the one cut short is summarised from its
+    measurements and marked partial, saying what it lacks."""
+    from bench_workloads import WORKLOADS
+
+    rows = _read_records(os.path.join(source, "records.jsonl"))
+    meta = next((r["meta"] for r in rows if r["phase"] == "meta"), None)
+    if meta is None:
+        raise SystemExit(f"{source}/records.jsonl has no meta record, so it is not a bench run's. "
+                         "Fix: pass the --out folder of a scripts/bench.py run")
+    by_workload: dict[str, list[dict]] = {}
+    for row in rows:
+        if row.get("workload"):
+            by_workload.setdefault(row["workload"], []).append(row)
+    summaries = []
+    for name, mine in by_workload.items():
+        done = next((r["summary"] for r in mine if r["phase"] == "summary"), None)
+        if done is not None:
+            summaries.append(done)
+            continue
+        bench = _workload_from_records(WORKLOADS[name], mine, meta["cpus"], meta["device"])
+        last = max(mine, key=lambda r: r.get("t_end") or 0)
+        missing = [p for p in ("tuner", "grid", "final", "ceiling") if not any(r["phase"] == p for r in mine)]
+        per_round = Counter(r["round"] for r in mine if r["phase"] == "final")
+        short_rounds = [f"round {n} has {k} of {len(bench.final)} configs" for n, k in sorted(per_round.items())
+                        if k < len(bench.final)]
+        bench.interrupted = (f"killed during its {last['phase']} phase"
+                             + (f"; no {', no '.join(missing)}" if missing else "")
+                             + (f"; final {', '.join(short_rounds)}" if short_rounds else "")
+                             + "; rebuilt from records.jsonl")
+        summaries.append(bench.summary())
+    meta = dict(meta, rebuilt_from=os.path.relpath(os.path.join(source, "records.jsonl"), out))
+    os.makedirs(out, exist_ok=True)
+    partial = any(s["interrupted"] for s in summaries)
+    return write_summary(out, summaries, meta, "interrupted" if partial else "done")
+
+
 # --- main --------------------------------------------------------------------------------------
 
 def gpu_device() -> tuple[str, tuple[str, ...]]:
@@ -764,10 +851,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload-seconds", type=float, default=None,
                         help="wall budget per workload; grid variants that do not fit are skipped "
                              "(default 210, quick 90)")
+    parser.add_argument("--rebuild", metavar="DIR", default=None,
+                        help="write summary.md and results.json into --out from DIR/records.jsonl alone, for "
+                             "a run killed before it could write them (a workload cut short is marked partial)")
     parser.add_argument("--merge", nargs="+", metavar="DIR", default=None,
                         help="write one summary into --out from the results.json of earlier runs' output "
                              "folders (their records stay there), measuring nothing")
     args = parser.parse_args(argv)
+    if args.rebuild:
+        print(rebuild(os.path.abspath(args.rebuild), os.path.abspath(args.out)))
+        return 0
     if args.merge:
         print(merge([os.path.abspath(p) for p in args.merge], os.path.abspath(args.out)))
         return 0
