@@ -25,6 +25,10 @@ through NVML (NOTE [ No CUDA in the driver ] in autoloader/hardware.py).
 Time: each workload has a wall budget (--workload-seconds). The tuner, the worker sweep, the final
 round and the ceiling always run; the grid's variants run in priority order only while the
 estimated cost of what must still follow fits the budget. Skipped variants are listed.
+--deadline-seconds bounds the whole run (a device call is killed outright at its limit, with no
+chance to write a summary): variants, final rounds and whole workloads that the time left cannot
+hold are not begun, and the summary says which. A run killed anyway keeps records.jsonl, from
+which --rebuild writes the summary.
 """
 
 from __future__ import annotations
@@ -190,6 +194,11 @@ class Mode:
     tuner_budget: float | None
     workload_seconds: float
     ceiling_estimate_s: float
+    # time.monotonic() by which the whole run must have ended (--deadline-seconds), or None.
+    deadline: float | None = None
+
+    def seconds_left(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
 
 
 class Workload:
@@ -426,17 +435,17 @@ class Workload:
                     variants.append(config)
         for config in variants:
             cost = self._trial_estimate(self.base(config.num_workers), self.mode.grid)
-            need = self.elapsed() + cost + self._final_estimate() + self.mode.ceiling_estimate_s
-            if need > self.mode.workload_seconds:
+            need = cost + self._final_estimate() + self.mode.ceiling_estimate_s
+            if self.elapsed() + need > self.mode.workload_seconds or need > self.mode.seconds_left():
                 self.skipped.append(config)
                 continue
             self.grid.append(self._measure("grid", None, config, self.mode.grid, part="variant"))
         if self.skipped:
+            limit = f"{self.mode.workload_seconds:.0f} s" + (" and --deadline-seconds" if self.mode.deadline else "")
             log(f"[{self.name}] grid: {len(self.skipped)} variant(s) skipped to keep within "
-                f"{self.mode.workload_seconds:.0f} s: {', '.join(short(c) for c in self.skipped)}")
+                f"{limit}: {', '.join(short(c) for c in self.skipped)}")
             self.records.write(workload=self.name, phase="grid", round=None,
-                               skipped=[c.loader_kwargs() for c in self.skipped],
-                               reason=f"workload budget {self.mode.workload_seconds:.0f} s")
+                               skipped=[c.loader_kwargs() for c in self.skipped], reason=f"workload budget {limit}")
         self.phase_s["grid"] = time.monotonic() - t
 
     # phase 3 ------------------------------------------------------------------------------------
@@ -452,6 +461,15 @@ class Workload:
         log(f"[{self.name}] final: {len(order)} configs x {self.mode.rounds} rounds, interleaved: "
             + "; ".join(f"{short(c)} ({'/'.join(self.final_roles[c])})" for c in order))
         for round_ in range(1, self.mode.rounds + 1):
+            # A round the deadline cannot hold is not begun: fewer rounds, but a summary written,
+            # rather than a run killed mid-round (NOTE in the module docstring, "Time").
+            need = sum(self._trial_estimate(c, self.mode.final) for c in order) + self.mode.ceiling_estimate_s
+            if need > self.mode.seconds_left():
+                self.interrupted = (f"final cut to {round_ - 1} of {self.mode.rounds} rounds: the next needed "
+                                    f"about {need:.0f} s, {max(0.0, self.mode.seconds_left()):.0f} s were left "
+                                    "of --deadline-seconds")
+                log(f"[{self.name}] {self.interrupted}")
+                break
             for config in order:
                 self.final[config].append(self._measure("final", round_, config, self.mode.final,
                                                         roles=self.final_roles[config]))
@@ -678,7 +696,10 @@ def write_summary(out: str, summaries: list[dict], meta: dict, state: str) -> st
             f"optuna {meta['optuna']}",
             f"- AUTOLOADER_BENCH_SCALE={meta['scale']}; mode {meta['mode']}; workload budget "
             f"{meta['workload_seconds']:.0f} s", "",
-            table(summaries), "",
+            table(summaries), ""]
+    if meta.get("not_run"):
+        text += ["Not run: " + "; ".join(meta["not_run"]) + ".", ""]
+    text += [
             "Columns: tuned/oracle = the pick's median over the oracle's in the interleaved final round; "
             "by round = the lowest and highest of the pick's rate over the oracle's within one round; "
             "tune s = wall seconds of `autoloader tune` (default budget); burst error = the tuner's own "
@@ -735,6 +756,7 @@ def merge(parts: list[str], out: str) -> str:
     meta["command"] = "\n".join(m["command"] for m in metas)
     meta["date"] = f"{metas[0]['date']} to {metas[-1]['date']}" if len(metas) > 1 else metas[0]["date"]
     meta["parts"] = metas
+    meta["not_run"] = [entry for m in metas for entry in m.get("not_run", [])]
     meta["records"] = [os.path.join(os.path.relpath(part, out), "records.jsonl") for part in parts]
     os.makedirs(out, exist_ok=True)
     return write_summary(out, summaries, meta, "done")
@@ -851,6 +873,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload-seconds", type=float, default=None,
                         help="wall budget per workload; grid variants that do not fit are skipped "
                              "(default 210, quick 90)")
+    parser.add_argument("--deadline-seconds", type=float, default=None,
+                        help="wall time the whole run must end within (e.g. a device call's limit less a margin): "
+                             "grid variants, final rounds and whole workloads that would not fit are left out "
+                             "and the summary says so, instead of the run being killed")
     parser.add_argument("--rebuild", metavar="DIR", default=None,
                         help="write summary.md and results.json into --out from DIR/records.jsonl alone, for "
                              "a run killed before it could write them (a workload cut short is marked partial)")
@@ -858,6 +884,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="write one summary into --out from the results.json of earlier runs' output "
                              "folders (their records stay there), measuring nothing")
     args = parser.parse_args(argv)
+    t_begin = time.monotonic()  # a device call's limit counts from here, imports included
     if args.rebuild:
         print(rebuild(os.path.abspath(args.rebuild), os.path.abspath(args.out)))
         return 0
@@ -899,6 +926,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.rounds < 1:
             parser.error("--rounds must be 1 or more")
         mode.rounds = args.rounds
+    if args.deadline_seconds is not None:
+        if not args.deadline_seconds > 0:
+            parser.error(f"--deadline-seconds must be > 0, got {args.deadline_seconds}; "
+                         "pass the device call's limit less a margin, e.g. 570")
+        mode.deadline = t_begin + args.deadline_seconds
 
     device, gpus = gpu_device()
     machine = hardware.detect()
@@ -941,6 +973,16 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = False
     t_all = time.monotonic()
     for name in names:
+        # The least a workload needs to give a result: the tuner, then set-up, the sweep, one final
+        # round and the ceiling (about 90 s on the H200). Less than that left: not begun.
+        floor = 1.1 * (mode.tuner_budget or 120.0) + (30.0 if args.quick else 90.0)
+        if mode.seconds_left() < floor:
+            reason = (f"not begun: {max(0.0, mode.seconds_left()):.0f} s were left of --deadline-seconds, "
+                      f"a workload needs about {floor:.0f} s")
+            log(f"[{name}] {reason}")
+            records.write(workload=name, phase="skipped", round=None, reason=reason)
+            meta.setdefault("not_run", []).append(f"{name} ({reason})")
+            continue
         bench = Workload(WORKLOADS[name], mode, records, out, device, cpus)
         try:
             bench.run()

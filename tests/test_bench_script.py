@@ -1,5 +1,6 @@
-"""scripts/bench.py --rebuild: a bench run killed outright keeps its records, and the summary is
-rebuilt from them, the workload cut short marked partial and left out of the mean."""
+"""scripts/bench.py --rebuild and --deadline-seconds: a bench run killed outright keeps its records
+and the summary is rebuilt from them (the workload cut short marked partial, left out of the
+mean); with a deadline, what cannot fit is not begun and the summary says so."""
 
 import importlib.util
 import json
@@ -92,3 +93,14 @@ def test_rebuild_refuses_a_folder_without_a_bench_run(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "no meta record" in proc.stderr and "Fix:" in proc.stderr
+
+
+def test_a_workload_the_deadline_cannot_hold_is_not_begun(tmp_path):
+    # --quick needs about 52 s a workload (its 20 s tuner budget and 30 s more); 5 s are left.
+    proc = subprocess.run([sys.executable, BENCH, "--quick", "--workloads", "small", "--deadline-seconds", "5",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert "Not run: small (not begun:" in summary and "a workload needs about 52 s" in summary
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert [r["phase"] for r in records] == ["meta", "skipped"]
