@@ -380,6 +380,8 @@ class _Runner:
             del exc
             return {"status": FAILED, "cause": classify_failure(detail, where[0]), "error": message}
         finally:
+            if beat is not None:
+                beat(progress["batches"])  # the teardown that follows gets a full watchdog timeout
             _shutdown_iterators(iterators)
             loader = None  # the last reference: its workers go with it
             gc.collect()
@@ -541,7 +543,8 @@ class TrialRunner:
     Every way a trial can end is a TrialResult about its config, never an exception: a result,
     an exception in the trial (FAILED, classified by ``classify_failure``), the tree's memory
     past the ceiling (CONSTRAINT host_memory, tree killed), the trial process dying (FAILED,
-    cause from its signal), or the watchdog (HANG, tree killed). After each trial the tree's
+    cause from its signal), or the watchdog: no progress for ``hang_timeout_s`` (HANG, tree
+    killed; NOTE [ The watchdog times stalls ]). After each trial the tree's
     leftovers are counted: processes that outlived a kill (``orphans``) and /dev/shm segments
     its dead processes left (``shm_leaks``, unlinked)."""
 
@@ -677,16 +680,20 @@ class TrialRunner:
                 status, cause, error = FAILED, _death_cause(code), _death_text(code)
                 break
             now = time.monotonic()
-            if now - t0 > self.hang_timeout_s:
+            # NOTE [ The watchdog times stalls ]: a hang is time without progress, not a long
+            # trial. A healthy trial runs as long as its start-up and its windows need (up to
+            # three time caps when batches are slow), so a timeout on the whole trial ended
+            # slow, healthy trials as hangs whenever it was set below that.
+            if now - last_progress > self.hang_timeout_s:
                 stalled = now - last_progress
                 processes = max(1, len(watch.procs))
                 self._kill()
                 killed_in = time.monotonic() - now
                 status, cause = HANG, "hang"
-                progress = (f"no batch for the last {stalled:.1f} s ({batches} before)" if batches
-                            else "no batch at all")
-                error = (f"no result after {self.hang_timeout_s:g} s, {progress}; the trial's process "
-                         f"tree ({processes} processes) was killed in {killed_in:.2f} s")
+                progress = (f"after {batches} batches" if batches else "and no batch at all")
+                error = (f"no progress for {stalled:.1f} s (the watchdog's timeout is {self.hang_timeout_s:g} s), "
+                         f"{progress}; the trial's process tree ({processes} processes) was killed in "
+                         f"{killed_in:.2f} s")
                 break
         fields = dict(fields)
         self.lingering += int(fields.pop("lingering_workers", 0) or 0)
