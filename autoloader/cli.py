@@ -7,7 +7,7 @@ import sys
 import click
 
 from . import report
-from .errors import AutoloaderError, UsageError, usage
+from .errors import AutoloaderError, UsageError
 from .space import parse_batch_sizes
 from .tuner import DEFAULT_BUDGET_S, tune
 
@@ -39,9 +39,6 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
                  trial_timeout, as_json, quiet) -> None:
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
     try:
-        if not trial_timeout > 0:
-            raise usage("--trial-timeout must be a positive number of seconds", trial_timeout,
-                        "pass e.g. --trial-timeout 60 (the default)")
         # An empty --batch-sizes is bad input, not an absent option: parse it and say so.
         sizes = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
         result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
@@ -50,7 +47,9 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
     except UsageError as exc:
         raise click.UsageError(str(exc)) from None
     except AutoloaderError as exc:
-        raise _Failure(str(exc)) from None
+        failure = _Failure(str(exc))
+        failure.exit_code = exc.exit_code
+        raise failure from None
     click.echo(report.as_json(result) if as_json else report.table(result))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -48,7 +49,7 @@ def find_knee(points: Iterable[tuple[int, float]], tolerance: float = MIN_TOLERA
         by_workers.setdefault(int(workers), []).append(float(rate))
     if not by_workers:
         raise ValueError("find_knee needs at least one (workers, rate) point")
-    curve = tuple((w, _median(r)) for w, r in sorted(by_workers.items()))
+    curve = tuple((w, statistics.median(r)) for w, r in sorted(by_workers.items()))
     tolerance = max(tolerance, MIN_TOLERANCE)
     best_rate = max(rate for _, rate in curve)
     peak = min(w for w, rate in curve if rate == best_rate)
@@ -68,9 +69,3 @@ def rising_at_end(points: Iterable[tuple[int, float]], tolerance: float = MIN_TO
     # that only ties an earlier peak is noise, not a climb.
     best_before = max(rate for _, rate in knee.curve[:-1])
     return knee.peak == last_workers and last_rate > best_before * (1.0 + knee.tolerance)
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])

@@ -146,7 +146,7 @@ class _Tuning:
                  trial_timeout, fixed_kwargs):
         self.t0 = time.monotonic()
         self.budget = float(budget)
-        if not trial_timeout or trial_timeout <= 0:
+        if isinstance(trial_timeout, bool) or not isinstance(trial_timeout, (int, float)) or not trial_timeout > 0:
             raise usage("the trial timeout must be a positive number of seconds", trial_timeout,
                         "pass e.g. trial_timeout=60 (--trial-timeout 60)")
         if self.budget < MIN_BUDGET_S:

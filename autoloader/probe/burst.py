@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -140,8 +141,7 @@ class Timer:
 
 def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], num_workers: int,
               fresh_workers_each_epoch: bool, epoch_batches: int | None, device: str,
-              settings: BurstSettings, should_stop: Callable[[], bool] = lambda: False,
-              batch_samples: Callable[[Any, int], int] | None = None) -> BurstMeasurement:
+              settings: BurstSettings, batch_samples: Callable[[Any, int], int] | None = None) -> BurstMeasurement:
     """Measure one config. ``make_iterator`` returns a fresh iterator over the loader (called
     again at each epoch end); ``consume`` is the step; ``epoch_batches`` is None for a dataset of
     unknown length. ``batch_samples(batch, index_in_epoch)`` counts a batch's samples (the
@@ -224,7 +224,7 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
         # many workers need it), up to a hard cap of three times the time cap.
         capped = (elapsed >= settings.max_window_s and batches >= floor_batches) \
             or elapsed >= 3 * settings.max_window_s
-        if (enough and rel <= settings.target_rel_interval) or capped or should_stop() or pruned:
+        if (enough and rel <= settings.target_rel_interval) or capped or pruned:
             break
     timer.sync()
     window_s = time.perf_counter() - window_start
@@ -234,7 +234,7 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
         steady_rate = samples / steady_time
     batch_interval = samples / max(batches, 1) / steady_rate
     if restarts:
-        restart_s = max(0.0, _median(restarts) - batch_interval)
+        restart_s = max(0.0, statistics.median(restarts) - batch_interval)
     else:
         # A new iterator without persistent workers pays the start-up the first one paid; kept
         # workers (or none) only refill the pipeline, which the steady rate already covers.
@@ -274,9 +274,3 @@ def _lagged_rate(arrivals: list[float], lag: int, samples_per_batch: float) -> t
     # are not independent; the interval is widened by that overlap rather than trusted as is.
     overlap = math.sqrt(1.0 + lag / max(size, 1))
     return rate, t95(blocks - 1) * sd * overlap / math.sqrt(blocks) / mean
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])

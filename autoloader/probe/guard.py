@@ -60,7 +60,7 @@ def _alive_with_children(proc: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-def _gone(proc: psutil.Process) -> bool:
+def gone(proc: psutil.Process) -> bool:
     """Dead for our purposes: exited, or a zombie waiting for its (new) parent to reap it."""
     try:
         return proc.status() == psutil.STATUS_ZOMBIE
@@ -104,17 +104,22 @@ def kill_tree(pid: int, timeout: float = 5.0, group: int | None = None,
             os.killpg(group, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
         pass
-    for proc in procs:
+    return [p.pid for p in kill_all(procs, timeout)]
+
+
+def kill_all(procs: Iterable[psutil.Process], timeout: float = 5.0) -> list[psutil.Process]:
+    """SIGKILL each process, then wait up to ``timeout`` for all to be gone; return the rest."""
+    alive = list(procs)
+    for proc in alive:
         try:
             proc.kill()
         except psutil.NoSuchProcess:
             pass
     deadline = time.monotonic() + timeout
-    alive = procs
     while True:
-        alive = [p for p in alive if not _gone(p)]
+        alive = [p for p in alive if not gone(p)]
         if not alive or time.monotonic() > deadline:
-            return [p.pid for p in alive]
+            return alive
         time.sleep(0.02)
 
 
@@ -170,9 +175,9 @@ class TreeWatch:
         self.pids: set[int] = set()
         self._next = 0.0
 
-    def poll(self, force: bool = False) -> MemorySample | None:
+    def poll(self) -> MemorySample | None:
         now = time.monotonic()
-        if now < self._next and not force:
+        if now < self._next:
             return None
         self._next = now + self.interval
         procs = tree(self.pid)

@@ -65,11 +65,9 @@ class DatasetInfo:
     """What the runner learned about the dataset before any trial."""
 
     length: int | None          # None for an IterableDataset
-    iterable: bool
     sample_seconds: float       # one sample's __getitem__ in the runner
     sample_bytes: int           # collated bytes per sample
     runner_uss: int             # the runner's own memory once the dataset and step are built
-    cuda: bool
 
 
 class SetupError(Exception):
@@ -287,9 +285,9 @@ class _Runner:
         # The probe's default sampler makes the first batch min(size, length) samples; reading
         # them off the batch miscounts lists of samples (their leading dimension is channels).
         count = min(probe_size, length) if length is not None else max(1, batch_size_of(batch))
-        return DatasetInfo(length=length, iterable=self.iterable, sample_seconds=elapsed / count,
+        return DatasetInfo(length=length, sample_seconds=elapsed / count,
                            sample_bytes=max(1, _tensor_bytes(batch) // count),
-                           runner_uss=guard.sample_memory(os.getpid()).uss, cuda=self.cuda)
+                           runner_uss=guard.sample_memory(os.getpid()).uss)
 
     def _sample_counter(self, config: LoaderConfig, epoch_batches: int | None):
         """Samples per batch from the sampler's arithmetic: a collate_fn's output may have no
@@ -473,40 +471,26 @@ def _runner_main(conn, setup: RunnerSetup) -> None:
         _, config, settings = message
         conn.send(("begin", os.getpid()))
         result = runner.measure(config, settings, beat=lambda batches: conn.send(("beat", batches)))
-        result["lingering_workers"], result["leaked_workers"] = _reap_children()
+        result["leaked_workers"] = _reap_children()
         conn.send(("result", result))
 
 
-def _reap_children(timeout: float = 5.0) -> tuple[int, int]:
+def _reap_children(timeout: float = 5.0) -> int:
     """Wait for this trial's workers to exit, killing any still there after ``timeout``; reap
-    them all. Returns (workers that had to be killed, workers still alive after that)."""
+    them all. Returns how many are still alive after that."""
     import psutil
 
     def alive() -> list:
-        out = []
-        for child in psutil.Process().children(recursive=True):
-            try:
-                if child.status() != psutil.STATUS_ZOMBIE:
-                    out.append(child)
-            except psutil.NoSuchProcess:
-                pass
-        return out
+        return [child for child in psutil.Process().children(recursive=True) if not guard.gone(child)]
 
     deadline = time.monotonic() + timeout
     leftover = alive()
     while leftover and time.monotonic() < deadline:
         time.sleep(0.05)
         leftover = alive()
-    for child in leftover:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
-    deadline = time.monotonic() + timeout
-    while leftover and alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    still = guard.kill_all(leftover, timeout)
     mp.active_children()  # reaps the workers multiprocessing started (no zombies left)
-    return len(leftover), len(alive())
+    return len(still)
 
 
 # --- the driver side --------------------------------------------------------------------------
@@ -555,9 +539,7 @@ class TrialRunner:
         self.hang_timeout_s = hang_timeout_s
         self.setup_timeout_s = setup_timeout_s
         self.info: DatasetInfo | None = None
-        self.restarts = 0
         self.orphans = 0      # processes of a trial's tree still alive after it was killed
-        self.lingering = 0    # workers still running after their trial ended (killed then)
         self.shm_leaks = 0    # /dev/shm segments left by a trial's dead processes (unlinked)
         self._proc = None
         self._conn = None
@@ -616,7 +598,6 @@ class TrialRunner:
         if self._proc is not None and self._proc.is_alive() and self._conn is not None:
             return None
         if self._proc is not None:
-            self.restarts += 1
             self._kill()
         try:
             self.start()
@@ -696,7 +677,6 @@ class TrialRunner:
                          f"{killed_in:.2f} s")
                 break
         fields = dict(fields)
-        self.lingering += int(fields.pop("lingering_workers", 0) or 0)
         self.orphans += int(fields.pop("leaked_workers", 0) or 0)
         if status is not None:
             fields = {"status": status, "cause": cause, "error": error, "stalled_s": stalled}
