@@ -413,7 +413,16 @@ class Workload:
 
     def run_grid(self) -> None:
         t = time.monotonic()
+        deadline_hit = False
         for workers in self.mode.sweep:
+            # Past the deadline's reach, the rest of the sweep is skipped: one final round and the
+            # ceiling must still fit after it.
+            need = (self._trial_estimate(self.base(workers), self.mode.grid) + self._final_estimate() / self.mode.rounds
+                    + self.mode.ceiling_estimate_s)
+            if self.grid and need > self.mode.seconds_left():
+                self.skipped.append(self.base(workers))
+                deadline_hit = True
+                continue
             self.grid.append(self._measure("grid", None, self.base(workers), self.mode.grid, part="sweep"))
         # Best two worker counts of the sweep, then one-at-a-time variants there, in priority order.
         sweep_ok = [r for r in self._ok_grid() if r.config == self.base(r.config.num_workers)]
@@ -436,13 +445,16 @@ class Workload:
         for config in variants:
             cost = self._trial_estimate(self.base(config.num_workers), self.mode.grid)
             need = cost + self._final_estimate() + self.mode.ceiling_estimate_s
+            if need > self.mode.seconds_left():
+                deadline_hit = True
             if self.elapsed() + need > self.mode.workload_seconds or need > self.mode.seconds_left():
                 self.skipped.append(config)
                 continue
             self.grid.append(self._measure("grid", None, config, self.mode.grid, part="variant"))
         if self.skipped:
-            limit = f"{self.mode.workload_seconds:.0f} s" + (" and --deadline-seconds" if self.mode.deadline else "")
-            log(f"[{self.name}] grid: {len(self.skipped)} variant(s) skipped to keep within "
+            limit = f"{self.mode.workload_seconds:.0f} s" + (
+                f" and the {max(0.0, self.mode.seconds_left()):.0f} s left of --deadline-seconds" if deadline_hit else "")
+            log(f"[{self.name}] grid: {len(self.skipped)} config(s) skipped to keep within "
                 f"{limit}: {', '.join(short(c) for c in self.skipped)}")
             self.records.write(workload=self.name, phase="grid", round=None,
                                skipped=[c.loader_kwargs() for c in self.skipped], reason=f"workload budget {limit}")
@@ -672,7 +684,7 @@ def details(s: dict) -> str:
                      for g in s["grid"])
     out.append(f"grid (one long window each): {grid}")
     if s["grid_skipped"]:
-        out.append(f"\ngrid variants skipped for time: {', '.join(s['grid_skipped'])}")
+        out.append(f"\ngrid configs skipped for time: {', '.join(s['grid_skipped'])}")
     c = s["ceiling_detail"]
     if c:
         out.append(f"\nceiling {fmt_rate(c['ceiling_samples_per_s'])}/s ({c['bound']} bound): consumer on replayed "
@@ -759,7 +771,8 @@ def merge(parts: list[str], out: str) -> str:
     meta["not_run"] = [entry for m in metas for entry in m.get("not_run", [])]
     meta["records"] = [os.path.join(os.path.relpath(part, out), "records.jsonl") for part in parts]
     os.makedirs(out, exist_ok=True)
-    return write_summary(out, summaries, meta, "done")
+    partial = any(s["interrupted"] for s in summaries) or bool(meta["not_run"])
+    return write_summary(out, summaries, meta, "interrupted" if partial else "done")
 
 
 def _read_records(path: str) -> list[dict]:
@@ -815,15 +828,26 @@ def rebuild(source: str, out: str) -> str:
     measurements and marked partial, saying what it lacks."""
     from bench_workloads import WORKLOADS
 
-    rows = _read_records(os.path.join(source, "records.jsonl"))
+    path = os.path.join(source, "records.jsonl")
+    if not os.path.isfile(path):
+        raise SystemExit(f"--rebuild needs a bench run's records, and {path} does not exist. "
+                         "Fix: pass the --out folder of a scripts/bench.py run")
+    rows = _read_records(path)
     meta = next((r["meta"] for r in rows if r["phase"] == "meta"), None)
     if meta is None:
-        raise SystemExit(f"{source}/records.jsonl has no meta record, so it is not a bench run's. "
+        raise SystemExit(f"{path} has no meta record, so it is not a bench run's. "
                          "Fix: pass the --out folder of a scripts/bench.py run")
+    meta = dict(meta, not_run=list(meta.get("not_run", [])))
     by_workload: dict[str, list[dict]] = {}
     for row in rows:
-        if row.get("workload"):
+        if row.get("phase") == "skipped":
+            meta["not_run"].append(f"{row['workload']} ({row.get('reason')})")
+        elif row.get("workload"):
             by_workload.setdefault(row["workload"], []).append(row)
+    unknown = [name for name in by_workload if name not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"{path} has workloads this checkout does not define: {', '.join(unknown)}. "
+                         "Fix: rebuild with the commit that made the run (scripts/bench_workloads.py)")
     summaries = []
     for name, mine in by_workload.items():
         done = next((r["summary"] for r in mine if r["phase"] == "summary"), None)
@@ -834,16 +858,24 @@ def rebuild(source: str, out: str) -> str:
         last = max(mine, key=lambda r: r.get("t_end") or 0)
         missing = [p for p in ("tuner", "grid", "final", "ceiling") if not any(r["phase"] == p for r in mine)]
         per_round = Counter(r["round"] for r in mine if r["phase"] == "final")
-        short_rounds = [f"round {n} has {k} of {len(bench.final)} configs" for n, k in sorted(per_round.items())
-                        if k < len(bench.final)]
-        bench.interrupted = (f"killed during its {last['phase']} phase"
+        finalists = max(per_round.values(), default=0)
+        short_rounds = [f"round {n} has {k} of {finalists} configs" for n, k in sorted(per_round.items())
+                        if k < finalists]
+        if len(per_round) == 1 and last["phase"] == "final":
+            short_rounds.append("the number of finalists is unknown (killed in round 1)")
+        where = f"{last['phase']}" + (f" round {last['round']}" if last.get("round") else "")
+        bench.interrupted = (f"killed after its last record ({where})"
                              + (f"; no {', no '.join(missing)}" if missing else "")
                              + (f"; final {', '.join(short_rounds)}" if short_rounds else "")
                              + "; rebuilt from records.jsonl")
         summaries.append(bench.summary())
-    meta = dict(meta, rebuilt_from=os.path.relpath(os.path.join(source, "records.jsonl"), out))
+    # A workload killed during its preparation or its tuner wrote no record at all.
+    for name in meta.get("workloads", []):
+        if name not in by_workload and not any(entry.startswith(f"{name} (") for entry in meta["not_run"]):
+            meta["not_run"].append(f"{name} (no record: killed before its tuner ended, or never begun)")
+    meta["rebuilt_from"] = os.path.relpath(path, out)
     os.makedirs(out, exist_ok=True)
-    partial = any(s["interrupted"] for s in summaries)
+    partial = any(s["interrupted"] for s in summaries) or bool(meta["not_run"])
     return write_summary(out, summaries, meta, "interrupted" if partial else "done")
 
 
@@ -884,7 +916,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="write one summary into --out from the results.json of earlier runs' output "
                              "folders (their records stay there), measuring nothing")
     args = parser.parse_args(argv)
-    t_begin = time.monotonic()  # a device call's limit counts from here, imports included
+    t_begin = time.monotonic()  # a device call's limit started a little earlier (interpreter, imports)
     if args.rebuild:
         print(rebuild(os.path.abspath(args.rebuild), os.path.abspath(args.out)))
         return 0
@@ -955,6 +987,7 @@ def main(argv: list[str] | None = None) -> int:
         "ram_gib": round(machine_ram / 2**30, 1), "device": device, "python": platform.python_version(),
         "torch": version("torch"), "torchvision": version("torchvision"), "optuna": version("optuna"),
         "scale": scale, "mode": "quick" if args.quick else "full", "workload_seconds": mode.workload_seconds,
+        "workloads": names,
         "method": METHOD.format(
             sweep="{" + ", ".join(map(str, mode.sweep)) + "}", rounds=mode.rounds,
             tuner_budget=f"--budget {mode.tuner_budget:.0f}" if mode.tuner_budget else "its default budget",
@@ -973,9 +1006,9 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = False
     t_all = time.monotonic()
     for name in names:
-        # The least a workload needs to give a result: the tuner, then set-up, the sweep, one final
-        # round and the ceiling (about 90 s on the H200). Less than that left: not begun.
-        floor = 1.1 * (mode.tuner_budget or 120.0) + (30.0 if args.quick else 90.0)
+        # The least a workload needs to give a result: the tuner, then preparation, set-up, the
+        # sweep, one final round and the ceiling (jpeg on the H200: 13 + 16 + 55 + 41 + 8 s, run-2363961).
+        floor = 1.1 * (mode.tuner_budget or 120.0) + (30.0 if args.quick else 140.0)
         if mode.seconds_left() < floor:
             reason = (f"not begun: {max(0.0, mode.seconds_left()):.0f} s were left of --deadline-seconds, "
                       f"a workload needs about {floor:.0f} s")

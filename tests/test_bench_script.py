@@ -75,7 +75,8 @@ def test_rebuild_summarises_a_killed_run_from_its_records(tmp_path):
     data = json.loads((out / "results.json").read_text())
     small, startup = data["workloads"]
     assert small == finished
-    assert startup["interrupted"].startswith("killed during its final phase; no ceiling; final round 2 has 1 of 4")
+    assert startup["interrupted"].startswith(
+        "killed after its last record (final round 2); no ceiling; final round 2 has 1 of 4 configs")
     # Its figures come from the final it recorded: the pick (4 workers) read 990 and 1,010.
     assert startup["pick_short"] == "w4 pf2 pin0 pw1"
     assert startup["pick_rate"] == 1000.0 and startup["oracle_short"] == "w4 pf2 pin0 pw1"
@@ -104,3 +105,62 @@ def test_a_workload_the_deadline_cannot_hold_is_not_begun(tmp_path):
     assert "Not run: small (not begun:" in summary and "a workload needs about 52 s" in summary
     records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert [r["phase"] for r in records] == ["meta", "skipped"]
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+class FakeRunner:
+    """Every trial 'takes' 2 s of the fake clock and reads 1,000/s plus its worker count."""
+
+    def __init__(self, clock):
+        self.clock = clock
+
+    def measure(self, config, settings):
+        self.clock.now += 2.0
+        return TrialResult(config, OK, samples_per_s=1000.0 + config.num_workers, batches=10, window_s=0.8,
+                           seconds=2.0)
+
+
+def test_the_deadline_skips_variants_and_cuts_final_rounds_that_cannot_fit(tmp_path, monkeypatch):
+    bench = load_bench()
+    from bench_workloads import WORKLOADS
+    from autoloader.probe.burst import BurstSettings
+
+    clock = FakeClock()
+    monkeypatch.setattr(bench.time, "monotonic", clock)
+    settings = BurstSettings(min_window_s=0.5, max_window_s=0.8)
+    # The sweep (3 x 2 s) and one final round of 4 configs (8 s) and the ceiling (1 s) fit in 20 s;
+    # a second round does not.
+    mode = bench.Mode(sweep=(0, 1, 2), grid=settings, final=settings, rounds=3, ceiling={}, tuner_budget=None,
+                      workload_seconds=1000.0, ceiling_estimate_s=1.0, deadline=clock.now + 20.0)
+    work = bench.Workload(WORKLOADS["small"], mode, bench.Records(str(tmp_path / "records.jsonl"), "r1"),
+                          str(tmp_path), "cpu", 4)
+    work.runner = FakeRunner(clock)
+    work.run_grid()
+    work.run_final()
+    assert [t.config.num_workers for t in work.grid] == [0, 1, 2]
+    assert work.skipped, "the variants did not fit and were skipped"
+    assert all(len(results) == 1 for results in work.final.values())
+    assert work.interrupted.startswith("final cut to 1 of 3 rounds: the next needed about 9 s, 6 s were left")
+    summary = work.summary()
+    assert summary["interrupted"] and summary["tuned_over_oracle"] is None  # no pick: no tuner ran
+
+
+def test_rebuild_lists_workloads_skipped_or_killed_before_any_record(tmp_path):
+    meta = dict(META, workloads=["small", "startup", "jpeg"])
+    rows = [{"run_id": "r1", "workload": None, "phase": "meta", "round": None, "meta": meta},
+            {"run_id": "r1", "workload": "startup", "phase": "skipped", "round": None, "reason": "not begun: 9 s"}]
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = subprocess.run([sys.executable, BENCH, "--rebuild", str(tmp_path), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = (tmp_path / "o" / "summary.md").read_text()
+    assert "# autoloader benchmark (interrupted)" in summary
+    assert "Not run: startup (not begun: 9 s); small (no record: killed before its tuner ended, or never begun); " \
+           "jpeg (no record" in summary
