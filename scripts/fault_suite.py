@@ -327,8 +327,9 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
               "the OOM killer, SIGBUS for what a worker gets writing into a full /dev/shm. The /dev/shm-full "
               "run is real: a private mount namespace with a 32 MiB /dev/shm of its own, which a worker "
               "fills; this machine's /dev/shm is never touched.",
-              "- Hang detection: the watchdog bounds the whole trial at trial_timeout, so the time from the "
-              "hang's start is trial_timeout less the time the trial ran before hanging, plus the kill.",
+              "- Hang detection: the watchdog ends a trial after trial_timeout without progress (no batch), "
+              "so the time from the hang's start is trial_timeout, plus up to one progress report (0.5 s) "
+              "and the kill.",
               ""]
     return "\n".join(lines)
 

@@ -664,7 +664,17 @@ class TrialRunner:
             # NOTE [ The watchdog times stalls ]: a hang is time without progress, not a long
             # trial. A healthy trial runs as long as its start-up and its windows need (up to
             # three time caps when batches are slow), so a timeout on the whole trial ended
-            # slow, healthy trials as hangs whenever it was set below that.
+            # slow, healthy trials as hangs whenever it was set below that. A trial that keeps
+            # delivering but never ends (a livelock) still meets a generous cap on the whole.
+            cap = 2 * self.hang_timeout_s + 3 * settings.max_window_s + 30.0
+            if now - t0 > cap:
+                processes = max(1, len(watch.procs))
+                self._kill()
+                status, cause, stalled = HANG, "hang", now - last_progress
+                error = (f"still running after {now - t0:.0f} s, past the {cap:.0f} s a trial may take (twice the "
+                         f"watchdog's timeout, three window caps and 30 s), after {batches} batches; the trial's "
+                         f"process tree ({processes} processes) was killed")
+                break
             if now - last_progress > self.hang_timeout_s:
                 stalled = now - last_progress
                 processes = max(1, len(watch.procs))
