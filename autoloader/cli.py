@@ -32,7 +32,8 @@ def main() -> None:
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), help="Default: cuda when a GPU is visible.")
 @click.option("--out", default="results", show_default=True, metavar="DIR", help="Where results are written.")
 @click.option("--storage", metavar="URL", help="Optuna storage URL (default: SQLite beside the result).")
-@click.option("--trial-timeout", type=float, default=60.0, show_default=True, help="Seconds a trial may go without progress (no batch, no start) before it is ended as a hang.")
+@click.option("--trial-timeout", type=float, default=60.0, show_default=True,
+              help="Seconds a trial may go without progress (no batch, no start) before it is ended as a hang.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,

@@ -46,6 +46,7 @@ class TrialResult:
     startup_s: float | None = None          # iter() to first batch
     epoch_restart_s: float | None = None    # cost of one epoch boundary, measured or modelled
     peak_host_bytes: int | None = None      # summed USS of the trial process and its workers
+    peak_pss_bytes: int | None = None       # summed PSS of the same: what the memory guard compares
     peak_shm_bytes: int | None = None       # /dev/shm growth during the trial
     gpu_peak_bytes: int | None = None
     batch_bytes: int | None = None

@@ -231,7 +231,7 @@ class _Tuning:
                         "mount), or use a smaller --batch-size")
 
     def _predicted_breach(self, config: LoaderConfig, info, history) -> str | None:
-        host, shm = predict_peak(config, info.runner_uss, info.sample_bytes, history)
+        host, shm = predict_peak(config, info.runner_uss, info.runner_pss, info.sample_bytes, history)
         if host > self.max_memory:
             return f"predicted {host / 2**30:.2f} GiB host memory > {self.max_memory / 2**30:.2f} GiB ceiling"
         free = hardware.shm_free()

@@ -452,8 +452,8 @@ class Workload:
                 continue
             self.grid.append(self._measure("grid", None, config, self.mode.grid, part="variant"))
         if self.skipped:
-            limit = f"{self.mode.workload_seconds:.0f} s" + (
-                f" and the {max(0.0, self.mode.seconds_left()):.0f} s left of --deadline-seconds" if deadline_hit else "")
+            left = f" and the {max(0.0, self.mode.seconds_left()):.0f} s left of --deadline-seconds"
+            limit = f"{self.mode.workload_seconds:.0f} s" + (left if deadline_hit else "")
             log(f"[{self.name}] grid: {len(self.skipped)} config(s) skipped to keep within "
                 f"{limit}: {', '.join(short(c) for c in self.skipped)}")
             self.records.write(workload=self.name, phase="grid", round=None,

@@ -194,13 +194,17 @@ class TreeWatch:
         return sample
 
 
-def predict_peak(config, runner_uss: int, sample_bytes: int, history) -> tuple[int, int]:
-    """Predicted (host bytes, /dev/shm bytes) of a config before running it.
+def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history) -> tuple[int, int]:
+    """Predicted (host bytes, /dev/shm bytes) of a config before running it, in the guard's
+    measure: PSS, the tree's private pages plus its share of shared ones (USS left out the
+    pages the workers share with the runner, so predictions ran low and a breach was found
+    only by running the trial).
 
     Batches in flight: each worker holds up to ``prefetch_factor`` finished batches in /dev/shm,
     and pinning copies each into page-locked memory on top. Per-worker overhead (the interpreter,
     the dataset's copy-on-read pages) is learnt from measured trials: the median, over trials
-    with workers, of (peak - runner - batches in flight) / workers.
+    with workers, of (peak - runner - batches in flight) / workers; a trial stored before PSS was
+    recorded counts by its USS against the runner's USS.
     """
     batch = sample_bytes * config.batch_size
     def in_flight(c) -> int:
@@ -208,9 +212,11 @@ def predict_peak(config, runner_uss: int, sample_bytes: int, history) -> tuple[i
     per_worker = []
     for trial in history:
         c = trial.config
-        if trial.peak_host_bytes and c.num_workers > 0:
-            per_worker.append(max(0, trial.peak_host_bytes - runner_uss - in_flight(c)) / c.num_workers)
+        peak, base = ((trial.peak_pss_bytes, runner_pss) if trial.peak_pss_bytes
+                      else (trial.peak_host_bytes, runner_uss))
+        if peak and c.num_workers > 0:
+            per_worker.append(max(0, peak - base - in_flight(c)) / c.num_workers)
     overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else 0
-    host = runner_uss + config.num_workers * overhead + in_flight(config)
+    host = max(runner_pss, runner_uss) + config.num_workers * overhead + in_flight(config)
     shm = config.num_workers * (config.prefetch_factor or 0) * batch
     return int(host), int(shm)

@@ -68,6 +68,7 @@ class DatasetInfo:
     sample_seconds: float       # one sample's __getitem__ in the runner
     sample_bytes: int           # collated bytes per sample
     runner_uss: int             # the runner's own memory once the dataset and step are built
+    runner_pss: int             # the same, with its share of shared pages (as the guard counts)
 
 
 class SetupError(Exception):
@@ -285,9 +286,10 @@ class _Runner:
         # The probe's default sampler makes the first batch min(size, length) samples; reading
         # them off the batch miscounts lists of samples (their leading dimension is channels).
         count = min(probe_size, length) if length is not None else max(1, batch_size_of(batch))
+        memory = guard.sample_memory(os.getpid())
         return DatasetInfo(length=length, sample_seconds=elapsed / count,
                            sample_bytes=max(1, _tensor_bytes(batch) // count),
-                           runner_uss=guard.sample_memory(os.getpid()).uss)
+                           runner_uss=memory.uss, runner_pss=memory.pss)
 
     def _sample_counter(self, config: LoaderConfig, epoch_batches: int | None):
         """Samples per batch from the sampler's arithmetic: a collate_fn's output may have no
@@ -691,7 +693,7 @@ class TrialRunner:
         if status is not None:
             fields = {"status": status, "cause": cause, "error": error, "stalled_s": stalled}
         self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
-        return TrialResult(config=config, peak_host_bytes=watch.peak.uss or None,
+        return TrialResult(config=config, peak_host_bytes=watch.peak.uss or None, peak_pss_bytes=watch.peak.pss or None,
                            peak_shm_bytes=watch.peak_shm,
                            batch_bytes=(self.info.sample_bytes * config.batch_size) if self.info else None,
                            seconds=time.monotonic() - t0, **fields)
