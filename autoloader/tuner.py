@@ -379,12 +379,18 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int = DEFAULT_B
                   device: str | None = None, out: str = "results", **fixed_loader_kwargs) -> TunedConfig | None:
     """The stored tuned config for this dataset on this machine, if one exists. ``dataset`` is
     what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec."""
+    return _stored(dataset, _dataset_object(dataset), step, batch_size, device, out, fixed_loader_kwargs)
+
+
+def _stored(dataset: Any, dataset_obj: Any, step: Any, batch_size: int, device: str | None, out: str,
+            fixed_loader_kwargs: dict) -> TunedConfig | None:
+    """``stored_result`` for a dataset already built (building one can be the slow part)."""
     hw = hardware.detect()
     device = _resolve_device(device, hw.gpus)
     source = _source(dataset, "dataset")
     step_source = _source(step, "step") if step is not None else None
     try:
-        length = len(_dataset_object(dataset))
+        length = len(dataset_obj)
     except TypeError:  # an IterableDataset has no length to key on
         length = None
     key = dataset_key(source.name, length, (batch_size,), step_source.name if step_source else None,
@@ -403,11 +409,11 @@ def best_loader(dataset: Any, batch_size: int = DEFAULT_BATCH_SIZE, step: Any = 
     shuffle unless told otherwise, and so does the returned loader."""
     from torch.utils.data import DataLoader, IterableDataset
 
-    tuned = stored_result(dataset, step=step, batch_size=batch_size, device=device, out=out, **fixed_loader_kwargs)
+    dataset_obj = _dataset_object(dataset)  # once: for the key and for the loader returned
+    tuned = _stored(dataset, dataset_obj, step, batch_size, device, out, fixed_loader_kwargs)
     if tuned is None:
         tuned = tune(dataset, step=step, batch_size=batch_size, budget=budget, device=device, out=out,
                      max_memory=max_memory, progress=progress, **fixed_loader_kwargs).tuned
-    dataset_obj = _dataset_object(dataset)
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
     if not isinstance(dataset_obj, IterableDataset) and not {"sampler", "batch_sampler"} & kwargs.keys():
         kwargs.setdefault("shuffle", True)

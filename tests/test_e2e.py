@@ -164,6 +164,17 @@ def test_best_loader_tunes_once_then_reuses_the_stored_result(out_dir):
         loader.batch_size, loader.num_workers, loader.pin_memory)
 
 
+def test_best_loader_builds_a_factorys_dataset_once_in_this_process(out_dir):
+    import workloads
+
+    workloads.BUILDS.clear()
+    loader = best_loader(workloads.counted_tiny, batch_size=32, budget=10, device="cpu", out=out_dir)
+    assert len(loader.dataset) == 256
+    assert workloads.BUILDS == [os.getpid()], "built more than once here (the trial process builds its own)"
+    best_loader(workloads.counted_tiny, batch_size=32, budget=10, device="cpu", out=out_dir)  # stored
+    assert len(workloads.BUILDS) == 2
+
+
 def test_resume_measures_only_new_configs(out_dir):
     dataset = BusyWork(cost_s=0.002)
     first = tune(dataset, batch_size=16, budget=12, device="cpu", out=out_dir)

@@ -7,6 +7,7 @@ module name, and a ``"tests/workloads.py:factory"`` spec is imported there by pa
 
 from __future__ import annotations
 
+import os
 import random
 import time
 
@@ -148,3 +149,12 @@ def uncollatable() -> Uncollatable:
 
 def breaks_past_probe() -> BreaksPastProbe:
     return BreaksPastProbe()
+
+
+BUILDS: list[int] = []  # one entry per counted_tiny() call in this process
+
+
+def counted_tiny() -> Tiny:
+    """A factory that counts its calls: building a dataset can be the slow part."""
+    BUILDS.append(os.getpid())
+    return Tiny(256)
