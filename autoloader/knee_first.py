@@ -40,8 +40,8 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
 # looked past 16, and the tuner picked 12 workers at 0.86 of the oracle, which used 24. In the
 # two benchmark runs (results/benchmarks/run-d5cc6c9, run-2363961) the oracle used more workers
 # than CPUs on 9 of the 11 workloads they completed (likely because workers blocked on page
-# faults, the pin thread or slow samples leave cores idle). So whenever the best rate is at the CPU count, one
-# trial (5-13 s there) measures the next rung, and the final round decides between them.
+# faults, the pin thread or slow samples leave cores idle). So whenever the best rate is at the
+# CPU count, one trial (5-13 s there) measures the next rung, and the final round decides.
 
 
 class KneeFirst(Strategy):

@@ -217,6 +217,6 @@ def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, hi
         if peak and c.num_workers > 0:
             per_worker.append(max(0, peak - base - in_flight(c)) / c.num_workers)
     overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else 0
-    host = max(runner_pss, runner_uss) + config.num_workers * overhead + in_flight(config)
+    host = runner_pss + config.num_workers * overhead + in_flight(config)
     shm = config.num_workers * (config.prefetch_factor or 0) * batch
     return int(host), int(shm)

@@ -627,6 +627,12 @@ class TrialRunner:
         begun = False
         fields: dict = {}
         last_progress, batches = t0, 0
+        # NOTE [ The watchdog times stalls ]: a hang is time without progress, not a long trial.
+        # A healthy trial runs as long as its start-up and its windows need (up to three time caps
+        # when batches are slow), so a timeout on the whole trial ended slow, healthy trials as
+        # hangs whenever it was set below that. A trial that keeps delivering but never ends (a
+        # livelock) still meets a generous cap on the whole.
+        cap = 2 * self.hang_timeout_s + 3 * settings.max_window_s + 30.0
         while True:
             if self._conn.poll(0.05):
                 try:
@@ -663,29 +669,18 @@ class TrialRunner:
                 status, cause, error = FAILED, _death_cause(code), _death_text(code)
                 break
             now = time.monotonic()
-            # NOTE [ The watchdog times stalls ]: a hang is time without progress, not a long
-            # trial. A healthy trial runs as long as its start-up and its windows need (up to
-            # three time caps when batches are slow), so a timeout on the whole trial ended
-            # slow, healthy trials as hangs whenever it was set below that. A trial that keeps
-            # delivering but never ends (a livelock) still meets a generous cap on the whole.
-            cap = 2 * self.hang_timeout_s + 3 * settings.max_window_s + 30.0
-            if now - t0 > cap:
-                processes = max(1, len(watch.procs))
-                self._kill()
-                status, cause, stalled = HANG, "hang", now - last_progress
-                error = (f"still running after {now - t0:.0f} s, past the {cap:.0f} s a trial may take (twice the "
-                         f"watchdog's timeout, three window caps and 30 s), after {batches} batches; the trial's "
-                         f"process tree ({processes} processes) was killed")
-                break
-            if now - last_progress > self.hang_timeout_s:
-                stalled = now - last_progress
+            quiet = now - last_progress
+            if quiet > self.hang_timeout_s or now - t0 > cap:
                 processes = max(1, len(watch.procs))
                 self._kill()
                 killed_in = time.monotonic() - now
-                status, cause = HANG, "hang"
-                progress = (f"after {batches} batches" if batches else "and no batch at all")
-                error = (f"no progress for {stalled:.1f} s (the watchdog's timeout is {self.hang_timeout_s:g} s), "
-                         f"{progress}; the trial's process tree ({processes} processes) was killed in "
+                status, cause, stalled = HANG, "hang", quiet
+                progress = f"after {batches} batches" if batches else "and no batch at all"
+                why = (f"no progress for {quiet:.1f} s (the watchdog's timeout is {self.hang_timeout_s:g} s)"
+                       if quiet > self.hang_timeout_s else
+                       f"still running after {now - t0:.0f} s, past the {cap:.0f} s a trial may take (twice the "
+                       "watchdog's timeout, three window caps and 30 s)")
+                error = (f"{why}, {progress}; the trial's process tree ({processes} processes) was killed in "
                          f"{killed_in:.2f} s")
                 break
         fields = dict(fields)
@@ -693,7 +688,8 @@ class TrialRunner:
         if status is not None:
             fields = {"status": status, "cause": cause, "error": error, "stalled_s": stalled}
         self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
-        return TrialResult(config=config, peak_host_bytes=watch.peak.uss or None, peak_pss_bytes=watch.peak.pss or None,
+        return TrialResult(config=config, peak_host_bytes=watch.peak.uss or None,
+                           peak_pss_bytes=watch.peak.pss or None,
                            peak_shm_bytes=watch.peak_shm,
                            batch_bytes=(self.info.sample_bytes * config.batch_size) if self.info else None,
                            seconds=time.monotonic() - t0, **fields)
