@@ -407,9 +407,9 @@ class Workload:
         out.append((self.heuristic(), "heuristic"))
         return out
 
-    def _final_estimate(self) -> float:
-        configs = {c for c, _ in self.final_candidates()}
-        return self.mode.rounds * sum(self._trial_estimate(c, self.mode.final) for c in configs)
+    def _round_estimate(self) -> float:
+        """Seconds of one interleaved final round over the candidates as they stand now."""
+        return sum(self._trial_estimate(c, self.mode.final) for c in {c for c, _ in self.final_candidates()})
 
     def run_grid(self) -> None:
         t = time.monotonic()
@@ -417,7 +417,7 @@ class Workload:
         for workers in self.mode.sweep:
             # Past the deadline's reach, the rest of the sweep is skipped: one final round and the
             # ceiling must still fit after it.
-            need = (self._trial_estimate(self.base(workers), self.mode.grid) + self._final_estimate() / self.mode.rounds
+            need = (self._trial_estimate(self.base(workers), self.mode.grid) + self._round_estimate()
                     + self.mode.ceiling_estimate_s)
             if self.grid and need > self.mode.seconds_left():
                 self.skipped.append(self.base(workers))
@@ -444,10 +444,10 @@ class Workload:
                     variants.append(config)
         for config in variants:
             cost = self._trial_estimate(self.base(config.num_workers), self.mode.grid)
-            need = cost + self._final_estimate() + self.mode.ceiling_estimate_s
-            if need > self.mode.seconds_left():
-                deadline_hit = True
-            if self.elapsed() + need > self.mode.workload_seconds or need > self.mode.seconds_left():
+            need = cost + self.mode.rounds * self._round_estimate() + self.mode.ceiling_estimate_s
+            past_deadline = need > self.mode.seconds_left()
+            deadline_hit |= past_deadline
+            if past_deadline or self.elapsed() + need > self.mode.workload_seconds:
                 self.skipped.append(config)
                 continue
             self.grid.append(self._measure("grid", None, config, self.mode.grid, part="variant"))
@@ -475,7 +475,7 @@ class Workload:
         for round_ in range(1, self.mode.rounds + 1):
             # A round the deadline cannot hold is not begun: fewer rounds, but a summary written,
             # rather than a run killed mid-round (NOTE in the module docstring, "Time").
-            need = sum(self._trial_estimate(c, self.mode.final) for c in order) + self.mode.ceiling_estimate_s
+            need = self._round_estimate() + self.mode.ceiling_estimate_s
             if need > self.mode.seconds_left():
                 self.interrupted = (f"final cut to {round_ - 1} of {self.mode.rounds} rounds: the next needed "
                                     f"about {need:.0f} s, {max(0.0, self.mode.seconds_left()):.0f} s were left "
