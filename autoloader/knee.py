@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Iterable
@@ -9,6 +10,8 @@ from typing import Iterable
 # Below this relative difference two rates are a tie even when the measured intervals are
 # tighter: the H200 machine drifts a few percent between measurements of one config.
 MIN_TOLERANCE = 0.03
+# A burst whose interval could not be estimated (too few batches) is taken as this noisy.
+MAX_NOISE = 0.5
 
 
 @dataclass(frozen=True)
@@ -69,3 +72,15 @@ def rising_at_end(points: Iterable[tuple[int, float]], tolerance: float = MIN_TO
     # that only ties an earlier peak is noise, not a climb.
     best_before = max(rate for _, rate in knee.curve[:-1])
     return knee.peak == last_workers and last_rate > best_before * (1.0 + knee.tolerance)
+
+
+def could_be_faster(rate: float, rel: float | None, best: float, best_rel: float | None) -> bool:
+    """True when a burst that read ``rate`` may still be faster than one that read ``best``: its
+    shortfall is inside the two bursts' relative 95% half-widths, combined in quadrature. A burst
+    with no recorded interval is taken at face value; one whose interval is unknown (infinite) is
+    taken as MAX_NOISE wide."""
+    def width(r: float | None) -> float:
+        if r is None:
+            return 0.0
+        return min(r, MAX_NOISE) if math.isfinite(r) else MAX_NOISE
+    return rate * (1.0 + math.hypot(width(rel), width(best_rel))) > best

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from autoloader import Knee, find_knee
-from autoloader.knee import MIN_TOLERANCE, rising_at_end
+from autoloader.knee import MAX_NOISE, MIN_TOLERANCE, could_be_faster, rising_at_end
 
 
 def test_rising_then_flat_stops_paying_at_the_plateau_start():
@@ -104,3 +104,14 @@ def test_rising_at_end_uses_the_floored_tolerance():
     assert rising_at_end([(0, 100), (1, 200), (2, 204)], tolerance=0.0) is False
     assert rising_at_end([(0, 100), (1, 200), (2, 230)], tolerance=0.1) is True
     assert rising_at_end([(0, 100), (1, 200), (2, 215)], tolerance=0.1) is False
+
+
+def test_could_be_faster_weighs_the_shortfall_against_both_bursts_noise():
+    assert could_be_faster(763.0, 0.467, 816.0, 0.289)      # 6.5% short, noise far wider
+    assert not could_be_faster(3049.0, 0.033, 3243.0, 0.042)  # 6.0% short, noise 5.3%
+    # No recorded interval: taken at face value, so only a higher rate may be faster.
+    assert could_be_faster(1001.0, None, 1000.0, None)
+    assert not could_be_faster(1000.0, None, 1000.0, None)
+    # An unknown (infinite or NaN) interval counts as MAX_NOISE, not as infinitely wide.
+    assert could_be_faster(1000.0, float("inf"), 1000.0 * (1 + MAX_NOISE) * 0.99, None)
+    assert not could_be_faster(1000.0, float("nan"), 1000.0 * (1 + MAX_NOISE) * 1.01, None)

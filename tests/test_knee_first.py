@@ -9,8 +9,9 @@ from autoloader.results import FAILED, OK, TrialResult
 from autoloader.space import SearchSpace
 
 
-def drive(cpus, rate_of, pins=(True, False), limit=60):
-    """Run the strategy to the end against ``rate_of(config)`` (None = the trial broke)."""
+def drive(cpus, rate_of, pins=(True, False), limit=60, rel_of=lambda config: None):
+    """Run the strategy to the end against ``rate_of(config)`` (None = the trial broke), each
+    burst with the relative 95% half-width ``rel_of(config)``."""
     strategy = KneeFirst(SearchSpace((128,), 4 * cpus, pins), cpus)
     history = []
     while len(history) < limit:
@@ -20,7 +21,7 @@ def drive(cpus, rate_of, pins=(True, False), limit=60):
         assert config not in {t.config for t in history}, "a config was proposed twice"
         rate = rate_of(config)
         history.append(TrialResult(config, OK if rate else FAILED, samples_per_s=rate,
-                                   cause=None if rate else "worker_killed"))
+                                   rel_interval=rel_of(config), cause=None if rate else "worker_killed"))
     assert len(history) < limit, "the strategy did not stop"
     return strategy, history
 
@@ -78,6 +79,26 @@ def test_a_best_rate_at_the_cpu_count_gets_one_look_past_it_even_within_noise():
     strategy, history = drive(16, lambda c: measured.get(c.num_workers, 700.0))
     past = sorted({t.config.num_workers for t in history if t.config.num_workers > 16})
     assert past == [24]
+
+
+def test_a_cpu_count_within_its_bursts_noise_of_the_best_gets_one_look_past_it():
+    # large on the H200 (run-1d66441): 12 workers read 816/s +-29%, 16 read 763/s +-47%; the
+    # oracle was 24 workers. The best was at 12 only by noise. NOTE [ One look past the CPUs ].
+    measured = {16: (763.0, 0.467), 0: (641.0, 0.081), 8: (728.0, 0.092), 12: (816.0, 0.289),
+                24: (781.0, 0.2)}
+    strategy, history = drive(16, lambda c: measured.get(c.num_workers, (700.0,))[0],
+                              rel_of=lambda c: measured.get(c.num_workers, (700.0, 0.1))[1])
+    past = sorted({t.config.num_workers for t in history if t.config.num_workers > 16})
+    assert past == [24]
+
+
+def test_a_cpu_count_clearly_below_the_best_gets_no_look_past_it():
+    # gpubound on the H200 (run-1d66441): 4 workers 3,243/s +-4.2%, 16 workers 3,049/s +-3.3%;
+    # the shortfall is outside both bursts' noise, so the curve falls there.
+    measured = {16: (3049.0, 0.033), 0: (2352.0, 0.083), 8: (3139.0, 0.029), 4: (3243.0, 0.042)}
+    strategy, history = drive(16, lambda c: measured.get(c.num_workers, (3100.0,))[0],
+                              rel_of=lambda c: measured.get(c.num_workers, (3100.0, 0.05))[1])
+    assert max(t.config.num_workers for t in history) == 16
 
 
 @pytest.mark.parametrize("knee_workers", [4, 6, 11])
