@@ -183,6 +183,26 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     return message.splitlines()[0][:500] if message else type(exc).__name__, detail
 
 
+# NOTE [ Pinned memory outlives its trial ]
+# PyTorch's caching host allocator keeps every page-locked block it ever handed out, for the
+# process's life: the pin thread's copies of up to num_workers x prefetch_factor batches in flight
+# stay with the trial process after their trial. On the H200 (results/benchmarks/run-1d66441),
+# num_workers=0 on large peaked at 1.79 GB when measured first and at 6.6-7.4 GB after the
+# 24-worker trials; on gpubound, 1.28 then 2.86 GB. A trial's peak then carried earlier trials'
+# batches, which taught predict_peak too high a per-worker cost and could let the guard stop a
+# small config for a large one's cache. So each trial's cache is released when the trial ends.
+
+
+def _release_cached_memory(torch) -> None:
+    """Return the trial's cached device and pinned host memory (NOTE [ Pinned memory outlives its
+    trial ]). ``_host_emptyCache`` is private; a torch without it keeps its cache."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    empty_host = getattr(torch._C, "_host_emptyCache", None)
+    if empty_host is not None:
+        empty_host()
+
+
 def _shutdown_iterators(iterators: list) -> None:
     """Stop a trial's DataLoader workers now, whatever state the trial left them in.
 
@@ -386,7 +406,7 @@ class _Runner:
             loader = None  # the last reference: its workers go with it
             gc.collect()
             if self.cuda:
-                torch.cuda.empty_cache()
+                _release_cached_memory(torch)
         gpu_util = self.nvml.mean_between(m.window_start_wall, m.window_end_wall) if self.nvml else None
         return {"status": OK, "samples_per_s": m.samples_per_s,
                 "steady_samples_per_s": m.steady_samples_per_s, "rel_interval": m.rel_interval,
