@@ -707,7 +707,7 @@ def write_summary(out: str, summaries: list[dict], meta: dict, state: str) -> st
             f"- versions: python {meta['python']}, torch {meta['torch']}, torchvision {meta['torchvision']}, "
             f"optuna {meta['optuna']}",
             f"- AUTOLOADER_BENCH_SCALE={meta['scale']}; mode {meta['mode']}; workload budget "
-            f"{meta['workload_seconds']:.0f} s", "",
+            f"{meta.get('workload_seconds_text') or format(meta['workload_seconds'], '.0f') + ' s'}", "",
             table(summaries), ""]
     if meta.get("not_run"):
         text += ["Not run: " + "; ".join(meta["not_run"]) + ".", ""]
@@ -768,11 +768,20 @@ def merge(parts: list[str], out: str) -> str:
     meta["command"] = "\n".join(m["command"] for m in metas)
     meta["date"] = f"{metas[0]['date']} to {metas[-1]['date']}" if len(metas) > 1 else metas[0]["date"]
     meta["parts"] = metas
-    meta["not_run"] = [entry for m in metas for entry in m.get("not_run", [])]
+    # A workload one part had no time for may have run in another; listed once, by its first reason.
+    ran = {s["workload"] for s in summaries}
+    not_run: dict[str, str] = {}
+    for entry in (e for m in metas for e in m.get("not_run", [])):
+        not_run.setdefault(entry.split(" (", 1)[0], entry)
+    meta["not_run"] = [entry for name, entry in not_run.items() if name not in ran]
+    budgets = sorted({m["workload_seconds"] for m in metas})
+    if len(budgets) > 1:
+        meta["workload_seconds_text"] = f"{budgets[0]:.0f}-{budgets[-1]:.0f} s (by part)"
     meta["records"] = [os.path.join(os.path.relpath(part, out), "records.jsonl") for part in parts]
     os.makedirs(out, exist_ok=True)
-    partial = any(s["interrupted"] for s in summaries) or bool(meta["not_run"])
-    return write_summary(out, summaries, meta, "interrupted" if partial else "done")
+    state = ("interrupted" if any(s["interrupted"] for s in summaries)
+             else "incomplete" if meta["not_run"] else "done")
+    return write_summary(out, summaries, meta, state)
 
 
 def _read_records(path: str) -> list[dict]:

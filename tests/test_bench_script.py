@@ -164,3 +164,29 @@ def test_rebuild_lists_workloads_skipped_or_killed_before_any_record(tmp_path):
     assert "# autoloader benchmark (interrupted)" in summary
     assert "Not run: startup (not begun: 9 s); small (no record: killed before its tuner ended, or never begun); " \
            "jpeg (no record" in summary
+
+
+def test_merge_lists_only_workloads_no_part_ran(tmp_path):
+    # run-1d66441: startup had no time left in part 2 and ran in part 3; small had none in
+    # parts 1 and 4. The merged summary lists small once, and nothing was interrupted.
+    bench = load_bench()
+    from bench_workloads import WORKLOADS
+
+    def part(name, workload, budget, not_run):
+        rows = [trial_row(workload, "final", 1, w, r, 10.0 * w) for w, r in ((4, 990.0), (2, 700.0))]
+        summary = json.loads(json.dumps(bench._workload_from_records(WORKLOADS[workload], rows, 4, "cpu").summary(),
+                                        default=str))
+        meta = dict(META, workload_seconds=budget, not_run=not_run)
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps({"meta": meta, "workloads": [summary]}))
+        return str(tmp_path / name)
+
+    parts = [part("p1", "jpeg", 220.0, ["small (not begun: 231 s)"]),
+             part("p2", "large", 240.0, ["startup (not begun: 251 s)"]),
+             part("p3", "startup", 230.0, []),
+             part("p4", "gpubound", 230.0, ["small (not begun: 230 s)"])]
+    bench.merge(parts, str(tmp_path / "merged"))
+    summary = (tmp_path / "merged" / "summary.md").read_text()
+    assert summary.startswith("# autoloader benchmark (incomplete)")
+    assert "Not run: small (not begun: 231 s)." in summary
+    assert "workload budget 220-240 s (by part)" in summary
