@@ -37,10 +37,10 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
 # NOTE [ One look past the CPUs ]
 # A climb into the CPU count is often smaller than one burst can call: large on the H200 read
 # 736/s at 12 workers and 756/s at 16 (+2.7%, under the 3% noise floor), so the climb rule never
-# looked past 16, and the tuner picked 12 workers at 0.86 of the oracle, which used 24. In the
-# two benchmark runs (results/benchmarks/run-d5cc6c9, run-2363961) the oracle used more workers
-# than CPUs on 9 of the 11 workloads they completed (likely because workers blocked on page
-# faults, the pin thread or slow samples leave cores idle). So whenever the CPU count may hold the
+# looked past 16, and the tuner picked 12 workers at 0.86 of the oracle, which used 24. In three
+# benchmark runs (results/benchmarks/run-d5cc6c9, run-2363961, run-1d66441) the oracle used more
+# workers than CPUs on 11 of the 16 workloads they completed (likely because workers blocked on
+# page faults, the pin thread or slow samples leave cores idle). So whenever the CPU count may hold the
 # best rate, one trial (5-13 s there) measures the next rung, and the final round decides.
 # "May" is judged by the bursts' own intervals, not by which read higher: in run-1d66441 large
 # read 816/s +-29% at 12 workers and 763/s +-47% at 16, so the best was at 12 by a margin deep in

@@ -188,8 +188,9 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
 # process's life: the pin thread's copies of up to num_workers x prefetch_factor batches in flight
 # stay with the trial process after their trial. On the H200 (results/benchmarks/run-1d66441),
 # num_workers=0 on large peaked at 1.79 GB when measured first and at 6.6-7.4 GB after the
-# 24-worker trials; on gpubound, 1.28 then 2.86 GB. A trial's peak then carried earlier trials'
-# batches, which taught predict_peak too high a per-worker cost and could let the guard stop a
+# 24-worker trials; on gpubound, 1.28 then 2.86 GB, the process growing with each larger config
+# as its pinned batches in flight would (the release below is not yet measured on the GPU). A
+# trial's peak then carried earlier trials' batches, which taught predict_peak too high a per-worker cost and could let the guard stop a
 # small config for a large one's cache. So each trial's cache is released when the trial ends.
 
 
