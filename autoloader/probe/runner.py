@@ -190,8 +190,9 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
 # num_workers=0 on large peaked at 1.79 GB when measured first and at 6.6-7.4 GB after the
 # 24-worker trials; on gpubound, 1.28 then 2.86 GB, the process growing with each larger config
 # as its pinned batches in flight would (the release below is not yet measured on the GPU). A
-# trial's peak then carried earlier trials' batches, which taught predict_peak too high a per-worker cost and could let the guard stop a
-# small config for a large one's cache. So each trial's cache is released when the trial ends.
+# trial's peak then carried earlier trials' batches, which taught predict_peak too high a
+# per-worker cost and could let the guard stop a small config for a large one's cache. So each
+# trial's cache is released when the trial ends.
 
 
 def _release_cached_memory(torch) -> None:
