@@ -256,6 +256,12 @@ def tiny() -> Tiny:
     return Tiny()
 
 
+def slow_to_build() -> Tiny:
+    """A dataset whose construction outlasts any set-up limit a test sets."""
+    time.sleep(120)
+    return Tiny()
+
+
 def waiting() -> Tiny:
     """Healthy, and workers pay (each sample waits 1 ms), so a study has several trials."""
     return Tiny(sleep_s=0.001)

@@ -205,6 +205,21 @@ def test_a_slow_trial_that_keeps_delivering_is_not_a_hang():
     assert result.seconds > 3.0 and result.window_s >= 3.0
 
 
+def test_a_dataset_slow_to_build_is_stopped_with_a_fix():
+    from autoloader.probe.runner import RunnerSetup, SetupError, TrialRunner
+    from autoloader.source import Source
+
+    setup = RunnerSetup(Source.from_object(faulty.slow_to_build, "dataset"), None, "cpu", {}, 16)
+    runner = TrialRunner(setup, max_memory=8 * 2**30, hang_timeout_s=2.5, setup_timeout_s=2.0)
+    t0 = time.monotonic()
+    with pytest.raises(SetupError) as err:
+        runner.start()
+    runner.close()
+    assert time.monotonic() - t0 < 2.0 + 10  # stopped at the limit, not after the 120 s build
+    message = str(err.value)
+    assert "must take under 2 s" in message and "Fix:" in message and "__getitem__" in message
+
+
 def test_iterable_dataset_is_tuned(out_dir):
     result, _ = run_tune(faulty.TinyStream(), out_dir)
     assert result.trials and any(t.status == OK for t in result.trials)

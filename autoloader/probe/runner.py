@@ -589,7 +589,10 @@ class TrialRunner:
                                  usage=False)
             if time.monotonic() > deadline:
                 self._kill()
-                raise SetupError(f"building the dataset and step took over {self.setup_timeout_s:.0f} s",
+                raise SetupError(f"building the dataset and step must take under {self.setup_timeout_s:.0f} s, "
+                                 "and it had not finished; the trial process was stopped. Fix: do the slow "
+                                 "part lazily (open or decode files in __getitem__, not in __init__), or "
+                                 "build the dataset once, save it, and have --dataset load the saved copy",
                                  usage=False)
         try:
             message = parent_conn.recv()
