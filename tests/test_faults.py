@@ -164,6 +164,18 @@ def test_host_memory_past_the_ceiling(out_dir):
     assert result.config.num_workers < 2
 
 
+def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
+    """16 samples of 8 MiB a batch: 2 workers with prefetch 2 hold 6 batches (768 MiB) on top of
+    the runner's ~0.4 GB, past a 1 GB ceiling before anything runs; no workers hold 2 (256 MiB)."""
+    result, _ = run_tune(faulty.BigSamples(width=2 * 2**20, length=64), out_dir, max_memory="1G", budget=20)
+    skipped = assert_survived(result, "predicted_memory", status=CONSTRAINT)
+    for trial in skipped:
+        assert trial.error.startswith("predicted") and "ceiling" in trial.error
+        assert trial.peak_host_bytes is None and not trial.batches, "it was never run"
+    assert 2 in {t.config.num_workers for t in skipped}
+    assert result.config.num_workers < 2
+
+
 def test_hang_is_ended_by_the_watchdog(out_dir, tmp_path):
     marker = str(tmp_path / "hang-started")
     result, recorder = run_tune(faulty.HangInWorker(marker, min_workers=2), out_dir,
