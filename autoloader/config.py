@@ -66,9 +66,13 @@ class TunedConfig:
                 f"LOADER_KWARGS = dict({kwargs})\n\n\n"
                 "def make_loader(dataset, generator=None, **overrides):\n"
                 '    """The tuned DataLoader; pass generator=torch.Generator().manual_seed(s) for runs\n'
-                '    that repeat exactly, and any other DataLoader argument as an override."""\n'
+                '    that repeat exactly, and any other DataLoader argument as an override. It shuffles,\n'
+                '    as the trials did, unless given shuffle=, sampler= or batch_sampler=."""\n'
                 "    kwargs = {**LOADER_KWARGS, **overrides}\n"
                 "    if kwargs.get(\"num_workers\", 0) > 0:\n"
                 "        kwargs.setdefault(\"worker_init_fn\", seed_worker)\n"
+                "    if not isinstance(dataset, torch.utils.data.IterableDataset) and not (\n"
+                "            {\"sampler\", \"batch_sampler\"} & kwargs.keys()):\n"
+                "        kwargs.setdefault(\"shuffle\", True)\n"
                 "    return torch.utils.data.DataLoader(dataset, generator=generator, **kwargs)\n")
 

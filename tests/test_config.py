@@ -99,9 +99,13 @@ def test_snippet_defines_a_working_make_loader(name):
     batches = list(loader)
     assert [len(b) for b in batches] == [config.batch_size] * (40 // config.batch_size) + (
         [40 % config.batch_size] if 40 % config.batch_size else [])
-    assert torch.cat(batches)[:, 0].tolist() == [float(i) for i in range(40)]
+    # Shuffled, as the trials and best_loader are: every sample once, not in order.
+    order = torch.cat(batches)[:, 0].tolist()
+    assert sorted(order) == [float(i) for i in range(40)] and order != sorted(order)
     # overrides reach the DataLoader
-    assert ns["make_loader"](Tiny(40), batch_size=5, shuffle=True).batch_size == 5
+    assert ns["make_loader"](Tiny(40), batch_size=5).batch_size == 5
+    in_order = torch.cat(list(ns["make_loader"](Tiny(40), shuffle=False)))[:, 0].tolist()
+    assert in_order == [float(i) for i in range(40)]
 
 
 def test_snippet_seeds_exactly_like_the_library():
@@ -112,7 +116,7 @@ def test_snippet_seeds_exactly_like_the_library():
     def draws(loader):
         return [tuple(float(v) for v in sample) for _ in range(2) for sample in loader]
 
-    kwargs = dict(batch_size=None, num_workers=2, persistent_workers=True)
+    kwargs = dict(batch_size=None, num_workers=2, persistent_workers=True, shuffle=True)
     ours = draws(ns["make_loader"](GlobalDraws(), generator=torch.Generator().manual_seed(5), **kwargs))
     lib = draws(DataLoader(GlobalDraws(), generator=torch.Generator().manual_seed(5), worker_init_fn=seed_worker,
                            **kwargs))
@@ -166,6 +170,8 @@ def test_snippet_runs_where_autoloader_is_not_installed(tmp_path):
     assert {k: out[k] for k in config.loader_kwargs()} == config.loader_kwargs()
     assert out["worker_init_fn"] == "seed_worker"
     rows = out["rows"]
-    assert [int(r[0]) for r in rows] == list(range(48)) * 2
+    epochs = [[int(r[0]) for r in rows[:48]], [int(r[0]) for r in rows[48:]]]
+    assert all(sorted(e) == list(range(48)) for e in epochs)
+    assert epochs[0] != epochs[1], "each epoch is shuffled anew"
     for col in (1, 2):  # the worker Generator and torch: distinct across workers and epochs
         assert len({r[col] for r in rows}) == len(rows)
