@@ -49,7 +49,8 @@ class ProgressPrinter:
         interval = f"±{r.rel_interval * 100:.0f}%" if _known(r.rel_interval) else "±?"
         if r.pruned:
             interval = "(stopped early: clearly behind the best)"
-        what = (f"{_rate(r.samples_per_s)} {interval} wait {(r.wait_fraction or 0) * 100:.0f}%"
+        gpu = f" gpu {r.gpu_util * 100:.0f}%" if _known(r.gpu_util) else ""
+        what = (f"{_rate(r.samples_per_s)} {interval} wait {(r.wait_fraction or 0) * 100:.0f}%{gpu}"
                 if r.status == OK else f"{r.status.upper()} {r.describe_failure()}")
         best_text = f" | best {best.config.key} {_rate(best.samples_per_s)}" if best else ""
         return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{best_text}"

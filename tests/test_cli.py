@@ -188,3 +188,7 @@ def test_progress_lines_for_an_early_stopped_trial():
     assert "inf" not in stream.getvalue()
     assert "1,234/s ±?" in lines[0] and "1,234/s ±?" in lines[1] and "1,234/s ±2%" in lines[2]
     assert "FAILED" in lines[3] and "boom" in lines[3]
+    assert "gpu" not in stream.getvalue(), "no GPU utilisation was measured, so none is shown"
+    on_gpu = TrialResult(config, "ok", samples_per_s=1234.0, rel_interval=0.02, wait_fraction=0.1, gpu_util=0.874)
+    printer("trial", {"n": 3, "expected": 6, "result": on_gpu, "best": on_gpu, "elapsed": 5.0})
+    assert "wait 10% gpu 87%" in stream.getvalue().splitlines()[-1]

@@ -429,6 +429,18 @@ class _Runner:
         return lambda batch: _to_device(batch, self.device, non_blocking)
 
 
+def nvml_bus_id(props) -> str | None:
+    """The PCI address NVML looks a GPU up by ("domain:bus:device.function", hexadecimal) from
+    torch's device properties, or None when they lack one. Torch gives the three numbers apart:
+    its ``pci_bus_id`` is the bus alone, which NVML rejects (so every trial's GPU utilisation in
+    results/benchmarks/run-1d66441 is null)."""
+    parts = [getattr(props, f"pci_{name}_id", None) for name in ("domain", "bus", "device")]
+    if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+        return None
+    domain, bus, device = parts
+    return f"{domain:08x}:{bus:02x}:{device:02x}.0"
+
+
 class _NvmlUtil:
     """GPU utilisation from NVML's own sample buffer, averaged over exactly the burst window."""
 
@@ -440,10 +452,9 @@ class _NvmlUtil:
 
             pynvml.nvmlInit()
             self.pynvml = pynvml
-            bus_id = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "pci_bus_id", None)
+            bus_id = nvml_bus_id(torch.cuda.get_device_properties(torch.cuda.current_device()))
             if bus_id is not None:
-                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(
-                    f"{bus_id:08x}" if isinstance(bus_id, int) else str(bus_id))
+                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
             else:
                 self.handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
         except Exception:  # noqa: BLE001 - NVML is a second opinion: absent is fine, and

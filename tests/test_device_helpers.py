@@ -1,0 +1,28 @@
+"""The runner's GPU-only helpers, driven on the CPU with stand-ins (CI has no GPU): releasing a
+trial's cached memory, and finding the trial's GPU in NVML for its utilisation."""
+
+from types import SimpleNamespace
+
+from autoloader.probe.runner import _release_cached_memory, nvml_bus_id
+
+
+def test_a_trial_releases_the_pinned_blocks_it_cached():
+    # NOTE [ Pinned memory outlives its trial ]: CI has no GPU, so a stand-in torch records the
+    # calls; the device is synchronised first, so no block is still in use by a copy.
+    calls = []
+    cuda = SimpleNamespace(synchronize=lambda: calls.append("sync"), empty_cache=lambda: calls.append("device"))
+    _release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace(_host_emptyCache=lambda: calls.append("host"))))
+    assert calls == ["sync", "device", "host"]
+    calls.clear()
+    _release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace()))  # a torch without the call
+    assert calls == ["sync", "device"]
+
+
+def test_the_gpu_is_found_in_nvml_by_its_whole_pci_address():
+    # torch gives domain, bus and device apart; NVML wants them joined, in hexadecimal.
+    props = SimpleNamespace(pci_domain_id=0, pci_bus_id=0x1B, pci_device_id=0)
+    assert nvml_bus_id(props) == "00000000:1b:00.0"
+    assert nvml_bus_id(SimpleNamespace(pci_domain_id=0x10, pci_bus_id=0xC3, pci_device_id=1)) == "00000010:c3:01.0"
+    # Properties without the three numbers: None, and the caller falls back to the index.
+    assert nvml_bus_id(SimpleNamespace(pci_bus_id=0x1B)) is None
+    assert nvml_bus_id(SimpleNamespace()) is None
