@@ -153,6 +153,10 @@ def fmt_ratio(value: float | None, digits: int = 3, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:.{digits}f}{unit}"
 
 
+def fmt_share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.0f}%"
+
+
 def fmt_pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:+.1f}%"
 
@@ -589,7 +593,9 @@ class Workload:
                        "rates": [r.samples_per_s for r in rs if r.status == OK],
                        "failed": [f"{r.status}:{r.cause}" for r in rs if r.status != OK],
                        "median": medians.get(c), "spread": spreads.get(c),
-                       "peak_host_bytes": max([r.peak_host_bytes or 0 for r in rs] or [0]) or None}
+                       "peak_host_bytes": max([r.peak_host_bytes or 0 for r in rs] or [0]) or None,
+                       "wait": _median([r.wait_fraction for r in rs if r.status == OK and r.wait_fraction is not None]),
+                       "gpu_util": _median([r.gpu_util for r in rs if r.status == OK and r.gpu_util is not None])}
                       for c, rs in self.final.items()],
             "grid": [{"config": t.config.loader_kwargs(), "short": short(t.config), "status": t.status,
                       "cause": t.cause, "samples_per_s": t.samples_per_s, "rel_interval": t.rel_interval,
@@ -667,14 +673,15 @@ def details(s: dict) -> str:
     out.append("")
     out.append("final round (interleaved; rates in samples/s):")
     out.append("")
-    out.append("| config | role | median | spread | rounds | peak host GiB |")
-    out.append("|---|---|---|---|---|---|")
+    out.append("| config | role | median | spread | rounds | waits | GPU busy | peak host GiB |")
+    out.append("|---|---|---|---|---|---|---|---|")
     for f in sorted(s["final"], key=lambda f: -(f["median"] or 0)):
         gib = f["peak_host_bytes"] / 2**30 if f["peak_host_bytes"] else None
         rounds = ", ".join(f"{r:,.0f}" for r in f["rates"]) + (f" (+{len(f['failed'])} failed)" if f["failed"] else "")
         spread = "n/a" if f["spread"] is None else f"{f['spread'] * 100:.1f}%"
         out.append(f"| {f['short']} | {'/'.join(f['roles'])} | {fmt_rate(f['median'])} | "
-                   f"{spread} | {rounds} | {fmt_ratio(gib, 2)} |")
+                   f"{spread} | {rounds} | {fmt_share(f.get('wait'))} | {fmt_share(f.get('gpu_util'))} | "
+                   f"{fmt_ratio(gib, 2)} |")
     if s.get("tuned_over_oracle_by_round"):
         out.append("")
         out.append("pick / oracle, round by round: "

@@ -31,7 +31,7 @@ def load_bench():
 def trial_row(workload, phase, round_, workers, rate, t, **extra):
     config = LoaderConfig.make(64, workers, False, 2, True)
     result = TrialResult(config, OK, samples_per_s=rate, rel_interval=0.02, batches=50, window_s=3.0, seconds=4.0,
-                         peak_host_bytes=2**30)
+                         peak_host_bytes=2**30, wait_fraction=0.25)
     return {"run_id": "r1", "workload": workload, "phase": phase, "round": round_,
             "config": config.loader_kwargs(), "result": result.to_dict(), "t_start": t, "t_end": t + 4, **extra}
 
@@ -85,6 +85,8 @@ def test_rebuild_summarises_a_killed_run_from_its_records(tmp_path):
     summary = (out / "summary.md").read_text()
     assert "# autoloader benchmark (interrupted)" in summary
     assert "| startup (partial) |" in summary
+    # The final's rows say how long the consumer waited for data (and n/a for an unmeasured GPU).
+    assert "| w4 pf2 pin0 pw1 | grid#1 | 1,000 | 2.0% | 990, 1,010 | 25% | n/a | 1.00 |" in summary
     assert "over 1 complete workload(s): mean 0.990, min 0.990 (1 partial, left out)" in summary
 
 
