@@ -40,11 +40,12 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
 # looked past 16, and the tuner picked 12 workers at 0.86 of the oracle, which used 24. In three
 # benchmark runs (results/benchmarks/run-d5cc6c9, run-2363961, run-1d66441) the oracle used more
 # workers than CPUs on 11 of the 16 workloads they completed (likely because workers blocked on
-# page faults, the pin thread or slow samples leave cores idle). So whenever the CPU count may hold the
-# best rate, one trial (5-13 s there) measures the next rung, and the final round decides.
+# page faults, the pin thread or slow samples leave cores idle). So whenever the CPU count may
+# hold the best rate, one trial (5-13 s there) measures the next rung, and the final decides.
 # "May" is judged by the bursts' own intervals, not by which read higher: in run-1d66441 large
 # read 816/s +-29% at 12 workers and 763/s +-47% at 16, so the best was at 12 by a margin deep in
 # the noise, the look never came, and the tuner again picked 12 workers (0.88 of the oracle, 24).
+
 
 class KneeFirst(Strategy):
     def __init__(self, space: SearchSpace, cpus: int):
