@@ -11,11 +11,23 @@ def test_a_trial_releases_the_pinned_blocks_it_cached():
     # calls; the device is synchronised first, so no block is still in use by a copy.
     calls = []
     cuda = SimpleNamespace(synchronize=lambda: calls.append("sync"), empty_cache=lambda: calls.append("device"))
-    _release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace(_host_emptyCache=lambda: calls.append("host"))))
+    torch = SimpleNamespace(cuda=cuda, _C=SimpleNamespace(_host_emptyCache=lambda: calls.append("host")))
+    assert _release_cached_memory(torch) is None
     assert calls == ["sync", "device", "host"]
     calls.clear()
-    _release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace()))  # a torch without the call
+    assert _release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace())) is None  # no such call
     assert calls == ["sync", "device"]
+
+
+def test_a_cuda_error_left_by_the_trial_is_returned_not_raised():
+    # It surfaces in the synchronise after the trial; raised there, it would replace the trial's
+    # own result. Returned, the runner reports the result and then ends its broken process.
+    def assert_triggered():
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    cuda = SimpleNamespace(synchronize=assert_triggered, empty_cache=lambda: None)
+    error = _release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace()))
+    assert error == "RuntimeError: CUDA error: device-side assert triggered"
 
 
 def test_the_gpu_is_found_in_nvml_by_its_whole_pci_address():
@@ -23,6 +35,6 @@ def test_the_gpu_is_found_in_nvml_by_its_whole_pci_address():
     props = SimpleNamespace(pci_domain_id=0, pci_bus_id=0x1B, pci_device_id=0)
     assert nvml_bus_id(props) == "00000000:1b:00.0"
     assert nvml_bus_id(SimpleNamespace(pci_domain_id=0x10, pci_bus_id=0xC3, pci_device_id=1)) == "00000010:c3:01.0"
-    # Properties without the three numbers: None, and the caller falls back to the index.
+    # Properties without the three numbers: None, and utilisation is not read (no guessing).
     assert nvml_bus_id(SimpleNamespace(pci_bus_id=0x1B)) is None
     assert nvml_bus_id(SimpleNamespace()) is None

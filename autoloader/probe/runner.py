@@ -192,19 +192,27 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
 # as its pinned batches in flight would (the release below is not yet measured on the GPU). A
 # trial's peak then carried earlier trials' batches, which taught predict_peak too high a
 # per-worker cost and could let the guard stop a small config for a large one's cache. So each
-# trial's cache is released when the trial ends, and each trial starts as a fresh training
-# process does; the batches the burst skips (NOTE [ Honest burst ]) should absorb the pinned
-# allocations of its start, which a GPU run has yet to confirm.
+# trial's caches are released when the trial ends, and the next trial's pinned allocations start
+# from empty, as a fresh training process's do; the batches the burst skips (NOTE [ Honest
+# burst ]) should absorb them, which a GPU run has yet to confirm.
+# A CUDA error the trial left behind (a device-side assert in the step, say) surfaces here, in
+# the synchronise. It must not replace the trial's own result, and the CUDA context is now
+# unusable, so the trial process ends after reporting it and the next trial gets a fresh one.
 
 
-def _release_cached_memory(torch) -> None:
+def _release_cached_memory(torch) -> str | None:
     """Return the trial's cached device and pinned host memory (NOTE [ Pinned memory outlives its
-    trial ]). ``_host_emptyCache`` is private; a torch without it keeps its cache."""
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    empty_host = getattr(torch._C, "_host_emptyCache", None)
-    if empty_host is not None:
-        empty_host()
+    trial ]); None, or the CUDA error that stopped it (the context is then unusable).
+    ``_host_emptyCache`` is private; a torch without it keeps its cache."""
+    try:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        empty_host = getattr(torch._C, "_host_emptyCache", None)
+        if empty_host is not None:
+            empty_host()
+    except Exception as exc:  # noqa: BLE001 - reported by the caller, never raised over a result
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _shutdown_iterators(iterators: list) -> None:
@@ -281,6 +289,9 @@ class _Runner:
         if setup.step is not None:
             self.step = resolve_step(setup.step.load(), setup.step.name)
         self.nvml = _NvmlUtil() if self.cuda else None
+        # Set when a trial left CUDA unusable: this process then ends after its result
+        # (NOTE [ Pinned memory outlives its trial ]).
+        self.cuda_broken: str | None = None
 
     def inspect(self) -> DatasetInfo:
         from torch.utils.data import DataLoader
@@ -410,7 +421,7 @@ class _Runner:
             loader = None  # the last reference: its workers go with it
             gc.collect()
             if self.cuda:
-                _release_cached_memory(torch)
+                self.cuda_broken = _release_cached_memory(torch)
         gpu_util = self.nvml.mean_between(m.window_start_wall, m.window_end_wall) if self.nvml else None
         return {"status": OK, "samples_per_s": m.samples_per_s,
                 "steady_samples_per_s": m.steady_samples_per_s, "rel_interval": m.rel_interval,
@@ -453,12 +464,11 @@ class _NvmlUtil:
             pynvml.nvmlInit()
             self.pynvml = pynvml
             bus_id = nvml_bus_id(torch.cuda.get_device_properties(torch.cuda.current_device()))
-            if bus_id is not None:
-                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
-            else:
-                self.handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
-        except Exception:  # noqa: BLE001 - NVML is a second opinion: absent is fine, and
-            self.handle = None  # guessing index 0 could read another GPU
+            # Without a PCI address, no handle: torch's device index is not NVML's when
+            # CUDA_VISIBLE_DEVICES reorders or hides GPUs, and another GPU's figure would mislead.
+            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id) if bus_id is not None else None
+        except Exception:  # noqa: BLE001 - NVML is a second opinion: absent is fine
+            self.handle = None
 
     def mean_between(self, start_wall: float, end_wall: float) -> float | None:
         if self.handle is None:
@@ -510,6 +520,8 @@ def _runner_main(conn, setup: RunnerSetup) -> None:
         result = runner.measure(config, settings, beat=lambda batches: conn.send(("beat", batches)))
         result["leaked_workers"] = _reap_children()
         conn.send(("result", result))
+        if runner.cuda_broken:
+            return  # NOTE [ Pinned memory outlives its trial ]: the next trial gets a fresh process
 
 
 def _reap_children(timeout: float = 5.0) -> int:
@@ -602,8 +614,9 @@ class TrialRunner:
                                  usage=False)
             if time.monotonic() > deadline:
                 self._kill()
-                raise SetupError(f"building the dataset and step must take under {self.setup_timeout_s:.0f} s, "
-                                 "and it had not finished; the trial process was stopped. Fix: do the slow "
+                raise SetupError(f"starting the trial process and building the dataset and step must take under "
+                                 f"{self.setup_timeout_s:.0f} s, and they had not finished; the trial process "
+                                 "was stopped. Fix: do the slow "
                                  "part lazily (open or decode files in __getitem__, not in __init__), or "
                                  "build the dataset once, save it, and have --dataset load the saved copy",
                                  usage=False)
