@@ -10,7 +10,8 @@ from typing import Iterable
 # Below this relative difference two rates are a tie even when the measured intervals are
 # tighter: the H200 machine drifts a few percent between measurements of one config.
 MIN_TOLERANCE = 0.03
-# A burst whose interval could not be estimated (too few batches) is taken as this noisy.
+# The widest interval could_be_faster takes a burst's at: past it, "may be faster" would hold
+# for almost any pair of readings.
 MAX_NOISE = 0.5
 
 
@@ -76,11 +77,10 @@ def rising_at_end(points: Iterable[tuple[int, float]], tolerance: float = MIN_TO
 
 def could_be_faster(rate: float, rel: float | None, best: float, best_rel: float | None) -> bool:
     """True when a burst that read ``rate`` may still be faster than one that read ``best``: its
-    shortfall is inside the two bursts' relative 95% half-widths, combined in quadrature. A burst
-    with no recorded interval is taken at face value; one whose interval is unknown (infinite) is
-    taken as MAX_NOISE wide."""
+    shortfall is inside the two bursts' relative 95% half-widths (each capped at MAX_NOISE),
+    combined in quadrature. A burst without an interval (too few batches to estimate one: inf in
+    a live run, None once stored) is taken at face value, so a resumed run decides as the live
+    one did."""
     def width(r: float | None) -> float:
-        if r is None:
-            return 0.0
-        return min(r, MAX_NOISE) if math.isfinite(r) else MAX_NOISE
+        return min(r, MAX_NOISE) if r is not None and math.isfinite(r) else 0.0
     return rate * (1.0 + math.hypot(width(rel), width(best_rel))) > best
