@@ -186,7 +186,8 @@ def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     for trial in skipped:
         assert trial.error.startswith("predicted") and "ceiling" in trial.error
         assert trial.peak_host_bytes is None and not trial.batches, "it was never run"
-    assert 2 in {t.config.num_workers for t in skipped}
+    # Which counts the search proposes depends on the CPUs; every one it skipped holds 2+ workers.
+    assert all(t.config.num_workers >= 2 for t in skipped)
     assert result.config.num_workers < 2
 
 
