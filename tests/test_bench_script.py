@@ -48,8 +48,9 @@ def write_records(folder, finished_summary):
         rows.append(trial_row("startup", "grid", None, workers, rate, t, part="sweep"))
         t += 5
     # Final: round 1 whole, round 2 cut short after its first config (the kill).
+    roles = {4: ["pick"], 2: ["grid#2"], 0: ["nw0"], 3: ["grid#1"]}  # grid#1: not the pick, to tell them apart
     for round_, workers, rate in ((1, 4, 990.0), (1, 2, 610.0), (1, 0, 190.0), (1, 3, 800.0), (2, 4, 1010.0)):
-        rows.append(trial_row("startup", "final", round_, workers, rate, t, roles=["grid#1"]))
+        rows.append(trial_row("startup", "final", round_, workers, rate, t, roles=roles[workers]))
         t += 5
     with open(os.path.join(folder, "records.jsonl"), "w") as fh:
         for row in rows:
@@ -81,12 +82,14 @@ def test_rebuild_summarises_a_killed_run_from_its_records(tmp_path):
     assert startup["pick_short"] == "w4 pf2 pin0 pw1"
     assert startup["pick_rate"] == 1000.0 and startup["oracle_short"] == "w4 pf2 pin0 pw1"
     assert startup["burst_error"] == 0.0
+    # The config the grid ranked first (3 workers here) scored on the final: 1,000 over 800.
+    assert startup["tuned_over_grid_best"] == 1.25
     assert [g["samples_per_s"] for g in startup["grid"]] == [200.0, 600.0, 1000.0]
     summary = (out / "summary.md").read_text()
     assert "# autoloader benchmark (interrupted)" in summary
     assert "| startup (partial) |" in summary
     # The final's rows say how long the consumer waited for data (and n/a for an unmeasured GPU).
-    assert "| w4 pf2 pin0 pw1 | grid#1 | 1,000 | 2.0% | 990, 1,010 | 25% | n/a | 1.00 |" in summary
+    assert "| w4 pf2 pin0 pw1 | pick | 1,000 | 2.0% | 990, 1,010 | 25% | n/a | 1.00 |" in summary
     assert "over 1 complete workload(s): mean 0.990, min 0.990 (1 partial, left out)" in summary
 
 
