@@ -761,6 +761,15 @@ METHOD = (
     "budget); variants that did not fit the workload budget are listed as skipped.")
 
 
+def run_state(summaries: list[dict], not_run: list[str], killed: bool = False) -> str:
+    """The summary's title state, one rule for a run, a merge and a rebuild: interrupted when a
+    workload was cut short or the run was stopped, incomplete when workloads were left out for
+    time, else done."""
+    if killed or any(s["interrupted"] for s in summaries):
+        return "interrupted"
+    return "incomplete" if not_run else "done"
+
+
 def merge(parts: list[str], out: str) -> str:
     """One summary from runs made in parts (the device time of one call fits two workloads):
     their workloads in order, every part's command and date. The records stay in the parts."""
@@ -793,9 +802,7 @@ def merge(parts: list[str], out: str) -> str:
         meta["workload_seconds_text"] = f"{budgets[0]:.0f}-{budgets[-1]:.0f} s (by part)"
     meta["records"] = [os.path.join(os.path.relpath(part, out), "records.jsonl") for part in parts]
     os.makedirs(out, exist_ok=True)
-    state = ("interrupted" if any(s["interrupted"] for s in summaries)
-             else "incomplete" if meta["not_run"] else "done")
-    return write_summary(out, summaries, meta, state)
+    return write_summary(out, summaries, meta, run_state(summaries, meta["not_run"]))
 
 
 def _read_records(path: str) -> list[dict]:
@@ -893,13 +900,14 @@ def rebuild(source: str, out: str) -> str:
                              + "; rebuilt from records.jsonl")
         summaries.append(bench.summary())
     # A workload killed during its preparation or its tuner wrote no record at all.
+    killed = False
     for name in meta.get("workloads", []):
         if name not in by_workload and not any(entry.startswith(f"{name} (") for entry in meta["not_run"]):
             meta["not_run"].append(f"{name} (no record: killed before its tuner ended, or never begun)")
+            killed = True
     meta["rebuilt_from"] = os.path.relpath(path, out)
     os.makedirs(out, exist_ok=True)
-    partial = any(s["interrupted"] for s in summaries) or bool(meta["not_run"])
-    return write_summary(out, summaries, meta, "interrupted" if partial else "done")
+    return write_summary(out, summaries, meta, run_state(summaries, meta["not_run"], killed))
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -1056,7 +1064,7 @@ def main(argv: list[str] | None = None) -> int:
         if interrupted:
             break
     meta["total_seconds"] = time.monotonic() - t_all
-    body = write_summary(out, summaries, meta, "interrupted" if interrupted else "done")
+    body = write_summary(out, summaries, meta, run_state(summaries, meta.get("not_run", []), interrupted))
     records.close()
     # The short table at the very end, for the log.
     log("")
