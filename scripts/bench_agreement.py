@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""How well one bench run's measurements of the same config agree across its phases.
+
+    python3 scripts/bench_agreement.py results/benchmarks/run-X/part*/records.jsonl > agreement.md
+
+bench.py measures some configs three times, minutes apart: in the tuner's search (its bursts, in
+the tuner's own trial process), in the grid (one 3-5 s window, in the bench's trial process) and
+in the final (3 interleaved rounds of 2-3 s, same process as the grid). The burst-error target
+(±5% between the tuner's estimate and the final's median) can be judged no finer than these
+phases agree with each other on configs nobody chose, so this prints, per workload:
+
+- grid / final: the grid's window over the final's median, config by config. Same process, same
+  code, a few minutes apart: what the machine alone moves.
+- tuner / final: the tuner's search reading (median of its bursts that ran to the end, not
+  pruned) over the final's median, for every config both measured other than the pick; their
+  median is the drift between the phases.
+- the burst error as bench.py reports it, and that error divided by the drift.
+
+Reads records only; measures nothing. Pure functions, so tests feed it records they write.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+
+CLOSE = 0.05    # the burst-error target's width, used here as the yardstick for agreement
+
+
+def config_key(kwargs: dict) -> tuple:
+    """A hashable config from a record's kwargs (grid records omit the fields num_workers=0 lacks)."""
+    return (kwargs["batch_size"], kwargs["num_workers"], kwargs.get("prefetch_factor"),
+            bool(kwargs["pin_memory"]), bool(kwargs.get("persistent_workers", False)))
+
+
+def short_key(key: tuple) -> str:
+    _, workers, prefetch, pin, keep = key
+    return f"w{workers}" if workers == 0 else f"w{workers} pf{prefetch} pin{int(pin)} pw{int(keep)}"
+
+
+@dataclass(frozen=True)
+class PhaseRatio:
+    """One config's reading in one phase over its final median."""
+    config: str
+    reading: float
+    final_median: float
+
+    @property
+    def ratio(self) -> float:
+        return self.reading / self.final_median
+
+
+@dataclass(frozen=True)
+class Agreement:
+    workload: str
+    pick: str | None
+    grid_over_final: tuple[PhaseRatio, ...]
+    tuner_over_final: tuple[PhaseRatio, ...]     # the pick left out
+    burst_error: float | None                   # tuner's estimate over the pick's final median, minus 1
+
+    @property
+    def drift(self) -> float | None:
+        """The median tuner/final ratio of configs other than the pick: how far the phases moved."""
+        ratios = [r.ratio for r in self.tuner_over_final]
+        return statistics.median(ratios) if ratios else None
+
+    @property
+    def burst_error_net(self) -> float | None:
+        if self.burst_error is None or not self.drift:
+            return None
+        return (1 + self.burst_error) / self.drift - 1
+
+
+def agreements(rows: list[dict]) -> list[Agreement]:
+    """Per workload, in the order the records first name it."""
+    order: list[str] = []
+    tuner: dict[str, dict] = {}
+    grid: dict[str, dict[tuple, float]] = {}
+    final: dict[str, dict[tuple, list[float]]] = {}
+    for row in rows:
+        name = row.get("workload")
+        if not name:
+            continue
+        if name not in order:
+            order.append(name)
+        result = row.get("result") or {}
+        if row["phase"] == "tuner" and row.get("tuner"):
+            tuner[name] = row["tuner"]
+        elif row["phase"] == "grid" and result.get("status") == "ok":
+            grid.setdefault(name, {})[config_key(result["config"])] = result["samples_per_s"]
+        elif row["phase"] == "final" and result.get("status") == "ok":
+            final.setdefault(name, {}).setdefault(config_key(result["config"]), []).append(result["samples_per_s"])
+    out = []
+    for name in order:
+        if name not in tuner and name not in grid and name not in final:
+            continue    # not run: bench.py records why, and its summary lists it
+        medians = {k: statistics.median(v) for k, v in final.get(name, {}).items()}
+        found = tuner.get(name) or {}
+        pick = config_key(found["config"]) if found.get("config") else None
+        searched: dict[tuple, list[float]] = {}
+        for trial in found.get("trials", []):
+            # A pruned trial stopped early on a short window: the tuner never uses it as an estimate.
+            if trial.get("status") == "ok" and trial.get("samples_per_s") and not trial.get("pruned"):
+                searched.setdefault(config_key(trial["config"]), []).append(trial["samples_per_s"])
+        estimate = found.get("samples_per_s")
+        out.append(Agreement(
+            workload=name,
+            pick=short_key(pick) if pick else None,
+            grid_over_final=tuple(PhaseRatio(short_key(k), v, medians[k])
+                                  for k, v in grid.get(name, {}).items() if medians.get(k)),
+            tuner_over_final=tuple(PhaseRatio(short_key(k), statistics.median(v), medians[k])
+                                   for k, v in searched.items() if k != pick and medians.get(k)),
+            burst_error=(estimate / medians[pick] - 1) if estimate and pick in medians else None))
+    return out
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:+.1f}%"
+
+
+def _pairs(ratios: tuple[PhaseRatio, ...]) -> str:
+    return ", ".join(f"{r.config} {r.ratio:.3f}" for r in ratios) or "none"
+
+
+def report(found: list[Agreement]) -> str:
+    lines = ["| workload | grid / final, by config | tuner / final, by config (not the pick) | drift | "
+             "burst error | burst error / drift |", "|---|---|---|---|---|---|"]
+    for a in found:
+        lines.append(f"| {a.workload} | {_pairs(a.grid_over_final)} | {_pairs(a.tuner_over_final)} | "
+                     f"{'n/a' if a.drift is None else f'{a.drift:.3f}'} | {_pct(a.burst_error)} | "
+                     f"{_pct(a.burst_error_net)} |")
+    for label, pick in (("grid / final", lambda a: a.grid_over_final),
+                        ("tuner / final", lambda a: a.tuner_over_final)):
+        ratios = [r.ratio for a in found for r in pick(a)]
+        if ratios:
+            close = sum(1 for r in ratios if abs(r - 1) <= CLOSE)
+            lines.append(f"\n{label}: {close} of {len(ratios)} within ±{CLOSE:.0%}; "
+                         f"median |ratio - 1| {statistics.median(abs(r - 1) for r in ratios) * 100:.1f}%, "
+                         f"largest {max(abs(r - 1) for r in ratios) * 100:.1f}%")
+    return "\n".join(lines)
+
+
+def read_records(paths: list[str]) -> list[dict]:
+    rows = []
+    for path in paths:
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass    # a line torn by a kill mid-write
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: bench_agreement.py RUN/records.jsonl [MORE/records.jsonl ...]", file=sys.stderr)
+        return 2
+    print(report(agreements(read_records(argv))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
