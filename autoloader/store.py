@@ -12,7 +12,8 @@ Layout under the results directory (``--out``, default ``results/``)::
 # flight. SQLite commits are atomic, so there is no torn record to repair. On reopening, trials
 # still marked RUNNING belonged to the dead driver: they are marked FAIL, and their configs are
 # measured again (nothing finished was lost). A finished trial's config is never re-run: the
-# strategy sees it in the history.
+# strategy sees it in the history. The one exception is a limit's verdict (memory ceiling,
+# watchdog) once that limit is raised: the trial records its limits, and history() leaves it out.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from typing import Iterable
 
 from .errors import usage
@@ -29,6 +31,33 @@ from .results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from .space import LoaderConfig, SearchSpace
 
 RESULT_ATTR = "autoloader_result"
+LIMITS_ATTR = "autoloader_limits"
+# Verdicts a limit gave, not the config: each is retried once that limit is raised.
+_MEMORY_CAUSES = ("host_memory", "predicted_memory")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits a trial ran under: the host-memory ceiling (bytes) and the watchdog's timeout (s)."""
+    max_memory: int
+    trial_timeout: float
+
+    def to_dict(self) -> dict:
+        return {"max_memory": self.max_memory, "trial_timeout": self.trial_timeout}
+
+
+def stopped_by_a_raised_limit(result: TrialResult, recorded: dict | None, now: Limits) -> bool:
+    """Whether ``result`` is a limit's verdict (memory ceiling, watchdog) given under a limit
+    tighter than ``now``'s. Such a verdict says nothing about the config under the new limit, so
+    it is measured again: without this, raising --max-memory as the error advises reran nothing.
+    A failure of the config itself (a crash, a raise, /dev/shm) stands whatever the limits."""
+    if not recorded:
+        return False    # stored before limits were recorded: kept, as it was
+    if result.status == CONSTRAINT and result.cause in _MEMORY_CAUSES:
+        return recorded.get("max_memory", now.max_memory) < now.max_memory
+    if result.status == HANG:
+        return recorded.get("trial_timeout", now.trial_timeout) < now.trial_timeout
+    return False
 
 
 def dataset_key(name: str, length: int | None, batch_sizes: Iterable[int], step_name: str | None,
@@ -80,9 +109,9 @@ class StudyStore:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.optuna = optuna
         self.space = space
-        if url.startswith("sqlite:///"):
-            os.makedirs(os.path.dirname(os.path.abspath(url[len("sqlite:///"):])) or ".", exist_ok=True)
         try:
+            if url.startswith("sqlite:///"):
+                os.makedirs(os.path.dirname(os.path.abspath(url[len("sqlite:///"):])) or ".", exist_ok=True)
             storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}}
                                                  if url.startswith("sqlite") else None)
             self.study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
@@ -100,18 +129,24 @@ class StudyStore:
             self.study._storage.set_trial_state_values(trial._trial_id, self.optuna.trial.TrialState.FAIL)
         return len(running)
 
-    def history(self) -> list[TrialResult]:
-        """Every finished trial's result, in order."""
-        out = []
+    def history(self, limits: Limits) -> tuple[list[TrialResult], int]:
+        """Every finished trial's result, in order, and how many were left out because a limit
+        that stopped them has since been raised (see ``stopped_by_a_raised_limit``)."""
+        out, retried = [], 0
         for trial in self.study.get_trials(deepcopy=False):
             data = trial.user_attrs.get(RESULT_ATTR)
-            if data is not None and trial.state != self.optuna.trial.TrialState.RUNNING:
-                out.append(TrialResult.from_dict(data))
-        return out
+            if data is None or trial.state == self.optuna.trial.TrialState.RUNNING:
+                continue
+            result = TrialResult.from_dict(data)
+            if stopped_by_a_raised_limit(result, trial.user_attrs.get(LIMITS_ATTR), limits):
+                retried += 1
+            else:
+                out.append(result)
+        return out, retried
 
-    def begin(self, config: LoaderConfig):
-        """Open a trial for ``config`` (RUNNING until ``finish``): a crash mid-trial leaves a
-        stale record that the next open marks failed."""
+    def begin(self, config: LoaderConfig, limits: Limits):
+        """Open a trial for ``config`` under ``limits`` (RUNNING until ``finish``): a crash
+        mid-trial leaves a stale record that the next open marks failed."""
         params = {"batch_size": config.batch_size, "num_workers": config.num_workers,
                   "pin_memory": config.pin_memory}
         if config.num_workers:
@@ -126,6 +161,7 @@ class StudyStore:
             trial.suggest_categorical("prefetch_factor", list(self.space.prefetch_choices))
             trial.suggest_categorical("persistent_workers", list(self.space.persistent_choices))
         trial.set_user_attr("config_key", config.key)
+        trial.set_user_attr(LIMITS_ATTR, limits.to_dict())
         return trial
 
     def finish(self, trial, result: TrialResult) -> None:

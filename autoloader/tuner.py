@@ -7,6 +7,7 @@ store. Only ``report`` prints; progress reaches it through the ``progress`` call
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import statistics
 import time
@@ -25,13 +26,15 @@ from .probe.runner import RunnerSetup, SetupError, TrialRunner
 from .results import CONSTRAINT, OK, TrialResult
 from .source import Source
 from .space import MAX_WORKERS_PER_CPU, LoaderConfig, SearchSpace
-from .store import StudyStore, atomic_write, dataset_key, read_json
+from .store import Limits, StudyStore, atomic_write, dataset_key, read_json
 
 DEFAULT_BATCH_SIZE = 128
 DEFAULT_BUDGET_S = 120.0
 MIN_BUDGET_S = 10.0
 # Share of available RAM the loader's processes may use when --max-memory is not given.
 DEFAULT_MEMORY_SHARE = 0.6
+# Below this no trial fits (the trial process alone is 0.4-0.6 GB); "16" meant as 16G is 16 bytes.
+MIN_MAX_MEMORY = 256 * 2**20
 FINAL_ROUNDS = 3
 MAX_FINALISTS = 4
 # In the interleaved final, a config within this share of the best median is a tie and the
@@ -149,7 +152,7 @@ class _Tuning:
         if isinstance(trial_timeout, bool) or not isinstance(trial_timeout, (int, float)) or not trial_timeout > 0:
             raise usage("the trial timeout must be a positive number of seconds", trial_timeout,
                         "pass e.g. trial_timeout=60 (--trial-timeout 60)")
-        if self.budget < MIN_BUDGET_S:
+        if not math.isfinite(self.budget) or self.budget < MIN_BUDGET_S:
             raise usage(f"the budget must leave time for at least one trial ({MIN_BUDGET_S:.0f} s or more)",
                         budget, "pass --budget 60 or more (the default is 120)")
         self.hardware = hardware.detect()
@@ -158,6 +161,14 @@ class _Tuning:
                                  pin_choices=(True, False) if self.device.startswith("cuda") else (False,))
         self.max_memory = (hardware.parse_size(max_memory) if max_memory is not None
                            else int(DEFAULT_MEMORY_SHARE * hardware.available_memory()))
+        if self.max_memory < MIN_MAX_MEMORY:
+            raise usage(f"the memory ceiling must hold the trial process and its batches, so "
+                        f"{MIN_MAX_MEMORY // 2**20} MiB or more (a number without a unit counts bytes)",
+                        max_memory, "write the unit, e.g. --max-memory 16G (max_memory='16G')")
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise usage("--out is the folder results are written to", out,
+                        "pass a folder (it is made if missing), not a file")
+        self.limits = Limits(self.max_memory, float(trial_timeout))
         self.fixed_kwargs = dict(fixed_kwargs or {})
         for key in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers"):
             if key in self.fixed_kwargs:
@@ -188,10 +199,10 @@ class _Tuning:
             folder = os.path.join(self.out, self.hardware.fingerprint)
             url = self.storage or f"sqlite:///{os.path.abspath(os.path.join(folder, key + '.db'))}"
             store = StudyStore(url, key, self.space)
-            history = store.history()
+            history, retried = store.history(self.limits)
             resumed = len(history)
             strategy = KneeFirst(self.space, self.hardware.cpus)
-            self.progress("start", {"key": key, "info": info, "resumed": resumed, "stale": store.stale_repaired,
+            self.progress("start", {"key": key, "info": info, "resumed": resumed, "retried": retried, "stale": store.stale_repaired,
                                     "device": self.device, "cpus": self.hardware.cpus, "budget": self.budget,
                                     "max_memory": self.max_memory, "storage": url})
             self._search(strategy, store, history, info)
@@ -272,7 +283,7 @@ class _Tuning:
             config = strategy.propose(history)
             if config is None:
                 break
-            trial = store.begin(config)
+            trial = store.begin(config, self.limits)
             breach = self._predicted_breach(config, info, history)
             if breach is not None:
                 result = TrialResult(config, CONSTRAINT, cause="predicted_memory", error=breach)
@@ -375,15 +386,18 @@ def _dataset_object(dataset: Any) -> Any:
     return resolve_dataset(dataset, getattr(dataset, "__name__", type(dataset).__name__))
 
 
-def stored_result(dataset: Any, *, step: Any = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                  device: str | None = None, out: str = "results", **fixed_loader_kwargs) -> TunedConfig | None:
-    """The stored tuned config for this dataset on this machine, if one exists. ``dataset`` is
-    what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec."""
-    return _stored(dataset, _dataset_object(dataset), step, batch_size, device, out, fixed_loader_kwargs)
+def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = None,
+                  batch_sizes: Sequence[int] | None = None, device: str | None = None, out: str = "results",
+                  **fixed_loader_kwargs) -> TunedConfig | None:
+    """The stored tuned config for this dataset on this machine, if one exists. ``dataset`` and
+    the other arguments are what was given to ``tune()``: a Dataset, a factory, or a
+    ``MODULE:ATTR`` spec."""
+    sizes = _batch_sizes(batch_size, batch_sizes)
+    return _stored(dataset, _dataset_object(dataset), step, sizes, device, out, fixed_loader_kwargs)
 
 
-def _stored(dataset: Any, dataset_obj: Any, step: Any, batch_size: int, device: str | None, out: str,
-            fixed_loader_kwargs: dict) -> TunedConfig | None:
+def _stored(dataset: Any, dataset_obj: Any, step: Any, batch_sizes: tuple[int, ...], device: str | None,
+            out: str, fixed_loader_kwargs: dict) -> TunedConfig | None:
     """``stored_result`` for a dataset already built (building one can be the slow part)."""
     hw = hardware.detect()
     device = _resolve_device(device, hw.gpus)
@@ -393,27 +407,35 @@ def _stored(dataset: Any, dataset_obj: Any, step: Any, batch_size: int, device: 
         length = len(dataset_obj)
     except TypeError:  # an IterableDataset has no length to key on
         length = None
-    key = dataset_key(source.name, length, (batch_size,), step_source.name if step_source else None,
+    key = dataset_key(source.name, length, batch_sizes, step_source.name if step_source else None,
                       device, fixed_loader_kwargs)
     data = read_json(os.path.join(out, hw.fingerprint, key + ".json"))
     return TunedConfig.from_dict(data) if data else None
 
 
-def best_loader(dataset: Any, batch_size: int = DEFAULT_BATCH_SIZE, step: Any = None,
-                budget: float = DEFAULT_BUDGET_S, *, device: str | None = None, out: str = "results",
-                max_memory: int | str | None = None, progress: Progress | None = None,
+def best_loader(dataset: Any, batch_size: int | None = None, step: Any = None,
+                budget: float = DEFAULT_BUDGET_S, *, batch_sizes: Sequence[int] | None = None,
+                device: str | None = None, out: str = "results", max_memory: int | str | None = None,
+                storage: str | None = None, trial_timeout: float = 60.0, progress: Progress | None = None,
                 generator=None, **fixed_loader_kwargs):
     """A ready DataLoader for ``dataset`` (a Dataset, a factory of one, or a ``MODULE:ATTR`` spec)
     with the tuned settings, tuning first unless a stored result for this hardware and dataset
-    exists. ``fixed_loader_kwargs`` go to the DataLoader (and to every trial) unchanged; trials
-    shuffle unless told otherwise, and so does the returned loader."""
+    exists. The named arguments are ``tune()``'s (``batch_sizes`` lets the tuner pick the batch
+    size too); ``fixed_loader_kwargs`` go to the DataLoader (and to every trial) unchanged.
+    Trials shuffle unless told otherwise, and so does the returned loader.
+
+    A stored result is found by the dataset's name (its spec, or its class's module and name),
+    its length, the step, the batch sizes, the device and ``fixed_loader_kwargs``. Two datasets
+    of one class and length (say, other transforms) share it: give each its own ``out``."""
     from torch.utils.data import DataLoader, IterableDataset
 
+    sizes = _batch_sizes(batch_size, batch_sizes)
     dataset_obj = _dataset_object(dataset)  # once: for the key and for the loader returned
-    tuned = _stored(dataset, dataset_obj, step, batch_size, device, out, fixed_loader_kwargs)
+    tuned = _stored(dataset, dataset_obj, step, sizes, device, out, fixed_loader_kwargs)
     if tuned is None:
-        tuned = tune(dataset, step=step, batch_size=batch_size, budget=budget, device=device, out=out,
-                     max_memory=max_memory, progress=progress, **fixed_loader_kwargs).tuned
+        tuned = tune(dataset, step=step, batch_sizes=sizes, budget=budget, device=device, out=out,
+                     max_memory=max_memory, storage=storage, progress=progress, trial_timeout=trial_timeout,
+                     **fixed_loader_kwargs).tuned
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
     if not isinstance(dataset_obj, IterableDataset) and not {"sampler", "batch_sampler"} & kwargs.keys():
         kwargs.setdefault("shuffle", True)

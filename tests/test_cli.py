@@ -63,14 +63,32 @@ def test_dataset_is_required():
     (["--budget", "1"], ["1.0", "--budget"]),
     (["--budget", "-5"], ["-5"]),
     (["--max-memory", "lots"], ["'lots'", "--max-memory 16G"]),
+    (["--budget", "nan"], ["nan", "--budget 60"]),
+    (["--budget", "inf"], ["inf", "--budget 60"]),
     (["--max-memory", "0"], ["--max-memory 16G"]),
+    (["--max-memory", "16"], ["'16'", "256 MiB", "without a unit counts bytes", "--max-memory 16G"]),
     (["--trial-timeout", "0"], ["--trial-timeout", "0.0"]),
 ], ids=["batch-0", "batch-negative", "both-batch-options", "batch-sizes-junk", "batch-sizes-empty",
-        "budget-1", "budget-negative", "memory-junk", "memory-zero", "trial-timeout-0"])
+        "budget-1", "budget-negative", "memory-junk", "budget-nan", "budget-inf", "memory-zero", "memory-no-unit",
+        "trial-timeout-0"])
 def test_bad_options_exit_2(args, needles, out_dir):
     result = invoke("tune", "--dataset", f"{WORKLOADS}:tiny", "--out", out_dir, "--quiet", *args)
     assert_usage_error(result, *needles)
     assert os.listdir(out_dir) == [], "nothing written for bad input"
+
+
+def test_out_that_is_a_file_exits_2(tmp_path):
+    path = tmp_path / "results"
+    path.write_text("not a folder")
+    result = invoke("tune", "--dataset", f"{WORKLOADS}:tiny", "--out", str(path), "--quiet")
+    assert_usage_error(result, "--out", str(path), "not a file")
+    assert path.read_text() == "not a folder"
+
+
+def test_a_dataset_that_raises_when_built_exits_2_with_its_traceback(out_dir):
+    result = invoke("tune", "--dataset", f"{WORKLOADS}:raises_when_built", "--out", out_dir, "--quiet")
+    assert_usage_error(result, "raised FileNotFoundError", "/no/such/data", "fresh Python process",
+                       "Traceback", "raises_when_built")
 
 
 @pytest.mark.skipif(bool(gpu_names()), reason="a GPU is visible: --device cuda is valid here")

@@ -175,6 +175,21 @@ def test_best_loader_builds_a_factorys_dataset_once_in_this_process(out_dir):
     assert len(workloads.BUILDS) == 2
 
 
+def test_best_loader_takes_tunes_arguments_and_keeps_them_from_the_dataloader(out_dir):
+    """trial_timeout, storage and batch_sizes are tune()'s: they reach the tuner, not DataLoader
+    (which would reject them after the whole tuning run), and the stored result is found again."""
+    storage = f"sqlite:///{os.path.join(out_dir, 'study.db')}"
+    loader = best_loader(Tiny(256), batch_sizes=[16, 32], budget=10, device="cpu", out=out_dir,
+                         trial_timeout=30, storage=storage)
+    assert loader.batch_size in (16, 32)
+    assert os.path.isfile(os.path.join(out_dir, "study.db")), "the storage given was used"
+    t0 = time.monotonic()
+    again = best_loader(Tiny(256), batch_sizes=[16, 32], budget=10, device="cpu", out=out_dir,
+                        trial_timeout=30, storage=storage)
+    assert time.monotonic() - t0 < 3.0, "the stored result for these batch sizes was not found"
+    assert again.batch_size == loader.batch_size
+
+
 def test_resume_measures_only_new_configs(out_dir):
     dataset = BusyWork(cost_s=0.002)
     first = tune(dataset, batch_size=16, budget=12, device="cpu", out=out_dir)

@@ -190,6 +190,15 @@ def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     assert all(t.config.num_workers >= 2 for t in skipped)
     assert result.config.num_workers < 2
 
+    # The error's advice, taken: with the ceiling raised, the same study measures what the old
+    # ceiling ruled out, and keeps every other trial.
+    again, recorder = run_tune(dataset, out_dir, max_memory=8 * 2**30, budget=20)
+    start = next(d for _, e, d in recorder.events if e == "start")
+    assert start["retried"] == len(skipped)
+    assert start["resumed"] == len(result.trials) - len(skipped)
+    measured = {t.config: t.status for t in again.trials[start["resumed"]:]}
+    assert all(measured.get(t.config) == OK for t in skipped), measured
+
 
 def test_hang_is_ended_by_the_watchdog(out_dir, tmp_path):
     marker = str(tmp_path / "hang-started")

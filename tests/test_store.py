@@ -30,3 +30,31 @@ def test_a_result_file_gets_the_usual_permissions(tmp_path):
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "result.json").st_mode) == 0o644
     assert os.listdir(tmp_path) == ["result.json"]  # no temporary file left behind
+
+
+def test_a_limits_verdict_is_retried_only_once_that_limit_is_raised():
+    from autoloader.results import CONSTRAINT, FAILED, HANG, TrialResult
+    from autoloader.space import LoaderConfig
+    from autoloader.store import Limits, stopped_by_a_raised_limit
+
+    config = LoaderConfig.make(16, 4, False, 2, True)
+    over = TrialResult(config, CONSTRAINT, cause="host_memory")
+    predicted = TrialResult(config, CONSTRAINT, cause="predicted_memory")
+    hang = TrialResult(config, HANG, cause="hang")
+    crash = TrialResult(config, FAILED, cause="worker_segfault")
+    shm = TrialResult(config, FAILED, cause="shm_exhausted")
+    then = {"max_memory": 2**30, "trial_timeout": 8.0}
+    raised = Limits(max_memory=2**31, trial_timeout=60.0)
+    same = Limits(max_memory=2**30, trial_timeout=8.0)
+    lower = Limits(max_memory=2**29, trial_timeout=4.0)
+    for limit_verdict in (over, predicted, hang):
+        assert stopped_by_a_raised_limit(limit_verdict, then, raised)
+        assert not stopped_by_a_raised_limit(limit_verdict, then, same)
+        assert not stopped_by_a_raised_limit(limit_verdict, then, lower)
+        assert not stopped_by_a_raised_limit(limit_verdict, None, raised), "no record of the limits: kept"
+    # Only the limit that gave the verdict counts.
+    assert not stopped_by_a_raised_limit(over, then, Limits(max_memory=2**30, trial_timeout=60.0))
+    assert not stopped_by_a_raised_limit(hang, then, Limits(max_memory=2**31, trial_timeout=8.0))
+    # The config's own failures stand whatever the limits.
+    assert not stopped_by_a_raised_limit(crash, then, raised)
+    assert not stopped_by_a_raised_limit(shm, then, raised)

@@ -151,6 +151,11 @@ def breaks_past_probe() -> BreaksPastProbe:
     return BreaksPastProbe()
 
 
+def raises_when_built() -> Tiny:
+    """A factory whose data is missing, as a mistyped path would leave it."""
+    raise FileNotFoundError("data path /no/such/data does not exist")
+
+
 BUILDS: list[int] = []  # one entry per counted_tiny() call in this process
 
 

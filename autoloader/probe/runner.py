@@ -500,6 +500,14 @@ def _runner_main(conn, setup: RunnerSetup) -> None:
     except (UsageError, SetupError) as exc:
         conn.send(("setup_error", str(exc), True))
         return
+    except Exception as exc:  # noqa: BLE001 - the user's code raised: bad input, with its traceback
+        what = "the dataset and step" if setup.step is not None else "the dataset"
+        conn.send(("setup_error",
+                   f"building {what} and loading one batch (in a fresh process, as every trial does) must "
+                   f"work, and it raised {type(exc).__name__}: {exc}. Fix: make {what} run on its own in a "
+                   f"fresh Python process and tune again; "
+                   f"the traceback says where it raised:\n{traceback.format_exc(limit=8)}", True))
+        return
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which decides
         conn.send(("setup_error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}", False))
         return
