@@ -12,6 +12,10 @@ from .space import parse_batch_sizes
 from .tuner import DEFAULT_BUDGET_S, tune
 
 
+# --fail-if-changed: the run succeeded and its result is saved, but differs from the last one.
+CHANGED_EXIT_CODE = 3
+
+
 class _Failure(click.ClickException):
     exit_code = 1
 
@@ -36,8 +40,11 @@ def main() -> None:
               help="Seconds a trial may go without progress (no batch, no start) before it is ended as a hang.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
+@click.option("--fail-if-changed", is_flag=True,
+              help="Exit 3 when the pick or its rate changed since the last result for this dataset under --out "
+                   "(on this hardware, else the newest from other hardware). For nightly re-tunes.")
 def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,
-                 trial_timeout, as_json, quiet) -> None:
+                 trial_timeout, as_json, quiet, fail_if_changed) -> None:
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
     try:
         # An empty --batch-sizes is bad input, not an absent option: parse it and say so.
@@ -52,6 +59,8 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
         failure.exit_code = exc.exit_code
         raise failure from None
     click.echo(report.as_json(result) if as_json else report.table(result))
+    if fail_if_changed and result.since is not None and result.since.changed:
+        click.get_current_context().exit(CHANGED_EXIT_CODE)
 
 
 if __name__ == "__main__":

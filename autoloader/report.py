@@ -82,8 +82,20 @@ def table(result) -> str:
     lines.append(f"  {'trials':<20} {len(result.trials)} ({ok} measured"
                  + ("".join(f", {n} {c}" for c, n in faults.items()) if faults else "") + ")")
     lines.append(f"  {'tuning time':<20} {result.tune_seconds:.0f} s")
+    if result.since is not None:
+        lines.append(f"  {'since last':<20} {since(result.since)}")
     lines += ["", f"  saved {result.path}", f"  snippet {result.snippet_path}", ""]
     return "\n".join(lines)
+
+
+def since(c) -> str:
+    """One line on what changed against the previous result (a ``Comparison``)."""
+    where = "this hardware" if c.same_hardware else c.previous_hardware
+    settings = ", ".join(f"{x.setting} {x.before} -> {x.after}" for x in c.changes)
+    rate = (f"samples/s {_rate(c.rate_before)} -> {_rate(c.rate_after)} ({(c.rate_ratio - 1) * 100:+.0f}%"
+            + (", past the noise)" if c.rate_shifted else ")"))
+    return (f"{'CHANGED' if c.changed else 'unchanged'} since {where} ({c.previous_path}): "
+            + (f"{settings}; " if settings else "same settings; ") + rate)
 
 
 def as_json(result) -> str:
@@ -94,4 +106,4 @@ def as_json(result) -> str:
                        "tune_seconds": data["tune_seconds"], "resumed_trials": data["resumed_trials"],
                        "path": data["path"],
                        "snippet_path": data["snippet_path"], "dataset_key": data["dataset_key"],
-                       "hardware": data["hardware"]}, default=str)
+                       "hardware": data["hardware"], "since": data["since"]}, default=str)

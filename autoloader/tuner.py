@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from . import hardware
+from .changes import Comparison, compare, previous_result
 from .config import TunedConfig
 from .errors import AutoloaderError, NoFeasibleConfig, UsageError, usage
 from .knee import Knee, find_knee
@@ -83,6 +84,7 @@ class TuneResult:
     resumed_trials: int
     orphans: int
     shm_leaks: int = 0
+    since: Comparison | None = None   # against the previous result for this problem, if any
 
     @property
     def config(self) -> LoaderConfig:
@@ -108,7 +110,7 @@ class TuneResult:
         return {**self.tuned.to_dict(), "path": self.path, "snippet_path": self.snippet_path,
                 "storage": self.storage, "tune_seconds": self.tune_seconds,
                 "resumed_trials": self.resumed_trials, "orphans": self.orphans, "shm_leaks": self.shm_leaks,
-                "faults": self.faults(),
+                "faults": self.faults(), "since": self.since.to_dict() if self.since else None,
                 "trials": [t.to_dict() for t in self.trials],
                 "finals": [{"config": f.config.loader_kwargs(), "rates": list(f.rates), "median": f.median}
                            for f in self.finals]}
@@ -223,8 +225,10 @@ class _Tuning:
                                 hardware=self.hardware.to_dict(), dataset_key=key, device=self.device)
             path = os.path.join(folder, key + ".json")
             snippet_path = os.path.join(folder, key + ".py")
+            previous = previous_result(self.out, self.hardware.fingerprint, key)  # before it is replaced
             result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, url,
-                                self.elapsed(), resumed, self.runner.orphans, self.runner.shm_leaks)
+                                self.elapsed(), resumed, self.runner.orphans, self.runner.shm_leaks,
+                                since=compare(previous[1], tuned, previous[0]) if previous else None)
             atomic_write(snippet_path, tuned.snippet())
             atomic_write(path, _json(result.to_dict()))
             self.progress("done", {"result": result})

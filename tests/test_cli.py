@@ -185,6 +185,40 @@ def test_json_run_writes_result_snippet_and_study(out_dir, repo_cwd):
     assert "resuming" in again.stderr and "autoloader: tuning" in again.stderr
 
 
+def test_fail_if_changed_flags_a_pick_that_differs_from_another_machines(out_dir, repo_cwd):
+    """The nightly job: results from an old machine under the same --out, a re-tune here, exit 3."""
+    args = ("tune", "--dataset", "tests/workloads.py:tiny", "--batch-size", "16", "--budget", "10",
+            "--json", "--quiet", "--out", out_dir)
+    first = invoke(*args, "--fail-if-changed")
+    assert first.exit_code == 0, "nothing to compare with: not a change"
+    data = strict_json(first.stdout)
+    assert data["since"] is None
+    # Make the result look like another machine's, with another pick at a tenth of the rate.
+    with open(data["path"]) as fh:
+        old = json.load(fh)
+    os.unlink(data["path"])
+    old["hardware"]["fingerprint"] = "old-machine"
+    old["config"].update(num_workers=old["config"]["num_workers"] + 3, prefetch_factor=4, persistent_workers=True)
+    old["samples_per_s"] = data["samples_per_s"] / 10
+    os.makedirs(os.path.join(out_dir, "old-machine"))
+    old_path = os.path.join(out_dir, "old-machine", os.path.basename(data["path"]))
+    with open(old_path, "w") as fh:
+        json.dump(old, fh)
+
+    again = invoke(*args, "--fail-if-changed")
+    assert again.exit_code == 3, (again.output, again.exception)
+    since = strict_json(again.stdout)["since"]
+    assert since["previous_path"] == old_path and since["previous_hardware"] == "old-machine"
+    assert not since["same_hardware"] and since["changed"] and since["rate_shifted"]
+    assert "num_workers" in [c["setting"] for c in since["changes"]]
+    with open(data["path"]) as fh:
+        assert json.load(fh)["since"]["previous_hardware"] == "old-machine", "the saved result says it too"
+    # Without the flag a change is reported, not an error; the table says it in one line.
+    table = invoke(*args[:-4], "--out", out_dir, "--quiet")
+    assert table.exit_code == 0, (table.output, table.exception)
+    assert "since last" in table.stdout
+
+
 def test_progress_lines_for_an_early_stopped_trial():
     """A trial stopped early has no interval (inf in memory): the line says so, not '±inf%'."""
     import io

@@ -1,0 +1,89 @@
+"""What changed since the last tuning of the same problem: the question a nightly re-tune asks.
+
+Results are stored per hardware (``<out>/<hardware-fingerprint>/<dataset-key>.json``) and the
+dataset key does not name the hardware, so a run on new hardware finds the same problem's
+result from the old one under the same ``--out``. The comparison is made before the new result
+is written, against this hardware's previous result if there is one, else the newest from other
+hardware.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+
+from .config import TunedConfig
+from .store import read_json
+
+# A rate that moves by more than this between two runs is flagged. Two measurements of one
+# config minutes apart on the H200 differed by 3.4% in the median and 14% at most
+# (results/benchmarks/run-f737fc8/agreement.md); a smaller threshold would flag noise nightly.
+RATE_SHIFT = 0.15
+SETTINGS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One DataLoader setting that differs from the previous pick."""
+    setting: str
+    before: object
+    after: object
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """This run's pick against the previous result for the same problem."""
+    previous_path: str
+    previous_hardware: str
+    same_hardware: bool
+    changes: tuple[Change, ...]
+    rate_before: float
+    rate_after: float
+
+    @property
+    def rate_ratio(self) -> float:
+        return self.rate_after / self.rate_before if self.rate_before else float("inf")
+
+    @property
+    def rate_shifted(self) -> bool:
+        return abs(self.rate_ratio - 1) > RATE_SHIFT
+
+    @property
+    def changed(self) -> bool:
+        """A setting differs, or the rate moved past what noise explains."""
+        return bool(self.changes) or self.rate_shifted
+
+    def to_dict(self) -> dict:
+        return {"previous_path": self.previous_path, "previous_hardware": self.previous_hardware,
+                "same_hardware": self.same_hardware, "changed": self.changed,
+                "changes": [{"setting": c.setting, "before": c.before, "after": c.after} for c in self.changes],
+                "samples_per_s_before": self.rate_before, "samples_per_s_after": self.rate_after,
+                "rate_ratio": self.rate_ratio, "rate_shifted": self.rate_shifted}
+
+
+def compare(previous: TunedConfig, current: TunedConfig, previous_path: str) -> Comparison:
+    before = previous.config.loader_kwargs()
+    after = current.config.loader_kwargs()
+    changes = tuple(Change(s, before.get(s), after.get(s)) for s in SETTINGS if before.get(s) != after.get(s))
+    old_hw = previous.hardware.get("fingerprint", "unknown")
+    return Comparison(previous_path=previous_path, previous_hardware=old_hw,
+                      same_hardware=old_hw == current.hardware.get("fingerprint"), changes=changes,
+                      rate_before=previous.samples_per_s, rate_after=current.samples_per_s)
+
+
+def previous_result(out: str, fingerprint: str, key: str) -> tuple[str, TunedConfig] | None:
+    """The last stored result for the problem ``key`` under ``out``: this hardware's, else the
+    newest (by file time) from other hardware. Files that do not parse are passed over."""
+    mine = os.path.join(out, fingerprint, key + ".json")
+    others = sorted((p for p in glob.glob(os.path.join(glob.escape(out), "*", glob.escape(key) + ".json"))
+                     if os.path.abspath(p) != os.path.abspath(mine)), key=os.path.getmtime, reverse=True)
+    for path in [mine] + others:
+        data = read_json(path)
+        if not data:
+            continue
+        try:
+            return path, TunedConfig.from_dict(data)
+        except (KeyError, TypeError, ValueError):
+            continue  # written by another version, or by hand: not a result to compare with
+    return None
