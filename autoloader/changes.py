@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from .config import TunedConfig
 from .store import read_json
 
-# A rate that moves by more than this between two runs is flagged. Two measurements of one
-# config minutes apart on the H200 differed by 3.4% in the median and 14% at most
+# A rate that moves by more than this between two runs is flagged. On the H200, one config's
+# rate read in two processes minutes apart differed by 8.5% in the median and 17.3% at most
 # (results/benchmarks/run-f737fc8/agreement.md); a smaller threshold would flag noise nightly.
-RATE_SHIFT = 0.15
+RATE_SHIFT = 0.20
+# A changed pick is no change when this run also measured the previous pick and it read within
+# this share of the new one: a tie that noise decided (16 and 24 workers trade places on jpeg).
+SETTINGS_TIE = 0.05
 SETTINGS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
 
 
@@ -40,36 +43,47 @@ class Comparison:
     changes: tuple[Change, ...]
     rate_before: float
     rate_after: float
+    previous_pick_now: float | None = None   # this run's rate for the previous pick, if it measured it
 
     @property
     def rate_ratio(self) -> float:
-        return self.rate_after / self.rate_before if self.rate_before else float("inf")
+        return self.rate_after / self.rate_before
 
     @property
     def rate_shifted(self) -> bool:
         return abs(self.rate_ratio - 1) > RATE_SHIFT
 
     @property
+    def settings_tie(self) -> bool:
+        """The settings differ, but the previous pick read within SETTINGS_TIE of the new one here."""
+        return (bool(self.changes) and self.previous_pick_now is not None
+                and self.previous_pick_now >= (1 - SETTINGS_TIE) * self.rate_after)
+
+    @property
     def changed(self) -> bool:
-        """A setting differs, or the rate moved past what noise explains."""
-        return bool(self.changes) or self.rate_shifted
+        """A setting differs (and not by a tie), or the rate moved past what noise explains."""
+        return (bool(self.changes) and not self.settings_tie) or self.rate_shifted
 
     def to_dict(self) -> dict:
         return {"previous_path": self.previous_path, "previous_hardware": self.previous_hardware,
                 "same_hardware": self.same_hardware, "changed": self.changed,
                 "changes": [{"setting": c.setting, "before": c.before, "after": c.after} for c in self.changes],
                 "samples_per_s_before": self.rate_before, "samples_per_s_after": self.rate_after,
-                "rate_ratio": self.rate_ratio, "rate_shifted": self.rate_shifted}
+                "rate_ratio": self.rate_ratio, "rate_shifted": self.rate_shifted,
+                "previous_pick_now": self.previous_pick_now, "settings_tie": self.settings_tie}
 
 
-def compare(previous: TunedConfig, current: TunedConfig, previous_path: str) -> Comparison:
+def compare(previous: TunedConfig, current: TunedConfig, previous_path: str,
+            previous_pick_now: float | None = None) -> Comparison:
+    """``previous_pick_now``: the previous pick's rate in the current run, when it was measured."""
     before = previous.config.loader_kwargs()
     after = current.config.loader_kwargs()
     changes = tuple(Change(s, before.get(s), after.get(s)) for s in SETTINGS if before.get(s) != after.get(s))
     old_hw = previous.hardware.get("fingerprint", "unknown")
     return Comparison(previous_path=previous_path, previous_hardware=old_hw,
                       same_hardware=old_hw == current.hardware.get("fingerprint"), changes=changes,
-                      rate_before=previous.samples_per_s, rate_after=current.samples_per_s)
+                      rate_before=previous.samples_per_s, rate_after=current.samples_per_s,
+                      previous_pick_now=previous_pick_now)
 
 
 def previous_result(out: str, fingerprint: str, key: str) -> tuple[str, TunedConfig] | None:
@@ -80,10 +94,13 @@ def previous_result(out: str, fingerprint: str, key: str) -> tuple[str, TunedCon
                      if os.path.abspath(p) != os.path.abspath(mine)), key=os.path.getmtime, reverse=True)
     for path in [mine] + others:
         data = read_json(path)
-        if not data:
+        # Written by another version, or by hand: not a result to compare with.
+        if not isinstance(data, dict) or not isinstance(data.get("hardware"), dict):
             continue
         try:
-            return path, TunedConfig.from_dict(data)
+            found = TunedConfig.from_dict(data)
         except (KeyError, TypeError, ValueError):
-            continue  # written by another version, or by hand: not a result to compare with
+            continue
+        if isinstance(found.samples_per_s, (int, float)) and found.samples_per_s > 0:
+            return path, found
     return None

@@ -94,8 +94,9 @@ def since(c) -> str:
     settings = ", ".join(f"{x.setting} {x.before} -> {x.after}" for x in c.changes)
     rate = (f"samples/s {_rate(c.rate_before)} -> {_rate(c.rate_after)} ({(c.rate_ratio - 1) * 100:+.0f}%"
             + (", past the noise)" if c.rate_shifted else ")"))
+    tie = (f" (a tie: the previous settings read {_rate(c.previous_pick_now)} here)" if c.settings_tie else "")
     return (f"{'CHANGED' if c.changed else 'unchanged'} since {where} ({c.previous_path}): "
-            + (f"{settings}; " if settings else "same settings; ") + rate)
+            + (f"{settings}{tie}; " if settings else "same settings; ") + rate)
 
 
 def as_json(result) -> str:

@@ -32,8 +32,11 @@ from .space import LoaderConfig, SearchSpace
 
 RESULT_ATTR = "autoloader_result"
 LIMITS_ATTR = "autoloader_limits"
-# Verdicts a limit gave, not the config: each is retried once that limit is raised.
+# Verdicts a limit gave, not the config: each is retried once that limit is raised by RAISED or
+# more. A smaller rise is drift, not a decision: the default ceiling follows the RAM free at the
+# moment, and re-running every config it stopped whenever a little more was free would flap.
 _MEMORY_CAUSES = ("host_memory", "predicted_memory")
+RAISED = 1.25
 
 
 @dataclass(frozen=True)
@@ -47,16 +50,16 @@ class Limits:
 
 
 def stopped_by_a_raised_limit(result: TrialResult, recorded: dict | None, now: Limits) -> bool:
-    """Whether ``result`` is a limit's verdict (memory ceiling, watchdog) given under a limit
-    tighter than ``now``'s. Such a verdict says nothing about the config under the new limit, so
-    it is measured again: without this, raising --max-memory as the error advises reran nothing.
-    A failure of the config itself (a crash, a raise, /dev/shm) stands whatever the limits."""
+    """Whether ``result`` is a limit's verdict (memory ceiling, watchdog) given under a limit that
+    ``now`` raises by RAISED or more. Such a verdict says nothing about the config under the new
+    limit, so it is measured again: without this, raising --max-memory as the error advises reran
+    nothing. A failure of the config itself (a crash, a raise, /dev/shm) stands whatever the limits."""
     if not recorded:
         return False    # stored before limits were recorded: kept, as it was
     if result.status == CONSTRAINT and result.cause in _MEMORY_CAUSES:
-        return recorded.get("max_memory", now.max_memory) < now.max_memory
+        return now.max_memory >= RAISED * recorded.get("max_memory", now.max_memory)
     if result.status == HANG:
-        return recorded.get("trial_timeout", now.trial_timeout) < now.trial_timeout
+        return now.trial_timeout >= RAISED * recorded.get("trial_timeout", now.trial_timeout)
     return False
 
 
@@ -130,15 +133,20 @@ class StudyStore:
         return len(running)
 
     def history(self, limits: Limits) -> tuple[list[TrialResult], int]:
-        """Every finished trial's result, in order, and how many were left out because a limit
-        that stopped them has since been raised (see ``stopped_by_a_raised_limit``)."""
-        out, retried = [], 0
+        """Each config's newest finished result, in order, and how many configs were left out
+        because a limit that stopped them has since been raised (``stopped_by_a_raised_limit``):
+        those are measured again. A config has more than one result only when it was."""
+        finished = []
         for trial in self.study.get_trials(deepcopy=False):
             data = trial.user_attrs.get(RESULT_ATTR)
-            if data is None or trial.state == self.optuna.trial.TrialState.RUNNING:
-                continue
-            result = TrialResult.from_dict(data)
-            if stopped_by_a_raised_limit(result, trial.user_attrs.get(LIMITS_ATTR), limits):
+            if data is not None and trial.state != self.optuna.trial.TrialState.RUNNING:
+                finished.append((TrialResult.from_dict(data), trial.user_attrs.get(LIMITS_ATTR)))
+        newest = {result.config: i for i, (result, _) in enumerate(finished)}
+        out, retried = [], 0
+        for i, (result, recorded) in enumerate(finished):
+            if newest[result.config] != i:
+                continue    # superseded: measured again since
+            if stopped_by_a_raised_limit(result, recorded, limits):
                 retried += 1
             else:
                 out.append(result)

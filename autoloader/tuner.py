@@ -116,6 +116,15 @@ class TuneResult:
                            for f in self.finals]}
 
 
+def _rate_here(config: LoaderConfig, finals: Sequence[FinalRound], history: Sequence[TrialResult]) -> float | None:
+    """``config``'s rate in this run: its final median, else its best burst; None if not measured."""
+    final = next((f.median for f in finals if f.config == config), None)
+    if final:
+        return final
+    bursts = [t.samples_per_s for t in history if t.config == config and t.status == OK and t.samples_per_s]
+    return max(bursts) if bursts else None
+
+
 def _resolve_device(device: str | None, gpus: Sequence[str]) -> str:
     if device is None:
         return "cuda" if gpus else "cpu"
@@ -124,6 +133,11 @@ def _resolve_device(device: str | None, gpus: Sequence[str]) -> str:
     if device.startswith("cuda") and not gpus:
         raise usage("--device cuda needs an NVIDIA GPU with its driver", "no GPU found by NVML",
                     "pass --device cpu, or run where a GPU is visible (check nvidia-smi)")
+    if device.startswith("cuda:"):
+        index = device[len("cuda:"):]
+        if not index.isdigit() or int(index) >= len(gpus):
+            raise usage(f"device cuda:N names one of this machine's {len(gpus)} GPU(s), N from 0 to {len(gpus) - 1}",
+                        device, "pass device='cuda' (the first GPU) or a cuda:N that exists (see nvidia-smi)")
     return device
 
 
@@ -163,10 +177,14 @@ class _Tuning:
                                  pin_choices=(True, False) if self.device.startswith("cuda") else (False,))
         self.max_memory = (hardware.parse_size(max_memory) if max_memory is not None
                            else int(DEFAULT_MEMORY_SHARE * hardware.available_memory()))
-        if self.max_memory < MIN_MAX_MEMORY:
+        if self.max_memory < MIN_MAX_MEMORY and max_memory is not None:
             raise usage(f"the memory ceiling must hold the trial process and its batches, so "
                         f"{MIN_MAX_MEMORY // 2**20} MiB or more (a number without a unit counts bytes)",
                         max_memory, "write the unit, e.g. --max-memory 16G (max_memory='16G')")
+        if self.max_memory < MIN_MAX_MEMORY:
+            raise usage(f"the default memory ceiling, {DEFAULT_MEMORY_SHARE:.0%} of the RAM available now, must be "
+                        f"{MIN_MAX_MEMORY // 2**20} MiB or more to hold the trial process and its batches",
+                        f"{self.max_memory / 2**20:.0f} MiB", "free memory, or pass --max-memory (e.g. 2G)")
         if os.path.exists(out) and not os.path.isdir(out):
             raise usage("--out is the folder results are written to", out,
                         "pass a folder (it is made if missing), not a file")
@@ -228,7 +246,8 @@ class _Tuning:
             previous = previous_result(self.out, self.hardware.fingerprint, key)  # before it is replaced
             result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, url,
                                 self.elapsed(), resumed, self.runner.orphans, self.runner.shm_leaks,
-                                since=compare(previous[1], tuned, previous[0]) if previous else None)
+                                since=compare(previous[1], tuned, previous[0],
+                                              _rate_here(previous[1].config, finals, history)) if previous else None)
             atomic_write(snippet_path, tuned.snippet())
             atomic_write(path, _json(result.to_dict()))
             self.progress("done", {"result": result})

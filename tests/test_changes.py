@@ -27,9 +27,17 @@ def test_a_different_setting_or_a_rate_past_the_noise_is_a_change():
     assert "CHANGED since this hardware" in since(c) and "num_workers 8 -> 12" in since(c)
 
     slower = compare(tuned(8, 1000.0, "old"), tuned(8, 700.0, "new"), "old/ds.json")
+    assert RATE_SHIFT < 0.3
     assert not slower.changes and slower.rate_shifted and slower.changed
     assert "(-30%, past the noise)" in since(slower)
     assert slower.to_dict()["changed"] is True and slower.to_dict()["rate_ratio"] == 0.7
+
+    # Another pick, but the previous one was measured in this run within the tie: noise decided it.
+    tie = compare(tuned(16, 1000.0, "box"), tuned(24, 1000.0, "box"), "box/ds.json", previous_pick_now=980.0)
+    assert tie.changes and tie.settings_tie and not tie.changed
+    assert "(a tie: the previous settings read 980/s here)" in since(tie) and since(tie).startswith("unchanged")
+    behind = compare(tuned(16, 1000.0, "box"), tuned(24, 1000.0, "box"), "box/ds.json", previous_pick_now=900.0)
+    assert not behind.settings_tie and behind.changed
 
     # From num_workers=0 the worker settings appear: each is named.
     c = compare(tuned(0, 1000.0, "old"), tuned(4, 1000.0, "new"), "old/ds.json")
@@ -54,6 +62,10 @@ def test_the_previous_result_is_this_hardwares_else_the_newest_elsewhere(tmp_pat
     newer = write(out, "newer", tuned(6, 600.0, "newer"), mtime=2_000_000)
     write(out, "newest-but-broken", None, mtime=3_000_000, text="{not json")
     write(out, "newest-but-alien", None, mtime=2_500_000, text='{"config": {"num_workers": 2}}')
+    no_hardware = dict(tuned(2, 100.0, "x").to_dict(), hardware=None)
+    write(out, "no-hardware", None, mtime=2_600_000, text=json.dumps(no_hardware))
+    no_rate = dict(tuned(2, 100.0, "x").to_dict(), samples_per_s=0)
+    write(out, "no-rate", None, mtime=2_700_000, text=json.dumps(no_rate))
     path, found = previous_result(out, "here", "ds-n100-abc")
     assert path == newer and found.config.num_workers == 6, "unreadable results are passed over"
     mine = write(out, "here", tuned(8, 800.0, "here"), mtime=500_000)

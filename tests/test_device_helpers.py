@@ -38,3 +38,17 @@ def test_the_gpu_is_found_in_nvml_by_its_whole_pci_address():
     # Properties without the three numbers: None, and utilisation is not read (no guessing).
     assert nvml_bus_id(SimpleNamespace(pci_bus_id=0x1B)) is None
     assert nvml_bus_id(SimpleNamespace()) is None
+
+
+def test_a_cuda_index_must_name_a_gpu_that_exists():
+    import pytest
+
+    from autoloader import UsageError
+    from autoloader.tuner import _resolve_device
+
+    assert _resolve_device("cuda:0", ("NVIDIA H200",)) == "cuda:0"
+    assert _resolve_device("cuda:1", ("NVIDIA H200", "NVIDIA H200")) == "cuda:1"
+    for bad in ("cuda:1", "cuda:x", "cuda:"):
+        with pytest.raises(UsageError) as err:
+            _resolve_device(bad, ("NVIDIA H200",))
+        assert f"(got '{bad}')" in str(err.value) and "0 to 0" in str(err.value) and "Fix:" in str(err.value)

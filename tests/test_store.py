@@ -46,10 +46,12 @@ def test_a_limits_verdict_is_retried_only_once_that_limit_is_raised():
     then = {"max_memory": 2**30, "trial_timeout": 8.0}
     raised = Limits(max_memory=2**31, trial_timeout=60.0)
     same = Limits(max_memory=2**30, trial_timeout=8.0)
+    drifted = Limits(max_memory=int(1.1 * 2**30), trial_timeout=9.0)   # the default ceiling follows free RAM
     lower = Limits(max_memory=2**29, trial_timeout=4.0)
     for limit_verdict in (over, predicted, hang):
         assert stopped_by_a_raised_limit(limit_verdict, then, raised)
         assert not stopped_by_a_raised_limit(limit_verdict, then, same)
+        assert not stopped_by_a_raised_limit(limit_verdict, then, drifted)
         assert not stopped_by_a_raised_limit(limit_verdict, then, lower)
         assert not stopped_by_a_raised_limit(limit_verdict, None, raised), "no record of the limits: kept"
     # Only the limit that gave the verdict counts.
@@ -58,3 +60,31 @@ def test_a_limits_verdict_is_retried_only_once_that_limit_is_raised():
     # The config's own failures stand whatever the limits.
     assert not stopped_by_a_raised_limit(crash, then, raised)
     assert not stopped_by_a_raised_limit(shm, then, raised)
+
+
+def test_history_keeps_each_configs_newest_result_and_counts_a_retry_once(tmp_path):
+    """A verdict re-measured under a raised limit is superseded by the new result, so the
+    strategy never sees the config as both broken and measured, and later runs retry nothing."""
+    from autoloader.results import CONSTRAINT, OK, TrialResult
+    from autoloader.space import LoaderConfig, SearchSpace
+    from autoloader.store import Limits, StudyStore
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
+    two, four = LoaderConfig.make(16, 2, False), LoaderConfig.make(16, 4, False)
+    tight, loose = Limits(2**30, 60.0), Limits(2**32, 60.0)
+    store = StudyStore(url, "demo", space)
+    for config, result in ((two, TrialResult(two, OK, samples_per_s=100.0)),
+                           (four, TrialResult(four, CONSTRAINT, cause="host_memory", error="past the ceiling"))):
+        store.finish(store.begin(config, tight), result)
+
+    history, retried = StudyStore(url, "demo", space).history(loose)
+    assert [r.config for r in history] == [two] and retried == 1
+
+    store = StudyStore(url, "demo", space)
+    store.finish(store.begin(four, loose), TrialResult(four, OK, samples_per_s=150.0))
+    history, retried = StudyStore(url, "demo", space).history(loose)
+    assert [(r.config, r.status) for r in history] == [(two, OK), (four, OK)] and retried == 0
+    # Back to the tight ceiling: the newest result stands; the old verdict does not come back.
+    history, retried = StudyStore(url, "demo", space).history(tight)
+    assert [(r.config, r.status) for r in history] == [(two, OK), (four, OK)] and retried == 0
