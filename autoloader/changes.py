@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 
 from .config import TunedConfig
+from .space import TUNED_SETTINGS
 from .store import read_json
 
 # A rate that moves by more than this between two runs is flagged. On the H200, one config's
@@ -23,7 +24,6 @@ RATE_SHIFT = 0.20
 # A changed pick is no change when this run also measured the previous pick and it read within
 # this share of the new one: a tie that noise decided (16 and 24 workers trade places on jpeg).
 SETTINGS_TIE = 0.05
-SETTINGS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def compare(previous: TunedConfig, current: TunedConfig, previous_path: str,
     """``previous_pick_now``: the previous pick's rate in the current run, when it was measured."""
     before = previous.config.loader_kwargs()
     after = current.config.loader_kwargs()
-    changes = tuple(Change(s, before.get(s), after.get(s)) for s in SETTINGS if before.get(s) != after.get(s))
+    changes = tuple(Change(s, before.get(s), after.get(s)) for s in TUNED_SETTINGS if before.get(s) != after.get(s))
     old_hw = previous.hardware.get("fingerprint", "unknown")
     return Comparison(previous_path=previous_path, previous_hardware=old_hw,
                       same_hardware=old_hw == current.hardware.get("fingerprint"), changes=changes,

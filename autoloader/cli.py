@@ -9,7 +9,7 @@ import click
 from . import report
 from .errors import AutoloaderError, UsageError
 from .space import parse_batch_sizes
-from .tuner import DEFAULT_BUDGET_S, tune
+from .tuner import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
 
 
 # --fail-if-changed: the run succeeded and its result is saved, but differs from the last one.
@@ -36,7 +36,7 @@ def main() -> None:
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), help="Default: cuda when a GPU is visible.")
 @click.option("--out", default="results", show_default=True, metavar="DIR", help="Where results are written.")
 @click.option("--storage", metavar="URL", help="Optuna storage URL (default: SQLite beside the result).")
-@click.option("--trial-timeout", type=float, default=60.0, show_default=True,
+@click.option("--trial-timeout", type=float, default=DEFAULT_TRIAL_TIMEOUT_S, show_default=True,
               help="Seconds a trial may go without progress (no batch, no start) before it is ended as a hang.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")

@@ -38,12 +38,11 @@ class ProgressPrinter:
         info = d["info"]
         resumed = f", resuming {d['resumed']} finished trials" if d["resumed"] else ""
         stale = f" ({d['stale']} interrupted trials marked failed)" if d["stale"] else ""
-        if d.get("retried"):
-            stale += f" ({d['retried']} stopped by a limit since raised, measured again)"
+        retried = f" ({d['retried']} stopped by a limit since raised, measured again)" if d.get("retried") else ""
         length = "iterable" if info.length is None else f"{info.length:,} samples"
         return (f"autoloader: tuning {d['key']} on {d['device']} ({d['cpus']} CPUs, budget {d['budget']:.0f} s, "
                 f"memory ceiling {_gib(d['max_memory'])}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
-                f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}")
+                f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
 
     def _trial(self, d: dict) -> str:
         r = d["result"]

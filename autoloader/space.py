@@ -80,6 +80,10 @@ class LoaderConfig:
                 int(self.persistent_workers), self.batch_size)
 
 
+# The DataLoader settings autoloader tunes, in LoaderConfig's order.
+TUNED_SETTINGS = tuple(f.name for f in dataclasses.fields(LoaderConfig))
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     """What may vary. ``batch_sizes`` has one value unless the user asked to search it."""

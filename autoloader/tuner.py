@@ -26,11 +26,12 @@ from .probe.guard import predict_peak
 from .probe.runner import RunnerSetup, SetupError, TrialRunner
 from .results import CONSTRAINT, OK, TrialResult
 from .source import Source
-from .space import MAX_WORKERS_PER_CPU, LoaderConfig, SearchSpace
+from .space import MAX_WORKERS_PER_CPU, TUNED_SETTINGS, LoaderConfig, SearchSpace
 from .store import Limits, StudyStore, atomic_write, dataset_key, read_json
 
 DEFAULT_BATCH_SIZE = 128
 DEFAULT_BUDGET_S = 120.0
+DEFAULT_TRIAL_TIMEOUT_S = 60.0
 MIN_BUDGET_S = 10.0
 # Share of available RAM the loader's processes may use when --max-memory is not given.
 DEFAULT_MEMORY_SHARE = 0.6
@@ -181,7 +182,7 @@ class _Tuning:
             raise usage(f"the memory ceiling must hold the trial process and its batches, so "
                         f"{MIN_MAX_MEMORY // 2**20} MiB or more (a number without a unit counts bytes)",
                         max_memory, "write the unit, e.g. --max-memory 16G (max_memory='16G')")
-        if self.max_memory < MIN_MAX_MEMORY:
+        elif self.max_memory < MIN_MAX_MEMORY:
             raise usage(f"the default memory ceiling, {DEFAULT_MEMORY_SHARE:.0%} of the RAM available now, must be "
                         f"{MIN_MAX_MEMORY // 2**20} MiB or more to hold the trial process and its batches",
                         f"{self.max_memory / 2**20:.0f} MiB", "free memory, or pass --max-memory (e.g. 2G)")
@@ -190,7 +191,7 @@ class _Tuning:
                         "pass a folder (it is made if missing), not a file")
         self.limits = Limits(self.max_memory, float(trial_timeout))
         self.fixed_kwargs = dict(fixed_kwargs or {})
-        for key in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers"):
+        for key in TUNED_SETTINGS:
             if key in self.fixed_kwargs:
                 raise usage(f"{key} is what autoloader tunes, so it cannot be fixed", key,
                             "drop it (use batch_size=/--batch-size for the batch size)")
@@ -386,7 +387,7 @@ def _json(data: dict) -> str:
 def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
          batch_sizes: Sequence[int] | None = None, budget: float = DEFAULT_BUDGET_S,
          max_memory: int | str | None = None, device: str | None = None, out: str = "results",
-         storage: str | None = None, progress: Progress | None = None, trial_timeout: float = 60.0,
+         storage: str | None = None, progress: Progress | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
          **fixed_loader_kwargs) -> TuneResult:
     """Measure DataLoader configs for ``dataset`` and return the fastest (ties to the cheapest).
 
@@ -439,7 +440,7 @@ def _stored(dataset: Any, dataset_obj: Any, step: Any, batch_sizes: tuple[int, .
 def best_loader(dataset: Any, batch_size: int | None = None, step: Any = None,
                 budget: float = DEFAULT_BUDGET_S, *, batch_sizes: Sequence[int] | None = None,
                 device: str | None = None, out: str = "results", max_memory: int | str | None = None,
-                storage: str | None = None, trial_timeout: float = 60.0, progress: Progress | None = None,
+                storage: str | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S, progress: Progress | None = None,
                 generator=None, **fixed_loader_kwargs):
     """A ready DataLoader for ``dataset`` (a Dataset, a factory of one, or a ``MODULE:ATTR`` spec)
     with the tuned settings, tuning first unless a stored result for this hardware and dataset

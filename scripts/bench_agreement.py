@@ -22,22 +22,15 @@ Reads records only; measures nothing. Pure functions, so tests feed it records t
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 from dataclasses import dataclass
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import config_from_kwargs, short  # noqa: E402  (bench's own names for configs)
+
 CLOSE = 0.05    # the burst-error target's width, used here as the yardstick for agreement
-
-
-def config_key(kwargs: dict) -> tuple:
-    """A hashable config from a record's kwargs (grid records omit the fields num_workers=0 lacks)."""
-    return (kwargs["batch_size"], kwargs["num_workers"], kwargs.get("prefetch_factor"),
-            bool(kwargs["pin_memory"]), bool(kwargs.get("persistent_workers", False)))
-
-
-def short_key(key: tuple) -> str:
-    _, workers, prefetch, pin, keep = key
-    return f"w{workers}" if workers == 0 else f"w{workers} pf{prefetch} pin{int(pin)} pw{int(keep)}"
 
 
 @dataclass(frozen=True)
@@ -77,8 +70,8 @@ def agreements(rows: list[dict]) -> list[Agreement]:
     """Per workload, in the order the records first name it."""
     order: list[str] = []
     tuner: dict[str, dict] = {}
-    grid: dict[str, dict[tuple, float]] = {}
-    final: dict[str, dict[tuple, list[float]]] = {}
+    grid: dict[str, dict] = {}
+    final: dict[str, dict] = {}
     for row in rows:
         name = row.get("workload")
         if not name:
@@ -89,28 +82,28 @@ def agreements(rows: list[dict]) -> list[Agreement]:
         if row["phase"] == "tuner" and row.get("tuner"):
             tuner[name] = row["tuner"]
         elif row["phase"] == "grid" and result.get("status") == "ok":
-            grid.setdefault(name, {})[config_key(result["config"])] = result["samples_per_s"]
+            grid.setdefault(name, {})[config_from_kwargs(result["config"])] = result["samples_per_s"]
         elif row["phase"] == "final" and result.get("status") == "ok":
-            final.setdefault(name, {}).setdefault(config_key(result["config"]), []).append(result["samples_per_s"])
+            final.setdefault(name, {}).setdefault(config_from_kwargs(result["config"]), []).append(result["samples_per_s"])
     out = []
     for name in order:
         if name not in tuner and name not in grid and name not in final:
             continue    # not run: bench.py records why, and its summary lists it
         medians = {k: statistics.median(v) for k, v in final.get(name, {}).items()}
         found = tuner.get(name) or {}
-        pick = config_key(found["config"]) if found.get("config") else None
-        searched: dict[tuple, list[float]] = {}
+        pick = config_from_kwargs(found["config"]) if found.get("config") else None
+        searched: dict = {}
         for trial in found.get("trials", []):
             # A pruned trial stopped early on a short window: the tuner never uses it as an estimate.
             if trial.get("status") == "ok" and trial.get("samples_per_s") and not trial.get("pruned"):
-                searched.setdefault(config_key(trial["config"]), []).append(trial["samples_per_s"])
+                searched.setdefault(config_from_kwargs(trial["config"]), []).append(trial["samples_per_s"])
         estimate = found.get("samples_per_s")
         out.append(Agreement(
             workload=name,
-            pick=short_key(pick) if pick else None,
-            grid_over_final=tuple(PhaseRatio(short_key(k), v, medians[k])
+            pick=short(pick) if pick else None,
+            grid_over_final=tuple(PhaseRatio(short(k), v, medians[k])
                                   for k, v in grid.get(name, {}).items() if medians.get(k)),
-            tuner_over_final=tuple(PhaseRatio(short_key(k), statistics.median(v), medians[k])
+            tuner_over_final=tuple(PhaseRatio(short(k), statistics.median(v), medians[k])
                                    for k, v in searched.items() if k != pick and medians.get(k)),
             burst_error=(estimate / medians[pick] - 1) if estimate and pick in medians else None))
     return out

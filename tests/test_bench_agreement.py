@@ -59,12 +59,12 @@ def test_drift_is_the_median_over_configs_other_than_the_pick_and_pruned_bursts_
     assert found.workload == "demo" and found.pick == "w8 pf2 pin1 pw1"
     by_config = {r.config: r.ratio for r in found.tuner_over_final}
     # 0 workers: only the unpruned 220/s burst counts (the pruned 20/s would pull it to 120/s).
-    assert by_config == pytest.approx({"w0": 1.1, "w4 pf2 pin1 pw1": 1.1})
+    assert by_config == pytest.approx({"w0 pin1": 1.1, "w4 pf2 pin1 pw1": 1.1})
     assert found.drift == pytest.approx(1.1)
     assert found.burst_error == pytest.approx(0.1)
     assert found.burst_error_net == pytest.approx(0.0)
     # The grid's crashed trial has no ratio; the others are over the final's medians.
-    assert {r.config: r.ratio for r in found.grid_over_final} == pytest.approx({"w0": 1.025, "w4 pf2 pin1 pw1": 1.0})
+    assert {r.config: r.ratio for r in found.grid_over_final} == pytest.approx({"w0 pin1": 1.025, "w4 pf2 pin1 pw1": 1.0})
 
 
 def test_report_counts_agreement_within_the_target_width_and_leaves_out_workloads_not_run(agreement, tmp_path, capsys):
