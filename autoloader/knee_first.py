@@ -9,7 +9,9 @@ Phases, each driven only by the measured history (so a resumed run picks up wher
    and then flattens (or falls), so halving the gap finds the knee in two or three trials;
 3. extend: once past the CPU count when the best rate may be there (within the bursts' noise),
    and further while throughput still clearly rises (workers that wait on I/O, page faults or
-   slow samples can pay beyond one per core);
+   slow samples can pay beyond one per core), unless the consumer already never waits there.
+   Before 2 and 3, when some worker count keeps up (NOTE [ Keeping up ] in results.py), the gap
+   below the fewest that does is halved down to the same resolution;
 4. local: one-move neighbours of the best config in prefetch, pinning, persistence and batch
    size, until no neighbour is untried.
 """
@@ -115,6 +117,15 @@ class KneeFirst(Strategy):
             middle = self.top // 2
             if fresh(self.base(middle)):
                 return self.base(middle)
+        # The fewest workers that keep up: halve the gap below the fewest that did, down to the
+        # resolution (NOTE [ Keeping up ]; a flat curve's rate knee is only noise).
+        keeping = [t.config.num_workers for t in self._curve_trials(history) if t.keeps_up]
+        if keeping:
+            below = [w for w, _ in curve if w < min(keeping)]
+            if below and min(keeping) - max(below) > self.resolution:
+                middle = (max(below) + min(keeping)) // 2
+                if fresh(self.base(middle)):
+                    return self.base(middle)
         if knee is not None:
             worse = [w for w, _ in curve if w < knee.stops_paying]
             if worse and knee.stops_paying - max(worse) > self.resolution:
@@ -125,7 +136,10 @@ class KneeFirst(Strategy):
         # hair or within its burst's noise (NOTE [ One look past the CPUs ]); further up only
         # while the rate clearly climbs.
         at_cpus = top_ok == self.top and (peak_at_top or self._may_be_best(history, top_ok))
-        if ceiling is None and top_ok >= self.top and (at_cpus or (peak_at_top and rising_at_end(curve))):
+        # Not when the largest count already keeps up: more workers cannot feed it faster.
+        top_keeps_up = top_ok in keeping
+        if ceiling is None and top_ok >= self.top and not top_keeps_up \
+                and (at_cpus or (peak_at_top and rising_at_end(curve))):
             nxt = extend_ladder(self.cpus, top_ok, self.space.max_workers)
             if nxt is not None and fresh(self.base(nxt)):
                 return self.base(nxt)

@@ -14,6 +14,19 @@ CONSTRAINT = "constraint"  # ran or was predicted to break a limit (memory, /dev
 FAILED = "failed"          # crashed or raised: a fact about this config, never retried
 HANG = "hang"              # the watchdog ended it
 
+# NOTE [ Keeping up ]
+# When the consumer waits in next(it) for at most KEEPS_UP_WAIT of a window, every batch was
+# ready before the step asked for it, so more loader capacity (workers, prefetch depth) can speed
+# the loop up by at most that share. Rates of such configs then differ by the consumer's own
+# noise, or by what extra workers cost it (CPU next to the step's launches), never in favour of
+# more of them. On the H200, gpubound (ResNet-50 fed cheap data) waited 0.8-1.4% at 4 to 24
+# workers, and the best of those read at 4 workers in one run and at 15 and 24 in the next, 2-4%
+# apart with rounds 8-13% apart (results/benchmarks/run-f737fc8). So the search looks down for the fewest workers that keep up (knee_first), and
+# the final calls a keeping-up config a tie with a best that reads up to KEEPS_UP_TIE more, when
+# the two share batch size, pinning and worker persistence (those change the step's copies and
+# the epoch restarts, which a wait in the steady window does not see; tuner._choose).
+KEEPS_UP_WAIT = 0.02
+
 # Failure causes, as reported to the user and stored with the trial.
 CAUSES = {
     "worker_killed": "a DataLoader worker was killed (the kernel's OOM killer, or a signal)",
@@ -62,6 +75,11 @@ class TrialResult:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+    @property
+    def keeps_up(self) -> bool:
+        """Measured, and the consumer waited for data at most KEEPS_UP_WAIT: NOTE [ Keeping up ]."""
+        return self.status == OK and self.wait_fraction is not None and self.wait_fraction <= KEEPS_UP_WAIT
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

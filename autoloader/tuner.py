@@ -24,7 +24,7 @@ from .knee_first import KneeFirst, best_of
 from .probe.burst import BurstSettings, expected_window_s
 from .probe.guard import predict_peak
 from .probe.runner import RunnerSetup, SetupError, TrialRunner
-from .results import CONSTRAINT, OK, TrialResult
+from .results import CONSTRAINT, KEEPS_UP_WAIT, OK, TrialResult
 from .source import Source
 from .space import MAX_WORKERS_PER_CPU, TUNED_SETTINGS, LoaderConfig, SearchSpace
 from .store import Limits, StudyStore, atomic_write, dataset_key, read_json
@@ -42,6 +42,9 @@ MAX_FINALISTS = 4
 # In the interleaved final, a config within this share of the best median is a tie and the
 # cheaper config wins (BENCHMARK.md: a tie goes to fewer workers, less memory, no pinning).
 FINAL_TIE = 0.02
+# A config that keeps up ties a best up to this share ahead: NOTE [ Keeping up ]. Rounds of one
+# config moved 8-13% on gpubound in the final, and its tuner's final medians 2-8% apart.
+KEEPS_UP_TIE = 0.05
 # Windows of at least 3 worker cycles in the search and 4 in the final: NOTE [ Honest burst ].
 SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0, min_cycles=3.0)
 # A search trial stops early once clearly below this share of the best rate so far.
@@ -61,10 +64,16 @@ class FinalRound:
 
     config: LoaderConfig
     rates: tuple[float, ...]
+    waits: tuple[float, ...] = ()   # the consumer's wait fraction in each round
 
     @property
     def median(self) -> float:
         return statistics.median(self.rates) if self.rates else 0.0
+
+    @property
+    def keeps_up(self) -> bool:
+        """The consumer's median wait in the rounds is at most KEEPS_UP_WAIT: NOTE [ Keeping up ]."""
+        return bool(self.waits) and statistics.median(self.waits) <= KEEPS_UP_WAIT
 
     @property
     def spread(self) -> float:
@@ -113,8 +122,8 @@ class TuneResult:
                 "resumed_trials": self.resumed_trials, "orphans": self.orphans, "shm_leaks": self.shm_leaks,
                 "faults": self.faults(), "since": self.since.to_dict() if self.since else None,
                 "trials": [t.to_dict() for t in self.trials],
-                "finals": [{"config": f.config.loader_kwargs(), "rates": list(f.rates), "median": f.median}
-                           for f in self.finals]}
+                "finals": [{"config": f.config.loader_kwargs(), "rates": list(f.rates), "median": f.median,
+                            "waits": list(f.waits)} for f in self.finals]}
 
 
 def _rate_here(config: LoaderConfig, finals: Sequence[FinalRound], history: Sequence[TrialResult]) -> float | None:
@@ -228,7 +237,7 @@ class _Tuning:
                                     "max_memory": self.max_memory, "storage": url})
             self._search(strategy, store, history, info)
             finals = self._finals(history)
-            pick = self._choose(finals, history)
+            pick = _choose(finals, history)
             # The knee from the best figures there are: a finalist's final median replaces its burst.
             medians = {f.config: f.median for f in finals}
             knee_curve = strategy.curve([dataclasses.replace(t, samples_per_s=medians.get(t.config, t.samples_per_s))
@@ -294,7 +303,7 @@ class _Tuning:
 
     def _finals_reserve(self, history) -> float:
         """Time kept back for the final round, at most FINAL_RESERVE_SHARE of the budget."""
-        finalists = self._finalists(history)
+        finalists = _finalists(history)
         if len(finalists) < 2:
             return 0.0
         return min(FINAL_ROUNDS * self._round_seconds(finalists, history), FINAL_RESERVE_SHARE * self.budget)
@@ -330,23 +339,8 @@ class _Tuning:
                                    "Fix: what broke is named above; fix the dataset or step if they raised, "
                                    "or raise --max-memory, --trial-timeout or --budget if a limit stopped them")
 
-    def _finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
-        """The top three by burst rate, and the cheapest within 5% of the best so a tie can go to
-        it; none far behind the best (noise does not reach FINALIST_SHARE)."""
-        ok = sorted((t for t in history if t.status == OK and t.samples_per_s),
-                    key=lambda t: -t.samples_per_s)
-        if not ok:
-            return []
-        floor = ok[0].samples_per_s * FINALIST_SHARE
-        # Always the top two: a lucky burst must face at least one rival in the final.
-        finalists = [t.config for i, t in enumerate(ok[:3]) if i < 2 or t.samples_per_s >= floor]
-        cheap = best_of(history, tolerance=0.05)
-        if cheap is not None and cheap.config not in finalists:
-            finalists.append(cheap.config)
-        return finalists[:MAX_FINALISTS]
-
     def _finals(self, history: Sequence[TrialResult]) -> list[FinalRound]:
-        finalists = self._finalists(history)
+        finalists = _finalists(history)
         if len(finalists) < 2:
             return []
         # As many rounds as the budget has left, up to FINAL_ROUNDS. When not even one fits (slow
@@ -359,23 +353,59 @@ class _Tuning:
             per_round = self._round_seconds(finalists, history)
         rounds = max(1, min(FINAL_ROUNDS, int(left / per_round)))
         rates: dict[LoaderConfig, list[float]] = {c: [] for c in finalists}
+        waits: dict[LoaderConfig, list[float]] = {c: [] for c in finalists}
         for round_index in range(rounds):
             for config in finalists:
                 measured = self.runner.measure(config, FINAL_SETTINGS)
                 if measured.status == OK:
                     rates[config].append(measured.samples_per_s)
+                    if measured.wait_fraction is not None:
+                        waits[config].append(measured.wait_fraction)
             self.progress("final", {"round": round_index + 1, "rounds": rounds,
                                     "rates": {c.key: list(r) for c, r in rates.items()}})
-        return [FinalRound(c, tuple(r)) for c, r in rates.items() if r]
+        return [FinalRound(c, tuple(r), tuple(waits[c])) for c, r in rates.items() if r]
 
-    def _choose(self, finals: Sequence[FinalRound], history: Sequence[TrialResult]) -> TrialResult:
-        by_config = {t.config: t for t in history if t.status == OK}
-        if not finals:
-            return best_of(history)
-        top = max(f.median for f in finals)
-        within = [f for f in finals if f.median >= top * (1.0 - FINAL_TIE)]
-        chosen = min(within, key=lambda f: f.config.cost())
-        return by_config[chosen.config]
+def _finalists(history: Sequence[TrialResult]) -> list[LoaderConfig]:
+    """The top three by burst rate; the cheapest config that keeps up, of the best's kind
+    (NOTE [ Keeping up ]); and the cheapest within 5% of the best, so a tie can go to either.
+    None other far behind the best (noise does not reach FINALIST_SHARE)."""
+    ok = sorted((t for t in history if t.status == OK and t.samples_per_s),
+                key=lambda t: -t.samples_per_s)
+    if not ok:
+        return []
+    floor = ok[0].samples_per_s * FINALIST_SHARE
+    # Always the top two: a lucky burst must face at least one rival in the final.
+    finalists = [t.config for i, t in enumerate(ok[:3]) if i < 2 or t.samples_per_s >= floor]
+    keeping = [t for t in ok if t.keeps_up and _same_kind(t.config, ok[0].config)]
+    cheap = best_of(history, tolerance=0.05)
+    for extra in (min(keeping, key=lambda t: t.config.cost(), default=None), cheap):
+        if extra is not None and extra.config not in finalists:
+            finalists.append(extra.config)
+    return finalists[:MAX_FINALISTS]
+
+
+def _choose(finals: Sequence[FinalRound], history: Sequence[TrialResult]) -> TrialResult:
+    """The cheapest finalist that ties the best median: within FINAL_TIE, or within
+    KEEPS_UP_TIE when it keeps up and is of the best's kind (NOTE [ Keeping up ])."""
+    by_config = {t.config: t for t in history if t.status == OK}
+    if not finals:
+        return best_of(history)
+    best = max(finals, key=lambda f: f.median)
+
+    def ties(final: FinalRound) -> bool:
+        if final.median >= best.median * (1.0 - FINAL_TIE):
+            return True
+        return (final.keeps_up and _same_kind(final.config, best.config)
+                and final.median >= best.median * (1.0 - KEEPS_UP_TIE))
+
+    chosen = min((f for f in finals if ties(f)), key=lambda f: f.config.cost())
+    return by_config[chosen.config]
+
+
+def _same_kind(a: LoaderConfig, b: LoaderConfig) -> bool:
+    """Equal in what changes the step's work or the epoch restarts, so that only loader capacity
+    (workers, prefetch depth) tells them apart: NOTE [ Keeping up ]."""
+    return (a.batch_size, a.pin_memory, a.persistent_workers) == (b.batch_size, b.pin_memory, b.persistent_workers)
 
 
 def _json(data: dict) -> str:

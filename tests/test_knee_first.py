@@ -9,9 +9,10 @@ from autoloader.results import FAILED, OK, TrialResult
 from autoloader.space import SearchSpace
 
 
-def drive(cpus, rate_of, pins=(True, False), limit=60, rel_of=lambda config: None):
+def drive(cpus, rate_of, pins=(True, False), limit=60, rel_of=lambda config: None, wait_of=lambda config: None):
     """Run the strategy to the end against ``rate_of(config)`` (None = the trial broke), each
-    burst with the relative 95% half-width ``rel_of(config)``."""
+    burst with the relative 95% half-width ``rel_of(config)`` and the consumer's wait fraction
+    ``wait_of(config)``."""
     strategy = KneeFirst(SearchSpace((128,), 4 * cpus, pins), cpus)
     history = []
     while len(history) < limit:
@@ -21,7 +22,8 @@ def drive(cpus, rate_of, pins=(True, False), limit=60, rel_of=lambda config: Non
         assert config not in {t.config for t in history}, "a config was proposed twice"
         rate = rate_of(config)
         history.append(TrialResult(config, OK if rate else FAILED, samples_per_s=rate,
-                                   rel_interval=rel_of(config), cause=None if rate else "worker_killed"))
+                                   rel_interval=rel_of(config), wait_fraction=wait_of(config),
+                                   cause=None if rate else "worker_killed"))
     assert len(history) < limit, "the strategy did not stop"
     return strategy, history
 
@@ -120,3 +122,25 @@ def test_a_cuda_oom_batch_size_is_not_proposed_again():
         else:
             history.append(TrialResult(config, OK, samples_per_s=1000.0 + config.num_workers))
     assert sum(1 for t in history if t.config.batch_size == 256) == 1
+
+
+# gpubound on the H200 (results/benchmarks/run-f737fc8, part5): the consumer waited about 1% from
+# 8 workers up, and the rates there moved in no order. NOTE [ Keeping up ].
+GPUBOUND = {16: (2980.0, 0.009), 0: (1677.0, 0.534), 8: (2747.0, 0.009), 12: (2879.0, 0.014),
+            24: (2787.0, 0.013), 4: (3380.0, 0.008), 2: (2900.0, 0.05)}
+
+
+def test_looks_down_for_the_fewest_workers_that_keep_up_and_not_past_the_cpus():
+    strategy, history = drive(16, lambda c: GPUBOUND.get(c.num_workers, (2900.0,))[0],
+                              wait_of=lambda c: GPUBOUND.get(c.num_workers, (0, 0.01))[1])
+    counts = {t.config.num_workers for t in history}
+    assert 4 in counts
+    assert max(counts) == 16
+
+
+def test_without_waits_the_same_curve_is_searched_by_rate_alone():
+    # The same rates with the consumer waiting 30% everywhere: nothing keeps up, so the look
+    # past the CPUs (the best read at 16 within noise) still comes.
+    strategy, history = drive(16, lambda c: GPUBOUND.get(c.num_workers, (2900.0,))[0],
+                              rel_of=lambda c: 0.08, wait_of=lambda c: 0.3)
+    assert max(t.config.num_workers for t in history) == 24

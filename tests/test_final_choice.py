@@ -1,0 +1,60 @@
+"""Who reaches the final and who wins it: the tie rules of the interleaved final, including
+NOTE [ Keeping up ] (a config the consumer never waits on ties a best a few percent ahead)."""
+
+from autoloader.results import OK, TrialResult
+from autoloader.space import LoaderConfig
+from autoloader.tuner import FinalRound, _choose, _finalists
+
+
+def cfg(workers, pin=True, persistent=True, prefetch=2):
+    return LoaderConfig(128, workers, pin, prefetch if workers else None, persistent if workers else False)
+
+
+def trial(config, rate, wait):
+    return TrialResult(config, OK, samples_per_s=rate, rel_interval=0.05, wait_fraction=wait)
+
+
+# gpubound's tuner on the H200 (run-f737fc8, part5), with 4 workers as the look down would add.
+GPUBOUND = [trial(cfg(16), 2980.0, 0.009), trial(cfg(0), 1677.0, 0.534), trial(cfg(8), 2747.0, 0.009),
+            trial(cfg(12), 2879.0, 0.014), trial(cfg(24), 2787.0, 0.013), trial(cfg(4), 2700.0, 0.008)]
+
+
+def test_the_cheapest_config_that_keeps_up_reaches_the_final_though_behind_by_burst():
+    finalists = _finalists(GPUBOUND)
+    assert cfg(4) in finalists
+    assert finalists[:2] == [cfg(16), cfg(12)]
+
+
+def test_a_config_that_keeps_up_ties_a_best_within_the_keeps_up_tie():
+    finals = [FinalRound(cfg(16), (2745.0, 2903.0), (0.009, 0.01)),
+              FinalRound(cfg(24), (3067.0, 2962.0), (0.012, 0.013)),
+              FinalRound(cfg(4), (2950.0, 2900.0), (0.008, 0.009))]   # 3.4% behind the best
+    assert _choose(finals, GPUBOUND).config == cfg(4)
+
+
+def test_a_config_that_waits_must_be_within_the_narrow_tie():
+    finals = [FinalRound(cfg(24), (3067.0, 2962.0), (0.012, 0.013)),
+              FinalRound(cfg(4), (2950.0, 2900.0), (0.10, 0.12))]     # the same rates, but it waits
+    assert _choose(finals, GPUBOUND).config == cfg(24)
+
+
+def test_keeping_up_does_not_excuse_a_gap_past_the_keeps_up_tie():
+    finals = [FinalRound(cfg(24), (3067.0, 2962.0), (0.012, 0.013)),
+              FinalRound(cfg(4), (2800.0, 2820.0), (0.008, 0.009))]   # 6.6% behind
+    assert _choose(finals, GPUBOUND).config == cfg(24)
+
+
+def test_keeping_up_ties_only_configs_that_share_pinning_and_persistence():
+    # Pinning changes the step's copies and persistence the epoch restarts, which a steady
+    # window's waits do not see: those still need the narrow tie.
+    history = GPUBOUND + [trial(cfg(4, pin=False), 2700.0, 0.008), trial(cfg(4, persistent=False), 2700.0, 0.008)]
+    for other in (cfg(4, pin=False), cfg(4, persistent=False)):
+        finals = [FinalRound(cfg(24), (3067.0, 2962.0), (0.012, 0.013)),
+                  FinalRound(other, (2950.0, 2900.0), (0.008, 0.009))]
+        assert _choose(finals, history).config == cfg(24)
+
+
+def test_within_the_narrow_tie_the_cheaper_config_wins_whatever_it_waits():
+    finals = [FinalRound(cfg(24), (3000.0, 3010.0), (0.3, 0.3)),
+              FinalRound(cfg(16), (2960.0, 2980.0), (0.3, 0.3))]      # 1% behind
+    assert _choose(finals, GPUBOUND).config == cfg(16)
