@@ -723,6 +723,13 @@ def write_summary(out: str, summaries: list[dict], meta: dict, state: str) -> st
             table(summaries), ""]
     if meta.get("not_run"):
         text += ["Not run: " + "; ".join(meta["not_run"]) + ".", ""]
+    if meta.get("repeats"):
+        text += ["Earlier measurements of the same workloads in this merge (the table above holds each "
+                 "workload's last):", "", "| workload | part | tuned/oracle | by round | burst error | pick | oracle |",
+                 "|---|---|---|---|---|---|---|"]
+        text += [f"| {r['workload']} | {r['part']} | {fmt_ratio(r['tuned_over_oracle'])} | {by_round(r)} | "
+                 f"{fmt_pct(r['burst_error'])} | {r['pick_short']} | {r['oracle_short']} |" for r in meta["repeats"]]
+        text.append("")
     text += [
             "Columns: tuned/oracle = the pick's median over the oracle's in the interleaved final round; "
             "by round = the lowest and highest of the pick's rate over the oracle's within one round; "
@@ -733,8 +740,8 @@ def write_summary(out: str, summaries: list[dict], meta: dict, state: str) -> st
             "num_workers=0; vs heuristic = pick over num_workers=cpus-1 with pinning (on CUDA), kept "
             "workers; ceiling = min(consumer on device-resident replayed batches, cores x one worker's "
             "rate); peak host = max over the pick's final trials of the summed USS of the trial process "
-            "and its workers; fewest within 2% = whether no config within 2% of the oracle has fewer "
-            "workers than the pick.", "",
+            "and its workers; fewest within 2% = whether the pick is within 2% of the oracle and no config "
+            "within 2% of the oracle has fewer workers.", "",
             "Method: " + meta["method"], "",
             "## Per workload", ""]
     text += [details(s) for s in summaries]
@@ -776,19 +783,25 @@ def merge(parts: list[str], out: str) -> str:
     if os.path.abspath(out) in {os.path.abspath(p) for p in parts}:
         raise SystemExit(f"--out {out} is one of the parts; its results.json would be overwritten. "
                          "Fix: write the merged summary to another folder")
-    metas, summaries = [], []
+    metas, measured = [], []
     for part in parts:
         with open(os.path.join(part, "results.json")) as fh:
             data = json.load(fh)
-        metas.append(data["meta"])
-        summaries += data["workloads"]
+        label = os.path.basename(os.path.normpath(part)) + (f", at {_commit_of(part)}" if _commit_of(part) else "")
+        metas.append(dict(data["meta"], part=label))
+        measured += [(label, s) for s in data["workloads"]]
+    # A workload measured in several parts: the table holds the last part's (the latest code and
+    # the latest run, whatever it read); the earlier ones are listed as repeats.
+    latest = {s["workload"]: s for _, s in measured}
+    summaries = [latest[w] for w in dict.fromkeys(s["workload"] for _, s in measured)]
     for key in ("cpus", "gpu", "device", "mode", "scale", "torch"):
         values = {str(m.get(key)) for m in metas}
         if len(values) > 1:
             raise SystemExit(f"the parts must come from one machine and mode: {key} differs ({', '.join(sorted(values))}). "
                              "Fix: merge only parts run with the same settings on the same machine")
     meta = dict(metas[0])
-    meta["command"] = "\n".join(m["command"] for m in metas)
+    meta["command"] = "\n".join(f"{m['command']}   # {m['part']}" for m in metas)
+    meta["repeats"] = [dict(s, part=label) for label, s in measured if latest[s["workload"]] is not s]
     meta["date"] = f"{metas[0]['date']} to {metas[-1]['date']}" if len(metas) > 1 else metas[0]["date"]
     meta["parts"] = metas
     # A workload one part had no time for may have run in another; listed once, by its first reason.
@@ -803,6 +816,16 @@ def merge(parts: list[str], out: str) -> str:
     meta["records"] = [os.path.join(os.path.relpath(part, out), "records.jsonl") for part in parts]
     os.makedirs(out, exist_ok=True)
     return write_summary(out, summaries, meta, run_state(summaries, meta["not_run"]))
+
+
+def _commit_of(part: str) -> str | None:
+    """The commit a part's code was taken from, when its folder says (a file ``commit.txt``; the
+    device gets a snapshot of the code without git, so the run itself cannot tell)."""
+    path = os.path.join(part, "commit.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        return fh.read().strip() or None
 
 
 def _read_records(path: str) -> list[dict]:

@@ -67,15 +67,16 @@ class Agreement:
 
 
 def agreements(rows: list[dict]) -> list[Agreement]:
-    """Per workload, in the order the records first name it."""
-    order: list[str] = []
-    tuner: dict[str, dict] = {}
-    grid: dict[str, dict] = {}
-    final: dict[str, dict] = {}
+    """Per workload of each run (records of one bench run share a run_id), in the order the
+    records first name it; a workload that more than one run measured is labelled with its run."""
+    order: list[tuple] = []
+    tuner: dict[tuple, dict] = {}
+    grid: dict[tuple, dict] = {}
+    final: dict[tuple, dict] = {}
     for row in rows:
-        name = row.get("workload")
-        if not name:
+        if not row.get("workload"):
             continue
+        name = (row.get("run_id"), row["workload"])
         if name not in order:
             order.append(name)
         result = row.get("result") or {}
@@ -98,8 +99,9 @@ def agreements(rows: list[dict]) -> list[Agreement]:
             if trial.get("status") == "ok" and trial.get("samples_per_s") and not trial.get("pruned"):
                 searched.setdefault(config_from_kwargs(trial["config"]), []).append(trial["samples_per_s"])
         estimate = found.get("samples_per_s")
+        repeated = sum(1 for other in order if other[1] == name[1]) > 1
         out.append(Agreement(
-            workload=name,
+            workload=f"{name[1]} ({name[0]})" if repeated else name[1],
             pick=short(pick) if pick else None,
             grid_over_final=tuple(PhaseRatio(short(k), v, medians[k])
                                   for k, v in grid.get(name, {}).items() if medians.get(k)),

@@ -83,3 +83,16 @@ def test_no_tuner_estimate_gives_no_burst_error(agreement):
     (found,) = agreement.agreements(rows)
     assert found.pick is None and found.burst_error is None and found.drift is None
     assert found.burst_error_net is None
+
+
+def test_two_runs_of_one_workload_are_kept_apart(agreement):
+    # run-20261129 measured gpubound in four runs: their finals must not pool into one median.
+    first = [dict(r, run_id="A") for r in records()]
+    second = [dict(r, run_id="B") for r in records()]
+    for row in second:
+        if row["phase"] == "final":
+            row["result"] = dict(row["result"], samples_per_s=row["result"]["samples_per_s"] * 2)
+    found = agreement.agreements(first + second)
+    assert [a.workload for a in found] == ["demo (A)", "demo (B)"]
+    assert found[0].burst_error == pytest.approx(0.1)
+    assert found[1].burst_error == pytest.approx(1100.0 / 2000.0 - 1)

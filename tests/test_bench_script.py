@@ -195,3 +195,32 @@ def test_merge_lists_only_workloads_no_part_ran(tmp_path):
     assert summary.startswith("# autoloader benchmark (incomplete)")
     assert "Not run: small (not begun: 231 s)." in summary
     assert "workload budget 220-240 s (by part)" in summary
+
+
+def test_merge_keeps_a_repeated_workloads_last_measurement_and_lists_the_earlier(tmp_path):
+    # run-20261129: gpubound ran at one commit, then again after a change to the choice; the
+    # table holds the last, the earlier stays listed, and each command names its part's commit.
+    bench = load_bench()
+    from bench_workloads import WORKLOADS
+
+    def part(name, workload, fast_workers, commit=None):
+        rows = [trial_row(workload, "final", 1, w, r, 10.0 * w) for w, r in ((fast_workers, 990.0), (2, 700.0))]
+        summary = json.loads(json.dumps(bench._workload_from_records(WORKLOADS[workload], rows, 4, "cpu").summary(),
+                                        default=str))
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps({"meta": dict(META, not_run=[]), "workloads": [summary]}))
+        if commit:
+            (tmp_path / name / "commit.txt").write_text(commit + "\n")
+        return str(tmp_path / name)
+
+    parts = [part("p1", "gpubound", 4), part("p2", "jpeg", 4), part("p3", "gpubound", 3, commit="e1fa24a")]
+    bench.merge(parts, str(tmp_path / "merged"))
+    merged = json.loads((tmp_path / "merged" / "results.json").read_text())
+    assert [s["workload"] for s in merged["workloads"]] == ["gpubound", "jpeg"]
+    assert merged["workloads"][0]["oracle_short"].startswith("w3 ")
+    assert [(r["workload"], r["part"]) for r in merged["meta"]["repeats"]] == [("gpubound", "p1")]
+    summary = (tmp_path / "merged" / "summary.md").read_text()
+    assert "Earlier measurements of the same workloads" in summary
+    assert "| gpubound | p1 | " in summary
+    assert "   # p3, at e1fa24a" in summary
+    assert summary.count("\n| gpubound | ") == 2     # one row in the table, one among the repeats

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Would this checkout's tuner have decided as the recorded one did, given the same measurements?
+
+    python3 scripts/bench_replay.py results/benchmarks/run-X/part*/records.jsonl > replay.md
+
+A bench run records, for each workload, the tuner's trials in the order it ran them, its final
+rounds and its pick. This feeds those measurements to the search strategy and the final's choice
+of the code checked out here and prints, per tuner run, where they decide differently:
+
+- search: at each step, the config the strategy proposes after the trials before it, against the
+  trial that was run there (a difference means the search would have measured something else
+  from there on, so the replay reports the first one only);
+- finalists: the configs the final would hold, against the recorded final's (the tuner may have
+  cut a late final to its first two for time, so a recorded list that starts the replayed one
+  agrees);
+- pick: the choice made from the recorded final rounds, against the recorded pick.
+
+When all three agree, a change to the search or the choice made since the run did not change
+what that run measured or picked, so its figures stand for the new code; the timings it measured
+still depend on the machine, not on the code. Measures nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench import config_from_kwargs, short  # noqa: E402  (bench's own names for configs)
+
+from autoloader.knee_first import KneeFirst  # noqa: E402
+from autoloader.results import TrialResult  # noqa: E402
+from autoloader.space import MAX_WORKERS_PER_CPU, SearchSpace  # noqa: E402
+from autoloader.tuner import FinalRound, _choose, _finalists  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One recorded tuner run, decided again by this checkout's code."""
+    source: str
+    workload: str
+    trials: int
+    first_search_difference: str | None   # "step N: ran X, now proposes Y", or None
+    recorded_finalists: tuple[str, ...]
+    finalists: tuple[str, ...]
+    recorded_pick: str
+    pick: str | None                      # None when the run kept no final rounds to choose from
+
+    @property
+    def finalists_agree(self) -> bool:
+        recorded, now = list(self.recorded_finalists), list(self.finalists)
+        return recorded == now or (len(recorded) == 2 and now[:2] == recorded)
+
+    @property
+    def agrees(self) -> bool:
+        return (self.first_search_difference is None and self.finalists_agree
+                and (self.pick is None or self.pick == self.recorded_pick))
+
+
+def replay(source: str, workload: str, tuner: dict) -> Replay:
+    """Decide ``tuner`` (a tuner record's JSON: trials, finals, config, hardware) again."""
+    trials = [TrialResult.from_dict(t) for t in tuner["trials"]]
+    pick = config_from_kwargs(tuner["config"])
+    cpus = int(tuner["hardware"]["cpus"])
+    # The bench tunes with --batch-size B on CUDA: one batch size, pinning tried both ways.
+    space = SearchSpace((pick.batch_size,), MAX_WORKERS_PER_CPU * cpus, (True, False))
+    strategy = KneeFirst(space, cpus)
+    difference = None
+    for index, trial in enumerate(trials):
+        proposed = strategy.propose(trials[:index])
+        if proposed != trial.config:
+            difference = (f"step {index + 1}: ran {short(trial.config)}, now proposes "
+                          f"{short(proposed) if proposed else 'nothing'}")
+            break
+    finals = [FinalRound(config_from_kwargs(f["config"]), tuple(f["rates"]), tuple(f.get("waits") or ()))
+              for f in tuner["finals"]]
+    chosen = _choose(finals, trials).config if finals else None
+    return Replay(source, workload, len(trials), difference,
+                  tuple(short(f.config) for f in finals), tuple(short(c) for c in _finalists(trials)),
+                  short(pick), short(chosen) if chosen else None)
+
+
+def replays(paths: list[str]) -> list[Replay]:
+    found = []
+    for path in paths:
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line torn by a kill mid-write
+                if record.get("phase") == "tuner" and isinstance(record.get("tuner"), dict):
+                    found.append(replay(path, record["workload"], record["tuner"]))
+    return found
+
+
+def report(found: list[Replay], command: str) -> str:
+    lines = ["# Replay of recorded tuner runs against this checkout's search and choice", "",
+             f"Made with `{command}`. See the script's docstring for what each column compares.", "",
+             "| records | workload | trials | search | finalists (recorded -> now) | pick (recorded -> now) | same decisions |",
+             "|---|---|---|---|---|---|---|"]
+    for r in found:
+        finalists = ", ".join(r.recorded_finalists) + (
+            "" if r.finalists_agree else " -> " + ", ".join(r.finalists))
+        pick = r.recorded_pick + ("" if r.pick in (None, r.recorded_pick) else f" -> {r.pick}")
+        lines.append(f"| {r.source} | {r.workload} | {r.trials} | {r.first_search_difference or 'same'} | "
+                     f"{finalists} | {pick} | {'yes' if r.agrees else 'no'} |")
+    same = sum(r.agrees for r in found)
+    lines += ["", f"{same} of {len(found)} tuner run(s) decided the same."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    print(report(replays(argv), "python3 scripts/bench_replay.py " + " ".join(argv)), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

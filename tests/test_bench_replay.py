@@ -1,0 +1,85 @@
+"""scripts/bench_replay.py: a recorded tuner run decided again by this checkout's code."""
+
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+from autoloader.knee_first import KneeFirst
+from autoloader.results import OK, TrialResult
+from autoloader.space import MAX_WORKERS_PER_CPU, SearchSpace
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "bench_replay.py")
+CPUS = 16
+
+
+@pytest.fixture(scope="module")
+def replay():
+    spec = importlib.util.spec_from_file_location("bench_replay_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module     # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def rate(config):
+    """A curve that saturates at 8 workers; prefetch, pinning and persistence change nothing."""
+    return 400.0 * min(config.num_workers, 8) + 500.0
+
+
+def recorded_run(trials_cap=12):
+    """A tuner record as bench.py keeps it, made by this checkout's own strategy."""
+    strategy = KneeFirst(SearchSpace((64,), MAX_WORKERS_PER_CPU * CPUS, (True, False)), CPUS)
+    history = []
+    while len(history) < trials_cap:
+        config = strategy.propose(history)
+        if config is None:
+            break
+        history.append(TrialResult(config, OK, samples_per_s=rate(config), rel_interval=0.03, wait_fraction=0.3))
+    best = max(history, key=lambda t: t.samples_per_s)
+    finals = [{"config": t.config.loader_kwargs(), "rates": [rate(t.config)] * 3, "median": rate(t.config)}
+              for t in sorted(history, key=lambda t: -t.samples_per_s)[:2]]
+    return {"config": best.config.loader_kwargs(), "trials": [t.to_dict() for t in history], "finals": finals,
+            "hardware": {"cpus": CPUS}}
+
+
+def write_records(path, tuner):
+    rows = [{"workload": "demo", "phase": "tuner", "tuner": tuner}, {"workload": "demo", "phase": "grid"}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{torn")
+
+
+def test_a_run_made_by_this_code_replays_the_same(replay, tmp_path):
+    tuner = recorded_run()
+    # Record as the pick what the final's rule makes of its rounds (the finalists tie at 8 and up).
+    picked = replay.replay("r", "demo", tuner).pick
+    tuner["config"] = next(f["config"] for f in tuner["finals"]
+                           if replay.short(replay.config_from_kwargs(f["config"])) == picked)
+    write_records(tmp_path / "records.jsonl", tuner)
+    [found] = replay.replays([str(tmp_path / "records.jsonl")])
+    assert found.agrees and found.first_search_difference is None
+    assert "1 of 1 tuner run(s) decided the same." in replay.report([found], "cmd")
+
+
+def test_a_search_that_ran_something_else_is_reported_at_its_first_step(replay):
+    tuner = recorded_run()
+    trials = tuner["trials"]
+    trials[2], trials[3] = trials[3], trials[2]
+    found = replay.replay("r", "demo", tuner)
+    assert found.first_search_difference.startswith(
+        "step 3: ran w%d " % trials[2]["config"]["num_workers"])
+    assert not found.agrees
+
+
+def test_a_different_pick_and_final_are_reported(replay):
+    tuner = recorded_run()
+    # Recorded: a final of the two slowest trials, and the slower of them picked.
+    slowest = sorted(tuner["trials"], key=lambda t: t["samples_per_s"])[:2]
+    tuner["finals"] = [{"config": t["config"], "rates": [t["samples_per_s"]] * 3} for t in slowest]
+    tuner["config"] = slowest[0]["config"]
+    found = replay.replay("r", "demo", tuner)
+    assert not found.finalists_agree
+    assert found.pick == replay.short(replay.config_from_kwargs(slowest[1]["config"]))
+    assert found.pick != found.recorded_pick
+    assert "-> " in replay.report([found], "cmd")
