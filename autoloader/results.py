@@ -19,12 +19,13 @@ HANG = "hang"              # the watchdog ended it
 # ready before the step asked for it, so more loader capacity (workers, prefetch depth) can speed
 # the loop up by at most that share. Rates of such configs then differ by the consumer's own
 # noise, or by what extra workers cost it (CPU next to the step's launches), never in favour of
-# more of them. On the H200, gpubound (ResNet-50 fed cheap data) waited 0.8-1.4% at 4 to 24
-# workers, and the best of those read at 4 workers in one run and at 15 and 24 in the next, 2-4%
-# apart with rounds 8-13% apart (results/benchmarks/run-f737fc8). So the search looks down for the fewest workers that keep up (knee_first), and
-# the final calls a keeping-up config a tie with a best that reads up to KEEPS_UP_TIE more, when
-# the two share batch size, pinning and worker persistence (those change the step's copies and
-# the epoch restarts, which a wait in the steady window does not see; tuner._choose).
+# more of them. On the H200, gpubound (ResNet-50 fed cheap data) waited about 1% at 4 to 24
+# workers in four runs; the best median fell on 16, 15, 12 and 8 workers in turn, the medians
+# 3-6% apart while one config's rounds spread 8-34% (results/benchmarks/run-20261129). So the
+# search looks down for the fewest workers that keep up (knee_first), and the final calls a
+# keeping-up config a tie with a best that reads up to KEEPS_UP_TIE more, when the two share
+# batch size, pinning and worker persistence (those change the step's copies and the epoch
+# restarts, which a wait in the steady window does not see; tuner._choose).
 KEEPS_UP_WAIT = 0.02
 
 # Failure causes, as reported to the user and stored with the trial.

@@ -42,8 +42,8 @@ MAX_FINALISTS = 4
 # In the interleaved final, a config within this share of the best median is a tie and the
 # cheaper config wins (BENCHMARK.md: a tie goes to fewer workers, less memory, no pinning).
 FINAL_TIE = 0.02
-# A config that keeps up ties a best up to this share ahead: NOTE [ Keeping up ]. Rounds of one
-# config moved 8-13% on gpubound in the final, and its tuner's final medians 2-8% apart.
+# A config that keeps up ties a best up to this share ahead: NOTE [ Keeping up ]. On gpubound the
+# medians of such configs lay 3-6% apart in one final, in no order from run to run.
 KEEPS_UP_TIE = 0.05
 # Windows of at least 3 worker cycles in the search and 4 in the final: NOTE [ Honest burst ].
 SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0, min_cycles=3.0)

@@ -14,7 +14,7 @@ def trial(config, rate, wait):
     return TrialResult(config, OK, samples_per_s=rate, rel_interval=0.05, wait_fraction=wait)
 
 
-# gpubound's tuner on the H200 (run-f737fc8, part5), with 4 workers as the look down would add.
+# gpubound's tuner on the H200 (run-20261129, part5), with 4 workers as the look down would add.
 GPUBOUND = [trial(cfg(16), 2980.0, 0.009), trial(cfg(0), 1677.0, 0.534), trial(cfg(8), 2747.0, 0.009),
             trial(cfg(12), 2879.0, 0.014), trial(cfg(24), 2787.0, 0.013), trial(cfg(4), 2700.0, 0.008)]
 

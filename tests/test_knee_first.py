@@ -124,7 +124,7 @@ def test_a_cuda_oom_batch_size_is_not_proposed_again():
     assert sum(1 for t in history if t.config.batch_size == 256) == 1
 
 
-# gpubound on the H200 (results/benchmarks/run-f737fc8, part5): the consumer waited about 1% from
+# gpubound on the H200 (results/benchmarks/run-20261129, part5): the consumer waited about 1% from
 # 8 workers up, and the rates there moved in no order. NOTE [ Keeping up ].
 GPUBOUND = {16: (2980.0, 0.009), 0: (1677.0, 0.534), 8: (2747.0, 0.009), 12: (2879.0, 0.014),
             24: (2787.0, 0.013), 4: (3380.0, 0.008), 2: (2900.0, 0.05)}
