@@ -10,8 +10,8 @@ Phases, each driven only by the measured history (so a resumed run picks up wher
 3. extend: once past the CPU count when the best rate may be there (within the bursts' noise),
    and further while throughput still clearly rises (workers that wait on I/O, page faults or
    slow samples can pay beyond one per core), unless the consumer already never waits there.
-   Before 2 and 3, when some worker count keeps up (NOTE [ Keeping up ] in results.py), the gap
-   below the fewest that does is halved down to the same resolution;
+   Once some worker count keeps up (NOTE [ Keeping up ] in results.py), the gap below the fewest
+   that does is halved down to the same resolution, ahead of 2's bisection by rate and of 3;
 4. local: one-move neighbours of the best config in prefetch, pinning, persistence and batch
    size, until no neighbour is untried.
 """

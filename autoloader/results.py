@@ -20,12 +20,13 @@ HANG = "hang"              # the watchdog ended it
 # the loop up by at most that share. Rates of such configs then differ by the consumer's own
 # noise, or by what extra workers cost it (CPU next to the step's launches), never in favour of
 # more of them. On the H200, gpubound (ResNet-50 fed cheap data) waited about 1% at 4 to 24
-# workers in four runs; the best median fell on 16, 15, 12 and 8 workers in turn, the medians
-# 3-6% apart while one config's rounds spread 8-34% (results/benchmarks/run-20261129). So the
-# search looks down for the fewest workers that keep up (knee_first), and the final calls a
-# keeping-up config a tie with a best that reads up to KEEPS_UP_TIE more, when the two share
-# batch size, pinning and worker persistence (those change the step's copies and the epoch
-# restarts, which a wait in the steady window does not see; tuner._choose).
+# pinned workers in four runs; the best median fell on 16, 15, 12 and 8 workers in turn, the
+# medians 3-6% apart while one config's rounds spread 6-34% (results/benchmarks/run-20261129).
+# So the search looks down for the fewest workers that keep up (knee_first), and the final calls
+# a keeping-up config a tie with a best that keeps up too and reads up to KEEPS_UP_TIE more, when
+# the two share batch size, pinning and worker persistence (those change the step's copies and
+# the epoch restarts, which a wait in the steady window does not see; tuner._choose). So
+# num_workers=0, never persistent, is never tied this way with a config that keeps its workers.
 KEEPS_UP_WAIT = 0.02
 
 # Failure causes, as reported to the user and stored with the trial.
@@ -79,8 +80,10 @@ class TrialResult:
 
     @property
     def keeps_up(self) -> bool:
-        """Measured, and the consumer waited for data at most KEEPS_UP_WAIT: NOTE [ Keeping up ]."""
-        return self.status == OK and self.wait_fraction is not None and self.wait_fraction <= KEEPS_UP_WAIT
+        """Measured in full (not pruned: a short window's waits say little), and the consumer
+        waited for data at most KEEPS_UP_WAIT: NOTE [ Keeping up ]."""
+        return (self.status == OK and not self.pruned and self.wait_fraction is not None
+                and self.wait_fraction <= KEEPS_UP_WAIT)
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

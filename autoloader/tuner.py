@@ -365,20 +365,23 @@ class _Tuning:
                                     "rates": {c.key: list(r) for c, r in rates.items()}})
         return [FinalRound(c, tuple(r), tuple(waits[c])) for c, r in rates.items() if r]
 
+
 def _finalists(history: Sequence[TrialResult]) -> list[LoaderConfig]:
-    """The top three by burst rate; the cheapest config that keeps up, of the best's kind
-    (NOTE [ Keeping up ]); and the cheapest within 5% of the best, so a tie can go to either.
-    None other far behind the best (noise does not reach FINALIST_SHARE)."""
+    """The top two by burst rate; the cheapest config that keeps up, of the best's kind
+    (NOTE [ Keeping up ]), and the cheapest within 5% of the best, so a tie can go to either;
+    then the third by burst rate, while there is room. None but the top two far behind the best
+    (noise does not reach FINALIST_SHARE)."""
     ok = sorted((t for t in history if t.status == OK and t.samples_per_s),
                 key=lambda t: -t.samples_per_s)
     if not ok:
         return []
     floor = ok[0].samples_per_s * FINALIST_SHARE
     # Always the top two: a lucky burst must face at least one rival in the final.
-    finalists = [t.config for i, t in enumerate(ok[:3]) if i < 2 or t.samples_per_s >= floor]
-    keeping = [t for t in ok if t.keeps_up and _same_kind(t.config, ok[0].config)]
-    cheap = best_of(history, tolerance=0.05)
-    for extra in (min(keeping, key=lambda t: t.config.cost(), default=None), cheap):
+    finalists = [t.config for t in ok[:2]]
+    keeping = [t for t in ok if t.keeps_up and t.samples_per_s >= floor and _same_kind(t.config, ok[0].config)]
+    extras = [min(keeping, key=lambda t: t.config.cost(), default=None), best_of(history, tolerance=0.05),
+              ok[2] if len(ok) > 2 and ok[2].samples_per_s >= floor else None]
+    for extra in extras:
         if extra is not None and extra.config not in finalists:
             finalists.append(extra.config)
     return finalists[:MAX_FINALISTS]
@@ -386,7 +389,7 @@ def _finalists(history: Sequence[TrialResult]) -> list[LoaderConfig]:
 
 def _choose(finals: Sequence[FinalRound], history: Sequence[TrialResult]) -> TrialResult:
     """The cheapest finalist that ties the best median: within FINAL_TIE, or within
-    KEEPS_UP_TIE when it keeps up and is of the best's kind (NOTE [ Keeping up ])."""
+    KEEPS_UP_TIE when both keep up and are of one kind (NOTE [ Keeping up ])."""
     by_config = {t.config: t for t in history if t.status == OK}
     if not finals:
         return best_of(history)
@@ -395,7 +398,8 @@ def _choose(finals: Sequence[FinalRound], history: Sequence[TrialResult]) -> Tri
     def ties(final: FinalRound) -> bool:
         if final.median >= best.median * (1.0 - FINAL_TIE):
             return True
-        return (final.keeps_up and _same_kind(final.config, best.config)
+        # Both keep up: only then is the gap the consumer's noise, not a loader that lags.
+        return (final.keeps_up and best.keeps_up and _same_kind(final.config, best.config)
                 and final.median >= best.median * (1.0 - KEEPS_UP_TIE))
 
     chosen = min((f for f in finals if ties(f)), key=lambda f: f.config.cost())

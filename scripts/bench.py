@@ -787,12 +787,17 @@ def merge(parts: list[str], out: str) -> str:
     for part in parts:
         with open(os.path.join(part, "results.json")) as fh:
             data = json.load(fh)
-        label = os.path.basename(os.path.normpath(part)) + (f", at {_commit_of(part)}" if _commit_of(part) else "")
+        commit = _commit_of(part)
+        label = os.path.basename(os.path.normpath(part)) + (f", at {commit}" if commit else "")
         metas.append(dict(data["meta"], part=label))
         measured += [(label, s) for s in data["workloads"]]
     # A workload measured in several parts: the table holds the last part's (the latest code and
-    # the latest run, whatever it read); the earlier ones are listed as repeats.
-    latest = {s["workload"]: s for _, s in measured}
+    # the latest run, whatever it read) unless that one was cut short and an earlier one was not;
+    # the others are listed as repeats.
+    latest: dict[str, dict] = {}
+    for _, s in measured:
+        if not (s["interrupted"] and s["workload"] in latest and not latest[s["workload"]]["interrupted"]):
+            latest[s["workload"]] = s
     summaries = [latest[w] for w in dict.fromkeys(s["workload"] for _, s in measured)]
     for key in ("cpus", "gpu", "device", "mode", "scale", "torch"):
         values = {str(m.get(key)) for m in metas}
@@ -802,6 +807,9 @@ def merge(parts: list[str], out: str) -> str:
     meta = dict(metas[0])
     meta["command"] = "\n".join(f"{m['command']}   # {m['part']}" for m in metas)
     meta["repeats"] = [dict(s, part=label) for label, s in measured if latest[s["workload"]] is not s]
+    if len({m["method"] for m in metas}) > 1:
+        meta["method"] += (" The parts differ in these settings (rounds, windows or budget); each part's "
+                           "command above and its own summary.md give its own.")
     meta["date"] = f"{metas[0]['date']} to {metas[-1]['date']}" if len(metas) > 1 else metas[0]["date"]
     meta["parts"] = metas
     # A workload one part had no time for may have run in another; listed once, by its first reason.

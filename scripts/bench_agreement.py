@@ -86,10 +86,10 @@ def agreements(rows: list[dict]) -> list[Agreement]:
             grid.setdefault(name, {})[config_from_kwargs(result["config"])] = result["samples_per_s"]
         elif row["phase"] == "final" and result.get("status") == "ok":
             final.setdefault(name, {}).setdefault(config_from_kwargs(result["config"]), []).append(result["samples_per_s"])
+    # A run that only skipped a workload (no time) did not measure it: bench.py records why.
+    measured = [name for name in order if name in tuner or name in grid or name in final]
     out = []
-    for name in order:
-        if name not in tuner and name not in grid and name not in final:
-            continue    # not run: bench.py records why, and its summary lists it
+    for name in measured:
         medians = {k: statistics.median(v) for k, v in final.get(name, {}).items()}
         found = tuner.get(name) or {}
         pick = config_from_kwargs(found["config"]) if found.get("config") else None
@@ -99,7 +99,7 @@ def agreements(rows: list[dict]) -> list[Agreement]:
             if trial.get("status") == "ok" and trial.get("samples_per_s") and not trial.get("pruned"):
                 searched.setdefault(config_from_kwargs(trial["config"]), []).append(trial["samples_per_s"])
         estimate = found.get("samples_per_s")
-        repeated = sum(1 for other in order if other[1] == name[1]) > 1
+        repeated = sum(1 for other in measured if other[1] == name[1]) > 1
         out.append(Agreement(
             workload=f"{name[1]} ({name[0]})" if repeated else name[1],
             pick=short(pick) if pick else None,

@@ -92,7 +92,10 @@ def test_two_runs_of_one_workload_are_kept_apart(agreement):
     for row in second:
         if row["phase"] == "final":
             row["result"] = dict(row["result"], samples_per_s=row["result"]["samples_per_s"] * 2)
-    found = agreement.agreements(first + second)
+    # A third run that only skipped the workload measured nothing: no label, no row.
+    skipped = [{"phase": "skipped", "workload": "demo", "run_id": "C", "reason": "no time"}]
+    found = agreement.agreements(first + second + skipped)
     assert [a.workload for a in found] == ["demo (A)", "demo (B)"]
+    assert [a.workload for a in agreement.agreements(first + skipped)] == ["demo"]
     assert found[0].burst_error == pytest.approx(0.1)
     assert found[1].burst_error == pytest.approx(1100.0 / 2000.0 - 1)

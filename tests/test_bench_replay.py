@@ -10,6 +10,7 @@ import pytest
 from autoloader.knee_first import KneeFirst
 from autoloader.results import OK, TrialResult
 from autoloader.space import MAX_WORKERS_PER_CPU, SearchSpace
+from autoloader.tuner import _finalists
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "bench_replay.py")
 CPUS = 16
@@ -39,8 +40,7 @@ def recorded_run(trials_cap=12):
             break
         history.append(TrialResult(config, OK, samples_per_s=rate(config), rel_interval=0.03, wait_fraction=0.3))
     best = max(history, key=lambda t: t.samples_per_s)
-    finals = [{"config": t.config.loader_kwargs(), "rates": [rate(t.config)] * 3, "median": rate(t.config)}
-              for t in sorted(history, key=lambda t: -t.samples_per_s)[:2]]
+    finals = [{"config": c.loader_kwargs(), "rates": [rate(c)] * 3, "median": rate(c)} for c in _finalists(history)]
     return {"config": best.config.loader_kwargs(), "trials": [t.to_dict() for t in history], "finals": finals,
             "hardware": {"cpus": CPUS}}
 
@@ -83,3 +83,13 @@ def test_a_different_pick_and_final_are_reported(replay):
     assert found.pick == replay.short(replay.config_from_kwargs(slowest[1]["config"]))
     assert found.pick != found.recorded_pick
     assert "-> " in replay.report([found], "cmd")
+
+
+def test_a_pick_that_needs_the_finals_waits_is_not_replayed_from_a_final_without_them(replay):
+    # Records from before the final kept waits: a trial that kept up means the keeping-up tie
+    # could have acted, and the recorded rounds cannot say.
+    tuner = recorded_run()
+    tuner["trials"][0]["wait_fraction"] = 0.01
+    found = replay.replay("r", "demo", tuner)
+    assert found.pick is None and found.pick_note and not found.agrees
+    assert "not replayable" in replay.report([found], "cmd")

@@ -203,10 +203,11 @@ def test_merge_keeps_a_repeated_workloads_last_measurement_and_lists_the_earlier
     bench = load_bench()
     from bench_workloads import WORKLOADS
 
-    def part(name, workload, fast_workers, commit=None):
+    def part(name, workload, fast_workers, commit=None, interrupted=None):
         rows = [trial_row(workload, "final", 1, w, r, 10.0 * w) for w, r in ((fast_workers, 990.0), (2, 700.0))]
         summary = json.loads(json.dumps(bench._workload_from_records(WORKLOADS[workload], rows, 4, "cpu").summary(),
                                         default=str))
+        summary["interrupted"] = interrupted or summary["interrupted"]
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps({"meta": dict(META, not_run=[]), "workloads": [summary]}))
         if commit:
@@ -224,3 +225,9 @@ def test_merge_keeps_a_repeated_workloads_last_measurement_and_lists_the_earlier
     assert "| gpubound | p1 | " in summary
     assert "   # p3, at e1fa24a" in summary
     assert summary.count("\n| gpubound | ") == 2     # one row in the table, one among the repeats
+    # A later part cut short does not displace a complete earlier one.
+    parts.append(part("p4", "gpubound", 1, interrupted="killed at the deadline"))
+    bench.merge(parts, str(tmp_path / "merged2"))
+    merged = json.loads((tmp_path / "merged2" / "results.json").read_text())
+    assert merged["workloads"][0]["oracle_short"].startswith("w3 ")
+    assert [r["part"] for r in merged["meta"]["repeats"]] == ["p1", "p4"]

@@ -120,6 +120,10 @@ def test_free_large_samples_get_no_more_workers_than_pay(out_dir):
         estimates = {t.config: (t.samples_per_s, finite(t.rel_interval)) for t in ok}
         for final in result.finals:
             estimates[final.config] = (final.median, final.spread / 2)
+            assert len(final.waits) == len(final.rates), f"a round's wait was not kept: {info}"
+        with open(result.path) as fh:
+            saved = json.load(fh)["finals"]
+        assert [len(f["waits"]) for f in saved] == [len(f.rates) for f in result.finals], info
         best_config = max(estimates, key=lambda c: estimates[c][0])
         best_rate, best_noise = estimates[best_config]
         pick_rate, pick_noise = estimates[result.config]

@@ -25,11 +25,33 @@ def test_the_cheapest_config_that_keeps_up_reaches_the_final_though_behind_by_bu
     assert finalists[:2] == [cfg(16), cfg(12)]
 
 
+def test_both_tie_candidates_reach_the_final_before_the_third_by_burst():
+    # Three distinct top configs, a keeping-up one and an unpinned one within 5% (the cheapest):
+    # the two tie candidates take the places after the top two.
+    history = [trial(cfg(16), 3000.0, 0.3), trial(cfg(12), 2990.0, 0.3), trial(cfg(24), 2980.0, 0.3),
+               trial(cfg(8, pin=False), 2900.0, 0.3), trial(cfg(4), 2750.0, 0.01)]
+    assert _finalists(history) == [cfg(16), cfg(12), cfg(4), cfg(8, pin=False)]
+
+
+def test_a_keeping_up_config_far_behind_or_pruned_is_no_finalist():
+    far = GPUBOUND[:5] + [trial(cfg(4), 1500.0, 0.008)]     # half the best: not noise
+    pruned = GPUBOUND[:5] + [TrialResult(cfg(4), OK, samples_per_s=2700.0, wait_fraction=0.008, pruned=True)]
+    assert cfg(4) not in _finalists(far)
+    assert cfg(4) not in _finalists(pruned)
+
+
 def test_a_config_that_keeps_up_ties_a_best_within_the_keeps_up_tie():
     finals = [FinalRound(cfg(16), (2745.0, 2903.0), (0.009, 0.01)),
               FinalRound(cfg(24), (3067.0, 2962.0), (0.012, 0.013)),
-              FinalRound(cfg(4), (2950.0, 2900.0), (0.008, 0.009))]   # 3.4% behind the best
+              FinalRound(cfg(4), (2950.0, 2900.0), (0.008, 0.009))]   # 3% behind the best
     assert _choose(finals, GPUBOUND).config == cfg(4)
+
+
+def test_a_best_that_waits_is_not_tied_by_a_config_that_keeps_up():
+    # The best is loader-bound (it waits 30%), so a 3% gap to one that keeps up is no noise.
+    finals = [FinalRound(cfg(24), (3067.0, 2962.0), (0.3, 0.3)),
+              FinalRound(cfg(4), (2950.0, 2900.0), (0.008, 0.009))]
+    assert _choose(finals, GPUBOUND).config == cfg(24)
 
 
 def test_a_config_that_waits_must_be_within_the_narrow_tie():
@@ -40,7 +62,7 @@ def test_a_config_that_waits_must_be_within_the_narrow_tie():
 
 def test_keeping_up_does_not_excuse_a_gap_past_the_keeps_up_tie():
     finals = [FinalRound(cfg(24), (3067.0, 2962.0), (0.012, 0.013)),
-              FinalRound(cfg(4), (2800.0, 2820.0), (0.008, 0.009))]   # 6.6% behind
+              FinalRound(cfg(4), (2800.0, 2820.0), (0.008, 0.009))]   # 6.8% behind
     assert _choose(finals, GPUBOUND).config == cfg(24)
 
 

@@ -124,15 +124,21 @@ def test_a_cuda_oom_batch_size_is_not_proposed_again():
     assert sum(1 for t in history if t.config.batch_size == 256) == 1
 
 
-# gpubound on the H200 (results/benchmarks/run-20261129, part5): the consumer waited about 1% from
-# 8 workers up, and the rates there moved in no order. NOTE [ Keeping up ].
+# gpubound on the H200 (results/benchmarks/run-20261129, part5): the consumer waited about 1% at
+# 8 workers and up, and the rates there moved in no order; 4 workers were not measured there and
+# read as 4,146/s (part3) to 3,380/s (part6's grid) elsewhere, so here no faster than the rest.
+# NOTE [ Keeping up ].
 GPUBOUND = {16: (2980.0, 0.009), 0: (1677.0, 0.534), 8: (2747.0, 0.009), 12: (2879.0, 0.014),
-            24: (2787.0, 0.013), 4: (3380.0, 0.008), 2: (2900.0, 0.05)}
+            24: (2787.0, 0.013), 4: (2700.0, 0.008)}
+
+
+def gpubound(waits):
+    return drive(16, lambda c: GPUBOUND.get(c.num_workers, (2700.0,))[0], rel_of=lambda c: 0.06,
+                 wait_of=lambda c: waits(GPUBOUND.get(c.num_workers, (0, 0.01))[1]))
 
 
 def test_looks_down_for_the_fewest_workers_that_keep_up_and_not_past_the_cpus():
-    strategy, history = drive(16, lambda c: GPUBOUND.get(c.num_workers, (2900.0,))[0],
-                              wait_of=lambda c: GPUBOUND.get(c.num_workers, (0, 0.01))[1])
+    strategy, history = gpubound(lambda wait: wait)
     counts = {t.config.num_workers for t in history}
     assert 4 in counts
     assert max(counts) == 16
@@ -140,7 +146,6 @@ def test_looks_down_for_the_fewest_workers_that_keep_up_and_not_past_the_cpus():
 
 def test_without_waits_the_same_curve_is_searched_by_rate_alone():
     # The same rates with the consumer waiting 30% everywhere: nothing keeps up, so the look
-    # past the CPUs (the best read at 16 within noise) still comes.
-    strategy, history = drive(16, lambda c: GPUBOUND.get(c.num_workers, (2900.0,))[0],
-                              rel_of=lambda c: 0.08, wait_of=lambda c: 0.3)
+    # past the CPUs (the best read at 16, within its noise of any other) still comes.
+    strategy, history = gpubound(lambda wait: 0.3)
     assert max(t.config.num_workers for t in history) == 24
