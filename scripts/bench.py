@@ -836,15 +836,16 @@ def _commit_of(part: str) -> str | None:
         return fh.read().strip() or None
 
 
-def _read_records(path: str) -> list[dict]:
-    """records.jsonl's lines; a line torn by a kill mid-write is dropped."""
+def read_records(paths: list[str]) -> list[dict]:
+    """The lines of records.jsonl files, in order; a line torn by a kill mid-write is dropped."""
     rows = []
-    with open(path) as fh:
-        for line in fh:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
+    for path in paths:
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
     return rows
 
 
@@ -893,7 +894,7 @@ def rebuild(source: str, out: str) -> str:
     if not os.path.isfile(path):
         raise SystemExit(f"--rebuild needs a bench run's records, and {path} does not exist. "
                          "Fix: pass the --out folder of a scripts/bench.py run")
-    rows = _read_records(path)
+    rows = read_records([path])
     meta = next((r["meta"] for r in rows if r["phase"] == "meta"), None)
     if meta is None:
         raise SystemExit(f"{path} has no meta record, so it is not a bench run's. "

@@ -21,14 +21,13 @@ Reads records only; measures nothing. Pure functions, so tests feed it records t
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import config_from_kwargs, short  # noqa: E402  (bench's own names for configs)
+from bench import config_from_kwargs, read_records, short  # noqa: E402  (bench's own names and reader)
 
 CLOSE = 0.05    # the burst-error target's width, used here as the yardstick for agreement
 
@@ -135,18 +134,6 @@ def report(found: list[Agreement]) -> str:
                          f"median |ratio - 1| {statistics.median(abs(r - 1) for r in ratios) * 100:.1f}%, "
                          f"largest {max(abs(r - 1) for r in ratios) * 100:.1f}%")
     return "\n".join(lines)
-
-
-def read_records(paths: list[str]) -> list[dict]:
-    rows = []
-    for path in paths:
-        with open(path) as fh:
-            for line in fh:
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass    # a line torn by a kill mid-write
-    return rows
 
 
 def main(argv: list[str]) -> int:

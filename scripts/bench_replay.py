@@ -25,14 +25,13 @@ proposed after its last recorded trial is not asked. Measures nothing.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import config_from_kwargs, short  # noqa: E402  (bench's own names for configs)
+from bench import config_from_kwargs, read_records, short  # noqa: E402  (bench's own names and reader)
 
 from autoloader.knee_first import KneeFirst  # noqa: E402
 from autoloader.results import TrialResult  # noqa: E402
@@ -90,17 +89,8 @@ def replay(source: str, workload: str, tuner: dict) -> Replay:
 
 
 def replays(paths: list[str]) -> list[Replay]:
-    found = []
-    for path in paths:
-        with open(path) as fh:
-            for line in fh:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line torn by a kill mid-write
-                if record.get("phase") == "tuner" and isinstance(record.get("tuner"), dict):
-                    found.append(replay(path, record["workload"], record["tuner"]))
-    return found
+    return [replay(path, record["workload"], record["tuner"]) for path in paths for record in read_records([path])
+            if record.get("phase") == "tuner" and isinstance(record.get("tuner"), dict)]
 
 
 def report(found: list[Replay], command: str) -> str:

@@ -22,6 +22,21 @@ if TESTS_DIR not in sys.path:
     sys.path.insert(0, TESTS_DIR)
 
 
+@pytest.fixture(scope="session")
+def load_script():
+    """``load_script(name)`` loads ``scripts/NAME.py`` as a module (the scripts are no package)."""
+    import importlib.util
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"{name}_under_test", os.path.join(REPO_ROOT, "scripts", name + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module     # dataclasses look their module up while the class is built
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
 
 def pytest_configure(config):
     # More workers than cores is what some tests build on purpose; torch warns each time.

@@ -1,22 +1,14 @@
 """scripts/bench_agreement.py: how a bench run's phases agree, from records it is handed."""
 
-import importlib.util
 import json
-import os
-import sys
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "bench_agreement.py")
 
 
 @pytest.fixture(scope="module")
-def agreement():
-    spec = importlib.util.spec_from_file_location("bench_agreement_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module     # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+def agreement(load_script):
+    return load_script("bench_agreement")
 
 
 def kwargs(workers):

@@ -1,9 +1,6 @@
 """scripts/bench_replay.py: a recorded tuner run decided again by this checkout's code."""
 
-import importlib.util
 import json
-import os
-import sys
 
 import pytest
 
@@ -12,17 +9,12 @@ from autoloader.results import OK, TrialResult
 from autoloader.space import MAX_WORKERS_PER_CPU, SearchSpace
 from autoloader.tuner import _finalists
 
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "bench_replay.py")
 CPUS = 16
 
 
 @pytest.fixture(scope="module")
-def replay():
-    spec = importlib.util.spec_from_file_location("bench_replay_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module     # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+def replay(load_script):
+    return load_script("bench_replay")
 
 
 def rate(config):
