@@ -121,9 +121,10 @@ class KneeFirst(Strategy):
         # resolution (NOTE [ Keeping up ]; a flat curve's rate knee is only noise).
         keeping = [t.config.num_workers for t in self._curve_trials(history) if t.keeps_up]
         if keeping:
-            below = [w for w, _ in curve if w < min(keeping)]
-            if below and min(keeping) - max(below) > self.resolution:
-                middle = (max(below) + min(keeping)) // 2
+            fewest = min(keeping)
+            below = [w for w, _ in curve if w < fewest]
+            if below and fewest - max(below) > self.resolution:
+                middle = (max(below) + fewest) // 2
                 if fresh(self.base(middle)):
                     return self.base(middle)
         if knee is not None:

@@ -29,6 +29,11 @@ HANG = "hang"              # the watchdog ended it
 # num_workers=0, never persistent, is never tied this way with a config that keeps its workers.
 KEEPS_UP_WAIT = 0.02
 
+
+def keeps_up_at(wait_fraction: float | None) -> bool:
+    """Whether a consumer that waited this share of a window was kept fed (NOTE [ Keeping up ])."""
+    return wait_fraction is not None and wait_fraction <= KEEPS_UP_WAIT
+
 # Failure causes, as reported to the user and stored with the trial.
 CAUSES = {
     "worker_killed": "a DataLoader worker was killed (the kernel's OOM killer, or a signal)",
@@ -82,8 +87,7 @@ class TrialResult:
     def keeps_up(self) -> bool:
         """Measured in full (not pruned: a short window's waits say little), and the consumer
         waited for data at most KEEPS_UP_WAIT: NOTE [ Keeping up ]."""
-        return (self.status == OK and not self.pruned and self.wait_fraction is not None
-                and self.wait_fraction <= KEEPS_UP_WAIT)
+        return self.status == OK and not self.pruned and keeps_up_at(self.wait_fraction)
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

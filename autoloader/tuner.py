@@ -24,7 +24,7 @@ from .knee_first import KneeFirst, best_of
 from .probe.burst import BurstSettings, expected_window_s
 from .probe.guard import predict_peak
 from .probe.runner import RunnerSetup, SetupError, TrialRunner
-from .results import CONSTRAINT, KEEPS_UP_WAIT, OK, TrialResult
+from .results import CONSTRAINT, OK, TrialResult, keeps_up_at
 from .source import Source
 from .space import MAX_WORKERS_PER_CPU, TUNED_SETTINGS, LoaderConfig, SearchSpace
 from .store import Limits, StudyStore, atomic_write, dataset_key, read_json
@@ -73,7 +73,7 @@ class FinalRound:
     @property
     def keeps_up(self) -> bool:
         """The consumer's median wait in the rounds is at most KEEPS_UP_WAIT: NOTE [ Keeping up ]."""
-        return bool(self.waits) and statistics.median(self.waits) <= KEEPS_UP_WAIT
+        return bool(self.waits) and keeps_up_at(statistics.median(self.waits))
 
     @property
     def spread(self) -> float:
@@ -135,6 +135,13 @@ def _rate_here(config: LoaderConfig, finals: Sequence[FinalRound], history: Sequ
     return max(bursts) if bursts else None
 
 
+def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSpace:
+    """What a tuning run may vary on this machine: workers up to MAX_WORKERS_PER_CPU per CPU, and
+    pinning both ways on CUDA (it only matters there)."""
+    return SearchSpace(batch_sizes=tuple(batch_sizes), max_workers=MAX_WORKERS_PER_CPU * cpus,
+                       pin_choices=(True, False) if device.startswith("cuda") else (False,))
+
+
 def _resolve_device(device: str | None, gpus: Sequence[str]) -> str:
     if device is None:
         return "cuda" if gpus else "cpu"
@@ -183,8 +190,7 @@ class _Tuning:
                         budget, "pass --budget 60 or more (the default is 120)")
         self.hardware = hardware.detect()
         self.device = _resolve_device(device, self.hardware.gpus)
-        self.space = SearchSpace(batch_sizes=batch_sizes, max_workers=MAX_WORKERS_PER_CPU * self.hardware.cpus,
-                                 pin_choices=(True, False) if self.device.startswith("cuda") else (False,))
+        self.space = search_space(batch_sizes, self.hardware.cpus, self.device)
         self.max_memory = (hardware.parse_size(max_memory) if max_memory is not None
                            else int(DEFAULT_MEMORY_SHARE * hardware.available_memory()))
         if self.max_memory < MIN_MAX_MEMORY and max_memory is not None:

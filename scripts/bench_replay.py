@@ -35,8 +35,7 @@ from bench import config_from_kwargs, read_records, short  # noqa: E402  (bench'
 
 from autoloader.knee_first import KneeFirst  # noqa: E402
 from autoloader.results import TrialResult  # noqa: E402
-from autoloader.space import MAX_WORKERS_PER_CPU, SearchSpace  # noqa: E402
-from autoloader.tuner import FinalRound, _choose, _finalists  # noqa: E402
+from autoloader.tuner import FinalRound, _choose, _finalists, search_space  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -67,9 +66,8 @@ def replay(source: str, workload: str, tuner: dict) -> Replay:
     trials = [TrialResult.from_dict(t) for t in tuner["trials"]]
     pick = config_from_kwargs(tuner["config"])
     cpus = int(tuner["hardware"]["cpus"])
-    # The bench tunes with --batch-size B on CUDA: one batch size, pinning tried both ways.
-    space = SearchSpace((pick.batch_size,), MAX_WORKERS_PER_CPU * cpus, (True, False))
-    strategy = KneeFirst(space, cpus)
+    # The bench tunes with --batch-size B on CUDA: the space a tuning run there searches.
+    strategy = KneeFirst(search_space((pick.batch_size,), cpus, "cuda"), cpus)
     difference = None
     for index, trial in enumerate(trials):
         proposed = strategy.propose(trials[:index])

@@ -6,8 +6,7 @@ import pytest
 
 from autoloader.knee_first import KneeFirst
 from autoloader.results import OK, TrialResult
-from autoloader.space import MAX_WORKERS_PER_CPU, SearchSpace
-from autoloader.tuner import _finalists
+from autoloader.tuner import _finalists, search_space
 
 CPUS = 16
 
@@ -24,7 +23,7 @@ def rate(config):
 
 def recorded_run(trials_cap=12):
     """A tuner record as bench.py keeps it, made by this checkout's own strategy."""
-    strategy = KneeFirst(SearchSpace((64,), MAX_WORKERS_PER_CPU * CPUS, (True, False)), CPUS)
+    strategy = KneeFirst(search_space((64,), CPUS, "cuda"), CPUS)
     history = []
     while len(history) < trials_cap:
         config = strategy.propose(history)
