@@ -14,16 +14,10 @@ import os
 from dataclasses import dataclass
 
 from .config import TunedConfig
+from .policy import RATE_SHIFT, SETTINGS_TIE
 from .space import TUNED_SETTINGS
 from .store import read_json
 
-# A rate that moves by more than this between two runs is flagged. On the H200, one config's
-# rate read in two processes minutes apart differed by 9.4% in the median and by 20.4-21.9% in
-# 3 of 23 (results/benchmarks/run-20261129/agreement.md): at 20% noise alone would be flagged.
-RATE_SHIFT = 0.25
-# A changed pick is no change when this run also measured the previous pick and it read within
-# this share of the new one: a tie that noise decided (16 and 24 workers trade places on jpeg).
-SETTINGS_TIE = 0.05
 
 
 @dataclass(frozen=True)

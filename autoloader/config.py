@@ -47,10 +47,7 @@ class TunedConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "TunedConfig":
-        kwargs = data["config"]
-        config = LoaderConfig.make(kwargs["batch_size"], kwargs["num_workers"], kwargs["pin_memory"],
-                                   kwargs.get("prefetch_factor"), kwargs.get("persistent_workers", False))
-        return cls(config, data["samples_per_s"], data.get("rel_interval"), data.get("baseline_samples_per_s"),
+        return cls(LoaderConfig.from_dict(data["config"]), data["samples_per_s"], data.get("rel_interval"), data.get("baseline_samples_per_s"),
                    Knee.from_dict(data["knee"]) if data.get("knee") else None, data.get("hardware", {}),
                    data["dataset_key"], data.get("device", "cpu"))
 

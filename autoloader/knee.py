@@ -7,12 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
-# Below this relative difference two rates are a tie even when the measured intervals are
-# tighter: the H200 machine drifts a few percent between measurements of one config.
-MIN_TOLERANCE = 0.03
-# The widest interval could_be_faster takes a burst's at: past it, "may be faster" would hold
-# for almost any pair of readings.
-MAX_NOISE = 0.5
+from .policy import MAX_NOISE, MIN_TOLERANCE
 
 
 @dataclass(frozen=True)

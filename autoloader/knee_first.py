@@ -20,33 +20,22 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .knee import MIN_TOLERANCE, could_be_faster, find_knee, rising_at_end
+from .knee import could_be_faster, find_knee, rising_at_end
+from .policy import MIN_TOLERANCE
+from .choice import best_of
 from .results import OK, TrialResult
 from .space import LoaderConfig, SearchSpace, extend_ladder, neighbours
 from .strategy import Strategy
 
 
-def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) -> TrialResult | None:
-    """The cheapest measured config whose rate is within ``tolerance`` of the best rate."""
-    ok = [t for t in history if t.status == OK and t.samples_per_s]
-    if not ok:
-        return None
-    top = max(t.samples_per_s for t in ok)
-    within = [t for t in ok if t.samples_per_s >= top * (1.0 - tolerance)]
-    return min(within, key=lambda t: t.config.cost())
-
-
 # NOTE [ One look past the CPUs ]
-# A climb into the CPU count is often smaller than one burst can call: large on the H200 read
-# 736/s at 12 workers and 756/s at 16 (+2.7%, under the 3% noise floor), so the climb rule never
-# looked past 16, and the tuner picked 12 workers at 0.86 of the oracle, which used 24. In three
-# benchmark runs (results/benchmarks/run-d5cc6c9, run-2363961, run-1d66441) the oracle used more
-# workers than CPUs on 11 of the 16 workloads they completed (likely because workers blocked on
-# page faults, the pin thread or slow samples leave cores idle). So whenever the CPU count may
-# hold the best rate, one trial (5-13 s there) measures the next rung, and the final decides.
-# "May" is judged by the bursts' own intervals, not by which read higher: in run-1d66441 large
-# read 816/s +-29% at 12 workers and 763/s +-47% at 16, so the best was at 12 by a margin deep in
-# the noise, the look never came, and the tuner again picked 12 workers (0.88 of the oracle, 24).
+# A climb into the CPU count is often smaller than one burst can resolve (a few percent, under the
+# noise floor), so a rule that extends the sweep only while the rate clearly climbs never looks
+# past the CPUs. Yet more workers than CPUs often pay: workers blocked on page faults, the pin
+# thread or slow samples leave cores idle. So whenever the CPU count may hold the best rate, one
+# trial measures the next rung, and the final decides. "May" is judged by the bursts' own
+# intervals (knee.could_be_faster), not by which read higher: a best held by a margin deep in
+# the noise would otherwise stop the look.
 
 
 class KneeFirst(Strategy):
@@ -54,11 +43,9 @@ class KneeFirst(Strategy):
         self.space = space
         self.cpus = max(1, cpus)
         self.top = min(self.cpus, space.max_workers)
-        # A quarter of the CPUs: on the H200 the tuner's trials on jpeg and large took 5.5-10.3 s
-        # (results/benchmarks/run-d5cc6c9), so 120 s buy about fifteen measurements, and worker
-        # counts an eighth of the CPUs apart read within the noise of one burst (jpeg: 14 vs 16
-        # workers, 4,432 vs 4,408/s, and that tie hid the climb past the CPUs that 12 -> 16
-        # shows); the final round's repeats are worth more.
+        # A quarter of the CPUs: a budget buys about fifteen trials of slow workloads, and worker
+        # counts closer than this read within the noise of one burst; the final's repeats are
+        # worth more than a finer sweep.
         self.resolution = max(1, self.cpus // 4)
 
     def expected_trials(self) -> int:

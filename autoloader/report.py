@@ -99,11 +99,5 @@ def since(c) -> str:
 
 
 def as_json(result) -> str:
-    data = result.to_dict()
-    return json.dumps({"config": data["config"], "samples_per_s": data["samples_per_s"],
-                       "baseline_samples_per_s": data["baseline_samples_per_s"], "knee": data["knee"],
-                       "trials": data["trials"], "finals": data["finals"], "faults": data["faults"],
-                       "tune_seconds": data["tune_seconds"], "resumed_trials": data["resumed_trials"],
-                       "path": data["path"],
-                       "snippet_path": data["snippet_path"], "dataset_key": data["dataset_key"],
-                       "hardware": data["hardware"], "since": data["since"]}, default=str)
+    """The whole TuneResult as one JSON object: the same shape the result file stores."""
+    return json.dumps(result.to_dict(), default=str)

@@ -6,6 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from .policy import keeps_up_at
 from .space import LoaderConfig
 
 # Trial outcomes.
@@ -15,24 +16,16 @@ FAILED = "failed"          # crashed or raised: a fact about this config, never 
 HANG = "hang"              # the watchdog ended it
 
 # NOTE [ Keeping up ]
-# When the consumer waits in next(it) for at most KEEPS_UP_WAIT of a window, every batch was
-# ready before the step asked for it, so more loader capacity (workers, prefetch depth) can speed
-# the loop up by at most that share. Rates of such configs then differ by the consumer's own
-# noise, or by what extra workers cost it (CPU next to the step's launches), never in favour of
-# more of them. On the H200, gpubound (ResNet-50 fed cheap data) waited about 1% at 4 to 24
-# pinned workers in four runs; the best median fell on 16, 15, 12 and 8 workers in turn, the
-# medians 3-6% apart while one config's rounds spread 6-34% (results/benchmarks/run-20261129).
-# So the search looks down for the fewest workers that keep up (knee_first), and the final calls
-# a keeping-up config a tie with a best that keeps up too and reads up to KEEPS_UP_TIE more, when
-# the two share batch size, pinning and worker persistence (those change the step's copies and
-# the epoch restarts, which a wait in the steady window does not see; tuner._choose). So
-# num_workers=0, never persistent, is never tied this way with a config that keeps its workers.
-KEEPS_UP_WAIT = 0.02
-
-
-def keeps_up_at(wait_fraction: float | None) -> bool:
-    """Whether a consumer that waited this share of a window was kept fed (NOTE [ Keeping up ])."""
-    return wait_fraction is not None and wait_fraction <= KEEPS_UP_WAIT
+# When the consumer waits in next(it) for at most KEEPS_UP_WAIT (policy.py) of a window, every
+# batch was ready before the step asked for it, so more loader capacity (workers, prefetch depth)
+# can speed the loop up by at most that share. Rates of such configs then differ by the
+# consumer's own noise, or by what extra workers cost it (CPU beside the step's launches), never
+# in favour of more of them. So the search looks for the fewest workers that keep up, and the
+# final calls a keeping-up config a tie with a best that keeps up too and reads up to
+# KEEPS_UP_TIE more, when the two are of one kind (policy.same_kind: batch size, pinning and
+# worker persistence change the step's copies and the epoch restarts, which a wait in the steady
+# window does not see). So num_workers=0, never persistent, is never tied this way with a config
+# that keeps its workers.
 
 # Failure causes, as reported to the user and stored with the trial.
 CAUSES = {
@@ -91,14 +84,14 @@ class TrialResult:
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
-        data["config"] = dataclasses.asdict(self.config)
+        data["config"] = self.config.to_dict()
         # JSON has no infinity: an unknown interval (a pruned trial) is stored as null.
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrialResult":
         data = dict(data)
-        data["config"] = LoaderConfig(**data["config"])
+        data["config"] = LoaderConfig.from_dict(data["config"])
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

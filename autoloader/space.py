@@ -12,9 +12,13 @@ from dataclasses import dataclass
 from .errors import usage
 
 PREFETCH_CHOICES: tuple[int, ...] = (2, 4, 8)
-# Workers beyond this many per usable CPU never paid in any workload we measured, and each
-# one costs a process, its copy-on-read memory and a share of /dev/shm.
-MAX_WORKERS_PER_CPU = 4
+
+
+def check_batch_size(size: object, fix: str = "pass --batch-size 1 or more, e.g. 128") -> int:
+    """The one check of a batch size: a positive integer (a bool is no count)."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise usage("the batch size must be a positive integer", size, fix)
+    return size
 
 
 @dataclass(frozen=True, order=True)
@@ -30,16 +34,18 @@ class LoaderConfig:
     pin_memory: bool
     prefetch_factor: int | None = None
     persistent_workers: bool = False
+    # False lets a worker's finished batch overtake a slow one ahead of it (DataLoader's
+    # in_order): it changes the order of batches, so it is tried only when the user allows it.
+    in_order: bool = True
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise usage("batch size must be a positive integer", self.batch_size,
-                        "pass --batch-size 1 or more")
-        if self.num_workers < 0:
+        check_batch_size(self.batch_size)
+        if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
             raise usage("num_workers must be 0 or more", self.num_workers, "use 0 or a positive count")
-        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
-            raise usage("prefetch_factor and persistent_workers need num_workers > 0",
-                        (self.prefetch_factor, self.persistent_workers),
+        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers
+                                      or not self.in_order):
+            raise usage("prefetch_factor, persistent_workers and in_order=False need num_workers > 0",
+                        (self.prefetch_factor, self.persistent_workers, self.in_order),
                         "leave them unset when num_workers is 0 (LoaderConfig.make does this)")
         if self.num_workers > 0 and (self.prefetch_factor is None or self.prefetch_factor < 1):
             raise usage("prefetch_factor must be 1 or more when num_workers > 0",
@@ -47,11 +53,21 @@ class LoaderConfig:
 
     @classmethod
     def make(cls, batch_size: int, num_workers: int, pin_memory: bool,
-             prefetch_factor: int | None = 2, persistent_workers: bool = True) -> "LoaderConfig":
+             prefetch_factor: int | None = 2, persistent_workers: bool = True, in_order: bool = True) -> "LoaderConfig":
         """Build a valid config, dropping the worker-only settings when there are no workers."""
         if num_workers == 0:
-            return cls(batch_size, 0, pin_memory, None, False)
-        return cls(batch_size, num_workers, pin_memory, prefetch_factor or 2, persistent_workers)
+            return cls(batch_size, 0, pin_memory, None, False, True)
+        return cls(batch_size, num_workers, pin_memory, prefetch_factor or 2, persistent_workers, in_order)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LoaderConfig":
+        """The config a ``loader_kwargs()`` or ``to_dict()`` mapping describes (the one way back)."""
+        return cls.make(data["batch_size"], data["num_workers"], data["pin_memory"],
+                        data.get("prefetch_factor"), data.get("persistent_workers", False), data.get("in_order", True))
+
+    def to_dict(self) -> dict:
+        """Every field, worker-only ones included (None/False without workers): the stored form."""
+        return dataclasses.asdict(self)
 
     def loader_kwargs(self) -> dict:
         """The keyword arguments to pass to ``torch.utils.data.DataLoader``."""
@@ -60,6 +76,8 @@ class LoaderConfig:
         if self.num_workers > 0:
             kwargs["prefetch_factor"] = self.prefetch_factor
             kwargs["persistent_workers"] = self.persistent_workers
+            if not self.in_order:
+                kwargs["in_order"] = False
         return kwargs
 
     @property
@@ -68,6 +86,8 @@ class LoaderConfig:
         name = f"bs{self.batch_size}-w{self.num_workers}-pin{int(self.pin_memory)}"
         if self.num_workers:
             name += f"-pf{self.prefetch_factor}-pw{int(self.persistent_workers)}"
+            if not self.in_order:
+                name += "-ooo"
         return name
 
     def replace(self, **changes) -> "LoaderConfig":
@@ -98,8 +118,7 @@ class SearchSpace:
         if not self.batch_sizes:
             raise usage("at least one batch size is needed", self.batch_sizes, "pass --batch-size N")
         for size in self.batch_sizes:
-            if not isinstance(size, int) or size < 1:
-                raise usage("batch sizes must be positive integers", size, "pass e.g. --batch-size 128")
+            check_batch_size(size)
         if self.max_workers < 0:
             raise usage("max_workers must be 0 or more", self.max_workers, "use a CPU count")
 
@@ -142,10 +161,11 @@ def neighbours(config: LoaderConfig, space: SearchSpace) -> tuple[LoaderConfig, 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:
     """Parse ``--batch-sizes 64,128,256``."""
+    fix = "write e.g. --batch-sizes 64,128,256"
     try:
         sizes = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise usage("--batch-sizes takes comma-separated integers", text, "write e.g. --batch-sizes 64,128,256") from None
+        raise usage("--batch-sizes takes comma-separated integers", text, fix) from None
     if not sizes or any(s < 1 for s in sizes):
-        raise usage("batch sizes must be positive integers", text, "write e.g. --batch-sizes 64,128,256")
+        raise usage("batch sizes must be positive integers", text, fix)
     return tuple(sorted(set(sizes)))

@@ -18,25 +18,21 @@ Layout under the results directory (``--out``, default ``results/``)::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import tempfile
 from dataclasses import dataclass
-from typing import Iterable
 
 from .errors import usage
+from .policy import RAISED
 from .results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from .space import LoaderConfig, SearchSpace
 
 RESULT_ATTR = "autoloader_result"
 LIMITS_ATTR = "autoloader_limits"
-# Verdicts a limit gave, not the config: each is retried once that limit is raised by RAISED or
-# more. A smaller rise is drift, not a decision: the default ceiling follows the RAM free at the
-# moment, and re-running every config it stopped whenever a little more was free would flap.
+# Verdicts a limit gave, not the config: each is retried once that limit is raised by
+# policy.RAISED or more.
 _MEMORY_CAUSES = ("host_memory", "predicted_memory")
-RAISED = 1.25
 
 
 @dataclass(frozen=True)
@@ -61,18 +57,6 @@ def stopped_by_a_raised_limit(result: TrialResult, recorded: dict | None, now: L
     if result.status == HANG:
         return now.trial_timeout >= RAISED * recorded.get("trial_timeout", now.trial_timeout)
     return False
-
-
-def dataset_key(name: str, length: int | None, batch_sizes: Iterable[int], step_name: str | None,
-                device: str, fixed_kwargs: dict) -> str:
-    """Name a tuning problem: what is loaded, how it is consumed, which batch sizes, which device.
-    Readable prefix, hashed rest, so two problems never share a file."""
-    readable = re.sub(r"[^A-Za-z0-9]+", "-", name.rsplit("/", 1)[-1]).strip("-")[:40] or "dataset"
-    # A default repr carries a memory address (a collate_fn is "<function f at 0x7f...>"), which
-    # would give every run a new key and never find a stored result again.
-    identity = repr((name, length, tuple(batch_sizes), step_name, device,
-                     sorted((k, re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))) for k, v in fixed_kwargs.items())))
-    return f"{readable}-n{length if length is not None else 'iter'}-{hashlib.sha1(identity.encode()).hexdigest()[:10]}"
 
 
 def atomic_write(path: str, text: str) -> None:
@@ -104,7 +88,12 @@ def read_json(path: str) -> dict | None:
 
 
 class StudyStore:
-    """The Optuna study behind one tuning problem."""
+    """The Optuna study behind one tuning problem: the record of every trial.
+
+    The study records; it does not choose. The search's strategy picks each config and the trial
+    is enqueued with exactly those parameters, so Optuna's sampler never supplies a value (a
+    seeded RandomSampler stands in, the cheapest to build). The parameters are still suggested
+    with their full ranges, so optuna-dashboard and other Optuna tools read the study as usual."""
 
     def __init__(self, url: str, study_name: str, space: SearchSpace):
         import optuna
@@ -118,7 +107,7 @@ class StudyStore:
             storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}}
                                                  if url.startswith("sqlite") else None)
             self.study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
-                                             load_if_exists=True, sampler=optuna.samplers.TPESampler(seed=0))
+                                             load_if_exists=True, sampler=optuna.samplers.RandomSampler(seed=0))
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
             raise usage("the study's storage must be a database URL Optuna can open (--storage, or the "
                         "default SQLite file under --out)", url,
@@ -155,12 +144,7 @@ class StudyStore:
     def begin(self, config: LoaderConfig, limits: Limits):
         """Open a trial for ``config`` under ``limits`` (RUNNING until ``finish``): a crash
         mid-trial leaves a stale record that the next open marks failed."""
-        params = {"batch_size": config.batch_size, "num_workers": config.num_workers,
-                  "pin_memory": config.pin_memory}
-        if config.num_workers:
-            params["prefetch_factor"] = config.prefetch_factor
-            params["persistent_workers"] = config.persistent_workers
-        self.study.enqueue_trial(params)
+        self.study.enqueue_trial(config.loader_kwargs())
         trial = self.study.ask()
         trial.suggest_categorical("batch_size", list(self.space.batch_sizes))
         trial.suggest_int("num_workers", 0, max(self.space.max_workers, config.num_workers))

@@ -35,7 +35,8 @@ from bench import config_from_kwargs, read_records, short  # noqa: E402  (bench'
 
 from autoloader.knee_first import KneeFirst  # noqa: E402
 from autoloader.results import TrialResult  # noqa: E402
-from autoloader.tuner import FinalRound, _choose, _finalists, search_space  # noqa: E402
+from autoloader.choice import Finalist as FinalRound, choose as _choose, finalists as _finalists  # noqa: E402
+from autoloader.run import search_space  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ import pytest
 
 from autoloader.knee_first import KneeFirst
 from autoloader.results import OK, TrialResult
-from autoloader.tuner import _finalists, search_space
+from autoloader.choice import finalists
+from autoloader.run import search_space
 
 CPUS = 16
 
@@ -31,7 +32,7 @@ def recorded_run(trials_cap=12):
             break
         history.append(TrialResult(config, OK, samples_per_s=rate(config), rel_interval=0.03, wait_fraction=0.3))
     best = max(history, key=lambda t: t.samples_per_s)
-    finals = [{"config": c.loader_kwargs(), "rates": [rate(c)] * 3, "median": rate(c)} for c in _finalists(history)]
+    finals = [{"config": c.loader_kwargs(), "rates": [rate(c)] * 3, "median": rate(c)} for c in finalists(history)]
     return {"config": best.config.loader_kwargs(), "trials": [t.to_dict() for t in history], "finals": finals,
             "hardware": {"cpus": CPUS}}
 

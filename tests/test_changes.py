@@ -4,7 +4,8 @@ import json
 import os
 
 from autoloader import LoaderConfig, TunedConfig
-from autoloader.changes import RATE_SHIFT, compare, previous_result
+from autoloader.changes import compare, previous_result
+from autoloader.policy import RATE_SHIFT
 from autoloader.report import since
 
 

@@ -13,7 +13,8 @@ import textwrap
 import pytest
 import torch
 
-from autoloader import LoaderConfig, TunedConfig, find_knee, seed_worker
+from autoloader import LoaderConfig, TunedConfig, seed_worker
+from autoloader.knee import find_knee
 
 from workloads import GlobalDraws, Tiny
 

@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from autoloader import Knee, find_knee
-from autoloader.knee import MAX_NOISE, MIN_TOLERANCE, could_be_faster, rising_at_end
+from autoloader.knee import Knee, find_knee
+from autoloader.knee import could_be_faster, rising_at_end
+from autoloader.policy import MAX_NOISE, MIN_TOLERANCE
 
 
 def test_rising_then_flat_stops_paying_at_the_plateau_start():

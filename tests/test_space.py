@@ -8,7 +8,8 @@ import itertools
 import pytest
 from torch.utils.data import DataLoader
 
-from autoloader import LoaderConfig, SearchSpace, UsageError
+from autoloader import LoaderConfig, UsageError
+from autoloader.space import SearchSpace
 from autoloader.space import PREFETCH_CHOICES, extend_ladder, neighbours, parse_batch_sizes
 
 from workloads import Tiny

@@ -1,7 +1,12 @@
 """Keys of tuning problems: the same problem gets the same key in every run, so a stored result
 is found again."""
 
-from autoloader.store import dataset_key
+from autoloader.problem import Problem
+
+
+def dataset_key(spec, length, batch_sizes, step, device, fixed_kwargs):
+    return Problem.build(spec, step=step, batch_sizes=batch_sizes, device=device, fixed_kwargs=fixed_kwargs,
+                         length=length, length_known=True).key
 
 
 def test_an_object_address_does_not_change_the_key():

@@ -1,0 +1,114 @@
+"""Who reaches the interleaved final, and who wins it.
+
+The search ranks configs by single bursts; the final re-measures the few best in one process,
+interleaved (A B C A B C ...), so drift hits them alike, and the pick is the cheapest config that
+ties the best median. Pure functions over measured records: nothing here measures.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+from .policy import (FINAL_TIE, FINALIST_SHARE, FINALIST_TIE, KEEPS_UP_TIE, MAX_FINALISTS, MIN_TOLERANCE,
+                     keeps_up_at, same_kind)
+from .results import OK, TrialResult
+from .space import LoaderConfig
+
+
+@dataclass(frozen=True)
+class Finalist:
+    """A config in the final: its rates and the consumer's waits in each round, and the search
+    trial that brought it there (None only when built from stored figures alone)."""
+
+    config: LoaderConfig
+    rates: tuple[float, ...] = ()
+    waits: tuple[float, ...] = ()   # the consumer's wait fraction in each round
+    trial: TrialResult | None = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates) if self.rates else 0.0
+
+    @property
+    def rate(self) -> float | None:
+        """The best figure this run has for the config: its final median, else its burst."""
+        if self.rates:
+            return self.median
+        return self.trial.samples_per_s if self.trial is not None else None
+
+    @property
+    def keeps_up(self) -> bool:
+        """The consumer's median wait in the rounds is at most KEEPS_UP_WAIT: NOTE [ Keeping up ]."""
+        return bool(self.waits) and keeps_up_at(statistics.median(self.waits))
+
+    @property
+    def spread(self) -> float:
+        return (max(self.rates) - min(self.rates)) / self.median if len(self.rates) > 1 and self.median else 0.0
+
+    def to_dict(self) -> dict:
+        return {"config": self.config.loader_kwargs(), "rates": list(self.rates), "median": self.median,
+                "waits": list(self.waits)}
+
+
+def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) -> TrialResult | None:
+    """The cheapest measured config whose rate is within ``tolerance`` of the best rate."""
+    ok = [t for t in history if t.status == OK and t.samples_per_s]
+    if not ok:
+        return None
+    top = max(t.samples_per_s for t in ok)
+    within = [t for t in ok if t.samples_per_s >= top * (1.0 - tolerance)]
+    return min(within, key=lambda t: t.config.cost())
+
+
+def finalists(history: Sequence[TrialResult]) -> list[LoaderConfig]:
+    """The top two by burst rate; the cheapest config that keeps up, of the best's kind
+    (NOTE [ Keeping up ]), and the cheapest within FINALIST_TIE of the best, so a tie can go to
+    either; then the third by burst rate, while there is room. None but the top two far behind
+    the best (noise does not reach FINALIST_SHARE)."""
+    ok = sorted((t for t in history if t.status == OK and t.samples_per_s), key=lambda t: -t.samples_per_s)
+    if not ok:
+        return []
+    floor = ok[0].samples_per_s * FINALIST_SHARE
+    # Always the top two: a lucky burst must face at least one rival in the final.
+    chosen = [t.config for t in ok[:2]]
+    keeping = [t for t in ok if t.keeps_up and t.samples_per_s >= floor and same_kind(t.config, ok[0].config)]
+    extras = [min(keeping, key=lambda t: t.config.cost(), default=None), best_of(history, tolerance=FINALIST_TIE),
+              ok[2] if len(ok) > 2 and ok[2].samples_per_s >= floor else None]
+    for extra in extras:
+        if extra is not None and extra.config not in chosen:
+            chosen.append(extra.config)
+    return chosen[:MAX_FINALISTS]
+
+
+def choose(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> Finalist:
+    """The cheapest finalist that ties the best median: within FINAL_TIE, or within KEEPS_UP_TIE
+    when both keep up and are of one kind (NOTE [ Keeping up ]). Without a final, the cheapest
+    config within noise of the best burst."""
+    if not finals:
+        best = best_of(history)
+        return Finalist(best.config, trial=best)
+    best = max(finals, key=lambda f: f.median)
+
+    def ties(final: Finalist) -> bool:
+        if final.median >= best.median * (1.0 - FINAL_TIE):
+            return True
+        # Both keep up: only then is the gap the consumer's noise, not a loader that lags.
+        return (final.keeps_up and best.keeps_up and same_kind(final.config, best.config)
+                and final.median >= best.median * (1.0 - KEEPS_UP_TIE))
+
+    chosen = min((f for f in finals if ties(f)), key=lambda f: f.config.cost())
+    if chosen.trial is None:
+        trial = next((t for t in history if t.config == chosen.config and t.status == OK), None)
+        chosen = Finalist(chosen.config, chosen.rates, chosen.waits, trial)
+    return chosen
+
+
+def rate_here(config: LoaderConfig, finals: Sequence[Finalist], history: Sequence[TrialResult]) -> float | None:
+    """``config``'s rate in this run: its final median, else its best burst; None if not measured."""
+    final = next((f.median for f in finals if f.config == config and f.rates), None)
+    if final:
+        return final
+    bursts = [t.samples_per_s for t in history if t.config == config and t.status == OK and t.samples_per_s]
+    return max(bursts) if bursts else None

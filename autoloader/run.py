@@ -1,0 +1,281 @@
+"""One tuning run: start the trial process, search, run the final, choose, save.
+
+``tuner.tune()`` checks the inputs (``Problem``, ``Options``) and hands them to ``Run``; the run
+owns the trial process, the study and the clock, and releases the trial process however it ends.
+Choosing the next config is the strategy's (``knee_first``), choosing the pick is ``choice``'s,
+timing is ``budget``'s: this module only sequences them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from . import hardware
+from .budget import Clock, round_seconds, trial_seconds
+from .changes import Comparison, compare, previous_result
+from .choice import Finalist, best_of, choose, finalists, rate_here
+from .config import TunedConfig
+from .errors import AutoloaderError, NoFeasibleConfig, UsageError, usage
+from .knee import Knee, find_knee
+from .knee_first import KneeFirst
+from .policy import FINAL_ROUNDS, FINAL_SETTINGS, MAX_WORKERS_PER_CPU, PRUNE_SHARE, SEARCH_SETTINGS
+from .probe.guard import predict_peak
+from .probe.runner import RunnerSetup, SetupError, TrialRunner
+from .problem import Problem
+from .results import CONSTRAINT, OK, TrialResult
+from .space import LoaderConfig, SearchSpace
+from .store import Limits, StudyStore, atomic_write
+from .strategy import Strategy
+
+DEFAULT_BUDGET_S = 120.0
+DEFAULT_TRIAL_TIMEOUT_S = 60.0
+MIN_BUDGET_S = 10.0
+# Share of available RAM the loader's processes may use when --max-memory is not given.
+DEFAULT_MEMORY_SHARE = 0.6
+# Below this no trial fits (the trial process alone is 0.4-0.6 GB); "16" meant as 16G is 16 bytes.
+MIN_MAX_MEMORY = 256 * 2**20
+
+Progress = Callable[[str, dict], None]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How much a run may spend and where it writes, checked before anything starts."""
+
+    budget: float
+    limits: Limits
+    out: str
+    storage: str | None
+
+    @classmethod
+    def build(cls, budget: float, trial_timeout: float, max_memory: int | str | None, out: str,
+              storage: str | None) -> "Options":
+        if isinstance(trial_timeout, bool) or not isinstance(trial_timeout, (int, float)) or not trial_timeout > 0:
+            raise usage("the trial timeout must be a positive number of seconds", trial_timeout,
+                        "pass e.g. trial_timeout=60 (--trial-timeout 60)")
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) \
+                or not math.isfinite(budget) or budget < MIN_BUDGET_S:
+            raise usage(f"the budget must leave time for at least one trial ({MIN_BUDGET_S:.0f} s or more)",
+                        budget, f"pass --budget 60 or more (the default is {DEFAULT_BUDGET_S:.0f})")
+        if max_memory is not None:
+            ceiling = hardware.parse_size(max_memory)
+            if ceiling < MIN_MAX_MEMORY:
+                raise usage(f"the memory ceiling must hold the trial process and its batches, so "
+                            f"{MIN_MAX_MEMORY // 2**20} MiB or more (a number without a unit counts bytes)",
+                            max_memory, "write the unit, e.g. --max-memory 16G (max_memory='16G')")
+        else:
+            ceiling = int(DEFAULT_MEMORY_SHARE * hardware.available_memory())
+            if ceiling < MIN_MAX_MEMORY:
+                raise usage(f"the default memory ceiling, {DEFAULT_MEMORY_SHARE:.0%} of the RAM available now, must be "
+                            f"{MIN_MAX_MEMORY // 2**20} MiB or more to hold the trial process and its batches",
+                            f"{ceiling / 2**20:.0f} MiB", "free memory, or pass --max-memory (e.g. 2G)")
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise usage("--out is the folder results are written to", out,
+                        "pass a folder (it is made if missing), not a file")
+        return cls(float(budget), Limits(ceiling, float(trial_timeout)), out, storage)
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What ``tune()`` returns: the pick, every trial, the final round and where it was saved."""
+
+    tuned: TunedConfig
+    trials: tuple[TrialResult, ...]
+    finals: tuple[Finalist, ...]
+    path: str
+    snippet_path: str
+    storage: str
+    tune_seconds: float
+    resumed_trials: int
+    orphans: int
+    shm_leaks: int = 0
+    since: Comparison | None = None   # against the previous result for this problem, if any
+
+    @property
+    def config(self) -> LoaderConfig:
+        return self.tuned.config
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.tuned.samples_per_s
+
+    @property
+    def knee(self) -> Knee | None:
+        return self.tuned.knee
+
+    @property
+    def curve(self) -> tuple[tuple[int, float], ...]:
+        return self.tuned.knee.curve if self.tuned.knee else ()
+
+    def faults(self) -> dict[str, int]:
+        """Failed or infeasible trials by cause."""
+        return dict(Counter(t.cause for t in self.trials if t.status != OK))
+
+    def to_dict(self) -> dict:
+        return {**self.tuned.to_dict(), "path": self.path, "snippet_path": self.snippet_path,
+                "storage": self.storage, "tune_seconds": self.tune_seconds,
+                "resumed_trials": self.resumed_trials, "orphans": self.orphans, "shm_leaks": self.shm_leaks,
+                "faults": self.faults(), "since": self.since.to_dict() if self.since else None,
+                "trials": [t.to_dict() for t in self.trials], "finals": [f.to_dict() for f in self.finals]}
+
+
+def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSpace:
+    """What a tuning run may vary on this machine: workers up to MAX_WORKERS_PER_CPU per CPU, and
+    pinning both ways on CUDA (it only matters there)."""
+    return SearchSpace(batch_sizes=tuple(batch_sizes), max_workers=MAX_WORKERS_PER_CPU * cpus,
+                       pin_choices=(True, False) if device.startswith("cuda") else (False,))
+
+
+class Run:
+    """One tuning run of ``problem`` under ``options``. ``run()`` once."""
+
+    def __init__(self, problem: Problem, options: Options, progress: Progress | None = None):
+        self.problem = problem
+        self.options = options
+        self.clock = Clock(options.budget)
+        self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device)
+        self.progress = progress or (lambda event, data: None)
+        self.runner = TrialRunner(RunnerSetup(problem.dataset, problem.step, problem.device,
+                                              problem.fixed_kwargs, problem.batch_sizes[0]),
+                                  max_memory=options.limits.max_memory,
+                                  hang_timeout_s=options.limits.trial_timeout)
+
+    def run(self) -> TuneResult:
+        try:
+            try:
+                info = self.runner.start()
+            except SetupError as exc:
+                raise (UsageError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
+            self._check_shm(info)
+            problem = self.problem.with_length(info.length)
+            key, fingerprint = problem.key, problem.hardware.fingerprint
+            folder = os.path.join(self.options.out, fingerprint)
+            url = self.options.storage or f"sqlite:///{os.path.abspath(os.path.join(folder, key + '.db'))}"
+            store = StudyStore(url, key, self.space)
+            history, retried = store.history(self.options.limits)
+            resumed = len(history)
+            strategy = KneeFirst(self.space, problem.hardware.cpus)
+            self.progress("start", {"key": key, "info": info, "resumed": resumed, "retried": retried,
+                                    "stale": store.stale_repaired, "device": problem.device,
+                                    "cpus": problem.hardware.cpus, "budget": self.clock.budget,
+                                    "max_memory": self.options.limits.max_memory, "storage": url})
+            self._search(strategy, store, history, info)
+            finals = self._final(history)
+            pick = choose(finals, history)
+            tuned = TunedConfig(config=pick.config, samples_per_s=pick.rate, rel_interval=pick.trial.rel_interval,
+                                baseline_samples_per_s=_baseline(finals, history),
+                                knee=_knee(strategy, finals, history), hardware=problem.hardware.to_dict(),
+                                dataset_key=key, device=problem.device)
+            path = os.path.join(folder, key + ".json")
+            snippet_path = os.path.join(folder, key + ".py")
+            previous = previous_result(self.options.out, fingerprint, key)  # before it is replaced
+            since = (compare(previous[1], tuned, previous[0], rate_here(previous[1].config, finals, history))
+                     if previous else None)
+            result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, url,
+                                self.clock.elapsed(), resumed, self.runner.orphans, self.runner.shm_leaks,
+                                since=since)
+            atomic_write(snippet_path, tuned.snippet())
+            atomic_write(path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+            self.progress("done", {"result": result})
+            return result
+        finally:
+            self.runner.close()
+
+    def _check_shm(self, info) -> None:
+        free = hardware.shm_free()
+        need = info.sample_bytes * min(self.space.batch_sizes)
+        if free is not None and free < need:
+            raise usage("/dev/shm must hold at least one batch, since DataLoader workers pass batches through it",
+                        f"{free / 2**20:.1f} MiB free, one batch is {need / 2**20:.1f} MiB",
+                        "raise the shared-memory size (docker run --shm-size=8g, or a larger /dev/shm "
+                        "mount), or use a smaller --batch-size")
+
+    def _predicted_breach(self, config: LoaderConfig, info, history) -> str | None:
+        host, shm = predict_peak(config, info.runner_uss, info.runner_pss, info.sample_bytes, history)
+        ceiling = self.options.limits.max_memory
+        if host > ceiling:
+            return f"predicted {host / 2**30:.2f} GiB host memory > {ceiling / 2**30:.2f} GiB ceiling"
+        free = hardware.shm_free()
+        if free is not None and config.num_workers and shm > free:
+            return f"predicted {shm / 2**30:.2f} GiB in /dev/shm > {free / 2**30:.2f} GiB free"
+        return None
+
+    def _trial(self, config: LoaderConfig, info, history: Sequence[TrialResult]) -> TrialResult:
+        """One search trial: not run when its memory is predicted past a limit; stopped early when
+        clearly behind the best so far."""
+        breach = self._predicted_breach(config, info, history)
+        if breach is not None:
+            return TrialResult(config, CONSTRAINT, cause="predicted_memory", error=breach)
+        best = best_of(history, tolerance=0.0)
+        settings = dataclasses.replace(SEARCH_SETTINGS, prune_below=best.samples_per_s * PRUNE_SHARE if best else None)
+        return self.runner.measure(config, settings)
+
+    def _search(self, strategy: Strategy, store: StudyStore, history: list[TrialResult], info) -> None:
+        measured = lambda: any(t.status == OK for t in history)  # noqa: E731
+        while True:
+            if self.clock.search_left(history) < trial_seconds(history) and measured():
+                break
+            config = strategy.propose(history)
+            if config is None:
+                break
+            trial = store.begin(config, self.options.limits)
+            result = self._trial(config, info, history)
+            store.finish(trial, result)
+            history.append(result)
+            self.progress("trial", {"n": len(history), "expected": max(len(history), strategy.expected_trials()),
+                                    "result": result, "best": best_of(history), "elapsed": self.clock.elapsed()})
+            if self.clock.over() and measured():
+                break
+        if not measured():
+            causes = Counter(t.describe_failure() for t in history)
+            listing = "; ".join(f"{n}x {c}" for c, n in causes.most_common(5))
+            raise NoFeasibleConfig(f"no config ran: every trial failed or broke a limit ({listing or 'none ran'}). "
+                                   "Fix: what broke is named above; fix the dataset or step if they raised, "
+                                   "or raise --max-memory, --trial-timeout or --budget if a limit stopped them")
+
+    def _final(self, history: Sequence[TrialResult]) -> list[Finalist]:
+        """The finalists re-measured interleaved, as many rounds as the budget has left, up to
+        FINAL_ROUNDS. When not even one fits (slow finalists on a small budget), the top two by
+        burst alone: a pick still needs a final, and two measurements overrun the budget least."""
+        chosen = finalists(history)
+        if len(chosen) < 2:
+            return []
+        left = self.clock.left()
+        per_round = round_seconds(chosen, history)
+        if per_round > left and len(chosen) > 2:
+            chosen = chosen[:2]
+            per_round = round_seconds(chosen, history)
+        rounds = max(1, min(FINAL_ROUNDS, int(left / per_round)))
+        rates: dict[LoaderConfig, list[float]] = {c: [] for c in chosen}
+        waits: dict[LoaderConfig, list[float]] = {c: [] for c in chosen}
+        for round_index in range(rounds):
+            for config in chosen:
+                measured = self.runner.measure(config, FINAL_SETTINGS)
+                if measured.status == OK:
+                    rates[config].append(measured.samples_per_s)
+                    if measured.wait_fraction is not None:
+                        waits[config].append(measured.wait_fraction)
+            self.progress("final", {"round": round_index + 1, "rounds": rounds,
+                                    "rates": {c.key: list(r) for c, r in rates.items()}})
+        trials = {t.config: t for t in history if t.status == OK}
+        return [Finalist(c, tuple(r), tuple(waits[c]), trials.get(c)) for c, r in rates.items() if r]
+
+
+def _knee(strategy: Strategy, finals: Sequence[Finalist], history: Sequence[TrialResult]) -> Knee | None:
+    """The knee from the best figures there are: a finalist's final median replaces its burst."""
+    medians = {f.config: f.median for f in finals}
+    curve = strategy.curve([dataclasses.replace(t, samples_per_s=medians.get(t.config, t.samples_per_s))
+                            for t in history])
+    return find_knee(curve) if curve else None
+
+
+def _baseline(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> float | None:
+    """num_workers=0's rate in the same protocol as the pick: the final's when it was there."""
+    return next((f.median for f in finals if f.config.num_workers == 0), None) or next(
+        (t.samples_per_s for t in history if t.status == OK and t.config.num_workers == 0), None)
