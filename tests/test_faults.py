@@ -28,8 +28,8 @@ import faulty
 from autoloader import UsageError, tune
 from autoloader.cli import main
 from autoloader.probe import guard
-from autoloader.probe.runner import describe_failure
-from autoloader.results import CAUSES, CONSTRAINT, FAILED, HANG, OK, classify_failure
+from autoloader.probe.failures import classify_failure, describe_failure
+from autoloader.results import CAUSES, CONSTRAINT, FAILED, HANG, OK
 
 FAULTY = os.path.abspath(faulty.__file__)
 REPO_ROOT = os.path.dirname(os.path.dirname(FAULTY))

@@ -37,11 +37,12 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..results import CONSTRAINT, FAILED, HANG, OK, TrialResult, classify_failure
+from ..results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from ..source import Source
 from ..space import LoaderConfig
 from . import guard
 from .burst import BurstSettings
+from .failures import classify_failure, death_cause, death_text, describe_failure, exit_text
 
 SETUP_TIMEOUT_S = 600.0
 BEAT_S = 0.5  # the runner reports progress at most this often while batches flow
@@ -122,65 +123,6 @@ class _WorkerInit:
         _set_name(WORKER_NAME)
         if self.inner is not None:
             self.inner(worker_id)
-
-
-def _signal_text(exitcode: int | None) -> str | None:
-    if exitcode is None or exitcode >= 0:
-        return None
-    try:
-        return signal.strsignal(-exitcode) or f"signal {-exitcode}"
-    except ValueError:
-        return f"signal {-exitcode}"
-
-
-def _exception_chain(exc: BaseException) -> list[BaseException]:
-    chain, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    return chain
-
-
-def _dead_worker_signals(chain: list[BaseException]) -> list[str]:
-    """How the DataLoader's failed workers died, from its own frames (``failed_workers``): its
-    Python-side message says only "exited unexpectedly", which hides a segfault or a bus error."""
-    found = []
-    for exc in chain:
-        tb = exc.__traceback__
-        while tb is not None:
-            for worker in tb.tb_frame.f_locals.get("failed_workers", None) or ():
-                text = _signal_text(getattr(worker, "exitcode", None))
-                if text and text not in found:
-                    found.append(text)
-            tb = tb.tb_next
-    return found
-
-
-def describe_failure(exc: BaseException) -> tuple[str, str]:
-    """(what to tell the user, what to classify) for an exception raised in a trial.
-
-    The message is the most specific in the chain: the SIGCHLD handler's "killed by signal:
-    Segmentation fault" over the "exited unexpectedly" wrapped around it, and for an exception
-    re-raised from a worker, the worker's own last line. The classification text is the whole
-    chain with full tracebacks (a collate_fn frame deep in the stack decides collate vs
-    __getitem__) plus how dead workers died.
-    """
-    chain = _exception_chain(exc)
-    texts = [f"{type(e).__name__}: {e}".strip() for e in chain]
-    message = next((t for t in texts if "killed by signal" in t.lower()), texts[0])
-    signals = _dead_worker_signals(chain)
-    if signals and "killed by signal" not in message.lower():
-        message = f"{message} (killed by signal: {', '.join(signals)})"
-    worker = str(exc)
-    if "in DataLoader worker process" in worker and "Original Traceback" in worker:
-        lines = [line for line in worker.strip().splitlines() if line.strip()]
-        head = lines[0].replace("Caught ", "").rstrip(".")
-        message = f"{lines[-1].strip()} ({head})"
-    detail = "".join(traceback.format_exception(exc))
-    if signals:
-        detail += "".join(f"\nDataLoader worker is killed by signal: {s}" for s in signals)
-    return message.splitlines()[0][:500] if message else type(exc).__name__, detail
 
 
 # NOTE [ Pinned memory outlives its trial ]
@@ -552,15 +494,6 @@ def _reap_children(timeout: float = 5.0) -> int:
 
 # --- the driver side --------------------------------------------------------------------------
 
-def _signal_name(exitcode: int | None) -> str:
-    if exitcode is None or exitcode >= 0:
-        return f"exit code {exitcode}"
-    try:
-        return signal.Signals(-exitcode).name
-    except ValueError:
-        return f"signal {-exitcode}"
-
-
 def _main_script_hint() -> str:
     """A likely cause when the trial process dies while starting: 'spawn' re-runs the caller's
     script in the new process, so a script that calls tune() outside ``if __name__ ==
@@ -618,7 +551,7 @@ class TrialRunner:
                 code = self._wait_exitcode()
                 self._kill()
                 raise SetupError(f"the trial process died while building the dataset or step "
-                                 f"({_signal_name(code)})" + (_main_script_hint() if code == 1 else ""),
+                                 f"({exit_text(code)})" + (_main_script_hint() if code == 1 else ""),
                                  usage=False)
             if time.monotonic() > deadline:
                 self._kill()
@@ -633,7 +566,7 @@ class TrialRunner:
         except (EOFError, OSError):
             code = self._wait_exitcode()
             self._kill()
-            raise SetupError(f"the trial process died while starting ({_signal_name(code)})"
+            raise SetupError(f"the trial process died while starting ({exit_text(code)})"
                              + (_main_script_hint() if code == 1 else ""), usage=False) from None
         if message[0] == "setup_error":
             self._kill()
@@ -701,7 +634,7 @@ class TrialRunner:
                     self._kill()
                     if not begun and retry_allowed:
                         return None
-                    status, cause, error = FAILED, _death_cause(code), _death_text(code)
+                    status, cause, error = FAILED, death_cause(code), death_text(code)
                     break
                 if kind == "begin":
                     begun, last_progress = True, time.monotonic()
@@ -725,7 +658,7 @@ class TrialRunner:
                 self._kill()
                 if not begun and retry_allowed:
                     return None
-                status, cause, error = FAILED, _death_cause(code), _death_text(code)
+                status, cause, error = FAILED, death_cause(code), death_text(code)
                 break
             now = time.monotonic()
             quiet = now - last_progress
@@ -789,13 +722,3 @@ class TrialRunner:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def _death_cause(exitcode: int | None) -> str:
-    return "shm_exhausted" if exitcode == -signal.SIGBUS else "runner_killed"
-
-
-def _death_text(exitcode: int | None) -> str:
-    why = {-signal.SIGKILL: ": the kernel's OOM killer, or another process",
-           -signal.SIGSEGV: ": a native library in the dataset or step crashed",
-           -signal.SIGBUS: ": /dev/shm is likely full"}.get(exitcode or 0, "")
-    return f"the trial process died ({_signal_name(exitcode)}{why})"
