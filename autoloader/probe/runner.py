@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import gc
 import multiprocessing as mp
 import os
@@ -34,50 +33,17 @@ import time
 import traceback
 import warnings
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 from ..results import CONSTRAINT, FAILED, HANG, OK, TrialResult
-from ..source import Source
 from ..space import LoaderConfig
 from . import guard
 from .burst import BurstSettings
 from .failures import classify_failure, death_cause, death_text, describe_failure, exit_text
+from .protocol import (BEAT_S, Beat, Begin, DatasetInfo, Measure, Ready, Result, RunnerSetup, SetupError,
+                       SetupFailed, Stop)
 
 SETUP_TIMEOUT_S = 600.0
-BEAT_S = 0.5  # the runner reports progress at most this often while batches flow
-
-
-@dataclass(frozen=True)
-class RunnerSetup:
-    dataset: Source
-    step: Source | None
-    device: str
-    fixed_kwargs: dict
-    probe_batch_size: int
-    # The driver's default start method. A spawned child would otherwise default to 'spawn'
-    # for its own children, and DataLoader workers must start as in the user's process.
-    worker_start_method: str = dataclasses.field(
-        default_factory=lambda: mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0])
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """What the runner learned about the dataset before any trial."""
-
-    length: int | None          # None for an IterableDataset
-    sample_seconds: float       # one sample's __getitem__ in the runner
-    sample_bytes: int           # collated bytes per sample
-    runner_uss: int             # the runner's own memory once the dataset and step are built
-    runner_pss: int             # the same, with its share of shared pages (as the guard counts)
-
-
-class SetupError(Exception):
-    """The runner could not build the dataset or step; ``usage`` says whether it is bad input."""
-
-    def __init__(self, message: str, usage: bool):
-        super().__init__(message)
-        self.usage = usage
 
 
 # --- the runner side --------------------------------------------------------------------------
@@ -440,20 +406,20 @@ def _runner_main(conn, setup: RunnerSetup) -> None:
         if runner.cuda:
             runner.warm_up()
     except (UsageError, SetupError) as exc:
-        conn.send(("setup_error", str(exc), True))
+        conn.send(SetupFailed(str(exc), True))
         return
     except Exception as exc:  # noqa: BLE001 - the user's code raised: bad input, with its traceback
         what = "the dataset and step" if setup.step is not None else "the dataset"
-        conn.send(("setup_error",
+        conn.send(SetupFailed(
                    f"building {what} and loading one batch (in a fresh process, as every trial does) must "
                    f"work, and it raised {type(exc).__name__}: {exc}. Fix: make {what} run on its own in a "
                    f"fresh Python process and tune again; "
                    f"the traceback says where it raised:\n{traceback.format_exc(limit=8)}", True))
         return
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which decides
-        conn.send(("setup_error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}", False))
+        conn.send(SetupFailed(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}", False))
         return
-    conn.send(("ready", info))
+    conn.send(Ready(info))
     while True:
         try:
             message = conn.recv()
@@ -463,13 +429,11 @@ def _runner_main(conn, setup: RunnerSetup) -> None:
             # DataLoader's SIGCHLD handler reporting a worker of a finished trial: that trial
             # has its result already, so this is not about the next one.
             continue
-        if message[0] == "stop":
+        if isinstance(message, Stop):
             return
-        _, config, settings = message
-        conn.send(("begin", os.getpid()))
-        result = runner.measure(config, settings, beat=lambda batches: conn.send(("beat", batches)))
-        result["leaked_workers"] = _reap_children()
-        conn.send(("result", result))
+        conn.send(Begin(os.getpid()))
+        fields = runner.measure(message.config, message.settings, beat=lambda batches: conn.send(Beat(batches)))
+        conn.send(Result(fields, leaked_workers=_reap_children()))
         if runner.cuda_broken:
             return  # NOTE [ Pinned memory outlives its trial ]: the next trial gets a fresh process
 
@@ -568,11 +532,11 @@ class TrialRunner:
             self._kill()
             raise SetupError(f"the trial process died while starting ({exit_text(code)})"
                              + (_main_script_hint() if code == 1 else ""), usage=False) from None
-        if message[0] == "setup_error":
+        if isinstance(message, SetupFailed):
             self._kill()
-            raise SetupError(message[1], usage=message[2])
-        self._group = self._proc.pid  # setpgrp ran before "ready"
-        self.info = message[1]
+            raise SetupError(message.message, usage=message.usage)
+        self._group = self._proc.pid  # setpgrp ran before Ready
+        self.info = message.info
         return self.info
 
     def measure(self, config: LoaderConfig, settings: BurstSettings) -> TrialResult:
@@ -608,7 +572,7 @@ class TrialRunner:
         t0 = time.monotonic()
         watch = self._watch = guard.TreeWatch(self._proc.pid)
         try:
-            self._conn.send(("measure", config, settings))
+            self._conn.send(Measure(config, settings))
         except (BrokenPipeError, OSError):
             self._kill()
             if retry_allowed:
@@ -628,7 +592,7 @@ class TrialRunner:
         while True:
             if self._conn.poll(0.05):
                 try:
-                    kind, payload = self._conn.recv()
+                    message = self._conn.recv()
                 except (EOFError, OSError):
                     code = self._wait_exitcode()
                     self._kill()
@@ -636,13 +600,14 @@ class TrialRunner:
                         return None
                     status, cause, error = FAILED, death_cause(code), death_text(code)
                     break
-                if kind == "begin":
+                if isinstance(message, Begin):
                     begun, last_progress = True, time.monotonic()
                     continue
-                if kind == "beat":
-                    last_progress, batches = time.monotonic(), payload
+                if isinstance(message, Beat):
+                    last_progress, batches = time.monotonic(), message.batches
                     continue
-                fields = payload
+                fields = dict(message.fields)  # a Result: the only other message of a trial
+                self.orphans += message.leaked_workers
                 break
             sample = watch.poll()
             if sample is not None and sample.pss > self.max_memory:
@@ -675,8 +640,6 @@ class TrialRunner:
                 error = (f"{why}, {progress}; the trial's process tree ({processes} processes) was killed in "
                          f"{killed_in:.2f} s")
                 break
-        fields = dict(fields)
-        self.orphans += int(fields.pop("leaked_workers", 0) or 0)
         if status is not None:
             fields = {"status": status, "cause": cause, "error": error, "stalled_s": stalled}
         self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
@@ -709,7 +672,7 @@ class TrialRunner:
             return
         if self._proc.pid is not None and self._proc.is_alive() and self._conn is not None:
             try:
-                self._conn.send(("stop",))
+                self._conn.send(Stop())
                 self._proc.join(timeout=5.0)
             except (BrokenPipeError, OSError):
                 pass
