@@ -23,7 +23,7 @@ from .knee import Knee, find_knee
 from .knee_first import KneeFirst, best_of
 from .probe.burst import BurstSettings, expected_window_s
 from .probe.guard import predict_peak
-from .probe.runner import RunnerSetup, SetupError, TrialRunner
+from .probe.driver import RunnerSetup, SetupError, TrialRunner
 from .results import CONSTRAINT, OK, TrialResult, keeps_up_at
 from .source import Source
 from .space import MAX_WORKERS_PER_CPU, TUNED_SETTINGS, LoaderConfig, SearchSpace

@@ -13,7 +13,7 @@ the messages of the pipe between them, one frozen dataclass each: NOTE [ Trial p
 # 2. Trials, one at a time. The driver sends Measure(config, settings). The trial process
 #    answers Begin(pid) before it builds the loader, Beat(batches) while batches flow, then
 #    Result(fields, leaked_workers): the trial's TrialResult fields, and how many of its
-#    workers were still alive after the teardown and had to be killed.
+#    processes outlived the teardown and even a kill (the driver counts them as orphans).
 # 3. Stop() asks the trial process to exit; the driver then kills what is left of its tree.
 # The trial process may also exit on its own after a Result: a CUDA error left its context
 # unusable (NOTE [ Pinned memory outlives its trial ] in trial.py).
@@ -124,7 +124,8 @@ class Beat:
 @dataclass(frozen=True)
 class Result:
     """The trial's end: the TrialResult fields the trial process measured (the driver adds the
-    memory figures and the wall time) and how many workers outlived the trial's teardown."""
+    memory figures and the wall time), and how many of the trial's processes were still alive
+    after its teardown and a kill."""
 
     fields: dict
     leaked_workers: int
