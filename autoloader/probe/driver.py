@@ -8,13 +8,14 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
+from dataclasses import dataclass
 
 from ..results import CONSTRAINT, FAILED, HANG, TrialResult
 from ..space import LoaderConfig
 from . import guard, trial
 from .burst import BurstSettings
 from .failures import death_cause, death_text, exit_text
-from .protocol import Beat, Begin, DatasetInfo, Measure, RunnerSetup, SetupError, SetupFailed, Stop
+from .protocol import Beat, Begin, DatasetInfo, Measure, Result, RunnerSetup, SetupError, SetupFailed, Stop
 
 # What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here.
 __all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "RunnerSetup", "SetupError", "TrialRunner"]
@@ -38,17 +39,51 @@ def _main_script_hint() -> str:
             "trial process's own error is on stderr above")
 
 
+def _failure(status: str, cause: str, error: str, stalled_s: float | None = None) -> dict:
+    """The fields of a trial that ended without a result of its own."""
+    return {"status": status, "cause": cause, "error": error, "stalled_s": stalled_s}
+
+
+# How a trial ended when it sent no Result (NOTE [ Trial protocol ]); TrialRunner._wait returns one.
+
+@dataclass(frozen=True)
+class _Died:
+    """The trial process died: the pipe broke, or the process is gone and nothing is left to read."""
+
+    exitcode: int | None
+    begun: bool  # it had sent Begin: the death is this config's
+
+
+@dataclass(frozen=True)
+class _Breach:
+    """The tree's memory (PSS, summed) passed the ceiling."""
+
+    sample: guard.MemorySample
+
+
+@dataclass(frozen=True)
+class _Hung:
+    """The watchdog fired: no progress for hang_timeout_s, or the trial ran past its cap."""
+
+    quiet_s: float      # since the last progress (Begin or Beat; the Measure, before either)
+    running_s: float    # since the Measure was sent
+    cap_s: float
+    batches: int        # as of the last Beat
+    processes: int      # in the tree when the watchdog fired, before the kill
+    detected_at: float  # time.monotonic() then
+
+
 class TrialRunner:
     """The driver's handle on the trial process: sends configs, guards memory, enforces the
     watchdog, and restarts the process after anything kills it.
 
     Every way a trial can end is a TrialResult about its config, never an exception: a result,
-    an exception in the trial (FAILED, classified by ``classify_failure``), the tree's memory
+    an exception in the trial (FAILED, named by ``failures.classify_failure``), the tree's memory
     past the ceiling (CONSTRAINT host_memory, tree killed), the trial process dying (FAILED,
-    cause from its signal), or the watchdog: no progress for ``hang_timeout_s`` (HANG, tree
-    killed; NOTE [ The watchdog times stalls ]). After each trial the tree's
-    leftovers are counted: processes that outlived a kill (``orphans``) and /dev/shm segments
-    its dead processes left (``shm_leaks``, unlinked)."""
+    cause from its signal: ``failures.death_cause``), or the watchdog: no progress for
+    ``hang_timeout_s`` (HANG, tree killed; NOTE [ The watchdog times stalls ]). After each trial
+    the tree's leftovers are counted: processes that outlived a kill (``orphans``) and /dev/shm
+    segments its dead processes left (``shm_leaks``, unlinked)."""
 
     def __init__(self, setup: RunnerSetup, max_memory: int, hang_timeout_s: float = 60.0,
                  setup_timeout_s: float = SETUP_TIMEOUT_S):
@@ -106,9 +141,8 @@ class TrialRunner:
     def measure(self, config: LoaderConfig, settings: BurstSettings) -> TrialResult:
         """Run one trial and return its result, whatever happens to the trial process.
 
-        A runner that dies before it has acknowledged the trial died of something earlier (a
-        late signal from the last trial's workers, say), not of this config: it is restarted
-        and the trial sent once more.
+        A trial process that dies before its Begin did not die of this config: it is restarted
+        and the trial sent once more (NOTE [ Trial protocol ]).
         """
         for attempt in (1, 2):
             result = self._attempt(config, settings, retry_allowed=attempt == 1)
@@ -129,84 +163,106 @@ class TrialRunner:
         return None
 
     def _attempt(self, config: LoaderConfig, settings: BurstSettings, retry_allowed: bool) -> TrialResult | None:
+        """One try at a trial; None when the trial process died before it began this trial and
+        one more try is allowed (NOTE [ Trial protocol ])."""
         failed = self._ensure_started(config)
         if failed is not None:
             return failed
         shm_before = guard.shm_entries()
         t0 = time.monotonic()
         watch = self._watch = guard.TreeWatch(self._proc.pid)
-        try:
-            self._conn.send(Measure(config, settings))
-        except (BrokenPipeError, OSError):
-            self._kill()
+        if not self._send(Measure(config, settings)):
             if retry_allowed:
                 return None
             return TrialResult(config, FAILED, cause="runner_killed", error="the trial process was gone")
-        status = cause = error = None
-        stalled = None
-        begun = False
-        fields: dict = {}
-        last_progress, batches = t0, 0
-        # NOTE [ The watchdog times stalls ]: a hang is time without progress, not a long trial.
-        # A healthy trial runs as long as its start-up and its windows need (up to three time caps
-        # when batches are slow), so a timeout on the whole trial ended slow, healthy trials as
-        # hangs whenever it was set below that. A trial that keeps delivering but never ends (a
-        # livelock) still meets a generous cap on the whole.
-        cap = 2 * self.hang_timeout_s + 3 * settings.max_window_s + 30.0
+        outcome = self._wait(watch, t0, self._cap(settings))
+        if isinstance(outcome, Result):
+            self.orphans += outcome.leaked_workers
+            fields = dict(outcome.fields)
+        else:
+            self._kill()  # a breach, a death or a hang: nothing of the tree may stay
+            if isinstance(outcome, _Died):
+                if not outcome.begun and retry_allowed:
+                    return None  # it died of something that came before this trial
+                fields = self._death(outcome)
+            elif isinstance(outcome, _Breach):
+                fields = self._breach(outcome)
+            else:
+                fields = self._hang(outcome)
+        self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+        return self._result(config, fields, watch, t0)
+
+    def _send(self, message) -> bool:
+        """Send ``message`` to the trial process; False, its tree killed, when it is gone."""
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, OSError):
+            self._kill()
+            return False
+        return True
+
+    # NOTE [ The watchdog times stalls ]: a hang is time without progress, not a long trial.
+    # A healthy trial runs as long as its start-up and its windows need (up to three time caps
+    # when batches are slow), so a timeout on the whole trial ended slow, healthy trials as
+    # hangs whenever it was set below that. A trial that keeps delivering but never ends (a
+    # livelock) still meets a generous cap on the whole.
+    def _cap(self, settings: BurstSettings) -> float:
+        """The most seconds a trial may take, however steadily it delivers."""
+        return 2 * self.hang_timeout_s + 3 * settings.max_window_s + 30.0
+
+    def _wait(self, watch: guard.TreeWatch, t0: float, cap: float) -> Result | _Died | _Breach | _Hung:
+        """Read the trial's messages while guarding its tree, until the trial ends one way or
+        another: its Result, the process's death, a memory breach, or the watchdog. Kills nothing."""
+        begun, last_progress, batches = False, t0, 0
         while True:
             if self._conn.poll(0.05):
                 try:
                     message = self._conn.recv()
                 except (EOFError, OSError):
-                    code = self._wait_exitcode()
-                    self._kill()
-                    if not begun and retry_allowed:
-                        return None
-                    status, cause, error = FAILED, death_cause(code), death_text(code)
-                    break
+                    return _Died(self._wait_exitcode(), begun)
                 if isinstance(message, Begin):
                     begun, last_progress = True, time.monotonic()
-                    continue
-                if isinstance(message, Beat):
+                elif isinstance(message, Beat):
                     last_progress, batches = time.monotonic(), message.batches
-                    continue
-                fields = dict(message.fields)  # a Result: the only other message of a trial
-                self.orphans += message.leaked_workers
-                break
+                else:
+                    return message  # a Result: the only other message of a trial
+                continue
             sample = watch.poll()
             if sample is not None and sample.pss > self.max_memory:
-                self._kill()
-                status, cause = CONSTRAINT, "host_memory"
-                error = (f"{sample.pss / 2**30:.2f} GiB across {sample.processes} processes passed the "
-                         f"{self.max_memory / 2**30:.2f} GiB ceiling; trial stopped")
-                break
+                return _Breach(sample)
             if not self._proc.is_alive():
                 code = self._wait_exitcode()
                 if self._conn.poll(0):
-                    continue  # its last words (a result, or "begin") are still in the pipe
-                self._kill()
-                if not begun and retry_allowed:
-                    return None
-                status, cause, error = FAILED, death_cause(code), death_text(code)
-                break
+                    continue  # its last words (a Result, or Begin) are still in the pipe
+                return _Died(code, begun)
             now = time.monotonic()
             quiet = now - last_progress
             if quiet > self.hang_timeout_s or now - t0 > cap:
-                processes = max(1, len(watch.procs))
-                self._kill()
-                killed_in = time.monotonic() - now
-                status, cause, stalled = HANG, "hang", quiet
-                progress = f"after {batches} batches" if batches else "and no batch at all"
-                why = (f"no progress for {quiet:.1f} s (the watchdog's timeout is {self.hang_timeout_s:g} s)"
-                       if quiet > self.hang_timeout_s else
-                       f"still running after {now - t0:.0f} s, past the {cap:.0f} s a trial may take (twice the "
-                       "watchdog's timeout, three window caps and 30 s)")
-                error = (f"{why}, {progress}; the trial's process tree ({processes} processes) was killed in "
-                         f"{killed_in:.2f} s")
-                break
-        if status is not None:
-            fields = {"status": status, "cause": cause, "error": error, "stalled_s": stalled}
-        self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+                return _Hung(quiet_s=quiet, running_s=now - t0, cap_s=cap, batches=batches,
+                             processes=max(1, len(watch.procs)), detected_at=now)
+
+    def _breach(self, breach: _Breach) -> dict:
+        sample = breach.sample
+        return _failure(CONSTRAINT, "host_memory",
+                        f"{sample.pss / 2**30:.2f} GiB across {sample.processes} processes passed the "
+                        f"{self.max_memory / 2**30:.2f} GiB ceiling; trial stopped")
+
+    def _death(self, death: _Died) -> dict:
+        return _failure(FAILED, death_cause(death.exitcode), death_text(death.exitcode))
+
+    def _hang(self, hang: _Hung) -> dict:
+        """The watchdog's report; called right after the kill, which it times."""
+        killed_in = time.monotonic() - hang.detected_at
+        progress = f"after {hang.batches} batches" if hang.batches else "and no batch at all"
+        why = (f"no progress for {hang.quiet_s:.1f} s (the watchdog's timeout is {self.hang_timeout_s:g} s)"
+               if hang.quiet_s > self.hang_timeout_s else
+               f"still running after {hang.running_s:.0f} s, past the {hang.cap_s:.0f} s a trial may take "
+               "(twice the watchdog's timeout, three window caps and 30 s)")
+        return _failure(HANG, "hang", f"{why}, {progress}; the trial's process tree ({hang.processes} processes) "
+                                      f"was killed in {killed_in:.2f} s", stalled_s=hang.quiet_s)
+
+    def _result(self, config: LoaderConfig, fields: dict, watch: guard.TreeWatch, t0: float) -> TrialResult:
+        """The trial's TrialResult: its fields, and what the driver saw of its tree."""
         return TrialResult(config=config, peak_host_bytes=watch.peak.uss or None,
                            peak_pss_bytes=watch.peak.pss or None,
                            peak_shm_bytes=watch.peak_shm,
