@@ -9,20 +9,21 @@ the messages of the pipe between them, one frozen dataclass each: NOTE [ Trial p
 # dataclasses below, pickled by the pipe. In order:
 # 1. Set-up. The trial process builds the dataset and the step and answers once: Ready(info), or
 #    SetupFailed(message, usage) when that raised. The driver waits setup_timeout_s for it; a
-#    trial process that dies first, or does not answer in time, is a SetupError, not a result.
+#    trial process that dies first, or does not answer in time, is a SetupError (when it is
+#    a restart before a trial, that trial is FAILED: the process could not be restarted).
 # 2. Trials, one at a time. The driver sends Measure(config, settings). The trial process
 #    answers Begin(pid) before it builds the loader, Beat(batches) while batches flow, then
 #    Result(fields, leaked_workers): the trial's TrialResult fields, and how many of its
 #    processes outlived the teardown and even a kill (the driver counts them as orphans).
 # 3. Stop() asks the trial process to exit; the driver then kills what is left of its tree.
 # The trial process may also exit on its own after a Result: a CUDA error left its context
-# unusable (NOTE [ Pinned memory outlives its trial ] in trial.py).
+# unusable (NOTE [ Pinned memory outlives its trial ] in device.py).
 # A pipe that breaks during a trial (EOF, or the process gone and nothing left to read) means
 # the trial process died. Before Begin, it died of something that came before this trial (a
 # late signal from the last trial's workers, a process that ended itself after its last
 # Result): the driver starts a new trial process and sends the same Measure once more. After
 # Begin, it died running this config: the trial is FAILED, named from the exit code
-# (failures.death_cause). The second attempt is never retried, whenever it dies.
+# (failures.death_cause). The second attempt is the last: dying before Begin again, it is FAILED.
 # The heartbeat: the trial process sends Beat at most every BEAT_S while batches flow, and once
 # more when the burst ends, so the teardown that follows gets a whole watchdog timeout. Begin
 # and each Beat tell the driver's watchdog the trial moved; no message for hang_timeout_s is a

@@ -14,15 +14,16 @@ protocol.py). Nothing here runs in the driver.
 # tree and starts a new one. The runner is what a training process looks like: it owns CUDA and
 # its DataLoader workers are started the DataLoader's way (fork on Linux, unless the user passes
 # multiprocessing_context), and they must not touch CUDA, exactly as in the user's own run.
-# The driver never initialises CUDA (NOTE [ No CUDA in the driver ]). The runner puts itself in a
-# process group of its own and asks the kernel to kill it when the driver dies (PR_SET_PDEATHSIG),
-# and its workers ask the same of the runner (``_WorkerInit``), so neither a killed driver nor a
-# killed runner leaves workers behind, even hung ones. Both name themselves (``autoloader-run``,
-# ``autoloader-wkr`` in ps). The driver kills a tree by its group, its descendants and every
-# process its guard saw in it (a crashed runner's workers are no longer its children), and never
-# signals a group that is not the runner's own. A trial ends as a result about its config, never
-# as an exception (``driver.TrialRunner``); what the two processes say to each other, and what the
-# driver concludes when the runner dies mid-trial, is NOTE [ Trial protocol ] in protocol.py.
+# The driver never initialises CUDA (NOTE [ No CUDA in the driver ] in hardware.py). The runner
+# puts itself in a process group of its own and asks the kernel to kill it when the driver dies
+# (PR_SET_PDEATHSIG), and its workers ask the same of the runner (``_WorkerInit``), so neither a
+# killed driver nor a killed runner leaves workers behind, even hung ones. Both name themselves
+# (``autoloader-run``, ``autoloader-wkr`` in ps). The driver kills a tree by its group, its
+# descendants and every process its guard saw in it (a crashed runner's workers are no longer
+# its children), and never signals a group that is not the runner's own. A trial ends as a
+# result about its config, never as an exception (``driver.TrialRunner``). What the two
+# processes say to each other, and what the driver concludes when the runner dies mid-trial:
+# see NOTE [ Trial protocol ] in protocol.py.
 """
 
 from __future__ import annotations
