@@ -3,7 +3,7 @@
 # NOTE [ No CUDA in the driver ]
 # The driver process (CLI or API caller) starts trial processes and must stay able to do so
 # safely, so it never initialises CUDA: GPUs are discovered through NVML, which does not create a
-# CUDA context. Only the trial runner (see NOTE [ Trial processes ] in probe/runner.py) touches
+# CUDA context. Only the trial runner (see NOTE [ Trial processes ] in probe/trial.py) touches
 # CUDA.
 """
 

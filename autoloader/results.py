@@ -99,32 +99,3 @@ class TrialResult:
         text = CAUSES.get(self.cause or "error", self.cause or "")
         return f"{text}: {self.error}" if self.error else text
 
-
-_SHM_MARKERS = ("/dev/shm", "shm", "shared memory", "torch_", "semlock", "sem_open")
-
-
-def classify_failure(message: str, where: str) -> str:
-    """Name the cause of an exception raised in a trial from where it came and what it says.
-
-    ``where`` is "next" (fetching a batch) or "step" (the consumer). ``message`` is best the
-    whole exception chain with full tracebacks (see ``probe.runner.describe_failure``): a
-    worker's exception arrives re-raised with the worker's traceback in its text, and the frames
-    tell a collate_fn failure from a __getitem__ one.
-    """
-    text = message.lower()
-    if "out of shared memory" in text or "bus error" in text or "insufficient shared memory" in text:
-        return "shm_exhausted"
-    if ("no space left on device" in text or "unable to allocate shared memory" in text
-            or "unable to write to file" in text) and any(m in text for m in _SHM_MARKERS):
-        return "shm_exhausted"
-    if ("out of memory" in text and "cuda" in text) or "outofmemoryerror" in text:
-        return "cuda_oom"
-    if "segmentation fault" in text:
-        return "worker_segfault"
-    if "killed by signal" in text or "exited unexpectedly" in text:
-        return "worker_killed"
-    if where == "step":
-        return "step_error"
-    if "collate" in text:
-        return "collate_error"
-    return "dataset_error"

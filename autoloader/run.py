@@ -26,7 +26,8 @@ from .knee import Knee, find_knee
 from .knee_first import KneeFirst
 from .policy import FINAL_ROUNDS, FINAL_SETTINGS, MAX_WORKERS_PER_CPU, PRUNE_SHARE, SEARCH_SETTINGS
 from .probe.guard import predict_peak
-from .probe.runner import RunnerSetup, SetupError, TrialRunner
+from .probe.driver import TrialRunner
+from .probe.protocol import RunnerSetup, SetupError
 from .problem import Problem
 from .results import CONSTRAINT, OK, TrialResult
 from .space import LoaderConfig, SearchSpace

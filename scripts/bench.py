@@ -61,7 +61,7 @@ for _path in (SCRIPTS, REPO):
 
 from autoloader import hardware  # noqa: E402  (no torch, no CUDA)
 from autoloader.probe.burst import BurstSettings, expected_window_s  # noqa: E402
-from autoloader.probe.runner import RunnerSetup, SetupError, TrialRunner  # noqa: E402
+from autoloader.probe.driver import RunnerSetup, SetupError, TrialRunner  # noqa: E402
 from autoloader.results import OK, TrialResult  # noqa: E402
 from autoloader.source import Source  # noqa: E402
 from autoloader.space import LoaderConfig  # noqa: E402

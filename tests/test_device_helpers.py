@@ -1,9 +1,10 @@
-"""The runner's GPU-only helpers, driven on the CPU with stand-ins (CI has no GPU): releasing a
-trial's cached memory, and finding the trial's GPU in NVML for its utilisation."""
+"""The trial process's GPU-only helpers (probe/device.py), driven on the CPU with stand-ins (CI
+has no GPU): releasing a trial's cached memory, and finding the trial's GPU in NVML for its
+utilisation."""
 
 from types import SimpleNamespace
 
-from autoloader.probe.runner import _release_cached_memory, nvml_bus_id
+from autoloader.probe.device import nvml_bus_id, release_cached_memory
 
 
 def test_a_trial_releases_the_pinned_blocks_it_cached():
@@ -12,10 +13,10 @@ def test_a_trial_releases_the_pinned_blocks_it_cached():
     calls = []
     cuda = SimpleNamespace(synchronize=lambda: calls.append("sync"), empty_cache=lambda: calls.append("device"))
     torch = SimpleNamespace(cuda=cuda, _C=SimpleNamespace(_host_emptyCache=lambda: calls.append("host")))
-    assert _release_cached_memory(torch) is None
+    assert release_cached_memory(torch) is None
     assert calls == ["sync", "device", "host"]
     calls.clear()
-    assert _release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace())) is None  # no such call
+    assert release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace())) is None  # no such call
     assert calls == ["sync", "device"]
 
 
@@ -26,7 +27,7 @@ def test_a_cuda_error_left_by_the_trial_is_returned_not_raised():
         raise RuntimeError("CUDA error: device-side assert triggered")
 
     cuda = SimpleNamespace(synchronize=assert_triggered, empty_cache=lambda: None)
-    error = _release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace()))
+    error = release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace()))
     assert error == "RuntimeError: CUDA error: device-side assert triggered"
 
 

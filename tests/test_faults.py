@@ -28,8 +28,8 @@ import faulty
 from autoloader import UsageError, tune
 from autoloader.cli import main
 from autoloader.probe import guard
-from autoloader.probe.runner import describe_failure
-from autoloader.results import CAUSES, CONSTRAINT, FAILED, HANG, OK, classify_failure
+from autoloader.probe.failures import classify_failure, describe_failure
+from autoloader.results import CAUSES, CONSTRAINT, FAILED, HANG, OK
 
 FAULTY = os.path.abspath(faulty.__file__)
 REPO_ROOT = os.path.dirname(os.path.dirname(FAULTY))
@@ -170,7 +170,7 @@ def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     runner's own footprint plus 5 batches lets the latter run and stops the former unrun. The
     footprint is measured first: it differs between installs and runs (0.42-0.60 GB seen), and
     a batch this large keeps that difference well inside the margins either side."""
-    from autoloader.probe.runner import RunnerSetup, TrialRunner
+    from autoloader.probe.driver import RunnerSetup, TrialRunner
     from autoloader.source import Source
 
     dataset = faulty.BigSamples(width=4 * 2**20, length=64)
@@ -229,7 +229,7 @@ def test_a_slow_trial_that_keeps_delivering_is_not_a_hang():
     # NOTE [ The watchdog times stalls ]: a window of 3 s or more with a 2.5 s timeout. Batches arrive
     # every ~30 ms, so progress never stops for long; a timeout on the whole trial ended it as a hang.
     from autoloader.probe.burst import BurstSettings
-    from autoloader.probe.runner import RunnerSetup, TrialRunner
+    from autoloader.probe.driver import RunnerSetup, TrialRunner
     from autoloader.source import Source
     from autoloader.space import LoaderConfig
 
@@ -246,7 +246,7 @@ def test_a_slow_trial_that_keeps_delivering_is_not_a_hang():
 
 
 def test_a_dataset_slow_to_build_is_stopped_with_a_fix():
-    from autoloader.probe.runner import RunnerSetup, SetupError, TrialRunner
+    from autoloader.probe.driver import RunnerSetup, SetupError, TrialRunner
     from autoloader.source import Source
 
     setup = RunnerSetup(Source.from_object(faulty.slow_to_build, "dataset"), None, "cpu", {}, 16)

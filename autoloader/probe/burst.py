@@ -1,4 +1,5 @@
-"""The burst measurement, run inside the trial process. See ``../shared/BENCHMARK.md``.
+"""The burst measurement, run inside the trial process: one config's rate from a short window
+of its steady state, by the rules of NOTE [ Honest burst ].
 
 # NOTE [ Honest burst ]
 # 1. First-batch burst: every worker builds its first batch at once, so about num_workers batches
@@ -6,16 +7,17 @@
 #    window of at least 2 * num_workers batches.
 # 2. Clumped arrivals: workers that started together finish their batches together, so batches
 #    arrive in clumps of about num_workers, one clump per worker cycle. A window that is not a
-#    whole number of cycles then over- or under-counts by up to a clump (seen on the H200: +-50%
-#    at 14 workers and 1 s a batch). So the per-batch interval is estimated from differences
+#    whole number of cycles then over- or under-counts by up to a clump (in a window of two
+#    cycles, up to half its batches). So the per-batch interval is estimated from differences
 #    taken num_workers batches apart, t[j + L] - t[j] with L = num_workers: each spans one cycle
 #    of the same worker, whatever the phase. Its interval comes from block means of those
 #    differences. Every ~0.2 s the device is synchronised so queued GPU work is paid in the window.
 #    We stop when the interval is narrow enough or the time cap is hit, but not before the window
-#    holds ``min_cycles`` worker cycles (min_cycles x num_workers batches; the protocol's floor is
-#    2), up to a hard cap of 3x the time cap. On the H200 (results/benchmarks/run-d5cc6c9), final
-#    windows of 2-3.4 cycles (24 workers on ~1 s batches) moved 24-60% between rounds, windows of
-#    3.5 cycles or more 2-13%: a time cap alone leaves slow, many-worker configs unmeasured.
+#    holds ``min_cycles`` worker cycles (min_cycles x num_workers batches; 2 by default), up to a
+#    hard cap of 3x the time cap. A window of c cycles yields (c - 1) x num_workers lagged
+#    differences; with many workers on slow batches a time cap alone ends the window after a
+#    cycle or two, too few differences to average out one late clump, so such configs' rates
+#    would move widely from one measurement to the next.
 # 3. Epoch boundaries: the time from StopIteration to the next epoch's first batch is cut out of
 #    the steady window and kept as a measured restart cost. The long-run rate charges one restart
 #    per epoch: measured when the window crossed one, else modelled from start-up (a new iterator
@@ -45,7 +47,7 @@ class BurstSettings:
     chunk_s: float = 0.2
     extra_skip: int = 2
     # Worker cycles (num_workers batches each) a window must hold before the time cap may end it;
-    # see NOTE [ Honest burst ]. BENCHMARK.md's floor is 2.
+    # see NOTE [ Honest burst ]. Below 2, a window yields fewer lagged differences than workers.
     min_cycles: float = 2.0
     # Stop early, once the rate is clearly below this (samples/s): the search only needs to know
     # a config loses, not by how much. None measures in full (finals, benchmarks).

@@ -20,7 +20,7 @@ from .. import hardware
 
 @dataclass(frozen=True)
 class MemorySample:
-    uss: int   # private bytes summed over the tree (what the report shows, per BENCHMARK.md)
+    uss: int   # private bytes summed over the tree (what the report shows)
     pss: int   # proportional share summed over the tree: the tree's true footprint, guarded
     processes: int
 

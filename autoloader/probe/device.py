@@ -1,0 +1,93 @@
+"""What a trial does with the GPU besides running the step: copy batches to it, return the
+memory it cached once the trial ends, and read its utilisation from NVML.
+
+Used only inside the trial process (``trial.py``), which owns CUDA; the driver never imports
+torch's CUDA side (NOTE [ No CUDA in the driver ] in hardware.py).
+
+# NOTE [ Pinned memory outlives its trial ]
+# PyTorch's caching host allocator keeps every page-locked block it ever handed out, for the
+# process's life: the pin thread's copies of up to num_workers x prefetch_factor batches in flight
+# stay with the trial process after their trial. Measured one after another in one process, each
+# config's peak would carry the pinned batches of every larger config before it, so the process
+# grows with the largest config it has run, not with the config being measured. That teaches
+# predict_peak too high a per-worker cost and can let the guard stop a small config for a large
+# one's cache. So each trial's caches are released when the trial ends, and the next trial's
+# pinned allocations start from empty, as a fresh training process's do; allocating them anew is
+# a start-up cost, which the batches the burst skips (NOTE [ Honest burst ]) are there to absorb.
+# A CUDA error the trial left behind (a device-side assert in the step, say) surfaces here, in
+# the synchronise. It must not replace the trial's own result, and the CUDA context is now
+# unusable, so the trial process ends after reporting it and the next trial gets a fresh one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def release_cached_memory(torch) -> str | None:
+    """Return the trial's cached device and pinned host memory (NOTE [ Pinned memory outlives its
+    trial ]); None, or the CUDA error that stopped it (the context is then unusable).
+    ``_host_emptyCache`` is private; a torch without it keeps its cache."""
+    try:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        empty_host = getattr(torch._C, "_host_emptyCache", None)
+        if empty_host is not None:
+            empty_host()
+    except Exception as exc:  # noqa: BLE001 - reported by the caller, never raised over a result
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def to_device(batch: Any, device: str, non_blocking: bool) -> Any:
+    """The batch with every tensor in it copied to ``device`` (dicts, lists, tuples and named
+    tuples keep their type): the consumer a trial without a step uses on CUDA."""
+    if hasattr(batch, "to") and hasattr(batch, "is_pinned"):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device, non_blocking) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(v, device, non_blocking) for v in batch) if not hasattr(batch, "_fields") \
+            else type(batch)(*(to_device(v, device, non_blocking) for v in batch))
+    return batch
+
+
+def nvml_bus_id(props) -> str | None:
+    """The PCI address NVML looks a GPU up by ("domain:bus:device.function", hexadecimal) from
+    torch's device properties, or None when they lack one. Torch gives the three numbers apart:
+    its ``pci_bus_id`` is the bus alone, which NVML rejects, and no utilisation could be read."""
+    parts = [getattr(props, f"pci_{name}_id", None) for name in ("domain", "bus", "device")]
+    if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+        return None
+    domain, bus, device = parts
+    return f"{domain:08x}:{bus:02x}:{device:02x}.0"
+
+
+class NvmlUtil:
+    """GPU utilisation from NVML's own sample buffer, averaged over exactly the burst window."""
+
+    def __init__(self):
+        self.handle = None
+        try:
+            import pynvml
+            import torch
+
+            pynvml.nvmlInit()
+            self.pynvml = pynvml
+            bus_id = nvml_bus_id(torch.cuda.get_device_properties(torch.cuda.current_device()))
+            # Without a PCI address, no handle: torch's device index is not NVML's when
+            # CUDA_VISIBLE_DEVICES reorders or hides GPUs, and another GPU's figure would mislead.
+            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id) if bus_id is not None else None
+        except Exception:  # noqa: BLE001 - NVML is a second opinion: absent is fine
+            self.handle = None
+
+    def mean_between(self, start_wall: float, end_wall: float) -> float | None:
+        if self.handle is None:
+            return None
+        try:
+            _, samples = self.pynvml.nvmlDeviceGetSamples(
+                self.handle, self.pynvml.NVML_GPU_UTILIZATION_SAMPLES, int(start_wall * 1e6))
+        except Exception:  # noqa: BLE001
+            return None
+        values = [s.sampleValue.uiVal for s in samples if start_wall * 1e6 <= s.timeStamp <= end_wall * 1e6]
+        return sum(values) / len(values) / 100.0 if values else None

@@ -1,0 +1,306 @@
+"""The driver's side of a trial: ``TrialRunner`` starts the trial process (``trial.py``), sends
+it one config at a time, guards the tree's memory, keeps the watchdog, and turns every way a
+trial can end into a TrialResult. The messages are NOTE [ Trial protocol ] in protocol.py.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from dataclasses import dataclass
+
+from ..results import CONSTRAINT, FAILED, HANG, TrialResult
+from ..space import LoaderConfig
+from . import guard, trial
+from .burst import BurstSettings
+from .failures import death_cause, death_text, exit_text
+from .protocol import Beat, Begin, DatasetInfo, Measure, Result, RunnerSetup, SetupError, SetupFailed, Stop
+
+# What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here.
+__all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "RunnerSetup", "SetupError", "TrialRunner"]
+
+SETUP_TIMEOUT_S = 600.0
+
+
+def _main_script_hint() -> str:
+    """A likely cause when the trial process dies while starting: 'spawn' re-runs the caller's
+    script in the new process, so a script that calls tune() outside ``if __name__ ==
+    "__main__":`` makes the trial process start another one, which multiprocessing refuses."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    spec = getattr(main, "__spec__", None)
+    if not path or (spec is not None and spec.name.endswith("__main__")):
+        return ""
+    return (f". If {os.path.basename(path)} calls tune() at module level, put the call under "
+            "`if __name__ == \"__main__\":` (the trial process re-imports that script); the "
+            "trial process's own error is on stderr above")
+
+
+def _failure(status: str, cause: str, error: str, stalled_s: float | None = None) -> dict:
+    """The fields of a trial that ended without a result of its own."""
+    return {"status": status, "cause": cause, "error": error, "stalled_s": stalled_s}
+
+
+# How a trial ended when it sent no Result (NOTE [ Trial protocol ]); TrialRunner._wait returns one.
+
+@dataclass(frozen=True)
+class _Died:
+    """The trial process died: the pipe broke, or the process is gone and nothing is left to read."""
+
+    exitcode: int | None
+    begun: bool  # it had sent Begin: the death is this config's
+
+
+@dataclass(frozen=True)
+class _Breach:
+    """The tree's memory (PSS, summed) passed the ceiling."""
+
+    sample: guard.MemorySample
+
+
+@dataclass(frozen=True)
+class _Hung:
+    """The watchdog fired: no progress for hang_timeout_s, or the trial ran past its cap."""
+
+    quiet_s: float      # since the last progress (Begin or Beat; the Measure, before either)
+    running_s: float    # since the Measure was sent
+    cap_s: float
+    batches: int        # as of the last Beat
+    processes: int      # in the tree when the watchdog fired, before the kill
+    detected_at: float  # time.monotonic() then
+
+
+class TrialRunner:
+    """The driver's handle on the trial process: sends configs, guards memory, enforces the
+    watchdog, and restarts the process after anything kills it.
+
+    Every way a trial can end is a TrialResult about its config, never an exception: a result,
+    an exception in the trial (FAILED, named by ``failures.classify_failure``), the tree's memory
+    past the ceiling (CONSTRAINT host_memory, tree killed), the trial process dying (FAILED,
+    cause from its signal: ``failures.death_cause``), or the watchdog: no progress for
+    ``hang_timeout_s`` (HANG, tree killed; NOTE [ The watchdog times stalls ]). After each trial
+    the tree's leftovers are counted: processes that outlived a kill (``orphans``) and /dev/shm
+    segments its dead processes left (``shm_leaks``, unlinked)."""
+
+    def __init__(self, setup: RunnerSetup, max_memory: int, hang_timeout_s: float = 60.0,
+                 setup_timeout_s: float = SETUP_TIMEOUT_S):
+        self.setup = setup
+        self.max_memory = max_memory
+        self.hang_timeout_s = hang_timeout_s
+        self.setup_timeout_s = setup_timeout_s
+        self.info: DatasetInfo | None = None
+        self.orphans = 0      # processes of a trial's tree still alive after it was killed
+        self.shm_leaks = 0    # /dev/shm segments left by a trial's dead processes (unlinked)
+        self._proc = None
+        self._conn = None
+        self._group: int | None = None  # the runner's process group, once it has made its own
+        self._watch: guard.TreeWatch | None = None
+
+    def start(self) -> DatasetInfo:
+        context = mp.get_context("spawn")
+        parent_conn, child_conn = context.Pipe()
+        self._group = None
+        self._proc = context.Process(target=trial.main, args=(child_conn, self.setup), name="autoloader-runner")
+        self._proc.start()
+        child_conn.close()
+        self._conn = parent_conn
+        self._watch = guard.TreeWatch(self._proc.pid)
+        deadline = time.monotonic() + self.setup_timeout_s
+        while not parent_conn.poll(0.2):
+            if not self._proc.is_alive():
+                code = self._wait_exitcode()
+                self._kill()
+                raise SetupError(f"the trial process died while building the dataset or step "
+                                 f"({exit_text(code)})" + (_main_script_hint() if code == 1 else ""),
+                                 usage=False)
+            if time.monotonic() > deadline:
+                self._kill()
+                raise SetupError(f"starting the trial process and building the dataset and step must take under "
+                                 f"{self.setup_timeout_s:.0f} s, and they had not finished; the trial process "
+                                 "was stopped. Fix: do the slow "
+                                 "part lazily (open or decode files in __getitem__, not in __init__), or "
+                                 "build the dataset once, save it, and have --dataset load the saved copy",
+                                 usage=False)
+        try:
+            message = parent_conn.recv()
+        except (EOFError, OSError):
+            code = self._wait_exitcode()
+            self._kill()
+            raise SetupError(f"the trial process died while starting ({exit_text(code)})"
+                             + (_main_script_hint() if code == 1 else ""), usage=False) from None
+        if isinstance(message, SetupFailed):
+            self._kill()
+            raise SetupError(message.message, usage=message.usage)
+        self._group = self._proc.pid  # setpgrp ran before Ready
+        self.info = message.info
+        return self.info
+
+    def measure(self, config: LoaderConfig, settings: BurstSettings) -> TrialResult:
+        """Run one trial and return its result, whatever happens to the trial process.
+
+        A trial process that dies before its Begin did not die of this config: it is restarted
+        and the trial sent once more (NOTE [ Trial protocol ]).
+        """
+        for attempt in (1, 2):
+            result = self._attempt(config, settings, retry_allowed=attempt == 1)
+            if result is not None:
+                return result
+        raise AssertionError("unreachable: the second attempt always returns")
+
+    def _ensure_started(self, config: LoaderConfig) -> TrialResult | None:
+        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+            return None
+        if self._proc is not None:
+            self._kill()
+        try:
+            self.start()
+        except SetupError as exc:
+            return TrialResult(config, FAILED, cause="runner_killed",
+                               error=f"the trial process could not be restarted: {str(exc)[:400]}")
+        return None
+
+    def _attempt(self, config: LoaderConfig, settings: BurstSettings, retry_allowed: bool) -> TrialResult | None:
+        """One try at a trial; None when the trial process died before it began this trial and
+        one more try is allowed (NOTE [ Trial protocol ])."""
+        failed = self._ensure_started(config)
+        if failed is not None:
+            return failed
+        shm_before = guard.shm_entries()
+        t0 = time.monotonic()
+        watch = self._watch = guard.TreeWatch(self._proc.pid)
+        if not self._send(Measure(config, settings)):
+            if retry_allowed:
+                return None
+            return TrialResult(config, FAILED, cause="runner_killed", error="the trial process was gone")
+        outcome = self._wait(watch, t0, self._cap(settings))
+        if isinstance(outcome, Result):
+            self.orphans += outcome.leaked_workers
+            fields = dict(outcome.fields)
+        else:
+            self._kill()  # a breach, a death or a hang: nothing of the tree may stay
+            if isinstance(outcome, _Died):
+                if not outcome.begun and retry_allowed:
+                    return None  # it died of something that came before this trial
+                fields = self._death(outcome)
+            elif isinstance(outcome, _Breach):
+                fields = self._breach(outcome)
+            else:
+                fields = self._hang(outcome)
+        self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+        return self._result(config, fields, watch, t0)
+
+    def _send(self, message) -> bool:
+        """Send ``message`` to the trial process; False, its tree killed, when it is gone."""
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, OSError):
+            self._kill()
+            return False
+        return True
+
+    # NOTE [ The watchdog times stalls ]: a hang is time without progress, not a long trial.
+    # A healthy trial runs as long as its start-up and its windows need (up to three time caps
+    # when batches are slow), so a timeout on the whole trial ended slow, healthy trials as
+    # hangs whenever it was set below that. A trial that keeps delivering but never ends (a
+    # livelock) still meets a generous cap on the whole.
+    def _cap(self, settings: BurstSettings) -> float:
+        """The most seconds a trial may take, however steadily it delivers."""
+        return 2 * self.hang_timeout_s + 3 * settings.max_window_s + 30.0
+
+    def _wait(self, watch: guard.TreeWatch, t0: float, cap: float) -> Result | _Died | _Breach | _Hung:
+        """Read the trial's messages while guarding its tree, until the trial ends one way or
+        another: its Result, the process's death, a memory breach, or the watchdog. Kills nothing."""
+        begun, last_progress, batches = False, t0, 0
+        while True:
+            if self._conn.poll(0.05):
+                try:
+                    message = self._conn.recv()
+                except (EOFError, OSError):
+                    return _Died(self._wait_exitcode(), begun)
+                if isinstance(message, Begin):
+                    begun, last_progress = True, time.monotonic()
+                elif isinstance(message, Beat):
+                    last_progress, batches = time.monotonic(), message.batches
+                else:
+                    return message  # a Result: the only other message of a trial
+                continue
+            sample = watch.poll()
+            if sample is not None and sample.pss > self.max_memory:
+                return _Breach(sample)
+            if not self._proc.is_alive():
+                code = self._wait_exitcode()
+                if self._conn.poll(0):
+                    continue  # its last words (a Result, or Begin) are still in the pipe
+                return _Died(code, begun)
+            now = time.monotonic()
+            quiet = now - last_progress
+            if quiet > self.hang_timeout_s or now - t0 > cap:
+                return _Hung(quiet_s=quiet, running_s=now - t0, cap_s=cap, batches=batches,
+                             processes=max(1, len(watch.procs)), detected_at=now)
+
+    def _breach(self, breach: _Breach) -> dict:
+        sample = breach.sample
+        return _failure(CONSTRAINT, "host_memory",
+                        f"{sample.pss / 2**30:.2f} GiB across {sample.processes} processes passed the "
+                        f"{self.max_memory / 2**30:.2f} GiB ceiling; trial stopped")
+
+    def _death(self, death: _Died) -> dict:
+        return _failure(FAILED, death_cause(death.exitcode), death_text(death.exitcode))
+
+    def _hang(self, hang: _Hung) -> dict:
+        """The watchdog's report; called right after the kill, which it times."""
+        killed_in = time.monotonic() - hang.detected_at
+        progress = f"after {hang.batches} batches" if hang.batches else "and no batch at all"
+        why = (f"no progress for {hang.quiet_s:.1f} s (the watchdog's timeout is {self.hang_timeout_s:g} s)"
+               if hang.quiet_s > self.hang_timeout_s else
+               f"still running after {hang.running_s:.0f} s, past the {hang.cap_s:.0f} s a trial may take "
+               "(twice the watchdog's timeout, three window caps and 30 s)")
+        return _failure(HANG, "hang", f"{why}, {progress}; the trial's process tree ({hang.processes} processes) "
+                                      f"was killed in {killed_in:.2f} s", stalled_s=hang.quiet_s)
+
+    def _result(self, config: LoaderConfig, fields: dict, watch: guard.TreeWatch, t0: float) -> TrialResult:
+        """The trial's TrialResult: its fields, and what the driver saw of its tree."""
+        return TrialResult(config=config, peak_host_bytes=watch.peak.uss or None,
+                           peak_pss_bytes=watch.peak.pss or None,
+                           peak_shm_bytes=watch.peak_shm,
+                           batch_bytes=(self.info.sample_bytes * config.batch_size) if self.info else None,
+                           seconds=time.monotonic() - t0, **fields)
+
+    def _wait_exitcode(self) -> int | None:
+        self._proc.join(timeout=2.0)
+        return self._proc.exitcode
+
+    def _kill(self) -> None:
+        """Kill the runner's whole tree: its group, its descendants, and every process the
+        guard saw in it (a crashed runner's workers are no longer its children)."""
+        if self._proc is None:
+            return
+        if self._proc.pid is not None:
+            seen = self._watch.procs if self._watch is not None else ()
+            self.orphans += len(guard.kill_tree(self._proc.pid, group=self._group, also=seen))
+            self._proc.join(timeout=5.0)
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+
+    def close(self) -> None:
+        """Stop the runner politely, then make sure nothing of its tree is left."""
+        if self._proc is None:
+            return
+        if self._proc.pid is not None and self._proc.is_alive() and self._conn is not None:
+            try:
+                self._conn.send(Stop())
+                self._proc.join(timeout=5.0)
+            except (BrokenPipeError, OSError):
+                pass
+        self._kill()
+        self._proc = None
+
+    def __enter__(self) -> "TrialRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,124 @@
+"""Naming how a trial failed: from the exception a trial raised, or from how its process died.
+
+A trial's failure is stored as a cause (a key of ``results.CAUSES``) and a message for the user.
+An exception raised in the trial process is described there (``describe_failure``) and its
+cause named from the text (``classify_failure``); a trial process that died is named by the
+driver from its exit code (``death_cause``, ``death_text``).
+"""
+
+from __future__ import annotations
+
+import signal
+import traceback
+
+# Words that tie an out-of-space error to shared memory rather than to a disk the dataset reads.
+_SHM_MARKERS = ("/dev/shm", "shm", "shared memory", "torch_", "semlock", "sem_open")
+
+
+def signal_name(exitcode: int | None, described: bool = False) -> str | None:
+    """The signal that ended a process, from multiprocessing's exit code (-N for signal N):
+    its name ("SIGSEGV"), or described, the C library's words for it ("Segmentation fault");
+    None when the process exited rather than being signalled."""
+    if exitcode is None or exitcode >= 0:
+        return None
+    number = -exitcode
+    try:
+        return (signal.strsignal(number) if described else signal.Signals(number).name) or f"signal {number}"
+    except ValueError:
+        return f"signal {number}"
+
+
+def exit_text(exitcode: int | None) -> str:
+    """How a process ended, for a message: its signal's name, or its exit code."""
+    return signal_name(exitcode) or f"exit code {exitcode}"
+
+
+def death_cause(exitcode: int | None) -> str:
+    """The cause of a trial whose trial process died: a bus error is what touching a page of a
+    full /dev/shm raises; anything else is the process killed or crashed."""
+    return "shm_exhausted" if exitcode == -signal.SIGBUS else "runner_killed"
+
+
+def death_text(exitcode: int | None) -> str:
+    """The message of a trial whose trial process died, with the usual reason for its signal."""
+    why = {-signal.SIGKILL: ": the kernel's OOM killer, or another process",
+           -signal.SIGSEGV: ": a native library in the dataset or step crashed",
+           -signal.SIGBUS: ": /dev/shm is likely full"}.get(exitcode or 0, "")
+    return f"the trial process died ({exit_text(exitcode)}{why})"
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
+def _dead_worker_signals(chain: list[BaseException]) -> list[str]:
+    """How the DataLoader's failed workers died, from its own frames (``failed_workers``): its
+    Python-side message says only "exited unexpectedly", which hides a segfault or a bus error."""
+    found = []
+    for exc in chain:
+        tb = exc.__traceback__
+        while tb is not None:
+            for worker in tb.tb_frame.f_locals.get("failed_workers", None) or ():
+                text = signal_name(getattr(worker, "exitcode", None), described=True)
+                if text and text not in found:
+                    found.append(text)
+            tb = tb.tb_next
+    return found
+
+
+def describe_failure(exc: BaseException) -> tuple[str, str]:
+    """(what to tell the user, what to classify) for an exception raised in a trial.
+
+    The message is the most specific in the chain: the SIGCHLD handler's "killed by signal:
+    Segmentation fault" over the "exited unexpectedly" wrapped around it, and for an exception
+    re-raised from a worker, the worker's own last line. The classification text is the whole
+    chain with full tracebacks (a collate_fn frame deep in the stack decides collate vs
+    __getitem__) plus how dead workers died.
+    """
+    chain = _exception_chain(exc)
+    texts = [f"{type(e).__name__}: {e}".strip() for e in chain]
+    message = next((t for t in texts if "killed by signal" in t.lower()), texts[0])
+    signals = _dead_worker_signals(chain)
+    if signals and "killed by signal" not in message.lower():
+        message = f"{message} (killed by signal: {', '.join(signals)})"
+    worker = str(exc)
+    if "in DataLoader worker process" in worker and "Original Traceback" in worker:
+        lines = [line for line in worker.strip().splitlines() if line.strip()]
+        head = lines[0].replace("Caught ", "").rstrip(".")
+        message = f"{lines[-1].strip()} ({head})"
+    detail = "".join(traceback.format_exception(exc))
+    if signals:
+        detail += "".join(f"\nDataLoader worker is killed by signal: {s}" for s in signals)
+    return message.splitlines()[0][:500] if message else type(exc).__name__, detail
+
+
+def classify_failure(message: str, where: str) -> str:
+    """Name the cause of an exception raised in a trial from where it came and what it says.
+
+    ``where`` is "next" (fetching a batch) or "step" (the consumer). ``message`` is best the
+    whole exception chain with full tracebacks (``describe_failure``'s detail): a worker's
+    exception arrives re-raised with the worker's traceback in its text, and the frames tell a
+    collate_fn failure from a __getitem__ one.
+    """
+    text = message.lower()
+    if "out of shared memory" in text or "bus error" in text or "insufficient shared memory" in text:
+        return "shm_exhausted"
+    if ("no space left on device" in text or "unable to allocate shared memory" in text
+            or "unable to write to file" in text) and any(m in text for m in _SHM_MARKERS):
+        return "shm_exhausted"
+    if ("out of memory" in text and "cuda" in text) or "outofmemoryerror" in text:
+        return "cuda_oom"
+    if "segmentation fault" in text:
+        return "worker_segfault"
+    if "killed by signal" in text or "exited unexpectedly" in text:
+        return "worker_killed"
+    if where == "step":
+        return "step_error"
+    if "collate" in text:
+        return "collate_error"
+    return "dataset_error"

@@ -1,0 +1,132 @@
+"""What the driver (``driver.py``) and the trial process (``trial.py``) say to each other.
+
+The set-up the driver hands the trial process (``RunnerSetup``), what the trial process learns
+before any trial (``DatasetInfo``), the error when it cannot get that far (``SetupError``), and
+the messages of the pipe between them, one frozen dataclass each: NOTE [ Trial protocol ].
+
+# NOTE [ Trial protocol ]
+# The driver and the trial process share one multiprocessing Pipe; every message is one of the
+# dataclasses below, pickled by the pipe. In order:
+# 1. Set-up. The trial process builds the dataset and the step and answers once: Ready(info), or
+#    SetupFailed(message, usage) when that raised. The driver waits setup_timeout_s for it; a
+#    trial process that dies first, or does not answer in time, is a SetupError (when it is
+#    a restart before a trial, that trial is FAILED: the process could not be restarted).
+# 2. Trials, one at a time. The driver sends Measure(config, settings). The trial process
+#    answers Begin(pid) before it builds the loader, Beat(batches) while batches flow, then
+#    Result(fields, leaked_workers): the trial's TrialResult fields, and how many of its
+#    processes outlived the teardown and even a kill (the driver counts them as orphans).
+# 3. Stop() asks the trial process to exit; the driver then kills what is left of its tree.
+# The trial process may also exit on its own after a Result: a CUDA error left its context
+# unusable (NOTE [ Pinned memory outlives its trial ] in device.py).
+# A pipe that breaks during a trial (EOF, or the process gone and nothing left to read) means
+# the trial process died. Before Begin, it died of something that came before this trial (a
+# late signal from the last trial's workers, a process that ended itself after its last
+# Result): the driver starts a new trial process and sends the same Measure once more. After
+# Begin, it died running this config: the trial is FAILED, named from the exit code
+# (failures.death_cause). The second attempt is the last: dying before Begin again, it is FAILED.
+# The heartbeat: the trial process sends Beat at most every BEAT_S while batches flow, and once
+# more when the burst ends, so the teardown that follows gets a whole watchdog timeout. Begin
+# and each Beat tell the driver's watchdog the trial moved; no message for hang_timeout_s is a
+# hang (NOTE [ The watchdog times stalls ] in driver.py), and the last Beat's count of batches
+# says in the report how far the trial got.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+from dataclasses import dataclass
+
+from ..space import LoaderConfig
+from ..source import Source
+from .burst import BurstSettings
+
+BEAT_S = 0.5  # the trial process reports progress at most this often while batches flow
+
+
+@dataclass(frozen=True)
+class RunnerSetup:
+    dataset: Source
+    step: Source | None
+    device: str
+    fixed_kwargs: dict
+    probe_batch_size: int
+    # The driver's default start method. A spawned child would otherwise default to 'spawn'
+    # for its own children, and DataLoader workers must start as in the user's process.
+    worker_start_method: str = dataclasses.field(
+        default_factory=lambda: mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0])
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What the trial process learned about the dataset before any trial."""
+
+    length: int | None          # None for an IterableDataset
+    sample_seconds: float       # one sample's __getitem__ in the trial process
+    sample_bytes: int           # collated bytes per sample
+    runner_uss: int             # the trial process's own memory once the dataset and step are built
+    runner_pss: int             # the same, with its share of shared pages (as the guard counts)
+
+
+class SetupError(Exception):
+    """The trial process could not build the dataset or step; ``usage`` says whether it is bad input."""
+
+    def __init__(self, message: str, usage: bool):
+        super().__init__(message)
+        self.usage = usage
+
+
+# --- driver -> trial process ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Measure:
+    """Run one trial of ``config`` with the burst's stop rule ``settings``."""
+
+    config: LoaderConfig
+    settings: BurstSettings
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Exit: no more trials."""
+
+
+# --- trial process -> driver ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ready:
+    """The dataset and step are built; trials may be sent."""
+
+    info: DatasetInfo
+
+
+@dataclass(frozen=True)
+class SetupFailed:
+    """Building the dataset or step raised; the driver raises ``SetupError(message, usage)``."""
+
+    message: str
+    usage: bool
+
+
+@dataclass(frozen=True)
+class Begin:
+    """The trial process has taken the trial: from now on a death is this config's."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class Beat:
+    """Batches are flowing: ``batches`` consumed so far in this trial."""
+
+    batches: int
+
+
+@dataclass(frozen=True)
+class Result:
+    """The trial's end: the TrialResult fields the trial process measured (the driver adds the
+    memory figures and the wall time), and how many of the trial's processes were still alive
+    after its teardown and a kill."""
+
+    fields: dict
+    leaked_workers: int

@@ -1,0 +1,376 @@
+"""The trial process: where configs are measured, away from the driver.
+
+``driver.TrialRunner`` starts it (``main`` is its entry point); it builds the dataset and the
+step once, then measures one config per Measure message (NOTE [ Trial protocol ] in
+protocol.py). Nothing here runs in the driver.
+
+# NOTE [ Trial processes ]
+# A trial can segfault, exhaust /dev/shm, trip the OOM killer or hang; none of that may take the
+# driver (the search, its storage, the user's process) with it. So trials run in a child process,
+# the runner, started with 'spawn': a clean interpreter that inherits no threads, locks or CUDA
+# state from the driver (see NOTE [ Getting the dataset into a trial process ] in source.py).
+# One runner serves many trials so the import, the dataset build and the step factory (a model
+# on the GPU) are paid once; after a crash, a kill or a hang the driver kills the runner's whole
+# tree and starts a new one. The runner is what a training process looks like: it owns CUDA and
+# its DataLoader workers are started the DataLoader's way (fork on Linux, unless the user passes
+# multiprocessing_context), and they must not touch CUDA, exactly as in the user's own run.
+# The driver never initialises CUDA (NOTE [ No CUDA in the driver ] in hardware.py). The runner
+# puts itself in a process group of its own and asks the kernel to kill it when the driver dies
+# (PR_SET_PDEATHSIG), and its workers ask the same of the runner (``_WorkerInit``), so neither a
+# killed driver nor a killed runner leaves workers behind, even hung ones. Both name themselves
+# (``autoloader-run``, ``autoloader-wkr`` in ps). The driver kills a tree by its group, its
+# descendants and every process its guard saw in it (a crashed runner's workers are no longer
+# its children), and never signals a group that is not the runner's own. A trial ends as a
+# result about its config, never as an exception (``driver.TrialRunner``). What the two
+# processes say to each other, and what the driver concludes when the runner dies mid-trial:
+# see NOTE [ Trial protocol ] in protocol.py.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+import warnings
+import weakref
+from typing import Any
+
+from ..results import FAILED, OK
+from ..space import LoaderConfig
+from . import guard
+from .burst import BurstSettings
+from .device import NvmlUtil, release_cached_memory, to_device
+from .failures import classify_failure, describe_failure
+from .protocol import BEAT_S, Beat, Begin, DatasetInfo, Ready, Result, RunnerSetup, SetupError, SetupFailed, Stop
+
+
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: the kernel SIGKILLs us when the driver dies, even by SIGKILL."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1 == PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _set_name(name: str) -> None:
+    """PR_SET_NAME: what ps, top and psutil's name() show, so trial processes are easy to find."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # 15 == PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+RUNNER_NAME = "autoloader-run"
+WORKER_NAME = "autoloader-wkr"
+
+
+class _WorkerInit:
+    """The trial's ``worker_init_fn``: the worker dies with the runner, then the user's own runs.
+
+    A DataLoader worker notices a dead parent only at its next queue poll, and one that hangs or
+    spins never does; so each worker asks the kernel for SIGKILL when the runner dies, and exits
+    at once if the runner died before it could ask.
+    """
+
+    def __init__(self, runner_pid: int | None, inner=None):
+        self.runner_pid = runner_pid  # the worker's parent when forked; None for forkserver/spawn
+        self.inner = inner
+
+    def __call__(self, worker_id: int) -> None:
+        _die_with_parent()
+        if self.runner_pid is not None and os.getppid() != self.runner_pid:
+            os._exit(1)
+        _set_name(WORKER_NAME)
+        if self.inner is not None:
+            self.inner(worker_id)
+
+
+def _shutdown_iterators(iterators: list) -> None:
+    """Stop a trial's DataLoader workers now, whatever state the trial left them in.
+
+    An iterator kept alive past the trial (a persistent-workers loader, a traceback) keeps its
+    workers and its entry in DataLoader's SIGCHLD registry; a worker of it dying later would
+    then raise "DataLoader worker ... is killed by signal" in the runner between trials, and
+    the next config would be blamed. So each iterator is shut down explicitly (joins, then
+    terminates, its workers) and its registry entry is dropped.
+    """
+    from torch.utils.data._utils import signal_handling
+
+    for ref in iterators:
+        it = ref()
+        if it is None:
+            continue
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if shutdown is not None:
+            try:
+                shutdown()
+            except Exception:  # noqa: BLE001 - best effort; the reaper kills what is left
+                pass
+        if getattr(it, "_worker_pids_set", False):
+            try:
+                signal_handling._remove_worker_pids(id(it))
+            except (RuntimeError, AttributeError):
+                pass
+            it._worker_pids_set = False
+        del it
+
+
+def _tensor_bytes(obj: Any) -> int:
+    if hasattr(obj, "element_size") and hasattr(obj, "nelement"):
+        return int(obj.element_size() * obj.nelement())
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
+class _Runner:
+    """The trial process's state, built once: the dataset, the step, the device. ``inspect`` and
+    ``warm_up`` run before any trial; ``measure`` runs one."""
+
+    def __init__(self, setup: RunnerSetup):
+        import torch
+
+        from ..source import resolve_dataset, resolve_step
+
+        self.torch = torch
+        self.setup = setup
+        self.device = setup.device
+        self.cuda = setup.device.startswith("cuda")
+        if self.cuda and not torch.cuda.is_available():
+            raise SetupError("--device cuda needs a CUDA GPU that torch can use (got "
+                             f"torch {torch.__version__}, torch.cuda.is_available() is False). "
+                             "Fix: pass --device cpu, or install a CUDA build of torch", usage=True)
+        if self.cuda and ":" in self.device:
+            # Events, synchronize and memory statistics act on the current device: make it ours.
+            torch.cuda.set_device(self.device)
+        self.dataset = resolve_dataset(setup.dataset.load(), setup.dataset.name)
+        self.iterable = isinstance(self.dataset, torch.utils.data.IterableDataset)
+        self.step = None
+        if setup.step is not None:
+            self.step = resolve_step(setup.step.load(), setup.step.name)
+        self.nvml = NvmlUtil() if self.cuda else None
+        # Set when a trial left CUDA unusable: this process then ends after its result
+        # (NOTE [ Pinned memory outlives its trial ] in device.py).
+        self.cuda_broken: str | None = None
+
+    def inspect(self) -> DatasetInfo:
+        from torch.utils.data import DataLoader
+
+        from ..errors import usage
+
+        fixed = self._fixed_kwargs()
+        probe_size = min(8, self.setup.probe_batch_size)
+        probe = DataLoader(self.dataset, batch_size=probe_size,
+                           num_workers=0, **{k: v for k, v in fixed.items() if k == "collate_fn"})
+        t0 = time.perf_counter()
+        try:
+            batch = next(iter(probe))
+        except StopIteration:
+            raise usage("the dataset must hold at least one sample", "it yielded none",
+                        "check the data path or filters that built it") from None
+        except Exception as exc:  # noqa: BLE001
+            where = "collate" if "collate" in traceback.format_exc() else "__getitem__"
+            raise usage(f"the dataset's samples must load and collate into a batch ({where} failed)",
+                        f"{type(exc).__name__}: {exc}",
+                        "make __getitem__ return tensors, numbers, or dicts/tuples of them, or pass a "
+                        "collate_fn that handles your samples") from None
+        elapsed = time.perf_counter() - t0
+        from .burst import batch_size_of
+
+        length = None if self.iterable else len(self.dataset)
+        # The probe's default sampler makes the first batch min(size, length) samples; reading
+        # them off the batch miscounts lists of samples (their leading dimension is channels).
+        count = min(probe_size, length) if length is not None else max(1, batch_size_of(batch))
+        memory = guard.sample_memory(os.getpid())
+        return DatasetInfo(length=length, sample_seconds=elapsed / count,
+                           sample_bytes=max(1, _tensor_bytes(batch) // count),
+                           runner_uss=memory.uss, runner_pss=memory.pss)
+
+    def _sample_counter(self, config: LoaderConfig, epoch_batches: int | None):
+        """Samples per batch from the sampler's arithmetic: a collate_fn's output may have no
+        leading batch dimension to count (lists, detection-style tuples). None (count the
+        batch) when a user sampler decides."""
+        fixed = self.setup.fixed_kwargs
+        if "batch_sampler" in fixed or "sampler" in fixed:
+            return None
+        size = config.batch_size
+        remainder = 0 if self.iterable or fixed.get("drop_last") else len(self.dataset) % size
+        last = remainder or size
+        return lambda batch, index: last if epoch_batches and index == epoch_batches else size
+
+    def warm_up(self) -> None:
+        """Run the consumer on one full batch before any trial, so one-time costs (cuDNN's
+        algorithm search, lazy initialisation, allocator growth) are not charged to the first
+        config. A failure here is left for the trials to meet and report."""
+        from torch.utils.data import DataLoader
+
+        fixed = {k: v for k, v in self.setup.fixed_kwargs.items() if k == "collate_fn"}
+        try:
+            batch = next(iter(DataLoader(self.dataset, batch_size=self.setup.probe_batch_size,
+                                         num_workers=0, **fixed)))
+            consume = self._consumer(LoaderConfig.make(self.setup.probe_batch_size, 0, False))
+            for _ in range(2):
+                consume(batch)
+            if self.cuda:
+                self.torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - the trials report it as a result about a config
+            pass
+
+    def _fixed_kwargs(self) -> dict:
+        from ..seeding import seed_worker
+
+        fixed = dict(self.setup.fixed_kwargs)
+        context = fixed.get("multiprocessing_context") or self.setup.worker_start_method
+        method = context if isinstance(context, str) else getattr(context, "_name", None)
+        fixed["worker_init_fn"] = _WorkerInit(os.getpid() if method == "fork" else None,
+                                              fixed.get("worker_init_fn", seed_worker))
+        if not self.iterable and "sampler" not in fixed and "batch_sampler" not in fixed:
+            fixed.setdefault("shuffle", True)
+        return fixed
+
+    def measure(self, config: LoaderConfig, settings: BurstSettings, beat=None) -> dict:
+        """One trial. Returns the fields of a TrialResult (the driver adds memory figures).
+        ``beat(batches)`` is called at most every ``BEAT_S`` while batches flow, so the driver's
+        watchdog can tell how long a trial has made no progress."""
+        from torch.utils.data import DataLoader
+
+        from .burst import run_burst
+
+        torch = self.torch
+        loader = DataLoader(self.dataset, **config.loader_kwargs(), **self._fixed_kwargs())
+        epoch_batches = None if self.iterable else len(loader)
+        consume = self._consumer(config)
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        where = ["next"]
+
+        iterators = []
+
+        def make_iterator():
+            where[0] = "next"
+            it = iter(loader)
+            if not any(ref() is it for ref in iterators):
+                iterators.append(weakref.ref(it))
+            return it
+
+        progress = {"batches": 0, "beat": time.monotonic()}
+
+        def consume_tracked(batch):
+            where[0] = "step"
+            consume(batch)
+            where[0] = "next"
+            progress["batches"] += 1
+            now = time.monotonic()
+            if beat is not None and now - progress["beat"] >= BEAT_S:
+                progress["beat"] = now
+                beat(progress["batches"])
+
+        try:
+            m = run_burst(make_iterator, consume_tracked, config.num_workers,
+                          fresh_workers_each_epoch=config.num_workers > 0 and not config.persistent_workers,
+                          epoch_batches=epoch_batches, device=self.device, settings=settings,
+                          batch_samples=self._sample_counter(config, epoch_batches))
+        except Exception as exc:  # noqa: BLE001 - a crash is a result about this config
+            message, detail = describe_failure(exc)
+            del exc
+            return {"status": FAILED, "cause": classify_failure(detail, where[0]), "error": message}
+        finally:
+            if beat is not None:
+                beat(progress["batches"])  # the teardown that follows gets a full watchdog timeout
+            _shutdown_iterators(iterators)
+            loader = None  # the last reference: its workers go with it
+            gc.collect()
+            if self.cuda:
+                self.cuda_broken = release_cached_memory(torch)
+        gpu_util = self.nvml.mean_between(m.window_start_wall, m.window_end_wall) if self.nvml else None
+        return {"status": OK, "samples_per_s": m.samples_per_s,
+                "steady_samples_per_s": m.steady_samples_per_s, "rel_interval": m.rel_interval,
+                "wait_fraction": m.wait_fraction, "consumer_fraction": m.consumer_fraction,
+                "gpu_util": gpu_util, "startup_s": m.startup_s, "epoch_restart_s": m.epoch_restart_s,
+                "gpu_peak_bytes": int(torch.cuda.max_memory_allocated()) if self.cuda else None,
+                "batches": m.batches, "window_s": m.window_s, "epochs_crossed": m.epochs_crossed,
+                "pruned": m.pruned}
+
+    def _consumer(self, config: LoaderConfig):
+        if self.step is not None:
+            return self.step
+        if not self.cuda:
+            return lambda batch: None
+        non_blocking = config.pin_memory
+        return lambda batch: to_device(batch, self.device, non_blocking)
+
+
+def main(conn, setup: RunnerSetup) -> None:
+    """The trial process's entry point: set up, answer Ready, then serve Measure messages until
+    Stop or a broken pipe (NOTE [ Trial protocol ] in protocol.py)."""
+    os.setpgrp()
+    _die_with_parent()
+    _set_name(RUNNER_NAME)
+    mp.set_start_method(setup.worker_start_method, force=True)
+    # Trying more workers than CPUs is the point of some trials; DataLoader's warning about it
+    # would only clutter the user's terminal.
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    from ..errors import UsageError
+
+    try:
+        runner = _Runner(setup)
+        info = runner.inspect()
+        if runner.cuda:
+            runner.warm_up()
+    except (UsageError, SetupError) as exc:
+        conn.send(SetupFailed(str(exc), True))
+        return
+    except Exception as exc:  # noqa: BLE001 - the user's code raised: bad input, with its traceback
+        what = "the dataset and step" if setup.step is not None else "the dataset"
+        conn.send(SetupFailed(
+            f"building {what} and loading one batch (in a fresh process, as every trial does) must "
+            f"work, and it raised {type(exc).__name__}: {exc}. Fix: make {what} run on its own in a "
+            f"fresh Python process and tune again; "
+            f"the traceback says where it raised:\n{traceback.format_exc(limit=8)}", True))
+        return
+    except BaseException as exc:  # noqa: BLE001 - reported to the driver, which decides
+        conn.send(SetupFailed(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}", False))
+        return
+    conn.send(Ready(info))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        except RuntimeError:
+            # DataLoader's SIGCHLD handler reporting a worker of a finished trial: that trial
+            # has its result already, so this is not about the next one.
+            continue
+        if isinstance(message, Stop):
+            return
+        conn.send(Begin(os.getpid()))
+        fields = runner.measure(message.config, message.settings, beat=lambda batches: conn.send(Beat(batches)))
+        conn.send(Result(fields, leaked_workers=_reap_children()))
+        if runner.cuda_broken:
+            return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process
+
+
+def _reap_children(timeout: float = 5.0) -> int:
+    """Wait for this trial's workers to exit, killing any still there after ``timeout``; reap
+    them all. Returns how many are still alive after that."""
+    import psutil
+
+    def alive() -> list:
+        return [child for child in psutil.Process().children(recursive=True) if not guard.gone(child)]
+
+    deadline = time.monotonic() + timeout
+    leftover = alive()
+    while leftover and time.monotonic() < deadline:
+        time.sleep(0.05)
+        leftover = alive()
+    still = guard.kill_all(leftover, timeout)
+    mp.active_children()  # reaps the workers multiprocessing started (no zombies left)
+    return len(still)
