@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
-from .choice import finalists
 from .policy import FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS
 from .probe.burst import expected_window_s
 from .results import OK, TrialResult
@@ -24,9 +23,11 @@ FIRST_TRIAL_S = 6.0
 class Clock:
     """The budget of one tuning run, counted from its construction."""
 
-    def __init__(self, budget_s: float):
+    def __init__(self, budget_s: float,
+                 finalists: Callable[[Sequence[TrialResult]], list[LoaderConfig]] = lambda history: []):
         self.budget = float(budget_s)
         self.t0 = time.monotonic()
+        self.finalists = finalists  # who the final will measure, for the time kept back for it
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -43,7 +44,7 @@ class Clock:
 
     def finals_reserve(self, history: Sequence[TrialResult]) -> float:
         """Time kept back for the final round, at most FINAL_RESERVE_SHARE of the budget."""
-        chosen = finalists(history)
+        chosen = self.finalists(history)
         if len(chosen) < 2:
             return 0.0
         return min(FINAL_ROUNDS * round_seconds(chosen, history), FINAL_RESERVE_SHARE * self.budget)

@@ -1,8 +1,8 @@
-"""Who reaches the interleaved final, and who wins it.
+"""Who wins the interleaved final.
 
-The search ranks configs by single bursts; the final re-measures the few best in one process,
-interleaved (A B C A B C ...), so drift hits them alike, and the pick is the cheapest config that
-ties the best median. Pure functions over measured records: nothing here measures.
+The final re-measures the few configs the search put forward (model_first.py), the control among
+them, in one process, interleaved (A B C A B C ...), so drift hits them alike; the pick is the
+cheapest config that ties the best median. Pure functions over measured records.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from .policy import (FINAL_TIE, FINALIST_SHARE, FINALIST_TIE, KEEPS_UP_TIE, MAX_FINALISTS, MIN_TOLERANCE,
-                     keeps_up_at, same_kind)
+from .policy import FINAL_TIE, KEEPS_UP_TIE, MIN_TOLERANCE, keeps_up_at, same_kind
 from .results import OK, TrialResult
 from .space import LoaderConfig
 
@@ -60,26 +59,6 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
     top = max(t.samples_per_s for t in ok)
     within = [t for t in ok if t.samples_per_s >= top * (1.0 - tolerance)]
     return min(within, key=lambda t: t.config.cost())
-
-
-def finalists(history: Sequence[TrialResult]) -> list[LoaderConfig]:
-    """The top two by burst rate; the cheapest config that keeps up, of the best's kind
-    (NOTE [ Keeping up ]), and the cheapest within FINALIST_TIE of the best, so a tie can go to
-    either; then the third by burst rate, while there is room. None but the top two far behind
-    the best (noise does not reach FINALIST_SHARE)."""
-    ok = sorted((t for t in history if t.status == OK and t.samples_per_s), key=lambda t: -t.samples_per_s)
-    if not ok:
-        return []
-    floor = ok[0].samples_per_s * FINALIST_SHARE
-    # Always the top two: a lucky burst must face at least one rival in the final.
-    chosen = [t.config for t in ok[:2]]
-    keeping = [t for t in ok if t.keeps_up and t.samples_per_s >= floor and same_kind(t.config, ok[0].config)]
-    extras = [min(keeping, key=lambda t: t.config.cost(), default=None), best_of(history, tolerance=FINALIST_TIE),
-              ok[2] if len(ok) > 2 and ok[2].samples_per_s >= floor else None]
-    for extra in extras:
-        if extra is not None and extra.config not in chosen:
-            chosen.append(extra.config)
-    return chosen[:MAX_FINALISTS]
 
 
 def choose(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> Finalist:

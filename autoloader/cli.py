@@ -38,20 +38,23 @@ def main() -> None:
 @click.option("--storage", metavar="URL", help="Optuna storage URL (default: SQLite beside the result).")
 @click.option("--trial-timeout", type=float, default=DEFAULT_TRIAL_TIMEOUT_S, show_default=True,
               help="Seconds a trial may go without progress (no batch, no start) before it is ended as a hang.")
+@click.option("--allow-reorder", is_flag=True,
+              help="Let the pick deliver batches out of order (DataLoader in_order=False) when that is faster.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @click.option("--fail-if-changed", is_flag=True,
               help="Exit 3 when the pick or its rate changed since the last result for this dataset under --out "
                    "(on this hardware, else the newest from other hardware). For nightly re-tunes.")
 def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,
-                 trial_timeout, as_json, quiet, fail_if_changed) -> None:
+                 trial_timeout, allow_reorder, as_json, quiet, fail_if_changed) -> None:
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
     try:
         # An empty --batch-sizes is bad input, not an absent option: parse it and say so.
         sizes = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
         result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
                       max_memory=max_memory, device=device, out=out, storage=storage,
-                      progress=None if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout)
+                      progress=None if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout,
+                      allow_reorder=allow_reorder)
     except UsageError as exc:
         raise click.UsageError(str(exc)) from None
     except AutoloaderError as exc:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import platform
 import shutil
@@ -20,12 +21,34 @@ import psutil
 SHM_PATH = "/dev/shm"
 
 
-def usable_cpus() -> int:
-    """CPUs this process may run on (affinity and cgroup-pinned sets), not the machine's total."""
+def cpu_quota() -> float | None:
+    """The CPUs' worth of time a cgroup quota allows this process (cgroup v2 ``cpu.max``, else v1's
+    CFS quota); None when no quota is set or none can be read."""
     try:
-        return len(os.sched_getaffinity(0))
+        with open("/sys/fs/cgroup/cpu.max") as fh:
+            quota, period = fh.read().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as fh:
+            quota = int(fh.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as fh:
+            period = int(fh.read())
+        return quota / period if quota > 0 and period > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cpus() -> int:
+    """CPUs this process may really use: its affinity set, capped by a cgroup quota (a container
+    limited to 4 CPUs' time on a 64-core host has 4), not the machine's total."""
+    try:
+        count = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS has no affinity call
-        return os.cpu_count() or 1
+        count = os.cpu_count() or 1
+    quota = cpu_quota()
+    return max(1, min(count, math.ceil(quota))) if quota else count
 
 
 def available_memory() -> int:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
-from .policy import MAX_NOISE, MIN_TOLERANCE
+from .policy import MIN_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -56,26 +55,3 @@ def find_knee(points: Iterable[tuple[int, float]], tolerance: float = MIN_TOLERA
     stops_paying = min(w for w, rate in curve if rate >= floor)
     starts_hurting = next((w for w, rate in curve if w > peak and rate < floor), None)
     return Knee(stops_paying, peak, starts_hurting, tolerance, curve)
-
-
-def rising_at_end(points: Iterable[tuple[int, float]], tolerance: float = MIN_TOLERANCE) -> bool:
-    """True when the largest worker count tried is still clearly the best: worth going past it."""
-    knee = find_knee(points, tolerance)
-    if len(knee.curve) < 2:
-        return False
-    last_workers, last_rate = knee.curve[-1]
-    # Clearly above every smaller count, not just the one before it: after a dip, a last point
-    # that only ties an earlier peak is noise, not a climb.
-    best_before = max(rate for _, rate in knee.curve[:-1])
-    return knee.peak == last_workers and last_rate > best_before * (1.0 + knee.tolerance)
-
-
-def could_be_faster(rate: float, rel: float | None, best: float, best_rel: float | None) -> bool:
-    """True when a burst that read ``rate`` may still be faster than one that read ``best``: its
-    shortfall is inside the two bursts' relative 95% half-widths (each capped at MAX_NOISE),
-    combined in quadrature. A burst without an interval (too few batches to estimate one: inf in
-    a live run, None once stored) is taken at face value, so a resumed run decides as the live
-    one did."""
-    def width(r: float | None) -> float:
-        return min(r, MAX_NOISE) if r is not None and math.isfinite(r) else 0.0
-    return rate * (1.0 + math.hypot(width(rel), width(best_rel))) > best

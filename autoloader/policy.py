@@ -15,9 +15,6 @@ from .probe.burst import BurstSettings
 # Two rates closer than this are a tie even when their bursts' intervals are tighter: the same
 # config drifts a few percent between measurements in one process.
 MIN_TOLERANCE = 0.03
-# The widest relative interval a burst is taken at: past it, "may be faster" would hold for
-# almost any pair of readings.
-MAX_NOISE = 0.5
 
 # --- keeping up: NOTE [ Keeping up ] in results.py -------------------------------------------
 
@@ -25,7 +22,18 @@ MAX_NOISE = 0.5
 # can speed the loop up by at most that share.
 KEEPS_UP_WAIT = 0.02
 
-# --- the search ------------------------------------------------------------------------------
+# --- the search: NOTE [ Model first ] in model_first.py --------------------------------------
+
+# The model's pick is the cheapest config predicted within this share of the best prediction: a
+# smaller predicted gain is not worth more workers or memory, and no burst could confirm it.
+PREDICTED_TIE = 0.02
+# The least certain prediction worth a burst is looked for among configs predicted within this
+# share of the best.
+UNCERTAIN_NEAR = 0.05
+# Bursts the search spends at most: the profile, not the bursts, ranks configs.
+MAX_SEARCH_TRIALS = 8
+# Bursts on a prediction in doubt (one resting on a stage no burst has measured), at most.
+MAX_DOUBTS = 1
 
 # Workers beyond this many per usable CPU never paid, and each one costs a process, its
 # copy-on-read memory and a share of /dev/shm.
@@ -45,13 +53,7 @@ FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0, min_cycles=4.
 # --- the final: re-measuring the few best, interleaved ---------------------------------------
 
 FINAL_ROUNDS = 3
-MAX_FINALISTS = 4
-# No search trial further behind the best burst than this reaches the final beyond the top two:
-# noise does not reach it.
-FINALIST_SHARE = 0.9
-# A finalist this close to the best burst is a tie candidate, so the cheapest such config reaches
-# the final even when it is not in the top two.
-FINALIST_TIE = 0.05
+MAX_FINALISTS = 3
 # Up to this share of the budget is kept back for the final: slow finalists need whole rounds.
 FINAL_RESERVE_SHARE = 0.5
 # In the final, a config within this share of the best median ties it, and the cheaper one wins

@@ -34,12 +34,15 @@ class Problem:
     hardware: hardware.Hardware
     length: int | None = None
     length_known: bool = False
+    # Whether batches may come out of order (DataLoader's in_order=False): it changes what the
+    # training run sees, so only the user can allow it, and it is part of the problem.
+    allow_reorder: bool = False
 
     @classmethod
     def build(cls, dataset: Any, *, step: Any = None, batch_size: int | None = None,
               batch_sizes: Sequence[int] | None = None, device: str | None = None,
               fixed_kwargs: dict | None = None, length: int | None = None, length_known: bool = False,
-              hw: hardware.Hardware | None = None) -> "Problem":
+              allow_reorder: bool = False, hw: hardware.Hardware | None = None) -> "Problem":
         """Check every input and build the problem; raises UsageError with the rule, the value
         and the fix."""
         sizes = batch_sizes_of(batch_size, batch_sizes)
@@ -52,8 +55,10 @@ class Problem:
         dataset_source = _source(dataset, "dataset")
         step_source = _source(step, "step") if step is not None else None
         Source.from_object(fixed, "DataLoader arguments")  # picklable, or a clear error
+        if not isinstance(allow_reorder, bool):
+            raise usage("allow_reorder is True or False", allow_reorder, "pass allow_reorder=True (--allow-reorder)")
         return cls(dataset_source, step_source, sizes, resolve_device(device, hw.gpus), fixed, hw,
-                   length, length_known)
+                   length, length_known, allow_reorder)
 
     def with_length(self, length: int | None) -> "Problem":
         """The problem once the dataset's length is known (from the trial process); a length
@@ -70,8 +75,10 @@ class Problem:
         readable = re.sub(r"[^A-Za-z0-9]+", "-", name.rsplit("/", 1)[-1]).strip("-")[:40] or "dataset"
         # A default repr carries a memory address (a collate_fn is "<function f at 0x7f...>"), which
         # would give every run a new key and never find a stored result again.
-        identity = repr((name, self.length, self.batch_sizes, self.step.name if self.step else None, self.device,
-                         sorted((k, re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))) for k, v in self.fixed_kwargs.items())))
+        parts = (name, self.length, self.batch_sizes, self.step.name if self.step else None, self.device,
+                 sorted((k, re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))) for k, v in self.fixed_kwargs.items()))
+        # Only when allowed, so that every other problem keeps the key it always had.
+        identity = repr(parts + (("allow_reorder", True),) if self.allow_reorder else parts)
         length = self.length if self.length is not None else "iter"
         return f"{readable}-n{length}-{hashlib.sha1(identity.encode()).hexdigest()[:10]}"
 

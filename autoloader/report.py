@@ -44,6 +44,17 @@ class ProgressPrinter:
                 f"memory ceiling {_gib(d['max_memory'])}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
                 f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
 
+    def _profile(self, d: dict) -> str:
+        p = d["profile"]
+        if d.get("error"):
+            return f"  profile: not measured ({d['error'][:200]}); the bursts will correct a rough one"
+        q = p.sample_quantiles()
+        pin = f", pin {p.pin_s * 1e3:.1f} ms, copy {(p.h2d_pinned_s or 0) * 1e3:.1f} ms" if p.pin_s is not None else ""
+        return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
+                f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
+                f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
+                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs")
+
     def _trial(self, d: dict) -> str:
         r = d["result"]
         best = d["best"]
@@ -69,12 +80,26 @@ def table(result) -> str:
     lines += [f"  {k:<20} {v}" for k, v in kw.items()]
     lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
                   + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
+    if getattr(result, "predicted", None) is not None:
+        lines.append(f"  {'predicted':<20} {_rate(result.predicted.samples_per_s)} by the model "
+                     f"(capped by the {result.predicted.bound}, waits {result.predicted.wait_share * 100:.0f}%)")
+    control = getattr(result, "control_samples_per_s", None)
+    if control and result.control != t.config:
+        kw_c = result.control
+        lines.append(f"  {'cpus-1 rule':<20} {_rate(control)} (num_workers={kw_c.num_workers}, pin_memory="
+                     f"{kw_c.pin_memory}, persistent): the tuned config reads {t.samples_per_s / control:.2f}x")
+    elif control:
+        lines.append(f"  {'cpus-1 rule':<20} the tuned config is the rule itself: nothing measured beat it")
     if t.baseline_samples_per_s:
         lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)} ({t.speedup:.2f}x with the tuned config)")
+    gain = getattr(result, "reorder_gain", None)
+    if gain is not None and gain > 0.02:
+        lines.append(f"  {'out of order':<20} in_order=False is predicted {gain * 100:+.0f}%; "
+                     "pass --allow-reorder to let the tuner use it (batches then come in another order)")
     if t.knee:
         hurt = f", falls from {t.knee.starts_hurting}" if t.knee.starts_hurting is not None else ""
         lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} workers, peak at "
-                     f"{t.knee.peak}{hurt}")
+                     f"{t.knee.peak}{hurt} (the model's curve, corrected by the bursts)")
         lines.append(f"  {'curve':<20} " + ", ".join(f"{w}:{r:,.0f}" for w, r in t.knee.curve))
     faults = result.faults()
     ok = sum(1 for tr in result.trials if tr.status == OK)

@@ -2,8 +2,9 @@
 
 ``tuner.tune()`` checks the inputs (``Problem``, ``Options``) and hands them to ``Run``; the run
 owns the trial process, the study and the clock, and releases the trial process however it ends.
-Choosing the next config is the strategy's (``knee_first``), choosing the pick is ``choice``'s,
-timing is ``budget``'s: this module only sequences them.
+First the profile (probe/profiler.py) and the model built on it (model.py); the strategy
+(model_first.py) chooses what to measure, ``choice`` the pick, ``budget`` the time: this module
+only sequences them.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from typing import Callable, Sequence
 from . import hardware
 from .budget import Clock, round_seconds, trial_seconds
 from .changes import Comparison, compare, previous_result
-from .choice import Finalist, best_of, choose, finalists, rate_here
+from .choice import Finalist, best_of, choose, rate_here
 from .config import TunedConfig
 from .errors import AutoloaderError, NoFeasibleConfig, UsageError, usage
 from .knee import Knee, find_knee
-from .knee_first import KneeFirst
+from .model import Calibration, Model, Prediction
+from .model_first import ModelFirst
+from .pipeline import Profile
 from .policy import FINAL_ROUNDS, FINAL_SETTINGS, MAX_WORKERS_PER_CPU, PRUNE_SHARE, SEARCH_SETTINGS
 from .probe.guard import predict_peak
 from .probe.driver import TrialRunner
@@ -34,7 +37,7 @@ from .space import LoaderConfig, SearchSpace
 from .store import Limits, StudyStore, atomic_write
 from .strategy import Strategy
 
-DEFAULT_BUDGET_S = 120.0
+DEFAULT_BUDGET_S = 60.0
 DEFAULT_TRIAL_TIMEOUT_S = 60.0
 MIN_BUDGET_S = 10.0
 # Share of available RAM the loader's processes may use when --max-memory is not given.
@@ -97,6 +100,12 @@ class TuneResult:
     orphans: int
     shm_leaks: int = 0
     since: Comparison | None = None   # against the previous result for this problem, if any
+    profile: Profile | None = None
+    calibration: Calibration | None = None
+    predicted: Prediction | None = None   # the model's figures for the pick, corrected by the bursts
+    control: LoaderConfig | None = None   # the rule the tuner replaces, measured in the final
+    reorder_gain: float | None = None     # predicted gain of in_order=False, when not allowed
+    model_error: tuple[dict, ...] = ()    # each burst: predicted against measured
 
     @property
     def config(self) -> LoaderConfig:
@@ -114,6 +123,11 @@ class TuneResult:
     def curve(self) -> tuple[tuple[int, float], ...]:
         return self.tuned.knee.curve if self.tuned.knee else ()
 
+    @property
+    def control_samples_per_s(self) -> float | None:
+        """The control's final median: what the rule the tuner replaces reads in this run."""
+        return next((f.median for f in self.finals if f.config == self.control), None)
+
     def faults(self) -> dict[str, int]:
         """Failed or infeasible trials by cause."""
         return dict(Counter(t.cause for t in self.trials if t.status != OK))
@@ -123,7 +137,16 @@ class TuneResult:
                 "storage": self.storage, "tune_seconds": self.tune_seconds,
                 "resumed_trials": self.resumed_trials, "orphans": self.orphans, "shm_leaks": self.shm_leaks,
                 "faults": self.faults(), "since": self.since.to_dict() if self.since else None,
-                "trials": [t.to_dict() for t in self.trials], "finals": [f.to_dict() for f in self.finals]}
+                "trials": [t.to_dict() for t in self.trials], "finals": [f.to_dict() for f in self.finals],
+                "profile": self.profile.to_dict() if self.profile else None,
+                "profile_seconds": self.profile.seconds if self.profile else None,
+                "calibration": self.calibration.to_dict() if self.calibration else None,
+                "predicted": self.predicted.to_dict() if self.predicted else None,
+                "predicted_samples_per_s": self.predicted.samples_per_s if self.predicted else None,
+                "bound": self.predicted.bound if self.predicted else None,
+                "control": self.control.loader_kwargs() if self.control else None,
+                "control_samples_per_s": self.control_samples_per_s,
+                "reorder_gain": self.reorder_gain, "model_error": list(self.model_error)}
 
 
 def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSpace:
@@ -142,6 +165,7 @@ class Run:
         self.clock = Clock(options.budget)
         self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device)
         self.progress = progress or (lambda event, data: None)
+        self._worker_prior = 0
         self.runner = TrialRunner(RunnerSetup(problem.dataset, problem.step, problem.device,
                                               problem.fixed_kwargs, problem.batch_sizes[0]),
                                   max_memory=options.limits.max_memory,
@@ -161,17 +185,23 @@ class Run:
             store = StudyStore(url, key, self.space)
             history, retried = store.history(self.options.limits)
             resumed = len(history)
-            strategy = KneeFirst(self.space, problem.hardware.cpus)
             self.progress("start", {"key": key, "info": info, "resumed": resumed, "retried": retried,
                                     "stale": store.stale_repaired, "device": problem.device,
                                     "cpus": problem.hardware.cpus, "budget": self.clock.budget,
                                     "max_memory": self.options.limits.max_memory, "storage": url})
+            profile = self._profile(info)
+            model = Model(profile, problem.device)
+            fits = lambda config, history: self._predicted_breach(config, info, history) is None  # noqa: E731
+            strategy = ModelFirst(self.space, model, problem.hardware.cpus, problem.allow_reorder, fits)
+            self.clock.finalists = strategy.finalists
             self._search(strategy, store, history, info)
-            finals = self._final(history)
+            finals = self._final(strategy.finalists(history), history)
             pick = choose(finals, history)
+            calib = strategy.calibration(history)
+            predicted = model.predict(pick.config, calib)
             tuned = TunedConfig(config=pick.config, samples_per_s=pick.rate, rel_interval=pick.trial.rel_interval,
                                 baseline_samples_per_s=_baseline(finals, history),
-                                knee=_knee(strategy, finals, history), hardware=problem.hardware.to_dict(),
+                                knee=_knee(strategy, history), hardware=problem.hardware.to_dict(),
                                 dataset_key=key, device=problem.device)
             path = os.path.join(folder, key + ".json")
             snippet_path = os.path.join(folder, key + ".py")
@@ -180,13 +210,26 @@ class Run:
                      if previous else None)
             result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, url,
                                 self.clock.elapsed(), resumed, self.runner.orphans, self.runner.shm_leaks,
-                                since=since)
+                                since=since, profile=profile, calibration=calib, predicted=predicted,
+                                control=strategy.control, reorder_gain=_reorder_gain(model, pick.config, calib,
+                                                                                     problem.allow_reorder),
+                                model_error=tuple(model.model_error(history, calib)))
             atomic_write(snippet_path, tuned.snippet())
             atomic_write(path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
             self.progress("done", {"result": result})
             return result
         finally:
             self.runner.close()
+
+    def _profile(self, info) -> Profile:
+        """The pipeline's profile from the trial process; when it could not be measured, one
+        built from the set-up's single batch, which the bursts then correct."""
+        profile, error = self.runner.profile(self.problem.batch_sizes[0])
+        if profile is None:
+            profile = fallback_profile(info, self.problem.batch_sizes[0], self.problem.hardware.cpus)
+        self._worker_prior = profile.worker_pss or 0
+        self.progress("profile", {"profile": profile, "error": error})
+        return profile
 
     def _check_shm(self, info) -> None:
         free = hardware.shm_free()
@@ -198,7 +241,8 @@ class Run:
                         "mount), or use a smaller --batch-size")
 
     def _predicted_breach(self, config: LoaderConfig, info, history) -> str | None:
-        host, shm = predict_peak(config, info.runner_uss, info.runner_pss, info.sample_bytes, history)
+        host, shm = predict_peak(config, info.runner_uss, info.runner_pss, info.sample_bytes, history,
+                                 worker_prior=self._worker_prior)
         ceiling = self.options.limits.max_memory
         if host > ceiling:
             return f"predicted {host / 2**30:.2f} GiB host memory > {ceiling / 2**30:.2f} GiB ceiling"
@@ -240,17 +284,17 @@ class Run:
                                    "Fix: what broke is named above; fix the dataset or step if they raised, "
                                    "or raise --max-memory, --trial-timeout or --budget if a limit stopped them")
 
-    def _final(self, history: Sequence[TrialResult]) -> list[Finalist]:
-        """The finalists re-measured interleaved, as many rounds as the budget has left, up to
-        FINAL_ROUNDS. When not even one fits (slow finalists on a small budget), the top two by
-        burst alone: a pick still needs a final, and two measurements overrun the budget least."""
-        chosen = finalists(history)
+    def _final(self, chosen: list[LoaderConfig], history: Sequence[TrialResult]) -> list[Finalist]:
+        """``chosen`` re-measured interleaved, as many rounds as the budget has left, up to
+        FINAL_ROUNDS. When not even one fits (slow finalists on a small budget), the first two
+        alone: a pick still needs a final, and two measurements overrun the budget least."""
         if len(chosen) < 2:
             return []
         left = self.clock.left()
         per_round = round_seconds(chosen, history)
         if per_round > left and len(chosen) > 2:
-            chosen = chosen[:2]
+            # Two, the control one of them: the pick is never handed back unchecked against it.
+            chosen = [chosen[0], chosen[-1]]
             per_round = round_seconds(chosen, history)
         rounds = max(1, min(FINAL_ROUNDS, int(left / per_round)))
         rates: dict[LoaderConfig, list[float]] = {c: [] for c in chosen}
@@ -268,12 +312,29 @@ class Run:
         return [Finalist(c, tuple(r), tuple(waits[c]), trials.get(c)) for c, r in rates.items() if r]
 
 
-def _knee(strategy: Strategy, finals: Sequence[Finalist], history: Sequence[TrialResult]) -> Knee | None:
-    """The knee from the best figures there are: a finalist's final median replaces its burst."""
-    medians = {f.config: f.median for f in finals}
-    curve = strategy.curve([dataclasses.replace(t, samples_per_s=medians.get(t.config, t.samples_per_s))
-                            for t in history])
+def _knee(strategy: Strategy, history: Sequence[TrialResult]) -> Knee | None:
+    """The knee of the worker curve the strategy reports (the corrected model's, for the pick's
+    other settings)."""
+    curve = strategy.curve(history)
     return find_knee(curve) if curve else None
+
+
+def _reorder_gain(model: Model, config: LoaderConfig, calib: Calibration, allowed: bool) -> float | None:
+    """What in_order=False is predicted to gain over the pick, when the user did not allow it
+    (it changes the order of batches, so it is never chosen silently)."""
+    if allowed or not config.num_workers:
+        return None
+    base = model.predict(config, calib).samples_per_s
+    return model.predict(config.replace(in_order=False), calib).samples_per_s / base - 1.0 if base else None
+
+
+def fallback_profile(info, batch_size: int, cpus: int) -> Profile:
+    """A profile from the set-up's one batch alone (its per-sample time and bytes), for when the
+    profile could not be measured: every other cost starts at zero, for the bursts to correct."""
+    return Profile(batch_size=batch_size, sample_s=(info.sample_seconds,), collate_s=0.0,
+                   sample_bytes=info.sample_bytes, recv_s=0.0, pin_s=0.0, h2d_pinned_s=0.0, h2d_pageable_s=0.0,
+                   step_s=0.0, startup_s=0.0, worker_pss=None, cpus=cpus,
+                   epoch_batches=-(-info.length // batch_size) if info.length else None)
 
 
 def _baseline(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> float | None:

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from .errors import usage
 
-PREFETCH_CHOICES: tuple[int, ...] = (2, 4, 8)
+# Up to 16: a deep queue lets the other workers run on while a slow batch holds the head of
+# the in-order queue; memory decides whether it fits (the guard predicts every config).
+PREFETCH_CHOICES: tuple[int, ...] = (2, 4, 8, 16)
 
 
 def check_batch_size(size: object, fix: str = "pass --batch-size 1 or more, e.g. 128") -> int:
@@ -42,10 +44,12 @@ class LoaderConfig:
         check_batch_size(self.batch_size)
         if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
             raise usage("num_workers must be 0 or more", self.num_workers, "use 0 or a positive count")
-        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers
-                                      or not self.in_order):
-            raise usage("prefetch_factor, persistent_workers and in_order=False need num_workers > 0",
-                        (self.prefetch_factor, self.persistent_workers, self.in_order),
+        if self.num_workers == 0 and not self.in_order:
+            raise usage("in_order=False needs num_workers > 0", self.in_order,
+                        "leave in_order at True when num_workers is 0 (LoaderConfig.make does this)")
+        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
+            raise usage("prefetch_factor and persistent_workers need num_workers > 0",
+                        (self.prefetch_factor, self.persistent_workers),
                         "leave them unset when num_workers is 0 (LoaderConfig.make does this)")
         if self.num_workers > 0 and (self.prefetch_factor is None or self.prefetch_factor < 1):
             raise usage("prefetch_factor must be 1 or more when num_workers > 0",
@@ -95,9 +99,12 @@ class LoaderConfig:
         return LoaderConfig.make(**merged)
 
     def cost(self) -> tuple:
-        """Ordering for ties: fewer workers, shallower prefetch, no pinning, no kept workers."""
+        """Ordering for ties, by what a config costs over a whole run: fewer worker processes,
+        shallower prefetch (memory in flight), no pinning (page-locked memory), then kept
+        workers, since fresh ones pay their start-up again every epoch, and batches in order."""
         return (self.num_workers, self.prefetch_factor or 0, int(self.pin_memory),
-                int(self.persistent_workers), self.batch_size)
+                int(not self.persistent_workers) if self.num_workers else 0, int(not self.in_order),
+                self.batch_size)
 
 
 # The DataLoader settings autoloader tunes, in LoaderConfig's order.
@@ -134,29 +141,6 @@ class SearchSpace:
         return LoaderConfig.make(batch_size or self.batch_sizes[0], num_workers,
                                  pin_memory=max(self.pin_choices), prefetch_factor=2,
                                  persistent_workers=max(self.persistent_choices))
-
-
-def extend_ladder(cpus: int, tried_max: int, max_workers: int) -> int | None:
-    """The next worker count past the CPUs while throughput still rises, or None at the cap.
-
-    Workers that wait on I/O or on slow samples can pay beyond one per core, so the sweep keeps
-    going up by half the CPU count while the last step still paid.
-    """
-    step = max(1, cpus // 2)
-    nxt = tried_max + step
-    return nxt if nxt <= max_workers else None
-
-
-def neighbours(config: LoaderConfig, space: SearchSpace) -> tuple[LoaderConfig, ...]:
-    """Configs one move away in the non-worker dimensions: prefetch, pinning, persistence,
-    batch size. Used after the knee is known, so only cheap dimensions are explored."""
-    # In this order: the search tries them in turn. Prefetch and persistence mean nothing without workers.
-    moves = [("pin_memory", space.pin_choices), ("batch_size", space.batch_sizes)]
-    if config.num_workers > 0:
-        moves = [("prefetch_factor", space.prefetch_choices), ("persistent_workers", space.persistent_choices)] + moves
-    out = [config.replace(**{name: value}) for name, choices in moves for value in choices
-           if value != getattr(config, name)]
-    return tuple(c for c in out if space.contains(c))
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:

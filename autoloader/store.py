@@ -152,6 +152,7 @@ class StudyStore:
         if config.num_workers:
             trial.suggest_categorical("prefetch_factor", list(self.space.prefetch_choices))
             trial.suggest_categorical("persistent_workers", list(self.space.persistent_choices))
+            trial.suggest_categorical("in_order", [True, False])
         trial.set_user_attr("config_key", config.key)
         trial.set_user_attr(LIMITS_ATTR, limits.to_dict())
         return trial

@@ -24,16 +24,18 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
          batch_sizes: Sequence[int] | None = None, budget: float = DEFAULT_BUDGET_S,
          max_memory: int | str | None = None, device: str | None = None, out: str = "results",
          storage: str | None = None, progress: Progress | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
-         **fixed_loader_kwargs) -> TuneResult:
+         allow_reorder: bool = False, **fixed_loader_kwargs) -> TuneResult:
     """Measure DataLoader configs for ``dataset`` and return the fastest (ties to the cheapest).
 
     ``dataset``: a Dataset, a zero-argument callable returning one, or a ``"MODULE:ATTR"`` spec.
     ``step``: optional ``step(batch)`` (or a zero-argument factory of one, or a spec); without it
-    each batch is moved to the device. Other keyword arguments (``collate_fn``, ``shuffle``, ...)
-    are passed to every DataLoader as they are.
+    each batch is moved to the device. ``allow_reorder``: the pick may deliver batches out of order
+    (DataLoader's ``in_order=False``) when that is faster; off, the result says what it would gain.
+    Other keyword arguments (``collate_fn``, ``shuffle``, ...) are passed to every DataLoader as
+    they are.
     """
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
-                            fixed_kwargs=fixed_loader_kwargs)
+                            fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder)
     return _tune(problem, Options.build(budget, trial_timeout, max_memory, out, storage), progress)
 
 
@@ -43,12 +45,13 @@ def _tune(problem: Problem, options: Options, progress: Progress | None) -> Tune
 
 def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = None,
                   batch_sizes: Sequence[int] | None = None, device: str | None = None, out: str = "results",
-                  **fixed_loader_kwargs) -> TunedConfig | None:
+                  allow_reorder: bool = False, **fixed_loader_kwargs) -> TunedConfig | None:
     """The stored tuned config for this dataset on this machine, if one exists. The arguments are
     what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec, and the rest."""
     dataset_obj = _dataset_object(dataset)
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
-                            fixed_kwargs=fixed_loader_kwargs, length=_length(dataset_obj), length_known=True)
+                            fixed_kwargs=fixed_loader_kwargs, length=_length(dataset_obj), length_known=True,
+                            allow_reorder=allow_reorder)
     return _stored(problem, out)
 
 
@@ -61,7 +64,8 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 budget: float = DEFAULT_BUDGET_S, batch_sizes: Sequence[int] | None = None,
                 device: str | None = None, out: str = "results", max_memory: int | str | None = None,
                 storage: str | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
-                progress: Progress | None = None, generator=None, **fixed_loader_kwargs):
+                progress: Progress | None = None, generator=None, allow_reorder: bool = False,
+                **fixed_loader_kwargs):
     """A ready DataLoader for ``dataset`` (a Dataset, a factory of one, or a ``MODULE:ATTR`` spec)
     with the tuned settings, tuning first unless a stored result for this hardware and dataset
     exists. The named arguments are ``tune()``'s (``batch_sizes`` lets the tuner pick the batch
@@ -76,7 +80,8 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned
     # The length is this object's, for the lookup and for the tune alike: one key.
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
-                            fixed_kwargs=fixed_loader_kwargs, length=_length(dataset_obj), length_known=True)
+                            fixed_kwargs=fixed_loader_kwargs, length=_length(dataset_obj), length_known=True,
+                            allow_reorder=allow_reorder)
     tuned = _stored(problem, out)
     if tuned is None:
         options = Options.build(budget, trial_timeout, max_memory, out, storage)

@@ -172,11 +172,13 @@ class FillShmInWorker(Tiny):
 class BigSamples(Tiny):
     """Samples of ``width`` float32s: a batch of them may not fit a small /dev/shm."""
 
-    def __init__(self, width: int = 16 * 1024, length: int = 256):
-        super().__init__(length)
+    def __init__(self, width: int = 16 * 1024, length: int = 256, sleep_s: float = 0.0):
+        super().__init__(length, sleep_s=sleep_s)
         self.width = width
 
     def __getitem__(self, index: int):
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
         return torch.full((self.width,), float(index % 97)), index % 10
 
 

@@ -219,15 +219,14 @@ def test_resume_measures_only_new_configs(out_dir):
 
 
 def test_small_budget_still_measures_the_baseline(out_dir):
-    """Even a budget of a few trials brackets the knee: the CPU count and num_workers=0, so the
-    pick is never more workers than were shown to pay (the finals' reserve must not eat the
-    search)."""
-    result = tune(BusyWork(cost_s=0.003), batch_size=16, budget=15, device="cpu", out=out_dir)
+    """Even a budget of a few trials measures num_workers=0 and the model's pick, so the pick is
+    never more workers than were shown to pay (the finals' reserve must not eat the search)."""
+    result = tune(BusyWork(cost_s=0.003), batch_size=16, budget=20, device="cpu", out=out_dir)
     counts = {t.config.num_workers for t in ok_trials(result)}
     assert 0 in counts and len(counts) >= 2, describe(result)
     assert result.tuned.baseline_samples_per_s is not None
     # The final is sized from the finalists' own trial times, so the run ends inside its budget.
-    assert result.tune_seconds < 15 + 5, f"the budget bounds the run, its final included: {result.tune_seconds:.1f} s"
+    assert result.tune_seconds < 20 + 5, f"the budget bounds the run, its final included: {result.tune_seconds:.1f} s"
 
 
 DATASET_FILE = '''

@@ -152,28 +152,30 @@ def test_step_faults_by_batch_size(out_dir):
 
 
 def test_host_memory_past_the_ceiling(out_dir):
-    """Workers that keep 200 MB more per batch (copy-on-read growth, an unbounded cache) from
-    2 workers up: the guard kills the tree at the ceiling and records a CONSTRAINT."""
-    result, _ = run_tune(faulty.HoardInWorker(min_workers=2), out_dir, max_memory="1.5G")
+    """Workers that keep 200 MB more per batch (copy-on-read growth, an unbounded cache): the
+    guard kills the tree at the ceiling and records a CONSTRAINT."""
+    result, _ = run_tune(faulty.HoardInWorker(min_workers=1), out_dir, max_memory="1.5G")
     over = assert_survived(result, "host_memory", status=CONSTRAINT)
-    assert all(t.config.num_workers >= 2 for t in over)
+    assert all(t.config.num_workers >= 1 for t in over)
     for trial in over:
         assert "ceiling" in trial.error
         # Stopped near the ceiling, not after eating the machine (one sample interval late at most).
         assert trial.peak_host_bytes is not None and trial.peak_host_bytes < 4 * 2**30
-    assert result.config.num_workers < 2
+    assert result.config.num_workers == 0
 
 
 def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
-    """Batches of 16 samples of 16 MiB (256 MiB): 2 workers with prefetch 2 are predicted to hold
-    6 of them on top of the runner; no workers need about 3.5 (measured). A ceiling of the
-    runner's own footprint plus 5 batches lets the latter run and stops the former unrun. The
-    footprint is measured first: it differs between installs and runs (0.42-0.60 GB seen), and
-    a batch this large keeps that difference well inside the margins either side."""
-    from autoloader.probe.driver import RunnerSetup, TrialRunner
+    """Batches of 16 samples of 16 MiB (256 MiB) that mostly wait (I/O-like), so many workers
+    would pay: 2 workers with prefetch 2 are predicted to hold 6 batches on top of the runner;
+    no workers need about 3.5 (measured). A ceiling of the runner's own footprint plus 5 batches
+    lets the latter run and stops the former unrun. The footprint is measured first: it differs
+    between installs and runs (0.42-0.60 GB seen), and a batch this large keeps that difference
+    well inside the margins either side."""
+    from autoloader.probe.driver import TrialRunner
+    from autoloader.probe.protocol import RunnerSetup
     from autoloader.source import Source
 
-    dataset = faulty.BigSamples(width=4 * 2**20, length=64)
+    dataset = faulty.BigSamples(width=4 * 2**20, length=64, sleep_s=0.01)
     probe = TrialRunner(RunnerSetup(Source.from_object(dataset, "dataset"), None, "cpu", {}, 16),
                         max_memory=8 * 2**30, hang_timeout_s=30)
     try:
@@ -186,30 +188,29 @@ def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     for trial in skipped:
         assert trial.error.startswith("predicted") and "ceiling" in trial.error
         assert trial.peak_host_bytes is None and not trial.batches, "it was never run"
-    # Which counts the search proposes depends on the CPUs; every one it skipped holds 2+ workers.
     assert all(t.config.num_workers >= 2 for t in skipped)
     assert result.config.num_workers < 2
 
     # The error's advice, taken: with the ceiling raised, the same study measures what the old
     # ceiling ruled out, and keeps every other trial.
-    again, recorder = run_tune(dataset, out_dir, max_memory=8 * 2**30, budget=20)
+    again, recorder = run_tune(dataset, out_dir, max_memory=8 * 2**30, budget=30)
     start = next(d for _, e, d in recorder.events if e == "start")
     assert start["retried"] == len(skipped)
     assert start["resumed"] == len(result.trials) - len(skipped)
     assert not [t for t in again.trials[:start["resumed"]] if t.cause == "predicted_memory"]
-    # The search starts at the CPU count, which the old ceiling ruled out on any machine: it is
-    # the first config judged again, now under the new ceiling (run on 2 CPUs: 2 workers, ~2 GB).
-    first = again.trials[start["resumed"]]
-    assert first.config == skipped[0].config
-    assert first.status == OK or "> 8.00 GiB ceiling" in first.error or "/dev/shm" in first.error, first
+    # What the old ceiling ruled out (the model's pick, with 2+ workers) is judged again, now
+    # under the new ceiling.
+    new = [t for t in again.trials[start["resumed"]:] if t.config.num_workers >= 2]
+    assert new, [t.config.key for t in again.trials]
+    assert all(t.status == OK or "> 8.00 GiB ceiling" in t.error or "/dev/shm" in t.error for t in new), new
 
 
 def test_hang_is_ended_by_the_watchdog(out_dir, tmp_path):
     marker = str(tmp_path / "hang-started")
-    result, recorder = run_tune(faulty.HangInWorker(marker, min_workers=2), out_dir,
+    result, recorder = run_tune(faulty.HangInWorker(marker, min_workers=1), out_dir,
                                 trial_timeout=TRIAL_TIMEOUT)
     hung = assert_survived(result, "hang", status=HANG)
-    assert all(t.config.num_workers >= 2 for t in hung)
+    assert all(t.config.num_workers >= 1 for t in hung)
     starts = sorted(float(line.split()[0]) for line in open(marker))
     for ended, trial in recorder.trial_ends():
         if trial.status != HANG:

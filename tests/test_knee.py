@@ -1,4 +1,4 @@
-"""find_knee and rising_at_end on synthetic (workers, samples/s) curves."""
+"""find_knee on synthetic (workers, samples/s) curves."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import random
 import pytest
 
 from autoloader.knee import Knee, find_knee
-from autoloader.knee import could_be_faster, rising_at_end
-from autoloader.policy import MAX_NOISE, MIN_TOLERANCE
+from autoloader.policy import MIN_TOLERANCE
 
 
 def test_rising_then_flat_stops_paying_at_the_plateau_start():
@@ -86,35 +85,3 @@ def test_single_point_and_empty():
 def test_knee_round_trips_through_a_dict():
     knee = find_knee([(0, 100.5), (1, 190.25), (2, 300.0), (4, 150.0)], tolerance=0.05)
     assert Knee.from_dict(knee.to_dict()) == knee
-
-
-@pytest.mark.parametrize("points, expected", [
-    ([(0, 100), (1, 200), (2, 300)], True),                  # still climbing at the last count
-    ([(0, 100), (1, 200), (2, 203)], False),                 # last step within tolerance: flat
-    ([(0, 100), (1, 300), (2, 250)], False),                 # falling at the end
-    ([(0, 100), (2, 400), (4, 300), (8, 420)], True),        # climbs again, clearly, at the end
-    ([(0, 100), (2, 400), (4, 300), (8, 405)], False),       # best at the end but not clearly past 4
-    ([(0, 100)], False),                                     # one point: nothing to extrapolate
-    ([(0, 100), (1, 200), (2, 300), (2, 100), (2, 110)], False),  # median of the repeats fell
-])
-def test_rising_at_end(points, expected):
-    assert rising_at_end(points) is expected
-
-
-def test_rising_at_end_uses_the_floored_tolerance():
-    assert rising_at_end([(0, 100), (1, 200), (2, 204)], tolerance=0.0) is False
-    assert rising_at_end([(0, 100), (1, 200), (2, 230)], tolerance=0.1) is True
-    assert rising_at_end([(0, 100), (1, 200), (2, 215)], tolerance=0.1) is False
-
-
-def test_could_be_faster_weighs_the_shortfall_against_both_bursts_noise():
-    assert could_be_faster(763.0, 0.467, 816.0, 0.289)      # 6.5% short, noise far wider
-    assert not could_be_faster(3049.0, 0.033, 3243.0, 0.042)  # 6.0% short, noise 5.3%
-    # No interval (inf in a live run, None once stored): taken at face value, the same either way,
-    # so only a higher rate may be faster.
-    for unknown in (None, float("inf"), float("nan")):
-        assert could_be_faster(1001.0, unknown, 1000.0, unknown)
-        assert not could_be_faster(1000.0, unknown, 1000.0, None)
-    # A finite interval counts at most MAX_NOISE wide.
-    assert could_be_faster(1000.0, 0.9, 1000.0 * (1 + MAX_NOISE) * 0.99, None)
-    assert not could_be_faster(1000.0, 0.9, 1000.0 * (1 + MAX_NOISE) * 1.01, None)

@@ -1,4 +1,4 @@
-"""The search space: LoaderConfig's rules, keys, the worker ladder, neighbours, batch-size parsing."""
+"""The search space: LoaderConfig's rules, keys, batch-size parsing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader
 
 from autoloader import LoaderConfig, UsageError
 from autoloader.space import SearchSpace
-from autoloader.space import PREFETCH_CHOICES, extend_ladder, neighbours, parse_batch_sizes
+from autoloader.space import PREFETCH_CHOICES, parse_batch_sizes
 
 from workloads import Tiny
 
@@ -118,6 +118,21 @@ def test_cost_orders_ties_towards_the_cheaper_config():
     assert min(configs[:2], key=LoaderConfig.cost) == LoaderConfig.make(16, 2, False, 2, False)
 
 
+def test_over_a_whole_run_kept_workers_are_cheaper_than_fresh_ones_each_epoch():
+    kept, fresh = LoaderConfig.make(16, 4, True, 2, True), LoaderConfig.make(16, 4, True, 2, False)
+    assert min([fresh, kept], key=LoaderConfig.cost) == kept
+    ordered, unordered = LoaderConfig.make(16, 4, True, 2, True), LoaderConfig.make(16, 4, True, 2, True, False)
+    assert min([unordered, ordered], key=LoaderConfig.cost) == ordered
+
+
+def test_out_of_order_delivery_is_a_loader_argument_only_when_chosen():
+    assert "in_order" not in LoaderConfig.make(16, 4, True).loader_kwargs()
+    unordered = LoaderConfig.make(16, 4, True, 2, True, in_order=False)
+    assert unordered.loader_kwargs()["in_order"] is False and unordered.key.endswith("-ooo")
+    assert LoaderConfig.from_dict(unordered.to_dict()) == unordered
+    assert LoaderConfig.make(16, 0, True, in_order=False).in_order   # no workers: nothing to reorder
+
+
 # --- keys ---------------------------------------------------------------------------------------
 
 def test_keys_are_unique_across_the_space():
@@ -138,42 +153,6 @@ def test_keys_are_stable():
 
 
 # --- worker ladder ------------------------------------------------------------------------------
-
-def test_extend_ladder_stops_at_the_cap():
-    assert extend_ladder(8, 8, 32) == 12
-    assert extend_ladder(2, 2, 8) == 3
-    assert extend_ladder(8, 30, 32) is None
-
-
-@pytest.mark.parametrize("space", [SPACE, CPU_SPACE], ids=["cuda-space", "cpu-space"])
-def test_neighbours_stay_in_space_and_move_one_step(space):
-    for config in all_configs(space):
-        found = neighbours(config, space)
-        assert config not in found
-        assert len(found) == len(set(found)), "no repeats"
-        for other in found:
-            assert space.contains(other)
-            assert other.num_workers == config.num_workers, "workers are the ladder's job"
-            changed = [f.name for f in dataclasses.fields(LoaderConfig)
-                       if getattr(other, f.name) != getattr(config, f.name)]
-            assert len(changed) == 1, (config, other)
-
-
-def test_neighbours_cover_every_cheap_dimension():
-    config = LoaderConfig.make(32, 2, True, 2, True)
-    found = set(neighbours(config, SPACE))
-    expected = {config.replace(prefetch_factor=4), config.replace(prefetch_factor=8),
-                config.replace(persistent_workers=False), config.replace(pin_memory=False),
-                config.replace(batch_size=8), config.replace(batch_size=128)}
-    assert found == expected
-
-
-def test_neighbours_without_workers_vary_no_worker_setting():
-    config = LoaderConfig(64, 0, False)
-    assert neighbours(config, CPU_SPACE) == ()
-    assert set(neighbours(LoaderConfig(8, 0, True), SPACE)) == {
-        LoaderConfig(8, 0, False), LoaderConfig(32, 0, True), LoaderConfig(128, 0, True)}
-
 
 def test_contains_and_default_config():
     assert SPACE.contains(LoaderConfig.make(8, 6, True, 8, False))

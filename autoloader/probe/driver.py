@@ -15,7 +15,8 @@ from ..space import LoaderConfig
 from . import guard, trial
 from .burst import BurstSettings
 from .failures import death_cause, death_text, exit_text
-from .protocol import Beat, Begin, DatasetInfo, Measure, Result, RunnerSetup, SetupError, SetupFailed, Stop
+from .protocol import (Beat, Begin, DatasetInfo, Measure, ProfileRequest, Result, RunnerSetup, SetupError, SetupFailed,
+                       Stop)
 
 # What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here.
 __all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "RunnerSetup", "SetupError", "TrialRunner"]
@@ -149,6 +150,31 @@ class TrialRunner:
             if result is not None:
                 return result
         raise AssertionError("unreachable: the second attempt always returns")
+
+    def profile(self, batch_size: int):
+        """The pipeline's profile from the trial process, as (Profile, None), or (None, why) when
+        it could not be measured: a raise, the process's death, a breach or a hang (the tree is
+        then killed and the next trial starts a fresh one)."""
+        if self._ensure_started(LoaderConfig.make(batch_size, 0, False)) is not None:
+            return None, "the trial process could not be started"
+        t0 = time.monotonic()
+        shm_before = guard.shm_entries()
+        watch = self._watch = guard.TreeWatch(self._proc.pid)
+        budget = self.max_memory - (self.info.runner_pss if self.info else 0)
+        if not self._send(ProfileRequest(batch_size, max(0, budget))):
+            return None, "the trial process was gone"
+        outcome = self._wait(watch, t0, 2 * self.hang_timeout_s + 60.0)
+        if isinstance(outcome, Result):
+            self.orphans += outcome.leaked_workers
+            self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+            return outcome.fields.get("profile"), outcome.fields.get("error")
+        self._kill()
+        self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+        if isinstance(outcome, _Died):
+            return None, death_text(outcome.exitcode)
+        if isinstance(outcome, _Breach):
+            return None, self._breach(outcome)["error"]
+        return None, self._hang(outcome)["error"]
 
     def _ensure_started(self, config: LoaderConfig) -> TrialResult | None:
         if self._proc is not None and self._proc.is_alive() and self._conn is not None:

@@ -194,7 +194,8 @@ class TreeWatch:
         return sample
 
 
-def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history) -> tuple[int, int]:
+def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history,
+                 worker_prior: int = 0) -> tuple[int, int]:
     """Predicted (host bytes, /dev/shm bytes) of a config before running it, in the guard's
     measure: PSS, the tree's private pages plus its share of shared ones (USS left out the
     pages the workers share with the runner, so predictions ran low and a breach was found
@@ -204,7 +205,8 @@ def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, hi
     and pinning copies each into page-locked memory on top. Per-worker overhead (the interpreter,
     the dataset's copy-on-read pages) is learnt from measured trials: the median, over trials
     with workers, of (peak - runner - batches in flight) / workers; a trial stored before PSS was
-    recorded counts by its USS against the runner's USS.
+    recorded counts by its USS against the runner's USS. Before any trial with workers,
+    ``worker_prior`` (one worker's PSS as the profile saw it) stands in.
     """
     batch = sample_bytes * config.batch_size
     def in_flight(c) -> int:
@@ -216,7 +218,7 @@ def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, hi
                       else (trial.peak_host_bytes, runner_uss))
         if peak and c.num_workers > 0:
             per_worker.append(max(0, peak - base - in_flight(c)) / c.num_workers)
-    overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else 0
+    overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else worker_prior
     host = runner_pss + config.num_workers * overhead + in_flight(config)
     shm = config.num_workers * (config.prefetch_factor or 0) * batch
     return int(host), int(shm)

@@ -15,6 +15,8 @@ the messages of the pipe between them, one frozen dataclass each: NOTE [ Trial p
 #    answers Begin(pid) before it builds the loader, Beat(batches) while batches flow, then
 #    Result(fields, leaked_workers): the trial's TrialResult fields, and how many of its
 #    processes outlived the teardown and even a kill (the driver counts them as orphans).
+#    ProfileRequest(batch_size) is served the same way, before the first trial: Begin, Beats
+#    between the profile's stages, then a Result holding the profile or why it failed.
 # 3. Stop() asks the trial process to exit; the driver then kills what is left of its tree.
 # The trial process may also exit on its own after a Result: a CUDA error left its context
 # unusable (NOTE [ Pinned memory outlives its trial ] in device.py).
@@ -84,6 +86,16 @@ class Measure:
 
     config: LoaderConfig
     settings: BurstSettings
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    """Measure the pipeline's profile at ``batch_size`` (probe/profiler.py). Answered like a
+    trial: Begin, Beats between its stages, then a Result whose fields hold ``profile`` (a
+    pipeline.Profile) or ``error`` (why it could not be measured)."""
+
+    batch_size: int
+    memory_budget: int | None = None   # bytes its loaders may hold beyond the trial process
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ from . import guard
 from .burst import BurstSettings
 from .device import NvmlUtil, release_cached_memory, to_device
 from .failures import classify_failure, describe_failure
-from .protocol import BEAT_S, Beat, Begin, DatasetInfo, Ready, Result, RunnerSetup, SetupError, SetupFailed, Stop
+from .protocol import (BEAT_S, Beat, Begin, DatasetInfo, ProfileRequest, Ready, Result, RunnerSetup, SetupError,
+                       SetupFailed, Stop)
 
 
 def _die_with_parent() -> None:
@@ -299,6 +300,23 @@ class _Runner:
                 "batches": m.batches, "window_s": m.window_s, "epochs_crossed": m.epochs_crossed,
                 "pruned": m.pruned}
 
+    def profile(self, batch_size: int, beat, memory_budget: int | None = None) -> dict:
+        """The pipeline's profile (probe/profiler.py) as Result fields: ``profile``, or ``error``
+        when the dataset or step raised on the way (the trials will meet and report it)."""
+        from .profiler import run_profile
+
+        consume = self._consumer(LoaderConfig.make(batch_size, 0, self.cuda))
+        try:
+            profile = run_profile(self.dataset, self._fixed_kwargs(), batch_size, consume, self.device,
+                                  _tensor_bytes, lambda pid: _pss(pid), beat=lambda: beat(0),
+                                  memory_budget=memory_budget)
+        except Exception as exc:  # noqa: BLE001 - a profile that fails is reported, never raised
+            return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        finally:
+            if self.cuda:
+                self.cuda_broken = release_cached_memory(self.torch)
+        return {"profile": profile}
+
     def _consumer(self, config: LoaderConfig):
         if self.step is not None:
             return self.step
@@ -352,10 +370,25 @@ def main(conn, setup: RunnerSetup) -> None:
         if isinstance(message, Stop):
             return
         conn.send(Begin(os.getpid()))
-        fields = runner.measure(message.config, message.settings, beat=lambda batches: conn.send(Beat(batches)))
+        beat = lambda batches: conn.send(Beat(batches))  # noqa: E731
+        if isinstance(message, ProfileRequest):
+            fields = runner.profile(message.batch_size, beat, message.memory_budget)
+        else:
+            fields = runner.measure(message.config, message.settings, beat=beat)
         conn.send(Result(fields, leaked_workers=_reap_children()))
         if runner.cuda_broken:
             return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process
+
+
+def _pss(pid: int) -> int | None:
+    """One process's PSS (its private pages and its share of shared ones), None when gone."""
+    import psutil
+
+    try:
+        info = psutil.Process(pid).memory_full_info()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+    return int(getattr(info, "pss", info.uss))
 
 
 def _reap_children(timeout: float = 5.0) -> int:

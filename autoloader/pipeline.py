@@ -1,0 +1,81 @@
+"""What the profile measured about the input pipeline's parts: the record the model reads.
+
+The trial process fills it (probe/profiler.py); the driver keeps it with the run. Every cost is
+per batch of ``batch_size`` samples or per sample, in seconds, so the model can scale it to the
+batch size of any config. Pure data: nothing here measures or imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, fields
+
+
+def quantile(values, q: float) -> float:
+    """The q-quantile of ``values`` by linear interpolation (0 for none)."""
+    data = sorted(values)
+    if not data:
+        return 0.0
+    pos = q * (len(data) - 1)
+    low = math.floor(pos)
+    high = min(low + 1, len(data) - 1)
+    return data[low] + (data[high] - data[low]) * (pos - low)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The pipeline's parts, each measured once with enough repeats to be stable."""
+
+    batch_size: int                  # the batch size the per-batch costs were measured at
+    sample_s: tuple[float, ...]      # one worker's cost of each sample timed (__getitem__)
+    collate_s: float                 # collating one batch, per batch
+    sample_bytes: int                # bytes of one collated sample
+    recv_s: float                    # the main process's cost of receiving one batch from a worker
+    pin_s: float | None              # pinning one batch (None off CUDA)
+    h2d_pinned_s: float | None       # host-to-device copy of a pinned batch (None off CUDA)
+    h2d_pageable_s: float | None     # the same from pageable memory
+    step_s: float                    # the consumer on a batch already where it runs (resident)
+    startup_s: float                 # one worker's start: iter() to first batch, less that batch's work
+    worker_pss: int | None           # one worker's memory (PSS) once it has made batches
+    cpus: float                      # CPUs this process may really use (affinity and cgroup quota)
+    epoch_batches: int | None        # batches an epoch holds at ``batch_size`` (None: iterable)
+    seconds: float = 0.0             # the profile's own wall time
+    sample_cpu_share: float = 1.0    # the share of a sample's cost spent on a CPU (not waiting)
+    # Without workers the loop collates with all of its intra-op threads, and pins a batch it
+    # made itself (no shared-memory pages to fault in): each cheaper than a worker's.
+    collate_main_s: float | None = None
+    pin_local_s: float | None = None
+
+    @property
+    def batch_bytes(self) -> int:
+        return self.sample_bytes * self.batch_size
+
+    @property
+    def sample_median_s(self) -> float:
+        return statistics.median(self.sample_s) if self.sample_s else 0.0
+
+    def sample_quantiles(self) -> dict[str, float]:
+        """The per-sample cost's median, p90, p99 and max: the tail decides prefetch depth and the
+        head-of-line blocking of in-order delivery."""
+        return {"median": quantile(self.sample_s, 0.5), "p90": quantile(self.sample_s, 0.9),
+                "p99": quantile(self.sample_s, 0.99), "max": max(self.sample_s, default=0.0)}
+
+    def worker_batch_s(self, batch_size: int | None = None) -> float:
+        """One worker's mean time to make a batch: its samples and its share of collate."""
+        size = batch_size or self.batch_size
+        mean = statistics.fmean(self.sample_s) if self.sample_s else 0.0
+        return size * mean + self.collate_s * size / self.batch_size
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["sample_s"] = list(self.sample_s)
+        data["sample_quantiles"] = self.sample_quantiles()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Profile":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["sample_s"] = tuple(float(x) for x in values.get("sample_s", ()))
+        return cls(**values)

@@ -1,0 +1,244 @@
+"""The profile, measured in the trial process: each part of the pipeline on its own.
+
+A few seconds, once per run, before any burst (NOTE [ The pipeline model ] in model.py says what
+each figure feeds):
+
+1. samples  ``dataset[i]`` for random indices, one at a time with one intra-op thread (as a
+            DataLoader worker runs), until PROFILE_SAMPLES or SAMPLE_SECONDS: the per-sample
+            cost as a distribution, since its tail decides prefetch depth and in-order blocking,
+            and the share of it spent on a CPU (thread time over wall time, divided by the share
+            of a CPU a spinning thread gets here, so a busy machine's descheduling does not read
+            as waiting); then ``collate_fn`` over one batch of them, and the bytes of a sample;
+2. transfer the main process's side of a worker's batch: batches made by replaying one collated
+            batch through a few workers, taken once the queue is full so that only the receive
+            is timed; then pinning each and copying it to the device, pinned and pageable;
+3. consumer the step on a batch already on the device, repeated: the ceiling from above;
+4. start-up one fresh worker's iter() to first batch, less the batch's own work, and that
+            worker's memory (PSS) once it has made a batch.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from typing import Any, Callable
+
+from ..hardware import usable_cpus
+from ..pipeline import Profile
+
+PROFILE_SAMPLES = 256
+SAMPLE_SECONDS = 1.5
+MIN_SAMPLES = 16
+STEP_SECONDS = 0.5
+# Batches taken from the replay loader's full queue; its workers and depth are kept small enough
+# that the batches in flight fit comfortably in /dev/shm.
+TRANSFER_BATCHES = 6
+SHM_SHARE = 0.25
+
+
+class _Replay:
+    """A dataset whose every item is a fresh copy of one collated batch (``batch_size=None``):
+    the workers then only copy and send, so the main process's receive is what is timed."""
+
+    def __init__(self, batch: Any, length: int):
+        self.batch = batch
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> Any:
+        return _clone(self.batch)
+
+
+def _clone(obj: Any) -> Any:
+    if hasattr(obj, "clone"):
+        return obj.clone()
+    if isinstance(obj, dict):
+        return {k: _clone(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        items = [_clone(v) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    return obj
+
+
+def _map(obj: Any, fn: Callable) -> Any:
+    if hasattr(obj, "pin_memory") and hasattr(obj, "to"):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: _map(v, fn) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        items = [_map(v, fn) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    return obj
+
+
+def _cpu_availability(spins: int = 3, spin_s: float = 0.02) -> float:
+    """The share of wall time this thread gets on a CPU while it wants one: a busy machine
+    deschedules it, and a sample's wait would then read as time spent off the CPU."""
+    shares = []
+    for _ in range(spins):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        while time.perf_counter() - t0 < spin_s:
+            pass
+        shares.append((time.thread_time() - c0) / max(time.perf_counter() - t0, 1e-9))
+    return max(0.05, min(1.0, statistics.median(shares)))
+
+
+def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    sync()
+    return time.perf_counter() - t0, out
+
+
+def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[[Any], Any], device: str,
+                tensor_bytes: Callable[[Any], int], memory_of: Callable[[int], int | None],
+                beat: Callable[[], None] = lambda: None, memory_budget: int | None = None) -> Profile:
+    """Measure the profile of ``dataset`` at ``batch_size`` (see the module docstring).
+    ``consume`` is the trial's consumer (the step, or the move to the device);
+    ``memory_of(pid)`` a process's PSS; ``beat()`` tells the driver's watchdog it moves;
+    ``memory_budget`` the bytes the profile's own loaders may hold (the guard's ceiling still
+    watches)."""
+    import torch
+    from torch.utils.data import DataLoader
+    from torch.utils.data._utils.collate import default_collate
+
+    t_begin = time.perf_counter()
+    cuda = device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    collate = fixed_kwargs.get("collate_fn") or default_collate
+    length = len(dataset)
+    rng = random.Random(0)
+
+    # 1. samples, as a worker makes them: one intra-op thread.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    samples, costs, cpu_s = [], [], 0.0
+    availability = [_cpu_availability()]
+    try:
+        deadline = time.perf_counter() + SAMPLE_SECONDS
+        while len(costs) < PROFILE_SAMPLES and (time.perf_counter() < deadline or len(costs) < MIN_SAMPLES):
+            index = rng.randrange(length)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            sample = dataset[index]
+            costs.append(time.perf_counter() - t0)
+            cpu_s += time.thread_time() - c0
+            if len(samples) < batch_size:
+                samples.append(sample)
+        availability.append(_cpu_availability())
+        group = samples[:batch_size]
+        t0 = time.perf_counter()
+        batch = collate(group)
+        collate_s = (time.perf_counter() - t0) * batch_size / len(group)
+    finally:
+        torch.set_num_threads(threads)
+    sample_bytes = max(1, tensor_bytes(batch) // len(group))
+    if len(group) < batch_size:
+        batch = collate([samples[i % len(samples)] for i in range(batch_size)])
+    # The loop's own collate (no workers): its intra-op threads, and the batch pinned in place.
+    t0 = time.perf_counter()
+    batch = collate([samples[i % len(samples)] for i in range(batch_size)])
+    collate_main_s = time.perf_counter() - t0
+    pin_local_s = None
+    if cuda:
+        pin_local_s, _ = _timed(lambda: _map(batch, lambda t: t.pin_memory()), lambda: None)
+
+    beat()
+    # 2. transfer: the main process's receive, pin and copy of whole batches made by workers.
+    transfer = _transfer(batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget)
+    if transfer is None:   # too big to replay here: the loop's own pin and copies stand in
+        pinned = _map(batch, lambda t: t.pin_memory()) if cuda else None
+        transfer = (0.0, _timed(lambda: _map(batch, lambda t: t.pin_memory()), lambda: None)[0] if cuda else None,
+                    _timed(lambda: _map(pinned, lambda t: t.to(device, non_blocking=True)), sync)[0] if cuda else None,
+                    _timed(lambda: _map(batch, lambda t: t.to(device)), sync)[0] if cuda else None)
+        del pinned
+    recv_s, pin_s, h2d_pinned_s, h2d_pageable_s = transfer
+
+    beat()
+    # 3. the consumer on a resident batch.
+    resident = _map(batch, lambda t: t.to(device)) if cuda else batch
+    consume(resident)
+    sync()
+    steps, t0 = 0, time.perf_counter()
+    while steps < 3 or (time.perf_counter() - t0 < STEP_SECONDS and steps < 200):
+        consume(resident)
+        steps += 1
+    sync()
+    step_s = (time.perf_counter() - t0) / steps
+    del resident
+
+    beat()
+    # 4. one fresh worker's start-up, and its memory once it made a batch.
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=1, prefetch_factor=1,
+                        **{k: v for k, v in fixed_kwargs.items() if k in ("collate_fn", "worker_init_fn",
+                                                                          "multiprocessing_context")})
+    t0 = time.perf_counter()
+    it = iter(loader)
+    next(it)
+    first = time.perf_counter() - t0
+    worker_pss = next((memory_of(w.pid) for w in getattr(it, "_workers", ())), None)
+    it._shutdown_workers()
+    del it, loader
+    batch_work = statistics.fmean(costs) * batch_size + collate_s
+    epoch_batches = -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size
+    return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
+                   recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
+                   step_s=step_s, startup_s=max(0.0, first - batch_work), worker_pss=worker_pss,
+                   cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
+                   sample_cpu_share=(min(1.0, cpu_s / sum(costs) / statistics.fmean(availability))
+                                     if sum(costs) > 0 else 1.0),
+                   collate_main_s=collate_main_s, pin_local_s=pin_local_s)
+
+
+def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, sync,
+              memory_budget: int | None) -> tuple | None:
+    """(receive, pin, pinned copy, pageable copy) seconds per batch, the last three None off
+    CUDA; None when even one worker's batch in flight would not fit ``memory_budget`` or
+    /dev/shm (each batch in flight is held twice: the worker's copy and the one it sends)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from ..hardware import shm_free
+
+    cuda = device.startswith("cuda")
+    room = int(min(shm_free() or 2**31, memory_budget or 2**62) * SHM_SHARE) // max(1, 2 * batch_bytes)
+    if room < 2:
+        return None
+    workers = 2 if room >= 4 else 1
+    depth = max(1, min(4, room // workers - 1))
+    count = TRANSFER_BATCHES if cuda else TRANSFER_BATCHES // 2
+    loader = DataLoader(_Replay(batch, 4 * count + workers * depth), batch_size=None, num_workers=workers,
+                        prefetch_factor=depth,
+                        **{k: v for k, v in fixed_kwargs.items() if k in ("multiprocessing_context", "worker_init_fn")})
+    it = iter(loader)
+    try:
+        first = next(it)
+        del first
+        recv, pins, pinned_copies, pageable_copies = [], [], [], []
+        for i in range(count):
+            # Let the workers fill the queue, then time only the take.
+            time.sleep(min(0.5, 0.02 + 2e-10 * batch_bytes))
+            t0 = time.perf_counter()
+            received = next(it)
+            recv.append(time.perf_counter() - t0)
+            if not cuda:
+                continue
+            if i % 2 == 0:
+                elapsed, pinned = _timed(lambda: _map(received, lambda t: t.pin_memory()), lambda: None)
+                pins.append(elapsed)
+                elapsed, _ = _timed(lambda: _map(pinned, lambda t: t.to(device, non_blocking=True)), sync)
+                pinned_copies.append(elapsed)
+            else:
+                elapsed, _ = _timed(lambda: _map(received, lambda t: t.to(device)), sync)
+                pageable_copies.append(elapsed)
+    finally:
+        it._shutdown_workers()
+        del it, loader
+    if cuda:
+        torch.cuda.empty_cache()
+    median = statistics.median
+    return (median(recv), median(pins) if pins else None, median(pinned_copies) if pinned_copies else None,
+            median(pageable_copies) if pageable_copies else None)

@@ -1,0 +1,137 @@
+"""The pipeline model on synthetic profiles: a known cap, a known knee, the tail and the restarts."""
+
+import random
+
+import pytest
+
+from autoloader.model import Calibration, Model
+from autoloader.pipeline import Profile, quantile
+from autoloader.results import OK, TrialResult
+from autoloader.space import LoaderConfig
+
+
+def profile(sample_s=0.002, n=256, tail=None, step_s=0.001, recv_s=0.0002, pin_s=0.0005, h2d=0.0003,
+            pageable=0.002, cpus=8, batch_size=32, epoch_batches=1000, startup_s=0.2, cpu_share=1.0):
+    rng = random.Random(0)
+    costs = [sample_s * rng.uniform(0.9, 1.1) for _ in range(n)]
+    if tail:
+        share, cost = tail
+        costs = [cost if rng.random() < share else c for c in costs]
+    return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=0.0005, sample_bytes=4096,
+                   recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d, h2d_pageable_s=pageable, step_s=step_s,
+                   startup_s=startup_s, worker_pss=100 << 20, cpus=cpus, epoch_batches=epoch_batches,
+                   sample_cpu_share=cpu_share)
+
+
+def cfg(workers, pin=True, prefetch=2, persistent=True, in_order=True, batch_size=32):
+    return LoaderConfig.make(batch_size, workers, pin, prefetch, persistent, in_order)
+
+
+def test_workers_scale_until_the_cores_run_out():
+    model = Model(profile(cpus=8, step_s=0.0001), "cuda")
+    one, four, eight = (model.predict(cfg(n)).steady_samples_per_s for n in (1, 4, 8))
+    assert 3.5 < four / one < 4.2
+    # Past the cores, more workers cannot make more batches.
+    sixteen = model.predict(cfg(16)).steady_samples_per_s
+    assert sixteen < eight * 1.05
+    assert model.predict(cfg(4)).bound == "workers"
+
+
+def test_a_slow_step_caps_the_rate_and_the_loop_stops_waiting():
+    model = Model(profile(step_s=0.05), "cuda")   # 32 samples / 0.05 s = 640/s at most
+    fed = model.predict(cfg(8))
+    assert fed.steady_samples_per_s == pytest.approx(32 / (0.05 + 0.0003), rel=0.03)
+    assert fed.wait_share < 0.02 and fed.bound == "consumer"
+
+
+def test_the_knee_sits_where_workers_outpace_the_consumer():
+    # Each worker makes 32 x 2 ms = 64 ms a batch; the step takes 16 ms: 4 workers keep up.
+    model = Model(profile(step_s=0.016, cpus=16), "cuda")
+    rates = {n: model.predict(cfg(n)).steady_samples_per_s for n in (2, 3, 4, 5, 8)}
+    assert rates[2] < rates[3] < rates[5]
+    assert rates[8] == pytest.approx(rates[5], rel=0.03)
+
+
+def test_a_heavy_tail_rewards_deeper_prefetch_and_out_of_order_delivery():
+    model = Model(profile(sample_s=0.001, tail=(0.02, 0.05), cpus=16, step_s=0.001), "cuda")
+    shallow = model.predict(cfg(8, prefetch=2)).steady_samples_per_s
+    deep = model.predict(cfg(8, prefetch=16)).steady_samples_per_s
+    unordered = model.predict(cfg(8, prefetch=2, in_order=False)).steady_samples_per_s
+    assert deep > shallow * 1.01
+    assert unordered > shallow * 1.01
+
+
+def test_waiting_samples_pay_past_one_worker_per_core():
+    busy = Model(profile(cpus=4, cpu_share=1.0, step_s=0.0001), "cuda")
+    sleepy = Model(profile(cpus=4, cpu_share=0.1, step_s=0.0001), "cuda")
+    assert busy.predict(cfg(16)).steady_samples_per_s < busy.predict(cfg(4)).steady_samples_per_s * 1.5
+    assert sleepy.predict(cfg(16)).steady_samples_per_s > sleepy.predict(cfg(4)).steady_samples_per_s * 2.5
+
+
+def test_fresh_workers_each_epoch_pay_the_start_up_on_short_epochs():
+    model = Model(profile(epoch_batches=10, startup_s=1.5, cpus=16, step_s=0.001), "cuda")
+    kept = model.predict(cfg(8, persistent=True)).samples_per_s
+    fresh = model.predict(cfg(8, persistent=False)).samples_per_s
+    assert fresh < kept * 0.7
+    refill = model.predict(cfg(8, persistent=True)).restart_s
+    assert model.predict(cfg(8, persistent=False)).restart_s == pytest.approx(1.5 + refill)
+
+
+def test_pageable_copies_block_the_loop_and_pinning_moves_them_off_it():
+    # Big batches, cheap samples: the main process's copies are the cap.
+    model = Model(profile(sample_s=0.00001, step_s=0.001, pin_s=0.004, h2d=0.002, pageable=0.02, cpus=16), "cuda")
+    pinned = model.predict(cfg(8, pin=True))
+    pageable = model.predict(cfg(8, pin=False))
+    assert pinned.steady_samples_per_s > pageable.steady_samples_per_s * 2
+    assert pageable.bound in ("main", "consumer")
+
+
+def test_without_workers_the_loop_does_every_stage_in_turn():
+    p = profile(cpus=8)
+    model = Model(p, "cpu")
+    zero = model.predict(LoaderConfig.make(32, 0, False))
+    batch = p.worker_batch_s(32)
+    assert zero.steady_samples_per_s == pytest.approx(32 / (batch + p.step_s), rel=0.05)
+    assert zero.wait_share > 0.9
+
+
+def test_calibration_pulls_the_worker_term_to_the_bursts():
+    model = Model(profile(cpus=16, step_s=0.0001), "cuda")
+    truth = Model(profile(sample_s=0.003, cpus=16, step_s=0.0001), "cuda")   # workers 1.5x slower
+    history = [TrialResult(c, OK, samples_per_s=truth.predict(c).samples_per_s,
+                           steady_samples_per_s=truth.predict(c).steady_samples_per_s)
+               for c in (cfg(2), cfg(4))]
+    calib = model.calibrate(history)
+    assert calib.worker == pytest.approx(1.5, rel=0.1)
+    assert model.predict(cfg(6), calib).steady_samples_per_s == pytest.approx(
+        truth.predict(cfg(6)).steady_samples_per_s, rel=0.08)
+
+
+def test_the_start_up_is_fitted_from_the_bursts_start_ups():
+    model = Model(profile(startup_s=0.1), "cuda")
+    batch = model.profile.worker_batch_s()
+    history = [TrialResult(cfg(n), OK, samples_per_s=1000.0, steady_samples_per_s=1000.0,
+                           startup_s=0.5 + 0.1 * n + batch) for n in (2, 4, 8)]
+    calib = model.calibrate(history)
+    assert calib.startup_base == pytest.approx(0.5, abs=0.15)
+    assert calib.startup_per_worker == pytest.approx(0.1, rel=0.3)
+
+
+def test_quantiles_and_the_profile_round_trip():
+    p = profile(tail=(0.02, 0.05))
+    q = p.sample_quantiles()
+    assert q["median"] < q["p90"] <= q["p99"] <= q["max"] == max(p.sample_s)
+    assert quantile([1.0, 2.0, 3.0], 0.5) == 2.0
+    assert Profile.from_dict(p.to_dict()) == p
+
+
+def test_a_prediction_resting_on_a_stage_no_burst_measured_is_the_least_certain():
+    # Workers make 32 x 2 ms = 64 ms a batch; the step takes 16 ms: 2 workers are worker-bound,
+    # 12 are bound by the step. Bursts at 1 and 2 workers correct the worker term only.
+    model = Model(profile(step_s=0.016, cpus=16), "cuda")
+    history = [TrialResult(c, OK, samples_per_s=model.predict(c).samples_per_s,
+                           steady_samples_per_s=model.predict(c).steady_samples_per_s) for c in (cfg(1), cfg(2))]
+    calib = model.calibrate(history)
+    assert calib.worker_fits == 2 and calib.main_fits == 0
+    assert model.uncertainty(cfg(12), calib) > model.uncertainty(cfg(2), calib)
+    assert Calibration().worker_fits == 0

@@ -1,0 +1,105 @@
+"""The model-first search on synthetic pipelines: what it measures, when it stops, who reaches the
+final, and that out-of-order delivery is never implied."""
+
+import random
+
+from autoloader.model import Model
+from autoloader.model_first import ModelFirst, candidates, heuristic_config, worker_ladder
+from autoloader.pipeline import Profile
+from autoloader.policy import MAX_SEARCH_TRIALS
+from autoloader.results import FAILED, OK, TrialResult
+from autoloader.run import search_space
+from autoloader.space import LoaderConfig
+
+CPUS = 8
+
+
+def profile(sample_s=0.002, step_s=0.004, tail=None, cpus=CPUS):
+    rng = random.Random(0)
+    costs = [sample_s * rng.uniform(0.9, 1.1) for _ in range(128)]
+    if tail:
+        costs = [tail[1] if rng.random() < tail[0] else c for c in costs]
+    return Profile(batch_size=32, sample_s=tuple(costs), collate_s=0.0005, sample_bytes=4096, recv_s=0.0002,
+                   pin_s=0.0005, h2d_pinned_s=0.0003, h2d_pageable_s=0.002, step_s=step_s, startup_s=0.2,
+                   worker_pss=50 << 20, cpus=cpus, epoch_batches=500)
+
+
+def search(truth: Model, guess: Model, allow_reorder=False, fail=()):
+    """Run the strategy against ``truth``'s rates (a stand-in for bursts) until it stops."""
+    space = search_space((32,), CPUS, "cuda")
+    strategy = ModelFirst(space, guess, CPUS, allow_reorder)
+    history = []
+    while (config := strategy.propose(history)) is not None:
+        assert config not in {t.config for t in history}
+        if config in fail:
+            history.append(TrialResult(config, FAILED, cause="dataset_error", error="boom"))
+            continue
+        p = truth.predict(config)
+        history.append(TrialResult(config, OK, samples_per_s=p.samples_per_s,
+                                   steady_samples_per_s=p.steady_samples_per_s, wait_fraction=p.wait_share))
+    return strategy, history
+
+
+def test_it_measures_no_workers_then_the_models_pick_then_the_control():
+    model = Model(profile(), "cuda")
+    strategy, history = search(model, model)
+    configs = [t.config for t in history]
+    first = strategy.pick(strategy.predictions([])).config
+    assert configs[0].num_workers == 0
+    assert configs[1] == first
+    assert configs[2] == heuristic_config(strategy.space, CPUS)
+
+
+def test_a_model_the_bursts_confirm_ends_the_search_early():
+    model = Model(profile(), "cuda")
+    _, history = search(model, model)
+    assert len(history) <= 5 < MAX_SEARCH_TRIALS
+
+
+def test_a_model_that_is_off_is_corrected_and_its_new_pick_measured():
+    # The profile read samples 2x too cheap (a worker is slower than the trial process was).
+    truth, guess = Model(profile(sample_s=0.004, step_s=0.002), "cuda"), Model(profile(sample_s=0.002, step_s=0.002), "cuda")
+    strategy, history = search(truth, guess)
+    calib = strategy.calibration(history)
+    assert 1.6 < calib.worker < 2.5
+    truth_pick = min((truth.predict(c) for c in strategy.configs), key=lambda p: -p.samples_per_s)
+    measured_best = max(t.samples_per_s for t in history)
+    assert measured_best >= truth_pick.samples_per_s * 0.97
+
+
+def test_the_control_is_always_a_finalist():
+    model = Model(profile(step_s=0.05), "cuda")   # the step caps everything: the control ties
+    strategy, history = search(model, model)
+    finalists = strategy.finalists(history)
+    assert strategy.control in finalists and 2 <= len(finalists) <= 4
+
+
+def test_the_pick_is_the_fewest_workers_predicted_within_the_tie_of_the_best():
+    model = Model(profile(step_s=0.02), "cuda")   # 2 ms x 32 = 64 ms a batch: 4 workers keep up
+    strategy = ModelFirst(search_space((32,), CPUS, "cuda"), model, CPUS)
+    pick = strategy.pick(strategy.predictions([]))
+    assert 3 <= pick.config.num_workers <= 5
+    assert pick.config.persistent_workers and pick.config.in_order
+
+
+def test_out_of_order_delivery_is_never_implied():
+    space = search_space((32,), CPUS, "cuda")
+    assert all(c.in_order for c in candidates(space, CPUS, allow_reorder=False))
+    assert any(not c.in_order for c in candidates(space, CPUS, allow_reorder=True))
+    heavy = Model(profile(sample_s=0.0005, step_s=0.0005, tail=(0.03, 0.04)), "cuda")
+    _, history = search(heavy, heavy)
+    assert all(t.config.in_order for t in history)
+
+
+def test_a_config_that_failed_is_not_proposed_again_and_the_search_goes_on():
+    model = Model(profile(), "cuda")
+    control = heuristic_config(search_space((32,), CPUS, "cuda"), CPUS)
+    _, history = search(model, model, fail=(control,))
+    assert sum(t.config == control for t in history) == 1
+    assert any(t.status == OK for t in history)
+
+
+def test_the_worker_ladder_covers_each_count_to_the_cpus_then_steps():
+    assert worker_ladder(8, 32) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 28, 32]
+    assert worker_ladder(2, 8) == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    assert LoaderConfig.make(32, 7, True, 2, True) == heuristic_config(search_space((32,), 8, "cuda"), 8)
