@@ -1,19 +1,20 @@
-"""scripts/bench_replay.py: a recorded tuner run decided again by this checkout's code."""
+"""scripts/bench/replay.py: a recorded tuner run decided again by this checkout's code."""
 
 import json
 
 import pytest
 
-from autoloader.knee_first import KneeFirst
 from autoloader.results import OK, TrialResult
-from autoloader.tuner import _finalists, search_space
+from scripts.bench import decide  # the tuner's search and final, as the replay reaches them
 
 CPUS = 16
 
 
 @pytest.fixture(scope="module")
-def replay(load_script):
-    return load_script("bench_replay")
+def replay():
+    from scripts.bench import replay as module
+
+    return module
 
 
 def rate(config):
@@ -22,8 +23,8 @@ def rate(config):
 
 
 def recorded_run(trials_cap=12):
-    """A tuner record as bench.py keeps it, made by this checkout's own strategy."""
-    strategy = KneeFirst(search_space((64,), CPUS, "cuda"), CPUS)
+    """A tuner record as the bench keeps it, made by this checkout's own strategy."""
+    strategy = decide.strategy(64, CPUS, "cuda")
     history = []
     while len(history) < trials_cap:
         config = strategy.propose(history)
@@ -31,7 +32,7 @@ def recorded_run(trials_cap=12):
             break
         history.append(TrialResult(config, OK, samples_per_s=rate(config), rel_interval=0.03, wait_fraction=0.3))
     best = max(history, key=lambda t: t.samples_per_s)
-    finals = [{"config": c.loader_kwargs(), "rates": [rate(c)] * 3, "median": rate(c)} for c in _finalists(history)]
+    finals = [{"config": c.loader_kwargs(), "rates": [rate(c)] * 3, "median": rate(c)} for c in decide.finalists(history)]
     return {"config": best.config.loader_kwargs(), "trials": [t.to_dict() for t in history], "finals": finals,
             "hardware": {"cpus": CPUS}}
 

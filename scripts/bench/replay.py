@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Would this checkout's tuner have decided as the recorded one did, given the same measurements?
 
-    python3 scripts/bench_replay.py results/benchmarks/run-X/part*/records.jsonl > replay.md
+    python -m scripts.bench replay results/benchmarks/run-X/part*/records.jsonl > replay.md
 
 A bench run records, for each workload, the tuner's trials in the order it ran them, its final
 rounds and its pick. This feeds those measurements to the search strategy and the final's choice
@@ -20,22 +19,19 @@ When all three agree, a change to the search or the choice made since the run di
 what that run measured or picked, so its figures stand for the new code. The replay checks
 decisions, not timing: the budget, the time kept back for the final (it grows with the number of
 finalists) and how long each trial took are the recorded run's, and what the search would have
-proposed after its last recorded trial is not asked. Measures nothing.
+proposed after its last recorded trial is not asked. Only each workload's first tune (phase
+``tuner``) is replayed, not the extra tunes of ``--stability``. Measures nothing. Every name taken
+from the tuner comes through ``decide`` (one file to mend when the tuner's insides move).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import config_from_kwargs, read_records, short  # noqa: E402  (bench's own names and reader)
-
-from autoloader.knee_first import KneeFirst  # noqa: E402
-from autoloader.results import TrialResult  # noqa: E402
-from autoloader.tuner import FinalRound, _choose, _finalists, search_space  # noqa: E402
+from . import decide
+from .common import config_from_kwargs, short
+from .records import read_records
 
 
 @dataclass(frozen=True)
@@ -63,11 +59,11 @@ class Replay:
 
 def replay(source: str, workload: str, tuner: dict) -> Replay:
     """Decide ``tuner`` (a tuner record's JSON: trials, finals, config, hardware) again."""
-    trials = [TrialResult.from_dict(t) for t in tuner["trials"]]
+    trials = [decide.trial_from_dict(t) for t in tuner["trials"]]
     pick = config_from_kwargs(tuner["config"])
     cpus = int(tuner["hardware"]["cpus"])
     # The bench tunes with --batch-size B on CUDA: the space a tuning run there searches.
-    strategy = KneeFirst(search_space((pick.batch_size,), cpus, "cuda"), cpus)
+    strategy = decide.strategy(pick.batch_size, cpus, "cuda")
     difference = None
     for index, trial in enumerate(trials):
         proposed = strategy.propose(trials[:index])
@@ -75,14 +71,14 @@ def replay(source: str, workload: str, tuner: dict) -> Replay:
             difference = (f"step {index + 1}: ran {short(trial.config)}, now proposes "
                           f"{short(proposed) if proposed else 'nothing'}")
             break
-    finals = [FinalRound(config_from_kwargs(f["config"]), tuple(f["rates"]), tuple(f.get("waits") or ()))
+    finals = [decide.final_round(config_from_kwargs(f["config"]), f["rates"], f.get("waits") or ())
               for f in tuner["finals"]]
     note = None
-    if any(not f.waits for f in finals) and any(t.keeps_up for t in trials):
+    if any(not f.waits for f in finals) and any(decide.keeps_up(t) for t in trials):
         note = "not replayable: a trial kept up, and the final recorded no waits"
-    chosen = _choose(finals, trials).config if finals and note is None else None
+    chosen = decide.choose(finals, trials) if finals and note is None else None
     return Replay(source, workload, len(trials), difference,
-                  tuple(short(f.config) for f in finals), tuple(short(c) for c in _finalists(trials)),
+                  tuple(short(f.config) for f in finals), tuple(short(c) for c in decide.finalists(trials)),
                   short(pick), short(chosen) if chosen else None, note)
 
 
@@ -112,9 +108,5 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
-    print(report(replays(argv), "python3 scripts/bench_replay.py " + " ".join(argv)), end="")
+    print(report(replays(argv), "python -m scripts.bench replay " + " ".join(argv)), end="")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,22 @@
+"""The benchmark of autoloader's tuner against a measured grid, per shared/BENCHMARK.md.
+
+One entry, from the repository's root (``python -m scripts.bench --help``):
+
+    python -m scripts.bench run --workloads jpeg,small --out OUT        # measure (the GPU machine)
+    python -m scripts.bench run --workloads small --quick --scale 0.02 --out /tmp/b   # CPU smoke test
+    python -m scripts.bench rebuild OUT --out OUT2          # summary of a killed run from its records
+    python -m scripts.bench merge PART1 PART2 --out RUN     # one summary of runs made in parts
+    python -m scripts.bench replay RUN/part*/records.jsonl  # recorded tuner runs decided by this code
+    python -m scripts.bench agreement RUN/part*/records.jsonl   # how a run's phases agree
+
+Modules: ``run`` (the run command: options, the loop over workloads), ``harness`` (one workload's
+tuner, grid, final and ceiling), ``tuner_run`` (``autoloader tune`` as a subprocess), ``stability``
+(three tunes and the verdict), ``plan`` (time estimates), ``figures`` (a workload's numbers from
+what it measured), ``report`` (summary.md), ``records`` (records.jsonl), ``parts`` (merge and
+rebuild), ``ceiling`` (the spawned ceiling child), ``workloads`` (the datasets and steps),
+``agreement`` and ``replay`` (tools over records), ``decide`` (the one adapter to the tuner's
+internals that the replay uses), ``common`` (names and number formats).
+
+This package's ``__init__`` imports nothing: trial processes import ``scripts.bench.workloads``
+through spec strings, and must not pay for the harness.
+"""
