@@ -266,8 +266,8 @@ def test_the_deadline_holds_back_stability_tunes_that_cannot_fit(tmp_path, monke
 
 def test_quick_smoke_run_of_the_whole_harness(tmp_path):
     """`run --quick` on the CPU at a tiny scale: the real tuner (10 s budget), the grid, a final of
-    two rounds and the ceiling, on small; records as measured, the summary with its plan."""
-    proc = bench("run", "--quick", "--workloads", "small", "--scale", "0.01", "--tuner-budget", "10",
+    two rounds and the ceiling, on pyobjects; records as measured, the summary with its plan."""
+    proc = bench("run", "--quick", "--workloads", "pyobjects", "--scale", "0.01", "--tuner-budget", "10",
                  "--sweep", "0,2", "--rounds", "2", "--workload-seconds", "30", "--out", tmp_path, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     phases = [json.loads(line)["phase"] for line in (tmp_path / "records.jsonl").read_text().splitlines()]
@@ -276,7 +276,7 @@ def test_quick_smoke_run_of_the_whole_harness(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert summary.startswith("# autoloader benchmark\n")           # done
     assert "- plan: a workload about " in summary
-    assert "| small | " in summary and "tuned/heuristic over 1 complete workload(s): geometric mean" in summary
+    assert "| pyobjects | " in summary and "tuned/heuristic over 1 complete workload(s): geometric mean" in summary
     data = json.loads((tmp_path / "results.json").read_text())
     (s,) = data["workloads"]
     assert s["pick"] and s["tuned_over_oracle"] is not None and s["estimate_s"] > 0

@@ -37,12 +37,12 @@ from .harness import Interrupted, Mode, Workload, on_signal
 from .records import Records
 from .report import METHOD, VARIANTS_TEXT, one_line, run_state, table, write_summary
 
-DEFAULT_WORKLOADS = "jpeg,small,large,startup,heavytail,gpubound"
+DEFAULT_WORKLOADS = "jpeg,small,large,startup,heavytail,gpubound,hugefloat,pyobjects"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workloads", default=DEFAULT_WORKLOADS,
-                        help="comma-separated names from scripts/bench/workloads (default: all six)")
+                        help="comma-separated names from scripts/bench/workloads (default: all eight)")
     parser.add_argument("--out", default="results/benchmarks", help="folder for records.jsonl and summary.md")
     parser.add_argument("--scale", type=float, default=None,
                         help="AUTOLOADER_BENCH_SCALE for the workloads (default: the environment's, else 1.0)")

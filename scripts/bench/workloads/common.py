@@ -112,3 +112,16 @@ def gpu_setup() -> torch.device:
         torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick kernels
     torch.manual_seed(0)
     return device
+
+
+def reduce_step():
+    """A deliberately cheap consumer for (x, y) batches: the transfer is the cost."""
+    dev = gpu_setup()
+
+    def step(batch):
+        x, y = batch
+        x = x.to(dev, non_blocking=True)
+        y = y.to(dev, non_blocking=True)
+        return x.mean(dim=tuple(range(1, x.dim()))).sum() + y.float().sum()
+
+    return step

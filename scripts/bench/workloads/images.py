@@ -1,10 +1,12 @@
-"""Workloads of image-shaped tensors: jpeg (CPU decode), large (host copies of 3 MiB samples) and
-gpubound (a GPU-bound step)."""
+"""Workloads of image-shaped tensors: jpeg (CPU decode), large (host copies of 3 MiB samples),
+gpubound (a GPU-bound step) and hugefloat (192 MiB batches made for nothing: the main process's
+share is the cap)."""
 
 from __future__ import annotations
 
 import fcntl
 import io
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +18,7 @@ import torchvision.transforms as T
 from PIL import Image
 from torch.utils.data import Dataset
 
-from .common import bench_dir, classifier_step, gpu_setup, scaled
+from .common import bench_dir, bench_scale, classifier_step, gpu_setup, reduce_step, scaled
 
 # --------------------------------------------------------------------------
 # 1. jpeg: CPU decode + augmentation bound
@@ -202,3 +204,47 @@ def gpubound_step():
         model = torchvision.models.resnet18(weights=None, num_classes=100)
     return classifier_step(model, device, lr=0.02, channels_last=True, cpu_side=64,
                             normalize_uint8=True)
+
+
+# --------------------------------------------------------------------------
+# 4. hugefloat: 192 MiB batches, nothing to compute; the main process's share is the cap
+# --------------------------------------------------------------------------
+
+_HUGE_SIDE = 512
+
+
+class HugeFloatDataset(Dataset):
+    """3x512x512 float32 samples (3 MiB each), views of a small in-memory float pool.
+
+    Nothing is computed per sample (large converts uint8 to float per sample; this does not):
+    a worker only collates, writing 64 x 3 MiB = 192 MiB into shared memory. The main process
+    then receives each batch, pins it (a copy) and copies it to the device, one batch at a time,
+    so more workers stop helping once the main process is busy all the time. The step is cheap.
+    Below scale 1 the side shrinks with the square root of the scale, so that bytes a batch
+    scale too and the CPU smoke test stays small; at 1 and above it is 512.
+    """
+
+    def __init__(self, length: int, pool: int, side: int, seed: int = 0):
+        self.length = length
+        rng = np.random.default_rng(seed)
+        # Built in the parent: fork shares it copy-on-write (it is never written).
+        self.pool = rng.random((pool, 3, side, side), dtype=np.float32)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        return torch.from_numpy(self.pool[index % len(self.pool)]), index % 10
+
+
+def hugefloat_side(scale: float) -> int:
+    """512 at scale 1 and above; below, the side that scales a sample's bytes with the scale."""
+    return _HUGE_SIDE if scale >= 1 else max(16, int(round(_HUGE_SIDE * math.sqrt(scale))))
+
+
+def hugefloat_dataset() -> Dataset:
+    return HugeFloatDataset(length=scaled(16_000, 128), pool=scaled(16, 4), side=hugefloat_side(bench_scale()))
+
+
+def hugefloat_step():
+    return reduce_step()

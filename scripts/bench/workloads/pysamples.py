@@ -1,8 +1,10 @@
 """Workloads of per-sample Python work: small (tiny dict samples, IPC bound), startup (a costly
-per-process set-up) and heavytail (a heavy-tailed sample cost)."""
+per-process set-up), heavytail (a heavy-tailed sample cost) and pyobjects (a corpus of Python
+objects that forked workers copy as they read it)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import time
@@ -230,3 +232,81 @@ def heavytail_step():
     model = nn.Sequential(*block(3, 32), *block(32, 64), *block(64, 128),
                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
     return classifier_step(model, device, lr=0.05, channels_last=True)
+
+
+# --------------------------------------------------------------------------
+# 4. pyobjects: a corpus of Python objects; copy on read makes memory grow with workers
+# --------------------------------------------------------------------------
+
+_PYOBJ_WORDS = 2048
+_PYOBJ_READS = 64   # records a sample reads
+
+
+class PyObjectsDataset(Dataset):
+    """Samples made from a corpus of Python objects built in ``__init__``.
+
+    One dict per record, holding an int, a str of 40-89 characters, a list of 16 ints (all above
+    256, so objects of their own) and a float: about 1 KB of objects a record, ~300 MB for the
+    300,000 records at scale 1. Each sample reads 64 records spread over the corpus and returns
+    8 features. Reading a Python object writes its reference count, so a forked worker copies
+    every page it reads (and the cyclic collector's full passes touch every container): each
+    worker's private memory grows towards the whole corpus within its first batches, and peak
+    memory grows with the number of workers. The step is light.
+    """
+
+    def __init__(self, length: int, records: int, seed: int = 0):
+        self.length = length
+        rnd = random.Random(seed)
+        words = ["".join(rnd.choice(_ALPHABET) for _ in range(rnd.randint(3, 10))) for _ in range(_PYOBJ_WORDS)]
+        phrases = [" ".join(words[(j * 7 + k * 13) % _PYOBJ_WORDS] for k in range(12)) for j in range(4096)]
+        # Each record's objects are its own (a slice is a new str, range's ints above 256 are new
+        # ints). The collector is held off while they are made: it would walk the growing corpus
+        # again and again (0.6 s instead of several seconds for 300,000 records).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self.records = [{"id": i, "text": phrases[i % 4096][:40 + i % 50],
+                             "tokens": list(range(300 + i % 5000, 316 + i % 5000)), "score": (i % 1000) / 1000.0}
+                            for i in range(records)]
+        finally:
+            if collecting:
+                gc.enable()
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        n = len(self.records)
+        chars = tokens = score = longest = 0.0
+        for k in range(_PYOBJ_READS):
+            record = self.records[(index * 2654435761 + k * 40503) % n]
+            text = record["text"]
+            chars += len(text)
+            longest = max(longest, len(text))
+            tokens += sum(record["tokens"])
+            score += record["score"]
+        x = torch.tensor([chars / _PYOBJ_READS / 100, tokens / _PYOBJ_READS / 50_000, score / _PYOBJ_READS,
+                          longest / 100, (index % 97) / 97, (index % 13) / 13, 1.0, 0.0], dtype=torch.float32)
+        return x, index % 10
+
+
+def pyobjects_dataset() -> Dataset:
+    return PyObjectsDataset(length=scaled(200_000, 512), records=scaled(300_000, 2_000))
+
+
+def pyobjects_step():
+    device = gpu_setup()
+    model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    def step(batch):
+        x, y = batch
+        x = x.to(device, non_blocking=True)
+        y = y.to(device, non_blocking=True)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return step
