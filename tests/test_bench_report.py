@@ -186,3 +186,33 @@ def test_the_lean_grid_and_the_plan():
     assert 150 < one.total < 300
     assert plan.estimate(mode, 16, tunes=3, grid=False).grid == 0.0
     assert mode.floor_s(3) == pytest.approx(3 * 66.0 + 90.0)
+
+
+def test_the_ceiling_childs_main_process_timing_and_cap(monkeypatch):
+    """The main process's pin and copy (CUDA only in a run) timed here on CPU tensors, with
+    pinning stood in for (a CPU-only torch cannot pin): two timings, the slower sets the rate,
+    and the cap names the lowest bound. A failure there leaves the ceiling whole."""
+    import torch
+
+    from scripts.bench import ceiling
+
+    child = ceiling._Ceiling.__new__(ceiling._Ceiling)
+    child.torch, child.cuda, child.device = torch, True, torch.device("cpu")
+    child.host_batches = [(torch.zeros(8, 3, 4, 4), torch.zeros(8))] * 2
+    from autoloader.probe.burst import batch_size_of
+
+    child.batch_size_of = batch_size_of
+    child._sync = lambda: None                     # no device to synchronise
+    monkeypatch.setattr(ceiling, "_pinned", lambda obj, torch: ceiling._map_tensors(obj, lambda t: t.clone(), torch))
+    main = child._main_copy(0.05)
+    assert main["main_pin_s"] > 0 and main["main_copy_s"] > 0
+    assert main["main_samples_per_s"] == pytest.approx(8 / max(main["main_pin_s"], main["main_copy_s"]))
+
+    def broken(obj, torch):
+        raise RuntimeError("no pinned memory")
+
+    monkeypatch.setattr(ceiling, "_pinned", broken)
+    failed = child._main_copy(0.05)
+    assert failed["main_samples_per_s"] is None and failed["main_error"].startswith("RuntimeError: no pinned")
+    child.cuda = False
+    assert child._main_copy(0.05)["main_samples_per_s"] is None

@@ -17,6 +17,22 @@ rebuild), ``ceiling`` (the spawned ceiling child), ``workloads`` (the datasets a
 ``agreement`` and ``replay`` (tools over records), ``decide`` (the one adapter to the tuner's
 internals that the replay uses), ``common`` (names and number formats).
 
+On the lent GPU machine a run outlives one device call: start it in the background in a process
+session of its own, writing under a folder, and poll that folder from the next calls (each a
+few seconds after the last, before the machine is given back idle). Optuna travels as wheels
+(``.whl``, carried; the machine has no registry). Start, then poll until the summary's title no
+longer says "in progress"::
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1; mkdir -p /tmp/b
+    setsid nohup python3 -m scripts.bench run --grid lean --stability gpubound --deadline-seconds 1500 \
+        --out /tmp/b/run > /tmp/b/log.txt 2>&1 < /dev/null &
+    for i in $(seq 56); do head -1 /tmp/b/run/summary.md | grep -q 'in progress' || break; sleep 10; done
+    tail -n 20 /tmp/b/log.txt; tar czf $OUT/run.tgz -C /tmp/b .
+
+The plan's estimate for every workload is in the log's first lines and in summary.md; what the
+deadline leaves out is listed as not run, for another session and ``merge``.
+
 This package's ``__init__`` imports nothing: trial processes import ``scripts.bench.workloads``
 through spec strings, and must not pay for the harness.
 """

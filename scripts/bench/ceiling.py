@@ -104,7 +104,8 @@ def _pinned(obj, torch):
 
 def ceiling_main(conn, dataset_spec: str, step_spec: str | None, batch_size: int, settings: dict,
                  worker_start_method: str) -> None:
-    """settings: replay_batches, consumer_window_s, loader_window_s, loader_warmup_s.
+    """settings: replay_batches, consumer_window_s, loader_window_s, loader_warmup_s and
+    main_window_s (each of the main process's two timings; default half loader_window_s).
     worker_start_method: the parent's default, for DataLoader workers here (a spawned child would
     default to 'spawn', which cannot re-import a dataset loaded from a file path)."""
     import multiprocessing as mp
@@ -262,6 +263,12 @@ class _Ceiling:
         none = {"main_samples_per_s": None, "main_pin_s": None, "main_copy_s": None}
         if not self.cuda or not self.host_batches:
             return none
+        try:
+            return self._time_main_copy(window_s)
+        except Exception as exc:  # noqa: BLE001 - a diagnostic beside the ceiling must not cost the ceiling
+            return dict(none, main_error=f"{type(exc).__name__}: {exc}"[:300])
+
+    def _time_main_copy(self, window_s: float) -> dict:
         torch = self.torch
 
         def per_batch(batches, fn) -> float:

@@ -190,6 +190,8 @@ def details(s: dict) -> str:
             out.append(f"\nmain process, with workers: pinning a batch {c['main_pin_s'] * 1e3:.1f} ms, copying it "
                        f"pinned to the device {c['main_copy_s'] * 1e3:.1f} ms: at most "
                        f"{fmt_rate(c['main_samples_per_s'])}/s (no receive, perfect overlap); cap: {_cap(s)}")
+        elif c.get("main_error"):
+            out.append(f"\nmain process's pin and copy not timed: `{c['main_error']}`")
     elif s["ceiling_error"]:
         out.append(f"\nceiling failed: `{s['ceiling_error']}`")
     out.append("")

@@ -153,7 +153,9 @@ def main(args, parser, argv: list[str]) -> int:
     plain = plan.estimate(mode, cpus)
     plan_text = (f"a workload {plain.text()}; " + "".join(f"{n} with --stability {estimates[n].text()}; " for n in checked)
                  + f"all {len(estimates)}: about {total:.0f} s"
-                 + (f" ({args.deadline_seconds:.0f} s allowed by --deadline-seconds)" if args.deadline_seconds else ""))
+                 + (f" ({args.deadline_seconds:.0f} s allowed by --deadline-seconds"
+                    + ("; what does not fit is left out, the last in order first)" if total > args.deadline_seconds else ")")
+                    if args.deadline_seconds else ""))
     tuner_budget = (f"--budget {mode.tuner_budget:g}" if mode.tuner_budget is not None
                     else f"its default budget ({mode.budget_s:g} s)")
     meta = {
