@@ -225,8 +225,9 @@ class Workload:
         return sorted((t for t in self.grid if t.status == OK and t.samples_per_s), key=lambda t: -t.samples_per_s)
 
     def _trial_estimate(self, config: LoaderConfig, settings: BurstSettings) -> float:
-        """Seconds one trial of config takes under settings, from the grid trial nearest in workers."""
-        ok = [t for t in self.grid if t.status == OK and t.seconds]
+        """Seconds one trial of config takes under settings, from the trial nearest in workers
+        (the grid's, then the final's: a stability check alone has only those)."""
+        ok = [t for t in self.grid + [r for rs in self.final.values() for r in rs] if t.status == OK and t.seconds]
         if not ok:
             return 2.0 + settings.max_window_s
         near = min(ok, key=lambda t: (t.config != config, abs(t.config.num_workers - config.num_workers)))
