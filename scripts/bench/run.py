@@ -165,7 +165,7 @@ def main(args, parser, argv: list[str]) -> int:
         "gpu": gpus[0] if gpus else None, "gpus": list(gpus), "cpus": cpus, "cpu_model": machine.cpu_model,
         "ram_gib": round(psutil.virtual_memory().total / 2**30, 1), "device": device,
         "python": platform.python_version(), "torch": _version("torch"), "torchvision": _version("torchvision"),
-        "optuna": _version("optuna"), "scale": scale, "mode": "quick" if args.quick else f"full, {args.grid} grid",
+        "optuna": _version("optuna"), "scale": scale, "mode": "quick" if args.quick else args.grid,
         "workload_seconds": mode.workload_seconds, "workloads": names, "stability": checked, "plan": plan_text,
         "method": METHOD.format(
             sweep="{" + ", ".join(map(str, mode.sweep)) + "}", rounds=mode.rounds, tuner_budget=tuner_budget,
