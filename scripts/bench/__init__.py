@@ -27,7 +27,8 @@ longer says "in progress"::
     export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1; mkdir -p /tmp/b
     setsid nohup python3 -m scripts.bench run --grid lean --stability gpubound --deadline-seconds 1500 \
         --out /tmp/b/run > /tmp/b/log.txt 2>&1 < /dev/null &
-    for i in $(seq 56); do head -1 /tmp/b/run/summary.md | grep -q 'in progress' || break; sleep 10; done
+    f=/tmp/b/run/summary.md
+    for i in $(seq 56); do sleep 10; [ -e $f ] && ! head -1 $f | grep -q 'in progress' && break; done
     tail -n 20 /tmp/b/log.txt; tar czf $OUT/run.tgz -C /tmp/b .
 
 The plan's estimate for every workload is in the log's first lines and in summary.md; what the
