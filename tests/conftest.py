@@ -2,7 +2,9 @@
 
 The tuner starts its trial process with 'spawn', so test datasets live in ``tests/workloads.py``
 and are re-imported there by module name: the tests directory must be on ``sys.path`` of this
-process (spawned children inherit it).
+process (spawned children inherit it). The repository's tools are the package ``scripts``
+(``scripts.bench``, ``scripts.faults``), imported from the root: run ``python -m pytest tests``
+from there.
 """
 
 from __future__ import annotations
@@ -20,22 +22,6 @@ WORKLOADS = os.path.join(TESTS_DIR, "workloads.py")
 
 if TESTS_DIR not in sys.path:
     sys.path.insert(0, TESTS_DIR)
-
-
-@pytest.fixture(scope="session")
-def load_script():
-    """``load_script(name)`` loads ``scripts/NAME.py`` as a module (the scripts are no package)."""
-    import importlib.util
-
-    def load(name: str):
-        spec = importlib.util.spec_from_file_location(f"{name}_under_test", os.path.join(REPO_ROOT, "scripts", name + ".py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module     # dataclasses look their module up while the class is built
-        spec.loader.exec_module(module)
-        return module
-
-    return load
-
 
 
 def pytest_configure(config):

@@ -1,14 +1,15 @@
-"""scripts/bench_agreement.py: how a bench run's phases agree, from records it is handed."""
+"""scripts/bench/agreement.py: how a bench run's phases agree, from records it is handed."""
 
 import json
 
 import pytest
 
+from scripts.bench import agreement as agreement_module
 
 
 @pytest.fixture(scope="module")
-def agreement(load_script):
-    return load_script("bench_agreement")
+def agreement():
+    return agreement_module
 
 
 def kwargs(workers):

@@ -1,8 +1,8 @@
-"""scripts/bench.py --rebuild and --deadline-seconds: a bench run killed outright keeps its records
-and the summary is rebuilt from them (the workload cut short marked partial, left out of the
-mean); with a deadline, what cannot fit is not begun and the summary says so."""
+"""``python -m scripts.bench rebuild`` and ``run --deadline-seconds``: a bench run killed outright
+keeps its records and the summary is rebuilt from them (the workload cut short marked partial,
+left out of the mean); with a deadline, what cannot fit is not begun and the summary says so.
+``merge``: one summary of runs made in parts."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,22 +10,21 @@ import sys
 
 from autoloader.results import OK, TrialResult
 from autoloader.space import LoaderConfig
+from scripts.bench import harness, parts
+from scripts.bench.records import Records
+from scripts.bench.workloads import WORKLOADS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.path.join(REPO, "scripts", "bench.py")
+BENCH = [sys.executable, "-m", "scripts.bench"]
 
-META = {"command": "python3 scripts/bench.py --workloads small,startup", "date": "2026-11-29T13:46:35+00:00",
+META = {"command": "python3 -m scripts.bench run --workloads small,startup", "date": "2026-11-29T13:46:35+00:00",
         "run_id": "r1", "gpu": None, "gpus": [], "cpus": 4, "cpu_model": "test", "ram_gib": 8.0, "device": "cpu",
         "python": "3.11", "torch": "x", "torchvision": "x", "optuna": "x", "scale": "1.0", "mode": "full",
         "workload_seconds": 240.0, "method": "test"}
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_under_test", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def bench(*args, timeout=120):
+    return subprocess.run(BENCH + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 def trial_row(workload, phase, round_, workers, rate, t, **extra):
@@ -61,17 +60,13 @@ def write_records(folder, finished_summary):
 def test_rebuild_summarises_a_killed_run_from_its_records(tmp_path):
     source, out = tmp_path / "run", tmp_path / "rebuilt"
     source.mkdir()
-    # A finished workload's summary record is taken as it is (one as bench.py writes it).
-    bench = load_bench()
-    from bench_workloads import WORKLOADS
-
+    # A finished workload's summary record is taken as it is (one as the run writes it).
     rows = [trial_row("small", "final", 1, workers, rate, 10.0 * workers) for workers, rate in ((4, 990.0), (2, 700.0))]
-    finished = json.loads(json.dumps(bench._workload_from_records(WORKLOADS["small"], rows, 4, "cpu").summary(),
+    finished = json.loads(json.dumps(parts.workload_from_records(WORKLOADS["small"], rows, 4, "cpu").summary(),
                                      default=str))
     finished["tuned_over_oracle"] = 0.99  # marks it: the rebuild must not recompute it
     write_records(source, finished)
-    proc = subprocess.run([sys.executable, BENCH, "--rebuild", str(source), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = bench("rebuild", source, "--out", out)
     assert proc.returncode == 0, proc.stderr
     data = json.loads((out / "results.json").read_text())
     small, startup = data["workloads"]
@@ -95,16 +90,14 @@ def test_rebuild_summarises_a_killed_run_from_its_records(tmp_path):
 
 def test_rebuild_refuses_a_folder_without_a_bench_run(tmp_path):
     (tmp_path / "records.jsonl").write_text('{"phase": "grid", "workload": "small"}\n')
-    proc = subprocess.run([sys.executable, BENCH, "--rebuild", str(tmp_path), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, timeout=120)
+    proc = bench("rebuild", tmp_path, "--out", tmp_path / "o")
     assert proc.returncode != 0
     assert "no meta record" in proc.stderr and "Fix:" in proc.stderr
 
 
 def test_a_workload_the_deadline_cannot_hold_is_not_begun(tmp_path):
     # --quick needs about 52 s a workload (its 20 s tuner budget and 30 s more); 5 s are left.
-    proc = subprocess.run([sys.executable, BENCH, "--quick", "--workloads", "small", "--deadline-seconds", "5",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = bench("run", "--quick", "--workloads", "small", "--deadline-seconds", "5", "--out", tmp_path)
     assert proc.returncode == 0, proc.stderr
     summary = (tmp_path / "summary.md").read_text()
     assert "Not run: small (not begun:" in summary and "a workload needs about 52 s" in summary
@@ -133,19 +126,17 @@ class FakeRunner:
 
 
 def test_the_deadline_skips_variants_and_cuts_final_rounds_that_cannot_fit(tmp_path, monkeypatch):
-    bench = load_bench()
-    from bench_workloads import WORKLOADS
     from autoloader.probe.burst import BurstSettings
 
     clock = FakeClock()
-    monkeypatch.setattr(bench.time, "monotonic", clock)
+    monkeypatch.setattr(harness.time, "monotonic", clock)
     settings = BurstSettings(min_window_s=0.5, max_window_s=0.8)
     # The sweep (3 x 2 s) and one final round of 4 configs (8 s) and the ceiling (1 s) fit in 20 s;
     # a second round does not.
-    mode = bench.Mode(sweep=(0, 1, 2), grid=settings, final=settings, rounds=3, ceiling={}, tuner_budget=None,
-                      workload_seconds=1000.0, ceiling_estimate_s=1.0, deadline=clock.now + 20.0)
-    work = bench.Workload(WORKLOADS["small"], mode, bench.Records(str(tmp_path / "records.jsonl"), "r1"),
-                          str(tmp_path), "cpu", 4)
+    mode = harness.Mode(sweep=(0, 1, 2), grid=settings, final=settings, rounds=3, ceiling={}, tuner_budget=None,
+                        workload_seconds=1000.0, ceiling_estimate_s=1.0, deadline=clock.now + 20.0)
+    work = harness.Workload(WORKLOADS["small"], mode, Records(str(tmp_path / "records.jsonl"), "r1"),
+                            str(tmp_path), "cpu", 4)
     work.runner = FakeRunner(clock)
     work.run_grid()
     work.run_final()
@@ -162,8 +153,7 @@ def test_rebuild_lists_workloads_skipped_or_killed_before_any_record(tmp_path):
     rows = [{"run_id": "r1", "workload": None, "phase": "meta", "round": None, "meta": meta},
             {"run_id": "r1", "workload": "startup", "phase": "skipped", "round": None, "reason": "not begun: 9 s"}]
     (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    proc = subprocess.run([sys.executable, BENCH, "--rebuild", str(tmp_path), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, timeout=120)
+    proc = bench("rebuild", tmp_path, "--out", tmp_path / "o")
     assert proc.returncode == 0, proc.stderr
     summary = (tmp_path / "o" / "summary.md").read_text()
     assert "# autoloader benchmark (interrupted)" in summary
@@ -174,23 +164,20 @@ def test_rebuild_lists_workloads_skipped_or_killed_before_any_record(tmp_path):
 def test_merge_lists_only_workloads_no_part_ran(tmp_path):
     # run-1d66441: startup had no time left in part 2 and ran in part 3; small had none in
     # parts 1 and 4. The merged summary lists small once, and nothing was interrupted.
-    bench = load_bench()
-    from bench_workloads import WORKLOADS
-
     def part(name, workload, budget, not_run):
         rows = [trial_row(workload, "final", 1, w, r, 10.0 * w) for w, r in ((4, 990.0), (2, 700.0))]
-        summary = json.loads(json.dumps(bench._workload_from_records(WORKLOADS[workload], rows, 4, "cpu").summary(),
+        summary = json.loads(json.dumps(parts.workload_from_records(WORKLOADS[workload], rows, 4, "cpu").summary(),
                                         default=str))
         meta = dict(META, workload_seconds=budget, not_run=not_run)
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps({"meta": meta, "workloads": [summary]}))
         return str(tmp_path / name)
 
-    parts = [part("p1", "jpeg", 220.0, ["small (not begun: 231 s)"]),
-             part("p2", "large", 240.0, ["startup (not begun: 251 s)"]),
-             part("p3", "startup", 230.0, []),
-             part("p4", "gpubound", 230.0, ["small (not begun: 230 s)"])]
-    bench.merge(parts, str(tmp_path / "merged"))
+    folders = [part("p1", "jpeg", 220.0, ["small (not begun: 231 s)"]),
+               part("p2", "large", 240.0, ["startup (not begun: 251 s)"]),
+               part("p3", "startup", 230.0, []),
+               part("p4", "gpubound", 230.0, ["small (not begun: 230 s)"])]
+    parts.merge(folders, str(tmp_path / "merged"))
     summary = (tmp_path / "merged" / "summary.md").read_text()
     assert summary.startswith("# autoloader benchmark (incomplete)")
     assert "Not run: small (not begun: 231 s)." in summary
@@ -200,12 +187,9 @@ def test_merge_lists_only_workloads_no_part_ran(tmp_path):
 def test_merge_keeps_a_repeated_workloads_last_measurement_and_lists_the_earlier(tmp_path):
     # run-20261129: gpubound ran at one commit, then again after a change to the choice; the
     # table holds the last, the earlier stays listed, and each command names its part's commit.
-    bench = load_bench()
-    from bench_workloads import WORKLOADS
-
     def part(name, workload, fast_workers, commit=None, interrupted=None):
         rows = [trial_row(workload, "final", 1, w, r, 10.0 * w) for w, r in ((fast_workers, 990.0), (2, 700.0))]
-        summary = json.loads(json.dumps(bench._workload_from_records(WORKLOADS[workload], rows, 4, "cpu").summary(),
+        summary = json.loads(json.dumps(parts.workload_from_records(WORKLOADS[workload], rows, 4, "cpu").summary(),
                                         default=str))
         summary["interrupted"] = interrupted or summary["interrupted"]
         (tmp_path / name).mkdir()
@@ -214,8 +198,8 @@ def test_merge_keeps_a_repeated_workloads_last_measurement_and_lists_the_earlier
             (tmp_path / name / "commit.txt").write_text(commit + "\n")
         return str(tmp_path / name)
 
-    parts = [part("p1", "gpubound", 4), part("p2", "jpeg", 4), part("p3", "gpubound", 3, commit="e1fa24a")]
-    bench.merge(parts, str(tmp_path / "merged"))
+    folders = [part("p1", "gpubound", 4), part("p2", "jpeg", 4), part("p3", "gpubound", 3, commit="e1fa24a")]
+    parts.merge(folders, str(tmp_path / "merged"))
     merged = json.loads((tmp_path / "merged" / "results.json").read_text())
     assert [s["workload"] for s in merged["workloads"]] == ["gpubound", "jpeg"]
     assert merged["workloads"][0]["oracle_short"].startswith("w3 ")
@@ -224,10 +208,77 @@ def test_merge_keeps_a_repeated_workloads_last_measurement_and_lists_the_earlier
     assert "Earlier measurements of the same workloads" in summary
     assert "| gpubound | p1 | " in summary
     assert "   # p3, at e1fa24a" in summary
-    assert summary.count("\n| gpubound | ") == 2     # one row in the table, one among the repeats
+    assert summary.count("\n| gpubound | ") == 3     # a row in each of the two tables, one among the repeats
     # A later part cut short does not displace a complete earlier one.
-    parts.append(part("p4", "gpubound", 1, interrupted="killed at the deadline"))
-    bench.merge(parts, str(tmp_path / "merged2"))
+    folders.append(part("p4", "gpubound", 1, interrupted="killed at the deadline"))
+    parts.merge(folders, str(tmp_path / "merged2"))
     merged = json.loads((tmp_path / "merged2" / "results.json").read_text())
     assert merged["workloads"][0]["oracle_short"].startswith("w3 ")
     assert [r["part"] for r in merged["meta"]["repeats"]] == ["p1", "p4"]
+
+
+def fake_tuner(clock, picks, seconds=60.0):
+    """Stands in for `autoloader tune`: each call takes ``seconds`` of the fake clock and picks the
+    next of ``picks`` (worker counts)."""
+    from scripts.bench.tuner_run import TunerOutcome
+
+    calls = iter(picks)
+
+    def run(dataset_spec, step_spec, batch_size, budget, budget_in_effect, label):
+        clock.now += seconds
+        pick = LoaderConfig.make(batch_size, next(calls), False, 2, True).loader_kwargs()
+        data = {"config": pick, "samples_per_s": 1000.0, "trials": [], "tune_seconds": seconds - 2}
+        return TunerOutcome(["python", "-m", "autoloader.cli", "tune"], data, seconds, 0, None, "", 0.0, seconds)
+
+    return run
+
+
+def test_the_deadline_holds_back_stability_tunes_that_cannot_fit(tmp_path, monkeypatch):
+    from autoloader.probe.burst import BurstSettings
+
+    clock = FakeClock()
+    monkeypatch.setattr(harness.time, "monotonic", clock)
+    settings = BurstSettings(min_window_s=0.5, max_window_s=0.8)
+    # A 60 s budget: after the first tune (60 s) 200 s are left, enough for one more tune and the
+    # floor (1.1 x 60 + 90 = 156 s), not for a third after it.
+    mode = harness.Mode(sweep=(0, 1), grid=settings, final=settings, rounds=2, ceiling={}, tuner_budget=None,
+                        workload_seconds=1000.0, ceiling_estimate_s=1.0, deadline=clock.now + 260.0,
+                        budget_s=60.0, floor_extra_s=90.0)
+    work = harness.Workload(WORKLOADS["small"], mode, Records(str(tmp_path / "records.jsonl"), "r1"),
+                            str(tmp_path), "cpu", 4, tunes=3)
+    monkeypatch.setattr(work._tuner, "run", fake_tuner(clock, [2, 1, 3]))
+    work.run_tuners()
+    assert [r["index"] for r in work.stability_runs] == [1, 2]
+    assert work.stability_note.startswith("tunes 3-3 not begun: 140 s were left of --deadline-seconds")
+    work.runner = FakeRunner(clock)
+    work.run_grid()
+    work.run_final()
+    # The second pick (1 worker) joins the final beside the first (2 workers), in every round.
+    assert work.final_roles[LoaderConfig.make(64, 2, False, 2, True)] == ["pick"]
+    assert "pick#2" in work.final_roles[LoaderConfig.make(64, 1, False, 2, True)]
+    assert all(len(results) == 2 for results in work.final.values())
+    st = work.summary()["stability"]
+    assert st["within_tie"] is None and "2 of 3 tunes gave a pick" in st["note"]
+    assert "tunes 3-3 not begun" in st["note"]
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert [r["phase"] for r in records[:2]] == ["tuner", "stability_tuner"]
+
+
+def test_quick_smoke_run_of_the_whole_harness(tmp_path):
+    """`run --quick` on the CPU at a tiny scale: the real tuner (10 s budget), the grid, a final of
+    two rounds and the ceiling, on pyobjects; records as measured, the summary with its plan."""
+    proc = bench("run", "--quick", "--workloads", "pyobjects", "--scale", "0.01", "--tuner-budget", "10",
+                 "--sweep", "0,2", "--rounds", "2", "--workload-seconds", "30", "--out", tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    phases = [json.loads(line)["phase"] for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert phases[:2] == ["meta", "tuner"] and phases[-2:] == ["ceiling", "summary"]
+    assert "grid" in phases and phases.count("final") >= 2 * 3      # pick, heuristic, nw0 (at least), 2 rounds
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith("# autoloader benchmark\n")           # done
+    assert "- plan: a workload about " in summary
+    assert "| pyobjects | " in summary and "tuned/heuristic over 1 complete workload(s): geometric mean" in summary
+    data = json.loads((tmp_path / "results.json").read_text())
+    (s,) = data["workloads"]
+    assert s["pick"] and s["tuned_over_oracle"] is not None and s["estimate_s"] > 0
+    assert s["profile_seconds"] is None or s["profile_seconds"] >= 0   # the tuner may not write it yet
+    assert s["ceiling_detail"]["cap"] in ("consumer", "cores")          # no main-process figure on the CPU

@@ -1,7 +1,7 @@
 """Reliability: every way a trial can fail is survived, named and recorded, and leaves nothing.
 
 Each fault is injected for real through the public API (``autoloader.tune``) or the CLI, on
-tiny datasets from ``tests/faulty.py``: a worker killed by SIGSEGV, SIGKILL (the OOM killer) or
+tiny datasets from ``scripts/faults/datasets.py``: a worker killed by SIGSEGV, SIGKILL (the OOM killer) or
 SIGBUS; a real full /dev/shm (in a private mount namespace with a small /dev/shm of its own);
 a worker whose memory grows past ``max_memory``; CUDA out of memory for a batch size; a
 raising ``__getitem__``, ``collate_fn`` or step; a hung worker; and the driver itself killed
@@ -24,18 +24,18 @@ from collections import Counter
 import pytest
 from click.testing import CliRunner
 
-import faulty
 from autoloader import UsageError, tune
 from autoloader.cli import main
 from autoloader.probe import guard
 from autoloader.probe.failures import classify_failure, describe_failure
 from autoloader.results import CAUSES, CONSTRAINT, FAILED, HANG, OK
+from scripts.faults import datasets as faulty
 
-FAULTY = os.path.abspath(faulty.__file__)
-REPO_ROOT = os.path.dirname(os.path.dirname(FAULTY))
+FAULTY = "scripts.faults.datasets"  # the CLI's --dataset module, imported from the repository's root
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
-# Enough budget that the faulty config (tried first: the strategy starts at the CPU count) and
-# the healthy ones both run; a study ends sooner once the strategy has nothing left to try.
+# Enough budget that the faulty configs and the healthy ones all run; a study ends sooner once
+# the strategy has nothing left to try.
 BUDGET = 60
 TRIAL_TIMEOUT = 8
 

@@ -1,8 +1,8 @@
 """Run every fault class through the real tuner once and report how it fared.
 
-    .venv/bin/python scripts/fault_suite.py [--report results/reliability.md] [--trial-timeout 8]
+    .venv/bin/python -m scripts.faults [--report results/reliability.md] [--trial-timeout 8]
 
-Each fault (from ``tests/faulty.py``) is injected into a tiny dataset or step and a whole
+(from the repository's root). Each fault (from ``scripts/faults/datasets.py``) is injected into a tiny dataset or step and a whole
 tuning run is made with it, through ``autoloader.tune`` or the ``autoloader`` command. A fault
 is survived when the run completed, every failed trial names the expected cause, and the pick
 is a config that ran. Then the driver itself is SIGKILLed mid-study and the same command rerun:
@@ -30,14 +30,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS_DIR = os.path.join(REPO_ROOT, "tests")
-if TESTS_DIR not in sys.path:
-    sys.path.insert(0, TESTS_DIR)
+from . import datasets as faulty  # the fault datasets and the leftover checks, shared with the tests
 
-import faulty  # noqa: E402  (tests/faulty.py: the fault datasets and the leftover checks)
-
-FAULTY = os.path.join(TESTS_DIR, "faulty.py")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FAULTY = "scripts.faults.datasets"  # the CLI's --dataset module; its commands run from REPO_ROOT
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
 BUDGET = 60
 
@@ -192,12 +188,13 @@ def hang_detection(events, marker: str) -> list[tuple[float, float]]:
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.faults", description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", default=os.path.join(REPO_ROOT, "results", "reliability.md"))
     parser.add_argument("--trial-timeout", type=float, default=8.0)
-    args = parser.parse_args()
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], REPO_ROOT), *sys.argv[1:]])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
+    command = "python " + " ".join(shlex.quote(a) for a in ["-m", "scripts.faults", *argv])
     started = datetime.datetime.now(datetime.timezone.utc)
     tag = uuid.uuid4().hex
     os.environ[faulty.TAG_VAR] = tag
@@ -332,7 +329,3 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
               "and the kill.",
               ""]
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

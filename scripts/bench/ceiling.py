@@ -1,4 +1,4 @@
-"""The ceiling of one benchmark workload, measured in a spawned child of scripts/bench.py.
+"""The ceiling of one benchmark workload, measured in a spawned child of the bench's run.
 
 ceiling = min(consumer rate, cores x one worker's rate), where
   consumer rate    = the step replayed over ~8 batches already on the device (no loading, no H2D),
@@ -6,6 +6,14 @@ ceiling = min(consumer rate, cores x one worker's rate), where
   one worker's rate = the loader alone (no step, no device copy) at num_workers=0, with torch held
                      to one thread as inside a DataLoader worker.
 No loader config can beat the consumer, and none can beat every core loading at one worker's rate.
+
+Beside it, on CUDA, the main process's own share of each batch with workers: pinning a collated
+host batch (the pin thread's copy) and copying it to the device, each timed alone, one batch
+after another; ``main_samples_per_s`` is the batch over the slower of the two. With perfect
+overlap of the two and nothing else (no receive from the workers, no step launch), that is the
+most the main process can pass on, so when it is below the ceiling, the main process caps the
+loop: ``cap`` names the lowest of the three (consumer, cores, main). The ceiling itself stays as
+shared/BENCHMARK.md defines it.
 
 The child is started with 'spawn' and owns CUDA; the bench's main process never touches CUDA (see
 NOTE [ No CUDA in the driver ] in autoloader/hardware.py). It builds everything and warms up while
@@ -17,10 +25,54 @@ runs alongside one.
 from __future__ import annotations
 
 import ctypes
+import multiprocessing as mp
 import os
 import signal
 import time
 import traceback
+
+
+class CeilingChild:
+    """The parent's handle on the ceiling child: started at once (it builds and warms up while
+    the trial runner starts), ``ready()`` waits for its set-up, ``measure()`` tells it to go and
+    returns its result; each answers ``(kind, payload)``, kind "error" with the reason on failure."""
+
+    def __init__(self, dataset_spec: str, step_spec: str, batch_size: int, settings: dict,
+                 worker_start_method: str):
+        context = mp.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.proc = context.Process(target=ceiling_main, name="bench-ceiling",
+                                    args=(child, dataset_spec, step_spec, batch_size, settings, worker_start_method))
+        self.proc.start()
+        child.close()
+
+    def _recv(self, timeout: float):
+        deadline = time.monotonic() + timeout
+        while not self.conn.poll(0.2):
+            if not self.proc.is_alive():
+                raise RuntimeError(f"the ceiling process died (exit code {self.proc.exitcode})")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no answer from the ceiling process in {timeout:.0f} s")
+        return self.conn.recv()
+
+    def ready(self, timeout: float = 300.0) -> tuple[str, object]:
+        try:
+            return self._recv(timeout)
+        except (RuntimeError, EOFError, OSError) as exc:
+            return "error", str(exc)
+
+    def measure(self, timeout: float = 300.0) -> tuple[str, object]:
+        try:
+            self.conn.send("go")
+            return self._recv(timeout)
+        except (RuntimeError, EOFError, OSError) as exc:
+            return "error", str(exc)
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=5)
+        self.conn.close()
 
 
 def _die_with_parent() -> None:
@@ -30,21 +82,30 @@ def _die_with_parent() -> None:
         pass
 
 
-def _to_device(obj, device, torch):
+def _map_tensors(obj, fn, torch):
     if isinstance(obj, torch.Tensor):
-        return obj.to(device, non_blocking=False)
+        return fn(obj)
     if isinstance(obj, dict):
-        return {k: _to_device(v, device, torch) for k, v in obj.items()}
+        return {k: _map_tensors(v, fn, torch) for k, v in obj.items()}
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_to_device(v, device, torch) for v in obj))
+        return type(obj)(*(_map_tensors(v, fn, torch) for v in obj))
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_device(v, device, torch) for v in obj)
+        return type(obj)(_map_tensors(v, fn, torch) for v in obj)
     return obj
+
+
+def _to_device(obj, device, torch, non_blocking: bool = False):
+    return _map_tensors(obj, lambda t: t.to(device, non_blocking=non_blocking), torch)
+
+
+def _pinned(obj, torch):
+    return _map_tensors(obj, lambda t: t.pin_memory(), torch)
 
 
 def ceiling_main(conn, dataset_spec: str, step_spec: str | None, batch_size: int, settings: dict,
                  worker_start_method: str) -> None:
-    """settings: replay_batches, consumer_window_s, loader_window_s, loader_warmup_s.
+    """settings: replay_batches, consumer_window_s, loader_window_s, loader_warmup_s and
+    main_window_s (each of the main process's two timings; default half loader_window_s).
     worker_start_method: the parent's default, for DataLoader workers here (a spawned child would
     default to 'spawn', which cannot re-import a dataset loaded from a file path)."""
     import multiprocessing as mp
@@ -100,12 +161,14 @@ class _Ceiling:
             except Exception:  # noqa: BLE001
                 if workers == 0:
                     raise
-        # Same rule as the workloads' own steps (bench_workloads._device); asked only now, after
+        # Same rule as the workloads' own steps (workloads.common.device); asked only now, after
         # the workers above are gone.
         self.cuda = torch.cuda.is_available()
         self.device = torch.device("cuda" if self.cuda else "cpu")
         self.step = resolve_step(Source.from_spec(step_spec).load(), step_spec) if step_spec else None
         self.batches = [_to_device(b, self.device, torch) for b in host_batches]
+        # Two host batches stay for the main process's pin and copy (CUDA only).
+        self.host_batches = host_batches[:2] if self.cuda else []
         del host_batches
         self.samples_per_pass = sum(batch_size_of(b) for b in self.batches)
         # Warm-up (cuDNN autotune, allocator, lazy init): two passes, synchronised.
@@ -185,8 +248,44 @@ class _Ceiling:
             torch.set_num_threads(threads)
         cores_rate = self.cores * one_worker
         ceiling = min(consumer, cores_rate) if consumer is not None else cores_rate
+        main = self._main_copy(s.get("main_window_s", s["loader_window_s"] / 2))
+        bounds = {"consumer": consumer, "cores": cores_rate, "main": main["main_samples_per_s"]}
         return {"consumer_samples_per_s": consumer, "consumer_window_s": consumer_window,
                 "consumer_passes": passes, "one_worker_samples_per_s": one_worker,
                 "loader_window_s": loader_window, "loader_samples": samples, "cores": self.cores,
                 "cores_samples_per_s": cores_rate, "ceiling_samples_per_s": ceiling,
-                "bound": "consumer" if consumer is not None and consumer <= cores_rate else "cores"}
+                "bound": "consumer" if consumer is not None and consumer <= cores_rate else "cores",
+                **main, "cap": min((k for k, v in bounds.items() if v is not None), key=lambda k: bounds[k])}
+
+    def _main_copy(self, window_s: float) -> dict:
+        """Seconds a batch to pin, and to copy pinned to the device, each alone; the rate the
+        slower of them allows. None on the CPU (nothing is pinned or copied there)."""
+        none = {"main_samples_per_s": None, "main_pin_s": None, "main_copy_s": None}
+        if not self.cuda or not self.host_batches:
+            return none
+        try:
+            return self._time_main_copy(window_s)
+        except Exception as exc:  # noqa: BLE001 - a diagnostic beside the ceiling must not cost the ceiling
+            return dict(none, main_error=f"{type(exc).__name__}: {exc}"[:300])
+
+    def _time_main_copy(self, window_s: float) -> dict:
+        torch = self.torch
+
+        def per_batch(batches, fn) -> float:
+            fn(batches[0])  # warm-up: allocator, first pinned pages
+            self._sync()
+            n = 0
+            t0 = time.perf_counter()
+            while True:
+                for batch in batches:
+                    fn(batch)
+                    self._sync()
+                    n += 1
+                if time.perf_counter() - t0 >= window_s:
+                    return (time.perf_counter() - t0) / n
+
+        pin_s = per_batch(self.host_batches, lambda b: _pinned(b, torch))
+        pinned = [_pinned(b, torch) for b in self.host_batches]
+        copy_s = per_batch(pinned, lambda b: _to_device(b, self.device, torch, non_blocking=True))
+        samples = sum(self.batch_size_of(b) for b in self.host_batches) / len(self.host_batches)
+        return {"main_samples_per_s": samples / max(pin_s, copy_s), "main_pin_s": pin_s, "main_copy_s": copy_s}

@@ -1,8 +1,10 @@
-"""Fault-injecting datasets, collate functions and steps for the reliability tests.
+"""Fault-injecting datasets, collate functions and steps for the reliability tests and the fault
+suite (``python -m scripts.faults``); the tests take it as ``from scripts.faults import datasets
+as faulty``.
 
 Everything here is module level: trial processes are started with 'spawn', so what ``tune()``
 is handed is pickled by reference and re-imported there, and a CLI ``--dataset
-tests/faulty.py:NAME`` spec is re-imported by path. Faults fire only inside a DataLoader
+scripts.faults.datasets:NAME`` spec (from the repository's root) is re-imported by name. Faults fire only inside a DataLoader
 worker (``get_worker_info() is not None``) and only when the loader has at least
 ``min_workers`` workers, so every study also holds healthy configs (at least ``num_workers=0``).
 
@@ -252,7 +254,7 @@ class StepFaults:
         raise ValueError(f"unknown fault {fault!r}")
 
 
-# --- zero-argument factories for the CLI (``--dataset tests/faulty.py:NAME``) -----------------
+# --- zero-argument factories for the CLI (``--dataset scripts.faults.datasets:NAME``) ---------
 
 def tiny() -> Tiny:
     return Tiny()
@@ -297,7 +299,7 @@ def cuda_oom_step() -> StepFaults:
     return StepFaults({64: "cuda_oom"})
 
 
-# --- what a fault run must not leave behind (shared by test_faults.py and scripts/fault_suite.py)
+# --- what a fault run must not leave behind (shared by test_faults.py and scripts/faults/suite.py)
 
 TAG_VAR = "AUTOLOADER_FAULT_TAG"
 

@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """How well one bench run's measurements of the same config agree across its phases.
 
-    python3 scripts/bench_agreement.py results/benchmarks/run-X/part*/records.jsonl > agreement.md
+    python -m scripts.bench agreement results/benchmarks/run-X/part*/records.jsonl > agreement.md
 
-bench.py measures some configs three times, minutes apart: in the tuner's search (its bursts, in
-the tuner's own trial process), in the grid (one 3-5 s window, in the bench's trial process) and
-in the final (3 interleaved rounds of 2-3 s, same process as the grid). The burst-error target
+The bench measures some configs three times, minutes apart: in the tuner's search (its bursts, in
+the tuner's own trial process), in the grid (one long window, in the bench's trial process) and
+in the final (interleaved rounds of shorter windows, same process as the grid). The burst-error target
 (±5% between the tuner's estimate and the final's median) can be judged no finer than these
 phases agree with each other on configs nobody chose, so this prints, per workload:
 
@@ -14,20 +13,19 @@ phases agree with each other on configs nobody chose, so this prints, per worklo
 - tuner / final: the tuner's search reading (median of its bursts that ran to the end, not
   pruned) over the final's median, for every config both measured other than the pick; their
   median is the drift between the phases.
-- the burst error as bench.py reports it, and that error divided by the drift.
+- the burst error as the bench's summary reports it, and that error divided by the drift.
 
 Reads records only; measures nothing. Pure functions, so tests feed it records they write.
 """
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import config_from_kwargs, read_records, short  # noqa: E402  (bench's own names and reader)
+from .common import config_from_kwargs, short
+from .records import read_records
 
 CLOSE = 0.05    # the burst-error target's width, used here as the yardstick for agreement
 
@@ -85,7 +83,7 @@ def agreements(rows: list[dict]) -> list[Agreement]:
             grid.setdefault(name, {})[config_from_kwargs(result["config"])] = result["samples_per_s"]
         elif row["phase"] == "final" and result.get("status") == "ok":
             final.setdefault(name, {}).setdefault(config_from_kwargs(result["config"]), []).append(result["samples_per_s"])
-    # A run that only skipped a workload (no time) did not measure it: bench.py records why.
+    # A run that only skipped a workload (no time) did not measure it: the bench records why.
     measured = [name for name in order if name in tuner or name in grid or name in final]
     out = []
     for name in measured:
@@ -138,11 +136,7 @@ def report(found: list[Agreement]) -> str:
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: bench_agreement.py RUN/records.jsonl [MORE/records.jsonl ...]", file=sys.stderr)
+        print("usage: python -m scripts.bench agreement RUN/records.jsonl [MORE/records.jsonl ...]", file=sys.stderr)
         return 2
     print(report(agreements(read_records(argv))))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,67 @@
+"""``python -m scripts.bench run|merge|rebuild|agreement ...``: the bench's one entry.
+
+    run        measure workloads: the tuner against a grid and an interleaved final (run.py)
+    merge      one summary of runs made in parts, from their results.json (parts.py)
+    rebuild    the summary of a killed run, from its records.jsonl alone (parts.py)
+    agreement  how a run's phases agree on the same configs (agreement.py)
+
+Run it from the repository's root (or with the root on PYTHONPATH): the package is ``scripts``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+    from . import run
+
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n")[1])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subs = {}
+    subs["run"] = sub.add_parser("run", help="measure workloads", description=run.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_arguments(subs["run"])
+    subs["merge"] = sub.add_parser("merge", help="one summary of runs made in parts",
+                                   description="Write one summary into --out from the results.json of earlier runs' "
+                                               "output folders (their records stay there), measuring nothing.")
+    subs["merge"].add_argument("parts", nargs="+", metavar="DIR")
+    subs["merge"].add_argument("--out", default="results/benchmarks", help="folder for the merged summary")
+    subs["rebuild"] = sub.add_parser("rebuild", help="the summary of a killed run from its records",
+                                     description="Write summary.md and results.json into --out from DIR/records.jsonl "
+                                                 "alone, for a run killed before it could write them (a workload cut "
+                                                 "short is marked partial).")
+    subs["rebuild"].add_argument("source", metavar="DIR")
+    subs["rebuild"].add_argument("--out", default="results/benchmarks", help="folder for the rebuilt summary")
+    for name, text in (("agreement", "how a run's phases agree on the same configs"),):
+        subs[name] = sub.add_parser(name, help=text, description=text + "; prints Markdown.")
+        subs[name].add_argument("records", nargs="+", metavar="RECORDS.jsonl")
+    return parser, subs
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser, subs = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        from . import run
+
+        return run.main(args, subs["run"], argv)
+    if args.command in ("merge", "rebuild"):
+        from . import parts
+
+        if args.command == "merge":
+            print(parts.merge([os.path.abspath(p) for p in args.parts], os.path.abspath(args.out)))
+        else:
+            print(parts.rebuild(os.path.abspath(args.source), os.path.abspath(args.out)))
+        return 0
+    from . import agreement
+
+    return agreement.main(args.records)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

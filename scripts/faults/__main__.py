@@ -1,0 +1,8 @@
+"""``python -m scripts.faults [--report results/reliability.md] [--trial-timeout 8]``: the fault suite."""
+
+import sys
+
+from .suite import main
+
+if __name__ == "__main__":
+    sys.exit(main())
