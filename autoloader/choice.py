@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from .policy import FINAL_TIE, KEEPS_UP_TIE, MIN_TOLERANCE, keeps_up_at, same_kind
+from .policy import FINAL_TIE, KEEPS_UP_TIE, MIN_TOLERANCE, SINGLE_ROUND_MARGIN, keeps_up_at, same_kind
 from .results import OK, TrialResult
 from .space import LoaderConfig
 
@@ -61,13 +61,22 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
     return min(within, key=lambda t: t.config.cost())
 
 
-def choose(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> Finalist:
+def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: LoaderConfig | None = None) -> Finalist:
     """The cheapest finalist that ties the best median: within FINAL_TIE, or within KEEPS_UP_TIE
     when both keep up and are of one kind (NOTE [ Keeping up ]). Without a final, the cheapest
-    config within noise of the best burst."""
+    config within noise of the best burst.
+
+    ``control``: the rule the tuner replaces, when the final measured it. A final of a single
+    round shows no spread, so nothing in it can be told from noise: the control stands unless
+    another finalist reads more than SINGLE_ROUND_MARGIN above it."""
     if not finals:
         best = best_of(history)
         return Finalist(best.config, trial=best)
+    reference = next((f for f in finals if f.config == control), None)
+    if reference is not None and min(len(f.rates) for f in finals) < 2:
+        clear = [f for f in finals if f.median > reference.median * (1.0 + SINGLE_ROUND_MARGIN)]
+        chosen = max(clear, key=lambda f: f.median) if clear else reference
+        return _with_trial(chosen, history)
     best = max(finals, key=lambda f: f.median)
 
     def ties(final: Finalist) -> bool:
@@ -77,7 +86,10 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> Finali
         return (final.keeps_up and best.keeps_up and same_kind(final.config, best.config)
                 and final.median >= best.median * (1.0 - KEEPS_UP_TIE))
 
-    chosen = min((f for f in finals if ties(f)), key=lambda f: f.config.cost())
+    return _with_trial(min((f for f in finals if ties(f)), key=lambda f: f.config.cost()), history)
+
+
+def _with_trial(chosen: Finalist, history: Sequence[TrialResult]) -> Finalist:
     if chosen.trial is None:
         trial = next((t for t in history if t.config == chosen.config and t.status == OK), None)
         chosen = Finalist(chosen.config, chosen.rates, chosen.waits, trial)

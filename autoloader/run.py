@@ -196,7 +196,7 @@ class Run:
             self.clock.finalists = strategy.finalists
             self._search(strategy, store, history, info)
             finals = self._final(strategy.finalists(history), history)
-            pick = choose(finals, history)
+            pick = choose(finals, history, control=strategy.control)
             calib = strategy.calibration(history)
             predicted = model.predict(pick.config, calib)
             tuned = TunedConfig(config=pick.config, samples_per_s=pick.rate, rel_interval=pick.trial.rel_interval,

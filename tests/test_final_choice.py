@@ -80,3 +80,15 @@ def test_a_cheaper_candidate_that_ties_the_control_wins():
     control = Finalist(cfg(15), (3000.0, 3010.0, 2990.0), (0.3, 0.3, 0.3))
     cheaper = Finalist(cfg(8), (2990.0, 2985.0, 2995.0), (0.3, 0.3, 0.3))   # 0.3% behind, 7 workers fewer
     assert choose([control, cheaper], GPUBOUND).config == cfg(8)
+
+
+def test_after_a_single_round_the_control_stands_unless_clearly_beaten():
+    # One round shows no spread: 4.5% ahead, and cheaper, is still within one burst's noise.
+    control = Finalist(cfg(15), (728.0,), (0.97,))
+    cheaper = Finalist(cfg(0), (761.0,), (0.98,))
+    assert choose([cheaper, control], GPUBOUND, control=cfg(15)).config == cfg(15)
+    far_ahead = Finalist(cfg(0), (1200.0,), (0.98,))   # 65% ahead: no noise reaches that
+    assert choose([far_ahead, control], GPUBOUND, control=cfg(15)).config == cfg(0)
+    # With two rounds or more, the usual ties decide.
+    two = [Finalist(cfg(0), (761.0, 770.0), (0.98, 0.98)), Finalist(cfg(15), (728.0, 730.0), (0.97, 0.97))]
+    assert choose(two, GPUBOUND, control=cfg(15)).config == cfg(0)
