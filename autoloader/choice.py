@@ -64,14 +64,20 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
 def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: LoaderConfig | None = None) -> Finalist:
     """The cheapest finalist that ties the best median: within FINAL_TIE, or within KEEPS_UP_TIE
     when both keep up and are of one kind (NOTE [ Keeping up ]). Without a final, the cheapest
-    config within noise of the best burst.
+    config within noise of the best burst, or, when the control was measured, the bursts taken
+    as a final of one round.
 
     ``control``: the rule the tuner replaces, when the final measured it. A final of a single
     round shows no spread, so nothing in it can be told from noise: the control stands unless
     another finalist reads more than SINGLE_ROUND_MARGIN above it."""
     if not finals:
-        best = best_of(history)
-        return Finalist(best.config, trial=best)
+        ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
+        if control is None or not any(t.config == control for t in ok):
+            best = best_of(history)
+            return Finalist(best.config, trial=best)
+        # No time was left for a final: the bursts are one round, the control among them.
+        finals = [Finalist(t.config, (t.samples_per_s,), (t.wait_fraction,) if t.wait_fraction is not None else (), t)
+                  for t in ok]
     reference = next((f for f in finals if f.config == control), None)
     if reference is not None and min(len(f.rates) for f in finals) < 2:
         clear = [f for f in finals if f.median > reference.median * (1.0 + SINGLE_ROUND_MARGIN)]

@@ -286,8 +286,9 @@ class Run:
 
     def _final(self, chosen: list[LoaderConfig], history: Sequence[TrialResult]) -> list[Finalist]:
         """``chosen`` re-measured interleaved, as many rounds as the budget has left, up to
-        FINAL_ROUNDS. When not even one fits (slow finalists on a small budget), the first two
-        alone: a pick still needs a final, and two measurements overrun the budget least."""
+        FINAL_ROUNDS. When a round of all does not fit, the first and the control (last); when
+        not even that fits, no final: the budget is a cap, and the choice then weighs the bursts
+        as one round (choice.choose)."""
         if len(chosen) < 2:
             return []
         left = self.clock.left()
@@ -296,7 +297,9 @@ class Run:
             # Two, the control one of them: the pick is never handed back unchecked against it.
             chosen = [chosen[0], chosen[-1]]
             per_round = round_seconds(chosen, history)
-        rounds = max(1, min(FINAL_ROUNDS, int(left / per_round)))
+        rounds = min(FINAL_ROUNDS, int(left / per_round))
+        if rounds < 1:
+            return []
         rates: dict[LoaderConfig, list[float]] = {c: [] for c in chosen}
         waits: dict[LoaderConfig, list[float]] = {c: [] for c in chosen}
         for round_index in range(rounds):

@@ -193,7 +193,7 @@ def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
 
     # The error's advice, taken: with the ceiling raised, the same study measures what the old
     # ceiling ruled out, and keeps every other trial.
-    again, recorder = run_tune(dataset, out_dir, max_memory=8 * 2**30, budget=30)
+    again, recorder = run_tune(dataset, out_dir, max_memory=8 * 2**30, budget=45)
     start = next(d for _, e, d in recorder.events if e == "start")
     assert start["retried"] == len(skipped)
     assert start["resumed"] == len(result.trials) - len(skipped)

@@ -92,3 +92,10 @@ def test_after_a_single_round_the_control_stands_unless_clearly_beaten():
     # With two rounds or more, the usual ties decide.
     two = [Finalist(cfg(0), (761.0, 770.0), (0.98, 0.98)), Finalist(cfg(15), (728.0, 730.0), (0.97, 0.97))]
     assert choose(two, GPUBOUND, control=cfg(15)).config == cfg(0)
+
+
+def test_without_time_for_a_final_the_bursts_count_as_one_round_against_the_control():
+    history = [trial(cfg(15), 3000.0, 0.3), trial(cfg(4), 3100.0, 0.3), trial(cfg(24), 3600.0, 0.3)]
+    assert choose([], history[:2], control=cfg(15)).config == cfg(15)    # 3% ahead: noise
+    assert choose([], history, control=cfg(15)).config == cfg(24)        # 20% ahead
+    assert choose([], history[:2]).config == cfg(4)                       # no control: the bursts
