@@ -166,9 +166,10 @@ def test_host_memory_past_the_ceiling(out_dir):
 
 def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     """Batches of 16 samples of 16 MiB (256 MiB) that mostly wait (I/O-like), so many workers
-    would pay: 2 workers with prefetch 2 are predicted to hold 6 batches on top of the runner;
-    no workers need about 3.5 (measured). A ceiling of the runner's own footprint plus 5 batches
-    lets the latter run and stops the former unrun. The footprint is measured first: it differs
+    would pay: the model's pick (many workers) and the cpus-1 rule are predicted to hold 4 or
+    more batches and a worker on top of the runner; no workers need about 3.5 (measured). A
+    ceiling of the runner's own footprint plus 5 batches lets the latter run and stops the
+    former unrun. The footprint is measured first: it differs
     between installs and runs (0.42-0.60 GB seen), and a batch this large keeps that difference
     well inside the margins either side."""
     from autoloader.probe.driver import TrialRunner
@@ -188,7 +189,7 @@ def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     for trial in skipped:
         assert trial.error.startswith("predicted") and "ceiling" in trial.error
         assert trial.peak_host_bytes is None and not trial.batches, "it was never run"
-    assert all(t.config.num_workers >= 2 for t in skipped)
+    assert all(t.config.num_workers >= 1 for t in skipped) and any(t.config.num_workers >= 2 for t in skipped)
     assert result.config.num_workers < 2
 
     # The error's advice, taken: with the ceiling raised, the same study measures what the old
