@@ -1,6 +1,8 @@
 """Keys of tuning problems: the same problem gets the same key in every run, so a stored result
 is found again."""
 
+import dataclasses
+
 from autoloader.problem import Problem
 
 
@@ -74,6 +76,13 @@ def test_history_keeps_each_configs_newest_result_and_counts_a_retry_once(tmp_pa
     from autoloader.space import LoaderConfig, SearchSpace
     from autoloader.store import Limits, StudyStore
 
+    from autoloader import runs
+
+    def interrupted(store):
+        """As if the store's process had been killed: its run's owner is gone."""
+        gone = dataclasses.replace(store.run.owner, started=0.0)
+        runs.write_mark(store.study, dataclasses.replace(store.run, owner=gone))
+
     url = f"sqlite:///{tmp_path / 'study.db'}"
     space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
     two, four = LoaderConfig.make(16, 2, False), LoaderConfig.make(16, 4, False)
@@ -82,14 +91,18 @@ def test_history_keeps_each_configs_newest_result_and_counts_a_retry_once(tmp_pa
     for config, result in ((two, TrialResult(two, OK, samples_per_s=100.0)),
                            (four, TrialResult(four, CONSTRAINT, cause="host_memory", error="past the ceiling"))):
         store.finish(store.begin(config, tight), result)
-
-    history, retried = StudyStore(url, "demo", space).history(loose)
-    assert [r.config for r in history] == [two] and retried == 1
+    interrupted(store)
 
     store = StudyStore(url, "demo", space)
+    history, retried = store.history(loose)
+    assert store.resumed_run and [r.config for r in history] == [two] and retried == 1
+
     store.finish(store.begin(four, loose), TrialResult(four, OK, samples_per_s=150.0))
-    history, retried = StudyStore(url, "demo", space).history(loose)
+    interrupted(store)
+    store = StudyStore(url, "demo", space)
+    history, retried = store.history(loose)
     assert [(r.config, r.status) for r in history] == [(two, OK), (four, OK)] and retried == 0
     # Back to the tight ceiling: the newest result stands; the old verdict does not come back.
+    interrupted(store)
     history, retried = StudyStore(url, "demo", space).history(tight)
     assert [(r.config, r.status) for r in history] == [(two, OK), (four, OK)] and retried == 0

@@ -1,0 +1,217 @@
+"""A study's runs: which tuning run measured each trial, which runs are complete, who is alive.
+
+# NOTE [ Runs in a study ]
+# One study (one hardware fingerprint x one problem) is written by many runs: tonight's re-tune
+# after last night's, a re-run after a kill, the ranks of a torchrun job, a fleet's machines of
+# one kind sharing a PostgreSQL storage. What each may take from the others differs:
+#  * every trial carries the id of the run that measured it (trial attribute RUN_ATTR), and every
+#    run has a mark (study attribute RUN_PREFIX + id): who owns it (host, pid, process start),
+#    and, once its result is written, that it is complete and what it picked;
+#  * a run's history, the measurements it decides on, is its own trials only. A new run starts
+#    empty, unless it resumes an interrupted run of its own: one on this host whose owner process
+#    is gone and that neither completed nor failed (``pick_run``; a run that ended in an error
+#    is marked failed, and is not resumed). Then that run's finished trials are kept,
+#    nothing measured is lost, and its trials left RUNNING are failed at once (no one is left to
+#    finish them);
+#  * complete runs' trials are priors: they may order what a new run measures first (the warm
+#    start), never stand in for a measurement of this run, so a re-tune after the data changed
+#    measures the data as it is now;
+#  * a trial is opened with values only this process knows (``FixedSampler``), never through
+#    the study's shared queue of enqueued trials, so a process can only take its own trial;
+#  * a live trial's driver beats (``Heartbeat``, Optuna's heartbeat table); a RUNNING trial of
+#    another host is failed only once its beats stopped for GRACE_S (Optuna's own
+#    ``fail_stale_trials``), so no process fails a trial another is still measuring.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+import uuid
+import warnings
+from dataclasses import dataclass
+
+import psutil
+
+from .versions import now_iso
+
+RUN_ATTR = "autoloader_run"
+RUN_PREFIX = "autoloader_run:"
+HEARTBEAT_S = 5
+GRACE_S = 30
+RUNNING, COMPLETE, FAILED = "running", "complete", "failed"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The process that owns a run: its host (name and machine id), the boot it ran in, its pid
+    and the time the process started."""
+    host: str
+    pid: int
+    started: float
+    boot: str = ""
+
+    def gone(self) -> bool:
+        """Known dead: on this host, and from an earlier boot or no process with its pid and start
+        time is left. On another host it cannot be known here: never gone (its heartbeats tell)."""
+        if self.host != _host():
+            return False
+        if self.boot and _boot() and self.boot != _boot():
+            return True
+        try:
+            return abs(psutil.Process(self.pid).create_time() - self.started) > 1.0
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return True
+        except psutil.Error:
+            return False
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def this_owner() -> Owner:
+    return Owner(_host(), os.getpid(), psutil.Process().create_time(), _boot())
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def _host() -> str:
+    """This machine: its name, and its machine id where there is one (two machines of a fleet may
+    share a name such as "localhost"; a pid is only meaningful on its own machine)."""
+    machine = _read("/etc/machine-id")
+    return f"{socket.gethostname()}/{machine[:12]}" if machine else socket.gethostname()
+
+
+def _boot() -> str:
+    return _read("/proc/sys/kernel/random/boot_id")
+
+
+@dataclass(frozen=True)
+class RunMark:
+    """One run's mark in its study."""
+    run_id: str
+    owner: Owner
+    state: str
+    started_at: str
+    finished_at: str | None = None
+    summary: dict | None = None     # a complete run's pick: config, rate, hardware, format, version
+
+    def to_dict(self) -> dict:
+        return {"owner": self.owner.to_dict(), "state": self.state, "started_at": self.started_at,
+                "finished_at": self.finished_at, "summary": self.summary}
+
+    @classmethod
+    def from_dict(cls, run_id: str, data: dict) -> "RunMark | None":
+        try:
+            owner = Owner(str(data["owner"]["host"]), int(data["owner"]["pid"]), float(data["owner"]["started"]),
+                          str(data["owner"].get("boot", "")))
+            return cls(run_id, owner, str(data["state"]), str(data["started_at"]), data.get("finished_at"),
+                       data.get("summary"))
+        except (KeyError, TypeError, ValueError):
+            return None     # not a mark this version wrote: ignored
+
+
+def runs_of(study) -> dict[str, RunMark]:
+    """Every run's mark in ``study``, by run id."""
+    marks = {}
+    for name, value in study.user_attrs.items():
+        if name.startswith(RUN_PREFIX) and isinstance(value, dict):
+            mark = RunMark.from_dict(name[len(RUN_PREFIX):], value)
+            if mark is not None:
+                marks[mark.run_id] = mark
+    return marks
+
+
+def write_mark(study, mark: RunMark) -> None:
+    study.set_user_attr(RUN_PREFIX + mark.run_id, mark.to_dict())
+
+
+def pick_run(study) -> tuple[RunMark, bool]:
+    """This process's run: the newest interrupted run of this host whose owner is gone, taken
+    over (resumed), else a new one. Returns its mark (now owned by this process) and whether it
+    was resumed. NOTE [ Runs in a study ]."""
+    me = this_owner()
+    orphaned = [m for m in runs_of(study).values() if m.state == RUNNING and m.owner.gone()]
+    if orphaned:
+        mark = dataclasses.replace(max(orphaned, key=lambda m: m.started_at), owner=me)
+        write_mark(study, mark)
+        return mark, True
+    mark = RunMark(uuid.uuid4().hex[:12], me, RUNNING, now_iso())
+    write_mark(study, mark)
+    return mark, False
+
+
+def fail_stale_trials(study, runs: dict[str, RunMark]) -> int:
+    """Fail the RUNNING trials no live process will finish; how many were failed. Those of runs
+    whose owner is known dead go at once; the rest only once Optuna's heartbeat says their driver
+    stopped beating (``optuna.storages.fail_stale_trials``, after GRACE_S)."""
+    import optuna
+
+    state = optuna.trial.TrialState
+    running = study.get_trials(deepcopy=False, states=(state.RUNNING,))
+    ours = set()
+    for trial in running:
+        mark = runs.get(trial.user_attrs.get(RUN_ATTR))
+        if mark is not None and mark.owner.gone():
+            study.tell(trial.number, state=state.FAIL, skip_if_finished=True)
+            ours.add(trial.number)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    others = {t.number for t in running} - ours
+    failed_now = {t.number for t in study.get_trials(deepcopy=False, states=(state.FAIL,))}
+    return len(ours) + len(others & failed_now)
+
+
+def make_fixed_sampler():
+    """A sampler that hands back the values set on it: the config this process measures. The
+    study's enqueue queue is shared by every process on the storage (one could take another's
+    trial); this sampler is not."""
+    import optuna
+
+    class FixedSampler(optuna.samplers.BaseSampler):
+        def __init__(self):
+            self.values: dict = {}
+
+        def infer_relative_search_space(self, study, trial):
+            return {}
+
+        def sample_relative(self, study, trial, search_space):
+            return {}
+
+        def sample_independent(self, study, trial, param_name, param_distribution):
+            return self.values[param_name]
+
+    return FixedSampler()
+
+
+class Heartbeat:
+    """Beats for one RUNNING trial from a thread of the driver until ``stop`` (Optuna's heartbeat
+    table, read by ``fail_stale_trials`` in other processes)."""
+
+    def __init__(self, storage, trial_id: int, interval_s: float = HEARTBEAT_S):
+        self.storage, self.trial_id, self.interval_s = storage, trial_id, interval_s
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name="autoloader-heartbeat", daemon=True)
+        self.thread.start()
+
+    def _beat(self) -> None:
+        while True:
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except Exception:  # noqa: BLE001 - a missed beat is retried; a dead storage fails the tell
+                pass
+            if self.stopped.wait(self.interval_s):
+                return
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
