@@ -17,7 +17,7 @@ from .config import TunedConfig
 from .policy import RATE_SHIFT, SETTINGS_TIE
 from .space import TUNED_SETTINGS
 from .store import read_json
-
+from .versions import reuse_problem
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class Comparison:
     rate_before: float
     rate_after: float
     previous_pick_now: float | None = None   # this run's rate for the previous pick, if it measured it
+    # Why the previous result's figures are not this autoloader's (NOTE [ Measurement format ]).
+    measured_differently: str | None = None
 
     @property
     def rate_ratio(self) -> float:
@@ -55,8 +57,9 @@ class Comparison:
 
     @property
     def changed(self) -> bool:
-        """A setting differs (and not by a tie), or the rate moved past what noise explains."""
-        return (bool(self.changes) and not self.settings_tie) or self.rate_shifted
+        """A setting differs (and not by a tie), or the rate moved past what noise explains, or
+        the two were measured differently (then nothing can be said to be unchanged)."""
+        return (bool(self.changes) and not self.settings_tie) or self.rate_shifted or bool(self.measured_differently)
 
     def to_dict(self) -> dict:
         return {"previous_path": self.previous_path, "previous_hardware": self.previous_hardware,
@@ -64,12 +67,14 @@ class Comparison:
                 "changes": [{"setting": c.setting, "before": c.before, "after": c.after} for c in self.changes],
                 "samples_per_s_before": self.rate_before, "samples_per_s_after": self.rate_after,
                 "rate_ratio": self.rate_ratio, "rate_shifted": self.rate_shifted,
-                "previous_pick_now": self.previous_pick_now, "settings_tie": self.settings_tie}
+                "previous_pick_now": self.previous_pick_now, "settings_tie": self.settings_tie,
+                "measured_differently": self.measured_differently}
 
 
 def compare(previous: TunedConfig, current: TunedConfig, previous_path: str,
-            previous_pick_now: float | None = None) -> Comparison:
-    """``previous_pick_now``: the previous pick's rate in the current run, when it was measured."""
+            previous_pick_now: float | None = None, measured_differently: str | None = None) -> Comparison:
+    """``previous_pick_now``: the previous pick's rate in the current run, when it was measured;
+    ``measured_differently``: why the previous figures are not comparable (``format_note``)."""
     before = previous.config.loader_kwargs()
     after = current.config.loader_kwargs()
     changes = tuple(Change(s, before.get(s), after.get(s)) for s in TUNED_SETTINGS if before.get(s) != after.get(s))
@@ -77,7 +82,13 @@ def compare(previous: TunedConfig, current: TunedConfig, previous_path: str,
     return Comparison(previous_path=previous_path, previous_hardware=old_hw,
                       same_hardware=old_hw == current.hardware.get("fingerprint"), changes=changes,
                       rate_before=previous.samples_per_s, rate_after=current.samples_per_s,
-                      previous_pick_now=previous_pick_now)
+                      previous_pick_now=previous_pick_now, measured_differently=measured_differently)
+
+
+def format_note(path: str) -> str | None:
+    """Why the result at ``path`` was measured differently from this autoloader, or None."""
+    data = read_json(path)
+    return reuse_problem(data) if isinstance(data, dict) else None
 
 
 def previous_result(out: str, fingerprint: str, key: str) -> tuple[str, TunedConfig] | None:

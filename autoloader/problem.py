@@ -37,12 +37,17 @@ class Problem:
     # Whether batches may come out of order (DataLoader's in_order=False): it changes what the
     # training run sees, so only the user can allow it, and it is part of the problem.
     allow_reorder: bool = False
+    # What the data is, beyond its name and length: NOTE [ Content fingerprint ] in content.py,
+    # known with the length; and the user's own label for it (``version=``, --dataset-version).
+    content: str | None = None
+    version: str | None = None
 
     @classmethod
     def build(cls, dataset: Any, *, step: Any = None, batch_size: int | None = None,
               batch_sizes: Sequence[int] | None = None, device: str | None = None,
               fixed_kwargs: dict | None = None, length: int | None = None, length_known: bool = False,
-              allow_reorder: bool = False, hw: hardware.Hardware | None = None) -> "Problem":
+              allow_reorder: bool = False, hw: hardware.Hardware | None = None, content: str | None = None,
+              version: str | None = None) -> "Problem":
         """Check every input and build the problem; raises UsageError with the rule, the value
         and the fix."""
         sizes = batch_sizes_of(batch_size, batch_sizes)
@@ -58,17 +63,20 @@ class Problem:
         if not isinstance(allow_reorder, bool):
             raise usage("allow_reorder is True or False", allow_reorder, "pass allow_reorder=True (--allow-reorder)")
         return cls(dataset_source, step_source, sizes, resolve_device(device, hw.gpus), fixed, hw,
-                   length, length_known, allow_reorder)
+                   length, length_known, allow_reorder, content, _version(version))
 
-    def with_length(self, length: int | None) -> "Problem":
-        """The problem once the dataset's length is known (from the trial process); a length
-        known already is kept, so the key never changes under a problem."""
-        return self if self.length_known else dataclasses.replace(self, length=length, length_known=True)
+    def with_length(self, length: int | None, content: str | None = None) -> "Problem":
+        """The problem once the dataset's length and content fingerprint are known (from the
+        trial process); what is known already is kept, so the key never changes under a problem."""
+        if self.length_known:
+            return self
+        return dataclasses.replace(self, length=length, length_known=True, content=content)
 
     @property
     def key(self) -> str:
-        """The problem's name: what is loaded, how it is consumed, which batch sizes, which
-        device. A readable prefix and a hashed rest, so two problems never share a file."""
+        """The problem's name: what is loaded (its name, length, content fingerprint and the
+        user's version), how it is consumed, which batch sizes, which device. A readable prefix
+        and a hashed rest, so two problems never share a file."""
         if not self.length_known:
             raise RuntimeError("Problem.key needs the dataset's length: call with_length() first")
         name = self.dataset.name
@@ -79,6 +87,7 @@ class Problem:
                  sorted((k, re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))) for k, v in self.fixed_kwargs.items()))
         # Only when allowed, so that every other problem keeps the key it always had.
         identity = repr(parts + (("allow_reorder", True),) if self.allow_reorder else parts)
+        identity += _data_identity(self.content, self.version)
         length = self.length if self.length is not None else "iter"
         return f"{readable}-n{length}-{hashlib.sha1(identity.encode()).hexdigest()[:10]}"
 
@@ -110,7 +119,23 @@ def resolve_device(device: str | None, gpus: Sequence[str]) -> str:
     return device
 
 
+def _data_identity(content: str | None, version: str | None) -> str:
+    """The content fingerprint and the user's version, as they enter the key."""
+    return f"|content={content}" + (f"|version={version}" if version is not None else "")
+
+
+def _version(version: object) -> str | None:
+    if version is None:
+        return None
+    if not isinstance(version, str) or not version.strip() or len(version) > 200:
+        raise usage("the dataset version is a short non-empty string naming this data", version,
+                    "pass e.g. version='2026-11-30' (--dataset-version 2026-11-30), or leave it out")
+    return version
+
+
 def _source(obj: Any, what: str) -> Source:
+    if isinstance(obj, Source):   # already a recipe (the retune registry names its own)
+        return obj
     if isinstance(obj, str):
         return Source.from_spec(obj)
     return Source.from_object(obj, what)

@@ -9,22 +9,24 @@ Data flows one way: problem -> space -> strategy -> probe (driver, trial process
 
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 from .config import TunedConfig
+from .content import dataset_fingerprint
+from .paths import held, resolve_out, result_path
 from .problem import Problem
 from .run import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, Progress, Run, TuneResult
 from .store import read_json
+from .versions import reuse_problem
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_TRIAL_TIMEOUT_S", "TuneResult", "best_loader", "stored_result", "tune"]
 
 
 def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
          batch_sizes: Sequence[int] | None = None, budget: float = DEFAULT_BUDGET_S,
-         max_memory: int | str | None = None, device: str | None = None, out: str = "results",
+         max_memory: int | str | None = None, device: str | None = None, out: str | None = None,
          storage: str | None = None, progress: Progress | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
-         allow_reorder: bool = False, **fixed_loader_kwargs) -> TuneResult:
+         allow_reorder: bool = False, version: str | None = None, **fixed_loader_kwargs) -> TuneResult:
     """Measure DataLoader configs for ``dataset`` and return the fastest (ties to the cheapest).
 
     ``dataset``: a Dataset, a zero-argument callable returning one, or a ``"MODULE:ATTR"`` spec.
@@ -32,10 +34,12 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     each batch is moved to the device. ``allow_reorder``: the pick may deliver batches out of order
     (DataLoader's ``in_order=False``) when that is faster; off, the result says what it would gain.
     Other keyword arguments (``collate_fn``, ``shuffle``, ...) are passed to every DataLoader as
-    they are.
+    they are. ``out``: where results are written (default: the results home, ``$AUTOLOADER_HOME``
+    or ``~/.cache/autoloader``). ``version``: your own label for this data, part of its key beside
+    the content fingerprint.
     """
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
-                            fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder)
+                            fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
     return _tune(problem, Options.build(budget, trial_timeout, max_memory, out, storage), progress)
 
 
@@ -44,27 +48,47 @@ def _tune(problem: Problem, options: Options, progress: Progress | None) -> Tune
 
 
 def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = None,
-                  batch_sizes: Sequence[int] | None = None, device: str | None = None, out: str = "results",
-                  allow_reorder: bool = False, **fixed_loader_kwargs) -> TunedConfig | None:
-    """The stored tuned config for this dataset on this machine, if one exists. The arguments are
+                  batch_sizes: Sequence[int] | None = None, device: str | None = None, out: str | None = None,
+                  allow_reorder: bool = False, version: str | None = None,
+                  **fixed_loader_kwargs) -> TunedConfig | None:
+    """The stored tuned config for this dataset on this machine, if one exists that this
+    autoloader measures alike (NOTE [ Measurement format ] in versions.py). The arguments are
     what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec, and the rest."""
-    dataset_obj = _dataset_object(dataset)
-    problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
-                            fixed_kwargs=fixed_loader_kwargs, length=_length(dataset_obj), length_known=True,
-                            allow_reorder=allow_reorder)
-    return _stored(problem, out)
+    problem = built_problem(_dataset_object(dataset), dataset, step=step, batch_size=batch_size,
+                            batch_sizes=batch_sizes, device=device, fixed_kwargs=fixed_loader_kwargs,
+                            allow_reorder=allow_reorder, version=version)
+    return _stored(problem, resolve_out(out))[0]
 
 
-def _stored(problem: Problem, out: str) -> TunedConfig | None:
-    data = read_json(os.path.join(out, problem.hardware.fingerprint, problem.key + ".json"))
-    return TunedConfig.from_dict(data) if data else None
+def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
+    """The problem of a dataset built in this process: its length and content fingerprint are read
+    here, from the object (NOTE [ Content fingerprint ] in content.py)."""
+    return Problem.build(dataset, length=_length(dataset_obj), length_known=True,
+                         content=dataset_fingerprint(dataset_obj), **build)
+
+
+def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
+    """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
+    there is none)."""
+    path = result_path(out, problem.hardware.fingerprint, problem.key)
+    data = read_json(path)
+    if not isinstance(data, dict):
+        return None, None
+    why = reuse_problem(data)
+    if why is not None:
+        return None, f"{path}: {why}"
+    try:
+        return TunedConfig.from_dict(data), None
+    except (KeyError, TypeError, ValueError) as exc:
+        return None, f"{path}: not a result this autoloader reads ({type(exc).__name__}: {exc})"
 
 
 def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None,
                 budget: float = DEFAULT_BUDGET_S, batch_sizes: Sequence[int] | None = None,
-                device: str | None = None, out: str = "results", max_memory: int | str | None = None,
+                device: str | None = None, out: str | None = None, max_memory: int | str | None = None,
                 storage: str | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
                 progress: Progress | None = None, generator=None, allow_reorder: bool = False,
+                version: str | None = None,
                 **fixed_loader_kwargs):
     """A ready DataLoader for ``dataset`` (a Dataset, a factory of one, or a ``MODULE:ATTR`` spec)
     with the tuned settings, tuning first unless a stored result for this hardware and dataset
@@ -72,20 +96,29 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     size too); ``fixed_loader_kwargs`` go to the DataLoader (and to every trial) unchanged.
     Trials shuffle unless told otherwise, and so does the returned loader.
 
-    A stored result is found by the dataset's name (its spec, or its class's module and name),
-    its length, the step, the batch sizes, the device and ``fixed_loader_kwargs``. Two datasets
-    of one class and length (say, other transforms) share it: give each its own ``out``."""
+    A stored result is found under ``out`` (default: the results home, the same from any working
+    directory) by the dataset's name (its spec, or its class's module and name), its length and
+    content fingerprint (a few samples read here), ``version``, the step, the batch sizes, the
+    device and ``fixed_loader_kwargs``. Processes of one machine asking for the same problem at
+    once (the ranks of a torchrun job) take turns: one tunes, the others then find its result."""
     from torch.utils.data import DataLoader, IterableDataset
 
     dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned
-    # The length is this object's, for the lookup and for the tune alike: one key.
-    problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
-                            fixed_kwargs=fixed_loader_kwargs, length=_length(dataset_obj), length_known=True,
-                            allow_reorder=allow_reorder)
-    tuned = _stored(problem, out)
+    # The length and content are this object's, for the lookup and for the tune alike: one key.
+    problem = built_problem(dataset_obj, dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes,
+                            device=device, fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder,
+                            version=version)
+    out = resolve_out(out)
+    path = result_path(out, problem.hardware.fingerprint, problem.key)
+    tuned, why = _stored(problem, out)
     if tuned is None:
         options = Options.build(budget, trial_timeout, max_memory, out, storage)
-        tuned = _tune(problem, options, progress).tuned
+        with held(path[:-len(".json")] + ".lock"):
+            tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
+            if tuned is None:
+                if why is not None and progress is not None:
+                    progress("not_reused", {"why": why})
+                tuned = _tune(problem, options, progress).tuned
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
     if not isinstance(dataset_obj, IterableDataset) and not {"sampler", "batch_sampler"} & kwargs.keys():
         kwargs.setdefault("shuffle", True)

@@ -31,6 +31,15 @@ def pytest_configure(config):
     config.addinivalue_line("filterwarnings", "ignore:'pin_memory' argument is set as true:UserWarning")
 
 
+@pytest.fixture(autouse=True)
+def results_home(tmp_path_factory, monkeypatch):
+    """Every test's results home (NOTE [ Results home ]) is a fresh folder of its own, never the
+    user's cache; tests that leave ``out`` out write here."""
+    path = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("AUTOLOADER_HOME", str(path))
+    return str(path)
+
+
 @pytest.fixture
 def out_dir(tmp_path):
     """A fresh results directory (the tuner writes <fingerprint>/<key>.{json,py,db} under it)."""

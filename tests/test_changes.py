@@ -73,3 +73,16 @@ def test_the_previous_result_is_this_hardwares_else_the_newest_elsewhere(tmp_pat
     path, found = previous_result(out, "here", "ds-n100-abc")
     assert path == mine and found.samples_per_s == 800.0, "this hardware's result first, however old"
     assert previous_result(out, "here", "other-key") is None
+
+
+def test_a_previous_result_measured_differently_is_not_called_unchanged(tmp_path):
+    from autoloader.changes import format_note
+
+    path = write(str(tmp_path), "box", None, text=json.dumps(dict(tuned(8, 1000.0, "box").to_dict(),
+                                                                   measurement_format=0)))
+    note = format_note(path)
+    assert note and "format 0" in note
+    c = compare(tuned(8, 1000.0, "box"), tuned(8, 1000.0, "box"), path, measured_differently=note)
+    assert not c.changes and not c.rate_shifted and c.changed
+    assert "not comparable: the stored result was measured with format 0" in since(c)
+    assert c.to_dict()["measured_differently"] == note

@@ -68,6 +68,7 @@ class DatasetInfo:
     sample_bytes: int           # collated bytes per sample
     runner_uss: int             # the trial process's own memory once the dataset and step are built
     runner_pss: int             # the same, with its share of shared pages (as the guard counts)
+    fingerprint: str | None = None  # the dataset's content: NOTE [ Content fingerprint ] in content.py
 
 
 class SetupError(Exception):

@@ -39,6 +39,7 @@ import warnings
 import weakref
 from typing import Any
 
+from ..content import dataset_fingerprint
 from ..results import FAILED, OK
 from ..space import LoaderConfig
 from . import guard
@@ -193,7 +194,8 @@ class _Runner:
         memory = guard.sample_memory(os.getpid())
         return DatasetInfo(length=length, sample_seconds=elapsed / count,
                            sample_bytes=max(1, _tensor_bytes(batch) // count),
-                           runner_uss=memory.uss, runner_pss=memory.pss)
+                           runner_uss=memory.uss, runner_pss=memory.pss,
+                           fingerprint=dataset_fingerprint(self.dataset))
 
     def _sample_counter(self, config: LoaderConfig, epoch_batches: int | None):
         """Samples per batch from the sampler's arithmetic: a collate_fn's output may have no

@@ -1,0 +1,74 @@
+"""Datasets for the fleet tests (retune, warm start, shared studies): tiny, and paced by sleeping,
+so their rates hold on a busy machine and a test can make one slower between two runs.
+
+``AUTOLOADER_TEST_SLOWDOWN`` (read in every ``__getitem__``, so in trial processes and workers
+alike) multiplies the sleep: an injected regression that leaves the data, and so the key, alone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+from torch.utils.data import Dataset
+
+SLOWDOWN_ENV = "AUTOLOADER_TEST_SLOWDOWN"
+
+
+class Paced(Dataset):
+    """Each sample sleeps ``cost_s`` (times $AUTOLOADER_TEST_SLOWDOWN)."""
+
+    def __init__(self, length: int = 4_096, cost_s: float = 0.0005):
+        self.length = length
+        self.cost_s = cost_s
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        time.sleep(self.cost_s * float(os.environ.get(SLOWDOWN_ENV, "1")))
+        return torch.full((4,), float(index))
+
+
+class SlowStart(Paced):
+    """Paced, and each DataLoader worker's first sample takes ``start_s`` (a slow open, say): a
+    trial with workers stays RUNNING that long, so a second tuner surely opens the study while
+    the first has a trial in flight. The trial process's own reads (num_workers=0) are not slowed."""
+
+    def __init__(self, length: int = 4_096, cost_s: float = 0.0005, start_s: float = 12.0):
+        super().__init__(length, cost_s)
+        self.start_s = start_s
+        self.started = False
+
+    def __getitem__(self, index: int):
+        if not self.started and torch.utils.data.get_worker_info() is not None:
+            self.started = True
+            time.sleep(self.start_s)
+        return super().__getitem__(index)
+
+
+class Scaled(Dataset):
+    """Tiny samples ``index * scale + offset``: another scale is another transform, another offset
+    another split of the same size."""
+
+    def __init__(self, length: int = 256, scale: float = 1.0, offset: int = 0):
+        self.length, self.scale, self.offset = length, scale, offset
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        return torch.full((4,), float(index + self.offset) * self.scale)
+
+
+def paced() -> Paced:
+    return Paced()
+
+
+def scaled() -> Scaled:
+    return Scaled()
+
+
+def slow_start() -> SlowStart:
+    return SlowStart()
