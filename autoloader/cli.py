@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import click
@@ -10,6 +11,9 @@ from . import report
 from .errors import AutoloaderError, UsageError
 from .space import parse_batch_sizes
 from .tuner import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
+
+OUT_HELP = ("Where results are written and looked up (default: $AUTOLOADER_HOME, else the per-user cache "
+            "folder, ~/.cache/autoloader on Linux).")
 
 
 # --fail-if-changed: the run succeeded and its result is saved, but differs from the last one.
@@ -34,8 +38,11 @@ def main() -> None:
 @click.option("--budget", type=float, default=DEFAULT_BUDGET_S, show_default=True, help="Wall seconds for the search.")
 @click.option("--max-memory", metavar="SIZE", help="Host memory ceiling for the loader's processes, e.g. 16G.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), help="Default: cuda when a GPU is visible.")
-@click.option("--out", default="results", show_default=True, metavar="DIR", help="Where results are written.")
-@click.option("--storage", metavar="URL", help="Optuna storage URL (default: SQLite beside the result).")
+@click.option("--out", metavar="DIR", help=OUT_HELP)
+@click.option("--storage", metavar="URL",
+              help="Optuna storage URL, e.g. postgresql://user@host/db for a fleet "
+                   "(default: SQLite beside the result).")
+@click.option("--dataset-version", metavar="TEXT", help="Your label for this data, part of its key.")
 @click.option("--trial-timeout", type=float, default=DEFAULT_TRIAL_TIMEOUT_S, show_default=True,
               help="Seconds a trial may go without progress (no batch, no start) before it is ended as a hang.")
 @click.option("--allow-reorder", is_flag=True,
@@ -46,24 +53,96 @@ def main() -> None:
               help="Exit 3 when the pick or its rate changed since the last result for this dataset under --out "
                    "(on this hardware, else the newest from other hardware). For nightly re-tunes.")
 def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,
-                 trial_timeout, allow_reorder, as_json, quiet, fail_if_changed) -> None:
+                 dataset_version, trial_timeout, allow_reorder, as_json, quiet, fail_if_changed) -> None:
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
-    try:
+    with _library_errors():
         # An empty --batch-sizes is bad input, not an absent option: parse it and say so.
         sizes = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
         result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
                       max_memory=max_memory, device=device, out=out, storage=storage,
                       progress=None if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout,
-                      allow_reorder=allow_reorder)
+                      allow_reorder=allow_reorder, version=dataset_version)
+    click.echo(report.as_json(result) if as_json else report.table(result))
+    if fail_if_changed and result.since is not None and result.since.changed:
+        click.get_current_context().exit(CHANGED_EXIT_CODE)
+
+
+@contextlib.contextmanager
+def _library_errors():
+    """A library error as click's: usage exits 2, the rest with their own code."""
+    try:
+        yield
     except UsageError as exc:
         raise click.UsageError(str(exc)) from None
     except AutoloaderError as exc:
         failure = _Failure(str(exc))
         failure.exit_code = exc.exit_code
         raise failure from None
-    click.echo(report.as_json(result) if as_json else report.table(result))
-    if fail_if_changed and result.since is not None and result.since.changed:
-        click.get_current_context().exit(CHANGED_EXIT_CODE)
+
+
+@main.command("retune")
+@click.argument("registry", type=click.Path(dir_okay=False))
+@click.option("--out", metavar="DIR", help=OUT_HELP + " Overrides the registry's [fleet] out.")
+@click.option("--storage", metavar="URL", help="Optuna storage URL for every dataset (overrides [fleet] storage).")
+@click.option("--reports", metavar="DIR", help="Where the reports go (default: [fleet] reports, else OUT/retune/NAME).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of markdown.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+def retune_command(registry, out, storage, reports, as_json, quiet) -> None:
+    """Re-tune every dataset in the TOML REGISTRY and report what drifted.
+
+    Each dataset starts from its last result on this hardware (the stored pick and its neighbours
+    first, stopping early when the pick still holds), else from the nearest other hardware's,
+    else tunes in full. Results are kept in a dated history; a failed or killed run never
+    replaces the last good one. Exit 0 unchanged, 3 drifted past a threshold, 1 a dataset failed,
+    2 bad registry. The registry's format is in autoloader/registry.py and the README."""
+    from . import registry as registry_mod
+    from .retune import retune
+    from .retune_report import markdown
+
+    with _library_errors():
+        loaded = registry_mod.load(registry)
+        result = retune(loaded, out=out, storage=storage, reports=reports,
+                        progress=None if quiet else report.ProgressPrinter())
+    click.echo(report.json_text(result.to_dict()) if as_json else markdown(result), nl=False)
+    click.get_current_context().exit(result.exit_code)
+
+
+@main.command("show")
+@click.argument("result", required=False, metavar="[KEY | FINGERPRINT/KEY | FILE]")
+@click.option("--out", metavar="DIR", help=OUT_HELP)
+@click.option("--storage", metavar="URL", help="Also list the complete runs recorded in this Optuna storage.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+def show_command(result, out, storage, as_json) -> None:
+    """List the stored results (per hardware and dataset: the pick, its rate, when, by which
+    version), or print one."""
+    from . import show
+    from .paths import resolve_out
+
+    with _library_errors():
+        if result is None:
+            rows = show.listing(resolve_out(out), storage)
+            text = show.as_json([r.to_dict() for r in rows]) if as_json else show.listing_text(rows)
+            click.echo(text, nl=not as_json)
+        else:
+            where, data = show.find(resolve_out(out), result, storage)
+            click.echo(show.as_json(data) if as_json else show.result_text(where, data), nl=not as_json)
+
+
+@main.command("dashboard")
+@click.option("--out", metavar="DIR", help=OUT_HELP)
+@click.option("--storage", metavar="URL", help="Serve this Optuna storage (live) instead of the studies under --out.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=8080, show_default=True, help="Port to listen on.")
+def dashboard_command(out, storage, host, port) -> None:
+    """Serve optuna-dashboard over the stored studies (needs the [dashboard] extra)."""
+    from . import dashboard
+    from .paths import resolve_out
+
+    with _library_errors():
+        dashboard.require_dashboard()
+        served = dashboard.storage_to_serve(resolve_out(out), storage)
+        click.echo(f"autoloader: serving {served.description} at http://{host}:{port}/ (Ctrl-C stops)", err=True)
+        dashboard.serve(served, host, port)
 
 
 if __name__ == "__main__":

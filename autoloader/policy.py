@@ -92,3 +92,10 @@ def same_kind(a, b) -> bool:
     pinning, kept workers), so that only loader capacity (workers, prefetch depth) tells them
     apart: NOTE [ Keeping up ]."""
     return (a.batch_size, a.pin_memory, a.persistent_workers) == (b.batch_size, b.pin_memory, b.persistent_workers)
+
+
+# --- warm starts: NOTE [ Warm start ] in warm.py ----------------------------------------------
+
+# A re-tune's stored pick holds when it re-measures within this share of its stored rate (widened
+# by the two readings' own intervals, up to RATE_SHIFT) and no neighbour reads further ahead.
+HOLD_TIE = 0.05

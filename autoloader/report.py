@@ -39,10 +39,27 @@ class ProgressPrinter:
         resumed = f", resuming {d['resumed']} finished trials" if d["resumed"] else ""
         stale = f" ({d['stale']} interrupted trials marked failed)" if d["stale"] else ""
         retried = f" ({d['retried']} stopped by a limit since raised, measured again)" if d.get("retried") else ""
+        priors = f", {d['priors']} configs from earlier runs to start from" if d.get("priors") else ""
         length = "iterable" if info.length is None else f"{info.length:,} samples"
         return (f"autoloader: tuning {d['key']} on {d['device']} ({d['cpus']} CPUs, budget {d['budget']:.0f} s, "
                 f"memory ceiling {_gib(d['max_memory'])}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
-                f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
+                f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}{priors}")
+
+    def _retune(self, d: dict) -> str:
+        return f"autoloader retune [{d['n']}/{d['of']}] {d['name']}"
+
+    def _warm(self, d: dict) -> str:
+        return f"  {d['key']}: warm start {d['warm'].describe()}"
+
+    def _retuned(self, d: dict) -> str:
+        o = d["outcome"]
+        if o.error:
+            return f"  {o.name}: FAILED {o.error.splitlines()[0][:300]}"
+        why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
+        return f"  {o.name}: {o.status}{why}" + (", the pick held (stopped early)" if o.early_stop else "")
+
+    def _not_reused(self, d: dict) -> str:
+        return f"autoloader: tuning again: {d['why']}"
 
     def _profile(self, d: dict) -> str:
         p = d["profile"]
@@ -119,8 +136,13 @@ def since(c) -> str:
     rate = (f"samples/s {_rate(c.rate_before)} -> {_rate(c.rate_after)} ({(c.rate_ratio - 1) * 100:+.0f}%"
             + (", past the noise)" if c.rate_shifted else ")"))
     tie = (f" (a tie: the previous settings read {_rate(c.previous_pick_now)} here)" if c.settings_tie else "")
+    differently = f"; not comparable: {c.measured_differently}" if c.measured_differently else ""
     return (f"{'CHANGED' if c.changed else 'unchanged'} since {where} ({c.previous_path}): "
-            + (f"{settings}{tie}; " if settings else "same settings; ") + rate)
+            + (f"{settings}{tie}; " if settings else "same settings; ") + rate + differently)
+
+
+def json_text(data: dict) -> str:
+    return json.dumps(data, indent=2, default=str) + "\n"
 
 
 def as_json(result) -> str:

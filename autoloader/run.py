@@ -19,13 +19,14 @@ from typing import Callable, Sequence
 
 from . import hardware
 from .budget import Clock, round_seconds, trial_seconds
-from .changes import Comparison, compare, previous_result
+from .changes import Comparison, compare, format_note, previous_result
 from .choice import Finalist, best_of, choose, rate_here
 from .config import TunedConfig
 from .errors import AutoloaderError, NoFeasibleConfig, UsageError, usage
 from .knee import Knee, find_knee
 from .model import Calibration, Model, Prediction
 from .model_first import ModelFirst
+from .paths import default_storage, resolve_out, result_path, study_name
 from .pipeline import Profile
 from .policy import FINAL_ROUNDS, FINAL_SETTINGS, MAX_WORKERS_PER_CPU, PRUNE_SHARE, SEARCH_SETTINGS
 from .probe.guard import predict_peak
@@ -34,8 +35,11 @@ from .probe.protocol import RunnerSetup, SetupError
 from .problem import Problem
 from .results import CONSTRAINT, OK, TrialResult
 from .space import LoaderConfig, SearchSpace
+from .storage import masked
 from .store import Limits, StudyStore, atomic_write
 from .strategy import Strategy
+from .versions import provenance
+from .warm import WarmStart, warm_record, warmed
 
 DEFAULT_BUDGET_S = 60.0
 DEFAULT_TRIAL_TIMEOUT_S = 60.0
@@ -58,8 +62,9 @@ class Options:
     storage: str | None
 
     @classmethod
-    def build(cls, budget: float, trial_timeout: float, max_memory: int | str | None, out: str,
+    def build(cls, budget: float, trial_timeout: float, max_memory: int | str | None, out: str | None,
               storage: str | None) -> "Options":
+        out = resolve_out(out)
         if isinstance(trial_timeout, bool) or not isinstance(trial_timeout, (int, float)) or not trial_timeout > 0:
             raise usage("the trial timeout must be a positive number of seconds", trial_timeout,
                         "pass e.g. trial_timeout=60 (--trial-timeout 60)")
@@ -106,6 +111,13 @@ class TuneResult:
     control: LoaderConfig | None = None   # the rule the tuner replaces, measured in the final
     reorder_gain: float | None = None     # predicted gain of in_order=False, when not allowed
     model_error: tuple[dict, ...] = ()    # each burst: predicted against measured
+    study: str = ""                       # the study's name in its storage, and this run's id in it
+    run_id: str = ""
+    priors: int = 0                       # earlier complete runs' configs this run could start from
+    dataset: dict | None = None           # what was tuned: name, length, content fingerprint, version
+    provenance: dict | None = None        # measurement format, autoloader version, when
+    warm_start: WarmStart | None = None
+    early_stop: bool = False              # the warm start's pick held and the search ended there
 
     @property
     def config(self) -> LoaderConfig:
@@ -146,7 +158,10 @@ class TuneResult:
                 "bound": self.predicted.bound if self.predicted else None,
                 "control": self.control.loader_kwargs() if self.control else None,
                 "control_samples_per_s": self.control_samples_per_s,
-                "reorder_gain": self.reorder_gain, "model_error": list(self.model_error)}
+                "reorder_gain": self.reorder_gain, "model_error": list(self.model_error),
+                "study": self.study, "run_id": self.run_id, "priors": self.priors, "dataset": self.dataset,
+                "warm_start": warm_record(self.warm_start), "early_stop": self.early_stop,
+                **(self.provenance or {})}
 
 
 def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSpace:
@@ -159,13 +174,16 @@ def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSp
 class Run:
     """One tuning run of ``problem`` under ``options``. ``run()`` once."""
 
-    def __init__(self, problem: Problem, options: Options, progress: Progress | None = None):
+    def __init__(self, problem: Problem, options: Options, progress: Progress | None = None,
+                 warm_start: WarmStart | None = None):
         self.problem = problem
         self.options = options
+        self.warm_start = warm_start    # NOTE [ Warm start ] in warm.py
         self.clock = Clock(options.budget)
         self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device)
         self.progress = progress or (lambda event, data: None)
         self._worker_prior = 0
+        self.store: StudyStore | None = None
         self.runner = TrialRunner(RunnerSetup(problem.dataset, problem.step, problem.device,
                                               problem.fixed_kwargs, problem.batch_sizes[0]),
                                   max_memory=options.limits.max_memory,
@@ -178,21 +196,23 @@ class Run:
             except SetupError as exc:
                 raise (UsageError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
             self._check_shm(info)
-            problem = self.problem.with_length(info.length)
+            problem = self.problem.with_length(info.length, info.fingerprint)
             key, fingerprint = problem.key, problem.hardware.fingerprint
-            folder = os.path.join(self.options.out, fingerprint)
-            url = self.options.storage or f"sqlite:///{os.path.abspath(os.path.join(folder, key + '.db'))}"
-            store = StudyStore(url, key, self.space)
+            url = self.options.storage or default_storage(self.options.out, fingerprint, key)
+            store = self.store = StudyStore(url, study_name(fingerprint, key), self.space)
             history, retried = store.history(self.options.limits)
             resumed = len(history)
+            priors = store.priors()
             self.progress("start", {"key": key, "info": info, "resumed": resumed, "retried": retried,
                                     "stale": store.stale_repaired, "device": problem.device,
                                     "cpus": problem.hardware.cpus, "budget": self.clock.budget,
-                                    "max_memory": self.options.limits.max_memory, "storage": url})
+                                    "max_memory": self.options.limits.max_memory, "storage": masked(url),
+                                    "priors": len(priors)})
             profile = self._profile(info)
             model = Model(profile, problem.device)
             fits = lambda config, history: self._predicted_breach(config, info, history) is None  # noqa: E731
-            strategy = ModelFirst(self.space, model, problem.hardware.cpus, problem.allow_reorder, fits)
+            strategy = warmed(ModelFirst(self.space, model, problem.hardware.cpus, problem.allow_reorder, fits),
+                              self.warm_start, self.space)
             self.clock.finalists = strategy.finalists
             self._search(strategy, store, history, info)
             finals = self._final(strategy.finalists(history), history)
@@ -203,22 +223,32 @@ class Run:
                                 baseline_samples_per_s=_baseline(finals, history),
                                 knee=_knee(strategy, history), hardware=problem.hardware.to_dict(),
                                 dataset_key=key, device=problem.device)
-            path = os.path.join(folder, key + ".json")
-            snippet_path = os.path.join(folder, key + ".py")
+            path = result_path(self.options.out, fingerprint, key)
+            snippet_path = result_path(self.options.out, fingerprint, key, ".py")
             previous = previous_result(self.options.out, fingerprint, key)  # before it is replaced
-            since = (compare(previous[1], tuned, previous[0], rate_here(previous[1].config, finals, history))
-                     if previous else None)
-            result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, url,
+            since = (compare(previous[1], tuned, previous[0], rate_here(previous[1].config, finals, history),
+                             format_note(previous[0])) if previous else None)
+            result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, masked(url),
                                 self.clock.elapsed(), resumed, self.runner.orphans, self.runner.shm_leaks,
                                 since=since, profile=profile, calibration=calib, predicted=predicted,
                                 control=strategy.control, reorder_gain=_reorder_gain(model, pick.config, calib,
                                                                                      problem.allow_reorder),
-                                model_error=tuple(model.model_error(history, calib)))
+                                model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
+                                run_id=store.run.run_id, priors=len(priors), dataset=_dataset_record(problem),
+                                provenance=provenance(), warm_start=self.warm_start,
+                                early_stop=getattr(strategy, "stopped_early", False))
             atomic_write(snippet_path, tuned.snippet())
             atomic_write(path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+            store.complete(_summary(result))
             self.progress("done", {"result": result})
             return result
+        except AutoloaderError:
+            if self.store is not None:
+                self.store.failed()   # ended, not interrupted: the next run starts afresh
+            raise
         finally:
+            if self.store is not None:
+                self.store.close()
             self.runner.close()
 
     def _profile(self, info) -> Profile:
@@ -338,6 +368,20 @@ def fallback_profile(info, batch_size: int, cpus: int) -> Profile:
                    sample_bytes=info.sample_bytes, recv_s=0.0, pin_s=0.0, h2d_pinned_s=0.0, h2d_pageable_s=0.0,
                    step_s=0.0, startup_s=0.0, worker_pss=None, cpus=cpus,
                    epoch_batches=-(-info.length // batch_size) if info.length else None)
+
+
+def _dataset_record(problem: Problem) -> dict:
+    return {"name": problem.dataset.name, "length": problem.length, "content": problem.content,
+            "version": problem.version}
+
+
+def _summary(result: TuneResult) -> dict:
+    """A complete run's pick, as its mark in the study keeps it (NOTE [ Runs in a study ]): what
+    ``autoloader show`` and a warm start read from a shared storage without the result file."""
+    data = result.to_dict()
+    return {k: data.get(k) for k in ("config", "samples_per_s", "rel_interval", "baseline_samples_per_s", "knee",
+                                     "hardware", "dataset_key", "device", "dataset", "measurement_format",
+                                     "autoloader_version", "finished_at", "path")}
 
 
 def _baseline(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> float | None:

@@ -42,8 +42,11 @@ def test_help():
     result = invoke("tune", "--help")
     assert result.exit_code == 0
     for option in ("--dataset", "--step", "--batch-size", "--batch-sizes", "--budget", "--max-memory",
-                   "--device", "--out", "--storage", "--json", "--quiet", "--trial-timeout"):
+                   "--device", "--out", "--storage", "--json", "--quiet", "--trial-timeout", "--dataset-version"):
         assert option in result.stdout
+    assert "AUTOLOADER_HOME" in result.stdout, "--out says where results go by default"
+    for command in ("retune", "show", "dashboard"):
+        assert invoke(command, "--help").exit_code == 0
 
 
 def test_dataset_is_required():
@@ -176,13 +179,14 @@ def test_json_run_writes_result_snippet_and_study(out_dir, repo_cwd):
         compile(fh.read(), data["snippet_path"], "exec")
     assert os.path.isfile(path[:-len(".json")] + ".db")
 
-    # Again, with the table and progress: the same problem, so the study is resumed.
+    # Again, with the table and progress: the same problem, so the same study, where the first
+    # run's configs are priors for this one.
     again = invoke("tune", "--dataset", "tests/workloads.py:tiny", "--batch-size", "16", "--budget", "10",
                    "--out", out_dir)
     assert again.exit_code == 0, (again.output, again.exception)
     assert "batch_size           16" in again.stdout
     assert f"saved {path}" in again.stdout
-    assert "resuming" in again.stderr and "autoloader: tuning" in again.stderr
+    assert "from earlier runs to start from" in again.stderr and "autoloader: tuning" in again.stderr
 
 
 def test_fail_if_changed_flags_a_pick_that_differs_from_another_machines(out_dir, repo_cwd):

@@ -194,28 +194,26 @@ def test_best_loader_takes_tunes_arguments_and_keeps_them_from_the_dataloader(ou
     assert again.batch_size == loader.batch_size
 
 
-def test_resume_measures_only_new_configs(out_dir):
+def test_a_run_after_a_complete_one_measures_anew_with_the_old_trials_as_priors(out_dir):
+    """A complete run's trials are priors for the next run, never its measurements: the next run
+    starts with no history of its own and measures every config it decides on (a resumed
+    interrupted run, which keeps its trials, is test_faults' driver-killed test)."""
     dataset = BusyWork(cost_s=0.002)
     first = tune(dataset, batch_size=16, budget=12, device="cpu", out=out_dir)
-    assert first.resumed_trials == 0
-    # The first run's small budget leaves most of the search undone; the second has room for it.
-    second = tune(dataset, batch_size=16, budget=SEARCH_BUDGET, device="cpu", out=out_dir)
+    assert first.resumed_trials == 0 and first.priors == 0
+    second = tune(dataset, batch_size=16, budget=12, device="cpu", out=out_dir)
     info = f"first: {describe(first)}\nsecond: {describe(second)}"
 
-    assert second.path == first.path and second.storage == first.storage
-    assert second.resumed_trials == len(first.trials) > 0, info
-    # The resumed history is the first run's, in order, then only configs never measured before.
-    assert [t.config for t in second.trials[:len(first.trials)]] == [t.config for t in first.trials], info
-    new = second.trials[len(first.trials):]
-    assert new, f"the second run measured nothing new: {info}"
-    assert not {t.config for t in new} & {t.config for t in first.trials}, info
-    keys = [t.config.key for t in second.trials]
-    assert len(keys) == len(set(keys)), f"a config was measured twice: {info}"
+    assert second.path == first.path and second.storage == first.storage and second.study == first.study
+    assert first.study == f"{first.tuned.hardware['fingerprint']}/{first.tuned.dataset_key}", "per hardware x key"
+    assert second.resumed_trials == 0 and second.priors == len({t.config for t in first.trials}), info
+    assert second.run_id != first.run_id and second.trials, info
 
-    # The study on disk holds exactly those trials.
-    study = optuna.load_study(study_name=second.tuned.dataset_key, storage=second.storage)
+    # The study holds both runs' trials, each marked with its run.
+    study = optuna.load_study(study_name=second.study, storage=second.storage)
     finished = [t for t in study.get_trials(deepcopy=False) if t.state != optuna.trial.TrialState.RUNNING]
-    assert len(finished) == len(second.trials)
+    runs = [t.user_attrs["autoloader_run"] for t in finished]
+    assert runs.count(first.run_id) == len(first.trials) and runs.count(second.run_id) == len(second.trials)
 
 
 def test_small_budget_still_measures_the_baseline(out_dir):
