@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import socket
 import threading
@@ -41,6 +42,7 @@ RUN_ATTR = "autoloader_run"
 RUN_PREFIX = "autoloader_run:"
 HEARTBEAT_S = 5
 GRACE_S = 30
+UNCLAIMED_S = GRACE_S   # a trial that never named its run is no one's after this long
 RUNNING, COMPLETE, FAILED = "running", "complete", "failed"
 
 
@@ -152,15 +154,21 @@ def pick_run(study) -> tuple[RunMark, bool]:
 def fail_stale_trials(study, runs: dict[str, RunMark]) -> int:
     """Fail the RUNNING trials no live process will finish; how many were failed. Those of runs
     whose owner is known dead go at once; the rest only once Optuna's heartbeat says their driver
-    stopped beating (``optuna.storages.fail_stale_trials``, after GRACE_S)."""
+    stopped beating (``optuna.storages.fail_stale_trials``, after GRACE_S), or, never claimed by a
+    run, once they are GRACE_S old."""
     import optuna
 
     state = optuna.trial.TrialState
     running = study.get_trials(deepcopy=False, states=(state.RUNNING,))
     ours = set()
+    now = datetime.datetime.now()
     for trial in running:
         mark = runs.get(trial.user_attrs.get(RUN_ATTR))
-        if mark is not None and mark.owner.gone():
+        # A trial that never got to name its run (its driver died between creating it and the
+        # next write) has no beats either: once UNCLAIMED_S old it is no one's.
+        unclaimed = (RUN_ATTR not in trial.user_attrs and trial.datetime_start is not None
+                     and (now - trial.datetime_start).total_seconds() > UNCLAIMED_S)
+        if (mark is not None and mark.owner.gone()) or unclaimed:
             study.tell(trial.number, state=state.FAIL, skip_if_finished=True)
             ours.add(trial.number)
     with warnings.catch_warnings():

@@ -177,6 +177,10 @@ class StudyStore:
             # Optuna suggests its heartbeat for optimize(); ask/tell beats here (runs.Heartbeat).
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
             trial = self.study.ask()
+        # Claimed and beating first: a driver killed from here on leaves a trial that names its run.
+        trial.set_user_attr(runs.RUN_ATTR, self.run.run_id)
+        trial_id = self.storage.get_trial_id_from_study_id_trial_number(self._study_id, trial.number)
+        self._beats[trial.number] = runs.Heartbeat(self.storage, trial_id)
         trial.suggest_categorical("batch_size", list(self.space.batch_sizes))
         trial.suggest_int("num_workers", 0, max(self.space.max_workers, config.num_workers))
         trial.suggest_categorical("pin_memory", list(self.space.pin_choices))
@@ -185,10 +189,7 @@ class StudyStore:
             trial.suggest_categorical("persistent_workers", list(self.space.persistent_choices))
             trial.suggest_categorical("in_order", [True, False])
         trial.set_user_attr("config_key", config.key)
-        trial.set_user_attr(runs.RUN_ATTR, self.run.run_id)
         trial.set_user_attr(LIMITS_ATTR, limits.to_dict())
-        trial_id = self.storage.get_trial_id_from_study_id_trial_number(self._study_id, trial.number)
-        self._beats[trial.number] = runs.Heartbeat(self.storage, trial_id)
         return trial
 
     def finish(self, trial, result: TrialResult) -> None:

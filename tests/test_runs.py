@@ -117,3 +117,15 @@ def test_a_shared_storage_lists_and_offers_each_machines_last_pick(tmp_path):
     warm = plan((where, data), problem)
     assert warm.start.pick.num_workers == 2, "3 workers on 4 CPUs: 2 on this machine's 2"
     assert not warm.start.may_stop and "nearest other hardware" in warm.describe()
+
+
+def test_a_trial_that_never_named_its_run_is_failed_once_it_is_old(tmp_path, monkeypatch):
+    """A driver killed between creating a trial and its next write leaves a RUNNING trial with no
+    run and no beats: no one will finish it, and after the grace period it is failed."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    store = StudyStore(url, "hw/key", SPACE)
+    orphan = store.study.ask()                          # as if killed right after this
+    assert StudyStore(url, "hw/key", SPACE).stale_repaired == 0, "not yet: a live driver names it in ms"
+    monkeypatch.setattr(runs, "UNCLAIMED_S", -1)
+    assert StudyStore(url, "hw/key", SPACE).stale_repaired == 1
+    assert store.study.trials[orphan.number].state == optuna.trial.TrialState.FAIL
