@@ -12,7 +12,8 @@
 #    costs (the slope of the trials' peak memory over their worker counts, where at least two
 #    counts were measured; a change under MEMORY_FLOOR is noise);
 #  * the hardware fields that differ, when the last result came from other hardware.
-# Past a threshold (registry [thresholds]) the dataset drifted. Figures measured in another
+# Past a threshold (registry [thresholds]) the dataset drifted; the knee, a point of the
+# strategy's own (modelled) worker curve, is judged only when the registry asks. Figures measured in another
 # measurement format (NOTE [ Measurement format ]) cannot be compared: that is said, and counts
 # as drift, since nothing can be said to be unchanged.
 """
@@ -119,7 +120,7 @@ def judge(previous: dict | None, previous_path: str | None, current: dict, thres
         ratio = probe.pick_rate_after / probe.pick_rate_before   # the old pick was not measured tonight
     if ratio is not None and abs(ratio - 1) > thresholds.rate:
         reasons.append(f"rate {ratio - 1:+.0%} (threshold {thresholds.rate:.0%})")
-    if probe.knee_before is not None and probe.knee_after is not None \
+    if thresholds.knee is not None and probe.knee_before is not None and probe.knee_after is not None \
             and abs(probe.knee_after - probe.knee_before) >= thresholds.knee:
         reasons.append(f"knee {probe.knee_before} -> {probe.knee_after} workers (threshold {thresholds.knee})")
     memory = probe.memory_ratio

@@ -15,7 +15,7 @@ Example (every key but ``datasets[].dataset`` may be left out)::
 
     [thresholds]                  # what counts as drift (exit 3)
     rate = 0.25                   # the old pick's rate now against then, either way
-    knee = 2                      # workers the knee moved
+    knee = 4                      # workers the knee moved (default: reported, not judged)
     memory_per_worker = 0.5       # relative change of the memory one more worker costs
     pick = true                   # a changed pick (not a tie) is drift
 
@@ -53,7 +53,9 @@ DATASET_KEYS = {"name", "dataset", "step", "batch_size", "batch_sizes", "version
 class Thresholds:
     """Past any of these a dataset drifted (NOTE [ Drift ] in drift.py)."""
     rate: float = RATE_SHIFT
-    knee: int = 2
+    # The knee is the strategy's worker curve's (the corrected model's), which moves with what a
+    # run measured: reported always, judged only when the registry sets a threshold.
+    knee: int | None = None
     memory_per_worker: float = 0.5
     pick: bool = True
 

@@ -62,7 +62,8 @@ def markdown(report) -> str:
              f"{hw.get('memory_gib')} GiB, {gpus})",
              f"- autoloader {autoloader_version()}, measurement format {MEASUREMENT_FORMAT}",
              f"- results: `{report.out}`" + (f", storage `{report.to_dict()['storage']}`" if report.storage else ""),
-             f"- thresholds: rate {report.thresholds.rate:.0%}, knee {report.thresholds.knee} workers, memory per "
+             f"- thresholds: rate {report.thresholds.rate:.0%}, knee "
+             f"{'not judged' if report.thresholds.knee is None else f'{report.thresholds.knee} workers'}, memory per "
              f"worker {report.thresholds.memory_per_worker:.0%}, pick change "
              f"{'counts' if report.thresholds.pick else 'ignored'}",
              f"- verdict: **{report.verdict}** (exit {report.exit_code})", "",

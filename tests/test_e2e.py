@@ -198,7 +198,9 @@ def test_a_run_after_a_complete_one_measures_anew_with_the_old_trials_as_priors(
     """A complete run's trials are priors for the next run, never its measurements: the next run
     starts with no history of its own and measures every config it decides on (a resumed
     interrupted run, which keeps its trials, is test_faults' driver-killed test)."""
-    dataset = BusyWork(cost_s=0.002)
+    from fleet_workloads import Paced   # its samples are its indices: one key (BusyWork's count spins)
+
+    dataset = Paced(cost_s=0.002)
     first = tune(dataset, batch_size=16, budget=12, device="cpu", out=out_dir)
     assert first.resumed_trials == 0 and first.priors == 0
     second = tune(dataset, batch_size=16, budget=12, device="cpu", out=out_dir)

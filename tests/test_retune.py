@@ -144,6 +144,8 @@ def test_drift_is_judged_against_the_thresholds():
     assert slower.status == DRIFTED and slower.old_pick_ratio == 0.6 and "rate -40%" in slower.reasons[0]
     moved = judge(result(2, 100.0, knee=2), "p", result(2, 100.0, knee=5), t)
     assert moved.status == DRIFTED and "knee 2 -> 5" in moved.reasons[0]
+    assert judge(result(2, 100.0, knee=2), "p", result(2, 100.0, knee=5), Thresholds()).status == UNCHANGED, \
+        "the knee is judged only when the registry sets a threshold"
     mib = 2**20
     heavier = judge(result(2, 100.0, peaks={0: 500 * mib, 2: 700 * mib}), "p",
                     result(2, 100.0, peaks={0: 500 * mib, 2: 1100 * mib}), t)
