@@ -3,9 +3,9 @@
 # NOTE [ Warm start ]
 # A nightly re-tune mostly finds what it found the night before; a full search to say so costs
 # the whole budget. So a run may be handed a ``WarmStart``: configs measured before the search
-# proposes anything, in order: the stored pick, then its neighbours (``neighbours``: one step
-# along each setting but the worker count, which is the search's to move), then the strategy's
-# control when it has one (the rule the tuner replaces, which the final always holds). From this
+# proposes anything, in order: the stored pick, the strategy's control when it has one (the rule
+# the tuner replaces, which the final always holds), then the pick's neighbours (``neighbours``:
+# one step along each setting but the worker count, which is the search's to move). From this
 # hardware's own last result the run may stop there: when the stored pick re-measures within its
 # tie of the stored rate (HOLD_TIE, widened by the two readings' own intervals) and nothing
 # measured reads clearly ahead of it, the pick still holds, the search ends, and the final
@@ -129,10 +129,10 @@ class Warmed(Strategy):
 
     def __init__(self, inner: Strategy, warm: WarmStart, space: SearchSpace):
         self.inner, self.warm = inner, warm
-        first = [warm.pick] + (list(neighbours(warm.pick, space)) if warm.neighbours else [])
+        # The control second, so that the final holds it however soon the clock ends the search.
         control = getattr(inner, "control", None)
-        if warm.may_stop and isinstance(control, LoaderConfig):
-            first.append(control)
+        first = [warm.pick] + ([control] if warm.may_stop and isinstance(control, LoaderConfig) else [])
+        first += list(neighbours(warm.pick, space)) if warm.neighbours else []
         self.first = list(dict.fromkeys(c for c in first if space.contains(c)))
         self.stopped_early = False
 
