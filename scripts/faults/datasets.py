@@ -373,24 +373,25 @@ def shm_names() -> set[str]:
 
 
 def new_shm_entries(before: set[str], tag: str, grace: float = 0.5) -> list[str]:
-    """/dev/shm names new since ``before`` that outlive ``grace`` and may be ours: torch names
-    a segment after its creator's pid, so a live foreign creator's segment (another program on
-    this machine) is skipped, as are POSIX semaphores (``sem.*``), which name no creator."""
+    """torch's /dev/shm segments new since ``before`` that outlive ``grace`` and may be ours:
+    torch names a segment after its creator's pid, so a live foreign creator's segment (another
+    program on this machine) is skipped; names that are not torch's are other programs'."""
     import psutil
 
     time.sleep(grace)
     ours = {p.pid for p in tagged_processes(tag)} | {os.getpid()}
     leaked = []
     for name in sorted(shm_names() - before):
-        if name.startswith("sem."):
+        # Only torch's segments are a loader's; others (a database server's, semaphores) belong
+        # to other programs on this machine.
+        if not name.startswith("torch_"):
             continue
-        if name.startswith("torch_"):
-            try:
-                pid = int(name.split("_")[1])
-            except (IndexError, ValueError):
-                pid = -1
-            if pid > 0 and psutil.pid_exists(pid) and pid not in ours:
-                continue
+        try:
+            pid = int(name.split("_")[1])
+        except (IndexError, ValueError):
+            pid = -1
+        if pid > 0 and psutil.pid_exists(pid) and pid not in ours:
+            continue
         leaked.append(name)
     return leaked
 
