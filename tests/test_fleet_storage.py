@@ -51,11 +51,16 @@ def sqlite_of(out: str) -> str:
 
 
 def wait_for_a_running_trial(storage_of, deadline_s: float = 90.0) -> None:
+    """Until a trial is RUNNING and names its run (a trial killed in the milliseconds before it
+    is named is failed only after the heartbeat's grace: another case, tested in test_runs)."""
+    from autoloader.runs import RUN_ATTR
+
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         try:
             study = open_study(storage_of())
-            if study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            if any(RUN_ATTR in t.user_attrs
+                   for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))):
                 return
         except Exception:  # noqa: BLE001 - not created yet, or mid-write
             pass
