@@ -69,6 +69,7 @@ class DatasetInfo:
     runner_uss: int             # the trial process's own memory once the dataset and step are built
     runner_pss: int             # the same, with its share of shared pages (as the guard counts)
     fingerprint: str | None = None  # the dataset's content: NOTE [ Content fingerprint ] in content.py
+    code: str | None = None     # digest of the user's code: NOTE [ Failures keyed by code ] in fingerprint.py
 
 
 class SetupError(Exception):

@@ -192,10 +192,13 @@ class _Runner:
         # them off the batch miscounts lists of samples (their leading dimension is channels).
         count = min(probe_size, length) if length is not None else max(1, batch_size_of(batch))
         memory = guard.sample_memory(os.getpid())
+        from ..fingerprint import code_fingerprint
+
         return DatasetInfo(length=length, sample_seconds=elapsed / count,
                            sample_bytes=max(1, _tensor_bytes(batch) // count),
                            runner_uss=memory.uss, runner_pss=memory.pss,
-                           fingerprint=dataset_fingerprint(self.dataset))
+                           fingerprint=dataset_fingerprint(self.dataset),
+                           code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs))
 
     def _sample_counter(self, config: LoaderConfig, epoch_batches: int | None):
         """Samples per batch from the sampler's arithmetic: a collate_fn's output may have no
