@@ -24,3 +24,19 @@ class NoFeasibleConfig(AutoloaderError, RuntimeError):
 def usage(rule: str, got: object, fix: str) -> UsageError:
     """Build a UsageError in the house style: rule, value received, fix."""
     return UsageError(f"{rule} (got {got!r}). Fix: {fix}")
+
+
+class NotSaved(AutoloaderError, OSError):
+    """The run chose a config but could not store all of it (a full disk, a storage that stopped
+    taking writes). ``result`` is the TuneResult, so the pick is not lost with the files; what
+    was stored before the failure is kept."""
+
+    exit_code = 4
+
+    def __init__(self, message: str, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+class AutoloaderWarning(UserWarning):
+    """Base class of autoloader's warnings (the CLI shows them as "Warning: ...")."""
