@@ -2,15 +2,16 @@
 
 The public API: ``tune``, ``best_loader`` and ``stored_result`` (tuner.py), the records they
 return (``TuneResult``, ``TunedConfig``, ``LoaderConfig``, ``TrialResult``), the seeded
-``worker_init_fn`` (``seed_worker``, ``worker_generator``) and the errors.
+``worker_init_fn`` (``seed_worker``, ``worker_generator``), the errors and the warnings.
 """
 
 from .config import TunedConfig
-from .errors import AutoloaderError, NoFeasibleConfig, UsageError
+from .errors import AutoloaderError, AutoloaderWarning, NoFeasibleConfig, NotSaved, UsageError
 from .results import TrialResult
 from .seeding import seed_worker, worker_generator
 from .space import LoaderConfig
 from .tuner import TuneResult, best_loader, stored_result, tune
 
-__all__ = ["AutoloaderError", "LoaderConfig", "NoFeasibleConfig", "TrialResult", "TuneResult", "TunedConfig",
-           "UsageError", "best_loader", "seed_worker", "stored_result", "tune", "worker_generator"]
+__all__ = ["AutoloaderError", "AutoloaderWarning", "LoaderConfig", "NoFeasibleConfig", "NotSaved", "TrialResult",
+           "TuneResult", "TunedConfig", "UsageError", "best_loader", "seed_worker", "stored_result", "tune",
+           "worker_generator"]

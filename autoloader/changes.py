@@ -17,6 +17,7 @@ from .config import TunedConfig
 from .policy import RATE_SHIFT, SETTINGS_TIE
 from .space import TUNED_SETTINGS
 from .store import read_json
+from .validate import load_result
 from .versions import reuse_problem
 
 
@@ -93,19 +94,13 @@ def format_note(path: str) -> str | None:
 
 def previous_result(out: str, fingerprint: str, key: str) -> tuple[str, TunedConfig] | None:
     """The last stored result for the problem ``key`` under ``out``: this hardware's, else the
-    newest (by file time) from other hardware. Files that do not parse are passed over."""
+    newest (by file time) from other hardware. Files that fail validate.py's checks are passed
+    over, each with a warning that names it."""
     mine = os.path.join(out, fingerprint, key + ".json")
     others = sorted((p for p in glob.glob(os.path.join(glob.escape(out), "*", glob.escape(key) + ".json"))
                      if os.path.abspath(p) != os.path.abspath(mine)), key=os.path.getmtime, reverse=True)
     for path in [mine] + others:
-        data = read_json(path)
-        # Written by another version, or by hand: not a result to compare with.
-        if not isinstance(data, dict) or not isinstance(data.get("hardware"), dict):
-            continue
-        try:
-            found = TunedConfig.from_dict(data)
-        except (KeyError, TypeError, ValueError):
-            continue
-        if isinstance(found.samples_per_s, (int, float)) and found.samples_per_s > 0:
+        found = load_result(path)   # one that fails its checks is passed over, with a warning
+        if found is not None:
             return path, found
     return None

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import warnings
 
 import click
 
 from . import report
-from .errors import AutoloaderError, UsageError
+from .errors import AutoloaderError, AutoloaderWarning, NotSaved, UsageError
 from .space import parse_batch_sizes
 from .tuner import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
 
@@ -58,10 +59,17 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
     with _library_errors():
         # An empty --batch-sizes is bad input, not an absent option: parse it and say so.
         sizes = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
-        result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
-                      max_memory=max_memory, device=device, out=out, storage=storage,
-                      progress=None if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout,
-                      allow_reorder=allow_reorder, version=dataset_version)
+        try:
+            result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
+                          max_memory=max_memory, device=device, out=out, storage=storage,
+                          progress=None if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout,
+                          allow_reorder=allow_reorder, version=dataset_version)
+        except NotSaved as exc:
+            # The pick is printed all the same: a full disk must not cost the run's answer.
+            if exc.result is not None:
+                click.echo(report.as_json(exc.result, saved=False) if as_json
+                           else report.table(exc.result, saved=False))
+            raise
     click.echo(report.as_json(result) if as_json else report.table(result))
     if fail_if_changed and result.since is not None and result.since.changed:
         click.get_current_context().exit(CHANGED_EXIT_CODE)
@@ -69,9 +77,11 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
 
 @contextlib.contextmanager
 def _library_errors():
-    """A library error as click's: usage exits 2, the rest with their own code."""
+    """A library error as click's: usage exits 2, the rest with their own code; autoloader's
+    warnings shown meanwhile (``_showing_warnings``)."""
     try:
-        yield
+        with _showing_warnings():
+            yield
     except UsageError as exc:
         raise click.UsageError(str(exc)) from None
     except AutoloaderError as exc:
@@ -143,6 +153,26 @@ def dashboard_command(out, storage, host, port) -> None:
         served = dashboard.storage_to_serve(resolve_out(out), storage)
         click.echo(f"autoloader: serving {served.description} at http://{host}:{port}/ (Ctrl-C stops)", err=True)
         dashboard.serve(served, host, port)
+
+
+
+
+@contextlib.contextmanager
+def _showing_warnings():
+    """autoloader's warnings (a stored record ignored, a study moved aside, a batch larger than
+    the dataset) shown as they come, one "Warning:" line each on stderr; others as Python would."""
+    original = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, AutoloaderWarning):
+            click.echo(f"Warning: {message}", err=True)
+        else:
+            original(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", AutoloaderWarning)
+        warnings.showwarning = show
+        yield
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ class ProgressPrinter:
         resumed = f", resuming {d['resumed']} finished trials" if d["resumed"] else ""
         stale = f" ({d['stale']} interrupted trials marked failed)" if d["stale"] else ""
         retried = f" ({d['retried']} stopped by a limit since raised, measured again)" if d.get("retried") else ""
+        retried += _start_retries(d)
         priors = f", {d['priors']} configs from earlier runs to start from" if d.get("priors") else ""
         length = "iterable" if info.length is None else f"{info.length:,} samples"
         return (f"autoloader: tuning {d['key']} on {d['device']} ({d['cpus']} CPUs, budget {d['budget']:.0f} s, "
@@ -82,15 +83,31 @@ class ProgressPrinter:
         what = (f"{_rate(r.samples_per_s)} {interval} wait {(r.wait_fraction or 0) * 100:.0f}%{gpu}"
                 if r.status == OK else f"{r.status.upper()} {r.describe_failure()}")
         best_text = f" | best {best.config.key} {_rate(best.samples_per_s)}" if best else ""
-        return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{best_text}"
+        again = " (a crash can be a one-off: trying it once more)" if d.get("again") else ""
+        return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{again}{best_text}"
+
+    def _unstored(self, d: dict) -> str:
+        return f"autoloader: {d['message']}; the search goes on without storing its trials"
 
     def _final(self, d: dict) -> str:
         rates = ", ".join(f"{k} {_rate(v[-1]) if v else '-'}" for k, v in d["rates"].items())
         return f"  final round {d['round']} of {d['rounds']} (interleaved): {rates}"
 
 
-def table(result) -> str:
-    """The human summary of a TuneResult."""
+def _start_retries(d: dict) -> str:
+    """What the start line says about stored trials measured again or left out (retry.py)."""
+    parts = []
+    if d.get("code_changed"):
+        parts.append(f"{d['code_changed']} failed under code since changed, measured again")
+    if d.get("crashed_once"):
+        parts.append(f"{d['crashed_once']} crashed once, tried once more")
+    if d.get("invalid"):
+        parts.append(f"{d['invalid']} stored records invalid, ignored")
+    return "".join(f" ({p})" for p in parts)
+
+
+def table(result, saved: bool = True) -> str:
+    """The human summary of a TuneResult; ``saved=False`` when its files could not be written."""
     t = result.tuned
     kw = t.config.loader_kwargs()
     lines = ["", "autoloader: tuned DataLoader config", ""]
@@ -125,7 +142,10 @@ def table(result) -> str:
     lines.append(f"  {'tuning time':<20} {result.tune_seconds:.0f} s")
     if result.since is not None:
         lines.append(f"  {'since last':<20} {since(result.since)}")
-    lines += ["", f"  saved {result.path}", f"  snippet {result.snippet_path}", ""]
+    if saved:
+        lines += ["", f"  saved {result.path}", f"  snippet {result.snippet_path}", ""]
+    else:
+        lines += ["", f"  not saved (the error below says why): {result.path}", ""]
     return "\n".join(lines)
 
 
@@ -145,6 +165,7 @@ def json_text(data: dict) -> str:
     return json.dumps(data, indent=2, default=str) + "\n"
 
 
-def as_json(result) -> str:
-    """The whole TuneResult as one JSON object: the same shape the result file stores."""
-    return json.dumps(result.to_dict(), default=str)
+def as_json(result, saved: bool = True) -> str:
+    """The whole TuneResult as one JSON object: the same shape the result file stores, with
+    ``"saved": false`` when it could not be written."""
+    return json.dumps(result.to_dict() if saved else {**result.to_dict(), "saved": False}, default=str)

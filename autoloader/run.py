@@ -35,9 +35,11 @@ from .probe.protocol import RunnerSetup, SetupError
 from .problem import Problem
 from .results import CONSTRAINT, OK, TrialResult
 from .space import LoaderConfig, SearchSpace
-from .storage import masked
-from .store import Limits, StudyStore, atomic_write
+from .durable import save
+from .retry import OnceMore
+from .store import Limits, StudyStore
 from .strategy import Strategy
+from .validate import FORMAT as RESULT_FORMAT
 from .versions import provenance
 from .warm import WarmStart, warm_record, warmed
 
@@ -145,7 +147,7 @@ class TuneResult:
         return dict(Counter(t.cause for t in self.trials if t.status != OK))
 
     def to_dict(self) -> dict:
-        return {**self.tuned.to_dict(), "path": self.path, "snippet_path": self.snippet_path,
+        return {"format": RESULT_FORMAT, **self.tuned.to_dict(), "path": self.path, "snippet_path": self.snippet_path,
                 "storage": self.storage, "tune_seconds": self.tune_seconds,
                 "resumed_trials": self.resumed_trials, "orphans": self.orphans, "shm_leaks": self.shm_leaks,
                 "faults": self.faults(), "since": self.since.to_dict() if self.since else None,
@@ -199,22 +201,28 @@ class Run:
             problem = self.problem.with_length(info.length, info.fingerprint)
             key, fingerprint = problem.key, problem.hardware.fingerprint
             url = self.options.storage or default_storage(self.options.out, fingerprint, key)
-            store = self.store = StudyStore(url, study_name(fingerprint, key), self.space)
-            history, retried = store.history(self.options.limits)
+            store = self.store = StudyStore(url, study_name(fingerprint, key), self.space,
+                                            given=self.options.storage is not None)
+            loaded = store.reread(self.options.limits, info.code)
+            history = list(loaded.trials)
             resumed = len(history)
             priors = store.priors()
-            self.progress("start", {"key": key, "info": info, "resumed": resumed, "retried": retried,
+            self.progress("start", {"key": key, "info": info, "resumed": resumed, "retried": loaded.limit_raised,
+                                    "code_changed": loaded.code_changed, "crashed_once": len(loaded.crashed_once),
+                                    "invalid": loaded.invalid, "moved_aside": store.moved_aside,
                                     "stale": store.stale_repaired, "device": problem.device,
                                     "cpus": problem.hardware.cpus, "budget": self.clock.budget,
-                                    "max_memory": self.options.limits.max_memory, "storage": masked(url),
+                                    "max_memory": self.options.limits.max_memory, "storage": store.shown_url,
                                     "priors": len(priors)})
+            if store.write_failed:
+                self.progress("unstored", {"message": store.write_failed})
             profile = self._profile(info)
             model = Model(profile, problem.device)
             fits = lambda config, history: self._predicted_breach(config, info, history) is None  # noqa: E731
             strategy = warmed(ModelFirst(self.space, model, problem.hardware.cpus, problem.allow_reorder, fits),
                               self.warm_start, self.space)
             self.clock.finalists = strategy.finalists
-            self._search(strategy, store, history, info)
+            self._search(strategy, store, history, info, OnceMore.after(loaded.crashed_once))
             finals = self._final(strategy.finalists(history), history)
             pick = choose(finals, history, control=strategy.control)
             calib = strategy.calibration(history)
@@ -228,7 +236,7 @@ class Run:
             previous = previous_result(self.options.out, fingerprint, key)  # before it is replaced
             since = (compare(previous[1], tuned, previous[0], rate_here(previous[1].config, finals, history),
                              format_note(previous[0])) if previous else None)
-            result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, masked(url),
+            result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, store.shown_url,
                                 self.clock.elapsed(), resumed, self.runner.orphans, self.runner.shm_leaks,
                                 since=since, profile=profile, calibration=calib, predicted=predicted,
                                 control=strategy.control, reorder_gain=_reorder_gain(model, pick.config, calib,
@@ -237,8 +245,8 @@ class Run:
                                 run_id=store.run.run_id, priors=len(priors), dataset=_dataset_record(problem),
                                 provenance=provenance(), warm_start=self.warm_start,
                                 early_stop=getattr(strategy, "stopped_early", False))
-            atomic_write(snippet_path, tuned.snippet())
-            atomic_write(path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+            save(result, {snippet_path: tuned.snippet(),
+                          path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
             store.complete(_summary(result))
             self.progress("done", {"result": result})
             return result
@@ -291,7 +299,8 @@ class Run:
         settings = dataclasses.replace(SEARCH_SETTINGS, prune_below=best.samples_per_s * PRUNE_SHARE if best else None)
         return self.runner.measure(config, settings)
 
-    def _search(self, strategy: Strategy, store: StudyStore, history: list[TrialResult], info) -> None:
+    def _search(self, strategy: Strategy, store: StudyStore, history: list[TrialResult], info,
+                once: OnceMore) -> None:
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
         while True:
             if self.clock.search_left(history) < trial_seconds(history) and measured():
@@ -299,12 +308,18 @@ class Run:
             config = strategy.propose(history)
             if config is None:
                 break
-            trial = store.begin(config, self.options.limits)
+            unstored = store.write_failed
+            trial = store.begin(config, self.options.limits, info.code)
             result = self._trial(config, info, history)
             store.finish(trial, result)
-            history.append(result)
-            self.progress("trial", {"n": len(history), "expected": max(len(history), strategy.expected_trials()),
+            stands = once.stands(result)   # NOTE [ A crash counts twice ] in retry.py
+            if stands:
+                history.append(result)
+            self.progress("trial", {"n": len(history) + (not stands), "again": not stands,
+                                    "expected": max(len(history), strategy.expected_trials()),
                                     "result": result, "best": best_of(history), "elapsed": self.clock.elapsed()})
+            if store.write_failed and not unstored:
+                self.progress("unstored", {"message": store.write_failed})
             if self.clock.over() and measured():
                 break
         if not measured():

@@ -37,8 +37,16 @@ def driver_url(url: str) -> str:
 
 
 def masked(url: str) -> str:
-    """``url`` without its password, for messages and reports."""
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+    """``url`` with its password shown as ``***``, for messages, reports and stored results:
+    SQLAlchemy's own rendering, and for a string SQLAlchemy cannot parse, anything between
+    ``://user:`` and ``@`` masked."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+        return url if parsed.password is None else parsed.render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: mask by pattern
+        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
 
 
 def _importable(module: str) -> bool:

@@ -16,8 +16,12 @@ The study is named ``<hardware-fingerprint>/<dataset-key>`` (``paths.study_name`
 # its result was written is resumed by the next run on its host (NOTE [ Runs in a study ] in
 # runs.py): its trials left RUNNING are marked FAIL, and their configs are measured again
 # (nothing finished was lost). Within a run a finished trial's config is never re-run: the
-# strategy sees it in the history. The one exception is a limit's verdict (memory ceiling,
-# watchdog) once that limit is raised: the trial records its limits, and history() leaves it out.
+# strategy sees it in the history. The exceptions are retry.py's: a limit's verdict (memory
+# ceiling, watchdog) once that limit is raised, a failure of the user's code once it changed
+# (each trial records its limits and its code's digest), and a config's first crash. Records are
+# validated on load (validate.py); one that fails is left out with a warning, a file that cannot
+# be read at all is moved aside, and a write that fails leaves the run going without storing
+# (NOTE [ Stored state a user can trust ] in durable.py).
 """
 
 from __future__ import annotations
@@ -25,21 +29,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import tempfile
+import uuid
 import warnings
 from dataclasses import dataclass
 
-from . import runs
-from .errors import UsageError, usage
+from . import durable, runs, validate
 from .policy import RAISED
 from .results import CONSTRAINT, FAILED, HANG, OK, TrialResult
+from .retry import History, StoredTrial, standing
 from .space import TUNED_SETTINGS, LoaderConfig, SearchSpace
-from .storage import masked, open_storage, open_study
+from .storage import masked
 from .versions import now_iso
 
 RESULT_ATTR = "autoloader_result"
 LIMITS_ATTR = "autoloader_limits"
+CODE_ATTR = "autoloader_code"   # NOTE [ Failures keyed by code ] in fingerprint.py
 # Verdicts a limit gave, not the config: each is retried once that limit is raised by
 # policy.RAISED or more.
 _MEMORY_CAUSES = ("host_memory", "predicted_memory")
@@ -71,22 +75,7 @@ def stopped_by_a_raised_limit(result: TrialResult, recorded: dict | None, now: L
 
 def atomic_write(path: str, text: str) -> None:
     """Write a file so a reader never sees half of it, even if we are killed mid-write."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
-    try:
-        # mkstemp makes the file 0600; a result file is as readable as any other the user writes.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    durable.atomic_write_all({path: text})
 
 
 def read_json(path: str) -> dict | None:
@@ -107,49 +96,83 @@ class StudyStore:
     optuna-dashboard and other Optuna tools read the study as usual. Many runs may write one
     study; this store's history is its own run's (NOTE [ Runs in a study ] in runs.py)."""
 
-    def __init__(self, url: str, study_name: str, space: SearchSpace):
+    def __init__(self, url: str, study_name: str, space: SearchSpace, given: bool = True):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.optuna = optuna
         self.space = space
+        self.url = url
+        self.shown_url = masked(url)
+        self.where = durable.sqlite_file(url) or f"{self.shown_url} (study {study_name})"
+        # Set once a write failed: the study then takes no more (NOTE [ Stored state a user can trust ]).
+        self.write_failed: str | None = None
+        self.write_error: BaseException | None = None
         self.sampler = runs.make_fixed_sampler()
-        try:
-            if url.startswith("sqlite:///"):
-                os.makedirs(os.path.dirname(os.path.abspath(url[len("sqlite:///"):])) or ".", exist_ok=True)
-            self.storage = open_storage(url, runs.HEARTBEAT_S, runs.GRACE_S)
-            self.study = open_study(self.storage, study_name, self.sampler)
-        except UsageError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
-            raise usage("the study's storage must be a database URL Optuna can open (--storage, or the "
-                        "default SQLite file under --out)", masked(url),
-                        "use e.g. sqlite:///results/study.db (the directory must be writable), or leave "
-                        f"--storage out for the default ({type(exc).__name__}: "
-                        f"{str(exc).splitlines()[0][:200]})") from None
+        opened = durable.open_sound(url, study_name, self.sampler, given, runs.HEARTBEAT_S, runs.GRACE_S)
+        self.storage, self.study, self.moved_aside = opened.storage, opened.study, opened.moved_aside
+        if opened.write_error is not None:
+            self._write_failed(opened.write_error)
         self._study_id = self.storage.get_study_id_from_name(study_name)
         self._beats: dict[int, runs.Heartbeat] = {}
         # NOTE [ Runs in a study ]: repair what dead runs left, then take this process's run.
-        self.stale_repaired = runs.fail_stale_trials(self.study, runs.runs_of(self.study))
-        self.run, self.resumed_run = runs.pick_run(self.study)
+        self.stale_repaired = self._writing(lambda: runs.fail_stale_trials(self.study, runs.runs_of(self.study))) or 0
+        picked = self._writing(runs.pick_run, self.study)
+        # A study that takes no writes still needs a run of its own to keep its trials apart.
+        self.run, self.resumed_run = picked or (runs.RunMark(uuid.uuid4().hex[:12], runs.this_owner(), runs.RUNNING,
+                                                             now_iso()), False)
 
-    def history(self, limits: Limits) -> tuple[list[TrialResult], int]:
-        """This run's newest finished result of each config (NOTE [ Runs in a study ]), in order,
-        and how many configs were left out because a limit that stopped them has since been
-        raised (``stopped_by_a_raised_limit``): those are measured again. A config has more than
-        one result only when it was."""
-        finished = [(TrialResult.from_dict(data), trial.user_attrs.get(LIMITS_ATTR))
-                    for trial, data in self._finished() if trial.user_attrs.get(runs.RUN_ATTR) == self.run.run_id]
-        newest = {result.config: i for i, (result, _) in enumerate(finished)}
-        out, retried = [], 0
-        for i, (result, recorded) in enumerate(finished):
-            if newest[result.config] != i:
-                continue    # superseded: measured again since
-            if stopped_by_a_raised_limit(result, recorded, limits):
-                retried += 1
-            else:
-                out.append(result)
-        return out, retried
+    def _writing(self, write, *args):
+        """``write(*args)``, unless a write already failed; a failure is remembered, not raised."""
+        if self.write_failed is not None:
+            return None
+        try:
+            return write(*args)
+        except Exception as exc:  # noqa: BLE001 - filtered just below
+            if not isinstance(exc, durable.storage_errors()):
+                raise
+            self._write_failed(exc)
+            return None
+
+    def _write_failed(self, exc: BaseException) -> None:
+        self.write_failed = durable.write_failure("the study", self.where, exc, self.url)
+        self.write_error = exc
+
+    def history(self, limits: Limits, code: str | None = None) -> tuple[list[TrialResult], int]:
+        """This run's standing result of each config (NOTE [ Runs in a study ]), in order, and how
+        many were left out because a limit that stopped them has since been raised: ``reread``
+        without its other counts."""
+        loaded = self.reread(limits, code)
+        return list(loaded.trials), loaded.limit_raised
+
+    def reread(self, limits: Limits, code: str | None = None) -> History:
+        """This run's stored trials that stand (retry.py): each config's newest finished result,
+        unless a limit that stopped it has since been raised, the user's code that failed has
+        changed (``code``: the digest now; None keeps such failures), or it is a config's one
+        crash. A record that fails validation is left out with a warning naming it."""
+        stored, invalid = [], 0
+        for trial, data in self._finished():
+            if trial.user_attrs.get(runs.RUN_ATTR) != self.run.run_id:
+                continue
+            result = self._valid(trial, data)
+            if result is None:
+                invalid += 1
+                continue
+            recorded = trial.user_attrs.get(LIMITS_ATTR)
+            digest = trial.user_attrs.get(CODE_ATTR)
+            stored.append(StoredTrial(result, recorded if _limits_record(recorded) else None,
+                                      digest if isinstance(digest, str) else None))
+        return standing(stored, lambda result, recorded: stopped_by_a_raised_limit(result, recorded, limits),
+                        code, invalid)
+
+    def _valid(self, trial, data) -> TrialResult | None:
+        """The trial's record checked (validate.py), or None, with a warning naming it."""
+        try:
+            return validate.trial_record(data)
+        except validate.InvalidRecord as exc:
+            warnings.warn(f"ignored trial {trial.number} of the study {self.where}: {exc}; its config is "
+                          "measured again if the search comes to it", validate.StoredStateWarning, stacklevel=3)
+            return None
 
     def priors(self) -> list[TrialResult]:
         """Each config's newest finished result from the study's complete runs (and from trials
@@ -159,8 +182,9 @@ class StudyStore:
         for trial, data in self._finished():
             run_id = trial.user_attrs.get(runs.RUN_ATTR)
             if run_id is None or run_id in complete:
-                result = TrialResult.from_dict(data)
-                newest[result.config] = result
+                result = self._valid(trial, data)
+                if result is not None:
+                    newest[result.config] = result
         return list(newest.values())
 
     def _finished(self):
@@ -169,9 +193,13 @@ class StudyStore:
             if data is not None and trial.state != self.optuna.trial.TrialState.RUNNING:
                 yield trial, data
 
-    def begin(self, config: LoaderConfig, limits: Limits):
-        """Open a trial for ``config`` under ``limits`` (RUNNING until ``finish``, its driver
-        beating meanwhile): a crash mid-trial leaves a stale record that the next open fails."""
+    def begin(self, config: LoaderConfig, limits: Limits, code: str | None = None):
+        """Open a trial for ``config`` under ``limits``, running the code of digest ``code``
+        (RUNNING until ``finish``, its driver beating meanwhile): a crash mid-trial leaves a stale
+        record that the next open fails. None when the study takes no more writes."""
+        return self._writing(self._begin, config, limits, code)
+
+    def _begin(self, config: LoaderConfig, limits: Limits, code: str | None):
         self.sampler.values = {name: getattr(config, name) for name in TUNED_SETTINGS}
         with warnings.catch_warnings():
             # Optuna suggests its heartbeat for optimize(); ask/tell beats here (runs.Heartbeat).
@@ -190,18 +218,26 @@ class StudyStore:
             trial.suggest_categorical("in_order", [True, False])
         trial.set_user_attr("config_key", config.key)
         trial.set_user_attr(LIMITS_ATTR, limits.to_dict())
+        if code is not None:
+            trial.set_user_attr(CODE_ATTR, code)
         return trial
 
     def finish(self, trial, result: TrialResult) -> None:
+        """Record ``result`` for a trial ``begin`` opened (nothing when it returned None)."""
+        if trial is None:
+            return
         beat = self._beats.pop(trial.number, None)
         if beat is not None:
             beat.stop()
+        self._writing(self._finish, trial, result)
+
+    def _finish(self, trial, result: TrialResult) -> None:
         try:
             self._tell(trial, result)
         except self.optuna.exceptions.UpdateFinishedTrialError:
             # Another process failed it as stale (its beats were held up past the grace period):
             # the measurement is added as a finished trial of its own, so nothing measured is lost.
-            attrs = {**trial.user_attrs, RESULT_ATTR: result.to_dict(), **measured_figures(result)}
+            attrs = {**trial.user_attrs, RESULT_ATTR: _record(result), **measured_figures(result)}
             state = self.optuna.trial.TrialState
             measured = result.status in (OK, CONSTRAINT)
             frozen = self.optuna.trial.create_trial(
@@ -213,7 +249,7 @@ class StudyStore:
             self.study.add_trial(frozen)
 
     def _tell(self, trial, result: TrialResult) -> None:
-        trial.set_user_attr(RESULT_ATTR, result.to_dict())
+        trial.set_user_attr(RESULT_ATTR, _record(result))
         for name, value in measured_figures(result).items():
             trial.set_user_attr(name, value)
         state = self.optuna.trial.TrialState
@@ -231,17 +267,34 @@ class StudyStore:
     def complete(self, summary: dict) -> None:
         """Mark this run complete, with its pick: from now on its trials are priors for the next
         run, never its history (NOTE [ Runs in a study ])."""
-        runs.write_mark(self.study, dataclasses.replace(self.run, state=runs.COMPLETE, finished_at=now_iso(),
-                                                        summary=summary))
+        self._writing(runs.write_mark, self.study, dataclasses.replace(self.run, state=runs.COMPLETE,
+                                                                      finished_at=now_iso(), summary=summary))
 
     def failed(self) -> None:
         """Mark this run failed (it ended in an error): it is not resumed, its trials are no priors."""
-        runs.write_mark(self.study, dataclasses.replace(self.run, state=runs.FAILED, finished_at=now_iso()))
+        self._writing(runs.write_mark, self.study, dataclasses.replace(self.run, state=runs.FAILED,
+                                                                      finished_at=now_iso()))
 
     def close(self) -> None:
+        """Stop the trials' beats and close the database connections (a pooled connection keeps
+        a SQLite file open)."""
         for beat in self._beats.values():
             beat.stop()
         self._beats.clear()
+        engine = getattr(self.storage, "engine", None)
+        if engine is not None:
+            engine.dispose()
+
+
+def _record(result: TrialResult) -> dict:
+    """A trial's stored record: its TrialResult, with the record's format (validate.FORMAT)."""
+    return {**result.to_dict(), "format": validate.FORMAT}
+
+
+def _limits_record(recorded: object) -> bool:
+    return isinstance(recorded, dict) and all(
+        isinstance(recorded.get(k), (int, float)) and not isinstance(recorded.get(k), bool)
+        for k in ("max_memory", "trial_timeout") if k in recorded)
 
 
 def measured_figures(result: TrialResult) -> dict:

@@ -17,6 +17,7 @@ from .paths import held, resolve_out, result_path
 from .problem import Problem
 from .run import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, Progress, Run, TuneResult
 from .store import read_json
+from .validate import load_result
 from .versions import reuse_problem
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_TRIAL_TIMEOUT_S", "TuneResult", "best_loader", "stored_result", "tune"]
@@ -69,18 +70,16 @@ def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
 
 def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
     """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
-    there is none)."""
+    there is none). A file that fails validate.py's checks is ignored with a warning naming it."""
     path = result_path(out, problem.hardware.fingerprint, problem.key)
-    data = read_json(path)
-    if not isinstance(data, dict):
+    tuned = load_result(path, problem.hardware.cpus)
+    if tuned is None:
         return None, None
-    why = reuse_problem(data)
+    data = read_json(path)
+    why = reuse_problem(data) if isinstance(data, dict) else None
     if why is not None:
         return None, f"{path}: {why}"
-    try:
-        return TunedConfig.from_dict(data), None
-    except (KeyError, TypeError, ValueError) as exc:
-        return None, f"{path}: not a result this autoloader reads ({type(exc).__name__}: {exc})"
+    return tuned, None
 
 
 def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None,

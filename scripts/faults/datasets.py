@@ -95,6 +95,26 @@ class RaiseInWorker(Tiny):
         return super().__getitem__(index)
 
 
+class CrashOnce(Tiny):
+    """A worker segfaults the first time a loader with workers runs, never again (``marker``
+    records that it did): a one-off crash, as a race in native code or the OOM killer's one
+    choice would be."""
+
+    def __init__(self, marker: str, length: int = 512):
+        super().__init__(length)
+        self.marker = marker
+
+    def __getitem__(self, index: int):
+        if _in_worker(1) and not os.path.exists(self.marker):
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return super().__getitem__(index)  # another worker crashes this time
+            _no_core_dump()
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return super().__getitem__(index)
+
+
 class HangInWorker(Tiny):
     """A worker that blocks forever (a dead NFS mount, a deadlocked lock) once the loader has
     ``min_workers`` workers. Each hanging worker appends the wall time it started hanging to
