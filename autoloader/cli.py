@@ -19,6 +19,8 @@ OUT_HELP = ("Where results are written and looked up (default: $AUTOLOADER_HOME,
 
 # --fail-if-changed: the run succeeded and its result is saved, but differs from the last one.
 CHANGED_EXIT_CODE = 3
+# Ctrl-C (SIGINT): the shell's convention, 128 + the signal's number.
+INTERRUPTED_EXIT_CODE = 130
 
 
 class _Failure(click.ClickException):
@@ -88,6 +90,10 @@ def _library_errors():
         failure = _Failure(str(exc))
         failure.exit_code = exc.exit_code
         raise failure from None
+    except KeyboardInterrupt:
+        click.echo("autoloader: interrupted; the trials finished so far are stored, and the same command "
+                   "resumes from them", err=True)
+        click.get_current_context().exit(INTERRUPTED_EXIT_CODE)
 
 
 @main.command("retune")

@@ -24,6 +24,7 @@ from .choice import Finalist, best_of, choose, rate_here
 from .config import TunedConfig
 from .errors import AutoloaderError, NoFeasibleConfig, UsageError, usage
 from .knee import Knee, find_knee
+from .limits import batch_samples, check_ceiling_fits_ram, warn_batch_past_length
 from .model import Calibration, Model, Prediction
 from .model_first import ModelFirst
 from .paths import default_storage, resolve_out, result_path, study_name
@@ -80,6 +81,7 @@ class Options:
                 raise usage(f"the memory ceiling must hold the trial process and its batches, so "
                             f"{MIN_MAX_MEMORY // 2**20} MiB or more (a number without a unit counts bytes)",
                             max_memory, "write the unit, e.g. --max-memory 16G (max_memory='16G')")
+            check_ceiling_fits_ram(ceiling, max_memory, DEFAULT_MEMORY_SHARE)
         else:
             ceiling = int(DEFAULT_MEMORY_SHARE * hardware.available_memory())
             if ceiling < MIN_MAX_MEMORY:
@@ -197,6 +199,7 @@ class Run:
                 info = self.runner.start()
             except SetupError as exc:
                 raise (UsageError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
+            warn_batch_past_length(self.space.batch_sizes, info.length)
             self._check_shm(info)
             problem = self.problem.with_length(info.length, info.fingerprint)
             key, fingerprint = problem.key, problem.hardware.fingerprint
@@ -271,7 +274,7 @@ class Run:
 
     def _check_shm(self, info) -> None:
         free = hardware.shm_free()
-        need = info.sample_bytes * min(self.space.batch_sizes)
+        need = info.sample_bytes * batch_samples(min(self.space.batch_sizes), info.length)
         if free is not None and free < need:
             raise usage("/dev/shm must hold at least one batch, since DataLoader workers pass batches through it",
                         f"{free / 2**20:.1f} MiB free, one batch is {need / 2**20:.1f} MiB",
@@ -280,7 +283,7 @@ class Run:
 
     def _predicted_breach(self, config: LoaderConfig, info, history) -> str | None:
         host, shm = predict_peak(config, info.runner_uss, info.runner_pss, info.sample_bytes, history,
-                                 worker_prior=self._worker_prior)
+                                 worker_prior=self._worker_prior, length=info.length)
         ceiling = self.options.limits.max_memory
         if host > ceiling:
             return f"predicted {host / 2**30:.2f} GiB host memory > {ceiling / 2**30:.2f} GiB ceiling"

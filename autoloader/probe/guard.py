@@ -195,7 +195,7 @@ class TreeWatch:
 
 
 def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history,
-                 worker_prior: int = 0) -> tuple[int, int]:
+                 worker_prior: int = 0, length: int | None = None) -> tuple[int, int]:
     """Predicted (host bytes, /dev/shm bytes) of a config before running it, in the guard's
     measure: PSS, the tree's private pages plus its share of shared ones (USS left out the
     pages the workers share with the runner, so predictions ran low and a breach was found
@@ -206,11 +206,18 @@ def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, hi
     the dataset's copy-on-read pages) is learnt from measured trials: the median, over trials
     with workers, of (peak - runner - batches in flight) / workers; a trial stored before PSS was
     recorded counts by its USS against the runner's USS. Before any trial with workers,
-    ``worker_prior`` (one worker's PSS as the profile saw it) stands in.
+    ``worker_prior`` (one worker's PSS as the profile saw it) stands in. A dataset of ``length``
+    shorter than the batch size makes batches of ``length`` samples.
     """
-    batch = sample_bytes * config.batch_size
+    from ..limits import batch_samples
+
+    def samples(c) -> int:
+        return batch_samples(c.batch_size, length)
+
+    batch = sample_bytes * samples(config)
+
     def in_flight(c) -> int:
-        return (c.num_workers * (c.prefetch_factor or 0) + 2) * sample_bytes * c.batch_size * (2 if c.pin_memory else 1)
+        return (c.num_workers * (c.prefetch_factor or 0) + 2) * sample_bytes * samples(c) * (2 if c.pin_memory else 1)
     per_worker = []
     for trial in history:
         c = trial.config
