@@ -38,6 +38,7 @@ CAUSES = {
     "cuda_oom": "CUDA ran out of memory",
     "dataset_error": "the dataset's __getitem__ raised",
     "collate_error": "collating samples into a batch raised",
+    "sampler_error": "drawing the next indices from the sampler raised",
     "step_error": "the step raised",
     "hang": "no progress before the watchdog's timeout",
     "error": "the trial raised",

@@ -100,10 +100,11 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
 def classify_failure(message: str, where: str) -> str:
     """Name the cause of an exception raised in a trial from where it came and what it says.
 
-    ``where`` is "next" (fetching a batch) or "step" (the consumer). ``message`` is best the
-    whole exception chain with full tracebacks (``describe_failure``'s detail): a worker's
-    exception arrives re-raised with the worker's traceback in its text, and the frames tell a
-    collate_fn failure from a __getitem__ one.
+    ``where`` is "iter" (starting the loader), "next" (fetching a batch) or "step" (the
+    consumer). ``message`` is best the whole exception chain with full tracebacks
+    (``describe_failure``'s detail): a worker's exception arrives re-raised with the worker's
+    traceback in its text, and the frames tell a collate_fn failure from a __getitem__ one, and
+    both from the sampler (DataLoader's ``_next_index``).
     """
     text = message.lower()
     if "out of shared memory" in text or "bus error" in text or "insufficient shared memory" in text:
@@ -119,6 +120,10 @@ def classify_failure(message: str, where: str) -> str:
         return "worker_killed"
     if where == "step":
         return "step_error"
+    if "_next_index" in text:   # DataLoader asking the sampler: NOTE [ An iterator that raised while starting ]
+        return "sampler_error"
+    if where == "iter":
+        return "error"           # starting the loader's workers raised
     if "collate" in text:
         return "collate_error"
     return "dataset_error"

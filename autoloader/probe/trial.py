@@ -48,6 +48,11 @@ from .device import NvmlUtil, release_cached_memory, to_device
 from .failures import classify_failure, describe_failure
 from .protocol import (BEAT_S, Beat, Begin, DatasetInfo, ProfileRequest, Ready, Result, RunnerSetup, SetupError,
                        SetupFailed, Stop)
+from .teardown import half_built_iterator, reap_absorbing_reports
+
+# A dataset longer than this is named when drawing its indices fails: a permutation of it is
+# gigabytes of int64.
+HUGE_LENGTH = 2**28
 
 
 def _die_with_parent() -> None:
@@ -261,8 +266,15 @@ class _Runner:
         iterators = []
 
         def make_iterator():
+            where[0] = "iter"
+            try:
+                it = iter(loader)
+            except BaseException as exc:  # its workers run: NOTE [ An iterator that raised while starting ]
+                half = half_built_iterator(exc)
+                if half is not None:
+                    _shutdown_iterators([weakref.ref(half)])
+                raise
             where[0] = "next"
-            it = iter(loader)
             if not any(ref() is it for ref in iterators):
                 iterators.append(weakref.ref(it))
             return it
@@ -287,7 +299,11 @@ class _Runner:
         except Exception as exc:  # noqa: BLE001 - a crash is a result about this config
             message, detail = describe_failure(exc)
             del exc
-            return {"status": FAILED, "cause": classify_failure(detail, where[0]), "error": message}
+            cause = classify_failure(detail, where[0])
+            if cause == "sampler_error" and not self.iterable and len(self.dataset) > HUGE_LENGTH:
+                message += (f" (the dataset's __len__ is {len(self.dataset):,}: shuffling draws a permutation of "
+                            "that many indices)")
+            return {"status": FAILED, "cause": cause, "error": message}
         finally:
             if beat is not None:
                 beat(progress["batches"])  # the teardown that follows gets a full watchdog timeout
@@ -380,7 +396,7 @@ def main(conn, setup: RunnerSetup) -> None:
             fields = runner.profile(message.batch_size, beat, message.memory_budget)
         else:
             fields = runner.measure(message.config, message.settings, beat=beat)
-        conn.send(Result(fields, leaked_workers=_reap_children()))
+        conn.send(Result(fields, leaked_workers=reap_absorbing_reports(_reap_children)))
         if runner.cuda_broken:
             return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process
 
