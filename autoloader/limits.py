@@ -36,3 +36,16 @@ def warn_batch_past_length(batch_sizes: Sequence[int], length: int | None) -> No
                       f"epoch is one batch of {length} (none with drop_last=True), so trials measure the "
                       "loader's start-up more than its loading. Pass a batch size of at most the dataset's "
                       "length", AutoloaderWarning, stacklevel=4)
+
+
+# A trial whose timeout is clipped to the budget still gets this long to show progress: a
+# healthy trial's first batch (worker start-up included) must fit in it.
+MIN_CLIPPED_TIMEOUT_S = 5.0
+
+
+def clipped_timeout(trial_timeout: float, left_s: float) -> float:
+    """The watchdog's timeout for the next trial: the user's, or what is left of the budget when
+    that is less (down to MIN_CLIPPED_TIMEOUT_S), so that a hang cannot carry the run far past
+    its budget. A verdict under a clipped timeout records it (store.Limits), so a run with more
+    budget measures that config again (store.stopped_by_a_raised_limit)."""
+    return min(trial_timeout, max(left_s, MIN_CLIPPED_TIMEOUT_S))

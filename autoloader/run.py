@@ -24,7 +24,7 @@ from .choice import Finalist, best_of, choose, rate_here
 from .config import TunedConfig
 from .errors import AutoloaderError, NoFeasibleConfig, UsageError, usage
 from .knee import Knee, find_knee
-from .limits import batch_samples, check_ceiling_fits_ram, warn_batch_past_length
+from .limits import batch_samples, check_ceiling_fits_ram, clipped_timeout, warn_batch_past_length
 from .model import Calibration, Model, Prediction
 from .model_first import ModelFirst
 from .paths import default_storage, resolve_out, result_path, study_name
@@ -292,7 +292,12 @@ class Run:
             return f"predicted {shm / 2**30:.2f} GiB in /dev/shm > {free / 2**30:.2f} GiB free"
         return None
 
-    def _trial(self, config: LoaderConfig, info, history: Sequence[TrialResult]) -> TrialResult:
+    def _limits_now(self) -> Limits:
+        """The limits the next trial runs under: the watchdog's timeout clipped to the budget left."""
+        limits = self.options.limits
+        return dataclasses.replace(limits, trial_timeout=clipped_timeout(limits.trial_timeout, self.clock.left()))
+
+    def _trial(self, config: LoaderConfig, info, history: Sequence[TrialResult], limits: Limits) -> TrialResult:
         """One search trial: not run when its memory is predicted past a limit; stopped early when
         clearly behind the best so far."""
         breach = self._predicted_breach(config, info, history)
@@ -300,7 +305,7 @@ class Run:
             return TrialResult(config, CONSTRAINT, cause="predicted_memory", error=breach)
         best = best_of(history, tolerance=0.0)
         settings = dataclasses.replace(SEARCH_SETTINGS, prune_below=best.samples_per_s * PRUNE_SHARE if best else None)
-        return self.runner.measure(config, settings)
+        return self.runner.measure(config, settings, limits.trial_timeout)
 
     def _search(self, strategy: Strategy, store: StudyStore, history: list[TrialResult], info,
                 once: OnceMore) -> None:
@@ -312,8 +317,9 @@ class Run:
             if config is None:
                 break
             unstored = store.write_failed
-            trial = store.begin(config, self.options.limits, info.code)
-            result = self._trial(config, info, history)
+            limits = self._limits_now()
+            trial = store.begin(config, limits, info.code)
+            result = self._trial(config, info, history, limits)
             store.finish(trial, result)
             stands = once.stands(result)   # NOTE [ A crash counts twice ] in retry.py
             if stands:
@@ -352,7 +358,7 @@ class Run:
         waits: dict[LoaderConfig, list[float]] = {c: [] for c in chosen}
         for round_index in range(rounds):
             for config in chosen:
-                measured = self.runner.measure(config, FINAL_SETTINGS)
+                measured = self.runner.measure(config, FINAL_SETTINGS, self._limits_now().trial_timeout)
                 if measured.status == OK:
                     rates[config].append(measured.samples_per_s)
                     if measured.wait_fraction is not None:

@@ -69,6 +69,7 @@ class _Hung:
     quiet_s: float      # since the last progress (Begin or Beat; the Measure, before either)
     running_s: float    # since the Measure was sent
     cap_s: float
+    timeout_s: float    # the watchdog's timeout for this trial (clipped to the budget, maybe)
     batches: int        # as of the last Beat
     processes: int      # in the tree when the watchdog fired, before the kill
     detected_at: float  # time.monotonic() then
@@ -139,14 +140,18 @@ class TrialRunner:
         self.info = message.info
         return self.info
 
-    def measure(self, config: LoaderConfig, settings: BurstSettings) -> TrialResult:
+    def measure(self, config: LoaderConfig, settings: BurstSettings,
+                hang_timeout_s: float | None = None) -> TrialResult:
         """Run one trial and return its result, whatever happens to the trial process.
+        ``hang_timeout_s``: this trial's watchdog timeout when shorter than the runner's own
+        (the run clips it to what is left of its budget; the hang's message says so).
 
         A trial process that dies before its Begin did not die of this config: it is restarted
         and the trial sent once more (NOTE [ Trial protocol ]).
         """
+        timeout = self.hang_timeout_s if hang_timeout_s is None else min(hang_timeout_s, self.hang_timeout_s)
         for attempt in (1, 2):
-            result = self._attempt(config, settings, retry_allowed=attempt == 1)
+            result = self._attempt(config, settings, attempt == 1, timeout)
             if result is not None:
                 return result
         raise AssertionError("unreachable: the second attempt always returns")
@@ -188,7 +193,8 @@ class TrialRunner:
                                error=f"the trial process could not be restarted: {str(exc)[:400]}")
         return None
 
-    def _attempt(self, config: LoaderConfig, settings: BurstSettings, retry_allowed: bool) -> TrialResult | None:
+    def _attempt(self, config: LoaderConfig, settings: BurstSettings, retry_allowed: bool,
+                 timeout: float) -> TrialResult | None:
         """One try at a trial; None when the trial process died before it began this trial and
         one more try is allowed (NOTE [ Trial protocol ])."""
         failed = self._ensure_started(config)
@@ -201,7 +207,7 @@ class TrialRunner:
             if retry_allowed:
                 return None
             return TrialResult(config, FAILED, cause="runner_killed", error="the trial process was gone")
-        outcome = self._wait(watch, t0, self._cap(settings))
+        outcome = self._wait(watch, t0, self._cap(settings, timeout), timeout)
         if isinstance(outcome, Result):
             self.orphans += outcome.leaked_workers
             fields = dict(outcome.fields)
@@ -232,11 +238,12 @@ class TrialRunner:
     # when batches are slow), so a timeout on the whole trial ended slow, healthy trials as
     # hangs whenever it was set below that. A trial that keeps delivering but never ends (a
     # livelock) still meets a generous cap on the whole.
-    def _cap(self, settings: BurstSettings) -> float:
+    def _cap(self, settings: BurstSettings, timeout: float) -> float:
         """The most seconds a trial may take, however steadily it delivers."""
-        return 2 * self.hang_timeout_s + 3 * settings.max_window_s + 30.0
+        return 2 * timeout + 3 * settings.max_window_s + 30.0
 
-    def _wait(self, watch: guard.TreeWatch, t0: float, cap: float) -> Result | _Died | _Breach | _Hung:
+    def _wait(self, watch: guard.TreeWatch, t0: float, cap: float,
+              timeout: float) -> Result | _Died | _Breach | _Hung:
         """Read the trial's messages while guarding its tree, until the trial ends one way or
         another: its Result, the process's death, a memory breach, or the watchdog. Kills nothing."""
         begun, last_progress, batches = False, t0, 0
@@ -263,8 +270,8 @@ class TrialRunner:
                 return _Died(code, begun)
             now = time.monotonic()
             quiet = now - last_progress
-            if quiet > self.hang_timeout_s or now - t0 > cap:
-                return _Hung(quiet_s=quiet, running_s=now - t0, cap_s=cap, batches=batches,
+            if quiet > timeout or now - t0 > cap:
+                return _Hung(quiet_s=quiet, running_s=now - t0, cap_s=cap, timeout_s=timeout, batches=batches,
                              processes=max(1, len(watch.procs)), detected_at=now)
 
     def _breach(self, breach: _Breach) -> dict:
@@ -280,8 +287,10 @@ class TrialRunner:
         """The watchdog's report; called right after the kill, which it times."""
         killed_in = time.monotonic() - hang.detected_at
         progress = f"after {hang.batches} batches" if hang.batches else "and no batch at all"
-        why = (f"no progress for {hang.quiet_s:.1f} s (the watchdog's timeout is {self.hang_timeout_s:g} s)"
-               if hang.quiet_s > self.hang_timeout_s else
+        clipped = (f", clipped from {self.hang_timeout_s:g} s to what was left of the budget"
+                   if hang.timeout_s < self.hang_timeout_s else "")
+        why = (f"no progress for {hang.quiet_s:.1f} s (the watchdog's timeout is {hang.timeout_s:.3g} s{clipped})"
+               if hang.quiet_s > hang.timeout_s else
                f"still running after {hang.running_s:.0f} s, past the {hang.cap_s:.0f} s a trial may take "
                "(twice the watchdog's timeout, three window caps and 30 s)")
         return _failure(HANG, "hang", f"{why}, {progress}; the trial's process tree ({hang.processes} processes) "
