@@ -265,7 +265,7 @@ class Run:
     def _profile(self, info) -> Profile:
         """The pipeline's profile from the trial process; when it could not be measured, one
         built from the set-up's single batch, which the bursts then correct."""
-        profile, error = self.runner.profile(self.problem.batch_sizes[0])
+        profile, error = self.runner.profile(self.problem.batch_sizes[0], self._limits_now().trial_timeout)
         if profile is None:
             profile = fallback_profile(info, self.problem.batch_sizes[0], self.problem.hardware.cpus)
         self._worker_prior = profile.worker_pss or 0

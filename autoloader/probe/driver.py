@@ -156,10 +156,11 @@ class TrialRunner:
                 return result
         raise AssertionError("unreachable: the second attempt always returns")
 
-    def profile(self, batch_size: int):
+    def profile(self, batch_size: int, hang_timeout_s: float | None = None):
         """The pipeline's profile from the trial process, as (Profile, None), or (None, why) when
         it could not be measured: a raise, the process's death, a breach or a hang (the tree is
-        then killed and the next trial starts a fresh one)."""
+        then killed and the next trial starts a fresh one). ``hang_timeout_s`` as for ``measure``."""
+        timeout = self.hang_timeout_s if hang_timeout_s is None else min(hang_timeout_s, self.hang_timeout_s)
         if self._ensure_started(LoaderConfig.make(batch_size, 0, False)) is not None:
             return None, "the trial process could not be started"
         t0 = time.monotonic()
@@ -168,7 +169,7 @@ class TrialRunner:
         budget = self.max_memory - (self.info.runner_pss if self.info else 0)
         if not self._send(ProfileRequest(batch_size, max(0, budget))):
             return None, "the trial process was gone"
-        outcome = self._wait(watch, t0, 2 * self.hang_timeout_s + 60.0)
+        outcome = self._wait(watch, t0, 2 * timeout + 60.0, timeout)
         if isinstance(outcome, Result):
             self.orphans += outcome.leaked_workers
             self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))

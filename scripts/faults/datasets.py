@@ -96,16 +96,17 @@ class RaiseInWorker(Tiny):
 
 
 class CrashOnce(Tiny):
-    """A worker segfaults the first time a loader with workers runs, never again (``marker``
+    """A worker segfaults the first time a loader with ``min_workers`` runs, never again (``marker``
     records that it did): a one-off crash, as a race in native code or the OOM killer's one
     choice would be."""
 
-    def __init__(self, marker: str, length: int = 512):
+    def __init__(self, marker: str, min_workers: int = 1, length: int = 512):
         super().__init__(length)
         self.marker = marker
+        self.min_workers = min_workers
 
     def __getitem__(self, index: int):
-        if _in_worker(1) and not os.path.exists(self.marker):
+        if _in_worker(self.min_workers) and not os.path.exists(self.marker):
             try:
                 os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:
