@@ -1,6 +1,6 @@
 """A full disk under --out: the run goes on, prints its pick, exits 4 with what could not be
 written, where and how much was free, and loses nothing it had stored. ``--out`` is a small
-tmpfs in a private mount namespace (tests/full_disk.py), filled while the run goes."""
+tmpfs in a private mount namespace (scripts/faults/full_disk.py), filled while the run goes."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import os
 import sys
 
 import pytest
+from scripts.faults import datasets as faulty
+from scripts.faults import full_disk
 
-import faulty
-import full_disk
 
 from conftest import REPO_ROOT
 
@@ -22,7 +22,7 @@ needs_private_mount = pytest.mark.skipif(not faulty.private_shm_available(),
 
 
 def _tune(out: str, *more: str) -> list[str]:
-    return [AUTOLOADER, "tune", "--dataset", os.path.join(REPO_ROOT, "tests", "faulty.py") + ":waiting",
+    return [AUTOLOADER, "tune", "--dataset", "scripts.faults.datasets:waiting",
             "--batch-size", "16", "--budget", "30", "--device", "cpu", "--out", out, "--trial-timeout", "20", *more]
 
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-import faulty
 import workloads
 from autoloader import NoFeasibleConfig, tune
 from autoloader.results import HANG, OK
+from scripts.faults import datasets as faulty
 
 
 def _tune(dataset, out_dir, **kwargs):

@@ -13,12 +13,12 @@ import time
 import pytest
 from click.testing import CliRunner
 
-import faulty
 from autoloader import best_loader, stored_result, tune
 from autoloader.cli import main
 from autoloader.results import FAILED, OK, TrialResult
 from autoloader.space import LoaderConfig, SearchSpace
 from autoloader.store import RESULT_ATTR, Limits, StudyStore
+from scripts.faults import datasets as faulty
 
 from conftest import WORKLOADS
 
@@ -109,8 +109,7 @@ def test_a_crash_is_tried_once_more_before_it_counts(out_dir, tmp_path):
     """A worker that segfaults once: the config is tried again at once and measured; the study
     keeps the crash, the history the strategy sees does not."""
     events = []
-    # From 2 workers: the profile's one-worker loader (model_first) does not meet it, a trial does.
-    dataset = faulty.CrashOnce(str(tmp_path / "crashed"), min_workers=2)
+    dataset = faulty.CrashOnce(str(tmp_path / "crashed"))
     result = tune(dataset, batch_size=16, budget=30, device="cpu", out=out_dir, trial_timeout=20,
                   progress=lambda event, data: events.append((event, data)))
     trials = [d for e, d in events if e == "trial"]

@@ -96,17 +96,18 @@ class RaiseInWorker(Tiny):
 
 
 class CrashOnce(Tiny):
-    """A worker segfaults the first time a loader with ``min_workers`` runs, never again (``marker``
-    records that it did): a one-off crash, as a race in native code or the OOM killer's one
-    choice would be."""
+    """One worker segfaults, once (``marker`` records that it did): a one-off crash, as a race in
+    native code or the OOM killer's one choice would be. The first ``spare`` worker processes to
+    load a sample are spared (the pipeline's profile starts one before any trial), so the crash
+    meets a trial."""
 
-    def __init__(self, marker: str, min_workers: int = 1, length: int = 512):
+    def __init__(self, marker: str, spare: int = 1, length: int = 512):
         super().__init__(length)
         self.marker = marker
-        self.min_workers = min_workers
+        self.spare = spare
 
     def __getitem__(self, index: int):
-        if _in_worker(self.min_workers) and not os.path.exists(self.marker):
+        if _in_worker(1) and not os.path.exists(self.marker) and self._started_after_spared():
             try:
                 os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:
@@ -114,6 +115,16 @@ class CrashOnce(Tiny):
             _no_core_dump()
             os.kill(os.getpid(), signal.SIGSEGV)
         return super().__getitem__(index)
+
+    def _started_after_spared(self) -> bool:
+        """Whether this worker came after the spared ones (each worker signs ``marker.workers``)."""
+        with open(self.marker + ".workers", "a+") as fh:
+            fh.seek(0)
+            pids = fh.read().split()
+            if str(os.getpid()) not in pids:
+                fh.write(f"{os.getpid()}\n")
+                pids.append(str(os.getpid()))
+        return pids.index(str(os.getpid())) >= self.spare
 
 
 class HangInWorker(Tiny):

@@ -2,10 +2,10 @@
 fault suite.
 
 Run inside a private mount namespace where ``OUT`` is a small tmpfs of its own, so no real disk
-is ever filled::
+is ever filled (``in_private_tmpfs`` does this), from the repository's root::
 
     unshare -m --propagation private sh -c \\
-        'mount -t tmpfs -o size=8m tmpfs OUT && exec python tests/full_disk.py OUT TRIALS -- COMMAND...'
+        'mount -t tmpfs -o size=8m tmpfs OUT && exec python -m scripts.faults.full_disk OUT TRIALS -- COMMAND...'
 
 It starts COMMAND (an ``autoloader tune ... --out OUT``), fills OUT to the last byte once the
 study holds TRIALS finished trials (before starting it, for 0), waits for the command, and prints
@@ -24,9 +24,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import faulty  # noqa: E402
+from . import datasets as faulty
 
 
 def fill(folder: str) -> int:
@@ -83,12 +81,13 @@ def run(out: str, trials: int, command: list[str], timeout_s: float = 240) -> di
 
 
 def in_private_tmpfs(size: str, out: str, trials: int, command: list[str], cwd: str, timeout_s: float = 300) -> dict:
-    """``run`` inside a private mount namespace with ``out`` a tmpfs of ``size``."""
+    """``run`` inside a private mount namespace with ``out`` a tmpfs of ``size``; ``cwd`` is the
+    repository's root (this module is run by name from there)."""
     import shlex
 
     os.makedirs(out, exist_ok=True)
-    inner = " ".join(shlex.quote(a) for a in [sys.executable, os.path.abspath(__file__), out, str(trials), "--",
-                                               *command])
+    inner = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "scripts.faults.full_disk", out, str(trials),
+                                               "--", *command])
     done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
                            f"mount -t tmpfs -o size={size} tmpfs {shlex.quote(out)} && exec {inner}"],
                           capture_output=True, text=True, cwd=cwd, timeout=timeout_s)
