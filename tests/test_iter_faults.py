@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-import workloads
 from autoloader import NoFeasibleConfig, tune
 from autoloader.results import HANG, OK
 from scripts.faults import datasets as faulty
+from scripts.faults import inputs
 
 
 def _tune(dataset, out_dir, **kwargs):
@@ -26,7 +26,7 @@ def _tune(dataset, out_dir, **kwargs):
 
 def test_a_sampler_that_raises_is_named_and_costs_no_restart(out_dir, tmp_path, capfd):
     marker = tmp_path / "asked"
-    trials, message = _tune(workloads.Tiny(), out_dir, sampler=workloads.RaisingSampler(str(marker)))
+    trials, message = _tune(inputs.Small(), out_dir, sampler=inputs.RaisingSampler(str(marker)))
     assert any(t.config.num_workers for t in trials) and any(not t.config.num_workers for t in trials), trials
     for trial in trials:
         assert trial.cause == "sampler_error", (trial.cause, trial.error)
@@ -37,7 +37,7 @@ def test_a_sampler_that_raises_is_named_and_costs_no_restart(out_dir, tmp_path, 
 
 
 def test_a_dataset_too_long_to_shuffle_is_named(out_dir, capfd):
-    trials, message = _tune(workloads.HugeLength(), out_dir)
+    trials, message = _tune(inputs.HugeLength(), out_dir)
     assert len(trials) >= 2
     for trial in trials:
         assert trial.cause == "sampler_error", (trial.cause, trial.error)

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import sqlite3
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -19,6 +18,7 @@ from autoloader.results import FAILED, OK, TrialResult
 from autoloader.space import LoaderConfig, SearchSpace
 from autoloader.store import RESULT_ATTR, Limits, StudyStore
 from scripts.faults import datasets as faulty
+from scripts.faults.inputs import BROKEN_STEP, FIXED_STEP, RAGGED, write_module
 
 from conftest import WORKLOADS
 
@@ -35,28 +35,16 @@ def tune_args(out_dir: str, dataset: str, *more: str) -> list[str]:
             "--out", out_dir, *more]
 
 
-def write_module(path, text: str) -> None:
-    path.write_text(text)
-    # The import system trusts a cached .pyc whose recorded mtime and size match; a rewrite
-    # within the same second of the same size would be read stale.
-    stamp = time.time() + 5
-    os.utime(path, (stamp, stamp))
-
-
 # --- a failure of the user's code does not outlive the code (item 1) ---------------------------
-
-BROKEN_STEP = 'def step(batch):\n    raise RuntimeError("step boom")\n'
-FIXED_STEP = 'def step(batch):\n    return None  # fixed\n'
-
 
 def test_a_fixed_step_is_measured_again(out_dir, tmp_path):
     step = tmp_path / "mystep.py"
-    write_module(step, BROKEN_STEP)
+    write_module(str(step), BROKEN_STEP)
     args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--step", f"{step}:step")
     first = invoke(*args)
     assert first.exit_code == 1 and "step boom" in first.stderr, (first.output, first.exception)
 
-    write_module(step, FIXED_STEP)
+    write_module(str(step), FIXED_STEP)
     fixed = invoke(*args)
     assert fixed.exit_code == 0, (fixed.output, fixed.exception)
     assert re.search(r"\(\d+ failed under code since changed, measured again\)", fixed.stderr)
@@ -68,37 +56,15 @@ def test_a_fixed_step_is_measured_again(out_dir, tmp_path):
     assert "resuming" in again.stderr and "since changed" not in again.stderr, "the same code: nothing retried"
 
 
-RAGGED = '''import torch
-from torch.utils.data import Dataset
-
-
-class Ragged(Dataset):
-    """The first 8 samples (what the set-up probe loads) agree in size; the rest vary."""
-
-    def __len__(self):
-        return 256
-
-    def __getitem__(self, index):
-        return torch.zeros(4 + (index % 3 if index >= 8 and VARY else 0))
-
-
-VARY = {vary}
-
-
-def make():
-    return Ragged()
-'''
-
-
 def test_a_dataset_whose_samples_stopped_varying_is_measured_again(out_dir, tmp_path):
     module = tmp_path / "ragged.py"
-    write_module(module, RAGGED.format(vary=True))
+    write_module(str(module), RAGGED.format(vary=True))
     args = tune_args(out_dir, f"{module}:make")
     first = invoke(*args)
     assert first.exit_code == 1, (first.output, first.exception)
     assert "collating samples into a batch raised" in first.stderr
 
-    write_module(module, RAGGED.format(vary=False))
+    write_module(str(module), RAGGED.format(vary=False))
     fixed = invoke(*args, "--json")
     assert fixed.exit_code == 0, (fixed.output, fixed.exception)
     assert "failed under code since changed, measured again" in fixed.stderr

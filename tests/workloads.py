@@ -124,30 +124,6 @@ class BreaksPastProbe(Dataset):
         return torch.zeros(4)
 
 
-class RaisingSampler(torch.utils.data.Sampler):
-    """A sampler whose ``__iter__`` raises (a bug in a user's sampler); it appends the pid of the
-    process that asked it to ``marker``, so a test can tell whether that process was restarted."""
-
-    def __init__(self, marker: str, length: int = 256):
-        self.marker = marker
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __iter__(self):
-        with open(self.marker, "a") as fh:
-            fh.write(f"{os.getpid()}\n")
-        raise ValueError("sampler boom: no indices today")
-
-
-class HugeLength(Tiny):
-    """Says it holds 10**12 samples: shuffling it needs a permutation of 10**12 indices."""
-
-    def __len__(self) -> int:
-        return 10**12
-
-
 not_a_dataset = 42
 
 

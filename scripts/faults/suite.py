@@ -6,7 +6,10 @@
 tuning run is made with it, through ``autoloader.tune`` or the ``autoloader`` command. A fault
 is survived when the run completed, every failed trial names the expected cause, and the pick
 is a config that ran. Then the driver itself is SIGKILLed mid-study and the same command rerun:
-every trial finished before the kill must be in the study unchanged (results lost: 0). After
+every trial finished before the kill must be in the study unchanged (results lost: 0). Then the
+stored-state and bad-input checks (``state.py``): user code fixed after it failed, a one-off
+crash, a raising sampler, a hang under a short budget, Ctrl-C, a password in --storage, damaged
+studies and result files, a full disk (each counts the stored results it lost). After
 all runs, no process of the suite may be alive (every trial process and worker inherits an
 environment tag, so re-parented orphans are found too) and /dev/shm must hold nothing new.
 Prints the report and writes it as Markdown.
@@ -31,6 +34,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from . import datasets as faulty  # the fault datasets and the leftover checks, shared with the tests
+from . import state
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAULTY = "scripts.faults.datasets"  # the CLI's --dataset module; its commands run from REPO_ROOT
@@ -242,25 +246,28 @@ def main(argv: list[str] | None = None) -> int:
     hang_times = hang_detection(events, marker)
     print("-- driver SIGKILLed mid-study, then resumed ...", file=sys.stderr, flush=True)
     kill = run_kill_resume(out_root, tag)
+    checks = state.run_all(out_root)
 
     leftover = faulty.leftover_processes(tag)
     shm_leaks = faulty.new_shm_entries(shm_before, tag)
     suite_s = time.monotonic() - t_suite
     shutil.rmtree(out_root, ignore_errors=True)
 
-    text = render(rows, kill, leftover, shm_leaks, hang_times, tt, orphans_reported, suite_s, command, started)
+    text = render(rows, kill, leftover, shm_leaks, hang_times, tt, orphans_reported, suite_s, command, started,
+                  checks)
     print(text)
     os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
     with open(args.report, "w") as fh:
         fh.write(text)
     print(f"written to {os.path.relpath(args.report, REPO_ROOT)}", file=sys.stderr)
     ok = (all(r.survived for r in rows if not r.note.startswith("not run")) and kill.lost == 0
-          and kill.completed and not leftover and not shm_leaks and not kill.orphans_after_kill)
+          and kill.completed and not leftover and not shm_leaks and not kill.orphans_after_kill
+          and state.all_survived(checks))
     return 0 if ok else 1
 
 
 def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_reported, suite_s,
-           command, started) -> str:
+           command, started, checks=()) -> str:
     import psutil
     import torch
 
@@ -278,8 +285,8 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
              "",
              "## Faults by class", "",
              "Survived = the tuner completed, every failed trial names the expected cause, and the pick "
-             "is a config that ran. Trials hit = trials the fault ended (each config once: a failed config "
-             "is never retried).", "",
+             "is a config that ran. Trials hit = trials the fault ended and the search counted (a crash is "
+             "tried once more before it counts, so a crashing config ran twice; other failures once).", "",
              "| fault | injected as | via | trials hit / all | cause named | survived | pick | run s |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -294,7 +301,8 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
         if r.note:
             lines.append(f"- {r.fault}: `{r.note[:300]}`")
     hang = ", ".join(f"{d:.2f} s (tuner: no batch for {s:.2f} s)" for d, s in hang_times) or "no hang trial"
-    lines += ["", "## Totals", "",
+    lines += ["", *state.render(list(checks))]
+    lines += ["## Totals", "",
               "| measure | value | required |", "|---|---|---|",
               f"| fault classes survived | {sum(r.survived for r in rows)} of "
               f"{sum(1 for r in rows if not r.note.startswith('not run'))} | all |",
@@ -307,7 +315,8 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
               f"| orphans counted by the tuner (TuneResult.orphans, summed) | {orphans_reported} | 0 |",
               f"| new /dev/shm entries after the suite | {len(shm_leaks)} | 0 |",
               f"| time to detect a hang (hang start to trial ended and recorded), trial_timeout={tt:g} s | "
-              f"{hang} | about trial_timeout (the watchdog's bound, then the kill and the study write) |"]
+              f"{hang} | about trial_timeout (the watchdog's bound, then the kill and the study write) |",
+              *state.totals(list(checks))]
     if kill.resumed_line:
         lines += ["", f"The resumed run said: `{kill.resumed_line}`."]
     if kill.note:

@@ -1,0 +1,72 @@
+"""What the stored-state checks (``state.py``, ``damage.py``) share: the record of one check and
+running the ``autoloader`` command from the repository's root."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
+TINY = "scripts.faults.datasets:tiny"     # 512 samples; CLI specs are imported from REPO_ROOT
+WAITING = "scripts.faults.datasets:waiting"  # workers pay, so a study holds several trials
+
+
+@dataclass
+class Check:
+    group: str
+    name: str
+    injected_as: str
+    via: str
+    survived: bool = False
+    lost: int | None = None     # stored results lost (damaged stored state)
+    told: str = ""              # what the user was told
+    seconds: float = 0.0
+    note: str = ""              # why it did not survive
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([AUTOLOADER, *args], capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout)
+
+
+def tune_args(out: str, dataset: str = TINY, *more: str, budget: str = "20") -> list[str]:
+    return ["tune", "--dataset", dataset, "--batch-size", "16", "--budget", budget, "--device", "cpu",
+            "--out", out, *more]
+
+
+def line(text: str, needle: str) -> str:
+    """The first line that starts with ``needle``, else the first that holds it."""
+    lines = [entry.strip() for entry in text.splitlines()]
+    return next((entry for entry in lines if entry.startswith(needle)), next((e for e in lines if needle in e), ""))
+
+
+@contextlib.contextmanager
+def stderr_to(path: str):
+    """File descriptor 2 (this process's and every child's) written to ``path`` meanwhile."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "w") as fh:
+        os.dup2(fh.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def run_check(check: Check, body: Callable[[Check], None]) -> Check:
+    print(f"-- {check.group}: {check.name} ...", file=sys.stderr, flush=True)
+    t0 = time.monotonic()
+    try:
+        body(check)
+    except Exception as exc:  # noqa: BLE001 - a check that raises did not survive; say why
+        check.survived = False
+        check.note = f"the check raised {type(exc).__name__}: {str(exc)[:300]}"
+    check.seconds = time.monotonic() - t0
+    return check
