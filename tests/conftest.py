@@ -40,6 +40,16 @@ def results_home(tmp_path_factory, monkeypatch):
     return str(path)
 
 
+@pytest.fixture(autouse=True)
+def _sys_path_restored():
+    """A test that loads a user module by path puts its folder on sys.path (as the tuner must, for
+    spawned workers); later tests' trial processes inherit sys.path, where a folder holding a
+    ``random.py`` shadows the standard library's. So each test's additions go with it."""
+    saved = list(sys.path)
+    yield
+    sys.path[:] = saved
+
+
 @pytest.fixture
 def out_dir(tmp_path):
     """A fresh results directory (the tuner writes <fingerprint>/<key>.{json,py,db} under it)."""
