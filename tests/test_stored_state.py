@@ -4,6 +4,7 @@ warning that names it, a study that cannot be read is moved aside, and a passwor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -12,12 +13,13 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from autoloader import best_loader, stored_result, tune
+from autoloader import best_loader, runs, stored_result, tune
 from autoloader.cli import main
 from autoloader.results import FAILED, OK, TrialResult
 from autoloader.space import LoaderConfig, SearchSpace
 from autoloader.store import RESULT_ATTR, Limits, StudyStore
 from scripts.faults import datasets as faulty
+from scripts.faults.checks import orphan_last_run
 from scripts.faults.inputs import BROKEN_STEP, FIXED_STEP, RAGGED, write_module
 
 from conftest import WORKLOADS
@@ -45,15 +47,41 @@ def test_a_fixed_step_is_measured_again(out_dir, tmp_path):
     assert first.exit_code == 1 and "step boom" in first.stderr, (first.output, first.exception)
 
     write_module(str(step), FIXED_STEP)
-    fixed = invoke(*args)
+    fixed = invoke(*args, "--json")
     assert fixed.exit_code == 0, (fixed.output, fixed.exception)
-    assert re.search(r"\(\d+ failed under code since changed, measured again\)", fixed.stderr)
     assert "resuming" not in fixed.stderr, "no finished trial of the old code stands"
-    assert "samples/s" in fixed.stdout
+    assert all(t["status"] == OK for t in json.loads(fixed.stdout)["trials"])
 
-    again = invoke(*args, "--json")
-    assert again.exit_code == 0
-    assert "resuming" in again.stderr and "since changed" not in again.stderr, "the same code: nothing retried"
+
+def _interrupted(store: StudyStore) -> None:
+    """As if the store's process had been killed: its run's owner is gone, so the next store on
+    the study resumes the run (NOTE [ Runs in a study ])."""
+    runs.write_mark(store.study, dataclasses.replace(store.run, owner=dataclasses.replace(store.run.owner, started=0.0)))
+    store.close()
+
+
+def test_a_killed_runs_failures_stand_while_the_code_does_and_go_when_it_changes(out_dir, tmp_path):
+    """NOTE [ Failures keyed by code ]: a run killed after its step raised is resumed with that
+    failure; the failure stands while the step's file is unchanged, and is measured again once it
+    changed, the start line says so."""
+    step = tmp_path / "mystep.py"
+    write_module(str(step), BROKEN_STEP)
+    args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--step", f"{step}:step")
+    first = invoke(*args)
+    assert first.exit_code == 1 and "step boom" in first.stderr, (first.output, first.exception)
+    db = faulty.find_study(out_dir)
+
+    orphan_last_run(db)
+    unchanged = invoke(*args)
+    assert unchanged.exit_code == 1, (unchanged.output, unchanged.exception)
+    assert re.search(r"resuming \d+ finished trials", unchanged.stderr) and "since changed" not in unchanged.stderr
+
+    orphan_last_run(db)
+    write_module(str(step), FIXED_STEP)
+    fixed = invoke(*args, "--json")
+    assert fixed.exit_code == 0, (fixed.output, fixed.exception)
+    assert re.search(r"\(\d+ failed under code since changed, measured again\)", fixed.stderr), fixed.stderr
+    assert all(t["status"] == OK for t in json.loads(fixed.stdout)["trials"])
 
 
 def test_a_dataset_whose_samples_stopped_varying_is_measured_again(out_dir, tmp_path):
@@ -67,7 +95,6 @@ def test_a_dataset_whose_samples_stopped_varying_is_measured_again(out_dir, tmp_
     write_module(str(module), RAGGED.format(vary=False))
     fixed = invoke(*args, "--json")
     assert fixed.exit_code == 0, (fixed.output, fixed.exception)
-    assert "failed under code since changed, measured again" in fixed.stderr
     assert all(t["status"] == OK for t in json.loads(fixed.stdout)["trials"])
 
 
@@ -103,10 +130,13 @@ def test_stored_verdicts_rules(tmp_path):
     store.finish(store.begin(two, LIMITS, "code-a"), crash(two))
     store.finish(store.begin(three, LIMITS, "code-a"), TrialResult(three, FAILED, cause="dataset_error", error="x"))
     store.finish(store.begin(four, LIMITS), TrialResult(four, FAILED, cause="step_error", error="y"))
+    _interrupted(store)
 
-    same = StudyStore(url, "s", space).reread(LIMITS, "code-a")
-    assert [t.config for t in same.trials] == [two, three]
+    store = StudyStore(url, "s", space)
+    same = store.reread(LIMITS, "code-a")
+    assert store.resumed_run and [t.config for t in same.trials] == [two, three]
     assert same.crashed_once == (one,) and same.code_changed == 1   # four: no digest recorded
+    _interrupted(store)
     changed = StudyStore(url, "s", space).reread(LIMITS, "code-b")
     assert [t.config for t in changed.trials] == [two] and changed.code_changed == 2
 
@@ -120,7 +150,7 @@ def _filled_study(tmp_path) -> tuple[str, SearchSpace]:
     for workers in (0, 1, 2, 3):
         config = LoaderConfig.make(16, workers, False)
         store.finish(store.begin(config, LIMITS, "c"), TrialResult(config, OK, samples_per_s=100.0 + workers))
-    store.close()  # as when its run has ended: the damage below is to a file no one holds open
+    _interrupted(store)  # closed as well: the damage below is to a file no one holds open
     return path, space
 
 
@@ -164,6 +194,7 @@ def test_a_study_that_cannot_be_read_is_moved_aside(tmp_path, damage):
     assert store.reread(LIMITS, "c").trials == (), "a fresh study"
     config = LoaderConfig.make(16, 0, False)
     store.finish(store.begin(config, LIMITS, "c"), TrialResult(config, OK, samples_per_s=5.0))
+    _interrupted(store)
     assert [t.config for t in StudyStore(f"sqlite:///{path}", "s", space).reread(LIMITS, "c").trials] == [config]
 
 
@@ -180,7 +211,8 @@ def test_a_garbage_study_through_the_cli_is_moved_aside_and_the_tune_starts_fres
     assert "leave --storage out" not in second.stderr
     assert "resuming" not in second.stderr
     third = invoke(*args)
-    assert third.exit_code == 0 and "Warning" not in third.stderr and "resuming" in third.stderr
+    assert third.exit_code == 0 and "Warning" not in third.stderr, third.stderr
+    assert "configs from earlier runs to start from" in third.stderr, "the fresh study is read back"
 
 
 @pytest.mark.parametrize("edit", [

@@ -70,3 +70,20 @@ def run_check(check: Check, body: Callable[[Check], None]) -> Check:
         check.note = f"the check raised {type(exc).__name__}: {str(exc)[:300]}"
     check.seconds = time.monotonic() - t0
     return check
+
+
+def orphan_last_run(db: str) -> None:
+    """Leave the SQLite study at ``db`` as a driver SIGKILLed mid-run would: its newest run still
+    marked running and its owner gone (another process start), so the next run resumes it
+    (NOTE [ Runs in a study ] in autoloader/runs.py)."""
+    import dataclasses
+
+    import optuna
+
+    from autoloader import runs
+
+    storage = f"sqlite:///{db}"
+    study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
+    mark = max(runs.runs_of(study).values(), key=lambda m: m.started_at)
+    runs.write_mark(study, dataclasses.replace(mark, state=runs.RUNNING, finished_at=None,
+                                               owner=dataclasses.replace(mark.owner, started=0.0)))

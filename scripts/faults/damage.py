@@ -49,7 +49,7 @@ def _damaged_study(base: str, damage: Callable[[str], None]):
         kept = bool(moved) and os.path.exists(moved.group(1)) and open(moved.group(1), "rb").read() == damaged
         check.lost = 0 if kept else len(before)
         check.survived = run.returncode == 0 and kept and "Traceback" not in run.stderr
-        check.told = line(run.stderr, "Warning:")[:220]
+        check.told = line(run.stderr, "Warning:")
         if not check.survived:
             check.note = f"exit {run.returncode}; {run.stderr.strip()[-200:]}"
     return body
@@ -82,11 +82,14 @@ def _malformed_record(base: str):
             connection.execute("UPDATE trial_user_attributes SET value_json = ? WHERE trial_user_attribute_id = ?",
                                (json.dumps(record), attr_id))
         run = cli(*tune_args(out, budget="10"))
-        resumed = re.search(r"resuming (\d+) finished trials", run.stderr)
-        good = len([v for v in before.values() if v[1]]) - 1
-        check.lost = good - (int(resumed.group(1)) if resumed else 0)
+        # The base run is complete, so its trials come back as the new run's priors, one per config.
+        read_back = re.search(r"(\d+) configs from earlier runs to start from", run.stderr)
+        damaged = min(before)
+        good = {json.dumps(json.loads(v[1])["config"], sort_keys=True)
+                for tid, v in before.items() if v[1] and tid != damaged}
+        check.lost = len(good) - (int(read_back.group(1)) if read_back else 0)
         check.survived = run.returncode == 0 and "Warning: ignored trial" in run.stderr and check.lost == 0
-        check.told = line(run.stderr, "Warning: ignored trial")[:220]
+        check.told = line(run.stderr, "Warning: ignored trial")
     return body
 
 
@@ -104,7 +107,7 @@ def _bad_result(base: str, edit: Callable[[dict], None]):
             found = stored_result(TINY, batch_size=16, device="cpu", out=out)
         said = [str(w.message) for w in caught if path in str(w.message)]
         check.survived = found is None and bool(said)
-        check.told = said[0][:220] if said else ""
+        check.told = said[0] if said else ""
     return body
 
 

@@ -3,8 +3,8 @@
 Three groups, beside the suite's fault classes (``suite.py``):
 
 - stored verdicts: a failure of the user's code, then the code fixed (a step, a dataset whose
-  samples stopped varying in size), and a one-off crash: the fixed code and the crashed config
-  must be measured again;
+  samples stopped varying in size; a killed run's failed step, resumed), and a one-off crash:
+  the fixed code and the crashed config must be measured again;
 - bad inputs: a raising sampler, a dataset too long to shuffle, a hang under a budget shorter
   than the watchdog, a memory ceiling past the RAM, a batch larger than the dataset (and a short
   dataset of large samples), Ctrl-C, a storage URL with a password: each must be named, refused
@@ -28,7 +28,8 @@ from typing import Callable
 
 from . import damage, inputs
 from . import datasets as faulty
-from .checks import AUTOLOADER, REPO_ROOT, TINY, WAITING, Check, cli, line, run_check, stderr_to, tune_args
+from .checks import (AUTOLOADER, REPO_ROOT, TINY, WAITING, Check, cli, line, orphan_last_run, run_check,
+                     stderr_to, tune_args)
 
 PASSWORD = "hunter2-s3cret"
 
@@ -36,7 +37,10 @@ PASSWORD = "hunter2-s3cret"
 # --- stored verdicts ----------------------------------------------------------------------------
 
 def _fixed_code(root: str, module_name: str, broken: str, fixed: str, spec_attr: str, as_step: bool,
-                first_says: str):
+                first_says: str, killed: bool = False):
+    """A run that fails on the user's code, the code fixed, the same command again: the fix is
+    measured. ``killed``: the failed run is left as a killed one (``orphan_last_run``), so the
+    next run resumes it with the failures, which must go as the code changed."""
     def body(check: Check) -> None:
         work = tempfile.mkdtemp(prefix="fixed-", dir=root)
         path = os.path.join(work, module_name)
@@ -45,12 +49,15 @@ def _fixed_code(root: str, module_name: str, broken: str, fixed: str, spec_attr:
         args = (tune_args(out, TINY, "--step", f"{path}:{spec_attr}") if as_step
                 else tune_args(out, f"{path}:{spec_attr}"))
         first = cli(*args)
+        if killed:
+            orphan_last_run(faulty.find_study(out))
         inputs.write_module(path, fixed)
         second = cli(*args)
         retried = re.search(r"\(\d+ failed under code since changed, measured again\)", second.stderr)
-        check.survived = first.returncode == 1 and first_says in first.stderr and second.returncode == 0 \
-            and bool(retried)
-        check.told = retried.group(0) if retried else line(second.stderr, "Error") or second.stderr[-300:]
+        check.survived = (first.returncode == 1 and first_says in first.stderr and second.returncode == 0
+                          and (bool(retried) if killed else "resuming" not in second.stderr))
+        check.told = (retried.group(0) if retried else
+                      f"{line(first.stderr, 'Error:')[:160]} ... then exit {second.returncode}, measured afresh")
         if not check.survived:
             check.note = f"exits {first.returncode} then {second.returncode}"
     return body
@@ -70,7 +77,7 @@ def _one_off_crash(root: str):
         first = trials[again[0]]["result"] if again else None
         check.survived = bool(first and retry and retry.config == first.config and retry.status == "ok"
                               and all(t.status == "ok" for t in result.trials))
-        check.told = (f"{first.config.key}: FAILED {first.describe_failure()[:120]} (a crash can be a one-off: "
+        check.told = (f"{first.config.key}: FAILED {first.describe_failure()} (a crash can be a one-off: "
                       f"trying it once more); then {retry.samples_per_s:,.0f}/s") if check.survived else ""
     return body
 
@@ -96,7 +103,7 @@ def _sampler_fault(root: str, dataset_of: Callable[[str], tuple]):
         traceback_shown = "Traceback" in open(log).read()
         check.survived = (bool(message) and len(trials) >= 2 and all(t.cause == "sampler_error" for t in trials)
                           and not traceback_shown and len(pids) <= 1)
-        check.told = (trials[0].error or "")[:200] if trials else message[:200]
+        check.told = (trials[0].error or "") if trials else message[:200]
         if not check.survived:
             check.note = f"causes {[t.cause for t in trials]}, traceback shown: {traceback_shown}, pids {len(pids)}"
     return body
@@ -116,7 +123,7 @@ def _hang_under_budget(root: str):
         said += [t.error or "" for t in result.trials if t.status == "hang"]
         clipped = [s for s in said if "clipped from 60 s" in s]
         check.survived = bool(clipped) and wall < 20 + 15
-        check.told = f"{clipped[0][:160]} (the run took {wall:.0f} s)" if clipped else f"{wall:.0f} s"
+        check.told = f"{clipped[0]} (the run took {wall:.0f} s)" if clipped else f"{wall:.0f} s"
     return body
 
 
@@ -141,7 +148,7 @@ def _short_dataset(root: str):
                           out=os.path.join(root, "short"), max_memory="2G")
         said = [str(w.message) for w in caught if "larger than the dataset" in str(w.message)]
         check.survived = bool(said) and "predicted_memory" not in result.faults() and result.samples_per_s > 0
-        check.told = said[0][:160] if said else str(result.faults())
+        check.told = said[0] if said else str(result.faults())
     return body
 
 
@@ -168,6 +175,9 @@ def run_all(root: str) -> list[Check]:
     verdicts, bad, damaged = "stored verdicts", "bad inputs", "damaged stored state"
     add(Check(verdicts, "step raised, then fixed", "step raises RuntimeError; the file is then fixed", "CLI"),
         _fixed_code(root, "mystep.py", inputs.BROKEN_STEP, inputs.FIXED_STEP, "step", True, "step boom"))
+    add(Check(verdicts, "killed run's step fixed", "as above, the failed run left as a killed one (resumed)",
+              "CLI"), _fixed_code(root, "mystep.py", inputs.BROKEN_STEP, inputs.FIXED_STEP, "step", True,
+                                  "step boom", killed=True))
     add(Check(verdicts, "samples varied in size, then did not", "samples 8+ vary in size; the file is then fixed",
               "CLI"), _fixed_code(root, "ragged.py", inputs.RAGGED.format(vary=True), inputs.RAGGED.format(vary=False),
                                   "make", False, "collating samples"))
@@ -214,7 +224,7 @@ def render(checks: list[Check]) -> list[str]:
         lines.append(f"| {c.group} | {c.name} | {c.injected_as} | {c.via} | "
                      f"{'yes' if c.survived else '**NO**'} | {lost} | {c.seconds:.0f} |")
     lines += ["", "What the user was told:", ""]
-    lines += [f"- {c.name}: `{c.told[:400]}`" + (f" ({c.note})" if c.note and not c.note.startswith("not run") else "")
+    lines += [f"- {c.name}: `{c.told[:700]}`" + (f" ({c.note})" if c.note and not c.note.startswith("not run") else "")
               for c in checks if c.told or c.note]
     return lines + [""]
 
