@@ -46,14 +46,23 @@ def last_good(out: str, fingerprint: str, key: str) -> tuple[str, dict] | None:
     """This hardware's current result for ``key``, if there is a usable one."""
     path = result_path(out, fingerprint, key)
     data = read_json(path)
-    return (path, data) if usable(data) else None
+    return (path, data) if usable(data) and checked(path) else None
+
+
+def checked(path: str) -> bool:
+    """Whether the result file passes validate.py's checks; one that fails is warned about,
+    naming it, and never started from."""
+    from .validate import load_result
+
+    return load_result(path) is not None
 
 
 def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = None) -> list[tuple[str, dict]]:
     """Other hardware's results for ``key``: under ``out``, and in ``storage``'s studies."""
     found = []
     for path in glob.glob(os.path.join(glob.escape(out), "*", glob.escape(key) + ".json")):
-        if os.path.basename(os.path.dirname(path)) != fingerprint and usable(data := read_json(path)):
+        if os.path.basename(os.path.dirname(path)) != fingerprint and usable(data := read_json(path)) \
+                and checked(path):
             found.append((path, data))
     if storage is not None:
         found += [(where, data) for where, data in stored_picks(storage, key) if

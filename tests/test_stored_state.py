@@ -320,3 +320,18 @@ def test_a_storage_password_is_stored_masked(out_dir, tmp_path, monkeypatch):
     for path in (result.path, result.snippet_path):
         assert PASSWORD not in open(path).read()
     assert json.load(open(result.path))["storage"] == result.storage
+
+
+def test_a_bad_result_file_is_no_warm_start(out_dir):
+    """retune starts from the last result on this hardware (history.last_good): a file that fails
+    the checks is warned about and not started from."""
+    from autoloader.history import last_good
+
+    path = _stored_result_file(out_dir, faulty.Tiny(length=128))
+    fingerprint, key = os.path.basename(os.path.dirname(path)), os.path.basename(path)[:-len(".json")]
+    assert last_good(out_dir, fingerprint, key) is not None
+    data = json.load(open(path))
+    data["config"].update(num_workers=400)
+    json.dump(data, open(path, "w"))
+    with pytest.warns(UserWarning, match="ignored the stored result " + path):
+        assert last_good(out_dir, fingerprint, key) is None
