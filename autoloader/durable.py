@@ -217,7 +217,9 @@ def open_sound(url: str, name: str, sampler, given: bool, heartbeat_s: int, grac
                     raise Unreadable(damage)
             storage = open_storage(url, heartbeat_s, grace_s)
             study = open_study(storage, name, sampler)
-            study.get_trials(deepcopy=False)  # every record decodes, or the study cannot be read
+            # Every record decodes, the study's own (its runs' marks) too, or it cannot be read.
+            study.get_trials(deepcopy=False)
+            study.user_attrs
             return Opened(storage, study, moved)
         except UsageError:
             raise

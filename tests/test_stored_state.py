@@ -163,6 +163,15 @@ def _flip_records(path: str) -> None:
     open(path, "wb").write(bytes(data))
 
 
+def _flip_run_mark(path: str) -> None:
+    """The same in the study's own attributes: its runs' marks (NOTE [ Runs in a study ])."""
+    data = bytearray(open(path, "rb").read())
+    at = data.find(b'"owner"')
+    assert at > 0
+    data[at:at + 7] = b"\x00\xff{[\x01\x02g"
+    open(path, "wb").write(bytes(data))
+
+
 def _zero_page(path: str) -> None:
     data = bytearray(open(path, "rb").read())
     page = int.from_bytes(data[16:18], "big") or 65536
@@ -180,8 +189,9 @@ def _garbage(path: str) -> None:
     _garbage,
     lambda p: os.truncate(p, os.path.getsize(p) // 2),
     _flip_records,
+    _flip_run_mark,
     _zero_page,
-], ids=["garbage", "half-truncated", "flipped-record-bytes", "zeroed-page"])
+], ids=["garbage", "half-truncated", "flipped-record-bytes", "flipped-run-mark", "zeroed-page"])
 def test_a_study_that_cannot_be_read_is_moved_aside(tmp_path, damage):
     path, space = _filled_study(tmp_path)
     damage(path)
