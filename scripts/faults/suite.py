@@ -327,8 +327,13 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
         lines += ["", "Leftover /dev/shm entries:", "", *[f"- `{n}`" for n in shm_leaks]]
     lines += ["", "Notes:", "",
               "- Faults fire only inside DataLoader workers (or, for step faults, from a batch size up), so "
-              "every study also has healthy configs; the strategy tries the CPU count first, so the faulty "
-              "config runs early.",
+              "every study also has healthy configs; the search measures num_workers=0, the model's pick and "
+              "the cpus-1 control first (the profile before them starts one worker), so a faulty config runs "
+              "early.",
+              "- The stored-state and bad-input checks are scripts/faults/state.py and damage.py: each is one "
+              "or two real runs of the CLI or the API, on a copy of one base study where it damages stored "
+              "state; a full disk is a small tmpfs --out in a private mount namespace, filled while the run "
+              "goes (scripts/faults/full_disk.py).",
               "- Signals stand in for the kernel: SIGSEGV for a crash in native decoding code, SIGKILL for "
               "the OOM killer, SIGBUS for what a worker gets writing into a full /dev/shm. The /dev/shm-full "
               "run is real: a private mount namespace with a 32 MiB /dev/shm of its own, which a worker "
