@@ -37,10 +37,8 @@ def test_ctrl_c_exits_130_and_leaves_nothing(out_dir, monkeypatch):
                                "--budget", "60", "--device", "cpu", "--out", out_dir],
                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not faulty.find_study(out_dir):
-            time.sleep(0.2)
-        time.sleep(1.0)  # a trial under way
+        assert faulty.wait_for_running_trial(out_dir, driver, 120), "no trial ever ran"
+        time.sleep(0.3)  # into the trial
         driver.send_signal(signal.SIGINT)
         stdout, stderr = driver.communicate(timeout=60)
     finally:

@@ -460,6 +460,24 @@ def find_study(out_dir: str) -> str | None:
     return None
 
 
+def wait_for_running_trial(out_dir: str, driver, timeout_s: float) -> bool:
+    """Wait until the study under ``out_dir`` has a trial running (the driver, a ``Popen``, still
+    alive); False when that never came. A signal sent then meets a trial under way."""
+    import sqlite3
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and driver.poll() is None:
+        db = find_study(out_dir)
+        if db:
+            try:
+                if any(s == "RUNNING" for s, _ in study_states(db).values()):
+                    return True
+            except sqlite3.Error:  # the driver may be mid-write
+                pass
+        time.sleep(0.1)
+    return False
+
+
 def kill_mid_study(command: list[str], out_dir: str, cwd: str, timeout_s: float) -> tuple[dict | None, list]:
     """Start ``command`` (an ``autoloader tune`` writing its study under ``out_dir``) and SIGKILL
     it once the study has two finished trials and one running. Returns the trial states at that

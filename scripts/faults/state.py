@@ -157,10 +157,8 @@ def _ctrl_c(root: str):
         out = os.path.join(root, "ctrl-c")
         driver = subprocess.Popen([AUTOLOADER, *tune_args(out, WAITING, budget="60")],
                                   cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not faulty.find_study(out) and driver.poll() is None:
-            time.sleep(0.2)
-        time.sleep(1.0)
+        faulty.wait_for_running_trial(out, driver, 120)
+        time.sleep(0.3)   # into the trial
         driver.send_signal(signal.SIGINT)
         _, stderr = driver.communicate(timeout=60)
         check.survived = driver.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr
