@@ -27,6 +27,17 @@ model's two efficiency terms (``calibrate``), and the model is asked again.
 # batch time (a worker's sample cost differs from the profile's, which ran in the trial process)
 # and ``main`` the main process's per-batch costs. Each is fitted only from bursts the model says
 # that stage bounds, so a burst limited by the step teaches nothing about the workers.
+
+# NOTE [ A busy worker's receive ]
+# A worker sends a batch's tensors as shared-memory file descriptors, and the receiving process
+# fetches each descriptor from a thread in that worker (multiprocessing's resource sharer). That
+# thread needs the worker's interpreter lock, which the worker's own Python code (a __getitem__
+# in Python) holds for up to the interpreter's switch interval at a time. So a batch taken while
+# its worker makes the next one costs the receiver milliseconds more than one taken from an idle
+# worker, whatever the batch's size. The profile times both (recv_s from idle workers,
+# recv_busy_s while the worker is busy); the model charges the extra by how busy the workers
+# are. It lands on whoever receives: the pin thread with pin_memory, where it overlaps the loop,
+# or the loop itself without, where the measured wait includes it (``_term``).
 """
 
 from __future__ import annotations
@@ -83,14 +94,15 @@ class Prediction:
     config: LoaderConfig
     samples_per_s: float          # over a whole run: epoch restarts charged
     steady_samples_per_s: float
-    wait_share: float             # share of the loop spent waiting for data
+    wait_share: float             # share of the loop spent in next(): waiting for data, and receiving it
     bound: str                    # the stage that caps the rate: workers, pin, main or consumer
     restart_s: float              # one epoch boundary
+    receive_share: float = 0.0    # of that, the loop's own receive (workers, no pin thread)
 
     def to_dict(self) -> dict:
         return {"config": self.config.loader_kwargs(), "samples_per_s": self.samples_per_s,
                 "steady_samples_per_s": self.steady_samples_per_s, "wait_share": self.wait_share,
-                "bound": self.bound, "restart_s": self.restart_s}
+                "bound": self.bound, "restart_s": self.restart_s, "receive_share": self.receive_share}
 
 
 def _batch_pool(profile: Profile, batch_size: int, count: int = 512) -> list[float]:
@@ -116,9 +128,18 @@ class Model:
             self._pools[batch_size] = _batch_pool(self.profile, batch_size)
         return self._pools[batch_size]
 
-    def _stages(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float]:
-        """(pin thread, main loop) seconds per batch at ``config``'s batch size. Without workers
-        there is no pin thread: the loop pins the batch it collated itself."""
+    def recv_s(self, batch_size: int, busy: float) -> float:
+        """Receiving one batch from a worker that is busy ``busy`` of the time (NOTE [ A busy
+        worker's receive ])."""
+        p = self.profile
+        extra = max(0.0, p.recv_busy_s - p.recv_s) if p.recv_busy_s is not None else 0.0
+        # The wait for the worker's interpreter does not grow with the batch; the copy does.
+        return p.recv_s * batch_size / p.batch_size + min(1.0, max(0.0, busy)) * extra
+
+    def _stages(self, config: LoaderConfig, calib: Calibration, busy: float = 1.0) -> tuple[float, float]:
+        """(pin thread, main loop) seconds per batch at ``config``'s batch size, its workers busy
+        ``busy`` of the time. Without workers there is no pin thread: the loop pins the batch it
+        collated itself."""
         p = self.profile
         scale = config.batch_size / p.batch_size
         step = p.step_s * scale
@@ -127,7 +148,7 @@ class Model:
             copy = ((p.h2d_pinned_s if config.pin_memory else p.h2d_pageable_s) or 0.0) * scale
             loop = (pin if config.pin_memory else 0.0) + copy if self.cuda else 0.0
             return 0.0, calib.main * (loop + step)
-        recv = p.recv_s * scale
+        recv = self.recv_s(config.batch_size, busy)
         if not self.cuda:
             return 0.0, calib.main * (recv + step)
         if config.pin_memory:
@@ -176,9 +197,9 @@ class Model:
             steady = config.batch_size / per_batch if per_batch > 0 else math.inf
             wait = produce * calib.local / per_batch if per_batch > 0 else 0.0
             bound = "workers" if produce >= main_s else "consumer"
-            restart = 0.0
+            restart = receive = 0.0
         else:
-            interval, wait, busy_workers, bound = self._steady(
+            interval, wait, busy_workers, bound, receive = self._steady(
                 config if config.persistent_workers else replace(config, persistent_workers=True), calib)
             steady = config.batch_size / interval
             # Every epoch boundary drains the pipeline and waits for the next epoch's first
@@ -190,28 +211,31 @@ class Model:
             epoch_batches = p.epoch_batches * p.batch_size / config.batch_size
             epoch_s = epoch_batches * config.batch_size / steady
             rate = epoch_batches * config.batch_size / (epoch_s + restart)
-        return Prediction(config, rate, steady, wait, bound, restart)
+        return Prediction(config, rate, steady, wait, bound, restart, receive)
 
-    def _steady(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float, float, str]:
-        """(seconds per batch, wait share, workers' busy share, bound) of a config with workers;
-        memoised apart from persistence, which changes only the restarts."""
+    def _steady(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float, float, str, float]:
+        """(seconds per batch, share of the loop in next(), workers' busy share, bound, the
+        loop's own receive share) of a config with workers; memoised apart from persistence,
+        which changes only the restarts."""
         key = ("steady", config, calib)
         if key in self._memo:
             return self._memo[key]
         p = self.profile
         pool = self._pool(config.batch_size)
-        pin_s, main_s = self._stages(config, calib)
         n = config.num_workers
         # Processor sharing: every thread that wants a CPU (the workers' CPU part, the pin
         # thread, the loop's own host work) gets cpus / demand of one when they outnumber the
         # CPUs, so oversubscribed workers slow each other and the loop alike. Time a sample
         # spends waiting (I/O, a sleep, a lock) is not slowed, which is why such workers pay past
-        # one per core. Two passes, since how busy each stage is depends on the rate.
+        # one per core.
+        # The receive depends on how busy the workers are (NOTE [ A busy worker's receive ]).
+        # Three passes, since how busy each stage is depends on the rate.
         cpu = p.sample_cpu_share
         step_s = p.step_s * config.batch_size / p.batch_size * calib.main
-        host_s = max(0.0, main_s - step_s)   # the loop's receive and copies; the step's GPU time is not the CPU's
-        busy_main = busy_pin = busy_workers = 1.0
-        for _ in range(2):
+        busy_main = busy_pin = busy_workers = busy_recv = 1.0
+        for _ in range(3):
+            pin_s, main_s = self._stages(config, calib, busy_recv)
+            host_s = max(0.0, main_s - step_s)   # the loop's receive and copies; the step's GPU time is not the CPU's
             demand = n * busy_workers * cpu + min(1.0, busy_main) + (min(1.0, busy_pin) if pin_s else 0.0)
             share = max(1.0, demand / self.cpus(calib))
             factor = calib.worker * (cpu * share + 1.0 - cpu)
@@ -219,7 +243,14 @@ class Model:
             interval, wait, busy_workers = _simulate(n, config.prefetch_factor, config.in_order,
                                                      [t * factor for t in pool], pin_eff, main_eff)
             busy_main, busy_pin = main_eff / interval, pin_eff / interval
-        out = (interval, wait, busy_workers, _bound(wait, pin_eff, main_eff, interval, step_s))
+            busy_recv = (busy_recv + busy_workers) / 2   # damped: a slower receive idles the workers
+        # Without a pin thread the loop receives each batch inside next(), where a burst's
+        # measured wait includes it.
+        receive = 0.0
+        if not pin_s and config.num_workers:
+            receive = min(1.0, calib.main * self.recv_s(config.batch_size, busy_recv) * share / interval)
+        out = (interval, min(1.0, wait + receive), busy_workers, _bound(wait, pin_eff, main_eff, interval, step_s),
+               receive)
         self._memo[key] = out
         return out
 
@@ -365,7 +396,8 @@ def _term(trial: TrialResult, predicted: Prediction) -> str:
     if trial.wait_fraction is None:
         waited = predicted.bound in ("workers", "pin")
     else:
-        waited = trial.wait_fraction > LOADER_BOUND_WAIT
+        # Less the loop's own receive, which is inside next() but is the loop's work.
+        waited = trial.wait_fraction - predicted.receive_share > LOADER_BOUND_WAIT
     if not waited:
         return "main"
     return "pin" if predicted.bound == "pin" else "worker"

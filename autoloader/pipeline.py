@@ -46,6 +46,9 @@ class Profile:
     # made itself (no shared-memory pages to fault in): each cheaper than a worker's.
     collate_main_s: float | None = None
     pin_local_s: float | None = None
+    # Receiving a batch from a worker that is busy making the next one: NOTE [ A busy worker's
+    # receive ] in model.py. None where it was not measured (the receive above stands in).
+    recv_busy_s: float | None = None
 
     @property
     def batch_bytes(self) -> int:

@@ -11,7 +11,8 @@ from autoloader.space import LoaderConfig
 
 
 def profile(sample_s=0.002, n=256, tail=None, step_s=0.001, recv_s=0.0002, pin_s=0.0005, h2d=0.0003,
-            pageable=0.002, cpus=8, batch_size=32, epoch_batches=1000, startup_s=0.2, cpu_share=1.0):
+            pageable=0.002, cpus=8, batch_size=32, epoch_batches=1000, startup_s=0.2, cpu_share=1.0,
+            recv_busy_s=None):
     rng = random.Random(0)
     costs = [sample_s * rng.uniform(0.9, 1.1) for _ in range(n)]
     if tail:
@@ -20,7 +21,7 @@ def profile(sample_s=0.002, n=256, tail=None, step_s=0.001, recv_s=0.0002, pin_s
     return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=0.0005, sample_bytes=4096,
                    recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d, h2d_pageable_s=pageable, step_s=step_s,
                    startup_s=startup_s, worker_pss=100 << 20, cpus=cpus, epoch_batches=epoch_batches,
-                   sample_cpu_share=cpu_share)
+                   sample_cpu_share=cpu_share, recv_busy_s=recv_busy_s)
 
 
 def cfg(workers, pin=True, prefetch=2, persistent=True, in_order=True, batch_size=32):
@@ -84,6 +85,24 @@ def test_pageable_copies_block_the_loop_and_pinning_moves_them_off_it():
     pageable = model.predict(cfg(8, pin=False))
     assert pinned.steady_samples_per_s > pageable.steady_samples_per_s * 2
     assert pageable.bound in ("main", "consumer")
+
+
+def test_a_busy_workers_receive_lands_on_the_loop_without_a_pin_thread():
+    # NOTE [ A busy worker's receive ]: 8 ms to take a batch from a worker running Python. The pin
+    # thread takes it off the loop; without one the loop pays it, inside next().
+    slow = profile(sample_s=0.0005, step_s=0.004, pin_s=0.001, pageable=0.001, cpus=16, recv_busy_s=0.008)
+    model, idle = Model(slow, "cuda"), Model(profile(sample_s=0.0005, step_s=0.004, pin_s=0.001, pageable=0.001,
+                                                     cpus=16), "cuda")
+    pinned, pageable = model.predict(cfg(12, pin=True)), model.predict(cfg(12, pin=False))
+    assert pageable.steady_samples_per_s < idle.predict(cfg(12, pin=False)).steady_samples_per_s * 0.75
+    assert pinned.steady_samples_per_s > pageable.steady_samples_per_s * 1.2
+    assert pageable.receive_share > 0.2 and pageable.wait_share >= pageable.receive_share
+    # A burst that waited only for its own receive speaks for the loop, not the workers.
+    burst = TrialResult(cfg(12, pin=False), OK, samples_per_s=pageable.samples_per_s,
+                        steady_samples_per_s=pageable.steady_samples_per_s * 0.8,
+                        wait_fraction=pageable.wait_share)
+    calib = model.calibrate([burst])
+    assert calib.main > 1.1 and calib.worker == 1.0
 
 
 def test_without_workers_the_loop_does_every_stage_in_turn():

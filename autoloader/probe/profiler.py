@@ -14,7 +14,8 @@ each figure feeds):
             is timed; then pinning each and copying it to the device, pinned and pageable;
 3. consumer the step on a batch already on the device, repeated: the ceiling from above;
 4. start-up one fresh worker's iter() to first batch, less the batch's own work, and that
-            worker's memory (PSS) once it has made a batch.
+            worker's memory (PSS) once it has made a batch; then batches taken from a full
+            queue while that worker is busy making the next (a busy worker's receive).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ STEP_SECONDS = 0.5
 # that the batches in flight fit comfortably in /dev/shm.
 TRANSFER_BATCHES = 6
 SHM_SHARE = 0.25
+# The busy receive: at most this deep a queue, this many takes, this long in all; a cycle waits
+# this many times the expected fill before it takes.
+BUSY_DEPTH = 4
+BUSY_TAKES = 6
+BUSY_SECONDS = 1.0
+BUSY_FILL_MARGIN = 1.5
 
 
 class _Replay:
@@ -171,18 +178,25 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     del resident
 
     beat()
-    # 4. one fresh worker's start-up, and its memory once it made a batch.
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=1, prefetch_factor=1,
+    # 4. one fresh worker's start-up, and its memory once it made a batch; then batches taken
+    # while that worker is busy making the next (NOTE [ A busy worker's receive ] in model.py).
+    batch_work = statistics.fmean(costs) * batch_size + collate_s
+    depth = _busy_depth(batch_size * sample_bytes, batch_work, memory_budget)
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=1, prefetch_factor=max(1, depth),
                         **{k: v for k, v in fixed_kwargs.items() if k in ("collate_fn", "worker_init_fn",
                                                                           "multiprocessing_context")})
     t0 = time.perf_counter()
     it = iter(loader)
-    next(it)
-    first = time.perf_counter() - t0
-    worker_pss = next((memory_of(w.pid) for w in getattr(it, "_workers", ())), None)
-    it._shutdown_workers()
-    del it, loader
-    batch_work = statistics.fmean(costs) * batch_size + collate_s
+    recv_busy_s = None
+    try:
+        next(it)
+        first = time.perf_counter() - t0
+        worker_pss = next((memory_of(w.pid) for w in getattr(it, "_workers", ())), None)
+        if depth >= 2:
+            recv_busy_s = _busy_receive(it, depth, batch_work, beat)
+    finally:
+        it._shutdown_workers()
+        del it, loader
     epoch_batches = -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size
     return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
                    recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
@@ -190,7 +204,41 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
                    cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
                    sample_cpu_share=(min(1.0, cpu_s / sum(costs) / statistics.fmean(availability))
                                      if sum(costs) > 0 else 1.0),
-                   collate_main_s=collate_main_s, pin_local_s=pin_local_s)
+                   collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s)
+
+
+def _busy_depth(batch_bytes: int, batch_work: float, memory_budget: int | None) -> int:
+    """The start-up loader's prefetch depth for the busy receive: batches a cycle fills and then
+    takes, so each take after the first meets the worker busy; 0 (not measured) when the batches
+    in flight would not fit comfortably or one cycle would take too long."""
+    from ..hardware import shm_free
+
+    room = int(min(shm_free() or 2**31, memory_budget or 2**62) * SHM_SHARE) // max(1, 2 * batch_bytes)
+    depth = min(BUSY_DEPTH, room - 1)
+    if depth < 2 or depth * batch_work * BUSY_FILL_MARGIN > BUSY_SECONDS:
+        return 0
+    return depth
+
+
+def _busy_receive(it, depth: int, batch_work: float, beat: Callable[[], None]) -> float | None:
+    """The median take of a batch that waited in the queue while the one worker made the next.
+    Each cycle lets the worker fill the queue (``depth`` batches), then takes them one after
+    another: the first take finds the worker idle and hands it a new index, so every later take
+    meets it busy."""
+    takes: list[float] = []
+    deadline = time.perf_counter() + BUSY_SECONDS
+    while len(takes) < BUSY_TAKES and (not takes or time.perf_counter() < deadline):
+        time.sleep(depth * batch_work * BUSY_FILL_MARGIN + 0.005)
+        try:
+            next(it)
+            for _ in range(depth - 1):
+                t0 = time.perf_counter()
+                next(it)
+                takes.append(time.perf_counter() - t0)
+        except StopIteration:
+            break
+        beat()
+    return statistics.median(takes) if takes else None
 
 
 def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, sync,

@@ -1,0 +1,63 @@
+"""The profile on stand-in datasets whose per-sample cost, tail and interpreter use are known."""
+
+import time
+
+import pytest
+import torch
+
+from autoloader.probe.profiler import run_profile
+from autoloader.probe.trial import _pss, _tensor_bytes
+
+
+class Timed(torch.utils.data.Dataset):
+    """Each sample costs ``cost`` seconds (every ``tail_every``-th costs ``tail``), spent spinning
+    in Python (holding the interpreter) or asleep (holding nothing)."""
+
+    def __init__(self, cost, spin, tail_every=0, tail=0.0, n=4096):
+        self.cost, self.spin, self.tail_every, self.tail, self.n = cost, spin, tail_every, tail, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        cost = self.tail if self.tail_every and i % self.tail_every == 0 else self.cost
+        if self.spin:
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < cost:
+                pass
+        else:
+            time.sleep(cost)
+        return torch.zeros(1024), i
+
+
+def profile_of(dataset, batch_size=16):
+    return run_profile(dataset, {}, batch_size, lambda batch: None, "cpu", _tensor_bytes, _pss)
+
+
+def test_the_per_sample_cost_is_a_distribution_with_its_tail():
+    p = profile_of(Timed(0.002, spin=False, tail_every=10, tail=0.02))
+    q = p.sample_quantiles()
+    assert q["median"] == pytest.approx(0.002, rel=0.5)
+    assert q["max"] == pytest.approx(0.02, rel=0.5)          # the tail is kept, not averaged away
+    assert q["p99"] > 5 * q["median"]
+    assert p.sample_cpu_share < 0.5                           # asleep: not CPU work
+    assert p.sample_bytes == 1024 * 4 + 8                     # the tensor and the index
+
+
+def test_spinning_samples_are_cpu_work():
+    p = profile_of(Timed(0.002, spin=True))
+    assert p.sample_quantiles()["median"] == pytest.approx(0.002, rel=0.5)
+    assert p.sample_cpu_share > 0.6
+
+
+def test_a_worker_running_python_makes_its_batches_slower_to_receive():
+    """NOTE [ A busy worker's receive ]: taking a batch while its worker runs Python code waits for
+    that worker's interpreter; taking one from an idle worker does not."""
+    p = profile_of(Timed(0.001, spin=True))
+    assert p.recv_busy_s is not None
+    assert p.recv_busy_s > p.recv_s + 0.0005, (p.recv_s, p.recv_busy_s)
+
+
+def test_a_sleeping_worker_is_received_from_as_fast_as_an_idle_one():
+    p = profile_of(Timed(0.001, spin=False))
+    assert p.recv_busy_s is not None and p.recv_busy_s < p.recv_s + 0.002, (p.recv_s, p.recv_busy_s)
