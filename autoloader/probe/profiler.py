@@ -227,11 +227,15 @@ def _busy_receive(it, depth: int, batch_work: float, beat: Callable[[], None]) -
     meets it busy."""
     takes: list[float] = []
     deadline = time.perf_counter() + BUSY_SECONDS
+    # A pause before each take lets the worker wake to its new index and get going (on a busy
+    # machine that takes a moment); the pauses together stay well inside one batch's work.
+    gap = min(batch_work / (2 * depth), 0.005)
     while len(takes) < BUSY_TAKES and (not takes or time.perf_counter() < deadline):
         time.sleep(depth * batch_work * BUSY_FILL_MARGIN + 0.005)
         try:
             next(it)
             for _ in range(depth - 1):
+                time.sleep(gap)
                 t0 = time.perf_counter()
                 next(it)
                 takes.append(time.perf_counter() - t0)
