@@ -107,12 +107,18 @@ def _cpu_model() -> str:
 
 @dataclass(frozen=True)
 class Hardware:
-    """The facts a tuned config depends on; its fingerprint names the results folder."""
+    """The facts a tuned config depends on; its fingerprint names the results folder.
+
+    ``ranks``: how many ranks of one job share the node (NOTE [ Tuning a node's ranks ] in
+    node.py). Past 1, ``cpus`` is one rank's share and the fingerprint ends in ``-{ranks}rank``,
+    so a single-rank result and an N-rank one never share a study or a file; at 1 the fingerprint
+    is what it always was."""
 
     cpus: int
     cpu_model: str
     memory_gib: int
     gpus: tuple[str, ...]
+    ranks: int = 1
 
     @property
     def fingerprint(self) -> str:
@@ -120,11 +126,13 @@ class Hardware:
         short = "".join(ch if ch.isalnum() else "-" for ch in gpu.lower()).strip("-")
         short = "-".join(part for part in short.split("-") if part and part != "nvidia")[:24]
         digest = hashlib.sha1(repr((self.cpu_model, self.cpus, self.memory_gib, self.gpus)).encode()).hexdigest()[:8]
-        return f"{short or 'cpu'}-{len(self.gpus)}x-{self.cpus}cpu-{self.memory_gib}g-{digest}"
+        ranks = f"-{self.ranks}rank" if self.ranks > 1 else ""
+        return f"{short or 'cpu'}-{len(self.gpus)}x-{self.cpus}cpu-{self.memory_gib}g-{digest}{ranks}"
 
     def to_dict(self) -> dict:
-        return {"cpus": self.cpus, "cpu_model": self.cpu_model, "memory_gib": self.memory_gib,
+        data = {"cpus": self.cpus, "cpu_model": self.cpu_model, "memory_gib": self.memory_gib,
                 "gpus": list(self.gpus), "fingerprint": self.fingerprint}
+        return {**data, "ranks": self.ranks} if self.ranks > 1 else data
 
 
 def detect() -> Hardware:

@@ -74,15 +74,18 @@ _SIZE_FAULTS = ("step_error", "cuda_oom")
 
 
 class ModelFirst(Strategy):
-    """Proposes from the model; ``fits(config)`` says whether a config's memory is predicted to fit."""
+    """Proposes from the model; ``fits(config)`` says whether a config's memory is predicted to fit.
+    ``control_cpus``: the CPUs the control's rule counts, when not ``cpus`` (one rank of a node
+    counts the node's: NOTE [ Tuning a node's ranks ] in node.py)."""
 
     def __init__(self, space: SearchSpace, model: Model, cpus: int, allow_reorder: bool = False,
-                 fits: Callable[[LoaderConfig, Sequence[TrialResult]], bool] | None = None):
+                 fits: Callable[[LoaderConfig, Sequence[TrialResult]], bool] | None = None,
+                 control_cpus: int | None = None):
         self.space = space
         self.model = model
         self.cpus = max(1, cpus)
         self.configs = candidates(space, self.cpus, allow_reorder)
-        self.control = heuristic_config(space, self.cpus)
+        self.control = heuristic_config(space, max(1, control_cpus or self.cpus))
         self.fits = fits or (lambda config, history: True)
 
     def expected_trials(self) -> int:

@@ -72,6 +72,9 @@ class TrialResult:
     stalled_s: float | None = None          # HANG: seconds since the trial's last batch when it was ended
     cause: str | None = None
     error: str | None = None
+    # A node's trial (node.py): each rank's own rate, rank 0 first; samples_per_s is then the
+    # node's, ranks x the slowest of these (NOTE [ Tuning a node's ranks ]).
+    rank_samples_per_s: tuple[float, ...] | None = None
 
     @property
     def ok(self) -> bool:
@@ -93,6 +96,8 @@ class TrialResult:
     def from_dict(cls, data: dict) -> "TrialResult":
         data = dict(data)
         data["config"] = LoaderConfig.from_dict(data["config"])
+        if data.get("rank_samples_per_s") is not None:
+            data["rank_samples_per_s"] = tuple(data["rank_samples_per_s"])
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

@@ -57,6 +57,9 @@ class RunnerSetup:
     # for its own children, and DataLoader workers must start as in the user's process.
     worker_start_method: str = dataclasses.field(
         default_factory=lambda: mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0])
+    # (rank, world size) when this trial process is one rank of a node's tune: its loaders read
+    # that rank's shard through a DistributedSampler (NOTE [ Tuning a node's ranks ] in node.py).
+    shard: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

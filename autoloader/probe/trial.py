@@ -213,7 +213,7 @@ class _Runner:
         if "batch_sampler" in fixed or "sampler" in fixed:
             return None
         size = config.batch_size
-        remainder = 0 if self.iterable or fixed.get("drop_last") else len(self.dataset) % size
+        remainder = 0 if self.iterable or fixed.get("drop_last") else self._rank_length() % size
         last = remainder or size
         return lambda batch, index: last if epoch_batches and index == epoch_batches else size
 
@@ -244,8 +244,26 @@ class _Runner:
         fixed["worker_init_fn"] = _WorkerInit(os.getpid() if method == "fork" else None,
                                               fixed.get("worker_init_fn", seed_worker))
         if not self.iterable and "sampler" not in fixed and "batch_sampler" not in fixed:
-            fixed.setdefault("shuffle", True)
+            shuffle = fixed.pop("shuffle", True)
+            if self.setup.shard is None:
+                fixed["shuffle"] = shuffle
+            else:  # one rank of a node: its shard, as DistributedSampler gives it in training
+                from torch.utils.data.distributed import DistributedSampler
+
+                rank, world = self.setup.shard
+                fixed["sampler"] = DistributedSampler(self.dataset, num_replicas=world, rank=rank,
+                                                      shuffle=bool(shuffle))
         return fixed
+
+    def _rank_length(self) -> int | None:
+        """Samples one epoch of this trial process's loaders holds: the dataset's, or its rank's
+        shard's (DistributedSampler pads the shards to equal length)."""
+        if self.iterable:
+            return None
+        if self.setup.shard is None:
+            return len(self.dataset)
+        world = self.setup.shard[1]
+        return -(-len(self.dataset) // world)
 
     def measure(self, config: LoaderConfig, settings: BurstSettings, beat=None) -> dict:
         """One trial. Returns the fields of a TrialResult (the driver adds memory figures).
@@ -264,9 +282,13 @@ class _Runner:
         where = ["next"]
 
         iterators = []
+        epoch = [0]
 
         def make_iterator():
             where[0] = "iter"
+            if hasattr(loader.sampler, "set_epoch"):   # a rank's shard: a new order each epoch
+                loader.sampler.set_epoch(epoch[0])
+                epoch[0] += 1
             try:
                 it = iter(loader)
             except BaseException as exc:  # its workers run: NOTE [ An iterator that raised while starting ]
@@ -353,6 +375,10 @@ def main(conn, setup: RunnerSetup) -> None:
     os.setpgrp()
     _die_with_parent()
     _set_name(RUNNER_NAME)
+    if setup.shard is not None:
+        # seed_worker (seeding.py) keys each worker's stream by RANK: this process's workers are
+        # that rank's, whatever the environment it was started from said.
+        os.environ["RANK"], os.environ["WORLD_SIZE"] = str(setup.shard[0]), str(setup.shard[1])
     mp.set_start_method(setup.worker_start_method, force=True)
     # Trying more workers than CPUs is the point of some trials; DataLoader's warning about it
     # would only clutter the user's terminal.
