@@ -50,22 +50,34 @@ def main() -> None:
               help="Seconds a trial may go without progress (no batch, no start) before it is ended as a hang.")
 @click.option("--allow-reorder", is_flag=True,
               help="Let the pick deliver batches out of order (DataLoader in_order=False) when that is faster.")
+@click.option("--nproc-per-node", type=int, default=1, show_default=True, metavar="N",
+              help="Tune N ranks of one node together (as torchrun --nproc-per-node N trains): every trial runs "
+                   "on all of them at once, each on its own GPU and DistributedSampler shard; the pick is per "
+                   "rank, its rate the node's.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @click.option("--fail-if-changed", is_flag=True,
               help="Exit 3 when the pick or its rate changed since the last result for this dataset under --out "
                    "(on this hardware, else the newest from other hardware). For nightly re-tunes.")
 def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,
-                 dataset_version, trial_timeout, allow_reorder, as_json, quiet, fail_if_changed) -> None:
+                 dataset_version, trial_timeout, allow_reorder, nproc_per_node, as_json, quiet,
+                 fail_if_changed) -> None:
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
+    from . import hardware, node
+    from .problem import resolve_device
+
     with _library_errors():
         # An empty --batch-sizes is bad input, not an absent option: parse it and say so.
         sizes = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
+        gpus = hardware.gpu_names()
+        nproc = node.check_nproc(nproc_per_node, resolve_device(device, gpus), len(gpus), hardware.usable_cpus())
+        ranks = node.launched(nproc) if nproc > 1 else contextlib.nullcontext()
         try:
-            result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
-                          max_memory=max_memory, device=device, out=out, storage=storage,
-                          progress=None if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout,
-                          allow_reorder=allow_reorder, version=dataset_version)
+            with ranks:
+                result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
+                              max_memory=max_memory, device=device, out=out, storage=storage,
+                              progress=None if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout,
+                              allow_reorder=allow_reorder, version=dataset_version)
         except NotSaved as exc:
             # The pick is printed all the same: a full disk must not cost the run's answer.
             if exc.result is not None:

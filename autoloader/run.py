@@ -27,6 +27,7 @@ from .knee import Knee, find_knee
 from .limits import batch_samples, check_ceiling_fits_ram, clipped_timeout, warn_batch_past_length
 from .model import Calibration, Model, Prediction
 from .model_first import ModelFirst
+from .node import Node, NodeRunner, rank_ceiling
 from .paths import default_storage, resolve_out, result_path, study_name
 from .pipeline import Profile
 from .policy import FINAL_ROUNDS, FINAL_SETTINGS, MAX_WORKERS_PER_CPU, PRUNE_SHARE, SEARCH_SETTINGS
@@ -122,6 +123,7 @@ class TuneResult:
     provenance: dict | None = None        # measurement format, autoloader version, when
     warm_start: WarmStart | None = None
     early_stop: bool = False              # the warm start's pick held and the search ended there
+    node: dict | None = None              # a node's tune: NOTE [ Tuning a node's ranks ] in node.py
 
     @property
     def config(self) -> LoaderConfig:
@@ -141,8 +143,14 @@ class TuneResult:
 
     @property
     def control_samples_per_s(self) -> float | None:
-        """The control's final median: what the rule the tuner replaces reads in this run."""
-        return next((f.median for f in self.finals if f.config == self.control), None)
+        """The control's final median: what the rule the tuner replaces reads in this run (on a
+        node, the node's rate: its ranks x the slowest rank's)."""
+        median = next((f.median for f in self.finals if f.config == self.control), None)
+        return median * self.ranks if median is not None else None
+
+    @property
+    def ranks(self) -> int:
+        return self.node["ranks"] if self.node else 1
 
     def faults(self) -> dict[str, int]:
         """Failed or infeasible trials by cause."""
@@ -165,7 +173,7 @@ class TuneResult:
                 "reorder_gain": self.reorder_gain, "model_error": list(self.model_error),
                 "study": self.study, "run_id": self.run_id, "priors": self.priors, "dataset": self.dataset,
                 "warm_start": warm_record(self.warm_start), "early_stop": self.early_stop,
-                **(self.provenance or {})}
+                **({"node": self.node} if self.node else {}), **(self.provenance or {})}
 
 
 def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSpace:
@@ -176,11 +184,15 @@ def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSp
 
 
 class Run:
-    """One tuning run of ``problem`` under ``options``. ``run()`` once."""
+    """One tuning run of ``problem`` under ``options``. ``run()`` once. ``node``: rank 0 of a
+    node's ranks, tuned together (NOTE [ Tuning a node's ranks ] in node.py); the problem's
+    hardware is then one rank's (``Node.hardware``)."""
 
     def __init__(self, problem: Problem, options: Options, progress: Progress | None = None,
-                 warm_start: WarmStart | None = None):
+                 warm_start: WarmStart | None = None, node: Node | None = None):
         self.problem = problem
+        self.node = node
+        self.ranks = node.world if node is not None else 1
         self.options = options
         self.warm_start = warm_start    # NOTE [ Warm start ] in warm.py
         self.clock = Clock(options.budget)
@@ -188,10 +200,12 @@ class Run:
         self.progress = progress or (lambda event, data: None)
         self._worker_prior = 0
         self.store: StudyStore | None = None
-        self.runner = TrialRunner(RunnerSetup(problem.dataset, problem.step, problem.device,
-                                              problem.fixed_kwargs, problem.batch_sizes[0]),
-                                  max_memory=options.limits.max_memory,
-                                  hang_timeout_s=options.limits.trial_timeout)
+        setup = RunnerSetup(problem.dataset, problem.step, problem.device, problem.fixed_kwargs,
+                            problem.batch_sizes[0])
+        self.runner = (NodeRunner(node, setup, options.limits.max_memory, options.limits.trial_timeout)
+                       if node is not None else
+                       TrialRunner(setup, max_memory=options.limits.max_memory,
+                                   hang_timeout_s=options.limits.trial_timeout))
 
     def run(self) -> TuneResult:
         try:
@@ -222,7 +236,8 @@ class Run:
             profile = self._profile(info)
             model = Model(profile, problem.device)
             fits = lambda config, history: self._predicted_breach(config, info, history) is None  # noqa: E731
-            strategy = warmed(ModelFirst(self.space, model, problem.hardware.cpus, problem.allow_reorder, fits),
+            strategy = warmed(ModelFirst(self.space, model, problem.hardware.cpus, problem.allow_reorder, fits,
+                                         control_cpus=self.node.node_cpus if self.node else None),
                               self.warm_start, self.space)
             self.clock.finalists = strategy.finalists
             self._search(strategy, store, history, info, OnceMore.after(loaded.crashed_once))
@@ -230,14 +245,17 @@ class Run:
             pick = choose(finals, history, control=strategy.control)
             calib = strategy.calibration(history)
             predicted = model.predict(pick.config, calib)
-            tuned = TunedConfig(config=pick.config, samples_per_s=pick.rate, rel_interval=pick.trial.rel_interval,
-                                baseline_samples_per_s=_baseline(finals, history),
+            baseline = _baseline(finals, history)
+            tuned = TunedConfig(config=pick.config, samples_per_s=pick.rate * self.ranks,
+                                rel_interval=pick.trial.rel_interval,
+                                baseline_samples_per_s=baseline * self.ranks if baseline else baseline,
                                 knee=_knee(strategy, history), hardware=problem.hardware.to_dict(),
                                 dataset_key=key, device=problem.device)
             path = result_path(self.options.out, fingerprint, key)
             snippet_path = result_path(self.options.out, fingerprint, key, ".py")
             previous = previous_result(self.options.out, fingerprint, key)  # before it is replaced
-            since = (compare(previous[1], tuned, previous[0], rate_here(previous[1].config, finals, history),
+            since = (compare(previous[1], tuned, previous[0], _times(rate_here(previous[1].config, finals, history),
+                                                                      self.ranks),
                              format_note(previous[0])) if previous else None)
             result = TuneResult(tuned, tuple(history), tuple(finals), path, snippet_path, store.shown_url,
                                 self.clock.elapsed(), resumed, self.runner.orphans, self.runner.shm_leaks,
@@ -247,7 +265,7 @@ class Run:
                                 model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
                                 run_id=store.run.run_id, priors=len(priors), dataset=_dataset_record(problem),
                                 provenance=provenance(), warm_start=self.warm_start,
-                                early_stop=getattr(strategy, "stopped_early", False))
+                                early_stop=getattr(strategy, "stopped_early", False), node=self._node_record())
             save(result, {snippet_path: tuned.snippet(),
                           path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
             store.complete(_summary(result))
@@ -262,19 +280,35 @@ class Run:
                 self.store.close()
             self.runner.close()
 
+    def _node_record(self) -> dict | None:
+        """What a node's result says of the node: how its figures were made."""
+        if self.node is None:
+            return None
+        return {"ranks": self.ranks, "node_cpus": self.node.node_cpus, "cpus_per_rank": self.node.rank_cpus,
+                "max_memory_per_rank": rank_ceiling(self.options.limits.max_memory, self.ranks),
+                "config": "per rank: every rank runs this DataLoader on its DistributedSampler shard",
+                "samples_per_s": "the node's: ranks x the slowest rank's; trials and finals list the slowest "
+                                 "rank's (rank_samples_per_s: every rank's)",
+                "profile": "rank 0's alone"}
+
     def _profile(self, info) -> Profile:
         """The pipeline's profile from the trial process; when it could not be measured, one
         built from the set-up's single batch, which the bursts then correct."""
         profile, error = self.runner.profile(self.problem.batch_sizes[0], self._limits_now().trial_timeout)
         if profile is None:
             profile = fallback_profile(info, self.problem.batch_sizes[0], self.problem.hardware.cpus)
+        if self.node is not None:
+            # The model is one rank's: its CPUs are the rank's share, its epoch the rank's shard.
+            epoch = profile.epoch_batches
+            profile = dataclasses.replace(profile, cpus=self.problem.hardware.cpus,
+                                          epoch_batches=-(-epoch // self.ranks) if epoch else epoch)
         self._worker_prior = profile.worker_pss or 0
         self.progress("profile", {"profile": profile, "error": error})
         return profile
 
     def _check_shm(self, info) -> None:
         free = hardware.shm_free()
-        need = info.sample_bytes * batch_samples(min(self.space.batch_sizes), info.length)
+        need = info.sample_bytes * batch_samples(min(self.space.batch_sizes), info.length) * self.ranks
         if free is not None and free < need:
             raise usage("/dev/shm must hold at least one batch, since DataLoader workers pass batches through it",
                         f"{free / 2**20:.1f} MiB free, one batch is {need / 2**20:.1f} MiB",
@@ -284,10 +318,12 @@ class Run:
     def _predicted_breach(self, config: LoaderConfig, info, history) -> str | None:
         host, shm = predict_peak(config, info.runner_uss, info.runner_pss, info.sample_bytes, history,
                                  worker_prior=self._worker_prior, length=info.length)
-        ceiling = self.options.limits.max_memory
+        ceiling = rank_ceiling(self.options.limits.max_memory, self.ranks)
         if host > ceiling:
-            return f"predicted {host / 2**30:.2f} GiB host memory > {ceiling / 2**30:.2f} GiB ceiling"
+            per = f" (one rank's share of {self.ranks})" if self.ranks > 1 else ""
+            return f"predicted {host / 2**30:.2f} GiB host memory > {ceiling / 2**30:.2f} GiB ceiling{per}"
         free = hardware.shm_free()
+        shm *= self.ranks   # every rank's workers fill the one /dev/shm
         if free is not None and config.num_workers and shm > free:
             return f"predicted {shm / 2**30:.2f} GiB in /dev/shm > {free / 2**30:.2f} GiB free"
         return None
@@ -367,6 +403,10 @@ class Run:
                                     "rates": {c.key: list(r) for c, r in rates.items()}})
         trials = {t.config: t for t in history if t.status == OK}
         return [Finalist(c, tuple(r), tuple(waits[c]), trials.get(c)) for c, r in rates.items() if r]
+
+
+def _times(rate: float | None, ranks: int) -> float | None:
+    return rate * ranks if rate is not None else None
 
 
 def _knee(strategy: Strategy, history: Sequence[TrialResult]) -> Knee | None:

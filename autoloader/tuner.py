@@ -3,6 +3,9 @@
 A thin face over the mechanics: each builds one ``Problem`` (every input checked up front), then
 either runs a tuning ``Run`` (run.py) or looks the problem's result up in the store.
 
+Inside a multi-rank launch (torchrun, or ``autoloader tune --nproc-per-node N``) every rank calls
+these alike and the node's ranks are tuned together: NOTE [ Tuning a node's ranks ] in node.py.
+
 Data flows one way: problem -> space -> strategy -> probe (driver, trial process, guard) -> results
 -> choice -> config -> store. Only ``report`` prints; progress reaches it through ``progress``.
 """
@@ -11,10 +14,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import dataclasses
+
 from .config import TunedConfig
 from .content import dataset_fingerprint
 from .paths import held, resolve_out, result_path
 from .problem import Problem
+from .node import Node, joined, on_node
 from .run import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, Progress, Run, TuneResult
 from .store import read_json
 from .validate import load_result
@@ -38,14 +44,28 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     they are. ``out``: where results are written (default: the results home, ``$AUTOLOADER_HOME``
     or ``~/.cache/autoloader``). ``version``: your own label for this data, part of its key beside
     the content fingerprint.
+
+    Called by every rank of a torchrun launch (WORLD_SIZE > 1), it tunes the node's ranks together:
+    all run each trial at once on their own shard and device, rank 0 searches and stores, the
+    pick is per rank, its rate the node's, and every rank returns the same result (NOTE [ Tuning
+    a node's ranks ] in node.py).
     """
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
                             fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
-    return _tune(problem, Options.build(budget, trial_timeout, max_memory, out, storage), progress)
+    options = Options.build(budget, trial_timeout, max_memory, out, storage)
+    node = joined()
+    return _tune(_on(problem, node), options, progress, node)
 
 
-def _tune(problem: Problem, options: Options, progress: Progress | None) -> TuneResult:
-    return Run(problem, options, progress).run()
+def _on(problem: Problem, node: Node | None) -> Problem:
+    """The problem as one rank of ``node`` sees it (its share of the CPUs, the rank count)."""
+    return problem if node is None else dataclasses.replace(problem, hardware=node.hardware(problem.hardware))
+
+
+def _tune(problem: Problem, options: Options, progress: Progress | None, node: Node | None = None) -> TuneResult:
+    if node is None:
+        return Run(problem, options, progress).run()
+    return on_node(node, lambda: Run(problem, options, progress, node=node).run())
 
 
 def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = None,
@@ -99,7 +119,10 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     directory) by the dataset's name (its spec, or its class's module and name), its length and
     content fingerprint (a few samples read here), ``version``, the step, the batch sizes, the
     device and ``fixed_loader_kwargs``. Processes of one machine asking for the same problem at
-    once (the ranks of a torchrun job) take turns: one tunes, the others then find its result."""
+    once take turns: one tunes, the others then find its result. The ranks of a torchrun job
+    (WORLD_SIZE > 1) instead tune together, as ``tune()`` does, and each gets a loader of the
+    per-rank config on its DistributedSampler shard (call ``loader.sampler.set_epoch(epoch)``
+    each epoch, as with any DistributedSampler)."""
     from torch.utils.data import DataLoader, IterableDataset
 
     dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned
@@ -107,10 +130,20 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     problem = built_problem(dataset_obj, dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes,
                             device=device, fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder,
                             version=version)
+    node = joined()
+    problem = _on(problem, node)
     out = resolve_out(out)
     path = result_path(out, problem.hardware.fingerprint, problem.key)
     tuned, why = _stored(problem, out)
-    if tuned is None:
+    if node is not None:
+        # Rank 0's lookup decides for the node: all ranks tune together, or none does.
+        tuned = node.broadcast(tuned)
+        if tuned is None:
+            options = Options.build(budget, trial_timeout, max_memory, out, storage)
+            if why is not None and progress is not None and node.rank == 0:
+                progress("not_reused", {"why": why})
+            tuned = _tune(problem, options, progress, node).tuned
+    elif tuned is None:
         options = Options.build(budget, trial_timeout, max_memory, out, storage)
         with held(path[:-len(".json")] + ".lock"):
             tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
@@ -121,6 +154,11 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
     if not isinstance(dataset_obj, IterableDataset) and not {"sampler", "batch_sampler"} & kwargs.keys():
         kwargs.setdefault("shuffle", True)
+        if node is not None:   # this rank's shard, as its trials read it
+            from torch.utils.data.distributed import DistributedSampler
+
+            kwargs["sampler"] = DistributedSampler(dataset_obj, num_replicas=node.world, rank=node.rank,
+                                                   shuffle=bool(kwargs.pop("shuffle")))
     return DataLoader(dataset_obj, generator=generator, **kwargs)
 
 
