@@ -163,3 +163,20 @@ def counted_tiny() -> Tiny:
     """A factory that counts its calls: building a dataset can be the slow part."""
     BUILDS.append(os.getpid())
     return Tiny(256)
+
+
+class BreaksOnRankOne(Dataset):
+    """Loads on every rank but rank 1 (RANK, which a node's trial process sets to its own), where
+    every sample past the set-up probe's first few raises: rank 1 alone fails every trial."""
+
+    def __len__(self) -> int:
+        return 256
+
+    def __getitem__(self, index: int):
+        if os.environ.get("RANK") == "1" and index >= 8:
+            raise RuntimeError(f"sample {index} is unreadable on rank 1")
+        return torch.zeros(4)
+
+
+def breaks_on_rank_one() -> BreaksOnRankOne:
+    return BreaksOnRankOne()

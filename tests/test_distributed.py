@@ -1,0 +1,225 @@
+"""A node's ranks tuned together (NOTE [ Tuning a node's ranks ] in node.py), with two CPU ranks
+on gloo: what CI can run. Each multi-rank test starts real ranks (``autoloader tune
+--nproc-per-node 2`` in a subprocess, or two spawned processes calling the API as torchrun's
+ranks would) with a 10 s budget on tests/workloads.py's tiny datasets.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from autoloader.cli import main
+from autoloader.hardware import Hardware, usable_cpus
+from autoloader.node import check_nproc, node_result, node_share, _free_port
+from autoloader.policy import MAX_WORKERS_PER_CPU
+from autoloader.results import FAILED, OK, TrialResult
+from autoloader.space import LoaderConfig
+
+from conftest import REPO_ROOT, WORKLOADS
+
+two_cpus = pytest.mark.skipif(usable_cpus() < 2, reason="two ranks need two CPUs")
+
+
+def _ranks_env(port: int, rank: int, world: int) -> dict:
+    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank), "WORLD_SIZE": str(world),
+            "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world)}
+
+
+def _spawned(target, world: int, *args, timeout: float = 120.0) -> None:
+    """``target(rank, port, *args)`` in ``world`` spawned processes, each a rank; all must exit 0."""
+    context = mp.get_context("spawn")
+    port = _free_port()
+    procs = [context.Process(target=target, args=(rank, port, *args)) for rank in range(world)]
+    for proc in procs:
+        proc.start()
+    try:
+        for proc in procs:
+            proc.join(timeout)
+        assert [p.exitcode for p in procs] == [0] * world, [p.exitcode for p in procs]
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+# --- seed_worker across ranks -------------------------------------------------------------------
+
+def _draws_as_rank(rank: int, port: int, path: str) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader
+
+    from autoloader import seed_worker
+    from workloads import RandomDraws
+
+    os.environ.update(_ranks_env(port, rank, 2))
+    os.environ["RANK"] = "0"   # the rank must come from torch.distributed, not from the environment
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        epochs = []
+        for persistent in (False, True):
+            loader = DataLoader(RandomDraws(16), batch_size=None, num_workers=2, worker_init_fn=seed_worker,
+                                persistent_workers=persistent, generator=torch.Generator().manual_seed(7),
+                                multiprocessing_context="fork")
+            epochs.append([[[float(v) for v in sample] for sample in loader] for _ in range(2)])
+        with open(f"{path}.{rank}", "w") as fh:
+            json.dump(epochs, fh)
+    finally:
+        dist.destroy_process_group()
+
+
+@two_cpus
+def test_two_gloo_ranks_draw_distinct_streams(tmp_path):
+    # The same generator seed and the same RANK in both: only torch.distributed's rank tells them apart.
+    path = str(tmp_path / "draws")
+    _spawned(_draws_as_rank, 2, path)
+    runs = [json.load(open(f"{path}.{rank}")) for rank in (0, 1)]
+    for mode in (0, 1):
+        for epoch in range(2):
+            a, b = runs[0][mode][epoch], runs[1][mode][epoch]
+            for source, name in enumerate(("np.random", "random", "torch", "worker_generator")):
+                shared = {s[source] for s in a} & {s[source] for s in b}
+                assert not shared, f"{name}: ranks 0 and 1 share draws (persistent={bool(mode)}, epoch {epoch})"
+
+
+# --- the node's figures ----------------------------------------------------------------------------
+
+CONFIG = LoaderConfig.make(16, 1, False)
+
+
+def test_a_node_trial_is_its_slowest_rank_and_lists_every_rank():
+    ranks = [TrialResult(CONFIG, OK, samples_per_s=900.0, wait_fraction=0.1, peak_pss_bytes=5, seconds=2.0),
+             TrialResult(CONFIG, OK, samples_per_s=600.0, wait_fraction=0.4, peak_pss_bytes=9, seconds=3.0)]
+    node = node_result(CONFIG, ranks)
+    assert node.status == OK and node.samples_per_s == 600.0 and node.rank_samples_per_s == (900.0, 600.0)
+    assert (node.wait_fraction, node.peak_pss_bytes, node.seconds) == (0.4, 9, 3.0)
+
+
+def test_a_failure_on_one_rank_is_the_node_trials_naming_the_rank():
+    ranks = [TrialResult(CONFIG, OK, samples_per_s=900.0),
+             TrialResult(CONFIG, FAILED, cause="dataset_error", error="RuntimeError: bad sample")]
+    node = node_result(CONFIG, ranks)
+    assert node.status == FAILED and node.cause == "dataset_error"
+    assert node.error.startswith("rank 1 of 2: ") and "bad sample" in node.error
+
+
+def test_the_rank_count_enters_the_fingerprint_and_the_cpus_are_split():
+    one = Hardware(16, "cpu", 64, ())
+    assert one.fingerprint == Hardware(16, "cpu", 64, (), ranks=1).fingerprint
+    assert Hardware(8, "cpu", 64, (), ranks=2).fingerprint.endswith("-2rank")
+    assert Hardware(8, "cpu", 64, (), ranks=2).to_dict()["ranks"] == 2
+    everything = frozenset(range(16))
+    assert node_share([everything, everything], [16, 16], None) == (16, 8)
+    assert node_share([frozenset(range(8)), frozenset(range(8, 16))], [8, 8], None) == (16, 8)
+    assert node_share([everything] * 4, [16, 2, 16, 16], None) == (16, 2), "a narrower rank's own affinity"
+    assert node_share([everything] * 2, [16, 16], 6.0) == (6, 3), "the cgroup quota caps the node"
+    assert node_share([frozenset({0})] * 4, [1] * 4, None) == (1, 1), "at least one CPU a rank"
+
+
+# --- the command ------------------------------------------------------------------------------------
+
+def _usage(result, *needles: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert "Error:" in result.stderr and "Fix:" in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in result.stderr, (needle, result.stderr)
+
+
+@pytest.mark.parametrize("value, needles", [
+    ("0", ["1 or more", "--nproc-per-node 8"]),
+    ("-2", ["-2", "1 or more"]),
+    ("100000", ["100000", f"--nproc-per-node {usable_cpus()} or fewer"]),
+], ids=["zero", "negative", "past-the-cpus"])
+def test_bad_nproc_per_node_exits_2_with_the_fix(value, needles, out_dir):
+    result = CliRunner().invoke(main, ["tune", "--dataset", f"{WORKLOADS}:tiny", "--device", "cpu", "--out", out_dir,
+                                       "--quiet", "--nproc-per-node", value])
+    _usage(result, *needles)
+    assert os.listdir(out_dir) == []
+
+
+def test_nproc_per_node_past_the_gpus_or_inside_torchrun_is_a_usage_error(monkeypatch):
+    from autoloader.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"2 GPU\(s\).*--nproc-per-node 2 or fewer"):
+        check_nproc(3, "cuda", 2, 64)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.raises(UsageError, match="already one rank of 4.*call tune\\(\\) in every rank"):
+        check_nproc(2, "cpu", 0, 64)
+
+
+def _cli(*args: str, timeout: float = 150.0) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO_ROOT, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "autoloader.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO_ROOT)
+
+
+@two_cpus
+def test_a_two_rank_tune_writes_one_node_result(out_dir):
+    done = _cli("tune", "--dataset", f"{WORKLOADS}:tiny", "--nproc-per-node", "2", "--device", "cpu",
+                "--budget", "10", "--batch-size", "16", "--out", out_dir, "--json", "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (folder,) = os.listdir(out_dir)
+    assert folder.endswith("-2rank"), "single-rank and 2-rank results never share a folder or a study"
+    files = sorted(os.listdir(os.path.join(out_dir, folder)))
+    assert [f.rsplit(".", 1)[1] for f in files] == ["db", "json", "py"], files
+    data = json.load(open(os.path.join(out_dir, folder, files[1])))
+    per_rank = max(1, usable_cpus() // 2)
+    assert data["hardware"]["ranks"] == 2 and data["hardware"]["cpus"] == per_rank
+    assert data["node"]["ranks"] == 2 and data["node"]["cpus_per_rank"] == per_rank
+    assert data["config"]["num_workers"] <= MAX_WORKERS_PER_CPU * per_rank
+    assert data["control"]["num_workers"] == data["node"]["node_cpus"] - 1, "the control: node CPUs - 1 per rank"
+    measured = [t for t in data["trials"] if t["status"] == OK]
+    assert measured
+    for trial in measured:
+        assert len(trial["rank_samples_per_s"]) == 2
+        assert trial["samples_per_s"] == min(trial["rank_samples_per_s"]), "a node trial is its slowest rank"
+    is_pick = lambda config: all(config.get(k) == v for k, v in data["config"].items())  # noqa: E731
+    rates = [f["median"] for f in data["finals"] if is_pick(f["config"])] or \
+            [t["samples_per_s"] for t in measured if is_pick(t["config"])]
+    assert rates, "the pick was measured"
+    assert any(data["samples_per_s"] == pytest.approx(2 * rate) for rate in rates), \
+        "the node's rate is 2 x the slower rank's"
+    assert data["orphans"] == 0
+
+
+@two_cpus
+def test_a_failure_on_rank_one_only_is_reported_naming_rank_one(out_dir):
+    done = _cli("tune", "--dataset", f"{WORKLOADS}:breaks_on_rank_one", "--nproc-per-node", "2", "--device", "cpu",
+                "--budget", "10", "--batch-size", "16", "--out", out_dir, "--quiet")
+    assert done.returncode == 1, (done.returncode, done.stderr[-3000:])
+    assert "no config ran" in done.stderr and "rank 1 of 2" in done.stderr, done.stderr[-3000:]
+    assert "unreadable on rank 1" in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+# --- the API inside a torchrun-style launch -------------------------------------------------------------
+
+def _best_loader_as_rank(rank: int, port: int, out: str) -> None:
+    from autoloader import best_loader
+    from workloads import Tiny
+
+    os.environ.update(_ranks_env(port, rank, 2))
+    loader = best_loader(Tiny(256), batch_size=16, budget=10, device="cpu", out=out)
+    sampler = loader.sampler
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as fh:
+        json.dump({"kwargs": {"num_workers": loader.num_workers, "batch_size": loader.batch_size},
+                   "sampler": type(sampler).__name__, "rank": getattr(sampler, "rank", None),
+                   "replicas": getattr(sampler, "num_replicas", None), "samples": len(sampler)}, fh)
+
+
+@two_cpus
+def test_best_loader_on_two_ranks_tunes_once_and_shards(out_dir):
+    _spawned(_best_loader_as_rank, 2, out_dir, timeout=150.0)
+    seen = [json.load(open(os.path.join(out_dir, f"rank{rank}.json"))) for rank in (0, 1)]
+    assert seen[0]["kwargs"] == seen[1]["kwargs"], "every rank gets rank 0's pick"
+    assert [s["sampler"] for s in seen] == ["DistributedSampler"] * 2
+    assert [(s["rank"], s["replicas"], s["samples"]) for s in seen] == [(0, 2, 128), (1, 2, 128)]
+    folders = [f for f in os.listdir(out_dir) if os.path.isdir(os.path.join(out_dir, f))]
+    assert len(folders) == 1 and folders[0].endswith("-2rank")
