@@ -42,7 +42,11 @@ class ProgressPrinter:
         retried += _start_retries(d)
         priors = f", {d['priors']} configs from earlier runs to start from" if d.get("priors") else ""
         length = "iterable" if info.length is None else f"{info.length:,} samples"
-        return (f"autoloader: tuning {d['key']} on {d['device']} ({d['cpus']} CPUs, budget {d['budget']:.0f} s, "
+        # A node's tune (node.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
+        where = (f"{d['ranks']} ranks at once ({d['cpus']} CPUs and {_gib(d['max_memory'] // d['ranks'])} each; "
+                 f"trial rates are the slowest rank's, the node's is {d['ranks']}x), budget {d['budget']:.0f} s"
+                 if d.get("ranks", 1) > 1 else f"{d['cpus']} CPUs, budget {d['budget']:.0f} s")
+        return (f"autoloader: tuning {d['key']} on {d['device']} ({where}, "
                 f"memory ceiling {_gib(d['max_memory'])}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
                 f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}{priors}")
 
@@ -114,8 +118,13 @@ def table(result, saved: bool = True) -> str:
     lines += [f"  {k:<20} {v}" for k, v in kw.items()]
     lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
                   + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
+    ranks = getattr(result, "ranks", 1)
+    if ranks > 1:   # NOTE [ Tuning a node's ranks ] in node.py
+        lines.append(f"  {'node':<20} {ranks} ranks, each with this config on its shard; samples/s is the node's, "
+                     f"{ranks} x the slowest rank's")
     if getattr(result, "predicted", None) is not None:
-        lines.append(f"  {'predicted':<20} {_rate(result.predicted.samples_per_s)} by the model "
+        lines.append(f"  {'predicted':<20} {_rate(result.predicted.samples_per_s)} by the model"
+                     f"{' for one rank' if ranks > 1 else ''} "
                      f"(capped by the {result.predicted.bound}, waits {result.predicted.wait_share * 100:.0f}%)")
     control = getattr(result, "control_samples_per_s", None)
     if control and result.control != t.config:

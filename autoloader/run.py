@@ -228,7 +228,7 @@ class Run:
                                     "code_changed": loaded.code_changed, "crashed_once": len(loaded.crashed_once),
                                     "invalid": loaded.invalid, "moved_aside": store.moved_aside,
                                     "stale": store.stale_repaired, "device": problem.device,
-                                    "cpus": problem.hardware.cpus, "budget": self.clock.budget,
+                                    "cpus": problem.hardware.cpus, "ranks": self.ranks, "budget": self.clock.budget,
                                     "max_memory": self.options.limits.max_memory, "storage": store.shown_url,
                                     "priors": len(priors)})
             if store.write_failed:
