@@ -315,8 +315,11 @@ class Model:
                             main=_clamp(calib.main * _geomean(ratios["main"])),
                             pin=_clamp(calib.pin * _geomean(ratios["pin"])),
                             local=_clamp(calib.local * _geomean(ratios["local"])),
-                            worker_fits=len(ratios["worker"]), main_fits=len(ratios["main"]),
-                            pin_fits=len(ratios["pin"]))
+                            # A term a burst corrected stays fitted when, so corrected, the
+                            # burst speaks for another stage in the next pass.
+                            worker_fits=max(calib.worker_fits, len(ratios["worker"])),
+                            main_fits=max(calib.main_fits, len(ratios["main"])),
+                            pin_fits=max(calib.pin_fits, len(ratios["pin"])))
         return calib
 
     def _error(self, trials: Sequence[TrialResult], calib: Calibration) -> float:
@@ -399,7 +402,10 @@ def _term(trial: TrialResult, predicted: Prediction) -> str:
         # Less the loop's own receive, which is inside next() but is the loop's work.
         waited = trial.wait_fraction - predicted.receive_share > LOADER_BOUND_WAIT
     if not waited:
-        return "main"
+        # The loop was fed: whatever held it was its own. Where the model said the pin thread
+        # holds it, the pin thread was faster than modelled, which only its own term corrects.
+        measured = trial.steady_samples_per_s or trial.samples_per_s or 0.0
+        return "pin" if predicted.bound == "pin" and measured > predicted.steady_samples_per_s else "main"
     return "pin" if predicted.bound == "pin" else "worker"
 
 

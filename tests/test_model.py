@@ -105,6 +105,20 @@ def test_a_busy_workers_receive_lands_on_the_loop_without_a_pin_thread():
     assert calib.main > 1.1 and calib.worker == 1.0
 
 
+def test_a_fed_loop_faster_than_a_pin_bound_prediction_corrects_the_pin_thread():
+    # The model says the pin thread holds the pipeline (a slow receive); the burst's loop did not
+    # wait and ran 2x the prediction: the pin thread is faster than modelled, the loop is not.
+    model = Model(profile(sample_s=0.0002, step_s=0.002, pin_s=0.001, cpus=16, recv_busy_s=0.01), "cuda")
+    predicted = model.predict(cfg(12, pin=True))
+    assert predicted.bound == "pin"
+    burst = TrialResult(cfg(12, pin=True), OK, samples_per_s=predicted.samples_per_s * 2,
+                        steady_samples_per_s=predicted.steady_samples_per_s * 2, wait_fraction=0.02)
+    calib = model.calibrate([burst])
+    assert calib.pin < 0.7 and calib.pin_fits == 1 and calib.main == pytest.approx(1.0, abs=0.15)
+    assert model.predict(cfg(12, pin=True), calib).steady_samples_per_s == pytest.approx(
+        burst.steady_samples_per_s, rel=0.1)
+
+
 def test_without_workers_the_loop_does_every_stage_in_turn():
     p = profile(cpus=8)
     model = Model(p, "cpu")
