@@ -2,7 +2,7 @@
 
 Pure functions over a ``Profile`` (pipeline.py) and measured ``TrialResult``s: nothing here runs a
 loader. The search asks the model which configs are worth a burst; the bursts then correct the
-model's two efficiency terms (``calibrate``), and the model is asked again.
+model's efficiency terms (calibration.py), and the model is asked again.
 
 # NOTE [ The pipeline model ]
 # A DataLoader with workers is a three-stage pipeline, simulated here batch by batch:
@@ -37,7 +37,9 @@ model's two efficiency terms (``calibrate``), and the model is asked again.
 # worker, whatever the batch's size. The profile times both (recv_s from idle workers,
 # recv_busy_s while the worker is busy); the model charges the extra by how busy the workers
 # are. It lands on whoever receives: the pin thread with pin_memory, where it overlaps the loop,
-# or the loop itself without, where the measured wait includes it (``_term``).
+# or the loop itself without, where the measured wait includes it (``_term`` in calibration.py).
+# Its size depends on how the worker's threads get scheduled (it can vanish on a loaded machine),
+# so it is measured where the trials run, never assumed.
 """
 
 from __future__ import annotations
@@ -49,42 +51,16 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
+from .calibration import Calibration, calibrate
 from .pipeline import Profile
 from .results import OK, TrialResult
 from .space import LoaderConfig
 
 # Batches simulated past the pipeline's warm-up; enough that a 1-in-100 slow batch shows.
 SIMULATED_BATCHES = 600
-# Each efficiency term stays within this factor of 1: a burst that reads far off the model says
-# the burst was noisy or the model is missing a stage, and neither is fixed by a large factor.
-MAX_CORRECTION = 4.0
 # How far off an efficiency term no burst has corrected yet may be: a prediction's uncertainty is
 # its spread over that range.
 UNFITTED_STEP = 1.5
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Efficiency terms fitted to the bursts: multipliers of the workers' batch time and the main
-    process's per-batch costs, and the fitted start-up of ``workers`` fresh workers
-    (``startup_base + startup_per_worker x workers``)."""
-
-    worker: float = 1.0
-    main: float = 1.0
-    pin: float = 1.0
-    cpus: float | None = None     # effective CPUs, when the bursts pinned them down
-    local: float = 1.0            # the whole per-batch time without workers (its own bursts)
-    startup_base: float | None = None
-    startup_per_worker: float = 0.0
-    worker_fits: int = 0          # bursts the worker term was fitted from
-    main_fits: int = 0            # the loop's
-    pin_fits: int = 0             # the pin thread's
-
-    def to_dict(self) -> dict:
-        return {"worker": self.worker, "main": self.main, "pin": self.pin, "cpus": self.cpus, "local": self.local,
-                "startup_base": self.startup_base,
-                "startup_per_worker": self.startup_per_worker, "worker_fits": self.worker_fits,
-                "main_fits": self.main_fits, "pin_fits": self.pin_fits}
 
 
 @dataclass(frozen=True)
@@ -276,56 +252,8 @@ class Model:
         return (high - low) / base if base else 0.0
 
     def calibrate(self, history: Sequence[TrialResult]) -> Calibration:
-        """Fit the efficiency terms to the measured bursts (NOTE [ The pipeline model ]). Which
-        stage a burst speaks for is read off the burst itself: a loop that waited for data was
-        held by the workers (or the pin thread, when the model says it is the slower of the two),
-        one that did not was held by the loop. Bursts without workers fit their own term. With
-        two or more worker-bound bursts at different worker counts, the CPUs the workers really
-        get are fitted too: where throughput stops growing with workers sooner than the CPU
-        count says."""
-        measured = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
-        if not measured:
-            return Calibration()
-        calib = self._fit_terms(measured, Calibration())
-        bound = [t for t in measured if t.config.num_workers and _term(t, self.predict(t.config, calib)) == "worker"]
-        if len({t.config.num_workers for t in bound}) >= 2:
-            best, best_error = calib, self._error(bound, calib)
-            top = self.profile.cpus
-            for eff in [top * f / 16 for f in range(4, 16)]:
-                trial_calib = self._fit_terms(measured, replace(Calibration(), cpus=eff))
-                error = self._error(bound, trial_calib)
-                if error < best_error * 0.8:   # a clear improvement, not noise
-                    best, best_error = trial_calib, error
-            calib = best
-        starts = [(t.config.num_workers, t.startup_s) for t in measured if t.config.num_workers and t.startup_s]
-        base, per_worker = _fit_startup(starts, self.profile, calib)
-        return replace(calib, startup_base=base, startup_per_worker=per_worker)
-
-    def _fit_terms(self, measured: Sequence[TrialResult], calib: Calibration) -> Calibration:
-        for _ in range(3):
-            ratios: dict[str, list[float]] = {"worker": [], "main": [], "pin": [], "local": []}
-            for trial in measured:
-                predicted = self.predict(trial.config, calib)
-                ratio = predicted.steady_samples_per_s / (trial.steady_samples_per_s or trial.samples_per_s)
-                if not math.isfinite(ratio) or ratio <= 0:
-                    continue
-                term = "local" if not trial.config.num_workers else _term(trial, predicted)
-                ratios[term].append(ratio)
-            calib = replace(calib, worker=_clamp(calib.worker * _geomean(ratios["worker"])),
-                            main=_clamp(calib.main * _geomean(ratios["main"])),
-                            pin=_clamp(calib.pin * _geomean(ratios["pin"])),
-                            local=_clamp(calib.local * _geomean(ratios["local"])),
-                            # A term a burst corrected stays fitted when, so corrected, the
-                            # burst speaks for another stage in the next pass.
-                            worker_fits=max(calib.worker_fits, len(ratios["worker"])),
-                            main_fits=max(calib.main_fits, len(ratios["main"])),
-                            pin_fits=max(calib.pin_fits, len(ratios["pin"])))
-        return calib
-
-    def _error(self, trials: Sequence[TrialResult], calib: Calibration) -> float:
-        """Squared log error of the predicted steady rates against ``trials``."""
-        return sum(math.log(self.predict(t.config, calib).steady_samples_per_s
-                            / (t.steady_samples_per_s or t.samples_per_s)) ** 2 for t in trials)
+        """The efficiency terms fitted to ``history``'s bursts (calibration.py)."""
+        return calibrate(self, history)
 
     def model_error(self, history: Sequence[TrialResult], calib: Calibration) -> list[dict]:
         """Predicted against measured for each burst: how well the model did."""
@@ -390,25 +318,6 @@ def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], p
     return span / batches, min(1.0, waited / span), min(1.0, busy / (n * span))
 
 
-# A burst whose loop waited for data more than this share of its window was held by the loader.
-LOADER_BOUND_WAIT = 0.1
-
-
-def _term(trial: TrialResult, predicted: Prediction) -> str:
-    """The efficiency term a burst corrects: from its own measured wait when it has one."""
-    if trial.wait_fraction is None:
-        waited = predicted.bound in ("workers", "pin")
-    else:
-        # Less the loop's own receive, which is inside next() but is the loop's work.
-        waited = trial.wait_fraction - predicted.receive_share > LOADER_BOUND_WAIT
-    if not waited:
-        # The loop was fed: whatever held it was its own. Where the model said the pin thread
-        # holds it, the pin thread was faster than modelled, which only its own term corrects.
-        measured = trial.steady_samples_per_s or trial.samples_per_s or 0.0
-        return "pin" if predicted.bound == "pin" and measured > predicted.steady_samples_per_s else "main"
-    return "pin" if predicted.bound == "pin" else "worker"
-
-
 def _bound(wait: float, pin_s: float, main_s: float, interval: float, step_s: float) -> str:
     """The stage that caps a simulated pipeline: the workers when the loop waits, else the
     slower of the pin thread and the loop (the consumer when the step is most of the loop)."""
@@ -417,30 +326,3 @@ def _bound(wait: float, pin_s: float, main_s: float, interval: float, step_s: fl
     if pin_s > main_s:
         return "pin"
     return "consumer" if step_s >= 0.5 * main_s else "main"
-
-
-def _geomean(values: Sequence[float]) -> float:
-    values = [v for v in values if v > 0 and math.isfinite(v)]
-    return math.exp(statistics.median(math.log(v) for v in values)) if values else 1.0
-
-
-def _clamp(value: float) -> float:
-    return min(MAX_CORRECTION, max(1.0 / MAX_CORRECTION, value))
-
-
-def _fit_startup(starts: list[tuple[int, float]], profile: Profile, calib: Calibration) -> tuple[float | None, float]:
-    """Start-up against workers, least squares, from the bursts' measured start-ups (each less
-    one batch's own work); the profile's one-worker figure alone until two counts are measured."""
-    if not starts:
-        return None, 0.0
-    batch = profile.worker_batch_s() * calib.worker
-    points = [(n, max(0.0, s - batch)) for n, s in starts]
-    counts = {n for n, _ in points}
-    if len(counts) < 2:
-        n, s = points[0]
-        return s, 0.0
-    mean_n = statistics.fmean(n for n, _ in points)
-    mean_s = statistics.fmean(s for _, s in points)
-    var = sum((n - mean_n) ** 2 for n, _ in points)
-    slope = max(0.0, sum((n - mean_n) * (s - mean_s) for n, s in points) / var)
-    return mean_s - slope * mean_n, slope

@@ -53,9 +53,17 @@ def test_spinning_samples_are_cpu_work():
 def test_a_worker_running_python_makes_its_batches_slower_to_receive():
     """NOTE [ A busy worker's receive ]: taking a batch while its worker runs Python code waits for
     that worker's interpreter; taking one from an idle worker does not."""
-    p = profile_of(Timed(0.001, spin=True))
-    assert p.recv_busy_s is not None
-    assert p.recv_busy_s > p.recv_s + 0.0005, (p.recv_s, p.recv_busy_s)
+    # On a loaded machine some profiles' takes all meet the worker off its CPU and read as idle
+    # ones, so up to three profiles are taken; on an idle one the first shows it.
+    seen = []
+    for _ in range(3):
+        p = profile_of(Timed(0.001, spin=True))
+        assert p.recv_busy_s is not None
+        seen.append((p.recv_s, p.recv_busy_s))
+        if p.recv_busy_s > p.recv_s + 0.0005:
+            break
+    else:
+        raise AssertionError(f"no profile read a busy worker's receive as slower: {seen}")
 
 
 def test_a_sleeping_worker_is_received_from_as_fast_as_an_idle_one():
