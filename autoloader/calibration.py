@@ -1,52 +1,27 @@
 """The model's efficiency terms, fitted to the bursts: NOTE [ The pipeline model ] in model.py.
 
-Pure functions of a ``Model`` and measured ``TrialResult``s. Which term a burst corrects is read
-off the burst itself (``_term``): what its loop waited on, and the stage the model says holds it.
+Pure functions of a ``Model`` and measured ``TrialResult``s, giving the ``Calibration`` the model
+predicts under. Which term a burst corrects is read off the burst itself (``_term``): what its
+loop waited on, and the stage the model says holds it.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import replace
+from typing import Sequence
 
+from .model import Calibration, Model, Prediction
 from .pipeline import Profile
 from .results import OK, TrialResult
-
-if TYPE_CHECKING:
-    from .model import Model, Prediction
 
 # Each efficiency term stays within this factor of 1: a burst that reads far off the model says
 # the burst was noisy or the model is missing a stage, and neither is fixed by a large factor.
 MAX_CORRECTION = 4.0
 
 
-@dataclass(frozen=True)
-class Calibration:
-    """Efficiency terms fitted to the bursts: multipliers of the workers' batch time and the main
-    process's per-batch costs, and the fitted start-up of ``workers`` fresh workers
-    (``startup_base + startup_per_worker x workers``)."""
-
-    worker: float = 1.0
-    main: float = 1.0
-    pin: float = 1.0
-    cpus: float | None = None     # effective CPUs, when the bursts pinned them down
-    local: float = 1.0            # the whole per-batch time without workers (its own bursts)
-    startup_base: float | None = None
-    startup_per_worker: float = 0.0
-    worker_fits: int = 0          # bursts the worker term was fitted from
-    main_fits: int = 0            # the loop's
-    pin_fits: int = 0             # the pin thread's
-
-    def to_dict(self) -> dict:
-        return {"worker": self.worker, "main": self.main, "pin": self.pin, "cpus": self.cpus, "local": self.local,
-                "startup_base": self.startup_base,
-                "startup_per_worker": self.startup_per_worker, "worker_fits": self.worker_fits,
-                "main_fits": self.main_fits, "pin_fits": self.pin_fits}
-
-
-def calibrate(model: "Model", history: Sequence[TrialResult]) -> Calibration:
+def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
     """Fit the efficiency terms to the measured bursts (NOTE [ The pipeline model ] in model.py). Which
     stage a burst speaks for is read off the burst itself: a loop that waited for data was
     held by the workers (or the pin thread, when the model says it is the slower of the two),
@@ -72,7 +47,7 @@ def calibrate(model: "Model", history: Sequence[TrialResult]) -> Calibration:
     base, per_worker = _fit_startup(starts, model.profile, calib)
     return replace(calib, startup_base=base, startup_per_worker=per_worker)
 
-def _fit_terms(model: "Model", measured: Sequence[TrialResult], calib: Calibration) -> Calibration:
+def _fit_terms(model: Model, measured: Sequence[TrialResult], calib: Calibration) -> Calibration:
     for _ in range(3):
         ratios: dict[str, list[float]] = {"worker": [], "main": [], "pin": [], "local": []}
         for trial in measured:
@@ -93,7 +68,7 @@ def _fit_terms(model: "Model", measured: Sequence[TrialResult], calib: Calibrati
                         pin_fits=max(calib.pin_fits, len(ratios["pin"])))
     return calib
 
-def _error(model: "Model", trials: Sequence[TrialResult], calib: Calibration) -> float:
+def _error(model: Model, trials: Sequence[TrialResult], calib: Calibration) -> float:
     """Squared log error of the predicted steady rates against ``trials``."""
     return sum(math.log(model.predict(t.config, calib).steady_samples_per_s
                         / (t.steady_samples_per_s or t.samples_per_s)) ** 2 for t in trials)

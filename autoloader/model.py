@@ -2,7 +2,7 @@
 
 Pure functions over a ``Profile`` (pipeline.py) and measured ``TrialResult``s: nothing here runs a
 loader. The search asks the model which configs are worth a burst; the bursts then correct the
-model's efficiency terms (calibration.py), and the model is asked again.
+model's efficiency terms (``Calibration``, fitted in calibration.py), and the model is asked again.
 
 # NOTE [ The pipeline model ]
 # A DataLoader with workers is a three-stage pipeline, simulated here batch by batch:
@@ -51,7 +51,6 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
-from .calibration import Calibration, calibrate
 from .pipeline import Profile
 from .results import OK, TrialResult
 from .space import LoaderConfig
@@ -61,6 +60,30 @@ SIMULATED_BATCHES = 600
 # How far off an efficiency term no burst has corrected yet may be: a prediction's uncertainty is
 # its spread over that range.
 UNFITTED_STEP = 1.5
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Efficiency terms fitted to the bursts: multipliers of the workers' batch time and the main
+    process's per-batch costs, and the fitted start-up of ``workers`` fresh workers
+    (``startup_base + startup_per_worker x workers``)."""
+
+    worker: float = 1.0
+    main: float = 1.0
+    pin: float = 1.0
+    cpus: float | None = None     # effective CPUs, when the bursts pinned them down
+    local: float = 1.0            # the whole per-batch time without workers (its own bursts)
+    startup_base: float | None = None
+    startup_per_worker: float = 0.0
+    worker_fits: int = 0          # bursts the worker term was fitted from
+    main_fits: int = 0            # the loop's
+    pin_fits: int = 0             # the pin thread's
+
+    def to_dict(self) -> dict:
+        return {"worker": self.worker, "main": self.main, "pin": self.pin, "cpus": self.cpus, "local": self.local,
+                "startup_base": self.startup_base,
+                "startup_per_worker": self.startup_per_worker, "worker_fits": self.worker_fits,
+                "main_fits": self.main_fits, "pin_fits": self.pin_fits}
 
 
 @dataclass(frozen=True)
@@ -250,10 +273,6 @@ class Model:
         base = self.predict(config, calib).samples_per_s
         low, high = self.rate_range(config, calib)
         return (high - low) / base if base else 0.0
-
-    def calibrate(self, history: Sequence[TrialResult]) -> Calibration:
-        """The efficiency terms fitted to ``history``'s bursts (calibration.py)."""
-        return calibrate(self, history)
 
     def model_error(self, history: Sequence[TrialResult], calib: Calibration) -> list[dict]:
         """Predicted against measured for each burst: how well the model did."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from .calibration import calibrate
 from .model import Calibration, Model, Prediction
 from .policy import MAX_DOUBTS, MAX_FINALISTS, MAX_SEARCH_TRIALS, PREDICTED_TIE, UNCERTAIN_NEAR
 from .results import OK, TrialResult
@@ -92,7 +93,7 @@ class ModelFirst(Strategy):
         return 5
 
     def calibration(self, history: Sequence[TrialResult]) -> Calibration:
-        return self.model.calibrate(history)
+        return calibrate(self.model, history)
 
     def _usable(self, config: LoaderConfig, history: Sequence[TrialResult]) -> bool:
         """Whether ``config`` is still worth predicting: not at a batch size whose step raised,

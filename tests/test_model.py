@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from autoloader.calibration import calibrate
 from autoloader.model import Calibration, Model
 from autoloader.pipeline import Profile, quantile
 from autoloader.results import OK, TrialResult
@@ -101,7 +102,7 @@ def test_a_busy_workers_receive_lands_on_the_loop_without_a_pin_thread():
     burst = TrialResult(cfg(12, pin=False), OK, samples_per_s=pageable.samples_per_s,
                         steady_samples_per_s=pageable.steady_samples_per_s * 0.8,
                         wait_fraction=pageable.wait_share)
-    calib = model.calibrate([burst])
+    calib = calibrate(model, [burst])
     assert calib.main > 1.1 and calib.worker == 1.0
 
 
@@ -113,7 +114,7 @@ def test_a_fed_loop_faster_than_a_pin_bound_prediction_corrects_the_pin_thread()
     assert predicted.bound == "pin"
     burst = TrialResult(cfg(12, pin=True), OK, samples_per_s=predicted.samples_per_s * 2,
                         steady_samples_per_s=predicted.steady_samples_per_s * 2, wait_fraction=0.02)
-    calib = model.calibrate([burst])
+    calib = calibrate(model, [burst])
     assert calib.pin < 0.7 and calib.pin_fits == 1 and calib.main == pytest.approx(1.0, abs=0.15)
     assert model.predict(cfg(12, pin=True), calib).steady_samples_per_s == pytest.approx(
         burst.steady_samples_per_s, rel=0.1)
@@ -134,7 +135,7 @@ def test_calibration_pulls_the_worker_term_to_the_bursts():
     history = [TrialResult(c, OK, samples_per_s=truth.predict(c).samples_per_s,
                            steady_samples_per_s=truth.predict(c).steady_samples_per_s)
                for c in (cfg(2), cfg(4))]
-    calib = model.calibrate(history)
+    calib = calibrate(model, history)
     assert calib.worker == pytest.approx(1.5, rel=0.1)
     assert model.predict(cfg(6), calib).steady_samples_per_s == pytest.approx(
         truth.predict(cfg(6)).steady_samples_per_s, rel=0.08)
@@ -145,7 +146,7 @@ def test_the_start_up_is_fitted_from_the_bursts_start_ups():
     batch = model.profile.worker_batch_s()
     history = [TrialResult(cfg(n), OK, samples_per_s=1000.0, steady_samples_per_s=1000.0,
                            startup_s=0.5 + 0.1 * n + batch) for n in (2, 4, 8)]
-    calib = model.calibrate(history)
+    calib = calibrate(model, history)
     assert calib.startup_base == pytest.approx(0.5, abs=0.15)
     assert calib.startup_per_worker == pytest.approx(0.1, rel=0.3)
 
@@ -164,7 +165,7 @@ def test_a_prediction_resting_on_a_stage_no_burst_measured_is_the_least_certain(
     model = Model(profile(step_s=0.016, cpus=16), "cuda")
     history = [TrialResult(c, OK, samples_per_s=model.predict(c).samples_per_s,
                            steady_samples_per_s=model.predict(c).steady_samples_per_s) for c in (cfg(1), cfg(2))]
-    calib = model.calibrate(history)
+    calib = calibrate(model, history)
     assert calib.worker_fits == 2 and calib.main_fits == 0
     assert model.uncertainty(cfg(12), calib) > model.uncertainty(cfg(2), calib)
     assert Calibration().worker_fits == 0
