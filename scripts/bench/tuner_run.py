@@ -48,12 +48,13 @@ class Tuner:
         self.proc: subprocess.Popen | None = None
 
     def run(self, dataset_spec: str, step_spec: str, batch_size: int, budget: float | None,
-            budget_in_effect: float, label: str) -> TunerOutcome:
+            budget_in_effect: float, label: str, extra: tuple[str, ...] = ()) -> TunerOutcome:
         """``budget``: passed as --budget when not None (else the tuner's own default applies);
-        ``budget_in_effect``: the budget that will apply, for the time-out (twice it plus 120 s)."""
+        ``budget_in_effect``: the budget that will apply, for the time-out (twice it plus 120 s);
+        ``extra``: more options for ``autoloader tune`` (the node bench's --nproc-per-node, --device)."""
         tmp = tempfile.mkdtemp(prefix=f"autoloader-bench-{label}-")
         cmd = [sys.executable, "-m", "autoloader.cli", "tune", "--dataset", dataset_spec, "--step", step_spec,
-               "--batch-size", str(batch_size), "--out", tmp, "--json", "--quiet"]
+               "--batch-size", str(batch_size), "--out", tmp, *extra, "--json", "--quiet"]
         if budget is not None:
             cmd[-2:-2] = ["--budget", f"{budget:g}"]
         timeout = 2 * budget_in_effect + 120
