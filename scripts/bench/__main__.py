@@ -1,9 +1,11 @@
-"""``python -m scripts.bench run|merge|rebuild|agreement ...``: the bench's one entry.
+"""``python -m scripts.bench run|merge|rebuild|agreement|node ...``: the bench's one entry.
 
     run        measure workloads: the tuner against a grid and an interleaved final (run.py)
     merge      one summary of runs made in parts, from their results.json (parts.py)
     rebuild    the summary of a killed run, from its records.jsonl alone (parts.py)
     agreement  how a run's phases agree on the same configs (agreement.py)
+    node       a node of N ranks: the node tune's pick against the single-rank pick and the
+               cpus-1 rule on every rank, interleaved (node.py; issue 16)
 
 Run it from the repository's root (or with the root on PYTHONPATH): the package is ``scripts``.
 """
@@ -16,7 +18,7 @@ import sys
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
-    from . import run
+    from . import node, run
 
     parser = argparse.ArgumentParser(prog="python -m scripts.bench", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n")[1])
@@ -36,6 +38,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                                                  "short is marked partial).")
     subs["rebuild"].add_argument("source", metavar="DIR")
     subs["rebuild"].add_argument("--out", default="results/benchmarks", help="folder for the rebuilt summary")
+    subs["node"] = sub.add_parser("node", help="a node of N ranks: node pick vs single-rank pick vs the rule",
+                                  description=node.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    node.add_arguments(subs["node"])
     for name, text in (("agreement", "how a run's phases agree on the same configs"),):
         subs[name] = sub.add_parser(name, help=text, description=text + "; prints Markdown.")
         subs[name].add_argument("records", nargs="+", metavar="RECORDS.jsonl")
@@ -50,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import run
 
         return run.main(args, subs["run"], argv)
+    if args.command == "node":
+        from . import node
+
+        return node.main(args, subs["node"], argv)
     if args.command in ("merge", "rebuild"):
         from . import parts
 
