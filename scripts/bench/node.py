@@ -327,6 +327,12 @@ def workload_summary(name: str, ranks: int, tunes: dict, rows: list[dict], rule:
             "notes": list(notes), "error": error, "seconds": seconds}
 
 
+def plan_s(args, cpus: int) -> float:
+    """A workload's seconds by the plan: two tunes, the ranks' launch, --rounds rounds of three configs."""
+    tune = 1.1 * budget_in_effect(args) + plan.TUNER_OVERHEAD_S
+    return 2 * tune + LAUNCH_S + args.rounds * 3 * plan.trial_guess_s(WINDOWS[args.windows], max(0, cpus - 1))
+
+
 def budget_in_effect(args) -> float:
     from autoloader.tuner import DEFAULT_BUDGET_S
 
@@ -352,7 +358,9 @@ def render(summaries: list[dict], meta: dict, state: str) -> str:
              f"({meta['cpu_model']}); {meta['ram_gib']} GiB RAM; device {meta['device']}",
              f"- Python {meta['python']}, torch {meta['torch']}, optuna {meta['optuna']}; "
              f"AUTOLOADER_BENCH_SCALE={meta['scale']}; windows {meta['windows']}; {meta['rounds']} rounds; "
-             f"tunes {meta['budget_text']}", ""]
+             f"tunes {meta['budget_text']}",
+             f"- plan: {meta.get('plan', 'n/a')}" + (f"; took {meta['total_seconds']:.0f} s" if "total_seconds" in meta else ""),
+             ""]
     if summaries:
         lines += ["| workload | node pick (per rank) | node samples/s | node / single-rank pick | node / rule | "
                   "single-rank pick | rule | tune s (node, single) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -527,11 +535,15 @@ def main(args, parser, argv: list[str]) -> int:
         "python": platform.python_version(), "torch": _version("torch"), "optuna": _version("optuna"),
         "scale": scale, "windows": args.windows, "rounds": args.rounds, "budget_text": budget_text,
         "workloads": names, "not_run": [],
+        "plan": f"about {plan_s(args, cpus):.0f} s a workload, {len(names) * plan_s(args, cpus):.0f} s for "
+                f"{len(names)}" + (f" ({args.deadline_seconds:.0f} s allowed by --deadline-seconds)"
+                                   if args.deadline_seconds else ""),
     }
     deadline = t_begin + args.deadline_seconds if args.deadline_seconds else None
     log(f"node bench {run_id}: {', '.join(names)} on {args.nproc_per_node} ranks ({device}; "
         f"{len(gpus)} GPU(s) {', '.join(gpus)}), {cpus} CPUs, {meta['ram_gib']} GiB, scale {scale}, "
         f"tunes {budget_text}, {args.rounds} rounds -> {out}")
+    log(f"plan: {meta['plan']}")
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
