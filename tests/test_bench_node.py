@@ -22,7 +22,7 @@ def bench(*args, timeout=150):
 
 def test_node_bench_measures_three_configs_on_two_cpu_ranks(tmp_path):
     out = tmp_path / "node"
-    proc = bench("--nproc-per-node", 2, "--workloads", "heavytail", "--device", "cpu", "--budget", 10,
+    proc = bench("--nproc-per-node", 2, "--workloads", "hugefloat", "--device", "cpu", "--budget", 10,
                  "--rounds", 1, "--windows", "quick", "--scale", 0.02, "--out", out)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
@@ -32,7 +32,7 @@ def test_node_bench_measures_three_configs_on_two_cpu_ranks(tmp_path):
     assert meta["commit"] and meta["commit"] != "unknown" and meta["cpus"] >= 2 and meta["ram_gib"] > 0
     assert "scripts.bench node --nproc-per-node 2" in meta["command"]
     [s] = results["workloads"]
-    assert s["workload"] == "heavytail" and s["ranks"] == 2
+    assert s["workload"] == "hugefloat" and s["ranks"] == 2
     # The node tune ran on two ranks (its study's fingerprint says so), the single-rank tune on one.
     assert s["node_tune"]["pick"] and s["node_tune"]["fingerprint"].endswith("-2rank")
     assert "--nproc-per-node 2" in s["node_tune"]["command"]
@@ -58,7 +58,7 @@ def test_node_bench_measures_three_configs_on_two_cpu_ranks(tmp_path):
     assert {role for r in finals for role in r["roles"]} == {"node_pick", "single_pick", "rule"}
     assert all(len(r["result"]["rank_samples_per_s"]) == 2 for r in finals)
     text = (out / "summary.md").read_text()
-    assert "# Node benchmark: 2 ranks (complete)" in text and "| heavytail |" in text
+    assert "# Node benchmark: 2 ranks (complete)" in text and "| hugefloat |" in text
     assert "cpus-1 rule" in text and "Not run: none." in text
 
 

@@ -416,7 +416,9 @@ def _details(s: dict, ranks: int) -> list[str]:
             continue
         out.append(f"- {label}: pick {_cfg(t['pick'])}, its estimate {fmt_rate(t['estimate_samples_per_s'])}/s"
                    f"{' (the node' + chr(39) + 's)' if which == 'node_tune' else ''}, {t['trials']} trials, "
-                   f"{t['wall_s']:.0f} s wall ({(t['tune_seconds'] or 0):.0f} s inside); `{t['command']}`")
+                   f"{t['wall_s']:.0f} s wall ({(t['tune_seconds'] or 0):.0f} s inside)"
+                   + (f"; {t['node'].get('node_cpus')} node CPUs, {t['node'].get('cpus_per_rank')} a rank"
+                      if which == "node_tune" and t.get("node") else "") + f"; `{t['command']}`")
     if s["node_cpus"] is not None:
         out.append(f"- rule: {s['rule_text']} on every rank (num_workers = the node's {s['node_cpus']} usable CPUs - 1)")
     out.append("")
@@ -573,7 +575,7 @@ def main(args, parser, argv: list[str]) -> int:
         summary = bench.summary()
         summaries.append(summary)
         records.write(workload=name, phase="summary", round=None, summary=summary)
-        log(f"[{name}] node pick {_pick_text(summary, 'node_tune')}: node {fmt_rate(_rate(summary, 'node_pick'))}/s, "
+        log(f"[{name}] node pick {_pick_text(summary, 'node_tune')}: node {fmt_rate(_rate(summary, 'node_pick'))} samples/s, "
             f"{_ratio_text(summary['node_vs_single'])} the single-rank pick, {_ratio_text(summary['node_vs_rule'])} "
             "the rule")
         write_summary(out, summaries, meta, "interrupted" if interrupted else "in progress")
