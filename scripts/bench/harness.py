@@ -21,7 +21,6 @@ never initialises CUDA: the runner and the ceiling child own it, the GPU is foun
 from __future__ import annotations
 
 import dataclasses
-import os
 import signal
 import time
 
@@ -35,7 +34,7 @@ from autoloader.space import LoaderConfig
 
 from . import figures, plan
 from .ceiling import CeilingChild
-from .common import config_from_kwargs, fmt_rate, log, short
+from .common import fmt_rate, log, short
 from .records import Records
 from .tuner_run import Tuner, shown
 
@@ -152,11 +151,8 @@ class Workload:
             + (f" --budget {budget:g}" if budget is not None else " (its default budget)"))
         # Interrupted meanwhile, the tune is lost (close() kills it); what came before is kept.
         outcome = self._tuner.run(self.w.dataset_spec, self.w.step_spec, self.bs, budget, self.mode.budget_s, label)
-        if outcome.stderr.strip():
-            with open(os.path.join(self.out, f"tuner-{label}.stderr.txt"), "w") as fh:
-                fh.write(outcome.stderr)
-        data = outcome.data
-        pick = config_from_kwargs(data["config"]) if data else None
+        outcome.keep_stderr(self.out, label)
+        data, pick = outcome.data, outcome.pick
         if data is None:
             log(f"[{self.name}] tuner FAILED ({outcome.error})")
         else:

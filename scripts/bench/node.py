@@ -181,11 +181,8 @@ class NodeWorkload:
             f"{' '.join(extra)}" + (f" --budget {self.args.budget:g}" if self.args.budget else " (its default budget)"))
         outcome = self._tuner.run(self.w.dataset_spec, self.w.step_spec, self.bs, self.args.budget,
                                   budget_in_effect(self.args), f"{self.name}-{which}", extra=extra)
-        if outcome.stderr.strip():
-            with open(os.path.join(self.out, f"tuner-{self.name}-{which}.stderr.txt"), "w") as fh:
-                fh.write(outcome.stderr)
-        data = outcome.data
-        pick = config_from_kwargs(data["config"]) if data else None
+        outcome.keep_stderr(self.out, f"{self.name}-{which}")
+        data, pick = outcome.data, outcome.pick
         if data is None:
             log(f"[{self.name}] {which} tune FAILED ({outcome.error})")
         else:

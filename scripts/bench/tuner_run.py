@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from .common import REPO
+from .common import REPO, config_from_kwargs
 
 
 def die_with_parent() -> None:
@@ -38,6 +38,17 @@ class TunerOutcome:
     stderr: str
     t_start: float              # wall clock
     t_end: float
+
+    def keep_stderr(self, out_dir: str, label: str) -> None:
+        """The tuner's stderr beside the records, as ``tuner-LABEL.stderr.txt``, when it said anything."""
+        if self.stderr.strip():
+            with open(os.path.join(out_dir, f"tuner-{label}.stderr.txt"), "w") as fh:
+                fh.write(self.stderr)
+
+    @property
+    def pick(self):
+        """The config the tuner chose, None when it failed."""
+        return config_from_kwargs(self.data["config"]) if self.data else None
 
 
 class Tuner:
