@@ -20,7 +20,6 @@ each figure feeds):
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
 import time
@@ -207,14 +206,19 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
                    collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s)
 
 
+def _room(batch_bytes: int, memory_budget: int | None) -> int:
+    """How many batches the profile's loaders may hold in flight: SHM_SHARE of the free /dev/shm
+    or of ``memory_budget``, each batch held twice (the worker's copy and the one it sends)."""
+    from ..hardware import shm_free
+
+    return int(min(shm_free() or 2**31, memory_budget or 2**62) * SHM_SHARE) // max(1, 2 * batch_bytes)
+
+
 def _busy_depth(batch_bytes: int, batch_work: float, memory_budget: int | None) -> int:
     """The start-up loader's prefetch depth for the busy receive: batches a cycle fills and then
     takes, so each take after the first meets the worker busy; 0 (not measured) when the batches
     in flight would not fit comfortably or one cycle would take too long."""
-    from ..hardware import shm_free
-
-    room = int(min(shm_free() or 2**31, memory_budget or 2**62) * SHM_SHARE) // max(1, 2 * batch_bytes)
-    depth = min(BUSY_DEPTH, room - 1)
+    depth = min(BUSY_DEPTH, _room(batch_bytes, memory_budget) - 1)
     if depth < 2 or depth * batch_work * BUSY_FILL_MARGIN > BUSY_SECONDS:
         return 0
     return depth
@@ -253,10 +257,8 @@ def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, syn
     import torch
     from torch.utils.data import DataLoader
 
-    from ..hardware import shm_free
-
     cuda = device.startswith("cuda")
-    room = int(min(shm_free() or 2**31, memory_budget or 2**62) * SHM_SHARE) // max(1, 2 * batch_bytes)
+    room = _room(batch_bytes, memory_budget)
     if room < 2:
         return None
     workers = 2 if room >= 4 else 1
