@@ -21,6 +21,7 @@ never initialises CUDA: the runner and the ceiling child own it, the GPU is foun
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import time
 
@@ -46,6 +47,16 @@ class Interrupted(BaseException):
 def on_signal(signum, frame):  # noqa: ARG001
     signal.signal(signum, signal.SIG_IGN)  # once: the clean-up that follows must not be cut short
     raise Interrupted(signal.Signals(signum).name)
+
+
+def begin_run(out: str, run_id: str, meta: dict) -> Records:
+    """A run's records, opened with its meta line, and SIGTERM/SIGINT turned into Interrupted so
+    that the run can write what it finished before it ends."""
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    records = Records(os.path.join(out, "records.jsonl"), run_id)
+    records.write(workload=None, phase="meta", round=None, meta=meta)
+    return records
 
 
 @dataclasses.dataclass

@@ -38,7 +38,6 @@ import json
 import os
 import platform
 import shlex
-import signal
 import subprocess
 import time
 
@@ -48,7 +47,7 @@ from autoloader.space import LoaderConfig
 
 from . import plan
 from .common import REPO, config_from_kwargs, fmt_rate, fmt_ratio, log, median, ratio, short, utc_now
-from .harness import Interrupted, on_signal
+from .harness import Interrupted, begin_run
 from .records import Records
 from .tuner_run import Tuner, shown
 
@@ -544,10 +543,7 @@ def main(args, parser, argv: list[str]) -> int:
         f"tunes {budget_text}, {args.rounds} rounds -> {out}")
     log(f"plan: {meta['plan']}")
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    records = Records(os.path.join(out, "records.jsonl"), run_id)
-    records.write(workload=None, phase="meta", round=None, meta=meta)
+    records = begin_run(out, run_id, meta)
     summaries: list[dict] = []
     interrupted = False
     write_summary(out, summaries, meta, "in progress")

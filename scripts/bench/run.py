@@ -26,7 +26,6 @@ import importlib.metadata
 import os
 import platform
 import shlex
-import signal
 import time
 
 from autoloader import hardware
@@ -35,8 +34,7 @@ from autoloader.tuner import DEFAULT_BUDGET_S
 
 from . import plan
 from .common import REPO, log
-from .harness import Interrupted, Mode, Workload, on_signal
-from .records import Records
+from .harness import Interrupted, Mode, Workload, begin_run
 from .report import METHOD, VARIANTS_TEXT, one_line, run_state, table, write_summary
 
 DEFAULT_WORKLOADS = "jpeg,small,large,startup,heavytail,gpubound,hugefloat,pyobjects"
@@ -182,10 +180,7 @@ def main(args, parser, argv: list[str]) -> int:
         f"{cpus} CPUs, {meta['ram_gib']} GiB, scale {scale}, {meta['mode']} mode, tuner {tuner_budget} -> {out}")
     log(f"plan: {plan_text}")
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    records = Records(os.path.join(out, "records.jsonl"), run_id)
-    records.write(workload=None, phase="meta", round=None, meta=meta)
+    records = begin_run(out, run_id, meta)
     summaries: list[dict] = []
     interrupted = False
     write_summary(out, summaries, meta, "in progress")
