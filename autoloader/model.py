@@ -32,9 +32,9 @@ model's efficiency terms (``Calibration``, fitted in calibration.py), and the mo
 # A worker sends a batch's tensors as shared-memory file descriptors, and the receiving process
 # fetches each descriptor from a thread in that worker (multiprocessing's resource sharer). That
 # thread needs the worker's interpreter lock, which the worker's own Python code (a __getitem__
-# in Python) holds for up to the interpreter's switch interval at a time. So a batch taken while
-# its worker makes the next one costs the receiver milliseconds more than one taken from an idle
-# worker, whatever the batch's size. The profile times both (recv_s from idle workers,
+# in Python) holds: the take can wait until that code lets go (a sleep, I/O, a switch, or the end
+# of the batch it is making). So a batch taken while its worker makes the next one costs the
+# receiver milliseconds more than one taken from an idle worker, whatever the batch's size. The profile times both (recv_s from idle workers,
 # recv_busy_s while the worker is busy); the model charges the extra by how busy the workers
 # are. It lands on whoever receives: the pin thread with pin_memory, where it overlaps the loop,
 # or the loop itself without, where the measured wait includes it (``_term`` in calibration.py).
