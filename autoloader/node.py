@@ -45,6 +45,7 @@ ranks ].
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import datetime
@@ -181,6 +182,9 @@ def joined() -> Node | None:
         if _env_world() <= 1:
             return None
         dist.init_process_group("gloo", timeout=COLLECTIVE_TIMEOUT)
+        # Ours, so ours to end: a gloo group still up when the interpreter exits aborts the
+        # process (its threads are torn down running), and the rank's exit code reads -6.
+        atexit.register(_end_process_group)
     world = dist.get_world_size()
     if world <= 1:
         return None
@@ -198,6 +202,16 @@ def joined() -> Node | None:
     node_cpus, rank_cpus = node_share([v[0] for v in views], [v[1] for v in views], hardware.cpu_quota())
     _joined = Node(rank, world, local_rank, node_cpus, rank_cpus, group)
     return _joined
+
+
+def _end_process_group() -> None:
+    import torch.distributed as dist
+
+    try:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - at exit, a group already gone is fine
+        pass
 
 
 def _affinity() -> frozenset[int]:
