@@ -69,3 +69,28 @@ def test_a_worker_running_python_makes_its_batches_slower_to_receive():
 def test_a_sleeping_worker_is_received_from_as_fast_as_an_idle_one():
     p = profile_of(Timed(0.001, spin=False))
     assert p.recv_busy_s is not None and p.recv_busy_s < p.recv_s + 0.002, (p.recv_s, p.recv_busy_s)
+
+
+def test_a_pin_is_timed_warm_with_each_result_released_first():
+    # NOTE [ Warm pinning ]: the first call allocates (here a 50 ms stand-in), later ones reuse
+    # what the one before released; the timing is the later ones', and no result outlives its turn.
+    import weakref
+
+    from autoloader.probe.profiler import _warm_time
+
+    class Block:
+        pass
+
+    alive, calls = [], []
+
+    def pin():
+        assert not any(ref() is not None for ref in alive), "the previous result was still held"
+        time.sleep(0.05 if not calls else 0.002)
+        calls.append(1)
+        block = Block()
+        alive.append(weakref.ref(block))
+        return block
+
+    seconds = _warm_time(pin, repeats=2)
+    assert len(calls) == 3
+    assert 0.001 < seconds < 0.02
