@@ -16,9 +16,11 @@ from .model import Calibration, Model, Prediction
 from .pipeline import Profile
 from .results import OK, TrialResult
 
-# Each efficiency term stays within this factor of 1: a burst that reads far off the model says
-# the burst was noisy or the model is missing a stage, and neither is fixed by a large factor.
-MAX_CORRECTION = 4.0
+# Each efficiency term stays within this factor of 1. A noisy burst is off by tens of percent, not
+# by a factor: a term far from 1 stands for a stage the model misjudges (the busy receive's charge
+# to the pin thread can be several times too high), which the bursts then correct; past this
+# factor a burst is more likely broken than the model.
+MAX_CORRECTION = 8.0
 
 
 def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
@@ -45,7 +47,14 @@ def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
         calib = best
     starts = [(t.config.num_workers, t.startup_s) for t in measured if t.config.num_workers and t.startup_s]
     base, per_worker = _fit_startup(starts, model.profile, calib)
-    return replace(calib, startup_base=base, startup_per_worker=per_worker)
+    # Epoch boundaries of kept workers, where bursts crossed one (NOTE [ An epoch boundary of kept
+    # workers ] in model.py).
+    boundaries = [(t.config.num_workers, t.epoch_restart_s) for t in measured
+                  if t.config.num_workers and t.config.persistent_workers and t.epochs_crossed
+                  and t.epoch_restart_s is not None]
+    restart_base, restart_per_worker = _line(boundaries) if boundaries else (None, 0.0)
+    return replace(calib, startup_base=base, startup_per_worker=per_worker,
+                   restart_base=restart_base, restart_per_worker=restart_per_worker)
 
 def _fit_terms(model: Model, measured: Sequence[TrialResult], calib: Calibration) -> Calibration:
     for _ in range(3):
@@ -108,13 +117,17 @@ def _fit_startup(starts: list[tuple[int, float]], profile: Profile, calib: Calib
     if not starts:
         return None, 0.0
     batch = profile.worker_batch_s() * calib.worker
-    points = [(n, max(0.0, s - batch)) for n, s in starts]
+    return _line([(n, max(0.0, s - batch)) for n, s in starts])
+
+
+def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """(base, cost per worker) of seconds against workers, least squares with a slope of at least
+    0; the mean alone until two worker counts are measured."""
     counts = {n for n, _ in points}
-    if len(counts) < 2:
-        n, s = points[0]
-        return s, 0.0
     mean_n = statistics.fmean(n for n, _ in points)
     mean_s = statistics.fmean(s for _, s in points)
+    if len(counts) < 2:
+        return mean_s, 0.0
     var = sum((n - mean_n) ** 2 for n, _ in points)
     slope = max(0.0, sum((n - mean_n) * (s - mean_s) for n, s in points) / var)
     return mean_s - slope * mean_n, slope

@@ -40,6 +40,15 @@ model's efficiency terms (``Calibration``, fitted in calibration.py), and the mo
 # or the loop itself without, where the measured wait includes it (``_term`` in calibration.py).
 # Its size depends on how the worker's threads get scheduled (it can vanish on a loaded machine),
 # so it is measured where the trials run, never assumed.
+
+# NOTE [ An epoch boundary of kept workers ]
+# With persistent_workers the iterator is reset at each epoch's end: the main process tells every
+# worker to resume and waits for each one's answer, then hands out the first prefetch x n indices
+# and waits for the next epoch's first batch. So the boundary costs more than one batch's work,
+# and more with every worker (one answer each, taken like a batch). A burst that crossed a
+# boundary measured it (NOTE [ Honest burst ] in probe/burst.py); once bursts did, their
+# boundaries, fitted as a base plus a cost per worker (calibration.py), stand for the model's
+# refill. On short epochs it decides how many workers pay: each one adds to every boundary.
 """
 
 from __future__ import annotations
@@ -75,6 +84,10 @@ class Calibration:
     local: float = 1.0            # the whole per-batch time without workers (its own bursts)
     startup_base: float | None = None
     startup_per_worker: float = 0.0
+    # An epoch boundary of kept workers, as the bursts that crossed one measured it
+    # (``restart_base + restart_per_worker x workers``; NOTE [ An epoch boundary of kept workers ]).
+    restart_base: float | None = None
+    restart_per_worker: float = 0.0
     worker_fits: int = 0          # bursts the worker term was fitted from
     main_fits: int = 0            # the loop's
     pin_fits: int = 0             # the pin thread's
@@ -82,7 +95,8 @@ class Calibration:
     def to_dict(self) -> dict:
         return {"worker": self.worker, "main": self.main, "pin": self.pin, "cpus": self.cpus, "local": self.local,
                 "startup_base": self.startup_base,
-                "startup_per_worker": self.startup_per_worker, "worker_fits": self.worker_fits,
+                "startup_per_worker": self.startup_per_worker, "restart_base": self.restart_base,
+                "restart_per_worker": self.restart_per_worker, "worker_fits": self.worker_fits,
                 "main_fits": self.main_fits, "pin_fits": self.pin_fits}
 
 
@@ -174,6 +188,14 @@ class Model:
             return max(0.0, calib.startup_base + calib.startup_per_worker * workers)
         return self.profile.startup_s
 
+    def refill_s(self, workers: int, busy: float, worker_s: float, calib: Calibration) -> float:
+        """An epoch boundary of kept workers: as the bursts that crossed one measured it, where
+        they did (NOTE [ An epoch boundary of kept workers ]), else the next epoch's first batch
+        (``worker_s``), made while ``workers`` busy ``busy`` of the time share the CPUs."""
+        if calib.restart_base is not None:
+            return max(0.0, calib.restart_base + calib.restart_per_worker * workers)
+        return worker_s * max(1.0, (workers * busy * self.profile.sample_cpu_share + 1.0) / self.cpus(calib))
+
     def predict(self, config: LoaderConfig, calib: Calibration = Calibration()) -> Prediction:
         key = (config, calib)
         if key not in self._memo:
@@ -203,8 +225,8 @@ class Model:
             steady = config.batch_size / interval
             # Every epoch boundary drains the pipeline and waits for the next epoch's first
             # batch; fresh workers (no persistent_workers) first start up again as well.
-            refill = worker_s * max(1.0, (n * busy_workers * p.sample_cpu_share + 1.0) / self.cpus(calib))
-            restart = refill + (0.0 if config.persistent_workers else self.startup_s(n, calib))
+            restart = (self.refill_s(n, busy_workers, worker_s, calib)
+                       + (0.0 if config.persistent_workers else self.startup_s(n, calib)))
         rate = steady
         if p.epoch_batches and math.isfinite(steady):
             epoch_batches = p.epoch_batches * p.batch_size / config.batch_size

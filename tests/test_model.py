@@ -1,6 +1,7 @@
 """The pipeline model on synthetic profiles: a known cap, a known knee, the tail and the restarts."""
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -169,3 +170,33 @@ def test_a_prediction_resting_on_a_stage_no_burst_measured_is_the_least_certain(
     assert calib.worker_fits == 2 and calib.main_fits == 0
     assert model.uncertainty(cfg(12), calib) > model.uncertainty(cfg(2), calib)
     assert Calibration().worker_fits == 0
+
+
+def test_epoch_boundaries_of_kept_workers_are_fitted_from_the_bursts_that_crossed_one():
+    # NOTE [ An epoch boundary of kept workers ]: 20 ms plus 2 ms a worker, as two bursts measured
+    # it; a burst that crossed no boundary (its restart modelled, not measured) says nothing.
+    model = Model(profile(epoch_batches=20, cpus=16, step_s=0.001), "cuda")
+
+    def burst(n, restart, crossed=3):
+        rate = model.predict(cfg(n)).steady_samples_per_s
+        return TrialResult(cfg(n), OK, samples_per_s=rate, steady_samples_per_s=rate, epoch_restart_s=restart,
+                           epochs_crossed=crossed)
+
+    calib = calibrate(model, [burst(4, 0.028), burst(12, 0.044), burst(8, 5.0, crossed=0)])
+    assert calib.restart_base == pytest.approx(0.020, abs=0.002)
+    assert calib.restart_per_worker == pytest.approx(0.002, rel=0.1)
+    assert model.predict(cfg(16), calib).restart_s == pytest.approx(0.052, rel=0.05)
+    # Fresh workers pay their start-up on top of the same boundary.
+    fresh = model.predict(cfg(16, persistent=False), calib)
+    assert fresh.restart_s == pytest.approx(0.052 + model.startup_s(16, calib), rel=0.05)
+
+
+def test_on_short_epochs_a_boundary_that_grows_with_workers_caps_how_many_pay():
+    # 20-batch epochs; each worker adds 10 ms to every boundary. Past the workers the loop needs,
+    # more only lengthen the boundaries, so the model's best count is no longer the most.
+    model = Model(profile(sample_s=0.001, epoch_batches=20, cpus=32, step_s=0.002), "cuda")
+    flat = [model.predict(cfg(n)).samples_per_s for n in (8, 16, 32)]
+    calib = replace(Calibration(), restart_base=0.01, restart_per_worker=0.01)
+    costly = {n: model.predict(cfg(n), calib).samples_per_s for n in (4, 8, 16, 32)}
+    assert flat[2] >= flat[0] * 0.98           # without the measured boundaries, more never loses
+    assert costly[32] < costly[16] < costly[8]
