@@ -1,9 +1,11 @@
-"""``python -m scripts.bench run|merge|rebuild|agreement|node ...``: the bench's one entry.
+"""``python -m scripts.bench run|merge|rebuild|agreement|replay|node ...``: the bench's one entry.
 
     run        measure workloads: the tuner against a grid and an interleaved final (run.py)
     merge      one summary of runs made in parts, from their results.json (parts.py)
     rebuild    the summary of a killed run, from its records.jsonl alone (parts.py)
     agreement  how a run's phases agree on the same configs (agreement.py)
+    replay     how the model, corrected by a run's own tuner bursts, predicts what the bench
+               measured, with the code checked out now (replay.py)
     node       a node of N ranks: the node tune's pick against the single-rank pick and the
                cpus-1 rule on every rank, interleaved (node.py; issue 16)
 
@@ -41,7 +43,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     subs["node"] = sub.add_parser("node", help="a node of N ranks: node pick vs single-rank pick vs the rule",
                                   description=node.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     node.add_arguments(subs["node"])
-    for name, text in (("agreement", "how a run's phases agree on the same configs"),):
+    for name, text in (("agreement", "how a run's phases agree on the same configs"),
+                       ("replay", "how the model, corrected by a run's own tuner bursts, predicts what the bench "
+                                  "measured")):
         subs[name] = sub.add_parser(name, help=text, description=text + "; prints Markdown.")
         subs[name].add_argument("records", nargs="+", metavar="RECORDS.jsonl")
     return parser, subs
@@ -67,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(parts.rebuild(os.path.abspath(args.source), os.path.abspath(args.out)))
         return 0
+    if args.command == "replay":
+        from . import replay
+
+        return replay.main(args.records)
     from . import agreement
 
     return agreement.main(args.records)
