@@ -21,11 +21,10 @@ Reads records only; measures nothing. Pure functions, so tests feed it records t
 from __future__ import annotations
 
 import statistics
-import sys
 from dataclasses import dataclass
 
 from .common import config_from_kwargs, short
-from .records import read_records
+from .records import report_main
 
 CLOSE = 0.05    # the burst-error target's width, used here as the yardstick for agreement
 
@@ -135,8 +134,4 @@ def report(found: list[Agreement]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: python -m scripts.bench agreement RUN/records.jsonl [MORE/records.jsonl ...]", file=sys.stderr)
-        return 2
-    print(report(agreements(read_records(argv))))
-    return 0
+    return report_main(argv, "agreement", agreements, report)

@@ -12,6 +12,8 @@ the config's ``roles``), ``ceiling``, ``summary`` (a finished workload's figures
 from __future__ import annotations
 
 import json
+import sys
+from typing import Callable
 
 from autoloader.results import TrialResult
 
@@ -50,3 +52,14 @@ def read_records(paths: list[str]) -> list[dict]:
                 except json.JSONDecodeError:
                     pass
     return rows
+
+
+def report_main(argv: list[str], command: str, analyse: Callable[[list[dict]], list],
+                report: Callable[[list], str]) -> int:
+    """A command that reads records only: ``report(analyse(rows))`` of the records files named in
+    ``argv``, printed (agreement.py, replay.py)."""
+    if not argv:
+        print(f"usage: python -m scripts.bench {command} RUN/records.jsonl [MORE/records.jsonl ...]", file=sys.stderr)
+        return 2
+    print(report(analyse(read_records(argv))))
+    return 0

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 from dataclasses import dataclass
 
 from autoloader.model import Model
@@ -29,7 +28,7 @@ from autoloader.results import TrialResult
 from autoloader.space import SearchSpace
 
 from .common import short
-from .records import read_records
+from .records import report_main
 
 
 @dataclass(frozen=True)
@@ -115,8 +114,4 @@ def report(found: list[Replay]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: python -m scripts.bench replay RUN/records.jsonl [MORE/records.jsonl ...]", file=sys.stderr)
-        return 2
-    print(report(replays(read_records(argv))))
-    return 0
+    return report_main(argv, "replay", replays, report)
