@@ -152,15 +152,19 @@ def is_corrupt(exc: BaseException) -> bool:
 
 
 def quick_check(path: str) -> str | None:
-    """SQLite's own structural check of the file at ``path``: None when sound, else what it found."""
+    """SQLite's own structural check of the file at ``path``: None when sound, else what it found.
+    Opened for writing, as SQLite recovers: a writer killed mid-transaction (kill -9) leaves a hot
+    journal, which the next connection that may write rolls back first, and which a read-only one
+    cannot read past ("attempt to write a readonly database"). A lock or the file's permissions
+    are no damage: None, and opening the study then says what is wrong."""
     try:
-        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        connection = sqlite3.connect(path, timeout=30)
         try:
             rows = connection.execute("PRAGMA quick_check").fetchall()
         finally:
             connection.close()
     except sqlite3.DatabaseError as exc:
-        return str(exc)
+        return str(exc) if is_corrupt(exc) else None
     found = [str(r[0]) for r in rows if r and r[0] != "ok"]
     return "; ".join(found)[:300] if found else None
 

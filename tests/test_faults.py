@@ -362,8 +362,9 @@ def test_driver_killed_mid_study_resumes(out_dir, no_leftovers):
     stale = [tid for tid, (state, _) in before_kill.items() if state == "RUNNING"]
     rerun = subprocess.run(command + ["--json"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert f"resuming {len(finished_before)} finished trials" in rerun.stderr, \
-        [line for line in rerun.stderr.splitlines() if "Warning" in line or "resuming" in line][:5]
+    # A string, not a list: pytest prints a message string whole, and a list's repr cut short.
+    assert f"resuming {len(finished_before)} finished trials" in rerun.stderr, "\n".join(
+        [line for line in rerun.stderr.splitlines() if "Warning" in line or "resuming" in line][:5])
     assert f"({len(stale)} interrupted trials marked failed)" in rerun.stderr
     after = faulty.study_states(faulty.find_study(out_dir))
     lost = [tid for tid, attr in finished_before.items()

@@ -208,6 +208,33 @@ def test_a_study_that_cannot_be_read_is_moved_aside(tmp_path, damage):
     assert [t.config for t in StudyStore(f"sqlite:///{path}", "s", space).reread(LIMITS, "c").trials] == [config]
 
 
+def _killed_mid_write(path: str) -> None:
+    """A writer SIGKILLed inside a transaction that had spilled pages into the file: it leaves a
+    hot journal, as a driver killed with kill -9 while writing a trial does."""
+    import signal
+
+    pid = os.fork()
+    if pid == 0:   # pragma: no cover - the child dies by its own signal
+        connection = sqlite3.connect(path, isolation_level=None)
+        connection.execute("PRAGMA cache_size=10")   # spill to the file before the commit
+        connection.execute("BEGIN")
+        connection.execute("CREATE TABLE scratch(x BLOB)")
+        for _ in range(2000):
+            connection.execute("INSERT INTO scratch VALUES (zeroblob(1000))")
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
+def test_a_study_left_mid_write_by_a_killed_writer_is_rolled_back_not_moved_aside(tmp_path, recwarn):
+    path, space = _filled_study(tmp_path)
+    _killed_mid_write(path)
+    assert os.path.getsize(path + "-journal") > 0, "the test left no hot journal"
+    store = StudyStore(f"sqlite:///{path}", "s", space)
+    assert store.moved_aside is None and not [w for w in recwarn if "moved aside" in str(w.message)]
+    assert [t.config.num_workers for t in store.reread(LIMITS, "c").trials] == [0, 1, 2, 3]
+    assert not os.path.exists(path + "-journal"), "rolled back"
+
+
 def test_a_garbage_study_through_the_cli_is_moved_aside_and_the_tune_starts_fresh(out_dir):
     args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--budget", "10", "--json")
     first = invoke(*args)
