@@ -35,7 +35,8 @@ def test_ctrl_c_exits_130_and_leaves_nothing(out_dir, monkeypatch):
     monkeypatch.setenv(faulty.TAG_VAR, tag)
     driver = subprocess.Popen([AUTOLOADER, "tune", "--dataset", f"{FAULTY}:waiting", "--batch-size", "16",
                                "--budget", "60", "--device", "cpu", "--out", out_dir],
-                              cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=faulty.sigint_as_from_a_terminal)
     try:
         assert faulty.wait_for_running_trial(out_dir, driver, 120), "no trial ever ran"
         time.sleep(0.3)  # into the trial

@@ -460,6 +460,13 @@ def find_study(out_dir: str) -> str | None:
     return None
 
 
+def sigint_as_from_a_terminal() -> None:
+    """A ``preexec_fn`` for a driver that a test will Ctrl-C: SIGINT at its default, as a terminal
+    starts a command, whatever this process was started with (a shell's background job inherits
+    SIGINT ignored, and Python then installs no KeyboardInterrupt handler for it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_for_running_trial(out_dir: str, driver, timeout_s: float) -> bool:
     """Wait until the study under ``out_dir`` has a trial running (the driver, a ``Popen``, still
     alive); False when that never came. A signal sent then meets a trial under way."""

@@ -156,7 +156,8 @@ def _ctrl_c(root: str):
     def body(check: Check) -> None:
         out = os.path.join(root, "ctrl-c")
         driver = subprocess.Popen([AUTOLOADER, *tune_args(out, WAITING, budget="60")],
-                                  cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  preexec_fn=faulty.sigint_as_from_a_terminal)
         faulty.wait_for_running_trial(out, driver, 120)
         time.sleep(0.3)   # into the trial
         driver.send_signal(signal.SIGINT)
