@@ -6,7 +6,9 @@
 # - A SQLite study that cannot be read (not a database, truncated, pages that fail SQLite's
 #   quick_check, records Optuna cannot decode) is moved aside, kept under a name that says so
 #   (``X.db.corrupt-<time>``), and the run starts a fresh study: the user is told where the old
-#   one is, and no later run trips over it again.
+#   one is, and no later run trips over it again. A study a killed writer left mid-transaction
+#   (a hot journal) is not damaged: SQLite rolls the journal back when it is next opened for
+#   writing, and the run resumes it (``quick_check``).
 # - A write that fails (a full disk, a storage gone read-only) does not end the run: the study
 #   stops taking writes, the search goes on in memory, and the run ends with its pick reported
 #   and ``NotSaved`` naming what failed, where, and how much was free (``save``). What SQLite
