@@ -65,6 +65,9 @@ SINGLE_ROUND_MARGIN = 0.10
 # A config that keeps up ties a best that keeps up too and reads up to this share more, when both
 # are of one kind (same_kind): their gap is the consumer's noise, not loader capacity.
 KEEPS_UP_TIE = 0.05
+# A cheaper finalist of one kind that some round put level with the best or ahead ties a best up to
+# this share ahead in median: NOTE [ Rounds that disagree ] in choice.py.
+DISAGREE_TIE = 0.05
 
 # --- stored verdicts -------------------------------------------------------------------------
 

@@ -392,17 +392,19 @@ class Run:
             return []
         rates: dict[LoaderConfig, list[float]] = {c: [] for c in chosen}
         waits: dict[LoaderConfig, list[float]] = {c: [] for c in chosen}
+        taken: dict[LoaderConfig, list[int]] = {c: [] for c in chosen}
         for round_index in range(rounds):
             for config in chosen:
                 measured = self.runner.measure(config, FINAL_SETTINGS, self._limits_now().trial_timeout)
                 if measured.status == OK:
                     rates[config].append(measured.samples_per_s)
+                    taken[config].append(round_index)
                     if measured.wait_fraction is not None:
                         waits[config].append(measured.wait_fraction)
             self.progress("final", {"round": round_index + 1, "rounds": rounds,
                                     "rates": {c.key: list(r) for c, r in rates.items()}})
         trials = {t.config: t for t in history if t.status == OK}
-        return [Finalist(c, tuple(r), tuple(waits[c]), trials.get(c)) for c, r in rates.items() if r]
+        return [Finalist(c, tuple(r), tuple(waits[c]), trials.get(c), tuple(taken[c])) for c, r in rates.items() if r]
 
 
 def _times(rate: float | None, ranks: int) -> float | None:

@@ -99,3 +99,35 @@ def test_without_time_for_a_final_the_bursts_count_as_one_round_against_the_cont
     assert choose([], history[:2], control=cfg(15)).config == cfg(15)    # 3% ahead: noise
     assert choose([], history, control=cfg(15)).config == cfg(24)        # 20% ahead
     assert choose([], history[:2]).config == cfg(4)                       # no control: the bursts
+
+
+def test_a_cheaper_config_that_a_round_put_ahead_ties_a_best_within_the_disagree_tie():
+    # NOTE [ Rounds that disagree ]: 64 workers lead 56 by 2.1% in median, but round 2 put 56
+    # ahead, so the gap is the rounds' noise and the cheaper config wins.
+    wide = [Finalist(cfg(64), (6286.0, 6521.0), (0.29, 0.30)), Finalist(cfg(56), (5980.0, 6560.0), (0.30, 0.31))]
+    assert choose(wide, GPUBOUND).config == cfg(56)
+
+
+def test_a_best_ahead_in_every_round_is_clearly_better():
+    finals = [Finalist(cfg(48), (9351.0, 8854.0), (0.27, 0.29)), Finalist(cfg(15), (8460.0, 8527.0), (0.39, 0.38))]
+    assert choose(finals, GPUBOUND).config == cfg(48)
+    # Disagreement excuses no more than the disagree tie (7% behind in median).
+    far = [Finalist(cfg(48), (9351.0, 9300.0, 9400.0), (0.27,) * 3),
+           Finalist(cfg(15), (8300.0, 9400.0, 8700.0), (0.39,) * 3)]
+    assert choose(far, GPUBOUND).config == cfg(48)
+    # Nor does it tie configs of another kind (unpinned against pinned).
+    other = [Finalist(cfg(64), (6286.0, 6521.0), (0.29, 0.30)),
+             Finalist(cfg(56, pin=False), (5980.0, 6560.0), (0.30, 0.31))]
+    assert choose(other, GPUBOUND + [trial(cfg(56, pin=False), 6000.0, 0.3)]).config == cfg(64)
+
+
+def test_rounds_are_paired_by_their_index_when_a_burst_failed():
+    # 56 workers lost its first round, so its readings are rounds 1 and 2.
+    best = Finalist(cfg(64), (6286.0, 6521.0, 6400.0), (0.3,) * 3, rounds=(0, 1, 2))
+    cheaper = Finalist(cfg(56), (6100.0, 6200.0), (0.3,) * 2, rounds=(1, 2))
+    assert choose([best, cheaper], GPUBOUND).config == cfg(64)       # behind in rounds 1 and 2
+    cheaper = Finalist(cfg(56), (6530.0, 5900.0), (0.3,) * 2, rounds=(1, 2))
+    assert choose([best, cheaper], GPUBOUND).config == cfg(56)       # ahead in round 1
+    shifted = Finalist(cfg(56), (6290.0, 6100.0), (0.3,) * 2, rounds=(1, 2))
+    # Paired by position (rounds 0 and 1) it would lead 6,286; by round it trails in both.
+    assert choose([best, shifted], GPUBOUND).config == cfg(64)
