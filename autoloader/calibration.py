@@ -36,10 +36,14 @@ def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
         return Calibration()
     calib = _fit_terms(model, measured, Calibration())
     bound = [t for t in measured if t.config.num_workers and _term(t, model.predict(t.config, calib)) == "worker"]
-    if len({t.config.num_workers for t in bound}) >= 2:
+    counts = sorted({t.config.num_workers for t in bound})
+    if len(counts) >= 2:
         best, best_error = calib, _error(model, bound, calib)
         top = model.profile.cpus
-        for eff in [top * f / 16 for f in range(4, 16)]:
+        # A cap shows only between the counts measured: one at or below it gives the per-worker
+        # rate, one above it the flat. A cap below them all fits their noise (15 workers read
+        # above 16, so "9 CPUs"), which the worker term already covers.
+        for eff in [top * f / 16 for f in range(4, 16) if counts[0] <= top * f / 16 < counts[-1]]:
             trial_calib = _fit_terms(model, measured, replace(Calibration(), cpus=eff))
             error = _error(model, bound, trial_calib)
             if error < best_error * 0.8:   # a clear improvement, not noise
@@ -121,8 +125,9 @@ def _fit_startup(starts: list[tuple[int, float]], profile: Profile, calib: Calib
 
 
 def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """(base, cost per worker) of seconds against workers, least squares with a slope of at least
-    0; the mean alone until two worker counts are measured."""
+    """(base, cost per worker) of seconds against workers, least squares with neither below 0
+    (two bursts at nearby counts can tilt the free line past the origin: a negative base, a
+    slope of their noise); the mean alone until two worker counts are measured."""
     counts = {n for n, _ in points}
     mean_n = statistics.fmean(n for n, _ in points)
     mean_s = statistics.fmean(s for _, s in points)
@@ -130,4 +135,7 @@ def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
         return mean_s, 0.0
     var = sum((n - mean_n) ** 2 for n, _ in points)
     slope = max(0.0, sum((n - mean_n) * (s - mean_s) for n, s in points) / var)
-    return mean_s - slope * mean_n, slope
+    if mean_s - slope * mean_n >= 0:
+        return mean_s - slope * mean_n, slope
+    # The base at its bound: the least-squares line through the origin.
+    return 0.0, sum(n * s for n, s in points) / sum(n * n for n, _ in points)

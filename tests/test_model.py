@@ -200,3 +200,43 @@ def test_on_short_epochs_a_boundary_that_grows_with_workers_caps_how_many_pay():
     costly = {n: model.predict(cfg(n), calib).samples_per_s for n in (4, 8, 16, 32)}
     assert flat[2] >= flat[0] * 0.98           # without the measured boundaries, more never loses
     assert costly[32] < costly[16] < costly[8]
+
+
+def _bursts(truth, counts, scale=None):
+    scale = scale or {}
+    out = []
+    for n in counts:
+        rate = truth.predict(cfg(n)).steady_samples_per_s * scale.get(n, 1.0)
+        out.append(TrialResult(cfg(n), OK, samples_per_s=rate, steady_samples_per_s=rate, wait_fraction=0.5))
+    return out
+
+
+def test_the_cpus_the_workers_really_get_are_fitted_between_the_counts_measured():
+    # The profile counts 16 CPUs; the workers get 8 (a quota the profile did not see).
+    model = Model(profile(cpus=16, step_s=0.0001), "cuda")
+    truth = Model(profile(cpus=8, step_s=0.0001), "cuda")
+    calib = calibrate(model, _bursts(truth, (4, 14)))
+    assert calib.cpus == pytest.approx(8, abs=1)
+    assert model.predict(cfg(12), calib).steady_samples_per_s == pytest.approx(
+        truth.predict(cfg(12)).steady_samples_per_s, rel=0.05)
+
+
+def test_no_cap_is_fitted_below_every_count_measured():
+    # Two bursts at neighbouring counts, the larger 12% low by noise: a cap below both would fit
+    # that noise ("9 CPUs"); it can lie only between them, so 8 workers keep their rate.
+    model = Model(profile(cpus=16, step_s=0.0001), "cuda")
+    calib = calibrate(model, _bursts(model, (15, 16), {16: 0.88}))
+    assert calib.cpus is None or calib.cpus >= 15
+    assert model.predict(cfg(8), calib).steady_samples_per_s > 0.85 * model.predict(cfg(8)).steady_samples_per_s
+
+
+def test_a_start_up_line_never_has_a_negative_base():
+    # Bursts at 15 and 16 workers whose start-ups differ by their noise: the free line through
+    # them would start at -7 s and charge 0.6 s a worker.
+    model = Model(profile(startup_s=0.1, cpus=16), "cuda")
+    batch = model.profile.worker_batch_s()
+    history = [TrialResult(cfg(n), OK, samples_per_s=1000.0, steady_samples_per_s=1000.0, startup_s=s + batch)
+               for n, s in ((15, 2.0), (16, 2.6))]
+    calib = calibrate(model, history)
+    assert calib.startup_base == 0.0
+    assert 0.1 < calib.startup_per_worker < 0.2    # through the origin, about 2.3 s over 15.5 workers
