@@ -78,9 +78,9 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
 def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: LoaderConfig | None = None) -> Finalist:
     """The cheapest finalist that ties the best median: within FINAL_TIE, within KEEPS_UP_TIE
     when both keep up and are of one kind (NOTE [ Keeping up ]), or within DISAGREE_TIE when a
-    round put it level with the best or ahead (NOTE [ Rounds that disagree ]). Without a final, the cheapest
-    config within noise of the best burst, or, when the control was measured, the bursts taken
-    as a final of one round.
+    round put it level with the best or ahead (NOTE [ Rounds that disagree ]). Without a final,
+    the cheapest config within noise of the best burst, or, when the control was measured, the
+    bursts taken as a final of one round.
 
     ``control``: the rule the tuner replaces, when the final measured it. A final of a single
     round shows no spread, so nothing in it can be told from noise: the control stands unless
