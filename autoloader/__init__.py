@@ -5,12 +5,18 @@ return (``TuneResult``, ``TunedConfig``, ``LoaderConfig``, ``TrialResult``), the
 ``worker_init_fn`` (``seed_worker``, ``worker_generator``), the errors and the warnings.
 """
 
-from .config import TunedConfig
-from .errors import AutoloaderError, AutoloaderWarning, NoFeasibleConfig, NotSaved, UsageError
-from .results import TrialResult
+from .api import TuneResult, best_loader, stored_result, tune
+from .errors import (
+           AutoloaderError,
+           AutoloaderWarning,
+           NoFeasibleConfig,
+           NotSaved,
+           UsageError,
+)
+from .search.config import TunedConfig
+from .search.results import TrialResult
+from .search.space import LoaderConfig
 from .seeding import seed_worker, worker_generator
-from .space import LoaderConfig
-from .tuner import TuneResult, best_loader, stored_result, tune
 
 __all__ = ["AutoloaderError", "AutoloaderWarning", "LoaderConfig", "NoFeasibleConfig", "NotSaved", "TrialResult",
            "TuneResult", "TunedConfig", "UsageError", "best_loader", "seed_worker", "stored_result", "tune",

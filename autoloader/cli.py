@@ -8,10 +8,10 @@ import warnings
 
 import click
 
-from . import report
+from .api import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
 from .errors import AutoloaderError, AutoloaderWarning, NotSaved, UsageError
-from .space import parse_batch_sizes
-from .tuner import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
+from .search.space import parse_batch_sizes
+from .tuning import progress as report
 
 OUT_HELP = ("Where results are written and looked up (default: $AUTOLOADER_HOME, else the per-user cache "
             "folder, ~/.cache/autoloader on Linux).")
@@ -63,8 +63,9 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
                  dataset_version, trial_timeout, allow_reorder, nproc_per_node, as_json, quiet,
                  fail_if_changed) -> None:
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
-    from . import hardware, node
-    from .problem import resolve_device
+    from .inputs import hardware
+    from .inputs.problem import resolve_device
+    from .node import core as node
 
     with _library_errors():
         # An empty --batch-sizes is bad input, not an absent option: parse it and say so.
@@ -123,9 +124,9 @@ def retune_command(registry, out, storage, reports, as_json, quiet) -> None:
     else tunes in full. Results are kept in a dated history; a failed or killed run never
     replaces the last good one. Exit 0 unchanged, 3 drifted past a threshold, 1 a dataset failed,
     2 bad registry. The registry's format is in autoloader/registry.py and the README."""
-    from . import registry as registry_mod
-    from .retune import retune
-    from .retune_report import markdown
+    from .fleet import registry as registry_mod
+    from .fleet.report import markdown
+    from .fleet.retune import retune
 
     with _library_errors():
         loaded = registry_mod.load(registry)
@@ -143,8 +144,8 @@ def retune_command(registry, out, storage, reports, as_json, quiet) -> None:
 def show_command(result, out, storage, as_json) -> None:
     """List the stored results (per hardware and dataset: the pick, its rate, when, by which
     version), or print one."""
-    from . import show
-    from .paths import resolve_out
+    from .fleet import show
+    from .store.paths import resolve_out
 
     with _library_errors():
         if result is None:
@@ -163,8 +164,8 @@ def show_command(result, out, storage, as_json) -> None:
 @click.option("--port", type=int, default=8080, show_default=True, help="Port to listen on.")
 def dashboard_command(out, storage, host, port) -> None:
     """Serve optuna-dashboard over the stored studies (needs the [dashboard] extra)."""
-    from . import dashboard
-    from .paths import resolve_out
+    from .fleet import dashboard
+    from .store.paths import resolve_out
 
     with _library_errors():
         dashboard.require_dashboard()

@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 
-from autoloader.results import FAILED, OK, TrialResult
-from autoloader.space import LoaderConfig
+from autoloader.search.results import FAILED, OK, TrialResult
+from autoloader.search.space import LoaderConfig
 from scripts.bench import node
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from autoloader.model import Calibration, Model
-from autoloader.pipeline import Profile
-from autoloader.space import LoaderConfig
+from autoloader.search.model import Calibration, Model
+from autoloader.search.profile import Profile
+from autoloader.search.space import LoaderConfig
 from scripts.bench import replay
 
 

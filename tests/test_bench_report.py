@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from autoloader.results import OK, TrialResult
-from autoloader.space import LoaderConfig
+from autoloader.search.results import OK, TrialResult
+from autoloader.search.space import LoaderConfig
 from scripts.bench import figures, parts, plan, report
 from scripts.bench.common import geomean
 from scripts.bench.workloads import WORKLOADS

@@ -8,8 +8,8 @@ import os
 import subprocess
 import sys
 
-from autoloader.results import OK, TrialResult
-from autoloader.space import LoaderConfig
+from autoloader.search.results import OK, TrialResult
+from autoloader.search.space import LoaderConfig
 from scripts.bench import harness, parts
 from scripts.bench.records import Records
 from scripts.bench.workloads import WORKLOADS

@@ -3,7 +3,7 @@ registry's specs as `autoloader tune --dataset` resolves them."""
 
 import pytest
 
-from autoloader.source import load_spec, resolve_dataset
+from autoloader.inputs.source import load_spec, resolve_dataset
 from scripts.bench.workloads import WORKLOADS
 from scripts.bench.workloads.images import hugefloat_side
 

@@ -4,9 +4,9 @@ import json
 import os
 
 from autoloader import LoaderConfig, TunedConfig
-from autoloader.changes import compare, previous_result
-from autoloader.policy import RATE_SHIFT
-from autoloader.report import since
+from autoloader.search.policy import RATE_SHIFT
+from autoloader.tuning.compare import compare, previous_result
+from autoloader.tuning.progress import since
 
 
 def tuned(workers: int, rate: float, fingerprint: str, pin: bool = True) -> TunedConfig:
@@ -76,7 +76,7 @@ def test_the_previous_result_is_this_hardwares_else_the_newest_elsewhere(tmp_pat
 
 
 def test_a_previous_result_measured_differently_is_not_called_unchanged(tmp_path):
-    from autoloader.changes import format_note
+    from autoloader.tuning.compare import format_note
 
     path = write(str(tmp_path), "box", None, text=json.dumps(dict(tuned(8, 1000.0, "box").to_dict(),
                                                                    measurement_format=0)))

@@ -8,11 +8,10 @@ import os
 
 import pytest
 from click.testing import CliRunner
+from conftest import WORKLOADS
 
 from autoloader.cli import main
-from autoloader.hardware import gpu_names
-
-from conftest import WORKLOADS
+from autoloader.inputs.hardware import gpu_names
 
 
 def invoke(*args: str):
@@ -229,7 +228,7 @@ def test_progress_lines_for_an_early_stopped_trial():
     import math
 
     from autoloader import LoaderConfig, TrialResult
-    from autoloader.report import ProgressPrinter
+    from autoloader.tuning.progress import ProgressPrinter
 
     stream = io.StringIO()
     printer = ProgressPrinter(stream)

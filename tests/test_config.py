@@ -12,11 +12,10 @@ import textwrap
 
 import pytest
 import torch
+from workloads import GlobalDraws, Tiny
 
 from autoloader import LoaderConfig, TunedConfig, seed_worker
-from autoloader.knee import find_knee
-
-from workloads import GlobalDraws, Tiny
+from autoloader.search.knee import find_knee
 
 HARDWARE = {"cpus": 2, "cpu_model": "test cpu", "memory_gib": 16, "gpus": [],
             "fingerprint": "cpu-0x-2cpu-16g-00000000"}

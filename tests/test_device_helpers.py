@@ -45,7 +45,7 @@ def test_a_cuda_index_must_name_a_gpu_that_exists():
     import pytest
 
     from autoloader import UsageError
-    from autoloader.problem import resolve_device as _resolve_device
+    from autoloader.inputs.problem import resolve_device as _resolve_device
 
     assert _resolve_device("cuda:0", ("NVIDIA H200",)) == "cuda:0"
     assert _resolve_device("cuda:1", ("NVIDIA H200", "NVIDIA H200")) == "cuda:1"

@@ -14,15 +14,14 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from conftest import REPO_ROOT, WORKLOADS
 
 from autoloader.cli import main
-from autoloader.hardware import Hardware, usable_cpus
-from autoloader.node import check_nproc, node_result, node_share, _free_port
-from autoloader.policy import MAX_WORKERS_PER_CPU
-from autoloader.results import FAILED, OK, TrialResult
-from autoloader.space import LoaderConfig
-
-from conftest import REPO_ROOT, WORKLOADS
+from autoloader.inputs.hardware import Hardware, usable_cpus
+from autoloader.node.core import _free_port, check_nproc, node_result, node_share
+from autoloader.search.policy import MAX_WORKERS_PER_CPU
+from autoloader.search.results import FAILED, OK, TrialResult
+from autoloader.search.space import LoaderConfig
 
 two_cpus = pytest.mark.skipif(usable_cpus() < 2, reason="two ranks need two CPUs")
 
@@ -56,9 +55,9 @@ def _draws_as_rank(rank: int, port: int, path: str) -> None:
     import torch
     import torch.distributed as dist
     from torch.utils.data import DataLoader
+    from workloads import RandomDraws
 
     from autoloader import seed_worker
-    from workloads import RandomDraws
 
     os.environ.update(_ranks_env(port, rank, 2))
     os.environ["RANK"] = "0"   # the rank must come from torch.distributed, not from the environment
@@ -202,8 +201,9 @@ def test_a_failure_on_rank_one_only_is_reported_naming_rank_one(out_dir):
 # --- the API inside a torchrun-style launch -------------------------------------------------------------
 
 def _best_loader_as_rank(rank: int, port: int, out: str) -> None:
-    from autoloader import best_loader
     from workloads import Tiny
+
+    from autoloader import best_loader
 
     os.environ.update(_ranks_env(port, rank, 2))
     loader = best_loader(Tiny(256), batch_size=16, budget=10, device="cpu", out=out)

@@ -14,12 +14,11 @@ import warnings
 
 import optuna
 import pytest
+from conftest import parallel_capacity
 from torch.utils.data import DataLoader
+from workloads import BusyWork, FreeLarge, Tiny
 
 from autoloader import TuneResult, best_loader, seed_worker, tune
-
-from conftest import parallel_capacity
-from workloads import BusyWork, FreeLarge, Tiny
 
 SEARCH_BUDGET = 30.0
 # Two CPU-bound processes must get this many cores for "workers pay" to be checkable.
@@ -198,7 +197,9 @@ def test_a_run_after_a_complete_one_measures_anew_with_the_old_trials_as_priors(
     """A complete run's trials are priors for the next run, never its measurements: the next run
     starts with no history of its own and measures every config it decides on (a resumed
     interrupted run, which keeps its trials, is test_faults' driver-killed test)."""
-    from fleet_workloads import Paced   # its samples are its indices: one key (BusyWork's count spins)
+    from fleet_workloads import (
+        Paced,  # its samples are its indices: one key (BusyWork's count spins)
+    )
 
     dataset = Paced(cost_s=0.002)
     first = tune(dataset, batch_size=16, budget=12, device="cpu", out=out_dir)

@@ -28,7 +28,7 @@ from autoloader import UsageError, tune
 from autoloader.cli import main
 from autoloader.probe import guard
 from autoloader.probe.failures import classify_failure, describe_failure
-from autoloader.results import CAUSES, CONSTRAINT, FAILED, HANG, OK
+from autoloader.search.results import CAUSES, CONSTRAINT, FAILED, HANG, OK
 from scripts.faults import datasets as faulty
 
 FAULTY = "scripts.faults.datasets"  # the CLI's --dataset module, imported from the repository's root
@@ -172,9 +172,9 @@ def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     former unrun. The footprint is measured first: it differs
     between installs and runs (0.42-0.60 GB seen), and a batch this large keeps that difference
     well inside the margins either side."""
+    from autoloader.inputs.source import Source
     from autoloader.probe.driver import TrialRunner
     from autoloader.probe.protocol import RunnerSetup
-    from autoloader.source import Source
 
     dataset = faulty.BigSamples(width=4 * 2**20, length=64, sleep_s=0.01)
     probe = TrialRunner(RunnerSetup(Source.from_object(dataset, "dataset"), None, "cpu", {}, 16),
@@ -228,10 +228,10 @@ def test_hang_is_ended_by_the_watchdog(out_dir, tmp_path):
 def test_a_slow_trial_that_keeps_delivering_is_not_a_hang():
     # NOTE [ The watchdog times stalls ]: a window of 3 s or more with a 2.5 s timeout. Batches arrive
     # every ~30 ms, so progress never stops for long; a timeout on the whole trial ended it as a hang.
+    from autoloader.inputs.source import Source
     from autoloader.probe.burst import BurstSettings
     from autoloader.probe.driver import RunnerSetup, TrialRunner
-    from autoloader.source import Source
-    from autoloader.space import LoaderConfig
+    from autoloader.search.space import LoaderConfig
 
     setup = RunnerSetup(Source.from_object(faulty.Tiny(length=4096, sleep_s=0.002), "dataset"), None, "cpu", {}, 16)
     runner = TrialRunner(setup, max_memory=8 * 2**30, hang_timeout_s=2.5)
@@ -246,8 +246,8 @@ def test_a_slow_trial_that_keeps_delivering_is_not_a_hang():
 
 
 def test_a_dataset_slow_to_build_is_stopped_with_a_fix():
+    from autoloader.inputs.source import Source
     from autoloader.probe.driver import RunnerSetup, SetupError, TrialRunner
-    from autoloader.source import Source
 
     setup = RunnerSetup(Source.from_object(faulty.slow_to_build, "dataset"), None, "cpu", {}, 16)
     runner = TrialRunner(setup, max_memory=8 * 2**30, hang_timeout_s=2.5, setup_timeout_s=2.0)
@@ -310,7 +310,7 @@ def test_dev_shm_smaller_than_a_batch_is_bad_input(out_dir):
 def test_dev_shm_check_through_the_api(out_dir, monkeypatch):
     """The same rule through tune(), whatever this machine's /dev/shm: the driver is told a
     /dev/shm of 100 KiB (the check runs in the driver, before any trial)."""
-    from autoloader import hardware
+    from autoloader.inputs import hardware
 
     monkeypatch.setattr(hardware, "shm_free", lambda: 100 * 2**10)
     with pytest.raises(UsageError) as info:

@@ -1,9 +1,9 @@
 """Who wins the interleaved final: the tie rules, including NOTE [ Keeping up ] (a config the
 consumer never waits on ties a best a few percent ahead), and the control."""
 
-from autoloader.results import OK, TrialResult
-from autoloader.space import LoaderConfig
-from autoloader.choice import Finalist, choose
+from autoloader.search.choice import Finalist, choose
+from autoloader.search.results import OK, TrialResult
+from autoloader.search.space import LoaderConfig
 
 
 def cfg(workers, pin=True, persistent=True, prefetch=2):

@@ -11,13 +11,12 @@ import subprocess
 import sys
 
 import pytest
-
-from autoloader import best_loader, stored_result, tune
-from autoloader.content import dataset_fingerprint
-from autoloader.paths import HOME_ENV, default_out
-
 from conftest import REPO_ROOT
 from fleet_workloads import SLOWDOWN_ENV, Paced, Scaled
+
+from autoloader import best_loader, stored_result, tune
+from autoloader.inputs.content import dataset_fingerprint
+from autoloader.store.paths import HOME_ENV, default_out
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +48,7 @@ def test_a_second_best_loader_call_is_a_lookup_from_another_directory(stored_hom
     def no_trial_process(self):
         raise AssertionError("a trial process was started: the stored result was not found")
 
-    monkeypatch.setattr("autoloader.run.TrialRunner.start", no_trial_process)
+    monkeypatch.setattr("autoloader.tuning.run.TrialRunner.start", no_trial_process)
     events = []
     again = best_loader(Scaled(256), batch_size=16, budget=10, device="cpu",
                         progress=lambda event, data: events.append(event))
@@ -69,7 +68,7 @@ def test_a_changed_transform_or_split_misses_the_cache(stored_home):
 def test_a_result_measured_differently_is_not_reused_and_says_why(stored_home, tmp_path, monkeypatch):
     import shutil
 
-    from autoloader import tuner
+    from autoloader import api as tuner
 
     home = str(tmp_path / "copy")
     shutil.copytree(stored_home[0], home)

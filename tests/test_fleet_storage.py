@@ -13,13 +13,12 @@ import time
 import urllib.request
 
 import optuna
-import pytest
-
-from autoloader import runs
-from autoloader.storage import driver_url
-
 import pgserver
+import pytest
 from conftest import REPO_ROOT
+
+from autoloader.store import runs
+from autoloader.store.storage import driver_url
 
 FLEET = os.path.join(REPO_ROOT, "tests", "fleet_workloads.py")
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
@@ -53,7 +52,7 @@ def sqlite_of(out: str) -> str:
 def wait_for_a_running_trial(storage_of, deadline_s: float = 90.0) -> None:
     """Until a trial is RUNNING and names its run (a trial killed in the milliseconds before it
     is named is failed only after the heartbeat's grace: another case, tested in test_runs)."""
-    from autoloader.runs import RUN_ATTR
+    from autoloader.store.runs import RUN_ATTR
 
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
@@ -110,9 +109,9 @@ def test_two_tuners_on_one_sqlite_study_both_land_every_trial(out_dir):
 def test_opening_a_postgresql_study_never_fails_another_tuners_live_trial(postgres):
     """The store-level race, deterministic: a second tuner opens the study while the first's trial
     is in flight (on main before runs.py, the open failed it and the first died at its tell)."""
-    from autoloader.results import OK, TrialResult
-    from autoloader.space import LoaderConfig, SearchSpace
-    from autoloader.store import Limits, StudyStore
+    from autoloader.search.results import OK, TrialResult
+    from autoloader.search.space import LoaderConfig, SearchSpace
+    from autoloader.store.study import Limits, StudyStore
 
     space, limits = SearchSpace((16,), 8, (False,)), Limits(2**30, 60.0)
     two, four = LoaderConfig.make(16, 2, False), LoaderConfig.make(16, 4, False)
@@ -205,9 +204,9 @@ def _free_port() -> int:
 
 def test_the_dashboard_serves_the_study_with_its_figures(tmp_path):
     pytest.importorskip("optuna_dashboard", reason="the [dashboard] extra is not installed")
-    from autoloader.results import OK, TrialResult
-    from autoloader.space import LoaderConfig, SearchSpace
-    from autoloader.store import Limits, StudyStore
+    from autoloader.search.results import OK, TrialResult
+    from autoloader.search.space import LoaderConfig, SearchSpace
+    from autoloader.store.study import Limits, StudyStore
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
     config = LoaderConfig.make(16, 2, False)

@@ -9,11 +9,10 @@ import os
 import sys
 
 import pytest
+from conftest import REPO_ROOT
+
 from scripts.faults import datasets as faulty
 from scripts.faults import full_disk
-
-
-from conftest import REPO_ROOT
 
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
 

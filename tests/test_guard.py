@@ -2,8 +2,8 @@
 it must predict in the guard's own measure (PSS), or a breach is found only by running it."""
 
 from autoloader.probe.guard import predict_peak
-from autoloader.results import OK, TrialResult
-from autoloader.space import LoaderConfig
+from autoloader.search.results import OK, TrialResult
+from autoloader.search.space import LoaderConfig
 
 MIB = 2**20
 SAMPLE = 1024  # bytes a sample

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from autoloader import NoFeasibleConfig, tune
-from autoloader.results import HANG, OK
+from autoloader.search.results import HANG, OK
 from scripts.faults import datasets as faulty
 from scripts.faults import inputs
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from autoloader.knee import Knee, find_knee
-from autoloader.policy import MIN_TOLERANCE
+from autoloader.search.knee import Knee, find_knee
+from autoloader.search.policy import MIN_TOLERANCE
 
 
 def test_rising_then_flat_stops_paying_at_the_plateau_start():

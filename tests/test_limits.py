@@ -13,12 +13,11 @@ import time
 import psutil
 import pytest
 from click.testing import CliRunner
+from conftest import REPO_ROOT, WORKLOADS
 
 from autoloader import tune
 from autoloader.cli import main
 from scripts.faults import datasets as faulty
-
-from conftest import REPO_ROOT, WORKLOADS
 
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
 FAULTY = "scripts.faults.datasets"  # the CLI's --dataset module, imported from the repository's root

@@ -5,11 +5,11 @@ from dataclasses import replace
 
 import pytest
 
-from autoloader.calibration import calibrate
-from autoloader.model import Calibration, Model
-from autoloader.pipeline import Profile, quantile
-from autoloader.results import OK, TrialResult
-from autoloader.space import LoaderConfig
+from autoloader.search.calibration import calibrate
+from autoloader.search.model import Calibration, Model
+from autoloader.search.profile import Profile, quantile
+from autoloader.search.results import OK, TrialResult
+from autoloader.search.space import LoaderConfig
 
 
 def profile(sample_s=0.002, n=256, tail=None, step_s=0.001, recv_s=0.0002, pin_s=0.0005, h2d=0.0003,

@@ -3,13 +3,18 @@ final, and that out-of-order delivery is never implied."""
 
 import random
 
-from autoloader.model import Model
-from autoloader.model_first import ModelFirst, candidates, heuristic_config, worker_ladder
-from autoloader.pipeline import Profile
-from autoloader.policy import MAX_SEARCH_TRIALS
-from autoloader.results import FAILED, OK, TrialResult
-from autoloader.run import search_space
-from autoloader.space import LoaderConfig
+from autoloader.search.model import Model
+from autoloader.search.model_first import (
+    ModelFirst,
+    candidates,
+    heuristic_config,
+    worker_ladder,
+)
+from autoloader.search.policy import MAX_SEARCH_TRIALS
+from autoloader.search.profile import Profile
+from autoloader.search.results import FAILED, OK, TrialResult
+from autoloader.search.space import LoaderConfig
+from autoloader.tuning.run import search_space
 
 CPUS = 8
 

@@ -11,17 +11,16 @@ import time
 
 import pytest
 from click.testing import CliRunner
-
-from autoloader import registry
-from autoloader.cli import main
-from autoloader.drift import BASELINE, DRIFTED, NEW_HARDWARE, UNCHANGED, judge
-from autoloader.registry import Thresholds
-from autoloader.results import OK, TrialResult
-from autoloader.space import LoaderConfig, SearchSpace
-from autoloader.warm import WarmStart, Warmed
-
 from conftest import REPO_ROOT
 from fleet_workloads import SLOWDOWN_ENV
+
+from autoloader.cli import main
+from autoloader.fleet import registry
+from autoloader.fleet.registry import Thresholds
+from autoloader.search.results import OK, TrialResult
+from autoloader.search.space import LoaderConfig, SearchSpace
+from autoloader.search.warm import Warmed, WarmStart
+from autoloader.tuning.drift import BASELINE, DRIFTED, NEW_HARDWARE, UNCHANGED, judge
 
 FLEET = os.path.join(REPO_ROOT, "tests", "fleet_workloads.py")
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")

@@ -7,10 +7,10 @@ import dataclasses
 
 import optuna
 
-from autoloader import runs
-from autoloader.results import OK, TrialResult
-from autoloader.space import LoaderConfig, SearchSpace
-from autoloader.store import Limits, StudyStore
+from autoloader.search.results import OK, TrialResult
+from autoloader.search.space import LoaderConfig, SearchSpace
+from autoloader.store import runs
+from autoloader.store.study import Limits, StudyStore
 
 SPACE = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
 LIMITS = Limits(2**30, 60.0)
@@ -90,11 +90,11 @@ def test_a_measurement_told_after_a_stale_repair_is_kept(tmp_path):
 def test_a_shared_storage_lists_and_offers_each_machines_last_pick(tmp_path):
     """What a machine new to a fleet starts from, and what `autoloader show --storage` lists: the
     complete runs' picks recorded in the storage's studies, nearest hardware first."""
-    from autoloader import show
-    from autoloader.hardware import Hardware
-    from autoloader.history import nearest, other_hardware
-    from autoloader.problem import Problem
-    from autoloader.warm import plan
+    from autoloader.fleet import show
+    from autoloader.inputs.hardware import Hardware
+    from autoloader.inputs.problem import Problem
+    from autoloader.search.warm import plan
+    from autoloader.store.history import nearest, other_hardware
 
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
     picks = {"big-0x-16cpu": (16, LoaderConfig.make(16, 12, False)),

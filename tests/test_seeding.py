@@ -9,11 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 from torch.utils.data import DataLoader
+from workloads import RandomDraws
 
 from autoloader import seed_worker, worker_generator
 from autoloader.seeding import worker_seed_sequence
-
-from workloads import RandomDraws
 
 SOURCES = ("np.random", "random", "torch", "worker_generator")
 LENGTH = 16

@@ -6,7 +6,7 @@ import os
 import random
 import sys
 
-from autoloader.source import load_spec
+from autoloader.inputs.source import load_spec
 
 
 def test_a_file_is_imported_under_its_own_name(tmp_path):

@@ -7,12 +7,10 @@ import itertools
 
 import pytest
 from torch.utils.data import DataLoader
+from workloads import Tiny
 
 from autoloader import LoaderConfig, UsageError
-from autoloader.space import SearchSpace
-from autoloader.space import PREFETCH_CHOICES, parse_batch_sizes
-
-from workloads import Tiny
+from autoloader.search.space import PREFETCH_CHOICES, SearchSpace, parse_batch_sizes
 
 
 def all_configs(space: SearchSpace):

@@ -3,7 +3,7 @@ is found again."""
 
 import dataclasses
 
-from autoloader.problem import Problem
+from autoloader.inputs.problem import Problem
 
 
 def dataset_key(spec, length, batch_sizes, step, device, fixed_kwargs):
@@ -28,7 +28,7 @@ def test_a_result_file_gets_the_usual_permissions(tmp_path):
     import os
     import stat
 
-    from autoloader.store import atomic_write
+    from autoloader.store.study import atomic_write
 
     old = os.umask(0o022)
     try:
@@ -40,9 +40,9 @@ def test_a_result_file_gets_the_usual_permissions(tmp_path):
 
 
 def test_a_limits_verdict_is_retried_only_once_that_limit_is_raised():
-    from autoloader.results import CONSTRAINT, FAILED, HANG, TrialResult
-    from autoloader.space import LoaderConfig
-    from autoloader.store import Limits, stopped_by_a_raised_limit
+    from autoloader.search.results import CONSTRAINT, FAILED, HANG, TrialResult
+    from autoloader.search.space import LoaderConfig
+    from autoloader.store.study import Limits, stopped_by_a_raised_limit
 
     config = LoaderConfig.make(16, 4, False, 2, True)
     over = TrialResult(config, CONSTRAINT, cause="host_memory")
@@ -72,11 +72,10 @@ def test_a_limits_verdict_is_retried_only_once_that_limit_is_raised():
 def test_history_keeps_each_configs_newest_result_and_counts_a_retry_once(tmp_path):
     """A verdict re-measured under a raised limit is superseded by the new result, so the
     strategy never sees the config as both broken and measured, and later runs retry nothing."""
-    from autoloader.results import CONSTRAINT, OK, TrialResult
-    from autoloader.space import LoaderConfig, SearchSpace
-    from autoloader.store import Limits, StudyStore
-
-    from autoloader import runs
+    from autoloader.search.results import CONSTRAINT, OK, TrialResult
+    from autoloader.search.space import LoaderConfig, SearchSpace
+    from autoloader.store import runs
+    from autoloader.store.study import Limits, StudyStore
 
     def interrupted(store):
         """As if the store's process had been killed: its run's owner is gone."""

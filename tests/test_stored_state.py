@@ -12,17 +12,16 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
+from conftest import WORKLOADS
 
 from autoloader import best_loader, runs, stored_result, tune
 from autoloader.cli import main
-from autoloader.results import FAILED, OK, TrialResult
-from autoloader.space import LoaderConfig, SearchSpace
-from autoloader.store import RESULT_ATTR, Limits, StudyStore
+from autoloader.search.results import FAILED, OK, TrialResult
+from autoloader.search.space import LoaderConfig, SearchSpace
+from autoloader.store.study import RESULT_ATTR, Limits, StudyStore
 from scripts.faults import datasets as faulty
 from scripts.faults.checks import orphan_last_run
 from scripts.faults.inputs import BROKEN_STEP, FIXED_STEP, RAGGED, write_module
-
-from conftest import WORKLOADS
 
 LIMITS = Limits(2**33, 60.0)
 # autoloader's warnings (validate.StoredStateWarning, durable.StudyMovedAside) are UserWarnings.
@@ -362,7 +361,7 @@ def test_a_storage_password_is_stored_masked(out_dir, tmp_path, monkeypatch):
 def test_a_bad_result_file_is_no_warm_start(out_dir):
     """retune starts from the last result on this hardware (history.last_good): a file that fails
     the checks is warned about and not started from."""
-    from autoloader.history import last_good
+    from autoloader.store.history import last_good
 
     path = _stored_result_file(out_dir, faulty.Tiny(length=128))
     fingerprint, key = os.path.basename(os.path.dirname(path)), os.path.basename(path)[:-len(".json")]

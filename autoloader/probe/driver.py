@@ -10,13 +10,23 @@ import os
 import time
 from dataclasses import dataclass
 
-from ..results import CONSTRAINT, FAILED, HANG, TrialResult
-from ..space import LoaderConfig
+from ..search.results import CONSTRAINT, FAILED, HANG, TrialResult
+from ..search.space import LoaderConfig
 from . import guard, trial
 from .burst import BurstSettings
 from .failures import death_cause, death_text, exit_text
-from .protocol import (Beat, Begin, DatasetInfo, Measure, ProfileRequest, Result, RunnerSetup, SetupError, SetupFailed,
-                       Stop)
+from .protocol import (
+    Beat,
+    Begin,
+    DatasetInfo,
+    Measure,
+    ProfileRequest,
+    Result,
+    RunnerSetup,
+    SetupError,
+    SetupFailed,
+    Stop,
+)
 
 # What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here.
 __all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "RunnerSetup", "SetupError", "TrialRunner"]

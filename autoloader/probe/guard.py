@@ -15,7 +15,7 @@ from typing import Iterable
 
 import psutil
 
-from .. import hardware
+from ..inputs import hardware
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, hi
     ``worker_prior`` (one worker's PSS as the profile saw it) stands in. A dataset of ``length``
     shorter than the batch size makes batches of ``length`` samples.
     """
-    from ..limits import batch_samples
+    from ..inputs.limits import batch_samples
 
     def samples(c) -> int:
         return batch_samples(c.batch_size, length)

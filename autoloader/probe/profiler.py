@@ -25,8 +25,8 @@ import statistics
 import time
 from typing import Any, Callable
 
-from ..hardware import usable_cpus
-from ..pipeline import Profile
+from ..inputs.hardware import usable_cpus
+from ..search.profile import Profile
 
 PROFILE_SAMPLES = 256
 SAMPLE_SECONDS = 1.5
@@ -232,7 +232,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
 def _room(batch_bytes: int, memory_budget: int | None) -> int:
     """How many batches the profile's loaders may hold in flight: SHM_SHARE of the free /dev/shm
     or of ``memory_budget``, each batch held twice (the worker's copy and the one it sends)."""
-    from ..hardware import shm_free
+    from ..inputs.hardware import shm_free
 
     return int(min(shm_free() or 2**31, memory_budget or 2**62) * SHM_SHARE) // max(1, 2 * batch_bytes)
 

@@ -39,8 +39,8 @@ import dataclasses
 import multiprocessing as mp
 from dataclasses import dataclass
 
-from ..space import LoaderConfig
-from ..source import Source
+from ..inputs.source import Source
+from ..search.space import LoaderConfig
 from .burst import BurstSettings
 
 BEAT_S = 0.5  # the trial process reports progress at most this often while batches flow

@@ -39,15 +39,26 @@ import warnings
 import weakref
 from typing import Any
 
-from ..content import dataset_fingerprint
-from ..results import FAILED, OK
-from ..space import LoaderConfig
+from ..inputs.content import dataset_fingerprint
+from ..search.results import FAILED, OK
+from ..search.space import LoaderConfig
 from . import guard
 from .burst import BurstSettings
 from .device import NvmlUtil, release_cached_memory, to_device
 from .failures import classify_failure, describe_failure
-from .protocol import (BEAT_S, Beat, Begin, DatasetInfo, ProfileRequest, Ready, Result, RunnerSetup, SetupError,
-                       SetupFailed, Stop)
+from .protocol import (
+    BEAT_S,
+    Beat,
+    Begin,
+    DatasetInfo,
+    ProfileRequest,
+    Ready,
+    Result,
+    RunnerSetup,
+    SetupError,
+    SetupFailed,
+    Stop,
+)
 from .teardown import half_built_iterator, reap_absorbing_reports
 
 # A dataset longer than this is named when drawing its indices fails: a permutation of it is
@@ -145,7 +156,7 @@ class _Runner:
     def __init__(self, setup: RunnerSetup):
         import torch
 
-        from ..source import resolve_dataset, resolve_step
+        from ..inputs.source import resolve_dataset, resolve_step
 
         self.torch = torch
         self.setup = setup
@@ -197,7 +208,7 @@ class _Runner:
         # them off the batch miscounts lists of samples (their leading dimension is channels).
         count = min(probe_size, length) if length is not None else max(1, batch_size_of(batch))
         memory = guard.sample_memory(os.getpid())
-        from ..fingerprint import code_fingerprint
+        from ..inputs.code_digest import code_fingerprint
 
         return DatasetInfo(length=length, sample_seconds=elapsed / count,
                            sample_bytes=max(1, _tensor_bytes(batch) // count),

@@ -20,7 +20,7 @@ import sys
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
-    from . import node, run
+    from scripts.bench import node, run
 
     parser = argparse.ArgumentParser(prog="python -m scripts.bench", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n")[1])
@@ -56,15 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     parser, subs = build_parser()
     args = parser.parse_args(argv)
     if args.command == "run":
-        from . import run
+        from scripts.bench import run
 
         return run.main(args, subs["run"], argv)
     if args.command == "node":
-        from . import node
+        from scripts.bench import node
 
         return node.main(args, subs["node"], argv)
     if args.command in ("merge", "rebuild"):
-        from . import parts
+        from scripts.bench import parts
 
         if args.command == "merge":
             print(parts.merge([os.path.abspath(p) for p in args.parts], os.path.abspath(args.out)))
@@ -72,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             print(parts.rebuild(os.path.abspath(args.source), os.path.abspath(args.out)))
         return 0
     if args.command == "replay":
-        from . import replay
+        from scripts.bench import replay
 
         return replay.main(args.records)
-    from . import agreement
+    from scripts.bench import agreement
 
     return agreement.main(args.records)
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from .common import config_from_kwargs, short
-from .records import report_main
+from scripts.bench.common import config_from_kwargs, short
+from scripts.bench.records import report_main
 
 CLOSE = 0.05    # the burst-error target's width, used here as the yardstick for agreement
 

@@ -136,8 +136,8 @@ class _Ceiling:
         import torch
         from torch.utils.data import DataLoader
 
+        from autoloader.inputs.source import Source, resolve_dataset, resolve_step
         from autoloader.probe.burst import batch_size_of
-        from autoloader.source import Source, resolve_dataset, resolve_step
 
         self.torch = torch
         self.settings = settings

@@ -7,7 +7,7 @@ import math
 import os
 import statistics
 
-from autoloader.space import LoaderConfig
+from autoloader.search.space import LoaderConfig
 
 # The repository's root: the tuner and the workloads' specs are resolved from here.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import math
 
-from autoloader.results import OK
-from autoloader.space import LoaderConfig
-
-from .common import TIE, median, ratio, short
+from autoloader.search.results import OK
+from autoloader.search.space import LoaderConfig
+from scripts.bench.common import TIE, median, ratio, short
 
 
 def best_of(medians: dict[LoaderConfig, float]) -> LoaderConfig | None:

@@ -25,19 +25,18 @@ import os
 import signal
 import time
 
-from autoloader import hardware
+from autoloader.inputs import hardware
+from autoloader.inputs.source import Source
 from autoloader.probe.burst import BurstSettings, expected_window_s
 from autoloader.probe.driver import TrialRunner
 from autoloader.probe.protocol import RunnerSetup, SetupError
-from autoloader.results import OK, TrialResult
-from autoloader.source import Source
-from autoloader.space import LoaderConfig
-
-from . import figures, plan
-from .ceiling import CeilingChild
-from .common import fmt_rate, log, short
-from .records import Records
-from .tuner_run import Tuner, shown
+from autoloader.search.results import OK, TrialResult
+from autoloader.search.space import LoaderConfig
+from scripts.bench import figures, plan
+from scripts.bench.ceiling import CeilingChild
+from scripts.bench.common import fmt_rate, log, short
+from scripts.bench.records import Records
+from scripts.bench.tuner_run import Tuner, shown
 
 
 class Interrupted(BaseException):
@@ -131,7 +130,7 @@ class Workload:
     # phase 0: build the dataset once in this process so one-time data generation (the jpeg
     # workload writes its JPEGs on first use) is not charged to the tuner. No CUDA: datasets only.
     def prepare(self) -> None:
-        from autoloader.source import load_spec, resolve_dataset
+        from autoloader.inputs.source import load_spec, resolve_dataset
 
         t = time.monotonic()
         dataset = resolve_dataset(load_spec(self.w.dataset_spec), self.w.dataset_spec)

@@ -41,15 +41,24 @@ import shlex
 import subprocess
 import time
 
-from autoloader import hardware
-from autoloader.results import FAILED, OK, TrialResult
-from autoloader.space import LoaderConfig
-
-from . import plan
-from .common import REPO, config_from_kwargs, fmt_rate, fmt_ratio, log, median, ratio, short, utc_now
-from .harness import Interrupted, begin_run
-from .records import Records
-from .tuner_run import Tuner, shown
+from autoloader.inputs import hardware
+from autoloader.search.results import FAILED, OK, TrialResult
+from autoloader.search.space import LoaderConfig
+from scripts.bench import plan
+from scripts.bench.common import (
+    REPO,
+    config_from_kwargs,
+    fmt_rate,
+    fmt_ratio,
+    log,
+    median,
+    ratio,
+    short,
+    utc_now,
+)
+from scripts.bench.harness import Interrupted, begin_run
+from scripts.bench.records import Records
+from scripts.bench.tuner_run import Tuner, shown
 
 DEFAULT_WORKLOADS = "jpeg,gpubound"
 ROLES = ("node_pick", "single_pick", "rule")
@@ -169,7 +178,7 @@ class NodeWorkload:
 
     def prepare(self) -> None:
         """Build the dataset once here, so one-time data generation (jpeg's files) is no tune's cost."""
-        from autoloader.source import load_spec, resolve_dataset
+        from autoloader.inputs.source import load_spec, resolve_dataset
 
         dataset = resolve_dataset(load_spec(self.w.dataset_spec), self.w.dataset_spec)
         del dataset
@@ -208,9 +217,9 @@ class NodeWorkload:
 
     def measure(self) -> None:
         """Every rank at once, through node.py: this process rank 0 of a launched node, NodeRunner's bursts."""
-        from autoloader import node as node_mod
+        from autoloader.inputs.source import Source
+        from autoloader.node import core as node_mod
         from autoloader.probe.protocol import RunnerSetup
-        from autoloader.source import Source
 
         setup = RunnerSetup(Source.from_spec(self.w.dataset_spec), Source.from_spec(self.w.step_spec),
                             self.device, {}, self.bs)
@@ -330,7 +339,7 @@ def plan_s(args, cpus: int) -> float:
 
 
 def budget_in_effect(args) -> float:
-    from autoloader.tuner import DEFAULT_BUDGET_S
+    from autoloader.api import DEFAULT_BUDGET_S
 
     return args.budget if args.budget is not None else DEFAULT_BUDGET_S
 
@@ -485,10 +494,9 @@ def commit_of(given: str | None) -> str:
 
 
 def main(args, parser, argv: list[str]) -> int:
-    from autoloader import node as node_mod
     from autoloader.errors import UsageError
-
-    from .run import _names, _version
+    from autoloader.node import core as node_mod
+    from scripts.bench.run import _names, _version
 
     t_begin = time.monotonic()
     out = os.path.abspath(args.out)
@@ -506,7 +514,7 @@ def main(args, parser, argv: list[str]) -> int:
     os.makedirs(out, exist_ok=True)
     os.chdir(REPO)   # the tuner, the ranks and the runner resolve the workloads' specs from the root
 
-    from .workloads import WORKLOADS
+    from scripts.bench.workloads import WORKLOADS
 
     names = _names(args.workloads)
     unknown = [n for n in names if n not in WORKLOADS]

@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from autoloader.results import TrialResult
-
-from .common import config_from_kwargs
-from .harness import Workload
-from .records import read_records
-from .report import run_state, write_summary
+from autoloader.search.results import TrialResult
+from scripts.bench.common import config_from_kwargs
+from scripts.bench.harness import Workload
+from scripts.bench.records import read_records
+from scripts.bench.report import run_state, write_summary
 
 
 def workload_from_records(w, rows: list[dict], cpus: int, device: str, tunes: int = 1, grid: bool = True) -> Workload:
@@ -62,7 +61,7 @@ def rebuild(source: str, out: str) -> str:
     time limit leaves no moment to write) keeps its records line by line: every workload that
     finished is taken from its summary record, and the one cut short is summarised from its
     measurements and marked partial, saying what it lacks."""
-    from .workloads import WORKLOADS
+    from scripts.bench.workloads import WORKLOADS
 
     path = os.path.join(source, "records.jsonl")
     if not os.path.isfile(path):

@@ -15,9 +15,8 @@ import json
 import sys
 from typing import Callable
 
-from autoloader.results import TrialResult
-
-from .common import utc_now
+from autoloader.search.results import TrialResult
+from scripts.bench.common import utc_now
 
 
 class Records:

@@ -20,15 +20,14 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from autoloader.model import Model
-from autoloader.model_first import ModelFirst
-from autoloader.pipeline import Profile
-from autoloader.policy import MAX_WORKERS_PER_CPU
-from autoloader.results import TrialResult
-from autoloader.space import SearchSpace
-
-from .common import short
-from .records import report_main
+from autoloader.search.model import Model
+from autoloader.search.model_first import ModelFirst
+from autoloader.search.policy import MAX_WORKERS_PER_CPU
+from autoloader.search.profile import Profile
+from autoloader.search.results import TrialResult
+from autoloader.search.space import SearchSpace
+from scripts.bench.common import short
+from scripts.bench.records import report_main
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,15 @@ import json
 import os
 import statistics
 
-from autoloader.results import OK
-
-from .common import fmt_gib, fmt_pct, fmt_rate, fmt_ratio, fmt_share, geomean
+from autoloader.search.results import OK
+from scripts.bench.common import (
+    fmt_gib,
+    fmt_pct,
+    fmt_rate,
+    fmt_ratio,
+    fmt_share,
+    geomean,
+)
 
 
 def _dash(value, fmt) -> str:

@@ -28,14 +28,19 @@ import platform
 import shlex
 import time
 
-from autoloader import hardware
-
-from autoloader.tuner import DEFAULT_BUDGET_S
-
-from . import plan
-from .common import REPO, log
-from .harness import Interrupted, Mode, Workload, begin_run
-from .report import METHOD, VARIANTS_TEXT, one_line, run_state, table, write_summary
+from autoloader.api import DEFAULT_BUDGET_S
+from autoloader.inputs import hardware
+from scripts.bench import plan
+from scripts.bench.common import REPO, log
+from scripts.bench.harness import Interrupted, Mode, Workload, begin_run
+from scripts.bench.report import (
+    METHOD,
+    VARIANTS_TEXT,
+    one_line,
+    run_state,
+    table,
+    write_summary,
+)
 
 DEFAULT_WORKLOADS = "jpeg,small,large,startup,heavytail,gpubound,hugefloat,pyobjects"
 
@@ -131,7 +136,7 @@ def main(args, parser, argv: list[str]) -> int:
         os.environ["AUTOLOADER_BENCH_SCALE"] = repr(args.scale)
     scale = os.environ.setdefault("AUTOLOADER_BENCH_SCALE", "1.0")
 
-    from .workloads import WORKLOADS
+    from scripts.bench.workloads import WORKLOADS
 
     names, checked = _names(args.workloads), _names(args.stability)
     unknown = [n for n in names + checked if n not in WORKLOADS]

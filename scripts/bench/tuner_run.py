@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from .common import REPO, config_from_kwargs
+from scripts.bench.common import REPO, config_from_kwargs
 
 
 def die_with_parent() -> None:

@@ -2,7 +2,7 @@
 
 import sys
 
-from .suite import main
+from scripts.faults.suite import main
 
 if __name__ == "__main__":
     sys.exit(main())

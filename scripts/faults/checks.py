@@ -80,7 +80,7 @@ def orphan_last_run(db: str) -> None:
 
     import optuna
 
-    from autoloader import runs
+    from autoloader.store import runs
 
     storage = f"sqlite:///{db}"
     study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)

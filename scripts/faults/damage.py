@@ -14,9 +14,18 @@ import sqlite3
 import warnings
 from typing import Callable
 
-from . import datasets as faulty
-from . import full_disk
-from .checks import AUTOLOADER, REPO_ROOT, TINY, WAITING, Check, cli, line, tune_args
+from scripts.faults import datasets as faulty
+from scripts.faults import full_disk
+from scripts.faults.checks import (
+    AUTOLOADER,
+    REPO_ROOT,
+    TINY,
+    WAITING,
+    Check,
+    cli,
+    line,
+    tune_args,
+)
 
 
 def base_study(root: str) -> str:

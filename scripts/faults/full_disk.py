@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from . import datasets as faulty
+from scripts.faults import datasets as faulty
 
 
 def fill(folder: str) -> int:

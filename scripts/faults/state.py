@@ -26,10 +26,21 @@ import time
 import warnings
 from typing import Callable
 
-from . import damage, inputs
-from . import datasets as faulty
-from .checks import (AUTOLOADER, REPO_ROOT, TINY, WAITING, Check, cli, line, orphan_last_run, run_check,
-                     stderr_to, tune_args)
+from scripts.faults import damage, inputs
+from scripts.faults import datasets as faulty
+from scripts.faults.checks import (
+    AUTOLOADER,
+    REPO_ROOT,
+    TINY,
+    WAITING,
+    Check,
+    cli,
+    line,
+    orphan_last_run,
+    run_check,
+    stderr_to,
+    tune_args,
+)
 
 PASSWORD = "hunter2-s3cret"
 

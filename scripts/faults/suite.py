@@ -33,8 +33,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from . import datasets as faulty  # the fault datasets and the leftover checks, shared with the tests
-from . import state
+from scripts.faults import (
+    datasets as faulty,  # the fault datasets and the leftover checks, shared with the tests
+)
+from scripts.faults import state
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAULTY = "scripts.faults.datasets"  # the CLI's --dataset module; its commands run from REPO_ROOT

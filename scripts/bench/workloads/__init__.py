@@ -22,11 +22,27 @@ and pyobjects are new to it.
 
 from __future__ import annotations
 
-from .common import Workload, workload
-from .images import (gpubound_dataset, gpubound_step, hugefloat_dataset, hugefloat_step, jpeg_dataset, jpeg_step,
-                     large_dataset, large_step)
-from .pysamples import (heavytail_dataset, heavytail_step, pyobjects_dataset, pyobjects_step, small_dataset,
-                        small_step, startup_dataset, startup_step)
+from scripts.bench.workloads.common import Workload, workload
+from scripts.bench.workloads.images import (
+                     gpubound_dataset,
+                     gpubound_step,
+                     hugefloat_dataset,
+                     hugefloat_step,
+                     jpeg_dataset,
+                     jpeg_step,
+                     large_dataset,
+                     large_step,
+)
+from scripts.bench.workloads.pysamples import (
+                     heavytail_dataset,
+                     heavytail_step,
+                     pyobjects_dataset,
+                     pyobjects_step,
+                     small_dataset,
+                     small_step,
+                     startup_dataset,
+                     startup_step,
+)
 
 __all__ = ["WORKLOADS", "Workload", "gpubound_dataset", "gpubound_step", "heavytail_dataset", "heavytail_step",
            "hugefloat_dataset", "hugefloat_step", "jpeg_dataset", "jpeg_step", "large_dataset", "large_step",

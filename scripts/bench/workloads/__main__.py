@@ -9,11 +9,10 @@ import time
 
 from torch.utils.data import DataLoader
 
-from autoloader.source import load_spec
-
-from . import WORKLOADS
-from .common import bench_dir, bench_scale, pick_device
-from .pysamples import HeavyTailDataset
+from autoloader.inputs.source import load_spec
+from scripts.bench.workloads import WORKLOADS
+from scripts.bench.workloads.common import bench_dir, bench_scale, pick_device
+from scripts.bench.workloads.pysamples import HeavyTailDataset
 
 
 def self_check() -> None:

@@ -18,7 +18,14 @@ import torchvision.transforms as T
 from PIL import Image
 from torch.utils.data import Dataset
 
-from .common import bench_dir, bench_scale, classifier_step, gpu_setup, reduce_step, scaled
+from scripts.bench.workloads.common import (
+    bench_dir,
+    bench_scale,
+    classifier_step,
+    gpu_setup,
+    reduce_step,
+    scaled,
+)
 
 # --------------------------------------------------------------------------
 # 1. jpeg: CPU decode + augmentation bound

@@ -15,7 +15,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from .common import autocast, bench_scale, burn_cpu, classifier_step, gpu_setup, scaled
+from scripts.bench.workloads.common import (
+    autocast,
+    bench_scale,
+    burn_cpu,
+    classifier_step,
+    gpu_setup,
+    scaled,
+)
 
 # --------------------------------------------------------------------------
 # 1. small: Python per-sample work + inter-process transfer bound

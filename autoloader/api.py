@@ -1,0 +1,184 @@
+"""The public entry points: ``tune()``, ``best_loader()`` and ``stored_result()``.
+
+A thin face over the mechanics: each builds one ``Problem`` (every input checked up front), then
+either runs a tuning ``Run`` (run.py) or looks the problem's result up in the store.
+
+Inside a multi-rank launch (torchrun, or ``autoloader tune --nproc-per-node N``) every rank calls
+these alike and the node's ranks are tuned together: NOTE [ Tuning a node's ranks ] in node.py.
+
+Data flows one way: problem -> space -> strategy -> probe (driver, trial process, guard) -> results
+-> choice -> config -> store. Only ``report`` prints; progress reaches it through ``progress``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from .inputs.content import dataset_fingerprint
+from .inputs.problem import Problem
+from .node.core import Node, joined, on_node
+from .search.config import TunedConfig
+from .store.paths import held, resolve_out, result_path
+from .store.study import read_json
+from .store.validate import load_result
+from .store.versions import reuse_problem
+from .tuning.run import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_TRIAL_TIMEOUT_S,
+    Options,
+    Progress,
+    Run,
+    TuneResult,
+)
+
+__all__ = ["DEFAULT_BUDGET_S", "DEFAULT_TRIAL_TIMEOUT_S", "TuneResult", "best_loader", "stored_result", "tune"]
+
+
+def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
+         batch_sizes: Sequence[int] | None = None, budget: float = DEFAULT_BUDGET_S,
+         max_memory: int | str | None = None, device: str | None = None, out: str | None = None,
+         storage: str | None = None, progress: Progress | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
+         allow_reorder: bool = False, version: str | None = None, **fixed_loader_kwargs) -> TuneResult:
+    """Measure DataLoader configs for ``dataset`` and return the fastest (ties to the cheapest).
+
+    ``dataset``: a Dataset, a zero-argument callable returning one, or a ``"MODULE:ATTR"`` spec.
+    ``step``: optional ``step(batch)`` (or a zero-argument factory of one, or a spec); without it
+    each batch is moved to the device. ``allow_reorder``: the pick may deliver batches out of order
+    (DataLoader's ``in_order=False``) when that is faster; off, the result says what it would gain.
+    Other keyword arguments (``collate_fn``, ``shuffle``, ...) are passed to every DataLoader as
+    they are. ``out``: where results are written (default: the results home, ``$AUTOLOADER_HOME``
+    or ``~/.cache/autoloader``). ``version``: your own label for this data, part of its key beside
+    the content fingerprint.
+
+    Called by every rank of a torchrun launch (WORLD_SIZE > 1), it tunes the node's ranks together:
+    all run each trial at once on their own shard and device, rank 0 searches and stores, the
+    pick is per rank, its rate the node's, and every rank returns the same result (NOTE [ Tuning
+    a node's ranks ] in node.py).
+    """
+    problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
+                            fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
+    options = Options.build(budget, trial_timeout, max_memory, out, storage)
+    node = joined()
+    return _tune(_on(problem, node), options, progress, node)
+
+
+def _on(problem: Problem, node: Node | None) -> Problem:
+    """The problem as one rank of ``node`` sees it (its share of the CPUs, the rank count)."""
+    return problem if node is None else dataclasses.replace(problem, hardware=node.hardware(problem.hardware))
+
+
+def _tune(problem: Problem, options: Options, progress: Progress | None, node: Node | None = None) -> TuneResult:
+    if node is None:
+        return Run(problem, options, progress).run()
+    return on_node(node, lambda: Run(problem, options, progress, node=node).run())
+
+
+def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = None,
+                  batch_sizes: Sequence[int] | None = None, device: str | None = None, out: str | None = None,
+                  allow_reorder: bool = False, version: str | None = None,
+                  **fixed_loader_kwargs) -> TunedConfig | None:
+    """The stored tuned config for this dataset on this machine, if one exists that this
+    autoloader measures alike (NOTE [ Measurement format ] in versions.py). The arguments are
+    what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec, and the rest."""
+    problem = built_problem(_dataset_object(dataset), dataset, step=step, batch_size=batch_size,
+                            batch_sizes=batch_sizes, device=device, fixed_kwargs=fixed_loader_kwargs,
+                            allow_reorder=allow_reorder, version=version)
+    return _stored(problem, resolve_out(out))[0]
+
+
+def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
+    """The problem of a dataset built in this process: its length and content fingerprint are read
+    here, from the object (NOTE [ Content fingerprint ] in content.py)."""
+    return Problem.build(dataset, length=_length(dataset_obj), length_known=True,
+                         content=dataset_fingerprint(dataset_obj), **build)
+
+
+def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
+    """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
+    there is none). A file that fails validate.py's checks is ignored with a warning naming it."""
+    path = result_path(out, problem.hardware.fingerprint, problem.key)
+    tuned = load_result(path, problem.hardware.cpus)
+    if tuned is None:
+        return None, None
+    data = read_json(path)
+    why = reuse_problem(data) if isinstance(data, dict) else None
+    if why is not None:
+        return None, f"{path}: {why}"
+    return tuned, None
+
+
+def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None,
+                budget: float = DEFAULT_BUDGET_S, batch_sizes: Sequence[int] | None = None,
+                device: str | None = None, out: str | None = None, max_memory: int | str | None = None,
+                storage: str | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
+                progress: Progress | None = None, generator=None, allow_reorder: bool = False,
+                version: str | None = None,
+                **fixed_loader_kwargs):
+    """A ready DataLoader for ``dataset`` (a Dataset, a factory of one, or a ``MODULE:ATTR`` spec)
+    with the tuned settings, tuning first unless a stored result for this hardware and dataset
+    exists. The named arguments are ``tune()``'s (``batch_sizes`` lets the tuner pick the batch
+    size too); ``fixed_loader_kwargs`` go to the DataLoader (and to every trial) unchanged.
+    Trials shuffle unless told otherwise, and so does the returned loader.
+
+    A stored result is found under ``out`` (default: the results home, the same from any working
+    directory) by the dataset's name (its spec, or its class's module and name), its length and
+    content fingerprint (a few samples read here), ``version``, the step, the batch sizes, the
+    device and ``fixed_loader_kwargs``. Processes of one machine asking for the same problem at
+    once take turns: one tunes, the others then find its result. The ranks of a torchrun job
+    (WORLD_SIZE > 1) instead tune together, as ``tune()`` does, and each gets a loader of the
+    per-rank config on its DistributedSampler shard (call ``loader.sampler.set_epoch(epoch)``
+    each epoch, as with any DistributedSampler)."""
+    from torch.utils.data import DataLoader, IterableDataset
+
+    dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned
+    # The length and content are this object's, for the lookup and for the tune alike: one key.
+    problem = built_problem(dataset_obj, dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes,
+                            device=device, fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder,
+                            version=version)
+    node = joined()
+    problem = _on(problem, node)
+    out = resolve_out(out)
+    path = result_path(out, problem.hardware.fingerprint, problem.key)
+    tuned, why = _stored(problem, out)
+    if node is not None:
+        # Rank 0's lookup decides for the node: all ranks tune together, or none does.
+        tuned = node.broadcast(tuned)
+        if tuned is None:
+            options = Options.build(budget, trial_timeout, max_memory, out, storage)
+            if why is not None and progress is not None and node.rank == 0:
+                progress("not_reused", {"why": why})
+            tuned = _tune(problem, options, progress, node).tuned
+    elif tuned is None:
+        options = Options.build(budget, trial_timeout, max_memory, out, storage)
+        with held(path[:-len(".json")] + ".lock"):
+            tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
+            if tuned is None:
+                if why is not None and progress is not None:
+                    progress("not_reused", {"why": why})
+                tuned = _tune(problem, options, progress).tuned
+    kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
+    if not isinstance(dataset_obj, IterableDataset) and not {"sampler", "batch_sampler"} & kwargs.keys():
+        kwargs.setdefault("shuffle", True)
+        if node is not None:   # this rank's shard, as its trials read it
+            from torch.utils.data.distributed import DistributedSampler
+
+            kwargs["sampler"] = DistributedSampler(dataset_obj, num_replicas=node.world, rank=node.rank,
+                                                   shuffle=bool(kwargs.pop("shuffle")))
+    return DataLoader(dataset_obj, generator=generator, **kwargs)
+
+
+def _dataset_object(dataset: Any) -> Any:
+    """The Dataset a ``best_loader`` argument stands for: itself, a factory's result, or a spec's."""
+    from .inputs.source import load_spec, resolve_dataset
+
+    if isinstance(dataset, str):
+        return resolve_dataset(load_spec(dataset), dataset)
+    return resolve_dataset(dataset, getattr(dataset, "__name__", type(dataset).__name__))
+
+
+def _length(dataset_obj: Any) -> int | None:
+    try:
+        return len(dataset_obj)
+    except TypeError:  # an IterableDataset has no length to key on
+        return None

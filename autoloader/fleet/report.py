@@ -1,0 +1,106 @@
+"""The retune report as markdown: one table for the run, then a section per dataset."""
+
+from __future__ import annotations
+
+from ..store.versions import MEASUREMENT_FORMAT, autoloader_version
+from ..tuning.drift import DRIFTED
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}/s"
+
+
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value / 2**20:,.0f} MiB"
+
+
+def _pick(kwargs: dict | None) -> str:
+    if not kwargs:
+        return "-"
+    short = {"batch_size": "bs", "num_workers": "w", "pin_memory": "pin", "prefetch_factor": "pf",
+             "persistent_workers": "pw", "in_order": "in_order"}
+    return " ".join(f"{short.get(k, k)}={int(v) if isinstance(v, bool) else v}" for k, v in kwargs.items())
+
+
+def _old_pick(drift) -> str:
+    if drift is None or drift.old_pick_then is None:
+        return "-"
+    ratio = drift.old_pick_ratio
+    return (f"{_rate(drift.old_pick_then)} -> {_rate(drift.old_pick_now)}"
+            + (f" ({ratio - 1:+.0%})" if ratio is not None else ""))
+
+
+def _knee(drift) -> str:
+    if drift is None or (drift.knee_before is None and drift.knee_after is None):
+        return "-"
+    before = "-" if drift.knee_before is None else drift.knee_before
+    after = "-" if drift.knee_after is None else drift.knee_after
+    return f"{before} -> {after}"
+
+
+def _memory(drift) -> str:
+    if drift is None or (drift.memory_per_worker_before is None and drift.memory_per_worker_after is None):
+        return "-"
+    return f"{_mib(drift.memory_per_worker_before)} -> {_mib(drift.memory_per_worker_after)}"
+
+
+def _warm(outcome) -> str:
+    if outcome.warm is None:
+        return "-"
+    if outcome.warm.startswith("none"):
+        return "none"
+    kind = "this hardware" if outcome.warm.startswith("this hardware") else "other hardware"
+    return f"{kind}, held: stopped early" if outcome.early_stop else kind
+
+
+def markdown(report) -> str:
+    hw = report.hardware
+    gpus = ", ".join(hw.get("gpus") or []) or "no GPU"
+    lines = [f"# autoloader retune: {report.registry}", "",
+             f"- when: {report.started_at} to {report.finished_at}",
+             f"- hardware: `{hw.get('fingerprint')}` ({hw.get('cpus')} CPUs, {hw.get('cpu_model')}, "
+             f"{hw.get('memory_gib')} GiB, {gpus})",
+             f"- autoloader {autoloader_version()}, measurement format {MEASUREMENT_FORMAT}",
+             f"- results: `{report.out}`" + (f", storage `{report.to_dict()['storage']}`" if report.storage else ""),
+             f"- thresholds: rate {report.thresholds.rate:.0%}, knee "
+             f"{'not judged' if report.thresholds.knee is None else f'{report.thresholds.knee} workers'}, memory per "
+             f"worker {report.thresholds.memory_per_worker:.0%}, pick change "
+             f"{'counts' if report.thresholds.pick else 'ignored'}",
+             f"- verdict: **{report.verdict}** (exit {report.exit_code})", "",
+             "| dataset | status | pick | samples/s | old pick then -> now | knee | memory per worker | warm start "
+             "| trials | time |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for o in report.outcomes:
+        warm = _warm(o)
+        time = "-" if o.seconds is None else f"{o.seconds:.0f} s"
+        status = f"**{o.status}**" if o.status in (DRIFTED, "failed") else o.status
+        lines.append(f"| {o.name} | {status} | {_pick(o.pick)} | {_rate(o.samples_per_s)} | {_old_pick(o.drift)} | "
+                     f"{_knee(o.drift)} | {_memory(o.drift)} | {warm} | {o.trials} | {time} |")
+    for o in report.outcomes:
+        lines += ["", f"## {o.name}", ""]
+        if o.key:
+            lines.append(f"- key: `{o.key}`")
+        if o.error:
+            lines.append(f"- failed: {o.error.splitlines()[0][:500]}")
+            lines.append("- the last good result, if any, was kept")
+        if o.warm:
+            held = " (the pick held: the search stopped early)" if o.early_stop else ""
+            lines.append(f"- warm start: {o.warm}{held}")
+        d = o.drift
+        if d is not None and d.status == "baseline":
+            lines.append("- the first result for this dataset: nothing to compare with")
+        elif d is not None:
+            if d.previous_path:
+                lines.append(f"- compared with: `{d.previous_path}` ({d.previous_finished_at or 'undated'})")
+            lines.append("- pick: " + (", ".join(f"{s} {b} -> {a}" for s, b, a in d.changes) if d.changes
+                                       else "unchanged") + (" (a tie: the old pick read within 5% of the new)"
+                                                            if d.settings_tie else ""))
+            lines.append(f"- the old pick's rate then -> now: {_old_pick(d)}")
+            lines.append(f"- knee: {_knee(d)}; memory per worker: {_memory(d)}")
+            if d.hardware_changes:
+                lines.append("- hardware changed: " + ", ".join(f"{f} {b} -> {a}" for f, b, a in d.hardware_changes))
+            for reason in d.reasons:
+                lines.append(f"- past a threshold: {reason}")
+        if o.result_path:
+            lines.append(f"- result: `{o.result_path}`; kept as `{o.history_path}`")
+    return "\n".join(lines) + "\n"

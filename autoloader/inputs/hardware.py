@@ -1,0 +1,163 @@
+"""What this machine offers: usable CPUs, memory, /dev/shm, GPUs (through NVML, never CUDA).
+
+# NOTE [ No CUDA in the driver ]
+# The driver process (CLI or API caller) starts trial processes and must stay able to do so
+# safely, so it never initialises CUDA: GPUs are discovered through NVML, which does not create a
+# CUDA context. Only the trial runner (see NOTE [ Trial processes ] in probe/trial.py) touches
+# CUDA.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import platform
+import shutil
+from dataclasses import dataclass
+
+import psutil
+
+SHM_PATH = "/dev/shm"
+
+
+def cpu_quota() -> float | None:
+    """The CPUs' worth of time a cgroup quota allows this process (cgroup v2 ``cpu.max``, else v1's
+    CFS quota); None when no quota is set or none can be read."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as fh:
+            quota, period = fh.read().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as fh:
+            quota = int(fh.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as fh:
+            period = int(fh.read())
+        return quota / period if quota > 0 and period > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cpus() -> int:
+    """CPUs this process may really use: its affinity set, capped by a cgroup quota (a container
+    limited to 4 CPUs' time on a 64-core host has 4), not the machine's total."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS has no affinity call
+        count = os.cpu_count() or 1
+    quota = cpu_quota()
+    return max(1, min(count, math.ceil(quota))) if quota else count
+
+
+def available_memory() -> int:
+    return int(psutil.virtual_memory().available)
+
+
+def shm_free() -> int | None:
+    """Free bytes in /dev/shm, where worker processes put the tensors they send; None without it."""
+    try:
+        return int(shutil.disk_usage(SHM_PATH).free)
+    except OSError:
+        return None
+
+
+def shm_used() -> int | None:
+    try:
+        usage = shutil.disk_usage(SHM_PATH)
+    except OSError:
+        return None
+    return int(usage.used)
+
+
+def gpu_names() -> tuple[str, ...]:
+    """Names of the NVIDIA GPUs NVML sees (empty when NVML or a GPU is absent)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no driver, no library: simply no GPU
+        return ()
+    try:
+        names = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+            names.append(name.decode() if isinstance(name, bytes) else str(name))
+        return tuple(names)
+    except Exception:  # noqa: BLE001
+        return ()
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The facts a tuned config depends on; its fingerprint names the results folder.
+
+    ``ranks``: how many ranks of one job share the node (NOTE [ Tuning a node's ranks ] in
+    node.py). Past 1, ``cpus`` is one rank's share and the fingerprint ends in ``-{ranks}rank``,
+    so a single-rank result and an N-rank one never share a study or a file; at 1 the fingerprint
+    is what it always was."""
+
+    cpus: int
+    cpu_model: str
+    memory_gib: int
+    gpus: tuple[str, ...]
+    ranks: int = 1
+
+    @property
+    def fingerprint(self) -> str:
+        gpu = self.gpus[0] if self.gpus else "cpu"
+        short = "".join(ch if ch.isalnum() else "-" for ch in gpu.lower()).strip("-")
+        short = "-".join(part for part in short.split("-") if part and part != "nvidia")[:24]
+        digest = hashlib.sha1(repr((self.cpu_model, self.cpus, self.memory_gib, self.gpus)).encode()).hexdigest()[:8]
+        ranks = f"-{self.ranks}rank" if self.ranks > 1 else ""
+        return f"{short or 'cpu'}-{len(self.gpus)}x-{self.cpus}cpu-{self.memory_gib}g-{digest}{ranks}"
+
+    def to_dict(self) -> dict:
+        data = {"cpus": self.cpus, "cpu_model": self.cpu_model, "memory_gib": self.memory_gib,
+                "gpus": list(self.gpus), "fingerprint": self.fingerprint}
+        return {**data, "ranks": self.ranks} if self.ranks > 1 else data
+
+
+def detect() -> Hardware:
+    return Hardware(usable_cpus(), _cpu_model(), round(psutil.virtual_memory().total / 2**30), gpu_names())
+
+
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20,
+          "g": 2**30, "gb": 2**30, "gib": 2**30, "t": 2**40, "tb": 2**40, "tib": 2**40}
+
+
+def parse_size(text: str | int) -> int:
+    """'8G', '512MiB', '1.5gb' or a byte count -> bytes (binary units)."""
+    from ..errors import usage
+
+    if isinstance(text, int):
+        value = text
+    else:
+        import re
+
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
+        unit = match.group(2).lower() if match else None
+        if not match or unit not in _UNITS:
+            raise usage("a memory size is a number with an optional unit K, M, G or T", text,
+                        "write e.g. --max-memory 16G")
+        value = int(float(match.group(1)) * _UNITS[unit])
+    if value <= 0:
+        raise usage("a memory size must be positive", text, "write e.g. --max-memory 16G")
+    return value

@@ -1,0 +1,141 @@
+"""The tuning problem: what is loaded, how it is consumed, on which device, checked once.
+
+``tune``, ``best_loader`` and ``stored_result`` all start by building one ``Problem``: every input
+check runs here, before any process starts, and the problem's key (which names its stored study
+and result) is computed here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..errors import usage
+from ..search.space import TUNED_SETTINGS, check_batch_size
+from . import hardware
+from .source import Source
+
+DEFAULT_BATCH_SIZE = 128
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One tuning problem. ``length`` is the dataset's length (None for an IterableDataset, or
+    not yet known when only a spec was given: the trial process reports it, ``with_length``)."""
+
+    dataset: Source
+    step: Source | None
+    batch_sizes: tuple[int, ...]
+    device: str
+    fixed_kwargs: dict
+    hardware: hardware.Hardware
+    length: int | None = None
+    length_known: bool = False
+    # Whether batches may come out of order (DataLoader's in_order=False): it changes what the
+    # training run sees, so only the user can allow it, and it is part of the problem.
+    allow_reorder: bool = False
+    # What the data is, beyond its name and length: NOTE [ Content fingerprint ] in content.py,
+    # known with the length; and the user's own label for it (``version=``, --dataset-version).
+    content: str | None = None
+    version: str | None = None
+
+    @classmethod
+    def build(cls, dataset: Any, *, step: Any = None, batch_size: int | None = None,
+              batch_sizes: Sequence[int] | None = None, device: str | None = None,
+              fixed_kwargs: dict | None = None, length: int | None = None, length_known: bool = False,
+              allow_reorder: bool = False, hw: hardware.Hardware | None = None, content: str | None = None,
+              version: str | None = None) -> "Problem":
+        """Check every input and build the problem; raises UsageError with the rule, the value
+        and the fix."""
+        sizes = batch_sizes_of(batch_size, batch_sizes)
+        hw = hw or hardware.detect()
+        fixed = dict(fixed_kwargs or {})
+        for key in TUNED_SETTINGS:
+            if key in fixed:
+                raise usage(f"{key} is what autoloader tunes, so it cannot be fixed", key,
+                            "drop it (use batch_size=/--batch-size for the batch size)")
+        dataset_source = _source(dataset, "dataset")
+        step_source = _source(step, "step") if step is not None else None
+        Source.from_object(fixed, "DataLoader arguments")  # picklable, or a clear error
+        if not isinstance(allow_reorder, bool):
+            raise usage("allow_reorder is True or False", allow_reorder, "pass allow_reorder=True (--allow-reorder)")
+        return cls(dataset_source, step_source, sizes, resolve_device(device, hw.gpus), fixed, hw,
+                   length, length_known, allow_reorder, content, _version(version))
+
+    def with_length(self, length: int | None, content: str | None = None) -> "Problem":
+        """The problem once the dataset's length and content fingerprint are known (from the
+        trial process); what is known already is kept, so the key never changes under a problem."""
+        if self.length_known:
+            return self
+        return dataclasses.replace(self, length=length, length_known=True, content=content)
+
+    @property
+    def key(self) -> str:
+        """The problem's name: what is loaded (its name, length, content fingerprint and the
+        user's version), how it is consumed, which batch sizes, which device. A readable prefix
+        and a hashed rest, so two problems never share a file."""
+        if not self.length_known:
+            raise RuntimeError("Problem.key needs the dataset's length: call with_length() first")
+        name = self.dataset.name
+        readable = re.sub(r"[^A-Za-z0-9]+", "-", name.rsplit("/", 1)[-1]).strip("-")[:40] or "dataset"
+        # A default repr carries a memory address (a collate_fn is "<function f at 0x7f...>"), which
+        # would give every run a new key and never find a stored result again.
+        parts = (name, self.length, self.batch_sizes, self.step.name if self.step else None, self.device,
+                 sorted((k, re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))) for k, v in self.fixed_kwargs.items()))
+        # Only when allowed, so that every other problem keeps the key it always had.
+        identity = repr(parts + (("allow_reorder", True),) if self.allow_reorder else parts)
+        identity += _data_identity(self.content, self.version)
+        length = self.length if self.length is not None else "iter"
+        return f"{readable}-n{length}-{hashlib.sha1(identity.encode()).hexdigest()[:10]}"
+
+
+def batch_sizes_of(batch_size: int | None, batch_sizes: Sequence[int] | None) -> tuple[int, ...]:
+    """The batch sizes to search: ``batch_size`` alone (default DEFAULT_BATCH_SIZE), or
+    ``batch_sizes``, sorted and without repeats."""
+    if batch_size is not None and batch_sizes:
+        raise usage("give --batch-size or --batch-sizes, not both", (batch_size, batch_sizes),
+                    "drop one of them")
+    sizes = tuple(batch_sizes) if batch_sizes else (DEFAULT_BATCH_SIZE if batch_size is None else batch_size,)
+    return tuple(sorted({check_batch_size(size) for size in sizes}))
+
+
+def resolve_device(device: str | None, gpus: Sequence[str]) -> str:
+    """``device`` checked against the GPUs NVML sees; None means cuda when there is one."""
+    if device is None:
+        return "cuda" if gpus else "cpu"
+    if device not in ("cuda", "cpu") and not device.startswith("cuda:"):
+        raise usage("--device is cuda or cpu", device, "pass --device cuda or --device cpu")
+    if device.startswith("cuda") and not gpus:
+        raise usage("--device cuda needs an NVIDIA GPU with its driver", "no GPU found by NVML",
+                    "pass --device cpu, or run where a GPU is visible (check nvidia-smi)")
+    if device.startswith("cuda:"):
+        index = device[len("cuda:"):]
+        if not index.isdigit() or int(index) >= len(gpus):
+            raise usage(f"device cuda:N names one of this machine's {len(gpus)} GPU(s), N from 0 to {len(gpus) - 1}",
+                        device, "pass device='cuda' (the first GPU) or a cuda:N that exists (see nvidia-smi)")
+    return device
+
+
+def _data_identity(content: str | None, version: str | None) -> str:
+    """The content fingerprint and the user's version, as they enter the key."""
+    return f"|content={content}" + (f"|version={version}" if version is not None else "")
+
+
+def _version(version: object) -> str | None:
+    if version is None:
+        return None
+    if not isinstance(version, str) or not version.strip() or len(version) > 200:
+        raise usage("the dataset version is a short non-empty string naming this data", version,
+                    "pass e.g. version='2026-11-30' (--dataset-version 2026-11-30), or leave it out")
+    return version
+
+
+def _source(obj: Any, what: str) -> Source:
+    if isinstance(obj, Source):   # already a recipe (the retune registry names its own)
+        return obj
+    if isinstance(obj, str):
+        return Source.from_spec(obj)
+    return Source.from_object(obj, what)

@@ -1,0 +1,73 @@
+"""The run's clock: how much of the budget is spent, and what the next steps will cost.
+
+The search stops when what is left, less the time kept back for the final, cannot hold another
+trial; the final runs as many rounds as what is left holds. Estimates come from the trials
+measured so far (their start-up, their windows), so a slow workload keeps back more.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Sequence
+
+from ..probe.burst import expected_window_s
+from .policy import FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS
+from .results import OK, TrialResult
+from .space import LoaderConfig
+
+# What one trial is assumed to take before any has been measured.
+FIRST_TRIAL_S = 6.0
+
+
+class Clock:
+    """The budget of one tuning run, counted from its construction."""
+
+    def __init__(self, budget_s: float,
+                 finalists: Callable[[Sequence[TrialResult]], list[LoaderConfig]] = lambda history: []):
+        self.budget = float(budget_s)
+        self.t0 = time.monotonic()
+        self.finalists = finalists  # who the final will measure, for the time kept back for it
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def left(self) -> float:
+        return self.budget - self.elapsed()
+
+    def over(self) -> bool:
+        return self.elapsed() > self.budget
+
+    def search_left(self, history: Sequence[TrialResult]) -> float:
+        """Time the search may still spend: what is left less the final's reserve."""
+        return self.left() - self.finals_reserve(history)
+
+    def finals_reserve(self, history: Sequence[TrialResult]) -> float:
+        """Time kept back for the final round, at most FINAL_RESERVE_SHARE of the budget."""
+        chosen = self.finalists(history)
+        if len(chosen) < 2:
+            return 0.0
+        return min(FINAL_ROUNDS * round_seconds(chosen, history), FINAL_RESERVE_SHARE * self.budget)
+
+
+def trial_seconds(history: Sequence[TrialResult]) -> float:
+    """The typical trial's wall time so far (the median), FIRST_TRIAL_S before any."""
+    spent = [t.seconds for t in history if t.seconds]
+    return statistics.median(spent) if spent else FIRST_TRIAL_S
+
+
+def final_measure_seconds(config: LoaderConfig, history: Sequence[TrialResult]) -> float:
+    """One final measurement of ``config``, from its search trial: the same start-up and skip, and
+    a window of FINAL_SETTINGS' cap or, when batches are slow, the min_cycles x num_workers
+    batches the burst waits for (at most its hard cap of 3x). See NOTE [ Honest burst ]."""
+    trial = next((t for t in history if t.config == config and t.status == OK and t.seconds), None)
+    if trial is None:
+        return max(1.5, min(trial_seconds(history), FINAL_SETTINGS.max_window_s + 2.0))
+    overhead = max(0.3, trial.seconds - trial.window_s)
+    per_batch = trial.window_s / trial.batches if trial.batches else 0.0
+    return overhead + expected_window_s(FINAL_SETTINGS, config.num_workers, per_batch)
+
+
+def round_seconds(configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> float:
+    """One interleaved round over ``configs``."""
+    return sum(final_measure_seconds(c, history) for c in configs)

@@ -1,0 +1,145 @@
+"""Who wins the interleaved final.
+
+The final re-measures the few configs the search put forward (model_first.py), the control among
+them, in one process, interleaved (A B C A B C ...), so drift hits them alike; the pick is the
+cheapest config that ties the best median. Pure functions over measured records.
+
+NOTE [ Rounds that disagree ]
+Interleaving makes each round a paired comparison: the finalists of one round ran seconds apart,
+under the same drift. A costlier best is clearly better than a cheaper finalist only when it read
+ahead of it in every round it has with it; when some round put the cheaper one level or ahead,
+their median gap is the rounds' noise, and up to DISAGREE_TIE of it is a tie, which the cheaper
+config wins. Only between configs of one kind (``same_kind``): pinning and kept workers change
+costs a short window may not show (the epoch restarts), so those still need the narrow tie.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+from .policy import (
+    DISAGREE_TIE,
+    FINAL_TIE,
+    KEEPS_UP_TIE,
+    MIN_TOLERANCE,
+    SINGLE_ROUND_MARGIN,
+    keeps_up_at,
+    same_kind,
+)
+from .results import OK, TrialResult
+from .space import LoaderConfig
+
+
+@dataclass(frozen=True)
+class Finalist:
+    """A config in the final: its rates and the consumer's waits in each round, and the search
+    trial that brought it there (None only when built from stored figures alone). ``rounds``:
+    the round each rate is from, when a failed burst left a round out (else rates are rounds
+    0, 1, 2, ...)."""
+
+    config: LoaderConfig
+    rates: tuple[float, ...] = ()
+    waits: tuple[float, ...] = ()   # the consumer's wait fraction in each round
+    trial: TrialResult | None = None
+    rounds: tuple[int, ...] = ()
+
+    def by_round(self) -> dict[int, float]:
+        return dict(zip(self.rounds or range(len(self.rates)), self.rates))
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates) if self.rates else 0.0
+
+    @property
+    def rate(self) -> float | None:
+        """The best figure this run has for the config: its final median, else its burst."""
+        if self.rates:
+            return self.median
+        return self.trial.samples_per_s if self.trial is not None else None
+
+    @property
+    def keeps_up(self) -> bool:
+        """The consumer's median wait in the rounds is at most KEEPS_UP_WAIT: NOTE [ Keeping up ]."""
+        return bool(self.waits) and keeps_up_at(statistics.median(self.waits))
+
+    @property
+    def spread(self) -> float:
+        return (max(self.rates) - min(self.rates)) / self.median if len(self.rates) > 1 and self.median else 0.0
+
+    def to_dict(self) -> dict:
+        return {"config": self.config.loader_kwargs(), "rates": list(self.rates), "median": self.median,
+                "waits": list(self.waits), "rounds": list(self.by_round())}
+
+
+def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) -> TrialResult | None:
+    """The cheapest measured config whose rate is within ``tolerance`` of the best rate."""
+    ok = [t for t in history if t.status == OK and t.samples_per_s]
+    if not ok:
+        return None
+    top = max(t.samples_per_s for t in ok)
+    within = [t for t in ok if t.samples_per_s >= top * (1.0 - tolerance)]
+    return min(within, key=lambda t: t.config.cost())
+
+
+def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: LoaderConfig | None = None) -> Finalist:
+    """The cheapest finalist that ties the best median: within FINAL_TIE, within KEEPS_UP_TIE
+    when both keep up and are of one kind (NOTE [ Keeping up ]), or within DISAGREE_TIE when a
+    round put it level with the best or ahead (NOTE [ Rounds that disagree ]). Without a final,
+    the cheapest config within noise of the best burst, or, when the control was measured, the
+    bursts taken as a final of one round.
+
+    ``control``: the rule the tuner replaces, when the final measured it. A final of a single
+    round shows no spread, so nothing in it can be told from noise: the control stands unless
+    another finalist reads more than SINGLE_ROUND_MARGIN above it."""
+    if not finals:
+        ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
+        if control is None or not any(t.config == control for t in ok):
+            best = best_of(history)
+            return Finalist(best.config, trial=best)
+        # No time was left for a final: the bursts are one round, the control among them.
+        finals = [Finalist(t.config, (t.samples_per_s,), (t.wait_fraction,) if t.wait_fraction is not None else (), t)
+                  for t in ok]
+    reference = next((f for f in finals if f.config == control), None)
+    if reference is not None and min(len(f.rates) for f in finals) < 2:
+        clear = [f for f in finals if f.median > reference.median * (1.0 + SINGLE_ROUND_MARGIN)]
+        chosen = max(clear, key=lambda f: f.median) if clear else reference
+        return _with_trial(chosen, history)
+    best = max(finals, key=lambda f: f.median)
+
+    def ties(final: Finalist) -> bool:
+        if final.median >= best.median * (1.0 - FINAL_TIE):
+            return True
+        if not same_kind(final.config, best.config):
+            return False
+        # Both keep up: only then is the gap the consumer's noise, not a loader that lags.
+        if final.keeps_up and best.keeps_up and final.median >= best.median * (1.0 - KEEPS_UP_TIE):
+            return True
+        return final.median >= best.median * (1.0 - DISAGREE_TIE) and not ahead_every_round(best, final)
+
+    return _with_trial(min((f for f in finals if ties(f)), key=lambda f: f.config.cost()), history)
+
+
+def ahead_every_round(a: Finalist, b: Finalist) -> bool:
+    """Whether ``a`` read above ``b`` in every round both were measured in: NOTE [ Rounds that
+    disagree ]."""
+    mine, theirs = a.by_round(), b.by_round()
+    shared = mine.keys() & theirs.keys()
+    return bool(shared) and all(mine[r] > theirs[r] for r in shared)
+
+
+def _with_trial(chosen: Finalist, history: Sequence[TrialResult]) -> Finalist:
+    if chosen.trial is None:
+        trial = next((t for t in history if t.config == chosen.config and t.status == OK), None)
+        chosen = Finalist(chosen.config, chosen.rates, chosen.waits, trial, chosen.rounds)
+    return chosen
+
+
+def rate_here(config: LoaderConfig, finals: Sequence[Finalist], history: Sequence[TrialResult]) -> float | None:
+    """``config``'s rate in this run: its final median, else its best burst; None if not measured."""
+    final = next((f.median for f in finals if f.config == config and f.rates), None)
+    if final:
+        return final
+    bursts = [t.samples_per_s for t in history if t.config == config and t.status == OK and t.samples_per_s]
+    return max(bursts) if bursts else None

@@ -1,0 +1,369 @@
+"""Predicting any config's rate, wait and restart cost from the profile: NOTE [ The pipeline model ].
+
+Pure functions over a ``Profile`` (pipeline.py) and measured ``TrialResult``s: nothing here runs a
+loader. The search asks the model which configs are worth a burst; the bursts then correct the
+model's efficiency terms (``Calibration``, fitted in calibration.py), and the model is asked again.
+
+# NOTE [ The pipeline model ]
+# A DataLoader with workers is a three-stage pipeline, simulated here batch by batch:
+#   workers    batch k goes to worker k mod n (DataLoader's round-robin); a worker makes its
+#              batches one after another, each taking a batch time drawn from the profile's
+#              per-sample costs (batch_size draws, summed, plus collate), slowed by the share of
+#              a core it gets: when the threads that want a CPU outnumber the CPUs, each gets
+#              its share, the loop's and the pin thread's too;
+#   pin thread with pin_memory, one thread receives each batch and copies it to page-locked
+#              memory, in arrival order;
+#   main       the training loop takes the batches (in index order, or as they come with
+#              in_order=False), copies each to the device (from pageable memory this blocks) and
+#              runs the step.
+# At most prefetch_factor x n batches are out at once: batch k + prefetch x n is handed to a
+# worker only when the main loop has taken batch k. So a slow batch at the head of the in-order
+# queue stalls the loop while the other workers' finished batches wait behind it, and a deeper
+# prefetch or out-of-order delivery lets the other workers run on: the simulation shows this
+# head-of-line blocking from the sampled tail without a rule for it. Without workers the main
+# process does every stage in turn. The rate the run sees charges each epoch one restart: the
+# refill of the drained pipeline, and without persistent workers their start-up before it.
+# Two efficiency terms are fitted to the bursts as they come in: ``worker`` scales the workers'
+# batch time (a worker's sample cost differs from the profile's, which ran in the trial process)
+# and ``main`` the main process's per-batch costs. Each is fitted only from bursts the model says
+# that stage bounds, so a burst limited by the step teaches nothing about the workers.
+
+# NOTE [ A busy worker's receive ]
+# A worker sends a batch's tensors as shared-memory file descriptors, and the receiving process
+# fetches each descriptor from a thread in that worker (multiprocessing's resource sharer). That
+# thread needs the worker's interpreter lock, which the worker's own Python code (a __getitem__
+# in Python) holds: the take can wait until that code lets go (a sleep, I/O, a switch, or the end
+# of the batch it is making). So a batch taken while its worker makes the next one costs the
+# receiver milliseconds more than one taken from an idle worker, whatever the batch's size. The profile times both (recv_s from idle workers,
+# recv_busy_s while the worker is busy); the model charges the extra by how busy the workers
+# are. It lands on whoever receives: the pin thread with pin_memory, where it overlaps the loop,
+# or the loop itself without, where the measured wait includes it (``_term`` in calibration.py).
+# Its size depends on how the worker's threads get scheduled (it can vanish on a loaded machine),
+# so it is measured where the trials run, never assumed.
+
+# NOTE [ An epoch boundary of kept workers ]
+# With persistent_workers the iterator is reset at each epoch's end: the main process tells every
+# worker to resume and waits for each one's answer, then hands out the first prefetch x n indices
+# and waits for the next epoch's first batch. So the boundary costs more than one batch's work,
+# and more with every worker (one answer each, taken like a batch). A burst that crossed a
+# boundary measured it (NOTE [ Honest burst ] in probe/burst.py); once bursts did, their
+# boundaries, fitted as a base plus a cost per worker (calibration.py), stand for the model's
+# refill. On short epochs it decides how many workers pay: each one adds to every boundary.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import statistics
+from dataclasses import dataclass, replace
+from typing import Iterable, Sequence
+
+from .profile import Profile
+from .results import OK, TrialResult
+from .space import LoaderConfig
+
+# Batches simulated past the pipeline's warm-up; enough that a 1-in-100 slow batch shows.
+SIMULATED_BATCHES = 600
+# How far off an efficiency term no burst has corrected yet may be: a prediction's uncertainty is
+# its spread over that range.
+UNFITTED_STEP = 1.5
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Efficiency terms fitted to the bursts: multipliers of the workers' batch time and the main
+    process's per-batch costs, and the fitted start-up of ``workers`` fresh workers
+    (``startup_base + startup_per_worker x workers``)."""
+
+    worker: float = 1.0
+    main: float = 1.0
+    pin: float = 1.0
+    cpus: float | None = None     # effective CPUs, when the bursts pinned them down
+    local: float = 1.0            # the whole per-batch time without workers (its own bursts)
+    startup_base: float | None = None
+    startup_per_worker: float = 0.0
+    # An epoch boundary of kept workers, as the bursts that crossed one measured it
+    # (``restart_base + restart_per_worker x workers``; NOTE [ An epoch boundary of kept workers ]).
+    restart_base: float | None = None
+    restart_per_worker: float = 0.0
+    worker_fits: int = 0          # bursts the worker term was fitted from
+    main_fits: int = 0            # the loop's
+    pin_fits: int = 0             # the pin thread's
+
+    def to_dict(self) -> dict:
+        return {"worker": self.worker, "main": self.main, "pin": self.pin, "cpus": self.cpus, "local": self.local,
+                "startup_base": self.startup_base,
+                "startup_per_worker": self.startup_per_worker, "restart_base": self.restart_base,
+                "restart_per_worker": self.restart_per_worker, "worker_fits": self.worker_fits,
+                "main_fits": self.main_fits, "pin_fits": self.pin_fits}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the model expects of one config."""
+
+    config: LoaderConfig
+    samples_per_s: float          # over a whole run: epoch restarts charged
+    steady_samples_per_s: float
+    wait_share: float             # share of the loop spent in next(): waiting for data, and receiving it
+    bound: str                    # the stage that caps the rate: workers, pin, main or consumer
+    restart_s: float              # one epoch boundary
+    receive_share: float = 0.0    # of that, the loop's own receive (workers, no pin thread)
+
+    def to_dict(self) -> dict:
+        return {"config": self.config.loader_kwargs(), "samples_per_s": self.samples_per_s,
+                "steady_samples_per_s": self.steady_samples_per_s, "wait_share": self.wait_share,
+                "bound": self.bound, "restart_s": self.restart_s, "receive_share": self.receive_share}
+
+
+def _batch_pool(profile: Profile, batch_size: int, count: int = 512) -> list[float]:
+    """Batch times of one worker at ``batch_size``: sums of sampled per-sample costs plus collate.
+    Seeded, so every config is simulated on the same batches (their differences are not noise)."""
+    rng = random.Random(batch_size)
+    costs = profile.sample_s or (0.0,)
+    collate = profile.collate_s * batch_size / profile.batch_size
+    return [sum(rng.choice(costs) for _ in range(batch_size)) + collate for _ in range(count)]
+
+
+class Model:
+    """Predictions for one profile; batch-time pools are built once per batch size."""
+
+    def __init__(self, profile: Profile, device: str):
+        self.profile = profile
+        self.cuda = device.startswith("cuda")
+        self._pools: dict[int, list[float]] = {}
+        self._memo: dict[tuple, Prediction] = {}
+
+    def _pool(self, batch_size: int) -> list[float]:
+        if batch_size not in self._pools:
+            self._pools[batch_size] = _batch_pool(self.profile, batch_size)
+        return self._pools[batch_size]
+
+    def recv_s(self, batch_size: int, busy: float) -> float:
+        """Receiving one batch from a worker that is busy ``busy`` of the time (NOTE [ A busy
+        worker's receive ])."""
+        p = self.profile
+        extra = max(0.0, p.recv_busy_s - p.recv_s) if p.recv_busy_s is not None else 0.0
+        # The wait for the worker's interpreter does not grow with the batch; the copy does.
+        return p.recv_s * batch_size / p.batch_size + min(1.0, max(0.0, busy)) * extra
+
+    def _stages(self, config: LoaderConfig, calib: Calibration, busy: float = 1.0) -> tuple[float, float]:
+        """(pin thread, main loop) seconds per batch at ``config``'s batch size, its workers busy
+        ``busy`` of the time. Without workers there is no pin thread: the loop pins the batch it
+        collated itself."""
+        p = self.profile
+        scale = config.batch_size / p.batch_size
+        step = p.step_s * scale
+        if not config.num_workers:
+            pin = ((p.pin_local_s if p.pin_local_s is not None else p.pin_s) or 0.0) * scale
+            copy = ((p.h2d_pinned_s if config.pin_memory else p.h2d_pageable_s) or 0.0) * scale
+            loop = (pin if config.pin_memory else 0.0) + copy if self.cuda else 0.0
+            return 0.0, calib.main * (loop + step)
+        recv = self.recv_s(config.batch_size, busy)
+        if not self.cuda:
+            return 0.0, calib.main * (recv + step)
+        if config.pin_memory:
+            return (calib.pin * (recv + (p.pin_s or 0.0) * scale),
+                    calib.main * ((p.h2d_pinned_s or 0.0) * scale + step))
+        return 0.0, calib.main * (recv + (p.h2d_pageable_s or 0.0) * scale + step)
+
+    def _loop_collate_s(self, batch_size: int) -> float:
+        """Collating one batch in the loop itself (no workers)."""
+        p = self.profile
+        collate = p.collate_main_s if p.collate_main_s is not None else p.collate_s
+        return collate * batch_size / p.batch_size
+
+    def cpus(self, calib: Calibration) -> float:
+        """The CPUs the pipeline really gets: the profile's usable count, or fewer where the
+        bursts showed workers stop adding throughput sooner (other threads, memory bandwidth)."""
+        return calib.cpus if calib.cpus is not None else self.profile.cpus
+
+    def startup_s(self, workers: int, calib: Calibration) -> float:
+        """Fresh workers' start: iter() to the first batch, less that batch's own work."""
+        if workers == 0:
+            return 0.0
+        if calib.startup_base is not None:
+            return max(0.0, calib.startup_base + calib.startup_per_worker * workers)
+        return self.profile.startup_s
+
+    def refill_s(self, workers: int, busy: float, worker_s: float, calib: Calibration) -> float:
+        """An epoch boundary of kept workers: as the bursts that crossed one measured it, where
+        they did (NOTE [ An epoch boundary of kept workers ]), else the next epoch's first batch
+        (``worker_s``), made while ``workers`` busy ``busy`` of the time share the CPUs."""
+        if calib.restart_base is not None:
+            return max(0.0, calib.restart_base + calib.restart_per_worker * workers)
+        return worker_s * max(1.0, (workers * busy * self.profile.sample_cpu_share + 1.0) / self.cpus(calib))
+
+    def predict(self, config: LoaderConfig, calib: Calibration = Calibration()) -> Prediction:
+        key = (config, calib)
+        if key not in self._memo:
+            self._memo[key] = self._predict(config, calib)
+        return self._memo[key]
+
+    def _predict(self, config: LoaderConfig, calib: Calibration) -> Prediction:
+        p = self.profile
+        pool = self._pool(config.batch_size)
+        pin_s, main_s = self._stages(config, calib)
+        worker_s = statistics.fmean(pool) * calib.worker
+        n = config.num_workers
+        if n == 0:
+            # The loop makes the batch itself: its samples, and its own (threaded) collate.
+            produce = (worker_s - p.collate_s * config.batch_size / p.batch_size * calib.worker
+                       + self._loop_collate_s(config.batch_size) * calib.worker)
+            # Its own bursts correct all of it but the step, which the bursts with workers know.
+            step = calib.main * p.step_s * config.batch_size / p.batch_size
+            per_batch = (produce + main_s - step) * calib.local + step
+            steady = config.batch_size / per_batch if per_batch > 0 else math.inf
+            wait = produce * calib.local / per_batch if per_batch > 0 else 0.0
+            bound = "workers" if produce >= main_s else "consumer"
+            restart = receive = 0.0
+        else:
+            interval, wait, busy_workers, bound, receive = self._steady(
+                config if config.persistent_workers else replace(config, persistent_workers=True), calib)
+            steady = config.batch_size / interval
+            # Every epoch boundary drains the pipeline and waits for the next epoch's first
+            # batch; fresh workers (no persistent_workers) first start up again as well.
+            restart = (self.refill_s(n, busy_workers, worker_s, calib)
+                       + (0.0 if config.persistent_workers else self.startup_s(n, calib)))
+        rate = steady
+        if p.epoch_batches and math.isfinite(steady):
+            epoch_batches = p.epoch_batches * p.batch_size / config.batch_size
+            epoch_s = epoch_batches * config.batch_size / steady
+            rate = epoch_batches * config.batch_size / (epoch_s + restart)
+        return Prediction(config, rate, steady, wait, bound, restart, receive)
+
+    def _steady(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float, float, str, float]:
+        """(seconds per batch, share of the loop in next(), workers' busy share, bound, the
+        loop's own receive share) of a config with workers; memoised apart from persistence,
+        which changes only the restarts."""
+        key = ("steady", config, calib)
+        if key in self._memo:
+            return self._memo[key]
+        p = self.profile
+        pool = self._pool(config.batch_size)
+        n = config.num_workers
+        # Processor sharing: every thread that wants a CPU (the workers' CPU part, the pin
+        # thread, the loop's own host work) gets cpus / demand of one when they outnumber the
+        # CPUs, so oversubscribed workers slow each other and the loop alike. Time a sample
+        # spends waiting (I/O, a sleep, a lock) is not slowed, which is why such workers pay past
+        # one per core.
+        # The receive depends on how busy the workers are (NOTE [ A busy worker's receive ]).
+        # Three passes, since how busy each stage is depends on the rate.
+        cpu = p.sample_cpu_share
+        step_s = p.step_s * config.batch_size / p.batch_size * calib.main
+        busy_main = busy_pin = busy_workers = busy_recv = 1.0
+        for _ in range(3):
+            pin_s, main_s = self._stages(config, calib, busy_recv)
+            host_s = max(0.0, main_s - step_s)   # the loop's receive and copies; the step's GPU time is not the CPU's
+            demand = n * busy_workers * cpu + min(1.0, busy_main) + (min(1.0, busy_pin) if pin_s else 0.0)
+            share = max(1.0, demand / self.cpus(calib))
+            factor = calib.worker * (cpu * share + 1.0 - cpu)
+            pin_eff, main_eff = pin_s * share, host_s * share + step_s
+            interval, wait, busy_workers = _simulate(n, config.prefetch_factor, config.in_order,
+                                                     [t * factor for t in pool], pin_eff, main_eff)
+            busy_main, busy_pin = main_eff / interval, pin_eff / interval
+            busy_recv = (busy_recv + busy_workers) / 2   # damped: a slower receive idles the workers
+        # Without a pin thread the loop receives each batch inside next(), where a burst's
+        # measured wait includes it.
+        receive = 0.0
+        if not pin_s and config.num_workers:
+            receive = min(1.0, calib.main * self.recv_s(config.batch_size, busy_recv) * share / interval)
+        out = (interval, min(1.0, wait + receive), busy_workers, _bound(wait, pin_eff, main_eff, interval, step_s),
+               receive)
+        self._memo[key] = out
+        return out
+
+    def predict_all(self, configs: Iterable[LoaderConfig], calib: Calibration = Calibration()) -> dict:
+        return {c: self.predict(c, calib) for c in configs}
+
+    def rate_range(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float]:
+        """The lowest and highest rate ``config`` may have while the efficiency terms no burst has
+        corrected yet are off by up to UNFITTED_STEP."""
+        rates = [self.predict(config, calib).samples_per_s]
+        for term, fits in (("worker", calib.worker_fits), ("main", calib.main_fits), ("pin", calib.pin_fits)):
+            if not fits:
+                rates += [self.predict(config, replace(calib, **{term: getattr(calib, term) * f})).samples_per_s
+                          for f in (UNFITTED_STEP, 1 / UNFITTED_STEP)]
+        return min(rates), max(rates)
+
+    def uncertainty(self, config: LoaderConfig, calib: Calibration) -> float:
+        """The relative spread of ``config``'s prediction while the efficiency terms no burst has
+        corrected yet are off by up to UNFITTED_STEP: large for a config that rests on a stage no
+        burst has measured. (A corrected term's remaining error shows in the bursts themselves.)"""
+        base = self.predict(config, calib).samples_per_s
+        low, high = self.rate_range(config, calib)
+        return (high - low) / base if base else 0.0
+
+    def model_error(self, history: Sequence[TrialResult], calib: Calibration) -> list[dict]:
+        """Predicted against measured for each burst: how well the model did."""
+        out = []
+        for t in history:
+            if t.status == OK and t.samples_per_s:
+                predicted = self.predict(t.config, calib).samples_per_s
+                out.append({"config": t.config.key, "predicted": predicted, "measured": t.samples_per_s,
+                            "error": predicted / t.samples_per_s - 1.0})
+        return out
+
+
+def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], pin_s: float,
+              main_s: float) -> tuple[float, float, float]:
+    """(seconds per batch, the loop's wait share, the workers' busy share) in steady state.
+
+    NOTE [ The pipeline model ]: round-robin dispatch, prefetch x n batches out at once, a serial
+    pin stage and a serial main loop, in index order or as batches come."""
+    outstanding = max(1, prefetch * n)
+    warm = outstanding + 2 * n + 2
+    total = warm + max(SIMULATED_BATCHES, 4 * outstanding)
+    pool = len(batch_times)
+    worker_free = [0.0] * n
+    finish: dict[int, float] = {}
+    ready: list[tuple[float, int]] = []     # (finish time, batch) of batches made, not yet taken
+    dispatched = 0
+
+    def dispatch(at: float) -> None:
+        nonlocal dispatched
+        k = dispatched
+        w = k % n
+        start = max(at, worker_free[w])
+        worker_free[w] = done = start + batch_times[k % pool]
+        finish[k] = done
+        if not in_order:
+            heapq.heappush(ready, (done, k))
+        dispatched += 1
+
+    for _ in range(outstanding):
+        dispatch(0.0)
+    pin_free = main_free = 0.0
+    window_start = waited = busy = 0.0
+    for taken in range(total):
+        if in_order:
+            k = taken
+            made = finish.pop(k)
+        else:
+            made, k = heapq.heappop(ready)
+            finish.pop(k)
+        pinned = max(made, pin_free) + pin_s
+        pin_free = pinned
+        start = max(pinned, main_free)
+        if taken == warm:
+            window_start, waited, busy = main_free, 0.0, 0.0
+        if taken >= warm:
+            waited += max(0.0, pinned - main_free)
+            busy += batch_times[k % pool]
+        main_free = start + main_s
+        dispatch(start)
+    span = max(main_free - window_start, 1e-12)
+    batches = total - warm
+    return span / batches, min(1.0, waited / span), min(1.0, busy / (n * span))
+
+
+def _bound(wait: float, pin_s: float, main_s: float, interval: float, step_s: float) -> str:
+    """The stage that caps a simulated pipeline: the workers when the loop waits, else the
+    slower of the pin thread and the loop (the consumer when the step is most of the loop)."""
+    if wait > 0.05:
+        return "pin" if pin_s >= 0.9 * interval else "workers"
+    if pin_s > main_s:
+        return "pin"
+    return "consumer" if step_s >= 0.5 * main_s else "main"

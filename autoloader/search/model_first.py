@@ -1,0 +1,197 @@
+"""The search: predict every config from the profile, spend bursts only to confirm.
+
+NOTE [ Model first ]
+A burst's rate moves by more than the differences the search must find, so bursts do not rank
+configs here; the model does (NOTE [ The pipeline model ] in model.py). Bursts check it: each
+one corrects the model's efficiency terms, and the model is asked again. In order, each the first
+not yet measured:
+
+1. no workers: the baseline, and the cleanest reading of one batch's cost, with no other
+   process competing (when the model's pick over all configs does not fit in memory, it comes
+   first, and the run records it unrun: that tells the user what the limit costs);
+2. the model's pick: the cheapest config predicted within PREDICTED_TIE of the best prediction
+   (cheapest over a whole run: ``LoaderConfig.cost``) among those whose memory fits;
+3. the control: the rule the tuner replaces (``heuristic_config``), so the final can compare
+   against it and the tuner never hands back less than the rule without knowing it;
+4. the pick at each other batch size asked for (the step's work per batch changes with it,
+   which only a burst shows), and the pick again once the bursts have corrected the model;
+5. the least certain of the configs predicted near the best (``Model.uncertainty``: one that
+   rests on a stage no burst has measured yet).
+
+When the corrected model's pick is measured and no prediction near the best is in doubt, the
+search ends: the profile left no doubt. The final (choice.py) then re-measures the pick, the best burst and the control
+interleaved, and the cheapest that ties the best median wins.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from .calibration import calibrate
+from .model import Calibration, Model, Prediction
+from .policy import (
+    MAX_DOUBTS,
+    MAX_FINALISTS,
+    MAX_SEARCH_TRIALS,
+    PREDICTED_TIE,
+    UNCERTAIN_NEAR,
+)
+from .results import OK, TrialResult
+from .space import LoaderConfig, SearchSpace
+from .strategy import Strategy
+
+
+def heuristic_config(space: SearchSpace, cpus: int, batch_size: int | None = None) -> LoaderConfig:
+    """The common rule: ``num_workers=cpus-1, pin_memory=True, persistent_workers=True`` (pinning
+    only where the space offers it), prefetch at DataLoader's default."""
+    return LoaderConfig.make(batch_size or space.batch_sizes[0], min(max(0, cpus - 1), space.max_workers),
+                             pin_memory=max(space.pin_choices), prefetch_factor=2, persistent_workers=True)
+
+
+def worker_ladder(cpus: int, max_workers: int) -> list[int]:
+    """Worker counts the model is asked about: every count up to the CPUs, then steps of half the
+    CPUs (workers that wait on I/O or slow samples can pay past one per core)."""
+    counts = list(range(0, min(cpus, max_workers) + 1))
+    step = max(1, cpus // 2)
+    n = cpus + step
+    while n <= max_workers:
+        counts.append(n)
+        n += step
+    return counts
+
+
+def candidates(space: SearchSpace, cpus: int, allow_reorder: bool) -> list[LoaderConfig]:
+    """Every config the model predicts: the worker ladder across prefetch depths, pinning,
+    persistence, batch sizes and (when allowed) out-of-order delivery."""
+    orders = (True, False) if allow_reorder else (True,)
+    out = []
+    for batch_size in space.batch_sizes:
+        for pin in space.pin_choices:
+            out.append(LoaderConfig.make(batch_size, 0, pin))
+            for n in worker_ladder(cpus, space.max_workers)[1:]:
+                for prefetch in space.prefetch_choices:
+                    for persistent in space.persistent_choices:
+                        for in_order in orders:
+                            out.append(LoaderConfig.make(batch_size, n, pin, prefetch, persistent, in_order))
+    return out
+
+
+# Failures that belong to a batch size, not to the loader: no other config of that size is tried.
+_SIZE_FAULTS = ("step_error", "cuda_oom")
+
+
+class ModelFirst(Strategy):
+    """Proposes from the model; ``fits(config)`` says whether a config's memory is predicted to fit.
+    ``control_cpus``: the CPUs the control's rule counts, when not ``cpus`` (one rank of a node
+    counts the node's: NOTE [ Tuning a node's ranks ] in node.py)."""
+
+    def __init__(self, space: SearchSpace, model: Model, cpus: int, allow_reorder: bool = False,
+                 fits: Callable[[LoaderConfig, Sequence[TrialResult]], bool] | None = None,
+                 control_cpus: int | None = None):
+        self.space = space
+        self.model = model
+        self.cpus = max(1, cpus)
+        self.configs = candidates(space, self.cpus, allow_reorder)
+        self.control = heuristic_config(space, max(1, control_cpus or self.cpus))
+        self.fits = fits or (lambda config, history: True)
+
+    def expected_trials(self) -> int:
+        return 5
+
+    def calibration(self, history: Sequence[TrialResult]) -> Calibration:
+        return calibrate(self.model, history)
+
+    def _usable(self, config: LoaderConfig, history: Sequence[TrialResult]) -> bool:
+        """Whether ``config`` is still worth predicting: not at a batch size whose step raised,
+        and below any batch size CUDA ran out of memory at (that is about the batch, whatever the
+        loader does)."""
+        failed_sizes = {t.config.batch_size for t in history if t.cause in _SIZE_FAULTS}
+        oom = min((t.config.batch_size for t in history if t.cause == "cuda_oom"), default=None)
+        return config.batch_size not in failed_sizes and (oom is None or config.batch_size < oom)
+
+    def predictions(self, history: Sequence[TrialResult], calib: Calibration | None = None,
+                    feasible: bool = True) -> list[Prediction]:
+        """Every usable candidate's prediction under the calibration ``history`` gives; with
+        ``feasible``, only those whose memory is predicted to fit."""
+        calib = calib or self.calibration(history)
+        return [self.model.predict(c, calib) for c in self.configs
+                if self._usable(c, history) and (not feasible or self.fits(c, history))]
+
+    def pick(self, predictions: Sequence[Prediction]) -> Prediction:
+        """The cheapest config predicted within PREDICTED_TIE of the best prediction."""
+        top = max(p.samples_per_s for p in predictions)
+        return min((p for p in predictions if p.samples_per_s >= top * (1.0 - PREDICTED_TIE)),
+                   key=lambda p: p.config.cost())
+
+    def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
+        tried = {t.config for t in history}
+        if len(history) >= MAX_SEARCH_TRIALS:
+            return None
+        calib = self.calibration(history)
+        now = self.predictions(history, calib)
+        everything = self.predictions(history, calib, feasible=False)
+        if not everything:
+            return None
+        # The best config whatever its memory comes first: when it does not fit, the run records
+        # it as predicted past the limit (never run), which tells the user what the limit costs.
+        best_any = self.pick(everything).config
+        plan = [] if now and best_any == self.pick(now).config else [best_any]
+        plan.append(LoaderConfig.make(self.space.batch_sizes[0], 0, max(self.space.pin_choices)))
+        # The profile's own pick, whatever the bursts since made of the model, then the control.
+        first = self.predictions(history, Calibration())
+        if first:
+            plan.append(self.pick(first).config)
+        plan.append(self.control)
+        if now:
+            plan.append(self.pick(now).config)
+        if now:
+            # The step's work per batch changes with the batch size, which only a burst shows.
+            pick = self.pick(now).config
+            plan += [pick.replace(batch_size=size) for size in self.space.batch_sizes if size != pick.batch_size]
+        for config in plan:
+            if config not in tried and self.space.contains(config) and self._usable(config, history):
+                return config
+        # One burst for a prediction in doubt, at most: a second would rest on the same unknown.
+        if not now or len(tried - set(plan)) >= MAX_DOUBTS:
+            return None
+        # A prediction in doubt is worth a burst only when it could beat the pick: its highest
+        # rate, over the efficiency terms no burst has corrected yet, clears the pick's by the tie.
+        pick = self.pick(now)
+        best = max(now, key=lambda p: p.samples_per_s)
+        near = sorted((p for p in now if p.samples_per_s >= best.samples_per_s * (1.0 - UNCERTAIN_NEAR)
+                       and p.config not in tried), key=lambda p: -p.samples_per_s)[:24]
+        upside = [(self.model.rate_range(p.config, calib)[1], p) for p in near]
+        upside = [(high, p) for high, p in upside if high > pick.samples_per_s * (1.0 + PREDICTED_TIE)]
+        if upside:
+            return max(upside, key=lambda hp: hp[0])[1].config
+        return None
+
+    def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
+        """Who the final re-measures, of the configs measured in full: the corrected model's
+        pick and its fastest prediction among them, the best burst, and always the control
+        (last)."""
+        ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
+        if not ok:
+            return []
+        calib = self.calibration(history)
+        predicted = [self.model.predict(t.config, calib) for t in ok]
+        chosen = [self.pick(predicted).config, max(ok, key=lambda t: t.samples_per_s).config,
+                  max(predicted, key=lambda p: p.samples_per_s).config]
+        unique = [c for c in dict.fromkeys(chosen) if c != self.control][:MAX_FINALISTS - 1]
+        if any(t.config == self.control for t in ok):
+            unique.append(self.control)   # last, where the run keeps it when time is short
+        return unique
+
+    def curve(self, history: Sequence[TrialResult]) -> list[tuple[int, float]]:
+        """(workers, predicted rate) along the worker ladder at the calibrated pick's other
+        settings: the model's worker curve, for the knee."""
+        calib = self.calibration(history)
+        now = self.predictions(history, calib)
+        if not now:
+            return []
+        pick = self.pick(now).config
+        points = []
+        for n in worker_ladder(self.cpus, self.space.max_workers):
+            config = pick.replace(num_workers=n) if n else LoaderConfig.make(pick.batch_size, 0, pick.pin_memory)
+            points.append((n, self.model.predict(config, calib).samples_per_s))
+        return points

@@ -1,0 +1,104 @@
+"""The decision rules and their constants, in one place, a line each on why.
+
+Everything that turns measurements into a decision (when two rates tie, when a consumer is fed,
+when a trial is clearly behind, when a nightly run flags a change) reads its threshold here, so a
+reader can see every judgement the tuner makes without walking the search. The evidence behind
+the values is in results/benchmarks/README.md; this module holds the mechanism.
+"""
+
+from __future__ import annotations
+
+from ..probe.burst import BurstSettings
+
+# --- noise: when two rates are a tie ---------------------------------------------------------
+
+# Two rates closer than this are a tie even when their bursts' intervals are tighter: the same
+# config drifts a few percent between measurements in one process.
+MIN_TOLERANCE = 0.03
+
+# --- keeping up: NOTE [ Keeping up ] in results.py -------------------------------------------
+
+# A consumer that waited for data at most this share of a window was fed: more loader capacity
+# can speed the loop up by at most that share.
+KEEPS_UP_WAIT = 0.02
+
+# --- the search: NOTE [ Model first ] in model_first.py --------------------------------------
+
+# The model's pick is the cheapest config predicted within this share of the best prediction: a
+# smaller predicted gain is not worth more workers or memory, and no burst could confirm it.
+PREDICTED_TIE = 0.02
+# The least certain prediction worth a burst is looked for among configs predicted within this
+# share of the best.
+UNCERTAIN_NEAR = 0.05
+# Bursts the search spends at most: the profile, not the bursts, ranks configs.
+MAX_SEARCH_TRIALS = 8
+# Bursts on a prediction in doubt (one resting on a stage no burst has measured), at most.
+MAX_DOUBTS = 1
+
+# Workers beyond this many per usable CPU never paid, and each one costs a process, its
+# copy-on-read memory and a share of /dev/shm.
+MAX_WORKERS_PER_CPU = 4
+# A search trial whose rate falls clearly below this share of the best so far stops early: the
+# search needs to know it loses, not by how much.
+PRUNE_SHARE = 0.75
+# "Clearly below" the prune line: the burst's own rate under this share of it, so a noisy early
+# reading is not cut (together with PRUNE_SHARE, a trial stops under 60% of the best).
+PRUNE_MARGIN = 0.8
+
+# Search windows hold at least 3 worker cycles, final ones 4: NOTE [ Honest burst ] in probe/burst.py
+# (a window of fewer cycles miscounts clumped arrivals).
+SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0, min_cycles=3.0)
+FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0, min_cycles=4.0)
+
+# --- the final: re-measuring the few best, interleaved ---------------------------------------
+
+FINAL_ROUNDS = 3
+MAX_FINALISTS = 3
+# Up to this share of the budget is kept back for the final: slow finalists need whole rounds.
+FINAL_RESERVE_SHARE = 0.5
+# In the final, a config within this share of the best median ties it, and the cheaper one wins
+# (fewer workers, shallower prefetch, no pinning).
+FINAL_TIE = 0.02
+# A final of one round (a small budget, slow finalists) shows no spread: another finalist must read
+# this much above the control to be handed back instead, since one burst's rate moves by more.
+SINGLE_ROUND_MARGIN = 0.10
+# A config that keeps up ties a best that keeps up too and reads up to this share more, when both
+# are of one kind (same_kind): their gap is the consumer's noise, not loader capacity.
+KEEPS_UP_TIE = 0.05
+# A cheaper finalist of one kind that some round put level with the best or ahead ties a best up to
+# this share ahead in median: NOTE [ Rounds that disagree ] in choice.py.
+DISAGREE_TIE = 0.05
+
+# --- stored verdicts -------------------------------------------------------------------------
+
+# A limit's verdict (memory ceiling, watchdog) is retried once that limit is raised by this factor
+# or more; a smaller rise is drift (the default ceiling follows the RAM free at the moment).
+RAISED = 1.25
+
+# --- nightly re-tunes: what counts as a change -----------------------------------------------
+
+# A rate that moves by more than this between two runs is flagged: the same config read in two
+# processes minutes apart moves by up to about a fifth.
+RATE_SHIFT = 0.25
+# A changed pick is no change when this run measured the previous pick within this share of the
+# new one: a tie that noise decided.
+SETTINGS_TIE = 0.05
+
+
+def keeps_up_at(wait_fraction: float | None) -> bool:
+    """Whether a consumer that waited this share of a window was kept fed (NOTE [ Keeping up ])."""
+    return wait_fraction is not None and wait_fraction <= KEEPS_UP_WAIT
+
+
+def same_kind(a, b) -> bool:
+    """Two LoaderConfigs equal in what changes the step's work or the epoch restarts (batch size,
+    pinning, kept workers), so that only loader capacity (workers, prefetch depth) tells them
+    apart: NOTE [ Keeping up ]."""
+    return (a.batch_size, a.pin_memory, a.persistent_workers) == (b.batch_size, b.pin_memory, b.persistent_workers)
+
+
+# --- warm starts: NOTE [ Warm start ] in warm.py ----------------------------------------------
+
+# A re-tune's stored pick holds when it re-measures within this share of its stored rate (widened
+# by the two readings' own intervals, up to RATE_SHIFT) and no neighbour reads further ahead.
+HOLD_TIE = 0.05

@@ -1,0 +1,174 @@
+"""The warm start: a re-tune measures the last pick first, and stops early when it still holds.
+
+# NOTE [ Warm start ]
+# A nightly re-tune mostly finds what it found the night before; a full search to say so costs
+# the whole budget. So a run may be handed a ``WarmStart``: configs measured before the search
+# proposes anything, in order: the stored pick, the strategy's control when it has one (the rule
+# the tuner replaces, which the final always holds), then the pick's neighbours (``neighbours``:
+# one step along each setting but the worker count, which is the search's to move). From this
+# hardware's own last result the run may stop there: when the stored pick re-measures within its
+# tie of the stored rate (HOLD_TIE, widened by the two readings' own intervals) and nothing
+# measured reads clearly ahead of it, the pick still holds, the search ends, and the final
+# re-measures the strategy's finalists among these as usual. Once the pick reads otherwise, the
+# search takes over at once from these measurements (the strategy takes any history). From other
+# hardware's result there is no early stop: its pick, with the worker count scaled to this
+# machine's CPUs, is only a first guess.
+# Stored trials never stand in for this run's measurements (NOTE [ Runs in a study ] in runs.py):
+# every warm config is measured here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..store.versions import reuse_problem
+from .policy import HOLD_TIE, RATE_SHIFT
+from .results import OK, TrialResult
+from .space import LoaderConfig, SearchSpace
+from .strategy import Strategy
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """What a run measures first (NOTE [ Warm start ])."""
+    pick: LoaderConfig               # the stored pick (scaled to this machine when from another)
+    rate: float                      # its stored rate
+    rel_interval: float | None = None
+    may_stop: bool = False           # this hardware's own result: an early stop is allowed
+    neighbours: bool = True          # measure the pick's neighbours too
+
+
+@dataclass(frozen=True)
+class WarmPlan:
+    """Where a re-tune starts from and why, in words for its report."""
+    start: WarmStart | None
+    source: str | None = None
+    why_not: str | None = None
+
+    def describe(self) -> str:
+        if self.start is None:
+            return f"none: {self.why_not}"
+        kind = "this hardware's last result" if self.start.may_stop else "the nearest other hardware's result"
+        return f"{kind} ({self.source}): {self.start.pick.key} at {self.start.rate:,.0f}/s"
+
+
+def plan(base: tuple[str, dict] | None, problem) -> WarmPlan:
+    """The warm start from ``base`` (where it came from, the stored result), for ``problem``."""
+    if base is None:
+        return WarmPlan(None, why_not="no earlier result for this dataset")
+    where, data = base
+    differently = reuse_problem(data)
+    if differently is not None:
+        return WarmPlan(None, where, why_not=differently)
+    try:
+        pick = LoaderConfig.from_dict(data["config"])
+    except (KeyError, TypeError, ValueError) as exc:
+        return WarmPlan(None, where, why_not=f"its pick does not read as a config ({exc})")
+    hw = data.get("hardware") or {}
+    same = hw.get("fingerprint") == problem.hardware.fingerprint
+    if not same:
+        pick = scaled(pick, int(hw.get("cpus") or problem.hardware.cpus), problem.hardware.cpus)
+    if pick.batch_size not in problem.batch_sizes:
+        pick = pick.replace(batch_size=problem.batch_sizes[0])
+    return WarmPlan(WarmStart(pick, float(data["samples_per_s"]), data.get("rel_interval"), may_stop=same,
+                              neighbours=same), where)
+
+
+def neighbours(config: LoaderConfig, space: SearchSpace) -> list[LoaderConfig]:
+    """Configs one step from ``config`` along each setting but the worker count: the prefetch
+    depth one step up and down the space's choices, persistence and pinning flipped, the batch
+    sizes either side."""
+    out = []
+    if config.num_workers:
+        depths = sorted(space.prefetch_choices)
+        if config.prefetch_factor in depths:
+            at = depths.index(config.prefetch_factor)
+            out += [config.replace(prefetch_factor=depths[i]) for i in (at - 1, at + 1) if 0 <= i < len(depths)]
+        out += [config.replace(persistent_workers=v) for v in space.persistent_choices
+                if v != config.persistent_workers]
+    out += [config.replace(pin_memory=v) for v in space.pin_choices if v != config.pin_memory]
+    sizes = sorted(space.batch_sizes)
+    if config.batch_size in sizes:
+        at = sizes.index(config.batch_size)
+        out += [config.replace(batch_size=sizes[i]) for i in (at - 1, at + 1) if 0 <= i < len(sizes)]
+    return [c for c in out if space.contains(c) and c != config]
+
+
+def scaled(config: LoaderConfig, their_cpus: int, my_cpus: int) -> LoaderConfig:
+    """Another machine's pick with its worker count in proportion to this machine's CPUs."""
+    if not config.num_workers:
+        return config
+    return config.replace(num_workers=max(1, round(config.num_workers * my_cpus / max(1, their_cpus))))
+
+
+def hold_tie(warm: WarmStart, now: TrialResult) -> float:
+    """How far the re-measured pick may be from its stored rate and still hold: HOLD_TIE, widened
+    by the two readings' intervals (a burst is noisier than a final), never past RATE_SHIFT."""
+    spread = sum(x for x in (warm.rel_interval, now.rel_interval) if x is not None and math.isfinite(x))
+    return min(RATE_SHIFT, max(HOLD_TIE, spread))
+
+
+def holds(warm: WarmStart, history: Sequence[TrialResult]) -> bool:
+    """The stored pick, measured in ``history``, reads within its tie of the stored rate, and no
+    other measured config reads clearly ahead of it."""
+    now = next((t for t in history if t.config == warm.pick), None)
+    if now is None or now.status != OK or not now.samples_per_s or now.pruned:
+        return False
+    tie = hold_tie(warm, now)
+    if abs(now.samples_per_s / warm.rate - 1) > tie:
+        return False
+    return not any(t.status == OK and t.samples_per_s and t.samples_per_s > now.samples_per_s * (1 + tie)
+                   for t in history)
+
+
+class Warmed(Strategy):
+    """``inner`` with the warm start's configs first (NOTE [ Warm start ]); ``stopped_early`` says
+    whether the pick held and the search ended there. Everything else is the inner strategy's."""
+
+    def __init__(self, inner: Strategy, warm: WarmStart, space: SearchSpace):
+        self.inner, self.warm = inner, warm
+        # The control second, so that the final holds it however soon the clock ends the search.
+        control = getattr(inner, "control", None)
+        first = [warm.pick] + ([control] if warm.may_stop and isinstance(control, LoaderConfig) else [])
+        first += list(neighbours(warm.pick, space)) if warm.neighbours else []
+        self.first = list(dict.fromkeys(c for c in first if space.contains(c)))
+        self.stopped_early = False
+
+    def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
+        if self.first and self.first[0] == self.warm.pick:
+            done = {t.config for t in history}
+            if self.warm.pick not in done:
+                return self.warm.pick
+            if holds(self.warm, history):
+                # The pick still reads as it did: its neighbours, then (this hardware) the end.
+                for config in self.first[1:]:
+                    if config not in done:
+                        return config
+                if self.warm.may_stop:
+                    self.stopped_early = True
+                    return None
+        return self.inner.propose(history)   # a pick that moved hands over to the search at once
+
+    def expected_trials(self) -> int:
+        return self.inner.expected_trials()
+
+    def curve(self, history: Sequence[TrialResult]) -> list[tuple[int, float]]:
+        return self.inner.curve(history)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)   # whatever else the run asks of its strategy
+
+
+def warmed(strategy: Strategy, warm: WarmStart | None, space: SearchSpace) -> Strategy:
+    """``strategy`` with ``warm``'s configs first, or as it is without a warm start."""
+    return strategy if warm is None else Warmed(strategy, warm, space)
+
+
+def warm_record(warm: WarmStart | None) -> dict | None:
+    """The warm start as a result records it."""
+    if warm is None:
+        return None
+    return {"pick": warm.pick.loader_kwargs(), "samples_per_s": warm.rate, "rel_interval": warm.rel_interval,
+            "may_stop": warm.may_stop}

@@ -1,0 +1,316 @@
+"""Stored state under faults: a storage URL's password, a study that cannot be read, a full disk.
+
+# NOTE [ Stored state a user can trust ]
+# - A storage URL is shown and stored with its password masked (``storage.masked``), and a
+#   driver's error text that quotes the URL has the password taken out (``scrub``).
+# - A SQLite study that cannot be read (not a database, truncated, pages that fail SQLite's
+#   quick_check, records Optuna cannot decode) is moved aside, kept under a name that says so
+#   (``X.db.corrupt-<time>``), and the run starts a fresh study: the user is told where the old
+#   one is, and no later run trips over it again. A study a killed writer left mid-transaction
+#   (a hot journal) is not damaged: SQLite rolls the journal back when it is next opened for
+#   writing, and the run resumes it (``quick_check``).
+# - A write that fails (a full disk, a storage gone read-only) does not end the run: the study
+#   stops taking writes, the search goes on in memory, and the run ends with its pick reported
+#   and ``NotSaved`` naming what failed, where, and how much was free (``save``). What SQLite
+#   committed before stays as it was (a failed transaction is rolled back), and so does a result
+#   file that could not be replaced (``atomic_write_all``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+import warnings
+from dataclasses import dataclass
+
+from ..errors import AutoloaderWarning, NotSaved, UsageError, usage
+from .storage import masked, open_storage, open_study
+
+
+class StudyMovedAside(AutoloaderWarning):
+    """A study that could not be read was moved aside and a fresh one started."""
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` with the URL shown masked and its password (raw or URL-decoded) removed."""
+    text = text.replace(url, masked(url))
+    try:
+        from sqlalchemy.engine import make_url
+
+        password = make_url(url).password
+    except Exception:  # noqa: BLE001
+        match = re.search(r"://[^:/@]*:([^@]*)@", url)
+        password = match.group(1) if match else None
+    for secret in {password, _quoted(password)} - {None, ""}:
+        text = text.replace(secret, "***")
+    return text
+
+
+def _quoted(password: str | None) -> str | None:
+    if password is None:
+        return None
+    from urllib.parse import quote
+
+    return quote(password, safe="")
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file a ``sqlite:///PATH`` URL names, or None (another database, or in memory)."""
+    match = re.match(r"sqlite(\+\w+)?:///(.+)$", url)
+    if not match or match.group(2).startswith(":memory:"):
+        return None
+    return os.path.abspath(match.group(2).split("?", 1)[0])
+
+
+def free_bytes(path: str) -> int | None:
+    """Free bytes on the file system that holds ``path`` (or its nearest existing folder)."""
+    path = os.path.abspath(path)
+    while path and not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    try:
+        return int(shutil.disk_usage(path).free)
+    except OSError:
+        return None
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "an unknown amount"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an exception (or one in its chain) says the disk or the database is full."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(exc).lower()
+        if "disk is full" in text or "no space left" in text or "disk quota" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def write_failure(what: str, where: str, exc: BaseException, url: str | None = None) -> str:
+    """What could not be written, where, why (the innermost error: Optuna's own wrapper says
+    little) and, on a local disk, how much was free there."""
+    root = innermost(exc)
+    reason = f"{type(root).__name__}: {str(root).splitlines()[0][:200] if str(root) else ''}".rstrip(": ")
+    if url is not None:
+        reason = scrub(reason, url)
+    local = url is None or sqlite_file(url) is not None
+    free = f"; {_size(free_bytes(where))} free there" if local else ""
+    return f"could not write {what} to {where} ({reason}{free})"
+
+
+def write_fix(errors: list[BaseException], url: str | None = None) -> str:
+    """The fix for failed writes: room on the disk, a writable folder, or a storage that takes writes."""
+    if url is not None and sqlite_file(url) is None:
+        return "check that the storage takes writes, and run the same command again (it resumes)"
+    if any(is_disk_full(e) for e in errors):
+        return "free space there (or pass --out on a disk with room), and run the same command again (it resumes)"
+    return "make the folder writable (or pass --out elsewhere), and run the same command again (it resumes)"
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """The deepest exception in ``exc``'s chain: what SQLite or the OS said, under Optuna's wrapper."""
+    seen = set()
+    while id(exc) not in seen and (exc.__cause__ or exc.__context__) is not None:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return exc
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """Whether opening or reading a study failed because the file's content is bad, not because
+    of access (a lock, permissions, a full disk: those are not repaired by moving it aside).
+    Optuna wraps what SQLite or its own decoding raised, so the whole chain is read."""
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    texts = [str(e).lower() for e in chain]
+    if any(s in t for t in texts for s in ("locked", "readonly", "read-only", "permission", "unable to open")) \
+            or any(is_disk_full(e) for e in chain):
+        return False
+    if any(isinstance(e, (ValueError, TypeError, KeyError, AttributeError)) for e in chain):
+        return True  # a record Optuna or SQLite could not decode (JSON, text, a distribution)
+    return any(s in t for t in texts for s in ("not a database", "malformed", "corrupt", "could not decode",
+                                              "no such table", "no such column", "file is encrypted"))
+
+
+def quick_check(path: str) -> str | None:
+    """SQLite's own structural check of the file at ``path``: None when sound, else what it found.
+    Opened for writing, as SQLite recovers: a writer killed mid-transaction (kill -9) leaves a hot
+    journal, which the next connection that may write rolls back first, and which a read-only one
+    cannot read past ("attempt to write a readonly database"). A lock or the file's permissions
+    are no damage: None, and opening the study then says what is wrong."""
+    try:
+        connection = sqlite3.connect(path, timeout=30)
+        try:
+            rows = connection.execute("PRAGMA quick_check").fetchall()
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as exc:
+        return str(exc) if is_corrupt(exc) else None
+    found = [str(r[0]) for r in rows if r and r[0] != "ok"]
+    return "; ".join(found)[:300] if found else None
+
+
+def move_aside(path: str, why: str) -> str:
+    """Rename a study that cannot be read (and its journal files) to ``PATH.corrupt-<time>``,
+    warn with the new name, and return it."""
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    target = f"{path}.corrupt-{stamp}"
+    n = 1
+    while os.path.exists(target):
+        n += 1
+        target = f"{path}.corrupt-{stamp}-{n}"
+    os.replace(path, target)
+    for suffix in ("-journal", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.replace(path + suffix, target + suffix)
+    warnings.warn(f"the study {path} could not be read ({why}); it was moved aside to {target}, kept as it "
+                  "was, and this run starts a fresh study", StudyMovedAside, stacklevel=3)
+    return target
+
+
+# --- opening a study that can be trusted ---------------------------------------------------------
+
+class Unreadable(Exception):
+    """SQLite's quick_check found damage in a study file."""
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A study opened by ``open_sound``: its storage, the study, where a damaged file was moved
+    (None when none was), and the error that left it in memory (None when it is stored)."""
+    storage: object
+    study: object
+    moved_aside: str | None = None
+    write_error: BaseException | None = None
+
+
+def open_sound(url: str, name: str, sampler, given: bool, heartbeat_s: int, grace_s: int) -> Opened:
+    """The study ``name`` in ``url`` (NOTE [ Stored state a user can trust ]): a SQLite file that
+    cannot be read is moved aside and a fresh study started; one that cannot be created on a full
+    disk leaves an in-memory study; any other failure is a usage error (``open_error``)."""
+    import optuna
+
+    path = sqlite_file(url)
+    moved = None
+    for attempt in (1, 2):
+        storage = None
+        try:
+            if path is not None:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                damage = quick_check(path) if os.path.isfile(path) and os.path.getsize(path) else None
+                if damage is not None:
+                    raise Unreadable(damage)
+            storage = open_storage(url, heartbeat_s, grace_s)
+            study = open_study(storage, name, sampler)
+            # Every record decodes, the study's own (its runs' marks) too, or it cannot be read.
+            study.get_trials(deepcopy=False)
+            study.user_attrs
+            return Opened(storage, study, moved)
+        except UsageError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
+            engine = getattr(storage, "engine", None)
+            if engine is not None:
+                engine.dispose()    # its connections hold the file a retry may move aside
+            if path is not None and attempt == 1 and os.path.isfile(path) \
+                    and (isinstance(exc, Unreadable) or is_corrupt(exc)):
+                root = innermost(exc)
+                why = (f"SQLite's quick_check: {exc}" if isinstance(exc, Unreadable) else
+                       scrub(f"{type(root).__name__}: {(str(root).splitlines() or [''])[0][:200]}", url))
+                moved = move_aside(path, why)
+                continue
+            if is_disk_full(exc):
+                study = optuna.create_study(study_name=name, direction="maximize", sampler=sampler)
+                return Opened(study._storage, study, moved, exc)
+            raise open_error(url, given, exc) from None
+    raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def open_error(url: str, given: bool, exc: BaseException) -> UsageError:
+    """The usage error for a storage Optuna cannot open, password masked; the fix depends on
+    whether the user named it (--storage) or it is the default SQLite file under --out."""
+    root = innermost(exc)
+    why = scrub(f"{type(root).__name__}: {(str(root).splitlines() or [''])[0][:200]}", url)
+    if given:
+        return usage("the study's storage must be a database URL Optuna can open (--storage)", masked(url),
+                     f"use e.g. sqlite:///results/study.db (the directory must be writable), or leave --storage "
+                     f"out for the default SQLite file under --out ({why})")
+    return usage("the study's default SQLite file under --out must be one this run can open and write",
+                 sqlite_file(url) or masked(url),
+                 f"make that folder writable, or pass --out (or --storage) somewhere that is ({why})")
+
+
+def storage_errors() -> tuple[type[BaseException], ...]:
+    """What a failed write to a study raises: a full disk, a storage gone, a database error."""
+    import optuna
+    import sqlalchemy.exc
+
+    return (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError, sqlite3.Error, OSError)
+
+
+# --- writing the result -------------------------------------------------------------------------
+
+def atomic_write_all(files: dict[str, str]) -> None:
+    """Write each ``path: text`` so that a reader never sees half of one, even if we are killed
+    mid-write: every temporary copy is written and synced before any is put in place, so a write
+    that fails (a full disk) leaves every file as it was."""
+    done: list[tuple[str, str]] = []
+    try:
+        for path, text in files.items():
+            folder = os.path.dirname(path) or "."
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+            done.append((tmp, path))
+            # mkstemp makes the file 0600; a result file is as readable as any other the user writes.
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for tmp, path in done:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in done:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise
+
+
+def save(result, files: dict[str, str], store) -> None:
+    """Write the run's files (``atomic_write_all``); raise NotSaved, carrying ``result``, when
+    they or the study (``store.write_failed``) could not be written."""
+    problems = [store.write_failed] if store.write_failed else []
+    errors = [store.write_error] if store.write_error else []
+    try:
+        atomic_write_all(files)
+    except OSError as exc:
+        where = os.path.dirname(next(iter(files), "")) or "."
+        problems.append(write_failure("the result and its snippet", where, exc))
+        errors.append(exc)
+    if problems:
+        raise NotSaved(f"the run chose {result.config.key} ({result.samples_per_s:,.0f} samples/s) but could not "
+                       f"save all of it: {'; '.join(problems)}. Whatever was stored before is kept. Fix: "
+                       + write_fix(errors, store.url if store.write_error else None), result)

@@ -1,0 +1,115 @@
+"""Earlier results of one problem: this hardware's last good one, other hardware's, the dated history.
+
+Results are ``<out>/<fingerprint>/<key>.json``; a re-tune keeps every good one as well, dated,
+under ``<out>/<fingerprint>/history/<key>/<finished-at>.json``. The current file is only ever
+replaced by a run that finished (the run writes it last, atomically), so a failed or killed run
+leaves the last good result where it was. Other hardware's results come from the same ``out``
+and, when the runs share a storage, from the complete runs' marks in its studies (NOTE [ Runs in
+a study ] in runs.py), so a machine new to a fleet starts from its nearest sibling.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+
+from .paths import result_path, split_study_name
+from .study import atomic_write, read_json
+
+
+def history_dir(out: str, fingerprint: str, key: str) -> str:
+    return os.path.join(out, fingerprint, "history", key)
+
+
+def record(out: str, fingerprint: str, key: str, data: dict) -> str:
+    """Keep ``data`` (a finished result) in the dated history; returns its path."""
+    stamp = str(data.get("finished_at") or "undated").replace(":", "").replace("-", "").replace("+0000", "Z")
+    folder = history_dir(out, fingerprint, key)
+    path = os.path.join(folder, f"{stamp}.json")
+    n = 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(folder, f"{stamp}-{n}.json")
+    atomic_write(path, json.dumps(data, indent=2, default=str) + "\n")
+    return path
+
+
+def usable(data: object) -> bool:
+    """A stored result this module can compare and start from: a pick with a rate and hardware."""
+    return (isinstance(data, dict) and isinstance(data.get("config"), dict) and isinstance(data.get("hardware"), dict)
+            and isinstance(data.get("samples_per_s"), (int, float)) and data["samples_per_s"] > 0)
+
+
+def last_good(out: str, fingerprint: str, key: str) -> tuple[str, dict] | None:
+    """This hardware's current result for ``key``, if there is a usable one."""
+    path = result_path(out, fingerprint, key)
+    data = read_json(path)
+    return (path, data) if usable(data) and checked(path) else None
+
+
+def checked(path: str) -> bool:
+    """Whether the result file passes validate.py's checks; one that fails is warned about,
+    naming it, and never started from."""
+    from .validate import load_result
+
+    return load_result(path) is not None
+
+
+def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = None) -> list[tuple[str, dict]]:
+    """Other hardware's results for ``key``: under ``out``, and in ``storage``'s studies."""
+    found = []
+    for path in glob.glob(os.path.join(glob.escape(out), "*", glob.escape(key) + ".json")):
+        if os.path.basename(os.path.dirname(path)) != fingerprint and usable(data := read_json(path)) \
+                and checked(path):
+            found.append((path, data))
+    if storage is not None:
+        found += [(where, data) for where, data in stored_picks(storage, key) if
+                  (data.get("hardware") or {}).get("fingerprint") != fingerprint]
+    return found
+
+
+def stored_picks(storage: str, key: str | None = None) -> list[tuple[str, dict]]:
+    """Each autoloader study's newest complete run's pick in ``storage`` (for ``key`` only, when
+    given), as ``("<storage>#<study>", summary)``."""
+    import optuna
+
+    from . import runs
+    from .storage import masked, open_storage
+
+    opened = open_storage(storage, heartbeat_s=None, grace_s=None)   # a reader: no trial of its own
+    picks = []
+    for name in optuna.study.get_all_study_names(storage=opened):
+        parts = split_study_name(name)
+        if parts is None or (key is not None and parts[1] != key):
+            continue
+        study = optuna.load_study(study_name=name, storage=opened)
+        complete = [m for m in runs.runs_of(study).values() if m.state == runs.COMPLETE and usable(m.summary)]
+        if complete:
+            newest = max(complete, key=lambda m: m.finished_at or "")
+            picks.append((f"{masked(storage)}#{name}", newest.summary))
+    return picks
+
+
+def hardware_distance(a: dict, b: dict) -> float:
+    """How unlike two machines are, for choosing whose result to start from: the GPUs weigh most,
+    then the CPU model, then the CPU count and the memory by their ratios."""
+    def ratio(x, y) -> float:
+        return abs(math.log2(max(1, x or 1) / max(1, y or 1)))
+
+    return (4.0 * (list(a.get("gpus") or []) != list(b.get("gpus") or []))
+            + 2.0 * (a.get("cpu_model") != b.get("cpu_model"))
+            + ratio(a.get("cpus"), b.get("cpus")) + 0.5 * ratio(a.get("memory_gib"), b.get("memory_gib")))
+
+
+def nearest(hardware: dict, found: list[tuple[str, dict]]) -> tuple[str, dict] | None:
+    """The result from the machine most like ``hardware``; the newest among equals."""
+    if not found:
+        return None
+    return min(found, key=lambda item: (hardware_distance(hardware, item[1]["hardware"]),
+                                        _negated(item[1].get("finished_at") or "")))
+
+
+def _negated(text: str) -> tuple:
+    return tuple(-ord(c) for c in text)

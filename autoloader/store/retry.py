@@ -1,0 +1,105 @@
+"""Which stored verdicts still stand, and which configs are measured again.
+
+A finished trial is a fact about its config and is not re-run (NOTE [ Nothing lost ] in
+store.py), with three exceptions, each counted so the progress line can say why a config runs
+again:
+- a limit's verdict (memory ceiling, watchdog) once that limit is raised (store.py's
+  ``stopped_by_a_raised_limit``);
+- a failure of the user's code (USER_CODE_CAUSES) once that code changed: NOTE [ Failures keyed
+  by code ] in fingerprint.py;
+- a crash (FLAKY_CAUSES) seen once: NOTE [ A crash counts twice ].
+
+# NOTE [ A crash counts twice ]
+# A worker killed by a signal, a segfault or a trial process that died can be a one-off (the OOM
+# killer chose it because something else grew, a race in native code), and a verdict stored once
+# is never revisited. So a config's crash stands only once it happened twice: the first is
+# recorded in the study but kept out of the history the strategy sees, so the strategy (which
+# decides from the history alone) proposes the same config again at once; a second crash counts.
+# A run killed between the two leaves one crash stored, which the next run treats the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from ..search.results import FAILED, TrialResult
+from ..search.space import LoaderConfig
+
+# Failures the user's code caused: they stand only while that code is unchanged.
+USER_CODE_CAUSES = frozenset({"dataset_error", "collate_error", "sampler_error", "step_error", "error"})
+# Crashes that can be one-offs: they stand once seen twice for a config.
+FLAKY_CAUSES = frozenset({"worker_killed", "worker_segfault", "runner_killed"})
+
+
+@dataclass(frozen=True)
+class StoredTrial:
+    """One finished trial as the study holds it: its result, the limits and the code it ran under."""
+    result: TrialResult
+    limits: dict | None = None
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class History:
+    """The stored trials that stand, in order, and how many were left out and why."""
+    trials: tuple[TrialResult, ...] = ()
+    limit_raised: int = 0       # a limit's verdict under a limit since raised
+    code_changed: int = 0       # a failure of the user's code, which has changed since
+    crashed_once: tuple[LoaderConfig, ...] = ()   # configs with one crash: tried once more
+    invalid: int = 0            # records that failed validation (warned about, ignored)
+
+
+def code_changed(result: TrialResult, recorded: str | None, now: str | None) -> bool:
+    """Whether ``result`` is a failure of the user's code that ran other code than ``now``. A
+    record without a digest (stored before they were recorded) ran code that cannot be known, so
+    it counts as changed: measuring once more costs one trial, keeping it could cost the run."""
+    if now is None or result.status != FAILED or result.cause not in USER_CODE_CAUSES:
+        return False
+    return recorded != now
+
+
+def standing(stored: Sequence[StoredTrial], limit_raised: Callable[[TrialResult, dict | None], bool],
+             code: str | None, invalid: int = 0) -> History:
+    """Each config's newest result, unless one of the module's exceptions puts it aside.
+    ``limit_raised(result, recorded_limits)`` is the limits' rule (store.py)."""
+    newest = {s.result.config: i for i, s in enumerate(stored)}
+    crashes: dict[LoaderConfig, int] = {}
+    for s in stored:
+        if _is_crash(s.result):
+            crashes[s.result.config] = crashes.get(s.result.config, 0) + 1
+    trials, raised, changed, once = [], 0, 0, []
+    for i, s in enumerate(stored):
+        if newest[s.result.config] != i:
+            continue    # superseded: measured again since
+        if limit_raised(s.result, s.limits):
+            raised += 1
+        elif code_changed(s.result, s.code, code):
+            changed += 1
+        elif _is_crash(s.result) and crashes[s.result.config] < 2:
+            once.append(s.result.config)
+        else:
+            trials.append(s.result)
+    return History(tuple(trials), raised, changed, tuple(once), invalid)
+
+
+def _is_crash(result: TrialResult) -> bool:
+    return result.status == FAILED and result.cause in FLAKY_CAUSES
+
+
+@dataclass
+class OnceMore:
+    """In a run: whether a finished trial enters the history now (NOTE [ A crash counts twice ]).
+    ``crashed`` starts with the configs whose one crash is stored."""
+    crashed: set = field(default_factory=set)
+
+    @classmethod
+    def after(cls, configs: Iterable[LoaderConfig]) -> "OnceMore":
+        return cls(set(configs))
+
+    def stands(self, result: TrialResult) -> bool:
+        """False for a config's first crash (it is tried once more); True otherwise."""
+        if not _is_crash(result) or result.config in self.crashed:
+            return True
+        self.crashed.add(result.config)
+        return False

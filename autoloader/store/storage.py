@@ -1,0 +1,96 @@
+"""Opening an Optuna RDB storage: SQLite embedded by default, PostgreSQL for a fleet.
+
+# NOTE [ One storage for a fleet ]
+# ``--storage postgresql://user:pass@host/db`` lets many machines write to one Optuna storage:
+# each machine's trials land in the study of its hardware fingerprint and problem
+# (``paths.study_name``), so machines of one kind share a study and machines of another never
+# mix with them. SQLAlchemy 2 reads a bare ``postgresql://`` as the psycopg2 driver; autoloader
+# installs psycopg 3 (the ``postgres`` extra), so such a URL is read as ``postgresql+psycopg://``
+# when psycopg2 is absent. Heartbeats are on for every storage (NOTE [ Runs in a study ] in
+# runs.py). Two processes opening a new database at once can race on creating its tables; the
+# loser tries again.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import warnings
+
+from ..errors import usage
+
+OPEN_ATTEMPTS = 3
+
+
+def driver_url(url: str) -> str:
+    """``url`` with the PostgreSQL driver autoloader installs named, when it names none."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("postgresql", "postgres"):
+        if not _importable("psycopg2"):
+            if not _importable("psycopg"):
+                raise usage("a PostgreSQL storage needs the psycopg driver", masked(url),
+                            "pip install 'autoloader[postgres]' (psycopg 3), or name another driver "
+                            "in the URL (postgresql+DRIVER://...)")
+            return f"postgresql+psycopg://{rest}"
+        return f"postgresql://{rest}"
+    return url
+
+
+def masked(url: str) -> str:
+    """``url`` with its password shown as ``***``, for messages, reports and stored results:
+    SQLAlchemy's own rendering, and for a string SQLAlchemy cannot parse, anything between
+    ``://user:`` and ``@`` masked."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+        return url if parsed.password is None else parsed.render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: mask by pattern
+        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def open_storage(url: str, heartbeat_s: int | None, grace_s: int | None):
+    """An ``optuna.storages.RDBStorage`` for ``url``, with heartbeats every ``heartbeat_s`` (None:
+    off, for readers). Raises what Optuna and SQLAlchemy raise (the caller turns it into a usage
+    error) after OPEN_ATTEMPTS tries."""
+    import optuna
+
+    url = driver_url(url)
+    if url.startswith("sqlite"):
+        engine_kwargs = {"connect_args": {"timeout": 30}}
+    elif url.startswith("postgresql"):
+        engine_kwargs = {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}}
+    else:
+        engine_kwargs = None
+    for attempt in range(1, OPEN_ATTEMPTS + 1):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_s,
+                                                  grace_period=grace_s)
+        except Exception:  # noqa: BLE001 - a table-creation race looks like any database error
+            if attempt == OPEN_ATTEMPTS:
+                raise
+            time.sleep(0.5 * attempt)
+    raise AssertionError("unreachable")
+
+
+def open_study(storage, name: str, sampler):
+    """The study ``name`` in ``storage``, made if missing (by this process or a racing one)."""
+    import optuna
+
+    for attempt in range(1, OPEN_ATTEMPTS + 1):
+        try:
+            return optuna.create_study(study_name=name, storage=storage, direction="maximize",
+                                       load_if_exists=True, sampler=sampler)
+        except Exception:  # noqa: BLE001 - two creators at once: one loses, and loads it next time
+            if attempt == OPEN_ATTEMPTS:
+                raise
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")

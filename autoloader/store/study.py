@@ -1,0 +1,309 @@
+"""Where results live: the Optuna study (every trial, resumable) and the tuned-config JSON.
+
+Layout under the results directory (``--out``, default the results home: NOTE [ Results home ]
+in paths.py)::
+
+    <hardware-fingerprint>/<dataset-key>.json   the tuned config and its figures
+    <hardware-fingerprint>/<dataset-key>.py     the self-contained DataLoader snippet
+    <hardware-fingerprint>/<dataset-key>.db     the study (SQLite), unless --storage names another
+
+The study is named ``<hardware-fingerprint>/<dataset-key>`` (``paths.study_name``) in any storage.
+
+# NOTE [ Nothing lost ]
+# Each trial is told to the study the moment it ends, with its whole TrialResult as a user
+# attribute, so a driver killed at any moment (SIGKILL included) loses at most the trial in
+# flight. SQLite commits are atomic, so there is no torn record to repair. A run killed before
+# its result was written is resumed by the next run on its host (NOTE [ Runs in a study ] in
+# runs.py): its trials left RUNNING are marked FAIL, and their configs are measured again
+# (nothing finished was lost). Within a run a finished trial's config is never re-run: the
+# strategy sees it in the history. The exceptions are retry.py's: a limit's verdict (memory
+# ceiling, watchdog) once that limit is raised, a failure of the user's code once it changed
+# (each trial records its limits and its code's digest), and a config's first crash. Records are
+# validated on load (validate.py); one that fails is left out with a warning, a file that cannot
+# be read at all is moved aside, and a write that fails leaves the run going without storing
+# (NOTE [ Stored state a user can trust ] in durable.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import uuid
+import warnings
+from dataclasses import dataclass
+
+from ..search.policy import RAISED
+from ..search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
+from ..search.space import TUNED_SETTINGS, LoaderConfig, SearchSpace
+from . import durable, runs, validate
+from .retry import History, StoredTrial, standing
+from .storage import masked
+from .versions import now_iso
+
+RESULT_ATTR = "autoloader_result"
+LIMITS_ATTR = "autoloader_limits"
+CODE_ATTR = "autoloader_code"   # NOTE [ Failures keyed by code ] in fingerprint.py
+# Verdicts a limit gave, not the config: each is retried once that limit is raised by
+# policy.RAISED or more.
+_MEMORY_CAUSES = ("host_memory", "predicted_memory")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits a trial ran under: the host-memory ceiling (bytes) and the watchdog's timeout (s)."""
+    max_memory: int
+    trial_timeout: float
+
+    def to_dict(self) -> dict:
+        return {"max_memory": self.max_memory, "trial_timeout": self.trial_timeout}
+
+
+def stopped_by_a_raised_limit(result: TrialResult, recorded: dict | None, now: Limits) -> bool:
+    """Whether ``result`` is a limit's verdict (memory ceiling, watchdog) given under a limit that
+    ``now`` raises by RAISED or more. Such a verdict says nothing about the config under the new
+    limit, so it is measured again: without this, raising --max-memory as the error advises reran
+    nothing. A failure of the config itself (a crash, a raise, /dev/shm) stands whatever the limits."""
+    if not recorded:
+        return False    # stored before limits were recorded: kept, as it was
+    if result.status == CONSTRAINT and result.cause in _MEMORY_CAUSES:
+        return now.max_memory >= RAISED * recorded.get("max_memory", now.max_memory)
+    if result.status == HANG:
+        return now.trial_timeout >= RAISED * recorded.get("trial_timeout", now.trial_timeout)
+    return False
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write a file so a reader never sees half of it, even if we are killed mid-write."""
+    durable.atomic_write_all({path: text})
+
+
+def read_json(path: str) -> dict | None:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+class StudyStore:
+    """The Optuna study behind one tuning problem: the record of every trial.
+
+    The study records; it does not choose. The search's strategy picks each config and the trial
+    is opened with exactly those parameters by this process's own sampler (``runs.make_fixed_sampler``;
+    the study's enqueue queue is shared by every process on the storage). The parameters are
+    still suggested with their full ranges, and each trial's measured figures are attributes, so
+    optuna-dashboard and other Optuna tools read the study as usual. Many runs may write one
+    study; this store's history is its own run's (NOTE [ Runs in a study ] in runs.py)."""
+
+    def __init__(self, url: str, study_name: str, space: SearchSpace, given: bool = True):
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.optuna = optuna
+        self.space = space
+        self.url = url
+        self.shown_url = masked(url)
+        self.where = durable.sqlite_file(url) or f"{self.shown_url} (study {study_name})"
+        # Set once a write failed: the study then takes no more (NOTE [ Stored state a user can trust ]).
+        self.write_failed: str | None = None
+        self.write_error: BaseException | None = None
+        self.sampler = runs.make_fixed_sampler()
+        opened = durable.open_sound(url, study_name, self.sampler, given, runs.HEARTBEAT_S, runs.GRACE_S)
+        self.storage, self.study, self.moved_aside = opened.storage, opened.study, opened.moved_aside
+        if opened.write_error is not None:
+            self._write_failed(opened.write_error)
+        self._study_id = self.storage.get_study_id_from_name(study_name)
+        self._beats: dict[int, runs.Heartbeat] = {}
+        # NOTE [ Runs in a study ]: repair what dead runs left, then take this process's run.
+        self.stale_repaired = self._writing(lambda: runs.fail_stale_trials(self.study, runs.runs_of(self.study))) or 0
+        picked = self._writing(runs.pick_run, self.study)
+        # A study that takes no writes still needs a run of its own to keep its trials apart.
+        self.run, self.resumed_run = picked or (runs.RunMark(uuid.uuid4().hex[:12], runs.this_owner(), runs.RUNNING,
+                                                             now_iso()), False)
+
+    def _writing(self, write, *args):
+        """``write(*args)``, unless a write already failed; a failure is remembered, not raised."""
+        if self.write_failed is not None:
+            return None
+        try:
+            return write(*args)
+        except Exception as exc:  # noqa: BLE001 - filtered just below
+            if not isinstance(exc, durable.storage_errors()):
+                raise
+            self._write_failed(exc)
+            return None
+
+    def _write_failed(self, exc: BaseException) -> None:
+        self.write_failed = durable.write_failure("the study", self.where, exc, self.url)
+        self.write_error = exc
+
+    def history(self, limits: Limits, code: str | None = None) -> tuple[list[TrialResult], int]:
+        """This run's standing result of each config (NOTE [ Runs in a study ]), in order, and how
+        many were left out because a limit that stopped them has since been raised: ``reread``
+        without its other counts."""
+        loaded = self.reread(limits, code)
+        return list(loaded.trials), loaded.limit_raised
+
+    def reread(self, limits: Limits, code: str | None = None) -> History:
+        """This run's stored trials that stand (retry.py): each config's newest finished result,
+        unless a limit that stopped it has since been raised, the user's code that failed has
+        changed (``code``: the digest now; None keeps such failures), or it is a config's one
+        crash. A record that fails validation is left out with a warning naming it."""
+        stored, invalid = [], 0
+        for trial, data in self._finished():
+            if trial.user_attrs.get(runs.RUN_ATTR) != self.run.run_id:
+                continue
+            result = self._valid(trial, data)
+            if result is None:
+                invalid += 1
+                continue
+            recorded = trial.user_attrs.get(LIMITS_ATTR)
+            digest = trial.user_attrs.get(CODE_ATTR)
+            stored.append(StoredTrial(result, recorded if _limits_record(recorded) else None,
+                                      digest if isinstance(digest, str) else None))
+        return standing(stored, lambda result, recorded: stopped_by_a_raised_limit(result, recorded, limits),
+                        code, invalid)
+
+    def _valid(self, trial, data) -> TrialResult | None:
+        """The trial's record checked (validate.py), or None, with a warning naming it."""
+        try:
+            return validate.trial_record(data)
+        except validate.InvalidRecord as exc:
+            warnings.warn(f"ignored trial {trial.number} of the study {self.where}: {exc}; its config is "
+                          "measured again if the search comes to it", validate.StoredStateWarning, stacklevel=3)
+            return None
+
+    def priors(self) -> list[TrialResult]:
+        """Each config's newest finished result from the study's complete runs (and from trials
+        no run claims): what a new run may measure first, never what it decides on."""
+        complete = {run_id for run_id, mark in runs.runs_of(self.study).items() if mark.state == runs.COMPLETE}
+        newest: dict[LoaderConfig, TrialResult] = {}
+        for trial, data in self._finished():
+            run_id = trial.user_attrs.get(runs.RUN_ATTR)
+            if run_id is None or run_id in complete:
+                result = self._valid(trial, data)
+                if result is not None:
+                    newest[result.config] = result
+        return list(newest.values())
+
+    def _finished(self):
+        for trial in self.study.get_trials(deepcopy=False):
+            data = trial.user_attrs.get(RESULT_ATTR)
+            if data is not None and trial.state != self.optuna.trial.TrialState.RUNNING:
+                yield trial, data
+
+    def begin(self, config: LoaderConfig, limits: Limits, code: str | None = None):
+        """Open a trial for ``config`` under ``limits``, running the code of digest ``code``
+        (RUNNING until ``finish``, its driver beating meanwhile): a crash mid-trial leaves a stale
+        record that the next open fails. None when the study takes no more writes."""
+        return self._writing(self._begin, config, limits, code)
+
+    def _begin(self, config: LoaderConfig, limits: Limits, code: str | None):
+        self.sampler.values = {name: getattr(config, name) for name in TUNED_SETTINGS}
+        with warnings.catch_warnings():
+            # Optuna suggests its heartbeat for optimize(); ask/tell beats here (runs.Heartbeat).
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+            trial = self.study.ask()
+        # Claimed and beating first: a driver killed from here on leaves a trial that names its run.
+        trial.set_user_attr(runs.RUN_ATTR, self.run.run_id)
+        trial_id = self.storage.get_trial_id_from_study_id_trial_number(self._study_id, trial.number)
+        self._beats[trial.number] = runs.Heartbeat(self.storage, trial_id)
+        trial.suggest_categorical("batch_size", list(self.space.batch_sizes))
+        trial.suggest_int("num_workers", 0, max(self.space.max_workers, config.num_workers))
+        trial.suggest_categorical("pin_memory", list(self.space.pin_choices))
+        if config.num_workers:
+            trial.suggest_categorical("prefetch_factor", list(self.space.prefetch_choices))
+            trial.suggest_categorical("persistent_workers", list(self.space.persistent_choices))
+            trial.suggest_categorical("in_order", [True, False])
+        trial.set_user_attr("config_key", config.key)
+        trial.set_user_attr(LIMITS_ATTR, limits.to_dict())
+        if code is not None:
+            trial.set_user_attr(CODE_ATTR, code)
+        return trial
+
+    def finish(self, trial, result: TrialResult) -> None:
+        """Record ``result`` for a trial ``begin`` opened (nothing when it returned None)."""
+        if trial is None:
+            return
+        beat = self._beats.pop(trial.number, None)
+        if beat is not None:
+            beat.stop()
+        self._writing(self._finish, trial, result)
+
+    def _finish(self, trial, result: TrialResult) -> None:
+        try:
+            self._tell(trial, result)
+        except self.optuna.exceptions.UpdateFinishedTrialError:
+            # Another process failed it as stale (its beats were held up past the grace period):
+            # the measurement is added as a finished trial of its own, so nothing measured is lost.
+            attrs = {**trial.user_attrs, RESULT_ATTR: _record(result), **measured_figures(result)}
+            state = self.optuna.trial.TrialState
+            measured = result.status in (OK, CONSTRAINT)
+            frozen = self.optuna.trial.create_trial(
+                state=state.COMPLETE if measured else state.FAIL,
+                value=(result.samples_per_s or 0.0) if measured else None,
+                params=trial.params, distributions=trial.distributions, user_attrs=attrs)
+            if measured:
+                frozen.set_constraint("memory", 0.0 if result.status == OK else 1.0)
+            self.study.add_trial(frozen)
+
+    def _tell(self, trial, result: TrialResult) -> None:
+        trial.set_user_attr(RESULT_ATTR, _record(result))
+        for name, value in measured_figures(result).items():
+            trial.set_user_attr(name, value)
+        state = self.optuna.trial.TrialState
+        if result.status == OK:
+            trial.set_constraint("memory", 0.0)
+            self.study.tell(trial, result.samples_per_s)
+        elif result.status == CONSTRAINT:
+            # A completed trial with a violated constraint, so samplers learn to avoid the region.
+            trial.set_constraint("memory", 1.0)
+            self.study.tell(trial, result.samples_per_s or 0.0)
+        else:
+            assert result.status in (FAILED, HANG)
+            self.study.tell(trial, state=state.FAIL)
+
+    def complete(self, summary: dict) -> None:
+        """Mark this run complete, with its pick: from now on its trials are priors for the next
+        run, never its history (NOTE [ Runs in a study ])."""
+        self._writing(runs.write_mark, self.study, dataclasses.replace(self.run, state=runs.COMPLETE,
+                                                                      finished_at=now_iso(), summary=summary))
+
+    def failed(self) -> None:
+        """Mark this run failed (it ended in an error): it is not resumed, its trials are no priors."""
+        self._writing(runs.write_mark, self.study, dataclasses.replace(self.run, state=runs.FAILED,
+                                                                      finished_at=now_iso()))
+
+    def close(self) -> None:
+        """Stop the trials' beats and close the database connections (a pooled connection keeps
+        a SQLite file open)."""
+        for beat in self._beats.values():
+            beat.stop()
+        self._beats.clear()
+        engine = getattr(self.storage, "engine", None)
+        if engine is not None:
+            engine.dispose()
+
+
+def _record(result: TrialResult) -> dict:
+    """A trial's stored record: its TrialResult, with the record's format (validate.FORMAT)."""
+    return {**result.to_dict(), "format": validate.FORMAT}
+
+
+def _limits_record(recorded: object) -> bool:
+    return isinstance(recorded, dict) and all(
+        isinstance(recorded.get(k), (int, float)) and not isinstance(recorded.get(k), bool)
+        for k in ("max_memory", "trial_timeout") if k in recorded)
+
+
+def measured_figures(result: TrialResult) -> dict:
+    """A trial's measured figures as flat attributes, for optuna-dashboard's table (the whole
+    record is under RESULT_ATTR)."""
+    figures = {"status": result.status, "cause": result.cause, "samples_per_s": result.samples_per_s,
+               "rel_interval": result.rel_interval, "wait_fraction": result.wait_fraction,
+               "gpu_util": result.gpu_util, "seconds": result.seconds,
+               "peak_pss_mib": result.peak_pss_bytes / 2**20 if result.peak_pss_bytes else None,
+               "peak_shm_mib": result.peak_shm_bytes / 2**20 if result.peak_shm_bytes else None}
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in figures.items()
+            if v is not None and not (isinstance(v, float) and not math.isfinite(v))}

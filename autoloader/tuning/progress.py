@@ -1,0 +1,180 @@
+"""Everything autoloader prints: progress lines and the final table. Nothing else prints."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import TextIO
+
+from ..search.results import OK
+
+
+def _gib(n: int | None) -> str:
+    return "-" if not n else f"{n / 2**30:.2f} GiB"
+
+
+def _rate(r: float | None) -> str:
+    return "-" if r is None else f"{r:,.0f}/s"
+
+
+def _known(x: float | None) -> bool:
+    """An interval was estimated: a trial stopped early has none (inf, or None once stored)."""
+    return x is not None and math.isfinite(x)
+
+
+class ProgressPrinter:
+    """The ``progress`` callback of ``tune()`` that writes one line per event to stderr."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+
+    def __call__(self, event: str, data: dict) -> None:
+        line = getattr(self, "_" + event, lambda d: None)(data)
+        if line:
+            print(line, file=self.stream, flush=True)
+
+    def _start(self, d: dict) -> str:
+        info = d["info"]
+        resumed = f", resuming {d['resumed']} finished trials" if d["resumed"] else ""
+        stale = f" ({d['stale']} interrupted trials marked failed)" if d["stale"] else ""
+        retried = f" ({d['retried']} stopped by a limit since raised, measured again)" if d.get("retried") else ""
+        retried += _start_retries(d)
+        priors = f", {d['priors']} configs from earlier runs to start from" if d.get("priors") else ""
+        length = "iterable" if info.length is None else f"{info.length:,} samples"
+        # A node's tune (node.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
+        where = (f"{d['ranks']} ranks at once ({d['cpus']} CPUs and {_gib(d['max_memory'] // d['ranks'])} each; "
+                 f"trial rates are the slowest rank's, the node's is {d['ranks']}x), budget {d['budget']:.0f} s"
+                 if d.get("ranks", 1) > 1 else f"{d['cpus']} CPUs, budget {d['budget']:.0f} s")
+        return (f"autoloader: tuning {d['key']} on {d['device']} ({where}, "
+                f"memory ceiling {_gib(d['max_memory'])}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
+                f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}{priors}")
+
+    def _retune(self, d: dict) -> str:
+        return f"autoloader retune [{d['n']}/{d['of']}] {d['name']}"
+
+    def _warm(self, d: dict) -> str:
+        return f"  {d['key']}: warm start {d['warm'].describe()}"
+
+    def _retuned(self, d: dict) -> str:
+        o = d["outcome"]
+        if o.error:
+            return f"  {o.name}: FAILED {o.error.splitlines()[0][:300]}"
+        why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
+        return f"  {o.name}: {o.status}{why}" + (", the pick held (stopped early)" if o.early_stop else "")
+
+    def _not_reused(self, d: dict) -> str:
+        return f"autoloader: tuning again: {d['why']}"
+
+    def _profile(self, d: dict) -> str:
+        p = d["profile"]
+        if d.get("error"):
+            return f"  profile: not measured ({d['error'][:200]}); the bursts will correct a rough one"
+        q = p.sample_quantiles()
+        pin = f", pin {p.pin_s * 1e3:.1f} ms, copy {(p.h2d_pinned_s or 0) * 1e3:.1f} ms" if p.pin_s is not None else ""
+        return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
+                f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
+                f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
+                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs")
+
+    def _trial(self, d: dict) -> str:
+        r = d["result"]
+        best = d["best"]
+        interval = f"±{r.rel_interval * 100:.0f}%" if _known(r.rel_interval) else "±?"
+        if r.pruned:
+            interval = "(stopped early: clearly behind the best)"
+        gpu = f" gpu {r.gpu_util * 100:.0f}%" if _known(r.gpu_util) else ""
+        what = (f"{_rate(r.samples_per_s)} {interval} wait {(r.wait_fraction or 0) * 100:.0f}%{gpu}"
+                if r.status == OK else f"{r.status.upper()} {r.describe_failure()}")
+        best_text = f" | best {best.config.key} {_rate(best.samples_per_s)}" if best else ""
+        again = " (a crash can be a one-off: trying it once more)" if d.get("again") else ""
+        return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{again}{best_text}"
+
+    def _unstored(self, d: dict) -> str:
+        return f"autoloader: {d['message']}; the search goes on without storing its trials"
+
+    def _final(self, d: dict) -> str:
+        rates = ", ".join(f"{k} {_rate(v[-1]) if v else '-'}" for k, v in d["rates"].items())
+        return f"  final round {d['round']} of {d['rounds']} (interleaved): {rates}"
+
+
+def _start_retries(d: dict) -> str:
+    """What the start line says about stored trials measured again or left out (retry.py)."""
+    parts = []
+    if d.get("code_changed"):
+        parts.append(f"{d['code_changed']} failed under code since changed, measured again")
+    if d.get("crashed_once"):
+        parts.append(f"{d['crashed_once']} crashed once, tried once more")
+    if d.get("invalid"):
+        parts.append(f"{d['invalid']} stored records invalid, ignored")
+    return "".join(f" ({p})" for p in parts)
+
+
+def table(result, saved: bool = True) -> str:
+    """The human summary of a TuneResult; ``saved=False`` when its files could not be written."""
+    t = result.tuned
+    kw = t.config.loader_kwargs()
+    lines = ["", "autoloader: tuned DataLoader config", ""]
+    lines += [f"  {k:<20} {v}" for k, v in kw.items()]
+    lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
+                  + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
+    ranks = getattr(result, "ranks", 1)
+    if ranks > 1:   # NOTE [ Tuning a node's ranks ] in node.py
+        lines.append(f"  {'node':<20} {ranks} ranks, each with this config on its shard; samples/s is the node's, "
+                     f"{ranks} x the slowest rank's")
+    if getattr(result, "predicted", None) is not None:
+        lines.append(f"  {'predicted':<20} {_rate(result.predicted.samples_per_s)} by the model"
+                     f"{' for one rank' if ranks > 1 else ''} "
+                     f"(capped by the {result.predicted.bound}, waits {result.predicted.wait_share * 100:.0f}%)")
+    control = getattr(result, "control_samples_per_s", None)
+    if control and result.control != t.config:
+        kw_c = result.control
+        lines.append(f"  {'cpus-1 rule':<20} {_rate(control)} (num_workers={kw_c.num_workers}, pin_memory="
+                     f"{kw_c.pin_memory}, persistent): the tuned config reads {t.samples_per_s / control:.2f}x")
+    elif control:
+        lines.append(f"  {'cpus-1 rule':<20} the tuned config is the rule itself: nothing measured beat it")
+    if t.baseline_samples_per_s:
+        lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)} ({t.speedup:.2f}x with the tuned config)")
+    gain = getattr(result, "reorder_gain", None)
+    if gain is not None and gain > 0.02:
+        lines.append(f"  {'out of order':<20} in_order=False is predicted {gain * 100:+.0f}%; "
+                     "pass --allow-reorder to let the tuner use it (batches then come in another order)")
+    if t.knee:
+        hurt = f", falls from {t.knee.starts_hurting}" if t.knee.starts_hurting is not None else ""
+        lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} workers, peak at "
+                     f"{t.knee.peak}{hurt} (the model's curve, corrected by the bursts)")
+        lines.append(f"  {'curve':<20} " + ", ".join(f"{w}:{r:,.0f}" for w, r in t.knee.curve))
+    faults = result.faults()
+    ok = sum(1 for tr in result.trials if tr.status == OK)
+    lines.append(f"  {'trials':<20} {len(result.trials)} ({ok} measured"
+                 + ("".join(f", {n} {c}" for c, n in faults.items()) if faults else "") + ")")
+    lines.append(f"  {'tuning time':<20} {result.tune_seconds:.0f} s")
+    if result.since is not None:
+        lines.append(f"  {'since last':<20} {since(result.since)}")
+    if saved:
+        lines += ["", f"  saved {result.path}", f"  snippet {result.snippet_path}", ""]
+    else:
+        lines += ["", f"  not saved (the error below says why): {result.path}", ""]
+    return "\n".join(lines)
+
+
+def since(c) -> str:
+    """One line on what changed against the previous result (a ``Comparison``)."""
+    where = "this hardware" if c.same_hardware else c.previous_hardware
+    settings = ", ".join(f"{x.setting} {x.before} -> {x.after}" for x in c.changes)
+    rate = (f"samples/s {_rate(c.rate_before)} -> {_rate(c.rate_after)} ({(c.rate_ratio - 1) * 100:+.0f}%"
+            + (", past the noise)" if c.rate_shifted else ")"))
+    tie = (f" (a tie: the previous settings read {_rate(c.previous_pick_now)} here)" if c.settings_tie else "")
+    differently = f"; not comparable: {c.measured_differently}" if c.measured_differently else ""
+    return (f"{'CHANGED' if c.changed else 'unchanged'} since {where} ({c.previous_path}): "
+            + (f"{settings}{tie}; " if settings else "same settings; ") + rate + differently)
+
+
+def json_text(data: dict) -> str:
+    return json.dumps(data, indent=2, default=str) + "\n"
+
+
+def as_json(result, saved: bool = True) -> str:
+    """The whole TuneResult as one JSON object: the same shape the result file stores, with
+    ``"saved": false`` when it could not be written."""
+    return json.dumps(result.to_dict() if saved else {**result.to_dict(), "saved": False}, default=str)
