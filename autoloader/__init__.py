@@ -1,6 +1,6 @@
 """autoloader: measure DataLoader settings on the real machine and hand back the fastest.
 
-The public API: ``tune``, ``best_loader`` and ``stored_result`` (tuner.py), the records they
+The public API: ``tune``, ``best_loader`` and ``stored_result`` (api.py), the records they
 return (``TuneResult``, ``TunedConfig``, ``LoaderConfig``, ``TrialResult``), the seeded
 ``worker_init_fn`` (``seed_worker``, ``worker_generator``), the errors and the warnings.
 """

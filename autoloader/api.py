@@ -1,13 +1,14 @@
 """The public entry points: ``tune()``, ``best_loader()`` and ``stored_result()``.
 
 A thin face over the mechanics: each builds one ``Problem`` (every input checked up front), then
-either runs a tuning ``Run`` (run.py) or looks the problem's result up in the store.
+either runs a tuning ``Run`` (tuning/run.py) or looks the problem's result up in the store.
 
 Inside a multi-rank launch (torchrun, or ``autoloader tune --nproc-per-node N``) every rank calls
-these alike and the node's ranks are tuned together: NOTE [ Tuning a node's ranks ] in node.py.
+these alike and the node's ranks are tuned together: NOTE [ Tuning a node's ranks ] in node/__init__.py.
 
-Data flows one way: problem -> space -> strategy -> probe (driver, trial process, guard) -> results
--> choice -> config -> store. Only ``report`` prints; progress reaches it through ``progress``.
+Data flows one way: problem (inputs/) -> profile -> model -> search (search/) -> probe (probe/) ->
+results -> choice -> config -> store (store/) -> report. Only the report layer prints; progress
+reaches it through ``progress``.
 """
 
 from __future__ import annotations
@@ -16,21 +17,15 @@ import dataclasses
 from typing import Any, Sequence
 
 from .inputs.content import dataset_fingerprint
+from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 from .inputs.problem import Problem
-from .node.core import Node, joined, on_node
+from .node.group import Node, joined
+from .node.runner import on_node
 from .search.config import TunedConfig
 from .store.paths import held, resolve_out, result_path
-from .store.study import read_json
 from .store.validate import load_result
-from .store.versions import reuse_problem
-from .tuning.run import (
-    DEFAULT_BUDGET_S,
-    DEFAULT_TRIAL_TIMEOUT_S,
-    Options,
-    Progress,
-    Run,
-    TuneResult,
-)
+from .tuning.result import TuneResult
+from .tuning.run import Progress, Run
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_TRIAL_TIMEOUT_S", "TuneResult", "best_loader", "stored_result", "tune"]
 
@@ -54,7 +49,7 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     Called by every rank of a torchrun launch (WORLD_SIZE > 1), it tunes the node's ranks together:
     all run each trial at once on their own shard and device, rank 0 searches and stores, the
     pick is per rank, its rate the node's, and every rank returns the same result (NOTE [ Tuning
-    a node's ranks ] in node.py).
+    a node's ranks ] in node/__init__.py).
     """
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
                             fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
@@ -79,7 +74,7 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
                   allow_reorder: bool = False, version: str | None = None,
                   **fixed_loader_kwargs) -> TunedConfig | None:
     """The stored tuned config for this dataset on this machine, if one exists that this
-    autoloader measures alike (NOTE [ Measurement format ] in versions.py). The arguments are
+    autoloader measures alike (NOTE [ Measurement format ] in store/versions.py). The arguments are
     what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec, and the rest."""
     problem = built_problem(_dataset_object(dataset), dataset, step=step, batch_size=batch_size,
                             batch_sizes=batch_sizes, device=device, fixed_kwargs=fixed_loader_kwargs,
@@ -89,7 +84,7 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
 
 def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
     """The problem of a dataset built in this process: its length and content fingerprint are read
-    here, from the object (NOTE [ Content fingerprint ] in content.py)."""
+    here, from the object (NOTE [ Content fingerprint ] in inputs/content.py)."""
     return Problem.build(dataset, length=_length(dataset_obj), length_known=True,
                          content=dataset_fingerprint(dataset_obj), **build)
 
@@ -98,14 +93,13 @@ def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]
     """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
     there is none). A file that fails validate.py's checks is ignored with a warning naming it."""
     path = result_path(out, problem.hardware.fingerprint, problem.key)
-    tuned = load_result(path, problem.hardware.cpus)
-    if tuned is None:
+    stored = load_result(path, problem.hardware.cpus)
+    if stored is None:
         return None, None
-    data = read_json(path)
-    why = reuse_problem(data) if isinstance(data, dict) else None
+    why = stored.measured_differently()
     if why is not None:
         return None, f"{path}: {why}"
-    return tuned, None
+    return stored.tuned, None
 
 
 def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None,

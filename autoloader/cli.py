@@ -65,14 +65,14 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
     from .inputs import hardware
     from .inputs.problem import resolve_device
-    from .node import core as node
+    from .node import group, launch
 
     with _library_errors():
         # An empty --batch-sizes is bad input, not an absent option: parse it and say so.
         sizes = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
         gpus = hardware.gpu_names()
-        nproc = node.check_nproc(nproc_per_node, resolve_device(device, gpus), len(gpus), hardware.usable_cpus())
-        ranks = node.launched(nproc) if nproc > 1 else contextlib.nullcontext()
+        nproc = group.check_nproc(nproc_per_node, resolve_device(device, gpus), len(gpus), hardware.usable_cpus())
+        ranks = launch.launched(nproc) if nproc > 1 else contextlib.nullcontext()
         try:
             with ranks:
                 result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,

@@ -45,7 +45,7 @@ class FreeTensors(Dataset):
     def __init__(self, length: int = 4_096, shape: tuple[int, ...] = (3, 256, 256)):
         self.length = length
         # Seeded, as the images are: the same data in every process, so one key (NOTE [ Content
-        # fingerprint ] in content.py: a dataset drawn afresh at each build is new data each time).
+        # fingerprint ] in inputs/content.py: a dataset drawn afresh at each build is new data each time).
         self.pool = torch.rand((16, *shape), generator=torch.Generator().manual_seed(0))
 
     def __len__(self) -> int:

@@ -1,7 +1,9 @@
 """Seeding DataLoader workers: distinct, reproducible random streams per worker, epoch and rank.
 
-This module imports only the standard library, numpy and torch: ``autoloader.config`` copies its
-source into the emitted snippet so a tuned loader needs no autoloader at run time.
+This module imports only the standard library, numpy and (in the worker) torch: the snippet
+writer (store/snippet.py) copies its source into the emitted snippet, so a tuned loader needs no
+autoloader at run time; and the tuned config (search/config.py) names ``seed_worker`` without
+importing torch.
 
 # NOTE [ Worker seeds ]
 # DataLoader draws a base seed from ``loader.generator`` each time an iterator is created and
@@ -23,7 +25,6 @@ import os
 import random
 
 import numpy as np
-import torch
 
 _worker_generator: np.random.Generator | None = None
 
@@ -54,6 +55,8 @@ def seed_worker(worker_id: int) -> None:
     DataLoader for runs that repeat exactly.
     """
     global _worker_generator
+    import torch
+
     info = torch.utils.data.get_worker_info()
     base_seed = (info.seed - info.id) if info is not None else torch.initial_seed()
     sequence = worker_seed_sequence(base_seed, worker_id, _distributed_rank())

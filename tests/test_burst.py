@@ -7,7 +7,8 @@ import time
 import pytest
 import torch
 
-from autoloader.probe.burst import BurstSettings, expected_window_s, run_burst
+from autoloader.probe.burst import run_burst
+from autoloader.search.burst_rule import BurstSettings, expected_window_s
 
 SAMPLES = 8
 

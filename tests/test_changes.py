@@ -1,88 +1,123 @@
-"""What changed since the last result for the same problem: the nightly re-tune's question."""
+"""What changed since the previous result of the same problem (tuning/compare.py) and which result
+is the previous one (store/history.previous): the nightly re-tune's question, as
+``tune --fail-if-changed`` and ``retune`` both ask it. Unit tests: no trial runs."""
 
 import json
 import os
 
 from autoloader import LoaderConfig, TunedConfig
-from autoloader.search.policy import RATE_SHIFT
-from autoloader.tuning.compare import compare, previous_result
+from autoloader.search.policy import RATE_SHIFT, Thresholds
+from autoloader.store.history import previous
+from autoloader.store.validate import StoredResult
+from autoloader.tuning.compare import DRIFTED, NEW_HARDWARE, UNCHANGED, compare
 from autoloader.tuning.progress import since
 
+KEY = "ds-n100-abc"
 
-def tuned(workers: int, rate: float, fingerprint: str, pin: bool = True) -> TunedConfig:
+
+def tuned(workers: int, rate: float, fingerprint: str, pin: bool = True, cpus: int = 8) -> TunedConfig:
     config = LoaderConfig.make(64, workers, pin) if workers else LoaderConfig.make(64, 0, pin, None, False)
-    return TunedConfig(config, rate, 0.02, 100.0, None, {"fingerprint": fingerprint}, "ds-n100-abc", "cuda")
+    hardware = {"fingerprint": fingerprint, "cpus": cpus, "cpu_model": "x", "memory_gib": 16, "gpus": []}
+    return TunedConfig(config, rate, 0.02, 100.0, None, hardware, KEY, "cuda")
+
+
+def record(t: TunedConfig, **extra) -> dict:
+    return {**t.to_dict(), "measurement_format": 1, "trials": [], "finals": [], **extra}
+
+
+def stored(t: TunedConfig, where: str = "old/ds.json", **extra) -> StoredResult:
+    return StoredResult(where, t, record(t, **extra))
 
 
 def test_same_settings_and_a_rate_within_the_noise_is_unchanged():
-    c = compare(tuned(8, 1000.0, "old"), tuned(8, 1000.0 * (1 + RATE_SHIFT * 0.9), "new"), "old/ds.json")
+    c = compare(stored(tuned(8, 1000.0, "old")), record(tuned(8, 1000.0 * (1 + RATE_SHIFT * 0.9), "new")))
     assert not c.changes and not c.rate_shifted and not c.changed
-    assert not c.same_hardware and c.previous_hardware == "old"
+    assert c.status == NEW_HARDWARE and not c.same_hardware and c.previous_hardware == "old"
     assert since(c).startswith("unchanged since old (old/ds.json): same settings; samples/s 1,000/s -> ")
 
 
 def test_a_different_setting_or_a_rate_past_the_noise_is_a_change():
-    c = compare(tuned(8, 1000.0, "box", pin=True), tuned(12, 1000.0, "box", pin=False), "box/ds.json")
+    c = compare(stored(tuned(8, 1000.0, "box", pin=True), "box/ds.json"), record(tuned(12, 1000.0, "box", pin=False)))
     assert [(x.setting, x.before, x.after) for x in c.changes] == [("num_workers", 8, 12), ("pin_memory", True, False)]
-    assert c.changed and c.same_hardware
+    assert c.changed and c.same_hardware and c.status == DRIFTED
     assert "CHANGED since this hardware" in since(c) and "num_workers 8 -> 12" in since(c)
 
-    slower = compare(tuned(8, 1000.0, "old"), tuned(8, 700.0, "new"), "old/ds.json")
+    slower = compare(stored(tuned(8, 1000.0, "old")), record(tuned(8, 700.0, "new")))
     assert RATE_SHIFT < 0.3
     assert not slower.changes and slower.rate_shifted and slower.changed
     assert "(-30%, past the noise)" in since(slower)
     assert slower.to_dict()["changed"] is True and slower.to_dict()["rate_ratio"] == 0.7
 
     # Another pick, but the previous one was measured in this run within the tie: noise decided it.
-    tie = compare(tuned(16, 1000.0, "box"), tuned(24, 1000.0, "box"), "box/ds.json", previous_pick_now=980.0)
-    assert tie.changes and tie.settings_tie and not tie.changed
+    old = tuned(16, 1000.0, "box")
+    then = stored(old, "box/ds.json")
+    measured = {"trials": [{"config": old.config.loader_kwargs(), "status": "ok", "samples_per_s": 980.0}]}
+    tie = compare(then, record(tuned(24, 1000.0, "box"), **measured))
+    assert tie.changes and tie.settings_tie and not tie.changed and tie.status == UNCHANGED
     assert "(a tie: the previous settings read 980/s here)" in since(tie) and since(tie).startswith("unchanged")
-    behind = compare(tuned(16, 1000.0, "box"), tuned(24, 1000.0, "box"), "box/ds.json", previous_pick_now=900.0)
-    assert not behind.settings_tie and behind.changed
+    behind = compare(then, record(tuned(24, 1000.0, "box"),
+                                  trials=[{**measured["trials"][0], "samples_per_s": 900.0}]))
+    assert not behind.settings_tie and behind.changed and behind.status == DRIFTED
+    # The old pick read tonight is what the rate is judged by: one config read twice.
+    assert behind.rate_ratio == 0.9 and "the previous settings read 900/s here" in since(behind)
+    # A changed pick is no reason when the thresholds do not count picks.
+    assert not compare(then, record(tuned(24, 1000.0, "box")), Thresholds(pick=False)).changed
 
     # From num_workers=0 the worker settings appear: each is named.
-    c = compare(tuned(0, 1000.0, "old"), tuned(4, 1000.0, "new"), "old/ds.json")
+    c = compare(stored(tuned(0, 1000.0, "old")), record(tuned(4, 1000.0, "new")))
     assert {x.setting for x in c.changes} == {"num_workers", "prefetch_factor", "persistent_workers"}
 
 
-def write(out, fingerprint, result, mtime=None, text=None):
+def test_a_node_results_old_pick_reads_at_the_nodes_rate():
+    """A node's trials list the slowest rank's rate; the comparison scales them to the node's."""
+    old = tuned(4, 2000.0, "box-2rank")
+    node = {"node": {"ranks": 2},
+            "trials": [{"config": old.config.loader_kwargs(), "status": "ok", "samples_per_s": 990.0}]}
+    c = compare(stored(old, "box-2rank/ds.json"), record(tuned(6, 2000.0, "box-2rank"), **node))
+    assert c.old_pick_now == 1980.0 and c.settings_tie and not c.changed
+
+
+def write(out, fingerprint, result, text=None, cpus=8):
     folder = os.path.join(out, fingerprint)
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "ds-n100-abc.json")
+    path = os.path.join(folder, KEY + ".json")
     with open(path, "w") as fh:
-        fh.write(text if text is not None else json.dumps(result.to_dict()))
-    if mtime is not None:
-        os.utime(path, (mtime, mtime))
+        fh.write(text if text is not None else json.dumps(result))
     return path
 
 
-def test_the_previous_result_is_this_hardwares_else_the_newest_elsewhere(tmp_path):
+def here(cpus: int = 8) -> dict:
+    return {"fingerprint": "here", "cpus": cpus, "cpu_model": "x", "memory_gib": 16, "gpus": []}
+
+
+def test_the_previous_result_is_this_hardwares_else_the_nearest_elsewhere(tmp_path):
     out = str(tmp_path)
-    assert previous_result(out, "here", "ds-n100-abc") is None
-    write(out, "older", tuned(4, 500.0, "older"), mtime=1_000_000)
-    newer = write(out, "newer", tuned(6, 600.0, "newer"), mtime=2_000_000)
-    write(out, "newest-but-broken", None, mtime=3_000_000, text="{not json")
-    write(out, "newest-but-alien", None, mtime=2_500_000, text='{"config": {"num_workers": 2}}')
-    no_hardware = dict(tuned(2, 100.0, "x").to_dict(), hardware=None)
-    write(out, "no-hardware", None, mtime=2_600_000, text=json.dumps(no_hardware))
-    no_rate = dict(tuned(2, 100.0, "x").to_dict(), samples_per_s=0)
-    write(out, "no-rate", None, mtime=2_700_000, text=json.dumps(no_rate))
-    path, found = previous_result(out, "here", "ds-n100-abc")
-    assert path == newer and found.config.num_workers == 6, "unreadable results are passed over"
-    mine = write(out, "here", tuned(8, 800.0, "here"), mtime=500_000)
-    path, found = previous_result(out, "here", "ds-n100-abc")
-    assert path == mine and found.samples_per_s == 800.0, "this hardware's result first, however old"
-    assert previous_result(out, "here", "other-key") is None
+    assert previous(out, here(), KEY) is None
+    write(out, "far", record(tuned(4, 500.0, "far", cpus=64), finished_at="2026-12-01T10:00:00+00:00"))
+    near_old = write(out, "near-old", record(tuned(6, 600.0, "near-old", cpus=8),
+                                             finished_at="2026-11-30T10:00:00+00:00"))
+    near_new = write(out, "near-new", record(tuned(6, 650.0, "near-new", cpus=8),
+                                             finished_at="2026-12-01T09:00:00+00:00"))
+    write(out, "broken", None, text="{not json")
+    write(out, "alien", None, text='{"config": {"num_workers": 2}}')
+    write(out, "no-hardware", dict(record(tuned(2, 100.0, "x")), hardware=None))
+    write(out, "no-rate", dict(record(tuned(2, 100.0, "x")), samples_per_s=0))
+    found = previous(out, here(), KEY)
+    assert found.where == near_new and found.tuned.config.num_workers == 6, \
+        "the nearest machine (CPU count), the newest among equals; unreadable results passed over"
+    assert os.path.exists(near_old)
+    mine = write(out, "here", record(tuned(8, 800.0, "here")))
+    found = previous(out, here(), KEY)
+    assert found.where == mine and found.tuned.samples_per_s == 800.0, "this hardware's result first, however old"
+    assert previous(out, here(), "other-key") is None
 
 
 def test_a_previous_result_measured_differently_is_not_called_unchanged(tmp_path):
-    from autoloader.tuning.compare import format_note
-
-    path = write(str(tmp_path), "box", None, text=json.dumps(dict(tuned(8, 1000.0, "box").to_dict(),
-                                                                   measurement_format=0)))
-    note = format_note(path)
+    path = write(str(tmp_path), "box", dict(record(tuned(8, 1000.0, "box")), measurement_format=0))
+    found = previous(str(tmp_path), {**here(), "fingerprint": "box"}, KEY)
+    note = found.measured_differently()
     assert note and "format 0" in note
-    c = compare(tuned(8, 1000.0, "box"), tuned(8, 1000.0, "box"), path, measured_differently=note)
-    assert not c.changes and not c.rate_shifted and c.changed
+    c = compare(found, record(tuned(8, 1000.0, "box")))
+    assert not c.changes and not c.rate_past(RATE_SHIFT) and c.changed and c.status == DRIFTED
     assert "not comparable: the stored result was measured with format 0" in since(c)
-    assert c.to_dict()["measured_differently"] == note
+    assert c.to_dict()["not_comparable"] == note and found.where == path

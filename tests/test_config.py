@@ -16,6 +16,7 @@ from workloads import GlobalDraws, Tiny
 
 from autoloader import LoaderConfig, TunedConfig, seed_worker
 from autoloader.search.knee import find_knee
+from autoloader.store.snippet import snippet
 
 HARDWARE = {"cpus": 2, "cpu_model": "test cpu", "memory_gib": 16, "gpus": [],
             "fingerprint": "cpu-0x-2cpu-16g-00000000"}
@@ -69,7 +70,7 @@ def exec_snippet(source: str) -> dict:
 
 @pytest.mark.parametrize("name", CASES)
 def test_snippet_is_python_that_never_imports_autoloader(name):
-    source = CASES[name].snippet()
+    source = snippet(CASES[name])
     tree = ast.parse(source)
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
@@ -83,7 +84,7 @@ def test_snippet_is_python_that_never_imports_autoloader(name):
 @pytest.mark.parametrize("name", CASES)
 def test_snippet_defines_a_working_make_loader(name):
     config = CASES[name].config
-    ns = exec_snippet(CASES[name].snippet())
+    ns = exec_snippet(snippet(CASES[name]))
     assert callable(ns["make_loader"]) and callable(ns["seed_worker"])
     assert ns["LOADER_KWARGS"] == config.loader_kwargs()
     loader = ns["make_loader"](Tiny(40))
@@ -110,7 +111,7 @@ def test_snippet_defines_a_working_make_loader(name):
 
 def test_snippet_seeds_exactly_like_the_library():
     """One source of truth: the copied seed_worker gives the same streams as autoloader's."""
-    ns = exec_snippet(CASES["persistent"].snippet())
+    ns = exec_snippet(snippet(CASES["persistent"]))
     from torch.utils.data import DataLoader
 
     def draws(loader):
@@ -157,13 +158,13 @@ CHECK = textwrap.dedent("""
 
 def test_snippet_runs_where_autoloader_is_not_installed(tmp_path):
     config = LoaderConfig.make(16, 2, False, 4, True)
-    snippet = tmp_path / "tuned_loader.py"
-    snippet.write_text(tuned(config).snippet())
+    path = tmp_path / "tuned_loader.py"
+    path.write_text(snippet(tuned(config)))
     check = tmp_path / "check.py"
     check.write_text(CHECK)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     # -I: no PYTHONPATH, no user site, no script or current directory on sys.path
-    proc = subprocess.run([sys.executable, "-I", str(check), str(snippet)], cwd=tmp_path, env=env,
+    proc = subprocess.run([sys.executable, "-I", str(check), str(path)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])

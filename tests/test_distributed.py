@@ -1,4 +1,4 @@
-"""A node's ranks tuned together (NOTE [ Tuning a node's ranks ] in node.py), with two CPU ranks
+"""A node's ranks tuned together (NOTE [ Tuning a node's ranks ] in node/__init__.py), with two CPU ranks
 on gloo: what CI can run. Each multi-rank test starts real ranks (``autoloader tune
 --nproc-per-node 2`` in a subprocess, or two spawned processes calling the API as torchrun's
 ranks would) with a 10 s budget on tests/workloads.py's tiny datasets.
@@ -18,7 +18,9 @@ from conftest import REPO_ROOT, WORKLOADS
 
 from autoloader.cli import main
 from autoloader.inputs.hardware import Hardware, usable_cpus
-from autoloader.node.core import _free_port, check_nproc, node_result, node_share
+from autoloader.node.group import check_nproc, node_share
+from autoloader.node.launch import _free_port
+from autoloader.node.runner import node_result
 from autoloader.search.policy import MAX_WORKERS_PER_CPU
 from autoloader.search.results import FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig

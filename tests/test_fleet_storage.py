@@ -108,7 +108,7 @@ def test_two_tuners_on_one_sqlite_study_both_land_every_trial(out_dir):
 
 def test_opening_a_postgresql_study_never_fails_another_tuners_live_trial(postgres):
     """The store-level race, deterministic: a second tuner opens the study while the first's trial
-    is in flight (on main before runs.py, the open failed it and the first died at its tell)."""
+    is in flight (on main before store/runs.py, the open failed it and the first died at its tell)."""
     from autoloader.search.results import OK, TrialResult
     from autoloader.search.space import LoaderConfig, SearchSpace
     from autoloader.store.study import Limits, StudyStore

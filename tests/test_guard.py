@@ -1,7 +1,7 @@
 """The memory prediction that keeps a config from being run when it would break the ceiling:
 it must predict in the guard's own measure (PSS), or a breach is found only by running it."""
 
-from autoloader.probe.guard import predict_peak
+from autoloader.search.memory import predict_peak
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
 

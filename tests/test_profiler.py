@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from autoloader.probe.profiler import run_profile
-from autoloader.probe.trial import _pss, _tensor_bytes
+from autoloader.probe.trial import _tensor_bytes
+from autoloader.probe.workers import pss as _pss
 
 
 class Timed(torch.utils.data.Dataset):

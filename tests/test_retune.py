@@ -16,11 +16,21 @@ from fleet_workloads import SLOWDOWN_ENV
 
 from autoloader.cli import main
 from autoloader.fleet import registry
-from autoloader.fleet.registry import Thresholds
+from autoloader.search.model import Calibration
+from autoloader.search.policy import Thresholds
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace
+from autoloader.search.strategy import Strategy
 from autoloader.search.warm import Warmed, WarmStart
-from autoloader.tuning.drift import BASELINE, DRIFTED, NEW_HARDWARE, UNCHANGED, judge
+from autoloader.store.validate import checked_result
+from autoloader.tuning.compare import (
+    BASELINE,
+    DRIFTED,
+    NEW_HARDWARE,
+    UNCHANGED,
+    Change,
+    compare,
+)
 
 FLEET = os.path.join(REPO_ROOT, "tests", "fleet_workloads.py")
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
@@ -75,7 +85,7 @@ def test_a_registrys_relative_paths_are_its_folders(tmp_path):
 
 # --- the warm start --------------------------------------------------------------------------------
 
-class Rest:
+class Rest(Strategy):
     """The search after the warm start: proposes one fixed config, then nothing."""
 
     def __init__(self, config):
@@ -89,6 +99,12 @@ class Rest:
 
     def curve(self, history):
         return []
+
+    def finalists(self, history):
+        return []
+
+    def calibration(self, history):
+        return Calibration()
 
 
 def test_a_warm_start_measures_the_stored_pick_first_and_ends_early_when_it_holds():
@@ -130,31 +146,38 @@ def result(workers: int, rate: float, fingerprint: str = "box", knee: int = 2, p
     config = LoaderConfig.make(16, workers, False).loader_kwargs()
     trials = [{"config": LoaderConfig.make(16, w, False).loader_kwargs(), "status": "ok", "samples_per_s": rate,
                "peak_pss_bytes": peak} for w, peak in (peaks or {}).items()]
-    return {"config": config, "samples_per_s": rate, "knee": {"stops_paying": knee},
+    return {"config": config, "samples_per_s": rate, "dataset_key": "ds-n100-abc",
+            "knee": {"stops_paying": knee, "peak": knee, "starts_hurting": None, "tolerance": 0.03,
+                     "curve": [[knee, rate]]},
             "hardware": {"fingerprint": fingerprint, "cpus": cpus, "cpu_model": "x", "memory_gib": 16, "gpus": []},
             "trials": trials, "finals": [{"config": config, "rates": [rate]}], "measurement_format": 1}
 
 
+def judge(previous: dict | None, current: dict, thresholds: Thresholds):
+    return compare(checked_result("p", previous) if previous is not None else None, current, thresholds)
+
+
 def test_drift_is_judged_against_the_thresholds():
     t = Thresholds(rate=0.25, knee=2, memory_per_worker=0.5)
-    assert judge(None, None, result(2, 100.0), t).status == BASELINE
-    assert judge(result(2, 100.0), "p", result(2, 110.0), t).status == UNCHANGED
-    slower = judge(result(2, 100.0), "p", result(2, 60.0), t)
-    assert slower.status == DRIFTED and slower.old_pick_ratio == 0.6 and "rate -40%" in slower.reasons[0]
-    moved = judge(result(2, 100.0, knee=2), "p", result(2, 100.0, knee=5), t)
+    assert judge(None, result(2, 100.0), t).status == BASELINE
+    assert judge(result(2, 100.0), result(2, 110.0), t).status == UNCHANGED
+    slower = judge(result(2, 100.0), result(2, 60.0), t)
+    assert slower.status == DRIFTED and slower.rate_ratio == 0.6 and "rate -40%" in slower.reasons[0]
+    moved = judge(result(2, 100.0, knee=2), result(2, 100.0, knee=5), t)
     assert moved.status == DRIFTED and "knee 2 -> 5" in moved.reasons[0]
-    assert judge(result(2, 100.0, knee=2), "p", result(2, 100.0, knee=5), Thresholds()).status == UNCHANGED, \
+    assert judge(result(2, 100.0, knee=2), result(2, 100.0, knee=5), Thresholds()).status == UNCHANGED, \
         "the knee is judged only when the registry sets a threshold"
     mib = 2**20
-    heavier = judge(result(2, 100.0, peaks={0: 500 * mib, 2: 700 * mib}), "p",
+    heavier = judge(result(2, 100.0, peaks={0: 500 * mib, 2: 700 * mib}),
                     result(2, 100.0, peaks={0: 500 * mib, 2: 1100 * mib}), t)
     assert heavier.status == DRIFTED and heavier.memory_per_worker_after == 300 * mib
-    picked = judge(result(2, 100.0), "p", result(4, 100.0), t)
-    assert picked.status == DRIFTED and picked.changes[0] == ("num_workers", 2, 4)
-    elsewhere = judge(result(2, 100.0, fingerprint="old", cpus=8), "p", result(4, 50.0), t)
+    picked = judge(result(2, 100.0), result(4, 100.0), t)
+    assert picked.status == DRIFTED and picked.changes[0] == Change("num_workers", 2, 4)
+    elsewhere = judge(result(2, 100.0, fingerprint="old", cpus=8), result(4, 50.0), t)
     assert elsewhere.status == NEW_HARDWARE and ("cpus", 8, 2) in elsewhere.hardware_changes
+    assert elsewhere.changed, "from other hardware the reasons are reported (--fail-if-changed exits on them)"
     older = dict(result(2, 100.0), measurement_format=0)
-    assert judge(older, "p", result(2, 100.0), t).status == DRIFTED
+    assert judge(older, result(2, 100.0), t).status == DRIFTED
 
 
 # --- a real retune ---------------------------------------------------------------------------------
@@ -187,7 +210,7 @@ def test_retune_flags_a_regression_and_keeps_the_last_good_result_when_killed(tm
 
     code, slower = retune(path, out, slowdown="4")
     (entry,) = slower["datasets"]
-    assert code == 3 and entry["status"] == DRIFTED and entry["drift"]["old_pick_ratio"] < 0.5, entry
+    assert code == 3 and entry["status"] == DRIFTED and entry["drift"]["rate_ratio"] < 0.5, entry
     assert slower["report"]["markdown"].endswith(".md") and os.path.isfile(slower["report"]["latest_markdown"])
     good = open(stored).read()
     history = sorted(os.listdir(os.path.dirname(entry["history_path"])))

@@ -42,19 +42,20 @@ def test_opening_a_study_never_fails_another_tuners_live_trial(tmp_path):
     assert states == [optuna.trial.TrialState.COMPLETE] * 2
 
 
-def test_a_new_run_after_a_complete_one_starts_empty_with_priors(tmp_path):
+def test_a_new_run_after_a_complete_one_starts_empty_and_keeps_its_trials(tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     store = StudyStore(url, "hw/key", SPACE)
     store.finish(store.begin(TWO, LIMITS), measured(TWO))
     store.complete({"config": TWO.loader_kwargs()})
     again = StudyStore(url, "hw/key", SPACE)
     assert not again.resumed_run and again.history(LIMITS) == ([], 0)
-    assert [p.config for p in again.priors()] == [TWO]
-    # A run that ended in an error is neither resumed nor a prior.
+    assert len(again.study.get_trials(deepcopy=False)) == 1, "the complete run's trial stays in the study"
+    # A run that ended in an error is not resumed either.
     again.finish(again.begin(FOUR, LIMITS), measured(FOUR))
     again.failed()
     third = StudyStore(url, "hw/key", SPACE)
-    assert not third.resumed_run and [p.config for p in third.priors()] == [TWO]
+    assert not third.resumed_run and third.history(LIMITS) == ([], 0)
+    assert len(third.study.get_trials(deepcopy=False)) == 2
 
 
 def test_an_interrupted_run_is_resumed_and_its_running_trial_failed_at_once(tmp_path):
@@ -91,9 +92,9 @@ def test_a_shared_storage_lists_and_offers_each_machines_last_pick(tmp_path):
     """What a machine new to a fleet starts from, and what `autoloader show --storage` lists: the
     complete runs' picks recorded in the storage's studies, nearest hardware first."""
     from autoloader.fleet import show
+    from autoloader.fleet.warm import plan
     from autoloader.inputs.hardware import Hardware
     from autoloader.inputs.problem import Problem
-    from autoloader.search.warm import plan
     from autoloader.store.history import nearest, other_hardware
 
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
@@ -111,10 +112,10 @@ def test_a_shared_storage_lists_and_offers_each_machines_last_pick(tmp_path):
                                                                           ("mid-0x-4cpu", "ds-n100-abc", 3)]
     here = Hardware(cpus=2, cpu_model="x", memory_gib=16, gpus=())
     found = other_hardware(str(tmp_path / "empty"), here.fingerprint, "ds-n100-abc", url)
-    where, data = nearest(here.to_dict(), found)
-    assert data["hardware"]["fingerprint"] == "mid-0x-4cpu" and where.endswith("#mid-0x-4cpu/ds-n100-abc")
+    base = nearest(here.to_dict(), found)
+    assert base.hardware["fingerprint"] == "mid-0x-4cpu" and base.where.endswith("#mid-0x-4cpu/ds-n100-abc")
     problem = Problem.build("mod:ds", batch_size=16, device="cpu", hw=here, length=100, length_known=True)
-    warm = plan((where, data), problem)
+    warm = plan(base, problem)
     assert warm.start.pick.num_workers == 2, "3 workers on 4 CPUs: 2 on this machine's 2"
     assert not warm.start.may_stop and "nearest other hardware" in warm.describe()
 

@@ -9,11 +9,11 @@ a snapshot of them all copied into memory, since optuna-dashboard serves one sto
 
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import dataclass
 
 from ..errors import AutoloaderError, usage
+from ..store.paths import study_files
 from ..store.storage import masked, open_storage
 
 EXTRA = "pip install 'autoloader[dashboard]'"
@@ -39,7 +39,7 @@ def require_dashboard():
 def storage_to_serve(out: str, storage: str | None) -> Served:
     if storage is not None:
         return Served(_open(storage), f"the storage {masked(storage)} (live)")
-    files = sorted(glob.glob(os.path.join(glob.escape(out), "*", "*.db")))
+    files = study_files(out)
     if not files:
         raise usage("the dashboard needs a stored study", f"no <hardware>/<key>.db under {out}",
                     "tune first, or pass --out DIR or --storage URL where the studies are")

@@ -43,25 +43,11 @@ import tomllib
 from ..errors import UsageError, usage
 from ..inputs.problem import batch_sizes_of
 from ..inputs.source import Source, _split_spec
-from ..search.policy import RATE_SHIFT
+from ..search.policy import Thresholds
 
 SETTINGS = ("budget", "device", "max_memory", "trial_timeout")
 FLEET = ("out", "storage", "reports")
 DATASET_KEYS = {"name", "dataset", "step", "batch_size", "batch_sizes", "version", "options", *SETTINGS}
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Past any of these a dataset drifted (NOTE [ Drift ] in drift.py)."""
-    rate: float = RATE_SHIFT
-    # The knee is the strategy's worker curve's (the corrected model's), which moves with what a
-    # run measured: reported always, judged only when the registry sets a threshold.
-    knee: int | None = None
-    memory_per_worker: float = 0.5
-    pick: bool = True
-
-    def to_dict(self) -> dict:
-        return {"rate": self.rate, "knee": self.knee, "memory_per_worker": self.memory_per_worker, "pick": self.pick}
 
 
 @dataclass(frozen=True)
@@ -194,7 +180,7 @@ def _entry(entry: dict, defaults: dict, folder: str, index: int) -> Entry:
 def _check_settings(settings: dict, where: str) -> None:
     """The run settings checked as a run checks them, so a bad one is a bad registry (exit 2)
     before anything runs, not a failed dataset after the others."""
-    from ..tuning.run import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
+    from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 
     device = settings.get("device")
     if device is not None and (not isinstance(device, str) or not (device in ("cpu", "cuda")

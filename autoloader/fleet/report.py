@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ..search.policy import SETTINGS_TIE
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version
-from ..tuning.drift import DRIFTED
+from ..tuning.compare import DRIFTED
 
 
 def _rate(value: float | None) -> str:
@@ -23,10 +24,10 @@ def _pick(kwargs: dict | None) -> str:
 
 
 def _old_pick(drift) -> str:
-    if drift is None or drift.old_pick_then is None:
+    if drift is None or drift.pick_rate_before is None:
         return "-"
-    ratio = drift.old_pick_ratio
-    return (f"{_rate(drift.old_pick_then)} -> {_rate(drift.old_pick_now)}"
+    ratio = drift.old_pick_now / drift.pick_rate_before if drift.old_pick_now is not None else None
+    return (f"{_rate(drift.pick_rate_before)} -> {_rate(drift.old_pick_now)}"
             + (f" ({ratio - 1:+.0%})" if ratio is not None else ""))
 
 
@@ -92,9 +93,9 @@ def markdown(report) -> str:
         elif d is not None:
             if d.previous_path:
                 lines.append(f"- compared with: `{d.previous_path}` ({d.previous_finished_at or 'undated'})")
-            lines.append("- pick: " + (", ".join(f"{s} {b} -> {a}" for s, b, a in d.changes) if d.changes
-                                       else "unchanged") + (" (a tie: the old pick read within 5% of the new)"
-                                                            if d.settings_tie else ""))
+            lines.append("- pick: " + (", ".join(f"{c.setting} {c.before} -> {c.after}" for c in d.changes)
+                                       if d.changes else "unchanged")
+                         + (f" (a tie: the old pick read within {SETTINGS_TIE:.0%} of the new)" if d.settings_tie else ""))
             lines.append(f"- the old pick's rate then -> now: {_old_pick(d)}")
             lines.append(f"- knee: {_knee(d)}; memory per worker: {_memory(d)}")
             if d.hardware_changes:

@@ -2,9 +2,9 @@
 
 For each dataset, in order: build it here (its key needs its length and content: NOTE [ Content
 fingerprint ]), find its last good result on this hardware, else the nearest other hardware's
-(history.py), start from it (warm.py: the stored pick and its neighbours first, and an early
+(store/history.py), start from it (search/warm.py: the stored pick and its neighbours first, and an early
 stop when it still holds), keep the new result in the dated history, and judge the drift
-(NOTE [ Drift ] in drift.py). One dataset failing does not stop the others. The run's report
+(NOTE [ Drift ] in tuning/compare.py). One dataset failing does not stop the others. The run's report
 (markdown and JSON) is written under the reports folder, dated, and as ``latest``.
 
 Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted past a
@@ -22,16 +22,18 @@ from typing import Callable
 from ..api import built_problem
 from ..errors import AutoloaderError
 from ..inputs import hardware
+from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 from ..inputs.source import resolve_dataset
-from ..search.warm import plan as warm_plan
-from ..store.history import last_good, nearest, other_hardware, record
+from ..search.policy import Thresholds
+from ..store.history import previous, record
 from ..store.paths import held, resolve_out, result_path
 from ..store.storage import masked
 from ..store.study import atomic_write
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version, now_iso
-from ..tuning import drift as drift_mod
-from ..tuning.run import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, Run
-from .registry import Entry, Registry, Thresholds
+from ..tuning import compare as compare_mod
+from ..tuning.run import Run
+from .registry import Entry, Registry
+from .warm import plan as warm_plan
 
 OK_EXIT, FAILED_EXIT, DRIFTED_EXIT = 0, 1, 3
 FAILED = "failed"
@@ -41,9 +43,9 @@ FAILED = "failed"
 class Outcome:
     """One dataset's re-tune."""
     name: str
-    status: str                      # a drift status (drift.py) or FAILED
+    status: str                      # a comparison's status (tuning/compare.py) or FAILED
     key: str | None = None
-    drift: drift_mod.Drift | None = None
+    drift: compare_mod.Comparison | None = None
     error: str | None = None
     result_path: str | None = None
     history_path: str | None = None
@@ -78,7 +80,7 @@ class RetuneReport:
     def exit_code(self) -> int:
         if any(o.status == FAILED for o in self.outcomes):
             return FAILED_EXIT
-        if any(o.status == drift_mod.DRIFTED for o in self.outcomes):
+        if any(o.status == compare_mod.DRIFTED for o in self.outcomes):
             return DRIFTED_EXIT
         return OK_EXIT
 
@@ -122,7 +124,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         del built
         options = Options.build(settings.get("budget", DEFAULT_BUDGET_S),
                                 settings.get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S),
-                                settings.get("max_memory"), out, storage)
+                                settings.get("max_memory"), out, storage, thresholds)
     except AutoloaderError as exc:
         return Outcome(entry.name, FAILED, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - the user's dataset raised while being built
@@ -130,9 +132,8 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
     fingerprint, key = problem.hardware.fingerprint, problem.key
     path = result_path(out, fingerprint, key)
     with held(path[:-len(".json")] + ".lock"):
-        mine = last_good(out, fingerprint, key)     # read before the run replaces it
-        base = mine or nearest(problem.hardware.to_dict(), other_hardware(out, fingerprint, key, storage))
-        warm = warm_plan(base, problem)
+        # The run compares with the same previous result when it ends (tuning/compare.py).
+        warm = warm_plan(previous(out, problem.hardware.to_dict(), key, storage), problem)
         progress("warm", {"name": entry.name, "key": key, "warm": warm})
         try:
             result = Run(problem, options, progress, warm_start=warm.start).run()
@@ -140,10 +141,9 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
             return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm.describe())
         except Exception as exc:  # noqa: BLE001 - reported per dataset; the others still run
             return Outcome(entry.name, FAILED, key=key, error=f"{type(exc).__name__}: {exc}", warm=warm.describe())
-    data = result.to_dict()
-    judged = drift_mod.judge(base[1] if base else None, base[0] if base else None, data, thresholds)
+    judged = result.since or compare_mod.Comparison(compare_mod.BASELINE)
     return Outcome(entry.name, judged.status, key=key, drift=judged, result_path=result.path,
-                   history_path=record(out, fingerprint, key, data), warm=warm.describe(),
+                   history_path=record(out, fingerprint, key, result.to_dict()), warm=warm.describe(),
                    pick=result.config.loader_kwargs(), samples_per_s=result.samples_per_s,
                    trials=len(result.trials), early_stop=result.early_stop, seconds=result.tune_seconds)
 

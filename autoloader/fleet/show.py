@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from dataclasses import dataclass
 
 from ..errors import usage
 from ..inputs import hardware
-from ..store.history import stored_picks, usable
-from ..store.paths import split_study_name
-from ..store.study import read_json
+from ..store.history import stored_picks
+from ..store.paths import result_files, split_study_name
+from ..store.validate import StoredResult, load_result
 
 
 @dataclass(frozen=True)
@@ -33,49 +32,54 @@ class Stored:
                 "measurement_format": self.measurement_format, "where": self.where, "dataset": self.dataset}
 
 
-def _stored(where: str, data: dict) -> Stored:
-    return Stored((data.get("hardware") or {}).get("fingerprint", "?"), data.get("dataset_key", "?"), data["config"],
-                  float(data["samples_per_s"]), data.get("finished_at"), data.get("autoloader_version"),
-                  data.get("measurement_format"), where, data.get("dataset"))
+def _row(stored: StoredResult) -> Stored:
+    data = stored.data
+    return Stored(stored.hardware.get("fingerprint", "?"), stored.tuned.dataset_key, stored.tuned.config.loader_kwargs(),
+                  stored.tuned.samples_per_s, data.get("finished_at"), data.get("autoloader_version"),
+                  data.get("measurement_format"), stored.where, data.get("dataset"))
+
+
+def _all(out: str, storage: str | None) -> list[StoredResult]:
+    """Every stored result under ``out`` that passes its checks (one that fails is warned about,
+    naming it) and, with ``storage``, every complete run's pick in its studies that ``out`` does
+    not hold already."""
+    found = [stored for path in result_files(out) if (stored := load_result(path)) is not None]
+    if storage is not None:
+        seen = {(s.hardware.get("fingerprint"), s.tuned.dataset_key) for s in found}
+        found += [s for s in stored_picks(storage)
+                  if (s.hardware.get("fingerprint"), s.tuned.dataset_key) not in seen]
+    return found
 
 
 def listing(out: str, storage: str | None = None) -> list[Stored]:
     """Every stored result under ``out`` (``<fingerprint>/<key>.json``) and, with ``storage``,
-    every complete run's pick in its studies that ``out`` does not hold already; by hardware, key."""
-    rows = [_stored(path, data) for path in glob.glob(os.path.join(glob.escape(out), "*", "*.json"))
-            if usable(data := read_json(path))]
-    if storage is not None:
-        seen = {(r.hardware, r.key) for r in rows}
-        rows += [row for where, data in stored_picks(storage)
-                 if (row := _stored(where, data)) and (row.hardware, row.key) not in seen]
-    return sorted(rows, key=lambda r: (r.hardware, r.key))
+    every complete run's pick in its studies; by hardware, key."""
+    return sorted((_row(s) for s in _all(out, storage)), key=lambda r: (r.hardware, r.key))
 
 
 def find(out: str, name: str, storage: str | None = None) -> tuple[str, dict]:
     """One stored result: by path, by ``<fingerprint>/<key>``, or by key (this hardware's when
     several machines have one)."""
     if os.path.isfile(name):
-        data = read_json(name)
-        if usable(data):
-            return name, data
-        raise usage("the file must be an autoloader result", name, "pass a <key>.json that `autoloader show` lists")
+        stored = load_result(name)
+        if stored is not None:
+            return name, stored.data
+        raise usage("the file must be an autoloader result that passes its checks", name,
+                    "pass a <key>.json that `autoloader show` lists (the warning above says what is wrong with it)")
     parts = split_study_name(name)
     fingerprint, key = parts if parts else (None, name)
-    matches = [(r.where, r) for r in listing(out, storage) if r.key == key
-               and (fingerprint is None or r.hardware == fingerprint)]
+    matches = [s for s in _all(out, storage) if s.tuned.dataset_key == key
+               and (fingerprint is None or s.hardware.get("fingerprint") == fingerprint)]
     if not matches:
         raise usage("the result must be one that is stored", name,
                     "pass a key that `autoloader show` lists (with the same --out/--storage)")
     if len(matches) > 1:
-        mine = [m for m in matches if m[1].hardware == hardware.detect().fingerprint]
+        mine = [m for m in matches if m.hardware.get("fingerprint") == hardware.detect().fingerprint]
         if len(mine) != 1:
-            raise usage("the key names results of several machines", [m[1].hardware for m in matches],
+            raise usage("the key names results of several machines", [m.hardware.get("fingerprint") for m in matches],
                         "pass <fingerprint>/<key>")
         matches = mine
-    where, row = matches[0]
-    data = read_json(where) if os.path.isfile(where) else None
-    return where, data if usable(data) else {**row.to_dict(), "dataset_key": row.key,
-                                             "hardware": {"fingerprint": row.hardware}}
+    return matches[0].where, matches[0].data
 
 
 def _pick(kwargs: dict) -> str:

@@ -5,7 +5,7 @@
 # ``retry.USER_CODE_CAUSES``) says nothing about the config once that code is fixed; stored as a
 # plain fact about the config, it made every later run of the same problem fail at once, fix or
 # no fix. So each stored trial records the digest of the code it ran, and a stored failure of the
-# user's code stands only while the digest is the same (retry.py). The digest is computed in the
+# user's code stands only while the digest is the same (store/retry.py). The digest is computed in the
 # trial process, where the dataset and step are built (the driver never imports them, NOTE [ No
 # CUDA in the driver ]), from
 # - the code of the dataset's class (and its bases), the step (and the factory that made it) and

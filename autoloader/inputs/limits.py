@@ -7,6 +7,7 @@ import warnings
 from typing import Sequence
 
 from ..errors import AutoloaderWarning, usage
+from ..search.policy import MIN_CLIPPED_TIMEOUT_S
 
 
 def check_ceiling_fits_ram(ceiling: int, given: int | str, default_share: float) -> None:
@@ -21,12 +22,6 @@ def check_ceiling_fits_ram(ceiling: int, given: int | str, default_share: float)
                     f"{default_share:.0%} of the RAM available")
 
 
-def batch_samples(batch_size: int, length: int | None) -> int:
-    """Samples in the largest batch a loader makes: the batch size, or the whole dataset when
-    it is shorter (the only batch is then partial)."""
-    return batch_size if length is None else max(1, min(batch_size, length))
-
-
 def warn_batch_past_length(batch_sizes: Sequence[int], length: int | None) -> None:
     """Warn when a batch size is larger than the dataset: each epoch is one partial batch (none
     with drop_last), which measures start-up more than loading."""
@@ -38,9 +33,6 @@ def warn_batch_past_length(batch_sizes: Sequence[int], length: int | None) -> No
                       "length", AutoloaderWarning, stacklevel=4)
 
 
-# A trial whose timeout is clipped to the budget still gets this long to show progress: a
-# healthy trial's first batch (worker start-up included) must fit in it.
-MIN_CLIPPED_TIMEOUT_S = 5.0
 
 
 def clipped_timeout(trial_timeout: float, left_s: float) -> float:

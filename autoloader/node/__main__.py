@@ -6,7 +6,7 @@ they would be ``__main__``'s and would not unpickle). See ``node.launch``.
 
 import sys
 
-from .core import rank_main
+from .launch import rank_main
 
 if __name__ == "__main__":
     sys.exit(rank_main())

@@ -32,26 +32,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..search.burst_rule import BurstSettings
+
 # Two-sided 95% Student t quantiles for small sample counts (df = chunks - 1).
 _T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
         10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04}
-
-
-@dataclass(frozen=True)
-class BurstSettings:
-    """The stop rule of one burst."""
-
-    min_window_s: float = 1.0
-    max_window_s: float = 5.0
-    target_rel_interval: float = 0.03
-    chunk_s: float = 0.2
-    extra_skip: int = 2
-    # Worker cycles (num_workers batches each) a window must hold before the time cap may end it;
-    # see NOTE [ Honest burst ]. Below 2, a window yields fewer lagged differences than workers.
-    min_cycles: float = 2.0
-    # Stop early, once the rate is clearly below this (samples/s): the search only needs to know
-    # a config loses, not by how much. None measures in full (finals, benchmarks).
-    prune_below: float | None = None
 
 
 @dataclass(frozen=True)
@@ -69,14 +54,6 @@ class BurstMeasurement:
     window_start_wall: float
     window_end_wall: float
     pruned: bool = False
-
-
-def expected_window_s(settings: BurstSettings, num_workers: int, batch_interval_s: float) -> float:
-    """The longest window ``settings`` give a config that delivers a batch every
-    ``batch_interval_s``: the time cap, or min_cycles worker cycles when those take longer,
-    within the hard cap of three time caps. For budgeting; see NOTE [ Honest burst ]."""
-    cycles = settings.min_cycles * num_workers * batch_interval_s
-    return min(max(settings.max_window_s, cycles), 3 * settings.max_window_s)
 
 
 def t95(df: int) -> float:
@@ -220,7 +197,7 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
         to_epoch_end = ((epoch_batches - in_epoch) * elapsed / batches if epoch_batches else math.inf)
         boundary_due = not restarts and elapsed + to_epoch_end < settings.max_window_s
         enough = elapsed >= settings.min_window_s and batches >= min_batches and not boundary_due
-        if settings.prune_below and batches >= min_batches and rate < 0.8 * settings.prune_below:
+        if settings.prune_below and batches >= min_batches and rate < settings.prune_below:
             pruned = True  # clearly behind the best so far: the search needs no more of it
         # The time cap yields to the floor of min_cycles x num_workers batches (slow batches at
         # many workers need it), up to a hard cap of three times the time cap.

@@ -2,7 +2,7 @@
 memory it cached once the trial ends, and read its utilisation from NVML.
 
 Used only inside the trial process (``trial.py``), which owns CUDA; the driver never imports
-torch's CUDA side (NOTE [ No CUDA in the driver ] in hardware.py).
+torch's CUDA side (NOTE [ No CUDA in the driver ] in inputs/hardware.py).
 
 # NOTE [ Pinned memory outlives its trial ]
 # PyTorch's caching host allocator keeps every page-locked block it ever handed out, for the

@@ -5,23 +5,25 @@ trial can end into a TrialResult. The messages are NOTE [ Trial protocol ] in pr
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import time
 from dataclasses import dataclass
 
+from ..search.burst_rule import BurstSettings
 from ..search.results import CONSTRAINT, FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig
 from . import guard, trial
-from .burst import BurstSettings
 from .failures import death_cause, death_text, exit_text
 from .protocol import (
     Beat,
     Begin,
     DatasetInfo,
     Measure,
+    Measured,
+    Profiled,
     ProfileRequest,
-    Result,
     RunnerSetup,
     SetupError,
     SetupFailed,
@@ -50,12 +52,7 @@ def _main_script_hint() -> str:
             "trial process's own error is on stderr above")
 
 
-def _failure(status: str, cause: str, error: str, stalled_s: float | None = None) -> dict:
-    """The fields of a trial that ended without a result of its own."""
-    return {"status": status, "cause": cause, "error": error, "stalled_s": stalled_s}
-
-
-# How a trial ended when it sent no Result (NOTE [ Trial protocol ]); TrialRunner._wait returns one.
+# How a trial ended when it sent no result (NOTE [ Trial protocol ]); TrialRunner._wait returns one.
 
 @dataclass(frozen=True)
 class _Died:
@@ -180,17 +177,13 @@ class TrialRunner:
         if not self._send(ProfileRequest(batch_size, max(0, budget))):
             return None, "the trial process was gone"
         outcome = self._wait(watch, t0, 2 * timeout + 60.0, timeout)
-        if isinstance(outcome, Result):
+        if isinstance(outcome, Profiled):
             self.orphans += outcome.leaked_workers
             self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
-            return outcome.fields.get("profile"), outcome.fields.get("error")
+            return outcome.profile, outcome.error
         self._kill()
         self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
-        if isinstance(outcome, _Died):
-            return None, death_text(outcome.exitcode)
-        if isinstance(outcome, _Breach):
-            return None, self._breach(outcome)["error"]
-        return None, self._hang(outcome)["error"]
+        return None, self._ended(LoaderConfig.make(batch_size, 0, False), outcome).error
 
     def _ensure_started(self, config: LoaderConfig) -> TrialResult | None:
         if self._proc is not None and self._proc.is_alive() and self._conn is not None:
@@ -219,21 +212,16 @@ class TrialRunner:
                 return None
             return TrialResult(config, FAILED, cause="runner_killed", error="the trial process was gone")
         outcome = self._wait(watch, t0, self._cap(settings, timeout), timeout)
-        if isinstance(outcome, Result):
+        if isinstance(outcome, Measured):
             self.orphans += outcome.leaked_workers
-            fields = dict(outcome.fields)
+            result = outcome.result
         else:
             self._kill()  # a breach, a death or a hang: nothing of the tree may stay
-            if isinstance(outcome, _Died):
-                if not outcome.begun and retry_allowed:
-                    return None  # it died of something that came before this trial
-                fields = self._death(outcome)
-            elif isinstance(outcome, _Breach):
-                fields = self._breach(outcome)
-            else:
-                fields = self._hang(outcome)
+            if isinstance(outcome, _Died) and not outcome.begun and retry_allowed:
+                return None  # it died of something that came before this trial
+            result = self._ended(config, outcome)
         self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
-        return self._result(config, fields, watch, t0)
+        return self._seen(result, watch, t0)
 
     def _send(self, message) -> bool:
         """Send ``message`` to the trial process; False, its tree killed, when it is gone."""
@@ -254,9 +242,9 @@ class TrialRunner:
         return 2 * timeout + 3 * settings.max_window_s + 30.0
 
     def _wait(self, watch: guard.TreeWatch, t0: float, cap: float,
-              timeout: float) -> Result | _Died | _Breach | _Hung:
+              timeout: float) -> Measured | Profiled | _Died | _Breach | _Hung:
         """Read the trial's messages while guarding its tree, until the trial ends one way or
-        another: its Result, the process's death, a memory breach, or the watchdog. Kills nothing."""
+        another: its result, the process's death, a memory breach, or the watchdog. Kills nothing."""
         begun, last_progress, batches = False, t0, 0
         while True:
             if self._conn.poll(0.05):
@@ -269,7 +257,7 @@ class TrialRunner:
                 elif isinstance(message, Beat):
                     last_progress, batches = time.monotonic(), message.batches
                 else:
-                    return message  # a Result: the only other message of a trial
+                    return message  # Measured or Profiled: the only other messages of a trial
                 continue
             sample = watch.poll()
             if sample is not None and sample.pss > self.max_memory:
@@ -277,7 +265,7 @@ class TrialRunner:
             if not self._proc.is_alive():
                 code = self._wait_exitcode()
                 if self._conn.poll(0):
-                    continue  # its last words (a Result, or Begin) are still in the pipe
+                    continue  # its last words (its result, or Begin) are still in the pipe
                 return _Died(code, begun)
             now = time.monotonic()
             quiet = now - last_progress
@@ -285,16 +273,18 @@ class TrialRunner:
                 return _Hung(quiet_s=quiet, running_s=now - t0, cap_s=cap, timeout_s=timeout, batches=batches,
                              processes=max(1, len(watch.procs)), detected_at=now)
 
-    def _breach(self, breach: _Breach) -> dict:
-        sample = breach.sample
-        return _failure(CONSTRAINT, "host_memory",
-                        f"{sample.pss / 2**30:.2f} GiB across {sample.processes} processes passed the "
-                        f"{self.max_memory / 2**30:.2f} GiB ceiling; trial stopped")
+    def _ended(self, config: LoaderConfig, outcome: _Died | _Breach | _Hung) -> TrialResult:
+        """The result of a trial that ended without one of its own: a death, a breach, a hang."""
+        if isinstance(outcome, _Died):
+            return TrialResult(config, FAILED, cause=death_cause(outcome.exitcode), error=death_text(outcome.exitcode))
+        if isinstance(outcome, _Breach):
+            sample = outcome.sample
+            return TrialResult(config, CONSTRAINT, cause="host_memory",
+                               error=f"{sample.pss / 2**30:.2f} GiB across {sample.processes} processes passed the "
+                                     f"{self.max_memory / 2**30:.2f} GiB ceiling; trial stopped")
+        return self._hang(config, outcome)
 
-    def _death(self, death: _Died) -> dict:
-        return _failure(FAILED, death_cause(death.exitcode), death_text(death.exitcode))
-
-    def _hang(self, hang: _Hung) -> dict:
+    def _hang(self, config: LoaderConfig, hang: _Hung) -> TrialResult:
         """The watchdog's report; called right after the kill, which it times."""
         killed_in = time.monotonic() - hang.detected_at
         progress = f"after {hang.batches} batches" if hang.batches else "and no batch at all"
@@ -304,16 +294,17 @@ class TrialRunner:
                if hang.quiet_s > hang.timeout_s else
                f"still running after {hang.running_s:.0f} s, past the {hang.cap_s:.0f} s a trial may take "
                "(twice the watchdog's timeout, three window caps and 30 s)")
-        return _failure(HANG, "hang", f"{why}, {progress}; the trial's process tree ({hang.processes} processes) "
-                                      f"was killed in {killed_in:.2f} s", stalled_s=hang.quiet_s)
+        return TrialResult(config, HANG, cause="hang", stalled_s=hang.quiet_s,
+                           error=f"{why}, {progress}; the trial's process tree ({hang.processes} processes) "
+                                 f"was killed in {killed_in:.2f} s")
 
-    def _result(self, config: LoaderConfig, fields: dict, watch: guard.TreeWatch, t0: float) -> TrialResult:
-        """The trial's TrialResult: its fields, and what the driver saw of its tree."""
-        return TrialResult(config=config, peak_host_bytes=watch.peak.uss or None,
-                           peak_pss_bytes=watch.peak.pss or None,
-                           peak_shm_bytes=watch.peak_shm,
-                           batch_bytes=(self.info.sample_bytes * config.batch_size) if self.info else None,
-                           seconds=time.monotonic() - t0, **fields)
+    def _seen(self, result: TrialResult, watch: guard.TreeWatch, t0: float) -> TrialResult:
+        """The trial's result with what the driver saw of its tree: memory, /dev/shm, wall time."""
+        config = result.config
+        return dataclasses.replace(result, peak_host_bytes=watch.peak.uss or None, peak_pss_bytes=watch.peak.pss or None,
+                                   peak_shm_bytes=watch.peak_shm,
+                                   batch_bytes=(self.info.sample_bytes * config.batch_size) if self.info else None,
+                                   seconds=time.monotonic() - t0)
 
     def _wait_exitcode(self) -> int | None:
         self._proc.join(timeout=2.0)

@@ -1,6 +1,6 @@
 """The profile, measured in the trial process: each part of the pipeline on its own.
 
-A few seconds, once per run, before any burst (NOTE [ The pipeline model ] in model.py says what
+A few seconds, once per run, before any burst (NOTE [ The pipeline model ] in search/model.py says what
 each figure feeds):
 
 1. samples  ``dataset[i]`` for random indices, one at a time with one intra-op thread (as a
@@ -201,7 +201,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
 
     beat()
     # 4. one fresh worker's start-up, and its memory once it made a batch; then batches taken
-    # while that worker is busy making the next (NOTE [ A busy worker's receive ] in model.py).
+    # while that worker is busy making the next (NOTE [ A busy worker's receive ] in search/model.py).
     batch_work = statistics.fmean(costs) * batch_size + collate_s
     depth = _busy_depth(batch_size * sample_bytes, batch_work, memory_budget)
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=1, prefetch_factor=max(1, depth),

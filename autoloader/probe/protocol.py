@@ -13,10 +13,11 @@ the messages of the pipe between them, one frozen dataclass each: NOTE [ Trial p
 #    a restart before a trial, that trial is FAILED: the process could not be restarted).
 # 2. Trials, one at a time. The driver sends Measure(config, settings). The trial process
 #    answers Begin(pid) before it builds the loader, Beat(batches) while batches flow, then
-#    Result(fields, leaked_workers): the trial's TrialResult fields, and how many of its
-#    processes outlived the teardown and even a kill (the driver counts them as orphans).
+#    Measured(result, leaked_workers): the trial's TrialResult as the trial process measured it
+#    (the driver adds what it saw of the tree: memory, /dev/shm, the wall time), and how many of
+#    its processes outlived the teardown and even a kill (the driver counts them as orphans).
 #    ProfileRequest(batch_size) is served the same way, before the first trial: Begin, Beats
-#    between the profile's stages, then a Result holding the profile or why it failed.
+#    between the profile's stages, then Profiled(profile, error, leaked_workers).
 # 3. Stop() asks the trial process to exit; the driver then kills what is left of its tree.
 # The trial process may also exit on its own after a Result: a CUDA error left its context
 # unusable (NOTE [ Pinned memory outlives its trial ] in device.py).
@@ -40,8 +41,10 @@ import multiprocessing as mp
 from dataclasses import dataclass
 
 from ..inputs.source import Source
+from ..search.burst_rule import BurstSettings
+from ..search.profile import Profile
+from ..search.results import TrialResult
 from ..search.space import LoaderConfig
-from .burst import BurstSettings
 
 BEAT_S = 0.5  # the trial process reports progress at most this often while batches flow
 
@@ -58,7 +61,7 @@ class RunnerSetup:
     worker_start_method: str = dataclasses.field(
         default_factory=lambda: mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0])
     # (rank, world size) when this trial process is one rank of a node's tune: its loaders read
-    # that rank's shard through a DistributedSampler (NOTE [ Tuning a node's ranks ] in node.py).
+    # that rank's shard through a DistributedSampler (NOTE [ Tuning a node's ranks ] in node/__init__.py).
     shard: tuple[int, int] | None = None
 
 
@@ -71,8 +74,8 @@ class DatasetInfo:
     sample_bytes: int           # collated bytes per sample
     runner_uss: int             # the trial process's own memory once the dataset and step are built
     runner_pss: int             # the same, with its share of shared pages (as the guard counts)
-    fingerprint: str | None = None  # the dataset's content: NOTE [ Content fingerprint ] in content.py
-    code: str | None = None     # digest of the user's code: NOTE [ Failures keyed by code ] in fingerprint.py
+    fingerprint: str | None = None  # the dataset's content: NOTE [ Content fingerprint ] in inputs/content.py
+    code: str | None = None     # digest of the user's code: NOTE [ Failures keyed by code ] in inputs/code_digest.py
 
 
 class SetupError(Exception):
@@ -96,8 +99,7 @@ class Measure:
 @dataclass(frozen=True)
 class ProfileRequest:
     """Measure the pipeline's profile at ``batch_size`` (probe/profiler.py). Answered like a
-    trial: Begin, Beats between its stages, then a Result whose fields hold ``profile`` (a
-    pipeline.Profile) or ``error`` (why it could not be measured)."""
+    trial: Begin, Beats between its stages, then Profiled."""
 
     batch_size: int
     memory_budget: int | None = None   # bytes its loaders may hold beyond the trial process
@@ -140,10 +142,20 @@ class Beat:
 
 
 @dataclass(frozen=True)
-class Result:
-    """The trial's end: the TrialResult fields the trial process measured (the driver adds the
-    memory figures and the wall time), and how many of the trial's processes were still alive
-    after its teardown and a kill."""
+class Measured:
+    """A trial's end: its TrialResult as the trial process measured it (a result, or a failure of
+    its config), and how many of the trial's processes were still alive after its teardown and a
+    kill."""
 
-    fields: dict
+    result: TrialResult
+    leaked_workers: int
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """The profile's end: the Profile, or why it could not be measured (the dataset or step
+    raised on the way; the trials will meet and report it)."""
+
+    profile: Profile | None
+    error: str | None
     leaked_workers: int

@@ -8,15 +8,15 @@ protocol.py). Nothing here runs in the driver.
 # A trial can segfault, exhaust /dev/shm, trip the OOM killer or hang; none of that may take the
 # driver (the search, its storage, the user's process) with it. So trials run in a child process,
 # the runner, started with 'spawn': a clean interpreter that inherits no threads, locks or CUDA
-# state from the driver (see NOTE [ Getting the dataset into a trial process ] in source.py).
+# state from the driver (see NOTE [ Getting the dataset into a trial process ] in inputs/source.py).
 # One runner serves many trials so the import, the dataset build and the step factory (a model
 # on the GPU) are paid once; after a crash, a kill or a hang the driver kills the runner's whole
 # tree and starts a new one. The runner is what a training process looks like: it owns CUDA and
 # its DataLoader workers are started the DataLoader's way (fork on Linux, unless the user passes
 # multiprocessing_context), and they must not touch CUDA, exactly as in the user's own run.
-# The driver never initialises CUDA (NOTE [ No CUDA in the driver ] in hardware.py). The runner
+# The driver never initialises CUDA (NOTE [ No CUDA in the driver ] in inputs/hardware.py). The runner
 # puts itself in a process group of its own and asks the kernel to kill it when the driver dies
-# (PR_SET_PDEATHSIG), and its workers ask the same of the runner (``_WorkerInit``), so neither a
+# (PR_SET_PDEATHSIG), and its workers ask the same of the runner (``WorkerInit``), so neither a
 # killed driver nor a killed runner leaves workers behind, even hung ones. Both name themselves
 # (``autoloader-run``, ``autoloader-wkr`` in ps). The driver kills a tree by its group, its
 # descendants and every process its guard saw in it (a crashed runner's workers are no longer
@@ -28,11 +28,9 @@ protocol.py). Nothing here runs in the driver.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import multiprocessing as mp
 import os
-import signal
 import time
 import traceback
 import warnings
@@ -40,10 +38,11 @@ import weakref
 from typing import Any
 
 from ..inputs.content import dataset_fingerprint
-from ..search.results import FAILED, OK
+from ..search.burst_rule import BurstSettings
+from ..search.profile import Profile
+from ..search.results import FAILED, OK, TrialResult
 from ..search.space import LoaderConfig
 from . import guard
-from .burst import BurstSettings
 from .device import NvmlUtil, release_cached_memory, to_device
 from .failures import classify_failure, describe_failure
 from .protocol import (
@@ -51,92 +50,29 @@ from .protocol import (
     Beat,
     Begin,
     DatasetInfo,
+    Measured,
+    Profiled,
     ProfileRequest,
     Ready,
-    Result,
     RunnerSetup,
     SetupError,
     SetupFailed,
     Stop,
 )
 from .teardown import half_built_iterator, reap_absorbing_reports
+from .workers import (
+    RUNNER_NAME,
+    WorkerInit,
+    die_with_parent,
+    pss,
+    reap_children,
+    set_name,
+    shutdown_iterators,
+)
 
 # A dataset longer than this is named when drawing its indices fails: a permutation of it is
 # gigabytes of int64.
 HUGE_LENGTH = 2**28
-
-
-def _die_with_parent() -> None:
-    """PR_SET_PDEATHSIG: the kernel SIGKILLs us when the driver dies, even by SIGKILL."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # 1 == PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _set_name(name: str) -> None:
-    """PR_SET_NAME: what ps, top and psutil's name() show, so trial processes are easy to find."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # 15 == PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
-
-
-RUNNER_NAME = "autoloader-run"
-WORKER_NAME = "autoloader-wkr"
-
-
-class _WorkerInit:
-    """The trial's ``worker_init_fn``: the worker dies with the runner, then the user's own runs.
-
-    A DataLoader worker notices a dead parent only at its next queue poll, and one that hangs or
-    spins never does; so each worker asks the kernel for SIGKILL when the runner dies, and exits
-    at once if the runner died before it could ask.
-    """
-
-    def __init__(self, runner_pid: int | None, inner=None):
-        self.runner_pid = runner_pid  # the worker's parent when forked; None for forkserver/spawn
-        self.inner = inner
-
-    def __call__(self, worker_id: int) -> None:
-        _die_with_parent()
-        if self.runner_pid is not None and os.getppid() != self.runner_pid:
-            os._exit(1)
-        _set_name(WORKER_NAME)
-        if self.inner is not None:
-            self.inner(worker_id)
-
-
-def _shutdown_iterators(iterators: list) -> None:
-    """Stop a trial's DataLoader workers now, whatever state the trial left them in.
-
-    An iterator kept alive past the trial (a persistent-workers loader, a traceback) keeps its
-    workers and its entry in DataLoader's SIGCHLD registry; a worker of it dying later would
-    then raise "DataLoader worker ... is killed by signal" in the runner between trials, and
-    the next config would be blamed. So each iterator is shut down explicitly (joins, then
-    terminates, its workers) and its registry entry is dropped.
-    """
-    from torch.utils.data._utils import signal_handling
-
-    for ref in iterators:
-        it = ref()
-        if it is None:
-            continue
-        shutdown = getattr(it, "_shutdown_workers", None)
-        if shutdown is not None:
-            try:
-                shutdown()
-            except Exception:  # noqa: BLE001 - best effort; the reaper kills what is left
-                pass
-        if getattr(it, "_worker_pids_set", False):
-            try:
-                signal_handling._remove_worker_pids(id(it))
-            except (RuntimeError, AttributeError):
-                pass
-            it._worker_pids_set = False
-        del it
 
 
 def _tensor_bytes(obj: Any) -> int:
@@ -252,7 +188,7 @@ class _Runner:
         fixed = dict(self.setup.fixed_kwargs)
         context = fixed.get("multiprocessing_context") or self.setup.worker_start_method
         method = context if isinstance(context, str) else getattr(context, "_name", None)
-        fixed["worker_init_fn"] = _WorkerInit(os.getpid() if method == "fork" else None,
+        fixed["worker_init_fn"] = WorkerInit(os.getpid() if method == "fork" else None,
                                               fixed.get("worker_init_fn", seed_worker))
         if not self.iterable and "sampler" not in fixed and "batch_sampler" not in fixed:
             shuffle = fixed.pop("shuffle", True)
@@ -276,8 +212,8 @@ class _Runner:
         world = self.setup.shard[1]
         return -(-len(self.dataset) // world)
 
-    def measure(self, config: LoaderConfig, settings: BurstSettings, beat=None) -> dict:
-        """One trial. Returns the fields of a TrialResult (the driver adds memory figures).
+    def measure(self, config: LoaderConfig, settings: BurstSettings, beat=None) -> TrialResult:
+        """One trial, as its TrialResult (the driver adds what it saw of the tree: memory, time).
         ``beat(batches)`` is called at most every ``BEAT_S`` while batches flow, so the driver's
         watchdog can tell how long a trial has made no progress."""
         from torch.utils.data import DataLoader
@@ -305,7 +241,7 @@ class _Runner:
             except BaseException as exc:  # its workers run: NOTE [ An iterator that raised while starting ]
                 half = half_built_iterator(exc)
                 if half is not None:
-                    _shutdown_iterators([weakref.ref(half)])
+                    shutdown_iterators([weakref.ref(half)])
                 raise
             where[0] = "next"
             if not any(ref() is it for ref in iterators):
@@ -336,40 +272,39 @@ class _Runner:
             if cause == "sampler_error" and not self.iterable and len(self.dataset) > HUGE_LENGTH:
                 message += (f" (the dataset's __len__ is {len(self.dataset):,}: shuffling draws a permutation of "
                             "that many indices)")
-            return {"status": FAILED, "cause": cause, "error": message}
+            return TrialResult(config, FAILED, cause=cause, error=message)
         finally:
             if beat is not None:
                 beat(progress["batches"])  # the teardown that follows gets a full watchdog timeout
-            _shutdown_iterators(iterators)
+            shutdown_iterators(iterators)
             loader = None  # the last reference: its workers go with it
             gc.collect()
             if self.cuda:
                 self.cuda_broken = release_cached_memory(torch)
         gpu_util = self.nvml.mean_between(m.window_start_wall, m.window_end_wall) if self.nvml else None
-        return {"status": OK, "samples_per_s": m.samples_per_s,
-                "steady_samples_per_s": m.steady_samples_per_s, "rel_interval": m.rel_interval,
-                "wait_fraction": m.wait_fraction, "consumer_fraction": m.consumer_fraction,
-                "gpu_util": gpu_util, "startup_s": m.startup_s, "epoch_restart_s": m.epoch_restart_s,
-                "gpu_peak_bytes": int(torch.cuda.max_memory_allocated()) if self.cuda else None,
-                "batches": m.batches, "window_s": m.window_s, "epochs_crossed": m.epochs_crossed,
-                "pruned": m.pruned}
+        return TrialResult(config, OK, samples_per_s=m.samples_per_s, steady_samples_per_s=m.steady_samples_per_s,
+                           rel_interval=m.rel_interval, wait_fraction=m.wait_fraction,
+                           consumer_fraction=m.consumer_fraction, gpu_util=gpu_util, startup_s=m.startup_s,
+                           epoch_restart_s=m.epoch_restart_s,
+                           gpu_peak_bytes=int(torch.cuda.max_memory_allocated()) if self.cuda else None,
+                           batches=m.batches, window_s=m.window_s, epochs_crossed=m.epochs_crossed, pruned=m.pruned)
 
-    def profile(self, batch_size: int, beat, memory_budget: int | None = None) -> dict:
-        """The pipeline's profile (probe/profiler.py) as Result fields: ``profile``, or ``error``
-        when the dataset or step raised on the way (the trials will meet and report it)."""
+    def profile(self, batch_size: int, beat, memory_budget: int | None = None) -> tuple[Profile | None, str | None]:
+        """The pipeline's profile (probe/profiler.py), or why not: the dataset or step raised on the
+        way (the trials will meet and report it)."""
         from .profiler import run_profile
 
         consume = self._consumer(LoaderConfig.make(batch_size, 0, self.cuda))
         try:
             profile = run_profile(self.dataset, self._fixed_kwargs(), batch_size, consume, self.device,
-                                  _tensor_bytes, lambda pid: _pss(pid), beat=lambda: beat(0),
+                                  _tensor_bytes, lambda pid: pss(pid), beat=lambda: beat(0),
                                   memory_budget=memory_budget)
         except Exception as exc:  # noqa: BLE001 - a profile that fails is reported, never raised
-            return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            return None, f"{type(exc).__name__}: {exc}"[:500]
         finally:
             if self.cuda:
                 self.cuda_broken = release_cached_memory(self.torch)
-        return {"profile": profile}
+        return profile, None
 
     def _consumer(self, config: LoaderConfig):
         if self.step is not None:
@@ -384,8 +319,8 @@ def main(conn, setup: RunnerSetup) -> None:
     """The trial process's entry point: set up, answer Ready, then serve Measure messages until
     Stop or a broken pipe (NOTE [ Trial protocol ] in protocol.py)."""
     os.setpgrp()
-    _die_with_parent()
-    _set_name(RUNNER_NAME)
+    die_with_parent()
+    set_name(RUNNER_NAME)
     if setup.shard is not None:
         # seed_worker (seeding.py) keys each worker's stream by RANK: this process's workers are
         # that rank's, whatever the environment it was started from said.
@@ -430,38 +365,10 @@ def main(conn, setup: RunnerSetup) -> None:
         conn.send(Begin(os.getpid()))
         beat = lambda batches: conn.send(Beat(batches))  # noqa: E731
         if isinstance(message, ProfileRequest):
-            fields = runner.profile(message.batch_size, beat, message.memory_budget)
+            profile, error = runner.profile(message.batch_size, beat, message.memory_budget)
+            conn.send(Profiled(profile, error, leaked_workers=reap_absorbing_reports(reap_children)))
         else:
-            fields = runner.measure(message.config, message.settings, beat=beat)
-        conn.send(Result(fields, leaked_workers=reap_absorbing_reports(_reap_children)))
+            result = runner.measure(message.config, message.settings, beat=beat)
+            conn.send(Measured(result, leaked_workers=reap_absorbing_reports(reap_children)))
         if runner.cuda_broken:
             return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process
-
-
-def _pss(pid: int) -> int | None:
-    """One process's PSS (its private pages and its share of shared ones), None when gone."""
-    import psutil
-
-    try:
-        info = psutil.Process(pid).memory_full_info()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
-    return int(getattr(info, "pss", info.uss))
-
-
-def _reap_children(timeout: float = 5.0) -> int:
-    """Wait for this trial's workers to exit, killing any still there after ``timeout``; reap
-    them all. Returns how many are still alive after that."""
-    import psutil
-
-    def alive() -> list:
-        return [child for child in psutil.Process().children(recursive=True) if not guard.gone(child)]
-
-    deadline = time.monotonic() + timeout
-    leftover = alive()
-    while leftover and time.monotonic() < deadline:
-        time.sleep(0.05)
-        leftover = alive()
-    still = guard.kill_all(leftover, timeout)
-    mp.active_children()  # reaps the workers multiprocessing started (no zombies left)
-    return len(still)

@@ -9,25 +9,21 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Sequence
+from typing import Sequence
 
-from ..probe.burst import expected_window_s
-from .policy import FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS
+from .burst_rule import expected_window_s
+from .policy import FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS, FIRST_TRIAL_S
 from .results import OK, TrialResult
 from .space import LoaderConfig
 
-# What one trial is assumed to take before any has been measured.
-FIRST_TRIAL_S = 6.0
-
 
 class Clock:
-    """The budget of one tuning run, counted from its construction."""
+    """The budget of one tuning run, counted from ``started`` (``time.monotonic()``; default now).
+    Whoever asks what the search may still spend names who the final will measure."""
 
-    def __init__(self, budget_s: float,
-                 finalists: Callable[[Sequence[TrialResult]], list[LoaderConfig]] = lambda history: []):
+    def __init__(self, budget_s: float, started: float | None = None):
         self.budget = float(budget_s)
-        self.t0 = time.monotonic()
-        self.finalists = finalists  # who the final will measure, for the time kept back for it
+        self.t0 = time.monotonic() if started is None else started
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -38,16 +34,15 @@ class Clock:
     def over(self) -> bool:
         return self.elapsed() > self.budget
 
-    def search_left(self, history: Sequence[TrialResult]) -> float:
-        """Time the search may still spend: what is left less the final's reserve."""
-        return self.left() - self.finals_reserve(history)
+    def search_left(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig]) -> float:
+        """Time the search may still spend: what is left less the reserve for ``finalists``' final."""
+        return self.left() - self.finals_reserve(history, finalists)
 
-    def finals_reserve(self, history: Sequence[TrialResult]) -> float:
+    def finals_reserve(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig]) -> float:
         """Time kept back for the final round, at most FINAL_RESERVE_SHARE of the budget."""
-        chosen = self.finalists(history)
-        if len(chosen) < 2:
+        if len(finalists) < 2:
             return 0.0
-        return min(FINAL_ROUNDS * round_seconds(chosen, history), FINAL_RESERVE_SHARE * self.budget)
+        return min(FINAL_ROUNDS * round_seconds(finalists, history), FINAL_RESERVE_SHARE * self.budget)
 
 
 def trial_seconds(history: Sequence[TrialResult]) -> float:

@@ -13,14 +13,9 @@ from dataclasses import replace
 from typing import Sequence
 
 from .model import Calibration, Model, Prediction
+from .policy import CPU_FIT_GAIN, LOADER_BOUND_WAIT, MAX_CORRECTION
 from .profile import Profile
 from .results import OK, TrialResult
-
-# Each efficiency term stays within this factor of 1. A noisy burst is off by tens of percent, not
-# by a factor: a term far from 1 stands for a stage the model misjudges (the busy receive's charge
-# to the pin thread can be several times too high), which the bursts then correct; past this
-# factor a burst is more likely broken than the model.
-MAX_CORRECTION = 8.0
 
 
 def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
@@ -46,7 +41,7 @@ def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
         for eff in [top * f / 16 for f in range(4, 16) if counts[0] <= top * f / 16 < counts[-1]]:
             trial_calib = _fit_terms(model, measured, replace(Calibration(), cpus=eff))
             error = _error(model, bound, trial_calib)
-            if error < best_error * 0.8:   # a clear improvement, not noise
+            if error < best_error * CPU_FIT_GAIN:   # a clear improvement, not noise
                 best, best_error = trial_calib, error
         calib = best
     starts = [(t.config.num_workers, t.startup_s) for t in measured if t.config.num_workers and t.startup_s]
@@ -85,10 +80,6 @@ def _error(model: Model, trials: Sequence[TrialResult], calib: Calibration) -> f
     """Squared log error of the predicted steady rates against ``trials``."""
     return sum(math.log(model.predict(t.config, calib).steady_samples_per_s
                         / (t.steady_samples_per_s or t.samples_per_s)) ** 2 for t in trials)
-
-
-# A burst whose loop waited for data more than this share of its window was held by the loader.
-LOADER_BOUND_WAIT = 0.1
 
 
 def _term(trial: TrialResult, predicted: Prediction) -> str:

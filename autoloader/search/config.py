@@ -1,8 +1,7 @@
-"""The tuned config: what the tuner hands back, stores, and turns into a snippet."""
+"""The tuned config: what the tuner hands back and stores (store/snippet.py writes its snippet)."""
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 
@@ -50,26 +49,3 @@ class TunedConfig:
         return cls(LoaderConfig.from_dict(data["config"]), data["samples_per_s"], data.get("rel_interval"), data.get("baseline_samples_per_s"),
                    Knee.from_dict(data["knee"]) if data.get("knee") else None, data.get("hardware", {}),
                    data["dataset_key"], data.get("device", "cpu"))
-
-    def snippet(self) -> str:
-        """Python source that defines ``seed_worker`` and ``make_loader(dataset)`` without
-        importing autoloader (the seeding module is copied in whole: one source of truth)."""
-        kwargs = ", ".join(f"{k}={v!r}" for k, v in self.config.loader_kwargs().items())
-        seeding_source = inspect.getsource(seeding).split('"""', 2)[2].lstrip("\n")
-        rate = f"{self.samples_per_s:,.0f} samples/s on {self.device}"
-        return (f'"""DataLoader tuned by autoloader for {self.dataset_key} ({rate}).\n\n'
-                f'Self-contained: needs torch and numpy only.\n"""\n'
-                f"{seeding_source}\n\n"
-                f"LOADER_KWARGS = dict({kwargs})\n\n\n"
-                "def make_loader(dataset, generator=None, **overrides):\n"
-                '    """The tuned DataLoader; pass generator=torch.Generator().manual_seed(s) for runs\n'
-                '    that repeat exactly, and any other DataLoader argument as an override. It shuffles,\n'
-                '    as the trials did, unless given shuffle=, sampler= or batch_sampler=."""\n'
-                "    kwargs = {**LOADER_KWARGS, **overrides}\n"
-                "    if kwargs.get(\"num_workers\", 0) > 0:\n"
-                "        kwargs.setdefault(\"worker_init_fn\", seed_worker)\n"
-                "    if not isinstance(dataset, torch.utils.data.IterableDataset) and not (\n"
-                "            {\"sampler\", \"batch_sampler\"} & kwargs.keys()):\n"
-                "        kwargs.setdefault(\"shuffle\", True)\n"
-                "    return torch.utils.data.DataLoader(dataset, generator=generator, **kwargs)\n")
-

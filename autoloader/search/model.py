@@ -1,6 +1,6 @@
 """Predicting any config's rate, wait and restart cost from the profile: NOTE [ The pipeline model ].
 
-Pure functions over a ``Profile`` (pipeline.py) and measured ``TrialResult``s: nothing here runs a
+Pure functions over a ``Profile`` (profile.py) and measured ``TrialResult``s: nothing here runs a
 loader. The search asks the model which configs are worth a burst; the bursts then correct the
 model's efficiency terms (``Calibration``, fitted in calibration.py), and the model is asked again.
 
@@ -60,15 +60,13 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
+from .policy import BOUND_WAIT, CONSUMER_BOUND_SHARE, PIN_BOUND_SHARE, UNFITTED_STEP
 from .profile import Profile
 from .results import OK, TrialResult
 from .space import LoaderConfig
 
 # Batches simulated past the pipeline's warm-up; enough that a 1-in-100 slow batch shows.
 SIMULATED_BATCHES = 600
-# How far off an efficiency term no burst has corrected yet may be: a prediction's uncertainty is
-# its spread over that range.
-UNFITTED_STEP = 1.5
 
 
 @dataclass(frozen=True)
@@ -362,8 +360,8 @@ def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], p
 def _bound(wait: float, pin_s: float, main_s: float, interval: float, step_s: float) -> str:
     """The stage that caps a simulated pipeline: the workers when the loop waits, else the
     slower of the pin thread and the loop (the consumer when the step is most of the loop)."""
-    if wait > 0.05:
-        return "pin" if pin_s >= 0.9 * interval else "workers"
+    if wait > BOUND_WAIT:
+        return "pin" if pin_s >= PIN_BOUND_SHARE * interval else "workers"
     if pin_s > main_s:
         return "pin"
-    return "consumer" if step_s >= 0.5 * main_s else "main"
+    return "consumer" if step_s >= CONSUMER_BOUND_SHARE * main_s else "main"

@@ -83,7 +83,7 @@ _SIZE_FAULTS = ("step_error", "cuda_oom")
 class ModelFirst(Strategy):
     """Proposes from the model; ``fits(config)`` says whether a config's memory is predicted to fit.
     ``control_cpus``: the CPUs the control's rule counts, when not ``cpus`` (one rank of a node
-    counts the node's: NOTE [ Tuning a node's ranks ] in node.py)."""
+    counts the node's: NOTE [ Tuning a node's ranks ] in node/__init__.py)."""
 
     def __init__(self, space: SearchSpace, model: Model, cpus: int, allow_reorder: bool = False,
                  fits: Callable[[LoaderConfig, Sequence[TrialResult]], bool] | None = None,

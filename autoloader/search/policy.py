@@ -8,7 +8,9 @@ the values is in results/benchmarks/README.md; this module holds the mechanism.
 
 from __future__ import annotations
 
-from ..probe.burst import BurstSettings
+from dataclasses import dataclass
+
+from .burst_rule import BurstSettings
 
 # --- noise: when two rates are a tie ---------------------------------------------------------
 
@@ -44,11 +46,39 @@ PRUNE_SHARE = 0.75
 # "Clearly below" the prune line: the burst's own rate under this share of it, so a noisy early
 # reading is not cut (together with PRUNE_SHARE, a trial stops under 60% of the best).
 PRUNE_MARGIN = 0.8
+# What one trial is assumed to take before any has been measured (the clock's first estimate).
+FIRST_TRIAL_S = 6.0
+# A trial whose timeout is clipped to the budget still gets this long to show progress: a
+# healthy trial's first batch (worker start-up included) must fit in it.
+MIN_CLIPPED_TIMEOUT_S = 5.0
 
 # Search windows hold at least 3 worker cycles, final ones 4: NOTE [ Honest burst ] in probe/burst.py
 # (a window of fewer cycles miscounts clumped arrivals).
 SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0, min_cycles=3.0)
 FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0, min_cycles=4.0)
+
+# --- the model and its calibration: NOTE [ The pipeline model ] in model.py -------------------
+
+# How far off an efficiency term no burst has corrected yet may be: a prediction's uncertainty is
+# its spread over that range.
+UNFITTED_STEP = 1.5
+# Each efficiency term stays within this factor of 1. A noisy burst is off by tens of percent, not
+# by a factor: a term far from 1 stands for a stage the model misjudges (the busy receive's charge
+# to the pin thread can be several times too high), which the bursts then correct; past this
+# factor a burst is more likely broken than the model.
+MAX_CORRECTION = 8.0
+# A burst whose loop waited for data more than this share of its window was held by the loader:
+# it corrects the workers' (or the pin thread's) term, otherwise the loop's.
+LOADER_BOUND_WAIT = 0.1
+# A CPU cap is fitted only when it cuts the bursts' squared log error to this share or less: a
+# clear improvement, not noise.
+CPU_FIT_GAIN = 0.8
+# Which stage a simulated pipeline names as its cap: the workers (or the pin thread, when it takes
+# at least PIN_BOUND_SHARE of each batch's interval) once the loop waits more than BOUND_WAIT; else
+# the consumer when the step is at least CONSUMER_BOUND_SHARE of the loop's time, else the loop.
+BOUND_WAIT = 0.05
+PIN_BOUND_SHARE = 0.9
+CONSUMER_BOUND_SHARE = 0.5
 
 # --- the final: re-measuring the few best, interleaved ---------------------------------------
 
@@ -83,6 +113,28 @@ RATE_SHIFT = 0.25
 # A changed pick is no change when this run measured the previous pick within this share of the
 # new one: a tie that noise decided.
 SETTINGS_TIE = 0.05
+# A change of the memory per worker smaller than this is the allocator's noise, whatever its share.
+MEMORY_FLOOR = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Past any of these a dataset drifted (NOTE [ Drift ] in tuning/compare.py); a registry's [thresholds] sets them."""
+    rate: float = RATE_SHIFT
+    # The knee is the strategy's worker curve's (the corrected model's), which moves with what a
+    # run measured: reported always, judged only when the registry sets a threshold.
+    knee: int | None = None
+    memory_per_worker: float = 0.5
+    pick: bool = True
+
+    def to_dict(self) -> dict:
+        return {"rate": self.rate, "knee": self.knee, "memory_per_worker": self.memory_per_worker, "pick": self.pick}
+
+
+def prune_line(best_rate: float | None) -> float | None:
+    """The rate under which a search burst stops early: clearly (PRUNE_MARGIN) under PRUNE_SHARE of
+    the best so far; None (measure in full) before any."""
+    return best_rate * PRUNE_SHARE * PRUNE_MARGIN if best_rate else None
 
 
 def keeps_up_at(wait_fraction: float | None) -> bool:

@@ -1,10 +1,16 @@
-"""Choosing the next config, kept apart from running it (the run measures what is chosen)."""
+"""Choosing the next config, kept apart from running it (the run measures what is chosen).
+
+A strategy answers everything the run asks of the search: what to measure next, who the final
+re-measures, the control it holds the pick against, the efficiency terms the bursts fitted, the
+worker curve for the knee, and whether it stopped before its plan did.
+"""
 
 from __future__ import annotations
 
 import abc
 from typing import Sequence
 
+from .model import Calibration
 from .results import TrialResult
 from .space import LoaderConfig
 
@@ -13,6 +19,11 @@ class Strategy(abc.ABC):
     """Proposes the next config to measure from what was measured so far. A strategy holds no
     state between calls but its construction: a resumed run hands it the stored history and it
     picks up where the killed run was."""
+
+    # The rule the tuner replaces, which the final measures beside the pick (None: no control).
+    control: LoaderConfig | None = None
+    # Set when the search ended before its plan did, because what it measured settled the answer.
+    stopped_early: bool = False
 
     @abc.abstractmethod
     def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
@@ -26,3 +37,11 @@ class Strategy(abc.ABC):
     @abc.abstractmethod
     def curve(self, history: Sequence[TrialResult]) -> list[tuple[int, float]]:
         """(workers, rate) points of the worker curve in ``history``, for the knee."""
+
+    @abc.abstractmethod
+    def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
+        """Who the interleaved final re-measures, the control last when it is among them."""
+
+    @abc.abstractmethod
+    def calibration(self, history: Sequence[TrialResult]) -> Calibration:
+        """The model's efficiency terms as the bursts in ``history`` fitted them."""

@@ -13,7 +13,7 @@
 # search takes over at once from these measurements (the strategy takes any history). From other
 # hardware's result there is no early stop: its pick, with the worker count scaled to this
 # machine's CPUs, is only a first guess.
-# Stored trials never stand in for this run's measurements (NOTE [ Runs in a study ] in runs.py):
+# Stored trials never stand in for this run's measurements (NOTE [ Runs in a study ] in store/runs.py):
 # every warm config is measured here.
 """
 
@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..store.versions import reuse_problem
+from .model import Calibration
 from .policy import HOLD_TIE, RATE_SHIFT
 from .results import OK, TrialResult
 from .space import LoaderConfig, SearchSpace
@@ -38,42 +38,6 @@ class WarmStart:
     rel_interval: float | None = None
     may_stop: bool = False           # this hardware's own result: an early stop is allowed
     neighbours: bool = True          # measure the pick's neighbours too
-
-
-@dataclass(frozen=True)
-class WarmPlan:
-    """Where a re-tune starts from and why, in words for its report."""
-    start: WarmStart | None
-    source: str | None = None
-    why_not: str | None = None
-
-    def describe(self) -> str:
-        if self.start is None:
-            return f"none: {self.why_not}"
-        kind = "this hardware's last result" if self.start.may_stop else "the nearest other hardware's result"
-        return f"{kind} ({self.source}): {self.start.pick.key} at {self.start.rate:,.0f}/s"
-
-
-def plan(base: tuple[str, dict] | None, problem) -> WarmPlan:
-    """The warm start from ``base`` (where it came from, the stored result), for ``problem``."""
-    if base is None:
-        return WarmPlan(None, why_not="no earlier result for this dataset")
-    where, data = base
-    differently = reuse_problem(data)
-    if differently is not None:
-        return WarmPlan(None, where, why_not=differently)
-    try:
-        pick = LoaderConfig.from_dict(data["config"])
-    except (KeyError, TypeError, ValueError) as exc:
-        return WarmPlan(None, where, why_not=f"its pick does not read as a config ({exc})")
-    hw = data.get("hardware") or {}
-    same = hw.get("fingerprint") == problem.hardware.fingerprint
-    if not same:
-        pick = scaled(pick, int(hw.get("cpus") or problem.hardware.cpus), problem.hardware.cpus)
-    if pick.batch_size not in problem.batch_sizes:
-        pick = pick.replace(batch_size=problem.batch_sizes[0])
-    return WarmPlan(WarmStart(pick, float(data["samples_per_s"]), data.get("rel_interval"), may_stop=same,
-                              neighbours=same), where)
 
 
 def neighbours(config: LoaderConfig, space: SearchSpace) -> list[LoaderConfig]:
@@ -130,8 +94,8 @@ class Warmed(Strategy):
     def __init__(self, inner: Strategy, warm: WarmStart, space: SearchSpace):
         self.inner, self.warm = inner, warm
         # The control second, so that the final holds it however soon the clock ends the search.
-        control = getattr(inner, "control", None)
-        first = [warm.pick] + ([control] if warm.may_stop and isinstance(control, LoaderConfig) else [])
+        control = inner.control
+        first = [warm.pick] + ([control] if warm.may_stop and control is not None else [])
         first += list(neighbours(warm.pick, space)) if warm.neighbours else []
         self.first = list(dict.fromkeys(c for c in first if space.contains(c)))
         self.stopped_early = False
@@ -157,8 +121,15 @@ class Warmed(Strategy):
     def curve(self, history: Sequence[TrialResult]) -> list[tuple[int, float]]:
         return self.inner.curve(history)
 
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)   # whatever else the run asks of its strategy
+    def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
+        return self.inner.finalists(history)
+
+    def calibration(self, history: Sequence[TrialResult]) -> Calibration:
+        return self.inner.calibration(history)
+
+    @property
+    def control(self) -> LoaderConfig | None:
+        return self.inner.control
 
 
 def warmed(strategy: Strategy, warm: WarmStart | None, space: SearchSpace) -> Strategy:

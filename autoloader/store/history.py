@@ -10,13 +10,13 @@ a study ] in runs.py), so a machine new to a fleet starts from its nearest sibli
 
 from __future__ import annotations
 
-import glob
 import json
 import math
 import os
 
-from .paths import result_path, split_study_name
-from .study import atomic_write, read_json
+from .paths import result_files, result_path, split_study_name
+from .study import atomic_write
+from .validate import InvalidRecord, StoredResult, checked_result, load_result
 
 
 def history_dir(out: str, fingerprint: str, key: str) -> str:
@@ -36,43 +36,32 @@ def record(out: str, fingerprint: str, key: str, data: dict) -> str:
     return path
 
 
-def usable(data: object) -> bool:
-    """A stored result this module can compare and start from: a pick with a rate and hardware."""
-    return (isinstance(data, dict) and isinstance(data.get("config"), dict) and isinstance(data.get("hardware"), dict)
-            and isinstance(data.get("samples_per_s"), (int, float)) and data["samples_per_s"] > 0)
+def last_good(out: str, fingerprint: str, key: str) -> StoredResult | None:
+    """This hardware's current result for ``key``, if one passes its checks (one that fails is
+    warned about, naming it, and never started from)."""
+    return load_result(result_path(out, fingerprint, key))
 
 
-def last_good(out: str, fingerprint: str, key: str) -> tuple[str, dict] | None:
-    """This hardware's current result for ``key``, if there is a usable one."""
-    path = result_path(out, fingerprint, key)
-    data = read_json(path)
-    return (path, data) if usable(data) and checked(path) else None
-
-
-def checked(path: str) -> bool:
-    """Whether the result file passes validate.py's checks; one that fails is warned about,
-    naming it, and never started from."""
-    from .validate import load_result
-
-    return load_result(path) is not None
-
-
-def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = None) -> list[tuple[str, dict]]:
+def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = None) -> list[StoredResult]:
     """Other hardware's results for ``key``: under ``out``, and in ``storage``'s studies."""
-    found = []
-    for path in glob.glob(os.path.join(glob.escape(out), "*", glob.escape(key) + ".json")):
-        if os.path.basename(os.path.dirname(path)) != fingerprint and usable(data := read_json(path)) \
-                and checked(path):
-            found.append((path, data))
+    found = [stored for path in result_files(out, key) if os.path.basename(os.path.dirname(path)) != fingerprint
+             and (stored := load_result(path)) is not None]
     if storage is not None:
-        found += [(where, data) for where, data in stored_picks(storage, key) if
-                  (data.get("hardware") or {}).get("fingerprint") != fingerprint]
+        found += [s for s in stored_picks(storage, key) if s.hardware.get("fingerprint") != fingerprint]
     return found
 
 
-def stored_picks(storage: str, key: str | None = None) -> list[tuple[str, dict]]:
+def previous(out: str, hardware: dict, key: str, storage: str | None = None) -> StoredResult | None:
+    """The previous result of the problem ``key``, by the one rule that ``tune --fail-if-changed``,
+    ``retune`` and a warm start share: this hardware's last good result, else the nearest other
+    hardware's (``nearest``) under ``out`` or in ``storage``."""
+    fingerprint = hardware["fingerprint"]
+    return last_good(out, fingerprint, key) or nearest(hardware, other_hardware(out, fingerprint, key, storage))
+
+
+def stored_picks(storage: str, key: str | None = None) -> list[StoredResult]:
     """Each autoloader study's newest complete run's pick in ``storage`` (for ``key`` only, when
-    given), as ``("<storage>#<study>", summary)``."""
+    given), where ``<storage>#<study>``; a mark whose pick fails its checks is left out."""
     import optuna
 
     from . import runs
@@ -85,10 +74,15 @@ def stored_picks(storage: str, key: str | None = None) -> list[tuple[str, dict]]
         if parts is None or (key is not None and parts[1] != key):
             continue
         study = optuna.load_study(study_name=name, storage=opened)
-        complete = [m for m in runs.runs_of(study).values() if m.state == runs.COMPLETE and usable(m.summary)]
+        complete = []
+        for mark in runs.runs_of(study).values():
+            if mark.state == runs.COMPLETE:
+                try:
+                    complete.append(checked_result(f"{masked(storage)}#{name}", mark.summary))
+                except InvalidRecord:
+                    continue
         if complete:
-            newest = max(complete, key=lambda m: m.finished_at or "")
-            picks.append((f"{masked(storage)}#{name}", newest.summary))
+            picks.append(max(complete, key=lambda s: s.finished_at or ""))
     return picks
 
 
@@ -103,12 +97,11 @@ def hardware_distance(a: dict, b: dict) -> float:
             + ratio(a.get("cpus"), b.get("cpus")) + 0.5 * ratio(a.get("memory_gib"), b.get("memory_gib")))
 
 
-def nearest(hardware: dict, found: list[tuple[str, dict]]) -> tuple[str, dict] | None:
+def nearest(hardware: dict, found: list[StoredResult]) -> StoredResult | None:
     """The result from the machine most like ``hardware``; the newest among equals."""
     if not found:
         return None
-    return min(found, key=lambda item: (hardware_distance(hardware, item[1]["hardware"]),
-                                        _negated(item[1].get("finished_at") or "")))
+    return min(found, key=lambda s: (hardware_distance(hardware, s.hardware), _negated(s.finished_at or "")))
 
 
 def _negated(text: str) -> tuple:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import sys
 
@@ -41,6 +42,17 @@ def resolve_out(out: str | None) -> str:
 def result_path(out: str, fingerprint: str, key: str, suffix: str = ".json") -> str:
     """``<out>/<hardware-fingerprint>/<dataset-key><suffix>``: the result, its snippet, its study."""
     return os.path.join(out, fingerprint, key + suffix)
+
+
+def result_files(out: str, key: str | None = None) -> list[str]:
+    """Every stored result file under ``out`` (``<fingerprint>/<key>.json``), of ``key`` alone when
+    given: the one place results are globbed for."""
+    return sorted(glob.glob(os.path.join(glob.escape(out), "*", glob.escape(key) + ".json" if key else "*.json")))
+
+
+def study_files(out: str) -> list[str]:
+    """Every default SQLite study under ``out`` (``<fingerprint>/<key>.db``)."""
+    return sorted(glob.glob(os.path.join(glob.escape(out), "*", "*.db")))
 
 
 def default_storage(out: str, fingerprint: str, key: str) -> str:

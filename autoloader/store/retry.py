@@ -3,10 +3,10 @@
 A finished trial is a fact about its config and is not re-run (NOTE [ Nothing lost ] in
 store.py), with three exceptions, each counted so the progress line can say why a config runs
 again:
-- a limit's verdict (memory ceiling, watchdog) once that limit is raised (store.py's
+- a limit's verdict (memory ceiling, watchdog) once that limit is raised (study.py's
   ``stopped_by_a_raised_limit``);
 - a failure of the user's code (USER_CODE_CAUSES) once that code changed: NOTE [ Failures keyed
-  by code ] in fingerprint.py;
+  by code ] in inputs/code_digest.py;
 - a crash (FLAKY_CAUSES) seen once: NOTE [ A crash counts twice ].
 
 # NOTE [ A crash counts twice ]
@@ -62,7 +62,7 @@ def code_changed(result: TrialResult, recorded: str | None, now: str | None) -> 
 def standing(stored: Sequence[StoredTrial], limit_raised: Callable[[TrialResult, dict | None], bool],
              code: str | None, invalid: int = 0) -> History:
     """Each config's newest result, unless one of the module's exceptions puts it aside.
-    ``limit_raised(result, recorded_limits)`` is the limits' rule (store.py)."""
+    ``limit_raised(result, recorded_limits)`` is the limits' rule (study.py)."""
     newest = {s.result.config: i for i, s in enumerate(stored)}
     crashes: dict[LoaderConfig, int] = {}
     for s in stored:

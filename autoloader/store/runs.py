@@ -13,9 +13,10 @@
 #    is marked failed, and is not resumed). Then that run's finished trials are kept,
 #    nothing measured is lost, and its trials left RUNNING are failed at once (no one is left to
 #    finish them);
-#  * complete runs' trials are priors: they may order what a new run measures first (the warm
-#    start), never stand in for a measurement of this run, so a re-tune after the data changed
-#    measures the data as it is now;
+#  * complete runs' trials stay in the study, the record of what was measured (optuna-dashboard
+#    shows them), but never stand in for a measurement of a later run, so a re-tune after the
+#    data changed measures the data as it is now; a re-tune starts from the previous result's
+#    pick instead (NOTE [ Warm start ] in search/warm.py), which it measures again;
 #  * a trial is opened with values only this process knows (``FixedSampler``), never through
 #    the study's shared queue of enqueued trials, so a process can only take its own trial;
 #  * a live trial's driver beats (``Heartbeat``, Optuna's heartbeat table); a RUNNING trial of

@@ -31,8 +31,8 @@ import json
 import math
 import uuid
 import warnings
-from dataclasses import dataclass
 
+from ..inputs.options import Limits
 from ..search.policy import RAISED
 from ..search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from ..search.space import TUNED_SETTINGS, LoaderConfig, SearchSpace
@@ -43,20 +43,10 @@ from .versions import now_iso
 
 RESULT_ATTR = "autoloader_result"
 LIMITS_ATTR = "autoloader_limits"
-CODE_ATTR = "autoloader_code"   # NOTE [ Failures keyed by code ] in fingerprint.py
+CODE_ATTR = "autoloader_code"   # NOTE [ Failures keyed by code ] in inputs/code_digest.py
 # Verdicts a limit gave, not the config: each is retried once that limit is raised by
 # policy.RAISED or more.
 _MEMORY_CAUSES = ("host_memory", "predicted_memory")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The limits a trial ran under: the host-memory ceiling (bytes) and the watchdog's timeout (s)."""
-    max_memory: int
-    trial_timeout: float
-
-    def to_dict(self) -> dict:
-        return {"max_memory": self.max_memory, "trial_timeout": self.trial_timeout}
 
 
 def stopped_by_a_raised_limit(result: TrialResult, recorded: dict | None, now: Limits) -> bool:
@@ -174,19 +164,6 @@ class StudyStore:
                           "measured again if the search comes to it", validate.StoredStateWarning, stacklevel=3)
             return None
 
-    def priors(self) -> list[TrialResult]:
-        """Each config's newest finished result from the study's complete runs (and from trials
-        no run claims): what a new run may measure first, never what it decides on."""
-        complete = {run_id for run_id, mark in runs.runs_of(self.study).items() if mark.state == runs.COMPLETE}
-        newest: dict[LoaderConfig, TrialResult] = {}
-        for trial, data in self._finished():
-            run_id = trial.user_attrs.get(runs.RUN_ATTR)
-            if run_id is None or run_id in complete:
-                result = self._valid(trial, data)
-                if result is not None:
-                    newest[result.config] = result
-        return list(newest.values())
-
     def _finished(self):
         for trial in self.study.get_trials(deepcopy=False):
             data = trial.user_attrs.get(RESULT_ATTR)
@@ -265,13 +242,13 @@ class StudyStore:
             self.study.tell(trial, state=state.FAIL)
 
     def complete(self, summary: dict) -> None:
-        """Mark this run complete, with its pick: from now on its trials are priors for the next
-        run, never its history (NOTE [ Runs in a study ])."""
+        """Mark this run complete, with its pick: from now on its trials are no run's history
+        (NOTE [ Runs in a study ])."""
         self._writing(runs.write_mark, self.study, dataclasses.replace(self.run, state=runs.COMPLETE,
                                                                       finished_at=now_iso(), summary=summary))
 
     def failed(self) -> None:
-        """Mark this run failed (it ended in an error): it is not resumed, its trials are no priors."""
+        """Mark this run failed (it ended in an error): it is not resumed."""
         self._writing(runs.write_mark, self.study, dataclasses.replace(self.run, state=runs.FAILED,
                                                                       finished_at=now_iso()))
 

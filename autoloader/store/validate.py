@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from dataclasses import dataclass
 
 from ..errors import AutoloaderWarning
 from ..search.config import TunedConfig
@@ -20,6 +21,7 @@ from ..search.knee import Knee
 from ..search.policy import MAX_WORKERS_PER_CPU
 from ..search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from ..search.space import LoaderConfig
+from .versions import reuse_problem
 
 # Format 2 added the field itself and, in the study, the digest of the code a trial ran.
 FORMAT = 2
@@ -169,14 +171,46 @@ def _knee(knee: object) -> Knee:
         raise InvalidRecord(f"knee: {exc}") from None
 
 
-def load_result(path: str, cpus: int | None = None) -> TunedConfig | None:
-    """The result file at ``path``, checked; None when there is none, and None with a warning
-    naming the file when it cannot be read or holds what no run wrote."""
+@dataclass(frozen=True)
+class StoredResult:
+    """A stored result that passed its checks: where it is (a file, or ``<storage>#<study>`` for a
+    complete run's mark in a shared storage), the tuned config, and the whole record as stored."""
+
+    where: str
+    tuned: TunedConfig
+    data: dict
+
+    @property
+    def hardware(self) -> dict:
+        return self.data.get("hardware") or {}
+
+    @property
+    def finished_at(self) -> str | None:
+        return self.data.get("finished_at")
+
+    def measured_differently(self) -> str | None:
+        """Why this autoloader cannot compare with or reuse the record (NOTE [ Measurement format ]
+        in store/versions.py), or None."""
+        return reuse_problem(self.data)
+
+
+def checked_result(where: str, data: object, cpus: int | None = None) -> StoredResult:
+    """``data`` as a StoredResult, or InvalidRecord saying what is wrong with it."""
+    return StoredResult(where, tuned_config(data, cpus), data)
+
+
+def load_result(path: str, cpus: int | None = None) -> StoredResult | None:
+    """The result file at ``path``, checked: the one reader of a stored result. None when there is
+    none, and None with a warning naming the file when it cannot be read or holds what no run
+    wrote. ``cpus``: this machine's, which bounds the worker count a file without its own may
+    hand out."""
     try:
         with open(path) as fh:
             text = fh.read()
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        return _ignored(path, "it is a folder, not a file")
     except OSError as exc:
         return _ignored(path, f"it cannot be read ({exc})")
     try:
@@ -184,7 +218,7 @@ def load_result(path: str, cpus: int | None = None) -> TunedConfig | None:
     except ValueError as exc:
         return _ignored(path, f"it is not JSON ({exc})")
     try:
-        return tuned_config(data, cpus)
+        return checked_result(path, data, cpus)
     except InvalidRecord as exc:
         return _ignored(path, str(exc))
 

@@ -1,24 +1,42 @@
-"""What changed since the last tuning of the same problem: the question a nightly re-tune asks.
+"""What changed since the previous result of the same problem: the question a nightly re-tune asks.
 
-Results are stored per hardware (``<out>/<hardware-fingerprint>/<dataset-key>.json``) and the
-dataset key does not name the hardware, so a run on new hardware finds the same problem's
-result from the old one under the same ``--out``. The comparison is made before the new result
-is written, against this hardware's previous result if there is one, else the newest from other
-hardware.
+Both ``autoloader tune --fail-if-changed`` and ``autoloader retune`` ask it, the same way: the run
+finds the previous result by one rule (``store.history.previous``: this hardware's last good
+result, else the nearest other hardware's) before its own replaces it, and ``compare`` sets the
+two side by side under ``Thresholds``.
+
+# NOTE [ Drift ]
+# A nightly re-tune asks whether the loader the training jobs use is still the right one. From
+# the previous result and tonight's, both as stored:
+#  * the pick: which settings changed, and whether tonight measured the old pick within
+#    SETTINGS_TIE of the new one (a tie that noise decided is no change);
+#  * the old pick's rate now against then: the warm start measures it first, so this is one
+#    config read twice, the most direct test of the data or the machine getting slower (when
+#    tonight did not measure it, the two picks' rates stand in);
+#  * the knee (the fewest workers within noise of the best) and the memory one more worker
+#    costs (the slope of the trials' peak memory over their worker counts, where at least two
+#    counts were measured; a change under MEMORY_FLOOR is noise);
+#  * the hardware fields that differ, when the previous result came from other hardware.
+# Past a threshold is a reason. On this hardware any reason means the dataset drifted; from
+# other hardware the reasons are reported (``changed``, which --fail-if-changed exits on) but
+# the status is "new hardware", never "drifted" (retune's exit 3 is for this machine's own
+# drift). The knee, a point of the strategy's own (modelled) worker curve, is judged only when
+# the thresholds ask. Figures measured in another measurement format (NOTE [ Measurement format ]
+# in store/versions.py) cannot be compared: that is said, and is a reason, since nothing can be
+# said to be unchanged.
 """
 
 from __future__ import annotations
 
-import glob
-import os
+import statistics
 from dataclasses import dataclass
 
-from ..search.config import TunedConfig
-from ..search.policy import RATE_SHIFT, SETTINGS_TIE
-from ..search.space import TUNED_SETTINGS
-from ..store.study import read_json
-from ..store.validate import load_result
-from ..store.versions import reuse_problem
+from ..search.policy import MEMORY_FLOOR, SETTINGS_TIE, Thresholds
+from ..search.space import TUNED_SETTINGS, LoaderConfig
+from ..store.validate import StoredResult
+
+BASELINE, NEW_HARDWARE, UNCHANGED, DRIFTED = "baseline", "new hardware", "unchanged", "drifted"
+HARDWARE_FIELDS = ("cpus", "cpu_model", "memory_gib", "gpus")
 
 
 @dataclass(frozen=True)
@@ -31,76 +49,155 @@ class Change:
 
 @dataclass(frozen=True)
 class Comparison:
-    """This run's pick against the previous result for the same problem."""
-    previous_path: str
-    previous_hardware: str
-    same_hardware: bool
-    changes: tuple[Change, ...]
-    rate_before: float
-    rate_after: float
-    previous_pick_now: float | None = None   # this run's rate for the previous pick, if it measured it
-    # Why the previous result's figures are not this autoloader's (NOTE [ Measurement format ]).
-    measured_differently: str | None = None
-
-    @property
-    def rate_ratio(self) -> float:
-        return self.rate_after / self.rate_before
-
-    @property
-    def rate_shifted(self) -> bool:
-        return abs(self.rate_ratio - 1) > RATE_SHIFT
-
-    @property
-    def settings_tie(self) -> bool:
-        """The settings differ, but the previous pick read within SETTINGS_TIE of the new one here."""
-        return (bool(self.changes) and self.previous_pick_now is not None
-                and self.previous_pick_now >= (1 - SETTINGS_TIE) * self.rate_after)
+    """This run's result against the previous one of the same problem (NOTE [ Drift ])."""
+    status: str
+    reasons: tuple[str, ...] = ()                  # what went past a threshold
+    previous_path: str | None = None
+    previous_hardware: str | None = None
+    previous_finished_at: str | None = None
+    same_hardware: bool = True
+    changes: tuple[Change, ...] = ()
+    settings_tie: bool = False
+    old_pick_now: float | None = None              # the old pick's rate tonight, when measured
+    pick_rate_before: float | None = None          # the old pick's rate when it was picked
+    pick_rate_after: float | None = None
+    knee_before: int | None = None
+    knee_after: int | None = None
+    memory_per_worker_before: float | None = None  # bytes
+    memory_per_worker_after: float | None = None
+    hardware_changes: tuple[tuple[str, object, object], ...] = ()
+    not_comparable: str | None = None
 
     @property
     def changed(self) -> bool:
-        """A setting differs (and not by a tie), or the rate moved past what noise explains, or
-        the two were measured differently (then nothing can be said to be unchanged)."""
-        return (bool(self.changes) and not self.settings_tie) or self.rate_shifted or bool(self.measured_differently)
+        """Something went past a threshold, on this hardware or from another's."""
+        return bool(self.reasons)
+
+    @property
+    def drifted(self) -> bool:
+        return self.status == DRIFTED
+
+    @property
+    def rate_ratio(self) -> float | None:
+        """The old pick's rate now against then, or (not measured tonight) the new pick's against the old's."""
+        if self.old_pick_now is not None and self.pick_rate_before:
+            return self.old_pick_now / self.pick_rate_before
+        if self.pick_rate_before and self.pick_rate_after:
+            return self.pick_rate_after / self.pick_rate_before
+        return None
+
+    def rate_past(self, threshold: float) -> bool:
+        return self.rate_ratio is not None and abs(self.rate_ratio - 1) > threshold
+
+    @property
+    def rate_shifted(self) -> bool:
+        return any(r.startswith("rate ") for r in self.reasons)
+
+    @property
+    def memory_ratio(self) -> float | None:
+        if self.memory_per_worker_before is None or self.memory_per_worker_after is None \
+                or self.memory_per_worker_before <= 0:
+            return None
+        return self.memory_per_worker_after / self.memory_per_worker_before
 
     def to_dict(self) -> dict:
-        return {"previous_path": self.previous_path, "previous_hardware": self.previous_hardware,
-                "same_hardware": self.same_hardware, "changed": self.changed,
+        return {"status": self.status, "changed": self.changed, "reasons": list(self.reasons),
+                "previous_path": self.previous_path, "previous_hardware": self.previous_hardware,
+                "previous_finished_at": self.previous_finished_at, "same_hardware": self.same_hardware,
+                "pick_changed": bool(self.changes),
                 "changes": [{"setting": c.setting, "before": c.before, "after": c.after} for c in self.changes],
-                "samples_per_s_before": self.rate_before, "samples_per_s_after": self.rate_after,
+                "settings_tie": self.settings_tie, "old_pick_now": self.old_pick_now,
+                "samples_per_s_before": self.pick_rate_before, "samples_per_s_after": self.pick_rate_after,
                 "rate_ratio": self.rate_ratio, "rate_shifted": self.rate_shifted,
-                "previous_pick_now": self.previous_pick_now, "settings_tie": self.settings_tie,
-                "measured_differently": self.measured_differently}
+                "knee_before": self.knee_before, "knee_after": self.knee_after,
+                "memory_per_worker_before": self.memory_per_worker_before,
+                "memory_per_worker_after": self.memory_per_worker_after, "memory_ratio": self.memory_ratio,
+                "hardware_changes": [{"field": f, "before": b, "after": a} for f, b, a in self.hardware_changes],
+                "not_comparable": self.not_comparable}
 
 
-def compare(previous: TunedConfig, current: TunedConfig, previous_path: str,
-            previous_pick_now: float | None = None, measured_differently: str | None = None) -> Comparison:
-    """``previous_pick_now``: the previous pick's rate in the current run, when it was measured;
-    ``measured_differently``: why the previous figures are not comparable (``format_note``)."""
-    before = previous.config.loader_kwargs()
-    after = current.config.loader_kwargs()
+def compare(previous: StoredResult | None, current: dict, thresholds: Thresholds = Thresholds()) -> Comparison:
+    """Tonight's result ``current`` (its stored record: config, rate, trials, finals, hardware)
+    against ``previous``: NOTE [ Drift ]."""
+    if previous is None:
+        return Comparison(BASELINE)
+    data = previous.data
+    old_config, new_config = previous.tuned.config, LoaderConfig.from_dict(current["config"])
+    before, after = old_config.loader_kwargs(), new_config.loader_kwargs()
     changes = tuple(Change(s, before.get(s), after.get(s)) for s in TUNED_SETTINGS if before.get(s) != after.get(s))
-    old_hw = previous.hardware.get("fingerprint", "unknown")
-    return Comparison(previous_path=previous_path, previous_hardware=old_hw,
-                      same_hardware=old_hw == current.hardware.get("fingerprint"), changes=changes,
-                      rate_before=previous.samples_per_s, rate_after=current.samples_per_s,
-                      previous_pick_now=previous_pick_now, measured_differently=measured_differently)
+    old_now = rate_of(current, old_config)
+    tie = bool(changes) and old_now is not None and old_now >= (1 - SETTINGS_TIE) * current["samples_per_s"]
+    old_hw, new_hw = previous.hardware, current.get("hardware") or {}
+    same = old_hw.get("fingerprint") == new_hw.get("fingerprint")
+    differently = previous.measured_differently()
+    found = Comparison(
+        UNCHANGED, previous_path=previous.where, previous_hardware=old_hw.get("fingerprint"),
+        previous_finished_at=previous.finished_at, same_hardware=same, changes=changes, settings_tie=tie,
+        old_pick_now=old_now, pick_rate_before=previous.tuned.samples_per_s, pick_rate_after=current.get("samples_per_s"),
+        knee_before=_knee(data), knee_after=_knee(current), memory_per_worker_before=memory_per_worker(data),
+        memory_per_worker_after=memory_per_worker(current),
+        hardware_changes=tuple((f, old_hw.get(f), new_hw.get(f)) for f in HARDWARE_FIELDS
+                               if old_hw.get(f) != new_hw.get(f)),
+        not_comparable=differently)
+    reasons = _reasons(found, thresholds)
+    status = (DRIFTED if reasons else UNCHANGED) if same else NEW_HARDWARE
+    return Comparison(**{**found.__dict__, "status": status, "reasons": reasons})
 
 
-def format_note(path: str) -> str | None:
-    """Why the result at ``path`` was measured differently from this autoloader, or None."""
-    data = read_json(path)
-    return reuse_problem(data) if isinstance(data, dict) else None
+def _reasons(c: Comparison, thresholds: Thresholds) -> tuple[str, ...]:
+    """What in ``c`` went past ``thresholds`` (NOTE [ Drift ])."""
+    if c.not_comparable is not None:
+        return (f"not comparable: {c.not_comparable}",)
+    reasons = []
+    if thresholds.pick and c.changes and not c.settings_tie:
+        reasons.append("pick changed: " + ", ".join(f"{x.setting} {x.before} -> {x.after}" for x in c.changes))
+    if c.rate_past(thresholds.rate):
+        reasons.append(f"rate {c.rate_ratio - 1:+.0%} (threshold {thresholds.rate:.0%})")
+    if thresholds.knee is not None and c.knee_before is not None and c.knee_after is not None \
+            and abs(c.knee_after - c.knee_before) >= thresholds.knee:
+        reasons.append(f"knee {c.knee_before} -> {c.knee_after} workers (threshold {thresholds.knee})")
+    memory = c.memory_ratio
+    if memory is not None and abs(memory - 1) > thresholds.memory_per_worker \
+            and abs(c.memory_per_worker_after - c.memory_per_worker_before) > MEMORY_FLOOR:
+        reasons.append(f"memory per worker {memory - 1:+.0%} (threshold {thresholds.memory_per_worker:.0%})")
+    return tuple(reasons)
 
 
-def previous_result(out: str, fingerprint: str, key: str) -> tuple[str, TunedConfig] | None:
-    """The last stored result for the problem ``key`` under ``out``: this hardware's, else the
-    newest (by file time) from other hardware. Files that fail validate.py's checks are passed
-    over, each with a warning that names it."""
-    mine = os.path.join(out, fingerprint, key + ".json")
-    others = sorted((p for p in glob.glob(os.path.join(glob.escape(out), "*", glob.escape(key) + ".json"))
-                     if os.path.abspath(p) != os.path.abspath(mine)), key=os.path.getmtime, reverse=True)
-    for path in [mine] + others:
-        found = load_result(path)   # one that fails its checks is passed over, with a warning
-        if found is not None:
-            return path, found
-    return None
+def _knee(result: dict) -> int | None:
+    knee = result.get("knee")
+    return knee.get("stops_paying") if isinstance(knee, dict) else None
+
+
+def rate_of(result: dict, config: LoaderConfig) -> float | None:
+    """``config``'s rate in a stored result: its final median, else its best burst; the node's
+    rate on a node (its trials and finals list the slowest rank's: NOTE [ Tuning a node's ranks ])."""
+    ranks = (result.get("node") or {}).get("ranks", 1)
+    for final in result.get("finals") or ():
+        if _same(final.get("config"), config) and final.get("rates"):
+            return statistics.median(final["rates"]) * ranks
+    bursts = [t.get("samples_per_s") for t in result.get("trials") or ()
+              if t.get("status") == "ok" and t.get("samples_per_s") and _same(t.get("config"), config)]
+    return max(bursts) * ranks if bursts else None
+
+
+def _same(data: dict | None, config: LoaderConfig) -> bool:
+    try:
+        return data is not None and LoaderConfig.from_dict(data) == config
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def memory_per_worker(result: dict) -> float | None:
+    """Bytes of peak memory one more worker costs, by least squares over the measured trials'
+    worker counts (the largest peak per count); None with fewer than two counts."""
+    peaks: dict[int, float] = {}
+    for trial in result.get("trials") or ():
+        peak = trial.get("peak_pss_bytes") if isinstance(trial, dict) else None
+        if trial.get("status") == "ok" and peak:
+            workers = int(trial["config"]["num_workers"])
+            peaks[workers] = max(peaks.get(workers, 0.0), float(peak))
+    if len(peaks) < 2:
+        return None
+    xs, ys = list(peaks), list(peaks.values())
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)

@@ -40,15 +40,14 @@ class ProgressPrinter:
         stale = f" ({d['stale']} interrupted trials marked failed)" if d["stale"] else ""
         retried = f" ({d['retried']} stopped by a limit since raised, measured again)" if d.get("retried") else ""
         retried += _start_retries(d)
-        priors = f", {d['priors']} configs from earlier runs to start from" if d.get("priors") else ""
         length = "iterable" if info.length is None else f"{info.length:,} samples"
-        # A node's tune (node.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
+        # A node's tune (node/__init__.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
         where = (f"{d['ranks']} ranks at once ({d['cpus']} CPUs and {_gib(d['max_memory'] // d['ranks'])} each; "
                  f"trial rates are the slowest rank's, the node's is {d['ranks']}x), budget {d['budget']:.0f} s"
                  if d.get("ranks", 1) > 1 else f"{d['cpus']} CPUs, budget {d['budget']:.0f} s")
         return (f"autoloader: tuning {d['key']} on {d['device']} ({where}, "
                 f"memory ceiling {_gib(d['max_memory'])}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
-                f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}{priors}")
+                f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
 
     def _retune(self, d: dict) -> str:
         return f"autoloader retune [{d['n']}/{d['of']}] {d['name']}"
@@ -99,7 +98,7 @@ class ProgressPrinter:
 
 
 def _start_retries(d: dict) -> str:
-    """What the start line says about stored trials measured again or left out (retry.py)."""
+    """What the start line says about stored trials measured again or left out (store/retry.py)."""
     parts = []
     if d.get("code_changed"):
         parts.append(f"{d['code_changed']} failed under code since changed, measured again")
@@ -119,7 +118,7 @@ def table(result, saved: bool = True) -> str:
     lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
                   + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
     ranks = getattr(result, "ranks", 1)
-    if ranks > 1:   # NOTE [ Tuning a node's ranks ] in node.py
+    if ranks > 1:   # NOTE [ Tuning a node's ranks ] in node/__init__.py
         lines.append(f"  {'node':<20} {ranks} ranks, each with this config on its shard; samples/s is the node's, "
                      f"{ranks} x the slowest rank's")
     if getattr(result, "predicted", None) is not None:
@@ -159,13 +158,16 @@ def table(result, saved: bool = True) -> str:
 
 
 def since(c) -> str:
-    """One line on what changed against the previous result (a ``Comparison``)."""
+    """One line on what changed against the previous result (a ``tuning.compare.Comparison``)."""
     where = "this hardware" if c.same_hardware else c.previous_hardware
     settings = ", ".join(f"{x.setting} {x.before} -> {x.after}" for x in c.changes)
-    rate = (f"samples/s {_rate(c.rate_before)} -> {_rate(c.rate_after)} ({(c.rate_ratio - 1) * 100:+.0f}%"
-            + (", past the noise)" if c.rate_shifted else ")"))
-    tie = (f" (a tie: the previous settings read {_rate(c.previous_pick_now)} here)" if c.settings_tie else "")
-    differently = f"; not comparable: {c.measured_differently}" if c.measured_differently else ""
+    ratio = c.rate_ratio
+    rate = f"samples/s {_rate(c.pick_rate_before)} -> {_rate(c.pick_rate_after)}"
+    if ratio is not None:
+        basis = "" if c.old_pick_now is None else f"the previous settings read {_rate(c.old_pick_now)} here, "
+        rate += f" ({basis}{(ratio - 1) * 100:+.0f}%" + (", past the noise)" if c.rate_shifted else ")")
+    tie = (f" (a tie: the previous settings read {_rate(c.old_pick_now)} here)" if c.settings_tie else "")
+    differently = f"; not comparable: {c.not_comparable}" if c.not_comparable else ""
     return (f"{'CHANGED' if c.changed else 'unchanged'} since {where} ({c.previous_path}): "
             + (f"{settings}{tie}; " if settings else "same settings; ") + rate + differently)
 

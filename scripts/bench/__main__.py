@@ -1,13 +1,13 @@
 """``python -m scripts.bench run|merge|rebuild|agreement|replay|node ...``: the bench's one entry.
 
-    run        measure workloads: the tuner against a grid and an interleaved final (run.py)
+    run        measure workloads: the tuner against a grid and an interleaved final (tuning/run.py)
     merge      one summary of runs made in parts, from their results.json (parts.py)
     rebuild    the summary of a killed run, from its records.jsonl alone (parts.py)
     agreement  how a run's phases agree on the same configs (agreement.py)
     replay     how the model, corrected by a run's own tuner bursts, predicts what the bench
                measured, with the code checked out now (replay.py)
     node       a node of N ranks: the node tune's pick against the single-rank pick and the
-               cpus-1 rule on every rank, interleaved (node.py; issue 16)
+               cpus-1 rule on every rank, interleaved (node/__init__.py; issue 16)
 
 Run it from the repository's root (or with the root on PYTHONPATH): the package is ``scripts``.
 """

@@ -27,9 +27,9 @@ import time
 
 from autoloader.inputs import hardware
 from autoloader.inputs.source import Source
-from autoloader.probe.burst import BurstSettings, expected_window_s
 from autoloader.probe.driver import TrialRunner
 from autoloader.probe.protocol import RunnerSetup, SetupError
+from autoloader.search.burst_rule import BurstSettings, expected_window_s
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from scripts.bench import figures, plan

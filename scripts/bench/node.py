@@ -216,9 +216,10 @@ class NodeWorkload:
         return list(out.items())
 
     def measure(self) -> None:
-        """Every rank at once, through node.py: this process rank 0 of a launched node, NodeRunner's bursts."""
+        """Every rank at once, through node/__init__.py: this process rank 0 of a launched node, NodeRunner's bursts."""
         from autoloader.inputs.source import Source
-        from autoloader.node import core as node_mod
+        from autoloader.node import group, launch
+        from autoloader.node import runner as node_runner
         from autoloader.probe.protocol import RunnerSetup
 
         setup = RunnerSetup(Source.from_spec(self.w.dataset_spec), Source.from_spec(self.w.step_spec),
@@ -226,13 +227,13 @@ class NodeWorkload:
         max_memory = int(plan.MEMORY_SHARE * hardware.available_memory())
 
         def work() -> None:
-            node = node_mod.joined()   # this process's Node (rank 0), joined in launched()
+            node = group.joined()   # this process's Node (rank 0), joined in launched()
             self.node_cpus = node.node_cpus
             order = self.order(node.node_cpus)
             log(f"[{self.name}] measurement: {len(order)} configs x {self.args.rounds} rounds on {self.ranks} ranks, "
                 f"interleaved ({node.node_cpus} node CPUs, {node.rank_cpus} a rank): "
                 + "; ".join(f"{short(c)} ({'/'.join(ROLE_TEXT[r] for r in roles)})" for c, roles in order))
-            runner = node_mod.NodeRunner(node, setup, max_memory, plan.HANG_TIMEOUT_S)
+            runner = node_runner.NodeRunner(node, setup, max_memory, plan.HANG_TIMEOUT_S)
             try:
                 runner.start()
                 for round_ in range(1, self.args.rounds + 1):
@@ -248,11 +249,11 @@ class NodeWorkload:
             finally:
                 runner.close()
 
-        with node_mod.launched(self.ranks):
-            node = node_mod.joined()
+        with launch.launched(self.ranks):
+            node = group.joined()
             if node is None:
                 raise RuntimeError("the launched ranks did not form a node")
-            node_mod.on_node(node, work)
+            node_runner.on_node(node, work)
 
     def _measure_one(self, runner, round_: int, config: LoaderConfig, roles: list[str]) -> None:
         t_start = time.time()
@@ -495,7 +496,7 @@ def commit_of(given: str | None) -> str:
 
 def main(args, parser, argv: list[str]) -> int:
     from autoloader.errors import UsageError
-    from autoloader.node import core as node_mod
+    from autoloader.node import group
     from scripts.bench.run import _names, _version
 
     t_begin = time.monotonic()
@@ -524,7 +525,7 @@ def main(args, parser, argv: list[str]) -> int:
     device = args.device or ("cuda" if gpus else "cpu")
     cpus = hardware.usable_cpus()
     try:
-        node_mod.check_nproc(args.nproc_per_node, device, len(gpus), cpus)
+        group.check_nproc(args.nproc_per_node, device, len(gpus), cpus)
     except UsageError as exc:
         parser.error(str(exc))
     import psutil

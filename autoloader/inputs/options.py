@@ -1,0 +1,73 @@
+"""How much a run may spend and where it writes: the budget, the limits and the folders, checked
+before anything starts."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from ..errors import usage
+from ..search.policy import Thresholds
+from ..store.paths import resolve_out
+from . import hardware
+from .limits import check_ceiling_fits_ram
+
+DEFAULT_BUDGET_S = 60.0
+DEFAULT_TRIAL_TIMEOUT_S = 60.0
+MIN_BUDGET_S = 10.0
+# Share of available RAM the loader's processes may use when --max-memory is not given.
+DEFAULT_MEMORY_SHARE = 0.6
+# Below this no trial fits (the trial process alone is 0.4-0.6 GB); "16" meant as 16G is 16 bytes.
+MIN_MAX_MEMORY = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits a trial ran under: the host-memory ceiling (bytes) and the watchdog's timeout (s)."""
+    max_memory: int
+    trial_timeout: float
+
+    def to_dict(self) -> dict:
+        return {"max_memory": self.max_memory, "trial_timeout": self.trial_timeout}
+
+
+@dataclass(frozen=True)
+class Options:
+    """How much a run may spend and where it writes, checked before anything starts."""
+
+    budget: float
+    limits: Limits
+    out: str
+    storage: str | None
+    # What counts as a change since the previous result (a retune registry's [thresholds]).
+    thresholds: Thresholds = Thresholds()
+
+    @classmethod
+    def build(cls, budget: float, trial_timeout: float, max_memory: int | str | None, out: str | None,
+              storage: str | None, thresholds: Thresholds = Thresholds()) -> "Options":
+        out = resolve_out(out)
+        if isinstance(trial_timeout, bool) or not isinstance(trial_timeout, (int, float)) or not trial_timeout > 0:
+            raise usage("the trial timeout must be a positive number of seconds", trial_timeout,
+                        "pass e.g. trial_timeout=60 (--trial-timeout 60)")
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) \
+                or not math.isfinite(budget) or budget < MIN_BUDGET_S:
+            raise usage(f"the budget must leave time for at least one trial ({MIN_BUDGET_S:.0f} s or more)",
+                        budget, f"pass --budget 60 or more (the default is {DEFAULT_BUDGET_S:.0f})")
+        if max_memory is not None:
+            ceiling = hardware.parse_size(max_memory)
+            if ceiling < MIN_MAX_MEMORY:
+                raise usage(f"the memory ceiling must hold the trial process and its batches, so "
+                            f"{MIN_MAX_MEMORY // 2**20} MiB or more (a number without a unit counts bytes)",
+                            max_memory, "write the unit, e.g. --max-memory 16G (max_memory='16G')")
+            check_ceiling_fits_ram(ceiling, max_memory, DEFAULT_MEMORY_SHARE)
+        else:
+            ceiling = int(DEFAULT_MEMORY_SHARE * hardware.available_memory())
+            if ceiling < MIN_MAX_MEMORY:
+                raise usage(f"the default memory ceiling, {DEFAULT_MEMORY_SHARE:.0%} of the RAM available now, must be "
+                            f"{MIN_MAX_MEMORY // 2**20} MiB or more to hold the trial process and its batches",
+                            f"{ceiling / 2**20:.0f} MiB", "free memory, or pass --max-memory (e.g. 2G)")
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise usage("--out is the folder results are written to", out,
+                        "pass a folder (it is made if missing), not a file")
+        return cls(float(budget), Limits(ceiling, float(trial_timeout)), out, storage, thresholds)

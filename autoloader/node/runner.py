@@ -1,0 +1,176 @@
+"""Rank 0's handle on every rank's trial process (``NodeRunner``) and the other ranks' loop
+(``serve``, ``on_node``): NOTE [ Tuning a node's ranks ] in node/__init__.py."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import pickle
+from typing import Any, Callable
+
+from ..errors import AutoloaderError
+from ..probe.driver import DatasetInfo, RunnerSetup, SetupError, TrialRunner
+from ..search.burst_rule import BurstSettings
+from ..search.results import FAILED, OK, TrialResult
+from ..search.space import LoaderConfig
+from .group import Node, RankLost
+from .protocol import Measure, Outcome, Reply, Start, Stop
+from .ranks import rank_ceiling
+
+
+def rank_runner(node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float) -> TrialRunner:
+    """This rank's TrialRunner: its shard, its device, its share of the memory ceiling."""
+    mine = dataclasses.replace(setup, shard=(node.rank, node.world), device=node.device(setup.device))
+    return TrialRunner(mine, max_memory=rank_ceiling(max_memory, node.world), hang_timeout_s=hang_timeout_s)
+
+
+def _started(runner: TrialRunner) -> Reply:
+    try:
+        return Reply(info=runner.start())
+    except SetupError as exc:
+        return Reply(setup_error=(str(exc), exc.usage))
+    except Exception as exc:  # noqa: BLE001 - a rank that cannot start says so, never hangs rank 0
+        return Reply(setup_error=(f"{type(exc).__name__}: {exc}", False))
+
+
+def _measured(runner: TrialRunner | None, command: Measure) -> Reply:
+    if runner is None:
+        return Reply(result=TrialResult(command.config, FAILED, cause="runner_killed",
+                                         error="this rank's trial process was never started"))
+    try:
+        result = runner.measure(command.config, command.settings, command.timeout)
+    except Exception as exc:  # noqa: BLE001 - TrialRunner turns trials into results; this is its own bug
+        result = TrialResult(command.config, FAILED, cause="error",
+                             error=f"this rank's driver raised {type(exc).__name__}: {exc}")
+    return Reply(result=result, orphans=runner.orphans, shm_leaks=runner.shm_leaks)
+
+
+def node_result(config: LoaderConfig, results: list[TrialResult]) -> TrialResult:
+    """One node trial from every rank's, rank 0 first (NOTE [ Tuning a node's ranks ]): the
+    first failing rank's failure, naming it; else the slowest rank's rate, with every rank's."""
+    world = len(results)
+    failed = [rank for rank, r in enumerate(results) if r.status != OK]
+    if failed:
+        first = results[failed[0]]
+        also = f" (ranks {', '.join(map(str, failed[1:]))} failed too)" if failed[1:] else ""
+        return dataclasses.replace(first, config=config, rank_samples_per_s=None,
+                                   error=f"rank {failed[0]} of {world}{also}: {first.error or first.describe_failure()}")
+    rates = [r.samples_per_s or 0.0 for r in results]
+    slow = results[min(range(world), key=rates.__getitem__)]
+
+    def largest(name: str):
+        values = [getattr(r, name) for r in results if getattr(r, name) is not None]
+        return max(values) if values else None
+
+    return dataclasses.replace(
+        slow, config=config, wait_fraction=largest("wait_fraction"), startup_s=largest("startup_s"),
+        epoch_restart_s=largest("epoch_restart_s"), peak_host_bytes=largest("peak_host_bytes"),
+        peak_pss_bytes=largest("peak_pss_bytes"), peak_shm_bytes=largest("peak_shm_bytes"),
+        gpu_peak_bytes=largest("gpu_peak_bytes"), seconds=max(r.seconds for r in results),
+        pruned=any(r.pruned for r in results), rank_samples_per_s=tuple(rates))
+
+
+class NodeRunner:
+    """Rank 0's handle on every rank's trial process: TrialRunner's interface, each call run by
+    all ranks at once (NOTE [ Tuning a node's ranks ]). ``max_memory`` is the node's."""
+
+    def __init__(self, node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float):
+        self.node = node
+        self._start = Start(setup, max_memory, hang_timeout_s)
+        self.local = rank_runner(node, setup, max_memory, hang_timeout_s)
+        self.info: DatasetInfo | None = None
+        self._counts: dict[int, tuple[int, int]] = {}   # rank > 0 -> (orphans, shm_leaks)
+
+    @property
+    def orphans(self) -> int:
+        return self.local.orphans + sum(o for o, _ in self._counts.values())
+
+    @property
+    def shm_leaks(self) -> int:
+        return self.local.shm_leaks + sum(s for _, s in self._counts.values())
+
+    def start(self) -> DatasetInfo:
+        self.node.broadcast(self._start)
+        replies = self.node.gather(_started(self.local))
+        for rank, reply in enumerate(replies):
+            if reply.setup_error is not None:
+                message, is_usage = reply.setup_error
+                raise SetupError(f"rank {rank} of {self.node.world} could not start its trial process: {message}",
+                                 usage=is_usage)
+        self.info = replies[0].info
+        return self.info
+
+    def profile(self, batch_size: int, hang_timeout_s: float | None = None):
+        """Rank 0's profile alone; the other ranks idle meanwhile (the bursts then correct it)."""
+        return self.local.profile(batch_size, hang_timeout_s)
+
+    def measure(self, config: LoaderConfig, settings: BurstSettings,
+                hang_timeout_s: float | None = None) -> TrialResult:
+        command = Measure(config, settings, hang_timeout_s)
+        self.node.broadcast(command)
+        replies = self.node.gather(_measured(self.local, command))
+        for rank, reply in enumerate(replies[1:], start=1):
+            self._counts[rank] = (reply.orphans, reply.shm_leaks)
+        return node_result(config, [reply.result for reply in replies])
+
+    def close(self) -> None:
+        try:
+            self.node.stop()
+        finally:
+            self.local.close()
+
+
+def serve(node: Node) -> None:
+    """Ranks > 0: run rank 0's commands on this rank's own TrialRunner until _Stop."""
+    runner: TrialRunner | None = None
+    try:
+        while True:
+            command = node.broadcast()
+            if isinstance(command, Stop):
+                return
+            if isinstance(command, Start):
+                if runner is not None:
+                    runner.close()
+                runner = rank_runner(node, command.setup, command.max_memory, command.hang_timeout_s)
+                reply = _started(runner)
+            else:
+                reply = _measured(runner, command)
+            node.gather(reply)
+    finally:
+        if runner is not None:
+            runner.close()
+
+
+def on_node(node: Node, work: Callable[[], Any] | None) -> Any:
+    """Rank 0 runs ``work`` (the tune, driving the others through a NodeRunner); the other
+    ranks ``serve`` it; then every rank returns rank 0's result, or raises its error."""
+    if node.rank != 0:
+        serve(node)
+        outcome = node.broadcast()
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.result
+    try:
+        result = work()
+    except BaseException as exc:
+        if node.lost is None:
+            with contextlib.suppress(RankLost):
+                node.stop()
+                node.broadcast(Outcome(error=_portable(exc)))
+        raise
+    node.stop()
+    node.broadcast(Outcome(result=result))
+    return result
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` as the other ranks can unpickle it; an AutoloaderError with its text otherwise."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001
+        failure = AutoloaderError(str(exc))
+        failure.exit_code = getattr(exc, "exit_code", 1)
+        return failure
+
+

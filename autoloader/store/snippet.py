@@ -1,0 +1,33 @@
+"""The self-contained snippet written beside each result: the tuned DataLoader without autoloader."""
+
+from __future__ import annotations
+
+import inspect
+
+from .. import seeding
+from ..search.config import TunedConfig
+
+
+def snippet(tuned: TunedConfig) -> str:
+    """Python source that defines ``seed_worker`` and ``make_loader(dataset)`` without
+    importing autoloader (the seeding module is copied in whole: one source of truth)."""
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in tuned.config.loader_kwargs().items())
+    seeding_source = inspect.getsource(seeding).split('"""', 2)[2].lstrip("\n")
+    # seeding imports torch inside the worker only; make_loader below needs it at module level.
+    seeding_source = seeding_source.replace("import numpy as np\n", "import numpy as np\nimport torch\n", 1)
+    rate = f"{tuned.samples_per_s:,.0f} samples/s on {tuned.device}"
+    return (f'"""DataLoader tuned by autoloader for {tuned.dataset_key} ({rate}).\n\n'
+            f'Self-contained: needs torch and numpy only.\n"""\n'
+            f"{seeding_source}\n\n"
+            f"LOADER_KWARGS = dict({kwargs})\n\n\n"
+            "def make_loader(dataset, generator=None, **overrides):\n"
+            '    """The tuned DataLoader; pass generator=torch.Generator().manual_seed(s) for runs\n'
+            '    that repeat exactly, and any other DataLoader argument as an override. It shuffles,\n'
+            '    as the trials did, unless given shuffle=, sampler= or batch_sampler=."""\n'
+            "    kwargs = {**LOADER_KWARGS, **overrides}\n"
+            "    if kwargs.get(\"num_workers\", 0) > 0:\n"
+            "        kwargs.setdefault(\"worker_init_fn\", seed_worker)\n"
+            "    if not isinstance(dataset, torch.utils.data.IterableDataset) and not (\n"
+            "            {\"sampler\", \"batch_sampler\"} & kwargs.keys()):\n"
+            "        kwargs.setdefault(\"shuffle\", True)\n"
+            "    return torch.utils.data.DataLoader(dataset, generator=generator, **kwargs)\n")
