@@ -3,21 +3,46 @@
 The public API: ``tune``, ``best_loader`` and ``stored_result`` (api.py), the records they
 return (``TuneResult``, ``TunedConfig``, ``LoaderConfig``, ``TrialResult``), the seeded
 ``worker_init_fn`` (``seed_worker``, ``worker_generator``), the errors and the warnings.
+
+The package's folders, one concern each, in the order data flows through them:
+
+- ``inputs/``  what the user asks and the machine offers, checked once (problem, source, hardware,
+               content, limits, options, the code digest);
+- ``search/``  the pure decisions: space, profile, model, calibration, strategy, choice, knee,
+               budget, memory, policy (no torch, no processes, no files);
+- ``probe/``   measuring a config away from the caller's process (the trial process, its bursts);
+- ``store/``   what is kept: the Optuna study, result files, their checks, their history;
+- ``tuning/``  one run: the sequence, the result record, the comparison with the last one, the
+               progress printer;
+- ``fleet/``   many runs: the retune registry and report, ``show``, ``dashboard``;
+- ``node/``    the ranks of one node tuned together;
+- ``api.py`` and ``cli.py`` on top.
+
+The names below load on first use, so ``import autoloader`` (or one of its pure modules) does not
+import torch.
 """
 
-from .api import TuneResult, best_loader, stored_result, tune
-from .errors import (
-           AutoloaderError,
-           AutoloaderWarning,
-           NoFeasibleConfig,
-           NotSaved,
-           UsageError,
-)
-from .search.config import TunedConfig
-from .search.results import TrialResult
-from .search.space import LoaderConfig
-from .seeding import seed_worker, worker_generator
+from __future__ import annotations
 
-__all__ = ["AutoloaderError", "AutoloaderWarning", "LoaderConfig", "NoFeasibleConfig", "NotSaved", "TrialResult",
-           "TuneResult", "TunedConfig", "UsageError", "best_loader", "seed_worker", "stored_result", "tune",
-           "worker_generator"]
+import importlib
+
+_PUBLIC = {
+    "tune": "api", "best_loader": "api", "stored_result": "api", "TuneResult": "api",
+    "AutoloaderError": "errors", "AutoloaderWarning": "errors", "NoFeasibleConfig": "errors", "NotSaved": "errors",
+    "UsageError": "errors", "TunedConfig": "search.config", "TrialResult": "search.results",
+    "LoaderConfig": "search.space", "seed_worker": "seeding", "worker_generator": "seeding",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'autoloader' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

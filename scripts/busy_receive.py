@@ -1,6 +1,6 @@
 """``python -m scripts.busy_receive``: how long the main process takes a batch from a DataLoader
 worker that is idle, busy in Python, or asleep, under both of torch's sharing strategies (the
-evidence behind NOTE [ A busy worker's receive ] in autoloader/model.py). CPU only; prints
+evidence behind NOTE [ A busy worker's receive ] in autoloader/search/model.py). CPU only; prints
 Markdown.
 
 One worker, prefetch 4: the queue is left to fill, then three batches are taken one after

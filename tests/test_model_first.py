@@ -13,8 +13,7 @@ from autoloader.search.model_first import (
 from autoloader.search.policy import MAX_SEARCH_TRIALS
 from autoloader.search.profile import Profile
 from autoloader.search.results import FAILED, OK, TrialResult
-from autoloader.search.space import LoaderConfig
-from autoloader.tuning.run import search_space
+from autoloader.search.space import LoaderConfig, search_space
 
 CPUS = 8
 

@@ -110,7 +110,7 @@ class Hardware:
     """The facts a tuned config depends on; its fingerprint names the results folder.
 
     ``ranks``: how many ranks of one job share the node (NOTE [ Tuning a node's ranks ] in
-    node.py). Past 1, ``cpus`` is one rank's share and the fingerprint ends in ``-{ranks}rank``,
+    node/__init__.py). Past 1, ``cpus`` is one rank's share and the fingerprint ends in ``-{ranks}rank``,
     so a single-rank result and an N-rank one never share a study or a file; at 1 the fingerprint
     is what it always was."""
 

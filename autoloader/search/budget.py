@@ -11,7 +11,7 @@ import statistics
 import time
 from typing import Sequence
 
-from .burst_rule import expected_window_s
+from .burst_rule import BurstSettings, expected_window_s
 from .policy import FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS, FIRST_TRIAL_S
 from .results import OK, TrialResult
 from .space import LoaderConfig
@@ -58,9 +58,15 @@ def final_measure_seconds(config: LoaderConfig, history: Sequence[TrialResult]) 
     trial = next((t for t in history if t.config == config and t.status == OK and t.seconds), None)
     if trial is None:
         return max(1.5, min(trial_seconds(history), FINAL_SETTINGS.max_window_s + 2.0))
+    return measure_seconds(trial, FINAL_SETTINGS, config.num_workers)
+
+
+def measure_seconds(trial: TrialResult, settings: BurstSettings, workers: int) -> float:
+    """One measurement at ``workers`` under ``settings``, from a measured ``trial``: its start-up
+    and skip (what it took beyond its window), and the window ``settings`` give at its batch rate."""
     overhead = max(0.3, trial.seconds - trial.window_s)
     per_batch = trial.window_s / trial.batches if trial.batches else 0.0
-    return overhead + expected_window_s(FINAL_SETTINGS, config.num_workers, per_batch)
+    return overhead + expected_window_s(settings, workers, per_batch)
 
 
 def round_seconds(configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> float:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..errors import usage
+from .policy import MAX_WORKERS_PER_CPU
 
 # Up to 16: a deep queue lets the other workers run on while a slow batch holds the head of
 # the in-order queue; memory decides whether it fits (the guard predicts every config).
@@ -141,6 +143,13 @@ class SearchSpace:
         return LoaderConfig.make(batch_size or self.batch_sizes[0], num_workers,
                                  pin_memory=max(self.pin_choices), prefetch_factor=2,
                                  persistent_workers=max(self.persistent_choices))
+
+
+def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSpace:
+    """What a tuning run may vary on this machine: workers up to MAX_WORKERS_PER_CPU per CPU, and
+    pinning both ways on CUDA (it only matters there)."""
+    return SearchSpace(batch_sizes=tuple(batch_sizes), max_workers=MAX_WORKERS_PER_CPU * cpus,
+                       pin_choices=(True, False) if device.startswith("cuda") else (False,))
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:

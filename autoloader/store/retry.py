@@ -1,7 +1,7 @@
 """Which stored verdicts still stand, and which configs are measured again.
 
 A finished trial is a fact about its config and is not re-run (NOTE [ Nothing lost ] in
-store.py), with three exceptions, each counted so the progress line can say why a config runs
+study.py), with three exceptions, each counted so the progress line can say why a config runs
 again:
 - a limit's verdict (memory ceiling, watchdog) once that limit is raised (study.py's
   ``stopped_by_a_raised_limit``);

@@ -35,13 +35,12 @@ from ..search.model_first import ModelFirst
 from ..search.policy import (
     FINAL_ROUNDS,
     FINAL_SETTINGS,
-    MAX_WORKERS_PER_CPU,
     SEARCH_SETTINGS,
     prune_line,
 )
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, OK, TrialResult
-from ..search.space import LoaderConfig, SearchSpace
+from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
 from ..search.warm import WarmStart, warmed
 from ..store.durable import save
@@ -55,13 +54,6 @@ from .compare import compare
 from .result import TuneResult, summary
 
 Progress = Callable[[str, dict], None]
-
-
-def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSpace:
-    """What a tuning run may vary on this machine: workers up to MAX_WORKERS_PER_CPU per CPU, and
-    pinning both ways on CUDA (it only matters there)."""
-    return SearchSpace(batch_sizes=tuple(batch_sizes), max_workers=MAX_WORKERS_PER_CPU * cpus,
-                       pin_choices=(True, False) if device.startswith("cuda") else (False,))
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,18 @@ One entry, from the repository's root (``python -m scripts.bench --help``):
     python -m scripts.bench rebuild OUT --out OUT2          # summary of a killed run from its records
     python -m scripts.bench merge PART1 PART2 --out RUN     # one summary of runs made in parts
     python -m scripts.bench agreement RUN/part*/records.jsonl   # how a run's phases agree
-    python -m scripts.bench node --nproc-per-node 2 --workloads jpeg --out OUT   # a node of 2 ranks (issue 16)
+    python -m scripts.bench replay RUN/run/records.jsonl    # the model now against what a run measured
+    python -m scripts.bench node --nproc-per-node 2 --workloads jpeg --out OUT   # a node of 2 ranks
 
 Modules: ``run`` (the run command: options, the loop over workloads), ``harness`` (one workload's
 tuner, grid, final and ceiling), ``tuner_run`` (``autoloader tune`` as a subprocess), ``stability``
 (three tunes and the verdict), ``plan`` (time estimates), ``figures`` (a workload's numbers from
 what it measured), ``report`` (summary.md), ``records`` (records.jsonl), ``parts`` (merge and
 rebuild), ``ceiling`` (the spawned ceiling child), ``workloads`` (the datasets and steps),
-``agreement`` (a tool over records), ``node`` (the node bench: N ranks tuned and measured
-together), ``common`` (names and number formats).
+``agreement`` and ``replay`` (tools over records), ``node`` (the node bench: N ranks tuned and
+measured together), ``common`` (names and number formats). The rules it measures by (the rule it
+compares against, the sweep's base config, the tie, the time a measurement takes) are the tuner's
+own, imported from ``autoloader``, so the bench and the tuner cannot drift apart.
 
 On the lent GPU machine a run outlives one device call: start it in the background in a process
 session of its own, writing under a folder, and poll that folder from the next calls (each a

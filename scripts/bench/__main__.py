@@ -7,7 +7,7 @@
     replay     how the model, corrected by a run's own tuner bursts, predicts what the bench
                measured, with the code checked out now (replay.py)
     node       a node of N ranks: the node tune's pick against the single-rank pick and the
-               cpus-1 rule on every rank, interleaved (node/__init__.py; issue 16)
+               cpus-1 rule on every rank, interleaved (autoloader/node/__init__.py)
 
 Run it from the repository's root (or with the root on PYTHONPATH): the package is ``scripts``.
 """

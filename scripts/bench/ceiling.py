@@ -24,12 +24,12 @@ runs alongside one.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing as mp
 import os
-import signal
 import time
 import traceback
+
+from autoloader.probe.workers import die_with_parent
 
 
 class CeilingChild:
@@ -75,13 +75,6 @@ class CeilingChild:
         self.conn.close()
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _map_tensors(obj, fn, torch):
     if isinstance(obj, torch.Tensor):
         return fn(obj)
@@ -110,7 +103,7 @@ def ceiling_main(conn, dataset_spec: str, step_spec: str | None, batch_size: int
     default to 'spawn', which cannot re-import a dataset loaded from a file path)."""
     import multiprocessing as mp
 
-    _die_with_parent()
+    die_with_parent()
     mp.set_start_method(worker_start_method, force=True)
     try:
         info = _Ceiling(dataset_spec, step_spec, batch_size, settings)

@@ -7,11 +7,13 @@ import math
 import os
 import statistics
 
+from autoloader.search.policy import FINAL_TIE
 from autoloader.search.space import LoaderConfig
 
 # The repository's root: the tuner and the workloads' specs are resolved from here.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TIE = 0.02                      # within 2% of the best median: within noise
+# Within the tuner's own final tie of the best median: within noise.
+TIE = FINAL_TIE
 
 
 def utc_now() -> str:

@@ -29,9 +29,11 @@ from autoloader.inputs import hardware
 from autoloader.inputs.source import Source
 from autoloader.probe.driver import TrialRunner
 from autoloader.probe.protocol import RunnerSetup, SetupError
-from autoloader.search.burst_rule import BurstSettings, expected_window_s
+from autoloader.search.budget import measure_seconds
+from autoloader.search.burst_rule import BurstSettings
+from autoloader.search.model_first import heuristic_config
 from autoloader.search.results import OK, TrialResult
-from autoloader.search.space import LoaderConfig
+from autoloader.search.space import LoaderConfig, SearchSpace, search_space
 from scripts.bench import figures, plan
 from scripts.bench.ceiling import CeilingChild
 from scripts.bench.common import fmt_rate, log, short
@@ -220,13 +222,18 @@ class Workload:
             log(f"[{self.name}] {where} {result.status}: {result.cause} {(result.error or '')[:80]}")
         return result
 
+    def space(self) -> SearchSpace:
+        """The tuner's space at this workload's batch size (pinning only offered on CUDA)."""
+        return search_space((self.bs,), self.cpus, "cuda" if self.cuda else "cpu")
+
     def base(self, workers: int) -> LoaderConfig:
-        """The sweep's config: DataLoader's prefetch default, kept workers, pinning on CUDA."""
-        return LoaderConfig.make(self.bs, workers, pin_memory=self.cuda, prefetch_factor=2, persistent_workers=True)
+        """The sweep's config: the tuner's own worker-sweep default (DataLoader's prefetch, kept
+        workers, pinning on CUDA)."""
+        return self.space().default_config(workers)
 
     def heuristic(self) -> LoaderConfig:
-        return LoaderConfig.make(self.bs, max(0, self.cpus - 1), pin_memory=self.cuda, prefetch_factor=2,
-                                 persistent_workers=True)
+        """The rule the tuner replaces, as the tuner's own final holds it."""
+        return heuristic_config(self.space(), self.cpus)
 
     def _ok_grid(self) -> list[TrialResult]:
         return sorted((t for t in self.grid if t.status == OK and t.samples_per_s), key=lambda t: -t.samples_per_s)
@@ -238,9 +245,7 @@ class Workload:
         if not ok:
             return 2.0 + settings.max_window_s
         near = min(ok, key=lambda t: (t.config != config, abs(t.config.num_workers - config.num_workers)))
-        overhead = max(0.3, near.seconds - near.window_s)
-        per_batch = near.window_s / near.batches if near.batches else 0.0
-        return overhead + expected_window_s(settings, config.num_workers, per_batch)
+        return measure_seconds(near, settings, config.num_workers)
 
     def picks(self) -> list[tuple[LoaderConfig, str]]:
         """The tuner's pick(s) and their roles: pick, then pick#2 and pick#3 of a stability check."""

@@ -42,8 +42,9 @@ import subprocess
 import time
 
 from autoloader.inputs import hardware
+from autoloader.search.model_first import heuristic_config
 from autoloader.search.results import FAILED, OK, TrialResult
-from autoloader.search.space import LoaderConfig
+from autoloader.search.space import LoaderConfig, search_space
 from scripts.bench import plan
 from scripts.bench.common import (
     REPO,
@@ -206,8 +207,8 @@ class NodeWorkload:
 
     def order(self, node_cpus: int) -> list[tuple[LoaderConfig, list[str]]]:
         """The configs in measuring order with their roles; a config two roles share is measured once."""
-        self.rule = LoaderConfig.make(self.bs, max(0, node_cpus - 1), pin_memory=self.device == "cuda",
-                                      prefetch_factor=2, persistent_workers=True)
+        # The tuner's own control on a node: the rule on every rank (NOTE [ Tuning a node's ranks ]).
+        self.rule = heuristic_config(search_space((self.bs,), node_cpus, self.device), node_cpus)
         out: dict[LoaderConfig, list[str]] = {}
         for role, config in (("node_pick", self.tunes.get("node", {}).get("pick")),
                              ("single_pick", self.tunes.get("single", {}).get("pick")), ("rule", self.rule)):

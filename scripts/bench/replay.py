@@ -80,7 +80,7 @@ def replays(rows: list[dict]) -> list[Replay]:
         trials = [TrialResult.from_dict(t) for t in tuner.get("trials", [])]
         cpus = int(tuner["hardware"]["cpus"])
         cuda = str(tuner.get("device", "cuda")).startswith("cuda")
-        # The tuner's own space (autoloader/run.py), at the batch size it profiled.
+        # The tuner's own space (autoloader/search/space.py), at the batch size it profiled.
         space = SearchSpace(batch_sizes=(profile.batch_size,), max_workers=MAX_WORKERS_PER_CPU * cpus,
                             pin_choices=(True, False) if cuda else (False,))
         model = Model(profile, "cuda" if cuda else "cpu")

@@ -1,0 +1,206 @@
+"""Sub-second unit tests of the rules the tuning runs lean on, without a trial process: which
+stored verdicts stand (store/retry.py), what the clock keeps back (search/budget.py), what a
+stored record must hold (store/validate.py), and that the pure part imports no torch, probe or
+store."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from autoloader.search.budget import (
+    Clock,
+    final_measure_seconds,
+    measure_seconds,
+    round_seconds,
+    trial_seconds,
+)
+from autoloader.search.burst_rule import BurstSettings, expected_window_s
+from autoloader.search.policy import (
+    FINAL_RESERVE_SHARE,
+    FINAL_ROUNDS,
+    FINAL_SETTINGS,
+    FIRST_TRIAL_S,
+)
+from autoloader.search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
+from autoloader.search.space import LoaderConfig
+from autoloader.store import validate
+from autoloader.store.retry import OnceMore, StoredTrial, code_changed, standing
+
+A, B, C = (LoaderConfig.make(16, w, False) for w in (1, 2, 4))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def ok(config, rate=100.0, seconds=3.0, window=2.0, batches=20) -> TrialResult:
+    return TrialResult(config, OK, samples_per_s=rate, seconds=seconds, window_s=window, batches=batches)
+
+
+def failed(config, cause) -> TrialResult:
+    return TrialResult(config, FAILED, cause=cause, error="boom")
+
+
+# --- store/retry.py: which stored verdicts stand -----------------------------------------------------------
+
+def test_each_configs_newest_result_stands():
+    stored = [StoredTrial(ok(A, 100.0)), StoredTrial(ok(B)), StoredTrial(ok(A, 200.0))]
+    history = standing(stored, lambda result, limits: False, code=None)
+    assert [(t.config, t.samples_per_s) for t in history.trials] == [(B, 100.0), (A, 200.0)]
+
+
+def test_a_user_code_failure_stands_only_under_the_same_code():
+    stored = [StoredTrial(failed(A, "dataset_error"), code="v1"), StoredTrial(failed(B, "step_error"), code="v2"),
+              StoredTrial(failed(C, "dataset_error"), code=None)]
+    history = standing(stored, lambda result, limits: False, code="v1")
+    assert [t.config for t in history.trials] == [A]
+    assert history.code_changed == 2, "another digest, or none recorded, is other code"
+    assert not code_changed(failed(A, "worker_killed"), "v0", "v1"), "a crash is not the user's code"
+    assert not code_changed(failed(A, "dataset_error"), "v0", None), "no digest now: nothing to compare"
+
+
+def test_a_crash_stands_once_seen_twice():
+    once = standing([StoredTrial(failed(A, "worker_killed"))], lambda r, lim: False, code=None)
+    assert once.trials == () and once.crashed_once == (A,)
+    twice = standing([StoredTrial(failed(A, "worker_killed")), StoredTrial(failed(A, "worker_killed"))],
+                     lambda r, lim: False, code=None)
+    assert [t.cause for t in twice.trials] == ["worker_killed"]
+    tracker = OnceMore.after([B])
+    assert not tracker.stands(failed(A, "runner_killed")), "a first crash: tried once more"
+    assert tracker.stands(failed(A, "runner_killed")), "the second counts"
+    assert tracker.stands(failed(B, "worker_segfault")), "one crash already stored: this is the second"
+    assert tracker.stands(failed(C, "dataset_error")), "only crashes get a second try"
+
+
+def test_a_limits_verdict_under_a_raised_limit_is_measured_again():
+    stored = [StoredTrial(TrialResult(A, CONSTRAINT, cause="host_memory"), limits={"max_memory": 1}),
+              StoredTrial(TrialResult(B, HANG, cause="hang"), limits={"trial_timeout": 5})]
+    history = standing(stored, lambda result, limits: result.config == A, code=None)
+    assert [t.config for t in history.trials] == [B] and history.limit_raised == 1
+
+
+# --- search/budget.py: the clock ---------------------------------------------------------------------------
+
+def test_a_trial_is_assumed_to_take_the_first_guess_until_one_is_measured():
+    assert trial_seconds([]) == FIRST_TRIAL_S
+    assert trial_seconds([ok(A, seconds=2.0), ok(B, seconds=4.0), ok(C, seconds=9.0)]) == 4.0
+
+
+def test_a_final_measurement_costs_its_trials_overhead_and_the_finals_window():
+    trial = ok(B, seconds=5.0, window=2.0, batches=40)   # 3 s beyond its window, 0.05 s a batch
+    expected = 3.0 + expected_window_s(FINAL_SETTINGS, 2, 0.05)
+    assert final_measure_seconds(B, [trial]) == pytest.approx(expected)
+    assert measure_seconds(trial, FINAL_SETTINGS, 2) == pytest.approx(expected)
+    slow = BurstSettings(max_window_s=1.0, min_cycles=4.0)
+    assert measure_seconds(ok(B, seconds=2.5, window=2.0, batches=4), slow, 8) == pytest.approx(0.5 + 3.0), \
+        "slow batches at many workers wait for their cycles, up to three time caps"
+    assert final_measure_seconds(C, [trial]) == max(1.5, min(5.0, FINAL_SETTINGS.max_window_s + 2.0)), \
+        "a config never measured: the typical trial, within bounds"
+    assert round_seconds([B, C], [trial]) == pytest.approx(expected + final_measure_seconds(C, [trial]))
+
+
+def test_the_clock_keeps_back_the_finals_rounds_up_to_a_share_of_the_budget():
+    clock = Clock(100.0, started=0.0)
+    history = [ok(A, seconds=4.0, window=2.0), ok(B, seconds=4.0, window=2.0)]
+    assert clock.finals_reserve(history, [A]) == 0.0, "one finalist: no final"
+    reserve = clock.finals_reserve(history, [A, B])
+    assert reserve == pytest.approx(min(FINAL_ROUNDS * round_seconds([A, B], history), FINAL_RESERVE_SHARE * 100))
+    long = [ok(A, seconds=60.0, window=2.0), ok(B, seconds=60.0, window=2.0)]
+    assert clock.finals_reserve(long, [A, B]) == FINAL_RESERVE_SHARE * 100.0
+    assert clock.search_left(history, [A, B]) == pytest.approx(clock.left() - reserve, abs=0.1)
+
+
+# --- store/validate.py: what a stored record must hold -----------------------------------------------------
+
+def result_record(**changes) -> dict:
+    data = {"format": 2, "config": {"batch_size": 16, "num_workers": 2, "pin_memory": False, "prefetch_factor": 2,
+                                    "persistent_workers": True}, "samples_per_s": 1000.0, "rel_interval": 0.02,
+            "baseline_samples_per_s": 400.0, "knee": None, "hardware": {"fingerprint": "box", "cpus": 2},
+            "dataset_key": "ds-n100-abc", "device": "cpu"}
+    return {**data, **changes}
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"samples_per_s": math.inf}, "samples_per_s"), ({"samples_per_s": True}, "samples_per_s"),
+    ({"samples_per_s": -1.0}, "samples_per_s"), ({"format": 99}, "newer autoloader"),
+    ({"hardware": "box"}, "hardware"), ({"dataset_key": 3}, "dataset_key"),
+    ({"config": {"batch_size": 0, "num_workers": 2, "pin_memory": False}}, "batch_size"),
+    ({"config": {"batch_size": 16, "num_workers": 9, "pin_memory": False, "prefetch_factor": 2}}, "num_workers is 9"),
+    ({"config": {"batch_size": 16, "num_workers": 2, "pin_memory": "yes", "prefetch_factor": 2}}, "pin_memory"),
+    ({"knee": {"stops_paying": 1}}, "peak is None"),
+], ids=["inf", "bool", "negative", "newer", "hardware", "key", "batch", "workers-past-the-cpus", "pin", "knee"])
+def test_a_result_record_that_no_run_wrote_is_refused_with_what_is_wrong(change, says):
+    with pytest.raises(validate.InvalidRecord, match=says):
+        validate.tuned_config(result_record(**change))
+
+
+def test_a_sound_result_record_reads_back_and_the_one_reader_warns_on_a_bad_file(tmp_path):
+    tuned = validate.tuned_config(result_record())
+    assert tuned.config == LoaderConfig.make(16, 2, False, 2, True) and tuned.samples_per_s == 1000.0
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(result_record()))
+    bad.write_text(json.dumps(result_record(samples_per_s=None)))
+    stored = validate.load_result(str(good))
+    assert stored.where == str(good) and stored.tuned == tuned and stored.hardware == {"fingerprint": "box", "cpus": 2}
+    assert validate.load_result(str(tmp_path / "missing.json")) is None
+    with pytest.warns(validate.StoredStateWarning, match="ignored the stored result .*bad.json: samples_per_s"):
+        assert validate.load_result(str(bad)) is None
+    with pytest.warns(validate.StoredStateWarning, match="a folder"):
+        assert validate.load_result(str(tmp_path)) is None
+
+
+def test_a_trial_record_is_checked_field_by_field():
+    record = {"format": 2, "config": {"batch_size": 16, "num_workers": 0, "pin_memory": False}, "status": OK,
+              "samples_per_s": 10.0, "batches": 4}
+    assert validate.trial_record(record).samples_per_s == 10.0
+    for change, says in (({"status": "great"}, "status"), ({"batches": -1}, "batches"),
+                         ({"samples_per_s": None}, "samples_per_s"), ({"pruned": "no"}, "pruned")):
+        with pytest.raises(validate.InvalidRecord, match=says):
+            validate.trial_record({**record, **change})
+
+
+# --- the pure part ----------------------------------------------------------------------------------------
+
+PURE = "autoloader/search"
+FORBIDDEN = ("torch", "multiprocessing", "subprocess", "psutil", "click", "optuna", "autoloader.probe",
+             "autoloader.store", "autoloader.tuning", "autoloader.fleet", "autoloader.node", "autoloader.inputs")
+
+
+def _imports(path: str, package: str) -> set[str]:
+    tree = ast.parse(open(path).read())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                names.add(".".join(base + ([node.module] if node.module else [])))
+            else:
+                names.add(node.module)
+    return names
+
+
+def test_the_pure_part_imports_no_torch_no_processes_no_store():
+    """Everything under search/ (space, model, search, choice) decides from records alone: no
+    torch, no processes, no files, no probe or store, anywhere in the file (lazy imports too)."""
+    folder = os.path.join(REPO, PURE)
+    offenders = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            found = {m for m in _imports(os.path.join(folder, name), "autoloader.search")
+                     if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)}
+            if found:
+                offenders[name] = sorted(found)
+    assert offenders == {}
+    # And at run time: importing the whole pure part loads none of them.
+    code = ("import sys, pkgutil, importlib, autoloader.search as s\n"
+            "for m in pkgutil.iter_modules(s.__path__): importlib.import_module('autoloader.search.' + m.name)\n"
+            f"print(sorted(n for n in sys.modules if any(n == f or n.startswith(f + '.') for f in {FORBIDDEN!r})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
