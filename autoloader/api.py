@@ -17,12 +17,13 @@ import dataclasses
 from typing import Any, Sequence
 
 from .inputs.content import dataset_fingerprint
+from .inputs.home import resolve_out
 from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 from .inputs.problem import Problem
 from .node.group import Node, joined
 from .node.runner import on_node
 from .search.config import TunedConfig
-from .store.paths import held, resolve_out, result_path
+from .store.paths import held, result_path
 from .store.validate import load_result
 from .tuning.result import TuneResult
 from .tuning.run import Progress, Run

@@ -145,7 +145,7 @@ def show_command(result, out, storage, as_json) -> None:
     """List the stored results (per hardware and dataset: the pick, its rate, when, by which
     version), or print one."""
     from .fleet import show
-    from .store.paths import resolve_out
+    from .inputs.home import resolve_out
 
     with _library_errors():
         if result is None:
@@ -165,7 +165,7 @@ def show_command(result, out, storage, as_json) -> None:
 def dashboard_command(out, storage, host, port) -> None:
     """Serve optuna-dashboard over the stored studies (needs the [dashboard] extra)."""
     from .fleet import dashboard
-    from .store.paths import resolve_out
+    from .inputs.home import resolve_out
 
     with _library_errors():
         dashboard.require_dashboard()

@@ -16,7 +16,7 @@ from fleet_workloads import SLOWDOWN_ENV, Paced, Scaled
 
 from autoloader import best_loader, stored_result, tune
 from autoloader.inputs.content import dataset_fingerprint
-from autoloader.store.paths import HOME_ENV, default_out
+from autoloader.inputs.home import HOME_ENV, default_out
 
 
 @pytest.fixture(scope="module")

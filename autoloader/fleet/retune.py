@@ -22,11 +22,12 @@ from typing import Callable
 from ..api import built_problem
 from ..errors import AutoloaderError
 from ..inputs import hardware
+from ..inputs.home import resolve_out
 from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 from ..inputs.source import resolve_dataset
 from ..search.policy import Thresholds
 from ..store.history import previous, record
-from ..store.paths import held, resolve_out, result_path
+from ..store.paths import held, result_path
 from ..store.storage import masked
 from ..store.study import atomic_write
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version, now_iso

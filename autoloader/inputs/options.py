@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from ..errors import usage
 from ..search.policy import Thresholds
-from ..store.paths import resolve_out
 from . import hardware
+from .home import resolve_out
 from .limits import check_ceiling_fits_ram
 
 DEFAULT_BUDGET_S = 60.0

@@ -1,10 +1,17 @@
-"""Probing one config, away from the driver's process:
+"""Probing one config, away from the caller's process.
 
-- ``driver``: ``TrialRunner``, the driver's handle on the trial process: start, measure, close.
-- ``protocol``: the set-up and the messages between the driver and the trial process.
-- ``trial``: the trial process itself: builds the dataset and the step, runs each trial.
-- ``device``: the trial's GPU helpers: batches to the device, cache release, NVML utilisation.
-- ``burst``: the measurement of one config, run inside the trial process.
-- ``failures``: how a failed trial is named, from its exception or its process's death.
+Serves ``tuning.run`` and ``node.runner`` (which ask a ``TrialRunner`` for a profile and for one
+measurement at a time) and the benchmark. The caller's process never initialises CUDA; the trial
+process does all the measuring (NOTE [ Trial processes ] in trial.py), and the two speak the
+protocol of NOTE [ Trial protocol ] in protocol.py:
+
+- ``driver``: ``TrialRunner``, the caller's handle on the trial process: start, measure, close;
+- ``protocol``: the set-up and the typed messages between the driver and the trial process;
+- ``trial``: the trial process itself: builds the dataset and the step, runs each trial;
+- ``workers``: the trial process's DataLoader workers: their death with it, their end, their memory;
+- ``burst``: the measurement of one config, run inside the trial process;
+- ``profiler``: the profile of the pipeline's parts, run inside the trial process;
+- ``device``: the trial's GPU helpers: batches to the device, cache release, NVML utilisation;
+- ``failures``: how a failed trial is named, from its exception or its process's death;
 - ``guard``: the driver's watch on the trial's process tree: memory, /dev/shm, kills, leaks.
 """

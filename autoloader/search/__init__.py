@@ -1,1 +1,17 @@
-"""autoloader.search"""
+"""The pure decisions: what to measure next, what a measurement means, who wins.
+
+Serves ``tuning.run`` (which sequences them) and the probe and store (which carry their records).
+Nothing here imports torch, starts a process or touches a file (a test checks it), so every
+decision can be reasoned about, and replayed on recorded runs, from records alone:
+
+- ``space``: the DataLoader configs; ``results``: what a trial measured; ``profile``: what the
+  profile measured of the pipeline's parts;
+- ``model`` and ``calibration``: any config's rate predicted from the profile, corrected by the
+  bursts;
+- ``strategy`` (the interface), ``model_first`` (the search), ``warm`` (a re-tune's warm start):
+  the next config to measure, chosen apart from running it;
+- ``choice``: the interleaved final's winner; ``knee``: the worker curve's inflection;
+  ``budget``: the run's clock; ``memory``: a config's predicted memory and the limits it must meet;
+  ``burst_rule``: a burst's stop rule; ``config``: the tuned config handed back;
+- ``policy``: every threshold a decision uses, a line each on why.
+"""

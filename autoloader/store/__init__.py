@@ -1,1 +1,13 @@
-"""autoloader.store"""
+"""What is kept between runs, and how it is kept trustworthy.
+
+Serves ``tuning`` (a run records its trials and result here), ``api`` (a stored result is looked
+up here) and ``fleet`` (re-tunes, ``show``, ``dashboard`` read it):
+
+- ``study``: the Optuna study, the record of every trial (``StudyStore``); ``runs``: which run
+  measured each trial, and which are complete; ``retry``: which stored verdicts still stand;
+- ``validate``: every stored record checked on load, and ``load_result``, the one reader of a
+  result file; ``versions``: which autoloader measured it;
+- ``paths``: where results and studies lie (every glob is here); ``storage``: Optuna storage URLs;
+  ``durable``: writes that survive a full disk, a kill or a damaged file; ``history``: the
+  previous result of a problem, and the dated history; ``snippet``: the self-contained snippet.
+"""

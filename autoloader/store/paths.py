@@ -1,13 +1,6 @@
-"""Where results live: the per-user results home, each result's files, the study's name.
-
-# NOTE [ Results home ]
-# A stored result is only useful if the next call finds it, and ``best_loader`` is called from
-# wherever the training script runs: a ``results/`` folder under the working directory was a
-# new, empty store for every directory. So results live in one per-user cache folder unless
-# ``out=``/``--out`` names another: ``$AUTOLOADER_HOME`` when set, else the platform's cache
-# convention (``$XDG_CACHE_HOME/autoloader``, ``~/.cache/autoloader`` on Linux,
-# ``~/Library/Caches/autoloader`` on macOS, ``%LOCALAPPDATA%\\autoloader`` on Windows). It is a
-# cache: deleting it costs a re-tune, nothing else.
+"""Where results live under the results folder: each result's files, the study's name, the
+globs that find them, and the lock that makes processes take turns (the folder itself, the
+results home, is inputs/home.py's).
 """
 
 from __future__ import annotations
@@ -15,28 +8,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import sys
-
-HOME_ENV = "AUTOLOADER_HOME"
-
-
-def default_out() -> str:
-    """The results home (NOTE [ Results home ])."""
-    explicit = os.environ.get(HOME_ENV)
-    if explicit:
-        return os.path.abspath(os.path.expanduser(explicit))
-    if sys.platform == "darwin":
-        base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
-    elif os.name == "nt":
-        base = os.environ.get("LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Local")
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "autoloader")
-
-
-def resolve_out(out: str | None) -> str:
-    """``out`` as given, or the results home when it is None."""
-    return default_out() if out is None else out
 
 
 def result_path(out: str, fingerprint: str, key: str, suffix: str = ".json") -> str:

@@ -1,7 +1,7 @@
 """Where results live: the Optuna study (every trial, resumable) and the tuned-config JSON.
 
 Layout under the results directory (``--out``, default the results home: NOTE [ Results home ]
-in paths.py)::
+in inputs/home.py)::
 
     <hardware-fingerprint>/<dataset-key>.json   the tuned config and its figures
     <hardware-fingerprint>/<dataset-key>.py     the self-contained DataLoader snippet
