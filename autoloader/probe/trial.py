@@ -221,7 +221,11 @@ class _Runner:
         from .burst import run_burst
 
         torch = self.torch
-        loader = DataLoader(self.dataset, **config.loader_kwargs(), **self._fixed_kwargs())
+        fixed = self._fixed_kwargs()
+        if not config.num_workers:
+            # DataLoader refuses a start method without workers; the user's applies to the others.
+            fixed.pop("multiprocessing_context", None)
+        loader = DataLoader(self.dataset, **config.loader_kwargs(), **fixed)
         epoch_batches = None if self.iterable else len(loader)
         consume = self._consumer(config)
         if self.cuda:
