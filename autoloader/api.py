@@ -153,6 +153,8 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                     progress("not_reused", {"why": why})
                 tuned = _tune(problem, options, progress).tuned
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
+    if not tuned.config.num_workers:
+        kwargs.pop("multiprocessing_context", None)   # DataLoader refuses one without workers
     if not isinstance(dataset_obj, IterableDataset) and not {"sampler", "batch_sampler"} & kwargs.keys():
         kwargs.setdefault("shuffle", True)
         if node is not None:   # this rank's shard, as its trials read it
