@@ -43,8 +43,9 @@ class Source:
             raise usage(f"the {what} must be picklable to reach the trial process (they are started "
                         "with 'spawn' so a crash cannot take your process with it)",
                         f"{type(obj).__name__}: {exc}",
-                        f"define the {what} at module level (no lambdas or local classes), or use the "
-                        f"CLI with --{what} MODULE:ATTR so it is re-imported instead") from None
+                        f"define the {what} at module level (no lambdas or local classes)"
+                        + (f", or use the CLI with --{what} MODULE:ATTR so it is re-imported instead"
+                           if what in ("dataset", "step") else "")) from None
         return cls(name=_object_name(obj), payload=payload)
 
     def load(self) -> Any:

@@ -21,6 +21,7 @@ torch's CUDA side (NOTE [ No CUDA in the driver ] in inputs/hardware.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -44,7 +45,7 @@ def to_device(batch: Any, device: str, non_blocking: bool) -> Any:
     tuples keep their type): the consumer a trial without a step uses on CUDA."""
     if hasattr(batch, "to") and hasattr(batch, "is_pinned"):
         return batch.to(device, non_blocking=non_blocking)
-    if isinstance(batch, dict):
+    if isinstance(batch, Mapping):   # a dict, or a mapping such as Hugging Face's BatchEncoding
         return {k: to_device(v, device, non_blocking) for k, v in batch.items()}
     if isinstance(batch, (list, tuple)):
         return type(batch)(to_device(v, device, non_blocking) for v in batch) if not hasattr(batch, "_fields") \
