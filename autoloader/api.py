@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from .inputs.content import dataset_fingerprint
+from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out
 from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 from .inputs.problem import Problem
@@ -87,7 +87,7 @@ def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
     """The problem of a dataset built in this process: its length and content fingerprint are read
     here, from the object (NOTE [ Content fingerprint ] in inputs/content.py)."""
     return Problem.build(dataset, length=_length(dataset_obj), length_known=True,
-                         content=dataset_fingerprint(dataset_obj), **build)
+                         content=dataset_fingerprint(dataset_obj), dataset_class=dataset_class(dataset_obj), **build)
 
 
 def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:

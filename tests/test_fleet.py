@@ -143,3 +143,11 @@ def test_a_spec_tuned_by_the_cli_is_found_by_best_loader(repo_cwd, results_home)
     found = stored_result(spec, batch_size=16, device="cpu", version="v1")
     assert found is not None and found.dataset_key == data["dataset_key"]
     assert stored_result(spec, batch_size=16, device="cpu") is None, "the version is part of the key"
+    # One dataset, one key: the object the spec builds, and the factory, find the same result
+    # (the key names the dataset's class, not the way it was given).
+    import fleet_workloads
+
+    assert data["dataset"]["class"] == "fleet_workloads.Scaled" and data["dataset_key"].startswith("Scaled-n256-")
+    for given in (fleet_workloads.scaled(), fleet_workloads.scaled):
+        again = stored_result(given, batch_size=16, device="cpu", version="v1")
+        assert again is not None and again.dataset_key == data["dataset_key"], given

@@ -32,6 +32,15 @@ SAMPLES = 3
 _SEED = 0
 
 
+def dataset_class(dataset: Any) -> str:
+    """The dataset's class as ``module.qualname``: the name its key carries, the same whether the
+    dataset was given built, as a factory or as a spec (a script's classes are ``__main__``'s in
+    the caller and ``__mp_main__``'s in a spawned process: one name)."""
+    kind = type(dataset)
+    module = getattr(kind, "__module__", "?")
+    return f"{'__main__' if module == '__mp_main__' else module}.{getattr(kind, '__qualname__', kind.__name__)}"
+
+
 def dataset_fingerprint(dataset: Any) -> str:
     """A short hex digest of ``dataset``'s content (NOTE [ Content fingerprint ])."""
     digest = hashlib.blake2b(digest_size=8)

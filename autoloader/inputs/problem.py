@@ -41,13 +41,16 @@ class Problem:
     # known with the length; and the user's own label for it (``version=``, --dataset-version).
     content: str | None = None
     version: str | None = None
+    # The built dataset's class (``content.dataset_class``), known with the length: the name in
+    # the key, so a spec, a factory and the object they build find one stored result.
+    dataset_class: str | None = None
 
     @classmethod
     def build(cls, dataset: Any, *, step: Any = None, batch_size: int | None = None,
               batch_sizes: Sequence[int] | None = None, device: str | None = None,
               fixed_kwargs: dict | None = None, length: int | None = None, length_known: bool = False,
               allow_reorder: bool = False, hw: hardware.Hardware | None = None, content: str | None = None,
-              version: str | None = None) -> "Problem":
+              version: str | None = None, dataset_class: str | None = None) -> "Problem":
         """Check every input and build the problem; raises UsageError with the rule, the value
         and the fix."""
         sizes = batch_sizes_of(batch_size, batch_sizes)
@@ -63,14 +66,16 @@ class Problem:
         if not isinstance(allow_reorder, bool):
             raise usage("allow_reorder is True or False", allow_reorder, "pass allow_reorder=True (--allow-reorder)")
         return cls(dataset_source, step_source, sizes, resolve_device(device, hw.gpus), fixed, hw,
-                   length, length_known, allow_reorder, content, _version(version))
+                   length, length_known, allow_reorder, content, _version(version), dataset_class)
 
-    def with_length(self, length: int | None, content: str | None = None) -> "Problem":
+    def with_length(self, length: int | None, content: str | None = None,
+                    dataset_class: str | None = None) -> "Problem":
         """The problem once the dataset's length and content fingerprint are known (from the
         trial process); what is known already is kept, so the key never changes under a problem."""
         if self.length_known:
             return self
-        return dataclasses.replace(self, length=length, length_known=True, content=content)
+        return dataclasses.replace(self, length=length, length_known=True, content=content,
+                                   dataset_class=dataset_class)
 
     @property
     def key(self) -> str:
@@ -79,8 +84,8 @@ class Problem:
         and a hashed rest, so two problems never share a file."""
         if not self.length_known:
             raise RuntimeError("Problem.key needs the dataset's length: call with_length() first")
-        name = self.dataset.name
-        readable = re.sub(r"[^A-Za-z0-9]+", "-", name.rsplit("/", 1)[-1]).strip("-")[:40] or "dataset"
+        name = self.dataset_class or self.dataset.name
+        readable = re.sub(r"[^A-Za-z0-9]+", "-", re.split(r"[/.]", name)[-1]).strip("-")[:40] or "dataset"
         # A default repr carries a memory address (a collate_fn is "<function f at 0x7f...>"), which
         # would give every run a new key and never find a stored result again.
         parts = (name, self.length, self.batch_sizes, self.step.name if self.step else None, self.device,

@@ -37,7 +37,7 @@ import warnings
 import weakref
 from typing import Any
 
-from ..inputs.content import dataset_fingerprint
+from ..inputs.content import dataset_class, dataset_fingerprint
 from ..search.burst_rule import BurstSettings
 from ..search.profile import Profile
 from ..search.results import FAILED, OK, TrialResult
@@ -149,7 +149,7 @@ class _Runner:
         return DatasetInfo(length=length, sample_seconds=elapsed / count,
                            sample_bytes=max(1, _tensor_bytes(batch) // count),
                            runner_uss=memory.uss, runner_pss=memory.pss,
-                           fingerprint=dataset_fingerprint(self.dataset),
+                           fingerprint=dataset_fingerprint(self.dataset), dataset_class=dataset_class(self.dataset),
                            code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs))
 
     def _sample_counter(self, config: LoaderConfig, epoch_batches: int | None):

@@ -113,7 +113,7 @@ class Run:
             raise (UsageError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)
         self._check_shm(info)
-        problem = self.problem.with_length(info.length, info.fingerprint)
+        problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class)
         key, fingerprint = problem.key, problem.hardware.fingerprint
         url = self.options.storage or default_storage(self.options.out, fingerprint, key)
         store = self.store = StudyStore(url, study_name(fingerprint, key), self.space,
@@ -296,8 +296,8 @@ def fallback_profile(info: DatasetInfo, batch_size: int, cpus: int) -> Profile:
 
 
 def _dataset_record(problem: Problem) -> dict:
-    return {"name": problem.dataset.name, "length": problem.length, "content": problem.content,
-            "version": problem.version}
+    return {"name": problem.dataset.name, "class": problem.dataset_class, "length": problem.length,
+            "content": problem.content, "version": problem.version}
 
 
 def _baseline(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> float | None:
