@@ -248,7 +248,16 @@ def test_a_garbage_study_through_the_cli_is_moved_aside_and_the_tune_starts_fres
     assert "resuming" not in second.stderr
     third = invoke(*args)
     assert third.exit_code == 0 and "Warning" not in third.stderr, third.stderr
-    assert "configs from earlier runs to start from" in third.stderr, "the fresh study is read back"
+    # The fresh study is read back: it holds the second run's trials and now the third's, each run
+    # marked complete (a study that could not be read would have been moved aside again).
+    import optuna
+
+    from autoloader.store import runs
+
+    study = optuna.load_study(study_name=json.loads(third.stdout)["study"], storage=f"sqlite:///{db}")
+    marks = runs.runs_of(study)
+    assert len(marks) == 2 and all(m.state == runs.COMPLETE for m in marks.values())
+    assert {t.user_attrs.get(runs.RUN_ATTR) for t in study.get_trials()} == set(marks)
 
 
 @pytest.mark.parametrize("edit", [
