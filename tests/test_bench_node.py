@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from autoloader.search.results import FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from scripts.bench import node
@@ -20,6 +22,7 @@ def bench(*args, timeout=150):
                           env={**os.environ, "PYTHONPATH": REPO})
 
 
+@pytest.mark.slow
 def test_node_bench_measures_three_configs_on_two_cpu_ranks(tmp_path):
     out = tmp_path / "node"
     proc = bench("--nproc-per-node", 2, "--workloads", "hugefloat", "--device", "cpu", "--budget", 10,
@@ -62,6 +65,7 @@ def test_node_bench_measures_three_configs_on_two_cpu_ranks(tmp_path):
     assert "cpus-1 rule" in text and "Not run: none." in text
 
 
+@pytest.mark.slow
 def test_node_bench_says_what_the_deadline_left_out(tmp_path):
     out = tmp_path / "node"
     proc = bench("--nproc-per-node", 2, "--workloads", "heavytail,small", "--device", "cpu", "--budget", 10,
@@ -73,6 +77,7 @@ def test_node_bench_says_what_the_deadline_left_out(tmp_path):
     assert "Not run: heavytail (not begun" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_node_bench_refuses_more_ranks_than_cpus(tmp_path):
     proc = bench("--nproc-per-node", 999, "--workloads", "heavytail", "--device", "cpu", "--out", tmp_path, timeout=60)
     assert proc.returncode == 2 and "--nproc-per-node" in proc.stderr
@@ -144,6 +149,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_a_config_failing_on_a_rank_is_its_result_not_the_end_of_the_bench(tmp_path):
     out = tmp_path / "node"
     proc = subprocess.run([sys.executable, "-c", FAILING, "node", "--nproc-per-node", "2", "--workloads", "breaks",

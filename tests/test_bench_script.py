@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from scripts.bench import harness, parts
@@ -57,6 +59,7 @@ def write_records(folder, finished_summary):
         fh.write('{"run_id": "r1", "workload": "startup", "phase": "fin')  # torn by the kill
 
 
+@pytest.mark.slow
 def test_rebuild_summarises_a_killed_run_from_its_records(tmp_path):
     source, out = tmp_path / "run", tmp_path / "rebuilt"
     source.mkdir()
@@ -88,6 +91,7 @@ def test_rebuild_summarises_a_killed_run_from_its_records(tmp_path):
     assert "over 1 complete workload(s): mean 0.990, min 0.990 (1 partial, left out)" in summary
 
 
+@pytest.mark.slow
 def test_rebuild_refuses_a_folder_without_a_bench_run(tmp_path):
     (tmp_path / "records.jsonl").write_text('{"phase": "grid", "workload": "small"}\n')
     proc = bench("rebuild", tmp_path, "--out", tmp_path / "o")
@@ -95,6 +99,7 @@ def test_rebuild_refuses_a_folder_without_a_bench_run(tmp_path):
     assert "no meta record" in proc.stderr and "Fix:" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_workload_the_deadline_cannot_hold_is_not_begun(tmp_path):
     # --quick needs about 52 s a workload (its 20 s tuner budget and 30 s more); 5 s are left.
     proc = bench("run", "--quick", "--workloads", "small", "--deadline-seconds", "5", "--out", tmp_path)
@@ -148,6 +153,7 @@ def test_the_deadline_skips_variants_and_cuts_final_rounds_that_cannot_fit(tmp_p
     assert summary["interrupted"] and summary["tuned_over_oracle"] is None  # no pick: no tuner ran
 
 
+@pytest.mark.slow
 def test_rebuild_lists_workloads_skipped_or_killed_before_any_record(tmp_path):
     meta = dict(META, workloads=["small", "startup", "jpeg"])
     rows = [{"run_id": "r1", "workload": None, "phase": "meta", "round": None, "meta": meta},
@@ -264,6 +270,7 @@ def test_the_deadline_holds_back_stability_tunes_that_cannot_fit(tmp_path, monke
     assert [r["phase"] for r in records[:2]] == ["tuner", "stability_tuner"]
 
 
+@pytest.mark.slow
 def test_quick_smoke_run_of_the_whole_harness(tmp_path):
     """`run --quick` on the CPU at a tiny scale: the real tuner (10 s budget), the grid, a final of
     two rounds and the ceiling, on pyobjects; records as measured, the summary with its plan."""

@@ -46,6 +46,7 @@ def test_clumped_arrivals_read_at_their_true_rate(num_workers, cycle_s):
 
 
 @pytest.mark.parametrize("min_cycles", [2.0, 4.0])
+@pytest.mark.slow
 def test_the_time_cap_waits_for_min_cycles_of_a_slow_config(min_cycles):
     # 0.25 s cycles against a 0.5 s cap: the cap alone would end the window after about two
     # cycles; 4 cycles take about 1 s, well inside the hard cap of 1.5 s.
@@ -59,6 +60,7 @@ def test_the_time_cap_waits_for_min_cycles_of_a_slow_config(min_cycles):
     assert m.window_s < 3 * settings.max_window_s
 
 
+@pytest.mark.slow
 def test_the_hard_cap_ends_a_window_that_cannot_reach_its_cycles():
     settings = BurstSettings(min_window_s=0.1, max_window_s=0.2, min_cycles=8.0, target_rel_interval=0.0)
     m = measure(4, 0.25, settings)  # 8 cycles would take 2 s; the hard cap is 0.6 s

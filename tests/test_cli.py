@@ -87,6 +87,7 @@ def test_out_that_is_a_file_exits_2(tmp_path):
     assert path.read_text() == "not a folder"
 
 
+@pytest.mark.slow
 def test_a_dataset_that_raises_when_built_exits_2_with_its_traceback(out_dir):
     result = invoke("tune", "--dataset", f"{WORKLOADS}:raises_when_built", "--out", out_dir, "--quiet")
     assert_usage_error(result, "raised FileNotFoundError", "/no/such/data", "fresh Python process",
@@ -105,42 +106,50 @@ def test_spec_without_attribute_exits_2(out_dir):
 
 # --- rejected by the trial process while building the dataset ------------------------------------
 
+@pytest.mark.slow
 def test_missing_module_exits_2(out_dir):
     result = invoke("tune", "--dataset", "nosuchmodule:x", "--out", out_dir, "--quiet")
     assert_usage_error(result, "nosuchmodule")
 
 
+@pytest.mark.slow
 def test_missing_file_exits_2(out_dir, tmp_path):
     result = invoke("tune", "--dataset", f"{tmp_path}/nowhere.py:data", "--out", out_dir, "--quiet")
     assert_usage_error(result, "nowhere.py")
 
 
+@pytest.mark.slow
 def test_missing_attribute_exits_2(out_dir, repo_cwd):
     result = invoke("tune", "--dataset", "tests/workloads.py:no_such_name", "--out", out_dir, "--quiet")
     assert_usage_error(result, "no_such_name", "tiny")  # the fix lists what the module does have
 
 
+@pytest.mark.slow
 def test_not_a_dataset_exits_2(out_dir, repo_cwd):
     result = invoke("tune", "--dataset", "tests/workloads.py:not_a_dataset", "--out", out_dir, "--quiet")
     assert_usage_error(result, "not_a_dataset", "Dataset")
 
 
+@pytest.mark.slow
 def test_empty_dataset_exits_2(out_dir):
     result = invoke("tune", "--dataset", f"{WORKLOADS}:empty", "--out", out_dir, "--quiet")
     assert_usage_error(result, "at least one sample")
 
 
+@pytest.mark.slow
 def test_uncollatable_samples_exit_2(out_dir):
     result = invoke("tune", "--dataset", f"{WORKLOADS}:uncollatable", "--out", out_dir, "--quiet")
     assert_usage_error(result, "collate", "object", "collate_fn")
 
 
+@pytest.mark.slow
 def test_bogus_storage_exits_2(out_dir):
     result = invoke("tune", "--dataset", f"{WORKLOADS}:tiny", "--storage", "bogus://x", "--out", out_dir,
                     "--quiet")
     assert_usage_error(result, "--storage", "'bogus://x'", "sqlite:///")
 
 
+@pytest.mark.slow
 def test_no_feasible_config_exits_1(out_dir):
     result = invoke("tune", "--dataset", f"{WORKLOADS}:breaks_past_probe", "--budget", "20", "--batch-size", "16",
                     "--out", out_dir, "--quiet")
@@ -150,6 +159,7 @@ def test_no_feasible_config_exits_1(out_dir):
 
 # --- a run -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_json_run_writes_result_snippet_and_study(out_dir, repo_cwd):
     result = invoke("tune", "--dataset", "tests/workloads.py:tiny", "--batch-size", "16", "--budget", "10",
                     "--json", "--quiet", "--out", out_dir)
@@ -188,6 +198,7 @@ def test_json_run_writes_result_snippet_and_study(out_dir, repo_cwd):
     assert "autoloader: tuning" in again.stderr and "resuming" not in again.stderr
 
 
+@pytest.mark.slow
 def test_fail_if_changed_flags_a_pick_that_differs_from_another_machines(out_dir, repo_cwd):
     """The nightly job: results from an old machine under the same --out, a re-tune here, exit 3."""
     args = ("tune", "--dataset", "tests/workloads.py:tiny", "--batch-size", "16", "--budget", "10",

@@ -82,6 +82,7 @@ def test_snippet_is_python_that_never_imports_autoloader(name):
 
 
 @pytest.mark.parametrize("name", CASES)
+@pytest.mark.slow
 def test_snippet_defines_a_working_make_loader(name):
     config = CASES[name].config
     ns = exec_snippet(snippet(CASES[name]))
@@ -156,6 +157,7 @@ CHECK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_snippet_runs_where_autoloader_is_not_installed(tmp_path):
     config = LoaderConfig.make(16, 2, False, 4, True)
     path = tmp_path / "tuned_loader.py"

@@ -80,6 +80,7 @@ def measured(check, out_root: str, attempts: int = 2, min_cores: float | None = 
     pytest.skip("inconclusive: other load left the workers no second core: " + "; ".join(busy))
 
 
+@pytest.mark.slow
 def test_cpu_bound_samples_pay_for_workers(out_dir):
     """~3 ms of GIL-bound Python per sample: only worker processes run samples in parallel, so
     on 2 cores the tuner must pick workers, and the pick must beat num_workers=0 by a margin."""
@@ -100,6 +101,7 @@ def test_cpu_bound_samples_pay_for_workers(out_dir):
     measured(check, out_dir, min_cores=MIN_CORES)
 
 
+@pytest.mark.slow
 def test_free_large_samples_get_no_more_workers_than_pay(out_dir):
     """1 MiB samples that cost nothing to make: workers add copies through shared memory and
     save no work, so more of them rarely pay. Whatever this machine's memory makes of that, the
@@ -133,6 +135,7 @@ def test_free_large_samples_get_no_more_workers_than_pay(out_dir):
     measured(check, out_dir)
 
 
+@pytest.mark.slow
 def test_best_loader_tunes_once_then_reuses_the_stored_result(out_dir):
     dataset = Tiny(512)
     loader = best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir)
@@ -167,6 +170,7 @@ def test_best_loader_tunes_once_then_reuses_the_stored_result(out_dir):
         loader.batch_size, loader.num_workers, loader.pin_memory)
 
 
+@pytest.mark.slow
 def test_best_loader_builds_a_factorys_dataset_once_in_this_process(out_dir):
     import workloads
 
@@ -178,6 +182,7 @@ def test_best_loader_builds_a_factorys_dataset_once_in_this_process(out_dir):
     assert len(workloads.BUILDS) == 2
 
 
+@pytest.mark.slow
 def test_best_loader_takes_tunes_arguments_and_keeps_them_from_the_dataloader(out_dir):
     """trial_timeout, storage and batch_sizes are tune()'s: they reach the tuner, not DataLoader
     (which would reject them after the whole tuning run), and the stored result is found again."""
@@ -193,6 +198,7 @@ def test_best_loader_takes_tunes_arguments_and_keeps_them_from_the_dataloader(ou
     assert again.batch_size == loader.batch_size
 
 
+@pytest.mark.slow
 def test_a_run_after_a_complete_one_measures_anew_with_the_old_trials_kept(out_dir):
     """A complete run's trials stay in the study, never a later run's measurements: the next run
     starts with no history of its own and measures every config it decides on (a resumed
@@ -219,6 +225,7 @@ def test_a_run_after_a_complete_one_measures_anew_with_the_old_trials_kept(out_d
     assert runs.count(first.run_id) == len(first.trials) and runs.count(second.run_id) == len(second.trials)
 
 
+@pytest.mark.slow
 def test_small_budget_still_measures_the_baseline(out_dir):
     """Even a budget of a few trials measures num_workers=0 and the model's pick, so the pick is
     never more workers than were shown to pay (the finals' reserve must not eat the search)."""
@@ -248,6 +255,7 @@ def make():
 '''
 
 
+@pytest.mark.slow
 def test_a_dataset_file_reaches_spawned_workers(out_dir, tmp_path):
     """``path/to/file.py:attr`` with workers started by 'spawn' (macOS's default): the workers
     unpickle the dataset by its class's module, which must be importable there."""

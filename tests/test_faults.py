@@ -110,6 +110,7 @@ def assert_survived(result, cause: str, status: str = FAILED) -> list:
     (signal.SIGKILL, "worker_killed"),     # the kernel's OOM killer
     (signal.SIGBUS, "shm_exhausted"),      # what a full /dev/shm does to a worker writing a batch
 ], ids=["segfault", "oom-killer", "bus-error"])
+@pytest.mark.slow
 def test_worker_killed_by_signal(out_dir, signum, cause):
     result, _ = run_tune(faulty.SignalInWorker(signum), out_dir)
     failed = assert_survived(result, cause)
@@ -119,18 +120,21 @@ def test_worker_killed_by_signal(out_dir, signum, cause):
         assert "Segmentation fault" in failed[0].error
 
 
+@pytest.mark.slow
 def test_getitem_raises(out_dir):
     result, _ = run_tune(faulty.RaiseInWorker(), out_dir)
     failed = assert_survived(result, "dataset_error")
     assert "corrupt sample" in failed[0].error, "the worker's own message, not just 'Caught ValueError'"
 
 
+@pytest.mark.slow
 def test_collate_fn_raises(out_dir):
     result, _ = run_tune(faulty.Tiny(), out_dir, collate_fn=faulty.collate_breaks_in_workers)
     failed = assert_survived(result, "collate_error")
     assert "cannot stack" in failed[0].error
 
 
+@pytest.mark.slow
 def test_step_faults_by_batch_size(out_dir):
     """One study, three step faults by batch size: the step raising from 64, the trial process
     itself killed (the OOM killer's pick) from 128, CUDA out of memory from 256. Each is named;
@@ -151,6 +155,7 @@ def test_step_faults_by_batch_size(out_dir):
     assert result.config.batch_size == 16
 
 
+@pytest.mark.slow
 def test_host_memory_past_the_ceiling(out_dir):
     """Workers that keep 200 MB more per batch (copy-on-read growth, an unbounded cache): the
     guard kills the tree at the ceiling and records a CONSTRAINT."""
@@ -164,6 +169,7 @@ def test_host_memory_past_the_ceiling(out_dir):
     assert result.config.num_workers == 0
 
 
+@pytest.mark.slow
 def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     """Batches of 16 samples of 16 MiB (256 MiB) that mostly wait (I/O-like), so many workers
     would pay: the model's pick (many workers) and the cpus-1 rule are predicted to hold 4 or
@@ -204,6 +210,7 @@ def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     assert all(t.status == OK or "> 8.00 GiB ceiling" in t.error or "/dev/shm" in t.error for t in new), new
 
 
+@pytest.mark.slow
 def test_hang_is_ended_by_the_watchdog(out_dir, tmp_path):
     marker = str(tmp_path / "hang-started")
     result, recorder = run_tune(faulty.HangInWorker(marker, min_workers=1), out_dir,
@@ -225,6 +232,7 @@ def test_hang_is_ended_by_the_watchdog(out_dir, tmp_path):
         assert "killed" in trial.error
 
 
+@pytest.mark.slow
 def test_a_slow_trial_that_keeps_delivering_is_not_a_hang():
     # NOTE [ The watchdog times stalls ]: a window of 3 s or more with a 2.5 s timeout. Batches arrive
     # every ~30 ms, so progress never stops for long; a timeout on the whole trial ended it as a hang.
@@ -245,6 +253,7 @@ def test_a_slow_trial_that_keeps_delivering_is_not_a_hang():
     assert result.seconds > 3.0 and result.window_s >= 3.0
 
 
+@pytest.mark.slow
 def test_a_dataset_slow_to_build_is_stopped_with_a_fix():
     from autoloader.inputs.source import Source
     from autoloader.probe.driver import RunnerSetup, SetupError, TrialRunner
@@ -260,6 +269,7 @@ def test_a_dataset_slow_to_build_is_stopped_with_a_fix():
     assert "must take under 2 s" in message and "Fix:" in message and "__getitem__" in message
 
 
+@pytest.mark.slow
 def test_iterable_dataset_is_tuned(out_dir):
     result, _ = run_tune(faulty.TinyStream(), out_dir)
     assert result.trials and any(t.status == OK for t in result.trials)
@@ -283,6 +293,7 @@ needs_private_shm = pytest.mark.skipif(not faulty.private_shm_available(),
 
 
 @needs_private_shm
+@pytest.mark.slow
 def test_dev_shm_really_full(out_dir):
     """A worker takes all of a 32 MiB /dev/shm; batches cannot be handed over. The trial is
     recorded as shm_exhausted and the tuner picks a config that needs no /dev/shm."""
@@ -298,6 +309,7 @@ def test_dev_shm_really_full(out_dir):
 
 
 @needs_private_shm
+@pytest.mark.slow
 def test_dev_shm_smaller_than_a_batch_is_bad_input(out_dir):
     """A /dev/shm of 512 KiB cannot hold one batch of 16 x 64 KiB: exit 2, rule, value, fix."""
     run = _cli_in_private_shm("512k", "tune", "--dataset", f"{FAULTY}:big_samples", "--batch-size", "16",
@@ -307,6 +319,7 @@ def test_dev_shm_smaller_than_a_batch_is_bad_input(out_dir):
     assert "MiB free, one batch is" in run.stderr and "Fix:" in run.stderr and "--shm-size" in run.stderr
 
 
+@pytest.mark.slow
 def test_dev_shm_check_through_the_api(out_dir, monkeypatch):
     """The same rule through tune(), whatever this machine's /dev/shm: the driver is told a
     /dev/shm of 100 KiB (the check runs in the driver, before any trial)."""
@@ -336,6 +349,7 @@ def test_unpicklable_step_is_bad_input(out_dir):
     assert "step must be picklable" in str(info.value) and "Fix:" in str(info.value)
 
 
+@pytest.mark.slow
 def test_unpicklable_dataset_through_the_cli_is_re_imported(out_dir):
     """Where pickling is impossible the CLI's spec works: the dataset is re-imported."""
     result = CliRunner().invoke(main, ["tune", "--dataset", f"{FAULTY}:with_lambda", "--batch-size", "16",
@@ -347,6 +361,7 @@ def test_unpicklable_dataset_through_the_cli_is_re_imported(out_dir):
 
 # --- the driver killed mid-study, then resumed --------------------------------------------------
 
+@pytest.mark.slow
 def test_driver_killed_mid_study_resumes(out_dir, no_leftovers):
     tag = no_leftovers
     # Workers pay on this dataset, so the study has more than two trials to kill it among.

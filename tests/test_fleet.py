@@ -38,6 +38,7 @@ def test_the_results_home_is_per_user_not_the_working_directory(monkeypatch, tmp
     assert not default_out().startswith(os.path.join(str(tmp_path), "results"))
 
 
+@pytest.mark.slow
 def test_a_second_best_loader_call_is_a_lookup_from_another_directory(stored_home, monkeypatch, tmp_path):
     home, first = stored_home
     monkeypatch.setenv(HOME_ENV, home)      # the default out: no out= below
@@ -93,6 +94,7 @@ def test_a_result_measured_differently_is_not_reused_and_says_why(stored_home, t
     assert "format 0" in why and "measures with format 1" in why
 
 
+@pytest.mark.slow
 def test_the_content_fingerprint_is_the_same_in_a_fresh_process():
     """Random transforms read alike (the draws are seeded), and the trial process's reading of a
     spec must match the caller's reading of the object."""
@@ -107,6 +109,7 @@ def test_the_content_fingerprint_is_the_same_in_a_fresh_process():
     assert dataset_fingerprint(Scaled(256)) != dataset_fingerprint(Scaled(256, scale=1.01))
 
 
+@pytest.mark.slow
 def test_a_retune_after_the_data_changed_measures_it_again(out_dir, monkeypatch):
     """A complete run's trials are not this run's measurements: after the data got four
     times slower every trial of the new run reads the new speed, and the change is flagged."""
@@ -127,6 +130,7 @@ def test_a_retune_after_the_data_changed_measures_it_again(out_dir, monkeypatch)
     assert second.since is not None and second.since.changed and second.since.rate_shifted
 
 
+@pytest.mark.slow
 def test_a_spec_tuned_by_the_cli_is_found_by_best_loader(repo_cwd, results_home):
     """The trial process fingerprints a spec-only tune's dataset; the caller's process fingerprints
     the object best_loader builds: one key, so the lookup finds the CLI's result."""

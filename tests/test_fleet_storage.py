@@ -99,6 +99,7 @@ def assert_every_trial_landed(study: optuna.Study, results: list[dict]) -> None:
     assert {r["run_id"] for r in results} <= {m.run_id for m in marks.values() if m.state == runs.COMPLETE}
 
 
+@pytest.mark.slow
 def test_two_tuners_on_one_sqlite_study_both_land_every_trial(out_dir):
     command = tune_command(out_dir, dataset="slow_start")
     results = run_two([command, command], lambda: sqlite_of(out_dir))
@@ -106,6 +107,7 @@ def test_two_tuners_on_one_sqlite_study_both_land_every_trial(out_dir):
     assert_every_trial_landed(open_study(sqlite_of(out_dir)), results)
 
 
+@pytest.mark.slow
 def test_opening_a_postgresql_study_never_fails_another_tuners_live_trial(postgres):
     """The store-level race, deterministic: a second tuner opens the study while the first's trial
     is in flight (on main before store/runs.py, the open failed it and the first died at its tell)."""
@@ -128,6 +130,7 @@ def test_opening_a_postgresql_study_never_fails_another_tuners_live_trial(postgr
         store.close()
 
 
+@pytest.mark.slow
 def test_two_processes_into_one_postgresql_study_land_every_trial(postgres, tmp_path):
     """Two machines of one kind (here: two processes, two --out folders) share one study."""
     outs = [str(tmp_path / "a"), str(tmp_path / "b")]
@@ -138,6 +141,7 @@ def test_two_processes_into_one_postgresql_study_land_every_trial(postgres, tmp_
     assert_every_trial_landed(open_study(postgres), results)
 
 
+@pytest.mark.slow
 def test_a_driver_killed_mid_trial_leaves_nothing_that_blocks_the_next(postgres, tmp_path):
     out = str(tmp_path / "out")
     storage = postgres.rsplit("/", 1)[0] + "/killed"
@@ -181,6 +185,7 @@ print(json.dumps({{"tuned": "start" in events, "workers": loader.num_workers}}))
 """
 
 
+@pytest.mark.slow
 def test_best_loader_on_every_rank_tunes_once(out_dir):
     """torchrun starts one process per rank, each calling best_loader: one tunes, the rest wait
     for it and load its result."""
@@ -202,6 +207,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_the_dashboard_serves_the_study_with_its_figures(tmp_path):
     pytest.importorskip("optuna_dashboard", reason="the [dashboard] extra is not installed")
     from autoloader.search.results import OK, TrialResult

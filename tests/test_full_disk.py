@@ -26,6 +26,7 @@ def _tune(out: str, *more: str) -> list[str]:
 
 
 @needs_private_mount
+@pytest.mark.slow
 def test_the_disk_fills_mid_search(tmp_path):
     out = str(tmp_path / "out")
     run = full_disk.in_private_tmpfs("8m", out, 2, _tune(out), cwd=REPO_ROOT)
@@ -52,6 +53,7 @@ def test_the_disk_fills_mid_search(tmp_path):
 
 
 @needs_private_mount
+@pytest.mark.slow
 def test_the_disk_is_full_from_the_start(tmp_path):
     """No study can even be created: the search runs in memory and the pick is printed (as JSON
     here, with ``"saved": false``)."""

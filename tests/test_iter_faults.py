@@ -24,6 +24,7 @@ def _tune(dataset, out_dir, **kwargs):
     return [d["result"] for e, d in events if e == "trial"], str(info.value)
 
 
+@pytest.mark.slow
 def test_a_sampler_that_raises_is_named_and_costs_no_restart(out_dir, tmp_path, capfd):
     marker = tmp_path / "asked"
     trials, message = _tune(inputs.Small(), out_dir, sampler=inputs.RaisingSampler(str(marker)))
@@ -36,6 +37,7 @@ def test_a_sampler_that_raises_is_named_and_costs_no_restart(out_dir, tmp_path, 
     assert "Traceback" not in capfd.readouterr().err, "nothing reached the terminal"
 
 
+@pytest.mark.slow
 def test_a_dataset_too_long_to_shuffle_is_named(out_dir, capfd):
     trials, message = _tune(inputs.HugeLength(), out_dir)
     assert len(trials) >= 2
@@ -46,6 +48,7 @@ def test_a_dataset_too_long_to_shuffle_is_named(out_dir, capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_hang_is_cut_at_the_budget(out_dir, tmp_path):
     """A worker that hangs, a 60 s watchdog and a 20 s budget: the watchdog's timeout is clipped to
     what is left of the budget (the hang's message says so), whether the hang meets the profile

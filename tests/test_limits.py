@@ -27,6 +27,7 @@ def invoke(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130_and_leaves_nothing(out_dir, monkeypatch):
     """SIGINT as a terminal's Ctrl-C sends it: exit 130 (not 1, which says no config was feasible),
     a line that says so, and no trial process left behind."""
@@ -59,6 +60,7 @@ def test_a_memory_ceiling_past_the_ram_is_refused(out_dir):
     assert os.listdir(out_dir) == []
 
 
+@pytest.mark.slow
 def test_a_batch_larger_than_the_dataset_is_warned_about(out_dir):
     result = invoke("tune", "--dataset", f"{WORKLOADS}:tiny", "--batch-size", "512", "--budget", "10",
                     "--device", "cpu", "--out", out_dir, "--quiet", "--json")
@@ -67,6 +69,7 @@ def test_a_batch_larger_than_the_dataset_is_warned_about(out_dir):
     assert json.loads(result.stdout)["config"]["batch_size"] == 512, "honoured, as asked"
 
 
+@pytest.mark.slow
 def test_memory_is_predicted_from_the_batches_a_short_dataset_makes(out_dir):
     """Four samples of 16 MiB and a batch size of 1024: every batch is 64 MiB, not 16 GiB, so a
     2 GiB ceiling holds every config (the prediction from the batch size ruled all of them out,

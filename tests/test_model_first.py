@@ -3,6 +3,8 @@ final, and that out-of-order delivery is never implied."""
 
 import random
 
+import pytest
+
 from autoloader.search.model import Model
 from autoloader.search.model_first import (
     ModelFirst,
@@ -44,6 +46,7 @@ def search(truth: Model, guess: Model, allow_reorder=False, fail=()):
     return strategy, history
 
 
+@pytest.mark.slow
 def test_it_measures_no_workers_then_the_models_pick_then_the_control():
     model = Model(profile(), "cuda")
     strategy, history = search(model, model)
@@ -54,12 +57,14 @@ def test_it_measures_no_workers_then_the_models_pick_then_the_control():
     assert configs[2] == heuristic_config(strategy.space, CPUS)
 
 
+@pytest.mark.slow
 def test_a_model_the_bursts_confirm_ends_the_search_early():
     model = Model(profile(), "cuda")
     _, history = search(model, model)
     assert len(history) <= 5 < MAX_SEARCH_TRIALS
 
 
+@pytest.mark.slow
 def test_a_model_that_is_off_is_corrected_and_its_new_pick_measured():
     # The profile read samples 2x too cheap (a worker is slower than the trial process was).
     truth, guess = Model(profile(sample_s=0.004, step_s=0.002), "cuda"), Model(profile(sample_s=0.002, step_s=0.002), "cuda")
@@ -71,6 +76,7 @@ def test_a_model_that_is_off_is_corrected_and_its_new_pick_measured():
     assert measured_best >= truth_pick.samples_per_s * 0.97
 
 
+@pytest.mark.slow
 def test_the_control_is_always_a_finalist():
     model = Model(profile(step_s=0.05), "cuda")   # the step caps everything: the control ties
     strategy, history = search(model, model)
@@ -78,6 +84,7 @@ def test_the_control_is_always_a_finalist():
     assert strategy.control in finalists and 2 <= len(finalists) <= 4
 
 
+@pytest.mark.slow
 def test_the_pick_is_the_fewest_workers_predicted_within_the_tie_of_the_best():
     model = Model(profile(step_s=0.02), "cuda")   # 2 ms x 32 = 64 ms a batch: 4 workers keep up
     strategy = ModelFirst(search_space((32,), CPUS, "cuda"), model, CPUS)
@@ -86,6 +93,7 @@ def test_the_pick_is_the_fewest_workers_predicted_within_the_tie_of_the_best():
     assert pick.config.persistent_workers and pick.config.in_order
 
 
+@pytest.mark.slow
 def test_out_of_order_delivery_is_never_implied():
     space = search_space((32,), CPUS, "cuda")
     assert all(c.in_order for c in candidates(space, CPUS, allow_reorder=False))
@@ -95,6 +103,7 @@ def test_out_of_order_delivery_is_never_implied():
     assert all(t.config.in_order for t in history)
 
 
+@pytest.mark.slow
 def test_a_config_that_failed_is_not_proposed_again_and_the_search_goes_on():
     model = Model(profile(), "cuda")
     control = heuristic_config(search_space((32,), CPUS, "cuda"), CPUS)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO_ROOT
 
 NIGHTLY = os.path.join(REPO_ROOT, "scripts", "nightly")
@@ -26,6 +27,7 @@ def test_every_scheduler_entry_calls_the_wrapper():
     assert subprocess.run(["bash", "-n", WRAPPER]).returncode == 0
 
 
+@pytest.mark.slow
 def test_the_wrapper_passes_retunes_exit_code_through(tmp_path):
     env = {**os.environ, "AUTOLOADER_VENV": VENV, "AUTOLOADER_REGISTRY": str(tmp_path / "missing.toml"),
            "AUTOLOADER_LOCK": str(tmp_path / "lock")}

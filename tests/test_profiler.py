@@ -35,6 +35,7 @@ def profile_of(dataset, batch_size=16):
     return run_profile(dataset, {}, batch_size, lambda batch: None, "cpu", _tensor_bytes, _pss)
 
 
+@pytest.mark.slow
 def test_the_per_sample_cost_is_a_distribution_with_its_tail():
     p = profile_of(Timed(0.002, spin=False, tail_every=10, tail=0.02))
     q = p.sample_quantiles()
@@ -45,12 +46,14 @@ def test_the_per_sample_cost_is_a_distribution_with_its_tail():
     assert p.sample_bytes == 1024 * 4 + 8                     # the tensor and the index
 
 
+@pytest.mark.slow
 def test_spinning_samples_are_cpu_work():
     p = profile_of(Timed(0.002, spin=True))
     assert p.sample_quantiles()["median"] == pytest.approx(0.002, rel=0.5)
     assert p.sample_cpu_share > 0.6
 
 
+@pytest.mark.slow
 def test_a_worker_running_python_makes_its_batches_slower_to_receive():
     """NOTE [ A busy worker's receive ]: taking a batch while its worker runs Python code waits for
     that worker's interpreter; taking one from an idle worker does not."""
@@ -67,6 +70,7 @@ def test_a_worker_running_python_makes_its_batches_slower_to_receive():
         raise AssertionError(f"no profile read a busy worker's receive as slower: {seen}")
 
 
+@pytest.mark.slow
 def test_a_sleeping_worker_is_received_from_as_fast_as_an_idle_one():
     p = profile_of(Timed(0.001, spin=False))
     assert p.recv_busy_s is not None and p.recv_busy_s < p.recv_s + 0.002, (p.recv_s, p.recv_busy_s)

@@ -189,6 +189,7 @@ def retune(path, out, slowdown: str = "1") -> tuple[int, dict]:
     return done.returncode, json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_retune_flags_a_regression_and_keeps_the_last_good_result_when_killed(tmp_path):
     path = tmp_path / "fleet.toml"
     path.write_text(REGISTRY)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import optuna
+import pytest
 
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace
@@ -27,6 +28,7 @@ def interrupted(store):
                                                                                          started=0.0)))
 
 
+@pytest.mark.slow
 def test_opening_a_study_never_fails_another_tuners_live_trial(tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     first = StudyStore(url, "hw/key", SPACE)
@@ -42,6 +44,7 @@ def test_opening_a_study_never_fails_another_tuners_live_trial(tmp_path):
     assert states == [optuna.trial.TrialState.COMPLETE] * 2
 
 
+@pytest.mark.slow
 def test_a_new_run_after_a_complete_one_starts_empty_and_keeps_its_trials(tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     store = StudyStore(url, "hw/key", SPACE)
@@ -58,6 +61,7 @@ def test_a_new_run_after_a_complete_one_starts_empty_and_keeps_its_trials(tmp_pa
     assert len(third.study.get_trials(deepcopy=False)) == 2
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_is_resumed_and_its_running_trial_failed_at_once(tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     store = StudyStore(url, "hw/key", SPACE)
@@ -79,6 +83,7 @@ def test_who_is_known_dead():
     assert not dataclasses.replace(me, host="another-machine", started=0.0).gone(), "only heartbeats tell"
 
 
+@pytest.mark.slow
 def test_a_measurement_told_after_a_stale_repair_is_kept(tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     store = StudyStore(url, "hw/key", SPACE)
@@ -88,6 +93,7 @@ def test_a_measurement_told_after_a_stale_repair_is_kept(tmp_path):
     assert [(r.config, r.samples_per_s) for r in store.history(LIMITS)[0]] == [(TWO, 123.0)]
 
 
+@pytest.mark.slow
 def test_a_shared_storage_lists_and_offers_each_machines_last_pick(tmp_path):
     """What a machine new to a fleet starts from, and what `autoloader show --storage` lists: the
     complete runs' picks recorded in the storage's studies, nearest hardware first."""
@@ -120,6 +126,7 @@ def test_a_shared_storage_lists_and_offers_each_machines_last_pick(tmp_path):
     assert not warm.start.may_stop and "nearest other hardware" in warm.describe()
 
 
+@pytest.mark.slow
 def test_a_trial_that_never_named_its_run_is_failed_once_it_is_old(tmp_path, monkeypatch):
     """A driver killed between creating a trial and its next write leaves a RUNNING trial with no
     run and no beats: no one will finish it, and after the grace period it is failed."""

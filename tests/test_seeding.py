@@ -54,6 +54,7 @@ def test_workers_draw_distinct_values_within_an_epoch(persistent):
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["fresh-workers", "persistent-workers"])
+@pytest.mark.slow
 def test_epochs_draw_distinct_values(persistent):
     first, second, third = epochs(make_loader(persistent, seed=7), 3)
     assert_disjoint(first, second, "epochs 1 and 2")
@@ -62,6 +63,7 @@ def test_epochs_draw_distinct_values(persistent):
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["fresh-workers", "persistent-workers"])
+@pytest.mark.slow
 def test_ranks_draw_distinct_values(monkeypatch, persistent):
     # Every rank of a job seeds torch alike, so each draws the same base seed: the rank must
     # enter the worker seed. Workers are forked when the iterator starts, so they see RANK.
@@ -77,6 +79,7 @@ def test_ranks_draw_distinct_values(monkeypatch, persistent):
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["fresh-workers", "persistent-workers"])
+@pytest.mark.slow
 def test_rerun_with_the_same_generator_seed_repeats_exactly(persistent):
     first = epochs(make_loader(persistent, seed=7), 2)
     again = epochs(make_loader(persistent, seed=7), 2)

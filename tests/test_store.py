@@ -3,6 +3,8 @@ is found again."""
 
 import dataclasses
 
+import pytest
+
 from autoloader.inputs.problem import Problem
 
 
@@ -69,6 +71,7 @@ def test_a_limits_verdict_is_retried_only_once_that_limit_is_raised():
     assert not stopped_by_a_raised_limit(shm, then, raised)
 
 
+@pytest.mark.slow
 def test_history_keeps_each_configs_newest_result_and_counts_a_retry_once(tmp_path):
     """A verdict re-measured under a raised limit is superseded by the new result, so the
     strategy never sees the config as both broken and measured, and later runs retry nothing."""

@@ -38,6 +38,7 @@ def tune_args(out_dir: str, dataset: str, *more: str) -> list[str]:
 
 # --- a failure of the user's code does not outlive the code (item 1) ---------------------------
 
+@pytest.mark.slow
 def test_a_fixed_step_is_measured_again(out_dir, tmp_path):
     step = tmp_path / "mystep.py"
     write_module(str(step), BROKEN_STEP)
@@ -59,6 +60,7 @@ def _interrupted(store: StudyStore) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_a_killed_runs_failures_stand_while_the_code_does_and_go_when_it_changes(out_dir, tmp_path):
     """NOTE [ Failures keyed by code ]: a run killed after its step raised is resumed with that
     failure; the failure stands while the step's file is unchanged, and is measured again once it
@@ -83,6 +85,7 @@ def test_a_killed_runs_failures_stand_while_the_code_does_and_go_when_it_changes
     assert all(t["status"] == OK for t in json.loads(fixed.stdout)["trials"])
 
 
+@pytest.mark.slow
 def test_a_dataset_whose_samples_stopped_varying_is_measured_again(out_dir, tmp_path):
     module = tmp_path / "ragged.py"
     write_module(str(module), RAGGED.format(vary=True))
@@ -97,6 +100,7 @@ def test_a_dataset_whose_samples_stopped_varying_is_measured_again(out_dir, tmp_
     assert all(t["status"] == OK for t in json.loads(fixed.stdout)["trials"])
 
 
+@pytest.mark.slow
 def test_a_crash_is_tried_once_more_before_it_counts(out_dir, tmp_path):
     """A worker that segfaults once: the config is tried again at once and measured; the study
     keeps the crash, the history the strategy sees does not."""
@@ -116,6 +120,7 @@ def test_a_crash_is_tried_once_more_before_it_counts(out_dir, tmp_path):
     assert sorted(state for state, _ in states.values()).count("FAIL") == 1, "the crash is stored all the same"
 
 
+@pytest.mark.slow
 def test_stored_verdicts_rules(tmp_path):
     """The study's side: a crash stored once is tried again, twice stands; a failure of the user's
     code stands while its code does; one stored without a digest (format 1) is tried again."""
@@ -191,6 +196,7 @@ def _garbage(path: str) -> None:
     _flip_run_mark,
     _zero_page,
 ], ids=["garbage", "half-truncated", "flipped-record-bytes", "flipped-run-mark", "zeroed-page"])
+@pytest.mark.slow
 def test_a_study_that_cannot_be_read_is_moved_aside(tmp_path, damage):
     path, space = _filled_study(tmp_path)
     damage(path)
@@ -224,6 +230,7 @@ def _killed_mid_write(path: str) -> None:
     os.waitpid(pid, 0)
 
 
+@pytest.mark.slow
 def test_a_study_left_mid_write_by_a_killed_writer_is_rolled_back_not_moved_aside(tmp_path, recwarn):
     path, space = _filled_study(tmp_path)
     _killed_mid_write(path)
@@ -234,6 +241,7 @@ def test_a_study_left_mid_write_by_a_killed_writer_is_rolled_back_not_moved_asid
     assert not os.path.exists(path + "-journal"), "rolled back"
 
 
+@pytest.mark.slow
 def test_a_garbage_study_through_the_cli_is_moved_aside_and_the_tune_starts_fresh(out_dir):
     args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--budget", "10", "--json")
     first = invoke(*args)
@@ -267,6 +275,7 @@ def test_a_garbage_study_through_the_cli_is_moved_aside_and_the_tune_starts_fres
     lambda r: r.update(format=99),
     lambda r: r.pop("config"),
 ], ids=["string-batch-size", "string-rate", "no-status", "newer-format", "no-config"])
+@pytest.mark.slow
 def test_one_malformed_stored_trial_is_ignored_with_a_warning(tmp_path, edit):
     path, space = _filled_study(tmp_path)
     connection = sqlite3.connect(path)
@@ -296,6 +305,7 @@ def _stored_result_file(out_dir: str, dataset) -> str:
     (lambda d: d.update(format=7), "newer autoloader"),
     (lambda d: d.update(knee={"curve": "up"}), "stops_paying"),
 ], ids=["400-workers", "string-batch-size", "string-rate", "newer-format", "bad-knee"])
+@pytest.mark.slow
 def test_a_bad_result_file_is_ignored_with_a_warning_that_names_it(out_dir, edit, says):
     dataset = faulty.Tiny(length=128)
     path = _stored_result_file(out_dir, dataset)
@@ -308,6 +318,7 @@ def test_a_bad_result_file_is_ignored_with_a_warning_that_names_it(out_dir, edit
     assert says in str(caught[0].message)
 
 
+@pytest.mark.slow
 def test_best_loader_with_a_bad_result_file_tunes_again(out_dir):
     dataset = faulty.Tiny(length=128)
     path = _stored_result_file(out_dir, dataset)
@@ -320,6 +331,7 @@ def test_best_loader_with_a_bad_result_file_tunes_again(out_dir):
     assert json.load(open(path))["config"]["num_workers"] == loader.num_workers, "replaced by the new tune"
 
 
+@pytest.mark.slow
 def test_the_cli_shows_a_bad_previous_result(out_dir):
     args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--budget", "10", "--json", "--quiet")
     first = invoke(*args)
@@ -338,6 +350,7 @@ def test_the_cli_shows_a_bad_previous_result(out_dir):
 PASSWORD = "hunter2-s3cret"
 
 
+@pytest.mark.slow
 def test_a_storage_password_is_not_echoed_in_errors(out_dir):
     url = f"postgresql+psycopg://autoloader:{PASSWORD}@127.0.0.1:9/studies"
     result = invoke(*tune_args(out_dir, f"{WORKLOADS}:tiny", "--storage", url, "--quiet"))
@@ -346,6 +359,7 @@ def test_a_storage_password_is_not_echoed_in_errors(out_dir):
     assert "postgresql+psycopg://autoloader:***@127.0.0.1:9/studies" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_storage_password_is_stored_masked(out_dir, tmp_path, monkeypatch):
     """The URL reaches the result file and the TuneResult masked. A PostgreSQL URL stands in
     for any database with a password; its study is kept in SQLite for the test."""
@@ -367,6 +381,7 @@ def test_a_storage_password_is_stored_masked(out_dir, tmp_path, monkeypatch):
     assert json.load(open(result.path))["storage"] == result.storage
 
 
+@pytest.mark.slow
 def test_a_bad_result_file_is_no_warm_start(out_dir):
     """retune starts from the last result on this hardware (history.last_good): a file that fails
     the checks is warned about and not started from."""
