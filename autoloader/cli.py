@@ -59,15 +59,22 @@ def main() -> None:
 @click.option("--fail-if-changed", is_flag=True,
               help="Exit 3 when the pick or its rate changed since the last result for this dataset under --out "
                    "(on this hardware, else the newest from other hardware). For nightly re-tunes.")
+@click.option("--report", "write_page", is_flag=True,
+              help="Also write the report beside the result: an HTML page and its markdown twin (needs the "
+                   "[report] extra).")
 def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,
                  dataset_version, trial_timeout, allow_reorder, nproc_per_node, as_json, quiet,
-                 fail_if_changed) -> None:
+                 fail_if_changed, write_page) -> None:
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
     from .inputs import hardware
     from .inputs.problem import resolve_device
     from .node import group, launch
 
     with _library_errors():
+        if write_page:
+            from .explain.plots import require
+
+            require()   # before the run, not after it: a missing extra is bad input
         # An empty --batch-sizes is bad input, not an absent option: parse it and say so.
         sizes = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
         gpus = hardware.gpu_names()
@@ -86,6 +93,12 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
                            else report.table(exc.result, saved=False))
             raise
     click.echo(report.as_json(result) if as_json else report.table(result))
+    if write_page:
+        with _library_errors():
+            from .explain.page import write_report
+
+            paths = write_report(result.path, result.to_dict())
+        click.echo(report.report_written(paths), err=as_json)
     if fail_if_changed and result.since is not None and result.since.changed:
         click.get_current_context().exit(CHANGED_EXIT_CODE)
 
@@ -116,7 +129,10 @@ def _library_errors():
 @click.option("--reports", metavar="DIR", help="Where the reports go (default: [fleet] reports, else OUT/retune/NAME).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of markdown.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
-def retune_command(registry, out, storage, reports, as_json, quiet) -> None:
+@click.option("--report", "write_pages", is_flag=True,
+              help="Also write each dataset's report page beside its result, linked from the retune report "
+                   "(needs the [report] extra).")
+def retune_command(registry, out, storage, reports, as_json, quiet, write_pages) -> None:
     """Re-tune every dataset in the TOML REGISTRY and report what drifted.
 
     Each dataset starts from its last result on this hardware (the stored pick and its neighbours
@@ -129,9 +145,13 @@ def retune_command(registry, out, storage, reports, as_json, quiet) -> None:
     from .fleet.retune import retune
 
     with _library_errors():
+        if write_pages:
+            from .explain.plots import require
+
+            require()
         loaded = registry_mod.load(registry)
         result = retune(loaded, out=out, storage=storage, reports=reports,
-                        progress=None if quiet else report.ProgressPrinter())
+                        progress=None if quiet else report.ProgressPrinter(), pages=write_pages)
     click.echo(report.json_text(result.to_dict()) if as_json else markdown(result), nl=False)
     click.get_current_context().exit(result.exit_code)
 
@@ -155,6 +175,26 @@ def show_command(result, out, storage, as_json) -> None:
         else:
             where, data = show.find(resolve_out(out), result, storage)
             click.echo(show.as_json(data) if as_json else show.result_text(where, data), nl=not as_json)
+
+
+@main.command("report")
+@click.argument("result", metavar="KEY | FINGERPRINT/KEY | FILE")
+@click.option("--out", metavar="DIR", help=OUT_HELP)
+@click.option("--storage", metavar="URL", help="Also look the result up among the runs recorded in this storage.")
+def report_command(result, out, storage) -> None:
+    """Write RESULT's report beside it: what limits the run, what to change (with predicted gains),
+    the ceiling, plots and every trial, as a self-contained HTML page and a markdown twin. Runs no
+    trial. Needs the [report] extra (matplotlib)."""
+    from .explain.page import write_report
+    from .explain.plots import require
+    from .fleet import show
+    from .inputs.home import resolve_out
+
+    with _library_errors():
+        require()
+        where, data = show.find(resolve_out(out), result, storage)
+        paths = write_report(where, data)
+    click.echo(report.report_written(paths))
 
 
 @main.command("dashboard")
