@@ -9,7 +9,7 @@ import warnings
 import click
 
 from .api import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
-from .errors import AutoloaderError, AutoloaderWarning, NotSaved, UsageError
+from .errors import AutoloaderError, AutoloaderWarning, NotSaved, UsageError, usage
 from .search.space import parse_batch_sizes
 from .tuning import progress as report
 
@@ -21,6 +21,27 @@ OUT_HELP = ("Where results are written and looked up (default: $AUTOLOADER_HOME,
 CHANGED_EXIT_CODE = 3
 # Ctrl-C (SIGINT): the shell's convention, 128 + the signal's number.
 INTERRUPTED_EXIT_CODE = 130
+
+
+FORMAT_HELP = ("Print the pick as a framework takes it: kwargs (DataLoader keyword arguments), hf "
+               "(TrainingArguments' dataloader_* fields) or lightning (a train_dataloader method).")
+FORMATS = click.Choice(["kwargs", "hf", "lightning"])
+
+
+def _one_form(form: str | None, as_json: bool) -> None:
+    if form is not None and as_json:
+        raise click.UsageError(str(usage("--format and --json each choose what is printed", f"--format {form} --json",
+                                         "pass one of them")))
+
+
+def _print_result(result, form: str | None, as_json: bool, saved: bool = True) -> None:
+    """A tune's result: in ``form`` (integrations/formats.py), as JSON, or as the table."""
+    if form is not None:
+        from .integrations import formats
+
+        click.echo(formats.render(result, form), nl=False)
+    else:
+        click.echo(report.as_json(result, saved=saved) if as_json else report.table(result, saved=saved))
 
 
 class _Failure(click.ClickException):
@@ -55,6 +76,7 @@ def main() -> None:
                    "on all of them at once, each on its own GPU and DistributedSampler shard; the pick is per "
                    "rank, its rate the node's.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
+@click.option("--format", "form", type=FORMATS, help=FORMAT_HELP + " Instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @click.option("--fail-if-changed", is_flag=True,
               help="Exit 3 when the pick or its rate changed since the last result for this dataset under --out "
@@ -63,13 +85,14 @@ def main() -> None:
               help="Also write the report beside the result: an HTML page and its markdown twin (needs the "
                    "[report] extra).")
 def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,
-                 dataset_version, trial_timeout, allow_reorder, nproc_per_node, as_json, quiet,
+                 dataset_version, trial_timeout, allow_reorder, nproc_per_node, as_json, form, quiet,
                  fail_if_changed, write_page) -> None:
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
     from .inputs import hardware
     from .inputs.problem import resolve_device
     from .node import group, launch
 
+    _one_form(form, as_json)
     with _library_errors():
         if write_page:
             from .explain.plots import require
@@ -89,16 +112,16 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
         except NotSaved as exc:
             # The pick is printed all the same: a full disk must not cost the run's answer.
             if exc.result is not None:
-                click.echo(report.as_json(exc.result, saved=False) if as_json
-                           else report.table(exc.result, saved=False))
+                _print_result(exc.result, form, as_json, saved=False)
             raise
-    click.echo(report.as_json(result) if as_json else report.table(result))
+    _print_result(result, form, as_json)
     if write_page:
         with _library_errors():
             from .explain.page import write_report
 
             paths = write_report(result.path, result.to_dict())
-        click.echo(report.report_written(paths), err=as_json)
+        # stderr under --json or --format, whose stdout is meant to be read by a program or pasted.
+        click.echo(report.report_written(paths), err=as_json or form is not None)
     if fail_if_changed and result.since is not None and result.since.changed:
         click.get_current_context().exit(CHANGED_EXIT_CODE)
 
@@ -161,12 +184,17 @@ def retune_command(registry, out, storage, reports, as_json, quiet, write_pages)
 @click.option("--out", metavar="DIR", help=OUT_HELP)
 @click.option("--storage", metavar="URL", help="Also list the complete runs recorded in this Optuna storage.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
-def show_command(result, out, storage, as_json) -> None:
+@click.option("--format", "form", type=FORMATS, help=FORMAT_HELP + " Needs a RESULT.")
+def show_command(result, out, storage, as_json, form) -> None:
     """List the stored results (per hardware and dataset: the pick, its rate, when, by which
     version), or print one."""
     from .fleet import show
     from .inputs.home import resolve_out
 
+    _one_form(form, as_json)
+    if form is not None and result is None:
+        raise click.UsageError(str(usage("--format prints one result", "no RESULT",
+                                         "pass its KEY, FINGERPRINT/KEY or FILE, as autoloader show lists them")))
     with _library_errors():
         if result is None:
             rows = show.listing(resolve_out(out), storage)
@@ -174,7 +202,12 @@ def show_command(result, out, storage, as_json) -> None:
             click.echo(text, nl=not as_json)
         else:
             where, data = show.find(resolve_out(out), result, storage)
-            click.echo(show.as_json(data) if as_json else show.result_text(where, data), nl=not as_json)
+            if form is not None:
+                from .integrations import formats
+
+                click.echo(formats.render(data, form), nl=False)
+            else:
+                click.echo(show.as_json(data) if as_json else show.result_text(where, data), nl=not as_json)
 
 
 @main.command("report")
