@@ -9,7 +9,7 @@ import warnings
 import click
 
 from .api import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
-from .errors import AutoloaderError, AutoloaderWarning, NotSaved, UsageError
+from .errors import AutoloaderError, AutoloaderWarning, NotSaved, UsageError, usage
 from .search.space import parse_batch_sizes
 from .tuning import progress as report
 
@@ -21,6 +21,27 @@ OUT_HELP = ("Where results are written and looked up (default: $AUTOLOADER_HOME,
 CHANGED_EXIT_CODE = 3
 # Ctrl-C (SIGINT): the shell's convention, 128 + the signal's number.
 INTERRUPTED_EXIT_CODE = 130
+
+
+FORMAT_HELP = ("Print the pick as a framework takes it: kwargs (DataLoader keyword arguments), hf "
+               "(TrainingArguments' dataloader_* fields) or lightning (a train_dataloader method).")
+FORMATS = click.Choice(["kwargs", "hf", "lightning"])
+
+
+def _one_form(form: str | None, as_json: bool) -> None:
+    if form is not None and as_json:
+        raise click.UsageError(str(usage("--format and --json each choose what is printed", f"--format {form} --json",
+                                         "pass one of them")))
+
+
+def _print_result(result, form: str | None, as_json: bool, saved: bool = True) -> None:
+    """A tune's result: in ``form`` (integrations/formats.py), as JSON, or as the table."""
+    if form is not None:
+        from .integrations import formats
+
+        click.echo(formats.render(result, form), nl=False)
+    else:
+        click.echo(report.as_json(result, saved=saved) if as_json else report.table(result, saved=saved))
 
 
 class _Failure(click.ClickException):
@@ -55,19 +76,28 @@ def main() -> None:
                    "on all of them at once, each on its own GPU and DistributedSampler shard; the pick is per "
                    "rank, its rate the node's.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
+@click.option("--format", "form", type=FORMATS, help=FORMAT_HELP + " Instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @click.option("--fail-if-changed", is_flag=True,
               help="Exit 3 when the pick or its rate changed since the last result for this dataset under --out "
                    "(on this hardware, else the newest from other hardware). For nightly re-tunes.")
+@click.option("--report", "write_page", is_flag=True,
+              help="Also write the report beside the result: an HTML page and its markdown twin (needs the "
+                   "[report] extra).")
 def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,
-                 dataset_version, trial_timeout, allow_reorder, nproc_per_node, as_json, quiet,
-                 fail_if_changed) -> None:
+                 dataset_version, trial_timeout, allow_reorder, nproc_per_node, as_json, form, quiet,
+                 fail_if_changed, write_page) -> None:
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
     from .inputs import hardware
     from .inputs.problem import resolve_device
     from .node import group, launch
 
+    _one_form(form, as_json)
     with _library_errors():
+        if write_page:
+            from .explain.plots import require
+
+            require()   # before the run, not after it: a missing extra is bad input
         # An empty --batch-sizes is bad input, not an absent option: parse it and say so.
         sizes = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
         gpus = hardware.gpu_names()
@@ -82,10 +112,16 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
         except NotSaved as exc:
             # The pick is printed all the same: a full disk must not cost the run's answer.
             if exc.result is not None:
-                click.echo(report.as_json(exc.result, saved=False) if as_json
-                           else report.table(exc.result, saved=False))
+                _print_result(exc.result, form, as_json, saved=False)
             raise
-    click.echo(report.as_json(result) if as_json else report.table(result))
+    _print_result(result, form, as_json)
+    if write_page:
+        with _library_errors():
+            from .explain.page import write_report
+
+            paths = write_report(result.path, result.to_dict())
+        # stderr under --json or --format, whose stdout is meant to be read by a program or pasted.
+        click.echo(report.report_written(paths), err=as_json or form is not None)
     if fail_if_changed and result.since is not None and result.since.changed:
         click.get_current_context().exit(CHANGED_EXIT_CODE)
 
@@ -116,7 +152,10 @@ def _library_errors():
 @click.option("--reports", metavar="DIR", help="Where the reports go (default: [fleet] reports, else OUT/retune/NAME).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of markdown.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
-def retune_command(registry, out, storage, reports, as_json, quiet) -> None:
+@click.option("--report", "write_pages", is_flag=True,
+              help="Also write each dataset's report page beside its result, linked from the retune report "
+                   "(needs the [report] extra).")
+def retune_command(registry, out, storage, reports, as_json, quiet, write_pages) -> None:
     """Re-tune every dataset in the TOML REGISTRY and report what drifted.
 
     Each dataset starts from its last result on this hardware (the stored pick and its neighbours
@@ -129,9 +168,13 @@ def retune_command(registry, out, storage, reports, as_json, quiet) -> None:
     from .fleet.retune import retune
 
     with _library_errors():
+        if write_pages:
+            from .explain.plots import require
+
+            require()
         loaded = registry_mod.load(registry)
         result = retune(loaded, out=out, storage=storage, reports=reports,
-                        progress=None if quiet else report.ProgressPrinter())
+                        progress=None if quiet else report.ProgressPrinter(), pages=write_pages)
     click.echo(report.json_text(result.to_dict()) if as_json else markdown(result), nl=False)
     click.get_current_context().exit(result.exit_code)
 
@@ -141,12 +184,17 @@ def retune_command(registry, out, storage, reports, as_json, quiet) -> None:
 @click.option("--out", metavar="DIR", help=OUT_HELP)
 @click.option("--storage", metavar="URL", help="Also list the complete runs recorded in this Optuna storage.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
-def show_command(result, out, storage, as_json) -> None:
+@click.option("--format", "form", type=FORMATS, help=FORMAT_HELP + " Needs a RESULT.")
+def show_command(result, out, storage, as_json, form) -> None:
     """List the stored results (per hardware and dataset: the pick, its rate, when, by which
     version), or print one."""
     from .fleet import show
     from .inputs.home import resolve_out
 
+    _one_form(form, as_json)
+    if form is not None and result is None:
+        raise click.UsageError(str(usage("--format prints one result", "no RESULT",
+                                         "pass its KEY, FINGERPRINT/KEY or FILE, as autoloader show lists them")))
     with _library_errors():
         if result is None:
             rows = show.listing(resolve_out(out), storage)
@@ -154,7 +202,32 @@ def show_command(result, out, storage, as_json) -> None:
             click.echo(text, nl=not as_json)
         else:
             where, data = show.find(resolve_out(out), result, storage)
-            click.echo(show.as_json(data) if as_json else show.result_text(where, data), nl=not as_json)
+            if form is not None:
+                from .integrations import formats
+
+                click.echo(formats.render(data, form), nl=False)
+            else:
+                click.echo(show.as_json(data) if as_json else show.result_text(where, data), nl=not as_json)
+
+
+@main.command("report")
+@click.argument("result", metavar="KEY | FINGERPRINT/KEY | FILE")
+@click.option("--out", metavar="DIR", help=OUT_HELP)
+@click.option("--storage", metavar="URL", help="Also look the result up among the runs recorded in this storage.")
+def report_command(result, out, storage) -> None:
+    """Write RESULT's report beside it: what limits the run, what to change (with predicted gains),
+    the ceiling, plots and every trial, as a self-contained HTML page and a markdown twin. Runs no
+    trial. Needs the [report] extra (matplotlib)."""
+    from .explain.page import write_report
+    from .explain.plots import require
+    from .fleet import show
+    from .inputs.home import resolve_out
+
+    with _library_errors():
+        require()
+        where, data = show.find(resolve_out(out), result, storage)
+        paths = write_report(where, data)
+    click.echo(report.report_written(paths))
 
 
 @main.command("dashboard")

@@ -168,6 +168,11 @@ def test_a_trial_record_is_checked_field_by_field():
 PURE = "autoloader/search"
 FORBIDDEN = ("torch", "multiprocessing", "subprocess", "psutil", "click", "optuna", "autoloader.probe",
              "autoloader.store", "autoloader.tuning", "autoloader.fleet", "autoloader.node", "autoloader.inputs")
+# The report layer's pure part (explain/): records in, records out, from the search's records and
+# errors alone; its plots and page (matplotlib, files) are not in it.
+EXPLAIN = "autoloader/explain"
+EXPLAIN_PURE = ("__init__", "evidence", "verdict", "whatif", "ceiling", "thresholds")
+EXPLAIN_MAY_IMPORT = ("autoloader.search", "autoloader.errors", *(f"autoloader.explain.{m}" for m in EXPLAIN_PURE[1:]))
 
 
 def _imports(path: str, package: str) -> set[str]:
@@ -185,22 +190,42 @@ def _imports(path: str, package: str) -> set[str]:
     return names
 
 
+def _under(module: str, packages) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _explain_outsider(module: str) -> bool:
+    """An import the pure explain modules may not make: autoloader's own beyond the search and
+    errors, or anything outside the standard library (matplotlib among them)."""
+    if module.split(".")[0] == "autoloader":
+        return not _under(module, EXPLAIN_MAY_IMPORT)
+    return module.split(".")[0] not in sys.stdlib_module_names or _under(module, FORBIDDEN)
+
+
 def test_the_pure_part_imports_no_torch_no_processes_no_store():
     """Everything under search/ (space, model, search, choice) decides from records alone: no
-    torch, no processes, no files, no probe or store, anywhere in the file (lazy imports too)."""
+    torch, no processes, no files, no probe or store, anywhere in the file (lazy imports too).
+    explain/'s pure modules (the verdict, the what-ifs, the ceiling) likewise, importing only
+    from search/ and errors."""
     folder = os.path.join(REPO, PURE)
     offenders = {}
     for name in sorted(os.listdir(folder)):
         if name.endswith(".py"):
-            found = {m for m in _imports(os.path.join(folder, name), "autoloader.search")
-                     if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)}
+            found = {m for m in _imports(os.path.join(folder, name), "autoloader.search") if _under(m, FORBIDDEN)}
             if found:
                 offenders[name] = sorted(found)
+    for name in EXPLAIN_PURE:
+        found = {m for m in _imports(os.path.join(REPO, EXPLAIN, name + ".py"), "autoloader.explain")
+                 if _explain_outsider(m)}
+        if found:
+            offenders["explain/" + name] = sorted(found)
     assert offenders == {}
     # And at run time: importing the whole pure part loads none of them.
+    forbidden = (*FORBIDDEN, "matplotlib")
     code = ("import sys, pkgutil, importlib, autoloader.search as s\n"
             "for m in pkgutil.iter_modules(s.__path__): importlib.import_module('autoloader.search.' + m.name)\n"
-            f"print(sorted(n for n in sys.modules if any(n == f or n.startswith(f + '.') for f in {FORBIDDEN!r})))")
+            f"for m in {EXPLAIN_PURE[1:]!r}: importlib.import_module('autoloader.explain.' + m)\n"
+            f"print(sorted(n for n in sys.modules if any(n == f or n.startswith(f + '.') for f in {forbidden!r})))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -104,4 +104,6 @@ def markdown(report) -> str:
                 lines.append(f"- past a threshold: {reason}")
         if o.result_path:
             lines.append(f"- result: `{o.result_path}`; kept as `{o.history_path}`")
+        if getattr(o, "report_path", None):
+            lines.append(f"- report: [{o.report_path}]({o.report_path})")
     return "\n".join(lines) + "\n"

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..api import built_problem
-from ..errors import AutoloaderError
+from ..errors import AutoloaderError, AutoloaderWarning
 from ..inputs import hardware
 from ..inputs.home import resolve_out
 from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
@@ -56,12 +57,13 @@ class Outcome:
     trials: int = 0
     early_stop: bool = False
     seconds: float | None = None
+    report_path: str | None = None   # its page (explain/page.py), with --report
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "key": self.key, "error": self.error,
                 "result_path": self.result_path, "history_path": self.history_path, "warm_start": self.warm,
                 "pick": self.pick, "samples_per_s": self.samples_per_s, "trials": self.trials,
-                "early_stop": self.early_stop, "tune_seconds": self.seconds,
+                "early_stop": self.early_stop, "tune_seconds": self.seconds, "report": self.report_path,
                 "drift": self.drift.to_dict() if self.drift else None}
 
 
@@ -99,8 +101,9 @@ class RetuneReport:
 
 
 def retune(registry: Registry, *, out: str | None = None, storage: str | None = None, reports: str | None = None,
-           progress: Callable[[str, dict], None] | None = None) -> RetuneReport:
-    """Re-tune every dataset of ``registry``; the options given here win over its [fleet] table."""
+           progress: Callable[[str, dict], None] | None = None, pages: bool = False) -> RetuneReport:
+    """Re-tune every dataset of ``registry``; the options given here win over its [fleet] table.
+    ``pages``: also write each dataset's report page beside its result (explain/page.py)."""
     progress = progress or (lambda event, data: None)
     out = resolve_out(out or registry.fleet.get("out"))
     storage = storage or registry.fleet.get("storage")
@@ -108,7 +111,7 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
     outcomes = []
     for index, entry in enumerate(registry.entries):
         progress("retune", {"n": index + 1, "of": len(registry.entries), "name": entry.name})
-        outcomes.append(_one(entry, out, storage, registry.thresholds, progress))
+        outcomes.append(_one(entry, out, storage, registry.thresholds, progress, pages))
         progress("retuned", {"outcome": outcomes[-1]})
     report = RetuneReport(registry.path, started, now_iso(), hardware.detect().to_dict(), registry.thresholds,
                           tuple(outcomes), out, storage)
@@ -116,7 +119,7 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
     return write(report, folder)
 
 
-def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, progress) -> Outcome:
+def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, progress, pages: bool = False) -> Outcome:
     settings = entry.settings
     try:
         built = resolve_dataset(entry.dataset.load(), entry.dataset.name)
@@ -143,10 +146,21 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         except Exception as exc:  # noqa: BLE001 - reported per dataset; the others still run
             return Outcome(entry.name, FAILED, key=key, error=f"{type(exc).__name__}: {exc}", warm=warm.describe())
     judged = result.since or compare_mod.Comparison(compare_mod.BASELINE)
+    data = result.to_dict()
+    page = None
+    if pages:
+        from ..explain.page import write_report
+
+        try:
+            page = write_report(result.path, data)["html"]
+        except Exception as exc:  # noqa: BLE001 - the result stands; only its page is missing
+            warnings.warn(AutoloaderWarning(f"{entry.name}: its report page was not written "
+                                            f"({type(exc).__name__}: {exc})"), stacklevel=2)
     return Outcome(entry.name, judged.status, key=key, drift=judged, result_path=result.path,
-                   history_path=record(out, fingerprint, key, result.to_dict()), warm=warm.describe(),
+                   history_path=record(out, fingerprint, key, data), warm=warm.describe(),
                    pick=result.config.loader_kwargs(), samples_per_s=result.samples_per_s,
-                   trials=len(result.trials), early_stop=result.early_stop, seconds=result.tune_seconds)
+                   trials=len(result.trials), early_stop=result.early_stop, seconds=result.tune_seconds,
+                   report_path=page)
 
 
 def write(report: RetuneReport, folder: str) -> RetuneReport:

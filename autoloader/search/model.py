@@ -273,6 +273,13 @@ class Model:
         self._memo[key] = out
         return out
 
+    def busy_share(self, config: LoaderConfig, calib: Calibration) -> float:
+        """The share of the time ``config``'s workers are busy in the steady state, as the
+        simulation finds it (persistence aside: it changes only the restarts); 0 without workers."""
+        if not config.num_workers:
+            return 0.0
+        return self._steady(replace(config, persistent_workers=True), calib)[2]
+
     def predict_all(self, configs: Iterable[LoaderConfig], calib: Calibration = Calibration()) -> dict:
         return {c: self.predict(c, calib) for c in configs}
 

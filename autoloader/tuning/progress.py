@@ -125,6 +125,9 @@ def table(result, saved: bool = True) -> str:
         lines.append(f"  {'predicted':<20} {_rate(result.predicted.samples_per_s)} by the model"
                      f"{' for one rank' if ranks > 1 else ''} "
                      f"(capped by the {result.predicted.bound}, waits {result.predicted.wait_share * 100:.0f}%)")
+    line = _verdict_line(result)
+    if line:
+        lines.append(f"  {'verdict':<20} {line}")
     control = getattr(result, "control_samples_per_s", None)
     if control and result.control != t.config:
         kw_c = result.control
@@ -155,6 +158,19 @@ def table(result, saved: bool = True) -> str:
     else:
         lines += ["", f"  not saved (the error below says why): {result.path}", ""]
     return "\n".join(lines)
+
+
+def _verdict_line(result) -> str | None:
+    """What limits the run, in one line (explain/verdict.py), for a result that has a profile."""
+    if getattr(result, "profile", None) is None or getattr(result, "calibration", None) is None:
+        return None
+    from ..explain import headline
+
+    return headline(result.to_dict())
+
+
+def report_written(paths: dict) -> str:
+    return f"autoloader: report written: {paths['html']} (markdown twin {paths['markdown']})"
 
 
 def since(c) -> str:

@@ -45,6 +45,7 @@ class TuneResult:
     warm_start: WarmStart | None = None
     early_stop: bool = False              # the warm start's pick held and the search ended there
     node: dict | None = None              # a node's tune: NOTE [ Tuning a node's ranks ] in node/__init__.py
+    inputs: dict | None = None            # what the run was given that its figures do not say (explain/)
 
     @property
     def config(self) -> LoaderConfig:
@@ -94,7 +95,7 @@ class TuneResult:
                 "reorder_gain": self.reorder_gain, "model_error": list(self.model_error),
                 "study": self.study, "run_id": self.run_id, "dataset": self.dataset,
                 "warm_start": warm_record(self.warm_start), "early_stop": self.early_stop,
-                **({"node": self.node} if self.node else {}), **(self.provenance or {})}
+                **({"node": self.node} if self.node else {}), "inputs": self.inputs, **(self.provenance or {})}
 
 
 def summary(result: TuneResult) -> dict:

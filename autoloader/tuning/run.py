@@ -80,6 +80,7 @@ class Run:
         self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device)
         self.progress = progress or (lambda event, data: None)
         self.store: StudyStore | None = None
+        self._timeline: list[tuple[str, float, float, str | None]] = []   # (what, start s, end s, config)
         limits = options.limits
         setup = RunnerSetup(problem.dataset, problem.step, problem.device, problem.fixed_kwargs,
                             problem.batch_sizes[0])
@@ -109,6 +110,7 @@ class Run:
         problem, if any) and say what the run starts from."""
         try:
             info = self.runner.start()
+            self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
         except SetupError as exc:
             raise (UsageError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)
@@ -144,7 +146,9 @@ class Run:
         could not be measured, one built from the set-up's single batch, which the bursts correct.
         On a node the model is one rank's: its CPUs the rank's share, its epoch the rank's shard."""
         batch_size = self.problem.batch_sizes[0]
+        start = self.clock.elapsed()
         profile, error = self.runner.profile(batch_size, self._limits_now().trial_timeout)
+        self._timeline.append(("profile", start, self.clock.elapsed(), None))
         if profile is None:
             profile = fallback_profile(info, batch_size, self.problem.hardware.cpus)
         profile = self.ranks.profile(profile, self.problem.hardware.cpus)
@@ -200,6 +204,7 @@ class Run:
         limits = self._limits_now()
         unstored = self.store.write_failed
         trial = self.store.begin(config, limits, info.code)
+        start = self.clock.elapsed()
         breach = self.memory.breach(config, history)
         if breach is not None:
             result = TrialResult(config, CONSTRAINT, cause="predicted_memory", error=breach)
@@ -207,6 +212,7 @@ class Run:
             best = best_of(history, tolerance=0.0)
             settings = dataclasses.replace(SEARCH_SETTINGS, prune_below=prune_line(best.samples_per_s if best else None))
             result = self.runner.measure(config, settings, limits.trial_timeout)
+        self._timeline.append(("burst", start, self.clock.elapsed(), config.key))
         self.store.finish(trial, result)
         if self.store.write_failed and not unstored:
             self.progress("unstored", {"message": self.store.write_failed})
@@ -227,7 +233,9 @@ class Run:
         taken: dict[LoaderConfig, list[int]] = {c: [] for c in chosen}
         for round_index in range(rounds):
             for config in chosen:
+                start = self.clock.elapsed()
                 result = self.runner.measure(config, FINAL_SETTINGS, self._limits_now().trial_timeout)
+                self._timeline.append(("final", start, self.clock.elapsed(), config.key))
                 if result.status == OK:
                     measured[config].append(result)
                     taken[config].append(round_index)
@@ -260,7 +268,7 @@ class Run:
             model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
             run_id=store.run.run_id, dataset=_dataset_record(problem), provenance=provenance(),
             warm_start=self.warm_start, early_stop=strategy.stopped_early, node=self.ranks.record(
-                self.options.limits.max_memory))
+                self.options.limits.max_memory), inputs=self._inputs())
         if before is not None:
             result = dataclasses.replace(result, since=compare(before, result.to_dict(), self.options.thresholds))
         save(result, {result.snippet_path: snippet(tuned),
@@ -268,6 +276,15 @@ class Run:
         store.complete(summary(result))
         self.progress("done", {"result": result})
         return result
+
+    def _inputs(self) -> dict:
+        """What the explanation (explain/) needs beside the figures: whether a step was timed,
+        whether reordering was allowed, the memory limits the configs were held to, and when each
+        part of the run ran (seconds from its start)."""
+        return {"step": self.problem.step.name if self.problem.step else None,
+                "allow_reorder": self.problem.allow_reorder,
+                "max_memory": self.ranks.memory(self.options.limits.max_memory), "shm_free": hardware.shm_free(),
+                "timeline": [list(mark) for mark in self._timeline]}
 
 
 def _knee(strategy: Strategy, history: Sequence[TrialResult]) -> Knee | None:

@@ -1,0 +1,66 @@
+"""Telling the engineer why, and what to change: the verdict, the what-ifs, the ceiling, the report.
+
+Whom it serves:
+- a person reading a run: ``autoloader report RESULT`` and ``tune --report`` write an HTML page
+  and a markdown twin beside the result (``page.py``, with ``plots.py``'s PNGs);
+- the CLI table's one verdict line (``tuning.progress.table`` calls ``headline``);
+- a benchmark script tabulating many runs: ``benchmark_row(result_dict)`` gives the verdict's
+  class and the top what-if with its predicted gain.
+
+``evidence``, ``verdict``, ``whatif`` and ``ceiling`` are pure (records in, records out: no torch,
+no files, no printing); ``plots`` draws with matplotlib; ``page`` renders and writes the files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ceiling import Ceiling, ceiling
+from .evidence import Evidence
+from .verdict import KINDS, Verdict, verdict
+from .whatif import WhatIf, top, whatifs
+
+__all__ = ["KINDS", "Ceiling", "Evidence", "Explanation", "Verdict", "WhatIf", "benchmark_row", "explain",
+           "headline"]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    evidence: Evidence
+    verdict: Verdict
+    whatifs: tuple[WhatIf, ...]
+    ceiling: Ceiling
+
+    def to_dict(self) -> dict:
+        best = top(self.whatifs)
+        return {"verdict": self.verdict.to_dict(), "whatifs": [w.to_dict() for w in self.whatifs],
+                "top_whatif": best.to_dict() if best else None, "ceiling": self.ceiling.to_dict()}
+
+
+def explain(data: dict | Evidence) -> Explanation:
+    """The whole explanation of a stored result (``TuneResult.to_dict``'s shape) or of evidence."""
+    ev = data if isinstance(data, Evidence) else Evidence.from_dict(data)
+    changes = tuple(whatifs(ev))
+    return Explanation(ev, verdict(ev, changes), changes, ceiling(ev))
+
+
+def headline(data: dict) -> str | None:
+    """The verdict in one line (no what-ifs: cheap enough for every table), or None for a result
+    without a profile."""
+    if not isinstance(data, dict) or not isinstance(data.get("profile"), dict):
+        return None
+    return verdict(Evidence.from_dict(data)).headline
+
+
+def benchmark_row(data: dict) -> dict:
+    """For a benchmark's table: the verdict's class and headline, the top what-if (its name and
+    predicted gain, and its measured gain where the run measured it) and the gap to the ceiling."""
+    explained = explain(data)
+    best = top(explained.whatifs)
+    return {"kind": explained.verdict.kind, "level": explained.verdict.level,
+            "wait_share": explained.verdict.wait_share, "wait_source": explained.verdict.wait_source,
+            "headline": explained.verdict.headline,
+            "top_whatif": best.name if best else None, "top_title": best.title if best else None,
+            "top_gain": best.gain if best else None, "top_measured_gain": best.measured_gain if best else None,
+            "ceiling": explained.ceiling.to_dict()["ceiling"], "ceiling_binding": explained.ceiling.binding,
+            "gap": explained.ceiling.gap}

@@ -1,0 +1,70 @@
+"""The ceiling and the gap: how far the tuned rate is from what the step and the cores allow.
+
+Pure. ``ceiling = min(step rate on resident batches, cpus x one worker's rate)``, both terms from
+the profile as it measured them (no efficiency term fitted by the bursts): the step cannot go
+faster than its own time on a batch already where it runs, and the workers together cannot make
+batches faster than every usable core making them. The gap, tuned / ceiling, says how much room
+any change to the loader, the data or the machine has before one of the two stops it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .evidence import Evidence, rate
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    step_rate: float          # batch_size / step_s: the step on resident batches (inf without a step's cost)
+    one_worker_rate: float    # batch_size / one worker's batch time
+    cpus: float
+    tuned: float              # the run's measured rate for the pick (per rank)
+    step_given: bool | None = None
+
+    @property
+    def workers_rate(self) -> float:
+        return self.cpus * self.one_worker_rate
+
+    @property
+    def value(self) -> float:
+        return min(self.step_rate, self.workers_rate)
+
+    @property
+    def binding(self) -> str:
+        """Which term is the ceiling: "step" or "cores"."""
+        return "step" if self.step_rate <= self.workers_rate else "cores"
+
+    @property
+    def gap(self) -> float | None:
+        """tuned / ceiling (None when the ceiling is unbounded)."""
+        return self.tuned / self.value if math.isfinite(self.value) and self.value > 0 else None
+
+    def to_dict(self) -> dict:
+        finite = lambda x: x if math.isfinite(x) else None  # noqa: E731
+        return {"ceiling": finite(self.value), "step_rate": finite(self.step_rate),
+                "one_worker_rate": finite(self.one_worker_rate), "cpus": self.cpus,
+                "workers_rate": finite(self.workers_rate), "binding": self.binding, "tuned": self.tuned,
+                "gap": self.gap}
+
+    def sentence(self) -> str:
+        if self.gap is None:
+            return "No ceiling: the profile timed neither a step nor a worker's batch."
+        if self.step_given is False:
+            step = "the step (none: without --step it only moves each batch, so this is the loader's ceiling)"
+        elif math.isfinite(self.step_rate):
+            step = f"the step on resident batches ({rate(self.step_rate)})"
+        else:
+            step = "the step on resident batches (unbounded: it took no measurable time)"
+        return (f"The tuned {rate(self.tuned)} is {self.gap:.2f} of the ceiling, {rate(self.value)}: the lower of "
+                f"{step} and {self.cpus:g} CPUs x one worker's {rate(self.one_worker_rate)} "
+                f"({rate(self.workers_rate)}); the {self.binding} set it.")
+
+
+def ceiling(ev: Evidence) -> Ceiling:
+    p = ev.profile
+    step_rate = p.batch_size / p.step_s if p.step_s > 0 else math.inf
+    worker_s = p.worker_batch_s()
+    one = p.batch_size / worker_s if worker_s > 0 else math.inf
+    return Ceiling(step_rate, one, p.cpus, ev.samples_per_s, ev.step_given)

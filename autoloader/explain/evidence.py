@@ -1,0 +1,313 @@
+"""What a run knows about its pipeline, gathered for the explanation: ``Evidence`` and ``Stages``.
+
+Pure: built from a stored result's dict (``Evidence.from_dict``, the shape ``TuneResult.to_dict``
+writes) or directly from records, and read by the verdict, the what-ifs and the ceiling. The
+stage figures come from the profile, scaled by the efficiency terms the bursts fitted
+(NOTE [ The pipeline model ] in search/model.py); the rates, from the model itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..errors import usage
+from ..search.choice import Finalist
+from ..search.knee import Knee
+from ..search.model import Calibration, Model, Prediction
+from ..search.policy import MAX_WORKERS_PER_CPU
+from ..search.profile import Profile
+from ..search.results import CONSTRAINT, OK, TrialResult
+from ..search.space import LoaderConfig
+from .thresholds import CORES_FULL
+
+MEASURED, PROFILED, PREDICTED = "measured", "profiled", "predicted"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One run's pick, profile, fitted terms and measurements. ``samples_per_s``: the run's own
+    figure for the pick, per rank (the final's median, else its burst). ``step_given``,
+    ``allow_reorder``, ``max_memory``, ``shm_free``: None where the result does not record them."""
+
+    profile: Profile
+    calibration: Calibration
+    device: str
+    pick: LoaderConfig
+    samples_per_s: float
+    trials: tuple[TrialResult, ...] = ()
+    finals: tuple[Finalist, ...] = ()
+    control: LoaderConfig | None = None
+    step_given: bool | None = None
+    allow_reorder: bool | None = None
+    max_memory: int | None = None
+    shm_free: int | None = None
+    ranks: int = 1
+    cpus: int | None = None          # the machine's usable CPUs as the search counted them
+    knee: Knee | None = None
+    tune_seconds: float | None = None
+    # When each part of the run ran: (what, start s, end s, config key) with what one of set-up,
+    # profile, burst, final; empty where the result does not record it.
+    timeline: tuple[tuple[str, float, float, str | None], ...] = ()
+
+    @cached_property
+    def model(self) -> Model:
+        return Model(self.profile, self.device)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    @property
+    def search_cpus(self) -> int:
+        return max(1, self.cpus if self.cpus else math.ceil(self.profile.cpus))
+
+    @property
+    def max_workers(self) -> int:
+        return MAX_WORKERS_PER_CPU * self.search_cpus
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return tuple(sorted({self.pick.batch_size, *(t.config.batch_size for t in self.trials)}))
+
+    @property
+    def predicted(self) -> Prediction:
+        return self.model.predict(self.pick, self.calibration)
+
+    def measured_rate(self, config: LoaderConfig) -> tuple[float | None, str]:
+        """``config``'s rate in this run and where it is from: its final median, else its best
+        full burst; (None, "") when the run did not measure it."""
+        final = next((f for f in self.finals if f.config == config and f.rates), None)
+        if final is not None:
+            return final.median, "final"
+        bursts = [t.samples_per_s for t in self.ok_trials if t.config == config]
+        return (max(bursts), "burst") if bursts else (None, "")
+
+    def measured_gain(self, config: LoaderConfig) -> float | None:
+        """``config``'s measured rate over the pick's, in the same protocol (both in the final,
+        else both as bursts); None when the run did not measure both alike."""
+        mine, theirs = self.measured_rate(self.pick), self.measured_rate(config)
+        if mine[1] == theirs[1] == "final":
+            return theirs[0] / mine[0] - 1.0
+        burst_pick = [t.samples_per_s for t in self.ok_trials if t.config == self.pick]
+        burst_other = [t.samples_per_s for t in self.ok_trials if t.config == config]
+        if burst_pick and burst_other:
+            return max(burst_other) / max(burst_pick) - 1.0
+        return None
+
+    def measured_nearby(self, config: LoaderConfig) -> tuple[LoaderConfig, float] | None:
+        """For a worker count the model favours: the measured config nearest it among those at the
+        pick's other settings with workers on the same side of the pick's count, and its measured
+        gain over the pick (the final's, else the bursts'); None when the run measured none."""
+        def same(c):
+            return (c.batch_size, c.pin_memory, c.prefetch_factor, c.persistent_workers, c.in_order) == (
+                config.batch_size, config.pin_memory, config.prefetch_factor, config.persistent_workers,
+                config.in_order)
+
+        more = config.num_workers > self.pick.num_workers
+        seen = {t.config for t in self.ok_trials} | {f.config for f in self.finals if f.rates}
+        near = [c for c in seen if same(c) and c != self.pick
+                and (c.num_workers > self.pick.num_workers) == more and self.measured_gain(c) is not None]
+        if not near:
+            return None
+        chosen = min(near, key=lambda c: (abs(c.num_workers - config.num_workers), self.measured_rate(c)[1] != "final"))
+        return chosen, self.measured_gain(chosen)
+
+    @property
+    def ok_trials(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.status == OK and t.samples_per_s and not t.pruned]
+
+    @property
+    def pruned_trials(self) -> list[TrialResult]:
+        """Bursts stopped early, clearly behind the best: their rates are rough."""
+        return [t for t in self.trials if t.status == OK and t.samples_per_s and t.pruned]
+
+    def measured_wait(self) -> tuple[float | None, str]:
+        """The pick's measured wait share and where it is from (the final's rounds' median, else
+        its burst)."""
+        final = next((f for f in self.finals if f.config == self.pick and f.waits), None)
+        if final is not None:
+            return statistics.median(final.waits), "final"
+        trial = next((t for t in self.ok_trials if t.config == self.pick and t.wait_fraction is not None), None)
+        return (trial.wait_fraction, "burst") if trial is not None else (None, "")
+
+    def kept_out(self) -> list[TrialResult]:
+        """Trials a memory limit kept out: predicted or measured past the host ceiling or /dev/shm,
+        or out of CUDA memory."""
+        memory = ("predicted_memory", "host_memory", "shm_exhausted", "cuda_oom", "worker_killed")
+        return [t for t in self.trials if t.status != OK and t.cause in memory]
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Evidence":
+        """The evidence of a stored result (``TuneResult.to_dict``'s shape)."""
+        if not isinstance(data, dict) or not isinstance(data.get("profile"), dict):
+            raise usage("an explanation needs the run's profile, which every result of the model-first search "
+                        "stores", "a result without 'profile'",
+                        "tune again with this autoloader (autoloader tune ...), then report that result")
+        profile = Profile.from_dict(data["profile"])
+        known = {f.name for f in dataclasses.fields(Calibration)}
+        calibration = Calibration(**{k: v for k, v in (data.get("calibration") or {}).items() if k in known})
+        trials = tuple(TrialResult.from_dict(t) for t in data.get("trials") or ())
+        by_config = {t.config: t for t in trials if t.status == OK}
+        finals = []
+        for f in data.get("finals") or ():
+            config = LoaderConfig.from_dict(f["config"])
+            finals.append(Finalist(config, tuple(f.get("rates") or ()), tuple(f.get("waits") or ()),
+                                   by_config.get(config), tuple(f.get("rounds") or ())))
+        node = data.get("node") or {}
+        ranks = int(node.get("ranks") or 1)
+        inputs = data.get("inputs") or {}
+        allow = inputs.get("allow_reorder")
+        if allow is None:
+            # Older results do not say; a config out of order was tried only when allowed, and the
+            # run names in_order=False's gain only when it was not.
+            if any(not t.config.in_order for t in trials):
+                allow = True
+            elif data.get("reorder_gain") is not None:
+                allow = False
+        max_memory = inputs.get("max_memory") or node.get("max_memory_per_rank") or _ceiling_from(trials)
+        return cls(profile=profile, calibration=calibration, device=data.get("device") or "cpu",
+                   pick=LoaderConfig.from_dict(data["config"]), samples_per_s=float(data["samples_per_s"]) / ranks,
+                   trials=trials, finals=tuple(finals),
+                   control=LoaderConfig.from_dict(data["control"]) if data.get("control") else None,
+                   step_given=(inputs["step"] is not None) if "step" in inputs else None, allow_reorder=allow,
+                   max_memory=max_memory, shm_free=inputs.get("shm_free"), ranks=ranks,
+                   cpus=(data.get("hardware") or {}).get("cpus"),
+                   knee=Knee.from_dict(data["knee"]) if isinstance(data.get("knee"), dict) else None,
+                   tune_seconds=data.get("tune_seconds"),
+                   timeline=tuple((str(m[0]), float(m[1]), float(m[2]), m[3]) for m in inputs.get("timeline") or ()))
+
+
+def _ceiling_from(trials) -> int | None:
+    """The host ceiling as a trial kept out by it quotes it (older results record no limits)."""
+    for t in trials:
+        match = re.search(r"> ([0-9.]+) GiB ceiling", t.error or "") if t.status == CONSTRAINT else None
+        if match:
+            return int(float(match.group(1)) * 2**30)
+    return None
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Each part of the pipeline at the pick: seconds per batch (profiled, scaled by the fitted
+    efficiency terms) and the rate it alone would allow, in samples/s."""
+
+    batch_size: int
+    batch_bytes: int
+    workers: int
+    worker_s: float          # one worker's batch: its samples and collate (without workers, the loop's)
+    receive_s: float         # the main process's take of a worker's batch, at the workers' busy share
+    receive_idle_s: float    # the same from an idle worker
+    pin_s: float             # pinning one batch (0 unpinned or off CUDA)
+    copy_s: float            # host to device (0 off CUDA)
+    step_s: float            # the step on a resident batch
+    pin_thread: bool         # receive and pin run on DataLoader's pin thread, beside the loop
+    cpus: float              # the CPUs the pipeline gets (the profile's, or the bursts' fit)
+    cpu_demand: float        # the workers' CPU demand: workers x a sample's CPU share
+    share: float             # threads wanting a CPU per CPU, at least 1: how much host work is slowed
+    supply_rate: float       # the model's rate with every stage past the workers free: making batches
+    main_rate: float         # the main process's receive and pin alone
+    copy_rate: float
+    step_rate: float
+    loop_rate: float         # the training loop's own serial work: its host part (copy, and the receive
+                             # without a pin thread) and the step
+
+    @property
+    def loop_host_s(self) -> float:
+        return self.copy_s + (0.0 if self.pin_thread or not self.workers else self.receive_s)
+
+    @property
+    def cores_full(self) -> bool:
+        return self.workers > 0 and self.cpu_demand >= CORES_FULL * self.cpus
+
+    @property
+    def main_s(self) -> float:
+        return self.receive_s + self.pin_s
+
+
+def stages(ev: Evidence) -> Stages:
+    """The stage figures of ``ev``'s pick. Host work (receive, pin, copy) is slowed as the model
+    slows it when the threads that want a CPU outnumber the CPUs (processor sharing: NOTE [ The
+    pipeline model ] in search/model.py); the step is not (a GPU step's time is not the CPU's)."""
+    p, c, config = ev.profile, ev.calibration, ev.pick
+    model = ev.model
+    bs, n = config.batch_size, config.num_workers
+    scale = bs / p.batch_size
+    pinned = ev.cuda and config.pin_memory
+    worker_s = p.worker_batch_s(bs) * c.worker
+    if n == 0:
+        collate = (p.collate_main_s if p.collate_main_s is not None else p.collate_s) * scale
+        worker_s = (p.worker_batch_s(bs) - p.collate_s * scale + collate) * c.worker * c.local
+    predicted = model.predict(config, c)
+    interval = bs / predicted.steady_samples_per_s if predicted.steady_samples_per_s > 0 else math.inf
+    pin_cost = (p.pin_s if n else (p.pin_local_s if p.pin_local_s is not None else p.pin_s)) or 0.0
+    pin = pin_cost * scale if pinned else 0.0
+    copy = ((p.h2d_pinned_s if config.pin_memory else p.h2d_pageable_s) or 0.0) * scale if ev.cuda else 0.0
+    term = c.pin if (pinned and n) else c.main
+    cpus = model.cpus(c)
+    cpu = p.sample_cpu_share
+    share, busy = 1.0, 0.0
+    if n and math.isfinite(interval) and interval > 0:
+        # The workers' busy share as the model's simulation found it, then the processor sharing
+        # it implies, as the model computes it: every thread that wants a CPU (the workers' CPU
+        # part, the loop's and the pin thread's host work while busy) gets cpus / demand of one
+        # when they outnumber the CPUs.
+        busy = model.busy_share(config, c)
+        receive = model.recv_s(bs, busy)
+        pin_thread = term * (receive + pin) if pinned else 0.0
+        loop = c.main * (copy + (0.0 if pinned else receive))
+        share = max(1.0, (n * busy * cpu + 2.0) / cpus)
+        for _ in range(50):
+            demand = n * busy * cpu + min(1.0, loop * share / interval) + min(1.0, pin_thread * share / interval)
+            share = max(1.0, demand / cpus)
+    receive = model.recv_s(bs, busy) if n else 0.0
+    receive_idle = model.recv_s(bs, 0.0) if n else 0.0
+    free = dataclasses.replace(p, recv_s=0.0, recv_busy_s=None, pin_s=0.0 if p.pin_s is not None else None,
+                               pin_local_s=0.0 if p.pin_local_s is not None else None,
+                               h2d_pinned_s=0.0 if p.h2d_pinned_s is not None else None,
+                               h2d_pageable_s=0.0 if p.h2d_pageable_s is not None else None, step_s=0.0)
+    supply = Model(free, ev.device).predict(config, c).steady_samples_per_s
+    step = c.main * p.step_s * scale
+    receive_s, pin_s, copy_s = term * receive * share, term * pin * share, c.main * copy * share
+    return Stages(batch_size=bs, batch_bytes=p.sample_bytes * bs, workers=n, worker_s=worker_s,
+                  receive_s=receive_s, receive_idle_s=term * receive_idle * share, pin_s=pin_s, copy_s=copy_s,
+                  step_s=step, pin_thread=bool(n and pinned), cpus=cpus, cpu_demand=n * p.sample_cpu_share,
+                  share=share, supply_rate=supply, main_rate=_rate(bs, receive_s + pin_s),
+                  copy_rate=_rate(bs, copy_s), step_rate=_rate(bs, step),
+                  loop_rate=_rate(bs, copy_s + (0.0 if (pinned or not n) else receive_s) + step))
+
+
+def _rate(batch_size: int, seconds: float) -> float:
+    return batch_size / seconds if seconds > 0 else math.inf
+
+
+def rate(value: float | None) -> str:
+    """samples/s as people read them: 1,070/s; unbounded as such."""
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "unbounded"
+    return f"{value:,.0f}/s"
+
+
+def ms(seconds: float) -> str:
+    if seconds >= 10:
+        return f"{seconds:.1f} s"
+    return f"{seconds * 1e3:.2f} ms" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
+
+
+def size(nbytes: float | None) -> str:
+    if nbytes is None:
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def pct(share: float) -> str:
+    return f"{share * 100:.0f}%"

@@ -1,0 +1,318 @@
+"""The report a person opens: one self-contained HTML page and its markdown twin, beside the result.
+
+``render_html`` and ``render_markdown`` build the text (the plots embedded as base64 PNG in the
+page; the markdown links the same PNGs, written beside it); ``write_report`` writes all of it next
+to the result file: ``<key>.html``, ``<key>.md`` and ``<key>.plots/``. The page loads nothing from
+the network: no external CSS, script or font.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import os
+import re
+import statistics
+import tempfile
+
+from ..search.results import OK
+from . import Explanation, explain
+from .evidence import pct, rate
+from .thresholds import WORTH_CHANGING
+from .whatif import top
+
+_GAINS = ("Each gain is the model's: it simulates the loader from the profile, with the efficiency terms the "
+          "bursts fitted, under the change, over its rate for the pick; <i>measured</i> where this run also "
+          "measured the changed config (the measured gain beside it).")
+SETTINGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order")
+
+STYLE = """
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d1d1f; max-width: 1180px;
+       margin: 2em auto; padding: 0 1.2em; }
+h1 { font-size: 1.6em; margin-bottom: 0.1em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+.meta { color: #666; font-size: 0.9em; }
+.verdict { font-size: 1.08em; background: #fff6e0; border-left: 5px solid #f2a900; padding: 0.8em 1em; }
+.kind { font-family: ui-monospace, monospace; background: #eee; padding: 0 0.3em; border-radius: 3px; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.55em; text-align: left; vertical-align: top; }
+th { background: #f4f4f6; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.pick td { background: #fff6e0; } tr.rule td { background: #eef5e6; }
+.badge { font-size: 0.75em; padding: 0.05em 0.45em; border-radius: 8px; color: #fff; white-space: nowrap; }
+.measured { background: #2b2b2b; } .profiled { background: #1f5fa8; } .predicted { background: #8a2be2; }
+pre { background: #f6f8fa; padding: 0.8em; overflow-x: auto; font-size: 0.85em; white-space: pre-wrap; }
+code { white-space: nowrap; font-size: 0.92em; }
+.wide { overflow-x: auto; } .wide table { font-size: 0.8em; } .wide th { white-space: normal; }
+figure { margin: 1.2em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 0.9em; }
+.gap { height: 14px; background: #eee; width: 100%; max-width: 480px; border-radius: 7px; overflow: hidden; }
+.gap > div { height: 100%; background: #1f5fa8; }
+"""
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _prose(value) -> str:
+    """Escaped text with its command-line flags as code, so that a line never breaks inside one."""
+    return re.sub(r"(?<![\w-])(--[a-z][a-z-]*)", r"<code>\1</code>", _e(value))
+
+
+def _badge(source: str) -> str:
+    return f'<span class="badge {_e(source)}">{_e(source)}</span>'
+
+
+def _usage(data: dict) -> str:
+    kwargs = ",\n                    ".join(f"{k}={v!r}" for k, v in data["config"].items())
+    seeded = "worker_init_fn=seed_worker,\n                    " if data["config"].get("num_workers") else ""
+    return (f"# the snippet beside the result needs torch and numpy only:\n"
+            f"#   {data.get('snippet_path') or '<key>.py'}\n"
+            f"from torch.utils.data import DataLoader\n"
+            f"from autoloader import seed_worker   # or the snippet's own copy of it\n\n"
+            f"loader = DataLoader(dataset, shuffle=True, {seeded}{kwargs})\n"
+            f"# or, with the snippet's file on your path: loader = make_loader(dataset)")
+
+
+def _pick_rows(data: dict, ex: Explanation) -> list[tuple[str, str]]:
+    ev = ex.evidence
+    rows = [(k, repr(v)) for k, v in data["config"].items()]
+    interval = data.get("rel_interval")
+    rows.append(("samples/s (measured)", rate(data["samples_per_s"])
+                 + (f" ±{interval * 100:.1f}%" if isinstance(interval, (int, float)) and interval else "")))
+    rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks)))
+    control = data.get("control_samples_per_s")
+    if control and data.get("control") and data["control"] != data["config"]:
+        rows.append(("the cpus-1 rule (measured)", f"{rate(control)}: the pick reads "
+                                                    f"{data['samples_per_s'] / control:.2f}x"))
+    elif control:
+        rows.append(("the cpus-1 rule", "the pick is the rule itself: nothing measured beat it"))
+    if data.get("baseline_samples_per_s"):
+        rows.append(("num_workers=0 (measured)", f"{rate(data['baseline_samples_per_s'])}: the pick reads "
+                                                  f"{data['samples_per_s'] / data['baseline_samples_per_s']:.2f}x"))
+    if ev.ranks > 1:
+        rows.append(("node", f"{ev.ranks} ranks, each with this config; samples/s is the node's, the rest per rank"))
+    return rows
+
+
+def _trial_rows(ex: Explanation) -> list[dict]:
+    ev = ex.evidence
+    rows = []
+    finals = {f.config: f for f in ev.finals if f.rates}
+    for index, t in enumerate(ev.trials, 1):
+        kw = t.config.to_dict()
+        role = []
+        if t.config == ev.pick:
+            role.append("pick")
+        if ev.control is not None and t.config == ev.control:
+            role.append("rule")
+        if t.config in finals:
+            role.append("final")
+        outcome = "stopped early" if t.pruned else t.status
+        if t.status != OK:
+            outcome += f": {t.describe_failure()}"
+        predicted = ev.model.predict(t.config, ev.calibration).samples_per_s
+        memory = {name: _short_size(x) for name, x in (("host", t.peak_pss_bytes), ("shm", t.peak_shm_bytes),
+                                                       ("device", t.gpu_peak_bytes or None))}
+        rows.append({
+            "#": str(index), "role": ", ".join(role), **{k: ("-" if kw[k] is None else str(kw[k])) for k in SETTINGS},
+            "outcome": outcome, "samples/s": rate(t.samples_per_s) if t.samples_per_s else "-",
+            "±95%": (f"{t.rel_interval * 100:.0f}%" if t.rel_interval is not None and math.isfinite(t.rel_interval)
+                     else "-"),
+            "waited": pct(t.wait_fraction) if t.wait_fraction is not None else "-",
+            "predicted": rate(predicted), **{f"peak {k}": v for k, v in memory.items()}, "s": f"{t.seconds:.1f}",
+            "_class": "pick" if "pick" in role else "rule" if "rule" in role else ""})
+    return rows
+
+
+def _short_size(nbytes) -> str:
+    if nbytes is None:
+        return "-"
+    # A no-break space: a figure and its unit stay on one line in a narrow column.
+    return f"{nbytes / 2**30:.2f}\u00a0G" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f}\u00a0M"
+
+
+def _header(data: dict) -> tuple[str, str]:
+    dataset = data.get("dataset") or {}
+    hw = data.get("hardware") or {}
+    title = f"autoloader: {dataset.get('name') or data.get('dataset_key')}"
+    meta = (f"key {data.get('dataset_key')} on {hw.get('fingerprint')} ({hw.get('cpus')} CPUs, "
+            f"{', '.join(hw.get('gpus') or []) or 'no GPU'}; device {data.get('device')}); "
+            f"tuned {data.get('finished_at') or 'undated'} by autoloader {data.get('autoloader_version') or '?'} in "
+            f"{data.get('tune_seconds') or 0:.0f} s")
+    return title, meta
+
+
+def render_html(data: dict, ex: Explanation, plots: dict[str, tuple[str, bytes]]) -> str:
+    title, meta = _header(data)
+    v = ex.verdict
+    out = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
+           f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{STYLE}</style></head><body>",
+           f"<h1>{_e(title)}</h1><p class='meta'>{_e(meta)}</p>",
+           "<h2 id='pick'>The pick, and how to use it</h2><table>"]
+    out += [f"<tr><th>{_e(k)}</th><td>{_e(val)}</td></tr>" for k, val in _pick_rows(data, ex)]
+    out.append(f"</table><pre>{_e(_usage(data))}</pre>")
+    out += ["<h2 id='verdict'>What limits the run</h2>",
+            f"<p class='verdict' id='verdict-text'><span class='kind'>{_e(v.kind)}</span> {_prose(v.paragraph)}</p>",
+            "<ol>"]
+    out += [f"<li><b>{_e(f.title)}</b> {_badge(f.source)}{' <b>(limits)</b>' if f.limits else ''}: "
+            f"{_prose(f.text)}</li>" for f in v.findings]
+    out.append("</ol>")
+    out += ["<h2 id='whatifs'>What would help</h2>", _whatif_table_html(ex)]
+    c = ex.ceiling
+    out += ["<h2 id='ceiling'>The ceiling and the gap</h2>", f"<p>{_prose(c.sentence())}</p>"]
+    if c.gap is not None:
+        out.append(f"<div class='gap' title='tuned / ceiling'><div style='width:{min(1.0, c.gap) * 100:.0f}%'>"
+                   f"</div></div>")
+    out.append("<h2 id='plots'>Plots</h2>")
+    for name, (caption, png) in plots.items():
+        encoded = base64.b64encode(png).decode("ascii")
+        out.append(f"<figure id='plot-{_e(name)}'><img alt='{_e(caption)}' src='data:image/png;base64,{encoded}'>"
+                   f"<figcaption>{_e(caption)}</figcaption></figure>")
+    rows = _trial_rows(ex)
+    out += ["<h2 id='trials'>Every trial</h2>",
+            "<p>DataLoader's own argument names; <i>predicted</i> is the model's rate for the config under the "
+            "efficiency terms the bursts fitted, every other figure was measured (peak memory in MiB, M, or "
+            "GiB, G: host PSS, /dev/shm growth, device). Role: the pick, the cpus-1 rule, and who was in the "
+            "final.</p>",
+            "<div class='wide'><table id='trials-table'>"]
+    columns = [k for k in (rows[0] if rows else {}) if not k.startswith("_")]
+    # DataLoader's names may break after an underscore, so the table fits a page's width.
+    out.append("<tr>" + "".join(f"<th>{_e(k).replace('_', '_<wbr>')}</th>" for k in columns) + "</tr>")
+    numeric = {"#", "samples/s", "±95%", "waited", "predicted", "s", "peak host", "peak shm", "peak device"}
+    for row in rows:
+        cells = "".join(f"<td class='num'>{_e(row[k])}</td>" if k in numeric else f"<td>{_e(row[k])}</td>"
+                        for k in columns)
+        out.append(f"<tr class='{row['_class']}'>{cells}</tr>")
+    out.append("</table></div>")
+    out.append(_finals_html(ex))
+    out.append(f"<p class='meta'>Written by autoloader report from {_e(data.get('path') or 'the result')}; "
+               "self-contained: it loads nothing from the network.</p></body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _whatif_rows(ex: Explanation) -> tuple[list[dict], list[dict]]:
+    helping, not_helping = [], []
+    for w in ex.whatifs:
+        row = {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks),
+               "gain": f"{w.gain * 100:+.0f}%" + (f" (measured {w.measured_gain * 100:+.0f}%)"
+                                                  if w.measured_gain is not None else ""),
+               "source": w.source, "how": w.change, "code": "your code" if w.needs_code else "settings"}
+        (helping if w.helps else not_helping).append(row)
+    return helping, not_helping
+
+
+def _whatif_table_html(ex: Explanation) -> str:
+    helping, not_helping = _whatif_rows(ex)
+    best = top(ex.whatifs)
+    out = []
+    if best is None:
+        out.append(f"<p>No change the model was asked about is predicted to gain {pct(WORTH_CHANGING)} or more.</p>")
+    out.append(f"<p>{_GAINS}</p>")
+    for title, rows in (("Predicted to help", helping), ("Considered, not predicted to help", not_helping)):
+        if not rows:
+            continue
+        out.append(f"<h3>{_e(title)}</h3><table class='whatifs'><tr><th>change</th><th>rate</th><th>gain</th>"
+                   "<th>how sure</th><th>what to change</th></tr>")
+        out += [f"<tr><td>{_e(r['change'])}</td><td class='num'>{_e(r['rate'])}</td><td class='num'>{_e(r['gain'])}"
+                f"</td><td>{_badge(r['source'])}</td><td>{_prose(r['how'])} <i>({_e(r['code'])})</i></td></tr>"
+                for r in rows]
+        out.append("</table>")
+    return "\n".join(out)
+
+
+def _finals_html(ex: Explanation) -> str:
+    finals = [f for f in ex.evidence.finals if f.rates]
+    if not finals:
+        return "<p>No interleaved final ran (the budget left no time for one): the pick rests on the bursts.</p>"
+    out = ["<h3>The interleaved final</h3><table><tr><th>config</th><th>rates per round</th><th>median</th>"
+           "<th>waited (median)</th></tr>"]
+    for f in finals:
+        waits = pct(statistics.median(f.waits)) if f.waits else "-"
+        out.append(f"<tr><td>{_e(f.config.key)}</td><td>{_e(', '.join(rate(r) for r in f.rates))}</td>"
+                   f"<td class='num'>{_e(rate(f.median))}</td><td class='num'>{_e(waits)}</td></tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    clean = lambda x: str(x).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    return (["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+            + ["| " + " | ".join(clean(x) for x in row) + " |" for row in rows])
+
+
+def render_markdown(data: dict, ex: Explanation, plot_files: dict[str, tuple[str, str]]) -> str:
+    """The page's twin; ``plot_files``: name -> (title, path relative to the markdown file)."""
+    title, meta = _header(data)
+    v, c = ex.verdict, ex.ceiling
+    lines = [f"# {title}", "", meta, "", "## The pick, and how to use it", ""]
+    lines += _md_table(["setting", "value"], [[k, val] for k, val in _pick_rows(data, ex)])
+    lines += ["", "```python", _usage(data), "```", "", "## What limits the run", "",
+              f"**{v.kind}**: {v.paragraph}", ""]
+    lines += [f"{i}. **{f.title}** ({f.source}{', limits' if f.limits else ''}): {f.text}"
+              for i, f in enumerate(v.findings, 1)]
+    helping, not_helping = _whatif_rows(ex)
+    lines += ["", "## What would help", "",
+              _GAINS.replace("<i>", "*").replace("</i>", "*"), ""]
+    for heading, rows in (("Predicted to help", helping), ("Considered, not predicted to help", not_helping)):
+        if rows:
+            lines += [f"### {heading}", ""]
+            lines += _md_table(["change", "rate", "gain", "how sure", "what to change"],
+                               [[r["change"], r["rate"], r["gain"], r["source"], f"{r['how']} ({r['code']})"]
+                                for r in rows])
+            lines.append("")
+    lines += ["## The ceiling and the gap", "", c.sentence(), "", "## Plots", ""]
+    lines += [f"![{caption}]({path})\n" for caption, path in plot_files.values()]
+    rows = _trial_rows(ex)
+    lines += ["## Every trial", "", "DataLoader's own argument names; *predicted* is the model's rate, every other "
+              "figure was measured.", ""]
+    if rows:
+        columns = [k for k in rows[0] if not k.startswith("_")]
+        lines += _md_table(columns, [[r[k] for k in columns] for r in rows])
+    finals = [f for f in ex.evidence.finals if f.rates]
+    if finals:
+        lines += ["", "### The interleaved final", ""]
+        lines += _md_table(["config", "rates per round", "median"],
+                           [[f.config.key, ", ".join(rate(r) for r in f.rates), rate(f.median)] for f in finals])
+    return "\n".join(lines) + "\n"
+
+
+def report_paths(result_path: str) -> dict[str, str]:
+    """Where the report of the result at ``result_path`` goes: beside it."""
+    stem = result_path[:-len(".json")] if result_path.endswith(".json") else result_path
+    return {"html": stem + ".html", "markdown": stem + ".md", "plots": stem + ".plots"}
+
+
+def write_report(result_path: str, data: dict) -> dict[str, str]:
+    """Explain ``data`` (the result stored at ``result_path``), draw its plots and write the page,
+    its markdown twin and the PNGs beside the result; the paths written."""
+    from .plots import draw
+
+    explained = explain(data)
+    plots = draw(explained)
+    paths = report_paths(result_path)
+    os.makedirs(paths["plots"], exist_ok=True)
+    files = {}
+    for name, (caption, png) in plots.items():
+        target = os.path.join(paths["plots"], f"{name}.png")
+        _atomic(target, png)
+        files[name] = (caption, os.path.relpath(target, os.path.dirname(paths["markdown"]) or "."))
+    _atomic(paths["html"], render_html(data, explained, plots).encode())
+    _atomic(paths["markdown"], render_markdown(data, explained, files).encode())
+    return paths
+
+
+def _atomic(path: str, content: bytes) -> None:
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".report-")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)   # as open() would make it, not mkstemp's owner-only
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

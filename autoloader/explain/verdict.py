@@ -1,0 +1,347 @@
+"""What limits the run, in the order people who tune by hand reason: NOTE [ The verdict ].
+
+Pure: a function of the ``Evidence`` (and, for the closing advice, the what-ifs), no files, no
+printing.
+
+# NOTE [ The verdict ]
+# 1. Data supply: the share of the loop spent waiting for its next batch (the pick's, measured in
+#    the final or its burst; the model's where neither measured it). TensorFlow's input-pipeline
+#    analyzer's convention: highly input-bound at HIGHLY_INPUT_BOUND, moderately at
+#    MODERATELY_INPUT_BOUND. Without --step the loop only moves each batch to the device, so the
+#    share is the loader's alone, against a step that costs nothing.
+# 2. Which part of supply: the stage the model says caps the pick (its ``bound``), named for what
+#    a person can change: the workers filling the cores ("cores"), too few workers for the cores
+#    ("workers"), the main process's receive and pin ("main": the pin thread, or the loop itself
+#    without one, or with num_workers=0 the loop making every batch), the copy to the device
+#    ("copy"). A loop that does not wait but spends most of its time on its own receive or copy is
+#    held by that part too.
+# 3. Memory: a config kept out by a limit (host ceiling, /dev/shm, CUDA memory) that the model
+#    predicts MEMORY_COSTS faster than the pick: the limit, not the loader, holds the run.
+# 4. Compute: the loop is fed and the step is most of its time. When the slowest supply stage and
+#    the step are within BALANCED_WITHIN of each other, neither alone limits: balanced.
+# Each figure says how sure it is: measured (bursts, final), profiled (timed by the profile,
+# scaled by the efficiency terms the bursts fitted) or predicted (the model's simulation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size, stages
+from .thresholds import (BALANCED_WITHIN, BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE,
+                         MEMORY_COSTS, MODERATELY_INPUT_BOUND)
+
+KINDS = ("input/cores", "input/workers", "input/main", "input/copy", "memory/host", "memory/shm", "memory/device",
+         "compute", "balanced")
+LOADER_CHANGES = ("in_order", "pin_off", "workers", "workers_past_cores")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One step of the reasoning: its topic (supply, part, memory, compute), what it found, with
+    its numbers, how sure (measured, profiled, predicted), and whether it is what limits."""
+
+    topic: str
+    title: str
+    text: str
+    source: str
+    limits: bool = False
+
+    def to_dict(self) -> dict:
+        return {"topic": self.topic, "title": self.title, "text": self.text, "source": self.source,
+                "limits": self.limits}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str                     # one of KINDS
+    level: str                    # "highly input-bound", "moderately input-bound" or "not input-bound"
+    wait_share: float
+    wait_source: str              # measured or predicted
+    headline: str                 # one line
+    paragraph: str                # what limits and what to do, a person can act on
+    findings: tuple[Finding, ...]
+    stages: Stages
+    step_given: bool | None
+    lost_to_memory: float | None = None   # the predicted gain a memory limit kept out
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "level": self.level, "wait_share": self.wait_share,
+                "wait_source": self.wait_source, "headline": self.headline, "paragraph": self.paragraph,
+                "findings": [f.to_dict() for f in self.findings], "step_given": self.step_given,
+                "lost_to_memory": self.lost_to_memory}
+
+
+def level_of(wait: float) -> str:
+    if wait >= HIGHLY_INPUT_BOUND:
+        return "highly input-bound"
+    if wait >= MODERATELY_INPUT_BOUND:
+        return "moderately input-bound"
+    return "not input-bound"
+
+
+def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
+    """The verdict on ``ev``'s pick; ``whatifs`` (whatif.py) close the paragraph with what to change."""
+    st = stages(ev)
+    predicted = ev.predicted
+    measured, where = ev.measured_wait()
+    wait, wait_source = (measured, MEASURED) if measured is not None else (predicted.wait_share, PREDICTED)
+    level = level_of(wait)
+    part = _part(st)
+    supply = _supply_rate(st, part)
+    balanced = (math.isfinite(st.step_rate) and wait < HIGHLY_INPUT_BOUND and supply > 0
+                and abs(math.log(supply / st.step_rate)) <= math.log(1.0 + BALANCED_WITHIN))
+    if wait >= HIGHLY_INPUT_BOUND or (wait >= MODERATELY_INPUT_BOUND and not balanced):
+        kind = f"input/{part}"
+    elif st.loop_host_s > st.step_s:
+        # Fed, but the loop spends more of its time on its own receive or copy than in the step.
+        kind = "input/copy" if st.copy_s >= st.loop_host_s - st.copy_s else "input/main"
+    elif balanced:
+        kind = "balanced"
+    else:
+        kind = "compute"
+    memory_kind, memory_finding, lost = _memory(ev)
+    if memory_kind is not None:
+        kind = memory_kind
+    findings = (_supply_finding(ev, st, wait, wait_source, where, level),
+                _part_finding(ev, st, part, kind.startswith("input/")),
+                memory_finding,
+                _compute_finding(ev, st, kind in ("compute", "balanced")))
+    headline = _headline(ev, st, kind, level, wait, wait_source, supply, lost)
+    # The headline has the wait already; the supply finding adds only what qualifies it.
+    told = [_no_step(ev).strip()] + [f.text for f in findings[1:] if f.limits]
+    paragraph = " ".join(t for t in [headline, *told, _advice(kind, whatifs)] if t)
+    return Verdict(kind, level, wait, wait_source, headline, paragraph, findings, st, ev.step_given, lost)
+
+
+def _part(st: Stages) -> str:
+    """Which part of supply caps the pick (NOTE [ The verdict ], 2): the slowest of making batches
+    (the workers), the main process's receive and pin (the pin thread; without one the loop, whose
+    receive, copy and step run one after another) and the copy to the device."""
+    if st.workers == 0:
+        return "main"
+    caps = {"workers": st.supply_rate, "main": st.main_rate if st.pin_thread else st.loop_rate}
+    if st.pin_thread:
+        caps["copy"] = st.copy_rate
+    part = min(caps, key=caps.get)
+    if part == "main" and not st.pin_thread and st.copy_s > st.receive_s:
+        part = "copy"
+    return "cores" if part == "workers" and st.cores_full else part
+
+
+def _supply_rate(st: Stages, part: str) -> float:
+    """The rate the limiting supply part alone allows."""
+    if st.workers == 0:
+        per_batch = st.worker_s + st.pin_s + st.copy_s
+        return st.batch_size / per_batch if per_batch > 0 else math.inf
+    if part in ("cores", "workers"):
+        return st.supply_rate
+    if st.pin_thread:
+        return st.main_rate if part == "main" else st.copy_rate
+    return st.loop_rate
+
+
+def _term_note(ev: Evidence, term: str, bare: bool = False) -> str:
+    """How the bursts corrected a profiled figure, where they moved it past CORRECTED."""
+    factor = getattr(ev.calibration, term)
+    fits = getattr(ev.calibration, f"{term}_fits", 0)
+    if term == "local":
+        fits = 1 if factor != 1.0 else 0
+    if fits and (factor >= CORRECTED or factor <= 1 / CORRECTED):
+        bursts = (f"as {fits} burst{'s' if fits > 1 else ''} corrected it" if term != "local"
+                  else "as its burst corrected it")
+        note = f"the profile's figure x{factor:.2f}, {bursts}"
+        return note if bare else f" ({note})"
+    return ""
+
+
+def _no_step(ev: Evidence) -> str:
+    if ev.step_given is False:
+        return (" No --step was given: the loop only moved each batch to the device, so this is the loader "
+                "alone, against a step that costs nothing; pass --step to weigh it against your training.")
+    if ev.step_given is None:
+        return " (This result does not record whether a --step was given.)"
+    return ""
+
+
+def _supply_finding(ev, st, wait, source, where, level) -> Finding:
+    how = {"final": "measured over the final's rounds", "burst": "measured in its burst"}.get(where, "predicted")
+    own = (" It includes the loop's own receive: without a pin thread the loop takes each batch from its worker "
+           "inside next()." if st.workers and not st.pin_thread else "")
+    return Finding("supply", "Data supply",
+                   f"The loop waited for data {pct(wait)} of the time ({how}): {level} (TensorFlow's convention: "
+                   f"highly at {pct(HIGHLY_INPUT_BOUND)} or more, moderately at {pct(MODERATELY_INPUT_BOUND)}).{own}"
+                   + _no_step(ev), source, limits=wait >= MODERATELY_INPUT_BOUND)
+
+
+def _contention(st: Stages) -> str:
+    if st.share < CONTENDED:
+        return ""
+    return (f" ({st.workers} workers want {st.cpu_demand:.1f} CPUs of the {st.cpus:g} the pipeline gets, so every "
+            f"thread runs at 1/{st.share:.1f} of a core, this one too)")
+
+
+def _step_words(ev: Evidence, st: Stages) -> str:
+    if ev.step_given is False:
+        return "the step costs nothing (no --step)"
+    return f"the step could take {rate(st.step_rate)}"
+
+
+def _cpus_words(ev: Evidence, st: Stages) -> str:
+    """The CPUs the pipeline gets, and where that figure is from when the bursts revised it."""
+    counted = ev.profile.cpus
+    text = f"{st.cpus:g} CPU{'s' if st.cpus != 1 else ''}"
+    if ev.calibration.cpus is not None and abs(st.cpus - counted) > 0.01:
+        text += f" the pipeline really gets (the bursts' fit; {counted:g} are usable)"
+    return text
+
+
+def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
+    p, n, bs = ev.profile, st.workers, st.batch_size
+    others = _step_words(ev, st)
+    if n == 0:
+        steps = [f"{ms(st.worker_s)} for its samples and collate"]
+        steps += [f"{ms(st.pin_s)} to pin"] if st.pin_s else []
+        steps += [f"{ms(st.copy_s)} to copy to the device"] if st.copy_s else []
+        text = (f"With num_workers=0 the main process makes every {size(st.batch_bytes)} batch of {bs} itself: "
+                f"{', '.join(steps)}, so {rate(_supply_rate(st, 'main'))} at most{_term_note(ev, 'local')}, while "
+                f"{others}.")
+        if p.recv_s:
+            pin = (f" and {ms(p.pin_s * bs / p.batch_size)} to pin it" if ev.cuda and p.pin_s and ev.pick.pin_memory
+                   else "")
+            text += (f" Workers would not lift it: the main process would instead spend "
+                     f"{ms(p.recv_s * bs / p.batch_size)} receiving each of their batches{pin} (profiled).")
+        return Finding("part", "The main process", text, PROFILED, limits)
+    if part in ("cores", "workers"):
+        one = bs / st.worker_s if st.worker_s else math.inf
+        share = f" (a sample is {pct(p.sample_cpu_share)} CPU time)" if p.sample_cpu_share < 0.99 else ""
+        note = _term_note(ev, "worker", bare=True)
+        each = f"{rate(one)}" + (f"; {note}" if note else "")
+        many = n != 1
+        who = f"{n} workers each make" if many else "1 worker makes"
+        text = (f"{who} a batch of {bs} in {ms(st.worker_s)} ({each}) and want{'' if many else 's'} "
+                f"{st.cpu_demand:.1f} of the {_cpus_words(ev, st)}{share}; {'together they' if many else 'so it'} "
+                f"make{'' if many else 's'} {rate(st.supply_rate)} (predicted), while the main process could take "
+                f"{rate(st.main_rate)} and {others}.")
+        text += (" The cores are full: more workers only share them." if part == "cores" else
+                 " The cores are not full: more workers would make more.")
+        return Finding("part", "Workers and cores", text, PREDICTED, limits)
+    if part == "main":
+        busy = (f" ({ms(st.receive_idle_s)} from an idle worker: taking a batch from a worker busy in Python waits "
+                f"for its interpreter)" if st.receive_s > BUSY_RECEIVE * st.receive_idle_s else "")
+        if st.pin_thread:
+            pin = f" and {ms(st.pin_s)} pinning it" if st.pin_s >= 1e-4 else ""
+            text = (f"The main process caps it: the pin thread spends {ms(st.receive_s)} receiving each "
+                    f"{size(st.batch_bytes)} batch{busy}{pin}{_contention(st)}: {rate(st.main_rate)} at most"
+                    f"{_term_note(ev, 'pin')}, while the workers could make {rate(st.supply_rate)} and {others}.")
+        else:
+            copy = f", {ms(st.copy_s)} copying it to the device" if st.copy_s else ""
+            text = (f"The main process caps it: without a pin thread the training loop takes each "
+                    f"{size(st.batch_bytes)} batch itself, {ms(st.receive_s)} receiving it{busy}{copy} and "
+                    f"{ms(st.step_s)} in the step{_contention(st)}: {rate(st.loop_rate)} at most"
+                    f"{_term_note(ev, 'main')}, while the workers could make {rate(st.supply_rate)}.")
+        return Finding("part", "The main process's receive and pin", text, PROFILED, limits)
+    kind = "pinned" if ev.pick.pin_memory else "pageable"
+    text = (f"The copy to the device caps it: {ms(st.copy_s)} for each {size(st.batch_bytes)} batch from {kind} "
+            f"memory{_contention(st)}, {rate(st.copy_rate)} at most{_term_note(ev, 'main')}, while the workers "
+            f"could make {rate(st.supply_rate)} and {others}.")
+    return Finding("part", "The copy to the device", text, PROFILED, limits)
+
+
+def _memory(ev: Evidence) -> tuple[str | None, Finding, float | None]:
+    """Whether a memory limit holds the run, and the memory finding."""
+    base = ev.predicted.samples_per_s
+    lost, worst = None, None
+    for t in ev.kept_out():
+        if base <= 0:
+            break
+        gain = ev.model.predict(t.config, ev.calibration).samples_per_s / base - 1.0
+        if lost is None or gain > lost:
+            lost, worst = gain, t
+    pick_trial = next((t for t in ev.ok_trials if t.config == ev.pick), None)
+    parts = []
+    if pick_trial is not None:
+        host = pick_trial.peak_pss_bytes or pick_trial.peak_host_bytes
+        if host:
+            of = f" of the {size(ev.max_memory)} ceiling" if ev.max_memory else ""
+            close = " (close to it)" if ev.max_memory and host >= MEMORY_CLOSE * ev.max_memory else ""
+            parts.append(f"host {size(host)}{of}{close}")
+        if pick_trial.peak_shm_bytes is not None:
+            of = f" of {size(ev.shm_free)} free" if ev.shm_free else ""
+            parts.append(f"/dev/shm {size(pick_trial.peak_shm_bytes)}{of}")
+        if pick_trial.gpu_peak_bytes:
+            parts.append(f"device {size(pick_trial.gpu_peak_bytes)}")
+    peaks = f"The pick's peaks: {', '.join(parts)} (measured)." if parts else "The pick's memory was not measured."
+    if worst is None or lost is None or lost < MEMORY_COSTS:
+        kept = (f" {len(ev.kept_out())} config(s) were kept out by memory, none predicted "
+                f"{pct(MEMORY_COSTS)} faster than the pick." if ev.kept_out() else " Nothing was kept out by memory.")
+        return None, Finding("memory", "Memory", peaks + kept, MEASURED), lost
+    where = _where(worst)
+    fix = {"host": "raise --max-memory (or free host memory), or cut per-worker memory (copy-on-read Python "
+                   "objects: keep samples in numpy arrays)",
+           "shm": "enlarge /dev/shm (docker run --shm-size=16g), or fewer bytes a batch",
+           "device": "a smaller batch, or free device memory in the step"}[where]
+    text = (f"{worst.config.key} was kept out ({worst.describe_failure()}); the model predicts it {lost * 100:+.0f}% "
+            f"over the pick. The fix: {fix}. " + peaks)
+    return f"memory/{where}", Finding("memory", "Memory", text, PREDICTED, limits=True), lost
+
+
+def _where(trial) -> str:
+    if trial.cause == "cuda_oom":
+        return "device"
+    if trial.cause == "shm_exhausted" or "/dev/shm" in (trial.error or ""):
+        return "shm"
+    return "host"
+
+
+def _compute_finding(ev: Evidence, st: Stages, limits: bool) -> Finding:
+    if ev.step_given is False:
+        text = ("No step was timed: without --step the loop's step only moves a batch to the device, so this run "
+                "says nothing about your training's compute.")
+    else:
+        text = (f"The step takes {ms(st.step_s)} a batch of {st.batch_size} on resident data: "
+                f"{rate(st.step_rate)} at most{_term_note(ev, 'main')}.")
+    return Finding("compute", "Compute (the step)", text, PROFILED, limits)
+
+
+_PART_WORDS = {"cores": "in the workers: the cores are full", "workers": "in the workers: too few for the cores",
+               "main": "in the main process's receive and pin", "copy": "in the copy to the device"}
+
+
+def _headline(ev, st, kind, level, wait, source, supply, lost) -> str:
+    waits = f"{pct(wait)} waiting, {source}" + ("; no --step" if ev.step_given is False else "")
+    if kind.startswith("memory/"):
+        where = {"memory/host": "host memory", "memory/shm": "/dev/shm", "memory/device": "device memory"}[kind]
+        return (f"Held by {where}: a config it kept out is predicted {lost * 100:+.0f}% over the pick "
+                f"({waits}).")
+    if kind.startswith("input/"):
+        part = "main" if st.workers == 0 else kind.split("/", 1)[1]
+        words = ("in the main process: with num_workers=0 it makes every batch itself" if st.workers == 0
+                 else _PART_WORDS[part])
+        if level == "not input-bound":
+            doing = "copying" if part == "copy" else "receiving"
+            return (f"Input-bound {words}, capping it at {rate(supply)}: the loop does not wait for data ({waits}) "
+                    f"but spends more of its time {doing} each batch than in the step.")
+        return f"{level.capitalize()} {words}, capping it at {rate(supply)} ({waits})."
+    if kind == "balanced":
+        return (f"Balanced: the loader can supply {rate(supply)} and the step take {rate(st.step_rate)}; neither "
+                f"alone limits ({waits}).")
+    return f"Compute-bound: the step ({ms(st.step_s)} a batch) is the limit and the loader keeps up ({waits})."
+
+
+def _advice(kind: str, whatifs: Sequence) -> str:
+    helping = [w for w in whatifs if w.helps]
+    if not whatifs:
+        return ""
+    loader = [w for w in helping if w.name in LOADER_CHANGES]
+    text = ""
+    if kind.startswith("input/") and kind != "input/workers" and not loader:
+        text = "No setting of the loader's knobs lifts this."
+    if helping:
+        best = sorted(helping, key=lambda w: -w.best_gain)[:2]
+        text += " " + "; ".join(f"{w.title}: {w.best_gain * 100:+.0f}% ({w.source})" for w in best) + "."
+    elif kind in ("compute", "balanced"):
+        text += " Nothing the what-ifs tried is predicted to gain more than the noise."
+    return text.strip()

@@ -1,0 +1,193 @@
+"""What would help, and by how much: the model asked about changes beyond the run's configs.
+
+Pure. Each what-if changes the profile (fewer bytes, more CPUs, a faster step, a smaller batch)
+or the pick's settings (out-of-order delivery, no pinning, another worker count) and asks the
+model (NOTE [ The pipeline model ] in search/model.py) for the rate, under the efficiency terms the
+bursts fitted. A change to the data or the machine may move the best worker count, so those are
+asked along the worker ladder at the pick's other settings (as a re-tune would), and their gain is
+taken over the better of the pick and the model's best along the same ladder unchanged, so that no
+what-if claims the worker count's own gain. A change that the run measured (both configs in the
+final, or both as bursts) says "measured", with the measured gain beside the predicted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from ..search.model import Calibration, Model
+from ..search.model_first import worker_ladder
+from ..search.policy import MAX_WORKERS_PER_CPU, PREDICTED_TIE
+from ..search.profile import Profile
+from ..search.space import LoaderConfig
+from .evidence import MEASURED, PREDICTED, Evidence, size
+from .thresholds import BYTES_MATTER, FASTER_STEP, MORE_CPUS, SMALLER_BATCHES, UINT8_BYTES, WORTH_CHANGING
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    name: str             # uint8, smaller_batch, in_order, more_cpus, faster_step, workers_past_cores, pin_off, workers
+    title: str
+    change: str           # what to change, exactly (the code, where it needs the user's)
+    config: LoaderConfig  # the config the predicted rate is for
+    base_rate: float      # the model's rate the gain is over
+    rate: float           # the model's rate with the change
+    needs_code: bool
+    measured_gain: float | None = None
+    measured_config: LoaderConfig | None = None   # where the measured gain is from, when not ``config``
+
+    @property
+    def gain(self) -> float:
+        return self.rate / self.base_rate - 1.0 if self.base_rate > 0 else 0.0
+
+    @property
+    def source(self) -> str:
+        return MEASURED if self.measured_gain is not None else PREDICTED
+
+    @property
+    def best_gain(self) -> float:
+        """The gain to judge it by: measured where the run measured it, else predicted."""
+        return self.measured_gain if self.measured_gain is not None else self.gain
+
+    @property
+    def helps(self) -> bool:
+        return self.best_gain >= WORTH_CHANGING
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "title": self.title, "change": self.change, "config": self.config.loader_kwargs(),
+                "base_rate": self.base_rate, "rate": self.rate, "gain": self.gain,
+                "measured_gain": self.measured_gain, "source": self.source, "needs_code": self.needs_code,
+                "measured_config": self.measured_config.loader_kwargs() if self.measured_config else None,
+                "helps": self.helps}
+
+
+def ladder(config: LoaderConfig, cpus: int, max_workers: int, batch_size: int | None = None) -> list[LoaderConfig]:
+    """``config`` at every worker count the search asks about (model_first.worker_ladder), its
+    other settings kept (DataLoader's prefetch default and kept workers where it has none)."""
+    bs = batch_size or config.batch_size
+    prefetch = config.prefetch_factor or 2
+    persistent = config.persistent_workers if config.num_workers else True
+    return [LoaderConfig.make(bs, n, config.pin_memory, prefetch, persistent, config.in_order if n else True)
+            for n in worker_ladder(cpus, max_workers)]
+
+
+def best(model: Model, calib: Calibration, configs: Iterable[LoaderConfig]) -> tuple[LoaderConfig, float]:
+    """The cheapest config predicted within PREDICTED_TIE of the best, as the search picks
+    (ModelFirst.pick), and its rate."""
+    rated = [(c, model.predict(c, calib).samples_per_s) for c in configs]
+    top = max(r for _, r in rated)
+    return min(((c, r) for c, r in rated if r >= top * (1.0 - PREDICTED_TIE)), key=lambda cr: cr[0].cost())
+
+
+def uint8_profile(profile: Profile) -> Profile:
+    """The profile with a quarter of the bytes: every byte-proportional cost (receive, pin, copy,
+    collate) scaled; the busy worker's extra wait for its interpreter is not (NOTE [ A busy
+    worker's receive ] in search/model.py), nor the samples' own work."""
+    f = UINT8_BYTES
+    scaled = lambda x: None if x is None else x * f  # noqa: E731
+    busy = None if profile.recv_busy_s is None else profile.recv_s * f + max(0.0, profile.recv_busy_s - profile.recv_s)
+    return dataclasses.replace(profile, sample_bytes=max(1, int(profile.sample_bytes * f)), recv_s=profile.recv_s * f,
+                               recv_busy_s=busy, pin_s=scaled(profile.pin_s), pin_local_s=scaled(profile.pin_local_s),
+                               h2d_pinned_s=scaled(profile.h2d_pinned_s), h2d_pageable_s=scaled(profile.h2d_pageable_s),
+                               collate_s=profile.collate_s * f, collate_main_s=scaled(profile.collate_main_s))
+
+
+def whatifs(ev: Evidence) -> list[WhatIf]:
+    """Every change the evidence lets the model answer, most helpful first."""
+    model, calib, pick = ev.model, ev.calibration, ev.pick
+    cpus, top = ev.search_cpus, ev.max_workers
+    base = model.predict(pick, calib).samples_per_s
+    here = ladder(pick, cpus, top)
+    ladder_base = max(base, best(model, calib, here)[1])
+    out: list[WhatIf] = []
+
+    def along(name, title, change, profile: Profile, needs_code, cal=calib, on_cpus=cpus, bs=None):
+        """The change asked along the worker ladder (at ``on_cpus``, batch size ``bs``)."""
+        changed = Model(profile, ev.device)
+        widest = MAX_WORKERS_PER_CPU * on_cpus if on_cpus != cpus else top
+        config, rated = best(changed, cal, ladder(pick, on_cpus, widest, bs))
+        return WhatIf(name, title, change, config, ladder_base, rated, needs_code)
+
+    p = ev.profile
+    if p.batch_bytes >= BYTES_MATTER:
+        out.append(along("uint8", "Batches in uint8, normalised on the device",
+              f"Return uint8 from the dataset (a {size(pick.batch_size * p.sample_bytes)} float32 batch becomes "
+              f"{size(pick.batch_size * p.sample_bytes * UINT8_BYTES)}): in __getitem__ drop the conversion to float "
+              "and the normalisation (torchvision: leave out ToTensor/ToDtype(float32, scale=True) and Normalize), "
+              "then on the device: x = x.to(device, non_blocking=True).float().div_(255); "
+              "x = (x - mean) / std. Only for data that is 8-bit to begin with (pixels).", uint8_profile(p), True))
+    sizes = sorted({max(1, int(pick.batch_size * f)) for f in SMALLER_BATCHES} - {pick.batch_size})
+    smaller = [along("smaller_batch", f"A smaller batch ({bs})",
+                     f"batch_size={bs} (it changes the optimisation: scale the learning rate with it). The model "
+                     "scales every per-batch cost with the batch, so it sees only the fixed costs shrink.", p, True,
+                     bs=bs)
+               for bs in sizes if bs < pick.batch_size]
+    if smaller:
+        out.append(max(smaller, key=lambda w: w.gain))
+    if pick.num_workers and pick.in_order:
+        config = pick.replace(in_order=False)
+        measured = ev.measured_gain(config) if ev.allow_reorder else None
+        out.append(WhatIf("in_order", "Out-of-order delivery (in_order=False)",
+                          "DataLoader(..., in_order=False): a worker's finished batch overtakes a slow one ahead of "
+                          "it, so batches come in another order (fine for shuffled training, not where order "
+                          "matters); autoloader tune --allow-reorder lets the tuner choose and measure it.",
+                          config, base, model.predict(config, calib).samples_per_s, False, measured))
+    more = cpus * MORE_CPUS
+    wider = dataclasses.replace(calib, cpus=calib.cpus * MORE_CPUS) if calib.cpus is not None else calib
+    out.append(along("more_cpus", f"More CPUs ({cpus:g} -> {more:g})",
+          f"Run with {more:g} usable CPUs: a larger instance, or a wider CPU quota or affinity for this job "
+          "(docker --cpus, Kubernetes resources.limits.cpu, taskset); then tune again.",
+          dataclasses.replace(p, cpus=p.cpus * MORE_CPUS), False, cal=wider, on_cpus=int(more)))
+    if ev.step_given is not False and p.step_s > 0:
+        out.append(along("faster_step", f"A step {FASTER_STEP:g}x as fast",
+              "Your training step, faster: mixed precision (torch.autocast), torch.compile, channels_last, "
+              "a lighter model or fewer synchronisations (.item(), printing) per step.",
+              dataclasses.replace(p, step_s=p.step_s / FASTER_STEP), True))
+    if p.sample_cpu_share < 1.0:
+        past = [c for c in here if c.num_workers > cpus]
+        if past and pick.num_workers <= cpus:
+            config, rated = best(model, calib, past)
+            measured, where = _measured(ev, config)
+            out.append(WhatIf("workers_past_cores", f"num_workers past the cores ({config.num_workers})",
+                              f"num_workers={config.num_workers}: a sample spends {1 - p.sample_cpu_share:.0%} of its "
+                              f"time off the CPU (I/O, sleeps, locks), so workers past the {cpus} cores keep them "
+                              "busy." + _nearby(config, where), config, base, rated, False, measured, where))
+    if ev.cuda and pick.pin_memory:
+        config = pick.replace(pin_memory=False)
+        out.append(WhatIf("pin_off", "pin_memory=False",
+                          "DataLoader(..., pin_memory=False): no pin thread; the loop then takes each batch itself "
+                          "and copies it from pageable memory.", config, base,
+                          model.predict(config, calib).samples_per_s, False, ev.measured_gain(config)))
+    config, rated = best(model, calib, here)
+    if config.num_workers != pick.num_workers and not any(w.name == "workers_past_cores" and w.config == config
+                                                          for w in out):
+        measured, where = _measured(ev, config)
+        out.append(WhatIf("workers", f"num_workers={config.num_workers} (the model's best at your settings)",
+                          f"num_workers={config.num_workers}" + _nearby(config, where), config, base, rated, False,
+                          measured, where))
+    return sorted(out, key=lambda w: -w.best_gain)
+
+
+def _measured(ev: Evidence, config: LoaderConfig) -> tuple[float | None, LoaderConfig | None]:
+    """A worker count's measured gain: at that count where the run measured it, else at the nearest
+    count it measured on the same side of the pick's (the model's favourite count was put to the
+    test there: a measured loss there outweighs a predicted gain here)."""
+    exact = ev.measured_gain(config)
+    if exact is not None:
+        return exact, None
+    nearby = ev.measured_nearby(config)
+    return (nearby[1], nearby[0]) if nearby else (None, None)
+
+
+def _nearby(config: LoaderConfig, where: LoaderConfig | None) -> str:
+    if where is None:
+        return ""
+    return (f" (measured at num_workers={where.num_workers}, the nearest count this run measured, not at "
+            f"{config.num_workers})")
+
+
+def top(items: Sequence[WhatIf]) -> WhatIf | None:
+    """The most helpful what-if, or None when none is worth changing."""
+    helping = [w for w in items if w.helps]
+    return max(helping, key=lambda w: w.best_gain) if helping else None

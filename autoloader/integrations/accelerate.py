@@ -1,0 +1,55 @@
+"""accelerate: which loader to hand ``accelerator.prepare()``.
+
+The recipe::
+
+    from autoloader.integrations.accelerate import tuned_loader
+    loader = tuned_loader(train_set, batch_size=64)      # any best_loader() argument: budget=, step=, ...
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+
+``prepare()`` re-creates the loader as a ``DataLoaderShard``, copying from the one it is given
+every DataLoader argument it knows (``_PYTORCH_DATALOADER_KWARGS`` in accelerate/data_loader.py:
+``num_workers``, ``pin_memory``, ``prefetch_factor``, ``persistent_workers``, ``in_order``,
+``worker_init_fn``, ``collate_fn``, ...), so the tuned settings carry over. With several
+processes it shards the batches itself (a ``BatchSamplerShard`` over the loader's batch sampler)
+and never asks whether the sampler is already a DistributedSampler: ``best_loader``'s loader of
+a torchrun rank (one DistributedSampler shard) would be sharded twice, each rank reading
+1/ranks² of the data. ``tuned_loader`` is ``best_loader`` (stored result, or the ranks tune
+together) handing back the whole dataset, shuffled, for ``prepare()`` to shard.
+
+The tune measures ``batch_size`` per rank, as accelerate's default ``split_batches=False``
+loads it; with ``split_batches=True`` each rank loads ``batch_size // ranks``: tune that size.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ..api import best_loader
+from .formats import dataloader_kwargs
+
+__all__ = ["tuned_loader"]
+
+# best_loader's own arguments; every other keyword is a DataLoader argument.
+_TUNE_ARGS = frozenset(inspect.signature(best_loader).parameters) - {"dataset", "fixed_loader_kwargs"}
+
+
+def tuned_loader(dataset: Any, **options):
+    """``best_loader(dataset, **options)`` unsharded: under a multi-rank launch the same tuned
+    settings over the whole dataset (shuffled unless ``sampler=``/``shuffle=`` said otherwise),
+    for ``accelerator.prepare()`` to shard (module docstring); in one process, that loader."""
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    loader = best_loader(dataset, **options)
+    if not isinstance(loader.sampler, DistributedSampler):
+        return loader
+    # Only best_loader's node path puts a DistributedSampler there (the user's own sampler= is
+    # kept as given, and a sampler= that is a DistributedSampler is the user's explicit choice).
+    if "sampler" in options or "batch_sampler" in options:
+        return loader
+    kwargs = {**dataloader_kwargs(loader), **{k: v for k, v in options.items() if k not in _TUNE_ARGS}}
+    if loader.num_workers:
+        kwargs["worker_init_fn"] = loader.worker_init_fn
+    kwargs.setdefault("shuffle", loader.sampler.shuffle)
+    return DataLoader(loader.dataset, generator=options.get("generator"), **kwargs)

@@ -1,0 +1,139 @@
+"""Hugging Face ``Trainer``: its four ``dataloader_*`` arguments, tuned for its own train loader.
+
+The recipe::
+
+    from autoloader.integrations.huggingface import tune_trainer
+    tune_trainer(trainer)          # trainer = Trainer(model=..., args=..., train_dataset=..., data_collator=...)
+    trainer.train()
+
+``tune_trainer`` tunes (or, once tuned on this machine, finds the stored result for) what
+``Trainer.get_train_dataloader`` loads: ``trainer.train_dataset``, shuffled, in batches of
+``args.train_batch_size``, through the collator the Trainer applies (``trainer.data_collator``,
+wrapped as the Trainer wraps it to drop the columns ``model.forward`` does not take when
+``remove_unused_columns``), ``drop_last`` and the multiprocessing context as ``args`` say; then
+it sets ``args.dataloader_num_workers``, ``dataloader_pin_memory``,
+``dataloader_persistent_workers`` and ``dataloader_prefetch_factor``, which the Trainer reads
+each time it builds a loader. Without a Trainer at hand, ``TrainingArguments(...,
+**training_arguments(result))`` takes a ``tune()`` result (or a stored one) the same way.
+
+The collator and the dataset reach the tuner's trial process pickled (it is started with
+spawn): a module-level function (``default_data_collator``) or a collator object of module-level
+classes (``DataCollatorWithPadding`` with its tokenizer) travels; a lambda or a closure does
+not, and ``tune_trainer`` then refuses it at once, before any trial, naming it and the fix.
+
+Under ``torchrun`` / ``accelerate launch`` every rank calls ``tune_trainer`` alike and the ranks
+tune together (NOTE [ Tuning a node's ranks ] in node/__init__.py): each trial reads a
+DistributedSampler shard per rank, as the Trainer's prepared loader reads its shard of the
+batches per rank.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from typing import Any
+
+from ..api import best_loader
+from ..errors import usage
+from . import require
+from .formats import training_arguments
+
+__all__ = ["TrainerCollator", "training_arguments", "tune_trainer"]
+
+
+class TrainerCollator:
+    """The Trainer's collator as its train loader applies it, named by what it wraps.
+
+    The stored result's key names the DataLoader arguments by their ``repr``; the Trainer's own
+    column-dropping wrapper has none (the same text for every collator), so this one names the
+    collator inside and the columns kept, and a new collator is a new key. A batch that is a
+    mapping but no dict (a ``BatchEncoding``) is handed on as a dict: the trial's default
+    consumer moves a dict's tensors to the device, and the tensors, their pinning and their copy
+    are the same."""
+
+    def __init__(self, collate: Any, name: str):
+        self.collate = collate
+        self.name = name
+
+    def __call__(self, features):
+        from collections.abc import Mapping
+
+        batch = self.collate(features)
+        return dict(batch) if isinstance(batch, Mapping) and not isinstance(batch, dict) else batch
+
+    def __repr__(self) -> str:
+        return f"TrainerCollator({self.name})"
+
+
+def trainer_inputs(trainer: Any) -> tuple[Any, dict]:
+    """(the dataset, the DataLoader arguments) that ``trainer.get_train_dataloader`` uses, less
+    the four tuned settings and the sampler (the tune shuffles, as the Trainer's RandomSampler)."""
+    args = trainer.args
+    dataset = trainer.train_dataset
+    if dataset is None:
+        raise usage("tune_trainer needs the trainer's train dataset", None,
+                    "pass Trainer(train_dataset=...) before calling tune_trainer")
+    collate = trainer.data_collator
+    inner = collate
+    if type(dataset).__module__.split(".")[0] == "datasets" and hasattr(dataset, "column_names"):
+        # A datasets.Dataset loses its unused columns up front; the collator stays as it is.
+        dataset = trainer._remove_unused_columns(dataset, description="Training")
+    elif getattr(args, "remove_unused_columns", False):
+        collate = trainer._get_collator_with_removed_columns(collate, description="Training")
+    name = _plain(repr(inner))
+    kept = getattr(collate, "signature_columns", None)
+    if kept is not None:
+        name += f", keeping {sorted(set(kept))}"
+    fixed: dict = {"collate_fn": TrainerCollator(collate, name)}
+    if args.dataloader_drop_last:
+        fixed["drop_last"] = True
+    if getattr(args, "dataloader_multiprocessing_context", None):
+        fixed["multiprocessing_context"] = args.dataloader_multiprocessing_context
+    return dataset, fixed
+
+
+def tune_trainer(trainer: Any, **options) -> dict:
+    """Tune ``trainer``'s train loader (module docstring), set its ``args``' four
+    ``dataloader_*`` fields (and ``dataloader_in_order``, which a reordering pick needs), and
+    return the fields set. ``options`` are ``best_loader()``'s: ``budget``, ``step``, ``out``,
+    ``max_memory``, ``trial_timeout``, ``version``, ... The batch size is the trainer's own."""
+    require("transformers", "transformers", "autoloader.integrations.huggingface.tune_trainer")
+    for name in ("batch_size", "batch_sizes"):
+        if name in options:
+            raise usage("tune_trainer honours the trainer's batch size (args.per_device_train_batch_size)",
+                        f"{name}={options[name]!r}",
+                        "set per_device_train_batch_size in TrainingArguments; to search the batch size, "
+                        "tune(dataset, batch_sizes=[...]) and pass TrainingArguments(**training_arguments(result, "
+                        "batch_size=True))")
+    args = trainer.args
+    dataset, fixed = trainer_inputs(trainer)
+    try:
+        pickle.dumps(trainer.data_collator)
+    except Exception as exc:  # noqa: BLE001 - any pickling failure is this one rule
+        raise usage("the Trainer's data_collator must be picklable to reach autoloader's trial process "
+                    "(it is started with spawn)", f"{_plain(repr(trainer.data_collator))}: {exc}",
+                    "define the collator at module level (no lambda or closure), e.g. default_data_collator "
+                    "or DataCollatorWithPadding(tokenizer)") from None
+    clash = sorted(fixed.keys() & options.keys())
+    if clash:
+        raise usage("tune_trainer takes the DataLoader arguments from the trainer", clash,
+                    "set them on the Trainer or its TrainingArguments (data_collator=, dataloader_drop_last=, ...)")
+    device = getattr(getattr(args, "device", None), "type", None)
+    if "device" not in options and device in ("cuda", "cpu"):
+        options["device"] = device
+    has_order = hasattr(args, "dataloader_in_order")
+    if has_order and args.dataloader_in_order is False:
+        options.setdefault("allow_reorder", True)   # the user lets batches arrive out of order
+    loader = best_loader(dataset, batch_size=args.train_batch_size, **fixed, **options)
+    fields = training_arguments(loader)
+    if has_order:
+        fields.setdefault("dataloader_in_order", True)
+    for name, value in fields.items():
+        setattr(args, name, value)
+    return fields
+
+
+def _plain(text: str) -> str:
+    """A repr without memory addresses (they differ in every process)."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+
