@@ -14,10 +14,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import WORKLOADS
 
-from autoloader import best_loader, runs, stored_result, tune
+from autoloader import best_loader, stored_result, tune
 from autoloader.cli import main
 from autoloader.search.results import FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace
+from autoloader.store import runs
 from autoloader.store.study import RESULT_ATTR, Limits, StudyStore
 from scripts.faults import datasets as faulty
 from scripts.faults.checks import orphan_last_run
