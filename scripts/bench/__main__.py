@@ -1,11 +1,13 @@
-"""``python -m scripts.bench run|merge|rebuild|agreement|replay|node ...``: the bench's one entry.
+"""``python -m scripts.bench run|merge|rebuild|agreement|replay|verdicts|whatif|node ...``: the bench's one entry.
 
-    run        measure workloads: the tuner against a grid and an interleaved final (tuning/run.py)
+    run        measure workloads: the tuner against a grid and an interleaved final (run.py)
     merge      one summary of runs made in parts, from their results.json (parts.py)
     rebuild    the summary of a killed run, from its records.jsonl alone (parts.py)
     agreement  how a run's phases agree on the same configs (agreement.py)
     replay     how the model, corrected by a run's own tuner bursts, predicts what the bench
                measured, with the code checked out now (replay.py)
+    verdicts   the report's verdict and top what-if of every recorded tune (whatif.py)
+    whatif     what-ifs the report predicts, made and measured against the tuner's pick (whatif.py)
     node       a node of N ranks: the node tune's pick against the single-rank pick and the
                cpus-1 rule on every rank, interleaved (autoloader/node/__init__.py)
 
@@ -40,10 +42,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                                                  "short is marked partial).")
     subs["rebuild"].add_argument("source", metavar="DIR")
     subs["rebuild"].add_argument("--out", default="results/benchmarks", help="folder for the rebuilt summary")
+    from scripts.bench import whatif
+
+    subs["whatif"] = sub.add_parser("whatif", help="what-ifs the report predicts, made and measured",
+                                    description=whatif.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    whatif.add_arguments(subs["whatif"])
     subs["node"] = sub.add_parser("node", help="a node of N ranks: node pick vs single-rank pick vs the rule",
                                   description=node.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     node.add_arguments(subs["node"])
     for name, text in (("agreement", "how a run's phases agree on the same configs"),
+                       ("verdicts", "the report's verdict and top what-if of every recorded tune"),
                        ("replay", "how the model, corrected by a run's own tuner bursts, predicts what the bench "
                                   "measured")):
         subs[name] = sub.add_parser(name, help=text, description=text + "; prints Markdown.")
@@ -71,6 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(parts.rebuild(os.path.abspath(args.source), os.path.abspath(args.out)))
         return 0
+    if args.command == "whatif":
+        from scripts.bench import whatif
+
+        return whatif.main(args)
+    if args.command == "verdicts":
+        from scripts.bench import whatif
+
+        return whatif.verdicts_main(args.records)
     if args.command == "replay":
         from scripts.bench import replay
 

@@ -217,7 +217,7 @@ class NodeWorkload:
         return list(out.items())
 
     def measure(self) -> None:
-        """Every rank at once, through node/__init__.py: this process rank 0 of a launched node, NodeRunner's bursts."""
+        """Every rank at once, through autoloader.node: this process rank 0 of a launched node, NodeRunner's bursts."""
         from autoloader.inputs.source import Source
         from autoloader.node import group, launch
         from autoloader.node import runner as node_runner

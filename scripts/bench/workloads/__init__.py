@@ -26,10 +26,14 @@ from scripts.bench.workloads.common import Workload, workload
 from scripts.bench.workloads.images import (
                      gpubound_dataset,
                      gpubound_step,
+                     hugefloat8_dataset,
+                     hugefloat8_step,
                      hugefloat_dataset,
                      hugefloat_step,
                      jpeg_dataset,
                      jpeg_step,
+                     large8_dataset,
+                     large8_step,
                      large_dataset,
                      large_step,
 )
@@ -45,7 +49,8 @@ from scripts.bench.workloads.pysamples import (
 )
 
 __all__ = ["WORKLOADS", "Workload", "gpubound_dataset", "gpubound_step", "heavytail_dataset", "heavytail_step",
-           "hugefloat_dataset", "hugefloat_step", "jpeg_dataset", "jpeg_step", "large_dataset", "large_step",
+           "hugefloat8_dataset", "hugefloat8_step", "hugefloat_dataset", "hugefloat_step", "jpeg_dataset", "jpeg_step",
+           "large8_dataset", "large8_step", "large_dataset", "large_step",
            "pyobjects_dataset", "pyobjects_step", "small_dataset", "small_step", "startup_dataset", "startup_step"]
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
@@ -64,6 +69,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     workload("hugefloat", "3 MiB float32 samples served as views of an in-memory pool (nothing "
              "computed per sample), 192 MiB batches, trivial GPU consumer; the main process's "
              "per-batch receive, pin and copy is the cap, not the workers.", 64),
+    workload("hugefloat8", "hugefloat's samples held and served as uint8 (a quarter of the bytes), "
+             "normalised on the device: the report's uint8 what-if made (scripts/bench/whatif.py).", 64),
+    workload("large8", "large's samples as uint8, normalised on the device: the uint8 what-if made.", 64),
     workload("pyobjects", "Samples read from ~300 MB of Python dicts, strings and lists built in "
              "__init__; reading touches reference counts, so each forked worker copies what it "
              "reads and peak memory grows with the workers; light step.", 256),

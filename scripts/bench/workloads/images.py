@@ -255,3 +255,54 @@ def hugefloat_dataset() -> Dataset:
 
 def hugefloat_step():
     return reduce_step()
+
+
+# --------------------------------------------------------------------------
+# The uint8 what-if (scripts/bench/whatif.py): hugefloat's and large's samples as uint8,
+# normalised on the device by the step, as the report's what-if tells a user to do.
+# --------------------------------------------------------------------------
+
+
+class Uint8Pool(Dataset):
+    """The same shape of sample as hugefloat's or large's, held and served as uint8 (a quarter of
+    the bytes): nothing computed per sample."""
+
+    def __init__(self, length: int, pool: int, side: int, seed: int = 0):
+        self.length = length
+        rng = np.random.default_rng(seed)
+        self.pool = rng.integers(0, 256, size=(pool, 3, side, side), dtype=np.uint8)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        return torch.from_numpy(self.pool[index % len(self.pool)]), index % 10
+
+
+def hugefloat8_dataset() -> Dataset:
+    return Uint8Pool(length=scaled(16_000, 128), pool=scaled(16, 4), side=hugefloat_side(bench_scale()))
+
+
+def large8_dataset() -> Dataset:
+    return Uint8Pool(length=scaled(24_000, 128), pool=scaled(32, 4), side=_LARGE_SIDE)
+
+
+def uint8_reduce_step():
+    """reduce_step's consumer after the normalisation the float datasets did on the CPU, on the device."""
+    dev = gpu_setup()
+
+    def step(batch):
+        x, y = batch
+        x = x.to(dev, non_blocking=True).float().div_(255.0)
+        y = y.to(dev, non_blocking=True)
+        return x.mean(dim=tuple(range(1, x.dim()))).sum() + y.float().sum()
+
+    return step
+
+
+def hugefloat8_step():
+    return uint8_reduce_step()
+
+
+def large8_step():
+    return uint8_reduce_step()
