@@ -8,6 +8,8 @@ import warnings
 
 import click
 
+from .store.versions import DISTRIBUTION
+
 from .api import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
 from .errors import AutoloaderError, AutoloaderWarning, NotSaved, UsageError, usage
 from .search.space import parse_batch_sizes
@@ -48,12 +50,13 @@ class _Failure(click.ClickException):
     exit_code = 1
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name=DISTRIBUTION, prog_name="autoloader")
 def main() -> None:
     """Measure DataLoader settings on this machine and emit the fastest."""
 
 
-@main.command("tune")
+@main.command("tune", short_help="Tune the DataLoader for a dataset on this machine.")
 @click.option("--dataset", required=True, metavar="MODULE:ATTR",
               help="A Dataset, or a zero-argument callable returning one; MODULE may be path/to/file.py.")
 @click.option("--step", metavar="MODULE:ATTR", help="step(batch), or a zero-argument factory of it.")
@@ -145,7 +148,7 @@ def _library_errors():
         click.get_current_context().exit(INTERRUPTED_EXIT_CODE)
 
 
-@main.command("retune")
+@main.command("retune", short_help="Re-tune every dataset of a registry; report what drifted.")
 @click.argument("registry", type=click.Path(dir_okay=False))
 @click.option("--out", metavar="DIR", help=OUT_HELP + " Overrides the registry's [fleet] out.")
 @click.option("--storage", metavar="URL", help="Optuna storage URL for every dataset (overrides [fleet] storage).")
@@ -179,7 +182,7 @@ def retune_command(registry, out, storage, reports, as_json, quiet, write_pages)
     click.get_current_context().exit(result.exit_code)
 
 
-@main.command("show")
+@main.command("show", short_help="List the stored results, or print one.")
 @click.argument("result", required=False, metavar="[KEY | FINGERPRINT/KEY | FILE]")
 @click.option("--out", metavar="DIR", help=OUT_HELP)
 @click.option("--storage", metavar="URL", help="Also list the complete runs recorded in this Optuna storage.")
@@ -210,7 +213,7 @@ def show_command(result, out, storage, as_json, form) -> None:
                 click.echo(show.as_json(data) if as_json else show.result_text(where, data), nl=not as_json)
 
 
-@main.command("report")
+@main.command("report", short_help="Write a result's report: what limits it, what to change.")
 @click.argument("result", metavar="KEY | FINGERPRINT/KEY | FILE")
 @click.option("--out", metavar="DIR", help=OUT_HELP)
 @click.option("--storage", metavar="URL", help="Also look the result up among the runs recorded in this storage.")
@@ -230,7 +233,7 @@ def report_command(result, out, storage) -> None:
     click.echo(report.report_written(paths))
 
 
-@main.command("dashboard")
+@main.command("dashboard", short_help="Serve optuna-dashboard over the stored studies.")
 @click.option("--out", metavar="DIR", help=OUT_HELP)
 @click.option("--storage", metavar="URL", help="Serve this Optuna storage (live) instead of the studies under --out.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")

@@ -14,7 +14,14 @@ class JpegImages(Dataset):
     """Decodes and augments JPEGs encoded once in memory (a pool of distinct images, cycled)."""
 
     def __init__(self, length: int = 20_000, size: int = 160, pool: int = 64):
-        from torchvision.io import encode_jpeg
+        try:
+            from torchvision.io import encode_jpeg
+        except ImportError:
+            from .errors import usage
+
+            raise usage("the demo's JPEG dataset decodes with torchvision, which must be installed", "no torchvision",
+                        "pip install 'torch-autoloader[demo]' (or pip install torchvision matching your torch), or "
+                        "use --dataset autoloader.demo:tensors, which needs torch alone") from None
 
         generator = torch.Generator().manual_seed(0)
         self.length = length

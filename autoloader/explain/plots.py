@@ -29,7 +29,7 @@ def require():
         import matplotlib
     except ImportError:
         raise usage("the report draws its plots with matplotlib, which is not installed", "no module matplotlib",
-                    "pip install 'autoloader[report]' (or pip install matplotlib)") from None
+                    "pip install 'torch-autoloader[report]' (or pip install matplotlib)") from None
     matplotlib.use("Agg", force=True)
     return matplotlib
 

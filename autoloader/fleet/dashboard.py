@@ -16,7 +16,7 @@ from ..errors import AutoloaderError, usage
 from ..store.paths import study_files
 from ..store.storage import masked, open_storage
 
-EXTRA = "pip install 'autoloader[dashboard]'"
+EXTRA = "pip install 'torch-autoloader[dashboard]'"
 
 
 @dataclass(frozen=True)

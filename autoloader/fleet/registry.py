@@ -38,7 +38,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-import tomllib
+try:
+    import tomllib
+except ImportError:   # Python 3.10: the same parser, as a package
+    import tomli as tomllib
 
 from ..errors import UsageError, usage
 from ..inputs.problem import batch_sizes_of

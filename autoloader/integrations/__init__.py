@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..errors import AutoloaderError
 
-EXTRA = "pip install 'autoloader[integrations]'"
+EXTRA = "pip install 'torch-autoloader[integrations]'"
 
 
 class MissingFramework(AutoloaderError, ImportError):

@@ -29,7 +29,7 @@ def driver_url(url: str) -> str:
         if not _importable("psycopg2"):
             if not _importable("psycopg"):
                 raise usage("a PostgreSQL storage needs the psycopg driver", masked(url),
-                            "pip install 'autoloader[postgres]' (psycopg 3), or name another driver "
+                            "pip install 'torch-autoloader[postgres]' (psycopg 3), or name another driver "
                             "in the URL (postgresql+DRIVER://...)")
             return f"postgresql+psycopg://{rest}"
         return f"postgresql://{rest}"

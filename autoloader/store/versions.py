@@ -15,6 +15,10 @@ from __future__ import annotations
 import datetime
 
 MEASUREMENT_FORMAT = 1
+# The name autoloader is installed under (``pip install torch-autoloader``; the import name and the
+# command are ``autoloader``: the distribution name ``autoloader`` on the public index is another
+# project's).
+DISTRIBUTION = "torch-autoloader"
 
 
 def autoloader_version() -> str:
@@ -23,7 +27,7 @@ def autoloader_version() -> str:
     except ImportError:     # pragma: no cover - Python 3.10+ has it
         return "unknown"
     try:
-        return version("autoloader")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "unknown"
 
