@@ -229,3 +229,35 @@ def test_the_pure_part_imports_no_torch_no_processes_no_store():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# --- store/paths.held: processes of one machine take turns ---------------------------------------------
+
+def _hold(path: str, seconds: float, conn) -> None:
+    import time
+
+    from autoloader.store.paths import held
+
+    with held(path):
+        conn.send(time.monotonic())
+        time.sleep(seconds)
+        conn.send(time.monotonic())
+
+
+def test_two_processes_holding_one_problems_lock_take_turns(tmp_path):
+    import multiprocessing
+    import time
+
+    from autoloader.store.paths import held
+
+    path = str(tmp_path / "sub" / "key.lock")   # its folder is made
+    context = multiprocessing.get_context("fork")
+    parent, child = context.Pipe()
+    holder = context.Process(target=_hold, args=(path, 1.0, child))
+    holder.start()
+    entered = parent.recv()
+    with held(path):
+        mine = time.monotonic()
+    left = parent.recv()
+    holder.join(10)
+    assert entered < left <= mine, "the second waited for the first to let go"

@@ -4,16 +4,15 @@
 # A stored result is only useful if the next call finds it, and ``best_loader`` is called from
 # wherever the training script runs: a ``results/`` folder under the working directory was a
 # new, empty store for every directory. So results live in one per-user cache folder unless
-# ``out=``/``--out`` names another: ``$AUTOLOADER_HOME`` when set, else the platform's cache
-# convention (``$XDG_CACHE_HOME/autoloader``, ``~/.cache/autoloader`` on Linux,
-# ``~/Library/Caches/autoloader`` on macOS, ``%LOCALAPPDATA%\\autoloader`` on Windows). It is a
-# cache: deleting it costs a re-tune, nothing else.
+# ``out=``/``--out`` names another: ``$AUTOLOADER_HOME`` when set, else the platform's per-user
+# cache folder as platformdirs knows it (``$XDG_CACHE_HOME/autoloader``, ``~/.cache/autoloader``
+# on Linux, ``~/Library/Caches/autoloader`` on macOS, ``%LOCALAPPDATA%\\autoloader\\Cache`` on
+# Windows). It is a cache: deleting it costs a re-tune, nothing else.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
 HOME_ENV = "AUTOLOADER_HOME"
 
@@ -23,13 +22,9 @@ def default_out() -> str:
     explicit = os.environ.get(HOME_ENV)
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
-    if sys.platform == "darwin":
-        base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
-    elif os.name == "nt":
-        base = os.environ.get("LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Local")
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "autoloader")
+    import platformdirs
+
+    return platformdirs.user_cache_dir("autoloader", appauthor=False)
 
 
 def resolve_out(out: str | None) -> str:

@@ -47,17 +47,10 @@ def split_study_name(name: str) -> tuple[str, str] | None:
 def held(path: str):
     """An exclusive lock on ``path`` (made if missing) for the block: processes on this machine
     that tune the same problem into the same folder take turns, so the second finds the first's
-    result instead of measuring beside it on the same cores. Released by the kernel however the
-    holder ends. Where file locks are not offered (Windows) it does nothing."""
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
+    result instead of measuring beside it on the same cores. Released by the operating system
+    however the holder ends (filelock: flock on POSIX, msvcrt's lock on Windows)."""
+    from filelock import FileLock
+
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with FileLock(path, mode=0o666):
         yield
-    finally:
-        os.close(fd)
