@@ -26,6 +26,7 @@ from .search.config import TunedConfig
 from .store.paths import held, result_path
 from .store.validate import load_result
 from .tuning.result import TuneResult
+from .tuning.progress import api_progress
 from .tuning.run import Progress, Run
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_TRIAL_TIMEOUT_S", "TuneResult", "best_loader", "stored_result", "tune"]
@@ -34,7 +35,8 @@ __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_TRIAL_TIMEOUT_S", "TuneResult", "best_lo
 def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
          batch_sizes: Sequence[int] | None = None, budget: float = DEFAULT_BUDGET_S,
          max_memory: int | str | None = None, device: str | None = None, out: str | None = None,
-         storage: str | None = None, progress: Progress | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
+         storage: str | None = None, progress: Progress | bool | None = None,
+         trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
          allow_reorder: bool = False, version: str | None = None, **fixed_loader_kwargs) -> TuneResult:
     """Measure DataLoader configs for ``dataset`` and return the fastest (ties to the cheapest).
 
@@ -45,7 +47,9 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     Other keyword arguments (``collate_fn``, ``shuffle``, ...) are passed to every DataLoader as
     they are. ``out``: where results are written (default: the results home, ``$AUTOLOADER_HOME``
     or ``~/.cache/autoloader``). ``version``: your own label for this data, part of its key beside
-    the content fingerprint.
+    the content fingerprint. ``progress``: None (the default) reports each step through the
+    ``logging`` module (logger ``"autoloader"``, INFO; to stderr unless the application configured
+    logging), False says nothing, and a callable ``progress(event, data)`` gets every event.
 
     Called by every rank of a torchrun launch (WORLD_SIZE > 1), it tunes the node's ranks together:
     all run each trial at once on their own shard and device, rank 0 searches and stores, the
@@ -56,7 +60,7 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
                             fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
     options = Options.build(budget, trial_timeout, max_memory, out, storage)
     node = joined()
-    return _tune(_on(problem, node), options, progress, node)
+    return _tune(_on(problem, node), options, api_progress(progress), node)
 
 
 def _on(problem: Problem, node: Node | None) -> Problem:
@@ -107,7 +111,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 budget: float = DEFAULT_BUDGET_S, batch_sizes: Sequence[int] | None = None,
                 device: str | None = None, out: str | None = None, max_memory: int | str | None = None,
                 storage: str | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
-                progress: Progress | None = None, generator=None, allow_reorder: bool = False,
+                progress: Progress | bool | None = None, generator=None, allow_reorder: bool = False,
                 version: str | None = None,
                 **fixed_loader_kwargs):
     """A ready DataLoader for ``dataset`` (a Dataset, a factory of one, or a ``MODULE:ATTR`` spec)
@@ -126,6 +130,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     each epoch, as with any DistributedSampler)."""
     from torch.utils.data import DataLoader, IterableDataset
 
+    progress = api_progress(progress)
     dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned
     # The length and content are this object's, for the lookup and for the tune alike: one key.
     problem = built_problem(dataset_obj, dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes,
@@ -152,6 +157,10 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 if why is not None and progress is not None:
                     progress("not_reused", {"why": why})
                 tuned = _tune(problem, options, progress).tuned
+            elif progress is not None:
+                progress("reused", {"path": path, "tuned": tuned})
+    elif progress is not None:
+        progress("reused", {"path": path, "tuned": tuned})
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
     if not tuned.config.num_workers:
         kwargs.pop("multiprocessing_context", None)   # DataLoader refuses one without workers

@@ -110,7 +110,7 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
             with ranks:
                 result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
                               max_memory=max_memory, device=device, out=out, storage=storage,
-                              progress=None if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout,
+                              progress=False if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout,
                               allow_reorder=allow_reorder, version=dataset_version)
         except NotSaved as exc:
             # The pick is printed all the same: a full disk must not cost the run's answer.

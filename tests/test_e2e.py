@@ -29,6 +29,12 @@ def ok_trials(result: TuneResult):
     return [t for t in result.trials if t.ok and t.samples_per_s]
 
 
+def stored_key(kwargs: dict) -> str:
+    from autoloader import LoaderConfig
+
+    return LoaderConfig.from_dict(kwargs).key
+
+
 def finite(x: float | None, default: float = 0.0) -> float:
     return x if x is not None and math.isfinite(x) else default
 
@@ -136,9 +142,16 @@ def test_free_large_samples_get_no_more_workers_than_pay(out_dir):
 
 
 @pytest.mark.slow
-def test_best_loader_tunes_once_then_reuses_the_stored_result(out_dir):
+def test_best_loader_tunes_once_then_reuses_the_stored_result(out_dir, caplog):
+    """...and says so through logging (the API's default progress), silent only when asked."""
+    import logging
+
     dataset = Tiny(512)
-    loader = best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir)
+    with caplog.at_level(logging.INFO, logger="autoloader"):
+        loader = best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir)
+    said = [r.getMessage() for r in caplog.records if r.name == "autoloader"]
+    assert any(line.startswith("autoloader: tuning ") for line in said), said
+    assert any(line.startswith("  profile [") for line in said) and any("trial 1 of" in line for line in said)
     assert isinstance(loader, DataLoader) and loader.dataset is dataset
     (fingerprint,) = os.listdir(out_dir)
     (json_name,) = [n for n in os.listdir(os.path.join(out_dir, fingerprint)) if n.endswith(".json")]
@@ -160,9 +173,18 @@ def test_best_loader_tunes_once_then_reuses_the_stored_result(out_dir):
     before = (os.stat(path).st_mtime_ns, open(path).read())
     db = path[:-len(".json")] + ".db"
     db_before = os.stat(db).st_mtime_ns
+    caplog.clear()
     t0 = time.monotonic()
-    again = best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir)
+    with caplog.at_level(logging.INFO, logger="autoloader"):
+        again = best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir)
     elapsed = time.monotonic() - t0
+    assert [r.getMessage() for r in caplog.records if r.name == "autoloader"] == [
+        f"autoloader: using the stored result {path}: {stored_key(kwargs)} at {stored['samples_per_s']:,.0f}/s "
+        "(tuned on cpu; delete it, or pass version=, to tune again)"]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="autoloader"):
+        best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir, progress=False)
+    assert not [r for r in caplog.records if r.name == "autoloader"], "progress=False says nothing"
     assert elapsed < 3.0, f"the second call took {elapsed:.1f} s: it tuned again"
     assert (os.stat(path).st_mtime_ns, open(path).read()) == before, "the result was rewritten"
     assert os.stat(db).st_mtime_ns == db_before, "the study was touched"

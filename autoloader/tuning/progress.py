@@ -1,11 +1,19 @@
-"""Everything autoloader prints: progress lines and the final table. Nothing else prints."""
+"""Everything autoloader prints: progress lines and the final table. Nothing else prints.
+
+The CLI prints progress lines to stderr (``ProgressPrinter``); the Python API sends the same
+lines through the ``logging`` module (``LogProgress``, logger ``"autoloader"``, level INFO), so an
+application's own logging configuration decides where they go. Without one, they go to stderr,
+as Lightning's do; ``progress=False`` silences them, and so does
+``logging.getLogger("autoloader").setLevel(logging.WARNING)``.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
-from typing import TextIO
+from typing import Callable, TextIO
 
 from ..search.results import OK
 
@@ -23,6 +31,9 @@ def _known(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
+LOGGER = logging.getLogger("autoloader")
+
+
 class ProgressPrinter:
     """The ``progress`` callback of ``tune()`` that writes one line per event to stderr."""
 
@@ -30,9 +41,14 @@ class ProgressPrinter:
         self.stream = stream or sys.stderr
 
     def __call__(self, event: str, data: dict) -> None:
-        line = getattr(self, "_" + event, lambda d: None)(data)
+        line = self.line(event, data)
         if line:
             print(line, file=self.stream, flush=True)
+
+    def line(self, event: str, data: dict) -> str | None:
+        """The words for one progress event (None: the event says nothing)."""
+        return getattr(self, "_" + event, lambda d: None)(data)
+
 
     def _start(self, d: dict) -> str:
         info = d["info"]
@@ -61,6 +77,11 @@ class ProgressPrinter:
             return f"  {o.name}: FAILED {o.error.splitlines()[0][:300]}"
         why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
         return f"  {o.name}: {o.status}{why}" + (", the pick held (stopped early)" if o.early_stop else "")
+
+    def _reused(self, d: dict) -> str:
+        t = d["tuned"]
+        return (f"autoloader: using the stored result {d['path']}: {t.config.key} at {_rate(t.samples_per_s)} "
+                f"(tuned on {t.device}; delete it, or pass version=, to tune again)")
 
     def _not_reused(self, d: dict) -> str:
         return f"autoloader: tuning again: {d['why']}"
@@ -95,6 +116,33 @@ class ProgressPrinter:
     def _final(self, d: dict) -> str:
         rates = ", ".join(f"{k} {_rate(v[-1]) if v else '-'}" for k, v in d["rates"].items())
         return f"  final round {d['round']} of {d['rounds']} (interleaved): {rates}"
+
+
+class LogProgress(ProgressPrinter):
+    """The Python API's default progress: the same lines as the CLI's, logged at INFO."""
+
+    def __call__(self, event: str, data: dict) -> None:
+        line = self.line(event, data)
+        if line:
+            LOGGER.info(line)
+
+
+def api_progress(progress: Callable[[str, dict], None] | bool | None) -> Callable[[str, dict], None] | None:
+    """What ``tune()``/``best_loader()`` report through: ``None`` (the default) logs each line;
+    ``False`` says nothing; a callable ``progress(event, data)`` gets every event. The logger gets
+    a handler to stderr of its own only when the application configured no logging at all."""
+    if progress is False:
+        return None
+    if progress is None or progress is True:
+        if not LOGGER.handlers and not logging.getLogger().handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            LOGGER.addHandler(handler)
+            LOGGER.propagate = False
+            if LOGGER.level == logging.NOTSET:
+                LOGGER.setLevel(logging.INFO)
+        return LogProgress()
+    return progress
 
 
 def _start_retries(d: dict) -> str:
