@@ -55,7 +55,7 @@ def start() -> tuple[Server | None, str]:
     import importlib.util
 
     if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is None:
-        return None, "no PostgreSQL driver: pip install 'autoloader[postgres]'"
+        return None, "no PostgreSQL driver: pip install 'torch-autoloader[postgres]'"
     bindir = _bindir()
     if bindir is None:
         return None, "no PostgreSQL server binaries (initdb): apt-get install postgresql"

@@ -14,7 +14,9 @@ def tiny_scale(monkeypatch):
 
 
 def test_every_spec_resolves_from_the_registry():
-    assert len(WORKLOADS) == 8
+    from scripts.bench.run import DEFAULT_WORKLOADS
+
+    assert set(DEFAULT_WORKLOADS.split(",")) <= set(WORKLOADS), "the bench's default workloads are all defined"
     for w in WORKLOADS.values():
         assert w.dataset_spec == f"scripts.bench.workloads:{w.name}_dataset"
         assert callable(load_spec(w.dataset_spec)) and callable(load_spec(w.step_spec))
@@ -46,3 +48,11 @@ def test_pyobjects_reads_python_objects(tiny_scale):
     assert torch.equal(dataset[123][0], x)          # deterministic
     step = load_spec(WORKLOADS["pyobjects"].step_spec)()
     step((torch.stack([x, x]), torch.tensor([y, y])))
+
+
+def test_the_uint8_variants_hold_the_same_samples_in_a_quarter_of_the_bytes(tiny_scale):
+    from scripts.bench.workloads import hugefloat8_dataset, hugefloat_dataset
+
+    floats, bytes8 = hugefloat_dataset()[0][0], hugefloat8_dataset()[0][0]
+    assert floats.shape == bytes8.shape and str(bytes8.dtype) == "torch.uint8"
+    assert bytes8.element_size() * 4 == floats.element_size()

@@ -259,4 +259,4 @@ def test_the_dashboard_without_its_extra_names_it(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "optuna_dashboard", None)
     result = CliRunner().invoke(main, ["dashboard", "--storage", "sqlite:///x.db"])
-    assert result.exit_code == 1 and "pip install 'autoloader[dashboard]'" in result.stderr
+    assert result.exit_code == 1 and "pip install 'torch-autoloader[dashboard]'" in result.stderr
