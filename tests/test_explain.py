@@ -283,3 +283,22 @@ def test_a_profile_that_timed_nothing_still_explains():
     for workers in (0, 2):
         explained = explain(Evidence(zeros, Calibration(), "cuda", LoaderConfig.make(32, workers, True), 100.0, cpus=2))
         assert explained.verdict.kind in KINDS and explained.ceiling.gap is None
+
+
+def test_a_main_process_level_with_full_cores_is_the_cores():
+    """Where the workers fill the cores and the main process reads level with them (slowed by the
+    same sharing), the cores are named: more CPUs lift both, no loader setting lifts either."""
+    import dataclasses
+
+    from autoloader.explain import verdict as verdict_mod
+    from autoloader.explain.evidence import Stages
+
+    level = Stages(batch_size=256, batch_bytes=75 * 2**20, workers=15, worker_s=0.9, receive_s=0.05,
+                   receive_idle_s=0.05, pin_s=0.01, copy_s=0.005, step_s=0.01, pin_thread=True, cpus=9.0,
+                   cpu_demand=14.5, share=1.7, supply_rate=4206.0, main_rate=4186.0, copy_rate=50000.0,
+                   step_rate=20000.0, loop_rate=20000.0)
+    assert verdict_mod._part(level) == "cores"
+    apart = dataclasses.replace(level, main_rate=3000.0)
+    assert verdict_mod._part(apart) == "main", "a main process clearly slower is still the main process"
+    idle = dataclasses.replace(level, cpu_demand=4.0)
+    assert verdict_mod._part(idle) == "main", "with cores to spare the main process is its own limit"

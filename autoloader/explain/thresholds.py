@@ -50,6 +50,11 @@ FASTER_STEP = 2.0
 # Smaller batches asked about: half and a quarter of the pick's.
 SMALLER_BATCHES = (0.5, 0.25)
 
+# Supply parts whose rates are within this share of each other cap the pick together. When the
+# workers fill the cores, the cores are the one to name: the main process's host work is slowed by
+# the same sharing, so more CPUs lift both, while no loader setting lifts either.
+PARTS_TIE = 0.05
+
 # --- what the text mentions ------------------------------------------------------------------
 
 # Host work slowed this much by threads outnumbering the CPUs is said (a smaller slowdown is the

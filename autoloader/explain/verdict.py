@@ -31,7 +31,7 @@ from typing import Sequence
 
 from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size, stages
 from .thresholds import (BALANCED_WITHIN, BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE,
-                         MEMORY_COSTS, MODERATELY_INPUT_BOUND)
+                         MEMORY_COSTS, MODERATELY_INPUT_BOUND, PARTS_TIE)
 
 KINDS = ("input/cores", "input/workers", "input/main", "input/copy", "memory/host", "memory/shm", "memory/device",
          "compute", "balanced")
@@ -126,6 +126,8 @@ def _part(st: Stages) -> str:
     if st.pin_thread:
         caps["copy"] = st.copy_rate
     part = min(caps, key=caps.get)
+    if part != "workers" and st.cores_full and caps["workers"] <= caps[part] * (1.0 + PARTS_TIE):
+        part = "workers"   # level with the cores full: the cores hold both (PARTS_TIE)
     if part == "main" and not st.pin_thread and st.copy_s > st.receive_s:
         part = "copy"
     return "cores" if part == "workers" and st.cores_full else part
