@@ -290,7 +290,9 @@ def test_a_main_process_level_with_full_cores_is_the_cores():
     same sharing), the cores are named: more CPUs lift both, no loader setting lifts either."""
     import dataclasses
 
-    from autoloader.explain import verdict as verdict_mod
+    import importlib
+
+    verdict_mod = importlib.import_module("autoloader.explain.verdict")
     from autoloader.explain.evidence import Stages
 
     level = Stages(batch_size=256, batch_bytes=75 * 2**20, workers=15, worker_s=0.9, receive_s=0.05,
