@@ -6,8 +6,10 @@ results home, is inputs/home.py's).
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
+import threading
 
 
 def result_path(out: str, fingerprint: str, key: str, suffix: str = ".json") -> str:
@@ -43,21 +45,53 @@ def split_study_name(name: str) -> tuple[str, str] | None:
     return (fingerprint, key) if sep and fingerprint and key and "/" not in key else None
 
 
+# The locks this process holds, by (thread, path): ``held`` is re-entrant within a thread, so
+# best_loader and retune, which hold a problem's lock around the run they start, and the run,
+# which takes it itself once it knows the key (tuning/run.py), do not wait on each other.
+_HELD: set[tuple[int, str]] = set()
+
+
+def lock_path(out: str, fingerprint: str, key: str) -> str:
+    """The file whose lock makes processes tuning one problem into ``out`` take turns."""
+    return result_path(out, fingerprint, key, ".lock")
+
+
 @contextlib.contextmanager
-def held(path: str):
+def held(path: str, on_wait=None):
     """An exclusive lock on ``path`` (made if missing) for the block: processes on this machine
     that tune the same problem into the same folder take turns, so the second finds the first's
-    result instead of measuring beside it on the same cores. Released by the kernel however the
-    holder ends. Where file locks are not offered (Windows) it does nothing."""
+    result, or measures after it, instead of measuring beside it on the same cores. Released by
+    the kernel however the holder ends. ``on_wait()`` is called once when another holds it.
+    Where file locks are not offered (Windows), or no file can be made on a full disk, it does
+    nothing: the run goes on (and says what it could not store)."""
     try:
         import fcntl
     except ImportError:
         yield
         return
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    mine = (threading.get_ident(), os.path.abspath(path))
+    if mine in _HELD:
         yield
+        return
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        _HELD.add(mine)
+        try:
+            yield
+        finally:
+            _HELD.discard(mine)
     finally:
         os.close(fd)
