@@ -65,12 +65,13 @@ class Outcome:
     trials: int = 0
     early_stop: bool = False
     seconds: float | None = None
+    unkept: str | None = None        # why the result's dated copy could not be written
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "key": self.key, "error": self.error,
                 "result_path": self.result_path, "history_path": self.history_path, "warm_start": self.warm,
                 "pick": self.pick, "samples_per_s": self.samples_per_s, "trials": self.trials,
-                "early_stop": self.early_stop, "tune_seconds": self.seconds,
+                "early_stop": self.early_stop, "tune_seconds": self.seconds, "history_error": self.unkept,
                 "drift": self.drift.to_dict() if self.drift else None}
 
 
@@ -182,10 +183,10 @@ def _outcome(entry: Entry, result, status: str, warm, error: str | None = None, 
              unkept: str | None = None) -> Outcome:
     judged = result.since or compare_mod.Comparison(compare_mod.BASELINE)
     return Outcome(entry.name, status, key=result.tuned.dataset_key, drift=judged, error=error,
-                   result_path=result.path if error is None else None, history_path=history_path or unkept,
+                   result_path=result.path if error is None else None, history_path=history_path,
                    warm=warm and warm.describe(), pick=result.config.loader_kwargs(),
                    samples_per_s=result.samples_per_s, trials=len(result.trials), early_stop=result.early_stop,
-                   seconds=result.tune_seconds)
+                   seconds=result.tune_seconds, unkept=unkept)
 
 
 def write(report: RetuneReport, folder: str) -> RetuneReport:

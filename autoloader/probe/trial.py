@@ -154,9 +154,8 @@ class _Runner:
                            code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs))
 
     def _check_loader(self) -> None:
-        """Build (not iterate) the first trial's DataLoader, so an argument only DataLoader itself
-        refuses is a usage error at set-up, before any trial (NOTE [ Fixed DataLoader arguments ]
-        in inputs/loader_args.py)."""
+        """Build (not iterate) the first trial's DataLoader: an argument only DataLoader refuses is a
+        usage error at set-up (NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py)."""
         config = LoaderConfig.make(self.setup.probe_batch_size, 0, False)
         try:
             self._loader(config)
@@ -169,8 +168,7 @@ class _Runner:
         return DataLoader(self.dataset, **config.loader_kwargs(), **self._fixed_kwargs(config.num_workers))
 
     def _refused(self, config: LoaderConfig, exc: Exception) -> str:
-        """Why no DataLoader of ``config`` could be built with the user's arguments, in the house
-        style: the rule, what DataLoader said, the fix."""
+        """Why no DataLoader of ``config`` could be built with the user's arguments: rule, got, fix."""
         given = sorted(self.setup.fixed_kwargs)
         return (f"the DataLoader arguments given ({', '.join(given) or 'none'}) must build a DataLoader with "
                 f"{config.key} (got {type(exc).__name__}: {exc}). Fix: change or drop the argument DataLoader "

@@ -168,7 +168,7 @@ def _hardware(hardware: dict) -> None:
     """The fields of a result's hardware that are read: its fingerprint names a folder and a
     study, its CPU count scales a warm start."""
     fingerprint = hardware.get("fingerprint")
-    if fingerprint is not None and (not isinstance(fingerprint, str) or not fingerprint or "/" in fingerprint):
+    if "fingerprint" in hardware and (not isinstance(fingerprint, str) or not fingerprint or "/" in fingerprint):
         raise InvalidRecord(f"hardware.fingerprint is {fingerprint!r}, not a hardware fingerprint")
     cpus = hardware.get("cpus")
     if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
