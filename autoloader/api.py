@@ -14,10 +14,12 @@ reaches it through ``progress``.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Sequence
 
+from .errors import AutoloaderWarning, NotSaved
 from .inputs.content import dataset_class, dataset_fingerprint
-from .inputs.home import resolve_out
+from .inputs.home import resolve_out, writable
 from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 from .inputs.problem import Problem
 from .node.group import Node, joined
@@ -59,6 +61,7 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
                             fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
     options = Options.build(budget, trial_timeout, max_memory, out, storage)
+    writable(options.out)   # before the trial process starts, not after its set-up
     node = joined()
     return _tune(_on(problem, node), options, api_progress(progress), node)
 
@@ -98,7 +101,7 @@ def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]
     """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
     there is none). A file that fails validate.py's checks is ignored with a warning naming it."""
     path = result_path(out, problem.hardware.fingerprint, problem.key)
-    stored = load_result(path, problem.hardware.cpus)
+    stored = load_result(path, problem.hardware.cpus, problem.batch_sizes)
     if stored is None:
         return None, None
     why = stored.measured_differently()
@@ -145,18 +148,20 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         # Rank 0's lookup decides for the node: all ranks tune together, or none does.
         tuned = node.broadcast(tuned)
         if tuned is None:
-            options = Options.build(budget, trial_timeout, max_memory, out, storage)
+            options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
             if why is not None and progress is not None and node.rank == 0:
                 progress("not_reused", {"why": why})
-            tuned = _tune(problem, options, progress, node).tuned
+            tuned = _picked(problem, options, progress, node)
     elif tuned is None:
-        options = Options.build(budget, trial_timeout, max_memory, out, storage)
+        # A stored result is read from a folder this run cannot write (a shared read-only cache),
+        # but a tune must write its lock, study and result there.
+        options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
         with held(path[:-len(".json")] + ".lock"):
             tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
             if tuned is None:
                 if why is not None and progress is not None:
                     progress("not_reused", {"why": why})
-                tuned = _tune(problem, options, progress).tuned
+                tuned = _picked(problem, options, progress)
             elif progress is not None:
                 progress("reused", {"path": path, "tuned": tuned})
     elif progress is not None:
@@ -172,6 +177,24 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
             kwargs["sampler"] = DistributedSampler(dataset_obj, num_replicas=node.world, rank=node.rank,
                                                    shuffle=bool(kwargs.pop("shuffle")))
     return DataLoader(dataset_obj, generator=generator, **kwargs)
+
+
+class NotStored(AutoloaderWarning):
+    """best_loader tuned a loader but could not store the result: the loader is returned all the same."""
+
+
+def _picked(problem: Problem, options: Options, progress: Progress | None, node: Node | None = None) -> TunedConfig:
+    """The tuned config of a run for ``best_loader``; one it chose but could not store (a full
+    disk) is handed out all the same, with a warning: the pick is the run's answer, the files
+    only spare the next call a tune."""
+    try:
+        return _tune(problem, options, progress, node).tuned
+    except NotSaved as exc:
+        if exc.result is None:
+            raise
+        warnings.warn(f"the loader returned uses the run's pick, which was not stored: {exc}. The next call "
+                      "tunes again unless it is stored by then", NotStored, stacklevel=3)
+        return exc.result.tuned
 
 
 def _dataset_object(dataset: Any) -> Any:

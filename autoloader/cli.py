@@ -165,7 +165,9 @@ def retune_command(registry, out, storage, reports, as_json, quiet, write_pages)
     first, stopping early when the pick still holds), else from the nearest other hardware's,
     else tunes in full. Results are kept in a dated history; a failed or killed run never
     replaces the last good one. Exit 0 unchanged, 3 drifted past a threshold, 1 a dataset failed,
-    2 bad registry. The registry's format is in autoloader/registry.py and the README."""
+    2 bad registry (or a folder that cannot be written, found before anything runs), 4 the report
+    could not be written (it is printed all the same). The registry's format is in
+    autoloader/fleet/registry.py and the README."""
     from .fleet import registry as registry_mod
     from .fleet.report import markdown
     from .fleet.retune import retune
@@ -179,6 +181,8 @@ def retune_command(registry, out, storage, reports, as_json, quiet, write_pages)
         result = retune(loaded, out=out, storage=storage, reports=reports,
                         progress=None if quiet else report.ProgressPrinter(), pages=write_pages)
     click.echo(report.json_text(result.to_dict()) if as_json else markdown(result), nl=False)
+    if result.write_error is not None:   # after the report: stdout has it whatever the disk did
+        click.echo(f"Error: {result.write_error}", err=True)
     click.get_current_context().exit(result.exit_code)
 
 
@@ -245,6 +249,7 @@ def dashboard_command(out, storage, host, port) -> None:
 
     with _library_errors():
         dashboard.require_dashboard()
+        dashboard.check_address(host, port)
         served = dashboard.storage_to_serve(resolve_out(out), storage)
         click.echo(f"autoloader: serving {served.description} at http://{host}:{port}/ (Ctrl-C stops)", err=True)
         dashboard.serve(served, host, port)

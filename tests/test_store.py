@@ -13,12 +13,25 @@ def dataset_key(spec, length, batch_sizes, step, device, fixed_kwargs):
                          length=length, length_known=True).key
 
 
+class Shown:
+    """A collate_fn whose repr is the given text, as a function's default repr is in another process."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __call__(self, samples):
+        return samples
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 def test_an_object_address_does_not_change_the_key():
     # A default repr carries the address ("<function collate_as_list at 0x7f...>"), which differs
     # between processes; the key must not.
-    other_address = {"collate_fn": "<function collate_as_list at 0x7f00deadbeef>"}
+    other_address = {"collate_fn": Shown("<function collate_as_list at 0x7f00deadbeef>")}
     assert dataset_key("mod:ds", 10, (8,), None, "cpu", other_address) == \
-        dataset_key("mod:ds", 10, (8,), None, "cpu", {"collate_fn": "<function collate_as_list at 0x1234>"})
+        dataset_key("mod:ds", 10, (8,), None, "cpu", {"collate_fn": Shown("<function collate_as_list at 0x1234>")})
 
 
 def test_different_arguments_give_different_keys():

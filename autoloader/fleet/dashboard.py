@@ -4,19 +4,29 @@ Every trial has its measured figures as user attributes (``store.measured_figure
 interval, wait, memory), so optuna-dashboard's trial table shows them as they are. With
 ``--storage URL`` it serves that storage, live. With ``--out DIR`` (or the results home) it
 serves the one SQLite study there live; when there are several (one per hardware and dataset),
-a snapshot of them all copied into memory, since optuna-dashboard serves one storage.
+a snapshot of them all copied into memory, since optuna-dashboard serves one storage. A study
+file that cannot be read is left out of the snapshot with a warning naming it, so one damaged
+file does not hide the others; the address is checked before anything is served.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
+import warnings
 from dataclasses import dataclass
 
-from ..errors import AutoloaderError, usage
+from ..errors import AutoloaderError, AutoloaderWarning, UsageError, usage
+from ..store.durable import open_reader
 from ..store.paths import study_files
-from ..store.storage import masked, open_storage
 
 EXTRA = "pip install 'torch-autoloader[dashboard]'"
+HOST_FIX = "pass --host 127.0.0.1 (this machine only) or --host 0.0.0.0 (every interface)"
+
+
+class StudySkipped(AutoloaderWarning):
+    """A study file under --out could not be read, so the dashboard serves the others without it."""
 
 
 @dataclass(frozen=True)
@@ -36,34 +46,101 @@ def require_dashboard():
     return optuna_dashboard
 
 
+def check_address(host: str, port: int) -> None:
+    """That the server can listen on ``host``:``port``, as it will bind (bottle's wsgiref server:
+    IPv6 when the host has a colon, the address reusable), or a usage error with the rule and the
+    fix; checked before the storage is opened and the server started."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise usage("--port is a TCP port from 1 to 65535", port, "pass e.g. --port 8080")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        address = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)[0][4]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise usage("--host must be a name or address this machine can listen on", f"{host}: {exc}", HOST_FIX) from None
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise _bind_error(host, port, exc) from None
+
+
+def _bind_error(host: str, port: int, exc: OSError) -> UsageError:
+    if exc.errno == errno.EADDRINUSE:
+        return usage(f"--port must be one no other program listens on at {host}", port,
+                     f"pass another, e.g. --port {port + 1 if port < 65535 else 8080}, or stop what holds it "
+                     f"(ss -ltnp 'sport = :{port}' names it)")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return usage("--port below 1024 needs root privileges", port, "pass --port 1024 or more, e.g. --port 8080")
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return usage("--host must be an address of this machine", host, HOST_FIX)
+    return usage(f"the dashboard must be able to listen on {host}:{port}", f"{type(exc).__name__}: {exc}", HOST_FIX)
+
+
 def storage_to_serve(out: str, storage: str | None) -> Served:
     if storage is not None:
-        return Served(_open(storage), f"the storage {masked(storage)} (live)")
+        return Served(open_reader(storage, must_exist=True), f"{_masked(storage)} (live)")
     files = study_files(out)
     if not files:
         raise usage("the dashboard needs a stored study", f"no <hardware>/<key>.db under {out}",
                     "tune first, or pass --out DIR or --storage URL where the studies are")
     if len(files) == 1:
-        return Served(_open(f"sqlite:///{os.path.abspath(files[0])}"), f"{files[0]} (live)")
-    return Served(_snapshot(files), f"a snapshot of the {len(files)} studies under {out} (restart to refresh)")
+        return Served(open_reader(_url(files[0]), must_exist=True), f"{files[0]} (live)")
+    memory, served = _snapshot(files)
+    if not served:
+        raise usage("the dashboard needs a study it can read", f"none of the {len(files)} under {out}",
+                    "the warnings above say what is wrong with each; tune again, or pass --storage URL")
+    return Served(memory, f"a snapshot of the {served} studies under {out} (restart to refresh)")
 
 
-def _open(url: str):
-    return open_storage(url, heartbeat_s=None, grace_s=None)
+def _masked(url: str) -> str:
+    from ..store.storage import masked
+
+    return f"the storage {masked(url)}"
 
 
-def _snapshot(files: list[str]):
-    """Every study of every file, copied into one in-memory storage."""
+def _url(path: str) -> str:
+    return f"sqlite:///{os.path.abspath(path)}"
+
+
+def _snapshot(files: list[str]) -> tuple[object, int]:
+    """Every study of every file that can be read, copied into one in-memory storage, and how
+    many were copied; a file that cannot be read is skipped with a warning naming it."""
     import optuna
 
-    memory = optuna.storages.InMemoryStorage()
+    from ..store.durable import innermost
+    from ..store.storage import open_storage
+
+    memory, served = optuna.storages.InMemoryStorage(), 0
     for path in files:
-        source = _open(f"sqlite:///{os.path.abspath(path)}")
-        for name in optuna.study.get_all_study_names(storage=source):
-            optuna.copy_study(from_study_name=name, from_storage=source, to_storage=memory, to_study_name=name)
-    return memory
+        copied = []
+        try:
+            source = open_storage(_url(path), heartbeat_s=None, grace_s=None)
+            for name in optuna.study.get_all_study_names(storage=source):
+                if name in copied or name in optuna.study.get_all_study_names(storage=memory):
+                    warnings.warn(f"the dashboard serves the study {name} once: {path} holds it too",
+                                  StudySkipped, stacklevel=2)
+                    continue
+                optuna.copy_study(from_study_name=name, from_storage=source, to_storage=memory, to_study_name=name)
+                copied.append(name)
+            source.engine.dispose()
+            served += len(copied)
+        except Exception as exc:  # noqa: BLE001 - a damaged file: SQLite, SQLAlchemy and Optuna raise many kinds
+            for name in copied:   # none of a file that could not be read whole
+                optuna.delete_study(study_name=name, storage=memory)
+            root = innermost(exc)
+            why = f"{type(root).__name__}: {(str(root).splitlines() or [''])[0][:200]}"
+            warnings.warn(f"the dashboard leaves out the study {path}: it cannot be read ({why}). The other "
+                          "studies are served", StudySkipped, stacklevel=2)
+    return memory, served
 
 
 def serve(served: Served, host: str, port: int) -> None:
-    """Serve until interrupted (blocks)."""
-    require_dashboard().run_server(served.storage, host=host, port=port)
+    """Serve until interrupted (blocks). The address was checked (``check_address``); one taken
+    in between is the same usage error."""
+    try:
+        require_dashboard().run_server(served.storage, host=host, port=port)
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EPERM, errno.EADDRNOTAVAIL):
+            raise
+        raise _bind_error(host, port, exc) from None

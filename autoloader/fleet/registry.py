@@ -44,6 +44,7 @@ except ImportError:   # Python 3.10: the same parser, as a package
     import tomli as tomllib
 
 from ..errors import UsageError, usage
+from ..inputs.loader_args import check_loader_kwargs
 from ..inputs.problem import batch_sizes_of
 from ..inputs.source import Source, _split_spec
 from ..search.policy import Thresholds
@@ -84,6 +85,9 @@ def load(path: str) -> Registry:
             data = tomllib.load(fh)
     except FileNotFoundError:
         raise usage("the registry must be a TOML file that exists", path, "pass the path of your registry") from None
+    except UnicodeDecodeError as exc:
+        raise usage("the registry must be readable TOML, which is UTF-8 text", f"{path}: {exc}",
+                    "save the file as UTF-8 (iconv -t UTF-8, or your editor's encoding setting)") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise usage("the registry must be readable TOML", f"{path}: {exc}",
                     "fix the line it names (see the example in `autoloader retune --help`)") from None
@@ -165,6 +169,7 @@ def _entry(entry: dict, defaults: dict, folder: str, index: int) -> Entry:
         raise usage(f"{where}.batch_sizes is a list", sizes, "write e.g. batch_sizes = [64, 128]")
     try:
         batch_sizes = batch_sizes_of(entry.get("batch_size"), sizes)
+        check_loader_kwargs(options, batch_sizes, f"{where}.options entry")
         dataset = _spec_source(spec, folder)
         step_source = _spec_source(step, folder) if step is not None else None
     except UsageError as exc:

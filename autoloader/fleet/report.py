@@ -67,7 +67,9 @@ def markdown(report) -> str:
              f"{'not judged' if report.thresholds.knee is None else f'{report.thresholds.knee} workers'}, memory per "
              f"worker {report.thresholds.memory_per_worker:.0%}, pick change "
              f"{'counts' if report.thresholds.pick else 'ignored'}",
-             f"- verdict: **{report.verdict}** (exit {report.exit_code})", "",
+             f"- verdict: **{report.verdict}** (exit {report.exit_code})",
+             *([f"- this report is not stored: {report.write_error}"] if getattr(report, "write_error", None) else []),
+             "",
              "| dataset | status | pick | samples/s | old pick then -> now | knee | memory per worker | warm start "
              "| trials | time |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -103,7 +105,8 @@ def markdown(report) -> str:
             for reason in d.reasons:
                 lines.append(f"- past a threshold: {reason}")
         if o.result_path:
-            lines.append(f"- result: `{o.result_path}`; kept as `{o.history_path}`")
+            kept = f"kept as `{o.history_path}`" if o.history_path else f"not kept in the history: {o.unkept}"
+            lines.append(f"- result: `{o.result_path}`; {kept}")
         if getattr(o, "report_path", None):
             lines.append(f"- report: [{o.report_path}]({o.report_path})")
     return "\n".join(lines) + "\n"

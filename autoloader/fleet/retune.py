@@ -5,11 +5,14 @@ fingerprint ]), find its last good result on this hardware, else the nearest oth
 (store/history.py), start from it (search/warm.py: the stored pick and its neighbours first, and an early
 stop when it still holds), keep the new result in the dated history, and judge the drift
 (NOTE [ Drift ] in tuning/compare.py). One dataset failing does not stop the others. The run's report
-(markdown and JSON) is written under the reports folder, dated, and as ``latest``.
+(markdown and JSON) is written under the reports folder, dated (a name no other run has, even one
+started in the same second), and as ``latest``; the folders are checked before anything is tuned,
+and a report that still cannot be written (a disk that filled meanwhile) is printed all the same.
 
 Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted past a
-threshold, 1 a dataset failed (that wins over drift); 2, bad registry, is raised before anything
-runs (a UsageError).
+threshold, 1 a dataset failed (that wins over drift), 4 the report could not be written (that
+wins over the rest: the report printed says them); 2, bad registry or folders, is raised before
+anything runs (a UsageError).
 """
 
 from __future__ import annotations
@@ -21,23 +24,29 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..api import built_problem
-from ..errors import AutoloaderError, AutoloaderWarning
+from ..errors import AutoloaderError, AutoloaderWarning, NotSaved
 from ..inputs import hardware
-from ..inputs.home import resolve_out
+from ..inputs.home import resolve_out, writable
 from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 from ..inputs.source import resolve_dataset
 from ..search.policy import Thresholds
+from ..store.durable import (
+    atomic_write_all,
+    is_disk_full,
+    open_reader,
+    write_failure,
+    write_new,
+)
 from ..store.history import previous, record
 from ..store.paths import held, result_path
 from ..store.storage import masked
-from ..store.study import atomic_write
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version, now_iso
 from ..tuning import compare as compare_mod
 from ..tuning.run import Run
 from .registry import Entry, Registry
 from .warm import plan as warm_plan
 
-OK_EXIT, FAILED_EXIT, DRIFTED_EXIT = 0, 1, 3
+OK_EXIT, FAILED_EXIT, DRIFTED_EXIT, UNWRITTEN_EXIT = 0, 1, 3, 4
 FAILED = "failed"
 
 
@@ -57,13 +66,15 @@ class Outcome:
     trials: int = 0
     early_stop: bool = False
     seconds: float | None = None
+    unkept: str | None = None        # why the result's dated copy could not be written
     report_path: str | None = None   # its page (explain/page.py), with --report
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "key": self.key, "error": self.error,
                 "result_path": self.result_path, "history_path": self.history_path, "warm_start": self.warm,
                 "pick": self.pick, "samples_per_s": self.samples_per_s, "trials": self.trials,
-                "early_stop": self.early_stop, "tune_seconds": self.seconds, "report": self.report_path,
+                "early_stop": self.early_stop, "tune_seconds": self.seconds, "history_error": self.unkept,
+                "report": self.report_path,
                 "drift": self.drift.to_dict() if self.drift else None}
 
 
@@ -78,9 +89,12 @@ class RetuneReport:
     out: str
     storage: str | None = None
     paths: dict = field(default_factory=dict)   # where the report itself was written
+    write_error: str | None = None              # why it could not be (printed all the same)
 
     @property
     def exit_code(self) -> int:
+        if self.write_error is not None:
+            return UNWRITTEN_EXIT
         if any(o.status == FAILED for o in self.outcomes):
             return FAILED_EXIT
         if any(o.status == compare_mod.DRIFTED for o in self.outcomes):
@@ -89,7 +103,8 @@ class RetuneReport:
 
     @property
     def verdict(self) -> str:
-        return {OK_EXIT: "unchanged", FAILED_EXIT: "a dataset failed", DRIFTED_EXIT: "drifted"}[self.exit_code]
+        return {OK_EXIT: "unchanged", FAILED_EXIT: "a dataset failed", DRIFTED_EXIT: "drifted",
+                UNWRITTEN_EXIT: "the report could not be written"}[self.exit_code]
 
     def to_dict(self) -> dict:
         return {"registry": self.registry, "started_at": self.started_at, "finished_at": self.finished_at,
@@ -97,7 +112,8 @@ class RetuneReport:
                 "measurement_format": MEASUREMENT_FORMAT, "thresholds": self.thresholds.to_dict(),
                 "out": self.out, "storage": masked(self.storage) if self.storage else None,
                 "verdict": self.verdict, "exit_code": self.exit_code,
-                "datasets": [o.to_dict() for o in self.outcomes], "report": self.paths}
+                "datasets": [o.to_dict() for o in self.outcomes], "report": self.paths,
+                "report_error": self.write_error}
 
 
 def retune(registry: Registry, *, out: str | None = None, storage: str | None = None, reports: str | None = None,
@@ -107,6 +123,13 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
     progress = progress or (lambda event, data: None)
     out = resolve_out(out or registry.fleet.get("out"))
     storage = storage or registry.fleet.get("storage")
+    folder = reports or registry.fleet.get("reports") or os.path.join(out, "retune", registry.name)
+    # Every folder and the storage checked before the first dataset is tuned: found bad after
+    # the last one, they would cost the whole run's report.
+    writable(out)
+    writable(folder, "the reports folder (--reports, or [fleet] reports)")
+    if storage is not None:
+        open_reader(storage, must_exist=False).engine.dispose()
     started = now_iso()
     outcomes = []
     for index, entry in enumerate(registry.entries):
@@ -115,7 +138,6 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
         progress("retuned", {"outcome": outcomes[-1]})
     report = RetuneReport(registry.path, started, now_iso(), hardware.detect().to_dict(), registry.thresholds,
                           tuple(outcomes), out, storage)
-    folder = reports or registry.fleet.get("reports") or os.path.join(out, "retune", registry.name)
     return write(report, folder)
 
 
@@ -136,15 +158,22 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
     fingerprint, key = problem.hardware.fingerprint, problem.key
     path = result_path(out, fingerprint, key)
     with held(path[:-len(".json")] + ".lock"):
-        # The run compares with the same previous result when it ends (tuning/compare.py).
-        warm = warm_plan(previous(out, problem.hardware.to_dict(), key, storage), problem)
-        progress("warm", {"name": entry.name, "key": key, "warm": warm})
+        warm = None
         try:
+            # The run compares with the same previous result when it ends (tuning/compare.py).
+            warm = warm_plan(previous(out, problem.hardware.to_dict(), key, storage), problem)
+            progress("warm", {"name": entry.name, "key": key, "warm": warm})
             result = Run(problem, options, progress, warm_start=warm.start).run()
+        except NotSaved as exc:
+            if exc.result is None:
+                return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm and warm.describe())
+            # Chosen but not stored: a failure of this dataset's re-tune, with its pick kept in the report.
+            return _outcome(entry, exc.result, FAILED, warm, error=str(exc))
         except AutoloaderError as exc:
-            return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm.describe())
+            return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm and warm.describe())
         except Exception as exc:  # noqa: BLE001 - reported per dataset; the others still run
-            return Outcome(entry.name, FAILED, key=key, error=f"{type(exc).__name__}: {exc}", warm=warm.describe())
+            return Outcome(entry.name, FAILED, key=key, error=f"{type(exc).__name__}: {exc}",
+                           warm=warm and warm.describe())
     judged = result.since or compare_mod.Comparison(compare_mod.BASELINE)
     data = result.to_dict()
     page = None
@@ -156,22 +185,51 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         except Exception as exc:  # noqa: BLE001 - the result stands; only its page is missing
             warnings.warn(AutoloaderWarning(f"{entry.name}: its report page was not written "
                                             f"({type(exc).__name__}: {exc})"), stacklevel=2)
-    return Outcome(entry.name, judged.status, key=key, drift=judged, result_path=result.path,
-                   history_path=record(out, fingerprint, key, data), warm=warm.describe(),
-                   pick=result.config.loader_kwargs(), samples_per_s=result.samples_per_s,
-                   trials=len(result.trials), early_stop=result.early_stop, seconds=result.tune_seconds,
-                   report_path=page)
+    try:
+        kept = record(out, fingerprint, key, data)
+    except OSError as exc:   # the result is stored; its dated copy is not, and the report says so
+        return _outcome(entry, result, judged.status, warm, error=None, unkept=write_failure(
+            "the result's dated copy", os.path.dirname(path), exc), report_path=page)
+    return _outcome(entry, result, judged.status, warm, history_path=kept, report_path=page)
+
+
+def _outcome(entry: Entry, result, status: str, warm, error: str | None = None, history_path: str | None = None,
+             unkept: str | None = None, report_path: str | None = None) -> Outcome:
+    judged = result.since or compare_mod.Comparison(compare_mod.BASELINE)
+    return Outcome(entry.name, status, key=result.tuned.dataset_key, drift=judged, error=error,
+                   result_path=result.path if error is None else None, history_path=history_path,
+                   warm=warm and warm.describe(), pick=result.config.loader_kwargs(),
+                   samples_per_s=result.samples_per_s, trials=len(result.trials), early_stop=result.early_stop,
+                   seconds=result.tune_seconds, unkept=unkept, report_path=report_path)
 
 
 def write(report: RetuneReport, folder: str) -> RetuneReport:
-    """The report as markdown and JSON, dated and as ``latest``; the report with its paths."""
-    stamp = report.started_at.replace(":", "").replace("-", "").replace("+0000", "Z")
-    paths = {"markdown": os.path.join(folder, f"{stamp}.md"), "json": os.path.join(folder, f"{stamp}.json"),
-             "latest_markdown": os.path.join(folder, "latest.md"), "latest_json": os.path.join(folder, "latest.json")}
-    report = RetuneReport(**{**report.__dict__, "paths": paths})
+    """The report as markdown and JSON, dated (a name no other run's report has: two runs started
+    in the same second get ``STAMP`` and ``STAMP-2``) and as ``latest``; the report with its
+    paths, or with ``write_error`` saying what could not be written, for the caller to print it
+    all the same."""
     from .report import markdown
 
-    text, data = markdown(report), json.dumps(report.to_dict(), indent=2, default=str) + "\n"
-    for name, content in (("markdown", text), ("json", data), ("latest_markdown", text), ("latest_json", data)):
-        atomic_write(paths[name], content)
-    return report
+    stamp = report.started_at.replace(":", "").replace("-", "").replace("+0000", "Z")
+
+    def placed(dated: dict[str, str]) -> RetuneReport:
+        return RetuneReport(**{**report.__dict__, "paths": {
+            "markdown": dated[".md"], "json": dated[".json"],
+            "latest_markdown": os.path.join(folder, "latest.md"), "latest_json": os.path.join(folder, "latest.json")}})
+
+    def texts(placed_report: RetuneReport) -> tuple[str, str]:
+        return json.dumps(placed_report.to_dict(), indent=2, default=str) + "\n", markdown(placed_report)
+
+    dated = None
+    try:
+        dated = write_new(folder, stamp, (".json", ".md"), lambda paths: dict(zip((".json", ".md"), texts(placed(paths)))))
+        written = placed(dated)
+        data, text = texts(written)
+        atomic_write_all({written.paths["latest_json"]: data, written.paths["latest_markdown"]: text})
+    except OSError as exc:
+        fix = ("free space there, or pass --reports DIR on a disk with room" if is_disk_full(exc)
+               else "make the folder writable, or pass --reports DIR elsewhere")
+        kept = {k: v for k, v in placed(dated).paths.items() if not k.startswith("latest")} if dated else {}
+        return RetuneReport(**{**report.__dict__, "paths": kept,
+                               "write_error": f"{write_failure('the report', folder, exc)}. Fix: {fix}"})
+    return written

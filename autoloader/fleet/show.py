@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from ..errors import usage
 from ..inputs import hardware
+from ..search.space import LoaderConfig
+from ..store.durable import open_reader
 from ..store.history import stored_picks
 from ..store.paths import result_files, split_study_name
 from ..store.validate import StoredResult, load_result
@@ -34,7 +36,7 @@ class Stored:
 
 def _row(stored: StoredResult) -> Stored:
     data = stored.data
-    return Stored(stored.hardware.get("fingerprint", "?"), stored.tuned.dataset_key, stored.tuned.config.loader_kwargs(),
+    return Stored(stored.hardware.get("fingerprint") or "?", stored.tuned.dataset_key, stored.tuned.config.loader_kwargs(),
                   stored.tuned.samples_per_s, data.get("finished_at"), data.get("autoloader_version"),
                   data.get("measurement_format"), stored.where, data.get("dataset"))
 
@@ -45,6 +47,7 @@ def _all(out: str, storage: str | None) -> list[StoredResult]:
     not hold already."""
     found = [stored for path in result_files(out) if (stored := load_result(path)) is not None]
     if storage is not None:
+        open_reader(storage, must_exist=True).engine.dispose()   # one that is not there is not made
         seen = {(s.hardware.get("fingerprint"), s.tuned.dataset_key) for s in found}
         found += [s for s in stored_picks(storage)
                   if (s.hardware.get("fingerprint"), s.tuned.dataset_key) not in seen]
@@ -103,7 +106,8 @@ def listing_text(rows: list[Stored]) -> str:
 
 def result_text(where: str, data: dict) -> str:
     lines = [f"{data.get('dataset_key')} on {(data.get('hardware') or {}).get('fingerprint')}", f"  from {where}"]
-    lines += [f"  {k:<20} {v}" for k, v in data["config"].items()]
+    # What is handed out, as load_result checked it: keys no run sets are not shown as settings.
+    lines += [f"  {k:<20} {v}" for k, v in LoaderConfig.from_dict(data["config"]).loader_kwargs().items()]
     lines.append(f"  {'samples/s':<20} {data['samples_per_s']:,.0f}")
     if data.get("baseline_samples_per_s"):
         lines.append(f"  {'num_workers=0':<20} {data['baseline_samples_per_s']:,.0f}")

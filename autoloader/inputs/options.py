@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..errors import usage
 from ..search.policy import Thresholds
 from . import hardware
-from .home import resolve_out
+from .home import elsewhere, resolve_out
 from .limits import check_ceiling_fits_ram
 
 DEFAULT_BUDGET_S = 60.0
@@ -69,5 +69,5 @@ class Options:
                             f"{ceiling / 2**20:.0f} MiB", "free memory, or pass --max-memory (e.g. 2G)")
         if os.path.exists(out) and not os.path.isdir(out):
             raise usage("--out is the folder results are written to", out,
-                        "pass a folder (it is made if missing), not a file")
+                        f"move the file away, or {elsewhere(out, 'naming a folder (it is made if missing), not a file')}")
         return cls(float(budget), Limits(ceiling, float(trial_timeout)), out, storage, thresholds)

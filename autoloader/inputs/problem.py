@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import usage
-from ..search.space import TUNED_SETTINGS, check_batch_size
+from ..search.space import check_batch_size
 from . import hardware
+from .loader_args import check_loader_kwargs
 from .source import Source
 
 DEFAULT_BATCH_SIZE = 128
@@ -56,10 +57,7 @@ class Problem:
         sizes = batch_sizes_of(batch_size, batch_sizes)
         hw = hw or hardware.detect()
         fixed = dict(fixed_kwargs or {})
-        for key in TUNED_SETTINGS:
-            if key in fixed:
-                raise usage(f"{key} is what autoloader tunes, so it cannot be fixed", key,
-                            "drop it (use batch_size=/--batch-size for the batch size)")
+        check_loader_kwargs(fixed, sizes)   # NOTE [ Fixed DataLoader arguments ] in loader_args.py
         dataset_source = _source(dataset, "dataset")
         step_source = _source(step, "step") if step is not None else None
         Source.from_object(fixed, "DataLoader arguments")  # picklable, or a clear error

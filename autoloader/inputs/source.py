@@ -147,6 +147,10 @@ def resolve_dataset(obj: Any, name: str):
         obj = obj()
     if isinstance(obj, IterableDataset):
         return obj
+    if isinstance(obj, (str, bytes, bytearray)):   # indexable and sized, but its samples would be characters
+        raise usage("--dataset must name a torch Dataset or a zero-argument callable returning one, not text",
+                    f"{name} -> {type(obj).__name__} {obj[:60]!r}",
+                    "point it at the Dataset (or the function that builds it), not at a path or name string")
     if not (hasattr(obj, "__getitem__") and hasattr(obj, "__len__")):
         raise usage("--dataset must name a torch Dataset (with __getitem__ and __len__) or a "
                     "zero-argument callable returning one", f"{name} -> {type(obj).__name__}",

@@ -40,7 +40,7 @@ from typing import Any
 from ..inputs.content import dataset_class, dataset_fingerprint
 from ..search.burst_rule import BurstSettings
 from ..search.profile import Profile
-from ..search.results import FAILED, OK, TrialResult
+from ..search.results import FAILED, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig
 from . import guard
 from .device import NvmlUtil, release_cached_memory, to_device
@@ -121,6 +121,7 @@ class _Runner:
         from ..errors import usage
 
         fixed = self._fixed_kwargs()
+        self._check_loader()
         probe_size = min(8, self.setup.probe_batch_size)
         probe = DataLoader(self.dataset, batch_size=probe_size,
                            num_workers=0, **{k: v for k, v in fixed.items() if k == "collate_fn"})
@@ -152,6 +153,27 @@ class _Runner:
                            fingerprint=dataset_fingerprint(self.dataset), dataset_class=dataset_class(self.dataset),
                            code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs))
 
+    def _check_loader(self) -> None:
+        """Build (not iterate) the first trial's DataLoader: an argument only DataLoader refuses is a
+        usage error at set-up (NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py)."""
+        config = LoaderConfig.make(self.setup.probe_batch_size, 0, False)
+        try:
+            self._loader(config)
+        except Exception as exc:  # noqa: BLE001 - DataLoader raises ValueError, TypeError and more
+            raise SetupError(self._refused(config, exc), usage=True) from None
+
+    def _loader(self, config: LoaderConfig):
+        from torch.utils.data import DataLoader
+
+        return DataLoader(self.dataset, **config.loader_kwargs(), **self._fixed_kwargs(config.num_workers))
+
+    def _refused(self, config: LoaderConfig, exc: Exception) -> str:
+        """Why no DataLoader of ``config`` could be built with the user's arguments: rule, got, fix."""
+        given = sorted(self.setup.fixed_kwargs)
+        return (f"the DataLoader arguments given ({', '.join(given) or 'none'}) must build a DataLoader with "
+                f"{config.key} (got {type(exc).__name__}: {exc}). Fix: change or drop the argument DataLoader "
+                "names (see torch.utils.data.DataLoader's documentation)")
+
     def _sample_counter(self, config: LoaderConfig, epoch_batches: int | None):
         """Samples per batch from the sampler's arithmetic: a collate_fn's output may have no
         leading batch dimension to count (lists, detection-style tuples). None (count the
@@ -182,10 +204,13 @@ class _Runner:
         except Exception:  # noqa: BLE001 - the trials report it as a result about a config
             pass
 
-    def _fixed_kwargs(self) -> dict:
+    def _fixed_kwargs(self, workers: int | None = None) -> dict:
+        """The user's arguments as a trial's loader of ``workers`` workers takes them."""
         from ..seeding import seed_worker
 
         fixed = dict(self.setup.fixed_kwargs)
+        if workers == 0:   # DataLoader refuses a start method for workers it does not start
+            fixed.pop("multiprocessing_context", None)
         context = fixed.get("multiprocessing_context") or self.setup.worker_start_method
         method = context if isinstance(context, str) else getattr(context, "_name", None)
         fixed["worker_init_fn"] = WorkerInit(os.getpid() if method == "fork" else None,
@@ -216,16 +241,13 @@ class _Runner:
         """One trial, as its TrialResult (the driver adds what it saw of the tree: memory, time).
         ``beat(batches)`` is called at most every ``BEAT_S`` while batches flow, so the driver's
         watchdog can tell how long a trial has made no progress."""
-        from torch.utils.data import DataLoader
-
         from .burst import run_burst
 
         torch = self.torch
-        fixed = self._fixed_kwargs()
-        if not config.num_workers:
-            # DataLoader refuses a start method without workers; the user's applies to the others.
-            fixed.pop("multiprocessing_context", None)
-        loader = DataLoader(self.dataset, **config.loader_kwargs(), **fixed)
+        try:   # inside the trial's error handling: NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py
+            loader = self._loader(config)
+        except Exception as exc:  # noqa: BLE001 - DataLoader raises ValueError, TypeError and more
+            return TrialResult(config, FAILED, cause=LOADER_ARGUMENTS, error=self._refused(config, exc))
         epoch_batches = None if self.iterable else len(loader)
         consume = self._consumer(config)
         if self.cuda:

@@ -42,7 +42,11 @@ CAUSES = {
     "step_error": "the step raised",
     "hang": "no progress before the watchdog's timeout",
     "error": "the trial raised",
+    "loader_arguments": "DataLoader refused the fixed arguments for this config",
 }
+# A trial whose DataLoader could not be built from the user's arguments: bad input, which ends
+# the run as a usage error (NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py).
+LOADER_ARGUMENTS = "loader_arguments"
 
 
 @dataclass(frozen=True)

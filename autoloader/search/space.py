@@ -155,8 +155,13 @@ def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSp
 def parse_batch_sizes(text: str) -> tuple[int, ...]:
     """Parse ``--batch-sizes 64,128,256``."""
     fix = "write e.g. --batch-sizes 64,128,256"
+    parts = [part.strip() for part in text.split(",")]
+    while len(parts) > 1 and not parts[-1]:   # "16,32,": a trailing comma asks for nothing more
+        parts.pop()
+    if text.strip() and "" in parts:   # "16,,32": a size left out, not one fewer asked for
+        raise usage("--batch-sizes takes comma-separated integers, none of them empty", text, fix)
     try:
-        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+        sizes = tuple(int(part) for part in parts if part)
     except ValueError:
         raise usage("--batch-sizes takes comma-separated integers", text, fix) from None
     if not sizes or any(s < 1 for s in sizes):

@@ -29,6 +29,7 @@ import warnings
 from dataclasses import dataclass
 
 from ..errors import AutoloaderWarning, NotSaved, UsageError, usage
+from ..inputs.home import elsewhere
 from .storage import masked, open_storage, open_study
 
 
@@ -116,13 +117,14 @@ def write_failure(what: str, where: str, exc: BaseException, url: str | None = N
     return f"could not write {what} to {where} ({reason}{free})"
 
 
-def write_fix(errors: list[BaseException], url: str | None = None) -> str:
-    """The fix for failed writes: room on the disk, a writable folder, or a storage that takes writes."""
+def write_fix(errors: list[BaseException], url: str | None = None, where: str = "") -> str:
+    """The fix for failed writes: room on the disk, a writable folder, or a storage that takes
+    writes; ``where``, the folder, names the variable that chose it (inputs/home.py)."""
     if url is not None and sqlite_file(url) is None:
         return "check that the storage takes writes, and run the same command again (it resumes)"
     if any(is_disk_full(e) for e in errors):
-        return "free space there (or pass --out on a disk with room), and run the same command again (it resumes)"
-    return "make the folder writable (or pass --out elsewhere), and run the same command again (it resumes)"
+        return f"free space there (or {elsewhere(where, 'on a disk with room')}), and run the same command again (it resumes)"
+    return f"make the folder writable (or {elsewhere(where, 'elsewhere')}), and run the same command again (it resumes)"
 
 
 def innermost(exc: BaseException) -> BaseException:
@@ -256,9 +258,33 @@ def open_error(url: str, given: bool, exc: BaseException) -> UsageError:
         return usage("the study's storage must be a database URL Optuna can open (--storage)", masked(url),
                      f"use e.g. sqlite:///results/study.db (the directory must be writable), or leave --storage "
                      f"out for the default SQLite file under --out ({why})")
-    return usage("the study's default SQLite file under --out must be one this run can open and write",
-                 sqlite_file(url) or masked(url),
-                 f"make that folder writable, or pass --out (or --storage) somewhere that is ({why})")
+    path = sqlite_file(url) or masked(url)
+    return usage("the study's default SQLite file under --out must be one this run can open and write", path,
+                 f"make that folder writable, or {elsewhere(path)} (or pass --storage) ({why})")
+
+
+def open_reader(url: str, must_exist: bool):
+    """A storage opened to read what it holds (``show``, ``dashboard``, the fleet's picks): a
+    usage error when Optuna cannot open or read it, and with ``must_exist`` when it is a SQLite
+    file that is not there (opening it would make an empty one, which holds nothing to show)."""
+    import optuna
+
+    path = sqlite_file(url)
+    if must_exist and path is not None and not os.path.isfile(path):
+        raise usage("--storage must name a storage that exists, to read what it holds", masked(url),
+                    "pass the sqlite:///PATH of a study file that exists (autoloader tune writes them beside "
+                    "its results), or a database URL of the fleet's storage")
+    storage = None
+    try:
+        storage = open_storage(url, heartbeat_s=None, grace_s=None)
+        optuna.study.get_all_study_names(storage=storage)
+        return storage
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
+        if getattr(storage, "engine", None) is not None:
+            storage.engine.dispose()
+        raise open_error(url, True, exc) from None
 
 
 def storage_errors() -> tuple[type[BaseException], ...]:
@@ -299,18 +325,68 @@ def atomic_write_all(files: dict[str, str]) -> None:
         raise
 
 
+def write_new(folder: str, stem: str, suffixes: tuple[str, ...], texts) -> dict[str, str]:
+    """Write files ``<stem><suffix>`` under ``folder`` under a stem no other writer has: ``stem``,
+    else ``stem-2``, ``stem-3``... ``texts(paths)`` gives each suffix's text once the names are
+    known (a text may say where it is); the first suffix claims the stem by a hard link of its
+    finished copy, which fails when the name is taken, so two writers at once never replace each
+    other's file and a reader never sees half of one. The paths, by suffix."""
+    os.makedirs(folder, exist_ok=True)
+    for n in range(1, 10_000):
+        name = stem if n == 1 else f"{stem}-{n}"
+        paths = {suffix: os.path.join(folder, name + suffix) for suffix in suffixes}
+        if any(os.path.lexists(p) for p in paths.values()):
+            continue
+        content = texts(paths)
+        first, *rest = paths
+        if _claim(paths[first], content[first]):
+            atomic_write_all({paths[suffix]: content[suffix] for suffix in rest})
+            return paths
+    raise FileExistsError(errno.EEXIST, "no free name", os.path.join(folder, stem))
+
+
+def _claim(path: str, text: str) -> bool:
+    """Put ``text`` at ``path`` unless something is there already; whether it was put."""
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            try:   # a file system without hard links: claim the name empty, then fill it
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            except FileExistsError:
+                return False
+            os.replace(tmp, path)
+        return True
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def save(result, files: dict[str, str], store) -> None:
     """Write the run's files (``atomic_write_all``); raise NotSaved, carrying ``result``, when
     they or the study (``store.write_failed``) could not be written."""
     problems = [store.write_failed] if store.write_failed else []
     errors = [store.write_error] if store.write_error else []
+    where = os.path.dirname(next(iter(files), "")) or "."
     try:
         atomic_write_all(files)
     except OSError as exc:
-        where = os.path.dirname(next(iter(files), "")) or "."
         problems.append(write_failure("the result and its snippet", where, exc))
         errors.append(exc)
     if problems:
         raise NotSaved(f"the run chose {result.config.key} ({result.samples_per_s:,.0f} samples/s) but could not "
                        f"save all of it: {'; '.join(problems)}. Whatever was stored before is kept. Fix: "
-                       + write_fix(errors, store.url if store.write_error else None), result)
+                       + write_fix(errors, store.url if store.write_error else None, where), result)

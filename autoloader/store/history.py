@@ -36,10 +36,10 @@ def record(out: str, fingerprint: str, key: str, data: dict) -> str:
     return path
 
 
-def last_good(out: str, fingerprint: str, key: str) -> StoredResult | None:
+def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None) -> StoredResult | None:
     """This hardware's current result for ``key``, if one passes its checks (one that fails is
-    warned about, naming it, and never started from)."""
-    return load_result(result_path(out, fingerprint, key))
+    warned about, naming it, and never started from); ``cpus``: this machine's, which bound it."""
+    return load_result(result_path(out, fingerprint, key), cpus)
 
 
 def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = None) -> list[StoredResult]:
@@ -56,7 +56,7 @@ def previous(out: str, hardware: dict, key: str, storage: str | None = None) -> 
     ``retune`` and a warm start share: this hardware's last good result, else the nearest other
     hardware's (``nearest``) under ``out`` or in ``storage``."""
     fingerprint = hardware["fingerprint"]
-    return last_good(out, fingerprint, key) or nearest(hardware, other_hardware(out, fingerprint, key, storage))
+    return last_good(out, fingerprint, key, hardware.get("cpus")) or nearest(hardware, other_hardware(out, fingerprint, key, storage))
 
 
 def stored_picks(storage: str, key: str | None = None) -> list[StoredResult]:
@@ -65,9 +65,13 @@ def stored_picks(storage: str, key: str | None = None) -> list[StoredResult]:
     import optuna
 
     from . import runs
-    from .storage import masked, open_storage
+    from .durable import open_reader, sqlite_file
+    from .storage import masked
 
-    opened = open_storage(storage, heartbeat_s=None, grace_s=None)   # a reader: no trial of its own
+    path = sqlite_file(storage)
+    if path is not None and not os.path.isfile(path):
+        return []   # nothing stored there yet: a reader does not make the file
+    opened = open_reader(storage, must_exist=False)   # a reader: no trial of its own
     picks = []
     for name in optuna.study.get_all_study_names(storage=opened):
         parts = split_study_name(name)

@@ -6,8 +6,10 @@ results home, is inputs/home.py's).
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
+import threading
 
 
 def result_path(out: str, fingerprint: str, key: str, suffix: str = ".json") -> str:
@@ -43,14 +45,48 @@ def split_study_name(name: str) -> tuple[str, str] | None:
     return (fingerprint, key) if sep and fingerprint and key and "/" not in key else None
 
 
+# The locks this process holds, by (thread, path): ``held`` is re-entrant within a thread, so
+# best_loader and retune, which hold a problem's lock around the run they start, and the run,
+# which takes it itself once it knows the key (tuning/run.py), do not wait on each other.
+_HELD: set[tuple[int, str]] = set()
+
+
+def lock_path(out: str, fingerprint: str, key: str) -> str:
+    """The file whose lock makes processes tuning one problem into ``out`` take turns."""
+    return result_path(out, fingerprint, key, ".lock")
+
+
 @contextlib.contextmanager
-def held(path: str):
+def held(path: str, on_wait=None):
     """An exclusive lock on ``path`` (made if missing) for the block: processes on this machine
     that tune the same problem into the same folder take turns, so the second finds the first's
-    result instead of measuring beside it on the same cores. Released by the operating system
-    however the holder ends (filelock: flock on POSIX, msvcrt's lock on Windows)."""
-    from filelock import FileLock
+    result, or measures after it, instead of measuring beside it on the same cores. Released by
+    the operating system however the holder ends (filelock: flock on POSIX, msvcrt's lock on
+    Windows). ``on_wait()`` is called once when another holds it. When no lock file can be made
+    on a full disk it does nothing: the run goes on (and says what it could not store)."""
+    from filelock import FileLock, Timeout
 
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with FileLock(path, mode=0o666):
+    mine = (threading.get_ident(), os.path.abspath(path))
+    if mine in _HELD:
         yield
+        return
+    lock = FileLock(path, mode=0o666)
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            if on_wait is not None:
+                on_wait()
+            lock.acquire()
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        yield
+        return
+    _HELD.add(mine)
+    try:
+        yield
+    finally:
+        _HELD.discard(mine)
+        lock.release()

@@ -125,24 +125,36 @@ def trial_record(data: object) -> TrialResult:
         raise InvalidRecord(str(exc)) from None
 
 
-def tuned_config(data: object, cpus: int | None = None) -> TunedConfig:
-    """The TunedConfig a result file holds, or InvalidRecord. ``cpus``: this machine's, which
-    bounds the worker count when the file does not say its own."""
+def tuned_config(data: object, cpus: int | None = None, batch_sizes: tuple[int, ...] | None = None) -> TunedConfig:
+    """The TunedConfig a result file holds, or InvalidRecord. ``cpus``: this machine's usable
+    CPUs, which bound the worker count (MAX_WORKERS_PER_CPU each) whatever the file says its own
+    were, so a file cannot widen its own limit; without them (a listing of other machines'
+    results) the file's own count bounds it. ``batch_sizes``: the problem's, which the file's
+    key was tuned for, so its batch size must be one of them."""
     if not isinstance(data, dict):
         raise InvalidRecord(f"the file holds {type(data).__name__}, not a mapping")
     record_format(data)
     hardware = data.get("hardware", {})
     if not isinstance(hardware, dict):
         raise InvalidRecord(f"hardware is {hardware!r}, not a mapping")
-    file_cpus = hardware.get("cpus")
-    if isinstance(file_cpus, int) and not isinstance(file_cpus, bool) and file_cpus > 0:
-        cpus = file_cpus
-    config = loader_config(data.get("config"), MAX_WORKERS_PER_CPU * cpus if cpus else None)
+    _hardware(hardware)
+    config = loader_config(data.get("config"), MAX_WORKERS_PER_CPU * (cpus or hardware.get("cpus") or 0) or None)
+    if batch_sizes is not None and config.batch_size not in batch_sizes:
+        raise InvalidRecord(f"batch_size is {config.batch_size}, not one of the batch sizes its key was tuned for "
+                            f"({', '.join(map(str, batch_sizes))})")
     _number(data, "samples_per_s", optional=False, positive=True)
     _number(data, "rel_interval")
     _number(data, "baseline_samples_per_s", positive=True)
     _text(data, "dataset_key", optional=False)
-    _text(data, "device")
+    if not data["dataset_key"]:
+        raise InvalidRecord("dataset_key is empty")
+    for key in ("device", "finished_at", "autoloader_version"):
+        _text(data, key)
+    _count(data, "measurement_format")
+    _flag(data, "early_stop", False)
+    if not isinstance(data.get("trials", []), list):
+        raise InvalidRecord(f"trials is {data.get('trials')!r}, not a list")
+    _dataset(data.get("dataset"))
     knee = data.get("knee")
     if knee is not None:
         _knee(knee)
@@ -150,6 +162,33 @@ def tuned_config(data: object, cpus: int | None = None) -> TunedConfig:
         return TunedConfig.from_dict({**data, "config": config.loader_kwargs()})
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidRecord(str(exc)) from None
+
+
+def _hardware(hardware: dict) -> None:
+    """The fields of a result's hardware that are read: its fingerprint names a folder and a
+    study, its CPU count scales a warm start."""
+    fingerprint = hardware.get("fingerprint")
+    if "fingerprint" in hardware and (not isinstance(fingerprint, str) or not fingerprint or "/" in fingerprint):
+        raise InvalidRecord(f"hardware.fingerprint is {fingerprint!r}, not a hardware fingerprint")
+    cpus = hardware.get("cpus")
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
+        raise InvalidRecord(f"hardware.cpus is {cpus!r}, not a count of 1 or more")
+    gpus = hardware.get("gpus")
+    if gpus is not None and not (isinstance(gpus, list) and all(isinstance(g, str) for g in gpus)):
+        raise InvalidRecord(f"hardware.gpus is {gpus!r}, not a list of names")
+
+
+def _dataset(dataset: object) -> None:
+    """What a result says its data was (its name, length, content fingerprint, version)."""
+    if dataset is None:
+        return
+    if not isinstance(dataset, dict):
+        raise InvalidRecord(f"dataset is {dataset!r}, not a mapping")
+    for key in ("name", "content", "version"):
+        value = dataset.get(key)
+        if value is not None and not isinstance(value, str):
+            raise InvalidRecord(f"dataset.{key} is {value!r}, not text")
+    _count({"dataset.length": dataset.get("length")}, "dataset.length")
 
 
 def _knee(knee: object) -> Knee:
@@ -194,20 +233,21 @@ class StoredResult:
         return reuse_problem(self.data)
 
 
-def checked_result(where: str, data: object, cpus: int | None = None) -> StoredResult:
+def checked_result(where: str, data: object, cpus: int | None = None,
+                   batch_sizes: tuple[int, ...] | None = None) -> StoredResult:
     """``data`` as a StoredResult, or InvalidRecord saying what is wrong with it."""
-    return StoredResult(where, tuned_config(data, cpus), data)
+    return StoredResult(where, tuned_config(data, cpus, batch_sizes), data)
 
 
-def load_result(path: str, cpus: int | None = None) -> StoredResult | None:
+def load_result(path: str, cpus: int | None = None, batch_sizes: tuple[int, ...] | None = None) -> StoredResult | None:
     """The result file at ``path``, checked: the one reader of a stored result. None when there is
     none, and None with a warning naming the file when it cannot be read or holds what no run
-    wrote. ``cpus``: this machine's, which bounds the worker count a file without its own may
-    hand out."""
+    wrote. ``cpus`` and ``batch_sizes``: this machine's usable CPUs and the problem's batch sizes,
+    which bound what a result handed out here may say (``tuned_config``)."""
     try:
         with open(path) as fh:
             text = fh.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):   # none there (a part of the path is a file)
         return None
     except IsADirectoryError:
         return _ignored(path, "it is a folder, not a file")
@@ -218,7 +258,7 @@ def load_result(path: str, cpus: int | None = None) -> StoredResult | None:
     except ValueError as exc:
         return _ignored(path, f"it is not JSON ({exc})")
     try:
-        return checked_result(path, data, cpus)
+        return checked_result(path, data, cpus, batch_sizes)
     except InvalidRecord as exc:
         return _ignored(path, str(exc))
 

@@ -65,6 +65,10 @@ class ProgressPrinter:
                 f"memory ceiling {_gib(d['max_memory'])}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
                 f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
 
+    def _waiting(self, d: dict) -> str:
+        return (f"autoloader: another process is tuning {d['key']} into this folder; waiting for it to finish "
+                "(tunes of one problem take turns, so neither measures on cores the other is using)")
+
     def _retune(self, d: dict) -> str:
         return f"autoloader retune [{d['n']}/{d['of']}] {d['name']}"
 

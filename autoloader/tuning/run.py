@@ -9,8 +9,10 @@ time; a node's arithmetic is ``node.ranks.Ranks``'s. This module only sequences 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -39,13 +41,13 @@ from ..search.policy import (
     prune_line,
 )
 from ..search.profile import Profile
-from ..search.results import CONSTRAINT, OK, TrialResult
+from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
 from ..search.warm import WarmStart, warmed
 from ..store.durable import save
 from ..store.history import previous
-from ..store.paths import default_storage, result_path, study_name
+from ..store.paths import default_storage, held, lock_path, result_path, study_name
 from ..store.retry import OnceMore
 from ..store.snippet import snippet
 from ..store.study import StudyStore
@@ -81,6 +83,7 @@ class Run:
         self.progress = progress or (lambda event, data: None)
         self.store: StudyStore | None = None
         self._timeline: list[tuple[str, float, float, str | None]] = []   # (what, start s, end s, config)
+        self.turn = contextlib.ExitStack()   # this problem's lock, once its key is known (_start)
         limits = options.limits
         setup = RunnerSetup(problem.dataset, problem.step, problem.device, problem.fixed_kwargs,
                             problem.batch_sizes[0])
@@ -104,6 +107,7 @@ class Run:
             if self.store is not None:
                 self.store.close()
             self.runner.close()
+            self.turn.close()   # last: the next in turn starts on cores this run no longer uses
 
     def _start(self) -> Started:
         """Start the trial process, open the study (resuming this host's interrupted run of the
@@ -117,6 +121,12 @@ class Run:
         self._check_shm(info)
         problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class)
         key, fingerprint = problem.key, problem.hardware.fingerprint
+        # Two tunes of one problem take turns (store/paths.held), as best_loader's do; the wait
+        # for the other's turn is not this run's budget.
+        waiting = time.monotonic()
+        self.turn.enter_context(held(lock_path(self.options.out, fingerprint, key),
+                                     on_wait=lambda: self.progress("waiting", {"key": key})))
+        self.clock.t0 += time.monotonic() - waiting
         url = self.options.storage or default_storage(self.options.out, fingerprint, key)
         store = self.store = StudyStore(url, study_name(fingerprint, key), self.space,
                                         given=self.options.storage is not None)
@@ -216,6 +226,8 @@ class Run:
         self.store.finish(trial, result)
         if self.store.write_failed and not unstored:
             self.progress("unstored", {"message": self.store.write_failed})
+        if result.cause == LOADER_ARGUMENTS:   # bad input, not this config's failure
+            raise UsageError(result.error)
         return result
 
     def _final(self, chosen: list[LoaderConfig], history: Sequence[TrialResult]) -> list[Finalist]:

@@ -24,7 +24,8 @@ class Check:
     injected_as: str
     via: str
     survived: bool = False
-    lost: int | None = None     # stored results lost (damaged stored state)
+    lost: int | None = None     # stored results lost (damaged stored state), or a pick or report lost
+    tracebacks: int = 0         # raw tracebacks the user was shown (the checks that count them)
     told: str = ""              # what the user was told
     seconds: float = 0.0
     note: str = ""              # why it did not survive

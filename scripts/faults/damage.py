@@ -145,7 +145,8 @@ def run(root: str, add: Callable[[Check, Callable[[Check], None]], None], group:
     try:
         base = base_study(root)
     except RuntimeError as exc:
-        add(Check(group, "base study", "-", "CLI"), lambda check: setattr(check, "note", str(exc)))
+        why = str(exc)   # the name exc is gone once the except block ends
+        add(Check(group, "base study", "-", "CLI"), lambda check: setattr(check, "note", why))
         base = None
     if base is not None:
         for name, damage in (("garbage study", _garbage),

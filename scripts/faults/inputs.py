@@ -1,5 +1,7 @@
-"""Bad inputs for the stored-state checks (``state.py``) and their tests: user code that raises
-and is then fixed, a sampler that raises, a dataset too long to shuffle.
+"""Bad inputs for the stored-state checks (``state.py``, ``commands.py``) and their tests: user
+code that raises and is then fixed, a sampler that raises, a dataset too long to shuffle, a
+result file as a run writes it (to damage), a registry, and ``best_loader`` run as a command (for
+a full disk: ``python -m scripts.faults.inputs best_loader OUT``).
 
 Module level, as the fault datasets are (``datasets.py``): what ``tune()`` is handed is pickled by
 reference and re-imported in the trial process. The user modules that are "fixed" between two
@@ -8,8 +10,11 @@ runs are written as files (``write_module``), since the fix must change a file t
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
+import warnings
 
 import torch
 from torch.utils.data import Dataset, Sampler
@@ -82,3 +87,57 @@ class HugeLength(Small):
 
     def __len__(self) -> int:
         return 10**12
+
+
+def result_record(**changes) -> dict:
+    """A result file's content as a run writes it (the fields ``show`` and ``best_loader`` read),
+    with ``changes`` on top."""
+    from autoloader.store.versions import MEASUREMENT_FORMAT
+
+    data = {"format": 2, "config": {"batch_size": 16, "num_workers": 1, "pin_memory": False, "prefetch_factor": 2,
+                                    "persistent_workers": True},
+            "samples_per_s": 1000.0, "rel_interval": 0.02, "baseline_samples_per_s": 400.0, "knee": None,
+            "hardware": {"fingerprint": "box-0x-2cpu", "cpus": 2, "cpu_model": "x", "memory_gib": 8, "gpus": []},
+            "dataset_key": "ds-n256-0123456789", "device": "cpu", "measurement_format": MEASUREMENT_FORMAT,
+            "autoloader_version": "0.1.0", "finished_at": "2026-12-01T00:00:00+00:00", "trials": [],
+            "dataset": {"name": "ds", "length": 256, "content": "abc", "version": None}}
+    return {**data, **changes}
+
+
+def write_result(out: str, data: dict, fingerprint: str | None = None, key: str | None = None) -> str:
+    """``data`` stored as ``<out>/<fingerprint>/<key>.json`` (the record's own by default)."""
+    fingerprint = fingerprint or data["hardware"]["fingerprint"]
+    path = os.path.join(out, fingerprint, (key or data["dataset_key"]) + ".json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(json.dumps(data))
+    return path
+
+
+def registry_text(dataset: str, *lines: str, budget: int = 10) -> str:
+    """A retune registry of one dataset, ``lines`` added to its entry."""
+    return "\n".join(["[defaults]", f"budget = {budget}", 'device = "cpu"', "", "[[datasets]]",
+                      f'dataset = "{dataset}"', "batch_size = 16", *lines, ""])
+
+
+def best_loader_main(out: str) -> int:
+    """``best_loader`` on ``Small`` into ``out``; one JSON line: the loader's settings and the
+    warnings autoloader gave (an error is left to show as it would in a user's script)."""
+    from autoloader import best_loader
+    from autoloader.errors import AutoloaderWarning
+    from scripts.faults.inputs import (
+        Small as ByName,  # pickled by its module's name, not __main__'s
+    )
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AutoloaderWarning)
+        loader = best_loader(ByName(), batch_size=16, budget=10, device="cpu", out=out, trial_timeout=20)
+    print(json.dumps({"batch_size": loader.batch_size, "num_workers": loader.num_workers,
+                      "warnings": [str(w.message) for w in caught if issubclass(w.category, AutoloaderWarning)]}))
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["best_loader"]:
+        sys.exit(best_loader_main(sys.argv[2]))
+    sys.exit(f"usage: python -m scripts.faults.inputs best_loader OUT (got {sys.argv[1:]})")

@@ -12,7 +12,9 @@ Three groups, beside the suite's fault classes (``suite.py``):
 - damaged stored state: a study overwritten with garbage, half-truncated, with flipped bytes in
   its records, one malformed record; a result file with 400 workers, a string for a rate, a newer
   format; a disk that fills mid-search, and one full from the start. Each counts the stored
-  results lost: trials stored before the damage that are neither read back nor kept aside.
+  results lost: trials stored before the damage that are neither read back nor kept aside;
+- commands (``commands.py``): show, dashboard, retune and best_loader given bad input, an
+  unwritable folder or a full disk; each counts the tracebacks shown and the picks and reports lost.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import time
 import warnings
 from typing import Callable
 
-from scripts.faults import damage, inputs
+from scripts.faults import commands, damage, inputs
 from scripts.faults import datasets as faulty
 from scripts.faults.checks import (
     AUTOLOADER,
@@ -214,6 +216,7 @@ def run_all(root: str) -> list[Check]:
                    lambda r: r.returncode == 2 and PASSWORD not in r.stdout + r.stderr and "***" in r.stderr,
                    "Error:", root))
     damage.run(root, add, damaged)
+    commands.run_all(root, add)
     for check in checks:   # the scratch folder's name says nothing
         check.told = check.told.replace(root, "$TMP")
     return checks
@@ -245,10 +248,13 @@ def totals(checks: list[Check]) -> list[str]:
         run = [c for c in checks if c.group == group and not c.note.startswith("not run")]
         return f"{sum(c.survived for c in run)} of {len(run)}"
     lost = sum(c.lost or 0 for c in checks)
+    counted = [c for c in checks if c.group == commands.GROUP and not c.note.startswith("not run")]
     return [f"| stored verdicts re-measured (code fixed, one-off crash) | {count('stored verdicts')} | all |",
             f"| bad inputs tried and survived | {count('bad inputs')} | all |",
             f"| stored-state faults injected and survived | {count('damaged stored state')} | all |",
-            f"| stored results lost to them | {lost} | 0 |"]
+            f"| commands' bad inputs, unwritable folders and full disks survived | {count(commands.GROUP)} | all |",
+            f"| tracebacks shown by the commands' checks | {sum(c.tracebacks for c in counted)} | 0 |",
+            f"| stored results, picks and reports lost to them | {lost} | 0 |"]
 
 
 def all_survived(checks: list[Check]) -> bool:

@@ -9,7 +9,9 @@ is a config that ran. Then the driver itself is SIGKILLed mid-study and the same
 every trial finished before the kill must be in the study unchanged (results lost: 0). Then the
 stored-state and bad-input checks (``state.py``): user code fixed after it failed, a one-off
 crash, a raising sampler, a hang under a short budget, Ctrl-C, a password in --storage, damaged
-studies and result files, a full disk (each counts the stored results it lost). After
+studies and result files, a full disk (each counts the stored results it lost), and the commands'
+bad inputs, unwritable folders and full disks (``commands.py``: tracebacks and picks or reports
+lost counted). After
 all runs, no process of the suite may be alive (every trial process and worker inherits an
 environment tag, so re-parented orphans are found too) and /dev/shm must hold nothing new.
 Prints the report and writes it as Markdown.
@@ -332,7 +334,8 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
               "every study also has healthy configs; the search measures num_workers=0, the model's pick and "
               "the cpus-1 control first (the profile before them starts one worker), so a faulty config runs "
               "early.",
-              "- The stored-state and bad-input checks are scripts/faults/state.py and damage.py: each is one "
+              "- The stored-state and bad-input checks are scripts/faults/state.py, damage.py and commands.py "
+              "(show, dashboard, retune and best_loader given bad input, unwritable folders, full disks): each is one "
               "or two real runs of the CLI or the API, on a copy of one base study where it damages stored "
               "state; a full disk is a small tmpfs --out in a private mount namespace, filled while the run "
               "goes (scripts/faults/full_disk.py).",
