@@ -90,9 +90,18 @@ def _malformed_record(base: str):
             record["samples_per_s"] = "fast"
             connection.execute("UPDATE trial_user_attributes SET value_json = ? WHERE trial_user_attribute_id = ?",
                                (json.dumps(record), attr_id))
+            # The base run as a killed one (its owner gone, not complete), so the next run resumes it
+            # and reads its records back: the damaged one must be ignored, the others kept.
+            for mark_id, mark_value in connection.execute(
+                    "SELECT study_user_attribute_id, value_json FROM study_user_attributes "
+                    "WHERE key LIKE 'autoloader_run:%'").fetchall():
+                mark = json.loads(mark_value)
+                mark.update(state="running", finished_at=None, summary=None)
+                mark["owner"].update(pid=2**22 + 7, started=0.0)
+                connection.execute("UPDATE study_user_attributes SET value_json = ? WHERE study_user_attribute_id = ?",
+                                   (json.dumps(mark), mark_id))
         run = cli(*tune_args(out, budget="10"))
-        # The base run is complete, so its trials come back as the new run's priors, one per config.
-        read_back = re.search(r"(\d+) configs from earlier runs to start from", run.stderr)
+        read_back = re.search(r"resuming (\d+) finished trials", run.stderr)
         damaged = min(before)
         good = {json.dumps(json.loads(v[1])["config"], sort_keys=True)
                 for tid, v in before.items() if v[1] and tid != damaged}
