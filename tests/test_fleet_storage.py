@@ -252,6 +252,39 @@ def test_the_dashboard_serves_the_study_with_its_figures(tmp_path):
             server.wait()
 
 
+def test_the_dashboards_snapshot_names_the_objective_and_marks_each_runs_pick(tmp_path):
+    """NOTE [ What the dashboard shows ]: samples/s, the runs told apart, the stored pick's burst
+    marked, and the page says it is a snapshot whose edits are not saved."""
+    pytest.importorskip("optuna_dashboard", reason="the [dashboard] extra is not installed")
+    import optuna
+    from optuna_dashboard import get_note
+
+    from autoloader.fleet import dashboard
+    from autoloader.search.results import OK, TrialResult
+    from autoloader.search.space import LoaderConfig, SearchSpace
+    from autoloader.store.study import Limits, StudyStore
+
+    folder = tmp_path / "out" / "cpu-0x-2cpu-16g-00000000"
+    folder.mkdir(parents=True)
+    url = f"sqlite:///{folder / 'ds-n100-abc.db'}"
+    pick, other = LoaderConfig.make(16, 2, False), LoaderConfig.make(16, 0, False)
+    store = StudyStore(url, "cpu-0x-2cpu-16g-00000000/ds-n100-abc", SearchSpace((16,), 8, (False,)))
+    for config, rate in ((other, 900.0), (pick, 1234.5)):
+        store.finish(store.begin(config, Limits(2**30, 60.0)), TrialResult(config, OK, samples_per_s=rate))
+    store.complete({"config": pick.loader_kwargs(), "samples_per_s": 1200.0})
+    run_id = store.run.run_id
+    store.close()
+    served = dashboard.storage_to_serve(str(tmp_path / "out"), None)
+    assert "snapshot of the 1 study" in served.description and "not saved" in served.description
+    study = optuna.load_study(study_name="cpu-0x-2cpu-16g-00000000/ds-n100-abc", storage=served.storage)
+    assert study.metric_names == ["samples/s"]
+    note = get_note(study)
+    assert "edits here" in note and "not saved" in note and f"`{run_id}`" in note and "1,200 samples/s" in note
+    assert "| #1 |" in note, "the pick's burst is the run's trial 1"
+    assert "stored pick" in get_note(optuna.Trial(study, study.trials[1]._trial_id))
+    assert not get_note(optuna.Trial(study, study.trials[0]._trial_id))
+
+
 def test_the_dashboard_without_its_extra_names_it(monkeypatch):
     from click.testing import CliRunner
 

@@ -3,10 +3,21 @@
 Every trial has its measured figures as user attributes (``store.measured_figures``: rate,
 interval, wait, memory), so optuna-dashboard's trial table shows them as they are. With
 ``--storage URL`` it serves that storage, live. With ``--out DIR`` (or the results home) it
-serves the one SQLite study there live; when there are several (one per hardware and dataset),
-a snapshot of them all copied into memory, since optuna-dashboard serves one storage. A study
-file that cannot be read is left out of the snapshot with a warning naming it, so one damaged
-file does not hide the others; the address is checked before anything is served.
+serves a snapshot of the SQLite studies there, copied into memory (optuna-dashboard serves one
+storage, and there is one file per hardware and dataset). A study file that cannot be read is
+left out of the snapshot with a warning naming it, so one damaged file does not hide the others;
+the address is checked before anything is served.
+
+# NOTE [ What the dashboard shows ]
+# optuna-dashboard reads any Optuna study; autoloader's need a word to read right. The objective
+# is named samples/s (every study autoloader makes says so: store/study.py). A snapshot's studies
+# get a note each (``annotate``), since a snapshot is ours to write: that it is a snapshot, whose
+# edits (notes, the create and delete buttons) are thrown away on exit; each run of the study, by
+# its id, with its state and the pick it stored; that "Best Trial" is the fastest burst, not the
+# stored pick (which the final, not stored as trials, chose), and that the pick's own burst
+# carries a note saying so; that the hyperparameter importance is computed over configs the
+# model chose, not sampled at random, so it reads the search, not the space. Optuna's log lines
+# from the copy are silenced.
 """
 
 from __future__ import annotations
@@ -84,13 +95,13 @@ def storage_to_serve(out: str, storage: str | None) -> Served:
     if not files:
         raise usage("the dashboard needs a stored study", f"no <hardware>/<key>.db under {out}",
                     "tune first, or pass --out DIR or --storage URL where the studies are")
-    if len(files) == 1:
-        return Served(open_reader(_url(files[0]), must_exist=True), f"{files[0]} (live)")
     memory, served = _snapshot(files)
     if not served:
         raise usage("the dashboard needs a study it can read", f"none of the {len(files)} under {out}",
                     "the warnings above say what is wrong with each; tune again, or pass --storage URL")
-    return Served(memory, f"a snapshot of the {served} studies under {out} (restart to refresh)")
+    annotate(memory)
+    return Served(memory, f"a snapshot of the {served} stud{'y' if served == 1 else 'ies'} under {out} (restart to "
+                          "refresh; edits made in the page are not saved)")
 
 
 def _masked(url: str) -> str:
@@ -111,6 +122,7 @@ def _snapshot(files: list[str]) -> tuple[object, int]:
     from ..store.durable import innermost
     from ..store.storage import open_storage
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)   # "A new study created in memory", once a study
     memory, served = optuna.storages.InMemoryStorage(), 0
     for path in files:
         copied = []
@@ -133,6 +145,59 @@ def _snapshot(files: list[str]) -> tuple[object, int]:
             warnings.warn(f"the dashboard leaves out the study {path}: it cannot be read ({why}). The other "
                           "studies are served", StudySkipped, stacklevel=2)
     return memory, served
+
+
+def annotate(storage) -> None:
+    """NOTE [ What the dashboard shows ]: the objective named and a note on every study of a
+    snapshot ``storage``, and on each run's pick's burst."""
+    import optuna
+    from optuna_dashboard import save_note
+
+    from ..store import runs
+
+    for name in optuna.study.get_all_study_names(storage=storage):
+        study = optuna.load_study(study_name=name, storage=storage)
+        if study.metric_names is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.set_metric_names(["samples/s"])
+        trials = study.get_trials(deepcopy=False)
+        lines = [f"## {name}", "",
+                 "A snapshot made when `autoloader dashboard` started: edits here (notes, creating or deleting "
+                 "studies) are not saved. The objective is samples/s; each trial's `autoloader_run` attribute "
+                 "names the run that measured it.", "", "| run | state | finished | stored pick | its burst |",
+                 "|---|---|---|---|---|"]
+        for mark in sorted(runs.runs_of(study).values(), key=lambda m: m.started_at):
+            pick = (mark.summary or {}).get("config")
+            burst = _burst_of(trials, mark.run_id, pick) if isinstance(pick, dict) else None
+            said = ", ".join(f"{k}={v}" for k, v in pick.items()) if isinstance(pick, dict) else "-"
+            rate = (mark.summary or {}).get("samples_per_s")
+            said += f" at {rate:,.0f} samples/s" if isinstance(rate, (int, float)) else ""
+            lines.append(f"| `{mark.run_id}` | {mark.state} | {mark.finished_at or '-'} | {said} | "
+                         f"{'#' + str(burst.number) if burst else '-'} |")
+            if burst is not None:
+                save_note(optuna.Trial(study, burst._trial_id),
+                          f"The stored pick of run `{mark.run_id}` ({said}): this is its search burst; the "
+                          "interleaved final that chose it is not stored as trials.")
+        lines += ["", "\"Best Trial\" is the fastest single burst, which need not be the stored pick: the pick is "
+                  "the cheapest config that tied the best in an interleaved final. The hyperparameter importance "
+                  "is computed over the configs the model chose to measure, not a random sample: it describes the "
+                  "search, not the space."]
+        save_note(study, "\n".join(lines))
+
+
+def _burst_of(trials, run_id: str, pick: dict):
+    """The run's measured trial of ``pick`` (its burst), or None."""
+    import optuna
+
+    from ..store import runs
+
+    for trial in trials:
+        if trial.state == optuna.trial.TrialState.COMPLETE and trial.user_attrs.get(runs.RUN_ATTR) == run_id \
+                and all(trial.params.get(k, v) == v for k, v in pick.items()) \
+                and trial.params.get("num_workers") == pick.get("num_workers"):
+            return trial
+    return None
 
 
 def serve(served: Served, host: str, port: int) -> None:

@@ -105,12 +105,19 @@ class StudyStore:
             self._write_failed(opened.write_error)
         self._study_id = self.storage.get_study_id_from_name(study_name)
         self._beats: dict[int, runs.Heartbeat] = {}
+        if self.study.metric_names is None:   # what optuna-dashboard calls the objective
+            self._writing(self._name_metric)
         # NOTE [ Runs in a study ]: repair what dead runs left, then take this process's run.
         self.stale_repaired = self._writing(lambda: runs.fail_stale_trials(self.study, runs.runs_of(self.study))) or 0
         picked = self._writing(runs.pick_run, self.study)
         # A study that takes no writes still needs a run of its own to keep its trials apart.
         self.run, self.resumed_run = picked or (runs.RunMark(uuid.uuid4().hex[:12], runs.this_owner(), runs.RUNNING,
                                                              now_iso()), False)
+
+    def _name_metric(self) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", self.optuna.exceptions.ExperimentalWarning)
+            self.study.set_metric_names(["samples/s"])
 
     def _writing(self, write, *args):
         """``write(*args)``, unless a write already failed; a failure is remembered, not raised."""
