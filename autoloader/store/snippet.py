@@ -12,13 +12,17 @@ def snippet(tuned: TunedConfig) -> str:
     """Python source that defines ``seed_worker`` and ``make_loader(dataset)`` without
     importing autoloader (the seeding module is copied in whole: one source of truth)."""
     kwargs = ", ".join(f"{k}={v!r}" for k, v in tuned.config.loader_kwargs().items())
-    seeding_source = inspect.getsource(seeding).split('"""', 2)[2].lstrip("\n")
+    module_doc, seeding_source = inspect.getsource(seeding).split('"""', 2)[1:]
+    seeding_source = seeding_source.lstrip("\n")
+    # The seeds' NOTE, which seed_worker's docstring refers to, travels with it: the snippet says
+    # what it does without the package beside it.
+    note = module_doc[module_doc.index("# NOTE [ Worker seeds ]"):].rstrip()
     # seeding imports torch inside the worker only; make_loader below needs it at module level.
     seeding_source = seeding_source.replace("import numpy as np\n", "import numpy as np\nimport torch\n", 1)
     rate = f"{tuned.samples_per_s:,.0f} samples/s on {tuned.device}"
     return (f'"""DataLoader tuned by autoloader for {tuned.dataset_key} ({rate}).\n\n'
             f'Self-contained: needs torch and numpy only.\n"""\n'
-            f"{seeding_source}\n\n"
+            f"{note}\n\n{seeding_source}\n\n"
             f"LOADER_KWARGS = dict({kwargs})\n\n\n"
             "def make_loader(dataset, generator=None, **overrides):\n"
             '    """The tuned DataLoader; pass generator=torch.Generator().manual_seed(s) for runs\n'
