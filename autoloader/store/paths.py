@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+from typing import Callable
 
 
 def result_path(out: str, fingerprint: str, key: str, suffix: str = ".json") -> str:
@@ -44,11 +45,13 @@ def split_study_name(name: str) -> tuple[str, str] | None:
 
 
 @contextlib.contextmanager
-def held(path: str):
+def held(path: str, busy: Callable[[int | None], None] | None = None):
     """An exclusive lock on ``path`` (made if missing) for the block: processes on this machine
     that tune the same problem into the same folder take turns, so the second finds the first's
-    result instead of measuring beside it on the same cores. Released by the kernel however the
-    holder ends. Where file locks are not offered (Windows) it does nothing."""
+    result instead of measuring beside it on the same cores. ``busy(pid)`` is called once when
+    another process holds it (its pid, which the holder writes into the file, or None), before
+    waiting for it. Released by the kernel however the holder ends. Where file locks are not
+    offered (Windows) it does nothing."""
     try:
         import fcntl
     except ImportError:
@@ -57,7 +60,23 @@ def held(path: str):
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if busy is not None:
+                busy(_holder(fd))
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
         os.close(fd)
+
+
+def _holder(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None

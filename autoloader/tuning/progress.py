@@ -89,6 +89,26 @@ class ProgressPrinter:
         again = " (a crash can be a one-off: trying it once more)" if d.get("again") else ""
         return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{again}{best_text}"
 
+    def _waiting(self, d: dict) -> str:
+        """A long wait, said while it lasts (probe/waiting.py): for the trial process's start-up,
+        another process's tune of the same dataset, or a rank of a node's tune."""
+        what = d["what"]
+        if what == "lock":
+            holder = f" (pid {d['holder']})" if d.get("holder") else ""
+            return (f"autoloader: another process{holder} is tuning this dataset into {d['out']}; waiting for "
+                    "it to finish, then using its result")
+        if what == "trial_start":
+            clipped = ", clipped to the budget" if d.get("clipped") else ""
+            return (f"  waiting for the trial process to start and build the dataset and step "
+                    f"({d['waited_s']:.0f} s of at most {d['allowed_s']:.0f} s{clipped})")
+        if what == "rank":
+            task = {"start": "start its trial process", "trial": "finish the trial", "command": "take the command",
+                    "reply": "take this rank's reply", "next": "send its next command"}.get(d["task"], d["task"])
+            state = f"; its process is {d['state']}" if d.get("state") else ""
+            return (f"  waiting for rank {d['rank']} of {d['world']} to {task} ({d['waited_s']:.0f} s{state}; "
+                    f"given up after {d['bound_s']:.0f} s)")
+        return f"  waiting for {what} ({d.get('waited_s', 0):.0f} s)"
+
     def _unstored(self, d: dict) -> str:
         return f"autoloader: {d['message']}; the search goes on without storing its trials"
 

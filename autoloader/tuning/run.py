@@ -83,8 +83,11 @@ class Run:
         limits = options.limits
         setup = RunnerSetup(problem.dataset, problem.step, problem.device, problem.fixed_kwargs,
                             problem.batch_sizes[0])
-        self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout) if node is not None
-                       else TrialRunner(setup, max_memory=limits.max_memory, hang_timeout_s=limits.trial_timeout))
+        notice = lambda data: self.progress("waiting", data)  # noqa: E731 - a long wait says what it waits for
+        self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.left, notice)
+                       if node is not None else
+                       TrialRunner(setup, max_memory=limits.max_memory, hang_timeout_s=limits.trial_timeout,
+                                   budget_left=self.clock.left, notice=notice))
 
     def run(self) -> TuneResult:
         try:
@@ -95,8 +98,8 @@ class Run:
             finals = self._final(strategy.finalists(history), history)
             pick = choose(finals, history, control=strategy.control)
             return self._record(started, profile, model, strategy, history, finals, pick)
-        except AutoloaderError:
-            if self.store is not None:
+        except AutoloaderError as exc:
+            if self.store is not None and not exc.resumable:
                 self.store.failed()   # ended, not interrupted: the next run starts afresh
             raise
         finally:
