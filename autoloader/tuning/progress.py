@@ -109,6 +109,11 @@ class ProgressPrinter:
                     f"given up after {d['bound_s']:.0f} s)")
         return f"  waiting for {what} ({d.get('waited_s', 0):.0f} s)"
 
+    def _control_again(self, d: dict) -> str:
+        r = d["result"]
+        return (f"  the cpus-1 rule's config {r.config.key} failed in the run resumed here ({r.describe_failure()[:200]}); "
+                "measuring it again, since the pick is held against it")
+
     def _unstored(self, d: dict) -> str:
         return f"autoloader: {d['message']}; the search goes on without storing its trials"
 
@@ -124,6 +129,9 @@ def _start_retries(d: dict) -> str:
         parts.append(f"{d['code_changed']} failed under code since changed, measured again")
     if d.get("crashed_once"):
         parts.append(f"{d['crashed_once']} crashed once, tried once more")
+    if d.get("environment"):
+        parts.append(f"{d['environment']} failed on an OSError (a file, a mount, a permission: fixed outside the "
+                     "code, maybe), measured again")
     if d.get("invalid"):
         parts.append(f"{d['invalid']} stored records invalid, ignored")
     return "".join(f" ({p})" for p in parts)

@@ -46,7 +46,7 @@ from ..search.warm import WarmStart, warmed
 from ..store.durable import save
 from ..store.history import previous
 from ..store.paths import default_storage, result_path, study_name
-from ..store.retry import OnceMore
+from ..store.retry import OnceMore, control_again
 from ..store.snippet import snippet
 from ..store.study import StudyStore
 from ..store.versions import provenance
@@ -125,6 +125,7 @@ class Run:
         self.progress("start", {"key": key, "info": info, "resumed": len(loaded.trials),
                                 "retried": loaded.limit_raised, "code_changed": loaded.code_changed,
                                 "crashed_once": len(loaded.crashed_once), "invalid": loaded.invalid,
+                                "environment": loaded.environment,
                                 "moved_aside": store.moved_aside, "stale": store.stale_repaired,
                                 "device": problem.device, "cpus": problem.hardware.cpus, "ranks": self.ranks.ranks,
                                 "budget": self.clock.budget, "max_memory": self.options.limits.max_memory,
@@ -172,12 +173,18 @@ class Run:
 
     def _search(self, strategy: Strategy, started: Started) -> list[TrialResult]:
         """Measure what the strategy proposes until it stops or the time left is the final's."""
-        history = list(started.history)
+        history, again = control_again(started.history, strategy.control)   # NOTE [ Fixed outside the code ]
+        if again is not None:
+            self.progress("control_again", {"result": again})
+        # A resumed run measures the control first, however little time is left: the final holds
+        # the pick against it (NOTE [ Fixed outside the code ] in store/retry.py).
+        due = [strategy.control] if started.history and strategy.control is not None and not any(
+            t.config == strategy.control for t in history) else []
         once = OnceMore.after(started.crashed_once)   # NOTE [ A crash counts twice ] in store/retry.py
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
-        while not (measured() and self.clock.search_left(history, strategy.finalists(history))
-                   < trial_seconds(history)):
-            config = strategy.propose(history)
+        while due or not (measured() and self.clock.search_left(history, strategy.finalists(history))
+                          < trial_seconds(history)):
+            config = due.pop() if due else strategy.propose(history)
             if config is None:
                 break
             result = self._trial(config, started.info, history)
