@@ -170,8 +170,9 @@ def _ctrl_c(proc: subprocess.Popen) -> None:
 def run(root: str, add: Callable[[Check, Callable[[Check], None]], None]) -> None:
     """Every hang check (``add(check, body)`` runs one)."""
     for entry in ("best_loader", "tune"):
-        add(Check(GROUP, f"module-level {entry}()", f"a script calls {entry}() without the __main__ guard, "
-                  "started twice at once", "python script.py"), _module_level(root, entry))
+        add(Check(GROUP, f"module-level {entry}()",
+                  f"a script calls {entry}() without the __main__ guard, started twice at once", "python script.py"),
+            _module_level(root, entry))
     add(Check(GROUP, "start-up that never ends", "the dataset factory blocks in the trial process; --budget 10",
               "CLI"), _startup(root))
     add(Check(GROUP, "a node rank stopped", "kill -STOP on rank 1 mid-trial, --nproc-per-node 2, --budget 30", "CLI"),
