@@ -189,8 +189,8 @@ def totals(checks: list[Check]) -> list[str]:
     tried = [c for c in checks if c.group == GROUP and not c.note.startswith("not run")]
     hung = sum(1 for c in tried if c.note.startswith("hung"))
     return [f"| hangs (a command still waiting at its check's bound) | {hung} of {len(tried)} tried | 0 |",
-            f"| hang checks survived (ended in time, as the README says) | {sum(c.survived for c in tried)} of "
-            f"{len(tried)} | all |"]
+            (f"| hang checks survived (ended in time, as the README says) | {sum(c.survived for c in tried)} of "
+             f"{len(tried)} | all |")]
 
 
 def main() -> int:
