@@ -24,6 +24,7 @@ from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 from .inputs.problem import Problem
 from .node.group import Node, joined
 from .node.runner import on_node
+from .probe.reimport import refuse_reimport
 from .search.config import TunedConfig
 from .store.paths import held, result_path
 from .store.validate import load_result
@@ -58,6 +59,7 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     pick is per rank, its rate the node's, and every rank returns the same result (NOTE [ Tuning
     a node's ranks ] in node/__init__.py).
     """
+    refuse_reimport("tune()")   # NOTE [ A script re-imported by spawn ] in probe/reimport.py
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
                             fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
     options = Options.build(budget, trial_timeout, max_memory, out, storage)
@@ -133,6 +135,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     each epoch, as with any DistributedSampler)."""
     from torch.utils.data import DataLoader, IterableDataset
 
+    refuse_reimport("best_loader()")   # before the key's lock: NOTE [ A script re-imported by spawn ]
     progress = api_progress(progress)
     dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned
     # The length and content are this object's, for the lookup and for the tune alike: one key.
@@ -156,7 +159,9 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.
         options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
-        with held(path[:-len(".json")] + ".lock"):
+        busy = (lambda holder: progress("waiting", {"what": "lock", "holder": holder, "out": out})) \
+            if progress is not None else None
+        with held(path[:-len(".json")] + ".lock", busy):
             tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
             if tuned is None:
                 if why is not None and progress is not None:

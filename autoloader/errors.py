@@ -4,9 +4,12 @@ from __future__ import annotations
 
 
 class AutoloaderError(Exception):
-    """Base class: every error autoloader raises deliberately derives from it."""
+    """Base class: every error autoloader raises deliberately derives from it. ``resumable``:
+    the run it ends is left as interrupted, so the same command resumes its stored trials,
+    rather than marked failed."""
 
     exit_code = 1
+    resumable = False
 
 
 class UsageError(AutoloaderError, ValueError):
@@ -32,6 +35,7 @@ class NotSaved(AutoloaderError, OSError):
     was stored before the failure is kept."""
 
     exit_code = 4
+    resumable = True   # its message says the same command resumes: NOTE [ Stored state a user can trust ]
 
     def __init__(self, message: str, result=None):
         super().__init__(message)

@@ -35,9 +35,10 @@ def warn_batch_past_length(batch_sizes: Sequence[int], length: int | None) -> No
 
 
 
-def clipped_timeout(trial_timeout: float, left_s: float) -> float:
+def clipped_timeout(trial_timeout: float, left_s: float, floor_s: float = MIN_CLIPPED_TIMEOUT_S) -> float:
     """The watchdog's timeout for the next trial: the user's, or what is left of the budget when
-    that is less (down to MIN_CLIPPED_TIMEOUT_S), so that a hang cannot carry the run far past
-    its budget. A verdict under a clipped timeout records it (store.Limits), so a run with more
-    budget measures that config again (store.stopped_by_a_raised_limit)."""
-    return min(trial_timeout, max(left_s, MIN_CLIPPED_TIMEOUT_S))
+    that is less (down to ``floor_s``), so that a hang cannot carry the run far past its budget.
+    A verdict under a clipped timeout records it (store.Limits), so a run with more budget
+    measures that config again (store.stopped_by_a_raised_limit). The trial process's start-up
+    is clipped the same way, with a floor of its own (probe/driver.py)."""
+    return min(trial_timeout, max(left_s, floor_s))

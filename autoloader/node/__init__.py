@@ -9,6 +9,7 @@ Serves ``tuning.run`` (rank 0's run drives every rank through ``runner.NodeRunne
 - ``ranks``: ``Ranks``, the arithmetic of one rank's share and the node's figures, the same for a
   single rank, so the run never multiplies by the rank count itself.
 - ``protocol``: the commands rank 0 broadcasts and the replies it gathers.
+- ``wire``: every message between ranks, each wait bounded and watched (NOTE [ Bounded waits between ranks ]).
 - ``runner``: ``NodeRunner``, rank 0's TrialRunner for the whole node, and ``serve``, the others' loop.
 - ``launch``: ``autoloader tune --nproc-per-node N`` starting the other ranks.
 
@@ -28,15 +29,17 @@ Serves ``tuning.run`` (rank 0's run drives every rank through ``runner.NodeRunne
 #   the space. That is the rule the tuner replaces, so the final measures it; the per-rank
 #   ``rank CPUs - 1`` is one of the configs the model may pick.
 # * The protocol, over a gloo group (so it works beside NCCL training): rank 0 runs the Run
-#   (search, store, choice) and its NodeRunner ``broadcast_object_list``s each command to the
-#   other ranks, which ``serve`` it: _Start(setup, limits) starts every rank's own TrialRunner,
+#   (search, store, choice) and its NodeRunner sends each command to the
+#   other ranks (point to point, wire.py), which ``serve`` it: _Start(setup, limits) starts every rank's own TrialRunner,
 #   its trial process reading its shard (DistributedSampler(num_replicas=N, rank=r), set_epoch
 #   each epoch) on its own device (cuda:LOCAL_RANK, or cpu); _Measure(config, settings, timeout)
 #   runs one burst on every rank at once (the broadcast starts them together, so the bursts
-#   contend as training's loaders do); every rank ``gather_object``s its _Reply back to rank 0;
+#   contend as training's loaders do); every rank sends its _Reply back to rank 0;
 #   _Stop ends ``serve``. The profile is rank 0's alone (the others idle meanwhile): it measures
 #   one rank's pipeline costs, which the bursts, run by all ranks, then correct. After the run
 #   rank 0 broadcasts its outcome (the TuneResult, or the error), so every rank returns the same.
+#   Every wait for another rank is bounded by the run's limits and watches that rank's process
+#   (NOTE [ Bounded waits between ranks ] in wire.py); Ctrl-C ends every rank with 130.
 # * The rate. Synchronous training steps at the pace of its slowest rank, so a node trial's
 #   ``samples_per_s`` is the slowest rank's own rate (what the model predicts: one rank's loop,
 #   under the node's contention) and ``rank_samples_per_s`` lists every rank's; the node's rate

@@ -4,34 +4,46 @@ in node/__init__.py)."""
 from __future__ import annotations
 
 import atexit
-import contextlib
 import dataclasses
 import datetime
 import math
 import os
-from typing import Any
+import time
+from typing import Any, Callable
+
+import psutil
 
 from ..errors import AutoloaderError, usage
 from ..inputs import hardware
+from . import wire
 from .ranks import Ranks
 
-# How long one collective may wait: a command waits on rank 0's search, store and profile, and
-# a reply on the slowest rank's trial (its cap, NOTE [ The watchdog times stalls ]).
+# How long the join may wait for every rank to reach tune() (each may build its dataset first);
+# every wait of the tune itself is bounded by the run's limits: NOTE [ Bounded waits between ranks ]
+# in wire.py.
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=30)
 # How long the ranks ``launched`` starts may take to join (an import error shows well before).
 JOIN_TIMEOUT = datetime.timedelta(seconds=120)
+# The most rank 0 spends on its own between two commands (a step of the search, the study's
+# writes, the result's record): what the other ranks wait for beyond what the last command asked.
+GAP_S = 60.0
 
 
 class Node:
     """This process's place in a node's tune: its rank, the node's size, the CPUs each rank may
-    use, and the gloo group the ranks talk through (NOTE [ Tuning a node's ranks ])."""
+    use, and the gloo group the ranks talk through (NOTE [ Tuning a node's ranks ]). ``pids``:
+    every rank's (pid, process start time), rank 0 first."""
 
-    def __init__(self, rank: int, world: int, local_rank: int, node_cpus: int, rank_cpus: int, group: Any):
+    def __init__(self, rank: int, world: int, local_rank: int, node_cpus: int, rank_cpus: int, group: Any,
+                 pids: list | None = None):
         self.rank, self.world, self.local_rank = rank, world, local_rank
         self.node_cpus, self.rank_cpus = node_cpus, rank_cpus
         self.group = group
+        self.pids = pids or [(None, None)] * world
         self.stopped = False   # rank 0: the serving ranks were sent _Stop
-        self.lost: str | None = None   # a collective failed: a rank is gone, no more are tried
+        self.lost: str | None = None   # a wait failed: a rank is gone, no more are tried
+        # Ranks > 0: how long rank 0's next command may take (each command sets the next's).
+        self.patience = GAP_S + wire.MARGIN_S
 
     @property
     def ranks(self) -> Ranks:
@@ -46,35 +58,47 @@ class Node:
         """The hardware one rank of this node sees: its share of the CPUs, and the rank count."""
         return dataclasses.replace(hw, cpus=self.rank_cpus, ranks=self.world)
 
-    def broadcast(self, obj: Any = None) -> Any:
-        """Rank 0's ``obj`` on every rank."""
-        import torch.distributed as dist
+    def broadcast(self, obj: Any = None, then_s: float | None = None,
+                  notice: Callable[[dict], None] | None = None) -> Any:
+        """Rank 0's ``obj`` on every rank. Rank 0 says with it how long its next one may take
+        (``then_s``, seconds after a rank starts waiting for it; GAP_S when not said). A gloo send
+        completes once its receiver is waiting for it, which each rank is soon after its reply."""
+        if self.rank == 0:
+            for rank in range(1, self.world):
+                self._waited(lambda t, r=rank: wire.send((obj, then_s), r, self.group, t), rank,
+                             GAP_S + wire.MARGIN_S, "command", notice)
+            return obj
+        obj, then = self._waited(lambda t: wire.recv(0, self.group, t), 0, self.patience, "next")
+        self.patience = (then if then is not None else GAP_S) + wire.MARGIN_S
+        return obj
 
-        box = [obj]
-        with self._collective():
-            dist.broadcast_object_list(box, src=0, group=self.group)
-        return box[0]
-
-    def gather(self, obj: Any) -> list | None:
-        """Every rank's ``obj``, rank 0 first, on rank 0; None elsewhere."""
-        import torch.distributed as dist
-
-        out = [None] * self.world if self.rank == 0 else None
-        with self._collective():
-            dist.gather_object(obj, out, dst=0, group=self.group)
+    def gather(self, obj: Any, until: float | None = None, task: str = "trial",
+               notice: Callable[[dict], None] | None = None) -> list | None:
+        """Every rank's ``obj``, rank 0 first, on rank 0; None elsewhere. Rank 0 waits for each
+        until ``until`` (``time.monotonic()``) and MARGIN_S more, telling ``notice`` meanwhile. The
+        others' replies are taken once rank 0's own part is done: each may wait that long, which
+        the command said (``patience``)."""
+        if self.rank != 0:
+            self._waited(lambda t: wire.send(obj, 0, self.group, t), 0, self.patience, "reply")
+            return None
+        until = time.monotonic() + GAP_S if until is None else until
+        out = [obj]
+        for rank in range(1, self.world):
+            bound = max(0.0, until - time.monotonic()) + wire.MARGIN_S
+            out.append(self._waited(lambda t, r=rank: wire.recv(r, self.group, t), rank, bound, task, notice))
         return out
 
-    @contextlib.contextmanager
-    def _collective(self):
-        """A collective, or RankLost when a rank is gone (gloo's error: the peer closed, a timeout)."""
+    def _waited(self, exchange, peer: int, bound_s: float, task: str, notice=None):
+        """One bounded exchange with rank ``peer`` (wire.waited), or RankLost naming it."""
         if self.lost is not None:
             raise RankLost(self.lost)
+        pid, started = self.pids[peer]
         try:
-            yield
-        except RuntimeError as exc:
-            self.lost = (f"rank {self.rank} of {self.world} lost touch with the other ranks of the node's tune "
-                         f"({str(exc).splitlines()[0][:300]}); a rank's process died or stopped answering, "
-                         "and its own error, if any, is on stderr above")
+            return wire.waited(exchange, wire.Peer(peer, self.world, pid, started), bound_s, task, notice)
+        except wire.Lost as exc:
+            self.lost = (f"rank {self.rank} of {self.world} lost touch with rank {peer}: {exc}. The node's tune "
+                         "cannot go on without every rank; the trials finished so far are stored, and the same "
+                         "command resumes from them")
             raise RankLost(self.lost) from None
 
     def stop(self) -> None:
@@ -87,7 +111,10 @@ class Node:
 
 
 class RankLost(AutoloaderError):
-    """A rank of the node's tune died or stopped answering: the tune cannot go on."""
+    """A rank of the node's tune died or stopped answering: the tune cannot go on. The run is
+    left as interrupted, so the same command resumes it."""
+
+    resumable = True
 
 
 def check_nproc(nproc: object, device: str, gpus: int, cpus: int) -> int:
@@ -150,9 +177,10 @@ def joined() -> Node | None:
     rank = dist.get_rank()
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     views = [None] * world
-    dist.all_gather_object(views, (_affinity(), hardware.usable_cpus()), group=group)
+    me = psutil.Process()
+    dist.all_gather_object(views, (_affinity(), hardware.usable_cpus(), (me.pid, me.create_time())), group=group)
     node_cpus, rank_cpus = node_share([v[0] for v in views], [v[1] for v in views], hardware.cpu_quota())
-    _joined = Node(rank, world, local_rank, node_cpus, rank_cpus, group)
+    _joined = Node(rank, world, local_rank, node_cpus, rank_cpus, group, [v[2] for v in views])
     return _joined
 
 
@@ -166,6 +194,7 @@ def _end_process_group() -> None:
     import torch.distributed as dist
 
     try:
+        wire.settle()
         if dist.is_initialized():
             dist.destroy_process_group()
     except Exception:  # noqa: BLE001 - at exit, a group already gone is fine

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 from ..errors import AutoloaderError
 from . import group
+from .group import RankLost
 from .runner import on_node
+from .wire import settle
+
+INTERRUPTED = 128 + signal.SIGINT   # the shell's exit code for Ctrl-C, as the CLI's
 
 
 def _free_port() -> int:
@@ -50,35 +56,61 @@ def launched(nproc: int):
         failed = False
     finally:
         group.forget()
+        # The ranks first: a wait left blocked on one ends when it exits (NOTE [ Bounded waits
+        # between ranks ] in wire.py), and only then may the group go.
+        codes = [_reaped(proc, 30.0 if not failed else 15.0) for proc in procs]
+        settle()
         if dist.is_initialized():
             dist.destroy_process_group()
-        codes = []
-        for proc in procs:
-            try:
-                codes.append(proc.wait(timeout=30.0 if not failed else 5.0))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                codes.append(proc.wait())
+        if failed and INTERRUPTED in codes:
+            # Ctrl-C reached every rank; the one that went first broke this rank's wait: it is
+            # an interruption here too, whatever this rank was raising.
+            raise KeyboardInterrupt
         bad = [(rank, code) for rank, code in enumerate(codes, start=1) if code != 0]
         if bad and not failed:
             raise AutoloaderError("; ".join(f"rank {rank} exited with code {code}" for rank, code in bad)
                                   + " (its error is on stderr above)")
 
 
+def _reaped(proc: subprocess.Popen, timeout_s: float) -> int:
+    """The rank's exit code, once it exited; killed when it does not within ``timeout_s``, or at
+    once when it is stopped (it would never exit)."""
+    from .wire import Peer
+
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        if Peer(0, 1, proc.pid).state() == "stopped":
+            break
+        time.sleep(0.1)
+    if proc.poll() is None:
+        proc.kill()
+    return proc.wait()
+
+
 def rank_main() -> int:
-    """A rank ``launched`` started: join, serve rank 0, exit 0 when its run succeeded."""
+    """A rank ``launched`` started: join, serve rank 0, exit 0 when its run succeeded, 130 when
+    interrupted (as rank 0 does); a lost rank 0 is said on stderr (rank 0's own errors, which
+    every rank raises, rank 0 prints)."""
     import torch.distributed as dist
 
+    node = None
     try:
-        node = group.joined()
-        if node is None:
-            return 2   # not a rank of a launch: WORLD_SIZE is 1
         try:
+            node = group.joined()
+            if node is None:
+                return 2   # not a rank of a launch: WORLD_SIZE is 1
             on_node(node, None)
+            return 0
+        except RankLost as exc:
+            print(f"autoloader: {exc}", file=sys.stderr, flush=True)
+            return exc.exit_code
         except AutoloaderError as exc:
             return getattr(exc, "exit_code", 1)
-        return 0
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
+        finally:
+            settle()
+            if dist.is_initialized():
+                dist.destroy_process_group()
+    except KeyboardInterrupt:
+        where = f"rank {node.rank} of {node.world}" if node is not None else "a rank"
+        print(f"autoloader: {where} interrupted", file=sys.stderr, flush=True)
+        return INTERRUPTED

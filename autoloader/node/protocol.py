@@ -19,6 +19,7 @@ class Start:
     setup: RunnerSetup
     max_memory: int       # the node's ceiling; a rank's guard gets its share
     hang_timeout_s: float
+    budget_left_s: float | None = None   # of rank 0's run, as it sent this: bounds each rank's start-up
 
 
 @dataclass(frozen=True)

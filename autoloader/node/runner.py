@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import pickle
+import time
 from typing import Any, Callable
 
 from ..errors import AutoloaderError
@@ -13,15 +14,27 @@ from ..probe.driver import DatasetInfo, RunnerSetup, SetupError, TrialRunner
 from ..search.burst_rule import BurstSettings
 from ..search.results import FAILED, OK, TrialResult
 from ..search.space import LoaderConfig
-from .group import Node, RankLost
+from .group import GAP_S, Node, RankLost
 from .protocol import Measure, Outcome, Reply, Start, Stop
 from .ranks import rank_ceiling
 
 
-def rank_runner(node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float) -> TrialRunner:
-    """This rank's TrialRunner: its shard, its device, its share of the memory ceiling."""
+def rank_runner(node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float,
+                budget_left: Callable[[], float] | None = None,
+                notice: Callable[[dict], None] | None = None) -> TrialRunner:
+    """This rank's TrialRunner: its shard, its device, its share of the memory ceiling, and the
+    run's budget, which bounds its start-up."""
     mine = dataclasses.replace(setup, shard=(node.rank, node.world), device=node.device(setup.device))
-    return TrialRunner(mine, max_memory=rank_ceiling(max_memory, node.world), hang_timeout_s=hang_timeout_s)
+    return TrialRunner(mine, max_memory=rank_ceiling(max_memory, node.world), hang_timeout_s=hang_timeout_s,
+                       budget_left=budget_left, notice=notice)
+
+
+def _budget_left(left_s: float | None) -> Callable[[], float] | None:
+    """What is left of rank 0's budget, as a rank > 0 counts it from the Start that said it."""
+    if left_s is None:
+        return None
+    deadline = time.monotonic() + left_s
+    return lambda: deadline - time.monotonic()
 
 
 def _started(runner: TrialRunner) -> Reply:
@@ -74,10 +87,12 @@ class NodeRunner:
     """Rank 0's handle on every rank's trial process: TrialRunner's interface, each call run by
     all ranks at once (NOTE [ Tuning a node's ranks ]). ``max_memory`` is the node's."""
 
-    def __init__(self, node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float):
+    def __init__(self, node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float,
+                 budget_left: Callable[[], float] | None = None, notice: Callable[[dict], None] | None = None):
         self.node = node
+        self.notice = notice   # told what a long wait for a rank waits for (wire.py)
         self._start = Start(setup, max_memory, hang_timeout_s)
-        self.local = rank_runner(node, setup, max_memory, hang_timeout_s)
+        self.local = rank_runner(node, setup, max_memory, hang_timeout_s, budget_left, notice)
         self.info: DatasetInfo | None = None
         self._counts: dict[int, tuple[int, int]] = {}   # rank > 0 -> (orphans, shm_leaks)
 
@@ -90,8 +105,15 @@ class NodeRunner:
         return self.local.shm_leaks + sum(s for _, s in self._counts.values())
 
     def start(self) -> DatasetInfo:
-        self.node.broadcast(self._start)
-        replies = self.node.gather(_started(self.local))
+        """Every rank's trial process started at once; rank 0 then profiles while the others wait
+        (their patience for the next command: NOTE [ Bounded waits between ranks ] in wire.py)."""
+        local = self.local
+        setup = local.setup_limit()
+        sent = time.monotonic()
+        left = local.budget_left() if local.budget_left is not None else None
+        self.node.broadcast(dataclasses.replace(self._start, budget_left_s=left),
+                            then_s=setup + local.longest_profile() + GAP_S, notice=self.notice)
+        replies = self.node.gather(_started(local), until=sent + setup, task="start", notice=self.notice)
         for rank, reply in enumerate(replies):
             if reply.setup_error is not None:
                 message, is_usage = reply.setup_error
@@ -107,17 +129,24 @@ class NodeRunner:
     def measure(self, config: LoaderConfig, settings: BurstSettings,
                 hang_timeout_s: float | None = None) -> TrialResult:
         command = Measure(config, settings, hang_timeout_s)
-        self.node.broadcast(command)
-        replies = self.node.gather(_measured(self.local, command))
+        longest = self.local.longest_measure(settings, hang_timeout_s)
+        sent = time.monotonic()
+        self.node.broadcast(command, then_s=longest + GAP_S, notice=self.notice)
+        replies = self.node.gather(_measured(self.local, command), until=sent + longest, task="trial",
+                                   notice=self.notice)
         for rank, reply in enumerate(replies[1:], start=1):
             self._counts[rank] = (reply.orphans, reply.shm_leaks)
         return node_result(config, [reply.result for reply in replies])
 
     def close(self) -> None:
+        """This rank's trial process closed, then the others' ``serve`` ended (they close theirs
+        meanwhile). A lost node is not raised here: the run's own outcome (an interruption, an
+        error) is on its way, and a run that succeeded meets the loss at its Outcome."""
         try:
-            self.node.stop()
-        finally:
             self.local.close()
+        finally:
+            with contextlib.suppress(RankLost):
+                self.node.stop()
 
 
 def serve(node: Node) -> None:
@@ -131,7 +160,8 @@ def serve(node: Node) -> None:
             if isinstance(command, Start):
                 if runner is not None:
                     runner.close()
-                runner = rank_runner(node, command.setup, command.max_memory, command.hang_timeout_s)
+                runner = rank_runner(node, command.setup, command.max_memory, command.hang_timeout_s,
+                                     _budget_left(command.budget_left_s))
                 reply = _started(runner)
             else:
                 reply = _measured(runner, command)

@@ -6,6 +6,9 @@ process does all the measuring (NOTE [ Trial processes ] in trial.py), and the t
 protocol of NOTE [ Trial protocol ] in protocol.py:
 
 - ``driver``: ``TrialRunner``, the caller's handle on the trial process: start, measure, close;
+- ``startup``: the driver's wait for the trial process's start-up, clipped to the budget and reported;
+- ``reimport``: ``tune()``/``best_loader()`` refused in a process re-running the caller's script ('spawn');
+- ``waiting``: when a long wait says what it waits for (start-up here, a node's ranks in node/wire.py);
 - ``protocol``: the set-up and the typed messages between the driver and the trial process;
 - ``trial``: the trial process itself: builds the dataset and the step, runs each trial;
 - ``workers``: the trial process's DataLoader workers: their death with it, their end, their memory;

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
-import os
 import time
 from dataclasses import dataclass
+from typing import Callable
 
+from ..inputs.limits import clipped_timeout
 from ..search.burst_rule import BurstSettings
 from ..search.results import CONSTRAINT, FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig
-from . import guard, trial
-from .failures import death_cause, death_text, exit_text
+from . import guard, startup, trial
+from .failures import death_cause, death_text
 from .protocol import (
     Beat,
     Begin,
@@ -29,27 +30,13 @@ from .protocol import (
     SetupFailed,
     Stop,
 )
+from .reimport import TRIAL_PROCESS_NAME, StartNote, refuse_reimport
 
 # What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here.
 __all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "RunnerSetup", "SetupError", "TrialRunner"]
 
 SETUP_TIMEOUT_S = 600.0
-
-
-def _main_script_hint() -> str:
-    """A likely cause when the trial process dies while starting: 'spawn' re-runs the caller's
-    script in the new process, so a script that calls tune() outside ``if __name__ ==
-    "__main__":`` makes the trial process start another one, which multiprocessing refuses."""
-    import sys
-
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    spec = getattr(main, "__spec__", None)
-    if not path or (spec is not None and spec.name.endswith("__main__")):
-        return ""
-    return (f". If {os.path.basename(path)} calls tune() at module level, put the call under "
-            "`if __name__ == \"__main__\":` (the trial process re-imports that script); the "
-            "trial process's own error is on stderr above")
+_KILL_S = 5.0   # how long a killed trial process is waited for
 
 
 # How a trial ended when it sent no result (NOTE [ Trial protocol ]); TrialRunner._wait returns one.
@@ -95,8 +82,11 @@ class TrialRunner:
     segments its dead processes left (``shm_leaks``, unlinked)."""
 
     def __init__(self, setup: RunnerSetup, max_memory: int, hang_timeout_s: float = 60.0,
-                 setup_timeout_s: float = SETUP_TIMEOUT_S):
+                 setup_timeout_s: float = SETUP_TIMEOUT_S, budget_left: Callable[[], float] | None = None,
+                 notice: Callable[[dict], None] | None = None):
         self.setup = setup
+        self.budget_left = budget_left   # seconds left of the run's budget: start-up is clipped to it
+        self.notice = notice             # told what a long start-up waits for (probe/waiting.py)
         self.max_memory = max_memory
         self.hang_timeout_s = hang_timeout_s
         self.setup_timeout_s = setup_timeout_s
@@ -108,38 +98,35 @@ class TrialRunner:
         self._group: int | None = None  # the runner's process group, once it has made its own
         self._watch: guard.TreeWatch | None = None
 
+    def setup_limit(self) -> float:
+        """The seconds the trial process may take to start and build the dataset and step: the
+        set-up's timeout, clipped to what is left of the run's budget (``budget_left``) as every
+        trial's watchdog is (``inputs.limits.clipped_timeout``), down to startup.MIN_CLIPPED_SETUP_S."""
+        if self.budget_left is None:
+            return self.setup_timeout_s
+        return clipped_timeout(self.setup_timeout_s, self.budget_left(), startup.MIN_CLIPPED_SETUP_S)
+
     def start(self) -> DatasetInfo:
+        """Start the trial process and wait for its Ready, at most ``setup_limit()`` seconds,
+        telling ``notice`` meanwhile what it waits for (``startup.ready``)."""
+        refuse_reimport("a tune")   # NOTE [ A script re-imported by spawn ] in reimport.py
+        limit = self.setup_limit()
         context = mp.get_context("spawn")
         parent_conn, child_conn = context.Pipe()
         self._group = None
-        self._proc = context.Process(target=trial.main, args=(child_conn, self.setup), name="autoloader-runner")
-        self._proc.start()
-        child_conn.close()
-        self._conn = parent_conn
-        self._watch = guard.TreeWatch(self._proc.pid)
-        deadline = time.monotonic() + self.setup_timeout_s
-        while not parent_conn.poll(0.2):
-            if not self._proc.is_alive():
-                code = self._wait_exitcode()
-                self._kill()
-                raise SetupError(f"the trial process died while building the dataset or step "
-                                 f"({exit_text(code)})" + (_main_script_hint() if code == 1 else ""),
-                                 usage=False)
-            if time.monotonic() > deadline:
-                self._kill()
-                raise SetupError(f"starting the trial process and building the dataset and step must take under "
-                                 f"{self.setup_timeout_s:.0f} s, and they had not finished; the trial process "
-                                 "was stopped. Fix: do the slow "
-                                 "part lazily (open or decode files in __getitem__, not in __init__), or "
-                                 "build the dataset once, save it, and have --dataset load the saved copy",
-                                 usage=False)
+        self._proc = context.Process(target=trial.main, args=(child_conn, self.setup),
+                                 name=TRIAL_PROCESS_NAME)
+        note = StartNote()
         try:
-            message = parent_conn.recv()
-        except (EOFError, OSError):
-            code = self._wait_exitcode()
-            self._kill()
-            raise SetupError(f"the trial process died while starting ({exit_text(code)})"
-                             + (_main_script_hint() if code == 1 else ""), usage=False) from None
+            with note.passed():
+                self._proc.start()
+            child_conn.close()
+            self._conn = parent_conn
+            self._watch = guard.TreeWatch(self._proc.pid)
+            message = startup.ready(self._proc, parent_conn, limit, self.setup_timeout_s, note, self.notice,
+                                    self._kill)
+        finally:
+            note.close()
         if isinstance(message, SetupFailed):
             self._kill()
             raise SetupError(message.message, usage=message.usage)
@@ -176,7 +163,7 @@ class TrialRunner:
         budget = self.max_memory - (self.info.runner_pss if self.info else 0)
         if not self._send(ProfileRequest(batch_size, max(0, budget))):
             return None, "the trial process was gone"
-        outcome = self._wait(watch, t0, 2 * timeout + 60.0, timeout)
+        outcome = self._wait(watch, t0, self._profile_cap(timeout), timeout)
         if isinstance(outcome, Profiled):
             self.orphans += outcome.leaked_workers
             self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
@@ -184,6 +171,25 @@ class TrialRunner:
         self._kill()
         self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
         return None, self._ended(LoaderConfig.make(batch_size, 0, False), outcome).error
+
+    def longest_measure(self, settings: BurstSettings, hang_timeout_s: float | None = None) -> float:
+        """The most seconds ``measure`` may take: a start, a first attempt whose process died
+        before its Begin (so within the watchdog's timeout), a restart and a whole second
+        attempt, with their kills. A node's rank 0 waits this long for the others' trials."""
+        timeout = self._timeout(hang_timeout_s)
+        return 2 * self.setup_limit() + timeout + self._cap(settings, timeout) + 2 * _KILL_S
+
+    def longest_profile(self, hang_timeout_s: float | None = None) -> float:
+        """The most seconds ``profile`` may take: a start, its cap and a kill."""
+        return self.setup_limit() + self._profile_cap(self._timeout(hang_timeout_s)) + _KILL_S
+
+    def _timeout(self, hang_timeout_s: float | None) -> float:
+        return self.hang_timeout_s if hang_timeout_s is None else min(hang_timeout_s, self.hang_timeout_s)
+
+    @staticmethod
+    def _profile_cap(timeout: float) -> float:
+        """The most seconds the profile may take once sent: its stages each report progress."""
+        return 2 * timeout + 60.0
 
     def _ensure_started(self, config: LoaderConfig) -> TrialResult | None:
         if self._proc is not None and self._proc.is_alive() and self._conn is not None:
@@ -318,7 +324,7 @@ class TrialRunner:
         if self._proc.pid is not None:
             seen = self._watch.procs if self._watch is not None else ()
             self.orphans += len(guard.kill_tree(self._proc.pid, group=self._group, also=seen))
-            self._proc.join(timeout=5.0)
+            self._proc.join(timeout=_KILL_S)
         if self._conn is not None:
             self._conn.close()
         self._conn = None

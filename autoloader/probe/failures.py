@@ -97,6 +97,25 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     return message.splitlines()[0][:500] if message else type(exc).__name__, detail
 
 
+def raised_os_error(exc: BaseException) -> bool:
+    """Whether a trial's exception was an OSError (a missing file, a mount gone, a permission),
+    anywhere in its chain or as the worker's own exception that DataLoader re-raised: a failure
+    of the environment, which can be fixed without changing the code (store/retry.py)."""
+    import builtins
+
+    for e in _exception_chain(exc):
+        if isinstance(e, OSError):
+            return True
+        text = str(e)
+        if "Original Traceback" in text:   # a worker's, re-raised as another type when its own would not build
+            last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+            name = last.split(":", 1)[0].rsplit(".", 1)[-1]
+            kind = getattr(builtins, name, None)
+            if isinstance(kind, type) and issubclass(kind, OSError):
+                return True
+    return False
+
+
 def classify_failure(message: str, where: str) -> str:
     """Name the cause of an exception raised in a trial from where it came and what it says.
 

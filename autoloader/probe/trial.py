@@ -44,7 +44,7 @@ from ..search.results import FAILED, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig
 from . import guard
 from .device import NvmlUtil, release_cached_memory, to_device
-from .failures import classify_failure, describe_failure
+from .failures import classify_failure, describe_failure, raised_os_error
 from .protocol import (
     BEAT_S,
     Beat,
@@ -293,12 +293,13 @@ class _Runner:
                           batch_samples=self._sample_counter(config, epoch_batches))
         except Exception as exc:  # noqa: BLE001 - a crash is a result about this config
             message, detail = describe_failure(exc)
+            os_error = raised_os_error(exc)   # the environment's: re-measured on resume (store/retry.py)
             del exc
             cause = classify_failure(detail, where[0])
             if cause == "sampler_error" and not self.iterable and len(self.dataset) > HUGE_LENGTH:
                 message += (f" (the dataset's __len__ is {len(self.dataset):,}: shuffling draws a permutation of "
                             "that many indices)")
-            return TrialResult(config, FAILED, cause=cause, error=message)
+            return TrialResult(config, FAILED, cause=cause, error=message, os_error=os_error)
         finally:
             if beat is not None:
                 beat(progress["batches"])  # the teardown that follows gets a full watchdog timeout

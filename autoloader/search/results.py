@@ -76,6 +76,9 @@ class TrialResult:
     stalled_s: float | None = None          # HANG: seconds since the trial's last batch when it was ended
     cause: str | None = None
     error: str | None = None
+    # FAILED: the exception was an OSError (a file, a mount, a permission): the environment's, which
+    # can be fixed without changing the code, so a resumed run measures it again (store/retry.py).
+    os_error: bool = False
     # A node's trial (node/__init__.py): each rank's own rate, rank 0 first; samples_per_s is then the
     # node's, ranks x the slowest of these (NOTE [ Tuning a node's ranks ]).
     rank_samples_per_s: tuple[float, ...] | None = None

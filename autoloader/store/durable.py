@@ -117,14 +117,22 @@ def write_failure(what: str, where: str, exc: BaseException, url: str | None = N
     return f"could not write {what} to {where} ({reason}{free})"
 
 
-def write_fix(errors: list[BaseException], url: str | None = None, where: str = "") -> str:
-    """The fix for failed writes: room on the disk, a writable folder, or a storage that takes
-    writes; ``where``, the folder, names the variable that chose it (inputs/home.py)."""
+def write_fix(errors: list[BaseException], url: str | None = None, study_under_out: bool = True,
+              where: str = "") -> str:
+    """The fix for failed writes: room on the disk, a writable folder, or a storage that takes writes.
+    Each says the same command resumes, which it does: a run that could not store its result is
+    left as interrupted (``NotSaved.resumable``), and the next run of the problem on this host
+    resumes it from its study (NOTE [ Runs in a study ] in runs.py). ``study_under_out``: the study
+    is the default SQLite file under --out, so another --out would start afresh. ``where``, the
+    folder, names the variable that chose it (inputs/home.py)."""
     if url is not None and sqlite_file(url) is None:
         return "check that the storage takes writes, and run the same command again (it resumes)"
-    if any(is_disk_full(e) for e in errors):
-        return f"free space there (or {elsewhere(where, 'on a disk with room')}), and run the same command again (it resumes)"
-    return f"make the folder writable (or {elsewhere(where, 'elsewhere')}), and run the same command again (it resumes)"
+    room = "free space there" if any(is_disk_full(e) for e in errors) else "make the folder writable"
+    if not study_under_out:
+        return (f"{room} (or {elsewhere(where, 'elsewhere')}: the study is in the storage, not under --out), and "
+                "run the same command again (it resumes)")
+    return (f"{room}, and run the same command again (it resumes; the study is kept under --out, so with another "
+            "--out it would start afresh)")
 
 
 def innermost(exc: BaseException) -> BaseException:
@@ -387,6 +395,9 @@ def save(result, files: dict[str, str], store) -> None:
         problems.append(write_failure("the result and its snippet", where, exc))
         errors.append(exc)
     if problems:
+        study = sqlite_file(store.url)
+        folder = os.path.abspath(os.path.dirname(os.path.dirname(next(iter(files), "")) or "."))
+        under_out = study is not None and os.path.commonpath([study, folder]) == folder
         raise NotSaved(f"the run chose {result.config.key} ({result.samples_per_s:,.0f} samples/s) but could not "
                        f"save all of it: {'; '.join(problems)}. Whatever was stored before is kept. Fix: "
-                       + write_fix(errors, store.url if store.write_error else None, where), result)
+                       + write_fix(errors, store.url if store.write_error else None, under_out, where), result)

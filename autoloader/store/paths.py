@@ -10,6 +10,7 @@ import errno
 import glob
 import os
 import threading
+from typing import Callable
 
 
 def result_path(out: str, fingerprint: str, key: str, suffix: str = ".json") -> str:
@@ -57,13 +58,14 @@ def lock_path(out: str, fingerprint: str, key: str) -> str:
 
 
 @contextlib.contextmanager
-def held(path: str, on_wait=None):
+def held(path: str, on_wait: Callable[[int | None], None] | None = None):
     """An exclusive lock on ``path`` (made if missing) for the block: processes on this machine
     that tune the same problem into the same folder take turns, so the second finds the first's
     result, or measures after it, instead of measuring beside it on the same cores. Released by
     the operating system however the holder ends (filelock: flock on POSIX, msvcrt's lock on
-    Windows). ``on_wait()`` is called once when another holds it. When no lock file can be made
-    on a full disk it does nothing: the run goes on (and says what it could not store)."""
+    Windows). ``on_wait(pid)`` is called once when another process holds it (the holder's pid,
+    which it writes beside the lock, or None), before waiting for it. When no lock file can be
+    made on a full disk it does nothing: the run goes on (and says what it could not store)."""
     from filelock import FileLock, Timeout
 
     mine = (threading.get_ident(), os.path.abspath(path))
@@ -77,16 +79,29 @@ def held(path: str, on_wait=None):
             lock.acquire(timeout=0)
         except Timeout:
             if on_wait is not None:
-                on_wait()
+                on_wait(_holder(path))
             lock.acquire()
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         yield
         return
-    _HELD.add(mine)
     try:
+        _HELD.add(mine)
+        with contextlib.suppress(OSError):   # beside the lock: filelock truncates the lock file itself
+            with open(path + ".pid", "w") as fh:
+                fh.write(f"{os.getpid()}\n")
         yield
     finally:
         _HELD.discard(mine)
         lock.release()
+
+
+def _holder(path: str) -> int | None:
+    """The pid the lock's holder wrote beside it, or None."""
+    try:
+        with open(path + ".pid") as fh:
+            text = fh.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None

@@ -1,13 +1,24 @@
 """Which stored verdicts still stand, and which configs are measured again.
 
 A finished trial is a fact about its config and is not re-run (NOTE [ Nothing lost ] in
-study.py), with three exceptions, each counted so the progress line can say why a config runs
+study.py), with these exceptions, each counted so the progress line can say why a config runs
 again:
 - a limit's verdict (memory ceiling, watchdog) once that limit is raised (study.py's
   ``stopped_by_a_raised_limit``);
 - a failure of the user's code (USER_CODE_CAUSES) once that code changed: NOTE [ Failures keyed
   by code ] in inputs/code_digest.py;
-- a crash (FLAKY_CAUSES) seen once: NOTE [ A crash counts twice ].
+- a failure of the environment, once, in a resumed run: NOTE [ Fixed outside the code ];
+- a crash (FLAKY_CAUSES) seen once: NOTE [ A crash counts twice ];
+- and, when the search knows its control, a stored failure of the control (``control_again``).
+
+# NOTE [ Fixed outside the code ]
+# A failure can be fixed without touching the code: a file restored, a mount back, a permission
+# or an environment variable set. The code's digest does not change, so such a failure stood in
+# a resumed run, and when it was the control's (the cpus-1 rule), the pick was never measured
+# against the rule. So a trial that failed on an OSError (``TrialResult.os_error``: the exception,
+# or the worker's, was one) is measured again by the run that resumes its study (it stands in
+# the run that measured it: the environment is as it was), and a stored failure of the control
+# is too: the final must hold the pick against the rule, so a resumed run always measures it.
 
 # NOTE [ A crash counts twice ]
 # A worker killed by a signal, a segfault or a trial process that died can be a one-off (the OOM
@@ -23,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from ..search.results import FAILED, TrialResult
+from ..search.results import FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig
 
 # Failures the user's code caused: they stand only while that code is unchanged.
@@ -48,6 +59,7 @@ class History:
     code_changed: int = 0       # a failure of the user's code, which has changed since
     crashed_once: tuple[LoaderConfig, ...] = ()   # configs with one crash: tried once more
     invalid: int = 0            # records that failed validation (warned about, ignored)
+    environment: int = 0        # a failure of the environment (an OSError): NOTE [ Fixed outside the code ]
 
 
 def code_changed(result: TrialResult, recorded: str | None, now: str | None) -> bool:
@@ -68,7 +80,7 @@ def standing(stored: Sequence[StoredTrial], limit_raised: Callable[[TrialResult,
     for s in stored:
         if _is_crash(s.result):
             crashes[s.result.config] = crashes.get(s.result.config, 0) + 1
-    trials, raised, changed, once = [], 0, 0, []
+    trials, raised, changed, once, environment = [], 0, 0, [], 0
     for i, s in enumerate(stored):
         if newest[s.result.config] != i:
             continue    # superseded: measured again since
@@ -78,9 +90,25 @@ def standing(stored: Sequence[StoredTrial], limit_raised: Callable[[TrialResult,
             changed += 1
         elif _is_crash(s.result) and crashes[s.result.config] < 2:
             once.append(s.result.config)
+        elif environment_failed(s.result):
+            environment += 1
         else:
             trials.append(s.result)
-    return History(tuple(trials), raised, changed, tuple(once), invalid)
+    return History(tuple(trials), raised, changed, tuple(once), invalid, environment)
+
+
+def environment_failed(result: TrialResult) -> bool:
+    """A failure of the environment (an OSError), not a crash (which has a rule of its own):
+    NOTE [ Fixed outside the code ]."""
+    return result.status == FAILED and result.os_error and result.cause not in FLAKY_CAUSES
+
+
+def control_again(trials: Sequence[TrialResult], control: LoaderConfig | None) -> tuple[list[TrialResult],
+                                                                                        TrialResult | None]:
+    """A resumed run's stored trials less a failure (or hang) of the control, which is measured
+    again (NOTE [ Fixed outside the code ]), and that failure (None when there was none)."""
+    failed = next((t for t in trials if t.config == control and t.status in (FAILED, HANG)), None)
+    return [t for t in trials if t is not failed], failed
 
 
 def _is_crash(result: TrialResult) -> bool:

@@ -114,6 +114,7 @@ def trial_record(data: object) -> TrialResult:
                 "batches", "epochs_crossed"):
         _count(data, key)
     _flag(data, "pruned", False)
+    _flag(data, "os_error", False)
     _text(data, "cause")
     _text(data, "error")
     if data["status"] == OK:

@@ -65,10 +65,6 @@ class ProgressPrinter:
                 f"memory ceiling {_gib(d['max_memory'])}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
                 f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
 
-    def _waiting(self, d: dict) -> str:
-        return (f"autoloader: another process is tuning {d['key']} into this folder; waiting for it to finish "
-                "(tunes of one problem take turns, so neither measures on cores the other is using)")
-
     def _retune(self, d: dict) -> str:
         return f"autoloader retune [{d['n']}/{d['of']}] {d['name']}"
 
@@ -114,6 +110,32 @@ class ProgressPrinter:
         again = " (a crash can be a one-off: trying it once more)" if d.get("again") else ""
         return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{again}{best_text}"
 
+    def _waiting(self, d: dict) -> str:
+        """A long wait, said while it lasts (probe/waiting.py): for the trial process's start-up,
+        another process's tune of the same dataset, or a rank of a node's tune."""
+        what = d["what"]
+        if what == "lock":
+            holder = f" (pid {d['holder']})" if d.get("holder") else ""
+            return (f"autoloader: another process{holder} is tuning this dataset into {d['out']}; waiting for "
+                    f"it to finish, then {d.get('then', 'using its result')} (tunes of one problem take turns, so "
+                    "neither measures on cores the other is using)")
+        if what == "trial_start":
+            clipped = ", clipped to the budget" if d.get("clipped") else ""
+            return (f"  waiting for the trial process to start and build the dataset and step "
+                    f"({d['waited_s']:.0f} s of at most {d['allowed_s']:.0f} s{clipped})")
+        if what == "rank":
+            task = {"start": "start its trial process", "trial": "finish the trial", "command": "take the command",
+                    "reply": "take this rank's reply", "next": "send its next command"}.get(d["task"], d["task"])
+            state = f"; its process is {d['state']}" if d.get("state") else ""
+            return (f"  waiting for rank {d['rank']} of {d['world']} to {task} ({d['waited_s']:.0f} s{state}; "
+                    f"given up after {d['bound_s']:.0f} s)")
+        return f"  waiting for {what} ({d.get('waited_s', 0):.0f} s)"
+
+    def _control_again(self, d: dict) -> str:
+        r = d["result"]
+        return (f"  the cpus-1 rule's config {r.config.key} failed in the run resumed here ({r.describe_failure()[:200]}); "
+                "measuring it again, since the pick is held against it")
+
     def _unstored(self, d: dict) -> str:
         return f"autoloader: {d['message']}; the search goes on without storing its trials"
 
@@ -156,6 +178,9 @@ def _start_retries(d: dict) -> str:
         parts.append(f"{d['code_changed']} failed under code since changed, measured again")
     if d.get("crashed_once"):
         parts.append(f"{d['crashed_once']} crashed once, tried once more")
+    if d.get("environment"):
+        parts.append(f"{d['environment']} failed on an OSError (a file, a mount, a permission: fixed outside the "
+                     "code, maybe), measured again")
     if d.get("invalid"):
         parts.append(f"{d['invalid']} stored records invalid, ignored")
     return "".join(f" ({p})" for p in parts)

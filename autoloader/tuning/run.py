@@ -48,7 +48,7 @@ from ..search.warm import WarmStart, warmed
 from ..store.durable import save
 from ..store.history import previous
 from ..store.paths import default_storage, held, lock_path, result_path, study_name
-from ..store.retry import OnceMore
+from ..store.retry import OnceMore, control_again
 from ..store.snippet import snippet
 from ..store.study import StudyStore
 from ..store.versions import provenance
@@ -87,8 +87,11 @@ class Run:
         limits = options.limits
         setup = RunnerSetup(problem.dataset, problem.step, problem.device, problem.fixed_kwargs,
                             problem.batch_sizes[0])
-        self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout) if node is not None
-                       else TrialRunner(setup, max_memory=limits.max_memory, hang_timeout_s=limits.trial_timeout))
+        notice = lambda data: self.progress("waiting", data)  # noqa: E731 - a long wait says what it waits for
+        self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.left, notice)
+                       if node is not None else
+                       TrialRunner(setup, max_memory=limits.max_memory, hang_timeout_s=limits.trial_timeout,
+                                   budget_left=self.clock.left, notice=notice))
 
     def run(self) -> TuneResult:
         try:
@@ -99,8 +102,8 @@ class Run:
             finals = self._final(strategy.finalists(history), history)
             pick = choose(finals, history, control=strategy.control)
             return self._record(started, profile, model, strategy, history, finals, pick)
-        except AutoloaderError:
-            if self.store is not None:
+        except AutoloaderError as exc:
+            if self.store is not None and not exc.resumable:
                 self.store.failed()   # ended, not interrupted: the next run starts afresh
             raise
         finally:
@@ -125,7 +128,9 @@ class Run:
         # for the other's turn is not this run's budget.
         waiting = time.monotonic()
         self.turn.enter_context(held(lock_path(self.options.out, fingerprint, key),
-                                     on_wait=lambda: self.progress("waiting", {"key": key})))
+                                     on_wait=lambda holder: self.progress("waiting", {
+                                         "what": "lock", "holder": holder, "out": self.options.out,
+                                         "then": "measuring on its own"})))
         self.clock.t0 += time.monotonic() - waiting
         url = self.options.storage or default_storage(self.options.out, fingerprint, key)
         store = self.store = StudyStore(url, study_name(fingerprint, key), self.space,
@@ -134,6 +139,7 @@ class Run:
         self.progress("start", {"key": key, "info": info, "resumed": len(loaded.trials),
                                 "retried": loaded.limit_raised, "code_changed": loaded.code_changed,
                                 "crashed_once": len(loaded.crashed_once), "invalid": loaded.invalid,
+                                "environment": loaded.environment,
                                 "moved_aside": store.moved_aside, "stale": store.stale_repaired,
                                 "device": problem.device, "cpus": problem.hardware.cpus, "ranks": self.ranks.ranks,
                                 "budget": self.clock.budget, "max_memory": self.options.limits.max_memory,
@@ -183,12 +189,18 @@ class Run:
 
     def _search(self, strategy: Strategy, started: Started) -> list[TrialResult]:
         """Measure what the strategy proposes until it stops or the time left is the final's."""
-        history = list(started.history)
+        history, again = control_again(started.history, strategy.control)   # NOTE [ Fixed outside the code ]
+        if again is not None:
+            self.progress("control_again", {"result": again})
+        # A resumed run measures the control first, however little time is left: the final holds
+        # the pick against it (NOTE [ Fixed outside the code ] in store/retry.py).
+        due = [strategy.control] if started.history and strategy.control is not None and not any(
+            t.config == strategy.control for t in history) else []
         once = OnceMore.after(started.crashed_once)   # NOTE [ A crash counts twice ] in store/retry.py
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
-        while not (measured() and self.clock.search_left(history, strategy.finalists(history))
-                   < trial_seconds(history)):
-            config = strategy.propose(history)
+        while due or not (measured() and self.clock.search_left(history, strategy.finalists(history))
+                          < trial_seconds(history)):
+            config = due.pop() if due else strategy.propose(history)
             if config is None:
                 break
             result = self._trial(config, started.info, history)

@@ -11,7 +11,8 @@ stored-state and bad-input checks (``state.py``): user code fixed after it faile
 crash, a raising sampler, a hang under a short budget, Ctrl-C, a password in --storage, damaged
 studies and result files, a full disk (each counts the stored results it lost), and the commands'
 bad inputs, unwritable folders and full disks (``commands.py``: tracebacks and picks or reports
-lost counted). After
+lost counted). Then the hangs (``hangs.py``): a module-level best_loader() or tune(), a start-up
+that never ends, a node rank stopped, Ctrl-C on a node tune, each under a bound of its own. After
 all runs, no process of the suite may be alive (every trial process and worker inherits an
 environment tag, so re-parented orphans are found too) and /dev/shm must hold nothing new.
 Prints the report and writes it as Markdown.
@@ -38,7 +39,8 @@ from dataclasses import dataclass, field
 from scripts.faults import (
     datasets as faulty,  # the fault datasets and the leftover checks, shared with the tests
 )
-from scripts.faults import state
+from scripts.faults import hangs, state
+from scripts.faults.checks import run_check
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAULTY = "scripts.faults.datasets"  # the CLI's --dataset module; its commands run from REPO_ROOT
@@ -251,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     print("-- driver SIGKILLed mid-study, then resumed ...", file=sys.stderr, flush=True)
     kill = run_kill_resume(out_root, tag)
     checks = state.run_all(out_root)
+    hangs.run(out_root, lambda check, body: checks.append(run_check(check, body)))
+    for check in checks:   # the scratch folder's name says nothing
+        check.told = check.told.replace(out_root, "$TMP")
 
     leftover = faulty.leftover_processes(tag)
     shm_leaks = faulty.new_shm_entries(shm_before, tag)
@@ -320,7 +325,7 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
               f"| new /dev/shm entries after the suite | {len(shm_leaks)} | 0 |",
               f"| time to detect a hang (hang start to trial ended and recorded), trial_timeout={tt:g} s | "
               f"{hang} | about trial_timeout (the watchdog's bound, then the kill and the study write) |",
-              *state.totals(list(checks))]
+              *state.totals(list(checks)), *hangs.totals(list(checks))]
     if kill.resumed_line:
         lines += ["", f"The resumed run said: `{kill.resumed_line}`."]
     if kill.note:

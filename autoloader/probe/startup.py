@@ -1,0 +1,80 @@
+"""The trial process's start-up, as the driver waits for it: Ready or SetupFailed within the
+set-up's limit, the user told meanwhile what the wait is for, and a clear SetupError when the
+process died first or took too long (NOTE [ Trial protocol ] in protocol.py, step 1)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Callable
+
+from .failures import exit_text
+from .protocol import SetupError
+from .reimport import StartNote
+from .waiting import Notices
+
+# Start-up clipped to the budget still gets this long: a fresh interpreter importing torch and
+# the user's modules takes seconds on an idle machine and several times that on a loaded one.
+MIN_CLIPPED_SETUP_S = 30.0
+
+
+def ready(proc, conn, limit: float, setup_timeout_s: float, note: StartNote,
+          notice: Callable[[dict], None] | None, kill: Callable[[], None]):
+    """The trial process's answer to its set-up (Ready or SetupFailed), or SetupError when it
+    died first (with its own message when it left one: NOTE [ A script re-imported by spawn ] in
+    reimport.py) or had not answered within ``limit`` seconds (``setup_timeout_s`` clipped to the
+    budget when less). ``kill`` kills its tree."""
+    t0 = time.monotonic()
+    notices = Notices()
+    while not conn.poll(0.2):
+        waited = time.monotonic() - t0
+        if not proc.is_alive():
+            raise _died(proc, note, kill, "while building the dataset or step")
+        if waited > limit:
+            kill()
+            raise SetupError(_too_slow(limit, setup_timeout_s), usage=False)
+        if notice is not None and notices.due(waited):
+            notice({"what": "trial_start", "waited_s": waited, "allowed_s": limit,
+                    "clipped": limit < setup_timeout_s})
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        raise _died(proc, note, kill, "while starting") from None
+
+
+def _died(proc, note: StartNote, kill: Callable[[], None], when: str) -> SetupError:
+    proc.join(timeout=2.0)
+    code = proc.exitcode
+    kill()
+    own = note.read()
+    if own is not None:
+        return SetupError(own, usage=True)
+    return SetupError(f"the trial process died {when} ({exit_text(code)})" + (_main_script_hint() if code == 1 else ""),
+                      usage=False)
+
+
+def _too_slow(limit: float, setup_timeout_s: float) -> str:
+    lazily = ("do the slow part lazily (open or decode files in __getitem__, not in __init__), or build the "
+              "dataset once, save it, and have --dataset load the saved copy")
+    if limit < setup_timeout_s:
+        return (f"starting the trial process and building the dataset and step must take under {limit:.0f} s "
+                f"(the set-up's {setup_timeout_s:.0f} s clipped to what was left of the budget, never under "
+                f"{MIN_CLIPPED_SETUP_S:.0f} s), and they had not finished; the trial process was stopped. "
+                "Fix: raise --budget, or " + lazily)
+    return (f"starting the trial process and building the dataset and step must take under "
+            f"{setup_timeout_s:.0f} s, and they had not finished; the trial process was stopped. Fix: " + lazily)
+
+
+def _main_script_hint() -> str:
+    """A likely cause when the trial process dies while starting and left no message of its own:
+    'spawn' re-runs the caller's script in the new process (NOTE [ A script re-imported by
+    spawn ] in reimport.py), and something at its module level failed there."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    spec = getattr(main, "__spec__", None)
+    if not path or (spec is not None and spec.name.endswith("__main__")):
+        return ""
+    return (f". If {os.path.basename(path)} calls tune() at module level, put the call under "
+            "`if __name__ == \"__main__\":` (the trial process re-imports that script); the "
+            "trial process's own error is on stderr above")
