@@ -457,7 +457,7 @@ def test_a_lock_is_reentrant_in_its_thread_and_waited_for_by_another(tmp_path):
     path, order, waited = str(tmp_path / "k.lock"), [], threading.Event()
 
     def other() -> None:
-        with held(path, on_wait=waited.set):
+        with held(path, on_wait=lambda holder: waited.set()):
             order.append("other")
 
     with held(path):
