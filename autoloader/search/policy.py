@@ -80,6 +80,15 @@ BOUND_WAIT = 0.05
 PIN_BOUND_SHARE = 0.9
 CONSUMER_BOUND_SHARE = 0.5
 
+# --- memory over a run: NOTE [ Copy on read ] in growth.py -----------------------------------
+
+# A worker whose USS rose less than this over the profile's random reads shows the allocator's
+# own noise (a fresh worker settling in), not copies of the dataset's pages.
+GROWTH_MIN_RISE = 4 * 2**20
+# A dataset that added less than this to the trial process's memory holds too little for its
+# copies to be told from noise: the growth stage is not run for it.
+GROWTH_MIN_DATASET = 2 * GROWTH_MIN_RISE
+
 # --- the final: re-measuring the few best, interleaved ---------------------------------------
 
 FINAL_ROUNDS = 3
