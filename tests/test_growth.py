@@ -38,18 +38,20 @@ def copied(n: float) -> float:
 
 
 def grown(samples=(0, 500, 1000, 2000, 3000, 4000, 5000), block=5000) -> Growth:
-    """The profile's worker as a dataset of Python-object rows makes it: a block of ``block``
-    rows in order (a row's own bytes each), then random reads along ``copied``."""
+    """The profile's two workers as a dataset of Python-object rows makes them: the reader's gain
+    over the control after a block of ``block`` rows in order (a row's own bytes each), then
+    random reads along ``copied``; the control's USS stays at FLAT."""
     row = CEILING / LENGTH
-    base = FLAT + row * block
+    base = row * block
     fresh = 1.0 - block / LENGTH
     return fit_growth([(n, int(base + fresh * copied(n))) for n in samples], block, int(row * block), FLAT, LENGTH,
                       dataset_bytes=int(1.3 * CEILING))
 
 
 def flat() -> Growth:
-    """The same stage over rows held as arrays: the worker's USS only settles by a few hundred KiB."""
-    return fit_growth([(n, FLAT + 50_000 * i) for i, n in enumerate((0, 500, 1000, 2000, 3000))], 5000, 30_000,
+    """The same stage over rows held as arrays: the reader gains nothing on the control, within
+    a few hundred KiB of noise either way."""
+    return fit_growth([(n, (-1) ** i * 200_000) for i, n in enumerate((0, 500, 1000, 2000, 3000))], 5000, 30_000,
                       FLAT, LENGTH, dataset_bytes=int(1.3 * CEILING))
 
 
@@ -64,7 +66,7 @@ def test_the_fit_recovers_the_growth_per_sample_and_the_ceiling():
 
 def test_the_ceiling_is_capped_by_the_datasets_own_memory():
     row = CEILING / LENGTH
-    g = fit_growth([(n, int(FLAT + row * 5000 + copied(n) / 2)) for n in (0, 1000, 2000, 3000)], 5000,
+    g = fit_growth([(n, int(row * 5000 + copied(n) / 2)) for n in (0, 1000, 2000, 3000)], 5000,
                    int(row * 5000), FLAT, LENGTH, dataset_bytes=CEILING // 2)
     assert g.ceiling_bytes == CEILING // 2
 
@@ -85,16 +87,10 @@ def test_workers_read_their_share_of_an_epoch_and_kept_ones_reach_the_ceiling():
     assert g.copied(1000, shuffled=False) < g.copied(1000)
 
 
-def test_bursts_that_read_more_than_the_profile_refit_the_growth():
-    g = grown(samples=(0, 100, 200, 300))    # a busy machine: few readings in the stage
-    refit = g.with_bursts([(20_000, int(FLAT + copied(20_000))), (12_000, int(FLAT + copied(12_000)))])
-    assert refit.per_sample_bytes == pytest.approx(G, rel=0.1)
-    assert refit.with_bursts(refit.bursts) is refit
-    # Bursts alone can find it, when the stage's few readings could not.
-    little = fit_growth([(0, FLAT), (50, FLAT + 100_000), (100, FLAT + 200_000)], 5000, int(CEILING / LENGTH * 5000),
-                        FLAT, LENGTH)
-    assert not little.found
-    assert little.with_bursts([(8000, int(FLAT + copied(8000))), (9000, int(FLAT + copied(9000)))]).found
+def test_too_few_readings_find_nothing():
+    little = fit_growth([(0, 0), (50, 100_000), (100, 200_000)], 5000, int(CEILING / LENGTH * 5000), FLAT, LENGTH)
+    assert not little.found and little.copied(LENGTH) == 0.0
+    assert not fit_growth([], 0, 0, FLAT, LENGTH).found
 
 
 def trial(config: LoaderConfig, peak: int, samples: int | None = None, uss: int | None = None) -> TrialResult:
@@ -119,6 +115,14 @@ def test_the_forecast_is_each_worker_at_the_end_of_its_epoch_and_the_bursts_copi
     assert f.copied_bytes == pytest.approx(copied(LENGTH / 4), rel=0.03)
     assert f.host_bytes == pytest.approx(runner + 4 * (20 * MIB + copied(LENGTH / 4)) + in_flight(four), rel=0.01)
     assert f.worker_bytes == pytest.approx(FLAT + copied(LENGTH / 4), rel=0.03), "USS per worker, as measured"
+    # Bursts' workers that read along the profile's curve leave the forecast as it was; ones that
+    # held more raise it (a worker's own allocations grow it too), never lower it.
+    along = [trial(two, burst.peak_pss_bytes, samples=n, uss=int(FLAT + copied(n))) for n in (3000, 20_000)]
+    f_along = forecast_peak(four, runner, runner, SAMPLE, along, length=LENGTH, growth=g)
+    assert f_along.worker_bytes == pytest.approx(f.worker_bytes, rel=0.03)
+    more = [trial(two, burst.peak_pss_bytes, samples=n, uss=int(FLAT + 10 * MIB + copied(n))) for n in (3000, 20_000)]
+    f_more = forecast_peak(four, runner, runner, SAMPLE, more, length=LENGTH, growth=g)
+    assert f_more.worker_bytes > f.worker_bytes + 5 * MIB and f_more.host_bytes > f.host_bytes
     kept = forecast_peak(four.replace(persistent_workers=True), runner, runner, SAMPLE, [burst], length=LENGTH, growth=g)
     assert kept.basis == KEPT_WORKERS and kept.copied_bytes == g.ceiling_bytes
     assert kept.epoch_host_bytes == pytest.approx(f.host_bytes, rel=0.01), "the first epoch is the same"

@@ -19,12 +19,14 @@ from ..search.policy import GROWTH_MIN_DATASET
 # The stage's most seconds, both phases; the contiguous block's share of them.
 GROWTH_SECONDS = 2.0
 BLOCK_SHARE = 0.3
-# Samples a batch of the stage's loader: small, so the USS readings lie close together.
+# Samples a batch of the stage's loader: small, so the USS readings lie close together, and
+# small in bytes (the batch the worker is making is its own memory until the loop maps it).
 STAGE_BATCH = 32
+STAGE_BYTES = 2**20
 # Batches a fresh worker makes before the block's first reading.
 WARM_BATCHES = 4
 # USS readings over the random phase (each reads the worker's smaps, tens of ms).
-READINGS = 16
+READINGS = 8
 # Rows each phase may draw, at the most (a list of them is made up front).
 MAX_ROWS = 2**18
 # A dataset shorter than this many stage batches is read whole by any burst: no stage.
@@ -57,28 +59,47 @@ def uss(pid: int) -> int | None:
 
 
 class _Phases:
-    """The stage's sampler: the block's rows in order until ``switch`` is set, then the random
-    rows. The loop draws a batch's indices when it hands the worker a task, so a switch set
-    between two batches taken makes every task handed over after it random."""
+    """The stage's sampler, batch by batch: even batches (the control worker's) read the same
+    ``control`` rows every time, odd ones (the reader's) the block's rows in order until
+    ``switch`` is set, then the random rows. The loop draws a batch's indices when it hands its
+    task to a worker, so a switch set between two batches taken makes every later task random."""
 
-    def __init__(self, block: range, others: list[int]):
-        self.block, self.others, self.switch = block, others, False
+    def __init__(self, control: list[int], block: range, others: list[int], batch: int):
+        self.control, self.batch = control, batch
+        self.block = [block[i:i + batch] for i in range(0, len(block) - batch + 1, batch)]
+        self.others = [others[i:i + batch] for i in range(0, len(others) - batch + 1, batch)]
+        self.switch, self.block_batches = False, 0
 
     def __iter__(self):
-        for index in self.block:
-            if self.switch:
-                break
-            yield index
-        yield from self.others
+        block, others = iter(self.block), iter(self.others)
+        while True:
+            yield from self.control
+            chunk = None
+            if not self.switch:
+                chunk = next(block, None)
+                self.block_batches += chunk is not None
+            chunk = chunk if chunk is not None else next(others, None)
+            if chunk is None:
+                return
+            yield from chunk
+
+
+def _readings(workers) -> tuple[int, int] | None:
+    """(control's USS, reader's USS), read back to back."""
+    control, reader = uss(workers[0].pid), uss(workers[1].pid)
+    return None if control is None or reader is None else (control, reader)
 
 
 def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: int | None,
                    beat: Callable[[], None] = lambda: None, seconds: float = GROWTH_SECONDS,
-                   seed: int = 0) -> Growth | None:
-    """One fresh worker reads a contiguous block of rows for BLOCK_SHARE of ``seconds``, then rows
-    at random for the rest, its USS read against the samples it fetched; the growth fitted to that
-    (search/growth.py). None when there is nothing to measure: an iterable dataset, one too short,
-    or one that added too little to the trial process's memory to be copied."""
+                   seed: int = 0, sample_bytes: int = 0) -> Growth | None:
+    """Two fresh workers, made alike: the control reads the same rows batch after batch, the
+    reader a contiguous block of rows for BLOCK_SHARE of ``seconds``, then rows at random. What
+    the reader's USS gained over the control's, against the rows it read, is what reading new
+    rows copied: a worker's own allocations also land on pages it shares with the main process
+    (free memory the main process left in its heap), which the control shows alike. The growth
+    is fitted to that (search/growth.py). None when there is nothing to measure: an iterable
+    dataset, one too short, or one that added too little to the trial process's memory."""
     from torch.utils.data import DataLoader
 
     try:
@@ -86,66 +107,67 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
     except TypeError:
         return None
     per = max(sample_s, 1e-6)
-    batch = max(1, min(STAGE_BATCH, int(seconds / (per * 12))))   # a dozen batches at the least
+    # A dozen batches of the reader's at the least, each small beside the growth looked for.
+    batch = max(1, min(STAGE_BATCH, int(seconds / (per * 24)), STAGE_BYTES // max(1, sample_bytes)))
     if length < MIN_BATCHES * batch or (dataset_bytes is not None and dataset_bytes < GROWTH_MIN_DATASET):
         return None
     t0 = time.perf_counter()
+    rng = random.Random(seed)
     # More rows than the time can read (the profile's sample cost leaves out the worker's
     # collate and hand-over): the clock ends each phase.
-    block_rows = min(length // 4, MAX_ROWS, max((WARM_BATCHES + 3) * batch, int(4 * seconds / per)))
-    rng = random.Random(seed)
+    block_rows = min(length // 4, MAX_ROWS, max((WARM_BATCHES + 4) * batch, int(4 * seconds / per)))
     start = rng.randrange(0, length - block_rows + 1)
     count = min(length - block_rows, MAX_ROWS, max(8 * batch, int(8 * seconds / per)))
     others = [i if i < start else i + block_rows for i in rng.sample(range(length - block_rows), count)]
-    phases = _Phases(range(start, start + block_rows), others)
-    # One batch in flight: once the loop has taken k batches, the worker has made k and is
-    # making the next, so the samples it read are known to within one batch.
-    loader = DataLoader(dataset, batch_size=batch, sampler=phases, num_workers=1, prefetch_factor=1,
+    phases = _Phases(others[:batch], range(start, start + block_rows), others[batch:], batch)
+    # One batch in flight a worker: once the loop has taken k batches, each worker has made its
+    # share of them and is making one more, so the rows it read are known to within a batch.
+    loader = DataLoader(dataset, batch_size=batch, sampler=phases, num_workers=2, prefetch_factor=1,
                         **{k: v for k, v in fixed_kwargs.items()
                            if k in ("collate_fn", "worker_init_fn", "multiprocessing_context")})
     it = iter(loader)
     try:
-        # The block's first reading waits out a fresh worker's first batches, which settle its
-        # allocator whatever the rows hold.
-        for _ in range(WARM_BATCHES):
+        # The first reading waits out the workers' first batches, which settle their allocators.
+        for _ in range(2 * WARM_BATCHES):
             next(it)
-        pid = it._workers[0].pid
-        first, taken = uss(pid), WARM_BATCHES
+        workers = list(it._workers)
+        first, taken = _readings(workers), 2 * WARM_BATCHES
         block_end = time.perf_counter() + seconds * BLOCK_SHARE
-        while time.perf_counter() < block_end and (taken + 2) * batch <= block_rows:
+        while time.perf_counter() < block_end and phases.block_batches < len(phases.block):
             next(it)
             taken += 1
-        # The worker is making batch taken + 1, the block's last: it has read no random row yet.
+        # The reader is making a block batch still: it has read no random row yet.
         phases.switch = True
-        last = uss(pid)
+        last = _readings(workers)
         beat()
-        if first is None or last is None or taken < WARM_BATCHES + 1:
+        if first is None or last is None or taken < 2 * WARM_BATCHES + 2:
             return None
-        block_read, block_batches = (taken - WARM_BATCHES) * batch, taken + 1
-        points, end = [(0, last)], t0 + seconds
+        block_read = (taken // 2 - WARM_BATCHES) * batch   # the reader's rows between the two readings
+        block_batches = phases.block_batches
+        points, end = [(0, last[1] - last[0])], time.perf_counter() + seconds * (1 - BLOCK_SHARE)
         gap = (end - time.perf_counter()) / READINGS
         next_reading = time.perf_counter() + gap
+        control = last[0]
         while time.perf_counter() < end:
             try:
                 next(it)
             except StopIteration:
                 break
             taken += 1
-            done = taken - block_batches   # random batches made for certain
+            done = taken // 2 - block_batches   # the reader's random batches made for certain
             if done >= 1 and time.perf_counter() >= next_reading:
-                reading = uss(pid)
+                reading = _readings(workers)
                 if reading is None:
                     break
-                points.append((int((done + 0.5) * batch), reading))
+                control = reading[0]
+                points.append((int((done + 0.5) * batch), reading[1] - reading[0]))
                 next_reading = time.perf_counter() + gap
                 beat()
     finally:
         it._shutdown_workers()
         del it, loader
-    rise = last - first
-    flat = first - max(0.0, rise / block_read) * (WARM_BATCHES + 0.5) * batch   # rows read before the first reading
-    return fit_growth(points, block_read, rise, int(max(0.0, flat)), length, dataset_bytes,
-                      seconds=time.perf_counter() - t0)
+    rise = (last[1] - last[0]) - (first[1] - first[0])
+    return fit_growth(points, block_read, rise, control, length, dataset_bytes, seconds=time.perf_counter() - t0)
 
 
 def with_growth(profile, dataset, fixed_kwargs: dict, dataset_bytes: int | None, beat: Callable[[], None]):
@@ -153,7 +175,8 @@ def with_growth(profile, dataset, fixed_kwargs: dict, dataset_bytes: int | None,
     could not be measured: the trials meet and report whatever stopped it."""
     beat()
     try:
-        growth = measure_growth(dataset, fixed_kwargs, profile.sample_median_s, dataset_bytes, beat=beat)
+        growth = measure_growth(dataset, fixed_kwargs, profile.sample_median_s, dataset_bytes, beat=beat,
+                                sample_bytes=profile.sample_bytes)
     except Exception:  # noqa: BLE001 - the profile stands without it
         return profile
     if growth is None:

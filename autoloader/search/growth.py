@@ -10,8 +10,12 @@
 # buffers, one bytes buffer with offsets) have one object header per array, not per row:
 # reading rows from them writes nothing, and nothing grows.
 #
-# The profile measures it in one fresh worker (probe/growth.py), whose USS is read against the
-# samples it has fetched: first a contiguous block of rows, then rows at random.
+# The profile measures it with two fresh workers made alike (probe/growth.py): the control reads
+# the same few rows batch after batch, the reader a contiguous block of rows, then rows at
+# random, and their USS is read side by side against the rows the reader fetched. A worker's
+# own allocations also land on pages it shares with the main process (free memory left in the
+# main process's heap), so its USS grows for a while whatever it reads; the control grows alike,
+# and what the reader gains over it is what reading new rows copied.
 # - Rows built in order lie side by side in memory, so the block copies each page it spans
 #   once: its growth per row, times the rows, is the ceiling C (a full copy of what reads
 #   touch), capped by the trial process's own memory for the dataset.
@@ -19,9 +23,8 @@
 #   their own and later ones fewer: copied(n) = C (1 - exp(-g n / C)), g the growth per sample
 #   read at the start. Rows that fill pages of their own grow by their own bytes, row_bytes n,
 #   up to C; the forecast takes the larger of the two.
-# A flat overhead (the worker's interpreter, its first pages) is what the fit's intercept
-# holds: the same however many samples were read. Growth is found when the random reads grew
-# the worker by more than GROWTH_MIN_RISE (policy.py), the allocator's own noise.
+# The control's USS is the flat part, a worker's own whatever it reads. Growth is found when the
+# reader gained GROWTH_MIN_RISE (policy.py) or more over the control.
 #
 # Over a run: a worker started afresh each epoch (persistent_workers=False) reads its share of
 # one epoch, epoch_samples / num_workers, and is gone with what it copied; a kept worker reads
@@ -46,40 +49,45 @@ FIX = "hold the rows as numpy arrays, Arrow, or a single bytes buffer with offse
 
 @dataclass(frozen=True)
 class Growth:
-    """What reading did to a worker's private memory (NOTE [ Copy on read ]): the profile's one
-    fresh worker, read against the samples it fetched, and the bursts' workers at their ends;
-    ``per_sample_bytes`` and ``ceiling_bytes`` fitted to all of them (``fitted``)."""
+    """What reading rows did to a worker's private memory (NOTE [ Copy on read ]), as the
+    profile's two workers showed it: the reader's USS above the control's, against the rows the
+    reader read; ``per_sample_bytes`` and ``ceiling_bytes`` fitted to it (``fitted``)."""
 
-    flat_bytes: int             # the profile's worker's USS before its reads grew it
-    base_bytes: int             # its USS after the contiguous block, where the random reads start
+    flat_bytes: int             # the control's USS at the stage's end: a worker's own, reads aside
+    base_bytes: int             # the reader's gain over the control after the block, where random reads start
     row_bytes: float            # growth per row read in order: what one row's pages hold
     block_rows: int             # rows the block read between its two readings
     length: int                 # rows of the dataset
     dataset_bytes: int | None = None   # the trial process's memory for the dataset, as built
-    points: tuple[tuple[int, int], ...] = ()  # (samples read at random, USS) as measured
-    bursts: tuple[tuple[int, int], ...] = ()  # (samples a burst's worker read, its USS less batches in flight)
+    points: tuple[tuple[int, int], ...] = ()  # (samples read at random, the reader's gain) as measured
+    bursts: tuple[tuple[int, int], ...] = ()  # (samples a burst's worker read, its USS less batches held)
     per_sample_bytes: float = 0.0   # g: growth per sample read at random, at the start
     ceiling_bytes: int = 0          # C: a full copy of the pages reads touch
     seconds: float = 0.0            # the stage's wall time
 
     def copies(self) -> list[tuple[int, float]]:
-        """(samples read, bytes copied) as measured: the profile's random reads above where they
-        started (rows of the block were copied already, so only the rest count), and each burst's
-        workers above the flat."""
+        """(samples read at random, bytes they copied), as measured: the reader's gain above
+        where its random reads started (rows of the block were copied already, so only the rest
+        of the dataset counts), then each burst's workers above the control. A burst's worker
+        also holds what its own allocations copied since (the control saw the start of that), so
+        its reading errs high: a forecast fitted to it errs on the side of more memory."""
+        if not self.points:
+            return []
         fresh = 1.0 - min(0.9, self.block_rows / max(1, self.length))
-        out = [(n - self.points[0][0], (u - self.base_bytes) / fresh) for n, u in self.points]
-        return out + [(n, float(u - self.flat_bytes)) for n, u in self.bursts]
+        n0 = self.points[0][0]
+        stage = [(n - n0, (u - self.base_bytes) / fresh) for n, u in self.points]
+        return stage + [(n, float(u - self.flat_bytes)) for n, u in self.bursts]
 
     @property
     def rise_bytes(self) -> int:
-        """How far reading grew a worker past where it started: the second highest copy any
-        reading shows, so that one noisy reading does not decide whether growth was found."""
-        copies = sorted(c for _, c in self.copies())
-        return int(max(0.0, copies[-2])) if len(copies) >= 2 else 0
+        """How far the random reads grew the reader past the control: the lower of its last two
+        readings, so that one noisy reading does not decide whether growth was found."""
+        stage = [c for _, c in self.copies()[:len(self.points)]]
+        return int(max(0.0, min(stage[-2:]))) if len(stage) >= 3 else 0
 
     @property
     def samples(self) -> int:
-        """The most samples any reading stands for."""
+        """The most samples a reading stands for."""
         return max((n for n, _ in self.copies()), default=0)
 
     @property
@@ -87,23 +95,37 @@ class Growth:
         return self.rise_bytes >= GROWTH_MIN_RISE and self.per_sample_bytes > 0
 
     def fitted(self) -> "Growth":
-        """This growth with ``per_sample_bytes`` and ``ceiling_bytes`` fitted to its readings."""
+        """This growth with ``per_sample_bytes`` and ``ceiling_bytes`` fitted to its readings.
+        The ceiling is the block's (its bytes a row, times the rows, within the dataset's own
+        memory) while the readings span too little of the dataset to bend; the bursts' workers,
+        which read far more, fit it."""
         copies = self.copies()
         seen = max((c for _, c in copies), default=0.0)
-        ceiling = self.row_bytes * self.length
-        if self.dataset_bytes:
-            ceiling = min(ceiling, self.dataset_bytes)
-        ceiling = max(ceiling, 1.02 * seen, 1.0)
+        block = self.row_bytes * self.length
+        top = float(self.dataset_bytes) if self.dataset_bytes and self.dataset_bytes >= 1.02 * seen else None
+        if top is not None:
+            block = min(block, top)
+        block = max(block, 1.02 * seen, 1.0)
         useful = [(n, c) for n, c in copies if n > 0]
         if not useful or seen <= 0:
-            return dataclasses.replace(self, per_sample_bytes=0.0, ceiling_bytes=int(ceiling))
+            return dataclasses.replace(self, per_sample_bytes=0.0, ceiling_bytes=int(block))
         slope = max(1e-9, sum(n * c for n, c in useful) / sum(n * n for n, _ in useful))
-        return dataclasses.replace(self, per_sample_bytes=_fit_rate(useful, ceiling, slope), ceiling_bytes=int(ceiling))
+        if not self.bursts:
+            return dataclasses.replace(self, per_sample_bytes=_fit_rate(useful, block, slope)[0],
+                                       ceiling_bytes=int(block))
+        # Only up from the block's: a burst's reading errs high (its worker's own allocations),
+        # so it may raise the ceiling, never bend the curve under what the block showed.
+        low = block
+        high = max(low, min(2.0 * block, top) if top is not None else 2.0 * block)
+        best = min(((c, *_fit_rate(useful, c, slope)) for c in (low * (high / low) ** (i / 24) for i in range(25))),
+                   key=lambda fit: fit[2])
+        return dataclasses.replace(self, per_sample_bytes=best[1], ceiling_bytes=int(best[0]))
 
     def with_bursts(self, bursts) -> "Growth":
-        """Refitted with the bursts' workers: they read more samples than the profile's."""
-        bursts = tuple(sorted((int(n), int(u)) for n, u in bursts))
-        return self if bursts == self.bursts else _refit(self, bursts)
+        """Refitted with the bursts' workers, ``bursts``: (samples each read, its USS less the
+        batches it held)."""
+        bursts = tuple(sorted((int(n), int(u)) for n, u in bursts if n > 0))
+        return self if bursts == self.bursts or not self.found else _refit(self, bursts)
 
     def copied(self, samples: float, shuffled: bool = True) -> float:
         """Bytes a worker has copied once it read ``samples`` samples (0 when no growth was found)."""
@@ -147,9 +169,9 @@ def _refit(growth: Growth, bursts: tuple[tuple[int, int], ...]) -> Growth:
 
 def fit_growth(points, block_rows: int, block_rise: int, flat_bytes: int, length: int,
                dataset_bytes: int | None = None, seconds: float = 0.0) -> Growth:
-    """The growth behind the profile's worker (NOTE [ Copy on read ]): ``points``, (samples read
-    at random, USS), after a contiguous block of ``block_rows`` rows that grew it by
-    ``block_rise``; ``flat_bytes`` its USS before the block."""
+    """The growth behind the profile's readings (NOTE [ Copy on read ]): ``points``, (samples the
+    reader read at random, its USS less the control's), after a contiguous block of
+    ``block_rows`` rows that grew that gap by ``block_rise``; ``flat_bytes`` the control's USS."""
     pts = tuple(sorted((int(n), int(u)) for n, u in points))
     row_bytes = max(0.0, block_rise / block_rows) if block_rows > 0 else 0.0
     base = pts[0][1] if pts else int(flat_bytes)
@@ -157,10 +179,10 @@ def fit_growth(points, block_rows: int, block_rise: int, flat_bytes: int, length
                   seconds=seconds).fitted()
 
 
-def _fit_rate(copies, ceiling: float, slope: float) -> float:
+def _fit_rate(copies, ceiling: float, slope: float) -> tuple[float, float]:
     """The g of copied(n) = ceiling (1 - exp(-g n / ceiling)) that fits ``copies`` best (least
-    squares): a coarse search over g around the straight line's slope, then a golden section in
-    the best bracket."""
+    squares), and its squared error: a coarse search over g around the straight line's slope,
+    then a golden section in the best bracket."""
     def sse(g: float) -> float:
         return sum((c - ceiling * (1.0 - math.exp(-g * n / ceiling))) ** 2 for n, c in copies)
 
@@ -175,7 +197,8 @@ def _fit_rate(copies, ceiling: float, slope: float) -> float:
             hi = b
         else:
             lo = a
-    return math.exp((lo + hi) / 2.0)
+    g = math.exp((lo + hi) / 2.0)
+    return g, sse(g)
 
 
 @dataclass(frozen=True)

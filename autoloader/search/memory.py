@@ -143,10 +143,16 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
         basis = KEPT_WORKERS if config.persistent_workers and shuffled else EPOCH_END
     host = runner_pss + workers * (overhead + copied) + in_flight(config)
     shm = workers * (config.prefetch_factor or 0) * sample_bytes * samples(config)
-    staged = growth is not None and workers > 0   # the profile read a worker's USS: say it per worker
+    # Per worker in USS, where the profile read its workers': a worker's own memory is the most
+    # any reading showed beside its copies (the bursts' workers ran longer than the profile's).
+    staged = growth is not None and workers > 0
+    own = 0
+    if staged:
+        own = max([growth.flat_bytes] + [u - growth.copied(n, shuffled) for n, u in
+                                         burst_readings(history, sample_bytes, length)])
     return MemoryForecast(config, basis, int(host), int(shm), int(overhead), int(copied), int(epoch_copied), share,
-                          worker_bytes=int(growth.flat_bytes + epoch_copied) if staged else None,
-                          run_worker_bytes=int(growth.flat_bytes + copied) if staged else None,
+                          worker_bytes=int(own + epoch_copied) if staged else None,
+                          run_worker_bytes=int(own + copied) if staged else None,
                           measured_peak_bytes=max(measured) if measured else None, growth=growth)
 
 
@@ -191,8 +197,9 @@ class MemoryLimits:
             if f.basis != MEASURED_PEAK:
                 over = ("over the run (kept workers keep what they copy, up to a full copy each)"
                         if f.basis == KEPT_WORKERS else "at the end of an epoch")
-                when = (f" {over}: each of the {f.workers} workers copies {f.copied_bytes / 2**20:.0f} MiB of the "
-                        "dataset's Python objects as it reads them")
+                who = f"each of the {f.workers} workers copies" if f.workers > 1 else "its one worker copies"
+                when = (f" {over}: {who} {f.copied_bytes / 2**20:.0f} MiB of the dataset's Python objects as it "
+                        "reads them")
             return (f"predicted {f.host_bytes / 2**30:.2f} GiB host memory{when} > {self.ceiling / 2**30:.2f} GiB "
                     f"ceiling{per}")
         shm = f.shm_bytes * self.ranks   # every rank's workers fill the one /dev/shm

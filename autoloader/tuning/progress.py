@@ -177,12 +177,14 @@ def memory_line(pick, control=None) -> str | None:
         return None
     finding = growth_finding(shown)
     who = "" if shown is pick else "the pick reads in the main process, which copies nothing; the cpus-1 rule's "
+    each = f"each of its {shown.workers}" if shown.workers > 1 else "its one"
     if shown.basis == KEPT_WORKERS:
-        what = (f"{_gib(shown.host_bytes)} over the run, forecast: each of {shown.workers} kept workers copies up to "
-                f"{_mib(shown.copied_bytes)} of the dataset's pages (a full copy) as it reads")
+        what = (f"{_gib(shown.host_bytes)} over the run, forecast: {each} kept worker{'s' * (shown.workers > 1)} "
+                f"copies up to {_mib(shown.copied_bytes)} of the dataset's pages (a full copy) as it reads")
     else:
-        what = (f"{_gib(shown.host_bytes)} at the end of an epoch, forecast: each of {shown.workers} workers copies "
-                f"{_mib(shown.copied_bytes)} of the dataset's pages as it reads its {shown.samples_per_worker:,} samples")
+        what = (f"{_gib(shown.host_bytes)} at the end of an epoch, forecast: {each} worker{'s' * (shown.workers > 1)} "
+                f"copies {_mib(shown.copied_bytes)} of the dataset's pages as it reads its "
+                f"{shown.samples_per_worker:,} samples")
     seen = f"; its bursts peaked at {_gib(shown.measured_peak_bytes)}" if shown.measured_peak_bytes else ""
     saved = f", and save ~{_gib(finding.saved_bytes)}" if finding is not None else ""
     return (f"{who}{what} ({shown.growth.per_sample_bytes / 2**10:.1f} KiB a sample at first{seen}). The rows are "
