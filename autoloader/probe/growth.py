@@ -17,8 +17,8 @@ from ..search.growth import Growth, fit_growth
 from ..search.policy import GROWTH_MIN_DATASET
 
 # The stage's most seconds, both phases; the contiguous block's share of them.
-GROWTH_SECONDS = 2.0
-BLOCK_SHARE = 0.3
+GROWTH_SECONDS = 2.5
+BLOCK_SHARE = 0.4
 # Samples a batch of the stage's loader: small, so the USS readings lie close together, and
 # small in bytes (the batch the worker is making is its own memory until the loop maps it).
 STAGE_BATCH = 32
@@ -131,18 +131,27 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
         for _ in range(2 * WARM_BATCHES):
             next(it)
         workers = list(it._workers)
-        first, taken = _readings(workers), 2 * WARM_BATCHES
+        taken, block = 2 * WARM_BATCHES, []
         block_end = time.perf_counter() + seconds * BLOCK_SHARE
-        while time.perf_counter() < block_end and phases.block_batches < len(phases.block):
+        gap, next_reading = seconds * BLOCK_SHARE / READINGS, 0.0
+        while True:
+            if time.perf_counter() >= next_reading:
+                reading = _readings(workers)
+                if reading is None:
+                    return None
+                block.append(((taken // 2 + 0.5) * batch, reading[1] - reading[0]))
+                next_reading = time.perf_counter() + gap
+                beat()
+            if time.perf_counter() >= block_end or phases.block_batches >= len(phases.block):
+                break
             next(it)
             taken += 1
         # The reader is making a block batch still: it has read no random row yet.
         phases.switch = True
         last = _readings(workers)
-        beat()
-        if first is None or last is None or taken < 2 * WARM_BATCHES + 2:
+        if last is None or len(block) < 3:
             return None
-        block_read = (taken // 2 - WARM_BATCHES) * batch   # the reader's rows between the two readings
+        block.append(((taken // 2 + 0.5) * batch, last[1] - last[0]))
         block_batches = phases.block_batches
         points, end = [(0, last[1] - last[0])], time.perf_counter() + seconds * (1 - BLOCK_SHARE)
         gap = (end - time.perf_counter()) / READINGS
@@ -166,8 +175,15 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
     finally:
         it._shutdown_workers()
         del it, loader
-    rise = (last[1] - last[0]) - (first[1] - first[0])
-    return fit_growth(points, block_read, rise, control, length, dataset_bytes, seconds=time.perf_counter() - t0)
+    # The block's bytes a row: the slope of the reader's gain over the rows it read, fitted to
+    # every reading of the block, so that the batch in the making at each reading averages out.
+    mean_n = sum(n for n, _ in block) / len(block)
+    mean_d = sum(d for _, d in block) / len(block)
+    spread = sum((n - mean_n) ** 2 for n, _ in block)
+    row_bytes = max(0.0, sum((n - mean_n) * (d - mean_d) for n, d in block) / spread) if spread else 0.0
+    block_rows = block_batches * batch
+    return fit_growth(points, block_rows, int(row_bytes * block_rows), control, length, dataset_bytes,
+                      seconds=time.perf_counter() - t0)
 
 
 def with_growth(profile, dataset, fixed_kwargs: dict, dataset_bytes: int | None, beat: Callable[[], None]):

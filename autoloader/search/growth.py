@@ -63,6 +63,11 @@ class Growth:
     bursts: tuple[tuple[int, int], ...] = ()  # (samples a burst's worker read, its USS less batches held)
     per_sample_bytes: float = 0.0   # g: growth per sample read at random, at the start
     ceiling_bytes: int = 0          # C: a full copy of the pages reads touch
+    # Where the readings end: the most samples read, what they had copied, and the growth per
+    # sample read there (NOTE [ The latest rate goes on ]).
+    last_samples: int = 0
+    last_bytes: float = 0.0
+    last_rate: float = 0.0
     seconds: float = 0.0            # the stage's wall time
 
     def copies(self) -> list[tuple[int, float]]:
@@ -95,31 +100,35 @@ class Growth:
         return self.rise_bytes >= GROWTH_MIN_RISE and self.per_sample_bytes > 0
 
     def fitted(self) -> "Growth":
-        """This growth with ``per_sample_bytes`` and ``ceiling_bytes`` fitted to its readings.
-        The ceiling is the block's (its bytes a row, times the rows, within the dataset's own
-        memory) while the readings span too little of the dataset to bend; the bursts' workers,
-        which read far more, fit it."""
+        """This growth with ``per_sample_bytes``, ``ceiling_bytes`` and where its readings end
+        fitted to them. The ceiling is the block's (its bytes a row, times the rows, within the
+        dataset's own memory); readings that copied more raise it, never lower it: a burst's
+        reading errs high (its worker's own allocations), so it may not bend the curve under
+        what the block showed."""
         copies = self.copies()
         seen = max((c for _, c in copies), default=0.0)
         block = self.row_bytes * self.length
-        top = float(self.dataset_bytes) if self.dataset_bytes and self.dataset_bytes >= 1.02 * seen else None
-        if top is not None:
-            block = min(block, top)
-        block = max(block, 1.02 * seen, 1.0)
-        useful = [(n, c) for n, c in copies if n > 0]
+        if self.dataset_bytes and self.dataset_bytes >= 1.02 * seen:
+            block = min(block, self.dataset_bytes)
+        ceiling = max(block, 1.02 * seen, 1.0)
+        useful = sorted((n, c) for n, c in copies if n > 0)
         if not useful or seen <= 0:
-            return dataclasses.replace(self, per_sample_bytes=0.0, ceiling_bytes=int(block))
+            return dataclasses.replace(self, per_sample_bytes=0.0, ceiling_bytes=int(ceiling))
         slope = max(1e-9, sum(n * c for n, c in useful) / sum(n * n for n, _ in useful))
-        if not self.bursts:
-            return dataclasses.replace(self, per_sample_bytes=_fit_rate(useful, block, slope)[0],
-                                       ceiling_bytes=int(block))
-        # Only up from the block's: a burst's reading errs high (its worker's own allocations),
-        # so it may raise the ceiling, never bend the curve under what the block showed.
-        low = block
-        high = max(low, min(2.0 * block, top) if top is not None else 2.0 * block)
-        best = min(((c, *_fit_rate(useful, c, slope)) for c in (low * (high / low) ** (i / 24) for i in range(25))),
-                   key=lambda fit: fit[2])
-        return dataclasses.replace(self, per_sample_bytes=best[1], ceiling_bytes=int(best[0]))
+        g = _fit_rate(useful, ceiling, slope)[0]
+        # NOTE [ The latest rate goes on ]: the growth past the readings goes on at the rate of
+        # their later half (a straight line fitted over it), not the first reads' rate. A row's
+        # objects lie in pages of several kinds: its small objects share pages with many other
+        # rows (copied within the first reads, then no more), its large ones fill pages of their
+        # own (copied row by row all epoch). The first reads' rate holds both kinds; the later
+        # one, once the shared pages are copied, only what goes on.
+        last = useful[-1][0]
+        late = [(n, c) for n, c in useful if n >= last / 2] or useful[-2:]
+        if len(late) < 2:
+            late = useful[-2:]
+        rate, at = _line(late, last)
+        return dataclasses.replace(self, per_sample_bytes=g, ceiling_bytes=int(ceiling), last_samples=int(last),
+                                   last_bytes=min(max(0.0, at), 0.99 * ceiling), last_rate=min(max(0.0, rate), g))
 
     def with_bursts(self, bursts) -> "Growth":
         """Refitted with the bursts' workers, ``bursts``: (samples each read, its USS less the
@@ -128,14 +137,22 @@ class Growth:
         return self if bursts == self.bursts or not self.found else _refit(self, bursts)
 
     def copied(self, samples: float, shuffled: bool = True) -> float:
-        """Bytes a worker has copied once it read ``samples`` samples (0 when no growth was found)."""
+        """Bytes a worker has copied once it read ``samples`` samples (0 when no growth was found):
+        up to the last reading, the curve of the first reads' rate; past it, that reading's
+        copies and its rate going on, slowing as the ceiling nears (NOTE [ The latest rate goes
+        on ]); never less than its rows' own bytes. In order, only its rows' own bytes."""
         if not self.found or samples <= 0:
             return 0.0
         ceiling = float(self.ceiling_bytes)
         linear = min(ceiling, self.row_bytes * samples)
         if not shuffled:
             return linear
-        return max(linear, ceiling * (1.0 - math.exp(-self.per_sample_bytes * samples / ceiling)))
+        if samples <= self.last_samples or self.last_rate <= 0:
+            curve = ceiling * (1.0 - math.exp(-self.per_sample_bytes * samples / ceiling))
+        else:
+            room = ceiling - self.last_bytes
+            curve = self.last_bytes + room * (1.0 - math.exp(-self.last_rate * (samples - self.last_samples) / room))
+        return max(linear, curve)
 
     def run_copied(self, epoch_samples: int, workers: int, persistent: bool, shuffled: bool = True) -> float:
         """Bytes each worker holds copied at its peak over a run: one epoch's share for workers
@@ -177,6 +194,15 @@ def fit_growth(points, block_rows: int, block_rise: int, flat_bytes: int, length
     base = pts[0][1] if pts else int(flat_bytes)
     return Growth(int(flat_bytes), base, row_bytes, int(block_rows), int(length), dataset_bytes, pts,
                   seconds=seconds).fitted()
+
+
+def _line(points, at: float) -> tuple[float, float]:
+    """The least-squares line through ``points``: its slope, and its value at ``at``."""
+    mean_n = sum(n for n, _ in points) / len(points)
+    mean_c = sum(c for _, c in points) / len(points)
+    spread = sum((n - mean_n) ** 2 for n, _ in points)
+    slope = sum((n - mean_n) * (c - mean_c) for n, c in points) / spread if spread else 0.0
+    return slope, mean_c + slope * (at - mean_n)
 
 
 def _fit_rate(copies, ceiling: float, slope: float) -> tuple[float, float]:
