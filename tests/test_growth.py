@@ -183,3 +183,25 @@ def test_the_growth_crosses_in_the_profile_and_the_trial_record():
     assert validate.trial_record(t.to_dict()) == t
     with pytest.raises(validate.InvalidRecord, match="worker_samples"):
         validate.trial_record({**t.to_dict(), "worker_samples": -1})
+
+
+def test_rows_of_two_kinds_of_pages_go_on_at_the_later_rate():
+    """A row's small objects share pages with many rows (copied within the first reads), its
+    large ones fill their own (copied row by row): the first reads' rate would run far ahead of
+    the epoch; the later rate, once the bursts read more, holds it (NOTE [ The latest rate goes on ])."""
+    shared, own = 0.2 * CEILING, 0.8 * CEILING
+
+    def truth(n: float) -> float:
+        return shared * (1 - math.exp(-30 * n / LENGTH)) + own * (1 - math.exp(-n / LENGTH))
+
+    row = CEILING / LENGTH
+    stage = fit_growth([(n, int(row * 2000 + truth(n))) for n in (0, 600, 1200, 1800, 2400, 3000)], 2000,
+                       int(row * 2000), FLAT, LENGTH)
+    epoch = LENGTH / 2
+    assert stage.copied(epoch) >= truth(epoch), "the stage alone errs high, not low"
+    single = CEILING * (1 - math.exp(-stage.per_sample_bytes * epoch / CEILING))
+    refit = stage.with_bursts([(n, int(FLAT + truth(n))) for n in (10_000, 20_000)])
+    assert refit.copied(epoch) == pytest.approx(truth(epoch), rel=0.1)
+    assert single > 1.2 * truth(epoch), "the first reads' rate alone would forecast far too much"
+    readings = [refit.copied(n) for n in range(0, LENGTH, 500)]
+    assert readings == sorted(readings), "more reads never copy less"

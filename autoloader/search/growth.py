@@ -56,7 +56,7 @@ class Growth:
     flat_bytes: int             # the control's USS at the stage's end: a worker's own, reads aside
     base_bytes: int             # the reader's gain over the control after the block, where random reads start
     row_bytes: float            # growth per row read in order: what one row's pages hold
-    block_rows: int             # rows the block read between its two readings
+    block_rows: int             # rows the block read, in order
     length: int                 # rows of the dataset
     dataset_bytes: int | None = None   # the trial process's memory for the dataset, as built
     points: tuple[tuple[int, int], ...] = ()  # (samples read at random, the reader's gain) as measured
@@ -138,7 +138,7 @@ class Growth:
 
     def copied(self, samples: float, shuffled: bool = True) -> float:
         """Bytes a worker has copied once it read ``samples`` samples (0 when no growth was found):
-        up to the last reading, the curve of the first reads' rate; past it, that reading's
+        up to the last reading, the curve of the first reads' rate through it; past it, that reading's
         copies and its rate going on, slowing as the ceiling nears (NOTE [ The latest rate goes
         on ]); never less than its rows' own bytes. In order, only its rows' own bytes."""
         if not self.found or samples <= 0:
@@ -147,8 +147,13 @@ class Growth:
         linear = min(ceiling, self.row_bytes * samples)
         if not shuffled:
             return linear
-        if samples <= self.last_samples or self.last_rate <= 0:
-            curve = ceiling * (1.0 - math.exp(-self.per_sample_bytes * samples / ceiling))
+        def first(n: float) -> float:
+            return ceiling * (1.0 - math.exp(-self.per_sample_bytes * n / ceiling))
+
+        if self.last_samples <= 0:
+            curve = first(samples)
+        elif samples <= self.last_samples:   # the first reads' curve, through the last reading
+            curve = first(samples) * self.last_bytes / max(1.0, first(self.last_samples))
         else:
             room = ceiling - self.last_bytes
             curve = self.last_bytes + room * (1.0 - math.exp(-self.last_rate * (samples - self.last_samples) / room))
