@@ -1,5 +1,6 @@
-"""Measuring copy on read in the trial process: the dataset's memory as built, one fresh worker's
-USS against the samples it read (the profile's growth stage), and a burst's workers at its end.
+"""Measuring copy on read in the trial process: the dataset's memory as built, two fresh workers'
+USS against the rows one of them read (the profile's growth stage), and a burst's workers at its
+end.
 
 Why and what the figures mean: NOTE [ Copy on read ] in search/growth.py. Runs in the trial
 process, which knows its workers' pids and counts the batches it took; nothing here runs in
@@ -11,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from ..search.growth import Growth, fit_growth
 from ..search.policy import GROWTH_MIN_DATASET
@@ -65,7 +66,7 @@ class _Phases:
     task to a worker, so a switch set between two batches taken makes every later task random."""
 
     def __init__(self, control: list[int], block: range, others: list[int], batch: int):
-        self.control, self.batch = control, batch
+        self.control = control
         self.block = [block[i:i + batch] for i in range(0, len(block) - batch + 1, batch)]
         self.others = [others[i:i + batch] for i in range(0, len(others) - batch + 1, batch)]
         self.switch, self.block_batches = False, 0
