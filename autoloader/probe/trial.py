@@ -45,6 +45,7 @@ from ..search.space import LoaderConfig
 from . import guard
 from .device import NvmlUtil, release_cached_memory, to_device
 from .failures import classify_failure, describe_failure, raised_os_error
+from .growth import NewestIterator, anonymous_bytes, with_growth
 from .protocol import (
     BEAT_S,
     Beat,
@@ -105,7 +106,11 @@ class _Runner:
         if self.cuda and ":" in self.device:
             # Events, synchronize and memory statistics act on the current device: make it ours.
             torch.cuda.set_device(self.device)
+        # What the dataset adds to this process's heap: all a forked worker could come to copy.
+        before = anonymous_bytes()
         self.dataset = resolve_dataset(setup.dataset.load(), setup.dataset.name)
+        after = anonymous_bytes()
+        self.dataset_bytes = max(0, after - before) if before is not None and after is not None else None
         self.iterable = isinstance(self.dataset, torch.utils.data.IterableDataset)
         self.step = None
         if setup.step is not None:
@@ -149,7 +154,7 @@ class _Runner:
 
         return DatasetInfo(length=length, sample_seconds=elapsed / count,
                            sample_bytes=max(1, _tensor_bytes(batch) // count),
-                           runner_uss=memory.uss, runner_pss=memory.pss,
+                           runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=self.dataset_bytes,
                            fingerprint=dataset_fingerprint(self.dataset), dataset_class=dataset_class(self.dataset),
                            code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs))
 
@@ -256,6 +261,7 @@ class _Runner:
 
         iterators = []
         epoch = [0]
+        newest = NewestIterator()   # how far its workers read: NOTE [ Copy on read ] in search/growth.py
 
         def make_iterator():
             where[0] = "iter"
@@ -272,6 +278,7 @@ class _Runner:
             where[0] = "next"
             if not any(ref() is it for ref in iterators):
                 iterators.append(weakref.ref(it))
+                newest.made(it)
             return it
 
         progress = {"batches": 0, "beat": time.monotonic()}
@@ -281,6 +288,7 @@ class _Runner:
             consume(batch)
             where[0] = "next"
             progress["batches"] += 1
+            newest.batches += 1
             now = time.monotonic()
             if beat is not None and now - progress["beat"] >= BEAT_S:
                 progress["beat"] = now
@@ -291,6 +299,7 @@ class _Runner:
                           fresh_workers_each_epoch=config.num_workers > 0 and not config.persistent_workers,
                           epoch_batches=epoch_batches, device=self.device, settings=settings,
                           batch_samples=self._sample_counter(config, epoch_batches))
+            grown = newest.point(config)
         except Exception as exc:  # noqa: BLE001 - a crash is a result about this config
             message, detail = describe_failure(exc)
             os_error = raised_os_error(exc)   # the environment's: re-measured on resume (store/retry.py)
@@ -304,6 +313,7 @@ class _Runner:
             if beat is not None:
                 beat(progress["batches"])  # the teardown that follows gets a full watchdog timeout
             shutdown_iterators(iterators)
+            newest.clear()
             loader = None  # the last reference: its workers go with it
             gc.collect()
             if self.cuda:
@@ -314,7 +324,8 @@ class _Runner:
                            consumer_fraction=m.consumer_fraction, gpu_util=gpu_util, startup_s=m.startup_s,
                            epoch_restart_s=m.epoch_restart_s,
                            gpu_peak_bytes=int(torch.cuda.max_memory_allocated()) if self.cuda else None,
-                           batches=m.batches, window_s=m.window_s, epochs_crossed=m.epochs_crossed, pruned=m.pruned)
+                           batches=m.batches, window_s=m.window_s, epochs_crossed=m.epochs_crossed, pruned=m.pruned,
+                           worker_samples=grown[0] if grown else None, worker_uss_bytes=grown[1] if grown else None)
 
     def profile(self, batch_size: int, beat, memory_budget: int | None = None) -> tuple[Profile | None, str | None]:
         """The pipeline's profile (probe/profiler.py), or why not: the dataset or step raised on the
@@ -326,6 +337,7 @@ class _Runner:
             profile = run_profile(self.dataset, self._fixed_kwargs(), batch_size, consume, self.device,
                                   _tensor_bytes, lambda pid: pss(pid), beat=lambda: beat(0),
                                   memory_budget=memory_budget)
+            profile = with_growth(profile, self.dataset, self._fixed_kwargs(), self.dataset_bytes, lambda: beat(0))
         except Exception as exc:  # noqa: BLE001 - a profile that fails is reported, never raised
             return None, f"{type(exc).__name__}: {exc}"[:500]
         finally:

@@ -1,8 +1,9 @@
 """Predicting a config's memory before it runs, and the predicate the search asks: does it fit?
 
-Pure arithmetic over what the trial process reported (its own memory, a sample's bytes) and the
-bursts measured so far (their peaks). The run builds one ``MemoryLimits`` once the profile is in,
-with the ceiling and the /dev/shm room it has, and hands ``fits`` to the strategy.
+Pure arithmetic over what the trial process reported (its own memory, a sample's bytes, how one
+worker's memory grew as it read: NOTE [ Copy on read ] in growth.py) and the bursts measured so
+far (their peaks). The run builds one ``MemoryLimits`` once the profile is in, with the ceiling
+and the /dev/shm room it has, and hands ``fits`` to the strategy.
 """
 
 from __future__ import annotations
@@ -10,8 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from .growth import Growth
 from .results import TrialResult
 from .space import LoaderConfig
+
+# What a forecast's host figure rests on.
+MEASURED_PEAK = "measured_peak"   # no growth found: the bursts' peaks tell the run's
+EPOCH_END = "epoch_end"           # workers grow as they read: each at the end of its one epoch
+KEPT_WORKERS = "kept_workers"     # kept workers grow across epochs: each up to the ceiling
 
 
 def batch_samples(batch_size: int, length: int | None) -> int:
@@ -20,46 +27,149 @@ def batch_samples(batch_size: int, length: int | None) -> int:
     return batch_size if length is None else max(1, min(batch_size, length))
 
 
-def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history,
-                 worker_prior: int = 0, length: int | None = None) -> tuple[int, int]:
-    """Predicted (host bytes, /dev/shm bytes) of a config before running it, in the guard's
-    measure: PSS, the tree's private pages plus its share of shared ones (USS left out the
-    pages the workers share with the runner, so predictions ran low and a breach was found
-    only by running the trial).
+@dataclass(frozen=True)
+class MemoryForecast:
+    """A config's predicted memory over a run, in the guard's measure (PSS summed over the tree),
+    and the figures it is made of. Per worker: ``flat_bytes`` (what it holds whatever it read, in
+    PSS), ``copied_bytes`` (the dataset's pages it copied by its peak over the run) and
+    ``epoch_copied_bytes`` (by the end of its first epoch). ``worker_bytes``: one worker's USS at
+    the end of its first epoch, the figure a reading of a real epoch compares with (None without a
+    growth stage)."""
+
+    config: LoaderConfig
+    basis: str
+    host_bytes: int
+    shm_bytes: int
+    flat_bytes: int
+    copied_bytes: int = 0
+    epoch_copied_bytes: int = 0
+    samples_per_worker: int = 0
+    worker_bytes: int | None = None
+    run_worker_bytes: int | None = None
+    measured_peak_bytes: int | None = None   # the highest PSS this config's own bursts reached
+    growth: Growth | None = None
+
+    @property
+    def workers(self) -> int:
+        return self.config.num_workers
+
+    @property
+    def epoch_host_bytes(self) -> int:
+        """The host figure at the end of the first epoch (below ``host_bytes`` for kept workers,
+        which go on copying in the epochs after it)."""
+        return self.host_bytes - self.workers * (self.copied_bytes - self.epoch_copied_bytes)
+
+    def to_dict(self) -> dict:
+        return {"config": self.config.loader_kwargs(), "basis": self.basis, "host_bytes": self.host_bytes,
+                "epoch_host_bytes": self.epoch_host_bytes,
+                "shm_bytes": self.shm_bytes, "workers": self.workers, "flat_bytes": self.flat_bytes,
+                "copied_bytes": self.copied_bytes, "epoch_copied_bytes": self.epoch_copied_bytes,
+                "samples_per_worker": self.samples_per_worker, "worker_bytes": self.worker_bytes,
+                "run_worker_bytes": self.run_worker_bytes, "measured_peak_bytes": self.measured_peak_bytes,
+                "growth": self.growth.to_dict() if self.growth is not None else None}
+
+
+def burst_samples(trial: TrialResult) -> float:
+    """Samples each worker of a burst had read by its end: as the trial process counted them, or
+    (a trial stored before it did) the window's batches, a lower bound."""
+    c = trial.config
+    if not c.num_workers:
+        return 0.0
+    if trial.worker_samples is not None:
+        return float(trial.worker_samples)
+    return trial.batches * c.batch_size / c.num_workers
+
+
+def burst_readings(history: Sequence[TrialResult], sample_bytes: int, length: int | None) -> list[tuple[int, int]]:
+    """(samples each worker had read, its USS) at each burst's end, less the batches it may still
+    have held (the prefetched ones it made, whose pages are its own until the loop maps them)."""
+    out = []
+    for t in history:
+        c = t.config
+        if t.worker_samples is not None and t.worker_uss_bytes is not None and c.num_workers:
+            held = (c.prefetch_factor or 0) * sample_bytes * batch_samples(c.batch_size, length)
+            out.append((t.worker_samples, t.worker_uss_bytes - held))
+    return out
+
+
+def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample_bytes: int,
+                  history: Sequence[TrialResult], worker_prior: int = 0, length: int | None = None,
+                  growth: Growth | None = None, epoch_samples: int | None = None,
+                  shuffled: bool = True) -> MemoryForecast:
+    """A config's predicted memory before it runs, in the guard's measure: PSS, the tree's
+    private pages plus its share of shared ones (USS left out the pages the workers share with
+    the runner, so predictions ran low and a breach was found only by running the trial).
 
     Batches in flight: each worker holds up to ``prefetch_factor`` finished batches in /dev/shm,
     and pinning copies each into page-locked memory on top. Per-worker overhead (the interpreter,
-    the dataset's copy-on-read pages) is learnt from measured trials: the median, over trials
-    with workers, of (peak - runner - batches in flight) / workers; a trial stored before PSS was
-    recorded counts by its USS against the runner's USS. Before any trial with workers,
-    ``worker_prior`` (one worker's PSS as the profile saw it) stands in. A dataset of ``length``
-    shorter than the batch size makes batches of ``length`` samples.
+    its first pages) is learnt from measured trials: the median, over trials with workers, of
+    (peak - runner - batches in flight) / workers, less what each worker had copied of the
+    dataset by the burst's end when ``growth`` was found; a trial stored before PSS was recorded
+    counts by its USS against the runner's USS. Before any trial with workers, ``worker_prior``
+    (one worker's PSS as the profile saw it) stands in. With growth found, each worker adds what
+    it copies over the run (NOTE [ Copy on read ] in growth.py): one epoch's share of
+    ``epoch_samples`` (``length`` when not given), or the ceiling for kept workers. A dataset of
+    ``length`` shorter than the batch size makes batches of ``length`` samples.
     """
     def samples(c) -> int:
         return batch_samples(c.batch_size, length)
 
-    batch = sample_bytes * samples(config)
-
     def in_flight(c) -> int:
         return (c.num_workers * (c.prefetch_factor or 0) + 2) * sample_bytes * samples(c) * (2 if c.pin_memory else 1)
-    per_worker = []
+
+    if growth is not None:
+        growth = growth.with_bursts(burst_readings(history, sample_bytes, length))
+    grows = growth is not None and growth.found
+    per_worker, measured = [], []
     for trial in history:
         c = trial.config
         peak, base = ((trial.peak_pss_bytes, runner_pss) if trial.peak_pss_bytes
                       else (trial.peak_host_bytes, runner_uss))
+        if c == config and trial.peak_pss_bytes:
+            measured.append(trial.peak_pss_bytes)
         if peak and c.num_workers > 0:
-            per_worker.append(max(0, peak - base - in_flight(c)) / c.num_workers)
+            over = max(0, peak - base - in_flight(c)) / c.num_workers
+            if grows:
+                over = max(0.0, over - growth.copied(burst_samples(trial), shuffled))
+            per_worker.append(over)
     overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else worker_prior
-    host = runner_pss + config.num_workers * overhead + in_flight(config)
-    shm = config.num_workers * (config.prefetch_factor or 0) * batch
-    return int(host), int(shm)
+    workers = config.num_workers
+    basis, copied, epoch_copied, share = MEASURED_PEAK, 0.0, 0.0, 0
+    if grows and workers:
+        epoch = epoch_samples or length or 0
+        share = epoch // workers
+        epoch_copied = growth.copied(epoch / workers, shuffled)
+        copied = growth.run_copied(epoch, workers, config.persistent_workers, shuffled)
+        basis = KEPT_WORKERS if config.persistent_workers and shuffled else EPOCH_END
+    host = runner_pss + workers * (overhead + copied) + in_flight(config)
+    shm = workers * (config.prefetch_factor or 0) * sample_bytes * samples(config)
+    # Per worker in USS, where the profile read its workers': a worker's own memory is the most
+    # any reading showed beside its copies (the bursts' workers ran longer than the profile's).
+    staged = growth is not None and workers > 0
+    own = 0
+    if staged:
+        own = max([growth.flat_bytes] + [u - growth.copied(n, shuffled) for n, u in
+                                         burst_readings(history, sample_bytes, length)])
+    return MemoryForecast(config, basis, int(host), int(shm), int(overhead), int(copied), int(epoch_copied), share,
+                          worker_bytes=int(own + epoch_copied) if staged else None,
+                          run_worker_bytes=int(own + copied) if staged else None,
+                          measured_peak_bytes=max(measured) if measured else None, growth=growth)
+
+
+def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history,
+                 worker_prior: int = 0, length: int | None = None, **growth) -> tuple[int, int]:
+    """Predicted (host bytes, /dev/shm bytes) of a config before running it: ``forecast_peak``'s."""
+    f = forecast_peak(config, runner_uss, runner_pss, sample_bytes, history, worker_prior, length, **growth)
+    return f.host_bytes, f.shm_bytes
 
 
 @dataclass(frozen=True)
 class MemoryLimits:
     """The limits a config's predicted memory must meet, fixed for the run: one rank's host
     ceiling (PSS) and the free /dev/shm (read when the run started), which ``ranks`` ranks' workers
-    fill together; and what the predictions start from (``predict_peak``)."""
+    fill together; and what the predictions start from (``forecast_peak``): the profile's
+    ``growth`` when it measured one, the samples of one epoch (``epoch_samples``, one rank's
+    shard on a node) and whether the loaders read them in a shuffled order."""
 
     ceiling: int
     shm_free: int | None
@@ -69,15 +179,30 @@ class MemoryLimits:
     length: int | None = None
     worker_prior: int = 0
     ranks: int = 1
+    growth: Growth | None = None
+    epoch_samples: int | None = None
+    shuffled: bool = True
+
+    def forecast(self, config: LoaderConfig, history: Sequence[TrialResult]) -> MemoryForecast:
+        return forecast_peak(config, self.runner_uss, self.runner_pss, self.sample_bytes, history,
+                             worker_prior=self.worker_prior, length=self.length, growth=self.growth,
+                             epoch_samples=self.epoch_samples, shuffled=self.shuffled)
 
     def breach(self, config: LoaderConfig, history: Sequence[TrialResult]) -> str | None:
         """Why ``config`` is predicted past a limit, or None when it fits."""
-        host, shm = predict_peak(config, self.runner_uss, self.runner_pss, self.sample_bytes, history,
-                                 worker_prior=self.worker_prior, length=self.length)
-        if host > self.ceiling:
+        f = self.forecast(config, history)
+        if f.host_bytes > self.ceiling:
             per = f" (one rank's share of {self.ranks})" if self.ranks > 1 else ""
-            return f"predicted {host / 2**30:.2f} GiB host memory > {self.ceiling / 2**30:.2f} GiB ceiling{per}"
-        shm *= self.ranks   # every rank's workers fill the one /dev/shm
+            when = ""
+            if f.basis != MEASURED_PEAK:
+                over = ("over the run (kept workers keep what they copy, up to a full copy each)"
+                        if f.basis == KEPT_WORKERS else "at the end of an epoch")
+                who = f"each of the {f.workers} workers copies" if f.workers > 1 else "its one worker copies"
+                when = (f" {over}: {who} {f.copied_bytes / 2**20:.0f} MiB of the dataset's Python objects as it "
+                        "reads them")
+            return (f"predicted {f.host_bytes / 2**30:.2f} GiB host memory{when} > {self.ceiling / 2**30:.2f} GiB "
+                    f"ceiling{per}")
+        shm = f.shm_bytes * self.ranks   # every rank's workers fill the one /dev/shm
         if self.shm_free is not None and config.num_workers and shm > self.shm_free:
             return f"predicted {shm / 2**30:.2f} GiB in /dev/shm > {self.shm_free / 2**30:.2f} GiB free"
         return None

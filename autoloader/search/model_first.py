@@ -170,7 +170,9 @@ class ModelFirst(Strategy):
         """Who the final re-measures, of the configs measured in full: the corrected model's
         pick and its fastest prediction among them, the best burst, and always the control
         (last)."""
-        ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
+        # A config measured while it fitted stays out once the memory predicted for a run no
+        # longer fits (the bursts since taught the per-worker overhead).
+        ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned and self.fits(t.config, history)]
         if not ok:
             return []
         calib = self.calibration(history)

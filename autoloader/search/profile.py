@@ -11,6 +11,8 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, fields
 
+from .growth import Growth
+
 
 def quantile(values, q: float) -> float:
     """The q-quantile of ``values`` by linear interpolation (0 for none)."""
@@ -49,6 +51,9 @@ class Profile:
     # Receiving a batch from a worker that is busy making the next one: NOTE [ A busy worker's
     # receive ] in model.py. None where it was not measured (the receive above stands in).
     recv_busy_s: float | None = None
+    # One fresh worker's USS against the samples it read: NOTE [ Copy on read ] in growth.py. None
+    # where it was not measured (an iterable dataset, one too small to copy much).
+    growth: Growth | None = None
 
     @property
     def batch_bytes(self) -> int:
@@ -74,6 +79,7 @@ class Profile:
         data = asdict(self)
         data["sample_s"] = list(self.sample_s)
         data["sample_quantiles"] = self.sample_quantiles()
+        data["growth"] = self.growth.to_dict() if self.growth is not None else None
         return data
 
     @classmethod
@@ -81,4 +87,6 @@ class Profile:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["sample_s"] = tuple(float(x) for x in values.get("sample_s", ()))
+        if isinstance(values.get("growth"), dict):
+            values["growth"] = Growth.from_dict(values["growth"])
         return cls(**values)

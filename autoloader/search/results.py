@@ -66,6 +66,10 @@ class TrialResult:
     peak_host_bytes: int | None = None      # summed USS of the trial process and its workers
     peak_pss_bytes: int | None = None       # summed PSS of the same: what the memory guard compares
     peak_shm_bytes: int | None = None       # /dev/shm growth during the trial
+    # At the burst's end, samples each of its workers had read (since they started) and their
+    # mean USS then: how far copy on read had grown them (NOTE [ Copy on read ] in growth.py).
+    worker_samples: int | None = None
+    worker_uss_bytes: int | None = None
     gpu_peak_bytes: int | None = None
     batch_bytes: int | None = None
     batches: int = 0

@@ -111,7 +111,7 @@ def trial_record(data: object) -> TrialResult:
                 "gpu_util", "startup_s", "epoch_restart_s", "window_s", "seconds", "stalled_s"):
         _number(data, key)
     for key in ("peak_host_bytes", "peak_pss_bytes", "peak_shm_bytes", "gpu_peak_bytes", "batch_bytes",
-                "batches", "epochs_crossed"):
+                "batches", "epochs_crossed", "worker_samples", "worker_uss_bytes"):
         _count(data, key)
     _flag(data, "pruned", False)
     _flag(data, "os_error", False)

@@ -15,6 +15,8 @@ import math
 import sys
 from typing import Callable, TextIO
 
+from ..search.growth import growth_finding
+from ..search.memory import KEPT_WORKERS
 from ..search.results import OK
 
 
@@ -92,10 +94,13 @@ class ProgressPrinter:
             return f"  profile: not measured ({d['error'][:200]}); the bursts will correct a rough one"
         q = p.sample_quantiles()
         pin = f", pin {p.pin_s * 1e3:.1f} ms, copy {(p.h2d_pinned_s or 0) * 1e3:.1f} ms" if p.pin_s is not None else ""
+        g = getattr(p, "growth", None)
+        grows = (f"; a worker copies {g.per_sample_bytes / 2**10:.1f} KiB a sample it reads, up to "
+                 f"{_mib(g.ceiling_bytes)}" if g is not None and g.found else "")
         return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
                 f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
                 f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
-                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs")
+                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}")
 
     def _trial(self, d: dict) -> str:
         r = d["result"]
@@ -223,6 +228,9 @@ def table(result, saved: bool = True) -> str:
         lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} workers, peak at "
                      f"{t.knee.peak}{hurt} (the model's curve, corrected by the bursts)")
         lines.append(f"  {'curve':<20} " + ", ".join(f"{w}:{r:,.0f}" for w, r in t.knee.curve))
+    memory = memory_line(getattr(result, "memory", None), getattr(result, "control_memory", None))
+    if memory:
+        lines.append(f"  {'memory':<20} {memory}")
     faults = result.faults()
     ok = sum(1 for tr in result.trials if tr.status == OK)
     lines.append(f"  {'trials':<20} {len(result.trials)} ({ok} measured"
@@ -248,6 +256,33 @@ def _verdict_line(result) -> str | None:
 
 def report_written(paths: dict) -> str:
     return f"autoloader: report written: {paths['html']} (markdown twin {paths['markdown']})"
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def memory_line(pick, control=None) -> str | None:
+    """One line on the workers' copy-on-read growth (NOTE [ Copy on read ] in search/growth.py),
+    when the profile found it; None otherwise."""
+    shown = pick if pick is not None and pick.workers else control
+    if shown is None or shown.growth is None or not shown.growth.found or not shown.workers:
+        return None
+    finding = growth_finding(shown)
+    who = "" if shown is pick else "the pick reads in the main process, which copies nothing; the cpus-1 rule's "
+    each = f"each of its {shown.workers}" if shown.workers > 1 else "its one"
+    if shown.basis == KEPT_WORKERS:
+        what = (f"{_gib(shown.host_bytes)} over the run, forecast: {each} kept worker{'s' * (shown.workers > 1)} "
+                f"copies up to {_mib(shown.copied_bytes)} of the dataset's pages (a full copy) as it reads")
+    else:
+        what = (f"{_gib(shown.host_bytes)} at the end of an epoch, forecast: {each} worker{'s' * (shown.workers > 1)} "
+                f"copies {_mib(shown.copied_bytes)} of the dataset's pages as it reads its "
+                f"{shown.samples_per_worker:,} samples")
+    seen = f"; its bursts peaked at {_gib(shown.measured_peak_bytes)}" if shown.measured_peak_bytes else ""
+    saved = f", and save ~{_gib(finding.saved_bytes)}" if finding is not None else ""
+    return (f"{who}{what} ({shown.growth.per_sample_bytes / 2**10:.1f} KiB a sample at first{seen}). The rows are "
+            "Python objects (reading one writes its reference count): hold them as numpy arrays, Arrow or one "
+            f"bytes buffer with offsets{saved}")
 
 
 def since(c) -> str:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from ..search.choice import Finalist
 from ..search.config import TunedConfig
+from ..search.growth import growth_finding
 from ..search.knee import Knee
+from ..search.memory import MemoryForecast
 from ..search.model import Calibration, Prediction
 from ..search.profile import Profile
 from ..search.results import OK, TrialResult
@@ -46,6 +48,10 @@ class TuneResult:
     early_stop: bool = False              # the warm start's pick held and the search ended there
     node: dict | None = None              # a node's tune: NOTE [ Tuning a node's ranks ] in node/__init__.py
     inputs: dict | None = None            # what the run was given that its figures do not say (explain/)
+    # The pick's and the control's memory over a run, as the limit judged them (NOTE [ Copy on
+    # read ] in search/growth.py): a measured peak, or a forecast at the end of an epoch.
+    memory: MemoryForecast | None = None
+    control_memory: MemoryForecast | None = None
 
     @property
     def config(self) -> LoaderConfig:
@@ -74,6 +80,15 @@ class TuneResult:
     def ranks(self) -> int:
         return self.node["ranks"] if self.node else 1
 
+    def memory_record(self) -> dict | None:
+        """The result's ``memory``: the pick's forecast, the control's, and the growth finding."""
+        if self.memory is None:
+            return None
+        finding = growth_finding(self.memory)
+        return {"pick": self.memory.to_dict(),
+                "control": self.control_memory.to_dict() if self.control_memory is not None else None,
+                "finding": finding.to_dict() if finding is not None else None}
+
     def faults(self) -> dict[str, int]:
         """Failed or infeasible trials by cause."""
         return dict(Counter(t.cause for t in self.trials if t.status != OK))
@@ -95,6 +110,7 @@ class TuneResult:
                 "reorder_gain": self.reorder_gain, "model_error": list(self.model_error),
                 "study": self.study, "run_id": self.run_id, "dataset": self.dataset,
                 "warm_start": warm_record(self.warm_start), "early_stop": self.early_stop,
+                "memory": self.memory_record(),
                 **({"node": self.node} if self.node else {}), "inputs": self.inputs, **(self.provenance or {})}
 
 

@@ -174,10 +174,16 @@ class Run:
     def _strategy(self, model: Model, profile: Profile, info: DatasetInfo) -> Strategy:
         """The search (NOTE [ Model first ]), with the memory it may spend fixed for the run and
         the warm start's configs first when there is one (NOTE [ Warm start ])."""
+        fixed = self.problem.fixed_kwargs
+        epoch = min(info.length, profile.epoch_batches * profile.batch_size) if info.length and profile.epoch_batches \
+            else info.length
         self.memory = MemoryLimits(ceiling=self.ranks.memory(self.options.limits.max_memory),
                                    shm_free=hardware.shm_free(), runner_uss=info.runner_uss,
                                    runner_pss=info.runner_pss, sample_bytes=info.sample_bytes, length=info.length,
-                                   worker_prior=profile.worker_pss or 0, ranks=self.ranks.ranks)
+                                   worker_prior=profile.worker_pss or 0, ranks=self.ranks.ranks,
+                                   growth=profile.growth, epoch_samples=epoch,
+                                   shuffled=fixed.get("shuffle", True) is not False or "sampler" in fixed
+                                   or "batch_sampler" in fixed)
         search = ModelFirst(self.space, model, self.problem.hardware.cpus, self.problem.allow_reorder,
                             self.memory.fits, control_cpus=self.ranks.node_cpus)
         return warmed(search, self.warm_start, self.space)
@@ -292,7 +298,9 @@ class Run:
             model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
             run_id=store.run.run_id, dataset=_dataset_record(problem), provenance=provenance(),
             warm_start=self.warm_start, early_stop=strategy.stopped_early, node=self.ranks.record(
-                self.options.limits.max_memory), inputs=self._inputs())
+                self.options.limits.max_memory), inputs=self._inputs(),
+            memory=self.memory.forecast(pick.config, history),
+            control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None)
         if before is not None:
             result = dataclasses.replace(result, since=compare(before, result.to_dict(), self.options.thresholds))
         save(result, {result.snippet_path: snippet(tuned),

@@ -1,6 +1,6 @@
 """Benchmark workloads for the DataLoader auto-tuner.
 
-Eight workloads, each stressing a different input-pipeline bottleneck, built from real parts
+Nine workloads, each stressing a different input-pipeline bottleneck, built from real parts
 (PIL JPEG decode, torchvision transforms and models, plain Python objects). Every workload names
 two zero-argument, module-level callables of this package, so that ``--dataset
 scripts.bench.workloads:<name>_dataset`` (from the repository's root) reaches them:
@@ -15,7 +15,7 @@ All data is generated deterministically, on local disk (``AUTOLOADER_BENCH_DIR``
 (default 1.0) scales dataset lengths and the amount of generated data (not per-sample shapes or
 costs, except hugefloat's side below scale 1: its point is bytes a batch), so that tests can
 run tiny. Six workloads (jpeg to gpubound) are those the tuner's rules were made on; hugefloat
-and pyobjects are new to it.
+and pyobjects are new to it; pyrows is the memory forecast's (``python -m scripts.memory_growth``).
 
 ``python -m scripts.bench.workloads`` runs a quick self-check at the current scale.
 """
@@ -37,6 +37,7 @@ from scripts.bench.workloads.images import (
                      large_dataset,
                      large_step,
 )
+from scripts.bench.workloads.pyrows import pyrows_dataset, pyrows_step
 from scripts.bench.workloads.pysamples import (
                      heavytail_dataset,
                      heavytail_step,
@@ -50,8 +51,8 @@ from scripts.bench.workloads.pysamples import (
 
 __all__ = ["WORKLOADS", "Workload", "gpubound_dataset", "gpubound_step", "heavytail_dataset", "heavytail_step",
            "hugefloat8_dataset", "hugefloat8_step", "hugefloat_dataset", "hugefloat_step", "jpeg_dataset", "jpeg_step",
-           "large8_dataset", "large8_step", "large_dataset", "large_step",
-           "pyobjects_dataset", "pyobjects_step", "small_dataset", "small_step", "startup_dataset", "startup_step"]
+           "large8_dataset", "large8_step", "large_dataset", "large_step", "pyobjects_dataset", "pyobjects_step",
+           "pyrows_dataset", "pyrows_step", "small_dataset", "small_step", "startup_dataset", "startup_step"]
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     workload("jpeg", "JPEG decode and augmentation on the CPU feeding ResNet-18 at 160 px; "
@@ -75,4 +76,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     workload("pyobjects", "Samples read from ~300 MB of Python dicts, strings and lists built in "
              "__init__; reading touches reference counts, so each forked worker copies what it "
              "reads and peak memory grows with the workers; light step.", 256),
+    workload("pyrows", "1.5 million annotation rows ({id, boxes: 24 floats, tag}) kept as Python objects, "
+             "0.1 ms a sample; each forked worker copies the rows it reads, so its memory grows all epoch "
+             "long, far past what a burst sees; light step.", 256),
 )}

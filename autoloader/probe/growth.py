@@ -1,0 +1,228 @@
+"""Measuring copy on read in the trial process: the dataset's memory as built, two fresh workers'
+USS against the rows one of them read (the profile's growth stage), and a burst's workers at its
+end.
+
+Why and what the figures mean: NOTE [ Copy on read ] in search/growth.py. Runs in the trial
+process, which knows its workers' pids and counts the batches it took; nothing here runs in
+the driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from typing import Callable
+
+from ..search.growth import Growth, fit_growth
+from ..search.policy import GROWTH_MIN_DATASET
+
+# The stage's most seconds, both phases; the contiguous block's share of them.
+GROWTH_SECONDS = 2.5
+BLOCK_SHARE = 0.4
+# Samples a batch of the stage's loader: small, so the USS readings lie close together, and
+# small in bytes (the batch the worker is making is its own memory until the loop maps it).
+STAGE_BATCH = 32
+STAGE_BYTES = 2**20
+# Batches a fresh worker makes before the block's first reading.
+WARM_BATCHES = 4
+# USS readings over the random phase (each reads the worker's smaps, tens of ms).
+READINGS = 8
+# Rows each phase may draw, at the most (a list of them is made up front).
+MAX_ROWS = 2**18
+# A dataset shorter than this many stage batches is read whole by any burst: no stage.
+MIN_BATCHES = 32
+# Workers of a burst whose USS is read at its end: a few stand for all (each read is tens of ms).
+BURST_WORKERS = 4
+
+
+def anonymous_bytes(pid: int | str = "self") -> int | None:
+    """A process's anonymous memory (its heap: what a forked worker can come to copy), from
+    /proc/<pid>/smaps_rollup; None where the kernel has no such file."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Anonymous:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def uss(pid: int) -> int | None:
+    """One process's private memory (USS), None when it is gone."""
+    import psutil
+
+    try:
+        return int(psutil.Process(pid).memory_full_info().uss)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+class _Phases:
+    """The stage's sampler, batch by batch: even batches (the control worker's) read the same
+    ``control`` rows every time, odd ones (the reader's) the block's rows in order until
+    ``switch`` is set, then the random rows. The loop draws a batch's indices when it hands its
+    task to a worker, so a switch set between two batches taken makes every later task random."""
+
+    def __init__(self, control: list[int], block: range, others: list[int], batch: int):
+        self.control = control
+        self.block = [block[i:i + batch] for i in range(0, len(block) - batch + 1, batch)]
+        self.others = [others[i:i + batch] for i in range(0, len(others) - batch + 1, batch)]
+        self.switch, self.block_batches = False, 0
+
+    def __iter__(self):
+        block, others = iter(self.block), iter(self.others)
+        while True:
+            yield from self.control
+            chunk = None
+            if not self.switch:
+                chunk = next(block, None)
+                self.block_batches += chunk is not None
+            chunk = chunk if chunk is not None else next(others, None)
+            if chunk is None:
+                return
+            yield from chunk
+
+
+def _readings(workers) -> tuple[int, int] | None:
+    """(control's USS, reader's USS), read back to back."""
+    control, reader = uss(workers[0].pid), uss(workers[1].pid)
+    return None if control is None or reader is None else (control, reader)
+
+
+def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: int | None,
+                   beat: Callable[[], None] = lambda: None, seconds: float = GROWTH_SECONDS,
+                   seed: int = 0, sample_bytes: int = 0) -> Growth | None:
+    """Two fresh workers, made alike: the control reads the same rows batch after batch, the
+    reader a contiguous block of rows for BLOCK_SHARE of ``seconds``, then rows at random. What
+    the reader's USS gained over the control's, against the rows it read, is what reading new
+    rows copied: a worker's own allocations also land on pages it shares with the main process
+    (free memory the main process left in its heap), which the control shows alike. The growth
+    is fitted to that (search/growth.py). None when there is nothing to measure: an iterable
+    dataset, one too short, or one that added too little to the trial process's memory."""
+    from torch.utils.data import DataLoader
+
+    try:
+        length = len(dataset)
+    except TypeError:
+        return None
+    per = max(sample_s, 1e-6)
+    # A dozen batches of the reader's at the least, each small beside the growth looked for.
+    batch = max(1, min(STAGE_BATCH, int(seconds / (per * 24)), STAGE_BYTES // max(1, sample_bytes)))
+    if length < MIN_BATCHES * batch or (dataset_bytes is not None and dataset_bytes < GROWTH_MIN_DATASET):
+        return None
+    t0 = time.perf_counter()
+    rng = random.Random(seed)
+    # More rows than the time can read (the profile's sample cost leaves out the worker's
+    # collate and hand-over): the clock ends each phase.
+    block_rows = min(length // 4, MAX_ROWS, max((WARM_BATCHES + 4) * batch, int(4 * seconds / per)))
+    start = rng.randrange(0, length - block_rows + 1)
+    count = min(length - block_rows, MAX_ROWS, max(8 * batch, int(8 * seconds / per)))
+    others = [i if i < start else i + block_rows for i in rng.sample(range(length - block_rows), count)]
+    phases = _Phases(others[:batch], range(start, start + block_rows), others[batch:], batch)
+    # One batch in flight a worker: once the loop has taken k batches, each worker has made its
+    # share of them and is making one more, so the rows it read are known to within a batch.
+    loader = DataLoader(dataset, batch_size=batch, sampler=phases, num_workers=2, prefetch_factor=1,
+                        **{k: v for k, v in fixed_kwargs.items()
+                           if k in ("collate_fn", "worker_init_fn", "multiprocessing_context")})
+    it = iter(loader)
+    try:
+        # The first reading waits out the workers' first batches, which settle their allocators.
+        for _ in range(2 * WARM_BATCHES):
+            next(it)
+        workers = list(it._workers)
+        taken, block = 2 * WARM_BATCHES, []
+        block_end = time.perf_counter() + seconds * BLOCK_SHARE
+        gap, next_reading = seconds * BLOCK_SHARE / READINGS, 0.0
+        while True:
+            if time.perf_counter() >= next_reading:
+                reading = _readings(workers)
+                if reading is None:
+                    return None
+                block.append(((taken // 2 + 0.5) * batch, reading[1] - reading[0]))
+                next_reading = time.perf_counter() + gap
+                beat()
+            if time.perf_counter() >= block_end or phases.block_batches >= len(phases.block):
+                break
+            next(it)
+            taken += 1
+        # The reader is making a block batch still: it has read no random row yet.
+        phases.switch = True
+        last = _readings(workers)
+        if last is None or len(block) < 3:
+            return None
+        block.append(((taken // 2 + 0.5) * batch, last[1] - last[0]))
+        block_batches = phases.block_batches
+        points, end = [(0, last[1] - last[0])], time.perf_counter() + seconds * (1 - BLOCK_SHARE)
+        gap = (end - time.perf_counter()) / READINGS
+        next_reading = time.perf_counter() + gap
+        control = last[0]
+        while time.perf_counter() < end:
+            try:
+                next(it)
+            except StopIteration:
+                break
+            taken += 1
+            done = taken // 2 - block_batches   # the reader's random batches made for certain
+            if done >= 1 and time.perf_counter() >= next_reading:
+                reading = _readings(workers)
+                if reading is None:
+                    break
+                control = reading[0]
+                points.append((int((done + 0.5) * batch), reading[1] - reading[0]))
+                next_reading = time.perf_counter() + gap
+                beat()
+    finally:
+        it._shutdown_workers()
+        del it, loader
+    # The block's bytes a row: the slope of the reader's gain over the rows it read, fitted to
+    # every reading of the block, so that the batch in the making at each reading averages out.
+    mean_n = sum(n for n, _ in block) / len(block)
+    mean_d = sum(d for _, d in block) / len(block)
+    spread = sum((n - mean_n) ** 2 for n, _ in block)
+    row_bytes = max(0.0, sum((n - mean_n) * (d - mean_d) for n, d in block) / spread) if spread else 0.0
+    block_rows = block_batches * batch
+    return fit_growth(points, block_rows, int(row_bytes * block_rows), control, length, dataset_bytes,
+                      seconds=time.perf_counter() - t0)
+
+
+def with_growth(profile, dataset, fixed_kwargs: dict, dataset_bytes: int | None, beat: Callable[[], None]):
+    """The profile with its growth stage (``measure_growth``) added, or as it was when the stage
+    could not be measured: the trials meet and report whatever stopped it."""
+    beat()
+    try:
+        growth = measure_growth(dataset, fixed_kwargs, profile.sample_median_s, dataset_bytes, beat=beat,
+                                sample_bytes=profile.sample_bytes)
+    except Exception:  # noqa: BLE001 - the profile stands without it
+        return profile
+    if growth is None:
+        return profile
+    return dataclasses.replace(profile, growth=growth, seconds=profile.seconds + growth.seconds)
+
+
+class NewestIterator:
+    """A burst's newest iterator and the batches taken from it: how far its workers read (an
+    iterator made at an epoch boundary brings fresh workers, which have read nothing)."""
+
+    def __init__(self):
+        self.it, self.batches = None, 0
+
+    def made(self, it) -> None:
+        self.it, self.batches = it, 0
+
+    def clear(self) -> None:
+        self.it = None
+
+    def point(self, config) -> tuple[int, int] | None:
+        """(samples each worker had read, their mean USS), at the burst's end: they had made the
+        batches taken and, on average, half of those in flight. None without workers."""
+        workers = list(getattr(self.it, "_workers", None) or ())[:BURST_WORKERS]
+        if not workers or not config.num_workers:
+            return None
+        readings = [r for r in (uss(w.pid) for w in workers) if r is not None]
+        if not readings:
+            return None
+        in_flight = config.num_workers * (config.prefetch_factor or 0) / 2
+        samples = (self.batches + in_flight) * config.batch_size / config.num_workers
+        return int(samples), int(sum(readings) / len(readings))
