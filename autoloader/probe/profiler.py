@@ -12,7 +12,9 @@ each figure feeds):
 2. transfer the main process's side of a worker's batch: batches made by replaying one collated
             batch through a few workers, taken once the queue is full so that only the receive
             is timed; then pinning each and copying it to the device, pinned and pageable;
-3. consumer the step on a batch already on the device, repeated: the ceiling from above;
+3. consumer the step on a batch already on the device, repeated: the ceiling from above, and
+            each call's time (the step's jitter); then, where torch runs several intra-op
+            threads, the main process's share (collate and step) with one thread;
 4. start-up one fresh worker's iter() to first batch, less the batch's own work, and that
             worker's memory (PSS) once it has made a batch; then batches taken from a full
             queue while that worker is busy making the next (a busy worker's receive).
@@ -32,6 +34,9 @@ PROFILE_SAMPLES = 256
 SAMPLE_SECONDS = 1.5
 MIN_SAMPLES = 16
 STEP_SECONDS = 0.5
+# The step timed call by call (its jitter on CUDA; with one thread): at most this many, this long.
+JITTER_CALLS = 16
+JITTER_SECONDS = 0.3
 # Timed calls of a pin after its untimed first (NOTE [ Warm pinning ]).
 WARM_REPEATS = 2
 # Batches taken from the replay loader's full queue; its workers and depth are kept small enough
@@ -191,12 +196,26 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     resident = _map(batch, lambda t: t.to(device)) if cuda else batch
     consume(resident)
     sync()
-    steps, t0 = 0, time.perf_counter()
+    steps, t0, calls = 0, time.perf_counter(), []
     while steps < 3 or (time.perf_counter() - t0 < STEP_SECONDS and steps < 200):
+        c0 = time.perf_counter()
         consume(resident)
+        calls.append(time.perf_counter() - c0)
         steps += 1
     sync()
     step_s = (time.perf_counter() - t0) / steps
+    # The step's jitter: on the CPU each call above is the step; on CUDA a call only launches
+    # until the queue fills, so each is timed to its end (the shape is kept, the mean is step_s's).
+    step_samples = tuple(calls) if not cuda else _step_calls(lambda: consume(resident), sync, JITTER_CALLS)
+    # The main process's share of a batch with one intra-op thread (NOTE [ The main process's
+    # threads ] in search/threads.py): the worker-like collate, and the step.
+    main_one_thread_s = None
+    if threads > 1:
+        torch.set_num_threads(1)
+        try:
+            main_one_thread_s = collate_s + statistics.fmean(_step_calls(lambda: consume(resident), sync, 3))
+        finally:
+            torch.set_num_threads(threads)
     del resident
 
     beat()
@@ -226,7 +245,21 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
                    cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
                    sample_cpu_share=(min(1.0, cpu_s / sum(costs) / statistics.fmean(availability))
                                      if sum(costs) > 0 else 1.0),
-                   collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s)
+                   collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
+                   step_samples=step_samples, main_threads=threads, main_default_s=collate_main_s + step_s,
+                   main_one_thread_s=main_one_thread_s)
+
+
+def _step_calls(call: Callable[[], Any], sync: Callable[[], None], most: int) -> tuple[float, ...]:
+    """Up to ``most`` calls of the step, each timed to its end, within JITTER_SECONDS (two at least)."""
+    times: list[float] = []
+    t_end = time.perf_counter() + JITTER_SECONDS
+    while len(times) < 2 or (len(times) < most and time.perf_counter() < t_end):
+        t0 = time.perf_counter()
+        call()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return tuple(times)
 
 
 def _room(batch_bytes: int, memory_budget: int | None) -> int:

@@ -76,6 +76,7 @@ class DatasetInfo:
     runner_pss: int             # the same, with its share of shared pages (as the guard counts)
     fingerprint: str | None = None  # the dataset's content: NOTE [ Content fingerprint ] in inputs/content.py
     code: str | None = None     # digest of the user's code: NOTE [ Failures keyed by code ] in inputs/code_digest.py
+    threads: int | None = None  # torch's intra-op threads in the trial process, as the training process has them
 
 
 class SetupError(Exception):

@@ -150,7 +150,8 @@ class _Runner:
                            sample_bytes=max(1, _tensor_bytes(batch) // count),
                            runner_uss=memory.uss, runner_pss=memory.pss,
                            fingerprint=dataset_fingerprint(self.dataset),
-                           code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs))
+                           code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs),
+                           threads=self.torch.get_num_threads())
 
     def _sample_counter(self, config: LoaderConfig, epoch_batches: int | None):
         """Samples per batch from the sampler's arithmetic: a collate_fn's output may have no

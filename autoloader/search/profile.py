@@ -49,6 +49,17 @@ class Profile:
     # Receiving a batch from a worker that is busy making the next one: NOTE [ A busy worker's
     # receive ] in model.py. None where it was not measured (the receive above stands in).
     recv_busy_s: float | None = None
+    # The step's own jitter: each call's time on the resident batch (NOTE [ Headroom ] in
+    # model_first.py); empty where not measured (the step then counts as steady).
+    step_samples: tuple[float, ...] = ()
+    # The main process's torch intra-op threads, and its share of a batch (its own collate and the
+    # step) timed with them and with one: NOTE [ The main process's threads ] in threads.py.
+    main_threads: int | None = None
+    main_default_s: float | None = None
+    main_one_thread_s: float | None = None
+    # What the rest of the machine took during the profile: NOTE [ Others on the machine ] in load.py.
+    others_cpus: float | None = None
+    steal_cpus: float | None = None
 
     @property
     def batch_bytes(self) -> int:
@@ -73,6 +84,7 @@ class Profile:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["sample_s"] = list(self.sample_s)
+        data["step_samples"] = list(self.step_samples)
         data["sample_quantiles"] = self.sample_quantiles()
         return data
 
@@ -81,4 +93,5 @@ class Profile:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["sample_s"] = tuple(float(x) for x in values.get("sample_s", ()))
+        values["step_samples"] = tuple(float(x) for x in values.get("step_samples", ()) or ())
         return cls(**values)
