@@ -20,7 +20,21 @@ not yet measured:
 
 When the corrected model's pick is measured and no prediction near the best is in doubt, the
 search ends: the profile left no doubt. The final (choice.py) then re-measures the pick, the best burst and the control
-interleaved, and the cheapest that ties the best median wins.
+interleaved, and the cheapest that ties the best median wins. The control is always among the
+finalists unless it could not run: a burst of it stopped early is no reason to leave the rule out.
+
+NOTE [ Headroom ]
+Where the step sets the pace the predicted curve is flat from few workers on, and the cheapest
+config within PREDICTED_TIE is the fewest workers that just keep up on the mean. But a batch that
+takes longer than the mean, a step that comes back sooner, a worker descheduled beside the step's
+own thread, each empties a short queue, and the loop waits. The simulation draws the step's time
+from its timed calls (the profile's ``step_samples``) as it draws batch times from the samples',
+which shows what the jitter costs; what it cannot see (a worker's share of a CPU beside the step
+moving from moment to moment) is left to headroom: when the pick is bound by the consumer, it is
+the cheapest config within the tie whose workers are busy at most HEADROOM_BUSY of the time (they
+could make twice what the step takes). The search measures that pick, so the final holds it; a
+cheaper finalist short of headroom ties it only within FINAL_TIE (``short_of_headroom``), since its
+gap is a loader that runs dry, not the consumer's noise.
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ from typing import Callable, Sequence
 from .calibration import calibrate
 from .model import Calibration, Model, Prediction
 from .policy import (
+    HEADROOM_BUSY,
     MAX_DOUBTS,
     MAX_FINALISTS,
     MAX_SEARCH_TRIALS,
@@ -80,6 +95,12 @@ def candidates(space: SearchSpace, cpus: int, allow_reorder: bool) -> list[Loade
 _SIZE_FAULTS = ("step_error", "cuda_oom")
 
 
+def lacks_headroom(prediction: Prediction) -> bool:
+    """Bound by the consumer with workers busy past HEADROOM_BUSY (NOTE [ Headroom ])."""
+    return (prediction.config.num_workers > 0 and prediction.bound == "consumer"
+            and prediction.workers_busy is not None and prediction.workers_busy > HEADROOM_BUSY)
+
+
 class ModelFirst(Strategy):
     """Proposes from the model; ``fits(config)`` says whether a config's memory is predicted to fit.
     ``control_cpus``: the CPUs the control's rule counts, when not ``cpus`` (one rank of a node
@@ -118,10 +139,21 @@ class ModelFirst(Strategy):
                 if self._usable(c, history) and (not feasible or self.fits(c, history))]
 
     def pick(self, predictions: Sequence[Prediction]) -> Prediction:
-        """The cheapest config predicted within PREDICTED_TIE of the best prediction."""
+        """The cheapest config predicted within PREDICTED_TIE of the best prediction; where the
+        step sets the pace, the cheapest of those with headroom (NOTE [ Headroom ])."""
         top = max(p.samples_per_s for p in predictions)
-        return min((p for p in predictions if p.samples_per_s >= top * (1.0 - PREDICTED_TIE)),
-                   key=lambda p: p.config.cost())
+        within = [p for p in predictions if p.samples_per_s >= top * (1.0 - PREDICTED_TIE)]
+        cheapest = min(within, key=lambda p: p.config.cost())
+        if not lacks_headroom(cheapest):
+            return cheapest
+        roomy = [p for p in within if p.workers_busy is not None and p.workers_busy <= HEADROOM_BUSY]
+        return min(roomy, key=lambda p: p.config.cost()) if roomy else cheapest
+
+    def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
+        """Of ``configs``, those bound by the step with workers busy past HEADROOM_BUSY under the
+        corrected model: in the final they tie only narrowly (NOTE [ Headroom ])."""
+        calib = self.calibration(history)
+        return frozenset(c for c in configs if lacks_headroom(self.model.predict(c, calib)))
 
     def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
         tried = {t.config for t in history}
@@ -167,9 +199,9 @@ class ModelFirst(Strategy):
         return None
 
     def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
-        """Who the final re-measures, of the configs measured in full: the corrected model's
-        pick and its fastest prediction among them, the best burst, and always the control
-        (last)."""
+        """Who the final re-measures: of the configs measured in full, the corrected model's pick
+        and its fastest prediction among them and the best burst; and the control (last), unless
+        it failed or broke a limit."""
         ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
         if not ok:
             return []
@@ -178,8 +210,10 @@ class ModelFirst(Strategy):
         chosen = [self.pick(predicted).config, max(ok, key=lambda t: t.samples_per_s).config,
                   max(predicted, key=lambda p: p.samples_per_s).config]
         unique = [c for c in dict.fromkeys(chosen) if c != self.control][:MAX_FINALISTS - 1]
-        if any(t.config == self.control for t in ok):
-            unique.append(self.control)   # last, where the run keeps it when time is short
+        # The control always, last (where the run keeps it when time is short), unless it could
+        # not run: stopped early or not yet measured, the final measures it in full.
+        if not any(t.config == self.control and t.status != OK for t in history):
+            unique.append(self.control)
         return unique
 
     def curve(self, history: Sequence[TrialResult]) -> list[tuple[int, float]]:
