@@ -19,6 +19,10 @@ OUT_HELP = ("Where results are written and looked up (default: $AUTOLOADER_HOME,
 
 # --fail-if-changed: the run succeeded and its result is saved, but differs from the last one.
 CHANGED_EXIT_CODE = 3
+# --fail-if-changed and retune: the run measured on a busy machine (other processes took more
+# than policy.BUSY_SHARE of the CPUs), so nothing can be said changed or unchanged; its result is
+# saved, marked, and never the baseline a later run compares with.
+INCONCLUSIVE_EXIT_CODE = 5
 # Ctrl-C (SIGINT): the shell's convention, 128 + the signal's number.
 INTERRUPTED_EXIT_CODE = 130
 
@@ -57,8 +61,10 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @click.option("--fail-if-changed", is_flag=True,
-              help="Exit 3 when the pick or its rate changed since the last result for this dataset under --out "
-                   "(on this hardware, else the newest from other hardware). For nightly re-tunes.")
+              help="Exit 3 when the pick or its rate changed past the noise measured in this run since the last "
+                   "result for this dataset under --out (on this hardware, else the newest from other hardware); "
+                   "exit 5 when other processes took so much of the CPUs that the run cannot tell. For nightly "
+                   "re-tunes.")
 def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,
                  dataset_version, trial_timeout, allow_reorder, nproc_per_node, as_json, quiet,
                  fail_if_changed) -> None:
@@ -86,6 +92,8 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
                            else report.table(exc.result, saved=False))
             raise
     click.echo(report.as_json(result) if as_json else report.table(result))
+    if fail_if_changed and result.busy:
+        click.get_current_context().exit(INCONCLUSIVE_EXIT_CODE)
     if fail_if_changed and result.since is not None and result.since.changed:
         click.get_current_context().exit(CHANGED_EXIT_CODE)
 
@@ -122,8 +130,8 @@ def retune_command(registry, out, storage, reports, as_json, quiet) -> None:
     Each dataset starts from its last result on this hardware (the stored pick and its neighbours
     first, stopping early when the pick still holds), else from the nearest other hardware's,
     else tunes in full. Results are kept in a dated history; a failed or killed run never
-    replaces the last good one. Exit 0 unchanged, 3 drifted past a threshold, 1 a dataset failed,
-    2 bad registry. The registry's format is in autoloader/registry.py and the README."""
+    replaces the last good one. Exit 0 unchanged, 3 drifted past a threshold and the run's own
+    noise, 5 inconclusive (measured on a busy machine), 1 a dataset failed, 2 bad registry. The registry's format is in autoloader/registry.py and the README."""
     from .fleet import registry as registry_mod
     from .fleet.report import markdown
     from .fleet.retune import retune

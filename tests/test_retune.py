@@ -171,7 +171,12 @@ def test_drift_is_judged_against_the_thresholds():
     heavier = judge(result(2, 100.0, peaks={0: 500 * mib, 2: 700 * mib}),
                     result(2, 100.0, peaks={0: 500 * mib, 2: 1100 * mib}), t)
     assert heavier.status == DRIFTED and heavier.memory_per_worker_after == 300 * mib
-    picked = judge(result(2, 100.0), result(4, 100.0), t)
+    tied = judge(result(2, 100.0), result(4, 100.0), t)
+    assert tied.status == UNCHANGED and tied.settings_tie, "a pick change no paired round separates is a tie"
+    ahead = result(4, 130.0)
+    ahead["finals"] = [{"config": ahead["config"], "rates": [130.0, 128.0, 131.0]},
+                       {"config": result(2, 100.0)["config"], "rates": [100.0, 99.0, 101.0]}]
+    picked = judge(result(2, 100.0), ahead, t)
     assert picked.status == DRIFTED and picked.changes[0] == Change("num_workers", 2, 4)
     elsewhere = judge(result(2, 100.0, fingerprint="old", cpus=8), result(4, 50.0), t)
     assert elsewhere.status == NEW_HARDWARE and ("cpus", 8, 2) in elsewhere.hardware_changes

@@ -8,8 +8,9 @@ stop when it still holds), keep the new result in the dated history, and judge t
 (markdown and JSON) is written under the reports folder, dated, and as ``latest``.
 
 Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted past a
-threshold, 1 a dataset failed (that wins over drift); 2, bad registry, is raised before anything
-runs (a UsageError).
+threshold and past the noise measured in its run, 5 a dataset was measured on a busy machine and
+is inconclusive (drift elsewhere wins over it), 1 a dataset failed (that wins over both); 2, bad
+registry, is raised before anything runs (a UsageError).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ..tuning.run import Run
 from .registry import Entry, Registry
 from .warm import plan as warm_plan
 
-OK_EXIT, FAILED_EXIT, DRIFTED_EXIT = 0, 1, 3
+OK_EXIT, FAILED_EXIT, DRIFTED_EXIT, INCONCLUSIVE_EXIT = 0, 1, 3, 5
 FAILED = "failed"
 
 
@@ -83,11 +84,14 @@ class RetuneReport:
             return FAILED_EXIT
         if any(o.status == compare_mod.DRIFTED for o in self.outcomes):
             return DRIFTED_EXIT
+        if any(o.status == compare_mod.INCONCLUSIVE for o in self.outcomes):
+            return INCONCLUSIVE_EXIT
         return OK_EXIT
 
     @property
     def verdict(self) -> str:
-        return {OK_EXIT: "unchanged", FAILED_EXIT: "a dataset failed", DRIFTED_EXIT: "drifted"}[self.exit_code]
+        return {OK_EXIT: "unchanged", FAILED_EXIT: "a dataset failed", DRIFTED_EXIT: "drifted",
+                INCONCLUSIVE_EXIT: "inconclusive: measured on a busy machine"}[self.exit_code]
 
     def to_dict(self) -> dict:
         return {"registry": self.registry, "started_at": self.started_at, "finished_at": self.finished_at,
@@ -142,7 +146,8 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
             return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm.describe())
         except Exception as exc:  # noqa: BLE001 - reported per dataset; the others still run
             return Outcome(entry.name, FAILED, key=key, error=f"{type(exc).__name__}: {exc}", warm=warm.describe())
-    judged = result.since or compare_mod.Comparison(compare_mod.BASELINE)
+    # The first result: a baseline, unless measured on a busy machine (then inconclusive, and no baseline).
+    judged = result.since or compare_mod.compare(None, result.to_dict(), thresholds)
     return Outcome(entry.name, judged.status, key=key, drift=judged, result_path=result.path,
                    history_path=record(out, fingerprint, key, result.to_dict()), warm=warm.describe(),
                    pick=result.config.loader_kwargs(), samples_per_s=result.samples_per_s,
