@@ -95,8 +95,9 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
     round shows no spread, so nothing in it can be told from noise: the control stands unless
     another finalist reads more than SINGLE_ROUND_MARGIN above it.
 
-    ``widen``: how much every tie widens on a busy machine (``MachineLoad.widen``, LOAD_TIE a
-    share of the CPUs others took: NOTE [ Others on the machine ] in load.py).
+    ``widen``: how much the ties widen on a busy machine (``MachineLoad.widen``, LOAD_TIE a share
+    of the CPUs others took: NOTE [ Others on the machine ] in load.py), for a gap that some round
+    did not show: one that every round shows is no noise, however busy the machine.
     ``narrow``: configs that tie only within FINAL_TIE (NOTE [ Headroom ] in model_first.py)."""
     if not finals:
         ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
@@ -114,15 +115,18 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
     best = max(finals, key=lambda f: f.median)
 
     def ties(final: Finalist) -> bool:
-        if final.median >= best.median * (1.0 - (FINAL_TIE + widen)):
+        if final.median >= best.median * (1.0 - FINAL_TIE):
+            return True
+        # A busy machine's noise ties only a gap the rounds do not all show.
+        disagree = not ahead_every_round(best, final)
+        if disagree and final.median >= best.median * (1.0 - (FINAL_TIE + widen)):
             return True
         if final.config in narrow or not same_kind(final.config, best.config):
             return False
         # Both keep up: only then is the gap the consumer's noise, not a loader that lags.
-        if final.keeps_up and best.keeps_up and final.median >= best.median * (1.0 - (KEEPS_UP_TIE + widen)):
+        if final.keeps_up and best.keeps_up and final.median >= best.median * (1.0 - KEEPS_UP_TIE):
             return True
-        return (final.median >= best.median * (1.0 - (DISAGREE_TIE + widen))
-                and not ahead_every_round(best, final))
+        return disagree and final.median >= best.median * (1.0 - (DISAGREE_TIE + widen))
 
     return _with_trial(min((f for f in finals if ties(f)), key=lambda f: f.config.cost()), history)
 

@@ -44,8 +44,8 @@ def load_lines(load) -> list[str]:
                      "these figures are what the machine gives while they run")
     if load.busy:
         lines.append(f"a busy machine (others past {load.threshold:.0%} of the CPUs): the final's ties widened by "
-                     f"{load.widen * 100:.0f} points; a nightly comparison of this run is inconclusive, and it is "
-                     "no baseline for the next")
+                     f"{load.widen * 100:.0f} points where its rounds disagree; a nightly comparison of this run is "
+                     "inconclusive, and it is no baseline for the next")
     return lines
 
 
