@@ -14,7 +14,8 @@ each figure feeds):
             is timed; then pinning each and copying it to the device, pinned and pageable;
 3. consumer the step on a batch already on the device, repeated: the ceiling from above, and
             each call's time (the step's jitter); then, where torch runs several intra-op
-            threads, the main process's share (collate and step) with one thread;
+            threads, the main process's share (its own collate and the step) with them and with
+            one, in pairs;
 4. start-up one fresh worker's iter() to first batch, less the batch's own work, and that
             worker's memory (PSS) once it has made a batch; then batches taken from a full
             queue while that worker is busy making the next (a busy worker's receive).
@@ -37,6 +38,9 @@ STEP_SECONDS = 0.5
 # The step timed call by call (its jitter on CUDA; with one thread): at most this many, this long.
 JITTER_CALLS = 16
 JITTER_SECONDS = 0.3
+# The main process's share timed with its threads and with one: this many pairs, this long, at most.
+THREAD_PAIRS = 6
+THREAD_SECONDS = 0.6
 # Timed calls of a pin after its untimed first (NOTE [ Warm pinning ]).
 WARM_REPEATS = 2
 # Batches taken from the replay loader's full queue; its workers and depth are kept small enough
@@ -207,15 +211,13 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     # The step's jitter: on the CPU each call above is the step; on CUDA a call only launches
     # until the queue fills, so each is timed to its end (the shape is kept, the mean is step_s's).
     step_samples = tuple(calls) if not cuda else _step_calls(lambda: consume(resident), sync, JITTER_CALLS)
-    # The main process's share of a batch with one intra-op thread (NOTE [ The main process's
-    # threads ] in search/threads.py): the worker-like collate, and the step.
-    main_one_thread_s = None
+    # The main process's share of a batch (its collate and the step) with the default threads and
+    # with one, in pairs (NOTE [ The main process's threads ] in search/threads.py).
+    pairs: list[tuple[float, float]] = []
     if threads > 1:
-        torch.set_num_threads(1)
-        try:
-            main_one_thread_s = collate_s + statistics.fmean(_step_calls(lambda: consume(resident), sync, 3))
-        finally:
-            torch.set_num_threads(threads)
+        group = [samples[i % len(samples)] for i in range(batch_size)]
+        pairs = _thread_pairs(lambda: (collate(group), consume(resident)), sync, threads,
+                              lambda n: torch.set_num_threads(n))
     del resident
 
     beat()
@@ -246,8 +248,36 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
                    sample_cpu_share=(min(1.0, cpu_s / sum(costs) / statistics.fmean(availability))
                                      if sum(costs) > 0 else 1.0),
                    collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
-                   step_samples=step_samples, main_threads=threads, main_default_s=collate_main_s + step_s,
-                   main_one_thread_s=main_one_thread_s)
+                   step_samples=step_samples, main_threads=threads,
+                   main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
+                   main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
+                   main_thread_ratios=tuple(d / o for d, o in pairs if o > 0))
+
+
+def _thread_pairs(share: Callable[[], Any], sync: Callable[[], None], threads: int,
+                  set_threads: Callable[[int], None]) -> list[tuple[float, float]]:
+    """(seconds with ``threads``, seconds with one) of the main process's ``share``, in up to
+    THREAD_PAIRS pairs within THREAD_SECONDS (two at least), the order alternating so that drift
+    falls on both alike."""
+    def timed(n: int) -> float:
+        set_threads(n)
+        t0 = time.perf_counter()
+        share()
+        sync()
+        return time.perf_counter() - t0
+
+    pairs: list[tuple[float, float]] = []
+    t_end = time.perf_counter() + THREAD_SECONDS
+    try:
+        while len(pairs) < 2 or (len(pairs) < THREAD_PAIRS and time.perf_counter() < t_end):
+            if len(pairs) % 2:
+                one = timed(1)
+                pairs.append((timed(threads), one))
+            else:
+                pairs.append((timed(threads), timed(1)))
+    finally:
+        set_threads(threads)
+    return pairs
 
 
 def _step_calls(call: Callable[[], Any], sync: Callable[[], None], most: int) -> tuple[float, ...]:

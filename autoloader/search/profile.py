@@ -55,8 +55,9 @@ class Profile:
     # The main process's torch intra-op threads, and its share of a batch (its own collate and the
     # step) timed with them and with one: NOTE [ The main process's threads ] in threads.py.
     main_threads: int | None = None
-    main_default_s: float | None = None
-    main_one_thread_s: float | None = None
+    main_default_s: float | None = None         # the median of the pairs, with the default threads
+    main_one_thread_s: float | None = None      # and with one
+    main_thread_ratios: tuple[float, ...] = ()  # each pair's default over one-thread time
     # What the rest of the machine took during the profile: NOTE [ Others on the machine ] in load.py.
     others_cpus: float | None = None
     steal_cpus: float | None = None
@@ -85,6 +86,7 @@ class Profile:
         data = asdict(self)
         data["sample_s"] = list(self.sample_s)
         data["step_samples"] = list(self.step_samples)
+        data["main_thread_ratios"] = list(self.main_thread_ratios)
         data["sample_quantiles"] = self.sample_quantiles()
         return data
 
@@ -94,4 +96,5 @@ class Profile:
         values = {k: v for k, v in data.items() if k in known}
         values["sample_s"] = tuple(float(x) for x in values.get("sample_s", ()))
         values["step_samples"] = tuple(float(x) for x in values.get("step_samples", ()) or ())
+        values["main_thread_ratios"] = tuple(float(x) for x in values.get("main_thread_ratios", ()) or ())
         return cls(**values)
