@@ -1,6 +1,6 @@
 """Benchmark workloads for the DataLoader auto-tuner.
 
-Eight workloads, each stressing a different input-pipeline bottleneck, built from real parts
+Ten workloads, each stressing a different input-pipeline bottleneck, built from real parts
 (PIL JPEG decode, torchvision transforms and models, plain Python objects). Every workload names
 two zero-argument, module-level callables of this package, so that ``--dataset
 scripts.bench.workloads:<name>_dataset`` (from the repository's root) reaches them:
@@ -14,8 +14,9 @@ All data is generated deterministically, on local disk (``AUTOLOADER_BENCH_DIR``
 ``/tmp/autoloader-bench``) or in memory; nothing is downloaded. ``AUTOLOADER_BENCH_SCALE``
 (default 1.0) scales dataset lengths and the amount of generated data (not per-sample shapes or
 costs, except hugefloat's side below scale 1: its point is bytes a batch), so that tests can
-run tiny. Six workloads (jpeg to gpubound) are those the tuner's rules were made on; hugefloat
-and pyobjects are new to it.
+run tiny. Six workloads (jpeg to gpubound) are those the tuner's rules were made on; hugefloat,
+pyobjects, stepbound and launchbound are new to it (the last two: the step sets the pace,
+stepbound.py).
 
 ``python -m scripts.bench.workloads`` runs a quick self-check at the current scale.
 """
@@ -33,6 +34,12 @@ from scripts.bench.workloads.images import (
                      large_dataset,
                      large_step,
 )
+from scripts.bench.workloads.stepbound import (
+                     launchbound_dataset,
+                     launchbound_step,
+                     stepbound_dataset,
+                     stepbound_step,
+)
 from scripts.bench.workloads.pysamples import (
                      heavytail_dataset,
                      heavytail_step,
@@ -46,6 +53,7 @@ from scripts.bench.workloads.pysamples import (
 
 __all__ = ["WORKLOADS", "Workload", "gpubound_dataset", "gpubound_step", "heavytail_dataset", "heavytail_step",
            "hugefloat_dataset", "hugefloat_step", "jpeg_dataset", "jpeg_step", "large_dataset", "large_step",
+           "launchbound_dataset", "launchbound_step", "stepbound_dataset", "stepbound_step",
            "pyobjects_dataset", "pyobjects_step", "small_dataset", "small_step", "startup_dataset", "startup_step"]
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
@@ -67,4 +75,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     workload("pyobjects", "Samples read from ~300 MB of Python dicts, strings and lists built in "
              "__init__; reading touches reference counts, so each forked worker copies what it "
              "reads and peak memory grows with the workers; light step.", 256),
+    workload("stepbound", "ResNet-50 (from its constructor, no weights) trained in bf16 at 176 px on cheap uint8 "
+             "crops normalised on the device; the step sets the pace, and the supply needs headroom to keep "
+             "a short queue from running dry.", 96),
+    workload("launchbound", "Samples of about 1 ms of CPU (a log spectrum) beside a step launch-bound by its "
+             "many small kernels (a 48-block residual MLP): the main thread launches all the time beside the "
+             "workers.", 64),
 )}
