@@ -32,9 +32,11 @@ from its timed calls (the profile's ``step_samples``) as it draws batch times fr
 which shows what the jitter costs; what it cannot see (a worker's share of a CPU beside the step
 moving from moment to moment) is left to headroom: when the pick is bound by the consumer, it is
 the cheapest config within the tie whose workers are busy at most HEADROOM_BUSY of the time (they
-could make twice what the step takes). The search measures that pick, so the final holds it; a
-cheaper finalist short of headroom ties it only within FINAL_TIE (``short_of_headroom``), since its
-gap is a loader that runs dry, not the consumer's noise.
+could make twice what the step takes). And since the model's flat curve is what is in doubt, the
+search measures the pick with twice its workers too (``headroom_probe``, at most one per CPU) and
+the final holds both, so a measured gain decides. A cheaper finalist short of headroom ties only
+within FINAL_TIE (``short_of_headroom``), since its gap is a loader that runs dry, not the
+consumer's noise.
 """
 
 from __future__ import annotations
@@ -149,6 +151,14 @@ class ModelFirst(Strategy):
         roomy = [p for p in within if p.workers_busy is not None and p.workers_busy <= HEADROOM_BUSY]
         return min(roomy, key=lambda p: p.config.cost()) if roomy else cheapest
 
+    def headroom_probe(self, pick: Prediction) -> LoaderConfig | None:
+        """Where the step sets the pace, the pick with twice its workers (at most one per CPU): a
+        burst of it checks the model's flat curve, and the final weighs it (NOTE [ Headroom ])."""
+        n = pick.config.num_workers
+        if not n or pick.bound != "consumer" or min(2 * n, self.cpus) <= n:
+            return None
+        return pick.config.replace(num_workers=min(2 * n, self.cpus))
+
     def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
         """Of ``configs``, those bound by the step with workers busy past HEADROOM_BUSY under the
         corrected model: in the final they tie only narrowly (NOTE [ Headroom ])."""
@@ -180,6 +190,8 @@ class ModelFirst(Strategy):
             # The step's work per batch changes with the batch size, which only a burst shows.
             pick = self.pick(now).config
             plan += [pick.replace(batch_size=size) for size in self.space.batch_sizes if size != pick.batch_size]
+            probe = self.headroom_probe(self.pick(now))
+            plan += [probe] if probe is not None else []
         for config in plan:
             if config not in tried and self.space.contains(config) and self._usable(config, history):
                 return config
@@ -207,7 +219,11 @@ class ModelFirst(Strategy):
             return []
         calib = self.calibration(history)
         predicted = [self.model.predict(t.config, calib) for t in ok]
-        chosen = [self.pick(predicted).config, max(ok, key=lambda t: t.samples_per_s).config,
+        pick = self.pick(predicted)
+        # Where the step sets the pace, the headroom probe right after the pick, when measured.
+        probe = self.headroom_probe(pick)
+        probed = [probe] if probe is not None and any(t.config == probe for t in ok) else []
+        chosen = [pick.config, *probed, max(ok, key=lambda t: t.samples_per_s).config,
                   max(predicted, key=lambda p: p.samples_per_s).config]
         unique = [c for c in dict.fromkeys(chosen) if c != self.control][:MAX_FINALISTS - 1]
         # The control always, last (where the run keeps it when time is short), unless it could
