@@ -2,8 +2,9 @@
 never makes a nightly alarm; on a machine without it, a dataset made 2x slower always does.
 
 Each test prints what it saw (exit codes, the load the runs measured) for the record; the counts
-are in results/load/README.md. The quiet-machine tests' registry calls a night busy only past
-QUIET_BUSY of the CPUs (tests/burner.py says why); a night past that is run again, not counted.
+are in results/load/README.md. The burner tests judge by the default busy share; the
+quiet-machine tests' registry calls a night busy only past QUIET_BUSY of the CPUs (tests/burner.py
+says why), and a night past that is run again, not counted.
 """
 
 from __future__ import annotations
@@ -18,16 +19,20 @@ from burner import QUIET_BUSY, Burner, background, conclusive
 from conftest import REPO_ROOT
 from fleet_workloads import SLOWDOWN_ENV
 
+from autoloader.inputs.options import BUSY_ENV
+from autoloader.search.policy import BUSY_SHARE
+
 FLEET = os.path.join(REPO_ROOT, "tests", "fleet_workloads.py")
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
 RUNS = 5
 
 
-def registry(tmp_path, busy: float | None = None, budget: int = 10) -> str:
+def registry(tmp_path, busy: float = BUSY_SHARE, budget: int = 10) -> str:
+    """The registry of one paced dataset; ``busy``: its [thresholds] busy (the default, unless the
+    test is about a quiet machine)."""
     path = tmp_path / "fleet.toml"
-    path.write_text(f'[defaults]\nbudget = {budget}\ndevice = "cpu"\n\n'
-                    + (f"[thresholds]\nbusy = {busy}\n\n" if busy is not None else "")
-                    + f'[[datasets]]\nname = "paced"\ndataset = "{FLEET}:paced"\nbatch_size = 16\n')
+    path.write_text(f'[defaults]\nbudget = {budget}\ndevice = "cpu"\n\n[thresholds]\nbusy = {busy}\n\n'
+                    f'[[datasets]]\nname = "paced"\ndataset = "{FLEET}:paced"\nbatch_size = 16\n')
     return str(path)
 
 
@@ -55,7 +60,7 @@ def test_with_a_burner_the_trial_lines_and_the_json_name_the_load(tmp_path):
     with Burner():
         done = subprocess.run([AUTOLOADER, "tune", "--dataset", f"{FLEET}:paced", "--batch-size", "16", "--budget",
                                "10", "--device", "cpu", "--out", str(tmp_path), "--json"], cwd=REPO_ROOT,
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, env={**os.environ, BUSY_ENV: str(BUSY_SHARE)})
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(done.stdout)
     trial_lines = [line for line in done.stderr.splitlines() if line.strip().startswith("trial ")]

@@ -124,6 +124,18 @@ def test_a_stored_trial_and_a_registry_check_the_new_figures():
         _thresholds({"busy": 1.5})
 
 
+def test_a_machine_others_always_share_may_raise_the_busy_share(monkeypatch):
+    from autoloader.inputs.options import BUSY_ENV, default_thresholds
+
+    monkeypatch.setenv(BUSY_ENV, "0.8")
+    assert default_thresholds().busy == 0.8 and _thresholds({}).busy == 0.8 and _thresholds({"busy": 0.6}).busy == 0.6
+    monkeypatch.delenv(BUSY_ENV)
+    assert default_thresholds().busy == BUSY_SHARE
+    monkeypatch.setenv(BUSY_ENV, "lots")
+    with pytest.raises(UsageError, match=BUSY_ENV):
+        default_thresholds()
+
+
 # --- the table -------------------------------------------------------------------------------------
 
 def rule_line(text: str) -> str:

@@ -18,7 +18,8 @@ Example (every key but ``datasets[].dataset`` may be left out)::
     knee = 4                      # workers the knee moved (default: reported, not judged)
     memory_per_worker = 0.5       # relative change of the memory one more worker costs
     pick = true                   # a changed pick (not a tie) is drift
-    busy = 0.5                    # others past this share of the CPUs: the night is inconclusive (exit 5)
+    busy = 0.5                    # others past this share of the CPUs: the night is inconclusive (exit 5);
+                                  # default $AUTOLOADER_BUSY_SHARE, else 0.5
 
     [[datasets]]
     name = "images"               # default: the dataset spec
@@ -44,6 +45,7 @@ import tomllib
 from ..errors import UsageError, usage
 from ..inputs.problem import batch_sizes_of
 from ..inputs.source import Source, _split_spec
+from ..inputs.options import default_thresholds
 from ..search.policy import Thresholds
 
 SETTINGS = ("budget", "device", "max_memory", "trial_timeout")
@@ -144,7 +146,8 @@ def _thresholds(table: dict) -> Thresholds:
     pick = table.get("pick")
     if pick is not None and not isinstance(pick, bool):
         raise usage("thresholds.pick is true or false", pick, "write pick = true")
-    return Thresholds(**{k: (float(v) if k in ("rate", "memory_per_worker", "busy") else v) for k, v in table.items()})
+    values = {k: (float(v) if k in ("rate", "memory_per_worker", "busy") else v) for k, v in table.items()}
+    return Thresholds(**{"busy": default_thresholds().busy, **values})
 
 
 def _entry(entry: dict, defaults: dict, folder: str, index: int) -> Entry:
