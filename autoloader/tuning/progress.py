@@ -43,9 +43,10 @@ def load_lines(load) -> list[str]:
         lines.append(f"{others_text(span.others_cpus, load.usable_cpus)} during {_trials(span.first, span.last)}: "
                      "these figures are what the machine gives while they run")
     if load.busy:
-        lines.append(f"a busy machine (others past {load.threshold:.0%} of the CPUs): the final's ties widened by "
-                     f"{load.widen * 100:.0f} points where its rounds disagree; a nightly comparison of this run is "
-                     "inconclusive, and it is no baseline for the next")
+        widened = (f"the final's ties widened by {load.widen * 100:.0f} points where its rounds disagree; "
+                   if load.final_others_cpus is not None else "")
+        lines.append(f"a busy machine (others past {load.threshold:.0%} of the CPUs): {widened}a nightly comparison "
+                     "of this run is inconclusive, and it is no baseline for the next")
     return lines
 
 
