@@ -37,7 +37,7 @@ class Burner:
         self.count = per_cpu * cpus()
         self.procs: list[mp.Process] = []
 
-    def __enter__(self) -> "Burner":
+    def __enter__(self) -> Burner:
         context = mp.get_context("fork")
         try:
             for _ in range(self.count):

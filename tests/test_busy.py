@@ -95,7 +95,7 @@ def test_a_dataset_made_2x_slower_between_runs_exits_3_five_times_of_five_on_a_q
     detected, slowdown = [], 1.0
     for _ in range(RUNS):
         slowdown *= 2
-        code, entry, again = conclusive(lambda: retune(path, out, slowdown))
+        code, entry, again = conclusive(lambda s=slowdown: retune(path, out, s))
         print(f"{slowdown:g}x:", seen(code, entry), f"({again} run again on a busy machine)")
         if code == 5:
             pytest.skip("the machine stayed past the registry's busy share")

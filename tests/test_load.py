@@ -11,6 +11,7 @@ import time
 import pytest
 from burner import Burner
 
+from autoloader.errors import UsageError
 from autoloader.fleet.registry import _thresholds
 from autoloader.fleet.report import markdown
 from autoloader.fleet.retune import INCONCLUSIVE_EXIT, Outcome, RetuneReport
@@ -28,7 +29,6 @@ from autoloader.tuning.compare import INCONCLUSIVE, UNCHANGED, compare, memory_p
 from autoloader.tuning.final import final_configs, trimmed
 from autoloader.tuning.progress import ProgressPrinter, table
 from autoloader.tuning.result import TuneResult
-from autoloader.errors import UsageError
 
 CPUS = 2
 PICK = LoaderConfig.make(16, 3, False, 2, True)

@@ -68,7 +68,8 @@ def markdown(report) -> str:
              f"- thresholds: rate {report.thresholds.rate:.0%}, knee "
              f"{'not judged' if report.thresholds.knee is None else f'{report.thresholds.knee} workers'}, memory per "
              f"worker {report.thresholds.memory_per_worker:.0%}, pick change "
-             f"{'counts' if report.thresholds.pick else 'ignored'}",
+             f"{'counts' if report.thresholds.pick else 'ignored'}, busy past {report.thresholds.busy:.0%} of the CPUs "
+             "taken by others (inconclusive)",
              f"- verdict: **{report.verdict}** (exit {report.exit_code})", "",
              "| dataset | status | pick | samples/s | old pick then -> now | knee | memory per worker | warm start "
              "| trials | time |",

@@ -20,8 +20,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .policy import BUSY_SHARE, busy_at, load_widening
 from .profile import Profile
@@ -83,7 +83,7 @@ class MachineLoad:
                 "measured_s": self.measured_s, "threshold": self.threshold}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "MachineLoad":
+    def from_dict(cls, data: dict) -> MachineLoad:
         spans = tuple(BusySpan(int(s["first"]), int(s["last"]), float(s["others_cpus"]))
                       for s in data.get("busy_trials") or ())
         return cls(float(data["usable_cpus"]), data.get("others_cpus"), data.get("peak_others_cpus"),

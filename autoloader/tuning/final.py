@@ -10,8 +10,8 @@ BUSY_ROUNDS more rounds while the budget has the time.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from ..search.budget import Clock, round_seconds
 from ..search.choice import Finalist, choose

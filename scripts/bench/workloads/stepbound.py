@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torchvision
+from torch import nn
 from torch.utils.data import Dataset
 
 from scripts.bench.workloads.common import classifier_step, gpu_setup, scaled
