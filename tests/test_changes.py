@@ -36,11 +36,21 @@ def test_same_settings_and_a_rate_within_the_noise_is_unchanged():
     assert since(c).startswith("unchanged since old (old/ds.json): same settings; samples/s 1,000/s -> ")
 
 
+def finals(*pairs) -> list[dict]:
+    """A final's records: (TunedConfig, rates by round) each."""
+    return [{"config": t.config.loader_kwargs(), "rates": list(r), "rounds": list(range(len(r)))} for t, r in pairs]
+
+
 def test_a_different_setting_or_a_rate_past_the_noise_is_a_change():
-    c = compare(stored(tuned(8, 1000.0, "box", pin=True), "box/ds.json"), record(tuned(12, 1000.0, "box", pin=False)))
+    old, new = tuned(8, 1000.0, "box", pin=True), tuned(12, 1200.0, "box", pin=False)
+    # The final measured the old pick beside the new one: the new read ahead in every round.
+    c = compare(stored(old, "box/ds.json"), record(new, finals=finals((new, (1200, 1190, 1210)), (old, (1000,) * 3))))
     assert [(x.setting, x.before, x.after) for x in c.changes] == [("num_workers", 8, 12), ("pin_memory", True, False)]
     assert c.changed and c.same_hardware and c.status == DRIFTED
     assert "CHANGED since this hardware" in since(c) and "num_workers 8 -> 12" in since(c)
+    # No paired round of the two: the change cannot be told from the noise, a tie.
+    unpaired = compare(stored(old, "box/ds.json"), record(tuned(12, 1000.0, "box", pin=False)))
+    assert unpaired.changes and unpaired.settings_tie and not unpaired.changed
 
     slower = compare(stored(tuned(8, 1000.0, "old")), record(tuned(8, 700.0, "new")))
     assert RATE_SHIFT < 0.3
@@ -48,15 +58,14 @@ def test_a_different_setting_or_a_rate_past_the_noise_is_a_change():
     assert "(-30%, past the noise)" in since(slower)
     assert slower.to_dict()["changed"] is True and slower.to_dict()["rate_ratio"] == 0.7
 
-    # Another pick, but the previous one was measured in this run within the tie: noise decided it.
-    old = tuned(16, 1000.0, "box")
+    # Another pick, but the previous one was measured in this run's rounds within the tie: noise decided it.
+    old, new = tuned(16, 1000.0, "box"), tuned(24, 1000.0, "box")
     then = stored(old, "box/ds.json")
-    measured = {"trials": [{"config": old.config.loader_kwargs(), "status": "ok", "samples_per_s": 980.0}]}
-    tie = compare(then, record(tuned(24, 1000.0, "box"), **measured))
+    tie = compare(then, record(new, finals=finals((new, (1000, 990, 1010)), (old, (980, 985, 975)))))
     assert tie.changes and tie.settings_tie and not tie.changed and tie.status == UNCHANGED
-    assert "(a tie: the previous settings read 980/s here)" in since(tie) and since(tie).startswith("unchanged")
-    behind = compare(then, record(tuned(24, 1000.0, "box"),
-                                  trials=[{**measured["trials"][0], "samples_per_s": 900.0}]))
+    assert "(a tie: the rounds of this run cannot separate them; the previous settings read 980/s here)" in since(tie)
+    assert since(tie).startswith("unchanged")
+    behind = compare(then, record(new, finals=finals((new, (1000, 990, 1010)), (old, (900, 905, 895)))))
     assert not behind.settings_tie and behind.changed and behind.status == DRIFTED
     # The old pick read tonight is what the rate is judged by: one config read twice.
     assert behind.rate_ratio == 0.9 and "the previous settings read 900/s here" in since(behind)

@@ -12,6 +12,7 @@ import time
 import pytest
 from click.testing import CliRunner
 from conftest import REPO_ROOT
+from burner import QUIET_BUSY, conclusive
 from fleet_workloads import SLOWDOWN_ENV
 
 from autoloader.cli import main
@@ -43,6 +44,7 @@ device = "cpu"
 [thresholds]
 rate = 0.5      # the injected regression is -75%; a shared machine's noise stays well inside
 pick = false    # two tied configs may trade places between runs on a shared machine
+busy = {QUIET_BUSY}     # other users of the development machine take most of its CPUs at all hours
 
 [[datasets]]
 name = "paced"
@@ -171,7 +173,12 @@ def test_drift_is_judged_against_the_thresholds():
     heavier = judge(result(2, 100.0, peaks={0: 500 * mib, 2: 700 * mib}),
                     result(2, 100.0, peaks={0: 500 * mib, 2: 1100 * mib}), t)
     assert heavier.status == DRIFTED and heavier.memory_per_worker_after == 300 * mib
-    picked = judge(result(2, 100.0), result(4, 100.0), t)
+    tied = judge(result(2, 100.0), result(4, 100.0), t)
+    assert tied.status == UNCHANGED and tied.settings_tie, "a pick change no paired round separates is a tie"
+    ahead = result(4, 130.0)
+    ahead["finals"] = [{"config": ahead["config"], "rates": [130.0, 128.0, 131.0]},
+                       {"config": result(2, 100.0)["config"], "rates": [100.0, 99.0, 101.0]}]
+    picked = judge(result(2, 100.0), ahead, t)
     assert picked.status == DRIFTED and picked.changes[0] == Change("num_workers", 2, 4)
     elsewhere = judge(result(2, 100.0, fingerprint="old", cpus=8), result(4, 50.0), t)
     assert elsewhere.status == NEW_HARDWARE and ("cpus", 8, 2) in elsewhere.hardware_changes
@@ -182,11 +189,19 @@ def test_drift_is_judged_against_the_thresholds():
 
 # --- a real retune ---------------------------------------------------------------------------------
 
-def retune(path, out, slowdown: str = "1") -> tuple[int, dict]:
+def retune_once(path, out, slowdown: str = "1") -> tuple[int, dict]:
     done = subprocess.run([AUTOLOADER, "retune", str(path), "--out", out, "--json", "--quiet"], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=300, env={**os.environ, SLOWDOWN_ENV: slowdown})
-    assert done.returncode in (0, 1, 3), done.stderr[-3000:]
+    assert done.returncode in (0, 1, 3, 5), done.stderr[-3000:]
     return done.returncode, json.loads(done.stdout)
+
+
+def retune(path, out, slowdown: str = "1") -> tuple[int, dict]:
+    """A retune, run again while the machine was too busy to judge it (exit 5)."""
+    code, report, _ = conclusive(lambda: retune_once(path, out, slowdown))
+    if code == 5:
+        pytest.skip("the machine stayed busy (other processes past the registry's busy share) for three runs")
+    return code, report
 
 
 @pytest.mark.slow
@@ -215,7 +230,7 @@ def test_retune_flags_a_regression_and_keeps_the_last_good_result_when_killed(tm
     assert slower["report"]["markdown"].endswith(".md") and os.path.isfile(slower["report"]["latest_markdown"])
     good = open(stored).read()
     history = sorted(os.listdir(os.path.dirname(entry["history_path"])))
-    assert len(history) == 3
+    assert len(history) >= 3   # one per run, those run again on a busy machine included
 
     # Killed mid-run: the last good result and the history stay as they were.
     killed = subprocess.Popen([AUTOLOADER, "retune", str(path), "--out", out, "--quiet"], cwd=REPO_ROOT,

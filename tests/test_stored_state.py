@@ -390,8 +390,10 @@ def test_a_bad_result_file_is_no_warm_start(out_dir):
 
     path = _stored_result_file(out_dir, faulty.Tiny(length=128))
     fingerprint, key = os.path.basename(os.path.dirname(path)), os.path.basename(path)[:-len(".json")]
-    assert last_good(out_dir, fingerprint, key) is not None
     data = json.load(open(path))
+    data.pop("load", None)   # a run on a shared machine may be marked busy (never started from); here the checks are tested
+    json.dump(data, open(path, "w"))
+    assert last_good(out_dir, fingerprint, key) is not None
     data["config"].update(num_workers=400)
     json.dump(data, open(path, "w"))
     with pytest.warns(UserWarning, match="ignored the stored result " + path):

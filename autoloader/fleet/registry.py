@@ -18,6 +18,8 @@ Example (every key but ``datasets[].dataset`` may be left out)::
     knee = 4                      # workers the knee moved (default: reported, not judged)
     memory_per_worker = 0.5       # relative change of the memory one more worker costs
     pick = true                   # a changed pick (not a tie) is drift
+    busy = 0.5                    # others past this share of the CPUs: the night is inconclusive (exit 5);
+                                  # default $AUTOLOADER_BUSY_SHARE, else 0.5
 
     [[datasets]]
     name = "images"               # default: the dataset spec
@@ -47,6 +49,7 @@ from ..errors import UsageError, usage
 from ..inputs.loader_args import check_loader_kwargs
 from ..inputs.problem import batch_sizes_of
 from ..inputs.source import Source, _split_spec
+from ..inputs.options import default_thresholds
 from ..search.policy import Thresholds
 
 SETTINGS = ("budget", "device", "max_memory", "trial_timeout")
@@ -136,7 +139,10 @@ def _only(table: dict, allowed: set, where: str) -> None:
 
 
 def _thresholds(table: dict) -> Thresholds:
-    _only(table, {"rate", "knee", "memory_per_worker", "pick"}, "[thresholds]")
+    _only(table, {"rate", "knee", "memory_per_worker", "pick", "busy"}, "[thresholds]")
+    busy = table.get("busy")
+    if busy is not None and (isinstance(busy, bool) or not isinstance(busy, (int, float)) or not 0 < busy < 1):
+        raise usage("thresholds.busy is a share of the CPUs, above 0 and below 1", busy, "write e.g. busy = 0.5")
     for key in ("rate", "memory_per_worker"):
         value = table.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
@@ -147,7 +153,8 @@ def _thresholds(table: dict) -> Thresholds:
     pick = table.get("pick")
     if pick is not None and not isinstance(pick, bool):
         raise usage("thresholds.pick is true or false", pick, "write pick = true")
-    return Thresholds(**{k: (float(v) if k in ("rate", "memory_per_worker") else v) for k, v in table.items()})
+    values = {k: (float(v) if k in ("rate", "memory_per_worker", "busy") else v) for k, v in table.items()}
+    return Thresholds(**{"busy": default_thresholds().busy, **values})
 
 
 def _entry(entry: dict, defaults: dict, folder: str, index: int) -> Entry:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..search.policy import SETTINGS_TIE
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version
-from ..tuning.compare import DRIFTED
+from ..tuning.compare import DRIFTED, INCONCLUSIVE
+from ..tuning.progress import others_text
 
 
 def _rate(value: float | None) -> str:
@@ -12,7 +13,8 @@ def _rate(value: float | None) -> str:
 
 
 def _mib(value: float | None) -> str:
-    return "-" if value is None else f"{value / 2**20:,.0f} MiB"
+    """Bytes in MiB; a value not measured, or one that cannot be (a negative cost), as unmeasured."""
+    return "unmeasured" if value is None or value < 0 else f"{value / 2**20:,.0f} MiB"
 
 
 def _pick(kwargs: dict | None) -> str:
@@ -66,7 +68,8 @@ def markdown(report) -> str:
              f"- thresholds: rate {report.thresholds.rate:.0%}, knee "
              f"{'not judged' if report.thresholds.knee is None else f'{report.thresholds.knee} workers'}, memory per "
              f"worker {report.thresholds.memory_per_worker:.0%}, pick change "
-             f"{'counts' if report.thresholds.pick else 'ignored'}",
+             f"{'counts' if report.thresholds.pick else 'ignored'}, busy past {report.thresholds.busy:.0%} of the CPUs "
+             "taken by others (inconclusive)",
              f"- verdict: **{report.verdict}** (exit {report.exit_code})",
              *([f"- this report is not stored: {report.write_error}"] if getattr(report, "write_error", None) else []),
              "",
@@ -76,7 +79,7 @@ def markdown(report) -> str:
     for o in report.outcomes:
         warm = _warm(o)
         time = "-" if o.seconds is None else f"{o.seconds:.0f} s"
-        status = f"**{o.status}**" if o.status in (DRIFTED, "failed") else o.status
+        status = f"**{o.status}**" if o.status in (DRIFTED, INCONCLUSIVE, "failed") else o.status
         lines.append(f"| {o.name} | {status} | {_pick(o.pick)} | {_rate(o.samples_per_s)} | {_old_pick(o.drift)} | "
                      f"{_knee(o.drift)} | {_memory(o.drift)} | {warm} | {o.trials} | {time} |")
     for o in report.outcomes:
@@ -90,14 +93,22 @@ def markdown(report) -> str:
             held = " (the pick held: the search stopped early)" if o.early_stop else ""
             lines.append(f"- warm start: {o.warm}{held}")
         d = o.drift
+        load = (d.load if d is not None else None) or {}
+        if load.get("others_cpus") is not None:
+            lines.append(f"- machine: {others_text(load['others_cpus'], load['usable_cpus'])} while it measured"
+                         + (" (busy: inconclusive, kept but never the baseline)" if load.get("busy") else ""))
+        if d is not None and d.inconclusive:
+            lines.append("- inconclusive: on a busy machine nothing can be said changed or unchanged"
+                         + (f" (would have been: {'; '.join(d.set_aside)})" if d.set_aside else ""))
         if d is not None and d.status == "baseline":
             lines.append("- the first result for this dataset: nothing to compare with")
-        elif d is not None:
+        elif d is not None and d.previous_path is not None:
             if d.previous_path:
                 lines.append(f"- compared with: `{d.previous_path}` ({d.previous_finished_at or 'undated'})")
             lines.append("- pick: " + (", ".join(f"{c.setting} {c.before} -> {c.after}" for c in d.changes)
                                        if d.changes else "unchanged")
-                         + (f" (a tie: the old pick read within {SETTINGS_TIE:.0%} of the new)" if d.settings_tie else ""))
+                         + (f" (a tie: this run's paired rounds do not put the new pick {SETTINGS_TIE:.0%} and their "
+                            "spread ahead of the old)" if d.settings_tie else ""))
             lines.append(f"- the old pick's rate then -> now: {_old_pick(d)}")
             lines.append(f"- knee: {_knee(d)}; memory per worker: {_memory(d)}")
             if d.hardware_changes:

@@ -10,9 +10,10 @@ started in the same second), and as ``latest``; the folders are checked before a
 and a report that still cannot be written (a disk that filled meanwhile) is printed all the same.
 
 Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted past a
-threshold, 1 a dataset failed (that wins over drift), 4 the report could not be written (that
-wins over the rest: the report printed says them); 2, bad registry or folders, is raised before
-anything runs (a UsageError).
+threshold and past the noise measured in its run, 5 a dataset was measured on a busy machine and
+is inconclusive (drift elsewhere wins over it), 1 a dataset failed (that wins over both), 4 the
+report could not be written (that wins over the rest: the report printed says them); 2, bad
+registry or folders, is raised before anything runs (a UsageError).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from ..tuning.run import Run
 from .registry import Entry, Registry
 from .warm import plan as warm_plan
 
-OK_EXIT, FAILED_EXIT, DRIFTED_EXIT, UNWRITTEN_EXIT = 0, 1, 3, 4
+OK_EXIT, FAILED_EXIT, DRIFTED_EXIT, UNWRITTEN_EXIT, INCONCLUSIVE_EXIT = 0, 1, 3, 4, 5
 FAILED = "failed"
 
 
@@ -99,12 +100,15 @@ class RetuneReport:
             return FAILED_EXIT
         if any(o.status == compare_mod.DRIFTED for o in self.outcomes):
             return DRIFTED_EXIT
+        if any(o.status == compare_mod.INCONCLUSIVE for o in self.outcomes):
+            return INCONCLUSIVE_EXIT
         return OK_EXIT
 
     @property
     def verdict(self) -> str:
         return {OK_EXIT: "unchanged", FAILED_EXIT: "a dataset failed", DRIFTED_EXIT: "drifted",
-                UNWRITTEN_EXIT: "the report could not be written"}[self.exit_code]
+                UNWRITTEN_EXIT: "the report could not be written",
+                INCONCLUSIVE_EXIT: "inconclusive: measured on a busy machine"}[self.exit_code]
 
     def to_dict(self) -> dict:
         return {"registry": self.registry, "started_at": self.started_at, "finished_at": self.finished_at,
@@ -174,8 +178,9 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         except Exception as exc:  # noqa: BLE001 - reported per dataset; the others still run
             return Outcome(entry.name, FAILED, key=key, error=f"{type(exc).__name__}: {exc}",
                            warm=warm and warm.describe())
-    judged = result.since or compare_mod.Comparison(compare_mod.BASELINE)
     data = result.to_dict()
+    # The first result: a baseline, unless measured on a busy machine (then inconclusive, and no baseline).
+    judged = result.since or compare_mod.compare(None, data, thresholds)
     page = None
     if pages:
         from ..explain.page import write_report
@@ -189,13 +194,13 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         kept = record(out, fingerprint, key, data)
     except OSError as exc:   # the result is stored; its dated copy is not, and the report says so
         return _outcome(entry, result, judged.status, warm, error=None, unkept=write_failure(
-            "the result's dated copy", os.path.dirname(path), exc), report_path=page)
-    return _outcome(entry, result, judged.status, warm, history_path=kept, report_path=page)
+            "the result's dated copy", os.path.dirname(path), exc), report_path=page, judged=judged)
+    return _outcome(entry, result, judged.status, warm, history_path=kept, report_path=page, judged=judged)
 
 
 def _outcome(entry: Entry, result, status: str, warm, error: str | None = None, history_path: str | None = None,
-             unkept: str | None = None, report_path: str | None = None) -> Outcome:
-    judged = result.since or compare_mod.Comparison(compare_mod.BASELINE)
+             unkept: str | None = None, report_path: str | None = None, judged=None) -> Outcome:
+    judged = judged or result.since or compare_mod.Comparison(compare_mod.BASELINE)
     return Outcome(entry.name, status, key=result.tuned.dataset_key, drift=judged, error=error,
                    result_path=result.path if error is None else None, history_path=history_path,
                    warm=warm and warm.describe(), pick=result.config.loader_kwargs(),

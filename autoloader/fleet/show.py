@@ -8,11 +8,13 @@ from dataclasses import dataclass
 
 from ..errors import usage
 from ..inputs import hardware
+from ..search.load import MachineLoad
 from ..search.space import LoaderConfig
 from ..store.durable import open_reader
-from ..store.history import stored_picks
+from ..store.history import busy, stored_picks
 from ..store.paths import result_files, split_study_name
 from ..store.validate import StoredResult, load_result
+from ..tuning.progress import load_lines
 
 
 @dataclass(frozen=True)
@@ -27,18 +29,20 @@ class Stored:
     measurement_format: int | None
     where: str
     dataset: dict | None = None
+    busy: bool = False       # measured on a busy machine: NOTE [ Others on the machine ]
 
     def to_dict(self) -> dict:
         return {"hardware": self.hardware, "key": self.key, "config": self.pick, "samples_per_s": self.samples_per_s,
                 "finished_at": self.finished_at, "autoloader_version": self.version,
-                "measurement_format": self.measurement_format, "where": self.where, "dataset": self.dataset}
+                "measurement_format": self.measurement_format, "where": self.where, "dataset": self.dataset,
+                "busy": self.busy}
 
 
 def _row(stored: StoredResult) -> Stored:
     data = stored.data
     return Stored(stored.hardware.get("fingerprint") or "?", stored.tuned.dataset_key, stored.tuned.config.loader_kwargs(),
                   stored.tuned.samples_per_s, data.get("finished_at"), data.get("autoloader_version"),
-                  data.get("measurement_format"), stored.where, data.get("dataset"))
+                  data.get("measurement_format"), stored.where, data.get("dataset"), busy(data))
 
 
 def _all(out: str, storage: str | None) -> list[StoredResult]:
@@ -100,7 +104,8 @@ def listing_text(rows: list[Stored]) -> str:
             by = f"autoloader {r.version or '?'}, format {form}"
             lines.append(f"  {r.key}")
             lines.append(f"    {_pick(r.pick)}")
-            lines.append(f"    {r.samples_per_s:,.0f} samples/s, {r.finished_at or 'undated'}, {by}")
+            busy = ", measured on a busy machine (no baseline)" if r.busy else ""
+            lines.append(f"    {r.samples_per_s:,.0f} samples/s, {r.finished_at or 'undated'}, {by}{busy}")
     return "\n".join(lines[1:]) + "\n"
 
 
@@ -124,6 +129,18 @@ def result_text(where: str, data: dict) -> str:
     if data.get("trials"):
         held = " (warm start held)" if data.get("early_stop") else ""
         lines.append(f"  {'trials':<20} {len(data['trials'])}{held}")
+    load = data.get("load")
+    if isinstance(load, dict):
+        try:
+            text = load_lines(MachineLoad.from_dict(load))
+        except (KeyError, TypeError, ValueError):
+            text = []
+        lines += [f"  {'machine load' if i == 0 else '':<20} {t}" for i, t in enumerate(text)]
+    threads = data.get("threads")
+    if isinstance(threads, dict) and threads.get("threads"):
+        lines.append(f"  {'main threads':<20} {threads['threads']}"
+                     + (f"; set {threads['set']} in the training process ({threads.get('slower', 0):.1f}x faster "
+                        "with one thread here)" if threads.get("set") else ""))
     return "\n".join(lines) + "\n"
 
 

@@ -20,6 +20,25 @@ MIN_BUDGET_S = 10.0
 DEFAULT_MEMORY_SHARE = 0.6
 # Below this no trial fits (the trial process alone is 0.4-0.6 GB); "16" meant as 16G is 16 bytes.
 MIN_MAX_MEMORY = 256 * 2**20
+# The share of the CPUs others may take before a run is busy, on a machine that others always
+# share (NOTE [ Others on the machine ] in search/load.py); a registry's [thresholds] busy wins.
+BUSY_ENV = "AUTOLOADER_BUSY_SHARE"
+
+
+def default_thresholds() -> Thresholds:
+    """The thresholds a run judges by unless a registry says: the defaults, with the busy share
+    from $AUTOLOADER_BUSY_SHARE where it is set."""
+    text = os.environ.get(BUSY_ENV, "").strip()
+    if not text:
+        return Thresholds()
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise usage(f"${BUSY_ENV} is a share of the CPUs, above 0 and below 1", text,
+                    f"set e.g. {BUSY_ENV}=0.8, or unset it for the default")
+    return Thresholds(busy=value)
 
 
 @dataclass(frozen=True)
@@ -45,8 +64,9 @@ class Options:
 
     @classmethod
     def build(cls, budget: float, trial_timeout: float, max_memory: int | str | None, out: str | None,
-              storage: str | None, thresholds: Thresholds = Thresholds()) -> "Options":
+              storage: str | None, thresholds: Thresholds | None = None) -> "Options":
         out = resolve_out(out)
+        thresholds = thresholds if thresholds is not None else default_thresholds()
         if isinstance(trial_timeout, bool) or not isinstance(trial_timeout, (int, float)) or not trial_timeout > 0:
             raise usage("the trial timeout must be a positive number of seconds", trial_timeout,
                         "pass e.g. trial_timeout=60 (--trial-timeout 60)")

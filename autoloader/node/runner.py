@@ -75,8 +75,15 @@ def node_result(config: LoaderConfig, results: list[TrialResult]) -> TrialResult
         values = [getattr(r, name) for r in results if getattr(r, name) is not None]
         return max(values) if values else None
 
+    # Each rank's meter counts the other ranks among the machine's others (probe/load.py): rank 0's,
+    # less what the other ranks' own trees took, is what the rest of the machine took.
+    others = results[0].others_cpus
+    if others is not None:
+        others = max(0.0, others - sum(r.tree_cpus or 0.0 for r in results[1:]))
     return dataclasses.replace(
-        slow, config=config, wait_fraction=largest("wait_fraction"), startup_s=largest("startup_s"),
+        slow, config=config, others_cpus=others, steal_cpus=results[0].steal_cpus,
+        tree_cpus=sum(r.tree_cpus or 0.0 for r in results) if results[0].tree_cpus is not None else None,
+        wait_fraction=largest("wait_fraction"), startup_s=largest("startup_s"),
         epoch_restart_s=largest("epoch_restart_s"), peak_host_bytes=largest("peak_host_bytes"),
         peak_pss_bytes=largest("peak_pss_bytes"), peak_shm_bytes=largest("peak_shm_bytes"),
         gpu_peak_bytes=largest("gpu_peak_bytes"), seconds=max(r.seconds for r in results),

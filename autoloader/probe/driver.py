@@ -17,6 +17,7 @@ from ..search.results import CONSTRAINT, FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig
 from . import guard, startup, trial
 from .failures import death_cause, death_text
+from .load import LoadMeter, Span
 from .protocol import (
     Beat,
     Begin,
@@ -161,13 +162,18 @@ class TrialRunner:
         shm_before = guard.shm_entries()
         watch = self._watch = guard.TreeWatch(self._proc.pid)
         budget = self.max_memory - (self.info.runner_pss if self.info else 0)
+        meter = LoadMeter(self._proc.pid)
         if not self._send(ProfileRequest(batch_size, max(0, budget))):
             return None, "the trial process was gone"
         outcome = self._wait(watch, t0, self._profile_cap(timeout), timeout)
         if isinstance(outcome, Profiled):
             self.orphans += outcome.leaked_workers
             self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
-            return outcome.profile, outcome.error
+            span = meter.stop()
+            profile = outcome.profile
+            if profile is not None and span is not None:
+                profile = dataclasses.replace(profile, others_cpus=span.others_cpus, steal_cpus=span.steal_cpus)
+            return profile, outcome.error
         self._kill()
         self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
         return None, self._ended(LoaderConfig.make(batch_size, 0, False), outcome).error
@@ -213,11 +219,13 @@ class TrialRunner:
         shm_before = guard.shm_entries()
         t0 = time.monotonic()
         watch = self._watch = guard.TreeWatch(self._proc.pid)
+        meter = LoadMeter(self._proc.pid)
         if not self._send(Measure(config, settings)):
             if retry_allowed:
                 return None
             return TrialResult(config, FAILED, cause="runner_killed", error="the trial process was gone")
         outcome = self._wait(watch, t0, self._cap(settings, timeout), timeout)
+        span = meter.stop()   # before a kill: the tree it counts is still there
         if isinstance(outcome, Measured):
             self.orphans += outcome.leaked_workers
             result = outcome.result
@@ -227,7 +235,7 @@ class TrialRunner:
                 return None  # it died of something that came before this trial
             result = self._ended(config, outcome)
         self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
-        return self._seen(result, watch, t0)
+        return self._seen(result, watch, t0, span)
 
     def _send(self, message) -> bool:
         """Send ``message`` to the trial process; False, its tree killed, when it is gone."""
@@ -304,13 +312,16 @@ class TrialRunner:
                            error=f"{why}, {progress}; the trial's process tree ({hang.processes} processes) "
                                  f"was killed in {killed_in:.2f} s")
 
-    def _seen(self, result: TrialResult, watch: guard.TreeWatch, t0: float) -> TrialResult:
-        """The trial's result with what the driver saw of its tree: memory, /dev/shm, wall time."""
+    def _seen(self, result: TrialResult, watch: guard.TreeWatch, t0: float, span: Span | None) -> TrialResult:
+        """The trial's result with what the driver saw of its tree and the machine: memory,
+        /dev/shm, wall time, and the CPU others took meanwhile (NOTE [ Others on the machine ])."""
         config = result.config
+        load = {} if span is None else {"others_cpus": span.others_cpus, "steal_cpus": span.steal_cpus,
+                                        "tree_cpus": span.tree_cpus}
         return dataclasses.replace(result, peak_host_bytes=watch.peak.uss or None, peak_pss_bytes=watch.peak.pss or None,
                                    peak_shm_bytes=watch.peak_shm,
                                    batch_bytes=(self.info.sample_bytes * config.batch_size) if self.info else None,
-                                   seconds=time.monotonic() - t0)
+                                   seconds=time.monotonic() - t0, **load)
 
     def _wait_exitcode(self) -> int | None:
         self._proc.join(timeout=2.0)

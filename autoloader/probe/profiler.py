@@ -12,7 +12,10 @@ each figure feeds):
 2. transfer the main process's side of a worker's batch: batches made by replaying one collated
             batch through a few workers, taken once the queue is full so that only the receive
             is timed; then pinning each and copying it to the device, pinned and pageable;
-3. consumer the step on a batch already on the device, repeated: the ceiling from above;
+3. consumer the step on a batch already on the device, repeated: the ceiling from above, and
+            each call's time (the step's jitter); then, where torch runs several intra-op
+            threads, the main process's share (its own collate and the step) with them and with
+            one, in pairs;
 4. start-up one fresh worker's iter() to first batch, less the batch's own work, and that
             worker's memory (PSS) once it has made a batch; then batches taken from a full
             queue while that worker is busy making the next (a busy worker's receive).
@@ -32,6 +35,12 @@ PROFILE_SAMPLES = 256
 SAMPLE_SECONDS = 1.5
 MIN_SAMPLES = 16
 STEP_SECONDS = 0.5
+# The step timed call by call (its jitter on CUDA; with one thread): at most this many, this long.
+JITTER_CALLS = 16
+JITTER_SECONDS = 0.3
+# The main process's share timed with its threads and with one: this many pairs, this long, at most.
+THREAD_PAIRS = 6
+THREAD_SECONDS = 0.6
 # Timed calls of a pin after its untimed first (NOTE [ Warm pinning ]).
 WARM_REPEATS = 2
 # Batches taken from the replay loader's full queue; its workers and depth are kept small enough
@@ -191,13 +200,25 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     resident = _map(batch, lambda t: t.to(device)) if cuda else batch
     consume(resident)
     sync()
-    steps, t0 = 0, time.perf_counter()
+    steps, t0, calls = 0, time.perf_counter(), []
     while steps < 3 or (time.perf_counter() - t0 < STEP_SECONDS and steps < 200):
+        c0 = time.perf_counter()
         consume(resident)
+        calls.append(time.perf_counter() - c0)
         steps += 1
     sync()
     step_s = (time.perf_counter() - t0) / steps
-    del resident
+    # The step's jitter: on the CPU each call above is the step; on CUDA a call only launches
+    # until the queue fills, so each is timed to its end (the shape is kept, the mean is step_s's).
+    step_samples = tuple(calls) if not cuda else _step_calls(lambda: consume(resident), sync, JITTER_CALLS)
+    # The main process's share of a batch (its collate and the step) with the default threads and
+    # with one, in pairs (NOTE [ The main process's threads ] in search/threads.py).
+    pairs: list[tuple[float, float]] = []
+    if threads > 1:
+        group = [samples[i % len(samples)] for i in range(batch_size)]
+        pairs = _thread_pairs(lambda: (collate(group), consume(resident)), sync, threads,
+                              lambda n: torch.set_num_threads(n))
+    resident = None   # its device memory free before the next stage (the closures above are done with it)
 
     beat()
     # 4. one fresh worker's start-up, and its memory once it made a batch; then batches taken
@@ -226,7 +247,49 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
                    cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
                    sample_cpu_share=(min(1.0, cpu_s / sum(costs) / statistics.fmean(availability))
                                      if sum(costs) > 0 else 1.0),
-                   collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s)
+                   collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
+                   step_samples=step_samples, main_threads=threads,
+                   main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
+                   main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
+                   main_thread_ratios=tuple(d / o for d, o in pairs if o > 0))
+
+
+def _thread_pairs(share: Callable[[], Any], sync: Callable[[], None], threads: int,
+                  set_threads: Callable[[int], None]) -> list[tuple[float, float]]:
+    """(seconds with ``threads``, seconds with one) of the main process's ``share``, in up to
+    THREAD_PAIRS pairs within THREAD_SECONDS (two at least), the order alternating so that drift
+    falls on both alike."""
+    def timed(n: int) -> float:
+        set_threads(n)
+        t0 = time.perf_counter()
+        share()
+        sync()
+        return time.perf_counter() - t0
+
+    pairs: list[tuple[float, float]] = []
+    t_end = time.perf_counter() + THREAD_SECONDS
+    try:
+        while len(pairs) < 2 or (len(pairs) < THREAD_PAIRS and time.perf_counter() < t_end):
+            if len(pairs) % 2:
+                one = timed(1)
+                pairs.append((timed(threads), one))
+            else:
+                pairs.append((timed(threads), timed(1)))
+    finally:
+        set_threads(threads)
+    return pairs
+
+
+def _step_calls(call: Callable[[], Any], sync: Callable[[], None], most: int) -> tuple[float, ...]:
+    """Up to ``most`` calls of the step, each timed to its end, within JITTER_SECONDS (two at least)."""
+    times: list[float] = []
+    t_end = time.perf_counter() + JITTER_SECONDS
+    while len(times) < 2 or (len(times) < most and time.perf_counter() < t_end):
+        t0 = time.perf_counter()
+        call()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return tuple(times)
 
 
 def _room(batch_bytes: int, memory_budget: int | None) -> int:

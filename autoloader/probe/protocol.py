@@ -78,6 +78,7 @@ class DatasetInfo:
     code: str | None = None     # digest of the user's code: NOTE [ Failures keyed by code ] in inputs/code_digest.py
     dataset_class: str | None = None  # the built dataset's class, the name in the problem's key
     dataset_bytes: int | None = None  # what building the dataset added to the process's heap (its anonymous pages)
+    threads: int | None = None  # torch's intra-op threads in the trial process, as the training process has them
 
 
 class SetupError(Exception):

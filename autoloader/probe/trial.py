@@ -156,7 +156,8 @@ class _Runner:
                            sample_bytes=max(1, _tensor_bytes(batch) // count),
                            runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=self.dataset_bytes,
                            fingerprint=dataset_fingerprint(self.dataset), dataset_class=dataset_class(self.dataset),
-                           code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs))
+                           code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs),
+                           threads=self.torch.get_num_threads())
 
     def _check_loader(self) -> None:
         """Build (not iterate) the first trial's DataLoader: an argument only DataLoader refuses is a

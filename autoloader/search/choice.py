@@ -83,7 +83,8 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
     return min(within, key=lambda t: t.config.cost())
 
 
-def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: LoaderConfig | None = None) -> Finalist:
+def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: LoaderConfig | None = None,
+           widen: float = 0.0, narrow: frozenset = frozenset()) -> Finalist:
     """The cheapest finalist that ties the best median: within FINAL_TIE, within KEEPS_UP_TIE
     when both keep up and are of one kind (NOTE [ Keeping up ]), or within DISAGREE_TIE when a
     round put it level with the best or ahead (NOTE [ Rounds that disagree ]). Without a final,
@@ -92,7 +93,12 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
 
     ``control``: the rule the tuner replaces, when the final measured it. A final of a single
     round shows no spread, so nothing in it can be told from noise: the control stands unless
-    another finalist reads more than SINGLE_ROUND_MARGIN above it."""
+    another finalist reads more than SINGLE_ROUND_MARGIN above it.
+
+    ``widen``: how much the ties widen on a busy machine (``MachineLoad.widen``, LOAD_TIE a share
+    of the CPUs others took: NOTE [ Others on the machine ] in load.py), for a gap that some round
+    did not show: one that every round shows is no noise, however busy the machine.
+    ``narrow``: configs that tie only within FINAL_TIE (NOTE [ Headroom ] in model_first.py)."""
     if not finals:
         ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
         if control is None or not any(t.config == control for t in ok):
@@ -111,12 +117,16 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
     def ties(final: Finalist) -> bool:
         if final.median >= best.median * (1.0 - FINAL_TIE):
             return True
-        if not same_kind(final.config, best.config):
+        # A busy machine's noise ties only a gap the rounds do not all show.
+        disagree = not ahead_every_round(best, final)
+        if disagree and final.median >= best.median * (1.0 - (FINAL_TIE + widen)):
+            return True
+        if final.config in narrow or not same_kind(final.config, best.config):
             return False
         # Both keep up: only then is the gap the consumer's noise, not a loader that lags.
         if final.keeps_up and best.keeps_up and final.median >= best.median * (1.0 - KEEPS_UP_TIE):
             return True
-        return final.median >= best.median * (1.0 - DISAGREE_TIE) and not ahead_every_round(best, final)
+        return disagree and final.median >= best.median * (1.0 - (DISAGREE_TIE + widen))
 
     return _with_trial(min((f for f in finals if ties(f)), key=lambda f: f.config.cost()), history)
 

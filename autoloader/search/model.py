@@ -109,11 +109,24 @@ class Prediction:
     bound: str                    # the stage that caps the rate: workers, pin, main or consumer
     restart_s: float              # one epoch boundary
     receive_share: float = 0.0    # of that, the loop's own receive (workers, no pin thread)
+    workers_busy: float | None = None   # the share of the time the workers are making batches (None: none)
 
     def to_dict(self) -> dict:
         return {"config": self.config.loader_kwargs(), "samples_per_s": self.samples_per_s,
                 "steady_samples_per_s": self.steady_samples_per_s, "wait_share": self.wait_share,
-                "bound": self.bound, "restart_s": self.restart_s, "receive_share": self.receive_share}
+                "bound": self.bound, "restart_s": self.restart_s, "receive_share": self.receive_share,
+                "workers_busy": self.workers_busy}
+
+
+def _step_factors(profile: Profile, count: int = 512) -> list[float]:
+    """Each simulated step's time over the mean step's, drawn from the profile's timed calls
+    (seeded, like the batch pool); all 1 where the step's calls were not timed."""
+    calls = [c for c in profile.step_samples if c > 0]
+    if len(calls) < 2:
+        return [1.0]
+    mean = statistics.fmean(calls)
+    rng = random.Random(1)
+    return [rng.choice(calls) / mean for _ in range(count)]
 
 
 def _batch_pool(profile: Profile, batch_size: int, count: int = 512) -> list[float]:
@@ -133,6 +146,7 @@ class Model:
         self.cuda = device.startswith("cuda")
         self._pools: dict[int, list[float]] = {}
         self._memo: dict[tuple, Prediction] = {}
+        self._step_factors = _step_factors(profile)
 
     def _pool(self, batch_size: int) -> list[float]:
         if batch_size not in self._pools:
@@ -217,6 +231,7 @@ class Model:
             wait = produce * calib.local / per_batch if per_batch > 0 else 0.0
             bound = "workers" if produce >= main_s else "consumer"
             restart = receive = 0.0
+            busy_workers = None
         else:
             interval, wait, busy_workers, bound, receive = self._steady(
                 config if config.persistent_workers else replace(config, persistent_workers=True), calib)
@@ -230,7 +245,7 @@ class Model:
             epoch_batches = p.epoch_batches * p.batch_size / config.batch_size
             epoch_s = epoch_batches * config.batch_size / steady
             rate = epoch_batches * config.batch_size / (epoch_s + restart)
-        return Prediction(config, rate, steady, wait, bound, restart, receive)
+        return Prediction(config, rate, steady, wait, bound, restart, receive, busy_workers)
 
     def _steady(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float, float, str, float]:
         """(seconds per batch, share of the loop in next(), workers' busy share, bound, the
@@ -259,8 +274,10 @@ class Model:
             share = max(1.0, demand / self.cpus(calib))
             factor = calib.worker * (cpu * share + 1.0 - cpu)
             pin_eff, main_eff = pin_s * share, host_s * share + step_s
+            # The step's own jitter rides on the loop's time (NOTE [ Headroom ] in model_first.py).
+            main_times = [main_eff + step_s * (f - 1.0) for f in self._step_factors]
             interval, wait, busy_workers = _simulate(n, config.prefetch_factor, config.in_order,
-                                                     [t * factor for t in pool], pin_eff, main_eff)
+                                                     [t * factor for t in pool], pin_eff, main_times)
             busy_main, busy_pin = main_eff / interval, pin_eff / interval
             busy_recv = (busy_recv + busy_workers) / 2   # damped: a slower receive idles the workers
         # Without a pin thread the loop receives each batch inside next(), where a burst's
@@ -313,8 +330,9 @@ class Model:
 
 
 def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], pin_s: float,
-              main_s: float) -> tuple[float, float, float]:
+              main_times: list[float]) -> tuple[float, float, float]:
     """(seconds per batch, the loop's wait share, the workers' busy share) in steady state.
+    ``main_times``: the loop's seconds for each batch in turn (cycled: the step's jitter).
 
     NOTE [ The pipeline model ]: round-robin dispatch, prefetch x n batches out at once, a serial
     pin stage and a serial main loop, in index order or as batches come."""
@@ -357,7 +375,7 @@ def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], p
         if taken >= warm:
             waited += max(0.0, pinned - main_free)
             busy += batch_times[k % pool]
-        main_free = start + main_s
+        main_free = start + main_times[taken % len(main_times)]
         dispatch(start)
     span = max(main_free - window_start, 1e-12)
     batches = total - warm

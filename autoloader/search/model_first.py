@@ -20,7 +20,23 @@ not yet measured:
 
 When the corrected model's pick is measured and no prediction near the best is in doubt, the
 search ends: the profile left no doubt. The final (choice.py) then re-measures the pick, the best burst and the control
-interleaved, and the cheapest that ties the best median wins.
+interleaved, and the cheapest that ties the best median wins. The control is always among the
+finalists unless it could not run: a burst of it stopped early is no reason to leave the rule out.
+
+NOTE [ Headroom ]
+Where the step sets the pace the predicted curve is flat from few workers on, and the cheapest
+config within PREDICTED_TIE is the fewest workers that just keep up on the mean. But a batch that
+takes longer than the mean, a step that comes back sooner, a worker descheduled beside the step's
+own thread, each empties a short queue, and the loop waits. The simulation draws the step's time
+from its timed calls (the profile's ``step_samples``) as it draws batch times from the samples',
+which shows what the jitter costs; what it cannot see (a worker's share of a CPU beside the step
+moving from moment to moment) is left to headroom: when the pick is bound by the consumer, it is
+the cheapest config within the tie whose workers are busy at most HEADROOM_BUSY of the time (they
+could make twice what the step takes). And since the model's flat curve is what is in doubt, the
+search measures the pick with twice its workers too (``headroom_probe``, at most one per CPU) and
+the final holds both, so a measured gain decides. A cheaper finalist short of headroom ties only
+within FINAL_TIE (``short_of_headroom``), since its gap is a loader that runs dry, not the
+consumer's noise.
 """
 
 from __future__ import annotations
@@ -30,6 +46,7 @@ from typing import Callable, Sequence
 from .calibration import calibrate
 from .model import Calibration, Model, Prediction
 from .policy import (
+    HEADROOM_BUSY,
     MAX_DOUBTS,
     MAX_FINALISTS,
     MAX_SEARCH_TRIALS,
@@ -80,6 +97,12 @@ def candidates(space: SearchSpace, cpus: int, allow_reorder: bool) -> list[Loade
 _SIZE_FAULTS = ("step_error", "cuda_oom")
 
 
+def lacks_headroom(prediction: Prediction) -> bool:
+    """Bound by the consumer with workers busy past HEADROOM_BUSY (NOTE [ Headroom ])."""
+    return (prediction.config.num_workers > 0 and prediction.bound == "consumer"
+            and prediction.workers_busy is not None and prediction.workers_busy > HEADROOM_BUSY)
+
+
 class ModelFirst(Strategy):
     """Proposes from the model; ``fits(config)`` says whether a config's memory is predicted to fit.
     ``control_cpus``: the CPUs the control's rule counts, when not ``cpus`` (one rank of a node
@@ -118,10 +141,29 @@ class ModelFirst(Strategy):
                 if self._usable(c, history) and (not feasible or self.fits(c, history))]
 
     def pick(self, predictions: Sequence[Prediction]) -> Prediction:
-        """The cheapest config predicted within PREDICTED_TIE of the best prediction."""
+        """The cheapest config predicted within PREDICTED_TIE of the best prediction; where the
+        step sets the pace, the cheapest of those with headroom (NOTE [ Headroom ])."""
         top = max(p.samples_per_s for p in predictions)
-        return min((p for p in predictions if p.samples_per_s >= top * (1.0 - PREDICTED_TIE)),
-                   key=lambda p: p.config.cost())
+        within = [p for p in predictions if p.samples_per_s >= top * (1.0 - PREDICTED_TIE)]
+        cheapest = min(within, key=lambda p: p.config.cost())
+        if not lacks_headroom(cheapest):
+            return cheapest
+        roomy = [p for p in within if p.workers_busy is not None and p.workers_busy <= HEADROOM_BUSY]
+        return min(roomy, key=lambda p: p.config.cost()) if roomy else cheapest
+
+    def headroom_probe(self, pick: Prediction) -> LoaderConfig | None:
+        """Where the step sets the pace, the pick with twice its workers (at most one per CPU): a
+        burst of it checks the model's flat curve, and the final weighs it (NOTE [ Headroom ])."""
+        n = pick.config.num_workers
+        if not n or pick.bound != "consumer" or min(2 * n, self.cpus) <= n:
+            return None
+        return pick.config.replace(num_workers=min(2 * n, self.cpus))
+
+    def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
+        """Of ``configs``, those bound by the step with workers busy past HEADROOM_BUSY under the
+        corrected model: in the final they tie only narrowly (NOTE [ Headroom ])."""
+        calib = self.calibration(history)
+        return frozenset(c for c in configs if lacks_headroom(self.model.predict(c, calib)))
 
     def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
         tried = {t.config for t in history}
@@ -148,6 +190,8 @@ class ModelFirst(Strategy):
             # The step's work per batch changes with the batch size, which only a burst shows.
             pick = self.pick(now).config
             plan += [pick.replace(batch_size=size) for size in self.space.batch_sizes if size != pick.batch_size]
+            probe = self.headroom_probe(self.pick(now))
+            plan += [probe] if probe is not None else []
         for config in plan:
             if config not in tried and self.space.contains(config) and self._usable(config, history):
                 return config
@@ -167,9 +211,9 @@ class ModelFirst(Strategy):
         return None
 
     def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
-        """Who the final re-measures, of the configs measured in full: the corrected model's
-        pick and its fastest prediction among them, the best burst, and always the control
-        (last)."""
+        """Who the final re-measures: of the configs measured in full, the corrected model's pick
+        and its fastest prediction among them and the best burst; and the control (last), unless
+        it failed or broke a limit."""
         # A config measured while it fitted stays out once the memory predicted for a run no
         # longer fits (the bursts since taught the per-worker overhead).
         ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned and self.fits(t.config, history)]
@@ -177,11 +221,17 @@ class ModelFirst(Strategy):
             return []
         calib = self.calibration(history)
         predicted = [self.model.predict(t.config, calib) for t in ok]
-        chosen = [self.pick(predicted).config, max(ok, key=lambda t: t.samples_per_s).config,
+        pick = self.pick(predicted)
+        # Where the step sets the pace, the headroom probe right after the pick, when measured.
+        probe = self.headroom_probe(pick)
+        probed = [probe] if probe is not None and any(t.config == probe for t in ok) else []
+        chosen = [pick.config, *probed, max(ok, key=lambda t: t.samples_per_s).config,
                   max(predicted, key=lambda p: p.samples_per_s).config]
         unique = [c for c in dict.fromkeys(chosen) if c != self.control][:MAX_FINALISTS - 1]
-        if any(t.config == self.control for t in ok):
-            unique.append(self.control)   # last, where the run keeps it when time is short
+        # The control always, last (where the run keeps it when time is short), unless it could
+        # not run: stopped early or not yet measured, the final measures it in full.
+        if not any(t.config == self.control and t.status != OK for t in history):
+            unique.append(self.control)
         return unique
 
     def curve(self, history: Sequence[TrialResult]) -> list[tuple[int, float]]:

@@ -109,6 +109,32 @@ KEEPS_UP_TIE = 0.05
 # this share ahead in median: NOTE [ Rounds that disagree ] in choice.py.
 DISAGREE_TIE = 0.05
 
+# --- the machine's load: NOTE [ Others on the machine ] in search/load.py ---------------------
+
+# Other processes taking more than this share of the usable CPUs make a measurement busy: past
+# half the machine, the loader got less than half of what it would have alone whenever it wanted
+# all of it, so its figures say what the machine gives beside those processes, not what it gives.
+BUSY_SHARE = 0.5
+# On a busy machine a rate moves with what the others do from one burst to the next: every tie
+# widens by this much per share of the CPUs others took (at 0.8 of the CPUs, by 8 points).
+LOAD_TIE = 0.10
+# Extra interleaved rounds, at most, for the configs that decide the pick when the run was busy
+# (paired rounds are what separates a real gap from the neighbours' load).
+BUSY_ROUNDS = 2
+
+# --- threads: NOTE [ The main process's threads ] in search/threads.py ------------------------
+
+# The main process's share (its collate and the step) with one intra-op thread reading this much
+# faster than with torch's default count is worth saying: a smaller gap is the timer's noise.
+THREADS_SLOWER = 0.2
+
+# --- headroom: NOTE [ Headroom ] in model_first.py --------------------------------------------
+
+# Where the step sets the pace, the pick's workers are busy at most this share of the time (their
+# capacity twice what the step takes): a batch that takes longer, a worker descheduled beside the
+# step, then empties no queue. The mean rate does not see either, so it is no reason for fewer.
+HEADROOM_BUSY = 0.5
+
 # --- stored verdicts -------------------------------------------------------------------------
 
 # A limit's verdict (memory ceiling, watchdog) is retried once that limit is raised by this factor
@@ -136,9 +162,24 @@ class Thresholds:
     knee: int | None = None
     memory_per_worker: float = 0.5
     pick: bool = True
+    # Others past this share of the usable CPUs make a run busy: inconclusive, and no baseline. A
+    # fleet on machines others always share may raise it (NOTE [ Others on the machine ] in load.py).
+    busy: float = BUSY_SHARE
 
     def to_dict(self) -> dict:
-        return {"rate": self.rate, "knee": self.knee, "memory_per_worker": self.memory_per_worker, "pick": self.pick}
+        return {"rate": self.rate, "knee": self.knee, "memory_per_worker": self.memory_per_worker, "pick": self.pick,
+                "busy": self.busy}
+
+
+def load_widening(share: float | None, busy: float = BUSY_SHARE) -> float:
+    """How much every tie widens where others took ``share`` of the usable CPUs: LOAD_TIE a share
+    once that is busy (past ``busy``), else nothing."""
+    return LOAD_TIE * share if busy_at(share, busy) else 0.0
+
+
+def busy_at(share: float | None, busy: float = BUSY_SHARE) -> bool:
+    """Whether others taking ``share`` of the usable CPUs make a measurement busy (past ``busy``)."""
+    return share is not None and share > busy
 
 
 def prune_line(best_rate: float | None) -> float | None:

@@ -54,6 +54,18 @@ class Profile:
     # One fresh worker's USS against the samples it read: NOTE [ Copy on read ] in growth.py. None
     # where it was not measured (an iterable dataset, one too small to copy much).
     growth: Growth | None = None
+    # The step's own jitter: each call's time on the resident batch (NOTE [ Headroom ] in
+    # model_first.py); empty where not measured (the step then counts as steady).
+    step_samples: tuple[float, ...] = ()
+    # The main process's torch intra-op threads, and its share of a batch (its own collate and the
+    # step) timed with them and with one: NOTE [ The main process's threads ] in threads.py.
+    main_threads: int | None = None
+    main_default_s: float | None = None         # the median of the pairs, with the default threads
+    main_one_thread_s: float | None = None      # and with one
+    main_thread_ratios: tuple[float, ...] = ()  # each pair's default over one-thread time
+    # What the rest of the machine took during the profile: NOTE [ Others on the machine ] in load.py.
+    others_cpus: float | None = None
+    steal_cpus: float | None = None
 
     @property
     def batch_bytes(self) -> int:
@@ -78,6 +90,8 @@ class Profile:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["sample_s"] = list(self.sample_s)
+        data["step_samples"] = list(self.step_samples)
+        data["main_thread_ratios"] = list(self.main_thread_ratios)
         data["sample_quantiles"] = self.sample_quantiles()
         data["growth"] = self.growth.to_dict() if self.growth is not None else None
         return data
@@ -89,4 +103,6 @@ class Profile:
         values["sample_s"] = tuple(float(x) for x in values.get("sample_s", ()))
         if isinstance(values.get("growth"), dict):
             values["growth"] = Growth.from_dict(values["growth"])
+        values["step_samples"] = tuple(float(x) for x in values.get("step_samples", ()) or ())
+        values["main_thread_ratios"] = tuple(float(x) for x in values.get("main_thread_ratios", ()) or ())
         return cls(**values)

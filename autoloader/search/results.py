@@ -86,6 +86,11 @@ class TrialResult:
     # A node's trial (node/__init__.py): each rank's own rate, rank 0 first; samples_per_s is then the
     # node's, ranks x the slowest of these (NOTE [ Tuning a node's ranks ]).
     rank_samples_per_s: tuple[float, ...] | None = None
+    # What the rest of the machine took while the trial ran (NOTE [ Others on the machine ] in load.py),
+    # each in CPUs' worth over the trial's wall time:
+    others_cpus: float | None = None        # other processes' share of the usable CPUs, steal included
+    steal_cpus: float | None = None         # the hypervisor's steal (other guests), where the kernel says
+    tree_cpus: float | None = None          # this run's own processes: the driver, the trial process, its workers
 
     @property
     def ok(self) -> bool:

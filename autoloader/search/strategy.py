@@ -45,3 +45,8 @@ class Strategy(abc.ABC):
     @abc.abstractmethod
     def calibration(self, history: Sequence[TrialResult]) -> Calibration:
         """The model's efficiency terms as the bursts in ``history`` fitted them."""
+
+    def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
+        """Of ``configs``, those the final ties only narrowly: bound by the step and short of
+        headroom (NOTE [ Headroom ] in model_first.py). None, unless the strategy models it."""
+        return frozenset()

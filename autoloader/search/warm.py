@@ -127,6 +127,9 @@ class Warmed(Strategy):
     def calibration(self, history: Sequence[TrialResult]) -> Calibration:
         return self.inner.calibration(history)
 
+    def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
+        return self.inner.short_of_headroom(configs, history)
+
     @property
     def control(self) -> LoaderConfig | None:
         return self.inner.control

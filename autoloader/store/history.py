@@ -6,6 +6,11 @@ replaced by a run that finished (the run writes it last, atomically), so a faile
 leaves the last good result where it was. Other hardware's results come from the same ``out``
 and, when the runs share a storage, from the complete runs' marks in its studies (NOTE [ Runs in
 a study ] in runs.py), so a machine new to a fleet starts from its nearest sibling.
+
+A result measured on a busy machine (NOTE [ Others on the machine ] in search/load.py) is kept
+like any other, the current file included, but marked (its ``load`` says ``busy``): ``previous``
+passes over it, to this hardware's newest unmarked result in the history, so a busy night never
+becomes the baseline the next night compares with.
 """
 
 from __future__ import annotations
@@ -23,9 +28,28 @@ def history_dir(out: str, fingerprint: str, key: str) -> str:
     return os.path.join(out, fingerprint, "history", key)
 
 
+def busy(data: dict) -> bool:
+    """A result measured on a busy machine: kept, never a baseline."""
+    load = data.get("load")
+    return isinstance(load, dict) and load.get("busy") is True
+
+
+def _stamp(data: dict) -> str:
+    return str(data.get("finished_at") or "undated").replace(":", "").replace("-", "").replace("+0000", "Z")
+
+
+def keep(out: str, fingerprint: str, key: str, stored: StoredResult) -> str | None:
+    """Keep ``stored`` in the dated history unless a file of its time is there already (a retune
+    records every result): before a busy run replaces the current file, the baseline it held
+    stays findable. Returns the path written, if any."""
+    if os.path.exists(os.path.join(history_dir(out, fingerprint, key), f"{_stamp(stored.data)}.json")):
+        return None
+    return record(out, fingerprint, key, stored.data)
+
+
 def record(out: str, fingerprint: str, key: str, data: dict) -> str:
     """Keep ``data`` (a finished result) in the dated history; returns its path."""
-    stamp = str(data.get("finished_at") or "undated").replace(":", "").replace("-", "").replace("+0000", "Z")
+    stamp = _stamp(data)
     folder = history_dir(out, fingerprint, key)
     path = os.path.join(folder, f"{stamp}.json")
     n = 1
@@ -38,8 +62,19 @@ def record(out: str, fingerprint: str, key: str, data: dict) -> str:
 
 def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None) -> StoredResult | None:
     """This hardware's current result for ``key``, if one passes its checks (one that fails is
-    warned about, naming it, and never started from); ``cpus``: this machine's, which bound it."""
-    return load_result(result_path(out, fingerprint, key), cpus)
+    warned about, naming it, and never started from) and was not measured on a busy machine;
+    else the newest such result in its dated history. ``cpus``: this machine's, which bound it."""
+    current = load_result(result_path(out, fingerprint, key), cpus)
+    if current is not None and not busy(current.data):
+        return current
+    folder = history_dir(out, fingerprint, key)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None
+    kept = [stored for name in names if name.endswith(".json")
+            and (stored := load_result(os.path.join(folder, name), cpus)) is not None and not busy(stored.data)]
+    return max(kept, key=lambda s: s.finished_at or "") if kept else None
 
 
 def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = None) -> list[StoredResult]:
@@ -48,7 +83,7 @@ def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = N
              and (stored := load_result(path)) is not None]
     if storage is not None:
         found += [s for s in stored_picks(storage, key) if s.hardware.get("fingerprint") != fingerprint]
-    return found
+    return [s for s in found if not busy(s.data)]
 
 
 def previous(out: str, hardware: dict, key: str, storage: str | None = None) -> StoredResult | None:
@@ -56,7 +91,8 @@ def previous(out: str, hardware: dict, key: str, storage: str | None = None) -> 
     ``retune`` and a warm start share: this hardware's last good result, else the nearest other
     hardware's (``nearest``) under ``out`` or in ``storage``."""
     fingerprint = hardware["fingerprint"]
-    return last_good(out, fingerprint, key, hardware.get("cpus")) or nearest(hardware, other_hardware(out, fingerprint, key, storage))
+    return (last_good(out, fingerprint, key, hardware.get("cpus"))
+            or nearest(hardware, other_hardware(out, fingerprint, key, storage)))
 
 
 def stored_picks(storage: str, key: str | None = None) -> list[StoredResult]:

@@ -8,14 +8,21 @@ two side by side under ``Thresholds``.
 # NOTE [ Drift ]
 # A nightly re-tune asks whether the loader the training jobs use is still the right one. From
 # the previous result and tonight's, both as stored:
-#  * the pick: which settings changed, and whether tonight measured the old pick within
-#    SETTINGS_TIE of the new one (a tie that noise decided is no change);
+#  * the pick: which settings changed, and whether tonight's rounds separate the new pick from
+#    the old. On this hardware the final measures the old pick beside the new one (tuning/final.py),
+#    so each round is a paired comparison; the new pick is a change only when it read ahead in
+#    every round and its median ratio clears both SETTINGS_TIE and the paired ratios' own spread
+#    (one round shows no spread: SINGLE_ROUND_MARGIN stands in). A change the rounds cannot
+#    separate is a tie, reported as unchanged; an old pick that failed here is a change;
 #  * the old pick's rate now against then: the warm start measures it first, so this is one
 #    config read twice, the most direct test of the data or the machine getting slower (when
-#    tonight did not measure it, the two picks' rates stand in);
+#    tonight did not measure it, the two picks' rates stand in). It is a change only past both
+#    the threshold and the noise of the two readings (the spread of each run's rounds, or a
+#    burst's interval where a run had no rounds of it);
 #  * the knee (the fewest workers within noise of the best) and the memory one more worker
 #    costs (the slope of the trials' peak memory over their worker counts, where at least two
-#    counts were measured; a change under MEMORY_FLOOR is noise);
+#    counts were measured and it is positive: a falling slope is the allocator's noise, so it is
+#    unmeasured; a change under MEMORY_FLOOR is noise);
 #  * the hardware fields that differ, when the previous result came from other hardware.
 # Past a threshold is a reason. On this hardware any reason means the dataset drifted; from
 # other hardware the reasons are reported (``changed``, which --fail-if-changed exits on) but
@@ -24,6 +31,10 @@ two side by side under ``Thresholds``.
 # the thresholds ask. Figures measured in another measurement format (NOTE [ Measurement format ]
 # in store/versions.py) cannot be compared: that is said, and is a reason, since nothing can be
 # said to be unchanged.
+# Tonight's run measured on a busy machine (NOTE [ Others on the machine ] in search/load.py) is
+# inconclusive, whatever it found: its figures are what the machine gave beside the others. What
+# went past a threshold is kept as ``set_aside`` for the report, and the result is marked so that
+# no later run compares with it (store/history.previous).
 """
 
 from __future__ import annotations
@@ -31,11 +42,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..search.policy import MEMORY_FLOOR, SETTINGS_TIE, Thresholds
+from ..search.policy import MEMORY_FLOOR, SETTINGS_TIE, SINGLE_ROUND_MARGIN, Thresholds
 from ..search.space import TUNED_SETTINGS, LoaderConfig
 from ..store.validate import StoredResult
 
 BASELINE, NEW_HARDWARE, UNCHANGED, DRIFTED = "baseline", "new hardware", "unchanged", "drifted"
+INCONCLUSIVE = "inconclusive"
 HARDWARE_FIELDS = ("cpus", "cpu_model", "memory_gib", "gpus")
 
 
@@ -67,6 +79,10 @@ class Comparison:
     memory_per_worker_after: float | None = None
     hardware_changes: tuple[tuple[str, object, object], ...] = ()
     not_comparable: str | None = None
+    paired: tuple[float, ...] = ()                 # the new pick over the old, round by round tonight
+    rate_noise: float | None = None                # the two readings' spread the rate had to clear
+    load: dict | None = None                       # tonight's machine load (search/load.py's record)
+    set_aside: tuple[str, ...] = ()                # past a threshold on a busy machine: not judged
 
     @property
     def changed(self) -> bool:
@@ -78,6 +94,10 @@ class Comparison:
         return self.status == DRIFTED
 
     @property
+    def inconclusive(self) -> bool:
+        return self.status == INCONCLUSIVE
+
+    @property
     def rate_ratio(self) -> float | None:
         """The old pick's rate now against then, or (not measured tonight) the new pick's against the old's."""
         if self.old_pick_now is not None and self.pick_rate_before:
@@ -87,7 +107,8 @@ class Comparison:
         return None
 
     def rate_past(self, threshold: float) -> bool:
-        return self.rate_ratio is not None and abs(self.rate_ratio - 1) > threshold
+        """Past both ``threshold`` and the two readings' noise (NOTE [ Drift ])."""
+        return self.rate_ratio is not None and abs(self.rate_ratio - 1) > max(threshold, self.rate_noise or 0.0)
 
     @property
     def rate_shifted(self) -> bool:
@@ -113,22 +134,29 @@ class Comparison:
                 "memory_per_worker_before": self.memory_per_worker_before,
                 "memory_per_worker_after": self.memory_per_worker_after, "memory_ratio": self.memory_ratio,
                 "hardware_changes": [{"field": f, "before": b, "after": a} for f, b, a in self.hardware_changes],
-                "not_comparable": self.not_comparable}
+                "not_comparable": self.not_comparable, "paired": list(self.paired), "rate_noise": self.rate_noise,
+                "inconclusive": self.inconclusive, "load": self.load, "set_aside": list(self.set_aside)}
 
 
 def compare(previous: StoredResult | None, current: dict, thresholds: Thresholds = Thresholds()) -> Comparison:
-    """Tonight's result ``current`` (its stored record: config, rate, trials, finals, hardware)
-    against ``previous``: NOTE [ Drift ]."""
+    """Tonight's result ``current`` (its stored record: config, rate, trials, finals, hardware,
+    load) against ``previous``: NOTE [ Drift ]."""
+    load = current.get("load") if isinstance(current.get("load"), dict) else None
+    busy = bool(load and load.get("busy"))
     if previous is None:
-        return Comparison(BASELINE)
+        return Comparison(INCONCLUSIVE if busy else BASELINE, load=load)
     data = previous.data
     old_config, new_config = previous.tuned.config, LoaderConfig.from_dict(current["config"])
     before, after = old_config.loader_kwargs(), new_config.loader_kwargs()
     changes = tuple(Change(s, before.get(s), after.get(s)) for s in TUNED_SETTINGS if before.get(s) != after.get(s))
-    old_now = rate_of(current, old_config)
-    tie = bool(changes) and old_now is not None and old_now >= (1 - SETTINGS_TIE) * current["samples_per_s"]
     old_hw, new_hw = previous.hardware, current.get("hardware") or {}
     same = old_hw.get("fingerprint") == new_hw.get("fingerprint")
+    old_now = rate_of(current, old_config)
+    paired = paired_ratios(current, new_config, old_config) if changes else ()
+    if not same:   # the old pick was not in tonight's final: the rates stand in, as a burst would
+        tie = bool(changes) and old_now is not None and old_now >= (1 - SETTINGS_TIE) * current["samples_per_s"]
+    else:
+        tie = bool(changes) and not _failed(current, old_config) and not separated(paired)
     differently = previous.measured_differently()
     found = Comparison(
         UNCHANGED, previous_path=previous.where, previous_hardware=old_hw.get("fingerprint"),
@@ -138,10 +166,57 @@ def compare(previous: StoredResult | None, current: dict, thresholds: Thresholds
         memory_per_worker_after=memory_per_worker(current),
         hardware_changes=tuple((f, old_hw.get(f), new_hw.get(f)) for f in HARDWARE_FIELDS
                                if old_hw.get(f) != new_hw.get(f)),
-        not_comparable=differently)
+        not_comparable=differently, paired=paired, load=load,
+        rate_noise=_noise(current, old_config if old_now is not None else new_config) + _noise(data, old_config))
     reasons = _reasons(found, thresholds)
+    if busy:
+        return Comparison(**{**found.__dict__, "status": INCONCLUSIVE, "set_aside": reasons})
     status = (DRIFTED if reasons else UNCHANGED) if same else NEW_HARDWARE
     return Comparison(**{**found.__dict__, "status": status, "reasons": reasons})
+
+
+def paired_ratios(result: dict, new: LoaderConfig, old: LoaderConfig) -> tuple[float, ...]:
+    """``new``'s final rate over ``old``'s in each round of ``result``'s final that measured both."""
+    def rounds(config: LoaderConfig) -> dict[int, float]:
+        for final in result.get("finals") or ():
+            if _same(final.get("config"), config) and final.get("rates"):
+                rates = final["rates"]
+                return dict(zip(final.get("rounds") or range(len(rates)), rates))
+        return {}
+
+    mine, theirs = rounds(new), rounds(old)
+    return tuple(mine[r] / theirs[r] for r in sorted(mine.keys() & theirs.keys()) if theirs[r] > 0)
+
+
+def separated(paired: tuple[float, ...], tie: float = SETTINGS_TIE) -> bool:
+    """Whether paired rounds show a new pick ahead of the old past the noise: ahead in every round,
+    by a median ratio past ``tie`` and past the ratios' own half-range (SINGLE_ROUND_MARGIN for one
+    round, which shows no spread). No rounds of both: nothing is shown."""
+    if not paired:
+        return False
+    gap = statistics.median(paired) - 1.0
+    spread = (max(paired) - min(paired)) / 2 if len(paired) > 1 else SINGLE_ROUND_MARGIN
+    return min(paired) > 1.0 and gap > tie and gap > spread
+
+
+def _failed(result: dict, config: LoaderConfig) -> bool:
+    """``config`` ran here and failed or broke a limit, and never measured."""
+    trials = [t for t in result.get("trials") or () if _same(t.get("config"), config)]
+    return bool(trials) and all(t.get("status") != "ok" for t in trials) and rate_of(result, config) is None
+
+
+def _noise(result: dict, config: LoaderConfig) -> float:
+    """How far one reading of ``config`` in ``result`` may be off: the spread of its final rounds
+    ((max - min) / median), else its best burst's interval, else nothing known (0)."""
+    for final in result.get("finals") or ():
+        rates = final.get("rates") or []
+        if _same(final.get("config"), config) and len(rates) > 1:
+            median = statistics.median(rates)
+            return (max(rates) - min(rates)) / median if median else 0.0
+    intervals = [t.get("rel_interval") for t in result.get("trials") or ()
+                 if t.get("status") == "ok" and _same(t.get("config"), config)
+                 and isinstance(t.get("rel_interval"), (int, float))]
+    return min(intervals) if intervals else 0.0
 
 
 def _reasons(c: Comparison, thresholds: Thresholds) -> tuple[str, ...]:
@@ -189,7 +264,8 @@ def _same(data: dict | None, config: LoaderConfig) -> bool:
 
 def memory_per_worker(result: dict) -> float | None:
     """Bytes of peak memory one more worker costs, by least squares over the measured trials'
-    worker counts (the largest peak per count); None with fewer than two counts."""
+    worker counts (the largest peak per count); None (unmeasured) with fewer than two counts or
+    a slope that does not rise."""
     peaks: dict[int, float] = {}
     for trial in result.get("trials") or ():
         peak = trial.get("peak_pss_bytes") if isinstance(trial, dict) else None
@@ -200,4 +276,6 @@ def memory_per_worker(result: dict) -> float | None:
         return None
     xs, ys = list(peaks), list(peaks.values())
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    # A worker costs memory: a slope that does not rise is the allocator's noise, not a figure.
+    return slope if slope > 0 else None

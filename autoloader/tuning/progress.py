@@ -17,6 +17,7 @@ from typing import Callable, TextIO
 
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
+from ..search.policy import BUSY_SHARE, busy_at
 from ..search.results import OK
 
 
@@ -31,6 +32,32 @@ def _rate(r: float | None) -> str:
 def _known(x: float | None) -> bool:
     """An interval was estimated: a trial stopped early has none (inf, or None once stored)."""
     return x is not None and math.isfinite(x)
+
+
+def others_text(others: float, usable: float) -> str:
+    return f"other processes used {others:.1f} of {usable:g} CPUs"
+
+
+def _trials(first: int, last: int) -> str:
+    return f"trial {first}" if first == last else f"trials {first}-{last}"
+
+
+def load_lines(load) -> list[str]:
+    """What the machine's load (a search.load.MachineLoad) says, in words: NOTE [ Others on the machine ]."""
+    if load is None or load.others_cpus is None:
+        return []
+    steal = f", steal {load.steal_cpus:.2f}" if load.steal_cpus else ""
+    lines = [f"{others_text(load.others_cpus, load.usable_cpus)} on average while the run measured{steal}"
+             + (f", {load.final_others_cpus:.1f} during the final" if load.final_others_cpus is not None else "")]
+    for span in load.busy_spans:
+        lines.append(f"{others_text(span.others_cpus, load.usable_cpus)} during {_trials(span.first, span.last)}: "
+                     "these figures are what the machine gives while they run")
+    if load.busy:
+        widened = (f"the final's ties widened by {load.widen * 100:.0f} points where its rounds disagree; "
+                   if load.final_others_cpus is not None else "")
+        lines.append(f"a busy machine (others past {load.threshold:.0%} of the CPUs): {widened}a nightly comparison "
+                     "of this run is inconclusive, and it is no baseline for the next")
+    return lines
 
 
 LOGGER = logging.getLogger("autoloader")
@@ -78,6 +105,9 @@ class ProgressPrinter:
         if o.error:
             return f"  {o.name}: FAILED {o.error.splitlines()[0][:300]}"
         why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
+        load = (o.drift.load or {}) if o.drift is not None else {}
+        if o.drift is not None and o.drift.inconclusive and load.get("others_cpus") is not None:
+            why = f" ({others_text(load['others_cpus'], load['usable_cpus'])}: not judged)"
         return f"  {o.name}: {o.status}{why}" + (", the pick held (stopped early)" if o.early_stop else "")
 
     def _reused(self, d: dict) -> str:
@@ -94,13 +124,16 @@ class ProgressPrinter:
             return f"  profile: not measured ({d['error'][:200]}); the bursts will correct a rough one"
         q = p.sample_quantiles()
         pin = f", pin {p.pin_s * 1e3:.1f} ms, copy {(p.h2d_pinned_s or 0) * 1e3:.1f} ms" if p.pin_s is not None else ""
+        cpus = d.get("cpus") or p.cpus
+        busy = (f"; {others_text(p.others_cpus, cpus)} meanwhile"
+                if p.others_cpus is not None and busy_at(p.others_cpus / cpus, d.get("busy", BUSY_SHARE)) else "")
         g = getattr(p, "growth", None)
         grows = (f"; a worker copies {g.per_sample_bytes / 2**10:.1f} KiB a sample it reads, up to "
                  f"{_mib(g.ceiling_bytes)}" if g is not None and g.found else "")
         return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
                 f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
                 f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
-                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}")
+                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{busy}")
 
     def _trial(self, d: dict) -> str:
         r = d["result"]
@@ -113,7 +146,16 @@ class ProgressPrinter:
                 if r.status == OK else f"{r.status.upper()} {r.describe_failure()}")
         best_text = f" | best {best.config.key} {_rate(best.samples_per_s)}" if best else ""
         again = " (a crash can be a one-off: trying it once more)" if d.get("again") else ""
-        return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{again}{best_text}"
+        cpus = d.get("cpus")
+        busy = (f" | {others_text(r.others_cpus, cpus)}: the figure is what the machine gives beside them"
+                if cpus and r.others_cpus is not None and busy_at(r.others_cpus / cpus, d.get("busy", BUSY_SHARE))
+                else "")
+        return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{again}{best_text}{busy}"
+
+    def _recheck(self, d: dict) -> str:
+        load = d["load"]
+        return (f"  a busy machine ({others_text(load.others_cpus, load.usable_cpus)}): the configs that decide "
+                f"the pick measured again, interleaved: {', '.join(d['configs'])}")
 
     def _waiting(self, d: dict) -> str:
         """A long wait, said while it lasts (probe/waiting.py): for the trial process's start-up,
@@ -210,13 +252,7 @@ def table(result, saved: bool = True) -> str:
     line = _verdict_line(result)
     if line:
         lines.append(f"  {'verdict':<20} {line}")
-    control = getattr(result, "control_samples_per_s", None)
-    if control and result.control != t.config:
-        kw_c = result.control
-        lines.append(f"  {'cpus-1 rule':<20} {_rate(control)} (num_workers={kw_c.num_workers}, pin_memory="
-                     f"{kw_c.pin_memory}, persistent): the tuned config reads {t.samples_per_s / control:.2f}x")
-    elif control:
-        lines.append(f"  {'cpus-1 rule':<20} the tuned config is the rule itself: nothing measured beat it")
+    lines.append(f"  {'cpus-1 rule':<20} {rule_line(result)}")
     if t.baseline_samples_per_s:
         lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)} ({t.speedup:.2f}x with the tuned config)")
     gain = getattr(result, "reorder_gain", None)
@@ -231,6 +267,11 @@ def table(result, saved: bool = True) -> str:
     memory = memory_line(getattr(result, "memory", None), getattr(result, "control_memory", None))
     if memory:
         lines.append(f"  {'memory':<20} {memory}")
+    threads = getattr(result, "threads", None)
+    if threads is not None:
+        lines.append(f"  {'main threads':<20} {threads_line(threads)}")
+    lines += [f"  {'machine load' if i == 0 else '':<20} {text}"
+              for i, text in enumerate(load_lines(getattr(result, "load", None)))]
     faults = result.faults()
     ok = sum(1 for tr in result.trials if tr.status == OK)
     lines.append(f"  {'trials':<20} {len(result.trials)} ({ok} measured"
@@ -285,6 +326,45 @@ def memory_line(pick, control=None) -> str | None:
             f"bytes buffer with offsets{saved}")
 
 
+def rule_line(result) -> str:
+    """The table's line on the rule the tuner replaces (NOTE [ Model first ]): the measured ratio,
+    or why there is none."""
+    control, tuned = getattr(result, "control", None), result.tuned
+    if control is None:
+        return "not measured: this search holds no control"
+    rule = f"num_workers={control.num_workers}, pin_memory={control.pin_memory}, persistent"
+    if control == tuned.config:
+        return f"the pick is the rule ({rule}): 1.00x by identity, nothing measured beat it"
+    median = getattr(result, "control_samples_per_s", None)
+    if median:
+        return (f"{_rate(median)} ({rule}) in the interleaved final: the tuned config reads "
+                f"{tuned.samples_per_s / median:.2f}x")
+    trials = [tr for tr in result.trials if tr.config == control]
+    failed = next((tr for tr in trials if tr.status != OK), None)
+    if failed is not None:
+        return f"could not run here ({rule}): {failed.describe_failure()[:200]}"
+    burst = next((tr for tr in trials if tr.status == OK and tr.samples_per_s), None)
+    if burst is not None:
+        rough = " (stopped early: a rough figure)" if burst.pruned else ""
+        return (f"not in an interleaved final ({rule}): no round of it fit in the budget; its burst read "
+                f"{_rate(burst.samples_per_s)}{rough}")
+    return f"not measured ({rule}): the budget ended before it"
+
+
+def threads_line(threads) -> str:
+    """The main process's intra-op threads, and what to set when one thread was clearly faster
+    (NOTE [ The main process's threads ])."""
+    text = f"{threads.threads} torch intra-op thread{'s' if threads.threads != 1 else ''} in the main process"
+    if threads.advise:
+        text += (f": its share of a batch of {threads.batch_size} (collate and step) took "
+                 f"{threads.default_s * 1e3:.2f} ms with them against {threads.one_thread_s * 1e3:.2f} ms with one "
+                 f"({threads.slower:.1f}x): set torch.set_num_threads(1) in the training process")
+    elif threads.slower is not None:
+        text += (f" (collate and step {threads.default_s * 1e3:.2f} ms a batch, {threads.one_thread_s * 1e3:.2f} ms "
+                 "with one: no reason to change it)")
+    return text
+
+
 def since(c) -> str:
     """One line on what changed against the previous result (a ``tuning.compare.Comparison``)."""
     where = "this hardware" if c.same_hardware else c.previous_hardware
@@ -294,8 +374,16 @@ def since(c) -> str:
     if ratio is not None:
         basis = "" if c.old_pick_now is None else f"the previous settings read {_rate(c.old_pick_now)} here, "
         rate += f" ({basis}{(ratio - 1) * 100:+.0f}%" + (", past the noise)" if c.rate_shifted else ")")
-    tie = (f" (a tie: the previous settings read {_rate(c.old_pick_now)} here)" if c.settings_tie else "")
+    tie = (f" (a tie: the rounds of this run cannot separate them; the previous settings read "
+           f"{_rate(c.old_pick_now)} here)" if c.settings_tie else "")
     differently = f"; not comparable: {c.not_comparable}" if c.not_comparable else ""
+    if getattr(c, "inconclusive", False):
+        load = c.load or {}
+        why = (others_text(load["others_cpus"], load["usable_cpus"]) if load.get("others_cpus") is not None
+               else "other processes took much of the CPUs")
+        aside = f" (would have been: {'; '.join(c.set_aside)})" if c.set_aside else ""
+        head = f"INCONCLUSIVE: {why} while this run measured, so nothing is said changed or unchanged{aside}"
+        return head if c.previous_path is None else f"{head}; against {where} ({c.previous_path}): {rate}"
     return (f"{'CHANGED' if c.changed else 'unchanged'} since {where} ({c.previous_path}): "
             + (f"{settings}{tie}; " if settings else "same settings; ") + rate + differently)
 

@@ -9,11 +9,13 @@ from ..search.choice import Finalist
 from ..search.config import TunedConfig
 from ..search.growth import growth_finding
 from ..search.knee import Knee
+from ..search.load import MachineLoad
 from ..search.memory import MemoryForecast
 from ..search.model import Calibration, Prediction
 from ..search.profile import Profile
 from ..search.results import OK, TrialResult
 from ..search.space import LoaderConfig
+from ..search.threads import Threads
 from ..search.warm import WarmStart, warm_record
 from ..store.validate import FORMAT as RESULT_FORMAT
 from .compare import Comparison
@@ -52,6 +54,13 @@ class TuneResult:
     # read ] in search/growth.py): a measured peak, or a forecast at the end of an epoch.
     memory: MemoryForecast | None = None
     control_memory: MemoryForecast | None = None
+    load: MachineLoad | None = None       # what others took of the CPUs meanwhile: NOTE [ Others on the machine ]
+    threads: Threads | None = None        # the main process's torch threads: NOTE [ The main process's threads ]
+
+    @property
+    def busy(self) -> bool:
+        """Measured on a busy machine: inconclusive for a nightly comparison, never its baseline."""
+        return self.load is not None and self.load.busy
 
     @property
     def config(self) -> LoaderConfig:
@@ -111,6 +120,8 @@ class TuneResult:
                 "study": self.study, "run_id": self.run_id, "dataset": self.dataset,
                 "warm_start": warm_record(self.warm_start), "early_stop": self.early_stop,
                 "memory": self.memory_record(),
+                "load": self.load.to_dict() if self.load else None,
+                "threads": self.threads.to_dict() if self.threads else None,
                 **({"node": self.node} if self.node else {}), "inputs": self.inputs, **(self.provenance or {})}
 
 
@@ -121,4 +132,4 @@ def summary(result: TuneResult) -> dict:
     data = result.to_dict()
     return {k: data.get(k) for k in ("config", "samples_per_s", "rel_interval", "baseline_samples_per_s", "knee",
                                      "hardware", "dataset_key", "device", "dataset", "measurement_format",
-                                     "autoloader_version", "finished_at", "path")}
+                                     "autoloader_version", "finished_at", "path", "load")}

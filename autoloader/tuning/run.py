@@ -27,32 +27,30 @@ from ..node.ranks import Ranks
 from ..node.runner import NodeRunner
 from ..probe.driver import TrialRunner
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
-from ..search.budget import Clock, round_seconds, trial_seconds
+from ..search.budget import Clock, trial_seconds
 from ..search.choice import Finalist, best_of, choose
 from ..search.config import TunedConfig
 from ..search.knee import Knee, find_knee
 from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Calibration, Model
+from ..search.load import MachineLoad, machine_load
 from ..search.model_first import ModelFirst
-from ..search.policy import (
-    FINAL_ROUNDS,
-    FINAL_SETTINGS,
-    SEARCH_SETTINGS,
-    prune_line,
-)
+from ..search.policy import SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
+from ..search.threads import threads_of
 from ..search.warm import WarmStart, warmed
 from ..store.durable import save
-from ..store.history import previous
+from ..store.history import keep, previous
 from ..store.paths import default_storage, held, lock_path, result_path, study_name
 from ..store.retry import OnceMore, control_again
 from ..store.snippet import snippet
 from ..store.study import StudyStore
 from ..store.versions import provenance
 from .compare import compare
+from .final import Final, final_configs, final_measurement
 from .result import TuneResult, summary
 
 Progress = Callable[[str, dict], None]
@@ -87,6 +85,8 @@ class Run:
         limits = options.limits
         setup = RunnerSetup(problem.dataset, problem.step, problem.device, problem.fixed_kwargs,
                             problem.batch_sizes[0])
+        self.before = None   # the previous result of the problem, once the run knows its key
+        self.load_cpus = hardware.usable_cpus()   # the CPUs the machine's load is a share of
         notice = lambda data: self.progress("waiting", data)  # noqa: E731 - a long wait says what it waits for
         self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.left, notice)
                        if node is not None else
@@ -99,9 +99,10 @@ class Run:
             profile, model = self._profile(started.info)
             strategy = self._strategy(model, profile, started.info)
             history = self._search(strategy, started)
-            finals = self._final(strategy.finalists(history), history)
-            pick = choose(finals, history, control=strategy.control)
-            return self._record(started, profile, model, strategy, history, finals, pick)
+            finals, load = self._final(strategy, profile, history)
+            narrow = strategy.short_of_headroom([f.config for f in finals], history)
+            pick = choose(finals, history, control=strategy.control, widen=load.widen, narrow=narrow)
+            return self._record(started, profile, model, strategy, history, finals, pick, load)
         except AutoloaderError as exc:
             if self.store is not None and not exc.resumable:
                 self.store.failed()   # ended, not interrupted: the next run starts afresh
@@ -136,6 +137,8 @@ class Run:
         store = self.store = StudyStore(url, study_name(fingerprint, key), self.space,
                                         given=self.options.storage is not None)
         loaded = store.reread(self.options.limits, info.code)
+        # The previous result, read before this run replaces it: its pick joins the final.
+        self.before = previous(self.options.out, problem.hardware.to_dict(), key, self.options.storage)
         self.progress("start", {"key": key, "info": info, "resumed": len(loaded.trials),
                                 "retried": loaded.limit_raised, "code_changed": loaded.code_changed,
                                 "crashed_once": len(loaded.crashed_once), "invalid": loaded.invalid,
@@ -168,7 +171,8 @@ class Run:
         if profile is None:
             profile = fallback_profile(info, batch_size, self.problem.hardware.cpus)
         profile = self.ranks.profile(profile, self.problem.hardware.cpus)
-        self.progress("profile", {"profile": profile, "error": error})
+        self.progress("profile", {"profile": profile, "error": error, "cpus": self.load_cpus,
+                                  "busy": self.options.thresholds.busy})
         return profile, Model(profile, self.problem.device)
 
     def _strategy(self, model: Model, profile: Profile, info: DatasetInfo) -> Strategy:
@@ -213,7 +217,8 @@ class Run:
             stands = once.stands(result)
             if stands:
                 history.append(result)
-            self.progress("trial", {"n": len(history) + (not stands), "again": not stands,
+            self.progress("trial", {"n": len(history) + (not stands), "again": not stands, "cpus": self.load_cpus,
+                                    "busy": self.options.thresholds.busy,
                                     "expected": max(len(history), strategy.expected_trials()),
                                     "result": result, "best": best_of(history), "elapsed": self.clock.elapsed()})
             if self.clock.over() and measured():
@@ -248,47 +253,52 @@ class Run:
             raise UsageError(result.error)
         return result
 
-    def _final(self, chosen: list[LoaderConfig], history: Sequence[TrialResult]) -> list[Finalist]:
-        """``chosen`` re-measured interleaved, as many rounds as the budget has left, up to
-        FINAL_ROUNDS. When a round of all does not fit, the first and the control (last); when
-        not even that fits, no final: the budget is a cap, and the choice then weighs the bursts
-        as one round (search.choice.choose)."""
-        if len(chosen) < 2:
-            return []
-        if round_seconds(chosen, history) > self.clock.left() and len(chosen) > 2:
-            # Two, the control one of them: the pick is never handed back unchecked against it.
-            chosen = [chosen[0], chosen[-1]]
-        rounds = min(FINAL_ROUNDS, int(self.clock.left() / round_seconds(chosen, history)))
-        measured: dict[LoaderConfig, list[TrialResult]] = {c: [] for c in chosen}
-        taken: dict[LoaderConfig, list[int]] = {c: [] for c in chosen}
-        for round_index in range(rounds):
-            for config in chosen:
-                start = self.clock.elapsed()
-                result = self.runner.measure(config, FINAL_SETTINGS, self._limits_now().trial_timeout)
-                self._timeline.append(("final", start, self.clock.elapsed(), config.key))
-                if result.status == OK:
-                    measured[config].append(result)
-                    taken[config].append(round_index)
-            self.progress("final", {"round": round_index + 1, "rounds": rounds,
-                                    "rates": {c.key: [r.samples_per_s for r in m] for c, m in measured.items()}})
-        trials = {t.config: t for t in history if t.status == OK}
-        return [Finalist(c, tuple(r.samples_per_s for r in m),
-                         tuple(r.wait_fraction for r in m if r.wait_fraction is not None), trials.get(c),
-                         tuple(taken[c])) for c, m in measured.items() if m]
+    def _final(self, strategy: Strategy, profile: Profile,
+               history: Sequence[TrialResult]) -> tuple[list[Finalist], MachineLoad]:
+        """The interleaved final (tuning/final.py), with the previous pick of this hardware in it,
+        and the machine's load over the whole run; on a busy machine, the configs that decide the
+        pick measured again while the budget allows (NOTE [ Others on the machine ])."""
+        final = Final(self.clock, self._timed(final_measurement(self.runner, self._limits_now)), self.progress)
+        previous_pick = self._previous_pick()
+        chosen = final_configs(strategy.finalists(history), strategy.control, previous_pick, history)
+        finals = final.run(chosen, history, strategy.control, previous_pick)
+        load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
+        narrow = strategy.short_of_headroom([f.config for f in finals], history)
+        finals = final.recheck(finals, history, load, strategy.control, narrow)
+        return finals, machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
+
+    def _previous_pick(self) -> LoaderConfig | None:
+        """The previous result's pick when it is this hardware's, comparable, and in the space."""
+        before = self.before
+        if before is None or before.measured_differently() is not None \
+                or before.hardware.get("fingerprint") != self.problem.hardware.fingerprint:
+            return None
+        pick = before.tuned.config
+        return pick if self.space.contains(pick) else None
+
+    def _timed(self, measure):
+        """``measure`` with each final measurement put on the run's timeline (explain/ draws it)."""
+        def timed(config: LoaderConfig) -> TrialResult:
+            start = self.clock.elapsed()
+            result = measure(config)
+            self._timeline.append(("final", start, self.clock.elapsed(), config.key))
+            return result
+        return timed
 
     def _record(self, started: Started, profile: Profile, model: Model, strategy: Strategy,
-                history: Sequence[TrialResult], finals: Sequence[Finalist], pick: Finalist) -> TuneResult:
+                history: Sequence[TrialResult], finals: Sequence[Finalist], pick: Finalist,
+                load: MachineLoad) -> TuneResult:
         """The result: the pick with its figures, compared with the previous result of the
         problem (read before this one replaces it), written, and the run marked complete."""
         problem, out, store = started.problem, self.options.out, self.store
         key, fingerprint = problem.key, problem.hardware.fingerprint
         calib = strategy.calibration(history)
         tuned = TunedConfig(config=pick.config, samples_per_s=self.ranks.rate(pick.rate),
-                            rel_interval=pick.trial.rel_interval,
+                            rel_interval=pick.trial.rel_interval if pick.trial is not None else None,
                             baseline_samples_per_s=self.ranks.rate(_baseline(finals, history)),
                             knee=_knee(strategy, history), hardware=problem.hardware.to_dict(),
                             dataset_key=key, device=problem.device)
-        before = previous(out, tuned.hardware, key, self.options.storage)
+        before = self.before
         result = TuneResult(
             tuned, tuple(history), tuple(finals), result_path(out, fingerprint, key),
             result_path(out, fingerprint, key, ".py"), store.shown_url, self.clock.elapsed(), len(started.history),
@@ -300,9 +310,12 @@ class Run:
             warm_start=self.warm_start, early_stop=strategy.stopped_early, node=self.ranks.record(
                 self.options.limits.max_memory), inputs=self._inputs(),
             memory=self.memory.forecast(pick.config, history),
-            control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None)
+            control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None,
+            load=load, threads=threads_of(profile, started.info.threads))
         if before is not None:
             result = dataclasses.replace(result, since=compare(before, result.to_dict(), self.options.thresholds))
+        if result.busy and before is not None and before.where == result.path:
+            keep(out, fingerprint, key, before)   # the baseline this busy result replaces stays findable
         save(result, {result.snippet_path: snippet(tuned),
                       result.path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
         store.complete(summary(result))

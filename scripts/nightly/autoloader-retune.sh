@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one entry the nightly schedulers call (cron, systemd, Kubernetes, Slurm): run
 # `autoloader retune` from the installed environment, one run at a time per machine, and pass its
-# exit code through (0 unchanged, 3 drifted, 1 a dataset failed, 2 bad registry).
+# exit code through (0 unchanged, 3 drifted, 5 inconclusive on a busy machine, 1 a dataset failed, 2 bad registry).
 #
 # Settings, from the environment (the scheduler entries set them):
 #   AUTOLOADER_VENV      the environment autoloader is installed in (default: the one that has

@@ -1,6 +1,6 @@
 """Benchmark workloads for the DataLoader auto-tuner.
 
-Nine workloads, each stressing a different input-pipeline bottleneck, built from real parts
+Eleven workloads, each stressing a different input-pipeline bottleneck, built from real parts
 (PIL JPEG decode, torchvision transforms and models, plain Python objects). Every workload names
 two zero-argument, module-level callables of this package, so that ``--dataset
 scripts.bench.workloads:<name>_dataset`` (from the repository's root) reaches them:
@@ -14,8 +14,10 @@ All data is generated deterministically, on local disk (``AUTOLOADER_BENCH_DIR``
 ``/tmp/autoloader-bench``) or in memory; nothing is downloaded. ``AUTOLOADER_BENCH_SCALE``
 (default 1.0) scales dataset lengths and the amount of generated data (not per-sample shapes or
 costs, except hugefloat's side below scale 1: its point is bytes a batch), so that tests can
-run tiny. Six workloads (jpeg to gpubound) are those the tuner's rules were made on; hugefloat
-and pyobjects are new to it; pyrows is the memory forecast's (``python -m scripts.memory_growth``).
+run tiny. Six workloads (jpeg to gpubound) are those the tuner's rules were made on; hugefloat,
+pyobjects, stepbound and launchbound are new to it (the last two: the step sets the pace,
+stepbound.py); pyrows is the memory forecast's (``python -m scripts.memory_growth``); hugefloat8
+and large8 make the report's uint8 what-if (``python -m scripts.bench whatif``).
 
 ``python -m scripts.bench.workloads`` runs a quick self-check at the current scale.
 """
@@ -38,6 +40,12 @@ from scripts.bench.workloads.images import (
                      large_step,
 )
 from scripts.bench.workloads.pyrows import pyrows_dataset, pyrows_step
+from scripts.bench.workloads.stepbound import (
+                     launchbound_dataset,
+                     launchbound_step,
+                     stepbound_dataset,
+                     stepbound_step,
+)
 from scripts.bench.workloads.pysamples import (
                      heavytail_dataset,
                      heavytail_step,
@@ -51,8 +59,9 @@ from scripts.bench.workloads.pysamples import (
 
 __all__ = ["WORKLOADS", "Workload", "gpubound_dataset", "gpubound_step", "heavytail_dataset", "heavytail_step",
            "hugefloat8_dataset", "hugefloat8_step", "hugefloat_dataset", "hugefloat_step", "jpeg_dataset", "jpeg_step",
-           "large8_dataset", "large8_step", "large_dataset", "large_step", "pyobjects_dataset", "pyobjects_step",
-           "pyrows_dataset", "pyrows_step", "small_dataset", "small_step", "startup_dataset", "startup_step"]
+           "large8_dataset", "large8_step", "large_dataset", "large_step", "launchbound_dataset", "launchbound_step",
+           "pyobjects_dataset", "pyobjects_step", "pyrows_dataset", "pyrows_step", "small_dataset", "small_step",
+           "startup_dataset", "startup_step", "stepbound_dataset", "stepbound_step"]
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     workload("jpeg", "JPEG decode and augmentation on the CPU feeding ResNet-18 at 160 px; "
@@ -79,4 +88,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     workload("pyrows", "1.5 million annotation rows ({id, boxes: 24 floats, tag}) kept as Python objects, "
              "0.1 ms a sample; each forked worker copies the rows it reads, so its memory grows all epoch "
              "long, far past what a burst sees; light step.", 256),
+    workload("stepbound", "ResNet-50 (from its constructor, no weights) trained in bf16 at 176 px on cheap uint8 "
+             "crops normalised on the device; the step sets the pace, and the supply needs headroom to keep "
+             "a short queue from running dry.", 96),
+    workload("launchbound", "Samples of about 1 ms of CPU (a log spectrum) beside a step launch-bound by its "
+             "many small kernels (a 48-block residual MLP): the main thread launches all the time beside the "
+             "workers.", 64),
 )}

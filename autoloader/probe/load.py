@@ -1,0 +1,98 @@
+"""What the rest of the machine takes while a trial runs, measured from the driver.
+
+NOTE [ Others on the machine ] in search/load.py says what the figures mean; this module takes
+them. A ``LoadMeter`` is started before the driver sends a trial (or the profile) and read when
+the answer comes: the CPU time the usable CPUs spent busy over that span, less the CPU time of
+this run's own processes (the driver, the trial process and every process below it), is what the
+others took. Processes of the tree that ended meanwhile are not lost: a parent that reaps a child
+is charged its time (``children_user``/``children_system``), and the driver, which reaps the
+trial process, is counted with its own children. The kernel's steal time (what the hypervisor
+gave other guests) is busy time too, and is kept apart as well.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from ..inputs import hardware
+from .guard import tree
+
+# /proc/stat's fields that are time a CPU was busy (idle and iowait are not); guest time is
+# already inside user time there.
+_BUSY = ("user", "nice", "system", "irq", "softirq", "steal")
+# Spans shorter than this say nothing: the counters tick in hundredths of a second.
+MIN_SPAN_S = 0.2
+
+
+@dataclass(frozen=True)
+class Span:
+    """The machine over one span of wall time, in CPUs' worth (CPU seconds over wall seconds)."""
+    others_cpus: float     # taken from the usable CPUs by other processes, steal included
+    steal_cpus: float
+    tree_cpus: float       # this run's own processes
+    seconds: float
+
+
+def _watched() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:   # no affinity call: every CPU
+        return list(range(os.cpu_count() or 1))
+
+
+def _system(cpus: list[int]) -> tuple[float, float]:
+    """(busy, steal) CPU seconds so far over ``cpus`` (all CPUs when the per-CPU list does not
+    line up with their numbers)."""
+    per = psutil.cpu_times(percpu=True)
+    rows = [per[i] for i in cpus] if len(per) == (os.cpu_count() or len(per)) and max(cpus) < len(per) \
+        else [psutil.cpu_times()]
+    busy = sum(getattr(row, f, 0.0) for row in rows for f in _BUSY)
+    return busy, sum(getattr(row, "steal", 0.0) for row in rows)
+
+
+def _cpu(proc: psutil.Process) -> float:
+    try:
+        t = proc.cpu_times()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return 0.0
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def tree_cpu(pid: int | None) -> float:
+    """CPU seconds so far of the driver (this process, with the children it reaped) and of the
+    tree under ``pid`` (each with the children it reaped)."""
+    total = _cpu(psutil.Process())
+    if pid is not None:
+        total += sum(_cpu(p) for p in tree(pid))
+    return total
+
+
+class LoadMeter:
+    """Started when a span begins (``LoadMeter(pid)``, ``pid`` the trial process), read once it
+    ends (``stop()``). ``usable``: the CPUs this run may use (hardware.usable_cpus); where a cgroup
+    quota holds it below the CPUs it may run on, the others take from it only what they use past
+    the spare ones."""
+
+    def __init__(self, pid: int | None, usable: float | None = None):
+        self.pid = pid
+        self.cpus = _watched()
+        self.usable = float(usable or hardware.usable_cpus())
+        self.t0 = time.monotonic()
+        self.busy0, self.steal0 = _system(self.cpus)
+        self.tree0 = tree_cpu(pid)
+
+    def stop(self) -> Span | None:
+        """The span since the meter started; None when it was too short to say anything."""
+        seconds = time.monotonic() - self.t0
+        if seconds < MIN_SPAN_S:
+            return None
+        busy, steal = _system(self.cpus)
+        mine = max(0.0, tree_cpu(self.pid) - self.tree0) / seconds
+        others = max(0.0, (busy - self.busy0) / seconds - mine)
+        spare = max(0.0, len(self.cpus) - self.usable)
+        return Span(others_cpus=min(self.usable, max(0.0, others - spare)),
+                    steal_cpus=max(0.0, steal - self.steal0) / seconds, tree_cpus=mine, seconds=seconds)

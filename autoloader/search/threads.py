@@ -1,0 +1,63 @@
+"""The main process's torch threads: what they cost its share of the loop, from the profile.
+
+# NOTE [ The main process's threads ]
+# torch runs the main process's intra-op work (its own collate without workers, a step on the
+# CPU) on get_num_threads() threads, one per CPU by default. Beside DataLoader workers or other
+# processes those threads compete for the same CPUs, and a pool whose threads are descheduled
+# waits for the slowest: the main process's share can then take several times longer with the
+# default count than with one thread. The profile times that share (the collate and the step)
+# both ways, in pairs with the order alternating (probe/profiler.py), since a step's own jitter
+# would otherwise read as a difference; when one thread reads more than THREADS_SLOWER faster in
+# the pairs' median and faster in all pairs but one, the result says so, with the figures, and
+# what to set in the training process. The tuner's own figures are measured with the default
+# count, as the training process runs unless told.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from .policy import THREADS_SLOWER
+from .profile import Profile
+
+
+@dataclass(frozen=True)
+class Threads:
+    """The main process's intra-op threads and, where measured, its share of a batch both ways."""
+    threads: int
+    batch_size: int
+    default_s: float | None = None      # collate and step, seconds a batch, with ``threads`` (the pairs' median)
+    one_thread_s: float | None = None   # the same with one thread
+    ratios: tuple[float, ...] = ()      # each pair's default over one-thread time
+
+    @property
+    def slower(self) -> float | None:
+        """How many times longer the share takes with the default count than with one thread."""
+        if self.default_s is None or not self.one_thread_s:
+            return None
+        return self.default_s / self.one_thread_s
+
+    @property
+    def advise(self) -> bool:
+        """One thread was clearly faster: set it (NOTE [ The main process's threads ])."""
+        ratios = self.ratios
+        return (self.threads > 1 and len(ratios) >= 2 and statistics.median(ratios) > 1.0 + THREADS_SLOWER
+                and sum(r > 1.0 for r in ratios) >= len(ratios) - 1)
+
+    def to_dict(self) -> dict:
+        return {"threads": self.threads, "batch_size": self.batch_size, "default_s": self.default_s,
+                "one_thread_s": self.one_thread_s, "ratios": list(self.ratios), "slower": self.slower,
+                "advise": self.advise,
+                "set": "torch.set_num_threads(1)" if self.advise else None}
+
+
+def threads_of(profile: Profile | None, threads: int | None) -> Threads | None:
+    """The trial process's count (``threads``, as DatasetInfo has it) with the profile's timings."""
+    count = threads or (profile.main_threads if profile is not None else None)
+    if not count:
+        return None
+    if profile is None:
+        return Threads(count, 0)
+    return Threads(count, profile.batch_size, profile.main_default_s, profile.main_one_thread_s,
+                   profile.main_thread_ratios)

@@ -1,0 +1,113 @@
+"""The interleaved final: who it measures, how many rounds, and the busy machine's extra rounds.
+
+The final re-measures the configs that can still win (the strategy's finalists), the rule the
+tuner replaces (the control, always last: NOTE [ Model first ]), and, when this hardware has a
+previous result, its pick: a nightly comparison then sets the previous pick against the new one
+in paired rounds of this run (NOTE [ Drift ] in compare.py). When the machine was busy (NOTE
+[ Others on the machine ] in search/load.py), the configs that decide the pick get up to
+BUSY_ROUNDS more rounds while the budget has the time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..search.budget import Clock, round_seconds
+from ..search.choice import Finalist, choose
+from ..search.load import MachineLoad
+from ..search.policy import BUSY_ROUNDS, FINAL_ROUNDS, FINAL_SETTINGS
+from ..search.results import OK, TrialResult
+from ..search.space import LoaderConfig
+
+
+def final_configs(finalists: Sequence[LoaderConfig], control: LoaderConfig | None, previous: LoaderConfig | None,
+                  history: Sequence[TrialResult]) -> list[LoaderConfig]:
+    """Who the final measures, in order: the strategy's finalists, then the previous pick (when it
+    did not fail here), then the control (when the strategy kept it: it could run) last."""
+    if not finalists:
+        return []
+    failed = {t.config for t in history if t.status != OK}
+    chosen = [c for c in finalists if c not in (control, previous)]
+    if previous is not None and previous not in failed:
+        chosen.append(previous)
+    if control is not None and control in finalists:
+        chosen.append(control)
+    return list(dict.fromkeys(chosen))
+
+
+def trimmed(chosen: list[LoaderConfig], control: LoaderConfig | None, previous: LoaderConfig | None) -> list[LoaderConfig]:
+    """When a round of all does not fit: the first, the previous pick and the control, so the pick
+    is never handed back unchecked against the rule, nor a nightly change unpaired."""
+    return list(dict.fromkeys([chosen[0]] + [c for c in (previous, control) if c is not None and c in chosen]))
+
+
+@dataclass
+class Final:
+    """One run's final. ``measure(config)`` takes one final measurement (the run's runner, under
+    the limits of the moment); ``progress`` is the run's."""
+    clock: Clock
+    measure: Callable[[LoaderConfig], TrialResult]
+    progress: Callable[[str, dict], None]
+    rates: dict = field(default_factory=dict)       # config -> [TrialResult] measured OK
+    taken: dict = field(default_factory=dict)       # config -> [round index]
+    results: list = field(default_factory=list)     # every measurement, for the machine's load
+    rounds: int = 0
+
+    def run(self, chosen: list[LoaderConfig], history: Sequence[TrialResult], control: LoaderConfig | None,
+            previous: LoaderConfig | None) -> list[Finalist]:
+        """``chosen`` re-measured interleaved, as many rounds as the budget has left, up to
+        FINAL_ROUNDS; when a round of all does not fit, ``trimmed``; when not even that fits, no
+        final: the budget is a cap, and the choice then weighs the bursts as one round."""
+        if len(chosen) < 2:
+            return []
+        if round_seconds(chosen, history) > self.clock.left() and len(chosen) > 2:
+            chosen = trimmed(chosen, control, previous)
+        count = min(FINAL_ROUNDS, int(self.clock.left() / round_seconds(chosen, history)))
+        for config in chosen:
+            self.rates.setdefault(config, [])
+            self.taken.setdefault(config, [])
+        for _ in range(count):
+            self._round(chosen, count)
+        return self.finalists(history)
+
+    def _round(self, configs: Sequence[LoaderConfig], of: int) -> None:
+        index = self.rounds
+        for config in configs:
+            result = self.measure(config)
+            self.results.append(result)
+            if result.status == OK:
+                self.rates[config].append(result)
+                self.taken[config].append(index)
+        self.rounds += 1
+        self.progress("final", {"round": index + 1, "rounds": of,
+                                "rates": {c.key: [r.samples_per_s for r in m] for c, m in self.rates.items()}})
+
+    def finalists(self, history: Sequence[TrialResult]) -> list[Finalist]:
+        trials = {t.config: t for t in history if t.status == OK}
+        return [Finalist(c, tuple(r.samples_per_s for r in m),
+                         tuple(r.wait_fraction for r in m if r.wait_fraction is not None), trials.get(c),
+                         tuple(self.taken[c])) for c, m in self.rates.items() if m]
+
+    def recheck(self, finals: list[Finalist], history: Sequence[TrialResult], load: MachineLoad,
+                control: LoaderConfig | None, narrow: frozenset) -> list[Finalist]:
+        """On a busy machine, up to BUSY_ROUNDS more rounds of the configs that decide the pick
+        (the pick, the best median, or the runner-up when they are one), while the budget holds
+        them (NOTE [ Others on the machine ])."""
+        if not load.busy or len(finals) < 2 or min(len(f.rates) for f in finals) < 1:
+            return finals
+        pick = choose(finals, history, control, widen=load.widen, narrow=narrow).config
+        ranked = sorted(finals, key=lambda f: -f.median)
+        deciders = list(dict.fromkeys([pick] + [f.config for f in ranked]))[:2]
+        for extra in range(BUSY_ROUNDS):
+            if round_seconds(deciders, history) > self.clock.left():
+                break
+            if extra == 0:
+                self.progress("recheck", {"configs": [c.key for c in deciders], "load": load})
+            self._round(deciders, self.rounds + 1)
+        return self.finalists(history)
+
+
+def final_measurement(runner, limits_now: Callable[[], object]) -> Callable[[LoaderConfig], TrialResult]:
+    """One final measurement with ``runner`` under the limits of the moment."""
+    return lambda config: runner.measure(config, FINAL_SETTINGS, limits_now().trial_timeout)

@@ -1,0 +1,272 @@
+"""The machine's load, the rule's line, the threads, and a nightly comparison that means something:
+unit tests on synthetic records (NOTE [ Others on the machine ], NOTE [ Drift ])."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+import pytest
+from burner import Burner
+
+from autoloader.errors import UsageError
+from autoloader.fleet.registry import _thresholds
+from autoloader.fleet.report import markdown
+from autoloader.fleet.retune import INCONCLUSIVE_EXIT, Outcome, RetuneReport
+from autoloader.search.choice import Finalist, choose
+from autoloader.search.config import TunedConfig
+from autoloader.search.load import MachineLoad, busy_spans, machine_load
+from autoloader.search.policy import BUSY_SHARE, LOAD_TIE, Thresholds
+from autoloader.search.profile import Profile
+from autoloader.search.results import CONSTRAINT, OK, TrialResult
+from autoloader.search.space import LoaderConfig
+from autoloader.search.threads import Threads
+from autoloader.store.history import previous, record
+from autoloader.store.validate import InvalidRecord, checked_result, trial_record
+from autoloader.tuning.compare import INCONCLUSIVE, UNCHANGED, compare, memory_per_worker, separated
+from autoloader.tuning.final import final_configs, trimmed
+from autoloader.tuning.progress import ProgressPrinter, table
+from autoloader.tuning.result import TuneResult
+
+CPUS = 2
+PICK = LoaderConfig.make(16, 3, False, 2, True)
+RULE = LoaderConfig.make(16, 1, False, 2, True)
+OLD = LoaderConfig.make(16, 2, False, 2, True)
+
+
+def trial(config, rate=1000.0, others=0.1, **kw) -> TrialResult:
+    return TrialResult(config, OK, samples_per_s=rate, rel_interval=0.03, seconds=3.0, window_s=2.0, batches=40,
+                       others_cpus=others, steal_cpus=0.0, tree_cpus=1.0, **kw)
+
+
+def tuned(config=PICK, rate=1000.0) -> TunedConfig:
+    return TunedConfig(config, rate, 0.03, 400.0, None, {"fingerprint": "box", "cpus": CPUS}, "ds-key", "cpu")
+
+
+def result(config=PICK, trials=(), finals=(), load=None, threads=None, control=RULE) -> TuneResult:
+    return TuneResult(tuned(config), tuple(trials), tuple(finals), "/r.json", "/r.py", "sqlite://", 12.0, 0, 0,
+                      control=control, load=load, threads=threads)
+
+
+# --- the load --------------------------------------------------------------------------------------
+
+def test_busy_trials_are_grouped_in_runs_and_the_run_is_busy_past_the_share():
+    trials = [trial(PICK, others=1.6), trial(RULE, others=1.5), trial(OLD, others=0.2), trial(PICK, others=1.8)]
+    spans = busy_spans(trials, CPUS)
+    assert [(s.first, s.last) for s in spans] == [(1, 2), (4, 4)] and spans[0].others_cpus == pytest.approx(1.55)
+    load = machine_load(CPUS, None, trials, [trial(PICK, others=1.2)])
+    assert load.busy and load.share == pytest.approx((1.6 + 1.5 + 0.2 + 1.8 + 1.2) / 5 / CPUS)
+    assert load.widen == pytest.approx(LOAD_TIE * 1.2 / CPUS), "the final's own share widens its ties"
+    assert MachineLoad.from_dict(json.loads(json.dumps(load.to_dict()))) == load
+    quiet = machine_load(CPUS, None, [trial(PICK, others=0.3)])
+    assert not quiet.busy and quiet.widen == 0 and quiet.busy_spans == ()
+    assert machine_load(CPUS, None, [trial(PICK, others=1.2)], threshold=0.55).busy
+    assert not machine_load(CPUS, None, [trial(PICK, others=1.2)], threshold=0.65).busy
+
+
+def test_a_busy_final_widens_the_ties_it_decides_by():
+    best = Finalist(OLD.replace(num_workers=4), (1000.0, 1000.0, 1000.0))
+    cheaper = Finalist(OLD, (930.0, 1005.0, 935.0))   # 6.5% behind, ahead in one round
+    assert choose([cheaper, best], []).config == best.config
+    assert choose([cheaper, best], [], widen=LOAD_TIE * 0.9).config == OLD
+    behind = Finalist(OLD, (950.0, 955.0, 945.0))      # 5% behind in every round: no noise, however busy
+    assert choose([behind, best], [], widen=LOAD_TIE * 0.9).config == best.config
+    # A cheaper config short of headroom ties only within the narrow tie (NOTE [ Headroom ]).
+    level = Finalist(OLD, (975.0, 1010.0, 970.0), (0.0, 0.0, 0.0))
+    roomy = Finalist(OLD.replace(num_workers=4), (1000.0, 1000.0, 1000.0), (0.0, 0.0, 0.0))
+    assert choose([level, roomy], []).config == OLD
+    assert choose([level, roomy], [], narrow=frozenset({OLD})).config == roomy.config
+
+
+def test_a_trial_line_names_the_load_only_when_others_took_more_than_the_share(capsys):
+    import io
+
+    out = io.StringIO()
+    printer = ProgressPrinter(out)
+    for others in (1.6, 0.4):
+        printer("trial", {"n": 1, "expected": 5, "result": trial(PICK, others=others), "best": None,
+                          "elapsed": 3.0, "cpus": CPUS})
+    busy, quiet = out.getvalue().splitlines()
+    assert "other processes used 1.6 of 2 CPUs" in busy and "what the machine gives" in busy
+    assert "other processes" not in quiet
+
+
+@pytest.mark.slow
+def test_the_meter_counts_a_spinning_neighbour_as_others_and_its_own_tree_as_its_own():
+    from autoloader.probe.load import LoadMeter
+
+    with Burner() as burner:
+        meter = LoadMeter(None)
+        time.sleep(1.5)
+        span = meter.stop()
+    assert span is not None and span.others_cpus > 0.5 * CPUS, span   # the burner is not this tree
+    assert span.tree_cpus < 0.3, span
+    import psutil
+
+    with Burner(per_cpu=1) as burner:
+        spinner = psutil.Process(burner.procs[0].pid)
+        before = sum(spinner.cpu_times()[:2])
+        meter = LoadMeter(spinner.pid)   # one spinner counted as this run's own
+        time.sleep(1.5)
+        span = meter.stop()
+        got = (sum(spinner.cpu_times()[:2]) - before) / span.seconds
+    assert got > 0.1 and span.tree_cpus == pytest.approx(got, abs=0.08), (span, got)
+    assert trial_record({**trial(PICK).to_dict(), "others_cpus": span.others_cpus}).others_cpus == span.others_cpus
+
+
+def test_a_stored_trial_and_a_registry_check_the_new_figures():
+    with pytest.raises(InvalidRecord, match="others_cpus"):
+        trial_record({**trial(PICK).to_dict(), "others_cpus": -1.0})
+    assert _thresholds({"busy": 0.8}).busy == 0.8 and Thresholds().busy == BUSY_SHARE
+    with pytest.raises(UsageError, match="busy"):
+        _thresholds({"busy": 1.5})
+
+
+def test_a_machine_others_always_share_may_raise_the_busy_share(monkeypatch):
+    from autoloader.inputs.options import BUSY_ENV, default_thresholds
+
+    monkeypatch.setenv(BUSY_ENV, "0.8")
+    assert default_thresholds().busy == 0.8 and _thresholds({}).busy == 0.8 and _thresholds({"busy": 0.6}).busy == 0.6
+    monkeypatch.delenv(BUSY_ENV)
+    assert default_thresholds().busy == BUSY_SHARE
+    monkeypatch.setenv(BUSY_ENV, "lots")
+    with pytest.raises(UsageError, match=BUSY_ENV):
+        default_thresholds()
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+def rule_line(text: str) -> str:
+    return next(line for line in text.splitlines() if line.strip().startswith("cpus-1 rule"))
+
+
+def test_the_rule_has_its_line_in_every_table():
+    measured = result(trials=[trial(PICK), trial(RULE, rate=500.0)],
+                      finals=[Finalist(PICK, (1000.0,) * 3), Finalist(RULE, (500.0,) * 3)])
+    assert "2.00x" in rule_line(table(measured)) and "interleaved final" in rule_line(table(measured))
+    itself = result(config=RULE, trials=[trial(RULE)])
+    assert "the pick is the rule" in rule_line(table(itself)) and "1.00x by identity" in rule_line(table(itself))
+    pruned = result(trials=[trial(PICK), trial(RULE, rate=300.0, pruned=True)])
+    assert "stopped early" in rule_line(table(pruned)) and "no round of it fit" in rule_line(table(pruned))
+    failed = result(trials=[trial(PICK), TrialResult(RULE, CONSTRAINT, cause="host_memory", error="too big")])
+    assert "could not run here" in rule_line(table(failed))
+    never = result(trials=[trial(PICK)])
+    assert "the budget ended before it" in rule_line(table(never))
+
+
+def test_the_table_says_the_load_and_the_threads_and_what_to_set():
+    trials = [trial(PICK, others=1.6), trial(RULE, others=1.7), trial(OLD, others=1.5)]
+    load = machine_load(CPUS, None, trials)
+    slow = Threads(2, 16, default_s=0.2136, one_thread_s=0.0176, ratios=(12.1, 11.0, 13.0))
+    text = table(result(trials=trials, load=load, threads=slow))
+    assert "other processes used 1.6 of 2 CPUs during trials 1-3: these figures are what the machine gives" in text
+    assert "inconclusive" in text
+    assert "2 torch intra-op threads" in text and "set torch.set_num_threads(1)" in text and "213.60 ms" in text
+    fine = table(result(trials=[trial(PICK, others=0.2)], load=machine_load(CPUS, None, [trial(PICK, others=0.2)]),
+                        threads=Threads(2, 16, 0.01, 0.0101, (0.99, 1.01))))
+    assert "set torch.set_num_threads" not in fine and "during trial" not in fine and "0.2 of 2 CPUs" in fine
+
+
+def test_thread_advice_needs_a_clear_gap_in_its_pairs_and_more_than_one_thread():
+    clear = Threads(2, 16, 0.0134, 0.0011, (12.0, 11.5, 13.1, 12.4))
+    assert clear.advise and clear.slower == pytest.approx(12.18, 0.01)
+    assert not Threads(2, 16, 0.0110, 0.0100, (1.1, 1.05, 1.12)).advise, "inside the timer's noise"
+    assert not Threads(2, 16, 0.0235, 0.0178, (2.5, 0.4, 1.6, 0.5)).advise, "a jittery step: the pairs disagree"
+    assert not Threads(1, 16, 0.0134, 0.0011, (12.0, 12.0)).advise and not Threads(4, 16).advise
+
+
+# --- the nightly comparison ------------------------------------------------------------------------
+
+def record_of(config, rate, finals=(), trials=None, load=None, fingerprint="box") -> dict:
+    trials = trials if trials is not None else [trial(config, rate).to_dict()]
+    data = {"config": config.loader_kwargs(), "samples_per_s": rate, "dataset_key": "ds-key", "knee": None,
+            "hardware": {"fingerprint": fingerprint, "cpus": CPUS}, "trials": trials, "measurement_format": 1,
+            "finals": [{"config": c.loader_kwargs(), "rates": list(r), "rounds": list(range(len(r)))}
+                       for c, r in finals], "finished_at": "2026-12-01T00:00:00+0000"}
+    if load is not None:
+        data["load"] = load
+    return data
+
+
+def test_paired_rounds_decide_whether_a_pick_changed():
+    assert separated((1.10, 1.12, 1.09))
+    assert not separated((1.10, 0.99, 1.12)), "behind in one round: a tie"
+    assert not separated((1.03, 1.04, 1.03)), "inside the tie"
+    assert not separated((1.30, 1.02, 1.06)), "inside the ratios' own spread"
+    assert not separated(()) and not separated((1.08,)) and separated((1.2,))
+    before = checked_result("p", record_of(OLD, 1000.0))
+    tie = compare(before, record_of(PICK, 1010.0, finals=[(PICK, (1010, 990, 1020)), (OLD, (1000, 1000, 995))]))
+    assert tie.status == UNCHANGED and tie.settings_tie and not tie.changed
+    real = compare(before, record_of(PICK, 1300.0, finals=[(PICK, (1300, 1290, 1310)), (OLD, (1000, 1005, 995))]))
+    assert real.changed and real.reasons[0].startswith("pick changed")
+
+
+def test_a_rate_change_must_clear_the_rounds_spread_as_well_as_the_threshold():
+    before = checked_result("p", record_of(PICK, 1000.0, finals=[(PICK, (1000, 1000, 1000))]))
+    steady = compare(before, record_of(PICK, 700.0, finals=[(PICK, (700, 705, 695))]))
+    assert steady.changed and "rate -30%" in steady.reasons[0]
+    noisy = compare(before, record_of(PICK, 700.0, finals=[(PICK, (700, 450, 1050))]))
+    assert noisy.rate_noise > 0.3 and not noisy.changed
+
+
+def test_a_busy_run_is_inconclusive_whatever_it_found_and_never_the_baseline(tmp_path):
+    busy = machine_load(CPUS, None, [trial(PICK, others=1.7)]).to_dict()
+    before = checked_result("p", record_of(PICK, 1000.0, finals=[(PICK, (1000, 1000, 1000))]))
+    slow = compare(before, record_of(PICK, 400.0, finals=[(PICK, (400, 400, 400))], load=busy))
+    assert slow.status == INCONCLUSIVE and not slow.changed and "rate -60%" in slow.set_aside[0]
+    assert compare(None, record_of(PICK, 400.0, load=busy)).status == INCONCLUSIVE
+    # The current file is the busy run's: the last good one comes from the dated history.
+    out, key = str(tmp_path), "ds-key"
+    quiet = record_of(PICK, 1000.0)
+    record(out, "box", key, quiet)
+    path = os.path.join(out, "box", f"{key}.json")
+    with open(path, "w") as fh:
+        json.dump({**record_of(PICK, 400.0, load=busy), "finished_at": "2026-12-02T00:00:00+0000"}, fh)
+    found = previous(out, {"fingerprint": "box", "cpus": CPUS}, key)
+    assert found is not None and found.tuned.samples_per_s == 1000.0 and found.where != path
+
+
+def test_memory_per_worker_that_falls_is_unmeasured_and_the_report_has_no_negative_figure():
+    mib = 2**20
+    falling = [trial(LoaderConfig.make(16, w, False, 2, True) if w else LoaderConfig.make(16, 0, False),
+                     peak_pss_bytes=p).to_dict() for w, p in ((0, 400 * mib), (1, 380 * mib), (2, 340 * mib))]
+    assert memory_per_worker({"trials": falling}) is None
+    rising = [dict(t, peak_pss_bytes=(400 + 36 * i) * mib) for i, t in enumerate(falling)]
+    assert memory_per_worker({"trials": rising}) == pytest.approx(36 * mib)
+    before = checked_result("p", record_of(PICK, 1000.0, trials=rising))
+    drift = compare(before, record_of(PICK, 990.0, trials=falling, finals=[(PICK, (990, 985, 995))]))
+    busy = compare(before, record_of(PICK, 500.0, trials=falling,
+                                     load=machine_load(CPUS, None, [trial(PICK, others=1.8)]).to_dict()))
+    outcomes = (Outcome("quiet", drift.status, key="ds-key", drift=drift, pick=PICK.loader_kwargs(),
+                        samples_per_s=990.0), Outcome("busy", busy.status, key="ds-key", drift=busy))
+    report = RetuneReport("fleet.toml", "t0", "t1", {"fingerprint": "box", "cpus": CPUS}, Thresholds(), outcomes, "/out")
+    text = markdown(report)
+    assert "36 MiB -> unmeasured" in text and not re.search(r"-\d[\d,.]* ?(MiB|/s)", text), text
+    assert report.exit_code == INCONCLUSIVE_EXIT and "other processes used 1.8 of 2 CPUs" in text
+
+
+def test_the_final_holds_the_previous_pick_and_the_rule_even_when_short_of_time():
+    history = [trial(PICK), trial(RULE, pruned=True)]
+    chosen = final_configs([PICK, LoaderConfig.make(16, 4, False, 2, True), RULE], RULE, OLD, history)
+    assert chosen == [PICK, LoaderConfig.make(16, 4, False, 2, True), OLD, RULE]
+    assert trimmed(chosen, RULE, OLD) == [PICK, OLD, RULE]
+    failed = history + [TrialResult(OLD, CONSTRAINT, cause="host_memory")]
+    assert final_configs([PICK, RULE], RULE, OLD, failed) == [PICK, RULE]
+
+
+def test_the_control_is_a_finalist_even_when_its_burst_was_stopped_early():
+    from autoloader.search.model import Model
+    from autoloader.search.model_first import ModelFirst
+    from autoloader.search.space import search_space
+
+    profile = Profile(batch_size=16, sample_s=(0.001,) * 64, collate_s=0.0005, sample_bytes=64, recv_s=0.0002,
+                      pin_s=None, h2d_pinned_s=None, h2d_pageable_s=None, step_s=0.001, startup_s=0.1,
+                      worker_pss=None, cpus=CPUS, epoch_batches=200)
+    strategy = ModelFirst(search_space((16,), CPUS, "cpu"), Model(profile, "cpu"), CPUS)
+    history = [trial(LoaderConfig.make(16, 0, False), 300.0), trial(PICK, 1000.0),
+               trial(strategy.control, 200.0, pruned=True)]
+    assert strategy.finalists(history)[-1] == strategy.control
+    failed = history[:2] + [TrialResult(strategy.control, CONSTRAINT, cause="host_memory")]
+    assert strategy.control not in strategy.finalists(failed)
