@@ -70,10 +70,11 @@ def background(seconds: float = 2.0) -> float:
     return sum(getattr(b, f) - getattr(a, f) for f in _BUSY) / seconds
 
 
-# The share of the CPUs past which the quiet-machine tests' registry calls a night busy: the
-# agents that share the development machine take 1.2-1.9 of its 2 CPUs at all hours (measured
-# by the tuner's own meter, NOTE [ Others on the machine ]), so "quiet" there is their load, not
-# an idle machine; a night past this is still inconclusive and run again.
+# The share of the CPUs past which the quiet-machine tests' registry calls a night busy: a test
+# machine of two CPUs is often shared (other test processes, other jobs; while these tests were
+# written, other work took 1.2-1.9 of its 2 CPUs for hours, by the tuner's own meter, NOTE [
+# Others on the machine ]), so "quiet" there can mean that load, not an idle machine; a night
+# past this is still inconclusive and run again.
 QUIET_BUSY = 0.95
 INCONCLUSIVE = 5
 

@@ -42,7 +42,8 @@ def results_home(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _shared_machine(monkeypatch):
-    """The development machine's other users take most of its CPUs at all hours: runs there are
+    """Tests that are not about a busy machine must not turn inconclusive because something else
+    shares the test machine's two CPUs (other test processes, other jobs on a CI host): runs are
     judged busy only past burner.QUIET_BUSY of them (NOTE [ Others on the machine ]); the busy
     tests set the default back where they test it."""
     from burner import QUIET_BUSY
