@@ -1,4 +1,4 @@
-"""``python -m scripts.bench run|merge|rebuild|agreement|replay|verdicts|whatif|node ...``: the bench's one entry.
+"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|verdicts|whatif|node ...``: the bench's one entry.
 
     run        measure workloads: the tuner against a grid and an interleaved final (run.py)
     merge      one summary of runs made in parts, from their results.json (parts.py)
@@ -6,6 +6,7 @@
     agreement  how a run's phases agree on the same configs (agreement.py)
     replay     how the model, corrected by a run's own tuner bursts, predicts what the bench
                measured, with the code checked out now (replay.py)
+    tunes      each workload's tune as a user runs it, and the report's verdict (tunes.py)
     verdicts   the report's verdict and top what-if of every recorded tune (whatif.py)
     whatif     what-ifs the report predicts, made and measured against the tuner's pick (whatif.py)
     node       a node of N ranks: the node tune's pick against the single-rank pick and the
@@ -42,8 +43,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                                                  "short is marked partial).")
     subs["rebuild"].add_argument("source", metavar="DIR")
     subs["rebuild"].add_argument("--out", default="results/benchmarks", help="folder for the rebuilt summary")
-    from scripts.bench import whatif
+    from scripts.bench import tunes, whatif
 
+    subs["tunes"] = sub.add_parser("tunes", help="each workload's tune as a user runs it, and the report's verdict",
+                                   description=tunes.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    tunes.add_arguments(subs["tunes"])
     subs["whatif"] = sub.add_parser("whatif", help="what-ifs the report predicts, made and measured",
                                     description=whatif.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     whatif.add_arguments(subs["whatif"])
@@ -79,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(parts.rebuild(os.path.abspath(args.source), os.path.abspath(args.out)))
         return 0
+    if args.command == "tunes":
+        from scripts.bench import tunes
+
+        return tunes.main(args)
     if args.command == "whatif":
         from scripts.bench import whatif
 
