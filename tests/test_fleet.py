@@ -53,7 +53,7 @@ def test_a_second_best_loader_call_is_a_lookup_from_another_directory(stored_hom
     events = []
     again = best_loader(Scaled(256), batch_size=16, budget=10, device="cpu",
                         progress=lambda event, data: events.append(event))
-    assert events == []
+    assert events == ["reused"], "the stored result is used, and said so"
     assert (again.num_workers, again.batch_size) == (first.num_workers, first.batch_size)
     assert not os.listdir(elsewhere), "nothing written under the working directory"
 
@@ -101,7 +101,7 @@ def test_the_content_fingerprint_is_the_same_in_a_fresh_process():
     from autoloader.demo import JpegImages
 
     here = dataset_fingerprint(JpegImages(length=64, pool=4))
-    code = ("from autoloader.demo import JpegImages; from autoloader.content import dataset_fingerprint; "
+    code = ("from autoloader.demo import JpegImages; from autoloader.inputs.content import dataset_fingerprint; "
             "print(dataset_fingerprint(JpegImages(length=64, pool=4)))")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert there.returncode == 0, there.stderr

@@ -29,7 +29,7 @@ def _tune(out: str, *more: str) -> list[str]:
 @pytest.mark.slow
 def test_the_disk_fills_mid_search(tmp_path):
     out = str(tmp_path / "out")
-    run = full_disk.in_private_tmpfs("8m", out, 2, _tune(out), cwd=REPO_ROOT)
+    run = full_disk.in_private_tmpfs("8m", out, 1, _tune(out), cwd=REPO_ROOT)   # filled after the first trial
     assert run["free_after_fill"] == 0
     stderr = run["stderr"]
     assert run["returncode"] == 4, stderr[-3000:]
@@ -47,7 +47,7 @@ def test_the_disk_fills_mid_search(tmp_path):
     assert "not saved" in run["stdout"] and "  saved " not in run["stdout"]
     # Nothing stored before the disk filled is lost.
     before = {tid: v for tid, v in run["filled_at"].items() if v[0] in ("COMPLETE", "FAIL")}
-    assert len(before) >= 2
+    assert len(before) >= 1
     assert all(run["after"].get(tid) == v for tid, v in before.items()), (before, run["after"])
     assert not [f for f in run["files"] if f.endswith(".json") or ".tmp-" in f], run["files"]
 

@@ -121,7 +121,7 @@ def test_the_same_call_under_the_guard_tunes(tmp_path, tag):
 
 @pytest.mark.slow
 def test_a_second_taker_of_the_lock_is_told_who_holds_it(tmp_path):
-    """best_loader's lock on a key: a process that finds it held says so (``busy``) before it waits."""
+    """best_loader's lock on a key: a process that finds it held says so (``on_wait``, with its pid) before it waits."""
     import multiprocessing as mp
 
     from autoloader.store.paths import held
@@ -134,13 +134,13 @@ def test_a_second_taker_of_the_lock_is_told_who_holds_it(tmp_path):
         assert ready.wait(30)
         told = []
         t0 = time.monotonic()
-        with held(lock, busy=told.append):
+        with held(lock, on_wait=told.append):
             waited = time.monotonic() - t0
     finally:
         holder.join(30)
     assert told == [holder.pid] and 0.3 < waited < 30, (told, waited)
     told.clear()
-    with held(lock, busy=told.append):
+    with held(lock, on_wait=told.append):
         pass
     assert told == [], "a free lock is taken without a word"
 

@@ -153,7 +153,7 @@ def test_lightning_tunes_on_the_first_fit_and_reuses_the_stored_result_after(tmp
         assert data.settings == tuned.config.loader_kwargs()
     (first, result, written), (second, again, rewritten) = runs
     assert "trial" in first and "done" in first, first
-    assert second == [], "the second fit finds the stored result and tunes nothing"
+    assert second == ["reused"], "the second fit finds the stored result and tunes nothing"
     assert again["run_id"] == result["run_id"] and rewritten == written
 
 
@@ -264,7 +264,7 @@ def test_tune_trainer_sets_the_four_dataloader_arguments_and_the_trainer_trains(
 
     events, progress = recorder()
     assert tune_trainer(hf_trainer(tmp_path), out=str(tmp_path), progress=progress, **TUNE) == fields
-    assert events == [], "a new Trainer over the same data finds the stored result"
+    assert events == ["reused"], "a new Trainer over the same data finds the stored result"
 
 
 # --- accelerate ---------------------------------------------------------------------------------

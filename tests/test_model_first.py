@@ -123,3 +123,17 @@ def test_the_worker_ladder_covers_each_count_to_the_cpus_then_steps():
     assert worker_ladder(8, 32) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 28, 32]
     assert worker_ladder(2, 8) == [0, 1, 2, 3, 4, 5, 6, 7, 8]
     assert LoaderConfig.make(32, 7, True, 2, True) == heuristic_config(search_space((32,), 8, "cuda"), 8)
+
+
+def test_the_pick_counts_as_unmeasured_until_its_burst_and_only_when_it_would_beat_what_was_measured():
+    model = Model(profile(), "cuda")
+    strategy = ModelFirst(search_space((32,), CPUS, "cuda"), model, CPUS)
+    baseline = strategy.propose([])
+    p = model.predict(baseline)
+    history = [TrialResult(baseline, OK, samples_per_s=p.samples_per_s, steady_samples_per_s=p.steady_samples_per_s,
+                           wait_fraction=p.wait_share)]
+    pick = strategy.pick(strategy.predictions(history, strategy.calibration(history)))
+    assert pick.config != baseline and strategy.pick_unmeasured(history), "a pick predicted faster, not yet measured"
+    measured = history + [TrialResult(pick.config, OK, samples_per_s=pick.samples_per_s,
+                                      steady_samples_per_s=pick.steady_samples_per_s, wait_fraction=pick.wait_share)]
+    assert not strategy.pick_unmeasured(measured)

@@ -112,6 +112,9 @@ def test_the_clock_keeps_back_the_finals_rounds_up_to_a_share_of_the_budget():
     long = [ok(A, seconds=60.0, window=2.0), ok(B, seconds=60.0, window=2.0)]
     assert clock.finals_reserve(long, [A, B]) == FINAL_RESERVE_SHARE * 100.0
     assert clock.search_left(history, [A, B]) == pytest.approx(clock.left() - reserve, abs=0.1)
+    one = clock.finals_reserve(history, [A, B], rounds=1)
+    assert one == pytest.approx(min(round_seconds([A, B], history), FINAL_RESERVE_SHARE * 100)) and one < reserve, \
+        "while the pick is unmeasured the search may spend the reserve down to one round"
 
 
 # --- store/validate.py: what a stored record must hold -----------------------------------------------------

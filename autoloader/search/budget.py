@@ -34,15 +34,18 @@ class Clock:
     def over(self) -> bool:
         return self.elapsed() > self.budget
 
-    def search_left(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig]) -> float:
-        """Time the search may still spend: what is left less the reserve for ``finalists``' final."""
-        return self.left() - self.finals_reserve(history, finalists)
+    def search_left(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig],
+                    rounds: int = FINAL_ROUNDS) -> float:
+        """Time the search may still spend: what is left less the reserve for ``finalists``' final
+        of ``rounds`` rounds (one while the strategy's pick is unmeasured: Strategy.pick_unmeasured)."""
+        return self.left() - self.finals_reserve(history, finalists, rounds)
 
-    def finals_reserve(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig]) -> float:
-        """Time kept back for the final round, at most FINAL_RESERVE_SHARE of the budget."""
+    def finals_reserve(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig],
+                       rounds: int = FINAL_ROUNDS) -> float:
+        """Time kept back for ``rounds`` final rounds, at most FINAL_RESERVE_SHARE of the budget."""
         if len(finalists) < 2:
             return 0.0
-        return min(FINAL_ROUNDS * round_seconds(finalists, history), FINAL_RESERVE_SHARE * self.budget)
+        return min(rounds * round_seconds(finalists, history), FINAL_RESERVE_SHARE * self.budget)
 
 
 def trial_seconds(history: Sequence[TrialResult]) -> float:

@@ -165,6 +165,17 @@ class ModelFirst(Strategy):
         calib = self.calibration(history)
         return frozenset(c for c in configs if lacks_headroom(self.model.predict(c, calib)))
 
+    def pick_unmeasured(self, history: Sequence[TrialResult]) -> bool:
+        """The corrected model's pick has no burst yet and is predicted past PREDICTED_TIE above
+        the best measured rate."""
+        now = self.predictions(history, self.calibration(history))
+        if not now:
+            return False
+        pick = self.pick(now)
+        measured = [t.samples_per_s for t in history if t.status == OK and t.samples_per_s]
+        return (all(t.config != pick.config for t in history)
+                and pick.samples_per_s > max(measured, default=0.0) * (1.0 + PREDICTED_TIE))
+
     def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
         tried = {t.config for t in history}
         if len(history) >= MAX_SEARCH_TRIALS:

@@ -46,6 +46,12 @@ class Strategy(abc.ABC):
     def calibration(self, history: Sequence[TrialResult]) -> Calibration:
         """The model's efficiency terms as the bursts in ``history`` fitted them."""
 
+    def pick_unmeasured(self, history: Sequence[TrialResult]) -> bool:
+        """Whether the config the strategy would pick now has no burst yet and is expected to beat
+        every measured one: the search may then spend the final's reserve down to one round to
+        measure it (search/budget.py), since a final without it only re-measures what loses."""
+        return False
+
     def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
         """Of ``configs``, those the final ties only narrowly: bound by the step and short of
         headroom (NOTE [ Headroom ] in model_first.py). None, unless the strategy models it."""

@@ -130,6 +130,9 @@ class Warmed(Strategy):
     def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
         return self.inner.short_of_headroom(configs, history)
 
+    def pick_unmeasured(self, history: Sequence[TrialResult]) -> bool:
+        return self.inner.pick_unmeasured(history)
+
     @property
     def control(self) -> LoaderConfig | None:
         return self.inner.control

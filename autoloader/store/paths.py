@@ -94,6 +94,8 @@ def held(path: str, on_wait: Callable[[int | None], None] | None = None):
         yield
     finally:
         _HELD.discard(mine)
+        with contextlib.suppress(OSError):   # before the release: the next holder writes its own
+            os.unlink(path + ".pid")
         lock.release()
 
 

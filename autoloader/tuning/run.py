@@ -35,7 +35,7 @@ from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Calibration, Model
 from ..search.load import MachineLoad, machine_load
 from ..search.model_first import ModelFirst
-from ..search.policy import SEARCH_SETTINGS, prune_line
+from ..search.policy import FINAL_ROUNDS, SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig, search_space
@@ -208,7 +208,8 @@ class Run:
             t.config == strategy.control for t in history) else []
         once = OnceMore.after(started.crashed_once)   # NOTE [ A crash counts twice ] in store/retry.py
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
-        while due or not (measured() and self.clock.search_left(history, strategy.finalists(history))
+        rounds = lambda: 1 if strategy.pick_unmeasured(history) else FINAL_ROUNDS  # noqa: E731
+        while due or not (measured() and self.clock.search_left(history, strategy.finalists(history), rounds())
                           < trial_seconds(history)):
             config = due.pop() if due else strategy.propose(history)
             if config is None:
