@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     result = tune(dataset, step=step, batch_size=batch, budget=args.budget, device=args.device,
                   max_memory=args.max_memory, out=tempfile.mkdtemp(prefix="autoloader-memory-growth-"),
                   progress=ProgressPrinter())
-    print(table(result, saved=False), file=sys.stderr, flush=True)
+    print(table(result), file=sys.stderr, flush=True)   # saved, in a folder of its own
     record = {"command": "python -m scripts.memory_growth " + shlex.join(argv if argv is not None else sys.argv[1:]),
               "commit": _commit(args.commit), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "host": platform.node(), "hardware": hardware.detect().to_dict(), "python": platform.python_version(),
