@@ -112,9 +112,11 @@ def test_the_forecast_is_each_worker_at_the_end_of_its_epoch_and_the_bursts_copi
     f = forecast_peak(four, runner, runner, SAMPLE, [burst], length=LENGTH, growth=g)
     assert f.basis == EPOCH_END and f.samples_per_worker == LENGTH // 4
     assert f.flat_bytes == pytest.approx(20 * MIB, rel=0.01), "the burst's copies are not counted as flat"
-    assert f.copied_bytes == pytest.approx(copied(LENGTH / 4), rel=0.03)
-    assert f.host_bytes == pytest.approx(runner + 4 * (20 * MIB + copied(LENGTH / 4)) + in_flight(four), rel=0.01)
-    assert f.worker_bytes == pytest.approx(FLAT + copied(LENGTH / 4), rel=0.03), "USS per worker, as measured"
+    # Within 5%: past the readings the forecast's rate falls toward a row's own bytes (NOTE [ The
+    # latest rate goes on ]), a floor this single curve does not have.
+    assert f.copied_bytes == pytest.approx(copied(LENGTH / 4), rel=0.05)
+    assert f.host_bytes == pytest.approx(runner + 4 * (20 * MIB + copied(LENGTH / 4)) + in_flight(four), rel=0.05)
+    assert f.worker_bytes == pytest.approx(FLAT + copied(LENGTH / 4), rel=0.05), "USS per worker, as measured"
     # Bursts' workers that read along the profile's curve leave the forecast as it was; ones that
     # held more raise it (a worker's own allocations grow it too), never lower it.
     along = [trial(two, burst.peak_pss_bytes, samples=n, uss=int(FLAT + copied(n))) for n in (3000, 20_000)]

@@ -121,7 +121,9 @@ class Growth:
         # objects lie in pages of several kinds: its small objects share pages with many other
         # rows (copied within the first reads, then no more), its large ones fill pages of their
         # own (copied row by row all epoch). The first reads' rate holds both kinds; the later
-        # one, once the shared pages are copied, only what goes on.
+        # one fewer of the shared, as more of them are copied already. Past the readings the
+        # shared part goes on falling at the pace it fell between the two, toward the rows' own
+        # pages (Growth._beyond); held at the later half's rate, the line overstates an epoch.
         last = useful[-1][0]
         late = [(n, c) for n, c in useful if n >= last / 2] or useful[-2:]
         if len(late) < 2:
@@ -155,9 +157,23 @@ class Growth:
         elif samples <= self.last_samples:   # the first reads' curve, through the last reading
             curve = first(samples) * self.last_bytes / max(1.0, first(self.last_samples))
         else:
-            room = ceiling - self.last_bytes
-            curve = self.last_bytes + room * (1.0 - math.exp(-self.last_rate * (samples - self.last_samples) / room))
-        return max(linear, curve)
+            curve = self.last_bytes + self._beyond(samples - self.last_samples)
+        return max(linear, min(ceiling, curve))
+
+    def _beyond(self, past: float) -> float:
+        """Bytes copied by ``past`` samples read after the last reading (NOTE [ The latest rate
+        goes on ]). The rate is a row's own pages (``row_bytes``, copied row by row all epoch)
+        plus the shared pages' part, which fell from the first reads' rate to the later half's
+        (taken at three quarters of the readings) and goes on falling at that pace; without a
+        fall to go by, the latest rate slows only as the ceiling nears."""
+        own = min(self.row_bytes, self.last_rate)
+        early, late = self.per_sample_bytes - own, self.last_rate - own
+        if late > 0 and early > late * 1.01:
+            tau = 0.75 * self.last_samples / math.log(early / late)
+            shared = late * math.exp(-0.25 * self.last_samples / tau)
+            return own * past + shared * tau * (1.0 - math.exp(-past / tau))
+        room = max(1.0, self.ceiling_bytes - self.last_bytes)
+        return room * (1.0 - math.exp(-self.last_rate * past / room))
 
     def run_copied(self, epoch_samples: int, workers: int, persistent: bool, shuffled: bool = True) -> float:
         """Bytes each worker holds copied at its peak over a run: one epoch's share for workers
