@@ -326,6 +326,10 @@ def _headline(ev, st, kind, level, wait, source, supply, lost) -> str:
             doing = "copying" if part == "copy" else "receiving"
             return (f"Input-bound {words}, capping it at {rate(supply)}: the loop does not wait for data ({waits}) "
                     f"but spends more of its time {doing} each batch than in the step.")
+        if st.workers == 0 and level != "not input-bound":
+            # Made in the loop between steps, batches take the loop's time rather than cap a
+            # supply beside it: the wait share is the figure, not a rate.
+            return f"{level.capitalize()} {words}, between steps ({waits})."
         return f"{level.capitalize()} {words}, capping it at {rate(supply)} ({waits})."
     if kind == "balanced":
         return (f"Balanced: the loader can supply {rate(supply)} and the step take {rate(st.step_rate)}; neither "
