@@ -256,7 +256,8 @@ def _take_turns(root: str):
                 for _ in range(2)]
         done = [r.communicate(timeout=300) for r in runs]
         check.tracebacks += sum(e.count("Traceback") for _, e in done)
-        waited = [line(e, "autoloader: another process") for _, e in done if "another process is tuning" in e]
+        waited = [line(e, "autoloader: another process") for _, e in done
+                  if re.search(r"another process( \(pid \d+\))? is tuning", e)]
         check.survived = [r.returncode for r in runs] == [0, 0] and len(waited) == 1
         check.told = waited[0][:200] if waited else ""
     return body
