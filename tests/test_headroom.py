@@ -69,5 +69,8 @@ def test_a_real_tune_beside_a_jittery_step_takes_the_workers_with_headroom(tmp_p
     assert p is not None and len(p.step_samples) >= 3 and max(p.step_samples) > 2 * min(p.step_samples), p.step_samples
     one = result.config.replace(num_workers=1)
     model = Model(p, "cpu")
-    assert lacks_headroom(model.predict(one, result.calibration)), "one worker keeps up on the mean only"
+    # One worker keeps up on the mean only, or (as the bursts corrected the model) not even that:
+    # either way it is no pick beside a jittery step.
+    alone = model.predict(one, result.calibration)
+    assert lacks_headroom(alone) or alone.bound == "workers", alone
     assert result.config.num_workers >= 2, [(t.config.key, t.samples_per_s) for t in result.trials]
