@@ -106,6 +106,26 @@ def classifier_step(model: nn.Module, device: torch.device, *, lr: float,
     return step
 
 
+def mlp_step(in_features: int, hidden: int):
+    """A light SGD step over (features, labels) batches: a two-layer MLP on the bench's device,
+    for workloads where the loader, not the step, is under test."""
+    device = gpu_setup()
+    model = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    def step(batch):
+        x, y = batch
+        x = x.to(device, non_blocking=True)
+        y = y.to(device, non_blocking=True)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return step
+
+
 def gpu_setup() -> torch.device:
     device = pick_device()
     if device.type == "cuda":

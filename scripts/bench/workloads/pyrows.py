@@ -13,11 +13,9 @@ import gc
 
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from scripts.bench.workloads.common import burn_cpu, gpu_setup, scaled
+from scripts.bench.workloads.common import burn_cpu, mlp_step, scaled
 
 # The shape of the rows: {"id": int, "boxes": [BOXES floats], "tag": str}, a sample's CPU cost.
 BOXES = 24
@@ -62,18 +60,4 @@ def pyrows_dataset() -> Dataset:
 
 
 def pyrows_step():
-    device = gpu_setup()
-    model = nn.Sequential(nn.Linear(BOXES, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-
-    def step(batch):
-        x, y = batch
-        x = x.to(device, non_blocking=True)
-        y = y.to(device, non_blocking=True)
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
-    return step
+    return mlp_step(BOXES, 64)

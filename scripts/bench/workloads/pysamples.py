@@ -21,6 +21,7 @@ from scripts.bench.workloads.common import (
     burn_cpu,
     classifier_step,
     gpu_setup,
+    mlp_step,
     scaled,
 )
 
@@ -176,21 +177,7 @@ def startup_dataset() -> Dataset:
 
 
 def startup_step():
-    device = gpu_setup()
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-
-    def step(batch):
-        x, y = batch
-        x = x.to(device, non_blocking=True)
-        y = y.to(device, non_blocking=True)
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
-    return step
+    return mlp_step(64, 256)
 
 
 # --------------------------------------------------------------------------
@@ -302,18 +289,4 @@ def pyobjects_dataset() -> Dataset:
 
 
 def pyobjects_step():
-    device = gpu_setup()
-    model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-
-    def step(batch):
-        x, y = batch
-        x = x.to(device, non_blocking=True)
-        y = y.to(device, non_blocking=True)
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
-    return step
+    return mlp_step(8, 64)
