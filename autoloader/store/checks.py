@@ -18,6 +18,7 @@ raises ``InvalidRecord`` stating the field, the value found and what it must be.
 from __future__ import annotations
 
 import math
+import re
 
 MAX_CPUS = 1 << 16
 MAX_BATCH_SIZE = 1 << 24
@@ -29,11 +30,16 @@ class InvalidRecord(ValueError):
     """Why a stored record cannot be used."""
 
 
-def within(name: str, exc: InvalidRecord) -> InvalidRecord:
-    """``exc`` said of a part, as the whole's field ``name`` holds it."""
+def within(name: str, exc: InvalidRecord, own: str | None = None) -> InvalidRecord:
+    """``exc`` said of a part, as the whole's field ``name`` holds it: a field of the part is
+    named under it (``trials[3].samples_per_s``), the part itself (``own``: what the part's own
+    check calls it) by ``name``, anything else after it."""
     text = str(exc)
-    return InvalidRecord(f"{name}.{text}" if text[:1].isalpha() and text.split(" ", 1)[0].isidentifier()
-                         else f"{name}: {text}")
+    if own is not None and text.startswith(own + " "):
+        return InvalidRecord(name + text[len(own):])
+    if re.match(r"[A-Za-z_][\w.\[\]]* (is|has) ", text):
+        return InvalidRecord(f"{name}.{text}")
+    return InvalidRecord(f"{name}: {text}")
 
 
 def mapping(value: object, name: str, optional: bool = False) -> dict | None:
@@ -89,9 +95,22 @@ def text(value: object, name: str, optional: bool = True) -> str | None:
     return value
 
 
-def numbers(value: object, name: str, **kind) -> tuple:
+def moment(value: object, name: str) -> str | None:
+    """A time as results are dated (ISO 8601): it names a history file, so nothing else passes."""
+    if value is not None and not (isinstance(value, str) and re.fullmatch(r"[0-9][0-9A-Za-z:+.-]*", value)):
+        raise InvalidRecord(f"{name} is {value!r}, not a time")
+    return value
+
+
+def numbers(value: object, name: str, *, positive: bool = False, signed: bool = False) -> tuple:
     """A list of finite numbers (``number``'s kinds), as a tuple."""
-    return tuple(number(x, f"{name}[{i}]", optional=False, **kind) for i, x in enumerate(items(value, name)))
+    found = items(value, name)
+    low = -MAX_FIGURE if signed else 0
+    # At once where every one is sound (a profile holds hundreds); one by one to name the one that is not.
+    if all(type(x) in (int, float) and low <= x <= MAX_FIGURE and (x > 0 or not positive) for x in found):
+        return tuple(found)
+    return tuple(number(x, f"{name}[{i}]", optional=False, positive=positive, signed=signed)
+                 for i, x in enumerate(found))
 
 
 def pairs(value: object, name: str, signed: bool = False) -> tuple[tuple[int, float], ...]:

@@ -131,7 +131,7 @@ def comparison(data: object, name: str = "since") -> Comparison | None:
     return Comparison(
         status, reasons=words("reasons"), previous_path=checks.text(data.get("previous_path"), f"{name}.previous_path"),
         previous_hardware=checks.text(data.get("previous_hardware"), f"{name}.previous_hardware"),
-        previous_finished_at=checks.text(data.get("previous_finished_at"), f"{name}.previous_finished_at"),
+        previous_finished_at=checks.moment(data.get("previous_finished_at"), f"{name}.previous_finished_at"),
         same_hardware=checks.flag(data.get("same_hardware", True), f"{name}.same_hardware"),
         changes=tuple(changes), settings_tie=checks.flag(data.get("settings_tie", False), f"{name}.settings_tie"),
         old_pick_now=number("old_pick_now"), pick_rate_before=number(before), pick_rate_after=number(after),

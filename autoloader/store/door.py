@@ -45,13 +45,15 @@ def load_result(path: str, cpus: int | None = None, batch_sizes: tuple[int, ...]
         data = json.loads(text)
     except ValueError as exc:
         return _set_aside(path, f"it is not JSON ({exc})")
+    except RecursionError:   # nested past what Python's parser walks: no run writes that
+        return _set_aside(path, "it is nested deeper than any result")
     try:
         return TuneResult.from_dict(data, path, cpus, batch_sizes)
     except InvalidRecord as exc:
         if _newer(data):
             return _ignored(path, str(exc))
         return _set_aside(path, str(exc))
-    except RecursionError:   # JSON nested past what Python walks: no run writes that
+    except RecursionError:
         return _set_aside(path, "it is nested deeper than any result")
 
 

@@ -80,7 +80,7 @@ class Provenance:
             return None
         return cls(checks.count(data.get("measurement_format"), "measurement_format"),
                    checks.text(data.get("autoloader_version"), "autoloader_version"),
-                   checks.text(data.get("finished_at"), "finished_at"))
+                   checks.moment(data.get("finished_at"), "finished_at"))
 
 
 # What a node's result says in words of its figures (NOTE [ Tuning a node's ranks ] in node/__init__.py).

@@ -98,7 +98,7 @@ def config_at(data: object, name: str, max_workers: int | None = None) -> Loader
     try:
         return bounded(loader_config(data, max_workers))
     except InvalidRecord as exc:
-        raise checks.within(name, exc) from None
+        raise checks.within(name, exc, own="config") from None
 
 
 def trial_record(data: object, max_workers: int | None = None) -> TrialResult:
