@@ -227,7 +227,7 @@ def test_every_mutated_result_is_read_or_set_aside_and_no_reader_fails(tmp_path)
     _run(tmp_path, every_reader=False)
 
 
-@pytest.mark.slow   # about a minute: every case through the CLI and the report
+@pytest.mark.slow   # a few minutes: every case through the CLI and the report
 def test_every_mutated_result_through_every_reader(tmp_path):
     _run(tmp_path, every_reader=True)
 

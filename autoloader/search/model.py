@@ -62,7 +62,7 @@ from typing import Iterable, Sequence
 
 from .policy import BOUND_WAIT, CONSUMER_BOUND_SHARE, PIN_BOUND_SHARE, UNFITTED_STEP
 from .profile import Profile
-from .results import OK, TrialResult
+from .results import OK, BurstError, TrialResult
 from .space import LoaderConfig
 
 # Batches simulated past the pipeline's warm-up; enough that a 1-in-100 slow batch shows.
@@ -101,21 +101,6 @@ class Calibration:
     def from_dict(cls, data: dict) -> "Calibration":
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-@dataclass(frozen=True)
-class BurstError:
-    """The model's rate for one burst's config against the burst's own (``Model.model_error``)."""
-    config: str          # the config's key
-    predicted: float
-    measured: float
-
-    @property
-    def error(self) -> float:
-        return self.predicted / self.measured - 1.0
-
-    def to_dict(self) -> dict:
-        return {"config": self.config, "predicted": self.predicted, "measured": self.measured, "error": self.error}
 
 
 @dataclass(frozen=True)

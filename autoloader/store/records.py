@@ -1,6 +1,6 @@
 """The result's own small records: the hardware it was measured on, the dataset, how and when it
 was measured, a node's arithmetic and what the run was given (and the reader of the model's error
-on each burst, search/model.BurstError).
+on each burst, search/results.BurstError).
 
 Each reads itself from the stored mapping (``from_dict``, checked field by field, raising
 ``InvalidRecord`` naming the field) and writes the same mapping back (``to_dict``). Pure.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..search.model import BurstError
+from ..search.results import BurstError
 from . import checks
 from .checks import MAX_CPUS, InvalidRecord
 

@@ -30,9 +30,9 @@ from ..search.growth import growth_finding
 from ..search.knee import Knee
 from ..search.load import MachineLoad
 from ..search.memory import MemoryForecast
-from ..search.model import BurstError, Calibration, Prediction
+from ..search.model import Calibration, Prediction
 from ..search.profile import Profile
-from ..search.results import OK, TrialResult
+from ..search.results import OK, BurstError, TrialResult
 from ..search.space import LoaderConfig
 from ..search.threads import Threads
 from ..search.warm import WarmStart, warm_record

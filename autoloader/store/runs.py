@@ -126,6 +126,7 @@ class RunMark:
             mark = cls(run_id, owner, str(data["state"]), str(data["started_at"]), data.get("finished_at"))
         except (KeyError, TypeError, ValueError, AttributeError):
             return None     # not a mark this version wrote: ignored
+        # The mark's envelope holds the pick whole: handed as it is to TuneResult.from_dict, which checks it.
         if data.get("summary") is None:
             return mark
         try:
