@@ -11,9 +11,9 @@ The package's folders, one concern each, in the order data flows through them:
 - ``search/``  the pure decisions: space, profile, model, calibration, strategy, choice, knee,
                budget, memory, policy (no torch, no processes, no files);
 - ``probe/``   measuring a config away from the caller's process (the trial process, its bursts);
-- ``store/``   what is kept: the Optuna study, result files, their checks, their history;
-- ``tuning/``  one run: the sequence, the result record, the comparison with the last one, the
-               progress printer;
+- ``store/``   what is kept: the Optuna study, the result record and its files, their checks,
+               their history;
+- ``tuning/``  one run: the sequence, the comparison with the last one, the progress printer;
 - ``fleet/``   many runs: the retune registry and report, ``show``, ``dashboard``;
 - ``node/``    the ranks of one node tuned together;
 - ``api.py`` and ``cli.py`` on top.
@@ -29,7 +29,8 @@ import importlib
 _PUBLIC = {
     "tune": "api", "best_loader": "api", "stored_result": "api", "TuneResult": "api",
     "AutoloaderError": "errors", "AutoloaderWarning": "errors", "NoFeasibleConfig": "errors", "NotSaved": "errors",
-    "UsageError": "errors", "TunedConfig": "search.config", "TrialResult": "search.results",
+    "UsageError": "errors", "InvalidRecord": "store.checks", "StoredStateWarning": "store.validate",
+    "TunedConfig": "search.config", "TrialResult": "search.results",
     "LoaderConfig": "search.space", "seed_worker": "seeding", "worker_generator": "seeding",
 }
 

@@ -27,7 +27,7 @@ from .node.runner import on_node
 from .probe.reimport import refuse_reimport
 from .search.config import TunedConfig
 from .store.paths import held, result_path
-from .store.validate import load_result
+from .store.door import load_result
 from .tuning.result import TuneResult
 from .tuning.progress import api_progress
 from .tuning.run import Progress, Run

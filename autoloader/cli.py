@@ -127,7 +127,7 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
         with _library_errors():
             from .explain.page import write_report
 
-            paths = write_report(result.path, result.to_dict())
+            paths = write_report(result.path, result)
         # stderr under --json or --format, whose stdout is meant to be read by a program or pasted.
         click.echo(report.report_written(paths), err=as_json or form is not None)
     if fail_if_changed and result.busy:
@@ -216,13 +216,13 @@ def show_command(result, out, storage, as_json, form) -> None:
             text = show.as_json([r.to_dict() for r in rows]) if as_json else show.listing_text(rows)
             click.echo(text, nl=not as_json)
         else:
-            where, data = show.find(resolve_out(out), result, storage)
+            found = show.find(resolve_out(out), result, storage)
             if form is not None:
                 from .integrations import formats
 
-                click.echo(formats.render(data, form), nl=False)
+                click.echo(formats.render(found, form), nl=False)
             else:
-                click.echo(show.as_json(data) if as_json else show.result_text(where, data), nl=not as_json)
+                click.echo(show.as_json(found.to_dict()) if as_json else show.result_text(found), nl=not as_json)
 
 
 @main.command("report", short_help="Write a result's report: what limits it, what to change.")
@@ -240,8 +240,8 @@ def report_command(result, out, storage) -> None:
 
     with _library_errors():
         require()
-        where, data = show.find(resolve_out(out), result, storage)
-        paths = write_report(where, data)
+        found = show.find(resolve_out(out), result, storage)
+        paths = write_report(found.where, found)
     click.echo(report.report_written(paths))
 
 

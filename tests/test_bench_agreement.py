@@ -31,7 +31,7 @@ def trial(workers, rate, pruned=False):
 def records():
     """One workload: the tuner picks 8 workers at an estimate of 1,100/s; the machine then drifts
     so that every config reads 10% lower in the final than in the tuner's search."""
-    tuner = {"config": full(8), "samples_per_s": 1100.0,
+    tuner = {"config": full(8), "samples_per_s": 1100.0, "dataset_key": "demo-n100-abc",
              "trials": [trial(4, 870.0), trial(4, 890.0), trial(0, 220.0), trial(0, 20.0, pruned=True),
                         trial(8, 1080.0)]}
     rows = [{"phase": "meta", "workload": None, "meta": {}},

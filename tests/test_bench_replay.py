@@ -31,7 +31,8 @@ def result(workers, rate, **extra):
 def records(truth):
     """The tuner burst 4 workers at the truth's rate (the model's workers 1.5x slower than the
     profile's); the bench measured 2 and 6 workers in its grid, 4 in its final."""
-    tuner = {"profile": profile().to_dict(), "hardware": {"cpus": 8}, "device": "cuda",
+    tuner = {"profile": profile().to_dict(), "hardware": {"cpus": 8}, "device": "cuda", "dataset_key": "demo-n100-abc",
+             "config": config(4).loader_kwargs(), "samples_per_s": truth(4),
              "trials": [result(4, truth(4), wait_fraction=0.5)]}
     rows = [{"phase": "meta", "workload": None},
             {"phase": "tuner", "workload": "demo", "run_id": "r1", "tuner": tuner},

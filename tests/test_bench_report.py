@@ -7,6 +7,8 @@ import math
 
 import pytest
 
+from autoloader.search.model import Prediction
+from autoloader.search.profile import Profile
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from scripts.bench import figures, parts, plan, report
@@ -29,8 +31,9 @@ def final_row(workload, round_, cfg, rate, peak_gib, roles, wait=0.3):
 
 
 def tuner_row(pick, estimate=1000.0, phase="tuner", index=1, **extra):
-    data = {"config": pick.loader_kwargs(), "samples_per_s": estimate, "trials": [{}, {}, {}], "tune_seconds": 55.0,
-            **extra}
+    trials = [TrialResult(pick, OK, samples_per_s=estimate).to_dict()] * 3
+    data = {"config": pick.loader_kwargs(), "samples_per_s": estimate, "dataset_key": "small-n100-abc", "trials": trials,
+            "tune_seconds": 55.0, **extra}
     return {"run_id": "r1", "workload": "small", "phase": phase, "index": index, "config": pick.loader_kwargs(),
             "t_start": 40.0, "t_end": 100.0, "wall_s": 60.0, "returncode": 0, "error": None, "tuner": data}
 
@@ -62,7 +65,11 @@ CEILING = {"ceiling_samples_per_s": 2500.0, "bound": "cores", "consumer_samples_
 
 
 def test_the_new_columns_from_records_with_every_optional_key():
-    s = summarise(rows_for({"profile_seconds": 11.0, "predicted_samples_per_s": 1100.0}, CEILING))
+    p = Profile(batch_size=16, sample_s=(0.001,), collate_s=0.0, sample_bytes=64, recv_s=0.0, pin_s=None,
+                h2d_pinned_s=None, h2d_pageable_s=None, step_s=0.0, startup_s=0.1, worker_pss=None, cpus=CPUS,
+                epoch_batches=100, seconds=11.0)
+    predicted = Prediction(LoaderConfig.make(16, 8, False), 1100.0, 1100.0, 0.0, "workers", 0.0)
+    s = summarise(rows_for({"profile": p.to_dict(), "predicted": predicted.to_dict()}, CEILING))
     assert s["tuned_over_oracle"] == 1.0 and s["vs_heuristic"] == pytest.approx(1.25)
     assert s["profile_seconds"] == 11.0 and s["profile_share"] == pytest.approx(0.2)   # of the 55 s inside
     assert s["predicted_over_measured"] == pytest.approx(1.1)

@@ -43,7 +43,8 @@ def write_records(folder, finished_summary):
             {"run_id": "r1", "workload": "small", "phase": "summary", "round": None, "summary": finished_summary},
             {"run_id": "r1", "workload": "startup", "phase": "tuner", "round": None, "config": pick,
              "t_start": 100.0, "t_end": 200.0, "wall_s": 100.0, "returncode": 0, "error": None,
-             "tuner": {"config": pick, "samples_per_s": 1000.0, "trials": [{}, {}], "tune_seconds": 95.0}}]
+             "tuner": {"config": pick, "samples_per_s": 1000.0, "dataset_key": "startup-n100-abc", "tune_seconds": 95.0,
+                       "trials": [{"config": pick, "status": "ok", "samples_per_s": 1000.0}] * 2}}]
     t = 210.0
     for workers, rate in ((0, 200.0), (2, 600.0), (4, 1000.0)):
         rows.append(trial_row("startup", "grid", None, workers, rate, t, part="sweep"))
@@ -233,7 +234,8 @@ def fake_tuner(clock, picks, seconds=60.0):
     def run(dataset_spec, step_spec, batch_size, budget, budget_in_effect, label):
         clock.now += seconds
         pick = LoaderConfig.make(batch_size, next(calls), False, 2, True).loader_kwargs()
-        data = {"config": pick, "samples_per_s": 1000.0, "trials": [], "tune_seconds": seconds - 2}
+        data = {"config": pick, "samples_per_s": 1000.0, "dataset_key": "small-n100-abc", "trials": [],
+                "tune_seconds": seconds - 2}
         return TunerOutcome(["python", "-m", "autoloader.cli", "tune"], data, seconds, 0, None, "", 0.0, seconds)
 
     return run

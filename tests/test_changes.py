@@ -8,7 +8,8 @@ import os
 from autoloader import LoaderConfig, TunedConfig
 from autoloader.search.policy import RATE_SHIFT, Thresholds
 from autoloader.store.history import previous
-from autoloader.store.validate import StoredResult
+from autoloader.store.records import StoredHardware
+from autoloader.store.result import TuneResult
 from autoloader.tuning.compare import DRIFTED, NEW_HARDWARE, UNCHANGED, compare
 from autoloader.tuning.progress import since
 
@@ -25,12 +26,16 @@ def record(t: TunedConfig, **extra) -> dict:
     return {**t.to_dict(), "measurement_format": 1, "trials": [], "finals": [], **extra}
 
 
-def stored(t: TunedConfig, where: str = "old/ds.json", **extra) -> StoredResult:
-    return StoredResult(where, t, record(t, **extra))
+def result(t: TunedConfig, **extra) -> TuneResult:
+    return TuneResult.from_dict(record(t, **extra))
+
+
+def stored(t: TunedConfig, where: str = "old/ds.json", **extra) -> TuneResult:
+    return TuneResult.from_dict(record(t, **extra), where)
 
 
 def test_same_settings_and_a_rate_within_the_noise_is_unchanged():
-    c = compare(stored(tuned(8, 1000.0, "old")), record(tuned(8, 1000.0 * (1 + RATE_SHIFT * 0.9), "new")))
+    c = compare(stored(tuned(8, 1000.0, "old")), result(tuned(8, 1000.0 * (1 + RATE_SHIFT * 0.9), "new")))
     assert not c.changes and not c.rate_shifted and not c.changed
     assert c.status == NEW_HARDWARE and not c.same_hardware and c.previous_hardware == "old"
     assert since(c).startswith("unchanged since old (old/ds.json): same settings; samples/s 1,000/s -> ")
@@ -44,15 +49,15 @@ def finals(*pairs) -> list[dict]:
 def test_a_different_setting_or_a_rate_past_the_noise_is_a_change():
     old, new = tuned(8, 1000.0, "box", pin=True), tuned(12, 1200.0, "box", pin=False)
     # The final measured the old pick beside the new one: the new read ahead in every round.
-    c = compare(stored(old, "box/ds.json"), record(new, finals=finals((new, (1200, 1190, 1210)), (old, (1000,) * 3))))
+    c = compare(stored(old, "box/ds.json"), result(new, finals=finals((new, (1200, 1190, 1210)), (old, (1000,) * 3))))
     assert [(x.setting, x.before, x.after) for x in c.changes] == [("num_workers", 8, 12), ("pin_memory", True, False)]
     assert c.changed and c.same_hardware and c.status == DRIFTED
     assert "CHANGED since this hardware" in since(c) and "num_workers 8 -> 12" in since(c)
     # No paired round of the two: the change cannot be told from the noise, a tie.
-    unpaired = compare(stored(old, "box/ds.json"), record(tuned(12, 1000.0, "box", pin=False)))
+    unpaired = compare(stored(old, "box/ds.json"), result(tuned(12, 1000.0, "box", pin=False)))
     assert unpaired.changes and unpaired.settings_tie and not unpaired.changed
 
-    slower = compare(stored(tuned(8, 1000.0, "old")), record(tuned(8, 700.0, "new")))
+    slower = compare(stored(tuned(8, 1000.0, "old")), result(tuned(8, 700.0, "new")))
     assert RATE_SHIFT < 0.3
     assert not slower.changes and slower.rate_shifted and slower.changed
     assert "(-30%, past the noise)" in since(slower)
@@ -61,19 +66,19 @@ def test_a_different_setting_or_a_rate_past_the_noise_is_a_change():
     # Another pick, but the previous one was measured in this run's rounds within the tie: noise decided it.
     old, new = tuned(16, 1000.0, "box"), tuned(24, 1000.0, "box")
     then = stored(old, "box/ds.json")
-    tie = compare(then, record(new, finals=finals((new, (1000, 990, 1010)), (old, (980, 985, 975)))))
+    tie = compare(then, result(new, finals=finals((new, (1000, 990, 1010)), (old, (980, 985, 975)))))
     assert tie.changes and tie.settings_tie and not tie.changed and tie.status == UNCHANGED
     assert "(a tie: the rounds of this run cannot separate them; the previous settings read 980/s here)" in since(tie)
     assert since(tie).startswith("unchanged")
-    behind = compare(then, record(new, finals=finals((new, (1000, 990, 1010)), (old, (900, 905, 895)))))
+    behind = compare(then, result(new, finals=finals((new, (1000, 990, 1010)), (old, (900, 905, 895)))))
     assert not behind.settings_tie and behind.changed and behind.status == DRIFTED
     # The old pick read tonight is what the rate is judged by: one config read twice.
     assert behind.rate_ratio == 0.9 and "the previous settings read 900/s here" in since(behind)
     # A changed pick is no reason when the thresholds do not count picks.
-    assert not compare(then, record(tuned(24, 1000.0, "box")), Thresholds(pick=False)).changed
+    assert not compare(then, result(tuned(24, 1000.0, "box")), Thresholds(pick=False)).changed
 
     # From num_workers=0 the worker settings appear: each is named.
-    c = compare(stored(tuned(0, 1000.0, "old")), record(tuned(4, 1000.0, "new")))
+    c = compare(stored(tuned(0, 1000.0, "old")), result(tuned(4, 1000.0, "new")))
     assert {x.setting for x in c.changes} == {"num_workers", "prefetch_factor", "persistent_workers"}
 
 
@@ -82,7 +87,7 @@ def test_a_node_results_old_pick_reads_at_the_nodes_rate():
     old = tuned(4, 2000.0, "box-2rank")
     node = {"node": {"ranks": 2},
             "trials": [{"config": old.config.loader_kwargs(), "status": "ok", "samples_per_s": 990.0}]}
-    c = compare(stored(old, "box-2rank/ds.json"), record(tuned(6, 2000.0, "box-2rank"), **node))
+    c = compare(stored(old, "box-2rank/ds.json"), result(tuned(6, 2000.0, "box-2rank"), **node))
     assert c.old_pick_now == 1980.0 and c.settings_tie and not c.changed
 
 
@@ -95,8 +100,8 @@ def write(out, fingerprint, result, text=None, cpus=8):
     return path
 
 
-def here(cpus: int = 8) -> dict:
-    return {"fingerprint": "here", "cpus": cpus, "cpu_model": "x", "memory_gib": 16, "gpus": []}
+def here(cpus: int = 8, fingerprint: str = "here") -> StoredHardware:
+    return StoredHardware(fingerprint, cpus, "x", 16, ())
 
 
 def test_the_previous_result_is_this_hardwares_else_the_nearest_elsewhere(tmp_path):
@@ -123,10 +128,10 @@ def test_the_previous_result_is_this_hardwares_else_the_nearest_elsewhere(tmp_pa
 
 def test_a_previous_result_measured_differently_is_not_called_unchanged(tmp_path):
     path = write(str(tmp_path), "box", dict(record(tuned(8, 1000.0, "box")), measurement_format=0))
-    found = previous(str(tmp_path), {**here(), "fingerprint": "box"}, KEY)
+    found = previous(str(tmp_path), here(fingerprint="box"), KEY)
     note = found.measured_differently()
     assert note and "format 0" in note
-    c = compare(found, record(tuned(8, 1000.0, "box")))
+    c = compare(found, result(tuned(8, 1000.0, "box")))
     assert not c.changes and not c.rate_past(RATE_SHIFT) and c.changed and c.status == DRIFTED
     assert "not comparable: the stored result was measured with format 0" in since(c)
     assert c.to_dict()["not_comparable"] == note and found.where == path

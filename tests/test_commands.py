@@ -9,6 +9,7 @@ Most are CliRunner or API calls that start no process; the ones that really tune
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
 import re
@@ -286,14 +287,21 @@ def test_show_checks_what_it_lists(tmp_path, change):
     out = str(tmp_path / "out")
     good = write_result(out, result_record())
     bad = write_result(out, result_record(**change), fingerprint="other-0x-2cpu", key="bad")
+    again = write_result(out, result_record(**change), fingerprint="other-0x-2cpu", key="again")
+    with open(good) as fh:
+        kept = fh.read()
     shown = invoke("show", bad)
     usage_error(shown, "passes its checks", bad)
-    assert f"Warning: ignored the stored result {bad}" in shown.stderr
+    assert f"Warning: ignored the stored result {bad}" in shown.stderr and f"set aside as {bad}.corrupt-" in shown.stderr
+    assert not os.path.exists(bad) and len(glob.glob(bad + ".corrupt-*")) == 1, "set aside beside it, not deleted"
     listed = invoke("show", "--out", out)
     assert listed.exit_code == 0 and "Traceback" not in listed.output, listed.output
     assert "ds-n256-0123456789" in listed.stdout and "1,000 samples/s" in listed.stdout, "the good one is listed"
-    assert listed.stdout.count("samples/s") == 1 and f"ignored the stored result {bad}" in listed.stderr
+    assert listed.stdout.count("samples/s") == 1 and f"ignored the stored result {again}" in listed.stderr
+    assert bad not in listed.stderr, "a file set aside is not read again"
     assert invoke("show", good).exit_code == 0
+    with open(good) as fh:
+        assert fh.read() == kept, "the good file untouched"
 
 
 def test_show_with_a_storage_that_is_not_there_makes_no_database(tmp_path, monkeypatch):
@@ -403,7 +411,7 @@ def test_a_result_file_cannot_widen_its_own_limits(tmp_path):
     past = MAX_WORKERS_PER_CPU * usable_cpus() + 1
     path = _stored_here(out, dataset, hardware={"fingerprint": "box-0x-2cpu", "cpus": 200},
                         config={"batch_size": 16, "num_workers": past, "pin_memory": False, "prefetch_factor": 2})
-    with pytest.warns(UserWarning, match=f"ignored the stored result {path}: num_workers is {past}"):
+    with pytest.warns(UserWarning, match=f"ignored the stored result {path}: config.num_workers is {past}"):
         assert stored_result(dataset, batch_size=16, device="cpu", out=out) is None
     path = _stored_here(out, dataset, config={"batch_size": 999999, "num_workers": 1, "pin_memory": False,
                                               "prefetch_factor": 2})

@@ -19,6 +19,7 @@ from autoloader.search.model_first import worker_ladder
 from autoloader.search.policy import PREDICTED_TIE
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
+from autoloader.store.result import TuneResult
 
 from explain_cases import case, evidence, profile, synthetic_result
 
@@ -244,20 +245,20 @@ def test_the_ceiling_is_the_lower_of_the_step_and_the_cores():
 @pytest.mark.slow   # about a second: a 16-CPU ladder under every what-if, twice
 def test_a_stored_result_explains_and_tabulates():
     data = synthetic_result()
-    explained = explain(data)
+    explained = explain(TuneResult.from_dict(data))
     assert explained.verdict.kind == "input/main" and explained.verdict.wait_source == "measured"
-    row = benchmark_row(data)
+    row = benchmark_row(TuneResult.from_dict(data))
     assert row["kind"] == explained.verdict.kind and row["kind"] in KINDS
     best = max((w for w in explained.whatifs if w.helps), key=lambda w: w.best_gain)
     assert (row["top_whatif"], row["top_gain"]) == (best.name, pytest.approx(best.gain))
     assert row["gap"] == pytest.approx(explained.ceiling.gap)
-    assert headline(data) == explained.verdict.headline
+    assert headline(TuneResult.from_dict(data)) == explained.verdict.headline
 
 
 def test_an_older_result_without_inputs_still_explains():
     data = synthetic_result()
     del data["inputs"]
-    ev = Evidence.from_dict(data)
+    ev = Evidence.from_result(TuneResult.from_dict(data))
     assert ev.step_given is None and ev.timeline == ()
     assert ev.allow_reorder is False          # the run named in_order=False's gain: it was not allowed
     assert ev.max_memory == 8 * 2**30         # quoted by the trial the ceiling kept out
@@ -268,8 +269,8 @@ def test_a_result_without_a_profile_is_refused_with_the_fix():
     data = synthetic_result()
     del data["profile"]
     with pytest.raises(UsageError, match="tune again"):
-        explain(data)
-    assert headline(data) is None
+        explain(TuneResult.from_dict(data))
+    assert headline(TuneResult.from_dict(data)) is None
 
 
 def test_a_profile_that_timed_nothing_still_explains():

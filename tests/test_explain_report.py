@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from autoloader.cli import main
 from autoloader.explain import explain
 from autoloader.explain.page import report_paths, write_report
+from autoloader.store.result import TuneResult
 
 from conftest import WORKLOADS
 from explain_cases import synthetic_result
@@ -59,7 +60,7 @@ def test_the_report_renders_from_a_stored_result_without_a_trial(tmp_path, no_tr
     paths = report_paths(path)
     assert paths["html"] in result.output
     page = open(paths["html"]).read()
-    verdict = explain(data).verdict
+    verdict = explain(TuneResult.from_dict(data)).verdict
     assert verdict.headline in text_of(page)
     # Self-contained: every image inline, nothing fetched.
     sources = re.findall(r"<img [^>]*src='([^']*)'", page)
@@ -133,8 +134,8 @@ def test_the_page_as_a_person_sees_it_in_chromium(tmp_path, no_trials):
     from PIL import Image
 
     path, data = stored(tmp_path)
-    paths = write_report(path, data)
-    verdict = explain(data).verdict
+    paths = write_report(path, TuneResult.from_dict(data))
+    verdict = explain(TuneResult.from_dict(data)).verdict
     # What is visible once loaded: the page itself, with a probe that reads the DOM after load.
     probe = os.path.join(str(tmp_path), "probe.html")
     with open(probe, "w") as fh:
@@ -175,7 +176,7 @@ def test_tune_with_report_writes_the_page_and_says_the_verdict(tmp_path):
     data = json.load(open(saved))
     assert data["inputs"]["step"].endswith("sleepy_step") and data["inputs"]["timeline"]
     # The step sleeps 20 ms a batch of 32 tiny samples: the loop is fed and the step holds it.
-    verdict = explain(data).verdict
+    verdict = explain(TuneResult.from_dict(data)).verdict
     assert verdict.kind in ("compute", "balanced"), verdict.paragraph
     assert verdict.headline in line
     page = open(report_paths(saved)["html"]).read()
@@ -202,4 +203,4 @@ batch_size = 32
     page = section.split("](", 1)[1].rstrip(")")
     assert os.path.isfile(page) and page.endswith(".html")
     saved = page[:-len(".html")] + ".json"
-    assert explain(json.load(open(saved))).verdict.headline in text_of(open(page).read())
+    assert explain(TuneResult.from_dict(json.load(open(saved)))).verdict.headline in text_of(open(page).read())

@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from autoloader.store import runs
+from autoloader.store.result import TuneResult
 from autoloader.store.storage import driver_url
 
 FLEET = os.path.join(REPO_ROOT, "tests", "fleet_workloads.py")
@@ -271,7 +272,8 @@ def test_the_dashboards_snapshot_names_the_objective_and_marks_each_runs_pick(tm
     store = StudyStore(url, "cpu-0x-2cpu-16g-00000000/ds-n100-abc", SearchSpace((16,), 8, (False,)))
     for config, rate in ((other, 900.0), (pick, 1234.5)):
         store.finish(store.begin(config, Limits(2**30, 60.0)), TrialResult(config, OK, samples_per_s=rate))
-    store.complete({"config": pick.loader_kwargs(), "samples_per_s": 1200.0})
+    store.complete(TuneResult.from_dict({"config": pick.loader_kwargs(), "samples_per_s": 1200.0,
+                                         "dataset_key": "ds-n100-abc"}, partial=True))
     run_id = store.run.run_id
     store.close()
     served = dashboard.storage_to_serve(str(tmp_path / "out"), None)

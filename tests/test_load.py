@@ -24,7 +24,8 @@ from autoloader.search.results import CONSTRAINT, OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from autoloader.search.threads import Threads
 from autoloader.store.history import previous, record
-from autoloader.store.validate import InvalidRecord, checked_result, trial_record
+from autoloader.store.records import StoredHardware
+from autoloader.store.validate import InvalidRecord, trial_record
 from autoloader.tuning.compare import INCONCLUSIVE, UNCHANGED, compare, memory_per_worker, separated
 from autoloader.tuning.final import final_configs, trimmed
 from autoloader.tuning.progress import ProgressPrinter, table
@@ -190,41 +191,45 @@ def record_of(config, rate, finals=(), trials=None, load=None, fingerprint="box"
     return data
 
 
+def stored(data: dict, where: str = "p") -> TuneResult:
+    return TuneResult.from_dict(data, where)
+
+
 def test_paired_rounds_decide_whether_a_pick_changed():
     assert separated((1.10, 1.12, 1.09))
     assert not separated((1.10, 0.99, 1.12)), "behind in one round: a tie"
     assert not separated((1.03, 1.04, 1.03)), "inside the tie"
     assert not separated((1.30, 1.02, 1.06)), "inside the ratios' own spread"
     assert not separated(()) and not separated((1.08,)) and separated((1.2,))
-    before = checked_result("p", record_of(OLD, 1000.0))
-    tie = compare(before, record_of(PICK, 1010.0, finals=[(PICK, (1010, 990, 1020)), (OLD, (1000, 1000, 995))]))
+    before = stored(record_of(OLD, 1000.0))
+    tie = compare(before, stored(record_of(PICK, 1010.0, finals=[(PICK, (1010, 990, 1020)), (OLD, (1000, 1000, 995))])))
     assert tie.status == UNCHANGED and tie.settings_tie and not tie.changed
-    real = compare(before, record_of(PICK, 1300.0, finals=[(PICK, (1300, 1290, 1310)), (OLD, (1000, 1005, 995))]))
+    real = compare(before, stored(record_of(PICK, 1300.0, finals=[(PICK, (1300, 1290, 1310)), (OLD, (1000, 1005, 995))])))
     assert real.changed and real.reasons[0].startswith("pick changed")
 
 
 def test_a_rate_change_must_clear_the_rounds_spread_as_well_as_the_threshold():
-    before = checked_result("p", record_of(PICK, 1000.0, finals=[(PICK, (1000, 1000, 1000))]))
-    steady = compare(before, record_of(PICK, 700.0, finals=[(PICK, (700, 705, 695))]))
+    before = stored(record_of(PICK, 1000.0, finals=[(PICK, (1000, 1000, 1000))]))
+    steady = compare(before, stored(record_of(PICK, 700.0, finals=[(PICK, (700, 705, 695))])))
     assert steady.changed and "rate -30%" in steady.reasons[0]
-    noisy = compare(before, record_of(PICK, 700.0, finals=[(PICK, (700, 450, 1050))]))
+    noisy = compare(before, stored(record_of(PICK, 700.0, finals=[(PICK, (700, 450, 1050))])))
     assert noisy.rate_noise > 0.3 and not noisy.changed
 
 
 def test_a_busy_run_is_inconclusive_whatever_it_found_and_never_the_baseline(tmp_path):
     busy = machine_load(CPUS, None, [trial(PICK, others=1.7)]).to_dict()
-    before = checked_result("p", record_of(PICK, 1000.0, finals=[(PICK, (1000, 1000, 1000))]))
-    slow = compare(before, record_of(PICK, 400.0, finals=[(PICK, (400, 400, 400))], load=busy))
+    before = stored(record_of(PICK, 1000.0, finals=[(PICK, (1000, 1000, 1000))]))
+    slow = compare(before, stored(record_of(PICK, 400.0, finals=[(PICK, (400, 400, 400))], load=busy)))
     assert slow.status == INCONCLUSIVE and not slow.changed and "rate -60%" in slow.set_aside[0]
-    assert compare(None, record_of(PICK, 400.0, load=busy)).status == INCONCLUSIVE
+    assert compare(None, stored(record_of(PICK, 400.0, load=busy))).status == INCONCLUSIVE
     # The current file is the busy run's: the last good one comes from the dated history.
     out, key = str(tmp_path), "ds-key"
     quiet = record_of(PICK, 1000.0)
-    record(out, "box", key, quiet)
+    record(out, "box", key, stored(quiet))
     path = os.path.join(out, "box", f"{key}.json")
     with open(path, "w") as fh:
         json.dump({**record_of(PICK, 400.0, load=busy), "finished_at": "2026-12-02T00:00:00+0000"}, fh)
-    found = previous(out, {"fingerprint": "box", "cpus": CPUS}, key)
+    found = previous(out, StoredHardware("box", CPUS), key)
     assert found is not None and found.tuned.samples_per_s == 1000.0 and found.where != path
 
 
@@ -232,13 +237,13 @@ def test_memory_per_worker_that_falls_is_unmeasured_and_the_report_has_no_negati
     mib = 2**20
     falling = [trial(LoaderConfig.make(16, w, False, 2, True) if w else LoaderConfig.make(16, 0, False),
                      peak_pss_bytes=p).to_dict() for w, p in ((0, 400 * mib), (1, 380 * mib), (2, 340 * mib))]
-    assert memory_per_worker({"trials": falling}) is None
+    assert memory_per_worker(stored(record_of(PICK, 1000.0, trials=falling))) is None
     rising = [dict(t, peak_pss_bytes=(400 + 36 * i) * mib) for i, t in enumerate(falling)]
-    assert memory_per_worker({"trials": rising}) == pytest.approx(36 * mib)
-    before = checked_result("p", record_of(PICK, 1000.0, trials=rising))
-    drift = compare(before, record_of(PICK, 990.0, trials=falling, finals=[(PICK, (990, 985, 995))]))
-    busy = compare(before, record_of(PICK, 500.0, trials=falling,
-                                     load=machine_load(CPUS, None, [trial(PICK, others=1.8)]).to_dict()))
+    assert memory_per_worker(stored(record_of(PICK, 1000.0, trials=rising))) == pytest.approx(36 * mib)
+    before = stored(record_of(PICK, 1000.0, trials=rising))
+    drift = compare(before, stored(record_of(PICK, 990.0, trials=falling, finals=[(PICK, (990, 985, 995))])))
+    busy = compare(before, stored(record_of(PICK, 500.0, trials=falling,
+                                     load=machine_load(CPUS, None, [trial(PICK, others=1.8)]).to_dict())))
     outcomes = (Outcome("quiet", drift.status, key="ds-key", drift=drift, pick=PICK.loader_kwargs(),
                         samples_per_s=990.0), Outcome("busy", busy.status, key="ds-key", drift=busy))
     report = RetuneReport("fleet.toml", "t0", "t1", {"fingerprint": "box", "cpus": CPUS}, Thresholds(), outcomes, "/out")

@@ -23,7 +23,7 @@ from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace
 from autoloader.search.strategy import Strategy
 from autoloader.search.warm import Warmed, WarmStart
-from autoloader.store.validate import checked_result
+from autoloader.store.result import TuneResult
 from autoloader.tuning.compare import (
     BASELINE,
     DRIFTED,
@@ -156,7 +156,8 @@ def result(workers: int, rate: float, fingerprint: str = "box", knee: int = 2, p
 
 
 def judge(previous: dict | None, current: dict, thresholds: Thresholds):
-    return compare(checked_result("p", previous) if previous is not None else None, current, thresholds)
+    return compare(TuneResult.from_dict(previous, "p") if previous is not None else None,
+                   TuneResult.from_dict(current), thresholds)
 
 
 def test_drift_is_judged_against_the_thresholds():

@@ -12,6 +12,7 @@ from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace
 from autoloader.store import runs
 from autoloader.store.study import Limits, StudyStore
+from autoloader.store.result import TuneResult
 
 SPACE = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
 LIMITS = Limits(2**30, 60.0)
@@ -49,7 +50,8 @@ def test_a_new_run_after_a_complete_one_starts_empty_and_keeps_its_trials(tmp_pa
     url = f"sqlite:///{tmp_path / 'study.db'}"
     store = StudyStore(url, "hw/key", SPACE)
     store.finish(store.begin(TWO, LIMITS), measured(TWO))
-    store.complete({"config": TWO.loader_kwargs()})
+    store.complete(TuneResult.from_dict({"config": TWO.loader_kwargs(), "samples_per_s": 500.0,
+                                         "dataset_key": "key"}, partial=True))
     again = StudyStore(url, "hw/key", SPACE)
     assert not again.resumed_run and again.history(LIMITS) == ([], 0)
     assert len(again.study.get_trials(deepcopy=False)) == 1, "the complete run's trial stays in the study"
@@ -109,17 +111,17 @@ def test_a_shared_storage_lists_and_offers_each_machines_last_pick(tmp_path):
     for fingerprint, (cpus, config) in picks.items():
         store = StudyStore(url, f"{fingerprint}/ds-n100-abc", SPACE)
         store.finish(store.begin(config, LIMITS), measured(config, 500.0))
-        store.complete({"config": config.loader_kwargs(), "samples_per_s": 500.0, "dataset_key": "ds-n100-abc",
-                        "hardware": {"fingerprint": fingerprint, "cpus": cpus, "cpu_model": "x", "memory_gib": 16,
-                                     "gpus": []},
-                        "measurement_format": 1, "finished_at": "2026-12-01T00:00:00+00:00"})
+        store.complete(TuneResult.from_dict(
+            {"config": config.loader_kwargs(), "samples_per_s": 500.0, "dataset_key": "ds-n100-abc",
+             "hardware": {"fingerprint": fingerprint, "cpus": cpus, "cpu_model": "x", "memory_gib": 16, "gpus": []},
+             "measurement_format": 1, "finished_at": "2026-12-01T00:00:00+00:00"}, partial=True))
     rows = show.listing(str(tmp_path / "empty"), url)
     assert [(r.hardware, r.key, r.pick["num_workers"]) for r in rows] == [("big-0x-16cpu", "ds-n100-abc", 12),
                                                                           ("mid-0x-4cpu", "ds-n100-abc", 3)]
     here = Hardware(cpus=2, cpu_model="x", memory_gib=16, gpus=())
     found = other_hardware(str(tmp_path / "empty"), here.fingerprint, "ds-n100-abc", url)
-    base = nearest(here.to_dict(), found)
-    assert base.hardware["fingerprint"] == "mid-0x-4cpu" and base.where.endswith("#mid-0x-4cpu/ds-n100-abc")
+    base = nearest(here, found)
+    assert base.hardware.fingerprint == "mid-0x-4cpu" and base.where.endswith("#mid-0x-4cpu/ds-n100-abc")
     problem = Problem.build("mod:ds", batch_size=16, device="cpu", hw=here, length=100, length_known=True)
     warm = plan(base, problem)
     assert warm.start.pick.num_workers == 2, "3 workers on 4 CPUs: 2 on this machine's 2"

@@ -31,6 +31,7 @@ from autoloader.search.policy import (
 from autoloader.search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from autoloader.store import validate
+from autoloader.store.door import load_result
 from autoloader.store.retry import OnceMore, StoredTrial, code_changed, standing
 
 A, B, C = (LoaderConfig.make(16, w, False) for w in (1, 2, 4))
@@ -147,13 +148,16 @@ def test_a_sound_result_record_reads_back_and_the_one_reader_warns_on_a_bad_file
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps(result_record()))
     bad.write_text(json.dumps(result_record(samples_per_s=None)))
-    stored = validate.load_result(str(good))
-    assert stored.where == str(good) and stored.tuned == tuned and stored.hardware == {"fingerprint": "box", "cpus": 2}
-    assert validate.load_result(str(tmp_path / "missing.json")) is None
-    with pytest.warns(validate.StoredStateWarning, match="ignored the stored result .*bad.json: samples_per_s"):
-        assert validate.load_result(str(bad)) is None
+    stored = load_result(str(good))
+    assert stored.where == str(good) and stored.tuned == tuned
+    assert stored.hardware.fingerprint == "box" and stored.hardware.cpus == 2
+    assert load_result(str(tmp_path / "missing.json")) is None
+    with pytest.warns(validate.StoredStateWarning, match="ignored the stored result .*bad.json: samples_per_s.*set aside"):
+        assert load_result(str(bad)) is None
+    assert not bad.exists() and len(list(tmp_path.glob("bad.json.corrupt-*"))) == 1, "set aside beside it"
     with pytest.warns(validate.StoredStateWarning, match="a folder"):
-        assert validate.load_result(str(tmp_path)) is None
+        assert load_result(str(tmp_path)) is None
+    assert tmp_path.is_dir(), "a folder is only ignored"
 
 
 def test_a_trial_record_is_checked_field_by_field():

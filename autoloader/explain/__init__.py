@@ -4,8 +4,11 @@ Whom it serves:
 - a person reading a run: ``autoloader report RESULT`` and ``tune --report`` write an HTML page
   and a markdown twin beside the result (``page.py``, with ``plots.py``'s PNGs);
 - the CLI table's one verdict line (``tuning.progress.table`` calls ``headline``);
-- a benchmark script tabulating many runs: ``benchmark_row(result_dict)`` gives the verdict's
-  class and the top what-if with its predicted gain.
+- a benchmark script tabulating many runs: ``benchmark_row(result)`` gives the verdict's class
+  and the top what-if with its predicted gain.
+
+Each takes a result's record (a ``TuneResult``: what ``tune()`` returns, or a stored result's JSON
+read by ``TuneResult.from_dict``, which checks it) or, for ``explain``, ``Evidence``.
 
 ``evidence``, ``verdict``, ``whatif`` and ``ceiling`` are pure (records in, records out: no torch,
 no files, no printing); ``plots`` draws with matplotlib; ``page`` renders and writes the files.
@@ -37,25 +40,26 @@ class Explanation:
                 "top_whatif": best.to_dict() if best else None, "ceiling": self.ceiling.to_dict()}
 
 
-def explain(data: dict | Evidence) -> Explanation:
-    """The whole explanation of a stored result (``TuneResult.to_dict``'s shape) or of evidence."""
-    ev = data if isinstance(data, Evidence) else Evidence.from_dict(data)
+def explain(result) -> Explanation:
+    """The whole explanation of a result's record (a ``TuneResult``) or of ``Evidence``."""
+    ev = result if isinstance(result, Evidence) else Evidence.from_result(result)
     changes = tuple(whatifs(ev))
     return Explanation(ev, verdict(ev, changes), changes, ceiling(ev))
 
 
-def headline(data: dict) -> str | None:
-    """The verdict in one line (no what-ifs: cheap enough for every table), or None for a result
-    without a profile."""
-    if not isinstance(data, dict) or not isinstance(data.get("profile"), dict):
+def headline(result) -> str | None:
+    """The verdict of a result's record in one line (no what-ifs: cheap enough for every table),
+    or None for a result without a profile."""
+    if getattr(result, "profile", None) is None:
         return None
-    return verdict(Evidence.from_dict(data)).headline
+    return verdict(Evidence.from_result(result)).headline
 
 
-def benchmark_row(data: dict) -> dict:
-    """For a benchmark's table: the verdict's class and headline, the top what-if (its name and
-    predicted gain, and its measured gain where the run measured it) and the gap to the ceiling."""
-    explained = explain(data)
+def benchmark_row(result) -> dict:
+    """For a benchmark's table, of a result's record: the verdict's class and headline, the top
+    what-if (its name and predicted gain, and its measured gain where the run measured it) and
+    the gap to the ceiling."""
+    explained = explain(result)
     best = top(explained.whatifs)
     return {"kind": explained.verdict.kind, "level": explained.verdict.level,
             "wait_share": explained.verdict.wait_share, "wait_source": explained.verdict.wait_source,

@@ -1,7 +1,7 @@
 """What a run knows about its pipeline, gathered for the explanation: ``Evidence`` and ``Stages``.
 
-Pure: built from a stored result's dict (``Evidence.from_dict``, the shape ``TuneResult.to_dict``
-writes) or directly from records, and read by the verdict, the what-ifs and the ceiling. The
+Pure: built from a result's record (``Evidence.from_result``: a ``TuneResult``, read by its
+attributes) or directly from records, and read by the verdict, the what-ifs and the ceiling. The
 stage figures come from the profile, scaled by the efficiency terms the bursts fitted
 (NOTE [ The pipeline model ] in search/model.py); the rates, from the model itself.
 """
@@ -142,44 +142,34 @@ class Evidence:
         return [t for t in self.trials if t.status != OK and t.cause in memory]
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Evidence":
-        """The evidence of a stored result (``TuneResult.to_dict``'s shape)."""
-        if not isinstance(data, dict) or not isinstance(data.get("profile"), dict):
+    def from_result(cls, result) -> "Evidence":
+        """The evidence of a result: a ``TuneResult`` (store/result.py), as ``tune()`` returns it
+        or ``TuneResult.from_dict`` reads it, its fields checked; read by its attributes alone,
+        so that this module needs no store."""
+        if getattr(result, "profile", None) is None:
             raise usage("an explanation needs the run's profile, which every result of the model-first search "
                         "stores", "a result without 'profile'",
                         "tune again with this autoloader (autoloader tune ...), then report that result")
-        profile = Profile.from_dict(data["profile"])
-        known = {f.name for f in dataclasses.fields(Calibration)}
-        calibration = Calibration(**{k: v for k, v in (data.get("calibration") or {}).items() if k in known})
-        trials = tuple(TrialResult.from_dict(t) for t in data.get("trials") or ())
-        by_config = {t.config: t for t in trials if t.status == OK}
-        finals = []
-        for f in data.get("finals") or ():
-            config = LoaderConfig.from_dict(f["config"])
-            finals.append(Finalist(config, tuple(f.get("rates") or ()), tuple(f.get("waits") or ()),
-                                   by_config.get(config), tuple(f.get("rounds") or ())))
-        node = data.get("node") or {}
-        ranks = int(node.get("ranks") or 1)
-        inputs = data.get("inputs") or {}
-        allow = inputs.get("allow_reorder")
+        trials, inputs, node = tuple(result.trials), result.inputs, result.node
+        allow = inputs.allow_reorder if inputs is not None else None
         if allow is None:
             # Older results do not say; a config out of order was tried only when allowed, and the
             # run names in_order=False's gain only when it was not.
             if any(not t.config.in_order for t in trials):
                 allow = True
-            elif data.get("reorder_gain") is not None:
+            elif result.reorder_gain is not None:
                 allow = False
-        max_memory = inputs.get("max_memory") or node.get("max_memory_per_rank") or _ceiling_from(trials)
-        return cls(profile=profile, calibration=calibration, device=data.get("device") or "cpu",
-                   pick=LoaderConfig.from_dict(data["config"]), samples_per_s=float(data["samples_per_s"]) / ranks,
-                   trials=trials, finals=tuple(finals),
-                   control=LoaderConfig.from_dict(data["control"]) if data.get("control") else None,
-                   step_given=(inputs["step"] is not None) if "step" in inputs else None, allow_reorder=allow,
-                   max_memory=max_memory, shm_free=inputs.get("shm_free"), ranks=ranks,
-                   cpus=(data.get("hardware") or {}).get("cpus"),
-                   knee=Knee.from_dict(data["knee"]) if isinstance(data.get("knee"), dict) else None,
-                   tune_seconds=data.get("tune_seconds"),
-                   timeline=tuple((str(m[0]), float(m[1]), float(m[2]), m[3]) for m in inputs.get("timeline") or ()))
+        max_memory = ((inputs.max_memory if inputs is not None else None)
+                      or (node.max_memory_per_rank if node is not None else None) or _ceiling_from(trials))
+        return cls(profile=result.profile, calibration=result.calibration or Calibration(),
+                   device=result.device or "cpu", pick=result.config,
+                   samples_per_s=float(result.samples_per_s) / result.ranks, trials=trials,
+                   finals=tuple(result.finals), control=result.control,
+                   step_given=(inputs.step is not None) if inputs is not None else None, allow_reorder=allow,
+                   max_memory=max_memory, shm_free=inputs.shm_free if inputs is not None else None,
+                   ranks=result.ranks, cpus=result.hardware.cpus, knee=result.knee, tune_seconds=result.tune_seconds,
+                   timeline=tuple((str(m[0]), float(m[1]), float(m[2]), m[3])
+                                  for m in (inputs.timeline if inputs is not None else ())))
 
 
 def _ceiling_from(trials) -> int | None:

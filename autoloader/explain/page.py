@@ -63,33 +63,33 @@ def _badge(source: str) -> str:
     return f'<span class="badge {_e(source)}">{_e(source)}</span>'
 
 
-def _usage(data: dict) -> str:
-    kwargs = ",\n                    ".join(f"{k}={v!r}" for k, v in data["config"].items())
-    seeded = "worker_init_fn=seed_worker,\n                    " if data["config"].get("num_workers") else ""
+def _usage(result) -> str:
+    kwargs = ",\n                    ".join(f"{k}={v!r}" for k, v in result.config.loader_kwargs().items())
+    seeded = "worker_init_fn=seed_worker,\n                    " if result.config.num_workers else ""
     return (f"# the snippet beside the result needs torch and numpy only:\n"
-            f"#   {data.get('snippet_path') or '<key>.py'}\n"
+            f"#   {result.snippet_path or '<key>.py'}\n"
             f"from torch.utils.data import DataLoader\n"
             f"from autoloader import seed_worker   # or the snippet's own copy of it\n\n"
             f"loader = DataLoader(dataset, shuffle=True, {seeded}{kwargs})\n"
             f"# or, with the snippet's file on your path: loader = make_loader(dataset)")
 
 
-def _pick_rows(data: dict, ex: Explanation) -> list[tuple[str, str]]:
-    ev = ex.evidence
-    rows = [(k, repr(v)) for k, v in data["config"].items()]
-    interval = data.get("rel_interval")
-    rows.append(("samples/s (measured)", rate(data["samples_per_s"])
-                 + (f" ±{interval * 100:.1f}%" if isinstance(interval, (int, float)) and interval else "")))
+def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
+    ev, tuned = ex.evidence, result.tuned
+    rows = [(k, repr(v)) for k, v in result.config.loader_kwargs().items()]
+    interval = tuned.rel_interval
+    rows.append(("samples/s (measured)", rate(tuned.samples_per_s)
+                 + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
     rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks)))
-    control = data.get("control_samples_per_s")
-    if control and data.get("control") and data["control"] != data["config"]:
+    control = result.control_samples_per_s
+    if control and result.control is not None and result.control != result.config:
         rows.append(("the cpus-1 rule (measured)", f"{rate(control)}: the pick reads "
-                                                    f"{data['samples_per_s'] / control:.2f}x"))
+                                                    f"{tuned.samples_per_s / control:.2f}x"))
     elif control:
         rows.append(("the cpus-1 rule", "the pick is the rule itself: nothing measured beat it"))
-    if data.get("baseline_samples_per_s"):
-        rows.append(("num_workers=0 (measured)", f"{rate(data['baseline_samples_per_s'])}: the pick reads "
-                                                  f"{data['samples_per_s'] / data['baseline_samples_per_s']:.2f}x"))
+    if tuned.baseline_samples_per_s:
+        rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}: the pick reads "
+                                                  f"{tuned.samples_per_s / tuned.baseline_samples_per_s:.2f}x"))
     if ev.ranks > 1:
         rows.append(("node", f"{ev.ranks} ranks, each with this config; samples/s is the node's, the rest per rank"))
     return rows
@@ -132,26 +132,26 @@ def _short_size(nbytes) -> str:
     return f"{nbytes / 2**30:.2f}\u00a0G" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f}\u00a0M"
 
 
-def _header(data: dict) -> tuple[str, str]:
-    dataset = data.get("dataset") or {}
-    hw = data.get("hardware") or {}
-    title = f"autoloader: {dataset.get('name') or data.get('dataset_key')}"
-    meta = (f"key {data.get('dataset_key')} on {hw.get('fingerprint')} ({hw.get('cpus')} CPUs, "
-            f"{', '.join(hw.get('gpus') or []) or 'no GPU'}; device {data.get('device')}); "
-            f"tuned {data.get('finished_at') or 'undated'} by autoloader {data.get('autoloader_version') or '?'} in "
-            f"{data.get('tune_seconds') or 0:.0f} s")
+def _header(result) -> tuple[str, str]:
+    hw, made = result.hardware, result.provenance
+    title = f"autoloader: {(result.dataset.name if result.dataset else None) or result.dataset_key}"
+    meta = (f"key {result.dataset_key} on {hw.fingerprint} ({hw.cpus} CPUs, "
+            f"{', '.join(hw.gpus or []) or 'no GPU'}; device {result.device}); "
+            f"tuned {result.finished_at or 'undated'} by autoloader {(made.autoloader_version if made else None) or '?'}"
+            f" in {result.tune_seconds or 0:.0f} s")
     return title, meta
 
 
-def render_html(data: dict, ex: Explanation, plots: dict[str, tuple[str, bytes]]) -> str:
-    title, meta = _header(data)
+def render_html(result, ex: Explanation, plots: dict[str, tuple[str, bytes]]) -> str:
+    """The page of ``result`` (its record, a ``TuneResult``) explained as ``ex``."""
+    title, meta = _header(result)
     v = ex.verdict
     out = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
            f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{STYLE}</style></head><body>",
            f"<h1>{_e(title)}</h1><p class='meta'>{_e(meta)}</p>",
            "<h2 id='pick'>The pick, and how to use it</h2><table>"]
-    out += [f"<tr><th>{_e(k)}</th><td>{_e(val)}</td></tr>" for k, val in _pick_rows(data, ex)]
-    out.append(f"</table><pre>{_e(_usage(data))}</pre>")
+    out += [f"<tr><th>{_e(k)}</th><td>{_e(val)}</td></tr>" for k, val in _pick_rows(result, ex)]
+    out.append(f"</table><pre>{_e(_usage(result))}</pre>")
     out += ["<h2 id='verdict'>What limits the run</h2>",
             f"<p class='verdict' id='verdict-text'><span class='kind'>{_e(v.kind)}</span> {_prose(v.paragraph)}</p>",
             "<ol>"]
@@ -186,7 +186,7 @@ def render_html(data: dict, ex: Explanation, plots: dict[str, tuple[str, bytes]]
         out.append(f"<tr class='{row['_class']}'>{cells}</tr>")
     out.append("</table></div>")
     out.append(_finals_html(ex))
-    out.append(f"<p class='meta'>Written by autoloader report from {_e(data.get('path') or 'the result')}; "
+    out.append(f"<p class='meta'>Written by autoloader report from {_e(result.path or 'the result')}; "
                "self-contained: it loads nothing from the network.</p></body></html>")
     return "\n".join(out) + "\n"
 
@@ -240,13 +240,13 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(clean(x) for x in row) + " |" for row in rows])
 
 
-def render_markdown(data: dict, ex: Explanation, plot_files: dict[str, tuple[str, str]]) -> str:
+def render_markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]]) -> str:
     """The page's twin; ``plot_files``: name -> (title, path relative to the markdown file)."""
-    title, meta = _header(data)
+    title, meta = _header(result)
     v, c = ex.verdict, ex.ceiling
     lines = [f"# {title}", "", meta, "", "## The pick, and how to use it", ""]
-    lines += _md_table(["setting", "value"], [[k, val] for k, val in _pick_rows(data, ex)])
-    lines += ["", "```python", _usage(data), "```", "", "## What limits the run", "",
+    lines += _md_table(["setting", "value"], [[k, val] for k, val in _pick_rows(result, ex)])
+    lines += ["", "```python", _usage(result), "```", "", "## What limits the run", "",
               f"**{v.kind}**: {v.paragraph}", ""]
     lines += [f"{i}. **{f.title}** ({f.source}{', limits' if f.limits else ''}): {f.text}"
               for i, f in enumerate(v.findings, 1)]
@@ -282,12 +282,13 @@ def report_paths(result_path: str) -> dict[str, str]:
     return {"html": stem + ".html", "markdown": stem + ".md", "plots": stem + ".plots"}
 
 
-def write_report(result_path: str, data: dict) -> dict[str, str]:
-    """Explain ``data`` (the result stored at ``result_path``), draw its plots and write the page,
-    its markdown twin and the PNGs beside the result; the paths written."""
+def write_report(result_path: str, result) -> dict[str, str]:
+    """Explain ``result`` (the record of the result stored at ``result_path``, a ``TuneResult``),
+    draw its plots and write the page, its markdown twin and the PNGs beside the result; the
+    paths written."""
     from .plots import draw
 
-    explained = explain(data)
+    explained = explain(result)
     plots = draw(explained)
     paths = report_paths(result_path)
     os.makedirs(paths["plots"], exist_ok=True)
@@ -296,8 +297,8 @@ def write_report(result_path: str, data: dict) -> dict[str, str]:
         target = os.path.join(paths["plots"], f"{name}.png")
         _atomic(target, png)
         files[name] = (caption, os.path.relpath(target, os.path.dirname(paths["markdown"]) or "."))
-    _atomic(paths["html"], render_html(data, explained, plots).encode())
-    _atomic(paths["markdown"], render_markdown(data, explained, files).encode())
+    _atomic(paths["html"], render_html(result, explained, plots).encode())
+    _atomic(paths["markdown"], render_markdown(result, explained, files).encode())
     return paths
 
 

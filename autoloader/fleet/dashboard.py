@@ -29,6 +29,7 @@ import warnings
 from dataclasses import dataclass
 
 from ..errors import AutoloaderError, AutoloaderWarning, UsageError, usage
+from ..search.space import LoaderConfig
 from ..store.durable import open_reader
 from ..store.paths import study_files
 
@@ -168,11 +169,10 @@ def annotate(storage) -> None:
                  "names the run that measured it.", "", "| run | state | finished | stored pick | its burst |",
                  "|---|---|---|---|---|"]
         for mark in sorted(runs.runs_of(study).values(), key=lambda m: m.started_at):
-            pick = (mark.summary or {}).get("config")
-            burst = _burst_of(trials, mark.run_id, pick) if isinstance(pick, dict) else None
-            said = ", ".join(f"{k}={v}" for k, v in pick.items()) if isinstance(pick, dict) else "-"
-            rate = (mark.summary or {}).get("samples_per_s")
-            said += f" at {rate:,.0f} samples/s" if isinstance(rate, (int, float)) else ""
+            pick = mark.summary.config if mark.summary is not None else None
+            burst = _burst_of(trials, mark.run_id, pick) if pick is not None else None
+            said = ", ".join(f"{k}={v}" for k, v in pick.loader_kwargs().items()) if pick is not None else "-"
+            said += f" at {mark.summary.samples_per_s:,.0f} samples/s" if mark.summary is not None else ""
             lines.append(f"| `{mark.run_id}` | {mark.state} | {mark.finished_at or '-'} | {said} | "
                          f"{'#' + str(burst.number) if burst else '-'} |")
             if burst is not None:
@@ -186,16 +186,17 @@ def annotate(storage) -> None:
         save_note(study, "\n".join(lines))
 
 
-def _burst_of(trials, run_id: str, pick: dict):
+def _burst_of(trials, run_id: str, pick: LoaderConfig):
     """The run's measured trial of ``pick`` (its burst), or None."""
     import optuna
 
     from ..store import runs
 
+    settings = pick.loader_kwargs()
     for trial in trials:
         if trial.state == optuna.trial.TrialState.COMPLETE and trial.user_attrs.get(runs.RUN_ATTR) == run_id \
-                and all(trial.params.get(k, v) == v for k, v in pick.items()) \
-                and trial.params.get("num_workers") == pick.get("num_workers"):
+                and all(trial.params.get(k, v) == v for k, v in settings.items()) \
+                and trial.params.get("num_workers") == pick.num_workers:
             return trial
     return None
 

@@ -93,10 +93,10 @@ def markdown(report) -> str:
             held = " (the pick held: the search stopped early)" if o.early_stop else ""
             lines.append(f"- warm start: {o.warm}{held}")
         d = o.drift
-        load = (d.load if d is not None else None) or {}
-        if load.get("others_cpus") is not None:
-            lines.append(f"- machine: {others_text(load['others_cpus'], load['usable_cpus'])} while it measured"
-                         + (" (busy: inconclusive, kept but never the baseline)" if load.get("busy") else ""))
+        load = d.load if d is not None else None
+        if load is not None and load.others_cpus is not None:
+            lines.append(f"- machine: {others_text(load.others_cpus, load.usable_cpus)} while it measured"
+                         + (" (busy: inconclusive, kept but never the baseline)" if load.busy else ""))
         if d is not None and d.inconclusive:
             lines.append("- inconclusive: on a busy machine nothing can be said changed or unchanged"
                          + (f" (would have been: {'; '.join(d.set_aside)})" if d.set_aside else ""))

@@ -165,7 +165,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         warm = None
         try:
             # The run compares with the same previous result when it ends (tuning/compare.py).
-            warm = warm_plan(previous(out, problem.hardware.to_dict(), key, storage), problem)
+            warm = warm_plan(previous(out, problem.hardware, key, storage), problem)
             progress("warm", {"name": entry.name, "key": key, "warm": warm})
             result = Run(problem, options, progress, warm_start=warm.start).run()
         except NotSaved as exc:
@@ -178,20 +178,20 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         except Exception as exc:  # noqa: BLE001 - reported per dataset; the others still run
             return Outcome(entry.name, FAILED, key=key, error=f"{type(exc).__name__}: {exc}",
                            warm=warm and warm.describe())
-    data = result.to_dict()
+    # Saved by the run: what follows is the report of it, and none of it can lose the pick.
     # The first result: a baseline, unless measured on a busy machine (then inconclusive, and no baseline).
-    judged = result.since or compare_mod.compare(None, data, thresholds)
+    judged = result.since or compare_mod.compare(None, result, thresholds)
     page = None
     if pages:
         from ..explain.page import write_report
 
         try:
-            page = write_report(result.path, data)["html"]
+            page = write_report(result.path, result)["html"]
         except Exception as exc:  # noqa: BLE001 - the result stands; only its page is missing
             warnings.warn(AutoloaderWarning(f"{entry.name}: its report page was not written "
                                             f"({type(exc).__name__}: {exc})"), stacklevel=2)
     try:
-        kept = record(out, fingerprint, key, data)
+        kept = record(out, fingerprint, key, result)
     except OSError as exc:   # the result is stored; its dated copy is not, and the report says so
         return _outcome(entry, result, judged.status, warm, error=None, unkept=write_failure(
             "the result's dated copy", os.path.dirname(path), exc), report_path=page, judged=judged)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..search.warm import WarmStart, scaled
-from ..store.validate import StoredResult
+from ..store.result import TuneResult
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class WarmPlan:
         return f"{kind} ({self.source}): {self.start.pick.key} at {self.start.rate:,.0f}/s"
 
 
-def plan(base: StoredResult | None, problem) -> WarmPlan:
+def plan(base: TuneResult | None, problem) -> WarmPlan:
     """The warm start from ``base`` (the previous result, by ``store.history.previous``'s rule),
     for ``problem``."""
     if base is None:
@@ -31,11 +31,11 @@ def plan(base: StoredResult | None, problem) -> WarmPlan:
     differently = base.measured_differently()
     if differently is not None:
         return WarmPlan(None, base.where, why_not=differently)
-    pick, hw = base.tuned.config, base.hardware
-    same = hw.get("fingerprint") == problem.hardware.fingerprint
+    pick, hw = base.config, base.hardware
+    same = hw.fingerprint == problem.hardware.fingerprint
     if not same:
-        pick = scaled(pick, int(hw.get("cpus") or problem.hardware.cpus), problem.hardware.cpus)
+        pick = scaled(pick, int(hw.cpus or problem.hardware.cpus), problem.hardware.cpus)
     if pick.batch_size not in problem.batch_sizes:
         pick = pick.replace(batch_size=problem.batch_sizes[0])
-    return WarmPlan(WarmStart(pick, base.tuned.samples_per_s, base.tuned.rel_interval, may_stop=same,
+    return WarmPlan(WarmStart(pick, base.samples_per_s, base.tuned.rel_interval, may_stop=same,
                               neighbours=same), base.where)

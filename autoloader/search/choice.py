@@ -72,6 +72,14 @@ class Finalist:
         return {"config": self.config.loader_kwargs(), "rates": list(self.rates), "median": self.median,
                 "waits": list(self.waits), "rounds": list(self.by_round())}
 
+    @classmethod
+    def from_dict(cls, data: dict, trial: TrialResult | None = None) -> "Finalist":
+        """The finalist a result stores; ``trial``: the search trial of its config, which the
+        record does not repeat. Rounds stored as 0, 1, 2... are the default, read as such."""
+        rates, rounds = tuple(data.get("rates") or ()), tuple(data.get("rounds") or ())
+        return cls(LoaderConfig.from_dict(data["config"]), rates, tuple(data.get("waits") or ()), trial,
+                   () if rounds == tuple(range(len(rates))) else rounds)
+
 
 def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) -> TrialResult | None:
     """The cheapest measured config whose rate is within ``tolerance`` of the best rate."""

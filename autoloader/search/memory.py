@@ -8,7 +8,7 @@ and the /dev/shm room it has, and hands ``fits`` to the strategy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Sequence
 
 from .growth import Growth
@@ -67,6 +67,14 @@ class MemoryForecast:
                 "samples_per_worker": self.samples_per_worker, "worker_bytes": self.worker_bytes,
                 "run_worker_bytes": self.run_worker_bytes, "measured_peak_bytes": self.measured_peak_bytes,
                 "growth": self.growth.to_dict() if self.growth is not None else None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "MemoryForecast":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["config"] = LoaderConfig.from_dict(data["config"])
+        values["growth"] = Growth.from_dict(data["growth"]) if data.get("growth") is not None else None
+        return cls(**values)
 
 
 def burst_samples(trial: TrialResult) -> float:

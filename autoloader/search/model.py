@@ -57,12 +57,12 @@ import heapq
 import math
 import random
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Iterable, Sequence
 
 from .policy import BOUND_WAIT, CONSUMER_BOUND_SHARE, PIN_BOUND_SHARE, UNFITTED_STEP
 from .profile import Profile
-from .results import OK, TrialResult
+from .results import OK, BurstError, TrialResult
 from .space import LoaderConfig
 
 # Batches simulated past the pipeline's warm-up; enough that a 1-in-100 slow batch shows.
@@ -97,6 +97,11 @@ class Calibration:
                 "restart_per_worker": self.restart_per_worker, "worker_fits": self.worker_fits,
                 "main_fits": self.main_fits, "pin_fits": self.pin_fits}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Calibration":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
 
 @dataclass(frozen=True)
 class Prediction:
@@ -116,6 +121,11 @@ class Prediction:
                 "steady_samples_per_s": self.steady_samples_per_s, "wait_share": self.wait_share,
                 "bound": self.bound, "restart_s": self.restart_s, "receive_share": self.receive_share,
                 "workers_busy": self.workers_busy}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Prediction":
+        known = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in data.items() if k in known}, "config": LoaderConfig.from_dict(data["config"])})
 
 
 def _step_factors(profile: Profile, count: int = 512) -> list[float]:
@@ -318,15 +328,10 @@ class Model:
         low, high = self.rate_range(config, calib)
         return (high - low) / base if base else 0.0
 
-    def model_error(self, history: Sequence[TrialResult], calib: Calibration) -> list[dict]:
+    def model_error(self, history: Sequence[TrialResult], calib: Calibration) -> list[BurstError]:
         """Predicted against measured for each burst: how well the model did."""
-        out = []
-        for t in history:
-            if t.status == OK and t.samples_per_s:
-                predicted = self.predict(t.config, calib).samples_per_s
-                out.append({"config": t.config.key, "predicted": predicted, "measured": t.samples_per_s,
-                            "error": predicted / t.samples_per_s - 1.0})
-        return out
+        return [BurstError(t.config.key, self.predict(t.config, calib).samples_per_s, t.samples_per_s)
+                for t in history if t.status == OK and t.samples_per_s]
 
 
 def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], pin_s: float,

@@ -121,3 +121,17 @@ class TrialResult:
         text = CAUSES.get(self.cause or "error", self.cause or "")
         return f"{text}: {self.error}" if self.error else text
 
+
+@dataclass(frozen=True)
+class BurstError:
+    """The model's rate for one burst's config against the burst's own (``Model.model_error`` in model.py)."""
+    config: str          # the config's key
+    predicted: float
+    measured: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1.0
+
+    def to_dict(self) -> dict:
+        return {"config": self.config, "predicted": self.predicted, "measured": self.measured, "error": self.error}

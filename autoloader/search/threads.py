@@ -51,6 +51,11 @@ class Threads:
                 "advise": self.advise,
                 "set": "torch.set_num_threads(1)" if self.advise else None}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Threads":
+        return cls(data["threads"], data["batch_size"], data.get("default_s"), data.get("one_thread_s"),
+                   tuple(data.get("ratios") or ()))
+
 
 def threads_of(profile: Profile | None, threads: int | None) -> Threads | None:
     """The trial process's count (``threads``, as DatasetInfo has it) with the profile's timings."""

@@ -149,3 +149,10 @@ def warm_record(warm: WarmStart | None) -> dict | None:
         return None
     return {"pick": warm.pick.loader_kwargs(), "samples_per_s": warm.rate, "rel_interval": warm.rel_interval,
             "may_stop": warm.may_stop}
+
+
+def warm_of_record(data: dict) -> WarmStart:
+    """The warm start a result records (``warm_record``'s shape; whether neighbours were measured
+    is not recorded)."""
+    return WarmStart(LoaderConfig.from_dict(data["pick"]), data["samples_per_s"], data.get("rel_interval"),
+                     bool(data.get("may_stop")))

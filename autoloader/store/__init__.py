@@ -5,8 +5,11 @@ up here) and ``fleet`` (re-tunes, ``show``, ``dashboard`` read it):
 
 - ``study``: the Optuna study, the record of every trial (``StudyStore``); ``runs``: which run
   measured each trial, and which are complete; ``retry``: which stored verdicts still stand;
-- ``validate``: every stored record checked on load, and ``load_result``, the one reader of a
-  result file; ``versions``: which autoloader measured it;
+- ``result``: ``TuneResult``, the result record, read and written by itself (``from_dict``,
+  ``to_dict``), its parts read by ``parts`` and ``records``, its comparison by ``comparison``,
+  every field checked by ``checks`` and ``validate`` (which checks a study's trials too);
+  ``door``: ``load_result``, the one reader of a result file, which sets a damaged one aside;
+  ``versions``: which autoloader measured it;
 - ``paths``: where results and studies lie (every glob is here); ``storage``: Optuna storage URLs;
   ``durable``: writes that survive a full disk, a kill or a damaged file; ``history``: the
   previous result of a problem, and the dated history; ``snippet``: the self-contained snippet.

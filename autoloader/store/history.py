@@ -10,62 +10,59 @@ a study ] in runs.py), so a machine new to a fleet starts from its nearest sibli
 A result measured on a busy machine (NOTE [ Others on the machine ] in search/load.py) is kept
 like any other, the current file included, but marked (its ``load`` says ``busy``): ``previous``
 passes over it, to this hardware's newest unmarked result in the history, so a busy night never
-becomes the baseline the next night compares with.
+becomes the baseline the next night compares with. Every result is read through the door
+(door.load_result: checked, and set aside when damaged) and comes back as its ``TuneResult``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 
+from .door import load_result
 from .paths import result_files, result_path, split_study_name
+from .result import TuneResult
 from .study import atomic_write
-from .validate import InvalidRecord, StoredResult, checked_result, load_result
 
 
 def history_dir(out: str, fingerprint: str, key: str) -> str:
     return os.path.join(out, fingerprint, "history", key)
 
 
-def busy(data: dict) -> bool:
-    """A result measured on a busy machine: kept, never a baseline."""
-    load = data.get("load")
-    return isinstance(load, dict) and load.get("busy") is True
+def _stamp(result: TuneResult) -> str:
+    return str(result.finished_at or "undated").replace(":", "").replace("-", "").replace("+0000", "Z")
 
 
-def _stamp(data: dict) -> str:
-    return str(data.get("finished_at") or "undated").replace(":", "").replace("-", "").replace("+0000", "Z")
-
-
-def keep(out: str, fingerprint: str, key: str, stored: StoredResult) -> str | None:
+def keep(out: str, fingerprint: str, key: str, stored: TuneResult) -> str | None:
     """Keep ``stored`` in the dated history unless a file of its time is there already (a retune
     records every result): before a busy run replaces the current file, the baseline it held
     stays findable. Returns the path written, if any."""
-    if os.path.exists(os.path.join(history_dir(out, fingerprint, key), f"{_stamp(stored.data)}.json")):
+    if os.path.exists(os.path.join(history_dir(out, fingerprint, key), f"{_stamp(stored)}.json")):
         return None
-    return record(out, fingerprint, key, stored.data)
+    return record(out, fingerprint, key, stored)
 
 
-def record(out: str, fingerprint: str, key: str, data: dict) -> str:
-    """Keep ``data`` (a finished result) in the dated history; returns its path."""
-    stamp = _stamp(data)
+def record(out: str, fingerprint: str, key: str, result: TuneResult) -> str:
+    """Keep ``result`` (a finished one) in the dated history; returns its path."""
+    stamp = _stamp(result)
     folder = history_dir(out, fingerprint, key)
     path = os.path.join(folder, f"{stamp}.json")
     n = 1
     while os.path.exists(path):
         n += 1
         path = os.path.join(folder, f"{stamp}-{n}.json")
-    atomic_write(path, json.dumps(data, indent=2, default=str) + "\n")
+    atomic_write(path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
     return path
 
 
-def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None) -> StoredResult | None:
+def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None) -> TuneResult | None:
     """This hardware's current result for ``key``, if one passes its checks (one that fails is
     warned about, naming it, and never started from) and was not measured on a busy machine;
     else the newest such result in its dated history. ``cpus``: this machine's, which bound it."""
     current = load_result(result_path(out, fingerprint, key), cpus)
-    if current is not None and not busy(current.data):
+    if current is not None and not current.busy:
         return current
     folder = history_dir(out, fingerprint, key)
     try:
@@ -73,29 +70,30 @@ def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None) -> 
     except OSError:
         return None
     kept = [stored for name in names if name.endswith(".json")
-            and (stored := load_result(os.path.join(folder, name), cpus)) is not None and not busy(stored.data)]
+            and (stored := load_result(os.path.join(folder, name), cpus)) is not None and not stored.busy]
     return max(kept, key=lambda s: s.finished_at or "") if kept else None
 
 
-def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = None) -> list[StoredResult]:
+def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = None) -> list[TuneResult]:
     """Other hardware's results for ``key``: under ``out``, and in ``storage``'s studies."""
     found = [stored for path in result_files(out, key) if os.path.basename(os.path.dirname(path)) != fingerprint
              and (stored := load_result(path)) is not None]
     if storage is not None:
-        found += [s for s in stored_picks(storage, key) if s.hardware.get("fingerprint") != fingerprint]
-    return [s for s in found if not busy(s.data)]
+        found += [s for s in stored_picks(storage, key) if s.hardware.fingerprint != fingerprint]
+    return [s for s in found if not s.busy]
 
 
-def previous(out: str, hardware: dict, key: str, storage: str | None = None) -> StoredResult | None:
+def previous(out: str, hardware, key: str, storage: str | None = None) -> TuneResult | None:
     """The previous result of the problem ``key``, by the one rule that ``tune --fail-if-changed``,
     ``retune`` and a warm start share: this hardware's last good result, else the nearest other
-    hardware's (``nearest``) under ``out`` or in ``storage``."""
-    fingerprint = hardware["fingerprint"]
-    return (last_good(out, fingerprint, key, hardware.get("cpus"))
+    hardware's (``nearest``) under ``out`` or in ``storage``. ``hardware``: this machine's
+    (inputs/hardware.Hardware)."""
+    fingerprint = hardware.fingerprint
+    return (last_good(out, fingerprint, key, hardware.cpus)
             or nearest(hardware, other_hardware(out, fingerprint, key, storage)))
 
 
-def stored_picks(storage: str, key: str | None = None) -> list[StoredResult]:
+def stored_picks(storage: str, key: str | None = None) -> list[TuneResult]:
     """Each autoloader study's newest complete run's pick in ``storage`` (for ``key`` only, when
     given), where ``<storage>#<study>``; a mark whose pick fails its checks is left out."""
     import optuna
@@ -114,30 +112,27 @@ def stored_picks(storage: str, key: str | None = None) -> list[StoredResult]:
         if parts is None or (key is not None and parts[1] != key):
             continue
         study = optuna.load_study(study_name=name, storage=opened)
-        complete = []
-        for mark in runs.runs_of(study).values():
-            if mark.state == runs.COMPLETE:
-                try:
-                    complete.append(checked_result(f"{masked(storage)}#{name}", mark.summary))
-                except InvalidRecord:
-                    continue
+        where = f"{masked(storage)}#{name}"
+        complete = [dataclasses.replace(mark.summary, where=where) for mark in runs.runs_of(study, where).values()
+                    if mark.state == runs.COMPLETE and mark.summary is not None]
         if complete:
             picks.append(max(complete, key=lambda s: s.finished_at or ""))
     return picks
 
 
-def hardware_distance(a: dict, b: dict) -> float:
-    """How unlike two machines are, for choosing whose result to start from: the GPUs weigh most,
-    then the CPU model, then the CPU count and the memory by their ratios."""
+def hardware_distance(a, b) -> float:
+    """How unlike two machines are (inputs/hardware.Hardware, or a result's StoredHardware), for
+    choosing whose result to start from: the GPUs weigh most, then the CPU model, then the CPU
+    count and the memory by their ratios."""
     def ratio(x, y) -> float:
         return abs(math.log2(max(1, x or 1) / max(1, y or 1)))
 
-    return (4.0 * (list(a.get("gpus") or []) != list(b.get("gpus") or []))
-            + 2.0 * (a.get("cpu_model") != b.get("cpu_model"))
-            + ratio(a.get("cpus"), b.get("cpus")) + 0.5 * ratio(a.get("memory_gib"), b.get("memory_gib")))
+    return (4.0 * (list(a.gpus or []) != list(b.gpus or []))
+            + 2.0 * (a.cpu_model != b.cpu_model)
+            + ratio(a.cpus, b.cpus) + 0.5 * ratio(a.memory_gib, b.memory_gib))
 
 
-def nearest(hardware: dict, found: list[StoredResult]) -> StoredResult | None:
+def nearest(hardware, found: list[TuneResult]) -> TuneResult | None:
     """The result from the machine most like ``hardware``; the newest among equals."""
     if not found:
         return None

@@ -37,6 +37,9 @@ from dataclasses import dataclass
 
 import psutil
 
+from .checks import InvalidRecord
+from .result import TuneResult
+from .validate import StoredStateWarning
 from .versions import now_iso
 
 RUN_ATTR = "autoloader_run"
@@ -99,35 +102,49 @@ def _boot() -> str:
 
 @dataclass(frozen=True)
 class RunMark:
-    """One run's mark in its study."""
+    """One run's mark in its study. ``summary``: a complete run's pick, the partial record of its
+    result (TuneResult.summary: config, rate, hardware, dataset, format, version)."""
     run_id: str
     owner: Owner
     state: str
     started_at: str
     finished_at: str | None = None
-    summary: dict | None = None     # a complete run's pick: config, rate, hardware, format, version
+    summary: TuneResult | None = None
 
     def to_dict(self) -> dict:
         return {"owner": self.owner.to_dict(), "state": self.state, "started_at": self.started_at,
-                "finished_at": self.finished_at, "summary": self.summary}
+                "finished_at": self.finished_at, "summary": self.summary.to_dict() if self.summary else None}
 
     @classmethod
-    def from_dict(cls, run_id: str, data: dict) -> "RunMark | None":
+    def from_dict(cls, run_id: str, data: dict, where: str = "") -> "RunMark | None":
+        """The mark stored as ``data``; None for one this version did not write. A pick that
+        fails its checks is a warning naming the study (``where``) and the field, and the mark
+        is kept without it (its owner and state still say who ran and whether it completed)."""
         try:
             owner = Owner(str(data["owner"]["host"]), int(data["owner"]["pid"]), float(data["owner"]["started"]),
                           str(data["owner"].get("boot", "")))
-            return cls(run_id, owner, str(data["state"]), str(data["started_at"]), data.get("finished_at"),
-                       data.get("summary"))
-        except (KeyError, TypeError, ValueError):
+            mark = cls(run_id, owner, str(data["state"]), str(data["started_at"]), data.get("finished_at"))
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None     # not a mark this version wrote: ignored
+        # The mark's envelope holds the pick whole: handed as it is to TuneResult.from_dict, which checks it.
+        if data.get("summary") is None:
+            return mark
+        try:
+            return dataclasses.replace(mark, summary=TuneResult.from_dict(data["summary"], where, partial=True))
+        except InvalidRecord as exc:
+            warnings.warn(f"ignored the pick of run {run_id} in {where or 'its study'}: {exc}. The run's pick is not "
+                          "used from there (its result file, where there is one, still is)", StoredStateWarning,
+                          stacklevel=3)
+            return mark
 
 
-def runs_of(study) -> dict[str, RunMark]:
-    """Every run's mark in ``study``, by run id."""
+def runs_of(study, where: str | None = None) -> dict[str, RunMark]:
+    """Every run's mark in ``study``, by run id; ``where`` names the study in a warning (default:
+    its name)."""
     marks = {}
     for name, value in study.user_attrs.items():
         if name.startswith(RUN_PREFIX) and isinstance(value, dict):
-            mark = RunMark.from_dict(name[len(RUN_PREFIX):], value)
+            mark = RunMark.from_dict(name[len(RUN_PREFIX):], value, where or study.study_name)
             if mark is not None:
                 marks[mark.run_id] = mark
     return marks

@@ -37,6 +37,7 @@ from ..search.policy import RAISED
 from ..search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from ..search.space import TUNED_SETTINGS, LoaderConfig, SearchSpace
 from . import durable, runs, validate
+from .result import TuneResult
 from .retry import History, StoredTrial, standing
 from .storage import masked
 from .versions import now_iso
@@ -248,9 +249,9 @@ class StudyStore:
             assert result.status in (FAILED, HANG)
             self.study.tell(trial, state=state.FAIL)
 
-    def complete(self, summary: dict) -> None:
-        """Mark this run complete, with its pick: from now on its trials are no run's history
-        (NOTE [ Runs in a study ])."""
+    def complete(self, summary: TuneResult) -> None:
+        """Mark this run complete, with its pick (``TuneResult.summary()``): from now on its
+        trials are no run's history (NOTE [ Runs in a study ])."""
         self._writing(runs.write_mark, self.study, dataclasses.replace(self.run, state=runs.COMPLETE,
                                                                       finished_at=now_iso(), summary=summary))
 

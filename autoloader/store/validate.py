@@ -1,19 +1,16 @@
-"""Stored records checked on load: a trial record in the study, a tuned-config result file.
+"""Stored records checked on load: a trial record in the study, the pick of a result file.
 
 Both carry a ``"format"`` field (FORMAT); a record without one was written before it existed and
 is read as format 1, the same fields. Every value is checked for its type and range before a
-record is used, so a file edited by hand, written by a newer autoloader or damaged on disk is
-ignored with a warning that names it (``StoredStateWarning``; the CLI shows it), never applied
-and never a traceback. The checks are what the records' own constructors need plus the bounds a
-config can have (a count of workers no run would try is no config to hand out).
+record is used (checks.py; the whole result, field by field, in result.py and parts.py), so a
+file edited by hand, written by a newer autoloader or damaged on disk is never applied and never a
+traceback: it is ignored with a warning that names it and the field (``StoredStateWarning``; the
+CLI shows it), and a result file is set aside (door.py). The checks are what the records' own
+constructors need plus the bounds a config can have (a count of workers no run would try is no
+config to hand out).
 """
 
 from __future__ import annotations
-
-import json
-import math
-import warnings
-from dataclasses import dataclass
 
 from ..errors import AutoloaderWarning
 from ..search.config import TunedConfig
@@ -21,7 +18,11 @@ from ..search.knee import Knee
 from ..search.policy import MAX_WORKERS_PER_CPU
 from ..search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from ..search.space import LoaderConfig
-from .versions import reuse_problem
+from . import checks
+from .checks import MAX_BATCH_SIZE, MAX_CPUS, MAX_PREFETCH, InvalidRecord
+
+__all__ = ["FORMAT", "InvalidRecord", "StoredStateWarning", "loader_config", "record_format", "trial_record",
+           "tuned_config"]
 
 # Format 2 added the field itself and, in the study, the digest of the code a trial ran.
 FORMAT = 2
@@ -29,11 +30,7 @@ _STATUSES = (OK, CONSTRAINT, FAILED, HANG)
 
 
 class StoredStateWarning(AutoloaderWarning):
-    """A stored record (a study's trial, a result file) was unreadable or invalid and is ignored."""
-
-
-class InvalidRecord(ValueError):
-    """Why a stored record cannot be used."""
+    """A stored record (a study's trial, a result file, a run's mark) was unreadable or invalid and is ignored."""
 
 
 def record_format(data: dict) -> int:
@@ -47,31 +44,19 @@ def record_format(data: dict) -> int:
 
 
 def _number(data: dict, key: str, *, optional: bool = True, positive: bool = False) -> None:
-    value = data.get(key)
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < 0 or (positive and value <= 0):
-        raise InvalidRecord(f"{key} is {value!r}, not a {'positive' if positive else 'non-negative'} finite number")
+    checks.number(data.get(key), key, optional=optional, positive=positive)
 
 
 def _count(data: dict, key: str, *, optional: bool = True) -> None:
-    value = data.get(key)
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidRecord(f"{key} is {value!r}, not a count")
+    checks.count(data.get(key), key, optional=optional)
 
 
 def _flag(data: dict, key: str, default: bool) -> None:
-    if not isinstance(data.get(key, default), bool):
-        raise InvalidRecord(f"{key} is {data.get(key)!r}, not true or false")
+    checks.flag(data.get(key, default), key)
 
 
 def _text(data: dict, key: str, *, optional: bool = True) -> None:
-    value = data.get(key)
-    if not (isinstance(value, str) or (value is None and optional)):
-        raise InvalidRecord(f"{key} is {value!r}, not text")
+    checks.text(data.get(key), key, optional=optional)
 
 
 def loader_config(data: object, max_workers: int | None = None) -> LoaderConfig:
@@ -99,12 +84,30 @@ def loader_config(data: object, max_workers: int | None = None) -> LoaderConfig:
         raise InvalidRecord(f"config {data!r}: {exc}") from None
 
 
-def trial_record(data: object) -> TrialResult:
-    """The TrialResult a study's record holds, or InvalidRecord saying what is wrong with it."""
+def bounded(config: LoaderConfig) -> LoaderConfig:
+    """``config``, within the sizes the model can simulate: NOTE [ Bounds of a stored record ] in checks.py."""
+    if config.batch_size > MAX_BATCH_SIZE:
+        raise InvalidRecord(f"batch_size is {config.batch_size}, more than any loader's ({MAX_BATCH_SIZE})")
+    if config.prefetch_factor is not None and config.prefetch_factor > MAX_PREFETCH:
+        raise InvalidRecord(f"prefetch_factor is {config.prefetch_factor}, more than any loader's ({MAX_PREFETCH})")
+    return config
+
+
+def config_at(data: object, name: str, max_workers: int | None = None) -> LoaderConfig:
+    """The config stored as field ``name`` of a record, checked (``loader_config``, ``bounded``)."""
+    try:
+        return bounded(loader_config(data, max_workers))
+    except InvalidRecord as exc:
+        raise checks.within(name, exc, own="config") from None
+
+
+def trial_record(data: object, max_workers: int | None = None) -> TrialResult:
+    """The TrialResult a study's record (or a result's trial) holds, or InvalidRecord saying what
+    is wrong with it. ``max_workers``: the most workers a run on the hardware it is read for tries."""
     if not isinstance(data, dict):
         raise InvalidRecord(f"the record is {type(data).__name__}, not a mapping")
     record_format(data)
-    config = loader_config(data.get("config"))
+    config = config_at(data.get("config"), "config", max_workers)
     if data.get("status") not in _STATUSES:
         raise InvalidRecord(f"status is {data.get('status')!r}, not one of {', '.join(_STATUSES)}")
     for key in ("samples_per_s", "steady_samples_per_s", "rel_interval", "wait_fraction", "consumer_fraction",
@@ -120,6 +123,8 @@ def trial_record(data: object) -> TrialResult:
     _text(data, "error")
     if data["status"] == OK:
         _number(data, "samples_per_s", optional=False, positive=True)
+    if data.get("rank_samples_per_s") is not None:
+        checks.numbers(data["rank_samples_per_s"], "rank_samples_per_s")
     fields = {k: v for k, v in data.items() if k not in ("config", "format")}
     try:
         return TrialResult.from_dict({**fields, "config": config.to_dict()})
@@ -140,7 +145,7 @@ def tuned_config(data: object, cpus: int | None = None, batch_sizes: tuple[int, 
     if not isinstance(hardware, dict):
         raise InvalidRecord(f"hardware is {hardware!r}, not a mapping")
     _hardware(hardware)
-    config = loader_config(data.get("config"), MAX_WORKERS_PER_CPU * (cpus or hardware.get("cpus") or 0) or None)
+    config = config_at(data.get("config"), "config", max_workers(hardware, cpus))
     if batch_sizes is not None and config.batch_size not in batch_sizes:
         raise InvalidRecord(f"batch_size is {config.batch_size}, not one of the batch sizes its key was tuned for "
                             f"({', '.join(map(str, batch_sizes))})")
@@ -166,15 +171,22 @@ def tuned_config(data: object, cpus: int | None = None, batch_sizes: tuple[int, 
         raise InvalidRecord(str(exc)) from None
 
 
+def max_workers(hardware: dict, cpus: int | None = None) -> int | None:
+    """The most workers a config of a result may have: MAX_WORKERS_PER_CPU of this machine's
+    ``cpus`` when given, else of the result's own hardware (``tuned_config``)."""
+    return MAX_WORKERS_PER_CPU * (cpus or hardware.get("cpus") or 0) or None
+
+
 def _hardware(hardware: dict) -> None:
     """The fields of a result's hardware that are read: its fingerprint names a folder and a
     study, its CPU count scales a warm start."""
     fingerprint = hardware.get("fingerprint")
     if "fingerprint" in hardware and (not isinstance(fingerprint, str) or not fingerprint or "/" in fingerprint):
         raise InvalidRecord(f"hardware.fingerprint is {fingerprint!r}, not a hardware fingerprint")
-    cpus = hardware.get("cpus")
-    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
-        raise InvalidRecord(f"hardware.cpus is {cpus!r}, not a count of 1 or more")
+    checks.count(hardware.get("cpus"), "hardware.cpus", least=1, most=MAX_CPUS)
+    checks.count(hardware.get("ranks"), "hardware.ranks", least=1, most=MAX_CPUS)
+    checks.text(hardware.get("cpu_model"), "hardware.cpu_model")
+    checks.number(hardware.get("memory_gib"), "hardware.memory_gib")
     gpus = hardware.get("gpus")
     if gpus is not None and not (isinstance(gpus, list) and all(isinstance(g, str) for g in gpus)):
         raise InvalidRecord(f"hardware.gpus is {gpus!r}, not a list of names")
@@ -210,62 +222,3 @@ def _knee(knee: object) -> Knee:
         return Knee.from_dict(knee)
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidRecord(f"knee: {exc}") from None
-
-
-@dataclass(frozen=True)
-class StoredResult:
-    """A stored result that passed its checks: where it is (a file, or ``<storage>#<study>`` for a
-    complete run's mark in a shared storage), the tuned config, and the whole record as stored."""
-
-    where: str
-    tuned: TunedConfig
-    data: dict
-
-    @property
-    def hardware(self) -> dict:
-        return self.data.get("hardware") or {}
-
-    @property
-    def finished_at(self) -> str | None:
-        return self.data.get("finished_at")
-
-    def measured_differently(self) -> str | None:
-        """Why this autoloader cannot compare with or reuse the record (NOTE [ Measurement format ]
-        in store/versions.py), or None."""
-        return reuse_problem(self.data)
-
-
-def checked_result(where: str, data: object, cpus: int | None = None,
-                   batch_sizes: tuple[int, ...] | None = None) -> StoredResult:
-    """``data`` as a StoredResult, or InvalidRecord saying what is wrong with it."""
-    return StoredResult(where, tuned_config(data, cpus, batch_sizes), data)
-
-
-def load_result(path: str, cpus: int | None = None, batch_sizes: tuple[int, ...] | None = None) -> StoredResult | None:
-    """The result file at ``path``, checked: the one reader of a stored result. None when there is
-    none, and None with a warning naming the file when it cannot be read or holds what no run
-    wrote. ``cpus`` and ``batch_sizes``: this machine's usable CPUs and the problem's batch sizes,
-    which bound what a result handed out here may say (``tuned_config``)."""
-    try:
-        with open(path) as fh:
-            text = fh.read()
-    except (FileNotFoundError, NotADirectoryError):   # none there (a part of the path is a file)
-        return None
-    except IsADirectoryError:
-        return _ignored(path, "it is a folder, not a file")
-    except OSError as exc:
-        return _ignored(path, f"it cannot be read ({exc})")
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return _ignored(path, f"it is not JSON ({exc})")
-    try:
-        return checked_result(path, data, cpus, batch_sizes)
-    except InvalidRecord as exc:
-        return _ignored(path, str(exc))
-
-
-def _ignored(path: str, why: str) -> None:
-    warnings.warn(f"ignored the stored result {path}: {why}. It is not used; a new tune replaces it "
-                  "(move it aside to keep it)", StoredStateWarning, stacklevel=3)
-    return None

@@ -43,12 +43,12 @@ def provenance() -> dict:
             "finished_at": now_iso()}
 
 
-def reuse_problem(data: dict) -> str | None:
-    """Why a stored result (its JSON dict) may not be reused by this autoloader, or None."""
-    found = data.get("measurement_format")
+def reuse_problem(found: int | None, version: str | None) -> str | None:
+    """Why a stored result, measured in format ``found`` (None: not recorded) by autoloader
+    ``version``, may not be reused by this autoloader, or None."""
     if found == MEASUREMENT_FORMAT:
         return None
-    by = data.get("autoloader_version") or "an autoloader that did not record its version"
+    by = version or "an autoloader that did not record its version"
     what = f"format {found}" if found is not None else "a format from before formats were recorded"
     return (f"the stored result was measured with {what} (by {by}); this autoloader "
             f"({autoloader_version()}) measures with format {MEASUREMENT_FORMAT}")

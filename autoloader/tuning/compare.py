@@ -39,135 +39,47 @@ two side by side under ``Thresholds``.
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass
 
+from ..search.choice import Finalist
 from ..search.policy import MEMORY_FLOOR, SETTINGS_TIE, SINGLE_ROUND_MARGIN, Thresholds
+from ..search.results import OK
 from ..search.space import TUNED_SETTINGS, LoaderConfig
-from ..store.validate import StoredResult
+from ..store.comparison import BASELINE, DRIFTED, INCONCLUSIVE, NEW_HARDWARE, UNCHANGED, Change, Comparison
+from ..store.result import TuneResult
 
-BASELINE, NEW_HARDWARE, UNCHANGED, DRIFTED = "baseline", "new hardware", "unchanged", "drifted"
-INCONCLUSIVE = "inconclusive"
+__all__ = ["BASELINE", "DRIFTED", "INCONCLUSIVE", "NEW_HARDWARE", "UNCHANGED", "Change", "Comparison", "compare"]
 HARDWARE_FIELDS = ("cpus", "cpu_model", "memory_gib", "gpus")
 
 
-@dataclass(frozen=True)
-class Change:
-    """One DataLoader setting that differs from the previous pick."""
-    setting: str
-    before: object
-    after: object
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """This run's result against the previous one of the same problem (NOTE [ Drift ])."""
-    status: str
-    reasons: tuple[str, ...] = ()                  # what went past a threshold
-    previous_path: str | None = None
-    previous_hardware: str | None = None
-    previous_finished_at: str | None = None
-    same_hardware: bool = True
-    changes: tuple[Change, ...] = ()
-    settings_tie: bool = False
-    old_pick_now: float | None = None              # the old pick's rate tonight, when measured
-    pick_rate_before: float | None = None          # the old pick's rate when it was picked
-    pick_rate_after: float | None = None
-    knee_before: int | None = None
-    knee_after: int | None = None
-    memory_per_worker_before: float | None = None  # bytes
-    memory_per_worker_after: float | None = None
-    hardware_changes: tuple[tuple[str, object, object], ...] = ()
-    not_comparable: str | None = None
-    paired: tuple[float, ...] = ()                 # the new pick over the old, round by round tonight
-    rate_noise: float | None = None                # the two readings' spread the rate had to clear
-    load: dict | None = None                       # tonight's machine load (search/load.py's record)
-    set_aside: tuple[str, ...] = ()                # past a threshold on a busy machine: not judged
-
-    @property
-    def changed(self) -> bool:
-        """Something went past a threshold, on this hardware or from another's."""
-        return bool(self.reasons)
-
-    @property
-    def drifted(self) -> bool:
-        return self.status == DRIFTED
-
-    @property
-    def inconclusive(self) -> bool:
-        return self.status == INCONCLUSIVE
-
-    @property
-    def rate_ratio(self) -> float | None:
-        """The old pick's rate now against then, or (not measured tonight) the new pick's against the old's."""
-        if self.old_pick_now is not None and self.pick_rate_before:
-            return self.old_pick_now / self.pick_rate_before
-        if self.pick_rate_before and self.pick_rate_after:
-            return self.pick_rate_after / self.pick_rate_before
-        return None
-
-    def rate_past(self, threshold: float) -> bool:
-        """Past both ``threshold`` and the two readings' noise (NOTE [ Drift ])."""
-        return self.rate_ratio is not None and abs(self.rate_ratio - 1) > max(threshold, self.rate_noise or 0.0)
-
-    @property
-    def rate_shifted(self) -> bool:
-        return any(r.startswith("rate ") for r in self.reasons)
-
-    @property
-    def memory_ratio(self) -> float | None:
-        if self.memory_per_worker_before is None or self.memory_per_worker_after is None \
-                or self.memory_per_worker_before <= 0:
-            return None
-        return self.memory_per_worker_after / self.memory_per_worker_before
-
-    def to_dict(self) -> dict:
-        return {"status": self.status, "changed": self.changed, "reasons": list(self.reasons),
-                "previous_path": self.previous_path, "previous_hardware": self.previous_hardware,
-                "previous_finished_at": self.previous_finished_at, "same_hardware": self.same_hardware,
-                "pick_changed": bool(self.changes),
-                "changes": [{"setting": c.setting, "before": c.before, "after": c.after} for c in self.changes],
-                "settings_tie": self.settings_tie, "old_pick_now": self.old_pick_now,
-                "samples_per_s_before": self.pick_rate_before, "samples_per_s_after": self.pick_rate_after,
-                "rate_ratio": self.rate_ratio, "rate_shifted": self.rate_shifted,
-                "knee_before": self.knee_before, "knee_after": self.knee_after,
-                "memory_per_worker_before": self.memory_per_worker_before,
-                "memory_per_worker_after": self.memory_per_worker_after, "memory_ratio": self.memory_ratio,
-                "hardware_changes": [{"field": f, "before": b, "after": a} for f, b, a in self.hardware_changes],
-                "not_comparable": self.not_comparable, "paired": list(self.paired), "rate_noise": self.rate_noise,
-                "inconclusive": self.inconclusive, "load": self.load, "set_aside": list(self.set_aside)}
-
-
-def compare(previous: StoredResult | None, current: dict, thresholds: Thresholds = Thresholds()) -> Comparison:
-    """Tonight's result ``current`` (its stored record: config, rate, trials, finals, hardware,
-    load) against ``previous``: NOTE [ Drift ]."""
-    load = current.get("load") if isinstance(current.get("load"), dict) else None
-    busy = bool(load and load.get("busy"))
+def compare(previous: TuneResult | None, current: TuneResult, thresholds: Thresholds = Thresholds()) -> Comparison:
+    """Tonight's result ``current`` against ``previous`` (a stored result, or a run's mark):
+    NOTE [ Drift ]."""
+    load, busy = current.load, current.busy
     if previous is None:
         return Comparison(INCONCLUSIVE if busy else BASELINE, load=load)
-    data = previous.data
-    old_config, new_config = previous.tuned.config, LoaderConfig.from_dict(current["config"])
+    old_config, new_config = previous.config, current.config
     before, after = old_config.loader_kwargs(), new_config.loader_kwargs()
     changes = tuple(Change(s, before.get(s), after.get(s)) for s in TUNED_SETTINGS if before.get(s) != after.get(s))
-    old_hw, new_hw = previous.hardware, current.get("hardware") or {}
-    same = old_hw.get("fingerprint") == new_hw.get("fingerprint")
+    old_hw, new_hw = previous.hardware, current.hardware
+    same = old_hw.fingerprint == new_hw.fingerprint
     old_now = rate_of(current, old_config)
     paired = paired_ratios(current, new_config, old_config) if changes else ()
     if not same:   # the old pick was not in tonight's final: the rates stand in, as a burst would
-        tie = bool(changes) and old_now is not None and old_now >= (1 - SETTINGS_TIE) * current["samples_per_s"]
+        tie = bool(changes) and old_now is not None and old_now >= (1 - SETTINGS_TIE) * current.samples_per_s
     else:
         tie = bool(changes) and not _failed(current, old_config) and not separated(paired)
-    differently = previous.measured_differently()
     found = Comparison(
-        UNCHANGED, previous_path=previous.where, previous_hardware=old_hw.get("fingerprint"),
+        UNCHANGED, previous_path=previous.where, previous_hardware=old_hw.fingerprint,
         previous_finished_at=previous.finished_at, same_hardware=same, changes=changes, settings_tie=tie,
-        old_pick_now=old_now, pick_rate_before=previous.tuned.samples_per_s, pick_rate_after=current.get("samples_per_s"),
-        knee_before=_knee(data), knee_after=_knee(current), memory_per_worker_before=memory_per_worker(data),
+        old_pick_now=old_now, pick_rate_before=previous.samples_per_s, pick_rate_after=current.samples_per_s,
+        knee_before=_knee(previous), knee_after=_knee(current), memory_per_worker_before=memory_per_worker(previous),
         memory_per_worker_after=memory_per_worker(current),
-        hardware_changes=tuple((f, old_hw.get(f), new_hw.get(f)) for f in HARDWARE_FIELDS
-                               if old_hw.get(f) != new_hw.get(f)),
-        not_comparable=differently, paired=paired, load=load,
-        rate_noise=_noise(current, old_config if old_now is not None else new_config) + _noise(data, old_config))
+        hardware_changes=tuple((f, getattr(old_hw, f), getattr(new_hw, f)) for f in HARDWARE_FIELDS
+                               if getattr(old_hw, f) != getattr(new_hw, f)),
+        not_comparable=previous.measured_differently(), paired=paired, load=load,
+        rate_noise=_noise(current, old_config if old_now is not None else new_config) + _noise(previous, old_config))
     reasons = _reasons(found, thresholds)
     if busy:
         return Comparison(**{**found.__dict__, "status": INCONCLUSIVE, "set_aside": reasons})
@@ -175,14 +87,16 @@ def compare(previous: StoredResult | None, current: dict, thresholds: Thresholds
     return Comparison(**{**found.__dict__, "status": status, "reasons": reasons})
 
 
-def paired_ratios(result: dict, new: LoaderConfig, old: LoaderConfig) -> tuple[float, ...]:
+def _final_of(result: TuneResult, config: LoaderConfig) -> Finalist | None:
+    """``config``'s finalist in ``result`` with its rates, if it had one."""
+    return next((f for f in result.finals if f.config == config and f.rates), None)
+
+
+def paired_ratios(result: TuneResult, new: LoaderConfig, old: LoaderConfig) -> tuple[float, ...]:
     """``new``'s final rate over ``old``'s in each round of ``result``'s final that measured both."""
     def rounds(config: LoaderConfig) -> dict[int, float]:
-        for final in result.get("finals") or ():
-            if _same(final.get("config"), config) and final.get("rates"):
-                rates = final["rates"]
-                return dict(zip(final.get("rounds") or range(len(rates)), rates))
-        return {}
+        final = _final_of(result, config)
+        return final.by_round() if final is not None else {}
 
     mine, theirs = rounds(new), rounds(old)
     return tuple(mine[r] / theirs[r] for r in sorted(mine.keys() & theirs.keys()) if theirs[r] > 0)
@@ -199,23 +113,22 @@ def separated(paired: tuple[float, ...], tie: float = SETTINGS_TIE) -> bool:
     return min(paired) > 1.0 and gap > tie and gap > spread
 
 
-def _failed(result: dict, config: LoaderConfig) -> bool:
+def _failed(result: TuneResult, config: LoaderConfig) -> bool:
     """``config`` ran here and failed or broke a limit, and never measured."""
-    trials = [t for t in result.get("trials") or () if _same(t.get("config"), config)]
-    return bool(trials) and all(t.get("status") != "ok" for t in trials) and rate_of(result, config) is None
+    trials = [t for t in result.trials if t.config == config]
+    return bool(trials) and all(t.status != OK for t in trials) and rate_of(result, config) is None
 
 
-def _noise(result: dict, config: LoaderConfig) -> float:
+def _noise(result: TuneResult, config: LoaderConfig) -> float:
     """How far one reading of ``config`` in ``result`` may be off: the spread of its final rounds
-    ((max - min) / median), else its best burst's interval, else nothing known (0)."""
-    for final in result.get("finals") or ():
-        rates = final.get("rates") or []
-        if _same(final.get("config"), config) and len(rates) > 1:
-            median = statistics.median(rates)
-            return (max(rates) - min(rates)) / median if median else 0.0
-    intervals = [t.get("rel_interval") for t in result.get("trials") or ()
-                 if t.get("status") == "ok" and _same(t.get("config"), config)
-                 and isinstance(t.get("rel_interval"), (int, float))]
+    ((max - min) / median), else its best burst's interval, else nothing known (0). An interval
+    that could not be estimated (a pruned burst's, infinite) says nothing."""
+    for final in result.finals:
+        if final.config == config and len(final.rates) > 1:
+            median = statistics.median(final.rates)
+            return (max(final.rates) - min(final.rates)) / median if median else 0.0
+    intervals = [t.rel_interval for t in result.trials if t.status == OK and t.config == config
+                 and t.rel_interval is not None and math.isfinite(t.rel_interval)]
     return min(intervals) if intervals else 0.0
 
 
@@ -238,40 +151,29 @@ def _reasons(c: Comparison, thresholds: Thresholds) -> tuple[str, ...]:
     return tuple(reasons)
 
 
-def _knee(result: dict) -> int | None:
-    knee = result.get("knee")
-    return knee.get("stops_paying") if isinstance(knee, dict) else None
+def _knee(result: TuneResult) -> int | None:
+    return result.knee.stops_paying if result.knee is not None else None
 
 
-def rate_of(result: dict, config: LoaderConfig) -> float | None:
-    """``config``'s rate in a stored result: its final median, else its best burst; the node's
-    rate on a node (its trials and finals list the slowest rank's: NOTE [ Tuning a node's ranks ])."""
-    ranks = (result.get("node") or {}).get("ranks", 1)
-    for final in result.get("finals") or ():
-        if _same(final.get("config"), config) and final.get("rates"):
-            return statistics.median(final["rates"]) * ranks
-    bursts = [t.get("samples_per_s") for t in result.get("trials") or ()
-              if t.get("status") == "ok" and t.get("samples_per_s") and _same(t.get("config"), config)]
-    return max(bursts) * ranks if bursts else None
+def rate_of(result: TuneResult, config: LoaderConfig) -> float | None:
+    """``config``'s rate in a result: its final median, else its best burst; the node's rate on a
+    node (its trials and finals list the slowest rank's: NOTE [ Tuning a node's ranks ])."""
+    final = _final_of(result, config)
+    if final is not None:
+        return final.median * result.ranks
+    bursts = [t.samples_per_s for t in result.trials if t.status == OK and t.samples_per_s and t.config == config]
+    return max(bursts) * result.ranks if bursts else None
 
 
-def _same(data: dict | None, config: LoaderConfig) -> bool:
-    try:
-        return data is not None and LoaderConfig.from_dict(data) == config
-    except (KeyError, TypeError, ValueError):
-        return False
-
-
-def memory_per_worker(result: dict) -> float | None:
+def memory_per_worker(result: TuneResult) -> float | None:
     """Bytes of peak memory one more worker costs, by least squares over the measured trials'
     worker counts (the largest peak per count); None (unmeasured) with fewer than two counts or
     a slope that does not rise."""
     peaks: dict[int, float] = {}
-    for trial in result.get("trials") or ():
-        peak = trial.get("peak_pss_bytes") if isinstance(trial, dict) else None
-        if trial.get("status") == "ok" and peak:
-            workers = int(trial["config"]["num_workers"])
-            peaks[workers] = max(peaks.get(workers, 0.0), float(peak))
+    for trial in result.trials:
+        if trial.status == OK and trial.peak_pss_bytes:
+            workers = trial.config.num_workers
+            peaks[workers] = max(peaks.get(workers, 0.0), float(trial.peak_pss_bytes))
     if len(peaks) < 2:
         return None
     xs, ys = list(peaks), list(peaks.values())

@@ -105,9 +105,9 @@ class ProgressPrinter:
         if o.error:
             return f"  {o.name}: FAILED {o.error.splitlines()[0][:300]}"
         why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
-        load = (o.drift.load or {}) if o.drift is not None else {}
-        if o.drift is not None and o.drift.inconclusive and load.get("others_cpus") is not None:
-            why = f" ({others_text(load['others_cpus'], load['usable_cpus'])}: not judged)"
+        load = o.drift.load if o.drift is not None else None
+        if o.drift is not None and o.drift.inconclusive and load is not None and load.others_cpus is not None:
+            why = f" ({others_text(load.others_cpus, load.usable_cpus)}: not judged)"
         return f"  {o.name}: {o.status}{why}" + (", the pick held (stopped early)" if o.early_stop else "")
 
     def _reused(self, d: dict) -> str:
@@ -292,7 +292,7 @@ def _verdict_line(result) -> str | None:
         return None
     from ..explain import headline
 
-    return headline(result.to_dict())
+    return headline(result)
 
 
 def report_written(paths: dict) -> str:
@@ -378,8 +378,8 @@ def since(c) -> str:
            f"{_rate(c.old_pick_now)} here)" if c.settings_tie else "")
     differently = f"; not comparable: {c.not_comparable}" if c.not_comparable else ""
     if getattr(c, "inconclusive", False):
-        load = c.load or {}
-        why = (others_text(load["others_cpus"], load["usable_cpus"]) if load.get("others_cpus") is not None
+        load = c.load
+        why = (others_text(load.others_cpus, load.usable_cpus) if load is not None and load.others_cpus is not None
                else "other processes took much of the CPUs")
         aside = f" (would have been: {'; '.join(c.set_aside)})" if c.set_aside else ""
         head = f"INCONCLUSIVE: {why} while this run measured, so nothing is said changed or unchanged{aside}"

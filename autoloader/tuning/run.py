@@ -13,11 +13,12 @@ import contextlib
 import dataclasses
 import json
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..errors import AutoloaderError, NoFeasibleConfig, UsageError, usage
+from ..errors import AutoloaderError, AutoloaderWarning, NoFeasibleConfig, UsageError, usage
 from ..inputs import hardware
 from ..inputs.limits import clipped_timeout, warn_batch_past_length
 from ..inputs.options import Limits, Options
@@ -42,16 +43,17 @@ from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
 from ..search.threads import threads_of
 from ..search.warm import WarmStart, warmed
-from ..store.durable import save
+from ..store.durable import save, write_failure
 from ..store.history import keep, previous
 from ..store.paths import default_storage, held, lock_path, result_path, study_name
+from ..store.records import DatasetRecord, Inputs, NodeRecord, Provenance
 from ..store.retry import OnceMore, control_again
 from ..store.snippet import snippet
 from ..store.study import StudyStore
 from ..store.versions import provenance
-from .compare import compare
+from .compare import Comparison, compare
 from .final import Final, final_configs, final_measurement
-from .result import TuneResult, summary
+from .result import TuneResult
 
 Progress = Callable[[str, dict], None]
 
@@ -138,7 +140,7 @@ class Run:
                                         given=self.options.storage is not None)
         loaded = store.reread(self.options.limits, info.code)
         # The previous result, read before this run replaces it: its pick joins the final.
-        self.before = previous(self.options.out, problem.hardware.to_dict(), key, self.options.storage)
+        self.before = previous(self.options.out, problem.hardware, key, self.options.storage)
         self.progress("start", {"key": key, "info": info, "resumed": len(loaded.trials),
                                 "retried": loaded.limit_raised, "code_changed": loaded.code_changed,
                                 "crashed_once": len(loaded.crashed_once), "invalid": loaded.invalid,
@@ -272,7 +274,7 @@ class Run:
         """The previous result's pick when it is this hardware's, comparable, and in the space."""
         before = self.before
         if before is None or before.measured_differently() is not None \
-                or before.hardware.get("fingerprint") != self.problem.hardware.fingerprint:
+                or before.hardware.fingerprint != self.problem.hardware.fingerprint:
             return None
         pick = before.tuned.config
         return pick if self.space.contains(pick) else None
@@ -307,30 +309,44 @@ class Run:
             predicted=model.predict(pick.config, calib), control=strategy.control,
             reorder_gain=_reorder_gain(model, pick.config, calib, problem.allow_reorder),
             model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
-            run_id=store.run.run_id, dataset=_dataset_record(problem), provenance=provenance(),
-            warm_start=self.warm_start, early_stop=strategy.stopped_early, node=self.ranks.record(
-                self.options.limits.max_memory), inputs=self._inputs(),
+            run_id=store.run.run_id, dataset=_dataset_record(problem), provenance=Provenance(**provenance()),
+            warm_start=self.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(self.ranks.record(
+                self.options.limits.max_memory)), inputs=self._inputs(),
             memory=self.memory.forecast(pick.config, history),
             control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None,
             load=load, threads=threads_of(profile, started.info.threads))
         if before is not None:
-            result = dataclasses.replace(result, since=compare(before, result.to_dict(), self.options.thresholds))
+            result = dataclasses.replace(result, since=self._since(before, result))
         if result.busy and before is not None and before.where == result.path:
-            keep(out, fingerprint, key, before)   # the baseline this busy result replaces stays findable
+            try:
+                keep(out, fingerprint, key, before)   # the baseline this busy result replaces stays findable
+            except OSError as exc:
+                warnings.warn(AutoloaderWarning(f"{write_failure('the previous result', before.where, exc)}; "
+                                                "this run's result replaces it all the same"), stacklevel=2)
         save(result, {result.snippet_path: snippet(tuned),
                       result.path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
-        store.complete(summary(result))
+        store.complete(result.summary())
         self.progress("done", {"result": result})
         return result
 
-    def _inputs(self) -> dict:
+    def _since(self, before: TuneResult, result: TuneResult) -> Comparison | None:
+        """``result`` against the previous one (tuning/compare.py). The pick is saved whatever
+        happens here: a comparison that fails is said, and the result stored without it."""
+        try:
+            return compare(before, result, self.options.thresholds)
+        except Exception as exc:  # noqa: BLE001 - the search is done; its pick must not be lost to the comparison
+            warnings.warn(AutoloaderWarning(f"the comparison with the previous result {before.where} failed "
+                                            f"({type(exc).__name__}: {exc}); the result is saved without it"),
+                          stacklevel=2)
+            return None
+
+    def _inputs(self) -> Inputs:
         """What the explanation (explain/) needs beside the figures: whether a step was timed,
         whether reordering was allowed, the memory limits the configs were held to, and when each
         part of the run ran (seconds from its start)."""
-        return {"step": self.problem.step.name if self.problem.step else None,
-                "allow_reorder": self.problem.allow_reorder,
-                "max_memory": self.ranks.memory(self.options.limits.max_memory), "shm_free": hardware.shm_free(),
-                "timeline": [list(mark) for mark in self._timeline]}
+        return Inputs(self.problem.step.name if self.problem.step else None, self.problem.allow_reorder,
+                      self.ranks.memory(self.options.limits.max_memory), hardware.shm_free(),
+                      tuple(tuple(mark) for mark in self._timeline))
 
 
 def _knee(strategy: Strategy, history: Sequence[TrialResult]) -> Knee | None:
@@ -358,9 +374,9 @@ def fallback_profile(info: DatasetInfo, batch_size: int, cpus: int) -> Profile:
                    epoch_batches=-(-info.length // batch_size) if info.length else None)
 
 
-def _dataset_record(problem: Problem) -> dict:
-    return {"name": problem.dataset.name, "class": problem.dataset_class, "length": problem.length,
-            "content": problem.content, "version": problem.version}
+def _dataset_record(problem: Problem) -> DatasetRecord:
+    return DatasetRecord(problem.dataset.name, problem.dataset_class, problem.length, problem.content,
+                         problem.version)
 
 
 def _baseline(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> float | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from autoloader.store.result import TuneResult
 from scripts.bench.common import config_from_kwargs, short
 from scripts.bench.records import report_main
 
@@ -87,14 +88,15 @@ def agreements(rows: list[dict]) -> list[Agreement]:
     out = []
     for name in measured:
         medians = {k: statistics.median(v) for k, v in final.get(name, {}).items()}
-        found = tuner.get(name) or {}
-        pick = config_from_kwargs(found["config"]) if found.get("config") else None
+        found = TuneResult.from_dict(tuner[name]) if name in tuner else None
+        # Configs keyed as the bench keys its own (config_from_kwargs), so they meet the grid's and the final's.
+        pick = config_from_kwargs(found.config.loader_kwargs()) if found else None
         searched: dict = {}
-        for trial in found.get("trials", []):
+        for trial in found.trials if found else ():
             # A pruned trial stopped early on a short window: the tuner never uses it as an estimate.
-            if trial.get("status") == "ok" and trial.get("samples_per_s") and not trial.get("pruned"):
-                searched.setdefault(config_from_kwargs(trial["config"]), []).append(trial["samples_per_s"])
-        estimate = found.get("samples_per_s")
+            if trial.ok and trial.samples_per_s and not trial.pruned:
+                searched.setdefault(config_from_kwargs(trial.config.loader_kwargs()), []).append(trial.samples_per_s)
+        estimate = found.samples_per_s if found else None
         repeated = sum(1 for other in measured if other[1] == name[1]) > 1
         out.append(Agreement(
             workload=f"{name[1]} ({name[0]})" if repeated else name[1],

@@ -17,6 +17,7 @@ import math
 
 from autoloader.search.results import OK
 from autoloader.search.space import LoaderConfig
+from autoloader.store.result import TuneResult
 from scripts.bench.common import TIE, median, ratio, short
 
 
@@ -68,8 +69,8 @@ def summarise(b) -> dict:
     pick_rate = medians.get(b.pick) if b.pick else None
     nw0_rate = medians.get(b.base(0))
     heur_rate = medians.get(b.heuristic())
-    tuner = b.tuner or {}
-    estimate = tuner.get("samples_per_s")
+    tuner = TuneResult.from_dict(b.tuner) if b.tuner else None
+    estimate = tuner.samples_per_s if tuner else None
     within = [c for c in medians if oracle_rate and medians[c] >= oracle_rate * (1 - TIE)]
     if b.pick is None or pick_rate is None:
         fewest = None
@@ -91,9 +92,9 @@ def summarise(b) -> dict:
     # The grid's best, chosen on the grid's long windows and scored on the final: a best the
     # final's noise did not pick, so its ratio is free of the max-of-medians bias.
     grid_best = next((c for c, roles in b.final_roles.items() if "grid#1" in roles), None)
-    profile_s = tuner.get("profile_seconds")
-    inside = tuner.get("tune_seconds") or b.tuner_wall
-    predicted = tuner.get("predicted_samples_per_s")
+    profile_s = tuner.profile.seconds if tuner and tuner.profile else None
+    inside = (tuner.tune_seconds if tuner else None) or b.tuner_wall
+    predicted = tuner.predicted.samples_per_s if tuner and tuner.predicted else None
     stability = None
     if b.tunes > 1:
         picks = [r["pick"] for r in b.stability_runs] + [None] * (b.tunes - len(b.stability_runs))
@@ -109,7 +110,7 @@ def summarise(b) -> dict:
         "tuned_over_grid_best": ratio(pick_rate, medians.get(grid_best)) if grid_best else None,
         "tuned_over_oracle_by_round": per_round,
         "tune_seconds": b.tuner_wall,
-        "tune_seconds_inside": tuner.get("tune_seconds"),
+        "tune_seconds_inside": tuner.tune_seconds if tuner else None,
         "profile_seconds": profile_s,
         "profile_share": profile_s / inside if profile_s is not None and inside else None,
         "predicted_rate": predicted,
@@ -126,7 +127,7 @@ def summarise(b) -> dict:
             "peak_host_bytes": peaks.get(cheapest), "median": medians.get(cheapest), "is_pick": cheapest == b.pick},
         "pick": b.pick.loader_kwargs() if b.pick else None, "pick_short": short(b.pick),
         "pick_rate": pick_rate, "tuner_estimate": estimate, "tuner_error": b.tuner_error,
-        "tuner_trials": len(tuner.get("trials", [])) if b.tuner else None,
+        "tuner_trials": len(tuner.trials) if tuner else None,
         "oracle": oracle.loader_kwargs() if oracle else None, "oracle_short": short(oracle),
         "oracle_rate": oracle_rate, "nw0_rate": nw0_rate, "heuristic": b.heuristic().loader_kwargs(),
         "heuristic_rate": heur_rate,

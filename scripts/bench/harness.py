@@ -168,9 +168,9 @@ class Workload:
         if data is None:
             log(f"[{self.name}] tuner FAILED ({outcome.error})")
         else:
-            log(f"[{self.name}] tuner: {outcome.wall_s:.0f} s wall ({data.get('tune_seconds', 0):.0f} s inside), "
-                f"{len(data.get('trials', []))} trials, pick {short(pick)} at "
-                f"{fmt_rate(data.get('samples_per_s'))}/s (its estimate)")
+            result = outcome.result
+            log(f"[{self.name}] tuner: {outcome.wall_s:.0f} s wall ({result.tune_seconds:.0f} s inside), "
+                f"{len(result.trials)} trials, pick {short(pick)} at {fmt_rate(result.samples_per_s)}/s (its estimate)")
         if index == 1:
             self.tuner, self.tuner_error, self.tuner_wall, self.pick = data, outcome.error, outcome.wall_s, pick
         if self.tunes > 1:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from autoloader.search.model import Model
 from autoloader.search.model_first import ModelFirst
 from autoloader.search.policy import MAX_WORKERS_PER_CPU
-from autoloader.search.profile import Profile
 from autoloader.search.results import TrialResult
 from autoloader.search.space import SearchSpace
+from autoloader.store.result import TuneResult
 from scripts.bench.common import short
 from scripts.bench.records import report_main
 
@@ -58,7 +58,7 @@ class Replay:
 def replays(rows: list[dict]) -> list[Replay]:
     """Per workload of each run (the first tuner of a workload: a stability check's later tunes
     are left out), in the order the records name them."""
-    tuners: dict[tuple, dict] = {}
+    tuners: dict[tuple, TuneResult] = {}
     grid: dict[tuple, dict] = {}
     final: dict[tuple, dict] = {}
     for row in rows:
@@ -66,8 +66,9 @@ def replays(rows: list[dict]) -> list[Replay]:
             continue
         name = (row.get("run_id"), row["workload"])
         result = row.get("result") or {}
-        if row["phase"] == "tuner" and (row.get("tuner") or {}).get("profile") and name not in tuners:
-            tuners[name] = row["tuner"]
+        tuned = TuneResult.from_dict(row["tuner"]) if row["phase"] == "tuner" and row.get("tuner") else None
+        if tuned is not None and tuned.profile is not None and name not in tuners:
+            tuners[name] = tuned
         elif row["phase"] == "grid" and result.get("status") == "ok" and result.get("samples_per_s"):
             grid.setdefault(name, {})[TrialResult.from_dict(result).config] = result["samples_per_s"]
         elif row["phase"] == "final" and result.get("status") == "ok" and result.get("samples_per_s"):
@@ -76,10 +77,9 @@ def replays(rows: list[dict]) -> list[Replay]:
     out = []
     repeated = {w for _, w in tuners if sum(1 for _, v in tuners if v == w) > 1}
     for name, tuner in tuners.items():
-        profile = Profile.from_dict(tuner["profile"])
-        trials = [TrialResult.from_dict(t) for t in tuner.get("trials", [])]
-        cpus = int(tuner["hardware"]["cpus"])
-        cuda = str(tuner.get("device", "cuda")).startswith("cuda")
+        profile, trials = tuner.profile, list(tuner.trials)
+        cpus = int(tuner.hardware.cpus)
+        cuda = tuner.device.startswith("cuda")
         # The tuner's own space (autoloader/search/space.py), at the batch size it profiled.
         space = SearchSpace(batch_sizes=(profile.batch_size,), max_workers=MAX_WORKERS_PER_CPU * cpus,
                             pin_choices=(True, False) if cuda else (False,))

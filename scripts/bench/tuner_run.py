@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 
+from autoloader.store.result import TuneResult
 from scripts.bench.common import REPO, config_from_kwargs
 
 
@@ -46,8 +47,15 @@ class TunerOutcome:
                 fh.write(self.stderr)
 
     @property
+    def result(self) -> TuneResult | None:
+        """The tuner's result as its record (``TuneResult.from_dict``: every field checked), None
+        when it failed."""
+        return TuneResult.from_dict(self.data) if self.data else None
+
+    @property
     def pick(self):
-        """The config the tuner chose, None when it failed."""
+        """The config the tuner chose, as the bench keys configs (``config_from_kwargs``), None
+        when it failed."""
         return config_from_kwargs(self.data["config"]) if self.data else None
 
 

@@ -60,8 +60,8 @@ def main(args) -> int:
             if outcome.data is None:
                 log(f"[{name}] tuner failed: {outcome.error}")
                 continue
-            rows.append((name, benchmark_row(outcome.data)))
-            picks[name] = (short(outcome.pick), outcome.data["samples_per_s"], outcome.wall_s)
+            rows.append((name, benchmark_row(outcome.result)))
+            picks[name] = (short(outcome.pick), outcome.result.samples_per_s, outcome.wall_s)
             log(f"[{name}] pick {picks[name][0]} at {picks[name][1]:,.0f}/s: {rows[-1][1]['headline']}")
     except Interrupted as exc:
         log(f"interrupted: {exc}")

@@ -94,8 +94,9 @@ def main(args) -> int:
             if outcome.data is None:
                 log(f"[{workload}] tuner failed: {outcome.error}")
                 continue
-            tables.append((workload, benchmark_row(outcome.data)))
-            found = {x.name: x for x in explain(outcome.data).whatifs}
+            result = outcome.result
+            tables.append((workload, benchmark_row(result)))
+            found = {x.name: x for x in explain(result).whatifs}
             pick = outcome.pick
             for name in names:
                 change = found.get(name)
@@ -192,14 +193,16 @@ def verdicts(rows: list[dict]) -> list[tuple[str, dict]]:
     """The report's benchmark row of every tuner result in the records (the first of each workload
     per run)."""
     from autoloader.explain import benchmark_row
+    from autoloader.store.result import TuneResult
 
     seen, out = set(), []
     for row in rows:
         tuner = row.get("tuner") if row.get("phase") == "tuner" else None
+        result = TuneResult.from_dict(tuner) if tuner else None
         key = (row.get("run_id"), row.get("workload"))
-        if tuner and tuner.get("profile") and key not in seen:
+        if result is not None and result.profile is not None and key not in seen:
             seen.add(key)
-            out.append((row["workload"], benchmark_row(tuner)))
+            out.append((row["workload"], benchmark_row(result)))
     return out
 
 
