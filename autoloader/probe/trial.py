@@ -326,7 +326,8 @@ class _Runner:
                            epoch_restart_s=m.epoch_restart_s,
                            gpu_peak_bytes=int(torch.cuda.max_memory_allocated()) if self.cuda else None,
                            batches=m.batches, window_s=m.window_s, epochs_crossed=m.epochs_crossed, pruned=m.pruned,
-                           worker_samples=grown[0] if grown else None, worker_uss_bytes=grown[1] if grown else None)
+                           worker_samples=grown[0] if grown else None, worker_uss_bytes=grown[1] if grown else None,
+                           worker_file_bytes=grown[2] if grown else None)
 
     def profile(self, batch_size: int, beat, memory_budget: int | None = None) -> tuple[Profile | None, str | None]:
         """The pipeline's profile (probe/profiler.py), or why not: the dataset or step raised on the

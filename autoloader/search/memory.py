@@ -82,13 +82,15 @@ def burst_samples(trial: TrialResult) -> float:
 
 def burst_readings(history: Sequence[TrialResult], sample_bytes: int, length: int | None) -> list[tuple[int, int]]:
     """(samples each worker had read, its USS) at each burst's end, less the batches it may still
-    have held (the prefetched ones it made, whose pages are its own until the loop maps them)."""
+    have held (the prefetched ones it made, whose pages are its own until the loop maps them) and
+    a mapped file's pages it held (page cache, not copies: NOTE [ Memory by kind ] in
+    probe/pages.py)."""
     out = []
     for t in history:
         c = t.config
         if t.worker_samples is not None and t.worker_uss_bytes is not None and c.num_workers:
             held = (c.prefetch_factor or 0) * sample_bytes * batch_samples(c.batch_size, length)
-            out.append((t.worker_samples, t.worker_uss_bytes - held))
+            out.append((t.worker_samples, t.worker_uss_bytes - held - (t.worker_file_bytes or 0)))
     return out
 
 

@@ -70,6 +70,7 @@ class TrialResult:
     # mean USS then: how far copy on read had grown them (NOTE [ Copy on read ] in growth.py).
     worker_samples: int | None = None
     worker_uss_bytes: int | None = None
+    worker_file_bytes: int | None = None    # of that USS, a mapped file's pages (NOTE [ Memory by kind ])
     gpu_peak_bytes: int | None = None
     batch_bytes: int | None = None
     batches: int = 0

@@ -129,7 +129,9 @@ class ProgressPrinter:
                 if p.others_cpus is not None and busy_at(p.others_cpus / cpus, d.get("busy", BUSY_SHARE)) else "")
         g = getattr(p, "growth", None)
         grows = (f"; a worker copies {g.per_sample_bytes / 2**10:.1f} KiB a sample it reads, up to "
-                 f"{_mib(g.ceiling_bytes)}" if g is not None and g.found else "")
+                 f"{_mib(g.ceiling_bytes)}" if g is not None and g.found else
+                 f"; a worker mapped {_mib(g.file_bytes)} of a file's pages (page cache, not copies)"
+                 if g is not None and g.maps_file else "")
         return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
                 f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
                 f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
@@ -307,6 +309,8 @@ def memory_line(pick, control=None) -> str | None:
     """One line on the workers' copy-on-read growth (NOTE [ Copy on read ] in search/growth.py),
     when the profile found it; None otherwise."""
     shown = pick if pick is not None and pick.workers else control
+    if shown is not None and shown.growth is not None and not shown.growth.found and shown.growth.maps_file:
+        return f"no copy-on-read growth: {shown.growth.mapped_text()}"   # NOTE [ Memory by kind ]
     if shown is None or shown.growth is None or not shown.growth.found or not shown.workers:
         return None
     finding = growth_finding(shown)
@@ -321,9 +325,10 @@ def memory_line(pick, control=None) -> str | None:
                 f"{shown.samples_per_worker:,} samples")
     seen = f"; its bursts peaked at {_gib(shown.measured_peak_bytes)}" if shown.measured_peak_bytes else ""
     saved = f", and save ~{_gib(finding.saved_bytes)}" if finding is not None else ""
-    return (f"{who}{what} ({shown.growth.per_sample_bytes / 2**10:.1f} KiB a sample at first{seen}). The rows are "
-            "Python objects (reading one writes its reference count): hold them as numpy arrays, Arrow or one "
-            f"bytes buffer with offsets{saved}")
+    why = ("The rows are Python objects (reading one writes its reference count): hold them as numpy arrays, "
+           "Arrow or one bytes buffer with offsets" if not shown.growth.maps_file
+           else f"Cause: {finding.cause}. Fix: {finding.fix}" if finding is not None else "")
+    return f"{who}{what} ({shown.growth.per_sample_bytes / 2**10:.1f} KiB a sample at first{seen}). {why}{saved}"
 
 
 def rule_line(result) -> str:
