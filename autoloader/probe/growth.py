@@ -51,6 +51,12 @@ def anonymous_bytes(pid: int | str = "self") -> int | None:
     return None
 
 
+def uss(pid: int) -> int | None:
+    """One process's private memory (USS) of every kind, None when it is gone."""
+    pages = private_pages(pid)
+    return None if pages is None else pages.uss
+
+
 class _Phases:
     """The stage's sampler, batch by batch: even batches (the control worker's) read the same
     ``control`` rows every time, odd ones (the reader's) the block's rows in order until

@@ -112,7 +112,7 @@ def trial_record(data: object) -> TrialResult:
                 "others_cpus", "steal_cpus", "tree_cpus"):
         _number(data, key)
     for key in ("peak_host_bytes", "peak_pss_bytes", "peak_shm_bytes", "gpu_peak_bytes", "batch_bytes",
-                "batches", "epochs_crossed", "worker_samples", "worker_uss_bytes", "worker_file_bytes"):
+                "batches", "epochs_crossed", "worker_samples", "worker_uss_bytes", "worker_file_bytes", "pinned_bytes"):
         _count(data, key)
     _flag(data, "pruned", False)
     _flag(data, "os_error", False)

@@ -19,6 +19,7 @@ from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.policy import BUSY_SHARE, busy_at
 from ..search.results import OK
+from ..search.shards import shards_text, stream_lines, trial_note
 
 
 def _gib(n: int | None) -> str:
@@ -86,6 +87,8 @@ class ProgressPrinter:
         retried = f" ({d['retried']} stopped by a limit since raised, measured again)" if d.get("retried") else ""
         retried += _start_retries(d)
         length = "iterable" if info.length is None else f"{info.length:,} samples"
+        length += shards_text(getattr(info, "shards", None), getattr(info, "shards_from", None),
+                              d.get("max_workers", 0), d.get("uncapped", 0))
         # A node's tune (node/__init__.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
         where = (f"{d['ranks']} ranks at once ({d['cpus']} CPUs and {_gib(d['max_memory'] // d['ranks'])} each; "
                  f"trial rates are the slowest rank's, the node's is {d['ranks']}x), budget {d['budget']:.0f} s"
@@ -152,6 +155,8 @@ class ProgressPrinter:
         busy = (f" | {others_text(r.others_cpus, cpus)}: the figure is what the machine gives beside them"
                 if cpus and r.others_cpus is not None and busy_at(r.others_cpus / cpus, d.get("busy", BUSY_SHARE))
                 else "")
+        note = trial_note(r)
+        busy += f" | {note}" if note else ""
         return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{again}{best_text}{busy}"
 
     def _recheck(self, d: dict) -> str:
@@ -269,6 +274,8 @@ def table(result, saved: bool = True) -> str:
     memory = memory_line(getattr(result, "memory", None), getattr(result, "control_memory", None))
     if memory:
         lines.append(f"  {'memory':<20} {memory}")
+    lines += [f"  {'stream' if i == 0 else '':<20} {text}"
+              for i, text in enumerate(stream_lines(getattr(result, "stream", None)))]
     threads = getattr(result, "threads", None)
     if threads is not None:
         lines.append(f"  {'main threads':<20} {threads_line(threads)}")

@@ -56,6 +56,7 @@ class TuneResult:
     control_memory: MemoryForecast | None = None
     load: MachineLoad | None = None       # what others took of the CPUs meanwhile: NOTE [ Others on the machine ]
     threads: Threads | None = None        # the main process's torch threads: NOTE [ The main process's threads ]
+    stream: dict | None = None            # an iterable dataset's shards and workers' findings (search/shards.py)
 
     @property
     def busy(self) -> bool:
@@ -121,7 +122,7 @@ class TuneResult:
                 "warm_start": warm_record(self.warm_start), "early_stop": self.early_stop,
                 "memory": self.memory_record(),
                 "load": self.load.to_dict() if self.load else None,
-                "threads": self.threads.to_dict() if self.threads else None,
+                "threads": self.threads.to_dict() if self.threads else None, "stream": self.stream,
                 **({"node": self.node} if self.node else {}), "inputs": self.inputs, **(self.provenance or {})}
 
 
