@@ -53,6 +53,8 @@ class Evidence:
     # When each part of the run ran: (what, start s, end s, config key) with what one of set-up,
     # profile, burst, final; empty where the result does not record it.
     timeline: tuple[tuple[str, float, float, str | None], ...] = ()
+    # An iterable dataset's shards and its workers' findings (search/shards.py's stream_record).
+    stream: dict | None = None
 
     @cached_property
     def model(self) -> Model:
@@ -68,7 +70,9 @@ class Evidence:
 
     @property
     def max_workers(self) -> int:
-        return MAX_WORKERS_PER_CPU * self.search_cpus
+        """The most workers the search would try: a sharded stream's shards cap them."""
+        cap = (self.stream or {}).get("max_workers")
+        return min(MAX_WORKERS_PER_CPU * self.search_cpus, cap) if cap else MAX_WORKERS_PER_CPU * self.search_cpus
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
@@ -179,7 +183,8 @@ class Evidence:
                    cpus=(data.get("hardware") or {}).get("cpus"),
                    knee=Knee.from_dict(data["knee"]) if isinstance(data.get("knee"), dict) else None,
                    tune_seconds=data.get("tune_seconds"),
-                   timeline=tuple((str(m[0]), float(m[1]), float(m[2]), m[3]) for m in inputs.get("timeline") or ()))
+                   timeline=tuple((str(m[0]), float(m[1]), float(m[2]), m[3]) for m in inputs.get("timeline") or ()),
+                   stream=data.get("stream") if isinstance(data.get("stream"), dict) else None)
 
 
 def _ceiling_from(trials) -> int | None:

@@ -24,8 +24,10 @@ mean for the pick is search/shards.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import multiprocessing
+import time
 from typing import Any, Callable
 
 # Samples digested a worker (the first it makes), and the values of a tensor a digest reads.
@@ -33,6 +35,10 @@ DIGESTS = 32
 DIGEST_ELEMENTS = 4096
 # A worker's slot: its samples, its digests so far, then DIGESTS digests.
 _SLOT = 2 + DIGESTS
+# The profile's stream stage: two workers, this many batches taken at most, this long at most.
+STAGE_WORKERS = 2
+STAGE_BATCHES = 6
+STAGE_SECONDS = 3.0
 
 
 def shard_count(dataset: Any) -> tuple[int, str] | None:
@@ -148,3 +154,41 @@ def duplicate_share(digests: list[list[int]]) -> float | None:
         shared += sum(1 for x in own if x in others)
         total += len(own)
     return shared / total if total else None
+
+
+def with_stream(profile, dataset, fixed_kwargs: dict, batch_size: int, beat: Callable[[], None]):
+    """The profile with its stream stage: an iterable dataset read by two workers through the
+    counting collate_fn (NOTE [ Counting what each worker delivered ]), a few batches, so that
+    a stream every worker reads whole, or one too few shards leave idle, is seen whatever
+    configs the search goes on to measure. The profile as it was for a map-style dataset, or
+    where the stage raised (the trials meet it)."""
+    from torch.utils.data import DataLoader, IterableDataset
+
+    if not isinstance(dataset, IterableDataset):
+        return profile
+    workers = min(STAGE_WORKERS, (shard_count(dataset) or (STAGE_WORKERS,))[0])
+    if workers < 2:   # one shard: one worker has it all, and the cap says so
+        return profile
+    counted = Counted(fixed_kwargs.get("collate_fn"), workers)
+    passed = {k: v for k, v in fixed_kwargs.items() if k in ("worker_init_fn", "multiprocessing_context")}
+    t0 = time.perf_counter()
+    try:
+        it = iter(DataLoader(dataset, batch_size=batch_size, num_workers=workers, prefetch_factor=1,
+                             collate_fn=counted, **passed))
+        try:
+            for _ in range(STAGE_BATCHES):
+                next(it)
+                beat()
+                if time.perf_counter() - t0 > STAGE_SECONDS:
+                    break
+        except StopIteration:
+            pass
+        finally:
+            it._shutdown_workers()
+            del it
+    except Exception:  # noqa: BLE001 - the profile stands without it
+        return profile
+    found = counted.read()
+    return dataclasses.replace(profile, stream_delivered=found["worker_delivered"],
+                               stream_duplicates=found["duplicate_share"],
+                               seconds=profile.seconds + time.perf_counter() - t0)

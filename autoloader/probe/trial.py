@@ -60,7 +60,7 @@ from .protocol import (
     SetupFailed,
     Stop,
 )
-from .shards import Counted, shard_fields
+from .shards import Counted, shard_fields, with_stream
 from .teardown import half_built_iterator, reap_absorbing_reports
 from .workers import (
     RUNNER_NAME,
@@ -338,6 +338,7 @@ class _Runner:
                                   tensor_bytes, lambda pid: pss(pid), beat=lambda: beat(0),
                                   memory_budget=memory_budget)
             profile = with_growth(profile, self.dataset, self._fixed_kwargs(), self.dataset_bytes, lambda: beat(0))
+            profile = with_stream(profile, self.dataset, self._fixed_kwargs(), batch_size, lambda: beat(0))
         except Exception as exc:  # noqa: BLE001 - a profile that fails is reported, never raised
             return None, f"{type(exc).__name__}: {exc}"[:500]
         finally:

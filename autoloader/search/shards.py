@@ -9,6 +9,7 @@ the table, the progress lines and the explain report say its findings.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from .results import OK, TrialResult
@@ -37,37 +38,74 @@ def shards_text(shards: int | None, shards_from: str | None, cap: int, uncapped:
     return f" of {shards} shard{'s' * (shards != 1)} ({shards_from}{searched})"
 
 
-def duplicated(trial: TrialResult) -> bool:
-    return trial.duplicate_share is not None and trial.duplicate_share >= DUPLICATE_SHARE
+@dataclass(frozen=True)
+class Reading:
+    """What one loader's workers delivered: ``who`` names it (a config's key, or the profile)."""
+
+    who: str
+    workers: int
+    delivered: tuple[int, ...]
+    duplicate_share: float | None
+
+    @property
+    def duplicated(self) -> bool:
+        return self.duplicate_share is not None and self.duplicate_share >= DUPLICATE_SHARE
+
+    @property
+    def idle(self) -> int:
+        return sum(1 for n in self.delivered if n == 0)
 
 
-def idle_workers(trial: TrialResult) -> int:
-    """Workers of a measured trial that delivered nothing."""
+def trial_reading(trial: TrialResult) -> Reading | None:
     if trial.status != OK or not trial.worker_delivered:
-        return 0
-    return sum(1 for n in trial.worker_delivered if n == 0)
+        return None
+    return Reading(trial.config.key, trial.config.num_workers, trial.worker_delivered, trial.duplicate_share)
+
+
+def profile_reading(profile) -> Reading | None:
+    """The profile's stream stage (probe/shards.py's ``with_stream``), where it ran."""
+    delivered = tuple(getattr(profile, "stream_delivered", ()) or ())
+    if not delivered:
+        return None
+    return Reading(f"the profile's {len(delivered)} workers", len(delivered), delivered,
+                   getattr(profile, "stream_duplicates", None))
 
 
 def trial_note(trial: TrialResult) -> str | None:
     """What one trial's workers showed, for its progress line; None when nothing is wrong."""
-    if duplicated(trial):
-        return (f"its {trial.config.num_workers} workers made the same samples ({trial.duplicate_share:.0%} of "
-                "those digested made by another worker too): the stream is not sharded by worker")
-    idle = idle_workers(trial)
-    if idle:
-        return f"{idle} of its {trial.config.num_workers} workers delivered nothing (the stream ran out of shards)"
+    reading = trial_reading(trial)
+    if reading is None:
+        return None
+    if reading.duplicated:
+        return (f"its {reading.workers} workers made the same samples ({reading.duplicate_share:.0%} of those "
+                "digested made by another worker too): the stream is not sharded by worker")
+    if reading.idle:
+        return f"{reading.idle} of its {reading.workers} workers delivered nothing (the stream ran out of shards)"
     return None
 
 
+def profile_note(profile) -> str:
+    """The profile line's words on its stream stage ("" where it did not run or found nothing)."""
+    reading = profile_reading(profile)
+    if reading is None:
+        return ""
+    if reading.duplicated:
+        return (f"; its stream read by {reading.workers} workers gave each the same samples "
+                f"({reading.duplicate_share:.0%} digested twice): not sharded by worker")
+    if reading.idle:
+        return f"; its stream read by {reading.workers} workers left {reading.idle} with nothing"
+    return ""
+
+
 def stream_record(shards: int | None, shards_from: str | None, uncapped: int,
-                  history: Sequence[TrialResult]) -> dict | None:
+                  history: Sequence[TrialResult], profile=None) -> dict | None:
     """The result's ``stream``: the shards the dataset said it has and the cap they put on the
-    search, the trials whose workers sat idle or duplicated samples, and each finding in words
-    with its fix (``findings``: kind, text, fix). None for a stream with nothing to say (and
-    for a map-style dataset, which the caller does not ask about)."""
-    counted = [t for t in history if t.status == OK and t.worker_delivered]
-    dup = [t for t in counted if duplicated(t)]
-    idle = [t for t in counted if idle_workers(t)]
+    search, the loaders (the profile's stream stage, the trials) whose workers sat idle or
+    duplicated samples, and each finding in words with its fix (``findings``: kind, text,
+    fix). None for a stream with nothing to say (a map-style dataset is not asked about)."""
+    readings = [r for r in [profile_reading(profile), *map(trial_reading, history)] if r is not None]
+    dup = [r for r in readings if r.duplicated]
+    idle = [r for r in readings if r.idle]
     findings = []
     cap = worker_cap(shards, uncapped)
     if shards is not None and cap < uncapped:
@@ -78,22 +116,21 @@ def stream_record(shards: int | None, shards_from: str | None, uncapped: int,
             "fix": ("to use more workers, reshard the stream to more files (Hugging Face: "
                     "to_iterable_dataset(num_shards=K), or more data files)")})
     if dup:
-        worst = max(dup, key=lambda t: t.duplicate_share)
+        worst = max(dup, key=lambda r: r.duplicate_share)
         findings.append({"kind": "duplicates", "text": (
-            f"every worker reads the whole stream: with {worst.config.num_workers} workers "
-            f"{worst.duplicate_share:.0%} of the samples digested were made by another worker too, so the loop "
-            f"gets each sample up to {worst.config.num_workers} times and the rates of configs with workers count "
-            f"the copies ({', '.join(t.config.key for t in dup)})"), "fix": SHARD_FIX})
+            f"every worker reads the whole stream: with {worst.workers} workers {worst.duplicate_share:.0%} of the "
+            f"samples digested were made by another worker too ({', '.join(r.who for r in dup)}), so a loader "
+            "with workers hands the loop each sample once per worker and its rate counts the copies"),
+            "fix": SHARD_FIX})
     if idle:
-        most = max(idle, key=idle_workers)
-        busy = most.config.num_workers - idle_workers(most)
+        most = max(idle, key=lambda r: r.idle)
         findings.append({"kind": "idle", "text": (
-            f"with {most.config.num_workers} workers {idle_workers(most)} delivered nothing: the stream has "
-            f"shards for {busy} (configs: {', '.join(t.config.key for t in idle)})"), "fix": IDLE_FIX})
+            f"with {most.workers} workers {most.idle} delivered nothing: the stream has shards for "
+            f"{most.workers - most.idle} ({', '.join(r.who for r in idle)})"), "fix": IDLE_FIX})
     if shards is None and not findings:
         return None
     return {"shards": shards, "shards_from": shards_from, "max_workers": cap, "uncapped_max_workers": uncapped,
-            "duplicated": [t.config.key for t in dup], "idle": [t.config.key for t in idle], "findings": findings}
+            "duplicated": [r.who for r in dup], "idle": [r.who for r in idle], "findings": findings}
 
 
 def stream_lines(record: dict | None) -> list[str]:

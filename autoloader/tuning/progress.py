@@ -19,7 +19,7 @@ from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.policy import BUSY_SHARE, busy_at
 from ..search.results import OK
-from ..search.shards import shards_text, stream_lines, trial_note
+from ..search.shards import profile_note, shards_text, stream_lines, trial_note
 
 
 def _gib(n: int | None) -> str:
@@ -138,7 +138,7 @@ class ProgressPrinter:
         return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
                 f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
                 f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
-                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{busy}")
+                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{profile_note(p)}{busy}")
 
     def _trial(self, d: dict) -> str:
         r = d["result"]

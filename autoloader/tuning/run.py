@@ -318,7 +318,7 @@ class Run:
             memory=self.memory.forecast(pick.config, history),
             control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None,
             load=load, threads=threads_of(profile, started.info.threads),
-            stream=stream_record(started.info.shards, started.info.shards_from, self.uncapped, history)
+            stream=stream_record(started.info.shards, started.info.shards_from, self.uncapped, history, profile)
             if started.info.length is None else None)
         if before is not None:
             result = dataclasses.replace(result, since=compare(before, result.to_dict(), self.options.thresholds))
