@@ -91,8 +91,8 @@ class Mapped(Dataset):
     kind ] in autoloader/probe/pages.py). Pickled by its path: the mapping is made again where it
     is loaded, never copied into the pickle."""
 
-    def __init__(self, path: str, length: int = 2048, sample_bytes: int = 64 * 2**10,
-                 table_bytes: int = 24 * 2**20, cost_s: float = COST_S):
+    def __init__(self, path: str, length: int = 8192, sample_bytes: int = 16 * 2**10,
+                 table_bytes: int = 24 * 2**20, cost_s: float = 0.0005):
         self.path, self.length, self.sample_bytes, self.cost_s = path, length, sample_bytes, cost_s
         self.table_bytes = table_bytes
         import os
