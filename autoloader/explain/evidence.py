@@ -69,10 +69,15 @@ class Evidence:
         return max(1, self.cpus if self.cpus else math.ceil(self.profile.cpus))
 
     @property
+    def shard_cap(self) -> int | None:
+        """The workers a sharded stream's shards keep busy (search/shards.py), None without them."""
+        stream = self.stream or {}
+        return stream.get("shards") and stream.get("max_workers")
+
+    @property
     def max_workers(self) -> int:
         """The most workers the search would try: a sharded stream's shards cap them."""
-        cap = (self.stream or {}).get("max_workers")
-        return min(MAX_WORKERS_PER_CPU * self.search_cpus, cap) if cap else MAX_WORKERS_PER_CPU * self.search_cpus
+        return min(MAX_WORKERS_PER_CPU * self.search_cpus, self.shard_cap or MAX_WORKERS_PER_CPU * self.search_cpus)
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
