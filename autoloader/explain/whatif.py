@@ -106,7 +106,7 @@ def whatifs(ev: Evidence) -> list[WhatIf]:
         """The change asked along the worker ladder (at ``on_cpus``, batch size ``bs``)."""
         changed = Model(profile, ev.device)
         # More CPUs add no shards: a sharded stream's cap holds whatever the CPUs.
-        widest = min(MAX_WORKERS_PER_CPU * on_cpus, ev.shard_cap or MAX_WORKERS_PER_CPU * on_cpus) if on_cpus != cpus else top
+        widest = top if on_cpus == cpus else min(MAX_WORKERS_PER_CPU * on_cpus, ev.shard_cap or on_cpus * top)
         config, rated = best(changed, cal, ladder(pick, on_cpus, widest, bs))
         return WhatIf(name, title, change, config, ladder_base, rated, needs_code)
 

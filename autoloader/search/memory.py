@@ -144,12 +144,13 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
     the runner, so predictions ran low and a breach was found only by running the trial).
 
     Batches in flight: each worker holds up to ``prefetch_factor`` finished batches in /dev/shm,
-    and pinning copies them into page-locked memory on top (NOTE [ Pinned batches ]). Per-worker overhead (the interpreter,
-    its first pages) is learnt from measured trials: the median, over trials with workers, of
-    (peak - runner - batches in flight, pinned ones as measured) / workers, less what each worker had copied of the
-    dataset by the burst's end when ``growth`` was found; a trial stored before PSS was recorded
-    counts by its USS against the runner's USS. Before any trial with workers, ``worker_prior``
-    (one worker's PSS as the profile saw it) stands in. With growth found, each worker adds what
+    and pinning copies them into page-locked memory on top (NOTE [ Pinned batches ]). Per-worker
+    overhead (the interpreter, its first pages) is learnt from measured trials: the median, over
+    trials with workers, of (peak - runner - batches in flight, pinned ones as measured) /
+    workers, less what each worker had copied of the dataset by the burst's end when ``growth``
+    was found; a trial stored before PSS was recorded counts by its USS against the runner's
+    USS. Before any trial with workers, ``worker_prior`` (one worker's PSS as the profile saw
+    it) stands in. With growth found, each worker adds what
     it copies over the run (NOTE [ Copy on read ] in growth.py): one epoch's share of
     ``epoch_samples`` (``length`` when not given), or the ceiling for kept workers. A dataset of
     ``length`` shorter than the batch size makes batches of ``length`` samples.
