@@ -81,3 +81,47 @@ def rows() -> Rows:
 
 def arrays() -> ArrayRows:
     return ArrayRows()
+
+
+class Mapped(Dataset):
+    """uint8 samples of ``sample_bytes`` each, served from an ``np.memmap`` of the file at ``path``
+    (written on first use), and a table of float32 features a sample held as one numpy array
+    (``table_bytes``: enough for the trial process to run the growth stage on it). Neither grows
+    a worker by copies: the file's pages a worker reads are the page cache's (NOTE [ Memory by
+    kind ] in autoloader/probe/pages.py). Pickled by its path: the mapping is made again where it
+    is loaded, never copied into the pickle."""
+
+    def __init__(self, path: str, length: int = 8192, sample_bytes: int = 16 * 2**10,
+                 table_bytes: int = 24 * 2**20, cost_s: float = 0.0005):
+        self.path, self.length, self.sample_bytes, self.cost_s = path, length, sample_bytes, cost_s
+        self.table_bytes = table_bytes
+        import os
+
+        if not os.path.exists(path) or os.path.getsize(path) != length * sample_bytes:
+            data = np.memmap(path, dtype=np.uint8, mode="w+", shape=(length, sample_bytes))
+            for start in range(0, length, 256):
+                data[start:start + 256] = np.random.default_rng(start).integers(
+                    0, 255, (min(256, length - start), sample_bytes), dtype=np.uint8)
+            data.flush()
+            del data
+        self._open()
+
+    def _open(self) -> None:
+        self.data = np.memmap(self.path, dtype=np.uint8, mode="r", shape=(self.length, self.sample_bytes))
+        self.features = np.random.default_rng(1).random((self.length, self.table_bytes // (4 * self.length)),
+                                                        dtype=np.float32)
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("data", "features")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._open()
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        x = torch.from_numpy(np.array(self.data[index]))
+        _burn(self.cost_s)
+        return x, torch.from_numpy(self.features[index])

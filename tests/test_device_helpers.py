@@ -4,7 +4,7 @@ utilisation."""
 
 from types import SimpleNamespace
 
-from autoloader.probe.device import nvml_bus_id, release_cached_memory
+from autoloader.probe.device import nvml_bus_id, pinned_peak, release_cached_memory, reset_pinned_peak
 
 
 def test_a_trial_releases_the_pinned_blocks_it_cached():
@@ -18,6 +18,23 @@ def test_a_trial_releases_the_pinned_blocks_it_cached():
     calls.clear()
     assert release_cached_memory(SimpleNamespace(cuda=cuda, _C=SimpleNamespace())) is None  # no such call
     assert calls == ["sync", "device"]
+
+
+def test_a_bursts_pinned_peak_is_read_from_the_caching_host_allocator():
+    # NOTE [ Pinned batches ] in search/memory.py: the allocator's peak of page-locked bytes since
+    # the trial began; a torch without the statistics gives no figure (the forecast's stands).
+    stats = {"allocated_bytes.peak": 0}
+    cuda = SimpleNamespace(reset_peak_host_memory_stats=lambda: stats.update({"allocated_bytes.peak": 0}),
+                           host_memory_stats=lambda: dict(stats))
+    torch = SimpleNamespace(cuda=cuda)
+    stats["allocated_bytes.peak"] = 3 * 2**27
+    reset_pinned_peak(torch)
+    assert pinned_peak(torch) == 0
+    stats["allocated_bytes.peak"] = 2**27
+    assert pinned_peak(torch) == 2**27
+    old = SimpleNamespace(cuda=SimpleNamespace())
+    reset_pinned_peak(old)
+    assert pinned_peak(old) is None
 
 
 def test_a_cuda_error_left_by_the_trial_is_returned_not_raised():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from autoloader.probe.profiler import run_profile
-from autoloader.probe.trial import _tensor_bytes
+from autoloader.probe.burst import tensor_bytes
 from autoloader.probe.workers import pss as _pss
 
 
@@ -32,7 +32,7 @@ class Timed(torch.utils.data.Dataset):
 
 
 def profile_of(dataset, batch_size=16):
-    return run_profile(dataset, {}, batch_size, lambda batch: None, "cpu", _tensor_bytes, _pss)
+    return run_profile(dataset, {}, batch_size, lambda batch: None, "cpu", tensor_bytes, _pss)
 
 
 @pytest.mark.slow

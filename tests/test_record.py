@@ -86,8 +86,12 @@ def test_every_format_the_project_wrote_loads_and_keeps_what_it_held(path, tmp_p
 def test_a_result_written_today_reads_back_to_the_same_record_and_the_same_bytes():
     data = fixture(TODAY)
     result = TuneResult.from_dict(data)
-    assert result.to_dict() == data
-    assert json.dumps(result.to_dict(), indent=2, default=str) == json.dumps(data, indent=2, default=str)
+    written = result.to_dict()
+    # The fixture was written before the stream's and the page kinds' fields existed: reading it
+    # loses and changes nothing, and what is written now reads back to the same bytes.
+    assert changed(data, written) == []
+    assert json.dumps(TuneResult.from_dict(written).to_dict(), indent=2, default=str) == \
+        json.dumps(written, indent=2, default=str)
     assert result.since is not None and result.since.load is not None and result.load is not None
     assert result.since.to_dict() == data["since"] and result.provenance.finished_at == data["finished_at"]
     assert result.hardware.fingerprint == data["hardware"]["fingerprint"]

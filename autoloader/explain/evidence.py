@@ -22,6 +22,7 @@ from ..search.model import Calibration, Model, Prediction
 from ..search.policy import MAX_WORKERS_PER_CPU
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, OK, TrialResult
+from ..search.shards import Stream
 from ..search.space import LoaderConfig
 from .thresholds import CORES_FULL
 
@@ -53,6 +54,8 @@ class Evidence:
     # When each part of the run ran: (what, start s, end s, config key) with what one of set-up,
     # profile, burst, final; empty where the result does not record it.
     timeline: tuple[tuple[str, float, float, str | None], ...] = ()
+    # An iterable dataset's shards and its workers' findings (search/shards.py's stream_record).
+    stream: Stream | None = None
 
     @cached_property
     def model(self) -> Model:
@@ -67,8 +70,14 @@ class Evidence:
         return max(1, self.cpus if self.cpus else math.ceil(self.profile.cpus))
 
     @property
+    def shard_cap(self) -> int | None:
+        """The workers a sharded stream's shards keep busy (search/shards.py), None without them."""
+        return self.stream.max_workers if self.stream is not None and self.stream.shards else None
+
+    @property
     def max_workers(self) -> int:
-        return MAX_WORKERS_PER_CPU * self.search_cpus
+        """The most workers the search would try: a sharded stream's shards cap them."""
+        return min(MAX_WORKERS_PER_CPU * self.search_cpus, self.shard_cap or MAX_WORKERS_PER_CPU * self.search_cpus)
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
@@ -169,7 +178,8 @@ class Evidence:
                    max_memory=max_memory, shm_free=inputs.shm_free if inputs is not None else None,
                    ranks=result.ranks, cpus=result.hardware.cpus, knee=result.knee, tune_seconds=result.tune_seconds,
                    timeline=tuple((str(m[0]), float(m[1]), float(m[2]), m[3])
-                                  for m in (inputs.timeline if inputs is not None else ())))
+                                  for m in (inputs.timeline if inputs is not None else ())),
+                   stream=result.stream)
 
 
 def _ceiling_from(trials) -> int | None:

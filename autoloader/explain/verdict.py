@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..search.shards import stream_lines
 from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size, stages
 from .thresholds import (BALANCED_WITHIN, BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE,
                          MEMORY_COSTS, MODERATELY_INPUT_BOUND, PARTS_TIE)
@@ -108,7 +109,9 @@ def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
     findings = (_supply_finding(ev, st, wait, wait_source, where, level),
                 _part_finding(ev, st, part, kind.startswith("input/")),
                 memory_finding,
-                _compute_finding(ev, st, kind in ("compute", "balanced")))
+                _compute_finding(ev, st, kind in ("compute", "balanced")),
+                *(Finding("stream", "The stream's shards and workers", text, MEASURED, limits=False)
+                  for text in stream_lines(ev.stream)))
     headline = _headline(ev, st, kind, level, wait, wait_source, supply, lost)
     # The headline has the wait already; the supply finding adds only what qualifies it.
     told = [_no_step(ev).strip()] + [f.text for f in findings[1:] if f.limits]

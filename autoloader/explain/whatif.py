@@ -105,7 +105,8 @@ def whatifs(ev: Evidence) -> list[WhatIf]:
     def along(name, title, change, profile: Profile, needs_code, cal=calib, on_cpus=cpus, bs=None):
         """The change asked along the worker ladder (at ``on_cpus``, batch size ``bs``)."""
         changed = Model(profile, ev.device)
-        widest = MAX_WORKERS_PER_CPU * on_cpus if on_cpus != cpus else top
+        # More CPUs add no shards: a sharded stream's cap holds whatever the CPUs.
+        widest = top if on_cpus == cpus else min(MAX_WORKERS_PER_CPU * on_cpus, ev.shard_cap or on_cpus * top)
         config, rated = best(changed, cal, ladder(pick, on_cpus, widest, bs))
         return WhatIf(name, title, change, config, ladder_base, rated, needs_code)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import usage
+from ..search.config import iterable_key
 from ..search.space import LoaderConfig
 
 # The forms ``render`` (and ``--format``) knows.
@@ -68,11 +69,26 @@ def training_arguments(result: Any, *, batch_size: bool = False) -> dict:
     return fields
 
 
-def lightning_source(result: Any) -> str:
+def tuned_iterable(result: Any) -> bool:
+    """Whether ``result`` was tuned on an IterableDataset (which DataLoader refuses ``shuffle``
+    for): its problem's key says so (a TuneResult, a TunedConfig, a stored result), or the
+    DataLoader's dataset is iterable. False where the form does not say (a LoaderConfig, keyword
+    arguments)."""
+    if getattr(result, "_dataset_kind", None) == 1:   # a DataLoader over an IterableDataset
+        return True
+    tuned = getattr(result, "tuned", result)
+    key = getattr(tuned, "dataset_key", None) or (result.get("dataset_key") if isinstance(result, dict) else None)
+    return iterable_key(key)
+
+
+def lightning_source(result: Any, iterable: bool | None = None) -> str:
     """Python source of a ``train_dataloader`` method with the tuned settings, to paste into a
-    LightningModule or LightningDataModule that keeps its dataset as ``self.train_dataset``."""
+    LightningModule or LightningDataModule that keeps its dataset as ``self.train_dataset``;
+    shuffled unless the result was tuned on an IterableDataset (``iterable``, read from the
+    result when not given)."""
     config = result_settings(result)
-    args = ["self.train_dataset", "shuffle=True", *_keywords(config.loader_kwargs())]
+    iterable = tuned_iterable(result) if iterable is None else iterable
+    args = ["self.train_dataset", *([] if iterable else ["shuffle=True"]), *_keywords(config.loader_kwargs())]
     lines = ["def train_dataloader(self):", "    from torch.utils.data import DataLoader"]
     if config.num_workers:
         lines.append("    from autoloader import seed_worker")

@@ -80,6 +80,17 @@ def batch_size_of(batch: Any) -> int:
     return 1
 
 
+def tensor_bytes(obj: Any) -> int:
+    """Bytes of the tensors in a batch (dicts, lists and tuples of them)."""
+    if hasattr(obj, "element_size") and hasattr(obj, "nelement"):
+        return int(obj.element_size() * obj.nelement())
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0
+
+
 class Timer:
     """Times the consumer: CUDA events on CUDA (queued work counts), a host clock elsewhere."""
 

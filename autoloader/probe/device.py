@@ -40,6 +40,30 @@ def release_cached_memory(torch) -> str | None:
     return None
 
 
+def reset_pinned_peak(torch) -> None:
+    """Start the caching host allocator's peak afresh (a torch without the statistics: nothing)."""
+    reset = getattr(torch.cuda, "reset_peak_host_memory_stats", None)
+    if reset is not None:
+        try:
+            reset()
+        except Exception:  # noqa: BLE001 - the figure is then the process's peak, an upper bound
+            pass
+
+
+def pinned_peak(torch) -> int | None:
+    """The page-locked bytes the caching host allocator held at its peak since the last reset,
+    blocks rounded as it hands them out (NOTE [ Pinned batches ] in search/memory.py); None
+    where torch keeps no such statistics."""
+    stats = getattr(torch.cuda, "host_memory_stats", None)
+    if stats is None:
+        return None
+    try:
+        value = stats().get("allocated_bytes.peak")
+    except Exception:  # noqa: BLE001 - no figure rather than no result
+        return None
+    return int(value) if value is not None else None
+
+
 def to_device(batch: Any, device: str, non_blocking: bool) -> Any:
     """The batch with every tensor in it copied to ``device`` (dicts, lists, tuples and named
     tuples keep their type): the consumer a trial without a step uses on CUDA."""

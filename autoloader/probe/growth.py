@@ -2,8 +2,9 @@
 USS against the rows one of them read (the profile's growth stage), and a burst's workers at its
 end.
 
-Why and what the figures mean: NOTE [ Copy on read ] in search/growth.py. Runs in the trial
-process, which knows its workers' pids and counts the batches it took; nothing here runs in
+Why and what the figures mean: NOTE [ Copy on read ] in search/growth.py; each reading is split
+by kind (NOTE [ Memory by kind ] in probe/pages.py), and only anonymous pages count as copies.
+Runs in the trial process, which knows its workers' pids and counts the batches it took; nothing here runs in
 the driver.
 """
 
@@ -16,6 +17,7 @@ from typing import Callable
 
 from ..search.growth import Growth, fit_growth
 from ..search.policy import GROWTH_MIN_DATASET
+from .pages import Pages, private_pages
 
 # The stage's most seconds, both phases; the contiguous block's share of them.
 GROWTH_SECONDS = 2.5
@@ -50,13 +52,9 @@ def anonymous_bytes(pid: int | str = "self") -> int | None:
 
 
 def uss(pid: int) -> int | None:
-    """One process's private memory (USS), None when it is gone."""
-    import psutil
-
-    try:
-        return int(psutil.Process(pid).memory_full_info().uss)
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
+    """One process's private memory (USS) of every kind, None when it is gone."""
+    pages = private_pages(pid)
+    return None if pages is None else pages.uss
 
 
 class _Phases:
@@ -85,9 +83,9 @@ class _Phases:
             yield from chunk
 
 
-def _readings(workers) -> tuple[int, int] | None:
-    """(control's USS, reader's USS), read back to back."""
-    control, reader = uss(workers[0].pid), uss(workers[1].pid)
+def _readings(workers) -> tuple[Pages, Pages] | None:
+    """(control's pages, reader's pages) by kind, read back to back."""
+    control, reader = private_pages(workers[0].pid), private_pages(workers[1].pid)
     return None if control is None or reader is None else (control, reader)
 
 
@@ -96,8 +94,9 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
                    seed: int = 0, sample_bytes: int = 0) -> Growth | None:
     """Two fresh workers, made alike: the control reads the same rows batch after batch, the
     reader a contiguous block of rows for BLOCK_SHARE of ``seconds``, then rows at random. What
-    the reader's USS gained over the control's, against the rows it read, is what reading new
-    rows copied: a worker's own allocations also land on pages it shares with the main process
+    the reader's anonymous pages gained over the control's, against the rows it read, is what
+    reading new rows copied (a mapped file's pages it gained are the page cache's, not copies:
+    NOTE [ Memory by kind ] in probe/pages.py; they are kept apart, as ``file_bytes``): a worker's own allocations also land on pages it shares with the main process
     (free memory the main process left in its heap), which the control shows alike. The growth
     is fitted to that (search/growth.py). None when there is nothing to measure: an iterable
     dataset, one too short, or one that added too little to the trial process's memory."""
@@ -140,7 +139,7 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
                 reading = _readings(workers)
                 if reading is None:
                     return None
-                block.append(((taken // 2 + 0.5) * batch, reading[1] - reading[0]))
+                block.append(((taken // 2 + 0.5) * batch, reading[1].anon - reading[0].anon))
                 next_reading = time.perf_counter() + gap
                 beat()
             if time.perf_counter() >= block_end or phases.block_batches >= len(phases.block):
@@ -152,12 +151,12 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
         last = _readings(workers)
         if last is None or len(block) < 3:
             return None
-        block.append(((taken // 2 + 0.5) * batch, last[1] - last[0]))
+        block.append(((taken // 2 + 0.5) * batch, last[1].anon - last[0].anon))
         block_batches = phases.block_batches
-        points, end = [(0, last[1] - last[0])], time.perf_counter() + seconds * (1 - BLOCK_SHARE)
+        points, end = [(0, last[1].anon - last[0].anon)], time.perf_counter() + seconds * (1 - BLOCK_SHARE)
         gap = (end - time.perf_counter()) / READINGS
         next_reading = time.perf_counter() + gap
-        control = last[0]
+        control, final, read = last[0], last, 0
         while time.perf_counter() < end:
             try:
                 next(it)
@@ -169,8 +168,8 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
                 reading = _readings(workers)
                 if reading is None:
                     break
-                control = reading[0]
-                points.append((int((done + 0.5) * batch), reading[1] - reading[0]))
+                control, final, read = reading[0], reading, done
+                points.append((int((done + 0.5) * batch), reading[1].anon - reading[0].anon))
                 next_reading = time.perf_counter() + gap
                 beat()
     finally:
@@ -183,8 +182,11 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
     spread = sum((n - mean_n) ** 2 for n, _ in block)
     row_bytes = max(0.0, sum((n - mean_n) * (d - mean_d) for n, d in block) / spread) if spread else 0.0
     block_rows = block_batches * batch
-    return fit_growth(points, block_rows, int(row_bytes * block_rows), control, length, dataset_bytes,
-                      seconds=time.perf_counter() - t0)
+    growth = fit_growth(points, block_rows, int(row_bytes * block_rows), control.uss, length, dataset_bytes,
+                        seconds=time.perf_counter() - t0)
+    # The mapped file's pages the reader gained over the control, by its last reading: said apart.
+    return dataclasses.replace(growth, file_bytes=max(0, final[1].file - final[0].file),
+                               file_samples=block_rows + read * batch)
 
 
 def with_growth(profile, dataset, fixed_kwargs: dict, dataset_bytes: int | None, beat: Callable[[], None]):
@@ -214,15 +216,17 @@ class NewestIterator:
     def clear(self) -> None:
         self.it = None
 
-    def point(self, config) -> tuple[int, int] | None:
-        """(samples each worker had read, their mean USS), at the burst's end: they had made the
-        batches taken and, on average, half of those in flight. None without workers."""
+    def point(self, config) -> tuple[int, int, int] | None:
+        """(samples each worker had read, their mean USS, the mean of it that is a mapped file's
+        pages: NOTE [ Memory by kind ]), at the burst's end: they had made the batches taken and,
+        on average, half of those in flight. None without workers."""
         workers = list(getattr(self.it, "_workers", None) or ())[:BURST_WORKERS]
         if not workers or not config.num_workers:
             return None
-        readings = [r for r in (uss(w.pid) for w in workers) if r is not None]
+        readings = [r for r in (private_pages(w.pid) for w in workers) if r is not None]
         if not readings:
             return None
         in_flight = config.num_workers * (config.prefetch_factor or 0) / 2
         samples = (self.batches + in_flight) * config.batch_size / config.num_workers
-        return int(samples), int(sum(readings) / len(readings))
+        return (int(samples), int(sum(r.uss for r in readings) / len(readings)),
+                int(sum(r.file for r in readings) / len(readings)))

@@ -3,7 +3,8 @@
 A few seconds, once per run, before any burst (NOTE [ The pipeline model ] in search/model.py says what
 each figure feeds):
 
-1. samples  ``dataset[i]`` for random indices, one at a time with one intra-op thread (as a
+1. samples  ``dataset[i]`` for random indices (an IterableDataset's stream in its order, its
+            first sample untimed: the opening), one at a time with one intra-op thread (as a
             DataLoader worker runs), until PROFILE_SAMPLES or SAMPLE_SECONDS: the per-sample
             cost as a distribution, since its tail decides prefetch depth and in-order blocking,
             and the share of it spent on a CPU (thread time over wall time, divided by the share
@@ -30,6 +31,7 @@ from typing import Any, Callable
 
 from ..inputs.hardware import usable_cpus
 from ..search.profile import Profile
+from .replay import Replay
 
 PROFILE_SAMPLES = 256
 SAMPLE_SECONDS = 1.5
@@ -53,32 +55,6 @@ BUSY_DEPTH = 4
 BUSY_TAKES = 6
 BUSY_SECONDS = 1.0
 BUSY_FILL_MARGIN = 1.5
-
-
-class _Replay:
-    """A dataset whose every item is a fresh copy of one collated batch (``batch_size=None``):
-    the workers then only copy and send, so the main process's receive is what is timed."""
-
-    def __init__(self, batch: Any, length: int):
-        self.batch = batch
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> Any:
-        return _clone(self.batch)
-
-
-def _clone(obj: Any) -> Any:
-    if hasattr(obj, "clone"):
-        return obj.clone()
-    if isinstance(obj, dict):
-        return {k: _clone(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        items = [_clone(v) for v in obj]
-        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
-    return obj
 
 
 def _map(obj: Any, fn: Callable) -> Any:
@@ -148,7 +124,8 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     collate = fixed_kwargs.get("collate_fn") or default_collate
-    length = len(dataset)
+    # An IterableDataset has no length and no indices: its samples are timed as its stream yields them.
+    length = None if isinstance(dataset, torch.utils.data.IterableDataset) else len(dataset)
     rng = random.Random(0)
 
     # 1. samples, as a worker makes them: one intra-op thread.
@@ -156,16 +133,24 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     torch.set_num_threads(1)
     samples, costs, cpu_s = [], [], 0.0
     availability = [_cpu_availability()]
+    draw, opened = _drawer(dataset, length, rng)
+    if opened is not None:   # a stream's first sample: its opening, a start-up cost, not a sample's
+        samples.append(opened)
     try:
         deadline = time.perf_counter() + SAMPLE_SECONDS
         while len(costs) < PROFILE_SAMPLES and (time.perf_counter() < deadline or len(costs) < MIN_SAMPLES):
-            index = rng.randrange(length)
             t0, c0 = time.perf_counter(), time.thread_time()
-            sample = dataset[index]
+            try:
+                sample = draw()
+            except StopIteration:   # a stream shorter than the stage
+                break
             costs.append(time.perf_counter() - t0)
             cpu_s += time.thread_time() - c0
             if len(samples) < batch_size:
                 samples.append(sample)
+        del draw
+        if not costs:   # a stream of one sample: the attempt at a second stands for a sample's cost
+            costs.append(time.perf_counter() - t0)
         availability.append(_cpu_availability())
         group = samples[:batch_size]
         t0 = time.perf_counter()
@@ -240,7 +225,8 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     finally:
         it._shutdown_workers()
         del it, loader
-    epoch_batches = -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size
+    epoch_batches = None if length is None else (
+        -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size)
     return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
                    recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
                    step_s=step_s, startup_s=max(0.0, first - batch_work), worker_pss=worker_pss,
@@ -252,6 +238,16 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
                    main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
                    main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
                    main_thread_ratios=tuple(d / o for d, o in pairs if o > 0))
+
+
+def _drawer(dataset, length: int | None, rng: random.Random) -> tuple[Callable[[], Any], Any]:
+    """(a call that returns the next sample to time, and a stream's first sample or None): a
+    map-style dataset's samples at random indices, an iterable one's in the order its stream
+    yields them (opened here, its first sample taken untimed; StopIteration when it ends)."""
+    if length is not None:
+        return (lambda: dataset[rng.randrange(length)]), None
+    stream = iter(dataset)
+    return stream.__next__, next(stream)
 
 
 def _thread_pairs(share: Callable[[], Any], sync: Callable[[], None], threads: int,
@@ -350,7 +346,7 @@ def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, syn
     workers = 2 if room >= 4 else 1
     depth = max(1, min(4, room // workers - 1))
     count = TRANSFER_BATCHES if cuda else TRANSFER_BATCHES // 2
-    loader = DataLoader(_Replay(batch, 4 * count + workers * depth), batch_size=None, num_workers=workers,
+    loader = DataLoader(Replay(batch, 4 * count + workers * depth), batch_size=None, num_workers=workers,
                         prefetch_factor=depth,
                         **{k: v for k, v in fixed_kwargs.items() if k in ("multiprocessing_context", "worker_init_fn")})
     it = iter(loader)

@@ -79,6 +79,9 @@ class DatasetInfo:
     dataset_class: str | None = None  # the built dataset's class, the name in the problem's key
     dataset_bytes: int | None = None  # what building the dataset added to the process's heap (its anonymous pages)
     threads: int | None = None  # torch's intra-op threads in the trial process, as the training process has them
+    # An iterable dataset's shards and where it says so (probe/shards.py): the most workers with a share.
+    shards: int | None = None
+    shards_from: str | None = None
 
 
 class SetupError(Exception):

@@ -35,7 +35,6 @@ import time
 import traceback
 import warnings
 import weakref
-from typing import Any
 
 from ..inputs.content import dataset_class, dataset_fingerprint
 from ..search.burst_rule import BurstSettings
@@ -43,7 +42,8 @@ from ..search.profile import Profile
 from ..search.results import FAILED, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig
 from . import guard
-from .device import NvmlUtil, release_cached_memory, to_device
+from .burst import tensor_bytes
+from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
 from .failures import classify_failure, describe_failure, raised_os_error
 from .growth import NewestIterator, anonymous_bytes, with_growth
 from .protocol import (
@@ -60,6 +60,7 @@ from .protocol import (
     SetupFailed,
     Stop,
 )
+from .shards import Counted, shard_fields, with_stream
 from .teardown import half_built_iterator, reap_absorbing_reports
 from .workers import (
     RUNNER_NAME,
@@ -74,16 +75,6 @@ from .workers import (
 # A dataset longer than this is named when drawing its indices fails: a permutation of it is
 # gigabytes of int64.
 HUGE_LENGTH = 2**28
-
-
-def _tensor_bytes(obj: Any) -> int:
-    if hasattr(obj, "element_size") and hasattr(obj, "nelement"):
-        return int(obj.element_size() * obj.nelement())
-    if isinstance(obj, dict):
-        return sum(_tensor_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in obj)
-    return 0
 
 
 class _Runner:
@@ -153,11 +144,11 @@ class _Runner:
         from ..inputs.code_digest import code_fingerprint
 
         return DatasetInfo(length=length, sample_seconds=elapsed / count,
-                           sample_bytes=max(1, _tensor_bytes(batch) // count),
+                           sample_bytes=max(1, tensor_bytes(batch) // count),
                            runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=self.dataset_bytes,
                            fingerprint=dataset_fingerprint(self.dataset), dataset_class=dataset_class(self.dataset),
                            code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs),
-                           threads=self.torch.get_num_threads())
+                           threads=self.torch.get_num_threads(), **shard_fields(self.dataset, self.iterable))
 
     def _check_loader(self) -> None:
         """Build (not iterate) the first trial's DataLoader: an argument only DataLoader refuses is a
@@ -168,10 +159,13 @@ class _Runner:
         except Exception as exc:  # noqa: BLE001 - DataLoader raises ValueError, TypeError and more
             raise SetupError(self._refused(config, exc), usage=True) from None
 
-    def _loader(self, config: LoaderConfig):
+    def _loader(self, config: LoaderConfig, counted: Counted | None = None):
         from torch.utils.data import DataLoader
 
-        return DataLoader(self.dataset, **config.loader_kwargs(), **self._fixed_kwargs(config.num_workers))
+        fixed = self._fixed_kwargs(config.num_workers)
+        if counted is not None:   # NOTE [ Counting what each worker delivered ] in shards.py
+            fixed["collate_fn"] = counted
+        return DataLoader(self.dataset, **config.loader_kwargs(), **fixed)
 
     def _refused(self, config: LoaderConfig, exc: Exception) -> str:
         """Why no DataLoader of ``config`` could be built with the user's arguments: rule, got, fix."""
@@ -250,14 +244,16 @@ class _Runner:
         from .burst import run_burst
 
         torch = self.torch
+        counted = Counted.for_trial(self.iterable, self.setup.fixed_kwargs.get("collate_fn"), config.num_workers)
         try:   # inside the trial's error handling: NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py
-            loader = self._loader(config)
+            loader = self._loader(config, counted)
         except Exception as exc:  # noqa: BLE001 - DataLoader raises ValueError, TypeError and more
             return TrialResult(config, FAILED, cause=LOADER_ARGUMENTS, error=self._refused(config, exc))
         epoch_batches = None if self.iterable else len(loader)
         consume = self._consumer(config)
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
+            reset_pinned_peak(torch)
         where = ["next"]
 
         iterators = []
@@ -301,6 +297,8 @@ class _Runner:
                           epoch_batches=epoch_batches, device=self.device, settings=settings,
                           batch_samples=self._sample_counter(config, epoch_batches))
             grown = newest.point(config)
+            delivered = counted.read() if counted is not None else {}
+            pinned = pinned_peak(torch) if self.cuda and config.pin_memory else None
         except Exception as exc:  # noqa: BLE001 - a crash is a result about this config
             message, detail = describe_failure(exc)
             os_error = raised_os_error(exc)   # the environment's: re-measured on resume (store/retry.py)
@@ -326,7 +324,8 @@ class _Runner:
                            epoch_restart_s=m.epoch_restart_s,
                            gpu_peak_bytes=int(torch.cuda.max_memory_allocated()) if self.cuda else None,
                            batches=m.batches, window_s=m.window_s, epochs_crossed=m.epochs_crossed, pruned=m.pruned,
-                           worker_samples=grown[0] if grown else None, worker_uss_bytes=grown[1] if grown else None)
+                           worker_samples=grown[0] if grown else None, worker_uss_bytes=grown[1] if grown else None,
+                           worker_file_bytes=grown[2] if grown else None, pinned_bytes=pinned, **delivered)
 
     def profile(self, batch_size: int, beat, memory_budget: int | None = None) -> tuple[Profile | None, str | None]:
         """The pipeline's profile (probe/profiler.py), or why not: the dataset or step raised on the
@@ -336,9 +335,10 @@ class _Runner:
         consume = self._consumer(LoaderConfig.make(batch_size, 0, self.cuda))
         try:
             profile = run_profile(self.dataset, self._fixed_kwargs(), batch_size, consume, self.device,
-                                  _tensor_bytes, lambda pid: pss(pid), beat=lambda: beat(0),
+                                  tensor_bytes, lambda pid: pss(pid), beat=lambda: beat(0),
                                   memory_budget=memory_budget)
             profile = with_growth(profile, self.dataset, self._fixed_kwargs(), self.dataset_bytes, lambda: beat(0))
+            profile = with_stream(profile, self.dataset, self._fixed_kwargs(), batch_size, lambda: beat(0))
         except Exception as exc:  # noqa: BLE001 - a profile that fails is reported, never raised
             return None, f"{type(exc).__name__}: {exc}"[:500]
         finally:

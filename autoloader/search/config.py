@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from .. import seeding
 from .knee import Knee
 from .space import LoaderConfig
+
+# The problem's key of an IterableDataset (inputs/problem.py names its length "iter").
+_ITERABLE_KEY = re.compile(r"-niter-[0-9a-f]+$")
+
+
+def iterable_key(key: object) -> bool:
+    """Whether a problem's key is an IterableDataset's (which DataLoader refuses ``shuffle`` for)."""
+    return isinstance(key, str) and _ITERABLE_KEY.search(key) is not None
 
 
 @dataclass(frozen=True)

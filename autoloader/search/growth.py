@@ -25,6 +25,11 @@
 #   up to C; the forecast takes the larger of the two.
 # The control's USS is the flat part, a worker's own whatever it reads. Growth is found when the
 # reader gained GROWTH_MIN_RISE (policy.py) or more over the control.
+# Only anonymous pages are copies (NOTE [ Memory by kind ] in probe/pages.py): the readings'
+# gains are the reader's anonymous pages over the control's. A dataset read from a mapped file
+# (np.memmap, Arrow) grows a reader's USS by the file's pages it read, which are the kernel's
+# page cache, shared and reclaimable: that gain is kept apart (``file_bytes``), said, and never
+# forecast as growth, and reading such rows writes nothing, so no fix is due.
 #
 # Over a run: a worker started afresh each epoch (persistent_workers=False) reads its share of
 # one epoch, epoch_samples / num_workers, and is gone with what it copied; a kept worker reads
@@ -45,6 +50,15 @@ from .policy import GROWTH_MIN_RISE
 CAUSE = ("the dataset's rows are Python objects: each worker copies the pages it reads, since "
          "reading an object writes its reference count")
 FIX = "hold the rows as numpy arrays, Arrow, or a single bytes buffer with offsets, and the growth goes"
+# Anonymous growth beside a mapped file's pages: the file is not what grows.
+CAUSE_BESIDE_FILE = ("the workers' anonymous memory grows as they read, beside the mapped file's pages (which are "
+                     "not copies): Python objects among the rows (reading one writes its reference count) or a "
+                     "cache the dataset fills as it reads")
+FIX_BESIDE_FILE = ("hold those objects as numpy arrays or Arrow, or bound the cache, and the growth goes; the mapped "
+                   "file needs nothing")
+# What a mapped file's pages are, where the readers' grew by them (NOTE [ Memory by kind ]).
+MAPPED = ("pages of a memory-mapped file: the kernel's page cache, one copy shared by every process that maps "
+          "it and reclaimed under pressure, not copies of the dataset; not forecast as growth, and nothing to change")
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,10 @@ class Growth:
     last_bytes: float = 0.0
     last_rate: float = 0.0
     seconds: float = 0.0            # the stage's wall time
+    # The reader's gain over the control in a mapped file's pages by its last reading, and the
+    # rows it had read then: page cache, not copies (NOTE [ Memory by kind ] in probe/pages.py).
+    file_bytes: int = 0
+    file_samples: int = 0
 
     def copies(self) -> list[tuple[int, float]]:
         """(samples read at random, bytes they copied), as measured: the reader's gain above
@@ -98,6 +116,19 @@ class Growth:
     @property
     def found(self) -> bool:
         return self.rise_bytes >= GROWTH_MIN_RISE and self.per_sample_bytes > 0
+
+    @property
+    def maps_file(self) -> bool:
+        """The reader's USS grew by a mapped file's pages (said apart, never forecast)."""
+        return self.file_bytes >= GROWTH_MIN_RISE
+
+    def mapped_text(self) -> str | None:
+        """What the mapped file's pages are, in words, where the reader's grew by them."""
+        if not self.maps_file:
+            return None
+        per = self.file_bytes / max(1, self.file_samples)
+        return (f"a worker's memory grew by {self.file_bytes / 2**20:,.0f} MiB as it read {self.file_samples:,} "
+                f"samples ({per / 2**10:,.1f} KiB a sample): {MAPPED}")
 
     def fitted(self) -> "Growth":
         """This growth with ``per_sample_bytes``, ``ceiling_bytes`` and where its readings end
@@ -188,7 +219,7 @@ class Growth:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["points"] = [list(p) for p in self.points]
         data["bursts"] = [list(p) for p in self.bursts]
-        data.update(found=self.found, rise_bytes=self.rise_bytes, samples=self.samples)
+        data.update(found=self.found, rise_bytes=self.rise_bytes, samples=self.samples, maps_file=self.maps_file)
         return data
 
     @classmethod
@@ -281,8 +312,14 @@ def growth_finding(data) -> GrowthFinding | None:
         if not isinstance(growth, dict) or not growth.get("found") or not workers or not copied:
             return None
         return GrowthFinding(int(workers), int(copied), int(workers * copied), float(growth["per_sample_bytes"]),
-                             int(growth["ceiling_bytes"]))
+                             int(growth["ceiling_bytes"]), *_advice(bool(growth.get("maps_file"))))
     if forecast is None or forecast.growth is None or not forecast.growth.found or not forecast.copied_bytes:
         return None
     return GrowthFinding(forecast.workers, forecast.copied_bytes, forecast.workers * forecast.copied_bytes,
-                         forecast.growth.per_sample_bytes, forecast.growth.ceiling_bytes)
+                         forecast.growth.per_sample_bytes, forecast.growth.ceiling_bytes,
+                         *_advice(forecast.growth.maps_file))
+
+
+def _advice(maps_file: bool) -> tuple[str, str]:
+    """The finding's cause and fix, by the kind of pages the readers gained (NOTE [ Memory by kind ])."""
+    return (CAUSE_BESIDE_FILE, FIX_BESIDE_FILE) if maps_file else (CAUSE, FIX)

@@ -19,6 +19,8 @@ from .space import LoaderConfig
 MEASURED_PEAK = "measured_peak"   # no growth found: the bursts' peaks tell the run's
 EPOCH_END = "epoch_end"           # workers grow as they read: each at the end of its one epoch
 KEPT_WORKERS = "kept_workers"     # kept workers grow across epochs: each up to the ceiling
+# A breach names the pinned batches when they are this share of the host figure or more.
+PINNED_SAID = 0.25
 
 
 def batch_samples(batch_size: int, length: int | None) -> int:
@@ -48,6 +50,7 @@ class MemoryForecast:
     run_worker_bytes: int | None = None
     measured_peak_bytes: int | None = None   # the highest PSS this config's own bursts reached
     growth: Growth | None = None
+    pinned_bytes: int = 0    # page-locked batches held at once (NOTE [ Pinned batches ]), in host_bytes
 
     @property
     def workers(self) -> int:
@@ -66,6 +69,7 @@ class MemoryForecast:
                 "copied_bytes": self.copied_bytes, "epoch_copied_bytes": self.epoch_copied_bytes,
                 "samples_per_worker": self.samples_per_worker, "worker_bytes": self.worker_bytes,
                 "run_worker_bytes": self.run_worker_bytes, "measured_peak_bytes": self.measured_peak_bytes,
+                "pinned_bytes": self.pinned_bytes,
                 "growth": self.growth.to_dict() if self.growth is not None else None}
 
     @classmethod
@@ -75,6 +79,43 @@ class MemoryForecast:
         values["config"] = LoaderConfig.from_dict(data["config"])
         values["growth"] = Growth.from_dict(data["growth"]) if data.get("growth") is not None else None
         return cls(**values)
+
+
+# NOTE [ Pinned batches ]
+# With pin_memory=True the loader's pin thread copies each batch a worker hands over into
+# page-locked host memory and queues it for the loop. A worker has up to prefetch_factor tasks
+# outstanding, so up to prefetch_factor x num_workers batches are in flight, and each may sit
+# pinned in the queue once its worker is done with it (when the loop is slower than the
+# workers); the loop holds one or two more (the batch the step is on, the next one). PyTorch's
+# caching host allocator rounds each request up to a power of two and keeps the blocks of freed
+# batches for the next pin, so over a run it holds the most batches ever pinned at once, each at
+# its rounded size, and page-locked memory is neither swapped nor reclaimed: a deep prefetch of
+# large batches at many workers can hold most of a host's memory (pytorch issue 97432). The
+# forecast counts (prefetch_factor x num_workers + 2) pinned batches, each the larger of the
+# batch's bytes rounded up to a power of two and what a burst at that batch size measured (its
+# allocator's peak over its batches in flight: a batch of many tensors rounds each of them),
+# and a config's own burst's peak when that was more.
+def pinned_batches(config: LoaderConfig) -> int:
+    """Batches a config's loader may hold pinned at once (NOTE [ Pinned batches ])."""
+    return config.num_workers * (config.prefetch_factor or 0) + 2 if config.pin_memory else 0
+
+
+def pinned_block(nbytes: int) -> int:
+    """The block the caching host allocator hands out for ``nbytes``: the next power of two."""
+    return 1 << max(0, int(nbytes) - 1).bit_length() if nbytes > 0 else 0
+
+
+def pinned_bytes(config: LoaderConfig, batch_bytes: int, history: Sequence[TrialResult] = ()) -> int:
+    """Page-locked host bytes ``config`` is forecast to hold, its batches ``batch_bytes`` each
+    (NOTE [ Pinned batches ]); 0 without pinning."""
+    batches = pinned_batches(config)
+    if not batches:
+        return 0
+    measured = [t for t in history if t.pinned_bytes and t.config.pin_memory
+                and t.config.batch_size == config.batch_size]
+    per = max([pinned_block(batch_bytes)] + [t.pinned_bytes / pinned_batches(t.config) for t in measured])
+    own = max((t.pinned_bytes for t in measured if t.config == config), default=0)
+    return int(max(batches * per, own))
 
 
 def burst_samples(trial: TrialResult) -> float:
@@ -90,13 +131,15 @@ def burst_samples(trial: TrialResult) -> float:
 
 def burst_readings(history: Sequence[TrialResult], sample_bytes: int, length: int | None) -> list[tuple[int, int]]:
     """(samples each worker had read, its USS) at each burst's end, less the batches it may still
-    have held (the prefetched ones it made, whose pages are its own until the loop maps them)."""
+    have held (the prefetched ones it made, whose pages are its own until the loop maps them) and
+    a mapped file's pages it held (page cache, not copies: NOTE [ Memory by kind ] in
+    probe/pages.py)."""
     out = []
     for t in history:
         c = t.config
         if t.worker_samples is not None and t.worker_uss_bytes is not None and c.num_workers:
             held = (c.prefetch_factor or 0) * sample_bytes * batch_samples(c.batch_size, length)
-            out.append((t.worker_samples, t.worker_uss_bytes - held))
+            out.append((t.worker_samples, t.worker_uss_bytes - held - (t.worker_file_bytes or 0)))
     return out
 
 
@@ -109,12 +152,13 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
     the runner, so predictions ran low and a breach was found only by running the trial).
 
     Batches in flight: each worker holds up to ``prefetch_factor`` finished batches in /dev/shm,
-    and pinning copies each into page-locked memory on top. Per-worker overhead (the interpreter,
-    its first pages) is learnt from measured trials: the median, over trials with workers, of
-    (peak - runner - batches in flight) / workers, less what each worker had copied of the
-    dataset by the burst's end when ``growth`` was found; a trial stored before PSS was recorded
-    counts by its USS against the runner's USS. Before any trial with workers, ``worker_prior``
-    (one worker's PSS as the profile saw it) stands in. With growth found, each worker adds what
+    and pinning copies them into page-locked memory on top (NOTE [ Pinned batches ]). Per-worker
+    overhead (the interpreter, its first pages) is learnt from measured trials: the median, over
+    trials with workers, of (peak - runner - batches in flight, pinned ones as measured) /
+    workers, less what each worker had copied of the dataset by the burst's end when ``growth``
+    was found; a trial stored before PSS was recorded counts by its USS against the runner's
+    USS. Before any trial with workers, ``worker_prior`` (one worker's PSS as the profile saw
+    it) stands in. With growth found, each worker adds what
     it copies over the run (NOTE [ Copy on read ] in growth.py): one epoch's share of
     ``epoch_samples`` (``length`` when not given), or the ceiling for kept workers. A dataset of
     ``length`` shorter than the batch size makes batches of ``length`` samples.
@@ -122,8 +166,13 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
     def samples(c) -> int:
         return batch_samples(c.batch_size, length)
 
-    def in_flight(c) -> int:
-        return (c.num_workers * (c.prefetch_factor or 0) + 2) * sample_bytes * samples(c) * (2 if c.pin_memory else 1)
+    def in_flight(c) -> int:   # the batches in /dev/shm and in the loop's hands
+        return (c.num_workers * (c.prefetch_factor or 0) + 2) * sample_bytes * samples(c)
+
+    def pinned(c, trial: TrialResult | None = None) -> int:   # NOTE [ Pinned batches ]
+        if trial is not None and trial.pinned_bytes is not None:
+            return trial.pinned_bytes
+        return pinned_bytes(c, sample_bytes * samples(c), history)
 
     if growth is not None:
         growth = growth.with_bursts(burst_readings(history, sample_bytes, length))
@@ -136,7 +185,7 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
         if c == config and trial.peak_pss_bytes:
             measured.append(trial.peak_pss_bytes)
         if peak and c.num_workers > 0:
-            over = max(0, peak - base - in_flight(c)) / c.num_workers
+            over = max(0, peak - base - in_flight(c) - pinned(c, trial)) / c.num_workers
             if grows:
                 over = max(0.0, over - growth.copied(burst_samples(trial), shuffled))
             per_worker.append(over)
@@ -149,7 +198,8 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
         epoch_copied = growth.copied(epoch / workers, shuffled)
         copied = growth.run_copied(epoch, workers, config.persistent_workers, shuffled)
         basis = KEPT_WORKERS if config.persistent_workers and shuffled else EPOCH_END
-    host = runner_pss + workers * (overhead + copied) + in_flight(config)
+    pinned_now = pinned(config)
+    host = runner_pss + workers * (overhead + copied) + in_flight(config) + pinned_now
     shm = workers * (config.prefetch_factor or 0) * sample_bytes * samples(config)
     # Per worker in USS, where the profile read its workers': a worker's own memory is the most
     # any reading showed beside its copies (the bursts' workers ran longer than the profile's).
@@ -161,7 +211,8 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
     return MemoryForecast(config, basis, int(host), int(shm), int(overhead), int(copied), int(epoch_copied), share,
                           worker_bytes=int(own + epoch_copied) if staged else None,
                           run_worker_bytes=int(own + copied) if staged else None,
-                          measured_peak_bytes=max(measured) if measured else None, growth=growth)
+                          measured_peak_bytes=max(measured) if measured else None, growth=growth,
+                          pinned_bytes=pinned_now)
 
 
 def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history,
@@ -206,8 +257,13 @@ class MemoryLimits:
                 over = ("over the run (kept workers keep what they copy, up to a full copy each)"
                         if f.basis == KEPT_WORKERS else "at the end of an epoch")
                 who = f"each of the {f.workers} workers copies" if f.workers > 1 else "its one worker copies"
-                when = (f" {over}: {who} {f.copied_bytes / 2**20:.0f} MiB of the dataset's Python objects as it "
-                        "reads them")
+                what = ("anonymous memory (copies; the mapped file's pages are not counted)"
+                        if f.growth is not None and f.growth.maps_file else "the dataset's Python objects")
+                when = f" {over}: {who} {f.copied_bytes / 2**20:.0f} MiB of {what} as it reads them"
+            if f.pinned_bytes >= PINNED_SAID * f.host_bytes:
+                c = f.config
+                when += (f" ({f.pinned_bytes / 2**30:.2f} GiB of it pinned: prefetch_factor {c.prefetch_factor or 0} x "
+                         f"{c.num_workers} workers + 2 batches, page-locked)")
             return (f"predicted {f.host_bytes / 2**30:.2f} GiB host memory{when} > {self.ceiling / 2**30:.2f} GiB "
                     f"ceiling{per}")
         shm = f.shm_bytes * self.ranks   # every rank's workers fill the one /dev/shm

@@ -66,6 +66,11 @@ class Profile:
     # What the rest of the machine took during the profile: NOTE [ Others on the machine ] in load.py.
     others_cpus: float | None = None
     steal_cpus: float | None = None
+    # An iterable dataset's stream read by two workers: the samples each made and the share of
+    # those digested another made too (NOTE [ Counting what each worker delivered ] in
+    # probe/shards.py); empty and None where not measured.
+    stream_delivered: tuple[int, ...] = ()
+    stream_duplicates: float | None = None
 
     @property
     def batch_bytes(self) -> int:
@@ -92,6 +97,7 @@ class Profile:
         data["sample_s"] = list(self.sample_s)
         data["step_samples"] = list(self.step_samples)
         data["main_thread_ratios"] = list(self.main_thread_ratios)
+        data["stream_delivered"] = list(self.stream_delivered)
         data["sample_quantiles"] = self.sample_quantiles()
         data["growth"] = self.growth.to_dict() if self.growth is not None else None
         return data
@@ -105,4 +111,5 @@ class Profile:
             values["growth"] = Growth.from_dict(values["growth"])
         values["step_samples"] = tuple(float(x) for x in values.get("step_samples", ()) or ())
         values["main_thread_ratios"] = tuple(float(x) for x in values.get("main_thread_ratios", ()) or ())
+        values["stream_delivered"] = tuple(int(x) for x in values.get("stream_delivered", ()) or ())
         return cls(**values)

@@ -70,7 +70,16 @@ class TrialResult:
     # mean USS then: how far copy on read had grown them (NOTE [ Copy on read ] in growth.py).
     worker_samples: int | None = None
     worker_uss_bytes: int | None = None
+    worker_file_bytes: int | None = None    # of that USS, a mapped file's pages (NOTE [ Memory by kind ])
     gpu_peak_bytes: int | None = None
+    # An iterable dataset's trial with workers: the samples each worker made, and the share of
+    # those digested that another worker made too (NOTE [ Counting what each worker delivered ]
+    # in probe/shards.py; None where the digests cannot tell).
+    worker_delivered: tuple[int, ...] | None = None
+    duplicate_share: float | None = None
+    # Page-locked host bytes the caching host allocator held at its peak (CUDA, pin_memory=True):
+    # NOTE [ Pinned batches ] in memory.py.
+    pinned_bytes: int | None = None
     batch_bytes: int | None = None
     batches: int = 0
     window_s: float = 0.0
@@ -112,8 +121,9 @@ class TrialResult:
     def from_dict(cls, data: dict) -> "TrialResult":
         data = dict(data)
         data["config"] = LoaderConfig.from_dict(data["config"])
-        if data.get("rank_samples_per_s") is not None:
-            data["rank_samples_per_s"] = tuple(data["rank_samples_per_s"])
+        for key in ("rank_samples_per_s", "worker_delivered"):
+            if data.get(key) is not None:
+                data[key] = tuple(data[key])
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

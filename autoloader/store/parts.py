@@ -18,6 +18,7 @@ from ..search.memory import MemoryForecast
 from ..search.model import Calibration, Prediction
 from ..search.profile import Profile
 from ..search.results import OK, TrialResult
+from ..search.shards import Stream, StreamFinding
 from ..search.threads import Threads
 from ..search.warm import WarmStart, warm_of_record
 from . import checks
@@ -175,6 +176,25 @@ def threads(value: object, name: str = "threads") -> Threads | None:
                          "one_thread_s": _SECONDS})
     checks.numbers(data.get("ratios"), f"{name}.ratios", positive=True)
     return _built(Threads.from_dict, data, name)
+
+
+def stream(value: object, name: str = "stream") -> Stream | None:
+    """An iterable dataset's shards, cap and findings (search/shards.py)."""
+    data = checks.mapping(value, name, optional=True)
+    if data is None:
+        return None
+    _fields(data, name, {"shards": (checks.count, {"least": 1}), "shards_from": checks.text,
+                         "max_workers": (checks.count, {"optional": False}),
+                         "uncapped_max_workers": (checks.count, {"optional": False})})
+    who = {key: tuple(checks.text(w, f"{name}.{key}[{i}]", optional=False)
+                      for i, w in enumerate(checks.items(data.get(key), f"{name}.{key}"))) for key in ("duplicated", "idle")}
+    findings = []
+    for i, item in enumerate(checks.items(data.get("findings"), f"{name}.findings")):
+        found = checks.mapping(item, f"{name}.findings[{i}]")
+        findings.append(StreamFinding(*(checks.text(found.get(k), f"{name}.findings[{i}].{k}", optional=False)
+                                        for k in ("kind", "text", "fix"))))
+    return Stream(data.get("shards"), data.get("shards_from"), data["max_workers"], data["uncapped_max_workers"],
+                  who["duplicated"], who["idle"], tuple(findings))
 
 
 def warm_start(value: object, name: str = "warm_start", max_workers: int | None = None) -> WarmStart | None:

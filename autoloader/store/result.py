@@ -34,6 +34,7 @@ from ..search.model import Calibration, Prediction
 from ..search.profile import Profile
 from ..search.results import OK, BurstError, TrialResult
 from ..search.space import LoaderConfig
+from ..search.shards import Stream
 from ..search.threads import Threads
 from ..search.warm import WarmStart, warm_record
 from . import checks, parts
@@ -85,6 +86,7 @@ class TuneResult:
     control_memory: MemoryForecast | None = None
     load: MachineLoad | None = None       # what others took of the CPUs meanwhile: NOTE [ Others on the machine ]
     threads: Threads | None = None        # the main process's torch threads: NOTE [ The main process's threads ]
+    stream: Stream | None = None          # an iterable dataset's shards and its workers' findings (search/shards.py)
     where: str = ""
     partial: bool = False
 
@@ -182,6 +184,7 @@ class TuneResult:
                 "memory": self.memory_record(),
                 "load": self.load.to_dict() if self.load else None,
                 "threads": self.threads.to_dict() if self.threads else None,
+                **({"stream": self.stream.to_dict()} if self.stream else {}),
                 **({"node": self.node.to_dict()} if self.node else {}),
                 "inputs": self.inputs.to_dict() if self.inputs else None,
                 **(self.provenance.to_dict() if self.provenance else {})}
@@ -222,7 +225,8 @@ class TuneResult:
             inputs=Inputs.from_dict(data.get("inputs")),
             memory=parts.memory(memory.get("pick"), "memory.pick", limit),
             control_memory=parts.memory(memory.get("control"), "memory.control", limit),
-            load=parts.machine_load(data.get("load")), threads=parts.threads(data.get("threads")), where=where)
+            load=parts.machine_load(data.get("load")), threads=parts.threads(data.get("threads")),
+            stream=parts.stream(data.get("stream")), where=where)
 
 
 __all__ = ["SUMMARY", "InvalidRecord", "TuneResult"]

@@ -5,7 +5,11 @@ from __future__ import annotations
 import inspect
 
 from .. import seeding
-from ..search.config import TunedConfig
+from ..search.config import TunedConfig, iterable_key
+
+# What make_loader's docstring says of the order: an IterableDataset takes no shuffle.
+_ORDER = {False: "It shuffles,\n    as the trials did, unless given shuffle=, sampler= or batch_sampler=.",
+          True: "It does not\n    shuffle: the dataset tuned is an IterableDataset, whose stream sets the order."}
 
 
 def snippet(tuned: TunedConfig) -> str:
@@ -26,8 +30,8 @@ def snippet(tuned: TunedConfig) -> str:
             f"LOADER_KWARGS = dict({kwargs})\n\n\n"
             "def make_loader(dataset, generator=None, **overrides):\n"
             '    """The tuned DataLoader; pass generator=torch.Generator().manual_seed(s) for runs\n'
-            '    that repeat exactly, and any other DataLoader argument as an override. It shuffles,\n'
-            '    as the trials did, unless given shuffle=, sampler= or batch_sampler=."""\n'
+            '    that repeat exactly, and any other DataLoader argument as an override. '
+            f'{_ORDER[iterable_key(tuned.dataset_key)]}"""\n'
             "    kwargs = {**LOADER_KWARGS, **overrides}\n"
             "    if kwargs.get(\"num_workers\", 0) > 0:\n"
             "        kwargs.setdefault(\"worker_init_fn\", seed_worker)\n"

@@ -115,7 +115,7 @@ def trial_record(data: object, max_workers: int | None = None) -> TrialResult:
                 "others_cpus", "steal_cpus", "tree_cpus"):
         _number(data, key)
     for key in ("peak_host_bytes", "peak_pss_bytes", "peak_shm_bytes", "gpu_peak_bytes", "batch_bytes",
-                "batches", "epochs_crossed", "worker_samples", "worker_uss_bytes"):
+                "batches", "epochs_crossed", "worker_samples", "worker_uss_bytes", "worker_file_bytes", "pinned_bytes"):
         _count(data, key)
     _flag(data, "pruned", False)
     _flag(data, "os_error", False)
@@ -125,6 +125,9 @@ def trial_record(data: object, max_workers: int | None = None) -> TrialResult:
         _number(data, "samples_per_s", optional=False, positive=True)
     if data.get("rank_samples_per_s") is not None:
         checks.numbers(data["rank_samples_per_s"], "rank_samples_per_s")
+    for i, n in enumerate(checks.items(data.get("worker_delivered"), "worker_delivered")):
+        checks.count(n, f"worker_delivered[{i}]", optional=False)
+    _number(data, "duplicate_share")
     fields = {k: v for k, v in data.items() if k not in ("config", "format")}
     try:
         return TrialResult.from_dict({**fields, "config": config.to_dict()})

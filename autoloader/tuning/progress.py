@@ -19,6 +19,7 @@ from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.policy import BUSY_SHARE, busy_at
 from ..search.results import OK
+from ..search.shards import profile_note, shards_text, stream_lines, trial_note
 
 
 def _gib(n: int | None) -> str:
@@ -86,6 +87,8 @@ class ProgressPrinter:
         retried = f" ({d['retried']} stopped by a limit since raised, measured again)" if d.get("retried") else ""
         retried += _start_retries(d)
         length = "iterable" if info.length is None else f"{info.length:,} samples"
+        length += shards_text(getattr(info, "shards", None), getattr(info, "shards_from", None),
+                              d.get("max_workers", 0), d.get("uncapped", 0))
         # A node's tune (node/__init__.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
         where = (f"{d['ranks']} ranks at once ({d['cpus']} CPUs and {_gib(d['max_memory'] // d['ranks'])} each; "
                  f"trial rates are the slowest rank's, the node's is {d['ranks']}x), budget {d['budget']:.0f} s"
@@ -129,11 +132,13 @@ class ProgressPrinter:
                 if p.others_cpus is not None and busy_at(p.others_cpus / cpus, d.get("busy", BUSY_SHARE)) else "")
         g = getattr(p, "growth", None)
         grows = (f"; a worker copies {g.per_sample_bytes / 2**10:.1f} KiB a sample it reads, up to "
-                 f"{_mib(g.ceiling_bytes)}" if g is not None and g.found else "")
+                 f"{_mib(g.ceiling_bytes)}" if g is not None and g.found else
+                 f"; a worker mapped {_mib(g.file_bytes)} of a file's pages (page cache, not copies)"
+                 if g is not None and g.maps_file else "")
         return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
                 f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
                 f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
-                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{busy}")
+                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{profile_note(p)}{busy}")
 
     def _trial(self, d: dict) -> str:
         r = d["result"]
@@ -150,6 +155,8 @@ class ProgressPrinter:
         busy = (f" | {others_text(r.others_cpus, cpus)}: the figure is what the machine gives beside them"
                 if cpus and r.others_cpus is not None and busy_at(r.others_cpus / cpus, d.get("busy", BUSY_SHARE))
                 else "")
+        note = trial_note(r)
+        busy += f" | {note}" if note else ""
         return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{again}{best_text}{busy}"
 
     def _recheck(self, d: dict) -> str:
@@ -267,6 +274,8 @@ def table(result, saved: bool = True) -> str:
     memory = memory_line(getattr(result, "memory", None), getattr(result, "control_memory", None))
     if memory:
         lines.append(f"  {'memory':<20} {memory}")
+    lines += [f"  {'stream' if i == 0 else '':<20} {text}"
+              for i, text in enumerate(stream_lines(getattr(result, "stream", None)))]
     threads = getattr(result, "threads", None)
     if threads is not None:
         lines.append(f"  {'main threads':<20} {threads_line(threads)}")
@@ -307,6 +316,8 @@ def memory_line(pick, control=None) -> str | None:
     """One line on the workers' copy-on-read growth (NOTE [ Copy on read ] in search/growth.py),
     when the profile found it; None otherwise."""
     shown = pick if pick is not None and pick.workers else control
+    if shown is not None and shown.growth is not None and not shown.growth.found and shown.growth.maps_file:
+        return f"no copy-on-read growth: {shown.growth.mapped_text()}"   # NOTE [ Memory by kind ]
     if shown is None or shown.growth is None or not shown.growth.found or not shown.workers:
         return None
     finding = growth_finding(shown)
@@ -321,9 +332,10 @@ def memory_line(pick, control=None) -> str | None:
                 f"{shown.samples_per_worker:,} samples")
     seen = f"; its bursts peaked at {_gib(shown.measured_peak_bytes)}" if shown.measured_peak_bytes else ""
     saved = f", and save ~{_gib(finding.saved_bytes)}" if finding is not None else ""
-    return (f"{who}{what} ({shown.growth.per_sample_bytes / 2**10:.1f} KiB a sample at first{seen}). The rows are "
-            "Python objects (reading one writes its reference count): hold them as numpy arrays, Arrow or one "
-            f"bytes buffer with offsets{saved}")
+    why = ("The rows are Python objects (reading one writes its reference count): hold them as numpy arrays, "
+           "Arrow or one bytes buffer with offsets" if not shown.growth.maps_file
+           else f"Cause: {finding.cause}. Fix: {finding.fix}" if finding is not None else "")
+    return f"{who}{what} ({shown.growth.per_sample_bytes / 2**10:.1f} KiB a sample at first{seen}). {why}{saved}"
 
 
 def rule_line(result) -> str:

@@ -39,6 +39,7 @@ from ..search.model_first import ModelFirst
 from ..search.policy import FINAL_ROUNDS, SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
+from ..search.shards import stream_record, worker_cap
 from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
 from ..search.threads import threads_of
@@ -125,6 +126,9 @@ class Run:
             raise (UsageError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)
         self._check_shm(info)
+        # A sharded stream gives a worker past its shards nothing to read: the search stops there.
+        self.uncapped = self.space.max_workers
+        self.space = dataclasses.replace(self.space, max_workers=worker_cap(info.shards, self.uncapped))
         problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class)
         key, fingerprint = problem.key, problem.hardware.fingerprint
         # Two tunes of one problem take turns (store/paths.held), as best_loader's do; the wait
@@ -148,6 +152,7 @@ class Run:
                                 "moved_aside": store.moved_aside, "stale": store.stale_repaired,
                                 "device": problem.device, "cpus": problem.hardware.cpus, "ranks": self.ranks.ranks,
                                 "budget": self.clock.budget, "max_memory": self.options.limits.max_memory,
+                                "max_workers": self.space.max_workers, "uncapped": self.uncapped,
                                 "storage": store.shown_url})
         if store.write_failed:
             self.progress("unstored", {"message": store.write_failed})
@@ -314,7 +319,9 @@ class Run:
                 self.options.limits.max_memory)), inputs=self._inputs(),
             memory=self.memory.forecast(pick.config, history),
             control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None,
-            load=load, threads=threads_of(profile, started.info.threads))
+            load=load, threads=threads_of(profile, started.info.threads),
+            stream=stream_record(started.info.shards, started.info.shards_from, self.uncapped, history, profile)
+            if started.info.length is None else None)
         if before is not None:
             result = dataclasses.replace(result, since=self._since(before, result))
         if result.busy and before is not None and before.where == result.path:

@@ -1,0 +1,100 @@
+"""A process's private memory by kind, from /proc/<pid>/smaps: what copy on read copies apart
+from what a mapped file's pages hold.
+
+# NOTE [ Memory by kind ]
+# A worker's private memory (USS: the pages no other process maps) is of three kinds, and only
+# one of them is a copy:
+# - anonymous pages (the heap, arenas, the stack, and pages written in a private file mapping):
+#   the worker's own allocations and the pages it copied from the main process by writing to
+#   them, reference counts included (NOTE [ Copy on read ] in search/growth.py). Only these grow
+#   a worker's memory by copies of the dataset, and only they are forecast as its growth;
+# - pages of a mapped regular file (an np.memmap, Arrow's memory-mapped tables, a weights file):
+#   the kernel's page cache, mapped into the worker as it reads. A page only this worker reads
+#   counts as private, so its USS grows with the file's rows it read, yet nothing was copied: the
+#   pages are the cache's, one copy for every process that maps them, clean (or written back)
+#   and reclaimed under memory pressure. Dirty or clean says nothing here: a file written a
+#   moment ago holds dirty pages in the cache until writeback, mapped read-only all the same;
+# - pages of shared-memory files (/dev/shm, memfd): the batches a worker made and hands over.
+# smaps_rollup sums the kinds together (its Private_Dirty holds a just-written file's pages as
+# well as copies), so the mappings are read one by one: a mapping with no inode is anonymous; in
+# a file's mapping its ``Anonymous`` pages (written in a private mapping, so dirty) are copies
+# and the rest the file's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Shared-memory files, by the path their mapping shows.
+SHARED_MEMORY = ("/dev/shm/", "/memfd:", "/SYSV", "/run/shm/")
+_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class Pages:
+    """One process's private bytes by kind (NOTE [ Memory by kind ])."""
+
+    anon: int    # anonymous: its own allocations and what it copied
+    file: int    # a mapped regular file's page cache, mapped by it alone so far
+    shmem: int   # shared-memory files: batches in flight
+
+    @property
+    def uss(self) -> int:
+        return self.anon + self.file + self.shmem
+
+
+def private_pages(pid: int | str = "self") -> Pages | None:
+    """``pid``'s private memory by kind, None when it is gone (or the kernel has no smaps)."""
+    try:
+        with open(f"/proc/{pid}/smaps") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    return parse_smaps(text)
+
+
+def parse_smaps(text: str) -> Pages:
+    """The kinds of a /proc/<pid>/smaps text (NOTE [ Memory by kind ])."""
+    anon = file = shmem = 0
+    kind, private, dirty, anonymous = None, 0, 0, 0
+
+    def close() -> None:
+        nonlocal anon, file, shmem
+        if kind == "anon":
+            anon += private
+        elif kind == "shmem":
+            shmem += private
+        elif kind == "file":
+            copied = min(anonymous, dirty)
+            anon += copied
+            file += private - copied
+
+    for line in text.splitlines():
+        first = line[:1]
+        if first == "P":
+            if line.startswith("Private_"):
+                value = int(line.split()[1]) * 1024
+                private += value
+                if line.startswith("Private_Dirty:"):
+                    dirty = value
+            continue
+        if first == "A":
+            if line.startswith("Anonymous:"):
+                anonymous = int(line.split()[1]) * 1024
+            continue
+        if first not in _HEX:
+            continue
+        fields = line.split(None, 5)   # range perms offset dev inode [path]
+        if len(fields) < 5 or "-" not in fields[0] or fields[0].endswith(":"):
+            continue
+        close()
+        path = fields[5] if len(fields) > 5 else ""
+        if fields[4] == "0":
+            kind = "anon"
+        elif path.startswith(SHARED_MEMORY):
+            kind = "shmem"
+        else:
+            kind = "file"
+        private = dirty = anonymous = 0
+    close()
+    return Pages(anon, file, shmem)

@@ -1,0 +1,32 @@
+"""The profile's replay dataset: one collated batch handed out again and again, so that timing
+a worker's batch times only its copy, send and receive (probe/profiler.py, stage 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Replay:
+    """A dataset whose every item is a fresh copy of one collated batch (``batch_size=None``):
+    the workers then only copy and send, so the main process's receive is what is timed."""
+
+    def __init__(self, batch: Any, length: int):
+        self.batch = batch
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> Any:
+        return _clone(self.batch)
+
+
+def _clone(obj: Any) -> Any:
+    if hasattr(obj, "clone"):
+        return obj.clone()
+    if isinstance(obj, dict):
+        return {k: _clone(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        items = [_clone(v) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    return obj

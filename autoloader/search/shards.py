@@ -1,0 +1,177 @@
+"""A stream's shards and what its workers delivered, as findings: the cap on the workers a
+sharded IterableDataset can use, workers left idle, and samples duplicated across workers.
+
+Pure: what the trial process counted (NOTE [ Counting what each worker delivered ] in
+probe/shards.py) and what the dataset said of its shards, in words with their fixes. The run
+caps the search's workers at the shards (``worker_cap``); the result keeps ``stream_record``;
+the table, the progress lines and the explain report say its findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .results import OK, TrialResult
+
+# Of the samples digested, this share made by another worker too is a stream read whole by each.
+DUPLICATE_SHARE = 0.5
+
+SHARD_FIX = ("shard the stream by worker: in __iter__, read every num_workers-th item (or file) from the id "
+             "torch.utils.data.get_worker_info() gives; for a Hugging Face dataset, stream it from as many files "
+             "as workers (to_iterable_dataset(num_shards=K)) and split it across ranks with "
+             "datasets.distributed.split_dataset_by_node; for webdataset, keep its split_by_worker")
+IDLE_FIX = ("use no more workers than the stream has shards, or reshard it to K files (K at least the workers: "
+            "a multiple of them keeps every worker busy to the end)")
+
+
+def worker_cap(shards: int | None, max_workers: int) -> int:
+    """The most workers worth searching: a sharded stream gives a worker past its shards nothing."""
+    return max_workers if not shards or shards >= max_workers else shards
+
+
+def shards_text(shards: int | None, shards_from: str | None, cap: int, uncapped: int) -> str:
+    """The start line's words on a stream's shards ("" without them)."""
+    if not shards:
+        return ""
+    searched = f"; workers searched up to {cap}" if cap < uncapped else ""
+    return f" of {shards} shard{'s' * (shards != 1)} ({shards_from}{searched})"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one loader's workers delivered: ``who`` names it (a config's key, or the profile)."""
+
+    who: str
+    workers: int
+    delivered: tuple[int, ...]
+    duplicate_share: float | None
+
+    @property
+    def duplicated(self) -> bool:
+        return self.duplicate_share is not None and self.duplicate_share >= DUPLICATE_SHARE
+
+    @property
+    def idle(self) -> int:
+        return sum(1 for n in self.delivered if n == 0)
+
+
+def trial_reading(trial: TrialResult) -> Reading | None:
+    if trial.status != OK or not trial.worker_delivered:
+        return None
+    return Reading(trial.config.key, trial.config.num_workers, trial.worker_delivered, trial.duplicate_share)
+
+
+def profile_reading(profile) -> Reading | None:
+    """The profile's stream stage (probe/shards.py's ``with_stream``), where it ran."""
+    delivered = tuple(getattr(profile, "stream_delivered", ()) or ())
+    if not delivered:
+        return None
+    return Reading(f"the profile's {len(delivered)} workers", len(delivered), delivered,
+                   getattr(profile, "stream_duplicates", None))
+
+
+def trial_note(trial: TrialResult) -> str | None:
+    """What one trial's workers showed, for its progress line; None when nothing is wrong."""
+    reading = trial_reading(trial)
+    if reading is None:
+        return None
+    if reading.duplicated:
+        return (f"its {reading.workers} workers made the same samples ({reading.duplicate_share:.0%} of those "
+                "digested made by another worker too): the stream is not sharded by worker")
+    if reading.idle:
+        return f"{reading.idle} of its {reading.workers} workers delivered nothing (the stream ran out of shards)"
+    return None
+
+
+def profile_note(profile) -> str:
+    """The profile line's words on its stream stage ("" where it did not run or found nothing)."""
+    reading = profile_reading(profile)
+    if reading is None:
+        return ""
+    if reading.duplicated:
+        return (f"; its stream read by {reading.workers} workers gave each the same samples "
+                f"({reading.duplicate_share:.0%} digested twice): not sharded by worker")
+    if reading.idle:
+        return f"; its stream read by {reading.workers} workers left {reading.idle} with nothing"
+    return ""
+
+
+@dataclass(frozen=True)
+class StreamFinding:
+    """One finding about a stream, in words with its fix: ``kind`` is shards, duplicates or idle."""
+
+    kind: str
+    text: str
+    fix: str
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "text": self.text, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class Stream:
+    """The result's ``stream``: the shards the dataset said it has and the cap they put on the
+    search (``max_workers`` of the ``uncapped_max_workers`` it would try), the loaders (the
+    profile's stream stage, the trials) whose workers duplicated samples or sat idle, and each
+    finding with its fix."""
+
+    shards: int | None = None
+    shards_from: str | None = None
+    max_workers: int = 0
+    uncapped_max_workers: int = 0
+    duplicated: tuple[str, ...] = ()
+    idle: tuple[str, ...] = ()
+    findings: tuple[StreamFinding, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"shards": self.shards, "shards_from": self.shards_from, "max_workers": self.max_workers,
+                "uncapped_max_workers": self.uncapped_max_workers, "duplicated": list(self.duplicated),
+                "idle": list(self.idle), "findings": [f.to_dict() for f in self.findings]}
+
+    def lines(self) -> list[str]:
+        """The findings, one line each with its fix (the table's and the report's)."""
+        lines = [f"{f.text}. Fix: {f.fix}" for f in self.findings]
+        if not lines and self.shards:
+            lines.append(f"the stream has {self.shards} shards ({self.shards_from}): no more than the "
+                         f"{self.max_workers} workers searched, each of which delivered")
+        return lines
+
+
+def stream_record(shards: int | None, shards_from: str | None, uncapped: int,
+                  history: Sequence[TrialResult], profile=None) -> Stream | None:
+    """The result's ``Stream``, from the shards the dataset said it has, the cap, and what the
+    profile's stream stage and the trials counted. None for a stream with nothing to say (a
+    map-style dataset is not asked about)."""
+    readings = [r for r in [profile_reading(profile), *map(trial_reading, history)] if r is not None]
+    dup = [r for r in readings if r.duplicated]
+    idle = [r for r in readings if r.idle]
+    findings = []
+    cap = worker_cap(shards, uncapped)
+    if shards is not None and cap < uncapped:
+        findings.append(StreamFinding("shards", (
+            f"the stream has {shards} shard{'s' * (shards != 1)} ({shards_from}): a worker past the "
+            f"{shards} gets none to read and delivers nothing, so the rate is flat past {shards} workers; the "
+            f"search stopped at {cap} (of the {uncapped} it would try) and the curve ends there"),
+            ("to use more workers, reshard the stream to more files (Hugging Face: "
+             "to_iterable_dataset(num_shards=K), or more data files)")))
+    if dup:
+        worst = max(dup, key=lambda r: r.duplicate_share)
+        findings.append(StreamFinding("duplicates", (
+            f"every worker reads the whole stream: with {worst.workers} workers {worst.duplicate_share:.0%} of the "
+            f"samples digested were made by another worker too ({', '.join(r.who for r in dup)}), so a loader "
+            "with workers hands the loop each sample once per worker and its rate counts the copies"), SHARD_FIX))
+    if idle:
+        most = max(idle, key=lambda r: r.idle)
+        findings.append(StreamFinding("idle", (
+            f"with {most.workers} workers {most.idle} delivered nothing: the stream has shards for "
+            f"{most.workers - most.idle} ({', '.join(r.who for r in idle)})"), IDLE_FIX))
+    if shards is None and not findings:
+        return None
+    return Stream(shards, shards_from, cap, uncapped, tuple(r.who for r in dup), tuple(r.who for r in idle),
+                  tuple(findings))
+
+
+def stream_lines(stream: Stream | None) -> list[str]:
+    """The stream's findings, one line each with its fix ([] without a stream)."""
+    return stream.lines() if stream is not None else []
