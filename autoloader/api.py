@@ -17,7 +17,8 @@ import dataclasses
 import warnings
 from typing import Any, Sequence
 
-from .errors import AutoloaderWarning, NotSaved
+from .errors import NotSaved, NotStored
+from .events import Progress, ResultNotReused, ResultReused, WaitingForLock
 from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out, writable
 from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
@@ -30,7 +31,7 @@ from .store.paths import held, result_path
 from .store.validate import load_result
 from .tuning.result import TuneResult
 from .tuning.progress import api_progress
-from .tuning.run import Progress, Run
+from .tuning.run import Run
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_TRIAL_TIMEOUT_S", "TuneResult", "best_loader", "stored_result", "tune"]
 
@@ -153,24 +154,24 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         if tuned is None:
             options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
             if why is not None and progress is not None and node.rank == 0:
-                progress("not_reused", {"why": why})
+                progress(ResultNotReused(why))
             tuned = _picked(problem, options, progress, node)
     elif tuned is None:
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.
         options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
-        busy = (lambda holder: progress("waiting", {"what": "lock", "holder": holder, "out": out})) \
+        busy = (lambda holder: progress(WaitingForLock(holder, out))) \
             if progress is not None else None
         with held(path[:-len(".json")] + ".lock", busy):
             tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
             if tuned is None:
                 if why is not None and progress is not None:
-                    progress("not_reused", {"why": why})
+                    progress(ResultNotReused(why))
                 tuned = _picked(problem, options, progress)
             elif progress is not None:
-                progress("reused", {"path": path, "tuned": tuned})
+                progress(ResultReused(path, tuned))
     elif progress is not None:
-        progress("reused", {"path": path, "tuned": tuned})
+        progress(ResultReused(path, tuned))
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
     if not tuned.config.num_workers:
         kwargs.pop("multiprocessing_context", None)   # DataLoader refuses one without workers
@@ -182,10 +183,6 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
             kwargs["sampler"] = DistributedSampler(dataset_obj, num_replicas=node.world, rank=node.rank,
                                                    shuffle=bool(kwargs.pop("shuffle")))
     return DataLoader(dataset_obj, generator=generator, **kwargs)
-
-
-class NotStored(AutoloaderWarning):
-    """best_loader tuned a loader but could not store the result: the loader is returned all the same."""
 
 
 def _picked(problem: Problem, options: Options, progress: Progress | None, node: Node | None = None) -> TunedConfig:

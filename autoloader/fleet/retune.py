@@ -22,10 +22,10 @@ import json
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..api import built_problem
 from ..errors import AutoloaderError, AutoloaderWarning, NotSaved
+from ..events import Progress, Retuned, RetuneStarted, WarmStarted, subscriber
 from ..inputs import hardware
 from ..inputs.home import resolve_out, writable
 from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
@@ -121,10 +121,10 @@ class RetuneReport:
 
 
 def retune(registry: Registry, *, out: str | None = None, storage: str | None = None, reports: str | None = None,
-           progress: Callable[[str, dict], None] | None = None, pages: bool = False) -> RetuneReport:
+           progress: Progress | None = None, pages: bool = False) -> RetuneReport:
     """Re-tune every dataset of ``registry``; the options given here win over its [fleet] table.
     ``pages``: also write each dataset's report page beside its result (explain/page.py)."""
-    progress = progress or (lambda event, data: None)
+    progress = subscriber(progress) or (lambda event: None)
     out = resolve_out(out or registry.fleet.get("out"))
     storage = storage or registry.fleet.get("storage")
     folder = reports or registry.fleet.get("reports") or os.path.join(out, "retune", registry.name)
@@ -137,9 +137,9 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
     started = now_iso()
     outcomes = []
     for index, entry in enumerate(registry.entries):
-        progress("retune", {"n": index + 1, "of": len(registry.entries), "name": entry.name})
+        progress(RetuneStarted(index + 1, len(registry.entries), entry.name))
         outcomes.append(_one(entry, out, storage, registry.thresholds, progress, pages))
-        progress("retuned", {"outcome": outcomes[-1]})
+        progress(Retuned(outcomes[-1]))
     report = RetuneReport(registry.path, started, now_iso(), hardware.detect().to_dict(), registry.thresholds,
                           tuple(outcomes), out, storage)
     return write(report, folder)
@@ -166,7 +166,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         try:
             # The run compares with the same previous result when it ends (tuning/compare.py).
             warm = warm_plan(previous(out, problem.hardware.to_dict(), key, storage), problem)
-            progress("warm", {"name": entry.name, "key": key, "warm": warm})
+            progress(WarmStarted(entry.name, key, warm))
             result = Run(problem, options, progress, warm_start=warm.start).run()
         except NotSaved as exc:
             if exc.result is None:

@@ -15,7 +15,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from ..errors import AutoloaderWarning
+from ..errors import StoredStateWarning
 from ..search.config import TunedConfig
 from ..search.knee import Knee
 from ..search.policy import MAX_WORKERS_PER_CPU
@@ -26,10 +26,6 @@ from .versions import reuse_problem
 # Format 2 added the field itself and, in the study, the digest of the code a trial ran.
 FORMAT = 2
 _STATUSES = (OK, CONSTRAINT, FAILED, HANG)
-
-
-class StoredStateWarning(AutoloaderWarning):
-    """A stored record (a study's trial, a result file) was unreadable or invalid and is ignored."""
 
 
 class InvalidRecord(ValueError):
