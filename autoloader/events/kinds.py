@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from ..search.policy import BUSY_SHARE
+
 # NOTE [ Events are plain records ]
 # An event holds values and records, never a callable, a lock or a process handle: it may be
 # raised in one process and handed to a subscriber in another (a node's rank, the trial process),
@@ -83,14 +85,13 @@ class TrialsUnstored(Event):
 class Profiled(Event):
     """The pipeline's profile (a ``search.profile.Profile``), or a rough one built from the set-up's
     batch when ``error`` says why it could not be measured. ``cpus``: the CPUs the machine's load
-    is a share of; ``busy``: the share of them others may use before a figure is called busy
-    (None: the default threshold)."""
+    is a share of; ``busy``: the share of them others may use before a figure is called busy."""
 
     kind: ClassVar[str] = "profile"
     profile: Any
     error: str | None = None
     cpus: float | None = None
-    busy: float | None = None
+    busy: float = BUSY_SHARE
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ class TrialDone(Event):
     elapsed: float = 0.0
     again: bool = False
     cpus: float | None = None
-    busy: float | None = None
+    busy: float = BUSY_SHARE
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from functools import singledispatch
 
-from ..search.policy import BUSY_SHARE, busy_at
+from ..search.policy import busy_at
 from ..search.results import OK
 from .kinds import (BusyRecheck, ControlRetried, Event, FinalRound, Profiled, ResultNotReused, ResultReused,
                     Retuned, RetuneStarted, TrialDone, TrialsUnstored, TuneStarted, WaitingForLock, WaitingForRank,
@@ -119,7 +119,7 @@ def _profile(e: Profiled) -> str:
     pin = f", pin {p.pin_s * 1e3:.1f} ms, copy {(p.h2d_pinned_s or 0) * 1e3:.1f} ms" if p.pin_s is not None else ""
     cpus = e.cpus or p.cpus
     busy = (f"; {others_text(p.others_cpus, cpus)} meanwhile"
-            if p.others_cpus is not None and busy_at(p.others_cpus / cpus, _busy(e.busy)) else "")
+            if p.others_cpus is not None and busy_at(p.others_cpus / cpus, e.busy) else "")
     g = getattr(p, "growth", None)
     grows = (f"; a worker copies {g.per_sample_bytes / 2**10:.1f} KiB a sample it reads, up to "
              f"{mib(g.ceiling_bytes)}" if g is not None and g.found else "")
@@ -127,10 +127,6 @@ def _profile(e: Profiled) -> str:
             f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
             f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
             f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{busy}")
-
-
-def _busy(share: float | None) -> float:
-    return BUSY_SHARE if share is None else share
 
 
 @line.register(TrialDone)
@@ -145,7 +141,7 @@ def _trial(e: TrialDone) -> str:
     best_text = f" | best {best.config.key} {rate(best.samples_per_s)}" if best else ""
     again = " (a crash can be a one-off: trying it once more)" if e.again else ""
     busy = (f" | {others_text(r.others_cpus, e.cpus)}: the figure is what the machine gives beside them"
-            if e.cpus and r.others_cpus is not None and busy_at(r.others_cpus / e.cpus, _busy(e.busy)) else "")
+            if e.cpus and r.others_cpus is not None and busy_at(r.others_cpus / e.cpus, e.busy) else "")
     return f"  trial {e.n} of ~{e.expected} [{e.elapsed:.0f}s] {r.config.key}: {what}{again}{best_text}{busy}"
 
 
