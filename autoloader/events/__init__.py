@@ -36,7 +36,7 @@ __all__ = ["EVENTS", "AutoloaderWarning", "BusyRecheck", "ControlRetried", "Even
            "Profiled", "Progress", "ResultNotReused", "ResultReused", "RetuneStarted", "Retuned",
            "StoredStateWarning", "StudyMovedAside", "StudySkipped", "TrialDone", "TrialsUnstored", "TuneDone",
            "TuneStarted", "Waiting", "WaitingForLock", "WaitingForRank", "WaitingForTrialStart", "WarmStarted",
-           "subscriber"]
+           "lines", "subscriber"]
 
 Progress = Callable[[Event], None]
 """What every emitter calls: one event, nothing returned."""
