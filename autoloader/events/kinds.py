@@ -25,19 +25,29 @@ from ..search.policy import BUSY_SHARE
 
 @dataclass(frozen=True)
 class Event:
-    """Base class of every progress event. ``kind``: the event's name ("trial", "start", ...);
-    ``line``: the line the CLI prints for it, or None for an event the CLI says nothing about."""
+    """Base class of every progress event.
+
+    Attributes:
+        kind: the event's name ("start", "trial", ...), a class attribute: the name the old
+            two-argument form received. Waits share one, "waiting".
+    """
 
     kind: ClassVar[str] = "event"
 
     @property
     def line(self) -> str | None:
+        """The line the CLI prints for this event (events/lines.py), or None for an event the
+        CLI says nothing about."""
         from .lines import line
 
         return line(self)
 
     def legacy(self) -> tuple[str, dict]:
-        """The ``(event, data)`` pair the deprecated two-argument callback receives."""
+        """The ``(event, data)`` pair the deprecated two-argument callback receives.
+
+        Returns:
+            ``kind`` and a dict of the fields by name (the old data's keys).
+        """
         return self.kind, {f.name: getattr(self, f.name) for f in fields(self)}
 
 
@@ -45,13 +55,20 @@ class Event:
 
 @dataclass(frozen=True)
 class TuneStarted(Event):
-    """The run knows its problem and has opened its study. ``key``: the problem's key; ``info``:
-    the trial process's ``DatasetInfo`` (length, a sample's seconds and bytes); ``resumed``:
-    stored trials of an interrupted run taken up; ``retried``, ``code_changed``, ``crashed_once``,
-    ``environment``: stored trials measured again, by reason (store/retry.py); ``invalid``: stored
-    records ignored; ``stale``: interrupted trials marked failed; ``moved_aside``: where a damaged
-    study was moved, if one was; ``cpus``, ``ranks``, ``budget``, ``max_memory`` (bytes),
-    ``device``, ``storage``: what the run runs on and under."""
+    """The run knows its problem and has opened its study.
+
+    Attributes:
+        key: the problem's key (the dataset's name, length, content, batch sizes, ...).
+        info: the trial process's ``probe.protocol.DatasetInfo`` (length, a sample's seconds and bytes).
+        resumed: stored trials of an interrupted run taken up.
+        retried, code_changed, crashed_once, environment: stored trials measured again, by
+            reason (a limit since raised, the code changed, a crash once, an OSError: store/retry.py).
+        invalid: stored records that failed their checks, ignored.
+        moved_aside: where a damaged study was moved, if one was.
+        stale: interrupted trials marked failed.
+        device, cpus, ranks, budget, max_memory, storage: what the run runs on and under (the
+            CPUs and the memory ceiling in bytes are one rank's share on a node).
+    """
 
     kind: ClassVar[str] = "start"
     key: str
@@ -75,7 +92,10 @@ class TuneStarted(Event):
 @dataclass(frozen=True)
 class TrialsUnstored(Event):
     """The study stopped taking writes; the search goes on without storing its trials.
-    ``message``: what failed."""
+
+    Attributes:
+        message: what failed.
+    """
 
     kind: ClassVar[str] = "unstored"
     message: str
@@ -83,9 +103,15 @@ class TrialsUnstored(Event):
 
 @dataclass(frozen=True)
 class Profiled(Event):
-    """The pipeline's profile (a ``search.profile.Profile``), or a rough one built from the set-up's
-    batch when ``error`` says why it could not be measured. ``cpus``: the CPUs the machine's load
-    is a share of; ``busy``: the share of them others may use before a figure is called busy."""
+    """The pipeline's profile was measured.
+
+    Attributes:
+        profile: the ``search.profile.Profile``, or a rough one built from the set-up's batch
+            when ``error`` says why none could be measured.
+        error: why the profile was not measured, or None.
+        cpus: the CPUs the machine's load is a share of.
+        busy: the share of them other processes may use before a figure is called busy.
+    """
 
     kind: ClassVar[str] = "profile"
     profile: Any
@@ -96,8 +122,12 @@ class Profiled(Event):
 
 @dataclass(frozen=True)
 class ControlRetried(Event):
-    """The cpus-1 rule's config failed in the run resumed here (``result``, a ``TrialResult``) and
-    is measured again, since the pick is held against it."""
+    """The cpus-1 rule's config failed in the run resumed here and is measured again, since the
+    pick is held against it.
+
+    Attributes:
+        result: its stored failure, a ``TrialResult``.
+    """
 
     kind: ClassVar[str] = "control_again"
     result: Any
@@ -105,10 +135,17 @@ class ControlRetried(Event):
 
 @dataclass(frozen=True)
 class TrialDone(Event):
-    """One search trial ended. ``n`` of about ``expected``; ``result``: its ``TrialResult``
-    (measured, stopped early, failed or not run); ``best``: the best so far, or None;
-    ``elapsed``: seconds since the run began; ``again``: a crash to be tried once more; ``cpus``
-    and ``busy`` as in ``Profiled``."""
+    """One search trial ended.
+
+    Attributes:
+        n: its number (a crash tried once more keeps its number).
+        expected: about how many trials the search expects.
+        result: its ``TrialResult`` (measured, stopped early, failed or not run).
+        best: the best ``TrialResult`` so far, or None.
+        elapsed: seconds since the run began.
+        again: a crash, to be tried once more.
+        cpus, busy: as in ``Profiled``.
+    """
 
     kind: ClassVar[str] = "trial"
     n: int
@@ -123,8 +160,14 @@ class TrialDone(Event):
 
 @dataclass(frozen=True)
 class FinalRound(Event):
-    """A round of the interleaved final ended: ``round`` of ``rounds``; ``rates``: each
-    finalist's key with its rates so far (samples/s, one a round it ran in)."""
+    """A round of the interleaved final ended.
+
+    Attributes:
+        round: its number, from 1.
+        rounds: how many the final runs.
+        rates: ``(config key, rates so far)`` for each finalist, the rates in samples/s, one a
+            round it ran in (``dict(event.rates)`` for a mapping).
+    """
 
     kind: ClassVar[str] = "final"
     round: int
@@ -138,8 +181,12 @@ class FinalRound(Event):
 
 @dataclass(frozen=True)
 class BusyRecheck(Event):
-    """A busy machine: the configs that decide the pick (``configs``, their keys) are measured
-    again, interleaved; ``load``: the run's ``search.load.MachineLoad``."""
+    """A busy machine: the configs that decide the pick are measured again, interleaved.
+
+    Attributes:
+        configs: their keys.
+        load: the run's ``search.load.MachineLoad``.
+    """
 
     kind: ClassVar[str] = "recheck"
     configs: tuple[str, ...]
@@ -151,8 +198,11 @@ class BusyRecheck(Event):
 
 @dataclass(frozen=True)
 class TuneDone(Event):
-    """The run ended and stored ``result`` (its ``TuneResult``). The CLI prints the table instead
-    of a line."""
+    """The run ended and stored its result. The CLI prints the table instead of a line.
+
+    Attributes:
+        result: the ``TuneResult``, the one ``tune()`` returns.
+    """
 
     kind: ClassVar[str] = "done"
     result: Any
@@ -162,7 +212,12 @@ class TuneDone(Event):
 
 @dataclass(frozen=True)
 class ResultReused(Event):
-    """``best_loader`` found a stored result at ``path`` and uses its ``tuned`` (a ``TunedConfig``)."""
+    """``best_loader`` found a stored result and uses it.
+
+    Attributes:
+        path: the result file.
+        tuned: its ``TunedConfig``.
+    """
 
     kind: ClassVar[str] = "reused"
     path: str
@@ -171,8 +226,11 @@ class ResultReused(Event):
 
 @dataclass(frozen=True)
 class ResultNotReused(Event):
-    """A stored result exists but is not used (``why``: measured by an autoloader that measures
-    differently); ``best_loader`` tunes again."""
+    """A stored result exists but is not used; ``best_loader`` tunes again.
+
+    Attributes:
+        why: its path and why (measured by an autoloader that measures differently).
+    """
 
     kind: ClassVar[str] = "not_reused"
     why: str
@@ -182,7 +240,11 @@ class ResultNotReused(Event):
 
 @dataclass(frozen=True)
 class Waiting(Event):
-    """Base class of the long waits, each said while it lasts. ``what`` names which."""
+    """Base class of the long waits, each said while it lasts.
+
+    Attributes:
+        what: which wait ("lock", "trial_start", "rank"), a class attribute.
+    """
 
     kind: ClassVar[str] = "waiting"
     what: ClassVar[str] = "something"
@@ -194,8 +256,13 @@ class Waiting(Event):
 
 @dataclass(frozen=True)
 class WaitingForLock(Waiting):
-    """Another process (pid ``holder``, when known) is tuning the same problem into ``out``; this
-    one waits for it to finish, then does ``then``."""
+    """Another process is tuning the same problem; this one waits for it to finish.
+
+    Attributes:
+        holder: the other process's pid, when known.
+        out: the results folder both write.
+        then: what this one does after, in words.
+    """
 
     what: ClassVar[str] = "lock"
     holder: int | None
@@ -205,8 +272,13 @@ class WaitingForLock(Waiting):
 
 @dataclass(frozen=True)
 class WaitingForTrialStart(Waiting):
-    """The trial process is still building the dataset and step: ``waited_s`` of at most
-    ``allowed_s`` (``clipped``: that limit was cut to the budget)."""
+    """The trial process is still building the dataset and step.
+
+    Attributes:
+        waited_s: seconds waited so far.
+        allowed_s: the most it may take.
+        clipped: that limit was cut to the budget left.
+    """
 
     what: ClassVar[str] = "trial_start"
     waited_s: float
@@ -216,9 +288,15 @@ class WaitingForTrialStart(Waiting):
 
 @dataclass(frozen=True)
 class WaitingForRank(Waiting):
-    """Rank 0 waits for ``rank`` of ``world`` to do ``task`` ("start", "trial", "command", "reply",
-    "next"): ``waited_s`` so far, given up after ``bound_s``; ``state``: its process's state when
-    notable ("stopped")."""
+    """Rank 0 waits for another rank of a node's tune.
+
+    Attributes:
+        rank, world: the rank waited for, and the node's rank count.
+        task: what it was asked to do ("start", "trial", "command", "reply", "next").
+        waited_s: seconds waited so far.
+        bound_s: when the wait is given up (the node is then lost).
+        state: its process's state when notable ("stopped"), or None.
+    """
 
     what: ClassVar[str] = "rank"
     rank: int
@@ -233,7 +311,12 @@ class WaitingForRank(Waiting):
 
 @dataclass(frozen=True)
 class RetuneStarted(Event):
-    """The re-tune of the registry's dataset ``name`` begins: number ``n`` of ``of``."""
+    """The re-tune of one of the registry's datasets begins.
+
+    Attributes:
+        n, of: its number, from 1, and the registry's dataset count.
+        name: its name in the registry.
+    """
 
     kind: ClassVar[str] = "retune"
     n: int
@@ -243,7 +326,13 @@ class RetuneStarted(Event):
 
 @dataclass(frozen=True)
 class WarmStarted(Event):
-    """Dataset ``name`` (problem ``key``) is re-tuned from ``warm`` (a ``fleet.warm.WarmPlan``)."""
+    """A registry's dataset is re-tuned from its warm start.
+
+    Attributes:
+        name: its name in the registry.
+        key: its problem's key.
+        warm: the ``fleet.warm.WarmPlan``: where the run starts from, or why from nothing.
+    """
 
     kind: ClassVar[str] = "warm"
     name: str
@@ -253,8 +342,11 @@ class WarmStarted(Event):
 
 @dataclass(frozen=True)
 class Retuned(Event):
-    """One dataset's re-tune ended: ``outcome`` (a ``fleet.retune.Outcome``: its status, drift,
-    error)."""
+    """One dataset's re-tune ended.
+
+    Attributes:
+        outcome: the ``fleet.retune.Outcome``: its status, drift, error.
+    """
 
     kind: ClassVar[str] = "retuned"
     outcome: Any

@@ -122,8 +122,26 @@ class RetuneReport:
 
 def retune(registry: Registry, *, out: str | None = None, storage: str | None = None, reports: str | None = None,
            progress: Progress | None = None, pages: bool = False) -> RetuneReport:
-    """Re-tune every dataset of ``registry``; the options given here win over its [fleet] table.
-    ``pages``: also write each dataset's report page beside its result (explain/page.py)."""
+    """Re-tune every dataset of ``registry``, each from where it left off (fleet/warm.py), and
+    write the report of what drifted; the options given here win over its [fleet] table. A
+    dataset whose re-tune fails is a failed entry of the report, never the end of the others.
+
+    Args:
+        registry: the parsed registry (``fleet.registry.load``).
+        out: where results are read and written (default: the registry's, else the results home).
+        storage: an Optuna storage URL for the studies (default: the registry's, else SQLite files).
+        reports: the folder the report is written to (default: ``OUT/retune/NAME``).
+        progress: None (nothing), or a callable of one event (``autoloader.events``): each entry
+            reports ``RetuneStarted``, ``WarmStarted``, its run's events and ``Retuned``. A
+            callable of the old ``(event, data)`` form works, with a DeprecationWarning.
+        pages: also write each dataset's report page beside its result (explain/page.py).
+
+    Returns:
+        The ``RetuneReport`` written (its ``exit_code``, ``verdict`` and per-dataset outcomes).
+
+    Raises:
+        UsageError: a folder is not writable, or the storage cannot be opened.
+    """
     progress = subscriber(progress) or (lambda event: None)
     out = resolve_out(out or registry.fleet.get("out"))
     storage = storage or registry.fleet.get("storage")
