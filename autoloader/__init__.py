@@ -2,7 +2,8 @@
 
 The public API: ``tune``, ``best_loader`` and ``stored_result`` (api.py), the records they
 return (``TuneResult``, ``TunedConfig``, ``LoaderConfig``, ``TrialResult``), the seeded
-``worker_init_fn`` (``seed_worker``, ``worker_generator``), the errors and the warnings.
+``worker_init_fn`` (``seed_worker``, ``worker_generator``), the errors and the warnings, and the
+progress events a ``progress`` callable is given (``autoloader.events``: the callback API).
 
 The package's folders, one concern each, in the order data flows through them:
 
@@ -16,6 +17,8 @@ The package's folders, one concern each, in the order data flows through them:
 - ``tuning/``  one run: the sequence, the comparison with the last one, the progress printer;
 - ``fleet/``   many runs: the retune registry and report, ``show``, ``dashboard``;
 - ``node/``    the ranks of one node tuned together;
+- ``events/`` the progress events and their words (the callback API), below every folder that
+               emits them;
 - ``api.py`` and ``cli.py`` on top.
 
 The names below load on first use, so ``import autoloader`` (or one of its pure modules) does not
@@ -32,7 +35,13 @@ _PUBLIC = {
     "UsageError": "errors", "InvalidRecord": "store.checks", "StoredStateWarning": "store.validate",
     "TunedConfig": "search.config", "TrialResult": "search.results",
     "LoaderConfig": "search.space", "seed_worker": "seeding", "worker_generator": "seeding",
+    "NotStored": "errors", "StoredStateWarning": "errors", "StudyMovedAside": "errors", "StudySkipped": "errors",
 }
+# The callback API's events (autoloader/events): what a ``progress`` callable is given.
+_PUBLIC.update({name: "events" for name in (
+    "Event", "Waiting", "TuneStarted", "TrialsUnstored", "Profiled", "ControlRetried", "TrialDone", "FinalRound",
+    "BusyRecheck", "TuneDone", "ResultReused", "ResultNotReused", "WaitingForLock", "WaitingForTrialStart",
+    "WaitingForRank", "RetuneStarted", "WarmStarted", "Retuned")})
 
 __all__ = sorted(_PUBLIC)
 

@@ -17,7 +17,8 @@ import dataclasses
 import warnings
 from typing import Any, Sequence
 
-from .errors import AutoloaderWarning, NotSaved
+from .errors import NotSaved, NotStored
+from .events import Progress, ResultNotReused, ResultReused, WaitingForLock
 from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out, writable
 from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
@@ -30,7 +31,7 @@ from .store.paths import held, result_path
 from .store.door import load_result
 from .tuning.result import TuneResult
 from .tuning.progress import api_progress
-from .tuning.run import Progress, Run
+from .tuning.run import Run
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_TRIAL_TIMEOUT_S", "TuneResult", "best_loader", "stored_result", "tune"]
 
@@ -43,21 +44,47 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
          allow_reorder: bool = False, version: str | None = None, **fixed_loader_kwargs) -> TuneResult:
     """Measure DataLoader configs for ``dataset`` and return the fastest (ties to the cheapest).
 
-    ``dataset``: a Dataset, a zero-argument callable returning one, or a ``"MODULE:ATTR"`` spec.
-    ``step``: optional ``step(batch)`` (or a zero-argument factory of one, or a spec); without it
-    each batch is moved to the device. ``allow_reorder``: the pick may deliver batches out of order
-    (DataLoader's ``in_order=False``) when that is faster; off, the result says what it would gain.
-    Other keyword arguments (``collate_fn``, ``shuffle``, ...) are passed to every DataLoader as
-    they are. ``out``: where results are written (default: the results home, ``$AUTOLOADER_HOME``
-    or ``~/.cache/autoloader``). ``version``: your own label for this data, part of its key beside
-    the content fingerprint. ``progress``: None (the default) reports each step through the
-    ``logging`` module (logger ``"autoloader"``, INFO; to stderr unless the application configured
-    logging), False says nothing, and a callable ``progress(event, data)`` gets every event.
-
     Called by every rank of a torchrun launch (WORLD_SIZE > 1), it tunes the node's ranks together:
     all run each trial at once on their own shard and device, rank 0 searches and stores, the
     pick is per rank, its rate the node's, and every rank returns the same result (NOTE [ Tuning
     a node's ranks ] in node/__init__.py).
+
+    Args:
+        dataset: a Dataset, a zero-argument callable returning one, or a ``"MODULE:ATTR"`` spec.
+        step: optional ``step(batch)`` (or a zero-argument factory of one, or a spec) timed with
+            each batch; without it each batch is moved to the device.
+        batch_size: the batch size (default 128), or ``batch_sizes``: several, the tuner picks one.
+        budget: seconds the whole tune may take (default 60).
+        max_memory: the host memory a config may use, in bytes or as text (``"16G"``; default
+            0.6 of the RAM available when the tune starts).
+        device: ``"cuda"``, ``"cuda:N"`` or ``"cpu"`` (default: CUDA when present).
+        out: where results are written (default: the results home, ``$AUTOLOADER_HOME`` or
+            ``~/.cache/autoloader``).
+        storage: an Optuna storage URL for the study (default: a SQLite file under ``out``).
+        progress: None (the default) reports each step through the ``logging`` module (logger
+            ``"autoloader"``, INFO; to stderr unless the application configured logging); False
+            says nothing; a callable gets every event (``autoloader.events``), and the log gets
+            them too. A callable of the old ``(event, data)`` form still works, with a
+            DeprecationWarning.
+        trial_timeout: seconds a trial may go without progress before it is ended as a hang
+            (default 60).
+        allow_reorder: the pick may deliver batches out of order (DataLoader's
+            ``in_order=False``) when that is faster; off, the result says what it would gain.
+        version: your own label for this data, part of its key beside the content fingerprint.
+        **fixed_loader_kwargs: passed to every DataLoader as they are (``collate_fn``,
+            ``shuffle``, ...).
+
+    Returns:
+        The run's ``TuneResult``: ``.tuned`` (a ``TunedConfig``: the settings, their rate,
+        ``loader_kwargs()``), every trial, the final, and the paths of the stored result and
+        snippet.
+
+    Raises:
+        UsageError: an input breaks a rule (the message states it, the value and the fix).
+        NoFeasibleConfig: every config tried failed or broke a limit.
+        NotSaved: the run chose a config but could not store it (``exc.result`` holds the pick).
+        AutoloaderError: the trial process could not build the dataset or step, or a rank of a
+            node's tune was lost.
     """
     refuse_reimport("tune()")   # NOTE [ A script re-imported by spawn ] in probe/reimport.py
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
@@ -84,8 +111,21 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
                   allow_reorder: bool = False, version: str | None = None,
                   **fixed_loader_kwargs) -> TunedConfig | None:
     """The stored tuned config for this dataset on this machine, if one exists that this
-    autoloader measures alike (NOTE [ Measurement format ] in store/versions.py). The arguments are
-    what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec, and the rest."""
+    autoloader measures alike (NOTE [ Measurement format ] in store/versions.py). Nothing is tuned;
+    a few samples are read for the content fingerprint.
+
+    Args:
+        dataset: what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec.
+        step, batch_size, batch_sizes, device, out, allow_reorder, version, **fixed_loader_kwargs:
+            as given to ``tune()``; together they are the problem's key.
+
+    Returns:
+        The stored ``TunedConfig``, or None when there is none (or one measured differently).
+        A stored file that fails its checks is ignored, with a ``StoredStateWarning`` naming it.
+
+    Raises:
+        UsageError: an input breaks a rule.
+    """
     problem = built_problem(_dataset_object(dataset), dataset, step=step, batch_size=batch_size,
                             batch_sizes=batch_sizes, device=device, fixed_kwargs=fixed_loader_kwargs,
                             allow_reorder=allow_reorder, version=version)
@@ -119,11 +159,9 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 progress: Progress | bool | None = None, generator=None, allow_reorder: bool = False,
                 version: str | None = None,
                 **fixed_loader_kwargs):
-    """A ready DataLoader for ``dataset`` (a Dataset, a factory of one, or a ``MODULE:ATTR`` spec)
-    with the tuned settings, tuning first unless a stored result for this hardware and dataset
-    exists. The named arguments are ``tune()``'s (``batch_sizes`` lets the tuner pick the batch
-    size too); ``fixed_loader_kwargs`` go to the DataLoader (and to every trial) unchanged.
-    Trials shuffle unless told otherwise, and so does the returned loader.
+    """A ready DataLoader for ``dataset`` with the tuned settings, tuning first unless a stored
+    result for this hardware and dataset exists. Trials shuffle unless told otherwise, and so does
+    the returned loader.
 
     A stored result is found under ``out`` (default: the results home, the same from any working
     directory) by the dataset's name (its spec, or its class's module and name), its length and
@@ -132,7 +170,25 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     once take turns: one tunes, the others then find its result. The ranks of a torchrun job
     (WORLD_SIZE > 1) instead tune together, as ``tune()`` does, and each gets a loader of the
     per-rank config on its DistributedSampler shard (call ``loader.sampler.set_epoch(epoch)``
-    each epoch, as with any DistributedSampler)."""
+    each epoch, as with any DistributedSampler).
+
+    Args:
+        dataset: a Dataset, a factory of one, or a ``MODULE:ATTR`` spec; built once, here.
+        batch_size, step, budget, batch_sizes, device, out, max_memory, storage, trial_timeout,
+            allow_reorder, version: as for ``tune()`` (``batch_sizes`` lets the tuner pick the
+            batch size too).
+        progress: as for ``tune()``; a lookup reports ``ResultReused`` or ``ResultNotReused``,
+            and a wait for another process's tune of the same problem ``WaitingForLock``.
+        generator: the returned DataLoader's ``generator`` (seed it for runs that repeat).
+        **fixed_loader_kwargs: go to the returned DataLoader (and to every trial) unchanged.
+
+    Returns:
+        A ``torch.utils.data.DataLoader`` over ``dataset`` with the tuned settings. One whose
+        result could not be stored is returned all the same, with a ``NotStored`` warning.
+
+    Raises:
+        UsageError, NoFeasibleConfig, AutoloaderError: as for ``tune()``.
+    """
     from torch.utils.data import DataLoader, IterableDataset
 
     refuse_reimport("best_loader()")   # before the key's lock: NOTE [ A script re-imported by spawn ]
@@ -153,24 +209,24 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         if tuned is None:
             options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
             if why is not None and progress is not None and node.rank == 0:
-                progress("not_reused", {"why": why})
+                progress(ResultNotReused(why))
             tuned = _picked(problem, options, progress, node)
     elif tuned is None:
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.
         options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
-        busy = (lambda holder: progress("waiting", {"what": "lock", "holder": holder, "out": out})) \
+        busy = (lambda holder: progress(WaitingForLock(holder, out))) \
             if progress is not None else None
         with held(path[:-len(".json")] + ".lock", busy):
             tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
             if tuned is None:
                 if why is not None and progress is not None:
-                    progress("not_reused", {"why": why})
+                    progress(ResultNotReused(why))
                 tuned = _picked(problem, options, progress)
             elif progress is not None:
-                progress("reused", {"path": path, "tuned": tuned})
+                progress(ResultReused(path, tuned))
     elif progress is not None:
-        progress("reused", {"path": path, "tuned": tuned})
+        progress(ResultReused(path, tuned))
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
     if not tuned.config.num_workers:
         kwargs.pop("multiprocessing_context", None)   # DataLoader refuses one without workers
@@ -182,10 +238,6 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
             kwargs["sampler"] = DistributedSampler(dataset_obj, num_replicas=node.world, rank=node.rank,
                                                    shuffle=bool(kwargs.pop("shuffle")))
     return DataLoader(dataset_obj, generator=generator, **kwargs)
-
-
-class NotStored(AutoloaderWarning):
-    """best_loader tuned a loader but could not store the result: the loader is returned all the same."""
 
 
 def _picked(problem: Problem, options: Options, progress: Progress | None, node: Node | None = None) -> TunedConfig:

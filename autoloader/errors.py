@@ -44,3 +44,22 @@ class NotSaved(AutoloaderError, OSError):
 
 class AutoloaderWarning(UserWarning):
     """Base class of autoloader's warnings (the CLI shows them as "Warning: ...")."""
+
+
+# The warnings of the modules that raise them, defined here so that autoloader.events can export
+# them all without importing those modules (each module re-imports its own).
+
+class StoredStateWarning(AutoloaderWarning):
+    """A stored record (a study's trial, a result file) was unreadable or invalid and is ignored."""
+
+
+class StudyMovedAside(AutoloaderWarning):
+    """A study that could not be read was moved aside and a fresh one started."""
+
+
+class NotStored(AutoloaderWarning):
+    """best_loader tuned a loader but could not store the result: the loader is returned all the same."""
+
+
+class StudySkipped(AutoloaderWarning):
+    """A study file under --out could not be read, so the dashboard serves the others without it."""

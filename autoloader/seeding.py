@@ -43,7 +43,16 @@ def _distributed_rank() -> int:
 
 def worker_seed_sequence(base_seed: int, worker_id: int, rank: int) -> np.random.SeedSequence:
     """The SeedSequence of one worker: entropy from the loader's base seed, keyed by rank and
-    worker so no two (rank, worker) pairs share a stream."""
+    worker so no two (rank, worker) pairs share a stream.
+
+    Args:
+        base_seed: the loader's base seed for this iterator (a worker's seed less its id).
+        worker_id: the worker's index.
+        rank: the process's rank in a distributed job (0 alone).
+
+    Returns:
+        The ``numpy.random.SeedSequence`` the worker's streams are drawn from.
+    """
     return np.random.SeedSequence(entropy=int(base_seed) & ((1 << 64) - 1),
                                   spawn_key=(int(rank), int(worker_id)))
 
@@ -53,6 +62,12 @@ def seed_worker(worker_id: int) -> None:
 
     See NOTE [ Worker seeds ]. Pass ``generator=torch.Generator().manual_seed(s)`` to the
     DataLoader for runs that repeat exactly.
+
+    Args:
+        worker_id: the worker's index, as DataLoader passes it.
+
+    Returns:
+        None; the worker's global streams are seeded and ``worker_generator()`` set.
     """
     global _worker_generator
     import torch
@@ -68,7 +83,14 @@ def seed_worker(worker_id: int) -> None:
 
 
 def worker_generator() -> np.random.Generator:
-    """The numpy Generator ``seed_worker`` made for this worker (use it inside ``__getitem__``)."""
+    """The numpy Generator ``seed_worker`` made for this worker (use it inside ``__getitem__``).
+
+    Returns:
+        This worker's ``numpy.random.Generator``.
+
+    Raises:
+        RuntimeError: called outside a worker started with ``worker_init_fn=seed_worker``.
+    """
     if _worker_generator is None:
         raise RuntimeError("worker_generator() is only set inside a DataLoader worker started with "
                            "worker_init_fn=seed_worker; pass that to the DataLoader")

@@ -38,7 +38,7 @@ def fit(out: str) -> dict:
             return self.returned
 
     events: list[str] = []
-    data = Recording(dataset(), out=out, progress=lambda event, _: events.append(event), **OPTIONS)
+    data = Recording(dataset(), out=out, progress=lambda event: events.append(event.kind), **OPTIONS)
     trainer = lightning.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=2, limit_train_batches=3,
                                 logger=False, enable_checkpointing=False, enable_progress_bar=False,
                                 enable_model_summary=False)
@@ -63,7 +63,7 @@ def shards(out: str, rank: int) -> dict:
         return sorted(int(i) for _, _, index in prepared for i in index.tolist())
 
     events: list[str] = []
-    options = dict(out=out, device="cpu", progress=lambda event, _: events.append(event), **OPTIONS)
+    options = dict(out=out, device="cpu", progress=lambda event: events.append(event.kind), **OPTIONS)
     rank_loader = best_loader(dataset(), **options)
     whole = tuned_loader(dataset(), **options)
     return {"events": events, "rank_loader_sampler": type(rank_loader.sampler).__name__,

@@ -239,6 +239,7 @@ def test_progress_lines_for_an_early_stopped_trial():
     import math
 
     from autoloader import LoaderConfig, TrialResult
+    from autoloader.events import TrialDone
     from autoloader.tuning.progress import ProgressPrinter
 
     stream = io.StringIO()
@@ -246,9 +247,9 @@ def test_progress_lines_for_an_early_stopped_trial():
     config = LoaderConfig.make(16, 2, False)
     for rel in (math.inf, None, 0.021):
         result = TrialResult(config, "ok", samples_per_s=1234.0, rel_interval=rel, wait_fraction=0.5)
-        printer("trial", {"n": 1, "expected": 6, "result": result, "best": result, "elapsed": 3.0})
+        printer(TrialDone(1, 6, result, result, 3.0))
     failed = TrialResult(config, "failed", cause="dataset_error", error="boom")
-    printer("trial", {"n": 2, "expected": 6, "result": failed, "best": None, "elapsed": 4.0})
+    printer(TrialDone(2, 6, failed, None, 4.0))
     lines = stream.getvalue().splitlines()
     assert len(lines) == 4
     assert "inf" not in stream.getvalue()
@@ -256,5 +257,5 @@ def test_progress_lines_for_an_early_stopped_trial():
     assert "FAILED" in lines[3] and "boom" in lines[3]
     assert "gpu" not in stream.getvalue(), "no GPU utilisation was measured, so none is shown"
     on_gpu = TrialResult(config, "ok", samples_per_s=1234.0, rel_interval=0.02, wait_fraction=0.1, gpu_util=0.874)
-    printer("trial", {"n": 3, "expected": 6, "result": on_gpu, "best": on_gpu, "elapsed": 5.0})
+    printer(TrialDone(3, 6, on_gpu, on_gpu, 5.0))
     assert "wait 10% gpu 87%" in stream.getvalue().splitlines()[-1]

@@ -215,7 +215,7 @@ def test_best_loader_takes_tunes_arguments_and_keeps_them_from_the_dataloader(ou
     assert os.path.isfile(os.path.join(out_dir, "study.db")), "the storage given was used"
     events = []
     again = best_loader(Tiny(256), batch_sizes=[16, 32], budget=10, device="cpu", out=out_dir,
-                        trial_timeout=30, storage=storage, progress=lambda event, data: events.append(event))
+                        trial_timeout=30, storage=storage, progress=lambda event: events.append(event.kind))
     assert events == ["reused"], "the stored result for these batch sizes was not found: it tuned again"
     assert again.batch_size == loader.batch_size
 

@@ -26,6 +26,7 @@ from click.testing import CliRunner
 
 from autoloader import UsageError, tune
 from autoloader.cli import main
+from autoloader.events import Event, TrialDone, TuneStarted
 from autoloader.probe import guard
 from autoloader.probe.failures import classify_failure, describe_failure
 from autoloader.search.results import CAUSES, CONSTRAINT, FAILED, HANG, OK
@@ -61,13 +62,13 @@ class Recorder:
     """The ``progress`` callback: keeps every event with its wall time."""
 
     def __init__(self):
-        self.events: list[tuple[float, str, dict]] = []
+        self.events: list[tuple[float, Event]] = []
 
-    def __call__(self, event: str, data: dict) -> None:
-        self.events.append((time.time(), event, data))
+    def __call__(self, event: Event) -> None:
+        self.events.append((time.time(), event))
 
     def trial_ends(self):
-        return [(t, d["result"]) for t, e, d in self.events if e == "trial"]
+        return [(t, e.result) for t, e in self.events if isinstance(e, TrialDone)]
 
 
 def run_tune(dataset, out_dir, **kwargs):
@@ -201,8 +202,8 @@ def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     # The error's advice, taken: with the ceiling raised, the next run measures what the old
     # ceiling ruled out (a new run measures everything it decides on; the old trials stay stored).
     again, recorder = run_tune(dataset, out_dir, max_memory=8 * 2**30, budget=45)
-    start = next(d for _, e, d in recorder.events if e == "start")
-    assert start["resumed"] == 0
+    start = next(e for _, e in recorder.events if isinstance(e, TuneStarted))
+    assert start.resumed == 0
     # What it measures stands on the new ceiling, not on the old one's verdicts, whatever the
     # model picks this time.
     new = list(again.trials)

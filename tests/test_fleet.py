@@ -15,6 +15,7 @@ from conftest import REPO_ROOT
 from fleet_workloads import SLOWDOWN_ENV, Paced, Scaled
 
 from autoloader import best_loader, stored_result, tune
+from autoloader.events import ResultNotReused
 from autoloader.inputs.content import dataset_fingerprint
 from autoloader.inputs.home import HOME_ENV, default_out
 
@@ -52,7 +53,7 @@ def test_a_second_best_loader_call_is_a_lookup_from_another_directory(stored_hom
     monkeypatch.setattr("autoloader.tuning.run.TrialRunner.start", no_trial_process)
     events = []
     again = best_loader(Scaled(256), batch_size=16, budget=10, device="cpu",
-                        progress=lambda event, data: events.append(event))
+                        progress=lambda event: events.append(event.kind))
     assert events == ["reused"], "the stored result is used, and said so"
     assert (again.num_workers, again.batch_size) == (first.num_workers, first.batch_size)
     assert not os.listdir(elsewhere), "nothing written under the working directory"
@@ -89,8 +90,8 @@ def test_a_result_measured_differently_is_not_reused_and_says_why(stored_home, t
     monkeypatch.setattr(tuner, "_tune", stop)
     with pytest.raises(RuntimeError, match="would tune"):
         best_loader(Scaled(256), batch_size=16, budget=10, device="cpu", out=home,
-                    progress=lambda event, d: events.append((event, d)))
-    (why,) = [d["why"] for event, d in events if event == "not_reused"]
+                    progress=events.append)
+    (why,) = [e.why for e in events if isinstance(e, ResultNotReused)]
     assert "format 0" in why and "measures with format 1" in why
 
 

@@ -181,7 +181,7 @@ from autoloader import best_loader
 from fleet_workloads import Paced
 events = []
 loader = best_loader(Paced(cost_s=0.002), batch_size=16, budget=10, device="cpu", out={out!r},
-                     progress=lambda event, data: events.append(event))
+                     progress=lambda event: events.append(event.kind))
 print(json.dumps({{"tuned": "start" in events, "workers": loader.num_workers}}))
 """
 

@@ -29,6 +29,7 @@ import psutil
 import pytest
 from conftest import REPO_ROOT, TESTS_DIR
 
+from autoloader.events import ControlRetried, TrialDone, TuneStarted
 from autoloader.search.results import FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from autoloader.store.retry import StoredTrial, control_again, standing
@@ -295,17 +296,17 @@ def test_a_resumed_run_measures_the_restored_environment_and_the_control(kind, t
     with open(shard, "wb") as fh:
         fh.write(b"restored")
     events = []
-    second = tune(dataset, batch_size=16, budget=15, device="cpu", out=out, progress=lambda e, d: events.append((e, d)))
-    start = next(d for e, d in events if e == "start")
-    assert start["resumed"] >= 1, "the killed run was resumed"
-    measured_again = [d["result"] for e, d in events if e == "trial" and d["result"].config == control]
+    second = tune(dataset, batch_size=16, budget=15, device="cpu", out=out, progress=events.append)
+    start = next(e for e in events if isinstance(e, TuneStarted))
+    assert start.resumed >= 1, "the killed run was resumed"
+    measured_again = [e.result for e in events if isinstance(e, TrialDone) and e.result.config == control]
     assert measured_again and measured_again[-1].status == OK, "the control was measured in the resumed run"
     if kind == "oserror":
-        assert start["environment"] == len(failed), (start["environment"], len(failed))
+        assert start.environment == len(failed), (start.environment, len(failed))
         assert not [t for t in second.trials if t.status == FAILED], "every OSError's config was measured again"
     else:   # the code's own failures stand while the code is the same; the control's alone is measured
-        assert start["environment"] == 0
-        assert any(e == "control_again" for e, _ in events)
+        assert start.environment == 0
+        assert any(isinstance(e, ControlRetried) for e in events)
         assert [t.config for t in second.trials if t.status == FAILED] == \
                [t.config for t in failed if t.config != control]
 

@@ -53,7 +53,7 @@ def only_result(out) -> dict:
 
 def recorder():
     events: list[str] = []
-    return events, lambda event, _: events.append(event)
+    return events, lambda event: events.append(event.kind)
 
 
 # --- formats: pure -----------------------------------------------------------------------------

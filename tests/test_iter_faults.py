@@ -9,6 +9,7 @@ import time
 import pytest
 
 from autoloader import NoFeasibleConfig, tune
+from autoloader.events import Profiled, TrialDone
 from autoloader.search.results import HANG, OK
 from scripts.faults import datasets as faulty
 from scripts.faults import inputs
@@ -20,8 +21,8 @@ def _tune(dataset, out_dir, **kwargs):
     kwargs.setdefault("budget", 20)
     kwargs.setdefault("trial_timeout", 20)
     with pytest.raises(NoFeasibleConfig) as info:
-        tune(dataset, device="cpu", out=out_dir, progress=lambda e, d: events.append((e, d)), **kwargs)
-    return [d["result"] for e, d in events if e == "trial"], str(info.value)
+        tune(dataset, device="cpu", out=out_dir, progress=events.append, **kwargs)
+    return [e.result for e in events if isinstance(e, TrialDone)], str(info.value)
 
 
 @pytest.mark.slow
@@ -56,9 +57,9 @@ def test_a_hang_is_cut_at_the_budget(out_dir, tmp_path):
     events = []
     t0 = time.monotonic()
     result = tune(faulty.HangInWorker(str(tmp_path / "hung"), min_workers=1), batch_size=16, budget=20,
-                  trial_timeout=60, device="cpu", out=out_dir, progress=lambda e, d: events.append((e, d)))
+                  trial_timeout=60, device="cpu", out=out_dir, progress=events.append)
     wall = time.monotonic() - t0
-    said = [d.get("error") or "" for e, d in events if e == "profile"]
+    said = [e.error or "" for e in events if isinstance(e, Profiled)]
     said += [t.error or "" for t in result.trials if t.status == HANG]
     clipped = [text for text in said if "clipped from 60 s to what was left of the budget" in text]
     assert clipped, said

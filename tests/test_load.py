@@ -28,6 +28,7 @@ from autoloader.store.records import StoredHardware
 from autoloader.store.validate import InvalidRecord, trial_record
 from autoloader.tuning.compare import INCONCLUSIVE, UNCHANGED, compare, memory_per_worker, separated
 from autoloader.tuning.final import final_configs, trimmed
+from autoloader.events import TrialDone
 from autoloader.tuning.progress import ProgressPrinter, table
 from autoloader.tuning.result import TuneResult
 
@@ -87,8 +88,7 @@ def test_a_trial_line_names_the_load_only_when_others_took_more_than_the_share(c
     out = io.StringIO()
     printer = ProgressPrinter(out)
     for others in (1.6, 0.4):
-        printer("trial", {"n": 1, "expected": 5, "result": trial(PICK, others=others), "best": None,
-                          "elapsed": 3.0, "cpus": CPUS})
+        printer(TrialDone(1, 5, trial(PICK, others=others), None, 3.0, cpus=CPUS))
     busy, quiet = out.getvalue().splitlines()
     assert "other processes used 1.6 of 2 CPUs" in busy and "what the machine gives" in busy
     assert "other processes" not in quiet

@@ -16,6 +16,7 @@ from conftest import WORKLOADS
 
 from autoloader import best_loader, stored_result, tune
 from autoloader.cli import main
+from autoloader.events import TrialDone
 from autoloader.search.results import FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace
 from autoloader.store import runs
@@ -108,14 +109,14 @@ def test_a_crash_is_tried_once_more_before_it_counts(out_dir, tmp_path):
     events = []
     dataset = faulty.CrashOnce(str(tmp_path / "crashed"))
     result = tune(dataset, batch_size=16, budget=30, device="cpu", out=out_dir, trial_timeout=20,
-                  progress=lambda event, data: events.append((event, data)))
-    trials = [d for e, d in events if e == "trial"]
-    crashed = [i for i, d in enumerate(trials) if d["again"]]
-    assert len(crashed) == 1, [(d["result"].config.key, d["result"].cause, d["again"]) for d in trials]
+                  progress=events.append)
+    trials = [e for e in events if isinstance(e, TrialDone)]
+    crashed = [i for i, e in enumerate(trials) if e.again]
+    assert len(crashed) == 1, [(e.result.config.key, e.result.cause, e.again) for e in trials]
     first, retry = trials[crashed[0]], trials[crashed[0] + 1]
-    assert first["result"].cause == "worker_segfault" and first["result"].config.num_workers > 0
-    assert retry["result"].config == first["result"].config and retry["result"].status == OK
-    assert not retry["again"] and retry["n"] == first["n"], "the retry is the same trial of the search"
+    assert first.result.cause == "worker_segfault" and first.result.config.num_workers > 0
+    assert retry.result.config == first.result.config and retry.result.status == OK
+    assert not retry.again and retry.n == first.n, "the retry is the same trial of the search"
     assert all(t.status == OK for t in result.trials), "the one-off crash is not in the history"
     states = faulty.study_states(faulty.find_study(out_dir))
     assert sorted(state for state, _ in states.values()).count("FAIL") == 1, "the crash is stored all the same"

@@ -11,7 +11,7 @@ import stream_workloads
 from autoloader import tune
 from autoloader.integrations.formats import FORMATS, render
 from autoloader.search.results import OK
-from autoloader.tuning.progress import ProgressPrinter, table
+from autoloader.tuning.progress import table
 
 pytestmark = pytest.mark.slow
 BUDGET = 20.0
@@ -19,12 +19,10 @@ BUDGET = 20.0
 
 def _tune(dataset, tmp_path, **kwargs):
     lines: list[str] = []
-    printer = ProgressPrinter()
 
-    def progress(event, data):
-        line = printer.line(event, data)
-        if line:
-            lines.append(line)
+    def progress(event):
+        if event.line:
+            lines.append(event.line)
 
     result = tune(dataset, batch_size=32, budget=BUDGET, device="cpu", out=str(tmp_path / "out"), progress=progress,
                   **kwargs)

@@ -238,6 +238,65 @@ def test_the_pure_part_imports_no_torch_no_processes_no_store():
     assert done.stdout.strip() == "[]"
 
 
+FOLDERS = ("inputs", "search", "probe", "store", "tuning", "fleet", "node", "integrations", "explain", "events")
+
+
+def _cross_folder_imports():
+    """(importing file, folder, module or name) for every import of one folder from outside it."""
+    root = os.path.join(REPO, "autoloader")
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            module = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
+            package = module if name == "__init__.py" else module.rsplit(".", 1)[0]
+            own = package.split(".")[1] if package.count(".") else None
+            for node in ast.walk(ast.parse(open(path).read())):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else [])).split(".")
+                if target[0] != "autoloader" or len(target) < 2 or target[1] not in FOLDERS or target[1] == own:
+                    continue
+                wanted = [target[2]] if len(target) > 2 else [alias.name for alias in node.names]
+                for item in wanted:
+                    yield os.path.relpath(path, REPO), target[1], item
+
+
+def test_every_import_across_folders_is_of_the_folders_public_face():
+    """Each folder's ``__all__`` lists what other folders import from it (a module or a name), and
+    each name in it exists: a module another folder starts to import joins its folder's face."""
+    import importlib
+
+    outside = {}
+    for where, folder, item in _cross_folder_imports():
+        face = importlib.import_module(f"autoloader.{folder}").__all__
+        if item not in face:
+            outside.setdefault(f"autoloader.{folder}", set()).add(f"{item} (imported by {where})")
+    assert outside == {}
+    for folder in FOLDERS:
+        package = importlib.import_module(f"autoloader.{folder}")
+        for item in package.__all__:
+            assert hasattr(package, item) or importlib.util.find_spec(f"autoloader.{folder}.{item}"), (folder, item)
+
+
+def test_the_events_import_only_the_pure_part_and_no_torch():
+    """autoloader.events sits below every folder that emits events: it imports the errors and the
+    pure search/ records alone, so a user's callback module (and the trial process) loads no more."""
+    folder = os.path.join(REPO, "autoloader", "events")
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            own = {m for m in _imports(os.path.join(folder, name), "autoloader.events")
+                   if m.split(".")[0] == "autoloader"}
+            assert all(_under(m, ("autoloader.events", "autoloader.errors", "autoloader.search")) for m in own), own
+    code = ("import sys, autoloader.events, autoloader.events.lines\n"
+            "print(sorted(n for n in sys.modules if n.split('.')[0] in ('torch', 'numpy', 'optuna', 'psutil')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 # --- store/paths.held: processes of one machine take turns ---------------------------------------------
 
 def _hold(path: str, seconds: float, conn) -> None:

@@ -23,8 +23,10 @@ from .evidence import Evidence
 from .verdict import KINDS, Verdict, verdict
 from .whatif import WhatIf, top, whatifs
 
+# The folder's public face: the explanation's records and functions, and the modules that write
+# the page and its plots. tests/test_units.py checks every import across folders against it.
 __all__ = ["KINDS", "Ceiling", "Evidence", "Explanation", "Verdict", "WhatIf", "benchmark_row", "explain",
-           "headline"]
+           "headline", "page", "plots"]
 
 
 @dataclass(frozen=True)

@@ -7,3 +7,7 @@ Serves the CLI's ``retune``, ``show`` and ``dashboard``:
 - ``show``: the stored results, listed or one in full; ``dashboard``: optuna-dashboard over the
   studies.
 """
+
+# The folder's public face: the modules other folders (and users) import from it; the others are
+# its own. tests/test_units.py checks every import across folders against it.
+__all__ = ["dashboard", "registry", "report", "retune", "show"]

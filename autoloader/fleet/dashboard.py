@@ -28,17 +28,13 @@ import socket
 import warnings
 from dataclasses import dataclass
 
-from ..errors import AutoloaderError, AutoloaderWarning, UsageError, usage
+from ..errors import AutoloaderError, StudySkipped, UsageError, usage
 from ..search.space import LoaderConfig
 from ..store.durable import open_reader
 from ..store.paths import study_files
 
 EXTRA = "pip install 'torch-autoloader[dashboard]'"
 HOST_FIX = "pass --host 127.0.0.1 (this machine only) or --host 0.0.0.0 (every interface)"
-
-
-class StudySkipped(AutoloaderWarning):
-    """A study file under --out could not be read, so the dashboard serves the others without it."""
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ import json
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..api import built_problem
 from ..errors import AutoloaderError, AutoloaderWarning, NotSaved
+from ..events import Progress, Retuned, RetuneStarted, WarmStarted, subscriber
 from ..inputs import hardware
 from ..inputs.home import resolve_out, writable
 from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
@@ -121,10 +121,28 @@ class RetuneReport:
 
 
 def retune(registry: Registry, *, out: str | None = None, storage: str | None = None, reports: str | None = None,
-           progress: Callable[[str, dict], None] | None = None, pages: bool = False) -> RetuneReport:
-    """Re-tune every dataset of ``registry``; the options given here win over its [fleet] table.
-    ``pages``: also write each dataset's report page beside its result (explain/page.py)."""
-    progress = progress or (lambda event, data: None)
+           progress: Progress | None = None, pages: bool = False) -> RetuneReport:
+    """Re-tune every dataset of ``registry``, each from where it left off (fleet/warm.py), and
+    write the report of what drifted; the options given here win over its [fleet] table. A
+    dataset whose re-tune fails is a failed entry of the report, never the end of the others.
+
+    Args:
+        registry: the parsed registry (``fleet.registry.load``).
+        out: where results are read and written (default: the registry's, else the results home).
+        storage: an Optuna storage URL for the studies (default: the registry's, else SQLite files).
+        reports: the folder the report is written to (default: ``OUT/retune/NAME``).
+        progress: None (nothing), or a callable of one event (``autoloader.events``): each entry
+            reports ``RetuneStarted``, ``WarmStarted``, its run's events and ``Retuned``. A
+            callable of the old ``(event, data)`` form works, with a DeprecationWarning.
+        pages: also write each dataset's report page beside its result (explain/page.py).
+
+    Returns:
+        The ``RetuneReport`` written (its ``exit_code``, ``verdict`` and per-dataset outcomes).
+
+    Raises:
+        UsageError: a folder is not writable, or the storage cannot be opened.
+    """
+    progress = subscriber(progress) or (lambda event: None)
     out = resolve_out(out or registry.fleet.get("out"))
     storage = storage or registry.fleet.get("storage")
     folder = reports or registry.fleet.get("reports") or os.path.join(out, "retune", registry.name)
@@ -137,9 +155,9 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
     started = now_iso()
     outcomes = []
     for index, entry in enumerate(registry.entries):
-        progress("retune", {"n": index + 1, "of": len(registry.entries), "name": entry.name})
+        progress(RetuneStarted(index + 1, len(registry.entries), entry.name))
         outcomes.append(_one(entry, out, storage, registry.thresholds, progress, pages))
-        progress("retuned", {"outcome": outcomes[-1]})
+        progress(Retuned(outcomes[-1]))
     report = RetuneReport(registry.path, started, now_iso(), hardware.detect().to_dict(), registry.thresholds,
                           tuple(outcomes), out, storage)
     return write(report, folder)
@@ -166,7 +184,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         try:
             # The run compares with the same previous result when it ends (tuning/compare.py).
             warm = warm_plan(previous(out, problem.hardware, key, storage), problem)
-            progress("warm", {"name": entry.name, "key": key, "warm": warm})
+            progress(WarmStarted(entry.name, key, warm))
             result = Run(problem, options, progress, warm_start=warm.start).run()
         except NotSaved as exc:
             if exc.result is None:

@@ -13,3 +13,8 @@ states the rule, the value received and the fix:
 - ``options``: the budget, the limits, where results go; ``limits``: the limits a user may not
   have thought of; ``home``: the results home.
 """
+
+# The folder's public face: the modules other folders (and users) import from it; the others are
+# its own. tests/test_units.py checks every import across folders against it.
+__all__ = ["code_digest", "content", "hardware", "home", "limits", "loader_args", "options", "problem",
+           "source"]

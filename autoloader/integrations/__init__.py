@@ -19,6 +19,10 @@ from ..errors import AutoloaderError
 
 EXTRA = "pip install 'torch-autoloader[integrations]'"
 
+# The folder's public face: the framework modules users import, the error they raise, and the
+# format module the CLI imports. tests/test_units.py checks every import across folders against it.
+__all__ = ["MissingFramework", "accelerate", "formats", "huggingface", "lightning"]
+
 
 class MissingFramework(AutoloaderError, ImportError):
     """An integration was used without its framework installed; the message names the install."""

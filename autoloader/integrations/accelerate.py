@@ -37,7 +37,19 @@ _TUNE_ARGS = frozenset(inspect.signature(best_loader).parameters) - {"dataset", 
 def tuned_loader(dataset: Any, **options):
     """``best_loader(dataset, **options)`` unsharded: under a multi-rank launch the same tuned
     settings over the whole dataset (shuffled unless ``sampler=``/``shuffle=`` said otherwise),
-    for ``accelerator.prepare()`` to shard (module docstring); in one process, that loader."""
+    for ``accelerator.prepare()`` to shard (module docstring); in one process, that loader.
+
+    Args:
+        dataset: a Dataset, a factory of one, or a ``MODULE:ATTR`` spec.
+        **options: ``best_loader()``'s arguments (``batch_size``, ``budget``, ``progress``, ...)
+            and DataLoader arguments, used in every trial.
+
+    Returns:
+        A ``torch.utils.data.DataLoader`` with the tuned settings, not yet prepared.
+
+    Raises:
+        UsageError, NoFeasibleConfig, AutoloaderError: as ``best_loader()`` does.
+    """
     from torch.utils.data import DataLoader
     from torch.utils.data.distributed import DistributedSampler
 

@@ -67,7 +67,18 @@ class TrainerCollator:
 
 def trainer_inputs(trainer: Any) -> tuple[Any, dict]:
     """(the dataset, the DataLoader arguments) that ``trainer.get_train_dataloader`` uses, less
-    the four tuned settings and the sampler (the tune shuffles, as the Trainer's RandomSampler)."""
+    the four tuned settings and the sampler (the tune shuffles, as the Trainer's RandomSampler).
+
+    Args:
+        trainer: a ``transformers.Trainer`` with a train dataset.
+
+    Returns:
+        ``(dataset, fixed)``: the dataset as the Trainer reads it and the DataLoader arguments it
+        fixes (``collate_fn``, and ``drop_last``/``multiprocessing_context`` when set).
+
+    Raises:
+        UsageError: the trainer has no train dataset.
+    """
     args = trainer.args
     dataset = trainer.train_dataset
     if dataset is None:
@@ -96,7 +107,22 @@ def tune_trainer(trainer: Any, **options) -> dict:
     """Tune ``trainer``'s train loader (module docstring), set its ``args``' four
     ``dataloader_*`` fields (and ``dataloader_in_order``, which a reordering pick needs), and
     return the fields set. ``options`` are ``best_loader()``'s: ``budget``, ``step``, ``out``,
-    ``max_memory``, ``trial_timeout``, ``version``, ... The batch size is the trainer's own."""
+    ``max_memory``, ``trial_timeout``, ``version``, ... The batch size is the trainer's own.
+
+    Args:
+        trainer: a ``transformers.Trainer`` with a train dataset and a picklable collator.
+        **options: ``best_loader()``'s arguments (``progress`` among them), but no batch size and
+            none of the DataLoader arguments the trainer fixes.
+
+    Returns:
+        The ``TrainingArguments`` fields set, by name (``dataloader_num_workers``, ...).
+
+    Raises:
+        MissingFramework: transformers is not installed.
+        UsageError: a batch size or a DataLoader argument the trainer fixes was passed, the
+            collator does not pickle, or an input breaks a rule.
+        NoFeasibleConfig, AutoloaderError: as ``best_loader()`` does.
+    """
     require("transformers", "transformers", "autoloader.integrations.huggingface.tune_trainer")
     for name in ("batch_size", "batch_sizes"):
         if name in options:

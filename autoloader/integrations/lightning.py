@@ -52,7 +52,21 @@ def tuned_dataloader(dataset: Any, *, trainer: Any = None, batch_size: int | Non
     """``best_loader(dataset, batch_size=..., **options)`` for a Lightning ``trainer``: on its
     device (``trainer.strategy.root_device``, unless ``device=`` is given) and, under DDP, tuned
     by its ranks together (NOTE [ Lightning's ranks and samplers ]). ``options`` are
-    ``best_loader``'s: ``budget=``, ``step=``, ``out=``, ..., and DataLoader arguments."""
+    ``best_loader``'s: ``budget=``, ``step=``, ``out=``, ..., and DataLoader arguments.
+
+    Args:
+        dataset: a Dataset, a factory of one, or a ``MODULE:ATTR`` spec.
+        trainer: the Lightning ``Trainer`` the loader is for, or None (then ``device=`` decides).
+        batch_size: the batch size (``best_loader()``'s default when None).
+        **options: ``best_loader()``'s arguments (``progress`` among them) and DataLoader arguments.
+
+    Returns:
+        A ``torch.utils.data.DataLoader`` with the tuned settings (under DDP, on this rank's shard).
+
+    Raises:
+        UsageError: the Trainer spans several nodes, or an input breaks a rule.
+        NoFeasibleConfig, AutoloaderError: as ``best_loader()`` does.
+    """
     if trainer is not None:
         nodes = getattr(trainer, "num_nodes", 1)
         if nodes > 1:
@@ -75,7 +89,15 @@ def _datamodule_class():
         (module docstring). ``train_dataset``: a Dataset, a zero-argument factory or a
         ``MODULE:ATTR`` spec, or None when ``setup()`` sets ``self.train_dataset``. ``options``:
         ``best_loader``'s arguments (``budget``, ``step``, ``out``, ``version``, ...) and
-        DataLoader arguments (``collate_fn``, ``drop_last``, ...), used in every trial."""
+        DataLoader arguments (``collate_fn``, ``drop_last``, ...), used in every trial.
+
+        Args:
+            train_dataset: the train Dataset, factory or spec; None when ``setup()`` sets it.
+            batch_size: the batch size (``best_loader()``'s default when None).
+            **options: ``best_loader()``'s arguments and DataLoader arguments.
+
+        ``train_dataloader()`` returns the tuned DataLoader and sets ``self.settings`` (its
+        DataLoader settings); it raises UsageError when there is no train dataset."""
 
         def __init__(self, train_dataset: Any = None, *, batch_size: int | None = None, **options):
             super().__init__()

@@ -51,3 +51,7 @@ Serves ``tuning.run`` (rank 0's run drives every rank through ``runner.NodeRunne
 #   and the rank named; a rank that cannot start is a SetupError naming it. Ranks' bursts end by
 #   their own stop rules, so the last few batches of the longest one run with less contention.
 """
+
+# The folder's public face: the modules other folders (and users) import from it; the others are
+# its own. tests/test_units.py checks every import across folders against it.
+__all__ = ["group", "launch", "ranks", "runner"]

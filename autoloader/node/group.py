@@ -14,6 +14,7 @@ from typing import Any, Callable
 import psutil
 
 from ..errors import AutoloaderError, usage
+from ..events import Event
 from ..inputs import hardware
 from . import wire
 from .ranks import Ranks
@@ -59,7 +60,7 @@ class Node:
         return dataclasses.replace(hw, cpus=self.rank_cpus, ranks=self.world)
 
     def broadcast(self, obj: Any = None, then_s: float | None = None,
-                  notice: Callable[[dict], None] | None = None) -> Any:
+                  notice: Callable[[Event], None] | None = None) -> Any:
         """Rank 0's ``obj`` on every rank. Rank 0 says with it how long its next one may take
         (``then_s``, seconds after a rank starts waiting for it; GAP_S when not said). A gloo send
         completes once its receiver is waiting for it, which each rank is soon after its reply."""
@@ -73,7 +74,7 @@ class Node:
         return obj
 
     def gather(self, obj: Any, until: float | None = None, task: str = "trial",
-               notice: Callable[[dict], None] | None = None) -> list | None:
+               notice: Callable[[Event], None] | None = None) -> list | None:
         """Every rank's ``obj``, rank 0 first, on rank 0; None elsewhere. Rank 0 waits for each
         until ``until`` (``time.monotonic()``) and MARGIN_S more, telling ``notice`` meanwhile. The
         others' replies are taken once rank 0's own part is done: each may wait that long, which

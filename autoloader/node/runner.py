@@ -10,6 +10,7 @@ import time
 from typing import Any, Callable
 
 from ..errors import AutoloaderError
+from ..events import Event
 from ..probe.driver import DatasetInfo, RunnerSetup, SetupError, TrialRunner
 from ..search.burst_rule import BurstSettings
 from ..search.results import FAILED, OK, TrialResult
@@ -21,7 +22,7 @@ from .ranks import rank_ceiling
 
 def rank_runner(node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float,
                 budget_left: Callable[[], float] | None = None,
-                notice: Callable[[dict], None] | None = None) -> TrialRunner:
+                notice: Callable[[Event], None] | None = None) -> TrialRunner:
     """This rank's TrialRunner: its shard, its device, its share of the memory ceiling, and the
     run's budget, which bounds its start-up."""
     mine = dataclasses.replace(setup, shard=(node.rank, node.world), device=node.device(setup.device))
@@ -95,7 +96,7 @@ class NodeRunner:
     all ranks at once (NOTE [ Tuning a node's ranks ]). ``max_memory`` is the node's."""
 
     def __init__(self, node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float,
-                 budget_left: Callable[[], float] | None = None, notice: Callable[[dict], None] | None = None):
+                 budget_left: Callable[[], float] | None = None, notice: Callable[[Event], None] | None = None):
         self.node = node
         self.notice = notice   # told what a long wait for a rank waits for (wire.py)
         self._start = Start(setup, max_memory, hang_timeout_s)

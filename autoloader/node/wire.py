@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..events import Event, WaitingForRank
 from ..probe.waiting import Notices
 
 MARGIN_S = 30.0    # beyond the peer's own bound: pickling, scheduling on a loaded machine, the reply
@@ -46,7 +47,7 @@ _WATCH_S = 0.5
 _OWN_STOP_S = 2.0  # a gap this long between two polls means this process was stopped itself
 SETTLE_S = 15.0    # how long helpers left blocked may take to end before the group is destroyed
 _abandoned: list[threading.Thread] = []
-# What a peer is waited for, by key (the progress line's words for them are tuning/progress.py's).
+# What a peer is waited for, by key (the progress line's words for them are events/lines.py's).
 TASKS = {"start": "start its trial process", "trial": "finish the trial", "command": "take rank 0's command",
          "reply": "take this rank's reply", "next": "send its next command", "lookup": "send its lookup"}
 
@@ -113,7 +114,7 @@ def recv(src: int, group, timeout_s: float) -> Any:
 
 
 def waited(exchange: Callable[[float], Any], peer: Peer, bound_s: float, task: str,
-           notice: Callable[[dict], None] | None = None) -> Any:
+           notice: Callable[[Event], None] | None = None) -> Any:
     """``exchange(timeout_s)`` (a ``send`` or ``recv``) run in a helper thread, watched here:
     its result, or Lost when it failed, the peer is gone or stopped, or ``bound_s`` passed.
     ``task``: a key of TASKS, what the peer is waited for."""
@@ -152,7 +153,7 @@ def settle(timeout_s: float = SETTLE_S) -> None:
 
 
 def _watched(helper: threading.Thread, peer: Peer, bound_s: float, task: str,
-             notice: Callable[[dict], None] | None) -> None:
+             notice: Callable[[Event], None] | None) -> None:
     """Until ``helper`` ends; Lost when the peer is gone, stopped past STOPPED_S, or ``bound_s`` passed."""
     t0 = last = time.monotonic()
     deadline, watch_at, stopped_since = t0 + bound_s, t0 + _WATCH_S, None
@@ -180,5 +181,5 @@ def _watched(helper: threading.Thread, peer: Peer, bound_s: float, task: str,
             raise Lost(f"it did not {TASKS[task]} within {bound_s:.0f} s (the most that may take under the run's "
                        f"limits, which are clipped to the budget, and {MARGIN_S:.0f} s more)")
         if notice is not None and notices.due(now - t0):
-            notice({"what": "rank", "rank": peer.rank, "world": peer.world, "task": task, "waited_s": now - t0,
-                    "bound_s": bound_s, "state": "stopped" if stopped_since is not None else None})
+            notice(WaitingForRank(peer.rank, peer.world, task, now - t0, bound_s,
+                                  state="stopped" if stopped_since is not None else None))

@@ -18,3 +18,7 @@ protocol of NOTE [ Trial protocol ] in protocol.py:
 - ``failures``: how a failed trial is named, from its exception or its process's death;
 - ``guard``: the driver's watch on the trial's process tree: memory, /dev/shm, kills, leaks.
 """
+
+# The folder's public face: the modules other folders (and users) import from it; the others are
+# its own. tests/test_units.py checks every import across folders against it.
+__all__ = ["driver", "protocol", "reimport", "waiting", "workers"]

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ..events import Event
 from ..inputs.limits import clipped_timeout
 from ..search.burst_rule import BurstSettings
 from ..search.results import CONSTRAINT, FAILED, HANG, TrialResult
@@ -84,7 +85,7 @@ class TrialRunner:
 
     def __init__(self, setup: RunnerSetup, max_memory: int, hang_timeout_s: float = 60.0,
                  setup_timeout_s: float = SETUP_TIMEOUT_S, budget_left: Callable[[], float] | None = None,
-                 notice: Callable[[dict], None] | None = None):
+                 notice: Callable[[Event], None] | None = None):
         self.setup = setup
         self.budget_left = budget_left   # seconds left of the run's budget: start-up is clipped to it
         self.notice = notice             # told what a long start-up waits for (probe/waiting.py)

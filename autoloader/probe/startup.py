@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Callable
 
+from ..events import Event, WaitingForTrialStart
 from .failures import exit_text
 from .protocol import SetupError
 from .reimport import StartNote
@@ -20,7 +21,7 @@ MIN_CLIPPED_SETUP_S = 30.0
 
 
 def ready(proc, conn, limit: float, setup_timeout_s: float, note: StartNote,
-          notice: Callable[[dict], None] | None, kill: Callable[[], None]):
+          notice: Callable[[Event], None] | None, kill: Callable[[], None]):
     """The trial process's answer to its set-up (Ready or SetupFailed), or SetupError when it
     died first (with its own message when it left one: NOTE [ A script re-imported by spawn ] in
     reimport.py) or had not answered within ``limit`` seconds (``setup_timeout_s`` clipped to the
@@ -35,8 +36,7 @@ def ready(proc, conn, limit: float, setup_timeout_s: float, note: StartNote,
             kill()
             raise SetupError(_too_slow(limit, setup_timeout_s), usage=False)
         if notice is not None and notices.due(waited):
-            notice({"what": "trial_start", "waited_s": waited, "allowed_s": limit,
-                    "clipped": limit < setup_timeout_s})
+            notice(WaitingForTrialStart(waited, limit, clipped=limit < setup_timeout_s))
     try:
         return conn.recv()
     except (EOFError, OSError):

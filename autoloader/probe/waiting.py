@@ -1,6 +1,6 @@
 """When a long wait says what it waits for: the trial process's start-up (probe/driver.py) and
 a node's ranks (node/wire.py) report a wait through their ``notice`` callback once it passes
-FIRST_S, then every EVERY_S; the words are tuning/progress.py's."""
+FIRST_S, then every EVERY_S, as an event (autoloader/events); the words are events/lines.py's."""
 
 from __future__ import annotations
 

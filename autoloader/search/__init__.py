@@ -15,3 +15,8 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
   ``burst_rule``: a burst's stop rule; ``config``: the tuned config handed back;
 - ``policy``: every threshold a decision uses, a line each on why.
 """
+
+# The folder's public face: the modules other folders (and users) import from it; the others are
+# its own. tests/test_units.py checks every import across folders against it.
+__all__ = ["budget", "burst_rule", "choice", "config", "growth", "knee", "load", "memory", "model",
+           "model_first", "policy", "profile", "results", "shards", "space", "strategy", "threads", "warm"]

@@ -14,3 +14,8 @@ up here) and ``fleet`` (re-tunes, ``show``, ``dashboard`` read it):
   ``durable``: writes that survive a full disk, a kill or a damaged file; ``history``: the
   previous result of a problem, and the dated history; ``snippet``: the self-contained snippet.
 """
+
+# The folder's public face: the modules other folders (and users) import from it; the others are
+# its own. tests/test_units.py checks every import across folders against it.
+__all__ = ["comparison", "door", "durable", "history", "paths", "records", "result", "retry", "runs", "snippet",
+           "storage", "study", "validate", "versions"]

@@ -28,13 +28,9 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
-from ..errors import AutoloaderWarning, NotSaved, UsageError, usage
+from ..errors import NotSaved, StudyMovedAside, UsageError, usage
 from ..inputs.home import elsewhere
 from .storage import masked, open_storage, open_study
-
-
-class StudyMovedAside(AutoloaderWarning):
-    """A study that could not be read was moved aside and a fresh one started."""
 
 
 def scrub(text: str, url: str) -> str:

@@ -12,7 +12,7 @@ config to hand out).
 
 from __future__ import annotations
 
-from ..errors import AutoloaderWarning
+from ..errors import StoredStateWarning
 from ..search.config import TunedConfig
 from ..search.knee import Knee
 from ..search.policy import MAX_WORKERS_PER_CPU
@@ -29,8 +29,6 @@ FORMAT = 2
 _STATUSES = (OK, CONSTRAINT, FAILED, HANG)
 
 
-class StoredStateWarning(AutoloaderWarning):
-    """A stored record (a study's trial, a result file, a run's mark) was unreadable or invalid and is ignored."""
 
 
 def record_format(data: dict) -> int:

@@ -7,5 +7,11 @@ Serves ``api`` (``tune``/``best_loader``) and ``fleet.retune``:
 - ``result``: ``TuneResult``, what a run returns and stores (defined in store/result.py, beside
   its readers);
 - ``compare``: what changed since the previous result (``--fail-if-changed`` and ``retune``);
-- ``progress``: the progress lines and the final table, the only place a run's words are made.
+- ``final``: the interleaved final;
+- ``progress``: the progress subscribers (the CLI's printer, the log) and the final table; a run
+  reports through the typed events of autoloader/events, whose lines are events/lines.py's.
 """
+
+# The folder's public face: the modules other folders (and users) import from it; the others are
+# its own. tests/test_units.py checks every import across folders against it.
+__all__ = ["compare", "progress", "result", "run"]

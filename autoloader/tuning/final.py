@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..events import BusyRecheck, FinalRound, Progress
 from ..search.budget import Clock, round_seconds
 from ..search.choice import Finalist, choose
 from ..search.load import MachineLoad
@@ -48,7 +49,7 @@ class Final:
     the limits of the moment); ``progress`` is the run's."""
     clock: Clock
     measure: Callable[[LoaderConfig], TrialResult]
-    progress: Callable[[str, dict], None]
+    progress: Progress
     rates: dict = field(default_factory=dict)       # config -> [TrialResult] measured OK
     taken: dict = field(default_factory=dict)       # config -> [round index]
     results: list = field(default_factory=list)     # every measurement, for the machine's load
@@ -80,8 +81,8 @@ class Final:
                 self.rates[config].append(result)
                 self.taken[config].append(index)
         self.rounds += 1
-        self.progress("final", {"round": index + 1, "rounds": of,
-                                "rates": {c.key: [r.samples_per_s for r in m] for c, m in self.rates.items()}})
+        self.progress(FinalRound(index + 1, of, tuple((c.key, tuple(r.samples_per_s for r in m))
+                                                      for c, m in self.rates.items())))
 
     def finalists(self, history: Sequence[TrialResult]) -> list[Finalist]:
         trials = {t.config: t for t in history if t.status == OK}
@@ -103,7 +104,7 @@ class Final:
             if round_seconds(deciders, history) > self.clock.left():
                 break
             if extra == 0:
-                self.progress("recheck", {"configs": [c.key for c in deciders], "load": load})
+                self.progress(BusyRecheck(tuple(c.key for c in deciders), load))
             self._round(deciders, self.rounds + 1)
         return self.finalists(history)
 

@@ -1,42 +1,28 @@
-"""Everything autoloader prints: progress lines and the final table. Nothing else prints.
+"""Everything autoloader prints: the progress subscribers and the final table. Nothing else prints.
 
-The CLI prints progress lines to stderr (``ProgressPrinter``); the Python API sends the same
-lines through the ``logging`` module (``LogProgress``, logger ``"autoloader"``, level INFO), so an
-application's own logging configuration decides where they go. Without one, they go to stderr,
-as Lightning's do; ``progress=False`` silences them, and so does
-``logging.getLogger("autoloader").setLevel(logging.WARNING)``.
+A run reports through typed events (autoloader/events); their words are events/lines.py's. The
+CLI prints each event's line to stderr (``ProgressPrinter``); the Python API sends the same lines
+through the ``logging`` module (``log_event``, logger ``"autoloader"``, level INFO, the event on
+the record as ``record.event``), so an application's own logging configuration decides where
+they go. Without one, they go to stderr, as Lightning's do; ``progress=False`` silences them, and
+so does ``logging.getLogger("autoloader").setLevel(logging.WARNING)``. A user's callback gets the
+events, and the log gets them as well (to stderr only if the application's logging says so).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 from typing import Callable, TextIO
 
+from ..events import Event, Progress, subscriber
+# The table's number formats are the progress lines' own.
+from ..events.lines import gib as _gib, known as _known, mib as _mib, others_text, rate as _rate
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
-from ..search.policy import BUSY_SHARE, busy_at
 from ..search.results import OK
-from ..search.shards import profile_note, shards_text, stream_lines, trial_note
-
-
-def _gib(n: int | None) -> str:
-    return "-" if not n else f"{n / 2**30:.2f} GiB"
-
-
-def _rate(r: float | None) -> str:
-    return "-" if r is None else f"{r:,.0f}/s"
-
-
-def _known(x: float | None) -> bool:
-    """An interval was estimated: a trial stopped early has none (inf, or None once stored)."""
-    return x is not None and math.isfinite(x)
-
-
-def others_text(others: float, usable: float) -> str:
-    return f"other processes used {others:.1f} of {usable:g} CPUs"
+from ..search.shards import stream_lines
 
 
 def _trials(first: int, last: int) -> str:
@@ -65,152 +51,45 @@ LOGGER = logging.getLogger("autoloader")
 
 
 class ProgressPrinter:
-    """The ``progress`` callback of ``tune()`` that writes one line per event to stderr."""
+    """The CLI's subscriber: one line per event to stderr (``event.line``; an event without a
+    line says nothing)."""
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stderr
 
-    def __call__(self, event: str, data: dict) -> None:
-        line = self.line(event, data)
+    def __call__(self, event: Event) -> None:
+        line = event.line
         if line:
             print(line, file=self.stream, flush=True)
 
-    def line(self, event: str, data: dict) -> str | None:
-        """The words for one progress event (None: the event says nothing)."""
-        return getattr(self, "_" + event, lambda d: None)(data)
+
+def log_event(event: Event) -> None:
+    """The logging subscriber: the event's line at INFO (a line-less one, its kind at DEBUG), with
+    the event on the record as ``record.event``."""
+    line = event.line
+    if line:
+        LOGGER.info(line, extra={"event": event})
+    else:
+        LOGGER.debug("autoloader: %s", event.kind, extra={"event": event})
 
 
-    def _start(self, d: dict) -> str:
-        info = d["info"]
-        resumed = f", resuming {d['resumed']} finished trials" if d["resumed"] else ""
-        stale = f" ({d['stale']} interrupted trials marked failed)" if d["stale"] else ""
-        retried = f" ({d['retried']} stopped by a limit since raised, measured again)" if d.get("retried") else ""
-        retried += _start_retries(d)
-        length = "iterable" if info.length is None else f"{info.length:,} samples"
-        length += shards_text(getattr(info, "shards", None), getattr(info, "shards_from", None),
-                              d.get("max_workers", 0), d.get("uncapped", 0))
-        # A node's tune (node/__init__.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
-        where = (f"{d['ranks']} ranks at once ({d['cpus']} CPUs and {_gib(d['max_memory'] // d['ranks'])} each; "
-                 f"trial rates are the slowest rank's, the node's is {d['ranks']}x), budget {d['budget']:.0f} s"
-                 if d.get("ranks", 1) > 1 else f"{d['cpus']} CPUs, budget {d['budget']:.0f} s")
-        return (f"autoloader: tuning {d['key']} on {d['device']} ({where}, "
-                f"memory ceiling {_gib(d['max_memory'])}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
-                f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
+class _Logged:
+    """A user's callback, then the logging subscriber: API progress goes to both."""
 
-    def _retune(self, d: dict) -> str:
-        return f"autoloader retune [{d['n']}/{d['of']}] {d['name']}"
+    def __init__(self, callback: Progress):
+        self.callback = callback
 
-    def _warm(self, d: dict) -> str:
-        return f"  {d['key']}: warm start {d['warm'].describe()}"
-
-    def _retuned(self, d: dict) -> str:
-        o = d["outcome"]
-        if o.error:
-            return f"  {o.name}: FAILED {o.error.splitlines()[0][:300]}"
-        why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
-        load = o.drift.load if o.drift is not None else None
-        if o.drift is not None and o.drift.inconclusive and load is not None and load.others_cpus is not None:
-            why = f" ({others_text(load.others_cpus, load.usable_cpus)}: not judged)"
-        return f"  {o.name}: {o.status}{why}" + (", the pick held (stopped early)" if o.early_stop else "")
-
-    def _reused(self, d: dict) -> str:
-        t = d["tuned"]
-        return (f"autoloader: using the stored result {d['path']}: {t.config.key} at {_rate(t.samples_per_s)} "
-                f"(tuned on {t.device}; delete it, or pass version=, to tune again)")
-
-    def _not_reused(self, d: dict) -> str:
-        return f"autoloader: tuning again: {d['why']}"
-
-    def _profile(self, d: dict) -> str:
-        p = d["profile"]
-        if d.get("error"):
-            return f"  profile: not measured ({d['error'][:200]}); the bursts will correct a rough one"
-        q = p.sample_quantiles()
-        pin = f", pin {p.pin_s * 1e3:.1f} ms, copy {(p.h2d_pinned_s or 0) * 1e3:.1f} ms" if p.pin_s is not None else ""
-        cpus = d.get("cpus") or p.cpus
-        busy = (f"; {others_text(p.others_cpus, cpus)} meanwhile"
-                if p.others_cpus is not None and busy_at(p.others_cpus / cpus, d.get("busy", BUSY_SHARE)) else "")
-        g = getattr(p, "growth", None)
-        grows = (f"; a worker copies {g.per_sample_bytes / 2**10:.1f} KiB a sample it reads, up to "
-                 f"{_mib(g.ceiling_bytes)}" if g is not None and g.found else
-                 f"; a worker mapped {_mib(g.file_bytes)} of a file's pages (page cache, not copies)"
-                 if g is not None and g.maps_file else "")
-        return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
-                f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
-                f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
-                f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{profile_note(p)}{busy}")
-
-    def _trial(self, d: dict) -> str:
-        r = d["result"]
-        best = d["best"]
-        interval = f"±{r.rel_interval * 100:.0f}%" if _known(r.rel_interval) else "±?"
-        if r.pruned:
-            interval = "(stopped early: clearly behind the best)"
-        gpu = f" gpu {r.gpu_util * 100:.0f}%" if _known(r.gpu_util) else ""
-        what = (f"{_rate(r.samples_per_s)} {interval} wait {(r.wait_fraction or 0) * 100:.0f}%{gpu}"
-                if r.status == OK else f"{r.status.upper()} {r.describe_failure()}")
-        best_text = f" | best {best.config.key} {_rate(best.samples_per_s)}" if best else ""
-        again = " (a crash can be a one-off: trying it once more)" if d.get("again") else ""
-        cpus = d.get("cpus")
-        busy = (f" | {others_text(r.others_cpus, cpus)}: the figure is what the machine gives beside them"
-                if cpus and r.others_cpus is not None and busy_at(r.others_cpus / cpus, d.get("busy", BUSY_SHARE))
-                else "")
-        note = trial_note(r)
-        busy += f" | {note}" if note else ""
-        return f"  trial {d['n']} of ~{d['expected']} [{d['elapsed']:.0f}s] {r.config.key}: {what}{again}{best_text}{busy}"
-
-    def _recheck(self, d: dict) -> str:
-        load = d["load"]
-        return (f"  a busy machine ({others_text(load.others_cpus, load.usable_cpus)}): the configs that decide "
-                f"the pick measured again, interleaved: {', '.join(d['configs'])}")
-
-    def _waiting(self, d: dict) -> str:
-        """A long wait, said while it lasts (probe/waiting.py): for the trial process's start-up,
-        another process's tune of the same dataset, or a rank of a node's tune."""
-        what = d["what"]
-        if what == "lock":
-            holder = f" (pid {d['holder']})" if d.get("holder") else ""
-            return (f"autoloader: another process{holder} is tuning this dataset into {d['out']}; waiting for "
-                    f"it to finish, then {d.get('then', 'using its result')} (tunes of one problem take turns, so "
-                    "neither measures on cores the other is using)")
-        if what == "trial_start":
-            clipped = ", clipped to the budget" if d.get("clipped") else ""
-            return (f"  waiting for the trial process to start and build the dataset and step "
-                    f"({d['waited_s']:.0f} s of at most {d['allowed_s']:.0f} s{clipped})")
-        if what == "rank":
-            task = {"start": "start its trial process", "trial": "finish the trial", "command": "take the command",
-                    "reply": "take this rank's reply", "next": "send its next command"}.get(d["task"], d["task"])
-            state = f"; its process is {d['state']}" if d.get("state") else ""
-            return (f"  waiting for rank {d['rank']} of {d['world']} to {task} ({d['waited_s']:.0f} s{state}; "
-                    f"given up after {d['bound_s']:.0f} s)")
-        return f"  waiting for {what} ({d.get('waited_s', 0):.0f} s)"
-
-    def _control_again(self, d: dict) -> str:
-        r = d["result"]
-        return (f"  the cpus-1 rule's config {r.config.key} failed in the run resumed here ({r.describe_failure()[:200]}); "
-                "measuring it again, since the pick is held against it")
-
-    def _unstored(self, d: dict) -> str:
-        return f"autoloader: {d['message']}; the search goes on without storing its trials"
-
-    def _final(self, d: dict) -> str:
-        rates = ", ".join(f"{k} {_rate(v[-1]) if v else '-'}" for k, v in d["rates"].items())
-        return f"  final round {d['round']} of {d['rounds']} (interleaved): {rates}"
+    def __call__(self, event: Event) -> None:
+        self.callback(event)
+        log_event(event)
 
 
-class LogProgress(ProgressPrinter):
-    """The Python API's default progress: the same lines as the CLI's, logged at INFO."""
-
-    def __call__(self, event: str, data: dict) -> None:
-        line = self.line(event, data)
-        if line:
-            LOGGER.info(line)
-
-
-def api_progress(progress: Callable[[str, dict], None] | bool | None) -> Callable[[str, dict], None] | None:
+def api_progress(progress: Callable | bool | None, stacklevel: int = 3) -> Progress | None:
     """What ``tune()``/``best_loader()`` report through: ``None`` (the default) logs each line;
-    ``False`` says nothing; a callable ``progress(event, data)`` gets every event. The logger gets
-    a handler to stderr of its own only when the application configured no logging at all."""
+    ``False`` says nothing; a callable gets every event (autoloader/events), and the log gets it
+    too. The logger gets a handler to stderr of its own only by default, and only when the
+    application configured no logging at all. ``stacklevel``: where a deprecation points, from
+    the caller (3: the caller of ``tune()``)."""
     if progress is False:
         return None
     if progress is None or progress is True:
@@ -221,23 +100,8 @@ def api_progress(progress: Callable[[str, dict], None] | bool | None) -> Callabl
             LOGGER.propagate = False
             if LOGGER.level == logging.NOTSET:
                 LOGGER.setLevel(logging.INFO)
-        return LogProgress()
-    return progress
-
-
-def _start_retries(d: dict) -> str:
-    """What the start line says about stored trials measured again or left out (store/retry.py)."""
-    parts = []
-    if d.get("code_changed"):
-        parts.append(f"{d['code_changed']} failed under code since changed, measured again")
-    if d.get("crashed_once"):
-        parts.append(f"{d['crashed_once']} crashed once, tried once more")
-    if d.get("environment"):
-        parts.append(f"{d['environment']} failed on an OSError (a file, a mount, a permission: fixed outside the "
-                     "code, maybe), measured again")
-    if d.get("invalid"):
-        parts.append(f"{d['invalid']} stored records invalid, ignored")
-    return "".join(f" ({p})" for p in parts)
+        return log_event
+    return _Logged(subscriber(progress, stacklevel=stacklevel))
 
 
 def table(result, saved: bool = True) -> str:
@@ -306,10 +170,6 @@ def _verdict_line(result) -> str | None:
 
 def report_written(paths: dict) -> str:
     return f"autoloader: report written: {paths['html']} (markdown twin {paths['markdown']})"
-
-
-def _mib(n: float) -> str:
-    return f"{n / 2**20:,.0f} MiB"
 
 
 def memory_line(pick, control=None) -> str | None:

@@ -16,9 +16,11 @@ import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 from ..errors import AutoloaderError, AutoloaderWarning, NoFeasibleConfig, UsageError, usage
+from ..events import (ControlRetried, Profiled, Progress, TrialDone, TrialsUnstored, TuneDone, TuneStarted,
+                      WaitingForLock)
 from ..inputs import hardware
 from ..inputs.limits import clipped_timeout, warn_batch_past_length
 from ..inputs.options import Limits, Options
@@ -56,7 +58,6 @@ from .compare import Comparison, compare
 from .final import Final, final_configs, final_measurement
 from .result import TuneResult
 
-Progress = Callable[[str, dict], None]
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Run:
         self.warm_start = warm_start    # NOTE [ Warm start ] in search/warm.py
         self.clock = Clock(options.budget)
         self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device)
-        self.progress = progress or (lambda event, data: None)
+        self.progress: Progress = progress or (lambda event: None)
         self.store: StudyStore | None = None
         self._timeline: list[tuple[str, float, float, str | None]] = []   # (what, start s, end s, config)
         self.turn = contextlib.ExitStack()   # this problem's lock, once its key is known (_start)
@@ -90,11 +91,11 @@ class Run:
                             problem.batch_sizes[0])
         self.before = None   # the previous result of the problem, once the run knows its key
         self.load_cpus = hardware.usable_cpus()   # the CPUs the machine's load is a share of
-        notice = lambda data: self.progress("waiting", data)  # noqa: E731 - a long wait says what it waits for
-        self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.left, notice)
+        # A long wait says what it waits for (probe/waiting.py): the runner reports it as an event.
+        self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.left, self.progress)
                        if node is not None else
                        TrialRunner(setup, max_memory=limits.max_memory, hang_timeout_s=limits.trial_timeout,
-                                   budget_left=self.clock.left, notice=notice))
+                                   budget_left=self.clock.left, notice=self.progress))
 
     def run(self) -> TuneResult:
         try:
@@ -135,9 +136,8 @@ class Run:
         # for the other's turn is not this run's budget.
         waiting = time.monotonic()
         self.turn.enter_context(held(lock_path(self.options.out, fingerprint, key),
-                                     on_wait=lambda holder: self.progress("waiting", {
-                                         "what": "lock", "holder": holder, "out": self.options.out,
-                                         "then": "measuring on its own"})))
+                                     on_wait=lambda holder: self.progress(WaitingForLock(
+                                         holder, self.options.out, then="measuring on its own"))))
         self.clock.t0 += time.monotonic() - waiting
         url = self.options.storage or default_storage(self.options.out, fingerprint, key)
         store = self.store = StudyStore(url, study_name(fingerprint, key), self.space,
@@ -145,17 +145,15 @@ class Run:
         loaded = store.reread(self.options.limits, info.code)
         # The previous result, read before this run replaces it: its pick joins the final.
         self.before = previous(self.options.out, problem.hardware, key, self.options.storage)
-        self.progress("start", {"key": key, "info": info, "resumed": len(loaded.trials),
-                                "retried": loaded.limit_raised, "code_changed": loaded.code_changed,
-                                "crashed_once": len(loaded.crashed_once), "invalid": loaded.invalid,
-                                "environment": loaded.environment,
-                                "moved_aside": store.moved_aside, "stale": store.stale_repaired,
-                                "device": problem.device, "cpus": problem.hardware.cpus, "ranks": self.ranks.ranks,
-                                "budget": self.clock.budget, "max_memory": self.options.limits.max_memory,
-                                "max_workers": self.space.max_workers, "uncapped": self.uncapped,
-                                "storage": store.shown_url})
+        self.progress(TuneStarted(key, info, resumed=len(loaded.trials), retried=loaded.limit_raised,
+                                  code_changed=loaded.code_changed, crashed_once=len(loaded.crashed_once),
+                                  invalid=loaded.invalid, environment=loaded.environment,
+                                  moved_aside=store.moved_aside, stale=store.stale_repaired, device=problem.device,
+                                  cpus=problem.hardware.cpus, ranks=self.ranks.ranks, budget=self.clock.budget,
+                                  max_memory=self.options.limits.max_memory, storage=store.shown_url,
+                                  max_workers=self.space.max_workers, uncapped=self.uncapped))
         if store.write_failed:
-            self.progress("unstored", {"message": store.write_failed})
+            self.progress(TrialsUnstored(store.write_failed))
         return Started(problem, info, loaded.trials, loaded.crashed_once)
 
     def _check_shm(self, info: DatasetInfo) -> None:
@@ -178,8 +176,7 @@ class Run:
         if profile is None:
             profile = fallback_profile(info, batch_size, self.problem.hardware.cpus)
         profile = self.ranks.profile(profile, self.problem.hardware.cpus)
-        self.progress("profile", {"profile": profile, "error": error, "cpus": self.load_cpus,
-                                  "busy": self.options.thresholds.busy})
+        self.progress(Profiled(profile, error, cpus=self.load_cpus, busy=self.options.thresholds.busy))
         return profile, Model(profile, self.problem.device)
 
     def _strategy(self, model: Model, profile: Profile, info: DatasetInfo) -> Strategy:
@@ -208,7 +205,7 @@ class Run:
         """Measure what the strategy proposes until it stops or the time left is the final's."""
         history, again = control_again(started.history, strategy.control)   # NOTE [ Fixed outside the code ]
         if again is not None:
-            self.progress("control_again", {"result": again})
+            self.progress(ControlRetried(again))
         # A resumed run measures the control first, however little time is left: the final holds
         # the pick against it (NOTE [ Fixed outside the code ] in store/retry.py).
         due = [strategy.control] if started.history and strategy.control is not None and not any(
@@ -225,10 +222,9 @@ class Run:
             stands = once.stands(result)
             if stands:
                 history.append(result)
-            self.progress("trial", {"n": len(history) + (not stands), "again": not stands, "cpus": self.load_cpus,
-                                    "busy": self.options.thresholds.busy,
-                                    "expected": max(len(history), strategy.expected_trials()),
-                                    "result": result, "best": best_of(history), "elapsed": self.clock.elapsed()})
+            self.progress(TrialDone(len(history) + (not stands), max(len(history), strategy.expected_trials()),
+                                    result, best_of(history), self.clock.elapsed(), again=not stands,
+                                    cpus=self.load_cpus, busy=self.options.thresholds.busy))
             if self.clock.over() and measured():
                 break
         if not measured():
@@ -256,7 +252,7 @@ class Run:
         self._timeline.append(("burst", start, self.clock.elapsed(), config.key))
         self.store.finish(trial, result)
         if self.store.write_failed and not unstored:
-            self.progress("unstored", {"message": self.store.write_failed})
+            self.progress(TrialsUnstored(self.store.write_failed))
         if result.cause == LOADER_ARGUMENTS:   # bad input, not this config's failure
             raise UsageError(result.error)
         return result
@@ -333,7 +329,7 @@ class Run:
         save(result, {result.snippet_path: snippet(tuned),
                       result.path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
         store.complete(result.summary())
-        self.progress("done", {"result": result})
+        self.progress(TuneDone(result))
         return result
 
     def _since(self, before: TuneResult, result: TuneResult) -> Comparison | None:

@@ -83,11 +83,11 @@ def _one_off_crash(root: str):
         events = []
         result = tune(faulty.CrashOnce(os.path.join(root, "crashed")), batch_size=16, budget=30, device="cpu",
                       out=os.path.join(root, "crash-once"), trial_timeout=20,
-                      progress=lambda e, d: events.append((e, d)))
-        trials = [d for e, d in events if e == "trial"]
-        again = [i for i, d in enumerate(trials) if d.get("again")]
-        retry = trials[again[0] + 1]["result"] if again and again[0] + 1 < len(trials) else None
-        first = trials[again[0]]["result"] if again else None
+                      progress=events.append)
+        trials = [e for e in events if e.kind == "trial"]
+        again = [i for i, e in enumerate(trials) if e.again]
+        retry = trials[again[0] + 1].result if again and again[0] + 1 < len(trials) else None
+        first = trials[again[0]].result if again else None
         check.survived = bool(first and retry and retry.config == first.config and retry.status == "ok"
                               and all(t.status == "ok" for t in result.trials))
         check.told = (f"{first.config.key}: FAILED {first.describe_failure()} (a crash can be a one-off: "
@@ -108,10 +108,10 @@ def _sampler_fault(root: str, dataset_of: Callable[[str], tuple]):
         with stderr_to(log):
             try:
                 tune(dataset, batch_size=16, budget=20, device="cpu", out=os.path.join(root, check.name[:6]),
-                     trial_timeout=20, progress=lambda e, d: events.append((e, d)), **kwargs)
+                     trial_timeout=20, progress=events.append, **kwargs)
             except NoFeasibleConfig as exc:
                 message = str(exc)
-        trials = [d["result"] for e, d in events if e == "trial"]
+        trials = [e.result for e in events if e.kind == "trial"]
         pids = set(open(marker).read().split()) if os.path.exists(marker) else set()
         traceback_shown = "Traceback" in open(log).read()
         check.survived = (bool(message) and len(trials) >= 2 and all(t.cause == "sampler_error" for t in trials)
@@ -130,9 +130,9 @@ def _hang_under_budget(root: str):
         t0 = time.monotonic()
         result = tune(faulty.HangInWorker(os.path.join(root, "hung"), min_workers=1), batch_size=16, budget=20,
                       trial_timeout=60, device="cpu", out=os.path.join(root, "hang-budget"),
-                      progress=lambda e, d: events.append((e, d)))
+                      progress=events.append)
         wall = time.monotonic() - t0
-        said = [d.get("error") or "" for e, d in events if e == "profile"]
+        said = [e.error or "" for e in events if e.kind == "profile"]
         said += [t.error or "" for t in result.trials if t.status == "hang"]
         clipped = [s for s in said if "clipped from 60 s" in s]
         check.survived = bool(clipped) and wall < 20 + 15

@@ -98,7 +98,7 @@ def run_api(row: Row, dataset, out_root: str, trial_timeout: float, **kwargs):
     kwargs.setdefault("batch_size", 16)
     try:
         result = tune(dataset, budget=BUDGET, device="cpu", out=os.path.join(out_root, row.fault.replace(" ", "-")),
-                      trial_timeout=trial_timeout, progress=lambda e, d: events.append((time.time(), e, d)),
+                      trial_timeout=trial_timeout, progress=lambda e: events.append((time.time(), e)),
                       **kwargs)
     except Exception as exc:  # noqa: BLE001 - a crash of the tuner is what this suite looks for
         row.seconds = time.monotonic() - t0
@@ -188,8 +188,8 @@ def hang_detection(events, marker: str) -> list[tuple[float, float]]:
     hang trial."""
     starts = sorted(float(line.split()[0]) for line in open(marker)) if os.path.exists(marker) else []
     out = []
-    for wall, event, data in events:
-        result = data.get("result") if event == "trial" else None
+    for wall, event in events:
+        result = event.result if event.kind == "trial" else None
         if result is None or result.status != "hang":
             continue
         began = [s for s in starts if s <= wall]

@@ -1,0 +1,362 @@
+"""The progress events: one frozen dataclass per thing a run, a lookup or a re-tune reports.
+
+Each carries what its progress line says, typed; ``kind`` names it (the name the old
+``progress(event, data)`` form received) and ``line`` is the CLI's words for it (events/lines.py).
+The records they hold (``TrialResult``, ``Profile``, ``TuneResult``, ...) are named in the
+docstrings only: this module imports none of them, so ``autoloader.events`` loads without torch
+and without the folders that emit the events (which import it). Every event pickles (NOTE [ Events are plain
+records ]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from ..search.policy import BUSY_SHARE
+
+# NOTE [ Events are plain records ]
+# An event holds values and records, never a callable, a lock or a process handle: it may be
+# raised in one process and handed to a subscriber in another (a node's rank, the trial process),
+# so every event pickles with its records, and a subscriber may keep it (a list of the events of
+# a run) without holding the run alive. Fields are the old ``data`` dict's keys, so ``legacy()``
+# gives a callback of the old two-argument form exactly what it was given before.
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base class of every progress event.
+
+    Attributes:
+        kind: the event's name ("start", "trial", ...), a class attribute: the name the old
+            two-argument form received. Waits share one, "waiting".
+    """
+
+    kind: ClassVar[str] = "event"
+
+    @property
+    def line(self) -> str | None:
+        """The line the CLI prints for this event (events/lines.py), or None for an event the
+        CLI says nothing about."""
+        from .lines import line
+
+        return line(self)
+
+    def legacy(self) -> tuple[str, dict]:
+        """The ``(event, data)`` pair the deprecated two-argument callback receives.
+
+        Returns:
+            ``kind`` and a dict of the fields by name (the old data's keys).
+        """
+        return self.kind, {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# --- a tuning run (tuning/run.py, tuning/final.py) ----------------------------------------------
+
+@dataclass(frozen=True)
+class TuneStarted(Event):
+    """The run knows its problem and has opened its study.
+
+    Attributes:
+        key: the problem's key (the dataset's name, length, content, batch sizes, ...).
+        info: the trial process's ``probe.protocol.DatasetInfo`` (length, a sample's seconds and bytes).
+        resumed: stored trials of an interrupted run taken up.
+        retried, code_changed, crashed_once, environment: stored trials measured again, by
+            reason (a limit since raised, the code changed, a crash once, an OSError: store/retry.py).
+        invalid: stored records that failed their checks, ignored.
+        moved_aside: where a damaged study was moved, if one was.
+        stale: interrupted trials marked failed.
+        device, cpus, ranks, budget, max_memory, storage: what the run runs on and under (the
+            CPUs and the memory ceiling in bytes are one rank's share on a node).
+        max_workers, uncapped: the most workers the search tries, and what it would try were a
+            stream's shards not capping it (search/shards.py); 0 where not said.
+    """
+
+    kind: ClassVar[str] = "start"
+    key: str
+    info: Any   # probe.protocol.DatasetInfo
+    resumed: int = 0
+    retried: int = 0
+    code_changed: int = 0
+    crashed_once: int = 0
+    invalid: int = 0
+    environment: int = 0
+    moved_aside: str | None = None
+    stale: int = 0
+    device: str = "cpu"
+    cpus: int = 1
+    ranks: int = 1
+    budget: float = 0.0
+    max_memory: int | None = None
+    storage: str | None = None
+    max_workers: int = 0
+    uncapped: int = 0
+
+
+@dataclass(frozen=True)
+class TrialsUnstored(Event):
+    """The study stopped taking writes; the search goes on without storing its trials.
+
+    Attributes:
+        message: what failed.
+    """
+
+    kind: ClassVar[str] = "unstored"
+    message: str
+
+
+@dataclass(frozen=True)
+class Profiled(Event):
+    """The pipeline's profile was measured.
+
+    Attributes:
+        profile: the ``search.profile.Profile``, or a rough one built from the set-up's batch
+            when ``error`` says why none could be measured.
+        error: why the profile was not measured, or None.
+        cpus: the CPUs the machine's load is a share of.
+        busy: the share of them other processes may use before a figure is called busy.
+    """
+
+    kind: ClassVar[str] = "profile"
+    profile: Any
+    error: str | None = None
+    cpus: float | None = None
+    busy: float = BUSY_SHARE
+
+
+@dataclass(frozen=True)
+class ControlRetried(Event):
+    """The cpus-1 rule's config failed in the run resumed here and is measured again, since the
+    pick is held against it.
+
+    Attributes:
+        result: its stored failure, a ``TrialResult``.
+    """
+
+    kind: ClassVar[str] = "control_again"
+    result: Any
+
+
+@dataclass(frozen=True)
+class TrialDone(Event):
+    """One search trial ended.
+
+    Attributes:
+        n: its number (a crash tried once more keeps its number).
+        expected: about how many trials the search expects.
+        result: its ``TrialResult`` (measured, stopped early, failed or not run).
+        best: the best ``TrialResult`` so far, or None.
+        elapsed: seconds since the run began.
+        again: a crash, to be tried once more.
+        cpus, busy: as in ``Profiled``.
+    """
+
+    kind: ClassVar[str] = "trial"
+    n: int
+    expected: int
+    result: Any
+    best: Any = None
+    elapsed: float = 0.0
+    again: bool = False
+    cpus: float | None = None
+    busy: float = BUSY_SHARE
+
+
+@dataclass(frozen=True)
+class FinalRound(Event):
+    """A round of the interleaved final ended.
+
+    Attributes:
+        round: its number, from 1.
+        rounds: how many the final runs.
+        rates: ``(config key, rates so far)`` for each finalist, the rates in samples/s, one a
+            round it ran in (``dict(event.rates)`` for a mapping).
+    """
+
+    kind: ClassVar[str] = "final"
+    round: int
+    rounds: int
+    rates: tuple[tuple[str, tuple[float, ...]], ...] = ()
+
+    def legacy(self) -> tuple[str, dict]:
+        return self.kind, {"round": self.round, "rounds": self.rounds,
+                           "rates": {key: list(rates) for key, rates in self.rates}}
+
+
+@dataclass(frozen=True)
+class BusyRecheck(Event):
+    """A busy machine: the configs that decide the pick are measured again, interleaved.
+
+    Attributes:
+        configs: their keys.
+        load: the run's ``search.load.MachineLoad``.
+    """
+
+    kind: ClassVar[str] = "recheck"
+    configs: tuple[str, ...]
+    load: Any
+
+    def legacy(self) -> tuple[str, dict]:
+        return self.kind, {"configs": list(self.configs), "load": self.load}
+
+
+@dataclass(frozen=True)
+class TuneDone(Event):
+    """The run ended and stored its result. The CLI prints the table instead of a line.
+
+    Attributes:
+        result: the ``TuneResult``, the one ``tune()`` returns.
+    """
+
+    kind: ClassVar[str] = "done"
+    result: Any
+
+
+# --- a lookup (api.best_loader) -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResultReused(Event):
+    """``best_loader`` found a stored result and uses it.
+
+    Attributes:
+        path: the result file.
+        tuned: its ``TunedConfig``.
+    """
+
+    kind: ClassVar[str] = "reused"
+    path: str
+    tuned: Any
+
+
+@dataclass(frozen=True)
+class ResultNotReused(Event):
+    """A stored result exists but is not used; ``best_loader`` tunes again.
+
+    Attributes:
+        why: its path and why (measured by an autoloader that measures differently).
+    """
+
+    kind: ClassVar[str] = "not_reused"
+    why: str
+
+
+# --- long waits (probe/waiting.py's schedule) ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Waiting(Event):
+    """Base class of the long waits, each said while it lasts.
+
+    Attributes:
+        what: which wait ("lock", "trial_start", "rank"), a class attribute.
+    """
+
+    kind: ClassVar[str] = "waiting"
+    what: ClassVar[str] = "something"
+
+    def legacy(self) -> tuple[str, dict]:
+        kind, data = super().legacy()
+        return kind, {"what": self.what, **data}
+
+
+@dataclass(frozen=True)
+class WaitingForLock(Waiting):
+    """Another process is tuning the same problem; this one waits for it to finish.
+
+    Attributes:
+        holder: the other process's pid, when known.
+        out: the results folder both write.
+        then: what this one does after, in words.
+    """
+
+    what: ClassVar[str] = "lock"
+    holder: int | None
+    out: str
+    then: str = "using its result"
+
+
+@dataclass(frozen=True)
+class WaitingForTrialStart(Waiting):
+    """The trial process is still building the dataset and step.
+
+    Attributes:
+        waited_s: seconds waited so far.
+        allowed_s: the most it may take.
+        clipped: that limit was cut to the budget left.
+    """
+
+    what: ClassVar[str] = "trial_start"
+    waited_s: float
+    allowed_s: float
+    clipped: bool = False
+
+
+@dataclass(frozen=True)
+class WaitingForRank(Waiting):
+    """Rank 0 waits for another rank of a node's tune.
+
+    Attributes:
+        rank, world: the rank waited for, and the node's rank count.
+        task: what it was asked to do ("start", "trial", "command", "reply", "next").
+        waited_s: seconds waited so far.
+        bound_s: when the wait is given up (the node is then lost).
+        state: its process's state when notable ("stopped"), or None.
+    """
+
+    what: ClassVar[str] = "rank"
+    rank: int
+    world: int
+    task: str
+    waited_s: float
+    bound_s: float
+    state: str | None = None
+
+
+# --- a re-tune of a registry (fleet/retune.py) --------------------------------------------------
+
+@dataclass(frozen=True)
+class RetuneStarted(Event):
+    """The re-tune of one of the registry's datasets begins.
+
+    Attributes:
+        n, of: its number, from 1, and the registry's dataset count.
+        name: its name in the registry.
+    """
+
+    kind: ClassVar[str] = "retune"
+    n: int
+    of: int
+    name: str
+
+
+@dataclass(frozen=True)
+class WarmStarted(Event):
+    """A registry's dataset is re-tuned from its warm start.
+
+    Attributes:
+        name: its name in the registry.
+        key: its problem's key.
+        warm: the ``fleet.warm.WarmPlan``: where the run starts from, or why from nothing.
+    """
+
+    kind: ClassVar[str] = "warm"
+    name: str
+    key: str
+    warm: Any
+
+
+@dataclass(frozen=True)
+class Retuned(Event):
+    """One dataset's re-tune ended.
+
+    Attributes:
+        outcome: the ``fleet.retune.Outcome``: its status, drift, error.
+    """
+
+    kind: ClassVar[str] = "retuned"
+    outcome: Any
+
+
+EVENTS: tuple[type[Event], ...] = (
+    TuneStarted, TrialsUnstored, Profiled, ControlRetried, TrialDone, FinalRound, BusyRecheck, TuneDone,
+    ResultReused, ResultNotReused, WaitingForLock, WaitingForTrialStart, WaitingForRank, RetuneStarted,
+    WarmStarted, Retuned)

@@ -1,0 +1,205 @@
+"""The words of each progress event: the lines the CLI prints and the API logs.
+
+``line(event)`` dispatches on the event's type (``functools.singledispatch``: a subclass without
+words of its own gets its base's); an event with no words gives None. The final table, and the
+other words of a result, are tuning/progress.py's, which shares these number formats.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import singledispatch
+
+from ..search.policy import busy_at
+from ..search.results import OK
+from ..search.shards import profile_note, shards_text, trial_note
+from .kinds import (BusyRecheck, ControlRetried, Event, FinalRound, Profiled, ResultNotReused, ResultReused,
+                    Retuned, RetuneStarted, TrialDone, TrialsUnstored, TuneStarted, WaitingForLock, WaitingForRank,
+                    WaitingForTrialStart, WarmStarted)
+
+
+def gib(n: int | None) -> str:
+    return "-" if not n else f"{n / 2**30:.2f} GiB"
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def rate(r: float | None) -> str:
+    return "-" if r is None else f"{r:,.0f}/s"
+
+
+def known(x: float | None) -> bool:
+    """An interval was estimated: a trial stopped early has none (inf, or None once stored)."""
+    return x is not None and math.isfinite(x)
+
+
+def others_text(others: float, usable: float) -> str:
+    return f"other processes used {others:.1f} of {usable:g} CPUs"
+
+
+@singledispatch
+def line(event: Event) -> str | None:
+    """The words for one progress event (None: the event says nothing)."""
+    return None
+
+
+@line.register(TuneStarted)
+def _start(e: TuneStarted) -> str:
+    info = e.info
+    resumed = f", resuming {e.resumed} finished trials" if e.resumed else ""
+    stale = f" ({e.stale} interrupted trials marked failed)" if e.stale else ""
+    retried = f" ({e.retried} stopped by a limit since raised, measured again)" if e.retried else ""
+    retried += _start_retries(e)
+    length = "iterable" if info.length is None else f"{info.length:,} samples"
+    length += shards_text(getattr(info, "shards", None), getattr(info, "shards_from", None), e.max_workers, e.uncapped)
+    # A node's tune (node/__init__.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
+    where = (f"{e.ranks} ranks at once ({e.cpus} CPUs and {gib(e.max_memory // e.ranks)} each; "
+             f"trial rates are the slowest rank's, the node's is {e.ranks}x), budget {e.budget:.0f} s"
+             if e.ranks > 1 else f"{e.cpus} CPUs, budget {e.budget:.0f} s")
+    return (f"autoloader: tuning {e.key} on {e.device} ({where}, "
+            f"memory ceiling {gib(e.max_memory)}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
+            f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
+
+
+def _start_retries(e: TuneStarted) -> str:
+    """What the start line says about stored trials measured again or left out (store/retry.py)."""
+    parts = []
+    if e.code_changed:
+        parts.append(f"{e.code_changed} failed under code since changed, measured again")
+    if e.crashed_once:
+        parts.append(f"{e.crashed_once} crashed once, tried once more")
+    if e.environment:
+        parts.append(f"{e.environment} failed on an OSError (a file, a mount, a permission: fixed outside the "
+                     "code, maybe), measured again")
+    if e.invalid:
+        parts.append(f"{e.invalid} stored records invalid, ignored")
+    return "".join(f" ({p})" for p in parts)
+
+
+@line.register(RetuneStarted)
+def _retune(e: RetuneStarted) -> str:
+    return f"autoloader retune [{e.n}/{e.of}] {e.name}"
+
+
+@line.register(WarmStarted)
+def _warm(e: WarmStarted) -> str:
+    return f"  {e.key}: warm start {e.warm.describe()}"
+
+
+@line.register(Retuned)
+def _retuned(e: Retuned) -> str:
+    o = e.outcome
+    if o.error:
+        return f"  {o.name}: FAILED {o.error.splitlines()[0][:300]}"
+    why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
+    load = o.drift.load if o.drift is not None else None
+    if o.drift is not None and o.drift.inconclusive and load is not None and load.others_cpus is not None:
+        why = f" ({others_text(load.others_cpus, load.usable_cpus)}: not judged)"
+    return f"  {o.name}: {o.status}{why}" + (", the pick held (stopped early)" if o.early_stop else "")
+
+
+@line.register(ResultReused)
+def _reused(e: ResultReused) -> str:
+    t = e.tuned
+    return (f"autoloader: using the stored result {e.path}: {t.config.key} at {rate(t.samples_per_s)} "
+            f"(tuned on {t.device}; delete it, or pass version=, to tune again)")
+
+
+@line.register(ResultNotReused)
+def _not_reused(e: ResultNotReused) -> str:
+    return f"autoloader: tuning again: {e.why}"
+
+
+@line.register(Profiled)
+def _profile(e: Profiled) -> str:
+    p = e.profile
+    if e.error:
+        return f"  profile: not measured ({e.error[:200]}); the bursts will correct a rough one"
+    q = p.sample_quantiles()
+    pin = f", pin {p.pin_s * 1e3:.1f} ms, copy {(p.h2d_pinned_s or 0) * 1e3:.1f} ms" if p.pin_s is not None else ""
+    cpus = e.cpus or p.cpus
+    busy = (f"; {others_text(p.others_cpus, cpus)} meanwhile"
+            if p.others_cpus is not None and busy_at(p.others_cpus / cpus, e.busy) else "")
+    g = getattr(p, "growth", None)
+    grows = (f"; a worker copies {g.per_sample_bytes / 2**10:.1f} KiB a sample it reads, up to "
+             f"{mib(g.ceiling_bytes)}" if g is not None and g.found else
+             f"; a worker mapped {mib(g.file_bytes)} of a file's pages (page cache, not copies)"
+             if g is not None and g.maps_file else "")
+    return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
+            f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
+            f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
+            f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{profile_note(p)}{busy}")
+
+
+@line.register(TrialDone)
+def _trial(e: TrialDone) -> str:
+    r, best = e.result, e.best
+    interval = f"±{r.rel_interval * 100:.0f}%" if known(r.rel_interval) else "±?"
+    if r.pruned:
+        interval = "(stopped early: clearly behind the best)"
+    gpu = f" gpu {r.gpu_util * 100:.0f}%" if known(r.gpu_util) else ""
+    what = (f"{rate(r.samples_per_s)} {interval} wait {(r.wait_fraction or 0) * 100:.0f}%{gpu}"
+            if r.status == OK else f"{r.status.upper()} {r.describe_failure()}")
+    best_text = f" | best {best.config.key} {rate(best.samples_per_s)}" if best else ""
+    again = " (a crash can be a one-off: trying it once more)" if e.again else ""
+    busy = (f" | {others_text(r.others_cpus, e.cpus)}: the figure is what the machine gives beside them"
+            if e.cpus and r.others_cpus is not None and busy_at(r.others_cpus / e.cpus, e.busy) else "")
+    note = trial_note(r)
+    busy += f" | {note}" if note else ""
+    return f"  trial {e.n} of ~{e.expected} [{e.elapsed:.0f}s] {r.config.key}: {what}{again}{best_text}{busy}"
+
+
+@line.register(BusyRecheck)
+def _recheck(e: BusyRecheck) -> str:
+    load = e.load
+    return (f"  a busy machine ({others_text(load.others_cpus, load.usable_cpus)}): the configs that decide "
+            f"the pick measured again, interleaved: {', '.join(e.configs)}")
+
+
+# A long wait, said while it lasts (probe/waiting.py): for another process's tune of the same
+# dataset, the trial process's start-up, or a rank of a node's tune.
+
+@line.register(WaitingForLock)
+def _lock(e: WaitingForLock) -> str:
+    holder = f" (pid {e.holder})" if e.holder else ""
+    return (f"autoloader: another process{holder} is tuning this dataset into {e.out}; waiting for "
+            f"it to finish, then {e.then} (tunes of one problem take turns, so "
+            "neither measures on cores the other is using)")
+
+
+@line.register(WaitingForTrialStart)
+def _trial_start(e: WaitingForTrialStart) -> str:
+    clipped = ", clipped to the budget" if e.clipped else ""
+    return (f"  waiting for the trial process to start and build the dataset and step "
+            f"({e.waited_s:.0f} s of at most {e.allowed_s:.0f} s{clipped})")
+
+
+_TASKS = {"start": "start its trial process", "trial": "finish the trial", "command": "take the command",
+          "reply": "take this rank's reply", "next": "send its next command"}
+
+
+@line.register(WaitingForRank)
+def _rank(e: WaitingForRank) -> str:
+    state = f"; its process is {e.state}" if e.state else ""
+    return (f"  waiting for rank {e.rank} of {e.world} to {_TASKS.get(e.task, e.task)} ({e.waited_s:.0f} s{state}; "
+            f"given up after {e.bound_s:.0f} s)")
+
+
+@line.register(ControlRetried)
+def _control_again(e: ControlRetried) -> str:
+    r = e.result
+    return (f"  the cpus-1 rule's config {r.config.key} failed in the run resumed here ({r.describe_failure()[:200]}); "
+            "measuring it again, since the pick is held against it")
+
+
+@line.register(TrialsUnstored)
+def _unstored(e: TrialsUnstored) -> str:
+    return f"autoloader: {e.message}; the search goes on without storing its trials"
+
+
+@line.register(FinalRound)
+def _final(e: FinalRound) -> str:
+    rates = ", ".join(f"{k} {rate(v[-1]) if v else '-'}" for k, v in e.rates)
+    return f"  final round {e.round} of {e.rounds} (interleaved): {rates}"

@@ -1,0 +1,60 @@
+"""One event of every type, built from real records, for tests/test_events.py."""
+
+from __future__ import annotations
+
+from autoloader import events as ev
+from autoloader.fleet.retune import Outcome
+from autoloader.fleet.warm import WarmPlan
+from autoloader.probe.protocol import DatasetInfo
+from autoloader.search.config import TunedConfig
+from autoloader.search.load import BusySpan, MachineLoad
+from autoloader.search.profile import Profile
+from autoloader.search.results import OK, TrialResult
+from autoloader.search.space import LoaderConfig
+from autoloader.search.warm import WarmStart
+from autoloader.tuning.compare import Comparison
+from autoloader.tuning.result import TuneResult
+
+PICK = LoaderConfig.make(16, 3, False, 2, True)
+RULE = LoaderConfig.make(16, 1, False, 2, True)
+INFO = DatasetInfo(4096, 0.0012, 3072, 200 << 20, 220 << 20)
+TRIAL = TrialResult(PICK, OK, samples_per_s=1234.0, rel_interval=0.021, wait_fraction=0.25, others_cpus=1.6)
+FAILED = TrialResult(RULE, "failed", cause="dataset_error", error="boom")
+TUNED = TunedConfig(PICK, 1234.0, 0.021, 400.0, None, {"fingerprint": "box", "cpus": 2}, "ds-key", "cpu")
+PROFILE = Profile(batch_size=16, sample_s=(0.001,) * 64, collate_s=0.0005, sample_bytes=64, recv_s=0.0002,
+                  pin_s=None, h2d_pinned_s=None, h2d_pageable_s=None, step_s=0.002, startup_s=0.2,
+                  worker_pss=100 << 20, cpus=2, epoch_batches=256, seconds=2.0, sample_cpu_share=0.9,
+                  others_cpus=1.5)
+LOAD = MachineLoad(2, 1.4, 1.8, 0.0, busy_spans=(BusySpan(1, 2, 1.5),))
+RESULT = TuneResult(TUNED, (TRIAL,), (), "/r.json", "/r.py", "sqlite://", 12.0, 0, 0, control=RULE)
+
+
+def examples() -> list[ev.Event]:
+    """Every event type once (twice where a branch of its words differs)."""
+    drift = Comparison("changed", reasons=("samples/s -12%",))
+    warm = WarmPlan(WarmStart(PICK, 1234.0, 0.021, may_stop=True), "/old.json")
+    return [
+        ev.TuneStarted("ds-key", INFO, resumed=3, retried=1, code_changed=2, crashed_once=1, invalid=1,
+                       environment=1, stale=2, device="cpu", cpus=2, budget=60.0, max_memory=8 << 30,
+                       storage="sqlite://"),
+        ev.TuneStarted("ds-key", INFO, cpus=1, ranks=2, budget=30.0, max_memory=8 << 30),
+        ev.TrialsUnstored("the study stopped taking writes (disk full)"),
+        ev.Profiled(PROFILE, cpus=2, busy=0.5),
+        ev.Profiled(PROFILE, error="the profile's batch raised"),
+        ev.ControlRetried(FAILED),
+        ev.TrialDone(1, 6, TRIAL, TRIAL, 3.0, cpus=2),
+        ev.TrialDone(2, 6, FAILED, TRIAL, 4.0, again=True),
+        ev.FinalRound(1, 3, (("16-3", (1200.0,)), ("16-1", ()))),
+        ev.BusyRecheck(("16-3", "16-1"), LOAD),
+        ev.TuneDone(RESULT),
+        ev.ResultReused("/home/r.json", TUNED),
+        ev.ResultNotReused("/home/r.json: measured with format 0"),
+        ev.WaitingForLock(4242, "/home"),
+        ev.WaitingForLock(None, "/home", then="measuring on its own"),
+        ev.WaitingForTrialStart(31.0, 120.0, clipped=True),
+        ev.WaitingForRank(1, 2, "trial", 45.0, 300.0, state="stopped"),
+        ev.RetuneStarted(1, 2, "imagenet"),
+        ev.WarmStarted("imagenet", "ds-key", warm),
+        ev.Retuned(Outcome("imagenet", "changed", drift=drift, early_stop=True)),
+        ev.Retuned(Outcome("imagenet", "failed", error="building the dataset raised OSError: gone\nmore")),
+    ]

@@ -1,0 +1,215 @@
+"""The progress events (autoloader/events): typed, dispatched by type, the CLI's lines unchanged,
+the old two-argument callback still served, the log given every event, every event picklable."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import pickle
+import warnings
+
+import pytest
+from events_cases import RESULT, TRIAL, examples
+
+from autoloader import events as ev
+from autoloader.errors import UsageError
+from autoloader.events.lines import line
+from autoloader.tuning.progress import LOGGER, ProgressPrinter, api_progress
+
+# The lines the CLI printed for examples() before the events were typed (the old printer's
+# output on each event's legacy() pair, which is what a two-argument callback still receives).
+GOLDEN = [
+    'autoloader: tuning ds-key on cpu (2 CPUs, budget 60 s, memory ceiling 8.00 GiB): 4,096 samples,'
+     ' 1.20 ms and 3.0 KiB a sample, resuming 3 finished trials (2 interrupted trials marked failed)'
+     ' (1 stopped by a limit since raised, measured again) (2 failed under code since changed,'
+     ' measured again) (1 crashed once, tried once more) (1 failed on an OSError (a file, a mount, a'
+     ' permission: fixed outside the code, maybe), measured again) (1 stored records invalid, ignored)',
+    'autoloader: tuning ds-key on cpu (2 ranks at once (1 CPUs and 4.00 GiB each; trial rates are'
+     " the slowest rank's, the node's is 2x), budget 30 s, memory ceiling 8.00 GiB): 4,096 samples,"
+     ' 1.20 ms and 3.0 KiB a sample',
+    'autoloader: the study stopped taking writes (disk full); the search goes on without storing its'
+     ' trials',
+    '  profile [2.0s]: a sample 1.00 ms (p99 1.00, max 1.00; 90% on a CPU), a batch of 16 0.0 MiB:'
+     ' receive 0.2 ms, step 2.0 ms, worker start 0.20 s, 2 CPUs; other processes used 1.5 of 2 CPUs'
+     ' meanwhile',
+    "  profile: not measured (the profile's batch raised); the bursts will correct a rough one",
+    "  the cpus-1 rule's config bs16-w1-pin0-pf2-pw1 failed in the run resumed here (the dataset's"
+     ' __getitem__ raised: boom); measuring it again, since the pick is held against it',
+    '  trial 1 of ~6 [3s] bs16-w3-pin0-pf2-pw1: 1,234/s ±2% wait 25% | best bs16-w3-pin0-pf2-pw1'
+     ' 1,234/s | other processes used 1.6 of 2 CPUs: the figure is what the machine gives beside them',
+    "  trial 2 of ~6 [4s] bs16-w1-pin0-pf2-pw1: FAILED the dataset's __getitem__ raised: boom (a"
+     ' crash can be a one-off: trying it once more) | best bs16-w3-pin0-pf2-pw1 1,234/s',
+    '  final round 1 of 3 (interleaved): 16-3 1,200/s, 16-1 -',
+    '  a busy machine (other processes used 1.4 of 2 CPUs): the configs that decide the pick'
+     ' measured again, interleaved: 16-3, 16-1',
+    None,
+    'autoloader: using the stored result /home/r.json: bs16-w3-pin0-pf2-pw1 at 1,234/s (tuned on'
+     ' cpu; delete it, or pass version=, to tune again)',
+    'autoloader: tuning again: /home/r.json: measured with format 0',
+    'autoloader: another process (pid 4242) is tuning this dataset into /home; waiting for it to'
+     ' finish, then using its result (tunes of one problem take turns, so neither measures on cores'
+     ' the other is using)',
+    'autoloader: another process is tuning this dataset into /home; waiting for it to finish, then'
+     ' measuring on its own (tunes of one problem take turns, so neither measures on cores the other'
+     ' is using)',
+    '  waiting for the trial process to start and build the dataset and step (31 s of at most 120 s,'
+     ' clipped to the budget)',
+    '  waiting for rank 1 of 2 to finish the trial (45 s; its process is stopped; given up after 300'
+     ' s)',
+    'autoloader retune [1/2] imagenet',
+    "  ds-key: warm start this hardware's last result (/old.json): bs16-w3-pin0-pf2-pw1 at 1,234/s",
+    '  imagenet: changed (samples/s -12%), the pick held (stopped early)',
+    '  imagenet: FAILED building the dataset raised OSError: gone',
+]
+
+
+class Collected(logging.Handler):
+    """The "autoloader" logger's records, whatever the application's logging (or pytest's) does."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def logged():
+    handler, level = Collected(), LOGGER.level
+    LOGGER.addHandler(handler)
+    LOGGER.setLevel(logging.DEBUG)
+    yield handler.records
+    LOGGER.removeHandler(handler)
+    LOGGER.setLevel(level)
+
+
+def test_every_event_type_has_an_example_and_prints_the_lines_the_cli_printed():
+    cases = examples()
+    assert {type(e) for e in cases} == set(ev.EVENTS)
+    assert len(set(ev.EVENTS)) == len(ev.EVENTS) and all(issubclass(t, ev.Event) for t in ev.EVENTS)
+    assert [e.line for e in cases] == GOLDEN
+    stream = io.StringIO()
+    printer = ProgressPrinter(stream)
+    for event in cases:
+        printer(event)
+    assert stream.getvalue().splitlines() == [g for g in GOLDEN if g is not None]
+
+
+def test_the_words_are_dispatched_by_type_not_by_name():
+    @dataclasses.dataclass(frozen=True)
+    class Counted(ev.TrialDone):      # a subclass gets its base's words
+        kind = "counted"
+
+    @dataclasses.dataclass(frozen=True)
+    class Unknown(ev.Event):          # a type with no words says nothing, whatever its kind
+        kind = "trial"
+
+    assert Counted(1, 6, TRIAL, TRIAL, 3.0).line == ev.TrialDone(1, 6, TRIAL, TRIAL, 3.0).line
+    assert Unknown().line is None and line(Unknown()) is None
+    line.register(Unknown, lambda e: "an unknown event")
+    assert Unknown().line == "an unknown event"
+    assert ev.TuneDone(RESULT).line is None, "the CLI prints the table instead"
+
+
+def test_events_are_frozen_and_every_one_pickles_with_its_records():
+    for event in examples():
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(event, dataclasses.fields(event)[0].name, None)
+        back = pickle.loads(pickle.dumps(event))
+        assert type(back) is type(event) and back == event and back.line == event.line
+
+
+def test_a_two_argument_callback_still_gets_the_old_pair_with_a_deprecation_warning():
+    got = []
+
+    def entry(progress):   # stands for tune(): the warning points at the line that called it
+        return api_progress(progress)
+
+    with pytest.warns(DeprecationWarning, match="two arguments .* deprecated.*one argument") as caught:
+        progress = entry(lambda event, data: got.append((event, data)))
+    assert caught[0].filename == __file__
+    for event in examples():
+        progress(event)
+    kinds = [k for k, _ in got]
+    assert kinds == [e.kind for e in examples()]
+    trial = next(d for k, d in got if k == "trial")
+    assert set(trial) == {"n", "expected", "result", "best", "elapsed", "again", "cpus", "busy"}
+    assert trial["result"] is TRIAL and trial["n"] == 1
+    waits = [d for k, d in got if k == "waiting"]
+    assert [d["what"] for d in waits] == ["lock", "lock", "trial_start", "rank"] and waits[0]["holder"] == 4242
+    final = next(d for k, d in got if k == "final")
+    assert final["rates"] == {"16-3": [1200.0], "16-1": []}
+    assert next(d for k, d in got if k == "recheck")["configs"] == ["16-3", "16-1"]
+    assert next(d for k, d in got if k == "done")["result"] is RESULT
+
+
+def test_one_argument_callables_of_every_shape_get_the_event_and_no_warning():
+    class Bar:
+        def __init__(self):
+            self.seen = []
+
+        def __call__(self, event):
+            self.seen.append(event)
+
+    seen = []
+    bar = Bar()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for callback in (seen.append, bar, lambda event, extra=None: seen.append(event),
+                         lambda *args: seen.extend(args), ProgressPrinter(io.StringIO())):
+            assert ev.subscriber(callback) is callback
+    for bad in (lambda: None, lambda a, b, c: None, "print"):
+        with pytest.raises(UsageError, match="progress must"):
+            ev.subscriber(bad)
+    assert ev.subscriber(None) is None and api_progress(False) is None
+
+
+def test_api_progress_goes_to_the_callback_and_to_the_log_with_the_event_attached(logged):
+    seen = []
+    progress = api_progress(seen.append)
+    cases = examples()
+    for event in cases:
+        progress(event)
+    assert seen == cases
+    assert [r.event for r in logged] == cases, "every event is logged, the record carrying it"
+    for record, event in zip(logged, cases):
+        if event.line is None:
+            assert record.levelno == logging.DEBUG and record.getMessage() == f"autoloader: {event.kind}"
+        else:
+            assert record.levelno == logging.INFO and record.getMessage() == event.line
+    assert all(r.name == "autoloader" for r in logged)
+    logged.clear()
+    default = api_progress(None)   # the default: the log alone
+    default(cases[0])
+    assert [r.event for r in logged] == [cases[0]]
+
+
+@pytest.mark.slow
+def test_a_real_tune_hands_a_callback_typed_events_and_logs_each_of_them(out_dir, logged):
+    from fleet_workloads import Paced
+
+    from autoloader import best_loader, tune
+
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        result = tune(Paced(cost_s=0.002), batch_size=16, budget=10, device="cpu", out=out_dir, progress=seen.append)
+    assert all(isinstance(e, ev.Event) for e in seen)
+    kinds = [e.kind for e in seen if not isinstance(e, ev.Waiting)]
+    assert kinds[:2] == ["start", "profile"] and kinds[-1] == "done" and "trial" in kinds, kinds
+    assert set(kinds) <= {"start", "profile", "trial", "final", "recheck", "unstored", "done"}, kinds
+    assert seen[-1].result is result
+    trials = [e for e in seen if isinstance(e, ev.TrialDone)]
+    assert [e.n for e in trials] == list(range(1, len(trials) + 1))
+    assert [e.result.config for e in trials] == [t.config for t in result.trials]
+    start = next(e for e in seen if isinstance(e, ev.TuneStarted))
+    assert start.key == result.tuned.dataset_key and start.budget == 10
+    assert [r.event for r in logged] == seen, "the log got the same events, in order"
+    assert [r.getMessage() for r in logged if r.levelno == logging.INFO] == [e.line for e in seen if e.line]
+    logged.clear()
+    again = []
+    best_loader(Paced(cost_s=0.002), batch_size=16, budget=10, device="cpu", out=out_dir, progress=again.append)
+    assert [type(e) for e in again] == [ev.ResultReused] and again[0].tuned.config == result.tuned.config
+    assert again[0].line.startswith(f"autoloader: using the stored result {again[0].path}")
