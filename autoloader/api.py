@@ -46,7 +46,7 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     ``dataset``: a Dataset, a zero-argument callable returning one, or a ``"MODULE:ATTR"`` spec.
     ``step``: optional ``step(batch)`` (or a zero-argument factory of one, or a spec); without it
     each batch is moved to the device. ``allow_reorder``: the pick may deliver batches out of order
-    (DataLoader's ``in_order=False``) when that is faster; off, the result says what it would gain.
+    when that is faster (the gate of ``search.settings.ORDER``); off, the result says what it would gain.
     Other keyword arguments (``collate_fn``, ``shuffle``, ...) are passed to every DataLoader as
     they are. ``out``: where results are written (default: the results home, ``$AUTOLOADER_HOME``
     or ``~/.cache/autoloader``). ``version``: your own label for this data, part of its key beside

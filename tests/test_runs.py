@@ -13,7 +13,7 @@ from autoloader.search.space import LoaderConfig, SearchSpace
 from autoloader.store import runs
 from autoloader.store.study import Limits, StudyStore
 
-SPACE = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
+SPACE = SearchSpace(batch_sizes=(16,), max_workers=8, pin_memory=(False,))
 LIMITS = Limits(2**30, 60.0)
 TWO, FOUR = LoaderConfig.make(16, 2, False), LoaderConfig.make(16, 4, False)
 

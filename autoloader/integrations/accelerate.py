@@ -8,8 +8,7 @@ The recipe::
 
 ``prepare()`` re-creates the loader as a ``DataLoaderShard``, copying from the one it is given
 every DataLoader argument it knows (``_PYTORCH_DATALOADER_KWARGS`` in accelerate/data_loader.py:
-``num_workers``, ``pin_memory``, ``prefetch_factor``, ``persistent_workers``, ``in_order``,
-``worker_init_fn``, ``collate_fn``, ...), so the tuned settings carry over. With several
+each tuned setting, ``worker_init_fn``, ``collate_fn``, ...), so the tuned settings carry over. With several
 processes it shards the batches itself (a ``BatchSamplerShard`` over the loader's batch sampler)
 and never asks whether the sampler is already a DistributedSampler: ``best_loader``'s loader of
 a torchrun rank (one DistributedSampler shard) would be sharded twice, each rank reading

@@ -19,6 +19,7 @@ from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.policy import BUSY_SHARE, busy_at
 from ..search.results import OK
+from ..search.settings import ORDER
 
 
 def _gib(n: int | None) -> str:
@@ -257,8 +258,9 @@ def table(result, saved: bool = True) -> str:
         lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)} ({t.speedup:.2f}x with the tuned config)")
     gain = getattr(result, "reorder_gain", None)
     if gain is not None and gain > 0.02:
-        lines.append(f"  {'out of order':<20} in_order=False is predicted {gain * 100:+.0f}%; "
-                     "pass --allow-reorder to let the tuner use it (batches then come in another order)")
+        gate = ORDER.gate
+        lines.append(f"  {gate.label:<20} {ORDER.setting(ORDER.proposal.value)} is predicted {gain * 100:+.0f}%; "
+                     f"pass {gate.flag} to let the tuner use it ({gate.consequence})")
     if t.knee:
         hurt = f", falls from {t.knee.starts_hurting}" if t.knee.starts_hurting is not None else ""
         lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} workers, peak at "
