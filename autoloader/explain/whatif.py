@@ -16,11 +16,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ..search.knob import Context, Knob
 from ..search.model import Calibration, Model
 from ..search.model_first import worker_ladder
 from ..search.policy import MAX_WORKERS_PER_CPU, PREDICTED_TIE
 from ..search.profile import Profile
-from ..search.knob import Context, Knob
 from ..search.settings import ORDER, PIN, SETTINGS
 from ..search.space import LoaderConfig
 from .evidence import MEASURED, PREDICTED, Evidence, size
@@ -71,7 +71,8 @@ def ladder(config: LoaderConfig, cpus: int, max_workers: int, batch_size: int | 
     bs = batch_size or config.batch_size
     # A knob the config holds at its default only for want of workers starts where make() starts it.
     kept = {k.name: config[k] if config.applies(k) else k.first for k in SETTINGS}
-    return [LoaderConfig.make(**{**kept, "batch_size": bs, "num_workers": n}) for n in worker_ladder(cpus, max_workers)]
+    return [LoaderConfig.make(**{**kept, "batch_size": bs, "num_workers": n})
+            for n in worker_ladder(cpus, max_workers)]
 
 
 def best(model: Model, calib: Calibration, configs: Iterable[LoaderConfig]) -> tuple[LoaderConfig, float]:

@@ -96,8 +96,9 @@ def trainer_inputs(trainer: Any) -> tuple[Any, dict]:
 def tune_trainer(trainer: Any, **options) -> dict:
     """Tune ``trainer``'s train loader (module docstring), set its ``args``' ``dataloader_*``
     fields (``training_arguments``; a gated knob's field, such as out-of-order delivery's, where
-    this transformers has it), and return the fields set. ``options`` are ``best_loader()``'s: ``budget``, ``step``, ``out``,
-    ``max_memory``, ``trial_timeout``, ``version``, ... The batch size is the trainer's own."""
+    this transformers has it), and return the fields set. ``options`` are ``best_loader()``'s:
+    ``budget``, ``step``, ``out``, ``max_memory``, ``trial_timeout``, ``version``, ... The batch
+    size is the trainer's own."""
     require("transformers", "transformers", "autoloader.integrations.huggingface.tune_trainer")
     for name in ("batch_size", "batch_sizes"):
         if name in options:

@@ -1,6 +1,7 @@
 """The search space: DataLoader configurations and the pure functions that enumerate them.
 
-Nothing here measures or imports torch; every function is pure so the search strategy
+A config holds one value per knob of the settings table (settings.py), and every method here
+reads the knobs' declarations rather than naming them. Nothing here measures or imports torch; every function is pure so the search strategy
 and the tests can reason about candidates without running them.
 """
 

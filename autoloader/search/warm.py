@@ -46,13 +46,15 @@ def neighbours(config: LoaderConfig, space: SearchSpace) -> list[LoaderConfig]:
     order: the prefetch depth one step up and down the space's choices, persistence and pinning
     flipped, the batch sizes either side; never the worker count, which is the search's to move."""
     out = []
-    for knob in sorted((k for k in SETTINGS if k.step is not None and config.applies(k)), key=lambda k: k.step.rank):
+    stepped = sorted((k for k in SETTINGS if k.step is not None and config.applies(k)), key=lambda k: k.step.rank)
+    for knob in stepped:
         value, offered = config[knob], space.offered(knob)
         if knob.step.adjacent:
             ordered = sorted(offered)
             if value in ordered:
                 at = ordered.index(value)
-                out += [config.replace(**{knob.name: ordered[i]}) for i in (at - 1, at + 1) if 0 <= i < len(ordered)]
+                out += [config.replace(**{knob.name: ordered[i]})
+                        for i in (at - 1, at + 1) if 0 <= i < len(ordered)]
         else:
             out += [config.replace(**{knob.name: v}) for v in offered if v != value]
     return [c for c in out if space.contains(c) and c != config]
