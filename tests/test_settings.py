@@ -122,6 +122,32 @@ def test_the_toy_knob_reaches_the_snippet_the_page_and_the_framework_forms(toy, 
     assert formats.hf_fields()["toy_method"] == "dataloader_toy_method"
 
 
+def test_a_knob_read_back_from_a_loader_and_a_knob_of_another_loader():
+    """A knob whose built loader keeps it as an object (as DataLoader keeps its start method's
+    context) reads it with ``from_loader``; a knob only another loader has is no DataLoader
+    keyword, though it is in the key and the stored form."""
+    import types
+
+    read = Knob("toy_context", str, token=lambda v: f"tc{v}", label="tc", tie_rank=3.6, cost=lambda v: 0,
+                default=None, start="spawn", domain=lambda ctx: ("spawn",), when=WITH_WORKERS,
+                from_loader=lambda loader: loader.toy_context.method)
+    other = Knob("toy_depth", int, token=lambda v: f"td{v}", label="td", tie_rank=3.7, cost=lambda v: v, default=1,
+                 domain=lambda ctx: (1, 2), loaders=frozenset({"torchdata.nodes"}))
+    SETTINGS.register(read)
+    SETTINGS.register(other)
+    try:
+        loader = types.SimpleNamespace(batch_size=16, num_workers=2, pin_memory=False, prefetch_factor=4,
+                                       persistent_workers=True, toy_context=types.SimpleNamespace(method="spawn"))
+        config = formats.result_settings(loader)
+        assert config.toy_context == "spawn" and config.prefetch_factor == 4
+        deep = config.replace(toy_depth=2)
+        assert "toy_depth" not in deep.loader_kwargs() and deep.key.endswith("-td2")
+        assert deep.to_dict()["toy_depth"] == 2 and LoaderConfig.from_dict(deep.to_dict()) == deep
+    finally:
+        SETTINGS.remove(other.name)
+        SETTINGS.remove(read.name)
+
+
 def test_the_table_is_as_it_was_after_the_toy(toy):
     SETTINGS.remove(toy.name)
     try:

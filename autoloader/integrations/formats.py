@@ -51,7 +51,8 @@ def result_settings(result: Any) -> LoaderConfig:
             raise usage("the loader must have a batch size to read its settings", result,
                         "pass the TuneResult or TunedConfig instead, or a loader built with batch_size=")
         # A DataLoader keeps each setting as its attribute (one an older torch lacks: its default).
-        values = {k.name: getattr(result, k.name, None if k.default is REQUIRED else k.default) for k in SETTINGS}
+        values = {k.name: k.from_loader(result) if k.from_loader is not None
+                  else getattr(result, k.name, None if k.default is REQUIRED else k.default) for k in SETTINGS}
         return LoaderConfig.make(**{name: bool(v) if SETTINGS[name].kind is bool else v for name, v in values.items()})
     raise usage("the result must be a TuneResult, a TunedConfig, a LoaderConfig, a stored result or a DataLoader",
                 type(result).__name__, "pass what tune() returns, result.tuned, or the JSON a result file holds")

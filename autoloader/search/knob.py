@@ -21,6 +21,10 @@ class _Required:
 
 REQUIRED: Any = _Required()
 
+# The loader whose keyword arguments a config's ``loader_kwargs`` are; a knob of another loader
+# (torchdata.nodes' ParallelMapper, Prefetcher) names that one in its ``loaders``.
+DATALOADER = "DataLoader"
+
 
 @dataclass(frozen=True)
 class When:
@@ -104,7 +108,9 @@ class Knob:
              for a keyword older releases lack;
     ``check``  LoaderConfig's rule for a value (raises UsageError), where the knob applies;
     ``stored`` what is wrong with a stored mapping's value of it (InvalidRecord's text), or None;
-    ``hf``     its ``TrainingArguments`` field; ``loaders``: the loaders that have it;
+    ``hf``     its ``TrainingArguments`` field; ``loaders``: the loaders that have it (only a
+             DataLoader knob is a DataLoader keyword argument); ``from_loader``: its value read
+             back from a built loader (None: the attribute of its name, as DataLoader keeps them);
     ``step``   how a warm start moves it (None: never); ``mark``: its word on a plot's label
              ('' for nothing to say); ``capacity``: it changes only how fast batches come, not the
              step's work or the epoch restarts (policy.same_kind); ``proposal``: its what-if.
@@ -124,7 +130,8 @@ class Knob:
     check: Callable[[Any], None] | None = None
     stored: Callable[[str, Mapping[str, Any]], str | None] | None = None
     hf: HfField | None = None
-    loaders: frozenset[str] = frozenset({"DataLoader"})
+    loaders: frozenset[str] = frozenset({DATALOADER})
+    from_loader: Callable[[Any], Any] | None = None
     step: Step | None = None
     mark: Callable[[Any], str] = lambda value: ""
     capacity: bool = False

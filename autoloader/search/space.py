@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..errors import usage
-from .knob import REQUIRED, Knob
+from .knob import DATALOADER, REQUIRED, Knob
 from .policy import MAX_WORKERS_PER_CPU
 from .settings import BATCH, PREFETCH_CHOICES, SETTINGS, TUNED_SETTINGS, WORKERS, check_batch_size, context
 
@@ -125,10 +125,10 @@ class LoaderConfig:
         return dict(self._items)
 
     def loader_kwargs(self) -> dict:
-        """The keyword arguments to pass to ``torch.utils.data.DataLoader``: the knobs that apply,
+        """The keyword arguments to pass to ``torch.utils.data.DataLoader``: its knobs that apply,
         less one left out at its default (``omit_default``)."""
-        return {k.name: self._values[k.name] for k in SETTINGS
-                if self.applies(k) and not (k.omit_default and self._values[k.name] == k.default)}
+        return {k.name: self._values[k.name] for k in SETTINGS if DATALOADER in k.loaders and self.applies(k)
+                and not (k.omit_default and self._values[k.name] == k.default)}
 
     @property
     def key(self) -> str:
