@@ -68,8 +68,8 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
             DeprecationWarning.
         trial_timeout: seconds a trial may go without progress before it is ended as a hang
             (default 60).
-        allow_reorder: the pick may deliver batches out of order (DataLoader's
-            ``in_order=False``) when that is faster; off, the result says what it would gain.
+        allow_reorder: the pick may deliver batches out of order (the gate of
+            ``search.settings.ORDER``) when that is faster; off, the result says what it would gain.
         version: your own label for this data, part of its key beside the content fingerprint.
         **fixed_loader_kwargs: passed to every DataLoader as they are (``collate_fn``,
             ``shuffle``, ...).

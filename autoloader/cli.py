@@ -12,6 +12,7 @@ from .store.versions import DISTRIBUTION
 
 from .api import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
 from .errors import AutoloaderError, AutoloaderWarning, NotSaved, UsageError, usage
+from .search.settings import ORDER
 from .search.space import parse_batch_sizes
 from .tuning import progress as report
 
@@ -76,8 +77,7 @@ def main() -> None:
 @click.option("--dataset-version", metavar="TEXT", help="Your label for this data, part of its key.")
 @click.option("--trial-timeout", type=float, default=DEFAULT_TRIAL_TIMEOUT_S, show_default=True,
               help="Seconds a trial may go without progress (no batch, no start) before it is ended as a hang.")
-@click.option("--allow-reorder", is_flag=True,
-              help="Let the pick deliver batches out of order (DataLoader in_order=False) when that is faster.")
+@click.option(ORDER.gate.flag, ORDER.gate.option, is_flag=True, help=ORDER.gate.help)
 @click.option("--nproc-per-node", type=int, default=1, show_default=True, metavar="N",
               help="Tune N ranks of one node together (as torchrun --nproc-per-node N trains): every trial runs "
                    "on all of them at once, each on its own GPU and DistributedSampler shard; the pick is per "

@@ -116,7 +116,7 @@ def test_opening_a_postgresql_study_never_fails_another_tuners_live_trial(postgr
     from autoloader.search.space import LoaderConfig, SearchSpace
     from autoloader.store.study import Limits, StudyStore
 
-    space, limits = SearchSpace((16,), 8, (False,)), Limits(2**30, 60.0)
+    space, limits = SearchSpace((16,), 8, pin_memory=(False,)), Limits(2**30, 60.0)
     two, four = LoaderConfig.make(16, 2, False), LoaderConfig.make(16, 4, False)
     first = StudyStore(postgres, "hw/store-level", space)
     trial = first.begin(two, limits)
@@ -217,7 +217,7 @@ def test_the_dashboard_serves_the_study_with_its_figures(tmp_path):
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
     config = LoaderConfig.make(16, 2, False)
-    store = StudyStore(url, "cpu-0x-2cpu-16g-00000000/ds-n100-abc", SearchSpace((16,), 8, (False,)))
+    store = StudyStore(url, "cpu-0x-2cpu-16g-00000000/ds-n100-abc", SearchSpace((16,), 8, pin_memory=(False,)))
     store.finish(store.begin(config, Limits(2**30, 60.0)),
                  TrialResult(config, OK, samples_per_s=1234.5, rel_interval=0.02, wait_fraction=0.4))
     port = _free_port()
@@ -269,7 +269,7 @@ def test_the_dashboards_snapshot_names_the_objective_and_marks_each_runs_pick(tm
     folder.mkdir(parents=True)
     url = f"sqlite:///{folder / 'ds-n100-abc.db'}"
     pick, other = LoaderConfig.make(16, 2, False), LoaderConfig.make(16, 0, False)
-    store = StudyStore(url, "cpu-0x-2cpu-16g-00000000/ds-n100-abc", SearchSpace((16,), 8, (False,)))
+    store = StudyStore(url, "cpu-0x-2cpu-16g-00000000/ds-n100-abc", SearchSpace((16,), 8, pin_memory=(False,)))
     for config, rate in ((other, 900.0), (pick, 1234.5)):
         store.finish(store.begin(config, Limits(2**30, 60.0)), TrialResult(config, OK, samples_per_s=rate))
     store.complete(TuneResult.from_dict({"config": pick.loader_kwargs(), "samples_per_s": 1200.0,

@@ -32,8 +32,8 @@ def profile(sample_s=0.002, step_s=0.004, tail=None, cpus=CPUS):
 
 def search(truth: Model, guess: Model, allow_reorder=False, fail=()):
     """Run the strategy against ``truth``'s rates (a stand-in for bursts) until it stops."""
-    space = search_space((32,), CPUS, "cuda")
-    strategy = ModelFirst(space, guess, CPUS, allow_reorder)
+    space = search_space((32,), CPUS, "cuda", unlocked=("allow_reorder",) if allow_reorder else ())
+    strategy = ModelFirst(space, guess, CPUS)
     history = []
     while (config := strategy.propose(history)) is not None:
         assert config not in {t.config for t in history}
@@ -102,9 +102,8 @@ def test_the_pick_is_the_fewest_workers_with_headroom_predicted_within_the_tie_o
 
 @pytest.mark.slow
 def test_out_of_order_delivery_is_never_implied():
-    space = search_space((32,), CPUS, "cuda")
-    assert all(c.in_order for c in candidates(space, CPUS, allow_reorder=False))
-    assert any(not c.in_order for c in candidates(space, CPUS, allow_reorder=True))
+    assert all(c.in_order for c in candidates(search_space((32,), CPUS, "cuda"), CPUS))
+    assert any(not c.in_order for c in candidates(search_space((32,), CPUS, "cuda", ("allow_reorder",)), CPUS))
     heavy = Model(profile(sample_s=0.0005, step_s=0.0005, tail=(0.03, 0.04)), "cuda")
     _, history = search(heavy, heavy)
     assert all(t.config.in_order for t in history)

@@ -110,7 +110,7 @@ class Rest(Strategy):
 
 
 def test_a_warm_start_measures_the_stored_pick_first_and_ends_early_when_it_holds():
-    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
+    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_memory=(False,))
     pick = LoaderConfig.make(16, 4, False, 2, True)
     other = LoaderConfig.make(16, 0, False)
     warm = WarmStart(pick, rate=1000.0, rel_interval=0.02, may_stop=True)
@@ -268,7 +268,7 @@ def test_bad_run_settings_are_a_bad_registry(tmp_path):
 
 
 def test_a_warm_start_measures_the_strategys_control_second():
-    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
+    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_memory=(False,))
     pick, control = LoaderConfig.make(16, 4, False, 2, True), LoaderConfig.make(16, 1, False, 2, True)
     inner = Rest(LoaderConfig.make(16, 0, False))
     inner.control = control

@@ -14,7 +14,7 @@ from autoloader.store import runs
 from autoloader.store.study import Limits, StudyStore
 from autoloader.store.result import TuneResult
 
-SPACE = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
+SPACE = SearchSpace(batch_sizes=(16,), max_workers=8, pin_memory=(False,))
 LIMITS = Limits(2**30, 60.0)
 TWO, FOUR = LoaderConfig.make(16, 2, False), LoaderConfig.make(16, 4, False)
 

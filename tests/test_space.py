@@ -10,23 +10,24 @@ from torch.utils.data import DataLoader
 from workloads import Tiny
 
 from autoloader import LoaderConfig, UsageError
-from autoloader.search.space import PREFETCH_CHOICES, SearchSpace, parse_batch_sizes
+from autoloader.search.settings import PERSISTENT, PIN, PREFETCH, PREFETCH_CHOICES
+from autoloader.search.space import SearchSpace, parse_batch_sizes
 
 
 def all_configs(space: SearchSpace):
     """Every valid config of a space, by brute force."""
     out = []
-    for bs, w, pin in itertools.product(space.batch_sizes, range(space.max_workers + 1), space.pin_choices):
+    for bs, w, pin in itertools.product(space.batch_sizes, range(space.max_workers + 1), space.values(PIN)):
         if w == 0:
             out.append(LoaderConfig(bs, 0, pin))
             continue
-        for pf, pw in itertools.product(space.prefetch_choices, space.persistent_choices):
+        for pf, pw in itertools.product(space.values(PREFETCH), space.values(PERSISTENT)):
             out.append(LoaderConfig(bs, w, pin, pf, pw))
     return out
 
 
-SPACE = SearchSpace(batch_sizes=(8, 32, 128), max_workers=6, pin_choices=(True, False))
-CPU_SPACE = SearchSpace(batch_sizes=(64,), max_workers=8, pin_choices=(False,))
+SPACE = SearchSpace(batch_sizes=(8, 32, 128), max_workers=6, pin_memory=(True, False))
+CPU_SPACE = SearchSpace(batch_sizes=(64,), max_workers=8, pin_memory=(False,))
 
 
 def assert_usage(excinfo, *needles):
@@ -43,7 +44,9 @@ def assert_usage(excinfo, *needles):
 def test_worker_only_settings_need_workers(prefetch, persistent):
     with pytest.raises(UsageError) as excinfo:
         LoaderConfig(16, 0, False, prefetch, persistent)
-    assert_usage(excinfo, "num_workers > 0", repr((prefetch, persistent)), "LoaderConfig.make")
+    off = {name: value for name, value in (("prefetch_factor", prefetch), ("persistent_workers", persistent))
+           if value not in (None, False)}
+    assert_usage(excinfo, "num_workers > 0", repr(off), "LoaderConfig.make", *off)
 
 
 @pytest.mark.parametrize("prefetch", [None, 0, -1])
@@ -147,7 +150,7 @@ def test_keys_are_stable():
     assert LoaderConfig.make(16, 2, False).key == LoaderConfig(16, 2, False, 2, True).key
     assert LoaderConfig.make(16, 2, False).replace(prefetch_factor=2).key == "bs16-w2-pin0-pf2-pw1"
     for config in all_configs(SPACE):
-        assert config.key == dataclasses.replace(config).key
+        assert config.key == config.replace().key
 
 
 # --- worker ladder ------------------------------------------------------------------------------
@@ -171,7 +174,7 @@ def test_contains_and_default_config():
     ({"max_workers": -1}, "-1"),
 ])
 def test_search_space_rejects_bad_input(kwargs, needle):
-    args = {"batch_sizes": (16,), "max_workers": 4, "pin_choices": (False,), **kwargs}
+    args = {"batch_sizes": (16,), "max_workers": 4, "pin_memory": (False,), **kwargs}
     with pytest.raises(UsageError) as excinfo:
         SearchSpace(**args)
     assert_usage(excinfo, needle)

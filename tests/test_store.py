@@ -99,7 +99,7 @@ def test_history_keeps_each_configs_newest_result_and_counts_a_retry_once(tmp_pa
         runs.write_mark(store.study, dataclasses.replace(store.run, owner=gone))
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
-    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
+    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_memory=(False,))
     two, four = LoaderConfig.make(16, 2, False), LoaderConfig.make(16, 4, False)
     tight, loose = Limits(2**30, 60.0), Limits(2**32, 60.0)
     store = StudyStore(url, "demo", space)

@@ -126,7 +126,7 @@ def test_a_crash_is_tried_once_more_before_it_counts(out_dir, tmp_path):
 def test_stored_verdicts_rules(tmp_path):
     """The study's side: a crash stored once is tried again, twice stands; a failure of the user's
     code stands while its code does; one stored without a digest (format 1) is tried again."""
-    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
+    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_memory=(False,))
     url = f"sqlite:///{tmp_path / 'study.db'}"
     one, two, three, four = (LoaderConfig.make(16, w, False) for w in (1, 2, 3, 4))
     store = StudyStore(url, "s", space)
@@ -150,7 +150,7 @@ def test_stored_verdicts_rules(tmp_path):
 # --- damaged, edited or newer stored records (item 4) ------------------------------------------
 
 def _filled_study(tmp_path) -> tuple[str, SearchSpace]:
-    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_choices=(False,))
+    space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_memory=(False,))
     path = str(tmp_path / "study.db")
     store = StudyStore(f"sqlite:///{path}", "s", space)
     for workers in (0, 1, 2, 3):

@@ -22,6 +22,7 @@ from ..search.model import Calibration, Model, Prediction
 from ..search.policy import MAX_WORKERS_PER_CPU
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, OK, TrialResult
+from ..search.settings import ORDER, SETTINGS, WORKERS
 from ..search.shards import Stream
 from ..search.space import LoaderConfig
 from .thresholds import CORES_FULL
@@ -113,9 +114,7 @@ class Evidence:
         pick's other settings with workers on the same side of the pick's count, and its measured
         gain over the pick (the final's, else the bursts'); None when the run measured none."""
         def same(c):
-            return (c.batch_size, c.pin_memory, c.prefetch_factor, c.persistent_workers, c.in_order) == (
-                config.batch_size, config.pin_memory, config.prefetch_factor, config.persistent_workers,
-                config.in_order)
+            return all(c[k] == config[k] for k in SETTINGS if k is not WORKERS)
 
         more = config.num_workers > self.pick.num_workers
         seen = {t.config for t in self.ok_trials} | {f.config for f in self.finals if f.rates}
@@ -162,9 +161,9 @@ class Evidence:
         trials, inputs, node = tuple(result.trials), result.inputs, result.node
         allow = inputs.allow_reorder if inputs is not None else None
         if allow is None:
-            # Older results do not say; a config out of order was tried only when allowed, and the
-            # run names in_order=False's gain only when it was not.
-            if any(not t.config.in_order for t in trials):
+            # Older results do not say; a config past the gate (out of order) was tried only when
+            # allowed, and the run names the proposal's gain only when it was not.
+            if any(ORDER.past_gate(t.config) for t in trials):
                 allow = True
             elif result.reorder_gain is not None:
                 allow = False

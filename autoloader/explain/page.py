@@ -17,6 +17,7 @@ import statistics
 import tempfile
 
 from ..search.results import OK
+from ..search.settings import TUNED_SETTINGS
 from . import Explanation, explain
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
@@ -25,7 +26,6 @@ from .whatif import top
 _GAINS = ("Each gain is the model's: it simulates the loader from the profile, with the efficiency terms the "
           "bursts fitted, under the change, over its rate for the pick; <i>measured</i> where this run also "
           "measured the changed config (the measured gain beside it).")
-SETTINGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order")
 
 STYLE = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d1d1f; max-width: 1180px;
@@ -115,7 +115,8 @@ def _trial_rows(ex: Explanation) -> list[dict]:
         memory = {name: _short_size(x) for name, x in (("host", t.peak_pss_bytes), ("shm", t.peak_shm_bytes),
                                                        ("device", t.gpu_peak_bytes or None))}
         rows.append({
-            "#": str(index), "role": ", ".join(role), **{k: ("-" if kw[k] is None else str(kw[k])) for k in SETTINGS},
+            "#": str(index), "role": ", ".join(role),
+            **{k: ("-" if kw[k] is None else str(kw[k])) for k in TUNED_SETTINGS},   # a column per knob
             "outcome": outcome, "samples/s": rate(t.samples_per_s) if t.samples_per_s else "-",
             "±95%": (f"{t.rel_interval * 100:.0f}%" if t.rel_interval is not None and math.isfinite(t.rel_interval)
                      else "-"),

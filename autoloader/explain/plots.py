@@ -13,6 +13,7 @@ import statistics
 
 from ..errors import usage
 from ..search.results import OK
+from ..search.settings import SETTINGS, WORKERS
 from . import Explanation
 from .evidence import pct, rate
 from .thresholds import HIGHLY_INPUT_BOUND, MODERATELY_INPUT_BOUND
@@ -130,9 +131,10 @@ def worker_curve(ex: Explanation) -> bytes:
 
 
 def _same_settings(a, b) -> bool:
-    return (a.batch_size, a.pin_memory, a.in_order) == (b.batch_size, b.pin_memory, b.in_order) and (
-        not a.num_workers or not b.num_workers
-        or (a.prefetch_factor, a.persistent_workers) == (b.prefetch_factor, b.persistent_workers))
+    """The same config but for the worker count: every other knob equal where it applies to both
+    (a knob that needs workers says nothing of a config without them)."""
+    return all(a[k] == b[k] for k in SETTINGS
+               if k is not WORKERS and (k.when is None or a.applies(k) and b.applies(k)))
 
 
 def wait_share(ex: Explanation) -> bytes:
@@ -283,16 +285,9 @@ def predicted_vs_measured(ex: Explanation) -> bytes:
 
 
 def _short(config) -> str:
-    text = f"{config.num_workers}w"
-    if config.pin_memory:
-        text += " pin"
-    if config.num_workers and config.prefetch_factor != 2:
-        text += f" pf{config.prefetch_factor}"
-    if config.num_workers and not config.persistent_workers:
-        text += " fresh"
-    if not config.in_order:
-        text += " ooo"
-    return text
+    """The config's label on a plot: each knob's ``mark`` where it applies and has one."""
+    marks = (k.mark(config[k]) for k in SETTINGS if config.applies(k))
+    return " ".join(m for m in marks if m)
 
 
 def timeline(ex: Explanation) -> bytes:

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..search.settings import SETTINGS
 from ..search.shards import stream_lines
 from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size, stages
 from .thresholds import (BALANCED_WITHIN, BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE,
@@ -36,7 +37,8 @@ from .thresholds import (BALANCED_WITHIN, BUSY_RECEIVE, CONTENDED, CORRECTED, HI
 
 KINDS = ("input/cores", "input/workers", "input/main", "input/copy", "memory/host", "memory/shm", "memory/device",
          "compute", "balanced")
-LOADER_CHANGES = ("in_order", "pin_off", "workers", "workers_past_cores")
+# The what-ifs that change only the loader's settings: the knobs' proposals, and the worker counts.
+LOADER_CHANGES = (*(k.proposal.name for k in SETTINGS if k.proposal is not None), "workers", "workers_past_cores")
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ..search.knob import Context, Knob
 from ..search.model import Calibration, Model
 from ..search.model_first import worker_ladder
 from ..search.policy import MAX_WORKERS_PER_CPU, PREDICTED_TIE
 from ..search.profile import Profile
+from ..search.settings import ORDER, PIN, SETTINGS
 from ..search.space import LoaderConfig
 from .evidence import MEASURED, PREDICTED, Evidence, size
 from .thresholds import BYTES_MATTER, FASTER_STEP, MORE_CPUS, SMALLER_BATCHES, UINT8_BYTES, WORTH_CHANGING
@@ -27,7 +29,8 @@ from .thresholds import BYTES_MATTER, FASTER_STEP, MORE_CPUS, SMALLER_BATCHES, U
 
 @dataclass(frozen=True)
 class WhatIf:
-    name: str             # uint8, smaller_batch, in_order, more_cpus, faster_step, workers_past_cores, pin_off, workers
+    name: str             # uint8, smaller_batch, more_cpus, faster_step, workers_past_cores, workers, or
+                          # the name of a knob's proposal (settings.py: ORDER's, PIN's pin_off)
     title: str
     change: str           # what to change, exactly (the code, where it needs the user's)
     config: LoaderConfig  # the config the predicted rate is for
@@ -66,9 +69,9 @@ def ladder(config: LoaderConfig, cpus: int, max_workers: int, batch_size: int | 
     """``config`` at every worker count the search asks about (model_first.worker_ladder), its
     other settings kept (DataLoader's prefetch default and kept workers where it has none)."""
     bs = batch_size or config.batch_size
-    prefetch = config.prefetch_factor or 2
-    persistent = config.persistent_workers if config.num_workers else True
-    return [LoaderConfig.make(bs, n, config.pin_memory, prefetch, persistent, config.in_order if n else True)
+    # A knob the config holds at its default only for want of workers starts where make() starts it.
+    kept = {k.name: config[k] if config.applies(k) else k.first for k in SETTINGS}
+    return [LoaderConfig.make(**{**kept, "batch_size": bs, "num_workers": n})
             for n in worker_ladder(cpus, max_workers)]
 
 
@@ -126,14 +129,7 @@ def whatifs(ev: Evidence) -> list[WhatIf]:
                for bs in sizes if bs < pick.batch_size]
     if smaller:
         out.append(max(smaller, key=lambda w: w.gain))
-    if pick.num_workers and pick.in_order:
-        config = pick.replace(in_order=False)
-        measured = ev.measured_gain(config) if ev.allow_reorder else None
-        out.append(WhatIf("in_order", "Out-of-order delivery (in_order=False)",
-                          "DataLoader(..., in_order=False): a worker's finished batch overtakes a slow one ahead of "
-                          "it, so batches come in another order (fine for shuffled training, not where order "
-                          "matters); autoloader tune --allow-reorder lets the tuner choose and measure it.",
-                          config, base, model.predict(config, calib).samples_per_s, False, measured))
+    out += _proposal(ev, ORDER, base)
     more = cpus * MORE_CPUS
     wider = dataclasses.replace(calib, cpus=calib.cpus * MORE_CPUS) if calib.cpus is not None else calib
     out.append(along("more_cpus", f"More CPUs ({cpus:g} -> {more:g})",
@@ -154,12 +150,7 @@ def whatifs(ev: Evidence) -> list[WhatIf]:
                               f"num_workers={config.num_workers}: a sample spends {1 - p.sample_cpu_share:.0%} of its "
                               f"time off the CPU (I/O, sleeps, locks), so workers past the {cpus} cores keep them "
                               "busy." + _nearby(config, where), config, base, rated, False, measured, where))
-    if ev.cuda and pick.pin_memory:
-        config = pick.replace(pin_memory=False)
-        out.append(WhatIf("pin_off", "pin_memory=False",
-                          "DataLoader(..., pin_memory=False): no pin thread; the loop then takes each batch itself "
-                          "and copies it from pageable memory.", config, base,
-                          model.predict(config, calib).samples_per_s, False, ev.measured_gain(config)))
+    out += _proposal(ev, PIN, base)
     config, rated = best(model, calib, here)
     if config.num_workers != pick.num_workers and not any(w.name == "workers_past_cores" and w.config == config
                                                           for w in out):
@@ -168,6 +159,20 @@ def whatifs(ev: Evidence) -> list[WhatIf]:
                           f"num_workers={config.num_workers}" + _nearby(config, where), config, base, rated, False,
                           measured, where))
     return sorted(out, key=lambda w: -w.best_gain)
+
+
+def _proposal(ev: Evidence, knob: Knob, base: float) -> list[WhatIf]:
+    """The knob's proposal (its declaration's what-if) for the pick, where the knob applies, can
+    take another value on this device, and the pick holds another: measured only when the run
+    could have measured it (the knob's gate, if any, open)."""
+    p, pick = knob.proposal, ev.pick
+    if not pick.applies(knob) or pick[knob] == p.value or len(knob.domain(Context(ev.device))) < 2:
+        return []
+    config = knob.proposed(pick)
+    allowed = knob.gate is None or getattr(ev, knob.gate.option)
+    measured = ev.measured_gain(config) if allowed else None
+    return [WhatIf(p.name, p.title, p.change, config, base, ev.model.predict(config, ev.calibration).samples_per_s,
+                   False, measured)]
 
 
 def _measured(ev: Evidence, config: LoaderConfig) -> tuple[float | None, LoaderConfig | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..search.policy import SETTINGS_TIE
+from ..search.settings import SETTINGS
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version
 from ..tuning.compare import DRIFTED, INCONCLUSIVE
 from ..tuning.progress import others_text
@@ -20,9 +21,8 @@ def _mib(value: float | None) -> str:
 def _pick(kwargs: dict | None) -> str:
     if not kwargs:
         return "-"
-    short = {"batch_size": "bs", "num_workers": "w", "pin_memory": "pin", "prefetch_factor": "pf",
-             "persistent_workers": "pw", "in_order": "in_order"}
-    return " ".join(f"{short.get(k, k)}={int(v) if isinstance(v, bool) else v}" for k, v in kwargs.items())
+    label = {k.name: k.label for k in SETTINGS}
+    return " ".join(f"{label.get(k, k)}={int(v) if isinstance(v, bool) else v}" for k, v in kwargs.items())
 
 
 def _old_pick(drift) -> str:

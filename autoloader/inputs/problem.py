@@ -35,8 +35,8 @@ class Problem:
     hardware: hardware.Hardware
     length: int | None = None
     length_known: bool = False
-    # Whether batches may come out of order (DataLoader's in_order=False): it changes what the
-    # training run sees, so only the user can allow it, and it is part of the problem.
+    # Whether batches may come out of order (the gate of search/settings.py's ORDER): it changes
+    # what the training run sees, so only the user can allow it, and it is part of the problem.
     allow_reorder: bool = False
     # What the data is, beyond its name and length: NOTE [ Content fingerprint ] in content.py,
     # known with the length; and the user's own label for it (``version=``, --dataset-version).

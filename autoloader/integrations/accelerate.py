@@ -8,10 +8,9 @@ The recipe::
 
 ``prepare()`` re-creates the loader as a ``DataLoaderShard``, copying from the one it is given
 every DataLoader argument it knows (``_PYTORCH_DATALOADER_KWARGS`` in accelerate/data_loader.py:
-``num_workers``, ``pin_memory``, ``prefetch_factor``, ``persistent_workers``, ``in_order``,
-``worker_init_fn``, ``collate_fn``, ...), so the tuned settings carry over. With several
-processes it shards the batches itself (a ``BatchSamplerShard`` over the loader's batch sampler)
-and never asks whether the sampler is already a DistributedSampler: ``best_loader``'s loader of
+each tuned setting, ``worker_init_fn``, ``collate_fn``, ...), so the tuned settings carry over.
+With several processes it shards the batches itself (a ``BatchSamplerShard`` over the loader's
+batch sampler) and never asks whether the sampler is already a DistributedSampler: ``best_loader``'s loader of
 a torchrun rank (one DistributedSampler shard) would be sharded twice, each rank reading
 1/ranks² of the data. ``tuned_loader`` is ``best_loader`` (stored result, or the ranks tune
 together) handing back the whole dataset, shuffled, for ``prepare()`` to shard.

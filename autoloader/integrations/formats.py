@@ -13,15 +13,24 @@ from typing import Any
 
 from ..errors import usage
 from ..search.config import iterable_key
+from ..search.knob import REQUIRED, Knob
+from ..search.settings import SETTINGS
 from ..search.space import LoaderConfig
 
 # The forms ``render`` (and ``--format``) knows.
 FORMATS = ("kwargs", "hf", "lightning")
 
-# TrainingArguments' field for each DataLoader setting autoloader tunes (batch size aside: it is
-# per_device_train_batch_size, set by the user and honoured by the tune).
-HF_FIELDS = {"num_workers": "dataloader_num_workers", "pin_memory": "dataloader_pin_memory",
-             "persistent_workers": "dataloader_persistent_workers", "prefetch_factor": "dataloader_prefetch_factor"}
+
+def hf_knobs() -> list[Knob]:
+    """The knobs a ``TrainingArguments`` field expresses (each knob's ``hf``), in the order the
+    fields are printed. The batch size's, per_device_train_batch_size, is set by the user and
+    honoured by the tune: it comes only on request."""
+    return sorted((k for k in SETTINGS if k.hf is not None), key=lambda k: k.hf.rank)
+
+
+def hf_fields() -> dict[str, str]:
+    """TrainingArguments' field for each knob it expresses but the batch size: {knob name: field}."""
+    return {k.name: k.hf.name for k in hf_knobs() if not k.hf.on_request}
 
 
 def result_settings(result: Any) -> LoaderConfig:
@@ -36,16 +45,16 @@ def result_settings(result: Any) -> LoaderConfig:
         return result
     if isinstance(result, dict):
         data = result.get("config", result)       # a stored result, or its "config" alone
-        if isinstance(data, dict) and {"batch_size", "num_workers", "pin_memory"} <= data.keys():
+        if isinstance(data, dict) and _required() <= data.keys():
             return LoaderConfig.from_dict(data)
-    elif all(hasattr(result, name) for name in ("batch_size", "num_workers", "pin_memory", "persistent_workers")):
+    elif all(hasattr(result, name) for name in _required()):
         if result.batch_size is None:   # a DataLoader built from a batch_sampler keeps no batch size
             raise usage("the loader must have a batch size to read its settings", result,
                         "pass the TuneResult or TunedConfig instead, or a loader built with batch_size=")
-        workers = result.num_workers
-        return LoaderConfig.make(result.batch_size, workers, bool(result.pin_memory),
-                                 getattr(result, "prefetch_factor", None) if workers else None,
-                                 bool(result.persistent_workers), bool(getattr(result, "in_order", True)))
+        # A DataLoader keeps each setting as its attribute (one an older torch lacks: its default).
+        values = {k.name: k.from_loader(result) if k.from_loader is not None
+                  else getattr(result, k.name, None if k.default is REQUIRED else k.default) for k in SETTINGS}
+        return LoaderConfig.make(**{name: bool(v) if SETTINGS[name].kind is bool else v for name, v in values.items()})
     raise usage("the result must be a TuneResult, a TunedConfig, a LoaderConfig, a stored result or a DataLoader",
                 type(result).__name__, "pass what tune() returns, result.tuned, or the JSON a result file holds")
 
@@ -57,16 +66,13 @@ def dataloader_kwargs(result: Any) -> dict:
 
 
 def training_arguments(result: Any, *, batch_size: bool = False) -> dict:
-    """The tuned settings as ``TrainingArguments`` fields: the four ``dataloader_*`` ones (and
-    ``dataloader_in_order=False`` when the pick reorders, which needs a transformers that has
-    it). ``batch_size=True`` adds ``per_device_train_batch_size``, for a tune that searched it."""
+    """The tuned settings as ``TrainingArguments`` fields: a ``dataloader_*`` one per knob that
+    has one (``hf_knobs``; one left out at its default, ``omit_default``, is there only when the
+    pick sets it, which needs a transformers that has it). ``batch_size=True`` adds
+    ``per_device_train_batch_size``, for a tune that searched it."""
     config = result_settings(result)
-    fields = {HF_FIELDS[name]: getattr(config, name) for name in HF_FIELDS}
-    if not config.in_order:
-        fields["dataloader_in_order"] = False
-    if batch_size:
-        fields["per_device_train_batch_size"] = config.batch_size
-    return fields
+    return {k.hf.name: config[k] for k in hf_knobs()
+            if (batch_size or not k.hf.on_request) and not (k.omit_default and config[k] == k.default)}
 
 
 def tuned_iterable(result: Any) -> bool:
@@ -108,6 +114,11 @@ def render(result: Any, form: str) -> str:
     if form == "lightning":
         return lightning_source(result)
     raise usage(f"the format must be one of {', '.join(FORMATS)}", form, "pass --format kwargs, hf or lightning")
+
+
+def _required() -> set[str]:
+    """The settings every config names: a mapping or an object with them is a config's."""
+    return {k.name for k in SETTINGS if k.default is REQUIRED}
 
 
 def _keywords(kwargs: dict) -> list[str]:

@@ -1,4 +1,4 @@
-"""Hugging Face ``Trainer``: its four ``dataloader_*`` arguments, tuned for its own train loader.
+"""Hugging Face ``Trainer``: its ``dataloader_*`` arguments, tuned for its own train loader.
 
 The recipe::
 
@@ -11,9 +11,9 @@ The recipe::
 ``args.train_batch_size``, through the collator the Trainer applies (``trainer.data_collator``,
 wrapped as the Trainer wraps it to drop the columns ``model.forward`` does not take when
 ``remove_unused_columns``), ``drop_last`` and the multiprocessing context as ``args`` say; then
-it sets ``args.dataloader_num_workers``, ``dataloader_pin_memory``,
-``dataloader_persistent_workers`` and ``dataloader_prefetch_factor``, which the Trainer reads
-each time it builds a loader. Without a Trainer at hand, ``TrainingArguments(...,
+it sets the ``args.dataloader_*`` field of each tuned setting that has one
+(``formats.hf_fields()``: the worker count, pinning, persistence, prefetch depth), which the
+Trainer reads each time it builds a loader. Without a Trainer at hand, ``TrainingArguments(...,
 **training_arguments(result))`` takes a ``tune()`` result (or a stored one) the same way.
 
 The collator and the dataset reach the tuner's trial process pickled (it is started with
@@ -35,6 +35,7 @@ from typing import Any
 
 from ..api import best_loader
 from ..errors import usage
+from ..search.settings import SETTINGS
 from . import require
 from .formats import training_arguments
 
@@ -67,7 +68,7 @@ class TrainerCollator:
 
 def trainer_inputs(trainer: Any) -> tuple[Any, dict]:
     """(the dataset, the DataLoader arguments) that ``trainer.get_train_dataloader`` uses, less
-    the four tuned settings and the sampler (the tune shuffles, as the Trainer's RandomSampler).
+    the tuned settings and the sampler (the tune shuffles, as the Trainer's RandomSampler).
 
     Args:
         trainer: a ``transformers.Trainer`` with a train dataset.
@@ -104,9 +105,9 @@ def trainer_inputs(trainer: Any) -> tuple[Any, dict]:
 
 
 def tune_trainer(trainer: Any, **options) -> dict:
-    """Tune ``trainer``'s train loader (module docstring), set its ``args``' four
-    ``dataloader_*`` fields (and ``dataloader_in_order``, which a reordering pick needs), and
-    return the fields set. ``options`` are ``best_loader()``'s: ``budget``, ``step``, ``out``,
+    """Tune ``trainer``'s train loader (module docstring), set its ``args``' ``dataloader_*``
+    fields (``training_arguments``; a gated knob's field, such as out-of-order delivery's, where
+    this transformers has it), and return the fields set. ``options`` are ``best_loader()``'s: ``budget``, ``step``, ``out``,
     ``max_memory``, ``trial_timeout``, ``version``, ... The batch size is the trainer's own.
 
     Args:
@@ -147,13 +148,17 @@ def tune_trainer(trainer: Any, **options) -> dict:
     device = getattr(getattr(args, "device", None), "type", None)
     if "device" not in options and device in ("cuda", "cpu"):
         options["device"] = device
-    has_order = hasattr(args, "dataloader_in_order")
-    if has_order and args.dataloader_in_order is False:
-        options.setdefault("allow_reorder", True)   # the user lets batches arrive out of order
+    # A gated knob the user already set past its start in args (batches out of order) opens its
+    # gate; and where this transformers has the knob's field, the pick sets it either way.
+    gated = [k for k in SETTINGS if k.gate is not None and k.hf is not None and hasattr(args, k.hf.name)]
+    for knob in gated:
+        value = getattr(args, knob.hf.name)
+        if value is not None and value != knob.first:
+            options.setdefault(knob.gate.option, True)
     loader = best_loader(dataset, batch_size=args.train_batch_size, **fixed, **options)
     fields = training_arguments(loader)
-    if has_order:
-        fields.setdefault("dataloader_in_order", True)
+    for knob in gated:
+        fields.setdefault(knob.hf.name, knob.default)
     for name, value in fields.items():
         setattr(args, name, value)
     return fields

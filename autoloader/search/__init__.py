@@ -4,8 +4,9 @@ Serves ``tuning.run`` (which sequences them) and the probe and store (which carr
 Nothing here imports torch, starts a process or touches a file (a test checks it), so every
 decision can be reasoned about, and replayed on recorded runs, from records alone:
 
-- ``space``: the DataLoader configs; ``results``: what a trial measured; ``profile``: what the
-  profile measured of the pipeline's parts;
+- ``settings``: the table of knobs, each DataLoader setting declared once (``knob``: what a
+  declaration says); ``space``: the DataLoader configs over them and the search space;
+  ``results``: what a trial measured; ``profile``: what the profile measured of the pipeline's parts;
 - ``model`` and ``calibration``: any config's rate predicted from the profile, corrected by the
   bursts;
 - ``strategy`` (the interface), ``model_first`` (the search), ``warm`` (a re-tune's warm start):
@@ -18,5 +19,5 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["budget", "burst_rule", "choice", "config", "growth", "knee", "load", "memory", "model",
-           "model_first", "policy", "profile", "results", "shards", "space", "strategy", "threads", "warm"]
+__all__ = ["budget", "burst_rule", "choice", "config", "growth", "knee", "knob", "load", "memory", "model",
+           "model_first", "policy", "profile", "results", "settings", "shards", "space", "strategy", "threads", "warm"]

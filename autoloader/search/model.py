@@ -63,6 +63,7 @@ from typing import Iterable, Sequence
 from .policy import BOUND_WAIT, CONSUMER_BOUND_SHARE, PIN_BOUND_SHARE, UNFITTED_STEP
 from .profile import Profile
 from .results import OK, BurstError, TrialResult
+from .settings import ORDER
 from .space import LoaderConfig
 
 # Batches simulated past the pipeline's warm-up; enough that a 1-in-100 slow batch shows.
@@ -244,7 +245,7 @@ class Model:
             busy_workers = None
         else:
             interval, wait, busy_workers, bound, receive = self._steady(
-                config if config.persistent_workers else replace(config, persistent_workers=True), calib)
+                config if config.persistent_workers else config.replace(persistent_workers=True), calib)
             steady = config.batch_size / interval
             # Every epoch boundary drains the pipeline and waits for the next epoch's first
             # batch; fresh workers (no persistent_workers) first start up again as well.
@@ -286,7 +287,7 @@ class Model:
             pin_eff, main_eff = pin_s * share, host_s * share + step_s
             # The step's own jitter rides on the loop's time (NOTE [ Headroom ] in model_first.py).
             main_times = [main_eff + step_s * (f - 1.0) for f in self._step_factors]
-            interval, wait, busy_workers = _simulate(n, config.prefetch_factor, config.in_order,
+            interval, wait, busy_workers = _simulate(n, config.prefetch_factor, config[ORDER],
                                                      [t * factor for t in pool], pin_eff, main_times)
             busy_main, busy_pin = main_eff / interval, pin_eff / interval
             busy_recv = (busy_recv + busy_workers) / 2   # damped: a slower receive idles the workers
@@ -305,7 +306,7 @@ class Model:
         simulation finds it (persistence aside: it changes only the restarts); 0 without workers."""
         if not config.num_workers:
             return 0.0
-        return self._steady(replace(config, persistent_workers=True), calib)[2]
+        return self._steady(config.replace(persistent_workers=True), calib)[2]
 
     def predict_all(self, configs: Iterable[LoaderConfig], calib: Calibration = Calibration()) -> dict:
         return {c: self.predict(c, calib) for c in configs}

@@ -41,6 +41,7 @@ consumer's noise.
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Sequence
 
 from .calibration import calibrate
@@ -54,15 +55,15 @@ from .policy import (
     UNCERTAIN_NEAR,
 )
 from .results import OK, TrialResult
+from .settings import SETTINGS
 from .space import LoaderConfig, SearchSpace
 from .strategy import Strategy
 
 
 def heuristic_config(space: SearchSpace, cpus: int, batch_size: int | None = None) -> LoaderConfig:
-    """The common rule: ``num_workers=cpus-1, pin_memory=True, persistent_workers=True`` (pinning
-    only where the space offers it), prefetch at DataLoader's default."""
-    return LoaderConfig.make(batch_size or space.batch_sizes[0], min(max(0, cpus - 1), space.max_workers),
-                             pin_memory=max(space.pin_choices), prefetch_factor=2, persistent_workers=True)
+    """The common rule: ``num_workers=cpus-1`` and every other knob at its start where the space
+    offers it (pinning where offered, kept workers, prefetch at DataLoader's default)."""
+    return space.default_config(min(max(0, cpus - 1), space.max_workers), batch_size)
 
 
 def worker_ladder(cpus: int, max_workers: int) -> list[int]:
@@ -77,20 +78,22 @@ def worker_ladder(cpus: int, max_workers: int) -> list[int]:
     return counts
 
 
-def candidates(space: SearchSpace, cpus: int, allow_reorder: bool) -> list[LoaderConfig]:
-    """Every config the model predicts: the worker ladder across prefetch depths, pinning,
-    persistence, batch sizes and (when allowed) out-of-order delivery."""
-    orders = (True, False) if allow_reorder else (True,)
+def candidates(space: SearchSpace, cpus: int) -> list[LoaderConfig]:
+    """Every config the model predicts: for each batch size, the product of what the space offers
+    of the knobs that always apply (pinning), then the worker ladder across the product of those
+    that need workers (prefetch depth, persistence, out-of-order delivery where its gate is open)."""
+    varying = [k for k in SETTINGS if k.domain is not None]
+    always = [k for k in varying if k.when is None]
+    rest = [k for k in varying if k.when is not None]
     out = []
     for batch_size in space.batch_sizes:
-        for pin in space.pin_choices:
-            out.append(LoaderConfig.make(batch_size, 0, pin))
-            for n in worker_ladder(cpus, space.max_workers)[1:]:
-                for prefetch in space.prefetch_choices:
-                    for persistent in space.persistent_choices:
-                        for in_order in orders:
-                            out.append(LoaderConfig.make(batch_size, n, pin, prefetch, persistent, in_order))
-    return out
+        for base in itertools.product(*(space.offered(k) for k in always)):
+            fixed = dict(zip((k.name for k in always), base))
+            for n in worker_ladder(cpus, space.max_workers):
+                for more in itertools.product(*(space.offered(k) for k in rest)):
+                    out.append(LoaderConfig.make(batch_size=batch_size, num_workers=n, **fixed,
+                                                 **dict(zip((k.name for k in rest), more))))
+    return list(dict.fromkeys(out))   # without workers the rest collapse into one config
 
 
 # Failures that belong to a batch size, not to the loader: no other config of that size is tried.
@@ -108,13 +111,13 @@ class ModelFirst(Strategy):
     ``control_cpus``: the CPUs the control's rule counts, when not ``cpus`` (one rank of a node
     counts the node's: NOTE [ Tuning a node's ranks ] in node/__init__.py)."""
 
-    def __init__(self, space: SearchSpace, model: Model, cpus: int, allow_reorder: bool = False,
+    def __init__(self, space: SearchSpace, model: Model, cpus: int,
                  fits: Callable[[LoaderConfig, Sequence[TrialResult]], bool] | None = None,
                  control_cpus: int | None = None):
         self.space = space
         self.model = model
         self.cpus = max(1, cpus)
-        self.configs = candidates(space, self.cpus, allow_reorder)
+        self.configs = candidates(space, self.cpus)
         self.control = heuristic_config(space, max(1, control_cpus or self.cpus))
         self.fits = fits or (lambda config, history: True)
 
@@ -189,7 +192,7 @@ class ModelFirst(Strategy):
         # it as predicted past the limit (never run), which tells the user what the limit costs.
         best_any = self.pick(everything).config
         plan = [] if now and best_any == self.pick(now).config else [best_any]
-        plan.append(LoaderConfig.make(self.space.batch_sizes[0], 0, max(self.space.pin_choices)))
+        plan.append(self.space.default_config(0))
         # The profile's own pick, whatever the bursts since made of the model, then the control.
         first = self.predictions(history, Calibration())
         if first:
@@ -255,6 +258,6 @@ class ModelFirst(Strategy):
         pick = self.pick(now).config
         points = []
         for n in worker_ladder(self.cpus, self.space.max_workers):
-            config = pick.replace(num_workers=n) if n else LoaderConfig.make(pick.batch_size, 0, pick.pin_memory)
+            config = pick.replace(num_workers=n)
             points.append((n, self.model.predict(config, calib).samples_per_s))
         return points

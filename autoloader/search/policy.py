@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .burst_rule import BurstSettings
+from .settings import SETTINGS
 
 # --- noise: when two rates are a tie ---------------------------------------------------------
 
@@ -195,9 +196,9 @@ def keeps_up_at(wait_fraction: float | None) -> bool:
 
 def same_kind(a, b) -> bool:
     """Two LoaderConfigs equal in what changes the step's work or the epoch restarts (batch size,
-    pinning, kept workers), so that only loader capacity (workers, prefetch depth) tells them
-    apart: NOTE [ Keeping up ]."""
-    return (a.batch_size, a.pin_memory, a.persistent_workers) == (b.batch_size, b.pin_memory, b.persistent_workers)
+    pinning, kept workers: every knob but the ``capacity`` ones of settings.py), so that only
+    loader capacity (workers, prefetch depth) tells them apart: NOTE [ Keeping up ]."""
+    return all(a[k] == b[k] for k in SETTINGS if not k.capacity)
 
 
 # --- warm starts: NOTE [ Warm start ] in warm.py ----------------------------------------------

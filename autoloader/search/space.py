@@ -1,155 +1,249 @@
 """The search space: DataLoader configurations and the pure functions that enumerate them.
 
-Nothing here measures or imports torch; every function is pure so the search strategy
+A config holds one value per knob of the settings table (settings.py), and every method here
+reads the knobs' declarations rather than naming them. Nothing here measures or imports torch; every function is pure so the search strategy
 and the tests can reason about candidates without running them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import usage
+from .knob import DATALOADER, REQUIRED, Knob
 from .policy import MAX_WORKERS_PER_CPU
+from .settings import BATCH, PREFETCH_CHOICES, SETTINGS, TUNED_SETTINGS, WORKERS, check_batch_size, context
 
-# Up to 16: a deep queue lets the other workers run on while a slow batch holds the head of
-# the in-order queue; memory decides whether it fits (the guard predicts every config).
-PREFETCH_CHOICES: tuple[int, ...] = (2, 4, 8, 16)
-
-
-def check_batch_size(size: object, fix: str = "pass --batch-size 1 or more, e.g. 128") -> int:
-    """The one check of a batch size: a positive integer (a bool is no count)."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise usage("the batch size must be a positive integer", size, fix)
-    return size
+__all__ = ["LoaderConfig", "PREFETCH_CHOICES", "SearchSpace", "TUNED_SETTINGS", "check_batch_size",
+           "parse_batch_sizes", "search_space"]
 
 
-@dataclass(frozen=True, order=True)
+def _rebuilt(items: tuple) -> "LoaderConfig":
+    return LoaderConfig(**dict(items))
+
+
+@functools.total_ordering
 class LoaderConfig:
-    """One point of the space: the DataLoader keyword arguments autoloader tunes.
+    """One point of the space: the DataLoader keyword arguments autoloader tunes, one value per
+    knob of the settings table (NOTE [ The settings table ] in settings.py), read as attributes
+    (``config.num_workers``) or by knob (``config[WORKERS]``).
 
-    DataLoader's own rule applies: ``prefetch_factor`` and ``persistent_workers`` only mean
-    something when ``num_workers > 0``, so they are ``None``/``False`` otherwise.
+    Positional arguments go in the table's order; a knob not given holds DataLoader's default.
+    DataLoader's own rule applies: a knob that needs workers (``prefetch_factor``, ...) holds its
+    default without them (``make`` sees to it). Frozen, hashable and ordered as a frozen
+    dataclass of those fields would be; not one, since its fields are the table's.
     """
 
-    batch_size: int
-    num_workers: int
-    pin_memory: bool
-    prefetch_factor: int | None = None
-    persistent_workers: bool = False
-    # False lets a worker's finished batch overtake a slow one ahead of it (DataLoader's
-    # in_order): it changes the order of batches, so it is tried only when the user allows it.
-    in_order: bool = True
+    __slots__ = ("_values", "_items", "_hash")
 
-    def __post_init__(self) -> None:
-        check_batch_size(self.batch_size)
-        if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
-            raise usage("num_workers must be 0 or more", self.num_workers, "use 0 or a positive count")
-        if self.num_workers == 0 and not self.in_order:
-            raise usage("in_order=False needs num_workers > 0", self.in_order,
-                        "leave in_order at True when num_workers is 0 (LoaderConfig.make does this)")
-        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
-            raise usage("prefetch_factor and persistent_workers need num_workers > 0",
-                        (self.prefetch_factor, self.persistent_workers),
-                        "leave them unset when num_workers is 0 (LoaderConfig.make does this)")
-        if self.num_workers > 0 and (self.prefetch_factor is None or self.prefetch_factor < 1):
-            raise usage("prefetch_factor must be 1 or more when num_workers > 0",
-                        self.prefetch_factor, "use 2 (DataLoader's default) or more")
+    def __init__(self, *args: Any, **kwargs: Any):
+        knobs = SETTINGS.knobs()
+        if len(args) > len(knobs):
+            raise TypeError(f"LoaderConfig takes at most {len(knobs)} settings, {len(args)} given")
+        values = dict(zip((k.name for k in knobs), args))
+        for name, value in kwargs.items():
+            if name not in SETTINGS:
+                raise TypeError(f"LoaderConfig got an unexpected setting {name!r}")
+            if name in values:
+                raise TypeError(f"LoaderConfig got {name!r} twice")
+            values[name] = value
+        for k in knobs:
+            if k.name not in values:
+                if k.default is REQUIRED:
+                    raise TypeError(f"LoaderConfig is missing the setting {k.name!r}")
+                values[k.name] = k.default
+        _check(knobs, values)
+        items = tuple((k.name, values[k.name]) for k in knobs)
+        object.__setattr__(self, "_values", dict(items))
+        object.__setattr__(self, "_items", items)
+        object.__setattr__(self, "_hash", hash(items))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return object.__getattribute__(self, "_values")[name]
+        except KeyError:
+            raise AttributeError(f"LoaderConfig has no setting {name!r}") from None
+
+    def __getitem__(self, knob: Knob | str) -> Any:
+        return self._values[knob if isinstance(knob, str) else knob.name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not LoaderConfig:
+            return NotImplemented
+        return self._items == other._items
+
+    def __lt__(self, other: "LoaderConfig") -> bool:
+        if other.__class__ is not LoaderConfig:
+            return NotImplemented
+        return tuple(v for _, v in self._items) < tuple(v for _, v in other._items)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"LoaderConfig({', '.join(f'{name}={value!r}' for name, value in self._items)})"
+
+    def __reduce__(self):
+        return (_rebuilt, (self._items,))
+
+    def applies(self, knob: Knob) -> bool:
+        return knob.applies(self._values)
 
     @classmethod
-    def make(cls, batch_size: int, num_workers: int, pin_memory: bool,
-             prefetch_factor: int | None = 2, persistent_workers: bool = True, in_order: bool = True) -> "LoaderConfig":
-        """Build a valid config, dropping the worker-only settings when there are no workers."""
-        if num_workers == 0:
-            return cls(batch_size, 0, pin_memory, None, False, True)
-        return cls(batch_size, num_workers, pin_memory, prefetch_factor or 2, persistent_workers, in_order)
+    def make(cls, *args: Any, **kwargs: Any) -> "LoaderConfig":
+        """Build a valid config: a knob not given (or given None) takes its ``start``, and one that
+        does not apply (a worker-only knob with no workers) its default."""
+        knobs = SETTINGS.knobs()
+        values = {**dict(zip((k.name for k in knobs), args)), **kwargs}
+        if len(args) > len(knobs) or not values.keys() <= set(SETTINGS.names()) or \
+                any(k.default is REQUIRED and k.name not in values for k in knobs):
+            return cls(*args, **kwargs)   # which says what is wrong
+        for k in knobs:
+            if k.default is not REQUIRED and values.get(k.name) is None:
+                values[k.name] = k.first
+        _check_counts(knobs, values)
+        return cls(**{k.name: values[k.name] if k.applies(values) else k.default for k in knobs})
 
     @classmethod
-    def from_dict(cls, data: dict) -> "LoaderConfig":
-        """The config a ``loader_kwargs()`` or ``to_dict()`` mapping describes (the one way back)."""
-        return cls.make(data["batch_size"], data["num_workers"], data["pin_memory"],
-                        data.get("prefetch_factor"), data.get("persistent_workers", False), data.get("in_order", True))
+    def from_dict(cls, data: Mapping[str, Any]) -> "LoaderConfig":
+        """The config a ``loader_kwargs()`` or ``to_dict()`` mapping describes (the one way back);
+        a knob it does not name has DataLoader's default (KeyError for a required one)."""
+        return cls.make(**{k.name: data[k.name] if k.default is REQUIRED else data.get(k.name, k.default)
+                           for k in SETTINGS})
 
     def to_dict(self) -> dict:
-        """Every field, worker-only ones included (None/False without workers): the stored form."""
-        return dataclasses.asdict(self)
+        """Every knob, those that do not apply included (at their defaults): the stored form."""
+        return dict(self._items)
 
     def loader_kwargs(self) -> dict:
-        """The keyword arguments to pass to ``torch.utils.data.DataLoader``."""
-        kwargs = {"batch_size": self.batch_size, "num_workers": self.num_workers,
-                  "pin_memory": self.pin_memory}
-        if self.num_workers > 0:
-            kwargs["prefetch_factor"] = self.prefetch_factor
-            kwargs["persistent_workers"] = self.persistent_workers
-            if not self.in_order:
-                kwargs["in_order"] = False
-        return kwargs
+        """The keyword arguments to pass to ``torch.utils.data.DataLoader``: its knobs that apply,
+        less one left out at its default (``omit_default``)."""
+        return {k.name: self._values[k.name] for k in SETTINGS if DATALOADER in k.loaders and self.applies(k)
+                and not (k.omit_default and self._values[k.name] == k.default)}
 
     @property
     def key(self) -> str:
         """A stable name built from the parameters: one record per experiment."""
-        name = f"bs{self.batch_size}-w{self.num_workers}-pin{int(self.pin_memory)}"
-        if self.num_workers:
-            name += f"-pf{self.prefetch_factor}-pw{int(self.persistent_workers)}"
-            if not self.in_order:
-                name += "-ooo"
-        return name
+        tokens = (k.token(self._values[k.name]) for k in SETTINGS if self.applies(k))
+        return "-".join(t for t in tokens if t)
 
-    def replace(self, **changes) -> "LoaderConfig":
-        merged = {**dataclasses.asdict(self), **changes}
-        return LoaderConfig.make(**merged)
+    def replace(self, **changes: Any) -> "LoaderConfig":
+        return LoaderConfig.make(**{**self._values, **changes})
 
     def cost(self) -> tuple:
-        """Ordering for ties, by what a config costs over a whole run: fewer worker processes,
-        shallower prefetch (memory in flight), no pinning (page-locked memory), then kept
-        workers, since fresh ones pay their start-up again every epoch, and batches in order."""
-        return (self.num_workers, self.prefetch_factor or 0, int(self.pin_memory),
-                int(not self.persistent_workers) if self.num_workers else 0, int(not self.in_order),
-                self.batch_size)
+        """Ordering for ties, by what a config costs over a whole run: each knob's ``cost`` in
+        the order of ``tie_rank`` (fewer worker processes, shallower prefetch, no pinning, kept
+        workers, batches in order, then the batch size); a knob that does not apply costs 0."""
+        return tuple(k.cost(self._values[k.name]) if self.applies(k) else 0 for k in SETTINGS.by_tie_rank())
 
 
-# The DataLoader settings autoloader tunes, in LoaderConfig's order.
-TUNED_SETTINGS = tuple(f.name for f in dataclasses.fields(LoaderConfig))
+def _check_counts(knobs: Sequence[Knob], values: dict) -> None:
+    """The knobs that apply always (the batch size, the workers) first: the others' ``when``
+    reads them."""
+    for k in knobs:
+        if k.when is None and k.check is not None and k.name in values:
+            k.check(values[k.name])
 
 
-@dataclass(frozen=True)
+def _check(knobs: Sequence[Knob], values: dict) -> None:
+    _check_counts(knobs, values)
+    off = [k for k in knobs if not k.applies(values) and values[k.name] != k.default]
+    if off:
+        names = [k.name for k in off]
+        rule = " and ".join(sorted({k.when.text for k in off}))
+        raise usage(f"{', '.join(names)} {'needs' if len(off) == 1 else 'need'} {rule}",
+                    {k.name: values[k.name] for k in off},
+                    f"leave {'it' if len(off) == 1 else 'them'} at DataLoader's default when not {rule} "
+                    "(LoaderConfig.make does this)")
+    for k in knobs:
+        if k.when is not None and k.check is not None and k.applies(values):
+            k.check(values[k.name])
+
+
+@dataclass(frozen=True, init=False)
 class SearchSpace:
-    """What may vary. ``batch_sizes`` has one value unless the user asked to search it."""
+    """What may vary: ``batch_sizes`` (one value unless the user asked to search it), the workers
+    up to ``max_workers``, and each other knob's values (``choices``, by name: its domain on this
+    machine unless given, e.g. ``SearchSpace((16,), 8, pin_memory=(False,))``). ``unlocked``: the
+    gate options the user opened (a gated knob offers only its start otherwise)."""
 
     batch_sizes: tuple[int, ...]
     max_workers: int
-    pin_choices: tuple[bool, ...]
-    prefetch_choices: tuple[int, ...] = PREFETCH_CHOICES
-    persistent_choices: tuple[bool, ...] = (True, False)
+    choices: tuple[tuple[str, tuple], ...]
+    unlocked: frozenset[str]
 
-    def __post_init__(self) -> None:
-        if not self.batch_sizes:
-            raise usage("at least one batch size is needed", self.batch_sizes, "pass --batch-size N")
-        for size in self.batch_sizes:
+    def __init__(self, batch_sizes: Sequence[int], max_workers: int, *, unlocked: Sequence[str] = (),
+                 **choices: Sequence):
+        if not batch_sizes:
+            raise usage("at least one batch size is needed", batch_sizes, "pass --batch-size N")
+        for size in batch_sizes:
             check_batch_size(size)
-        if self.max_workers < 0:
-            raise usage("max_workers must be 0 or more", self.max_workers, "use a CPU count")
+        if max_workers < 0:
+            raise usage("max_workers must be 0 or more", max_workers, "use a CPU count")
+        varying = [k for k in SETTINGS if k.domain is not None]
+        unknown = sorted(set(choices) - {k.name for k in varying})
+        if unknown:
+            raise usage("a search space's choices are for the knobs of the settings table", unknown,
+                        f"pass choices for {', '.join(k.name for k in varying)}")
+        here = context()
+        object.__setattr__(self, "batch_sizes", tuple(batch_sizes))
+        object.__setattr__(self, "max_workers", max_workers)
+        object.__setattr__(self, "choices", tuple((k.name, tuple(choices[k.name]) if k.name in choices
+                                                   else tuple(k.domain(here))) for k in varying))
+        object.__setattr__(self, "unlocked", frozenset(unlocked))
+
+    def capped(self, max_workers: int) -> "SearchSpace":
+        """The same space with at most ``max_workers`` workers (a stream's shards cap them)."""
+        return SearchSpace(self.batch_sizes, min(self.max_workers, max_workers), unlocked=self.unlocked,
+                           **dict(self.choices))
+
+    def values(self, knob: Knob) -> Sequence:
+        """Every value the space holds for ``knob``, its gate aside."""
+        if knob is BATCH:
+            return self.batch_sizes
+        if knob is WORKERS:
+            return range(self.max_workers + 1)
+        return dict(self.choices).get(knob.name, (knob.first,))
+
+    def offered(self, knob: Knob) -> Sequence:
+        """The values the search may try: only the start of a knob whose gate is closed."""
+        values = self.values(knob)
+        if knob.gate is not None and knob.gate.option not in self.unlocked:
+            return (knob.first,) if knob.first in values else tuple(values[:1])
+        return values
+
+    def first(self, knob: Knob) -> Any:
+        """The knob's start where the space offers it, else the first value it offers."""
+        offered = self.offered(knob)
+        return knob.first if knob.first in offered else offered[0]
 
     def contains(self, config: LoaderConfig) -> bool:
-        return (config.batch_size in self.batch_sizes and config.num_workers <= self.max_workers
-                and config.pin_memory in self.pin_choices
-                and (config.num_workers == 0 or (config.prefetch_factor in self.prefetch_choices
-                                                 and config.persistent_workers in self.persistent_choices)))
+        return all(config[k] in self.values(k) for k in SETTINGS if config.applies(k))
 
     def default_config(self, num_workers: int, batch_size: int | None = None) -> LoaderConfig:
-        """The config the worker sweep uses: DataLoader's prefetch default, kept workers, and
-        pinning when pinning is on the table (it is only offered for a CUDA device)."""
-        return LoaderConfig.make(batch_size or self.batch_sizes[0], num_workers,
-                                 pin_memory=max(self.pin_choices), prefetch_factor=2,
-                                 persistent_workers=max(self.persistent_choices))
+        """The config the worker sweep uses: every other knob at its start where the space offers
+        it (DataLoader's prefetch default, kept workers, pinning when pinning is on the table)."""
+        return LoaderConfig.make(batch_size=batch_size or self.batch_sizes[0], num_workers=num_workers,
+                                 **{k.name: self.first(k) for k in SETTINGS if k.domain is not None})
 
 
-def search_space(batch_sizes: Sequence[int], cpus: int, device: str) -> SearchSpace:
+def search_space(batch_sizes: Sequence[int], cpus: int, device: str, unlocked: Sequence[str] = (),
+                 platform: str | None = None) -> SearchSpace:
     """What a tuning run may vary on this machine: workers up to MAX_WORKERS_PER_CPU per CPU, and
-    pinning both ways on CUDA (it only matters there)."""
-    return SearchSpace(batch_sizes=tuple(batch_sizes), max_workers=MAX_WORKERS_PER_CPU * cpus,
-                       pin_choices=(True, False) if device.startswith("cuda") else (False,))
+    each other knob over its domain here (pinning both ways on CUDA only, where it matters);
+    ``unlocked``: the gates the user opened (settings.open_gates)."""
+    here = context(device, cpus, platform)
+    return SearchSpace(tuple(batch_sizes), MAX_WORKERS_PER_CPU * cpus, unlocked=unlocked,
+                       **{k.name: tuple(k.domain(here)) for k in SETTINGS if k.domain is not None})
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:

@@ -26,6 +26,7 @@ from typing import Sequence
 from .model import Calibration
 from .policy import HOLD_TIE, RATE_SHIFT
 from .results import OK, TrialResult
+from .settings import SETTINGS
 from .space import LoaderConfig, SearchSpace
 from .strategy import Strategy
 
@@ -41,22 +42,21 @@ class WarmStart:
 
 
 def neighbours(config: LoaderConfig, space: SearchSpace) -> list[LoaderConfig]:
-    """Configs one step from ``config`` along each setting but the worker count: the prefetch
-    depth one step up and down the space's choices, persistence and pinning flipped, the batch
-    sizes either side."""
+    """Configs one step from ``config`` along each knob's ``step`` (settings.py), in their ranks'
+    order: the prefetch depth one step up and down the space's choices, persistence and pinning
+    flipped, the batch sizes either side; never the worker count, which is the search's to move."""
     out = []
-    if config.num_workers:
-        depths = sorted(space.prefetch_choices)
-        if config.prefetch_factor in depths:
-            at = depths.index(config.prefetch_factor)
-            out += [config.replace(prefetch_factor=depths[i]) for i in (at - 1, at + 1) if 0 <= i < len(depths)]
-        out += [config.replace(persistent_workers=v) for v in space.persistent_choices
-                if v != config.persistent_workers]
-    out += [config.replace(pin_memory=v) for v in space.pin_choices if v != config.pin_memory]
-    sizes = sorted(space.batch_sizes)
-    if config.batch_size in sizes:
-        at = sizes.index(config.batch_size)
-        out += [config.replace(batch_size=sizes[i]) for i in (at - 1, at + 1) if 0 <= i < len(sizes)]
+    stepped = sorted((k for k in SETTINGS if k.step is not None and config.applies(k)), key=lambda k: k.step.rank)
+    for knob in stepped:
+        value, offered = config[knob], space.offered(knob)
+        if knob.step.adjacent:
+            ordered = sorted(offered)
+            if value in ordered:
+                at = ordered.index(value)
+                out += [config.replace(**{knob.name: ordered[i]})
+                        for i in (at - 1, at + 1) if 0 <= i < len(ordered)]
+        else:
+            out += [config.replace(**{knob.name: v}) for v in offered if v != value]
     return [c for c in out if space.contains(c) and c != config]
 
 

@@ -70,7 +70,7 @@ class TuneResult:
     calibration: Calibration | None = None
     predicted: Prediction | None = None   # the model's figures for the pick, corrected by the bursts
     control: LoaderConfig | None = None   # the rule the tuner replaces, measured in the final
-    reorder_gain: float | None = None     # predicted gain of in_order=False, when not allowed
+    reorder_gain: float | None = None     # predicted gain of ORDER's proposal, when its gate is closed
     model_error: tuple[BurstError, ...] = ()   # each burst: predicted against measured
     study: str = ""                       # the study's name in its storage, and this run's id in it
     run_id: str = ""

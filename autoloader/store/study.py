@@ -35,6 +35,7 @@ import warnings
 from ..inputs.options import Limits
 from ..search.policy import RAISED
 from ..search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
+from ..search.settings import SETTINGS, WORKERS
 from ..search.space import TUNED_SETTINGS, LoaderConfig, SearchSpace
 from . import durable, runs, validate
 from .result import TuneResult
@@ -194,13 +195,13 @@ class StudyStore:
         trial.set_user_attr(runs.RUN_ATTR, self.run.run_id)
         trial_id = self.storage.get_trial_id_from_study_id_trial_number(self._study_id, trial.number)
         self._beats[trial.number] = runs.Heartbeat(self.storage, trial_id)
-        trial.suggest_categorical("batch_size", list(self.space.batch_sizes))
-        trial.suggest_int("num_workers", 0, max(self.space.max_workers, config.num_workers))
-        trial.suggest_categorical("pin_memory", list(self.space.pin_choices))
-        if config.num_workers:
-            trial.suggest_categorical("prefetch_factor", list(self.space.prefetch_choices))
-            trial.suggest_categorical("persistent_workers", list(self.space.persistent_choices))
-            trial.suggest_categorical("in_order", [True, False])
+        # One parameter per knob that applies, over every value the space holds of it (its gate
+        # aside: a study's distributions must not change between its runs).
+        for knob in SETTINGS:
+            if knob is WORKERS:
+                trial.suggest_int(knob.name, 0, max(self.space.max_workers, config.num_workers))
+            elif config.applies(knob):
+                trial.suggest_categorical(knob.name, list(self.space.values(knob)))
         trial.set_user_attr("config_key", config.key)
         trial.set_user_attr(LIMITS_ATTR, limits.to_dict())
         if code is not None:

@@ -17,6 +17,7 @@ from ..search.config import TunedConfig
 from ..search.knee import Knee
 from ..search.policy import MAX_WORKERS_PER_CPU
 from ..search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
+from ..search.settings import SETTINGS, WORKERS
 from ..search.space import LoaderConfig
 from . import checks
 from .checks import MAX_BATCH_SIZE, MAX_CPUS, MAX_PREFETCH, InvalidRecord
@@ -58,24 +59,17 @@ def _text(data: dict, key: str, *, optional: bool = True) -> None:
 
 
 def loader_config(data: object, max_workers: int | None = None) -> LoaderConfig:
-    """The LoaderConfig a stored mapping describes, every setting checked."""
+    """The LoaderConfig a stored mapping describes, every setting checked by its knob's rule
+    (NOTE [ The settings table ] in search/settings.py)."""
     if not isinstance(data, dict):
         raise InvalidRecord(f"config is {data!r}, not a mapping")
-    for key in ("batch_size", "num_workers"):
-        _count(data, key, optional=False)
-    if data["batch_size"] < 1:
-        raise InvalidRecord("batch_size is 0")
-    if max_workers is not None and data["num_workers"] > max_workers:
-        raise InvalidRecord(f"num_workers is {data['num_workers']}, more than the {max_workers} a run on this "
-                            f"hardware tries ({MAX_WORKERS_PER_CPU} per CPU)")
-    _flag(data, "pin_memory", False)
-    if "pin_memory" not in data:
-        raise InvalidRecord("pin_memory is missing")
-    _flag(data, "persistent_workers", False)
-    _flag(data, "in_order", True)
-    prefetch = data.get("prefetch_factor")
-    if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1):
-        raise InvalidRecord(f"prefetch_factor is {prefetch!r}, not a count of 1 or more")
+    for knob in SETTINGS:
+        problem = knob.stored(knob.name, data) if knob.stored is not None else None
+        if problem is not None:
+            raise InvalidRecord(problem)
+        if knob is WORKERS and max_workers is not None and data[knob.name] > max_workers:
+            raise InvalidRecord(f"{knob.name} is {data[knob.name]}, more than the {max_workers} a run on this "
+                                f"hardware tries ({MAX_WORKERS_PER_CPU} per CPU)")
     try:
         return LoaderConfig.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:

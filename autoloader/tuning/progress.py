@@ -22,6 +22,7 @@ from ..events.lines import gib as _gib, known as _known, mib as _mib, others_tex
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.results import OK
+from ..search.settings import ORDER
 from ..search.shards import stream_lines
 
 
@@ -128,8 +129,9 @@ def table(result, saved: bool = True) -> str:
         lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)} ({t.speedup:.2f}x with the tuned config)")
     gain = getattr(result, "reorder_gain", None)
     if gain is not None and gain > 0.02:
-        lines.append(f"  {'out of order':<20} in_order=False is predicted {gain * 100:+.0f}%; "
-                     "pass --allow-reorder to let the tuner use it (batches then come in another order)")
+        gate = ORDER.gate
+        lines.append(f"  {gate.label:<20} {ORDER.setting(ORDER.proposal.value)} is predicted {gain * 100:+.0f}%; "
+                     f"pass {gate.flag} to let the tuner use it ({gate.consequence})")
     if t.knee:
         hurt = f", falls from {t.knee.starts_hurting}" if t.knee.starts_hurting is not None else ""
         lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} workers, peak at "

@@ -41,6 +41,7 @@ from ..search.model_first import ModelFirst
 from ..search.policy import FINAL_ROUNDS, SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
+from ..search.settings import ORDER, open_gates
 from ..search.shards import stream_record, worker_cap
 from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
@@ -81,7 +82,7 @@ class Run:
         self.ranks = node.ranks if node is not None else Ranks()
         self.warm_start = warm_start    # NOTE [ Warm start ] in search/warm.py
         self.clock = Clock(options.budget)
-        self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device)
+        self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device, open_gates(problem))
         self.progress: Progress = progress or (lambda event: None)
         self.store: StudyStore | None = None
         self._timeline: list[tuple[str, float, float, str | None]] = []   # (what, start s, end s, config)
@@ -129,7 +130,7 @@ class Run:
         self._check_shm(info)
         # A sharded stream gives a worker past its shards nothing to read: the search stops there.
         self.uncapped = self.space.max_workers
-        self.space = dataclasses.replace(self.space, max_workers=worker_cap(info.shards, self.uncapped))
+        self.space = self.space.capped(worker_cap(info.shards, self.uncapped))
         problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class)
         key, fingerprint = problem.key, problem.hardware.fingerprint
         # Two tunes of one problem take turns (store/paths.held), as best_loader's do; the wait
@@ -192,8 +193,8 @@ class Run:
                                    growth=profile.growth, epoch_samples=epoch,
                                    shuffled=fixed.get("shuffle", True) is not False or "sampler" in fixed
                                    or "batch_sampler" in fixed)
-        search = ModelFirst(self.space, model, self.problem.hardware.cpus, self.problem.allow_reorder,
-                            self.memory.fits, control_cpus=self.ranks.node_cpus)
+        search = ModelFirst(self.space, model, self.problem.hardware.cpus, self.memory.fits,
+                            control_cpus=self.ranks.node_cpus)
         return warmed(search, self.warm_start, self.space)
 
     def _limits_now(self) -> Limits:
@@ -360,12 +361,12 @@ def _knee(strategy: Strategy, history: Sequence[TrialResult]) -> Knee | None:
 
 
 def _reorder_gain(model: Model, config: LoaderConfig, calib: Calibration, allowed: bool) -> float | None:
-    """What in_order=False is predicted to gain over the pick, when the user did not allow it
-    (it changes the order of batches, so it is never chosen silently)."""
-    if allowed or not config.num_workers:
+    """What out-of-order delivery (``ORDER.proposal``) is predicted to gain over the pick, when the
+    user did not open its gate (it changes the order of batches, so it is never chosen silently)."""
+    if allowed or not config.applies(ORDER):
         return None
     base = model.predict(config, calib).samples_per_s
-    return model.predict(config.replace(in_order=False), calib).samples_per_s / base - 1.0 if base else None
+    return model.predict(ORDER.proposed(config), calib).samples_per_s / base - 1.0 if base else None
 
 
 def fallback_profile(info: DatasetInfo, batch_size: int, cpus: int) -> Profile:

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 
 from autoloader.search.model import Model
 from autoloader.search.model_first import ModelFirst
-from autoloader.search.policy import MAX_WORKERS_PER_CPU
 from autoloader.search.results import TrialResult
-from autoloader.search.space import SearchSpace
+from autoloader.search.space import search_space
 from autoloader.store.result import TuneResult
 from scripts.bench.common import short
 from scripts.bench.records import report_main
@@ -81,8 +80,7 @@ def replays(rows: list[dict]) -> list[Replay]:
         cpus = int(tuner.hardware.cpus)
         cuda = tuner.device.startswith("cuda")
         # The tuner's own space (autoloader/search/space.py), at the batch size it profiled.
-        space = SearchSpace(batch_sizes=(profile.batch_size,), max_workers=MAX_WORKERS_PER_CPU * cpus,
-                            pin_choices=(True, False) if cuda else (False,))
+        space = search_space((profile.batch_size,), cpus, "cuda" if cuda else "cpu")
         model = Model(profile, "cuda" if cuda else "cpu")
         search = ModelFirst(space, model, cpus)
         calib = search.calibration(trials)
