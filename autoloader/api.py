@@ -14,13 +14,14 @@ reaches it through ``progress``.
 from __future__ import annotations
 
 import dataclasses
+import time
 import warnings
 from typing import Any, Sequence
 
 from .errors import AutoloaderWarning, NotSaved
 from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out, writable
-from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
+from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, budget_start
 from .inputs.problem import Problem
 from .node.group import Node, joined
 from .node.runner import on_node
@@ -59,10 +60,11 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     pick is per rank, its rate the node's, and every rank returns the same result (NOTE [ Tuning
     a node's ranks ] in node/__init__.py).
     """
+    started = budget_start()     # NOTE [ The budget is a wall bound ] in search/budget.py
     refuse_reimport("tune()")   # NOTE [ A script re-imported by spawn ] in probe/reimport.py
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
                             fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
-    options = Options.build(budget, trial_timeout, max_memory, out, storage)
+    options = Options.build(budget, trial_timeout, max_memory, out, storage, started=started)
     writable(options.out)   # before the trial process starts, not after its set-up
     node = joined()
     return _tune(_on(problem, node), options, api_progress(progress), node)
@@ -135,6 +137,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     each epoch, as with any DistributedSampler)."""
     from torch.utils.data import DataLoader, IterableDataset
 
+    started = budget_start()   # the dataset's build and its key are the call's too (NOTE [ The budget is a wall bound ])
     refuse_reimport("best_loader()")   # before the key's lock: NOTE [ A script re-imported by spawn ]
     progress = api_progress(progress)
     dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned
@@ -151,17 +154,20 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         # Rank 0's lookup decides for the node: all ranks tune together, or none does.
         tuned = node.broadcast(tuned)
         if tuned is None:
-            options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
+            options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
             if why is not None and progress is not None and node.rank == 0:
                 progress("not_reused", {"why": why})
             tuned = _picked(problem, options, progress, node)
     elif tuned is None:
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.
-        options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
+        options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
         busy = (lambda holder: progress("waiting", {"what": "lock", "holder": holder, "out": out})) \
             if progress is not None else None
+        waiting = time.monotonic()
         with held(path[:-len(".json")] + ".lock", busy):
+            # Another's turn is not this call's budget (as Run._start counts its own lock).
+            options = dataclasses.replace(options, started=started + time.monotonic() - waiting)
             tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
             if tuned is None:
                 if why is not None and progress is not None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import multiprocessing as mp
 import os
+import sys
 import time
 import traceback
 import warnings
@@ -401,7 +402,12 @@ def main(conn, setup: RunnerSetup) -> None:
             # has its result already, so this is not about the next one.
             continue
         if isinstance(message, Stop):
-            return
+            # Every trial's loaders and workers are gone by now; what is left is the interpreter's
+            # teardown of torch, seconds on a loaded machine that the driver would wait for past
+            # the run's result (NOTE [ The budget is a wall bound ] in search/budget.py).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         conn.send(Begin(os.getpid()))
         beat = lambda batches: conn.send(Beat(batches))  # noqa: E731
         if isinstance(message, ProfileRequest):

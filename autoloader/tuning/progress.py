@@ -168,8 +168,9 @@ class ProgressPrinter:
                     "neither measures on cores the other is using)")
         if what == "trial_start":
             clipped = ", clipped to the budget" if d.get("clipped") else ""
+            waited = f"{d['waited_s']:.0f} s of " if d["waited_s"] >= 1 else ""
             return (f"  waiting for the trial process to start and build the dataset and step "
-                    f"({d['waited_s']:.0f} s of at most {d['allowed_s']:.0f} s{clipped})")
+                    f"({waited}at most {d['allowed_s']:.0f} s{clipped})")
         if what == "rank":
             task = {"start": "start its trial process", "trial": "finish the trial", "command": "take the command",
                     "reply": "take this rank's reply", "next": "send its next command"}.get(d["task"], d["task"])

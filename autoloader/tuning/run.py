@@ -27,7 +27,7 @@ from ..node.ranks import Ranks
 from ..node.runner import NodeRunner
 from ..probe.driver import TrialRunner
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
-from ..search.budget import Clock, trial_seconds
+from ..search.budget import Clock, overhead_seconds, trial_seconds
 from ..search.choice import Finalist, best_of, choose
 from ..search.config import TunedConfig
 from ..search.knee import Knee, find_knee
@@ -76,7 +76,7 @@ class Run:
         self.problem, self.options = problem, options
         self.ranks = node.ranks if node is not None else Ranks()
         self.warm_start = warm_start    # NOTE [ Warm start ] in search/warm.py
-        self.clock = Clock(options.budget)
+        self.clock = Clock(options.budget, options.started)   # NOTE [ The budget is a wall bound ]
         self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device)
         self.progress = progress or (lambda event, data: None)
         self.store: StudyStore | None = None
@@ -88,10 +88,10 @@ class Run:
         self.before = None   # the previous result of the problem, once the run knows its key
         self.load_cpus = hardware.usable_cpus()   # the CPUs the machine's load is a share of
         notice = lambda data: self.progress("waiting", data)  # noqa: E731 - a long wait says what it waits for
-        self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.left, notice)
+        self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.bound_left, notice)
                        if node is not None else
                        TrialRunner(setup, max_memory=limits.max_memory, hang_timeout_s=limits.trial_timeout,
-                                   budget_left=self.clock.left, notice=notice))
+                                   budget_left=self.clock.bound_left, notice=notice))
 
     def run(self) -> TuneResult:
         try:
@@ -244,7 +244,8 @@ class Run:
             result = TrialResult(config, CONSTRAINT, cause="predicted_memory", error=breach)
         else:
             best = best_of(history, tolerance=0.0)
-            settings = dataclasses.replace(SEARCH_SETTINGS, prune_below=prune_line(best.samples_per_s if best else None))
+            settings = self.clock.window_for(dataclasses.replace(
+                SEARCH_SETTINGS, prune_below=prune_line(best.samples_per_s if best else None)), overhead_seconds(history))
             result = self.runner.measure(config, settings, limits.trial_timeout)
         self._timeline.append(("burst", start, self.clock.elapsed(), config.key))
         self.store.finish(trial, result)
