@@ -60,11 +60,11 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     pick is per rank, its rate the node's, and every rank returns the same result (NOTE [ Tuning
     a node's ranks ] in node/__init__.py).
     """
-    started = budget_start()     # NOTE [ The budget is a wall bound ] in search/budget.py
+    started, kept = budget_start()     # NOTE [ The budget is a wall bound ] in search/budget.py
     refuse_reimport("tune()")   # NOTE [ A script re-imported by spawn ] in probe/reimport.py
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
                             fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
-    options = Options.build(budget, trial_timeout, max_memory, out, storage, started=started)
+    options = Options.build(budget, trial_timeout, max_memory, out, storage, started=started, kept_s=kept)
     writable(options.out)   # before the trial process starts, not after its set-up
     node = joined()
     return _tune(_on(problem, node), options, api_progress(progress), node)
@@ -137,7 +137,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     each epoch, as with any DistributedSampler)."""
     from torch.utils.data import DataLoader, IterableDataset
 
-    started = budget_start()   # the dataset's build and its key are the call's too (NOTE [ The budget is a wall bound ])
+    started, _ = budget_start()   # the dataset's build and its key are the call's too (NOTE [ The budget is a wall bound ])
     refuse_reimport("best_loader()")   # before the key's lock: NOTE [ A script re-imported by spawn ]
     progress = api_progress(progress)
     dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned

@@ -30,6 +30,9 @@ CHANGED_EXIT_CODE = 3
 INCONCLUSIVE_EXIT_CODE = 5
 # Ctrl-C (SIGINT): the shell's convention, 128 + the signal's number.
 INTERRUPTED_EXIT_CODE = 130
+# --report: the seconds of --budget kept for writing the page after the run (matplotlib's import
+# and the plots take seconds: about 5 on a loaded 2-CPU machine), so the command still ends within it.
+REPORT_PAGE_S = 6.0
 
 
 FORMAT_HELP = ("Print the pick as a framework takes it: kwargs (DataLoader keyword arguments), hf "
@@ -116,7 +119,7 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
         nproc = group.check_nproc(nproc_per_node, resolve_device(device, gpus), len(gpus), hardware.usable_cpus())
         ranks = launch.launched(nproc) if nproc > 1 else contextlib.nullcontext()
         try:
-            with ranks, counted_from(started):
+            with ranks, counted_from(started, REPORT_PAGE_S if write_page else 0.0):
                 result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
                               max_memory=max_memory, device=device, out=out, storage=storage,
                               progress=False if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout,

@@ -114,6 +114,9 @@ class TrialRunner:
         telling ``notice`` meanwhile what it waits for (``startup.ready``)."""
         refuse_reimport("a tune")   # NOTE [ A script re-imported by spawn ] in reimport.py
         limit = self.setup_limit()
+        if self.budget_left is not None and self.budget_left() <= 0:
+            raise SetupError("the run's budget had ended, so the trial process was not started (again). Fix: "
+                             "raise --budget", usage=False)
         context = mp.get_context("spawn")
         parent_conn, child_conn = context.Pipe()
         self._group = None

@@ -51,18 +51,19 @@ class Clock:
     """The budget of one tuning run, counted from ``started`` (``time.monotonic()``; default now).
     Whoever asks what the search may still spend names who the final will measure."""
 
-    def __init__(self, budget_s: float, started: float | None = None):
+    def __init__(self, budget_s: float, started: float | None = None, kept_s: float = 0.0):
         self.budget = float(budget_s)
         self.t0 = time.monotonic() if started is None else started
+        self.kept = kept_s   # kept back for what the command does after the run (its report page)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
 
     def left(self) -> float:
-        return self.budget - self.elapsed()
+        return self.budget - self.kept - self.elapsed()
 
     def over(self) -> bool:
-        return self.elapsed() > self.budget
+        return self.left() < 0
 
     @property
     def bound(self) -> float:
@@ -71,7 +72,7 @@ class Clock:
 
     def bound_left(self) -> float:
         """Seconds any wait may still take: to the wall bound, less what closing the run takes."""
-        return self.bound - CLOSING_S - self.elapsed()
+        return self.bound - self.kept - CLOSING_S - self.elapsed()
 
     def window_for(self, settings: BurstSettings, overhead_s: float) -> BurstSettings:
         """``settings`` with the time cap clipped so that a burst of ``overhead_s`` beyond its

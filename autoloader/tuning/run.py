@@ -76,7 +76,7 @@ class Run:
         self.problem, self.options = problem, options
         self.ranks = node.ranks if node is not None else Ranks()
         self.warm_start = warm_start    # NOTE [ Warm start ] in search/warm.py
-        self.clock = Clock(options.budget, options.started)   # NOTE [ The budget is a wall bound ]
+        self.clock = Clock(options.budget, options.started, options.kept_s)   # NOTE [ The budget is a wall bound ]
         self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device)
         self.progress = progress or (lambda event, data: None)
         self.store: StudyStore | None = None
@@ -211,6 +211,8 @@ class Run:
         rounds = lambda: 1 if strategy.pick_unmeasured(history) else FINAL_ROUNDS  # noqa: E731
         while due or not (measured() and self.clock.search_left(history, strategy.finalists(history), rounds())
                           < trial_seconds(history)):
+            if self.clock.bound_left() <= 0:
+                break   # the set-up and the profile took it all: NOTE [ The budget is a wall bound ]
             config = due.pop() if due else strategy.propose(history)
             if config is None:
                 break
@@ -222,8 +224,12 @@ class Run:
                                     "busy": self.options.thresholds.busy,
                                     "expected": max(len(history), strategy.expected_trials()),
                                     "result": result, "best": best_of(history), "elapsed": self.clock.elapsed()})
-            if self.clock.over() and measured():
-                break
+            if (self.clock.over() and measured()) or self.clock.bound_left() <= 0:
+                break   # the wall bound ends even a run that measured nothing (NOTE [ The budget is a wall bound ])
+        if not history and self.clock.bound_left() <= 0:
+            raise NoFeasibleConfig(f"no config ran: the trial process's start-up and the profile took the whole "
+                                   f"budget ({self.clock.elapsed():.0f} s of {self.clock.budget:.0f} s). Fix: raise "
+                                   "--budget (a machine others load starts processes several times slower)")
         if not measured():
             causes = Counter(t.describe_failure() for t in history)
             listing = "; ".join(f"{n}x {c}" for c, n in causes.most_common(5))
