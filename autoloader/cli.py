@@ -14,7 +14,7 @@ from .store.versions import DISTRIBUTION
 
 from .api import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
 from .inputs.options import counted_from
-from .errors import AutoloaderError, AutoloaderWarning, NotSaved, UsageError, usage
+from .errors import AutoloaderError, AutoloaderWarning, InputError, NotSaved, UsageError, usage
 from .search.space import parse_batch_sizes
 from .tuning import progress as report
 
@@ -170,7 +170,11 @@ def _library_errors():
         with _showing_warnings():
             yield
     except UsageError as exc:
-        raise click.UsageError(str(exc)) from None
+        if not isinstance(exc, InputError):   # the command itself was mistyped: click's usage header
+            raise click.UsageError(str(exc)) from None
+        failure = _Failure(str(exc))
+        failure.exit_code = exc.exit_code
+        raise failure from None
     except AutoloaderError as exc:
         failure = _Failure(str(exc))
         failure.exit_code = exc.exit_code

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..errors import AutoloaderError, NoFeasibleConfig, UsageError, usage
+from ..errors import AutoloaderError, InputError, NoFeasibleConfig, usage
 from ..inputs import hardware
 from ..inputs.limits import clipped_timeout, warn_batch_past_length
 from ..inputs.options import Limits, Options
@@ -120,7 +120,7 @@ class Run:
             info = self.runner.start()
             self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
         except SetupError as exc:
-            raise (UsageError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
+            raise (InputError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)
         self._check_shm(info)
         problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class)
@@ -155,10 +155,11 @@ class Run:
         free = hardware.shm_free()
         need = self.ranks.shm(info.sample_bytes * batch_samples(min(self.space.batch_sizes), info.length))
         if free is not None and free < need:
-            raise usage("/dev/shm must hold at least one batch, since DataLoader workers pass batches through it",
-                        f"{free / 2**20:.1f} MiB free, one batch is {need / 2**20:.1f} MiB",
-                        "raise the shared-memory size (docker run --shm-size=8g, or a larger /dev/shm "
-                        "mount), or use a smaller --batch-size")
+            raise InputError(str(usage(
+                "/dev/shm must hold at least one batch, since DataLoader workers pass batches through it",
+                f"{free / 2**20:.1f} MiB free, one batch is {need / 2**20:.1f} MiB",
+                "raise the shared-memory size (docker run --shm-size=8g, or a larger /dev/shm "
+                "mount), or use a smaller --batch-size")))
 
     def _profile(self, info: DatasetInfo) -> tuple[Profile, Model]:
         """The pipeline's profile from the trial process, and the model on it; when the profile
@@ -258,7 +259,7 @@ class Run:
         if self.store.write_failed and not unstored:
             self.progress("unstored", {"message": self.store.write_failed})
         if result.cause == LOADER_ARGUMENTS:   # bad input, not this config's failure
-            raise UsageError(result.error)
+            raise InputError(result.error)
         return result
 
     def _final(self, strategy: Strategy, profile: Profile,
