@@ -19,6 +19,7 @@ import warnings
 from typing import Any, Sequence
 
 from .errors import AutoloaderWarning, NotSaved
+from .inputs.code_digest import callable_identity
 from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out, writable
 from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, budget_start
@@ -98,7 +99,22 @@ def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
     """The problem of a dataset built in this process: its length and content fingerprint are read
     here, from the object (NOTE [ Content fingerprint ] in inputs/content.py)."""
     return Problem.build(dataset, length=_length(dataset_obj), length_known=True,
-                         content=dataset_fingerprint(dataset_obj), dataset_class=dataset_class(dataset_obj), **build)
+                         content=dataset_fingerprint(dataset_obj), dataset_class=dataset_class(dataset_obj),
+                         step_identity=_step_identity(build.get("step")), **build)
+
+
+def _step_identity(step: Any) -> str | None:
+    """The step's identity as the trial process reads it (NOTE [ A step keyed by what it is ]): of
+    the object given, or of what a spec or a registry's recipe names, imported here."""
+    from .inputs.source import Source, load_spec
+
+    if step is None:
+        return None
+    if isinstance(step, str):
+        step = load_spec(step)
+    elif isinstance(step, Source):
+        step = step.load()
+    return callable_identity(step)
 
 
 def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:

@@ -123,7 +123,7 @@ class Run:
             raise (InputError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)
         self._check_shm(info)
-        problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class)
+        problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class, info.step_identity)
         key, fingerprint = problem.key, problem.hardware.fingerprint
         # Two tunes of one problem take turns (store/paths.held), as best_loader's do; the wait
         # for the other's turn is not this run's budget.
