@@ -29,7 +29,7 @@ import importlib
 _PUBLIC = {
     "tune": "api", "best_loader": "api", "stored_result": "api", "TuneResult": "api",
     "AutoloaderError": "errors", "AutoloaderWarning": "errors", "NoFeasibleConfig": "errors", "NotSaved": "errors",
-    "UsageError": "errors", "TunedConfig": "search.config", "TrialResult": "search.results",
+    "UsageError": "errors", "InputError": "errors", "TunedConfig": "search.config", "TrialResult": "search.results",
     "LoaderConfig": "search.space", "seed_worker": "seeding", "worker_generator": "seeding",
 }
 

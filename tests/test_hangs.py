@@ -99,7 +99,7 @@ def test_a_module_level_call_fails_at_once_naming_the_script_and_the_guard(entry
         stdout, stderr, wall = _finished(proc, t0, 180.0)
         assert proc.returncode == 1 and "DONE" not in stdout, (proc.returncode, stderr[-3000:])
         last = stderr.strip().splitlines()[-1]
-        assert last.startswith("autoloader.errors.UsageError: "), stderr[-3000:]
+        assert last.startswith("autoloader.errors.InputError: "), stderr[-3000:]   # a UsageError found by running
         assert f"{entry}() at module level of {path}" in last, last
         assert f'Fix: put the call, and the code that uses its result, under `if __name__ == "__main__":` in ' \
                f"train_{entry}.py" in last, last
