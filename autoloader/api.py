@@ -14,14 +14,16 @@ reaches it through ``progress``.
 from __future__ import annotations
 
 import dataclasses
+import time
 import warnings
 from typing import Any, Sequence
 
 from .errors import NotSaved, NotStored
 from .events import Progress, ResultNotReused, ResultReused, WaitingForLock
+from .inputs.code_digest import callable_identity
 from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out, writable
-from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
+from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, budget_start
 from .inputs.problem import Problem
 from .node.group import Node, joined
 from .node.runner import on_node
@@ -86,10 +88,11 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
         AutoloaderError: the trial process could not build the dataset or step, or a rank of a
             node's tune was lost.
     """
+    started, kept = budget_start()     # NOTE [ The budget is a wall bound ] in search/budget.py
     refuse_reimport("tune()")   # NOTE [ A script re-imported by spawn ] in probe/reimport.py
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
                             fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
-    options = Options.build(budget, trial_timeout, max_memory, out, storage)
+    options = Options.build(budget, trial_timeout, max_memory, out, storage, started=started, kept_s=kept)
     writable(options.out)   # before the trial process starts, not after its set-up
     node = joined()
     return _tune(_on(problem, node), options, api_progress(progress), node)
@@ -136,7 +139,22 @@ def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
     """The problem of a dataset built in this process: its length and content fingerprint are read
     here, from the object (NOTE [ Content fingerprint ] in inputs/content.py)."""
     return Problem.build(dataset, length=_length(dataset_obj), length_known=True,
-                         content=dataset_fingerprint(dataset_obj), dataset_class=dataset_class(dataset_obj), **build)
+                         content=dataset_fingerprint(dataset_obj), dataset_class=dataset_class(dataset_obj),
+                         step_identity=_step_identity(build.get("step")), **build)
+
+
+def _step_identity(step: Any) -> str | None:
+    """The step's identity as the trial process reads it (NOTE [ A step keyed by what it is ]): of
+    the object given, or of what a spec or a registry's recipe names, imported here."""
+    from .inputs.source import Source, load_spec
+
+    if step is None:
+        return None
+    if isinstance(step, str):
+        step = load_spec(step)
+    elif isinstance(step, Source):
+        step = step.load()
+    return callable_identity(step)
 
 
 def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
@@ -191,6 +209,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     """
     from torch.utils.data import DataLoader, IterableDataset
 
+    started, _ = budget_start()   # the dataset's build and its key are the call's too (NOTE [ The budget is a wall bound ])
     refuse_reimport("best_loader()")   # before the key's lock: NOTE [ A script re-imported by spawn ]
     progress = api_progress(progress)
     dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned
@@ -207,17 +226,20 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         # Rank 0's lookup decides for the node: all ranks tune together, or none does.
         tuned = node.broadcast(tuned)
         if tuned is None:
-            options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
+            options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
             if why is not None and progress is not None and node.rank == 0:
                 progress(ResultNotReused(why))
             tuned = _picked(problem, options, progress, node)
     elif tuned is None:
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.
-        options = Options.build(budget, trial_timeout, max_memory, writable(out), storage)
+        options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
         busy = (lambda holder: progress(WaitingForLock(holder, out))) \
             if progress is not None else None
+        waiting = time.monotonic()
         with held(path[:-len(".json")] + ".lock", busy):
+            # Another's turn is not this call's budget (as Run._start counts its own lock).
+            options = dataclasses.replace(options, started=started + time.monotonic() - waiting)
             tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
             if tuned is None:
                 if why is not None and progress is not None:

@@ -18,6 +18,13 @@ class UsageError(AutoloaderError, ValueError):
     exit_code = 2
 
 
+class InputError(UsageError):
+    """Bad input found by running it rather than by reading the command: the dataset or step
+    failing to build in the trial process, DataLoader refusing the arguments, a /dev/shm too small
+    for one batch. It exits 2 as bad usage does, but the command was typed right, so the CLI
+    prints no usage header above it."""
+
+
 class NoFeasibleConfig(AutoloaderError, RuntimeError):
     """Every configuration tried failed or broke a constraint."""
 

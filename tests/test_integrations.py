@@ -108,7 +108,7 @@ def test_formats_refuse_what_is_no_result():
 def test_a_trainer_over_several_nodes_is_refused_before_any_tune():
     import types
 
-    trainer = types.SimpleNamespace(num_nodes=2)
+    trainer = types.SimpleNamespace(num_nodes=2, strategy=None)
     with pytest.raises(UsageError, match="several nodes.*num_nodes=2.*Fix: tune once with Trainer.num_nodes=1"):
         lightning_integration.tuned_dataloader(Points(), trainer=trainer, batch_size=8)
 
@@ -116,12 +116,45 @@ def test_a_trainer_over_several_nodes_is_refused_before_any_tune():
 def test_a_missing_framework_names_its_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "lightning.pytorch", None)   # import then raises ImportError
     with pytest.raises(MissingFramework, match="needs lightning.*Fix: pip install lightning"):
-        lightning_integration._datamodule_class()
+        lightning_integration.__getattr__("TunedDataModule")
     monkeypatch.setitem(sys.modules, "transformers", None)
     from autoloader.integrations.huggingface import tune_trainer
 
     with pytest.raises(MissingFramework, match="needs transformers.*Fix: pip install transformers"):
         tune_trainer(object())
+
+
+@pytest.mark.parametrize("given", [5, "a string", None])
+def test_each_framework_helper_refuses_what_it_cannot_take_with_the_rule_the_value_and_the_fix(given):
+    pytest.importorskip("transformers")
+    from autoloader.integrations.accelerate import tuned_loader
+    from autoloader.integrations.huggingface import tune_trainer
+
+    with pytest.raises(UsageError, match=r"tune_trainer takes a transformers.Trainer .*\(got .*(int 5|str 'a string'|"
+                                         r"NoneType None).*\)\. Fix: pass the Trainer you call .train\(\) on"):
+        tune_trainer(given)
+    if given is None:
+        with pytest.raises(UsageError, match=r"tuned_loader\(dataset\) is a Dataset.*got 'NoneType None'.*Fix"):
+            tuned_loader(given)
+    else:
+        with pytest.raises(UsageError, match=r"tuned_dataloader\(trainer=\) takes a Lightning Trainer .*without "
+                                             r"strategy, num_nodes.*Fix: pass trainer=self.trainer"):
+            lightning_integration.tuned_dataloader(Points(), trainer=given, batch_size=8)
+    if not isinstance(given, str) and given is not None:
+        with pytest.raises(UsageError, match=r"tuned_loader\(dataset\) is a Dataset.*got 'int 5'.*Fix: pass the "
+                                             r"training set itself"):
+            tuned_loader(given, batch_size=8)
+
+
+def test_the_datamodule_is_a_module_level_class_that_pickles_and_checks_its_dataset():
+    pytest.importorskip("lightning")
+    from autoloader.integrations.lightning import TunedDataModule
+
+    assert "<locals>" not in TunedDataModule.__qualname__
+    copy = pickle.loads(pickle.dumps(TunedDataModule(Points(), batch_size=8, budget=10)))
+    assert type(copy) is TunedDataModule and copy.batch_size == 8 and copy.options == {"budget": 10}
+    with pytest.raises(UsageError, match=r"TunedDataModule\(train_dataset\) is a Dataset.*got 'int 5'.*Fix"):
+        TunedDataModule(5)
 
 
 # --- Lightning ----------------------------------------------------------------------------------
@@ -193,6 +226,28 @@ def test_lightning_ddp_ranks_tune_together_and_keep_their_sampler_and_accelerate
     assert [len(s) for s in twice] == [128, 128] and len(twice[0] | twice[1]) == 256, \
         "prepare() shards a DistributedSampler's loader again: half the data unread"
     assert [len(s) for s in once] == [256, 256] and once[0] | once[1] == set(range(512)) and not once[0] & once[1]
+
+
+@pytest.mark.slow
+def test_lightning_ddp_spawn_pickles_the_datamodule_to_its_ranks_which_tune_together(tmp_path):
+    """Two ``ddp_spawn`` ranks on the CPU (gloo) run tests/integration_spawn.py: see its docstring."""
+    pytest.importorskip("lightning")
+    report = str(tmp_path / "report")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO_ROOT, os.path.join(REPO_ROOT, "tests"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, os.path.join("tests", "integration_spawn.py"), str(tmp_path / "out"),
+                           report], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "Can't pickle" not in done.stderr
+    stored = only_result(tmp_path / "out")
+    assert stored["hardware"]["fingerprint"].endswith("-2rank"), "the spawned ranks tuned together"
+    pick = LoaderConfig.from_dict(stored["config"])
+    for rank in (0, 1):
+        with open(f"{report}.{rank}.json") as f:
+            seen = json.load(f)
+        assert seen["world"] == 2 and seen["used"] == full(pick), seen
+        assert seen["settings"] == pick.loader_kwargs()
+        assert seen["sampler"] == "DistributedSampler" and seen["num_replicas"] == 2 and seen["sampler_rank"] == rank
 
 
 # --- Hugging Face Trainer -----------------------------------------------------------------------

@@ -180,3 +180,29 @@ class BreaksOnRankOne(Dataset):
 
 def breaks_on_rank_one() -> BreaksOnRankOne:
     return BreaksOnRankOne()
+
+
+class SlowSamples(Dataset):
+    """A slow read and a little decode a sample: 20 ms asleep (a disk or a network), then 5 ms of
+    CPU; with ``slow_step``, a workload whose every burst and final round takes long."""
+
+    def __len__(self) -> int:
+        return 4096
+
+    def __getitem__(self, index: int):
+        time.sleep(0.02)
+        end = time.process_time() + 0.005
+        while time.process_time() < end:
+            pass
+        return torch.full((64,), float(index)), index % 10
+
+
+def slow_samples() -> SlowSamples:
+    return SlowSamples()
+
+
+def slow_step():
+    """A step factory: 250 ms a batch, as a large model's forward and backward on a small device."""
+    def step(batch):
+        time.sleep(0.25)
+    return step

@@ -172,8 +172,9 @@ def _lock(e: WaitingForLock) -> str:
 @line.register(WaitingForTrialStart)
 def _trial_start(e: WaitingForTrialStart) -> str:
     clipped = ", clipped to the budget" if e.clipped else ""
+    waited = f"{e.waited_s:.0f} s of " if e.waited_s >= 1 else ""   # the first notice comes at once
     return (f"  waiting for the trial process to start and build the dataset and step "
-            f"({e.waited_s:.0f} s of at most {e.allowed_s:.0f} s{clipped})")
+            f"({waited}at most {e.allowed_s:.0f} s{clipped})")
 
 
 _TASKS = {"start": "start its trial process", "trial": "finish the trial", "command": "take the command",

@@ -19,9 +19,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import os
+import re
 import site
 import sys
 import sysconfig
@@ -47,6 +49,44 @@ def code_fingerprint(dataset: Any, step: Any = None, fixed_kwargs: dict | None =
         except OSError:
             digest.update(b"unreadable")
     return digest.hexdigest()[:16]
+
+
+# NOTE [ A step keyed by what it is ]
+# The key named the step by its spelling: ``--step data.py:make_step`` on the CLI and
+# ``best_loader(..., step=make_step)`` from the script beside it were two problems, and the
+# second tuned again. The key now holds the step's identity: the module and qualified name of
+# the object given (the factory, when a factory is given; read where it is loaded: the trial
+# process for a spec, the caller's process for an object), and a digest of its code (bytecode,
+# names and constants, its nested functions included: a changed step is another problem, a
+# comment is not). A spec of a file is imported under the file's own name (source.py), as
+# ``import data`` names it; a script's own objects, ``__main__``'s (``__mp_main__``'s in a spawned
+# process), are named by the script's file too, so ``python train.py`` and ``train.py:make_step``
+# agree.
+
+
+def module_name(module: str | None) -> str:
+    """A module's name as keys give it: a script's (``__main__``, ``__mp_main__``) by its file's
+    stem, as ``MODULE:ATTR`` specs of that file import it."""
+    if module in ("__main__", "__mp_main__"):
+        path = getattr(sys.modules.get(module), "__file__", None)
+        if path:
+            return os.path.splitext(os.path.basename(path))[0]
+        return "__main__"
+    return module or "?"
+
+
+def callable_identity(obj: Any) -> str:
+    """``module.qualname#digest`` of a step (or its factory): NOTE [ A step keyed by what it is ]."""
+    if isinstance(obj, functools.partial):
+        args = re.sub(r" at 0x[0-9a-fA-F]+", "", repr((obj.args, sorted(obj.keywords.items()))))
+        return f"partial({callable_identity(obj.func)}, {args})"
+    kind = obj if inspect.isclass(obj) or isinstance(obj, (types.FunctionType, types.MethodType)) else type(obj)
+    func = getattr(kind, "__func__", kind)
+    name = f"{module_name(getattr(func, '__module__', None))}.{getattr(func, '__qualname__', type(obj).__name__)}"
+    digest = hashlib.sha256()
+    for code in _codes_of(obj):
+        digest.update(_code_bytes(code))
+    return f"{name}#{digest.hexdigest()[:12]}"
 
 
 def user_module_files(modules: Iterable[types.ModuleType] | None = None) -> list[str]:

@@ -34,11 +34,12 @@ _SEED = 0
 
 def dataset_class(dataset: Any) -> str:
     """The dataset's class as ``module.qualname``: the name its key carries, the same whether the
-    dataset was given built, as a factory or as a spec (a script's classes are ``__main__``'s in
-    the caller and ``__mp_main__``'s in a spawned process: one name)."""
+    dataset was given built, as a factory or as a spec (a script's classes are named by its file:
+    NOTE [ A step keyed by what it is ] in code_digest.py)."""
+    from .code_digest import module_name
+
     kind = type(dataset)
-    module = getattr(kind, "__module__", "?")
-    return f"{'__main__' if module == '__mp_main__' else module}.{getattr(kind, '__qualname__', kind.__name__)}"
+    return f"{module_name(getattr(kind, '__module__', None))}.{getattr(kind, '__qualname__', kind.__name__)}"
 
 
 def dataset_fingerprint(dataset: Any) -> str:

@@ -3,8 +3,11 @@ before anything starts."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import os
+import time
 from dataclasses import dataclass
 
 from ..errors import usage
@@ -23,6 +26,31 @@ MIN_MAX_MEMORY = 256 * 2**20
 # The share of the CPUs others may take before a run is busy, on a machine that others always
 # share (NOTE [ Others on the machine ] in search/load.py); a registry's [thresholds] busy wins.
 BUSY_ENV = "AUTOLOADER_BUSY_SHARE"
+
+
+# When the command that called tune() started (time.monotonic()), and the seconds it keeps for
+# itself after the run, where a command says so: the budget counts from there (NOTE [ The budget
+# is a wall bound ] in search/budget.py).
+_COMMAND: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar("autoloader_command",
+                                                                                     default=None)
+
+
+@contextlib.contextmanager
+def counted_from(started: float, kept_s: float = 0.0):
+    """Within the block, a tune's budget counts from ``started`` (the command's start), less
+    ``kept_s`` for what the command does after the run."""
+    token = _COMMAND.set((started, kept_s))
+    try:
+        yield
+    finally:
+        _COMMAND.reset(token)
+
+
+def budget_start() -> tuple[float, float]:
+    """(when a tune called now started spending its budget, the seconds kept back after it): its
+    command's, else now and none."""
+    command = _COMMAND.get()
+    return (time.monotonic(), 0.0) if command is None else command
 
 
 def default_thresholds() -> Thresholds:
@@ -61,10 +89,17 @@ class Options:
     storage: str | None
     # What counts as a change since the previous result (a retune registry's [thresholds]).
     thresholds: Thresholds = Thresholds()
+    # When the budget started (time.monotonic()): the command's or the call's start, so the
+    # set-up before the run's trial process starts is spent from it too (NOTE [ The budget is a
+    # wall bound ] in search/budget.py). None: when the run starts.
+    started: float | None = None
+    # Seconds of the budget kept for what the command does once the run has ended (a report page).
+    kept_s: float = 0.0
 
     @classmethod
     def build(cls, budget: float, trial_timeout: float, max_memory: int | str | None, out: str | None,
-              storage: str | None, thresholds: Thresholds | None = None) -> "Options":
+              storage: str | None, thresholds: Thresholds | None = None,
+              started: float | None = None, kept_s: float = 0.0) -> "Options":
         out = resolve_out(out)
         thresholds = thresholds if thresholds is not None else default_thresholds()
         if isinstance(trial_timeout, bool) or not isinstance(trial_timeout, (int, float)) or not trial_timeout > 0:
@@ -90,4 +125,4 @@ class Options:
         if os.path.exists(out) and not os.path.isdir(out):
             raise usage("--out is the folder results are written to", out,
                         f"move the file away, or {elsewhere(out, 'naming a folder (it is made if missing), not a file')}")
-        return cls(float(budget), Limits(ceiling, float(trial_timeout)), out, storage, thresholds)
+        return cls(float(budget), Limits(ceiling, float(trial_timeout)), out, storage, thresholds, started, kept_s)

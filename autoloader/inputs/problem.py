@@ -45,13 +45,18 @@ class Problem:
     # The built dataset's class (``content.dataset_class``), known with the length: the name in
     # the key, so a spec, a factory and the object they build find one stored result.
     dataset_class: str | None = None
+    # The step's identity (``code_digest.callable_identity``), known with the length: the step in
+    # the key, so a spec and the object it names find one stored result (NOTE [ A step keyed by
+    # what it is ] in code_digest.py).
+    step_identity: str | None = None
 
     @classmethod
     def build(cls, dataset: Any, *, step: Any = None, batch_size: int | None = None,
               batch_sizes: Sequence[int] | None = None, device: str | None = None,
               fixed_kwargs: dict | None = None, length: int | None = None, length_known: bool = False,
               allow_reorder: bool = False, hw: hardware.Hardware | None = None, content: str | None = None,
-              version: str | None = None, dataset_class: str | None = None) -> "Problem":
+              version: str | None = None, dataset_class: str | None = None,
+              step_identity: str | None = None) -> "Problem":
         """Check every input and build the problem; raises UsageError with the rule, the value
         and the fix."""
         sizes = batch_sizes_of(batch_size, batch_sizes)
@@ -64,16 +69,18 @@ class Problem:
         if not isinstance(allow_reorder, bool):
             raise usage("allow_reorder is True or False", allow_reorder, "pass allow_reorder=True (--allow-reorder)")
         return cls(dataset_source, step_source, sizes, resolve_device(device, hw.gpus), fixed, hw,
-                   length, length_known, allow_reorder, content, _version(version), dataset_class)
+                   length, length_known, allow_reorder, content, _version(version), dataset_class,
+                   step_identity if step_source is not None else None)
 
     def with_length(self, length: int | None, content: str | None = None,
-                    dataset_class: str | None = None) -> "Problem":
+                    dataset_class: str | None = None, step_identity: str | None = None) -> "Problem":
         """The problem once the dataset's length and content fingerprint are known (from the
         trial process); what is known already is kept, so the key never changes under a problem."""
         if self.length_known:
             return self
         return dataclasses.replace(self, length=length, length_known=True, content=content,
-                                   dataset_class=dataset_class)
+                                   dataset_class=dataset_class,
+                                   step_identity=step_identity if self.step is not None else None)
 
     @property
     def key(self) -> str:
@@ -86,7 +93,8 @@ class Problem:
         readable = re.sub(r"[^A-Za-z0-9]+", "-", re.split(r"[/.]", name)[-1]).strip("-")[:40] or "dataset"
         # A default repr carries a memory address (a collate_fn is "<function f at 0x7f...>"), which
         # would give every run a new key and never find a stored result again.
-        parts = (name, self.length, self.batch_sizes, self.step.name if self.step else None, self.device,
+        step = (self.step_identity or self.step.name) if self.step else None
+        parts = (name, self.length, self.batch_sizes, step, self.device,
                  sorted((k, re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))) for k, v in self.fixed_kwargs.items()))
         # Only when allowed, so that every other problem keeps the key it always had.
         identity = repr(parts + (("allow_reorder", True),) if self.allow_reorder else parts)

@@ -15,7 +15,9 @@ brings it when it is missing; nothing here is imported by ``import autoloader``.
 
 from __future__ import annotations
 
-from ..errors import AutoloaderError
+from typing import Any
+
+from ..errors import AutoloaderError, usage
 
 EXTRA = "pip install 'torch-autoloader[integrations]'"
 
@@ -37,3 +39,36 @@ def require(module: str, package: str, feature: str):
     except ImportError as exc:
         raise MissingFramework(f"{feature} needs {package}, which could not be imported ({exc}). "
                               f"Fix: pip install {package} (or {EXTRA})") from None
+
+
+def check_dataset(dataset: Any, where: str, allow_none: bool = False) -> None:
+    """``dataset`` is what ``best_loader`` takes: a Dataset (or anything indexable with a length),
+    a zero-argument factory of one, or a ``MODULE:ATTR`` spec; checked where the helper is called,
+    not at the first fit or the first batch."""
+    from torch.utils.data import Dataset, IterableDataset
+
+    if dataset is None and allow_none:
+        return
+    if isinstance(dataset, str):
+        if ":" in dataset:
+            return
+    elif isinstance(dataset, (Dataset, IterableDataset)) or callable(dataset) or (
+            hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__") and not isinstance(dataset, bytes)):
+        return
+    raise usage(f"{where} is a Dataset, a zero-argument function returning one, or a 'MODULE:ATTR' spec",
+                f"{type(dataset).__name__} {_short(dataset)}",
+                "pass the training set itself (e.g. torchvision.datasets.ImageFolder('train/')), the function "
+                "that builds it, or 'data.py:make'")
+
+
+def check_object(obj: Any, where: str, kind: str, needs: tuple[str, ...], fix: str) -> None:
+    """``obj`` has the attributes a framework's ``kind`` has (``needs``), or a clear error."""
+    missing = [name for name in needs if not hasattr(obj, name)]
+    if missing:
+        raise usage(f"{where} takes a {kind} (it reads its {', '.join(needs)})",
+                    f"{type(obj).__name__} {_short(obj)}, without {', '.join(missing)}", fix)
+
+
+def _short(obj: Any) -> str:
+    text = repr(obj)
+    return text if len(text) <= 80 else text[:77] + "..."

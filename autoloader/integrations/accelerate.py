@@ -25,6 +25,7 @@ import inspect
 from typing import Any
 
 from ..api import best_loader
+from . import check_dataset
 from .formats import dataloader_kwargs
 
 __all__ = ["tuned_loader"]
@@ -52,6 +53,7 @@ def tuned_loader(dataset: Any, **options):
     from torch.utils.data import DataLoader
     from torch.utils.data.distributed import DistributedSampler
 
+    check_dataset(dataset, "tuned_loader(dataset)")
     loader = best_loader(dataset, **options)
     if not isinstance(loader.sampler, DistributedSampler):
         return loader

@@ -124,7 +124,12 @@ def tune_trainer(trainer: Any, **options) -> dict:
             collator does not pickle, or an input breaks a rule.
         NoFeasibleConfig, AutoloaderError: as ``best_loader()`` does.
     """
-    require("transformers", "transformers", "autoloader.integrations.huggingface.tune_trainer")
+    transformers = require("transformers", "transformers", "autoloader.integrations.huggingface.tune_trainer")
+    if not isinstance(trainer, transformers.Trainer):
+        raise usage("tune_trainer takes a transformers.Trainer (it reads its train_dataset, data_collator and args)",
+                    f"{type(trainer).__name__} {_plain(repr(trainer))[:80]}",
+                    "pass the Trainer you call .train() on: tune_trainer(Trainer(model=..., args=..., "
+                    "train_dataset=...)); for a dataset alone, use autoloader.best_loader(dataset, ...)")
     for name in ("batch_size", "batch_sizes"):
         if name in options:
             raise usage("tune_trainer honours the trainer's batch size (args.per_device_train_batch_size)",

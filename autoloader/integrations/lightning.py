@@ -42,8 +42,7 @@ from typing import Any
 
 from ..api import best_loader
 from ..errors import usage
-from . import require
-from .formats import dataloader_kwargs
+from . import check_dataset, check_object, require
 
 __all__ = ["TunedDataModule", "tuned_dataloader"]
 
@@ -67,7 +66,11 @@ def tuned_dataloader(dataset: Any, *, trainer: Any = None, batch_size: int | Non
         UsageError: the Trainer spans several nodes, or an input breaks a rule.
         NoFeasibleConfig, AutoloaderError: as ``best_loader()`` does.
     """
+    check_dataset(dataset, "tuned_dataloader(dataset)")
     if trainer is not None:
+        check_object(trainer, "tuned_dataloader(trainer=)", "Lightning Trainer", ("strategy", "num_nodes"),
+                     "pass trainer=self.trainer from your LightningModule or DataModule, or leave trainer out "
+                     "(then pass device='cuda' or 'cpu')")
         nodes = getattr(trainer, "num_nodes", 1)
         if nodes > 1:
             raise usage("autoloader tunes the ranks of one node together, and this Trainer spans several nodes",
@@ -80,48 +83,14 @@ def tuned_dataloader(dataset: Any, *, trainer: Any = None, batch_size: int | Non
     return best_loader(dataset, batch_size=batch_size, **options)
 
 
-def _datamodule_class():
-    """TunedDataModule, built on first use so that importing this module needs no Lightning."""
-    lightning = require("lightning.pytorch", "lightning", "autoloader.integrations.lightning.TunedDataModule")
-
-    class TunedDataModule(lightning.LightningDataModule):
-        """A LightningDataModule whose train loader is tuned once per hardware and dataset
-        (module docstring). ``train_dataset``: a Dataset, a zero-argument factory or a
-        ``MODULE:ATTR`` spec, or None when ``setup()`` sets ``self.train_dataset``. ``options``:
-        ``best_loader``'s arguments (``budget``, ``step``, ``out``, ``version``, ...) and
-        DataLoader arguments (``collate_fn``, ``drop_last``, ...), used in every trial.
-
-        Args:
-            train_dataset: the train Dataset, factory or spec; None when ``setup()`` sets it.
-            batch_size: the batch size (``best_loader()``'s default when None).
-            **options: ``best_loader()``'s arguments and DataLoader arguments.
-
-        ``train_dataloader()`` returns the tuned DataLoader and sets ``self.settings`` (its
-        DataLoader settings); it raises UsageError when there is no train dataset."""
-
-        def __init__(self, train_dataset: Any = None, *, batch_size: int | None = None, **options):
-            super().__init__()
-            self.train_dataset = train_dataset
-            self.batch_size = batch_size
-            self.options = options
-            self.settings: dict | None = None   # the tuned DataLoader settings, once known
-
-        def train_dataloader(self):
-            if self.train_dataset is None:
-                raise usage("TunedDataModule needs a train dataset", None,
-                            "pass TunedDataModule(train_set, ...), or set self.train_dataset in setup()")
-            loader = tuned_dataloader(self.train_dataset, trainer=self.trainer, batch_size=self.batch_size,
-                                      **self.options)
-            self.settings = dataloader_kwargs(loader)
-            return loader
-
-    TunedDataModule.__module__ = __name__
-    return TunedDataModule
-
-
 def __getattr__(name: str):
+    """``TunedDataModule`` on first use, so that importing this module needs no Lightning. It is a
+    module-level class of ``lightning_data`` (a class built inside a function cannot be pickled,
+    and ``strategy="ddp_spawn"`` pickles the datamodule to every rank)."""
     if name == "TunedDataModule":
-        cls = _datamodule_class()
-        globals()[name] = cls   # once: every later lookup (and pickle's) finds this class
-        return cls
+        require("lightning.pytorch", "lightning", "autoloader.integrations.lightning.TunedDataModule")
+        from .lightning_data import TunedDataModule
+
+        globals()[name] = TunedDataModule
+        return TunedDataModule
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

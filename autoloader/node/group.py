@@ -8,6 +8,7 @@ import dataclasses
 import datetime
 import math
 import os
+import sys
 import time
 from typing import Any, Callable
 
@@ -152,6 +153,11 @@ def joined() -> Node | None:
     None outside a multi-rank launch. Every rank must call it: it joins a group and gathers the
     ranks' CPUs."""
     global _joined
+    if "torch.distributed" not in sys.modules and _env_world() <= 1:
+        # Nobody can have initialised a process group without importing torch.distributed, and
+        # no launcher says this is a rank: not a rank. Importing torch to find that out costs the
+        # CLI seconds of its budget before the trial process even starts.
+        return None
     import torch.distributed as dist
 
     if _joined is not None and dist.is_initialized():

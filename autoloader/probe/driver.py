@@ -69,6 +69,7 @@ class _Hung:
     batches: int        # as of the last Beat
     processes: int      # in the tree when the watchdog fired, before the kill
     detected_at: float  # time.monotonic() then
+    at_bound: bool = False  # the cap was the run's wall bound (NOTE [ The budget is a wall bound ])
 
 
 class TrialRunner:
@@ -87,7 +88,9 @@ class TrialRunner:
                  setup_timeout_s: float = SETUP_TIMEOUT_S, budget_left: Callable[[], float] | None = None,
                  notice: Callable[[Event], None] | None = None):
         self.setup = setup
-        self.budget_left = budget_left   # seconds left of the run's budget: start-up is clipped to it
+        # Seconds any wait may still take before the run's wall bound (NOTE [ The budget is a wall
+        # bound ] in search/budget.py): the start-up, the profile and each trial are cut there.
+        self.budget_left = budget_left
         self.notice = notice             # told what a long start-up waits for (probe/waiting.py)
         self.max_memory = max_memory
         self.hang_timeout_s = hang_timeout_s
@@ -102,8 +105,7 @@ class TrialRunner:
 
     def setup_limit(self) -> float:
         """The seconds the trial process may take to start and build the dataset and step: the
-        set-up's timeout, clipped to what is left of the run's budget (``budget_left``) as every
-        trial's watchdog is (``inputs.limits.clipped_timeout``), down to startup.MIN_CLIPPED_SETUP_S."""
+        set-up's timeout, clipped to what is left before the run's wall bound (``budget_left``)."""
         if self.budget_left is None:
             return self.setup_timeout_s
         return clipped_timeout(self.setup_timeout_s, self.budget_left(), startup.MIN_CLIPPED_SETUP_S)
@@ -113,6 +115,9 @@ class TrialRunner:
         telling ``notice`` meanwhile what it waits for (``startup.ready``)."""
         refuse_reimport("a tune")   # NOTE [ A script re-imported by spawn ] in reimport.py
         limit = self.setup_limit()
+        if self.budget_left is not None and self.budget_left() <= 0:
+            raise SetupError("the run's budget had ended, so the trial process was not started (again). Fix: "
+                             "raise --budget", usage=False)
         context = mp.get_context("spawn")
         parent_conn, child_conn = context.Pipe()
         self._group = None
@@ -166,7 +171,7 @@ class TrialRunner:
         meter = LoadMeter(self._proc.pid)
         if not self._send(ProfileRequest(batch_size, max(0, budget))):
             return None, "the trial process was gone"
-        outcome = self._wait(watch, t0, self._profile_cap(timeout), timeout)
+        outcome = self._wait(watch, t0, self._bounded(self._profile_cap(timeout)), timeout)
         if isinstance(outcome, Profiled):
             self.orphans += outcome.leaked_workers
             self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
@@ -225,7 +230,7 @@ class TrialRunner:
             if retry_allowed:
                 return None
             return TrialResult(config, FAILED, cause="runner_killed", error="the trial process was gone")
-        outcome = self._wait(watch, t0, self._cap(settings, timeout), timeout)
+        outcome = self._wait(watch, t0, self._bounded(self._cap(settings, timeout)), timeout)
         span = meter.stop()   # before a kill: the tree it counts is still there
         if isinstance(outcome, Measured):
             self.orphans += outcome.leaked_workers
@@ -256,11 +261,18 @@ class TrialRunner:
         """The most seconds a trial may take, however steadily it delivers."""
         return 2 * timeout + 3 * settings.max_window_s + 30.0
 
-    def _wait(self, watch: guard.TreeWatch, t0: float, cap: float,
+    def _bounded(self, cap: float) -> tuple[float, bool]:
+        """(the cap, whether it is the run's wall bound): a trial's own cap, or what is left
+        before the wall bound when that comes first."""
+        left = self.budget_left() if self.budget_left is not None else cap
+        return (cap, False) if cap <= left else (max(0.0, left), True)
+
+    def _wait(self, watch: guard.TreeWatch, t0: float, bounded: tuple[float, bool],
               timeout: float) -> Measured | Profiled | _Died | _Breach | _Hung:
         """Read the trial's messages while guarding its tree, until the trial ends one way or
         another: its result, the process's death, a memory breach, or the watchdog. Kills nothing."""
         begun, last_progress, batches = False, t0, 0
+        cap, at_bound = bounded
         while True:
             if self._conn.poll(0.05):
                 try:
@@ -286,7 +298,8 @@ class TrialRunner:
             quiet = now - last_progress
             if quiet > timeout or now - t0 > cap:
                 return _Hung(quiet_s=quiet, running_s=now - t0, cap_s=cap, timeout_s=timeout, batches=batches,
-                             processes=max(1, len(watch.procs)), detected_at=now)
+                             processes=max(1, len(watch.procs)), detected_at=now,
+                             at_bound=at_bound and quiet <= timeout)
 
     def _ended(self, config: LoaderConfig, outcome: _Died | _Breach | _Hung) -> TrialResult:
         """The result of a trial that ended without one of its own: a death, a breach, a hang."""
@@ -307,6 +320,9 @@ class TrialRunner:
                    if hang.timeout_s < self.hang_timeout_s else "")
         why = (f"no progress for {hang.quiet_s:.1f} s (the watchdog's timeout is {hang.timeout_s:.3g} s{clipped})"
                if hang.quiet_s > hang.timeout_s else
+               f"still running after {hang.running_s:.1f} s, when the run's budget ended (the command is bounded "
+               "by its budget, a tenth or 5 s more at most); a larger --budget measures it"
+               if hang.at_bound else
                f"still running after {hang.running_s:.0f} s, past the {hang.cap_s:.0f} s a trial may take "
                "(twice the watchdog's timeout, three window caps and 30 s)")
         return TrialResult(config, HANG, cause="hang", stalled_s=hang.quiet_s,

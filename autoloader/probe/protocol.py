@@ -77,6 +77,7 @@ class DatasetInfo:
     fingerprint: str | None = None  # the dataset's content: NOTE [ Content fingerprint ] in inputs/content.py
     code: str | None = None     # digest of the user's code: NOTE [ Failures keyed by code ] in inputs/code_digest.py
     dataset_class: str | None = None  # the built dataset's class, the name in the problem's key
+    step_identity: str | None = None  # the step as given: NOTE [ A step keyed by what it is ] in inputs/code_digest.py
     dataset_bytes: int | None = None  # what building the dataset added to the process's heap (its anonymous pages)
     threads: int | None = None  # torch's intra-op threads in the trial process, as the training process has them
     # An iterable dataset's shards and where it says so (probe/shards.py): the most workers with a share.

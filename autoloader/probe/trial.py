@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import multiprocessing as mp
 import os
+import sys
 import time
 import traceback
 import warnings
@@ -104,8 +105,13 @@ class _Runner:
         self.dataset_bytes = max(0, after - before) if before is not None and after is not None else None
         self.iterable = isinstance(self.dataset, torch.utils.data.IterableDataset)
         self.step = None
+        self.step_identity = None
         if setup.step is not None:
-            self.step = resolve_step(setup.step.load(), setup.step.name)
+            from ..inputs.code_digest import callable_identity
+
+            given = setup.step.load()
+            self.step_identity = callable_identity(given)   # the factory, when one was given: as the caller names it
+            self.step = resolve_step(given, setup.step.name)
         self.nvml = NvmlUtil() if self.cuda else None
         # Set when a trial left CUDA unusable: this process then ends after its result
         # (NOTE [ Pinned memory outlives its trial ] in device.py).
@@ -148,7 +154,8 @@ class _Runner:
                            runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=self.dataset_bytes,
                            fingerprint=dataset_fingerprint(self.dataset), dataset_class=dataset_class(self.dataset),
                            code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs),
-                           threads=self.torch.get_num_threads(), **shard_fields(self.dataset, self.iterable))
+                           threads=self.torch.get_num_threads(), step_identity=self.step_identity,
+                           **shard_fields(self.dataset, self.iterable))
 
     def _check_loader(self) -> None:
         """Build (not iterate) the first trial's DataLoader: an argument only DataLoader refuses is a
@@ -401,7 +408,12 @@ def main(conn, setup: RunnerSetup) -> None:
             # has its result already, so this is not about the next one.
             continue
         if isinstance(message, Stop):
-            return
+            # Every trial's loaders and workers are gone by now; what is left is the interpreter's
+            # teardown of torch, seconds on a loaded machine that the driver would wait for past
+            # the run's result (NOTE [ The budget is a wall bound ] in search/budget.py).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         conn.send(Begin(os.getpid()))
         beat = lambda batches: conn.send(Beat(batches))  # noqa: E731
         if isinstance(message, ProfileRequest):

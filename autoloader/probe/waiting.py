@@ -19,5 +19,7 @@ class Notices:
     def due(self, waited: float) -> bool:
         if waited < self.next_s:
             return False
-        self.next_s = waited + EVERY_S
+        # A notice said at once (next_s=0: the trial process's start) is followed by the usual
+        # one at FIRST_S, then one every EVERY_S.
+        self.next_s = FIRST_S if waited < FIRST_S else waited + EVERY_S
         return True

@@ -3,10 +3,26 @@
 The search stops when what is left, less the time kept back for the final, cannot hold another
 trial; the final runs as many rounds as what is left holds. Estimates come from the trials
 measured so far (their start-up, their windows), so a slow workload keeps back more.
+
+# NOTE [ The budget is a wall bound ]
+# A user who gives --budget 120 plans on the command ending about then. It ran well past it: the
+# clock started only once the run was built (after the command had imported torch to ask whether
+# it was a distributed rank), the first trial ran however little was left, and the trial
+# process's exit was waited for after the result. So:
+#  * the clock counts from the command's start (the process's, for the `autoloader` command; the
+#    call's, for tune() and best_loader()), set-up included;
+#  * the search and the final plan to end by the budget (``left``), each burst's window clipped
+#    to what is left (``window_for``), so the one trial a run must measure fits too;
+#  * every wait (the trial process's start, the profile, a trial) is cut at the wall bound less
+#    what closing the run takes (``bound_left``): the budget plus WALL_SLACK_SHARE of it, at
+#    least WALL_SLACK_MIN_S, less CLOSING_S for stopping the trial process, writing and printing.
+#    A trial cut there is ended as the watchdog ends a hang, its message saying why; a run that
+#    measured nothing by then fails saying the budget ended, with the fix.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from typing import Sequence
@@ -16,23 +32,53 @@ from .policy import FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS, FIRST_TRI
 from .results import OK, TrialResult
 from .space import LoaderConfig
 
+# The wall bound past the budget (NOTE [ The budget is a wall bound ]): a tenth of it, 5 s at least.
+WALL_SLACK_SHARE = 0.10
+WALL_SLACK_MIN_S = 5.0
+# Kept back inside the wall bound for ending the run: stopping the trial process, writing the
+# result and printing it.
+CLOSING_S = 2.0
+# A first burst's start-up and skipped batches, before any trial has measured them.
+FIRST_OVERHEAD_S = 2.0
+
+
+def wall_bound(budget_s: float) -> float:
+    """The most seconds a run of ``budget_s`` may take from the command's start to its exit."""
+    return budget_s + max(WALL_SLACK_SHARE * budget_s, WALL_SLACK_MIN_S)
+
 
 class Clock:
     """The budget of one tuning run, counted from ``started`` (``time.monotonic()``; default now).
     Whoever asks what the search may still spend names who the final will measure."""
 
-    def __init__(self, budget_s: float, started: float | None = None):
+    def __init__(self, budget_s: float, started: float | None = None, kept_s: float = 0.0):
         self.budget = float(budget_s)
         self.t0 = time.monotonic() if started is None else started
+        self.kept = kept_s   # kept back for what the command does after the run (its report page)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
 
     def left(self) -> float:
-        return self.budget - self.elapsed()
+        return self.budget - self.kept - self.elapsed()
 
     def over(self) -> bool:
-        return self.elapsed() > self.budget
+        return self.left() < 0
+
+    @property
+    def bound(self) -> float:
+        """The wall bound: the most seconds the run may take from its start to its end."""
+        return wall_bound(self.budget)
+
+    def bound_left(self) -> float:
+        """Seconds any wait may still take: to the wall bound, less what closing the run takes."""
+        return self.bound - self.kept - CLOSING_S - self.elapsed()
+
+    def window_for(self, settings: BurstSettings, overhead_s: float) -> BurstSettings:
+        """``settings`` with the time cap clipped so that a burst of ``overhead_s`` beyond its
+        window ends by the budget (down to its minimum window, for the trial a run must measure)."""
+        cap = max(settings.min_window_s, min(settings.max_window_s, self.left() - overhead_s))
+        return settings if cap >= settings.max_window_s else dataclasses.replace(settings, max_window_s=cap)
 
     def search_left(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig],
                     rounds: int = FINAL_ROUNDS) -> float:
@@ -46,6 +92,13 @@ class Clock:
         if len(finalists) < 2:
             return 0.0
         return min(rounds * round_seconds(finalists, history), FINAL_RESERVE_SHARE * self.budget)
+
+
+def overhead_seconds(history: Sequence[TrialResult]) -> float:
+    """What a burst takes beyond its window (its workers' start, the skipped batches), typically
+    so far: the median over the measured trials, FIRST_OVERHEAD_S before any."""
+    spent = [t.seconds - t.window_s for t in history if t.status == OK and t.seconds and t.window_s]
+    return max(0.3, statistics.median(spent)) if spent else FIRST_OVERHEAD_S
 
 
 def trial_seconds(history: Sequence[TrialResult]) -> float:

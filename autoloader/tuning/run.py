@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..errors import AutoloaderError, AutoloaderWarning, NoFeasibleConfig, UsageError, usage
+from ..errors import AutoloaderError, AutoloaderWarning, InputError, NoFeasibleConfig, usage
 from ..events import (ControlRetried, Profiled, Progress, TrialDone, TrialsUnstored, TuneDone, TuneStarted,
                       WaitingForLock)
 from ..inputs import hardware
@@ -30,7 +30,7 @@ from ..node.ranks import Ranks
 from ..node.runner import NodeRunner
 from ..probe.driver import TrialRunner
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
-from ..search.budget import Clock, trial_seconds
+from ..search.budget import Clock, overhead_seconds, trial_seconds
 from ..search.choice import Finalist, best_of, choose
 from ..search.config import TunedConfig
 from ..search.knee import Knee, find_knee
@@ -81,7 +81,7 @@ class Run:
         self.problem, self.options = problem, options
         self.ranks = node.ranks if node is not None else Ranks()
         self.warm_start = warm_start    # NOTE [ Warm start ] in search/warm.py
-        self.clock = Clock(options.budget)
+        self.clock = Clock(options.budget, options.started, options.kept_s)   # NOTE [ The budget is a wall bound ]
         self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device, open_gates(problem))
         self.progress: Progress = progress or (lambda event: None)
         self.store: StudyStore | None = None
@@ -93,10 +93,11 @@ class Run:
         self.before = None   # the previous result of the problem, once the run knows its key
         self.load_cpus = hardware.usable_cpus()   # the CPUs the machine's load is a share of
         # A long wait says what it waits for (probe/waiting.py): the runner reports it as an event.
-        self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.left, self.progress)
+        self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.bound_left,
+                                  self.progress)
                        if node is not None else
                        TrialRunner(setup, max_memory=limits.max_memory, hang_timeout_s=limits.trial_timeout,
-                                   budget_left=self.clock.left, notice=self.progress))
+                                   budget_left=self.clock.bound_left, notice=self.progress))
 
     def run(self) -> TuneResult:
         try:
@@ -125,13 +126,13 @@ class Run:
             info = self.runner.start()
             self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
         except SetupError as exc:
-            raise (UsageError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
+            raise (InputError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)
         self._check_shm(info)
         # A sharded stream gives a worker past its shards nothing to read: the search stops there.
         self.uncapped = self.space.max_workers
         self.space = self.space.capped(worker_cap(info.shards, self.uncapped))
-        problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class)
+        problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class, info.step_identity)
         key, fingerprint = problem.key, problem.hardware.fingerprint
         # Two tunes of one problem take turns (store/paths.held), as best_loader's do; the wait
         # for the other's turn is not this run's budget.
@@ -161,10 +162,11 @@ class Run:
         free = hardware.shm_free()
         need = self.ranks.shm(info.sample_bytes * batch_samples(min(self.space.batch_sizes), info.length))
         if free is not None and free < need:
-            raise usage("/dev/shm must hold at least one batch, since DataLoader workers pass batches through it",
-                        f"{free / 2**20:.1f} MiB free, one batch is {need / 2**20:.1f} MiB",
-                        "raise the shared-memory size (docker run --shm-size=8g, or a larger /dev/shm "
-                        "mount), or use a smaller --batch-size")
+            raise InputError(str(usage(
+                "/dev/shm must hold at least one batch, since DataLoader workers pass batches through it",
+                f"{free / 2**20:.1f} MiB free, one batch is {need / 2**20:.1f} MiB",
+                "raise the shared-memory size (docker run --shm-size=8g, or a larger /dev/shm "
+                "mount), or use a smaller --batch-size")))
 
     def _profile(self, info: DatasetInfo) -> tuple[Profile, Model]:
         """The pipeline's profile from the trial process, and the model on it; when the profile
@@ -172,7 +174,10 @@ class Run:
         On a node the model is one rank's: its CPUs the rank's share, its epoch the rank's shard."""
         batch_size = self.problem.batch_sizes[0]
         start = self.clock.elapsed()
-        profile, error = self.runner.profile(batch_size, self._limits_now().trial_timeout)
+        # A profile that stalls may wait out half of what is left, no more: the one trial a run
+        # must measure still has the other half (NOTE [ The budget is a wall bound ]).
+        stall = clipped_timeout(self.options.limits.trial_timeout, self.clock.left() / 2)
+        profile, error = self.runner.profile(batch_size, stall)
         self._timeline.append(("profile", start, self.clock.elapsed(), None))
         if profile is None:
             profile = fallback_profile(info, batch_size, self.problem.hardware.cpus)
@@ -216,6 +221,8 @@ class Run:
         rounds = lambda: 1 if strategy.pick_unmeasured(history) else FINAL_ROUNDS  # noqa: E731
         while due or not (measured() and self.clock.search_left(history, strategy.finalists(history), rounds())
                           < trial_seconds(history)):
+            if self.clock.bound_left() <= 0:
+                break   # the set-up and the profile took it all: NOTE [ The budget is a wall bound ]
             config = due.pop() if due else strategy.propose(history)
             if config is None:
                 break
@@ -226,8 +233,12 @@ class Run:
             self.progress(TrialDone(len(history) + (not stands), max(len(history), strategy.expected_trials()),
                                     result, best_of(history), self.clock.elapsed(), again=not stands,
                                     cpus=self.load_cpus, busy=self.options.thresholds.busy))
-            if self.clock.over() and measured():
-                break
+            if (self.clock.over() and measured()) or self.clock.bound_left() <= 0:
+                break   # the wall bound ends even a run that measured nothing (NOTE [ The budget is a wall bound ])
+        if not history and self.clock.bound_left() <= 0:
+            raise NoFeasibleConfig(f"no config ran: the trial process's start-up and the profile took the whole "
+                                   f"budget ({self.clock.elapsed():.0f} s of {self.clock.budget:.0f} s). Fix: raise "
+                                   "--budget (a machine others load starts processes several times slower)")
         if not measured():
             causes = Counter(t.describe_failure() for t in history)
             listing = "; ".join(f"{n}x {c}" for c, n in causes.most_common(5))
@@ -248,14 +259,15 @@ class Run:
             result = TrialResult(config, CONSTRAINT, cause="predicted_memory", error=breach)
         else:
             best = best_of(history, tolerance=0.0)
-            settings = dataclasses.replace(SEARCH_SETTINGS, prune_below=prune_line(best.samples_per_s if best else None))
+            settings = self.clock.window_for(dataclasses.replace(
+                SEARCH_SETTINGS, prune_below=prune_line(best.samples_per_s if best else None)), overhead_seconds(history))
             result = self.runner.measure(config, settings, limits.trial_timeout)
         self._timeline.append(("burst", start, self.clock.elapsed(), config.key))
         self.store.finish(trial, result)
         if self.store.write_failed and not unstored:
             self.progress(TrialsUnstored(self.store.write_failed))
         if result.cause == LOADER_ARGUMENTS:   # bad input, not this config's failure
-            raise UsageError(result.error)
+            raise InputError(result.error)
         return result
 
     def _final(self, strategy: Strategy, profile: Profile,

@@ -94,10 +94,10 @@ def _module_level(root: str, entry: str):
         if outputs is None:
             return
         lasts = [(err.strip().splitlines() or [""])[-1] for _, err in outputs]
-        check.survived = all(p.returncode == 1 and "DONE" not in out and last.startswith("autoloader.errors.UsageError")
+        check.survived = all(p.returncode == 1 and "DONE" not in out and last.startswith("autoloader.errors.InputError")
                              and f"{entry}() at module level of {path}" in last and "__name__ ==" in last
                              and err.count("Traceback") == 1 for p, (out, err), last in zip(procs, outputs, lasts))
-        check.told = lasts[0].replace("autoloader.errors.UsageError: ", "")
+        check.told = lasts[0].replace("autoloader.errors.InputError: ", "")
         if not check.survived:
             check.note = f"exits {[p.returncode for p in procs]}"
     return body
