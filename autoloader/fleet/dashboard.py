@@ -28,7 +28,7 @@ import socket
 import warnings
 from dataclasses import dataclass
 
-from ..errors import AutoloaderError, AutoloaderWarning, UsageError, usage
+from ..errors import AutoloaderError, AutoloaderWarning, UsageError, clip, one_line, usage
 from ..search.space import LoaderConfig
 from ..store.durable import open_reader
 from ..store.paths import study_files
@@ -142,7 +142,7 @@ def _snapshot(files: list[str]) -> tuple[object, int]:
             for name in copied:   # none of a file that could not be read whole
                 optuna.delete_study(study_name=name, storage=memory)
             root = innermost(exc)
-            why = f"{type(root).__name__}: {(str(root).splitlines() or [''])[0][:200]}"
+            why = f"{type(root).__name__}: {clip(one_line((str(root).splitlines() or [''])[0]), 300)}"
             warnings.warn(f"the dashboard leaves out the study {path}: it cannot be read ({why}). The other "
                           "studies are served", StudySkipped, stacklevel=2)
     return memory, served

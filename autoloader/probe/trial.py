@@ -44,7 +44,7 @@ from ..search.results import FAILED, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig
 from . import guard
 from .device import NvmlUtil, release_cached_memory, to_device
-from .failures import classify_failure, describe_failure, raised_os_error
+from .failures import classify_failure, describe_failure, failure_line, raised_os_error
 from .growth import NewestIterator, anonymous_bytes, with_growth
 from .protocol import (
     BEAT_S,
@@ -340,7 +340,7 @@ class _Runner:
                                   memory_budget=memory_budget)
             profile = with_growth(profile, self.dataset, self._fixed_kwargs(), self.dataset_bytes, lambda: beat(0))
         except Exception as exc:  # noqa: BLE001 - a profile that fails is reported, never raised
-            return None, f"{type(exc).__name__}: {exc}"[:500]
+            return None, failure_line(exc)
         finally:
             if self.cuda:
                 self.cuda_broken = release_cached_memory(self.torch)

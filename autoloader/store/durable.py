@@ -28,7 +28,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
-from ..errors import AutoloaderWarning, NotSaved, UsageError, usage
+from ..errors import AutoloaderWarning, NotSaved, UsageError, clip, one_line, usage
 from ..inputs.home import elsewhere
 from .storage import masked, open_storage, open_study
 
@@ -109,7 +109,7 @@ def write_failure(what: str, where: str, exc: BaseException, url: str | None = N
     """What could not be written, where, why (the innermost error: Optuna's own wrapper says
     little) and, on a local disk, how much was free there."""
     root = innermost(exc)
-    reason = f"{type(root).__name__}: {str(root).splitlines()[0][:200] if str(root) else ''}".rstrip(": ")
+    reason = f"{type(root).__name__}: {_first_line(root)}".rstrip(": ")
     if url is not None:
         reason = scrub(reason, url)
     local = url is None or sqlite_file(url) is not None
@@ -133,6 +133,12 @@ def write_fix(errors: list[BaseException], url: str | None = None, study_under_o
                 "run the same command again (it resumes)")
     return (f"{room}, and run the same command again (it resumes; the study is kept under --out, so with another "
             "--out it would start afresh)")
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line, on one line (a decoding error quotes the bytes it met) and cut at a
+    word when it runs on."""
+    return clip(one_line((str(exc).splitlines() or [""])[0]), 300)
 
 
 def innermost(exc: BaseException) -> BaseException:
@@ -178,7 +184,7 @@ def quick_check(path: str) -> str | None:
     except sqlite3.DatabaseError as exc:
         return str(exc) if is_corrupt(exc) else None
     found = [str(r[0]) for r in rows if r and r[0] != "ok"]
-    return "; ".join(found)[:300] if found else None
+    return clip(one_line("; ".join(found)), 300) if found else None
 
 
 def move_aside(path: str, why: str) -> str:
@@ -247,7 +253,7 @@ def open_sound(url: str, name: str, sampler, given: bool, heartbeat_s: int, grac
                     and (isinstance(exc, Unreadable) or is_corrupt(exc)):
                 root = innermost(exc)
                 why = (f"SQLite's quick_check: {exc}" if isinstance(exc, Unreadable) else
-                       scrub(f"{type(root).__name__}: {(str(root).splitlines() or [''])[0][:200]}", url))
+                       scrub(f"{type(root).__name__}: {_first_line(root)}", url))
                 moved = move_aside(path, why)
                 continue
             if is_disk_full(exc):
@@ -261,7 +267,7 @@ def open_error(url: str, given: bool, exc: BaseException) -> UsageError:
     """The usage error for a storage Optuna cannot open, password masked; the fix depends on
     whether the user named it (--storage) or it is the default SQLite file under --out."""
     root = innermost(exc)
-    why = scrub(f"{type(root).__name__}: {(str(root).splitlines() or [''])[0][:200]}", url)
+    why = scrub(f"{type(root).__name__}: {_first_line(root)}", url)
     if given:
         return usage("the study's storage must be a database URL Optuna can open (--storage)", masked(url),
                      f"use e.g. sqlite:///results/study.db (the directory must be writable), or leave --storage "

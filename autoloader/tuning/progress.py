@@ -15,6 +15,7 @@ import math
 import sys
 from typing import Callable, TextIO
 
+from ..errors import clip, one_line
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.policy import BUSY_SHARE, busy_at
@@ -103,7 +104,7 @@ class ProgressPrinter:
     def _retuned(self, d: dict) -> str:
         o = d["outcome"]
         if o.error:
-            return f"  {o.name}: FAILED {o.error.splitlines()[0][:300]}"
+            return f"  {o.name}: FAILED {clip(one_line(o.error), 500)}"
         why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
         load = o.drift.load if o.drift is not None else None
         if o.drift is not None and o.drift.inconclusive and load is not None and load.others_cpus is not None:
@@ -121,7 +122,7 @@ class ProgressPrinter:
     def _profile(self, d: dict) -> str:
         p = d["profile"]
         if d.get("error"):
-            return f"  profile: not measured ({d['error'][:200]}); the bursts will correct a rough one"
+            return f"  profile: not measured ({clip(one_line(d['error']), 500)}); the bursts will correct a rough one"
         q = p.sample_quantiles()
         pin = f", pin {p.pin_s * 1e3:.1f} ms, copy {(p.h2d_pinned_s or 0) * 1e3:.1f} ms" if p.pin_s is not None else ""
         cpus = d.get("cpus") or p.cpus
@@ -180,7 +181,7 @@ class ProgressPrinter:
 
     def _control_again(self, d: dict) -> str:
         r = d["result"]
-        return (f"  the cpus-1 rule's config {r.config.key} failed in the run resumed here ({r.describe_failure()[:200]}); "
+        return (f"  the cpus-1 rule's config {r.config.key} failed in the run resumed here ({clip(r.describe_failure(), 500)}); "
                 "measuring it again, since the pick is held against it")
 
     def _unstored(self, d: dict) -> str:
@@ -342,7 +343,7 @@ def rule_line(result) -> str:
     trials = [tr for tr in result.trials if tr.config == control]
     failed = next((tr for tr in trials if tr.status != OK), None)
     if failed is not None:
-        return f"could not run here ({rule}): {failed.describe_failure()[:200]}"
+        return f"could not run here ({rule}): {clip(failed.describe_failure(), 500)}"
     burst = next((tr for tr in trials if tr.status == OK and tr.samples_per_s), None)
     if burst is not None:
         rough = " (stopped early: a rough figure)" if burst.pruned else ""
