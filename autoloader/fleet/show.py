@@ -11,7 +11,7 @@ from ..inputs import hardware
 from ..store.door import load_result
 from ..store.durable import open_reader
 from ..store.history import stored_picks
-from ..store.paths import result_files, split_study_name
+from ..store.paths import result_files, result_path, split_study_name
 from ..store.records import DatasetRecord
 from ..store.result import TuneResult
 from ..tuning.progress import load_lines
@@ -86,6 +86,14 @@ def find(out: str, name: str, storage: str | None = None) -> TuneResult:
                         "pass <fingerprint>/<key>")
         matches = mine
     return matches[0]
+
+
+def report_beside(out: str, found: TuneResult) -> str:
+    """Where ``found``'s report is written, beside its result file: the file it was read from,
+    or for a result held only in a storage, where its file would be under ``out``."""
+    if os.path.isfile(found.where) or found.where.endswith(".json"):
+        return found.where
+    return result_path(out, found.hardware.fingerprint or "unknown", found.dataset_key)
 
 
 def _pick(kwargs: dict) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 from typing import Callable, TextIO
 
@@ -296,8 +297,17 @@ def _verdict_line(result) -> str | None:
     return headline(result)
 
 
-def report_written(paths: dict) -> str:
-    return f"autoloader: report written: {paths['html']} (markdown twin {paths['markdown']})"
+def report_written(written) -> str:
+    """What of a report was written (explain/files.Written), and one line for each file that
+    could not be (NOTE [ A report writes what it can ])."""
+    pages = [p for p in (written.html, written.markdown) if p in written.written]
+    if pages == [written.html, written.markdown]:
+        head = f"autoloader: report written: {written.html} (markdown twin {written.markdown})"
+    elif pages:
+        head = f"autoloader: report partly written: {pages[0]}"
+    else:
+        head = f"autoloader: report not written (beside {os.path.dirname(written.html) or '.'})"
+    return "\n".join([head] + [f"  not written: {one_line(f)}" for f in written.failed])
 
 
 def _mib(n: float) -> str:
