@@ -81,3 +81,9 @@ def rows() -> Rows:
 
 def arrays() -> ArrayRows:
     return ArrayRows()
+
+
+def half_rows() -> Rows:
+    """Half of ``rows``: enough Python objects that the rule's one worker is forecast to copy a
+    few hundred MiB over its run, in tunes of seconds (the memory-ceiling test of the final)."""
+    return Rows(length=ROWS // 2)

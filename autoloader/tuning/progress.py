@@ -355,6 +355,12 @@ def rule_line(result) -> str:
     if failed is not None:
         return f"could not run here ({rule}): {clip(failed.describe_failure(), 500)}"
     burst = next((tr for tr in trials if tr.status == OK and tr.samples_per_s), None)
+    forecast, inputs = getattr(result, "control_memory", None), getattr(result, "inputs", None)
+    ceiling = inputs.max_memory if inputs is not None else None
+    if forecast is not None and ceiling and forecast.host_bytes > ceiling:   # kept out of the final: final.py
+        seen = f"; its burst read {_rate(burst.samples_per_s)}" if burst is not None else ""
+        return (f"the rule's forecast {_gib(forecast.host_bytes)} is past the {_gib(ceiling)} ceiling: not measured "
+                f"in the final ({rule}){seen}")
     if burst is not None:
         rough = " (stopped early: a rough figure)" if burst.pruned else ""
         return (f"not in an interleaved final ({rule}): no round of it fit in the budget; its burst read "

@@ -103,7 +103,10 @@ class Run:
             history = self._search(strategy, started)
             finals, load = self._final(strategy, profile, history)
             narrow = strategy.short_of_headroom([f.config for f in finals], history)
-            pick = choose(finals, history, control=strategy.control, widen=load.widen, narrow=narrow)
+            # Without a final the bursts choose: only those whose forecast fits (final_configs).
+            fitting = [t for t in history if t.status != OK or self.memory.fits(t.config, history)]
+            fitting = fitting if any(t.status == OK for t in fitting) else history
+            pick = choose(finals, fitting, control=strategy.control, widen=load.widen, narrow=narrow)
             return self._record(started, profile, model, strategy, history, finals, pick, load)
         except AutoloaderError as exc:
             if self.store is not None and not exc.resumable:
@@ -263,7 +266,8 @@ class Run:
         pick measured again while the budget allows (NOTE [ Others on the machine ])."""
         final = Final(self.clock, self._timed(final_measurement(self.runner, self._limits_now)), self.progress)
         previous_pick = self._previous_pick()
-        chosen = final_configs(strategy.finalists(history), strategy.control, previous_pick, history)
+        chosen = final_configs(strategy.finalists(history), strategy.control, previous_pick, history,
+                               lambda config: self.memory.fits(config, history))
         finals = final.run(chosen, history, strategy.control, previous_pick)
         load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
         narrow = strategy.short_of_headroom([f.config for f in finals], history)
