@@ -286,7 +286,7 @@ def dashboard_command(out, storage, host, port) -> None:
         dashboard.check_address(host, port)
         served = dashboard.storage_to_serve(resolve_out(out), storage)
         click.echo(f"autoloader: serving {served.description} at http://{host}:{port}/ (Ctrl-C stops)", err=True)
-        dashboard.serve(served, host, port)
+        dashboard.serve(served, host, port, say=lambda text: click.echo(text, err=True))
 
 
 
