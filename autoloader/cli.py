@@ -40,14 +40,15 @@ def _one_form(form: str | None, as_json: bool) -> None:
                                          "pass one of them")))
 
 
-def _print_result(result, form: str | None, as_json: bool, saved: bool = True) -> None:
-    """A tune's result: in ``form`` (integrations/formats.py), as JSON, or as the table."""
+def _print_result(result, form: str | None, as_json: bool, saved: bool = True, stored: tuple[str, ...] = ()) -> None:
+    """A tune's result: in ``form`` (integrations/formats.py), as JSON, or as the table; ``stored``:
+    what happened to each thing it stores, when not all of it could be (NotSaved.stored)."""
     if form is not None:
         from .integrations import formats
 
         click.echo(formats.render(result, form), nl=False)
     else:
-        click.echo(report.as_json(result, saved=saved) if as_json else report.table(result, saved=saved))
+        click.echo(report.as_json(result, saved, stored) if as_json else report.table(result, saved, stored))
 
 
 class _Failure(click.ClickException):
@@ -120,7 +121,7 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
         except NotSaved as exc:
             # The pick is printed all the same: a full disk must not cost the run's answer.
             if exc.result is not None:
-                _print_result(exc.result, form, as_json, saved=False)
+                _print_result(exc.result, form, as_json, saved=False, stored=exc.stored)
             raise
     _print_result(result, form, as_json)
     if write_page:
@@ -260,7 +261,7 @@ def report_command(result, out, storage) -> None:
     with _library_errors():
         require()
         where = resolve_out(out)
-        found = show.find(where, result, storage)
+        found = show.find(where, result, storage, whole=True)
         written = write_report(show.report_beside(where, found), found)
     click.echo(report.report_written(written))
     if not written.complete:

@@ -55,9 +55,12 @@ class NotSaved(AutoloaderError, OSError):
     exit_code = 4
     resumable = True   # its message says the same command resumes: NOTE [ Stored state a user can trust ]
 
-    def __init__(self, message: str, result=None):
+    def __init__(self, message: str, result=None, stored: tuple[str, ...] = ()):
         super().__init__(message)
         self.result = result
+        # What happened to each thing the run stores, a line each ("saved PATH", "not saved: PATH"...),
+        # for the table printed above the error.
+        self.stored = stored
 
 
 class AutoloaderWarning(UserWarning):

@@ -11,7 +11,7 @@
 #   writing, and the run resumes it (``quick_check``).
 # - A write that fails (a full disk, a storage gone read-only) does not end the run: the study
 #   stops taking writes, the search goes on in memory, and the run ends with its pick reported
-#   and ``NotSaved`` naming what failed, where, and how much was free (``save``). What SQLite
+#   and ``NotSaved`` naming what failed, where, and how much was free (``save``, in saving.py). What SQLite
 #   committed before stays as it was (a failed transaction is rolled back), and so does a result
 #   file that could not be replaced (``atomic_write_all``).
 """
@@ -28,7 +28,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
-from ..errors import AutoloaderWarning, NotSaved, UsageError, clip, one_line, usage
+from ..errors import AutoloaderWarning, UsageError, clip, one_line, usage
 from ..inputs.home import elsewhere
 from .storage import masked, open_storage, open_study
 
@@ -387,23 +387,3 @@ def _claim(path: str, text: str) -> bool:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-
-
-def save(result, files: dict[str, str], store) -> None:
-    """Write the run's files (``atomic_write_all``); raise NotSaved, carrying ``result``, when
-    they or the study (``store.write_failed``) could not be written."""
-    problems = [store.write_failed] if store.write_failed else []
-    errors = [store.write_error] if store.write_error else []
-    where = os.path.dirname(next(iter(files), "")) or "."
-    try:
-        atomic_write_all(files)
-    except OSError as exc:
-        problems.append(write_failure("the result and its snippet", where, exc))
-        errors.append(exc)
-    if problems:
-        study = sqlite_file(store.url)
-        folder = os.path.abspath(os.path.dirname(os.path.dirname(next(iter(files), "")) or "."))
-        under_out = study is not None and os.path.commonpath([study, folder]) == folder
-        raise NotSaved(f"the run chose {result.config.key} ({result.samples_per_s:,.0f} samples/s) but could not "
-                       f"save all of it: {'; '.join(problems)}. Whatever was stored before is kept. Fix: "
-                       + write_fix(errors, store.url if store.write_error else None, under_out, where), result)

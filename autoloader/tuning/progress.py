@@ -185,6 +185,9 @@ class ProgressPrinter:
         return (f"  the cpus-1 rule's config {r.config.key} failed in the run resumed here ({clip(r.describe_failure(), 500)}); "
                 "measuring it again, since the pick is held against it")
 
+    def _fleet(self, d: dict) -> str:   # NOTE [ Local first ] in store/push.py
+        return f"autoloader: {d['message']}"
+
     def _unstored(self, d: dict) -> str:
         return f"autoloader: {d['message']}; the search goes on without storing its trials"
 
@@ -235,8 +238,9 @@ def _start_retries(d: dict) -> str:
     return "".join(f" ({p})" for p in parts)
 
 
-def table(result, saved: bool = True) -> str:
-    """The human summary of a TuneResult; ``saved=False`` when its files could not be written."""
+def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
+    """The human summary of a TuneResult; ``saved=False`` when not all of it could be stored, and
+    then ``stored``: what happened to each thing the run stores (NotSaved.stored), a line each."""
     t = result.tuned
     kw = t.config.loader_kwargs()
     lines = ["", "autoloader: tuned DataLoader config", ""]
@@ -283,6 +287,8 @@ def table(result, saved: bool = True) -> str:
         lines.append(f"  {'since last':<20} {since(result.since)}")
     if saved:
         lines += ["", f"  saved {result.path}", f"  snippet {result.snippet_path}", ""]
+    elif stored:
+        lines += ["", *(f"  {line}" for line in stored), "  (the error below says why)", ""]
     else:
         lines += ["", f"  not saved (the error below says why): {result.path}", ""]
     return "\n".join(lines)
@@ -409,7 +415,8 @@ def json_text(data: dict) -> str:
     return json.dumps(data, indent=2, default=str) + "\n"
 
 
-def as_json(result, saved: bool = True) -> str:
+def as_json(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     """The whole TuneResult as one JSON object: the same shape the result file stores, with
-    ``"saved": false`` when it could not be written."""
-    return json.dumps(result.to_dict() if saved else {**result.to_dict(), "saved": False}, default=str)
+    ``"saved": false`` when not all of it could be stored (and ``"stored"``: what was, a line each)."""
+    extra = {"saved": False, **({"stored": list(stored)} if stored else {})}
+    return json.dumps(result.to_dict() if saved else {**result.to_dict(), **extra}, default=str)

@@ -43,7 +43,8 @@ from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
 from ..search.threads import threads_of
 from ..search.warm import WarmStart, warmed
-from ..store.durable import save, write_failure
+from ..store.durable import write_failure
+from ..store.saving import save
 from ..store.history import keep, previous
 from ..store.paths import default_storage, held, lock_path, result_path, study_name
 from ..store.records import DatasetRecord, Inputs, NodeRecord, Provenance
@@ -138,9 +139,11 @@ class Run:
                                          "what": "lock", "holder": holder, "out": self.options.out,
                                          "then": "measuring on its own"})))
         self.clock.t0 += time.monotonic() - waiting
-        url = self.options.storage or default_storage(self.options.out, fingerprint, key)
-        store = self.store = StudyStore(url, study_name(fingerprint, key), self.space,
-                                        given=self.options.storage is not None)
+        # NOTE [ Local first ] in store/push.py: the study beside the result, pushed to --storage.
+        url, given = default_storage(self.options.out, fingerprint, key), self.options.storage
+        store = self.store = StudyStore(url, study_name(fingerprint, key), self.space, given=False,
+                                        fleet=given,
+                                        notice=lambda line: self.progress("fleet", {"message": line}))
         loaded = store.reread(self.options.limits, info.code)
         # The previous result, read before this run replaces it: its pick joins the final.
         self.before = previous(self.options.out, problem.hardware, key, self.options.storage)
@@ -329,7 +332,7 @@ class Run:
                                                 "this run's result replaces it all the same"), stacklevel=2)
         save(result, {result.snippet_path: snippet(tuned),
                       result.path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
-        store.complete(result.summary())
+        store.complete(result)
         self.progress("done", {"result": result})
         return result
 
