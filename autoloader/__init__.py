@@ -39,7 +39,7 @@ _PUBLIC = {
 }
 # The callback API's events (autoloader/events): what a ``progress`` callable is given.
 _PUBLIC.update({name: "events" for name in (
-    "Event", "Waiting", "TuneStarted", "TrialsUnstored", "Profiled", "ControlRetried", "TrialDone", "FinalRound",
+    "Event", "Waiting", "TuneStarted", "TrialsUnstored", "FleetPushed", "Profiled", "ControlRetried", "TrialDone", "FinalRound",
     "BusyRecheck", "TuneDone", "ResultReused", "ResultNotReused", "WaitingForLock", "WaitingForTrialStart",
     "WaitingForRank", "RetuneStarted", "WarmStarted", "Retuned")})
 

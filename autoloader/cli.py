@@ -47,14 +47,15 @@ def _one_form(form: str | None, as_json: bool) -> None:
                                          "pass one of them")))
 
 
-def _print_result(result, form: str | None, as_json: bool, saved: bool = True) -> None:
-    """A tune's result: in ``form`` (integrations/formats.py), as JSON, or as the table."""
+def _print_result(result, form: str | None, as_json: bool, saved: bool = True, stored: tuple[str, ...] = ()) -> None:
+    """A tune's result: in ``form`` (integrations/formats.py), as JSON, or as the table; ``stored``:
+    what happened to each thing it stores, when not all of it could be (NotSaved.stored)."""
     if form is not None:
         from .integrations import formats
 
         click.echo(formats.render(result, form), nl=False)
     else:
-        click.echo(report.as_json(result, saved=saved) if as_json else report.table(result, saved=saved))
+        click.echo(report.as_json(result, saved, stored) if as_json else report.table(result, saved, stored))
 
 
 class _Failure(click.ClickException):
@@ -127,16 +128,12 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
         except NotSaved as exc:
             # The pick is printed all the same: a full disk must not cost the run's answer.
             if exc.result is not None:
-                _print_result(exc.result, form, as_json, saved=False)
+                _print_result(exc.result, form, as_json, saved=False, stored=exc.stored)
             raise
     _print_result(result, form, as_json)
     if write_page:
-        with _library_errors():
-            from .explain.page import write_report
-
-            paths = write_report(result.path, result)
         # stderr under --json or --format, whose stdout is meant to be read by a program or pasted.
-        click.echo(report.report_written(paths), err=as_json or form is not None)
+        _page_of_a_tune(result, err=as_json or form is not None)
     if fail_if_changed and result.busy:
         click.get_current_context().exit(INCONCLUSIVE_EXIT_CODE)
     if fail_if_changed and result.since is not None and result.since.changed:
@@ -160,6 +157,26 @@ def _command_start() -> float:
         return time.monotonic()
     # At most a minute: a wall clock set back or forth meanwhile must not spend the whole budget.
     return time.monotonic() - min(max(0.0, age), 60.0)
+def _page_of_a_tune(result, err: bool) -> None:
+    """``tune --report``: the result is saved, so its report is written where it can be and what
+    could not be is a warning; none of it fails the tune (NOTE [ A report writes what it can ])."""
+    from .errors import one_line
+    from .explain.files import write_report
+
+    try:
+        with _showing_warnings():
+            written = write_report(result.path, result)
+    except AutoloaderError as exc:
+        click.echo(f"Warning: the report was not written: {exc}", err=True)
+        return
+    except Exception as exc:  # noqa: BLE001 - the pick is saved; its page must not cost the command's exit
+        click.echo(f"Warning: the report was not written ({type(exc).__name__}: {one_line(exc)}); the result "
+                   f"is saved at {result.path}", err=True)
+        return
+    click.echo(report.report_written(written), err=err or not written.complete)
+
+
+REPORT_NOT_WRITTEN_EXIT_CODE = 4   # as a run that could not save (NotSaved) and a retune's unwritten report
 
 
 @contextlib.contextmanager
@@ -262,17 +279,25 @@ def show_command(result, out, storage, as_json, form) -> None:
 def report_command(result, out, storage) -> None:
     """Write RESULT's report beside it: what limits the run, what to change (with predicted gains),
     the ceiling, plots and every trial, as a self-contained HTML page and a markdown twin. Runs no
-    trial. Needs the [report] extra (matplotlib)."""
-    from .explain.page import write_report
+    trial. Needs the [report] extra (matplotlib). Exit 4 when a file of it could not be written
+    (a read-only or full folder): the others are written, and each one that was not is named."""
+    from .explain.files import write_report
     from .explain.plots import require
     from .fleet import show
     from .inputs.home import resolve_out
 
     with _library_errors():
         require()
-        found = show.find(resolve_out(out), result, storage)
-        paths = write_report(found.where, found)
-    click.echo(report.report_written(paths))
+        where = resolve_out(out)
+        found = show.find(where, result, storage, whole=True)
+        written = write_report(show.report_beside(where, found), found)
+    click.echo(report.report_written(written))
+    if not written.complete:
+        failure = _Failure("the report could not be written whole (the lines above say what and why; the result "
+                           "is untouched). Fix: make that folder writable or free space there, or move away what "
+                           "is in the way, and run the same command again")
+        failure.exit_code = REPORT_NOT_WRITTEN_EXIT_CODE
+        raise failure
 
 
 @main.command("dashboard", short_help="Serve optuna-dashboard over the stored studies.")
@@ -290,7 +315,7 @@ def dashboard_command(out, storage, host, port) -> None:
         dashboard.check_address(host, port)
         served = dashboard.storage_to_serve(resolve_out(out), storage)
         click.echo(f"autoloader: serving {served.description} at http://{host}:{port}/ (Ctrl-C stops)", err=True)
-        dashboard.serve(served, host, port)
+        dashboard.serve(served, host, port, say=lambda text: click.echo(text, err=True))
 
 
 

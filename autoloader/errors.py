@@ -31,6 +31,24 @@ class NoFeasibleConfig(AutoloaderError, RuntimeError):
     exit_code = 1
 
 
+def clip(text: str, limit: int = 1000) -> str:
+    """``text`` whole when it is up to ``limit`` characters, else cut at the last word boundary
+    before it and marked " ..." (never mid-word): a message shown whole where it can be, and a
+    runaway one (a dump in an exception's text) kept to a line's worth."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    cut = head.rfind(" ")
+    return (head[:cut] if cut > limit // 2 else head).rstrip(" ,;:") + " ..."
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks and other control characters as single spaces: what a
+    warning or a table line quotes from elsewhere (a database's report, a file's bytes) stays on
+    one line."""
+    return " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+
+
 def usage(rule: str, got: object, fix: str) -> UsageError:
     """Build a UsageError in the house style: rule, value received, fix."""
     return UsageError(f"{rule} (got {got!r}). Fix: {fix}")
@@ -44,9 +62,12 @@ class NotSaved(AutoloaderError, OSError):
     exit_code = 4
     resumable = True   # its message says the same command resumes: NOTE [ Stored state a user can trust ]
 
-    def __init__(self, message: str, result=None):
+    def __init__(self, message: str, result=None, stored: tuple[str, ...] = ()):
         super().__init__(message)
         self.result = result
+        # What happened to each thing the run stores, a line each ("saved PATH", "not saved: PATH"...),
+        # for the table printed above the error.
+        self.stored = stored
 
 
 class AutoloaderWarning(UserWarning):

@@ -39,6 +39,7 @@ def examples() -> list[ev.Event]:
                        storage="sqlite://"),
         ev.TuneStarted("ds-key", INFO, cpus=1, ranks=2, budget=30.0, max_memory=8 << 30),
         ev.TrialsUnstored("the study stopped taking writes (disk full)"),
+        ev.FleetPushed("pushed 3 trials to the fleet storage"),
         ev.Profiled(PROFILE, cpus=2, busy=0.5),
         ev.Profiled(PROFILE, error="the profile's batch raised"),
         ev.ControlRetried(FAILED),

@@ -125,3 +125,7 @@ class Mapped(Dataset):
         x = torch.from_numpy(np.array(self.data[index]))
         _burn(self.cost_s)
         return x, torch.from_numpy(self.features[index])
+def half_rows() -> Rows:
+    """Half of ``rows``: enough Python objects that the rule's one worker is forecast to copy a
+    few hundred MiB over its run, in tunes of seconds (the memory-ceiling test of the final)."""
+    return Rows(length=ROWS // 2)

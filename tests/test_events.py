@@ -30,6 +30,7 @@ GOLDEN = [
      ' 1.20 ms and 3.0 KiB a sample',
     'autoloader: the study stopped taking writes (disk full); the search goes on without storing its'
      ' trials',
+    'autoloader: pushed 3 trials to the fleet storage',
     '  profile [2.0s]: a sample 1.00 ms (p99 1.00, max 1.00; 90% on a CPU), a batch of 16 0.0 MiB:'
      ' receive 0.2 ms, step 2.0 ms, worker start 0.20 s, 2 CPUs; other processes used 1.5 of 2 CPUs'
      ' meanwhile',
@@ -60,7 +61,7 @@ GOLDEN = [
     'autoloader retune [1/2] imagenet',
     "  ds-key: warm start this hardware's last result (/old.json): bs16-w3-pin0-pf2-pw1 at 1,234/s",
     '  imagenet: changed (samples/s -12%), the pick held (stopped early)',
-    '  imagenet: FAILED building the dataset raised OSError: gone',
+    '  imagenet: FAILED building the dataset raised OSError: gone more',   # whole, on one line
 ]
 
 

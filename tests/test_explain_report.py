@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from autoloader.cli import main
 from autoloader.explain import explain
-from autoloader.explain.page import report_paths, write_report
+from autoloader.explain.files import report_paths, write_report
 from autoloader.store.result import TuneResult
 
 from conftest import WORKLOADS
@@ -134,7 +134,8 @@ def test_the_page_as_a_person_sees_it_in_chromium(tmp_path, no_trials):
     from PIL import Image
 
     path, data = stored(tmp_path)
-    paths = write_report(path, TuneResult.from_dict(data))
+    written = write_report(path, TuneResult.from_dict(data))
+    paths = {"html": written.html}
     verdict = explain(TuneResult.from_dict(data)).verdict
     # What is visible once loaded: the page itself, with a probe that reads the DOM after load.
     probe = os.path.join(str(tmp_path), "probe.html")

@@ -428,6 +428,57 @@ def test_describe_failure_prefers_the_specific_message():
     assert classify_failure(detail, "next") == "worker_segfault"
 
 
+WORKER_TEXT = ("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+               '  File "/torch/utils/data/_utils/worker.py", line 349, in _worker_loop\n'
+               "    data = fetcher.fetch(index)\n"
+               "           ^^^^^^^^^^^^^^^^^^^^\n"
+               '  File "/data/ds.py", line 12, in __getitem__\n'
+               "    raise ValueError(name)\n"
+               "ValueError: no label_of_a_sample_whose_name_is_long\n")
+
+
+def test_a_workers_failure_is_its_causes_line_whole_with_no_traceback():
+    """Issue 31: a trial's or a profile's failure line is the worker's own exception line, whole,
+    and where it came from; none of "Original Traceback", nothing cut mid-word."""
+    from autoloader.errors import clip
+    from autoloader.probe.failures import failure_line
+
+    exc = ValueError(WORKER_TEXT)   # DataLoader re-raises it as the worker's type, the traceback in its text
+    line = failure_line(exc)
+    assert line == "ValueError: no label_of_a_sample_whose_name_is_long (ValueError in DataLoader worker process 0)"
+    assert describe_failure(exc)[0] == line
+    assert "Traceback" not in line and "\n" not in line
+    # A runaway message is cut at a word, and says so; a short one is whole.
+    long = "word " * 400
+    assert clip(long, 100).endswith("word ...") and len(clip(long, 100)) <= 104
+    assert clip("short message", 100) == "short message"
+
+
+class _MultiLineRaise:
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        raise ValueError(f"corrupt sample {index}: cannot decode\nthe header reads 0x00")
+
+
+@pytest.mark.slow
+def test_a_real_workers_failure_line(tmp_path):
+    """The same from a real DataLoader worker, its message of two lines: the exception's own line."""
+    import torch.utils.data as tud
+
+    from autoloader.probe.failures import failure_line
+
+    batches = iter(tud.DataLoader(_MultiLineRaise(), num_workers=1))
+    try:
+        next(batches)
+    except Exception as exc:  # noqa: BLE001 - the worker's re-raised exception is what is tested
+        line = failure_line(exc)
+    finally:
+        batches._shutdown_workers()
+    assert line == "ValueError: corrupt sample 0: cannot decode (ValueError in DataLoader worker process 0)", line
+
+
 def test_kill_tree_never_signals_our_own_group():
     """A trial process that died before it made its own process group is still in ours; killing
     "its" group would kill the test runner (or the user's shell). Only the tree is killed."""

@@ -131,3 +131,46 @@ def test_rounds_are_paired_by_their_index_when_a_burst_failed():
     shifted = Finalist(cfg(56), (6290.0, 6100.0), (0.3,) * 2, rounds=(1, 2))
     # Paired by position (rounds 0 and 1) it would lead 6,286; by round it trails in both.
     assert choose([best, shifted], GPUBOUND).config == cfg(64)
+
+
+# --- the memory ceiling in the final (issue 31) --------------------------------------------------
+
+def test_no_config_forecast_past_the_ceiling_is_in_the_final_the_rule_and_the_previous_pick_included():
+    """A config the final measures can win: one whose forecast is past the ceiling (the bursts
+    since its own taught the growth) stays out, whoever put it there."""
+    from autoloader.tuning.final import final_configs
+
+    pick, other, rule, previous = cfg(2), cfg(3), cfg(7), cfg(5)
+    history = [trial(c, 1000.0 + c.num_workers, 0.1) for c in (pick, other, rule)]
+    past = {rule, previous}
+    chosen = final_configs([pick, other, rule], rule, previous, history, lambda c: c not in past)
+    assert chosen == [pick, other]
+    assert final_configs([pick, other, rule], rule, previous, history) == [pick, other, previous, rule]
+
+
+def test_the_table_says_the_rule_was_kept_out_of_the_final_by_its_forecast(tmp_path):
+    import json
+
+    from explain_cases import synthetic_result
+
+    from autoloader.store.result import TuneResult
+    from autoloader.tuning.progress import rule_line, table
+
+    data = synthetic_result(str(tmp_path / "r.json"))
+    rule = data["control"]
+    data["finals"] = [f for f in data["finals"] if f["config"] != rule]
+    data["control_samples_per_s"] = None
+    ceiling = int(1.2 * 2**30)
+    data["inputs"] = {**data["inputs"], "max_memory": ceiling}
+    from autoloader.search.memory import MEASURED_PEAK, MemoryForecast
+    from autoloader.search.space import LoaderConfig
+
+    def forecast(config: dict, host: float) -> dict:
+        return MemoryForecast(LoaderConfig.from_dict(config), MEASURED_PEAK, int(host * 2**30), 0,
+                              int(host * 2**30)).to_dict()
+
+    data["memory"] = {"pick": forecast(data["config"], 1.0), "control": forecast(rule, 1.5), "finding": None}
+    result = TuneResult.from_dict(json.loads(json.dumps(data)))
+    line = rule_line(result)
+    assert line.startswith("the rule's forecast 1.50 GiB is past the 1.20 GiB ceiling: not measured in the final")
+    assert line in table(result)

@@ -135,8 +135,9 @@ def test_opening_a_postgresql_study_never_fails_another_tuners_live_trial(postgr
 def test_two_processes_into_one_postgresql_study_land_every_trial(postgres, tmp_path):
     """Two machines of one kind (here: two processes, two --out folders) share one study."""
     outs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    # Each records in its local study first and pushes (NOTE [ Local first ]): the first's is watched.
     results = run_two([tune_command(out, "--storage", postgres, dataset="slow_start") for out in outs],
-                      lambda: postgres)
+                      lambda: sqlite_of(outs[0]))
     assert results[0]["study"] == results[1]["study"] == f"{results[0]['hardware']['fingerprint']}/" \
                                                          f"{results[0]['dataset_key']}"
     assert_every_trial_landed(open_study(postgres), results)
@@ -144,6 +145,8 @@ def test_two_processes_into_one_postgresql_study_land_every_trial(postgres, tmp_
 
 @pytest.mark.slow
 def test_a_driver_killed_mid_trial_leaves_nothing_that_blocks_the_next(postgres, tmp_path):
+    """Its trial left RUNNING is in its local study only (nothing RUNNING is pushed: NOTE [ Local
+    first ]); the next run on the host repairs it there, resumes, and pushes the run whole."""
     out = str(tmp_path / "out")
     storage = postgres.rsplit("/", 1)[0] + "/killed"
     import sqlalchemy
@@ -155,23 +158,34 @@ def test_a_driver_killed_mid_trial_leaves_nothing_that_blocks_the_next(postgres,
     driver = subprocess.Popen(tune_command(out, "--storage", storage, "--budget", "60"), cwd=REPO_ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_for_a_running_trial(lambda: storage)
+        wait_for_a_running_trial(lambda: sqlite_of(out))
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(10)
     finally:
         if driver.poll() is None:
             driver.kill()
-    study = open_study(storage)
-    running = [t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))]
+    local = open_study(sqlite_of(out))
+    running = [t.number for t in local.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))]
     assert running, "the kill left its trial RUNNING"
+    assert not open_study(storage).get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
     again = subprocess.run(tune_command(out, "--storage", storage), cwd=REPO_ROOT, capture_output=True, text=True,
                            timeout=240)
     assert again.returncode == 0, again.stderr[-3000:]
-    study = open_study(storage)
-    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    states = {t.number: t.state for t in open_study(sqlite_of(out)).get_trials(deepcopy=False)}
     assert all(states[n] == optuna.trial.TrialState.FAIL for n in running), "the killed run's trial is failed"
     assert optuna.trial.TrialState.RUNNING not in states.values()
-    assert json.loads(again.stdout)["samples_per_s"] > 0
+    result = json.loads(again.stdout)
+    assert result["samples_per_s"] > 0
+    fleet = open_study(storage)
+    assert optuna.trial.TrialState.RUNNING not in {t.state for t in fleet.get_trials(deepcopy=False)}
+    from autoloader.store.push import LOCAL_ATTR
+
+    def of_the_run(study):
+        return sorted((t.user_attrs.get(LOCAL_ATTR, t.number), t.state) for t in study.get_trials(deepcopy=False)
+                      if t.user_attrs.get(runs.RUN_ATTR) == result["run_id"])
+
+    assert of_the_run(fleet) == of_the_run(open_study(sqlite_of(out))), "the run is pushed whole, the repaired trial too"
+    assert runs.runs_of(fleet)[result["run_id"]].state == runs.COMPLETE
 
 
 RANK_SCRIPT = """

@@ -207,6 +207,8 @@ def test_a_study_that_cannot_be_read_is_moved_aside(tmp_path, damage):
         store = StudyStore(f"sqlite:///{path}", "s", space)
     aside = store.moved_aside
     assert aside and aside.startswith(path + ".corrupt-") and aside in str(caught[0].message)
+    told = str(caught[0].message)
+    assert told.isprintable(), f"the warning is one line of text: {told!r}"
     assert open(aside, "rb").read() == damaged, "kept as it was"
     assert store.reread(LIMITS, "c").trials == (), "a fresh study"
     config = LoaderConfig.make(16, 0, False)

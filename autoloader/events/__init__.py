@@ -28,11 +28,11 @@ import warnings
 from typing import Callable
 
 from ..errors import (AutoloaderWarning, NotStored, StoredStateWarning, StudyMovedAside, StudySkipped, usage)
-from .kinds import (EVENTS, BusyRecheck, ControlRetried, Event, FinalRound, Profiled, ResultNotReused, ResultReused,
+from .kinds import (EVENTS, BusyRecheck, ControlRetried, Event, FinalRound, FleetPushed, Profiled, ResultNotReused, ResultReused,
                     Retuned, RetuneStarted, TrialDone, TrialsUnstored, TuneDone, TuneStarted, Waiting,
                     WaitingForLock, WaitingForRank, WaitingForTrialStart, WarmStarted)
 
-__all__ = ["EVENTS", "AutoloaderWarning", "BusyRecheck", "ControlRetried", "Event", "FinalRound", "NotStored",
+__all__ = ["EVENTS", "AutoloaderWarning", "BusyRecheck", "ControlRetried", "Event", "FinalRound", "FleetPushed", "NotStored",
            "Profiled", "Progress", "ResultNotReused", "ResultReused", "RetuneStarted", "Retuned",
            "StoredStateWarning", "StudyMovedAside", "StudySkipped", "TrialDone", "TrialsUnstored", "TuneDone",
            "TuneStarted", "Waiting", "WaitingForLock", "WaitingForRank", "WaitingForTrialStart", "WarmStarted",

@@ -106,6 +106,19 @@ class TrialsUnstored(Event):
 
 
 @dataclass(frozen=True)
+class FleetPushed(Event):
+    """What the push of this run's trials to the fleet storage did, or why it could not
+    (NOTE [ Local first ] in store/push.py).
+
+    Attributes:
+        message: the line to say.
+    """
+
+    kind: ClassVar[str] = "fleet"
+    message: str
+
+
+@dataclass(frozen=True)
 class Profiled(Event):
     """The pipeline's profile was measured.
 
@@ -357,6 +370,6 @@ class Retuned(Event):
 
 
 EVENTS: tuple[type[Event], ...] = (
-    TuneStarted, TrialsUnstored, Profiled, ControlRetried, TrialDone, FinalRound, BusyRecheck, TuneDone,
+    TuneStarted, TrialsUnstored, FleetPushed, Profiled, ControlRetried, TrialDone, FinalRound, BusyRecheck, TuneDone,
     ResultReused, ResultNotReused, WaitingForLock, WaitingForTrialStart, WaitingForRank, RetuneStarted,
     WarmStarted, Retuned)

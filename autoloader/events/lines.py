@@ -13,7 +13,8 @@ from functools import singledispatch
 from ..search.policy import busy_at
 from ..search.results import OK
 from ..search.shards import profile_note, shards_text, trial_note
-from .kinds import (BusyRecheck, ControlRetried, Event, FinalRound, Profiled, ResultNotReused, ResultReused,
+from ..errors import clip, one_line
+from .kinds import (BusyRecheck, ControlRetried, Event, FinalRound, FleetPushed, Profiled, ResultNotReused, ResultReused,
                     Retuned, RetuneStarted, TrialDone, TrialsUnstored, TuneStarted, WaitingForLock, WaitingForRank,
                     WaitingForTrialStart, WarmStarted)
 
@@ -92,7 +93,7 @@ def _warm(e: WarmStarted) -> str:
 def _retuned(e: Retuned) -> str:
     o = e.outcome
     if o.error:
-        return f"  {o.name}: FAILED {o.error.splitlines()[0][:300]}"
+        return f"  {o.name}: FAILED {clip(one_line(o.error), 500)}"
     why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
     load = o.drift.load if o.drift is not None else None
     if o.drift is not None and o.drift.inconclusive and load is not None and load.others_cpus is not None:
@@ -116,7 +117,7 @@ def _not_reused(e: ResultNotReused) -> str:
 def _profile(e: Profiled) -> str:
     p = e.profile
     if e.error:
-        return f"  profile: not measured ({e.error[:200]}); the bursts will correct a rough one"
+        return f"  profile: not measured ({clip(one_line(e.error), 500)}); the bursts will correct a rough one"
     q = p.sample_quantiles()
     pin = f", pin {p.pin_s * 1e3:.1f} ms, copy {(p.h2d_pinned_s or 0) * 1e3:.1f} ms" if p.pin_s is not None else ""
     cpus = e.cpus or p.cpus
@@ -191,8 +192,13 @@ def _rank(e: WaitingForRank) -> str:
 @line.register(ControlRetried)
 def _control_again(e: ControlRetried) -> str:
     r = e.result
-    return (f"  the cpus-1 rule's config {r.config.key} failed in the run resumed here ({r.describe_failure()[:200]}); "
+    return (f"  the cpus-1 rule's config {r.config.key} failed in the run resumed here ({clip(r.describe_failure(), 500)}); "
             "measuring it again, since the pick is held against it")
+
+
+@line.register(FleetPushed)
+def _fleet(e: FleetPushed) -> str:   # NOTE [ Local first ] in store/push.py
+    return f"autoloader: {e.message}"
 
 
 @line.register(TrialsUnstored)

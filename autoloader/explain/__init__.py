@@ -26,7 +26,7 @@ from .whatif import WhatIf, top, whatifs
 # The folder's public face: the explanation's records and functions, and the modules that write
 # the page and its plots. tests/test_units.py checks every import across folders against it.
 __all__ = ["KINDS", "Ceiling", "Evidence", "Explanation", "Verdict", "WhatIf", "benchmark_row", "explain",
-           "headline", "page", "plots"]
+           "files", "headline", "page", "plots"]
 
 
 @dataclass(frozen=True)

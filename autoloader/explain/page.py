@@ -1,9 +1,10 @@
 """The report a person opens: one self-contained HTML page and its markdown twin, beside the result.
 
 ``render_html`` and ``render_markdown`` build the text (the plots embedded as base64 PNG in the
-page; the markdown links the same PNGs, written beside it); ``write_report`` writes all of it next
+page; the markdown links the same PNGs, written beside it); ``files.write_report`` writes it next
 to the result file: ``<key>.html``, ``<key>.md`` and ``<key>.plots/``. The page loads nothing from
-the network: no external CSS, script or font.
+the network: no external CSS, script or font. Every text from the record (a dataset's name, an
+error a trial raised) is escaped in both: the markdown twin is rendered as HTML by most viewers.
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ from __future__ import annotations
 import base64
 import html
 import math
-import os
 import re
 import statistics
-import tempfile
 
 from ..search.results import OK
 from ..search.settings import TUNED_SETTINGS
@@ -241,8 +240,29 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(clean(x) for x in row) + " |" for row in rows])
 
 
-def render_markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]]) -> str:
-    """The page's twin; ``plot_files``: name -> (title, path relative to the markdown file)."""
+def render_markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]],
+                    plots_left_out: str | None = None) -> str:
+    """The page's twin, its text escaped as HTML outside the code block (``_md_escaped``);
+    ``plot_files``: name -> (title, path relative to the markdown file); ``plots_left_out``: the
+    plots folder, when its PNGs could not be written (the page has them inline)."""
+    return _md_escaped(_markdown(result, ex, plot_files, plots_left_out))
+
+
+def _md_escaped(text: str) -> str:
+    """``text`` with ``<``, ``>`` and ``&`` escaped outside its fenced code blocks, so that a
+    name like ``<script>`` reads as text where markdown passes HTML through (inside a fence it
+    is shown as written)."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+            out.append(line)
+        else:
+            out.append(line if fenced else html.escape(line, quote=False))
+    return "\n".join(out)
+
+
+def _markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]], plots_left_out: str | None) -> str:
     title, meta = _header(result)
     v, c = ex.verdict, ex.ceiling
     lines = [f"# {title}", "", meta, "", "## The pick, and how to use it", ""]
@@ -263,6 +283,8 @@ def render_markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, st
             lines.append("")
     lines += ["## The ceiling and the gap", "", c.sentence(), "", "## Plots", ""]
     lines += [f"![{caption}]({path})\n" for caption, path in plot_files.values()]
+    if plots_left_out:
+        lines += [f"(The plots' PNGs could not be written to {plots_left_out}: the HTML page has them inline.)", ""]
     rows = _trial_rows(ex)
     lines += ["## Every trial", "", "DataLoader's own argument names; *predicted* is the model's rate, every other "
               "figure was measured.", ""]
@@ -275,46 +297,3 @@ def render_markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, st
         lines += _md_table(["config", "rates per round", "median"],
                            [[f.config.key, ", ".join(rate(r) for r in f.rates), rate(f.median)] for f in finals])
     return "\n".join(lines) + "\n"
-
-
-def report_paths(result_path: str) -> dict[str, str]:
-    """Where the report of the result at ``result_path`` goes: beside it."""
-    stem = result_path[:-len(".json")] if result_path.endswith(".json") else result_path
-    return {"html": stem + ".html", "markdown": stem + ".md", "plots": stem + ".plots"}
-
-
-def write_report(result_path: str, result) -> dict[str, str]:
-    """Explain ``result`` (the record of the result stored at ``result_path``, a ``TuneResult``),
-    draw its plots and write the page, its markdown twin and the PNGs beside the result; the
-    paths written."""
-    from .plots import draw
-
-    explained = explain(result)
-    plots = draw(explained)
-    paths = report_paths(result_path)
-    os.makedirs(paths["plots"], exist_ok=True)
-    files = {}
-    for name, (caption, png) in plots.items():
-        target = os.path.join(paths["plots"], f"{name}.png")
-        _atomic(target, png)
-        files[name] = (caption, os.path.relpath(target, os.path.dirname(paths["markdown"]) or "."))
-    _atomic(paths["html"], render_html(result, explained, plots).encode())
-    _atomic(paths["markdown"], render_markdown(result, explained, files).encode())
-    return paths
-
-
-def _atomic(path: str, content: bytes) -> None:
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".report-")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)   # as open() would make it, not mkstemp's owner-only
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

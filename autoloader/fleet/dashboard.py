@@ -28,7 +28,7 @@ import socket
 import warnings
 from dataclasses import dataclass
 
-from ..errors import AutoloaderError, StudySkipped, UsageError, usage
+from ..errors import AutoloaderError, AutoloaderWarning, StudySkipped, UsageError, clip, one_line, usage
 from ..search.space import LoaderConfig
 from ..store.durable import open_reader
 from ..store.paths import study_files
@@ -138,7 +138,7 @@ def _snapshot(files: list[str]) -> tuple[object, int]:
             for name in copied:   # none of a file that could not be read whole
                 optuna.delete_study(study_name=name, storage=memory)
             root = innermost(exc)
-            why = f"{type(root).__name__}: {(str(root).splitlines() or [''])[0][:200]}"
+            why = f"{type(root).__name__}: {clip(one_line((str(root).splitlines() or [''])[0]), 300)}"
             warnings.warn(f"the dashboard leaves out the study {path}: it cannot be read ({why}). The other "
                           "studies are served", StudySkipped, stacklevel=2)
     return memory, served
@@ -197,12 +197,96 @@ def _burst_of(trials, run_id: str, pick: LoaderConfig):
     return None
 
 
-def serve(served: Served, host: str, port: int) -> None:
+def serve(served: Served, host: str, port: int, say=None) -> None:
     """Serve until interrupted (blocks). The address was checked (``check_address``); one taken
-    in between is the same usage error."""
+    in between is the same usage error. ``say(line)``: where the lines on a storage that stopped
+    answering, and came back, go (NOTE [ A storage that stops answering ])."""
+    import bottle
+
+    app = require_dashboard().wsgi(served.storage)
+    guarded = Guarded(app, served.storage, served.description, say or (lambda line: None))
     try:
-        require_dashboard().run_server(served.storage, host=host, port=port)
+        bottle.run(app=guarded, host=host, port=port)
     except OSError as exc:
         if exc.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EPERM, errno.EADDRNOTAVAIL):
             raise
         raise _bind_error(host, port, exc) from None
+
+
+# NOTE [ A storage that stops answering ]
+# ``--storage URL`` is served live, so its server may stop while the page is open (a restart, an
+# outage). optuna-dashboard would then log a traceback for every request and answer 500. Each
+# request is answered by ``Guarded``: when the storage does not answer a ``SELECT 1`` (or a
+# request failed with a 500 and it then does not), the answer is a 503 with one line of text,
+# and the outage is said once, on its first request, as one line; the first request that finds
+# it answering again says so, and is served as usual (the engine's pool checks a connection
+# before it uses one, so the server coming back needs no restart here). optuna-dashboard's own
+# error log is kept to that line while the storage is down.
+
+class Guarded:
+    """A WSGI app in front of optuna-dashboard's (NOTE [ A storage that stops answering ])."""
+
+    def __init__(self, app, storage, description: str, say):
+        import logging
+        import threading
+
+        self.app, self.storage, self.description, self.say = app, storage, description, say
+        self.down: str | None = None
+        self.lock = threading.Lock()
+        # A logger's filter is not its children's: each of optuna-dashboard's own loggers gets it.
+        quiet = lambda record: self.down is None and self.answers() is None  # noqa: E731
+        for name in ["optuna_dashboard"] + [n for n in logging.Logger.manager.loggerDict
+                                             if n.startswith("optuna_dashboard.")]:
+            logging.getLogger(name).addFilter(quiet)
+
+    def answers(self) -> str | None:
+        """None when the storage answers a query; else why not, on one line."""
+        engine = getattr(self.storage, "engine", None)
+        if engine is None:
+            return None   # a snapshot in memory: nothing to lose
+        try:
+            import sqlalchemy
+
+            with engine.connect() as connection:
+                connection.execute(sqlalchemy.text("SELECT 1"))
+            return None
+        except Exception as exc:  # noqa: BLE001 - what SQLAlchemy and the driver raise varies
+            from ..store.durable import innermost
+
+            root = innermost(exc)
+            return f"{type(root).__name__}: {clip(one_line((str(root).splitlines() or [''])[0]), 200)}"
+
+    def _state(self, why: str | None) -> None:
+        with self.lock:
+            if why is not None and self.down is None:
+                self.say(f"autoloader: {self.description} stopped answering ({why}); each request is answered "
+                         "503 until it is back")
+            elif why is None and self.down is not None:
+                self.say(f"autoloader: {self.description} answers again; serving it")
+            self.down = why
+
+    def __call__(self, environ, start_response):
+        why = self.answers()
+        self._state(why)
+        if why is not None:
+            return self._unavailable(start_response, why)
+        said = {}
+
+        def capture(status, headers, exc_info=None):
+            said.update(status=status, headers=headers)
+            return lambda data: None   # the body is returned, not written (bottle's way)
+
+        body = b"".join(self.app(environ, capture))
+        if said.get("status", "").startswith("500"):
+            why = self.answers()   # failed mid-request: an outage, or a fault of its own
+            self._state(why)
+            if why is not None:
+                return self._unavailable(start_response, why)
+        start_response(said.get("status", "500 Internal Server Error"), said.get("headers", []))
+        return [body]
+
+    def _unavailable(self, start_response, why: str):
+        text = (f"{self.description} is not answering ({why}); this page answers again once it is back\n").encode()
+        start_response("503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8"),
+                                                   ("Content-Length", str(len(text))), ("Retry-After", "5")])
+        return [text]

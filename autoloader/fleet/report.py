@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import clip
 from ..search.policy import SETTINGS_TIE
 from ..search.settings import SETTINGS
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version
@@ -87,7 +88,7 @@ def markdown(report) -> str:
         if o.key:
             lines.append(f"- key: `{o.key}`")
         if o.error:
-            lines.append(f"- failed: {o.error.splitlines()[0][:500]}")
+            lines.append(f"- failed: {clip(o.error.splitlines()[0] if o.error.strip() else o.error, 500)}")
             lines.append("- the last good result, if any, was kept")
         if o.warm:
             held = " (the pick held: the search stopped early)" if o.early_stop else ""

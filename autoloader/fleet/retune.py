@@ -24,7 +24,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..api import built_problem
-from ..errors import AutoloaderError, AutoloaderWarning, NotSaved
+from ..errors import AutoloaderError, AutoloaderWarning, NotSaved, one_line
 from ..events import Progress, Retuned, RetuneStarted, WarmStarted, subscriber
 from ..inputs import hardware
 from ..inputs.home import resolve_out, writable
@@ -149,7 +149,7 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
     # Every folder and the storage checked before the first dataset is tuned: found bad after
     # the last one, they would cost the whole run's report.
     writable(out)
-    writable(folder, "the reports folder (--reports, or [fleet] reports)")
+    writable(folder, "the reports folder (--reports, or [fleet] reports)", "--reports")
     if storage is not None:
         open_reader(storage, must_exist=False).engine.dispose()
     started = now_iso()
@@ -201,13 +201,16 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
     judged = result.since or compare_mod.compare(None, result, thresholds)
     page = None
     if pages:
-        from ..explain.page import write_report
+        from ..explain.files import write_report
 
         try:
-            page = write_report(result.path, result)["html"]
+            written = write_report(result.path, result)
+            page = written.html if written.html in written.written else None
+            for problem in written.failed:
+                warnings.warn(AutoloaderWarning(f"{entry.name}: {problem}"), stacklevel=2)
         except Exception as exc:  # noqa: BLE001 - the result stands; only its page is missing
             warnings.warn(AutoloaderWarning(f"{entry.name}: its report page was not written "
-                                            f"({type(exc).__name__}: {exc})"), stacklevel=2)
+                                            f"({type(exc).__name__}: {one_line(exc)})"), stacklevel=2)
     try:
         kept = record(out, fingerprint, key, result)
     except OSError as exc:   # the result is stored; its dated copy is not, and the report says so

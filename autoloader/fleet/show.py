@@ -11,7 +11,7 @@ from ..inputs import hardware
 from ..store.door import load_result
 from ..store.durable import open_reader
 from ..store.history import stored_picks
-from ..store.paths import result_files, split_study_name
+from ..store.paths import result_files, result_path, split_study_name
 from ..store.records import DatasetRecord
 from ..store.result import TuneResult
 from ..tuning.progress import load_lines
@@ -45,7 +45,7 @@ def _row(stored: TuneResult) -> Stored:
                   made.measurement_format if made else None, stored.where, stored.dataset, stored.busy)
 
 
-def _all(out: str, storage: str | None) -> list[TuneResult]:
+def _all(out: str, storage: str | None, whole: bool = False) -> list[TuneResult]:
     """Every stored result under ``out`` that passes its checks (one that fails is warned about,
     naming it) and, with ``storage``, every complete run's pick in its studies that ``out`` does
     not hold already."""
@@ -53,7 +53,7 @@ def _all(out: str, storage: str | None) -> list[TuneResult]:
     if storage is not None:
         open_reader(storage, must_exist=True).engine.dispose()   # one that is not there is not made
         seen = {(s.hardware.fingerprint, s.dataset_key) for s in found}
-        found += [s for s in stored_picks(storage) if (s.hardware.fingerprint, s.dataset_key) not in seen]
+        found += [s for s in stored_picks(storage, whole=whole) if (s.hardware.fingerprint, s.dataset_key) not in seen]
     return found
 
 
@@ -63,9 +63,10 @@ def listing(out: str, storage: str | None = None) -> list[Stored]:
     return sorted((_row(s) for s in _all(out, storage)), key=lambda r: (r.hardware, r.key))
 
 
-def find(out: str, name: str, storage: str | None = None) -> TuneResult:
+def find(out: str, name: str, storage: str | None = None, whole: bool = False) -> TuneResult:
     """One stored result (its ``where`` says from where): by path, by ``<fingerprint>/<key>``, or
-    by key (this hardware's when several machines have one)."""
+    by key (this hardware's when several machines have one). ``whole``: a result held only in
+    ``storage`` whole where the storage has it (``report``), not only its pick."""
     if os.path.isfile(name):
         stored = load_result(name)
         if stored is not None:
@@ -74,7 +75,7 @@ def find(out: str, name: str, storage: str | None = None) -> TuneResult:
                     "pass a <key>.json that `autoloader show` lists (the warning above says what is wrong with it)")
     parts = split_study_name(name)
     fingerprint, key = parts if parts else (None, name)
-    matches = [s for s in _all(out, storage) if s.dataset_key == key
+    matches = [s for s in _all(out, storage, whole) if s.dataset_key == key
                and (fingerprint is None or s.hardware.fingerprint == fingerprint)]
     if not matches:
         raise usage("the result must be one that is stored", name,
@@ -86,6 +87,20 @@ def find(out: str, name: str, storage: str | None = None) -> TuneResult:
                         "pass <fingerprint>/<key>")
         matches = mine
     return matches[0]
+
+
+def report_beside(out: str, found: TuneResult) -> str:
+    """Where ``found``'s report is written, beside its result file: the file it was read from,
+    or for a result held only in a storage, where its file would be under ``out``. A storage's
+    pick alone (a run that pushed no whole result) cannot be explained: a usage error says so."""
+    if os.path.isfile(found.where) or found.where.endswith(".json"):
+        return found.where
+    if found.partial:
+        raise usage("a report needs the run's whole result; the storage holds only this run's pick (its run did "
+                    "not push its result: an earlier autoloader, or its push failed)", found.where,
+                    "run autoloader report on the machine that tuned it (its result file is there), or tune again "
+                    "with this --storage, which pushes the whole result")
+    return result_path(out, found.hardware.fingerprint or "unknown", found.dataset_key)
 
 
 def _pick(kwargs: dict) -> str:

@@ -70,9 +70,9 @@ def elsewhere(path: str, where: str = "somewhere that is") -> str:
     return f"point ${HOME_ENV} (which chose {default_out()}) {where}, or pass --out {where}"
 
 
-def writable(folder: str, what: str = "the results folder") -> str:
+def writable(folder: str, what: str = "the results folder", flag: str = "--out") -> str:
     """``folder``, made if missing, once a file could be made and removed in it; a UsageError
-    naming why not otherwise. A full disk is let through: the run goes on and ends saying what it
+    naming why not otherwise, whose fix names ``flag``, the option that chose the folder. A full disk is let through: the run goes on and ends saying what it
     could not store (NOTE [ Stored state a user can trust ] in store/durable.py)."""
     try:
         os.makedirs(folder, exist_ok=True)
@@ -83,8 +83,9 @@ def writable(folder: str, what: str = "the results folder") -> str:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return folder
         why, fix = _why_not(folder, exc)
+        other = elsewhere(folder) if flag == "--out" else f"pass {flag} DIR somewhere that is"
         raise usage(f"{what} must be a folder this run can make and write", f"{folder}: {why}",
-                    f"{fix}, or {elsewhere(folder)}") from None
+                    f"{fix}, or {other}") from None
     return folder
 
 

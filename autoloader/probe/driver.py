@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..events import Event
+from ..errors import clip, one_line
 from ..inputs.limits import clipped_timeout
 from ..search.burst_rule import BurstSettings
 from ..search.results import CONSTRAINT, FAILED, HANG, TrialResult
@@ -212,7 +213,7 @@ class TrialRunner:
             self.start()
         except SetupError as exc:
             return TrialResult(config, FAILED, cause="runner_killed",
-                               error=f"the trial process could not be restarted: {str(exc)[:400]}")
+                               error=f"the trial process could not be restarted: {clip(one_line(str(exc)), 400)}")
         return None
 
     def _attempt(self, config: LoaderConfig, settings: BurstSettings, retry_allowed: bool,

@@ -11,6 +11,11 @@ from __future__ import annotations
 import signal
 import traceback
 
+from ..errors import clip
+
+# The longest message a failure is told in: past it, cut at a word (``errors.clip``).
+MESSAGE_LIMIT = 1000
+
 # Words that tie an out-of-space error to shared memory rather than to a disk the dataset reads.
 _SHM_MARKERS = ("/dev/shm", "shm", "shared memory", "torch_", "semlock", "sem_open")
 
@@ -86,15 +91,36 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     signals = _dead_worker_signals(chain)
     if signals and "killed by signal" not in message.lower():
         message = f"{message} (killed by signal: {', '.join(signals)})"
-    worker = str(exc)
-    if "in DataLoader worker process" in worker and "Original Traceback" in worker:
-        lines = [line for line in worker.strip().splitlines() if line.strip()]
-        head = lines[0].replace("Caught ", "").rstrip(".")
-        message = f"{lines[-1].strip()} ({head})"
+    worker = next((str(e) for e in chain if "Original Traceback" in str(e)), "")
+    if worker and "killed by signal" not in message.lower():
+        message = _worker_message(worker)
     detail = "".join(traceback.format_exception(exc))
     if signals:
         detail += "".join(f"\nDataLoader worker is killed by signal: {s}" for s in signals)
-    return message.splitlines()[0][:500] if message else type(exc).__name__, detail
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    return clip(first or type(exc).__name__, MESSAGE_LIMIT), detail
+
+
+def _worker_message(text: str) -> str:
+    """A worker's exception as DataLoader re-raised it ("Caught X in DataLoader worker process
+    N. Original Traceback ...", the traceback in the text): the cause's own line ("X: what it
+    said", the first line after the traceback's last frame), whole, and where it came from;
+    none of the traceback."""
+    head, _, rest = text.strip().partition("Original Traceback")
+    head = head.strip().replace("Caught ", "").rstrip(".")
+    lines = rest.splitlines()[1:]
+    frames = [i for i, line in enumerate(lines) if line.lstrip().startswith("File ")]
+    after = lines[frames[-1] + 1:] if frames else lines
+    # The frame's code lines (and 3.11's ^^^ markers) are indented; the exception's are not.
+    cause = next((line.strip() for line in after if line.strip() and not line[:1].isspace()), "")
+    cause = cause or next((line.strip() for line in reversed(lines) if line.strip()), "")
+    return f"{cause} ({head})" if cause else head
+
+
+def failure_line(exc: BaseException) -> str:
+    """The one line a failure is told in (``describe_failure``'s message): for a profile that
+    failed as for a trial."""
+    return describe_failure(exc)[0]
 
 
 def raised_os_error(exc: BaseException) -> bool:

@@ -45,7 +45,7 @@ from ..search.space import LoaderConfig
 from . import guard
 from .burst import tensor_bytes
 from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
-from .failures import classify_failure, describe_failure, raised_os_error
+from .failures import classify_failure, describe_failure, failure_line, raised_os_error
 from .growth import NewestIterator, anonymous_bytes, with_growth
 from .protocol import (
     BEAT_S,
@@ -347,7 +347,7 @@ class _Runner:
             profile = with_growth(profile, self.dataset, self._fixed_kwargs(), self.dataset_bytes, lambda: beat(0))
             profile = with_stream(profile, self.dataset, self._fixed_kwargs(), batch_size, lambda: beat(0))
         except Exception as exc:  # noqa: BLE001 - a profile that fails is reported, never raised
-            return None, f"{type(exc).__name__}: {exc}"[:500]
+            return None, failure_line(exc)
         finally:
             if self.cuda:
                 self.cuda_broken = release_cached_memory(self.torch)

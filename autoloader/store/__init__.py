@@ -11,11 +11,13 @@ up here) and ``fleet`` (re-tunes, ``show``, ``dashboard`` read it):
   ``door``: ``load_result``, the one reader of a result file, which sets a damaged one aside;
   ``versions``: which autoloader measured it;
 - ``paths``: where results and studies lie (every glob is here); ``storage``: Optuna storage URLs;
-  ``durable``: writes that survive a full disk, a kill or a damaged file; ``history``: the
+  ``durable``: writes that survive a full disk, a kill or a damaged file; ``saving``: a run's
+  files and study written, or what happened to each; ``push``: a run's trials pushed to the fleet
+  storage (NOTE [ Local first ]); ``history``: the
   previous result of a problem, and the dated history; ``snippet``: the self-contained snippet.
 """
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["comparison", "door", "durable", "history", "paths", "records", "result", "retry", "runs", "snippet",
-           "storage", "study", "validate", "versions"]
+__all__ = ["comparison", "door", "durable", "history", "paths", "push", "records", "result", "retry", "runs",
+           "saving", "snippet", "storage", "study", "validate", "versions"]

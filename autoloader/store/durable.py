@@ -11,7 +11,7 @@
 #   writing, and the run resumes it (``quick_check``).
 # - A write that fails (a full disk, a storage gone read-only) does not end the run: the study
 #   stops taking writes, the search goes on in memory, and the run ends with its pick reported
-#   and ``NotSaved`` naming what failed, where, and how much was free (``save``). What SQLite
+#   and ``NotSaved`` naming what failed, where, and how much was free (``save``, in saving.py). What SQLite
 #   committed before stays as it was (a failed transaction is rolled back), and so does a result
 #   file that could not be replaced (``atomic_write_all``).
 """
@@ -28,7 +28,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
-from ..errors import NotSaved, StudyMovedAside, UsageError, usage
+from ..errors import AutoloaderWarning, NotSaved, StudyMovedAside, UsageError, clip, one_line, usage
 from ..inputs.home import elsewhere
 from .storage import masked, open_storage, open_study
 
@@ -105,7 +105,7 @@ def write_failure(what: str, where: str, exc: BaseException, url: str | None = N
     """What could not be written, where, why (the innermost error: Optuna's own wrapper says
     little) and, on a local disk, how much was free there."""
     root = innermost(exc)
-    reason = f"{type(root).__name__}: {str(root).splitlines()[0][:200] if str(root) else ''}".rstrip(": ")
+    reason = f"{type(root).__name__}: {_first_line(root)}".rstrip(": ")
     if url is not None:
         reason = scrub(reason, url)
     local = url is None or sqlite_file(url) is not None
@@ -129,6 +129,12 @@ def write_fix(errors: list[BaseException], url: str | None = None, study_under_o
                 "run the same command again (it resumes)")
     return (f"{room}, and run the same command again (it resumes; the study is kept under --out, so with another "
             "--out it would start afresh)")
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line, on one line (a decoding error quotes the bytes it met) and cut at a
+    word when it runs on."""
+    return clip(one_line((str(exc).splitlines() or [""])[0]), 300)
 
 
 def innermost(exc: BaseException) -> BaseException:
@@ -174,7 +180,7 @@ def quick_check(path: str) -> str | None:
     except sqlite3.DatabaseError as exc:
         return str(exc) if is_corrupt(exc) else None
     found = [str(r[0]) for r in rows if r and r[0] != "ok"]
-    return "; ".join(found)[:300] if found else None
+    return clip(one_line("; ".join(found)), 300) if found else None
 
 
 def move_aside(path: str, why: str) -> str:
@@ -243,7 +249,7 @@ def open_sound(url: str, name: str, sampler, given: bool, heartbeat_s: int, grac
                     and (isinstance(exc, Unreadable) or is_corrupt(exc)):
                 root = innermost(exc)
                 why = (f"SQLite's quick_check: {exc}" if isinstance(exc, Unreadable) else
-                       scrub(f"{type(root).__name__}: {(str(root).splitlines() or [''])[0][:200]}", url))
+                       scrub(f"{type(root).__name__}: {_first_line(root)}", url))
                 moved = move_aside(path, why)
                 continue
             if is_disk_full(exc):
@@ -257,7 +263,7 @@ def open_error(url: str, given: bool, exc: BaseException) -> UsageError:
     """The usage error for a storage Optuna cannot open, password masked; the fix depends on
     whether the user named it (--storage) or it is the default SQLite file under --out."""
     root = innermost(exc)
-    why = scrub(f"{type(root).__name__}: {(str(root).splitlines() or [''])[0][:200]}", url)
+    why = scrub(f"{type(root).__name__}: {_first_line(root)}", url)
     if given:
         return usage("the study's storage must be a database URL Optuna can open (--storage)", masked(url),
                      f"use e.g. sqlite:///results/study.db (the directory must be writable), or leave --storage "
@@ -377,23 +383,3 @@ def _claim(path: str, text: str) -> bool:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-
-
-def save(result, files: dict[str, str], store) -> None:
-    """Write the run's files (``atomic_write_all``); raise NotSaved, carrying ``result``, when
-    they or the study (``store.write_failed``) could not be written."""
-    problems = [store.write_failed] if store.write_failed else []
-    errors = [store.write_error] if store.write_error else []
-    where = os.path.dirname(next(iter(files), "")) or "."
-    try:
-        atomic_write_all(files)
-    except OSError as exc:
-        problems.append(write_failure("the result and its snippet", where, exc))
-        errors.append(exc)
-    if problems:
-        study = sqlite_file(store.url)
-        folder = os.path.abspath(os.path.dirname(os.path.dirname(next(iter(files), "")) or "."))
-        under_out = study is not None and os.path.commonpath([study, folder]) == folder
-        raise NotSaved(f"the run chose {result.config.key} ({result.samples_per_s:,.0f} samples/s) but could not "
-                       f"save all of it: {'; '.join(problems)}. Whatever was stored before is kept. Fix: "
-                       + write_fix(errors, store.url if store.write_error else None, under_out, where), result)

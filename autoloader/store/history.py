@@ -93,9 +93,11 @@ def previous(out: str, hardware, key: str, storage: str | None = None) -> TuneRe
             or nearest(hardware, other_hardware(out, fingerprint, key, storage)))
 
 
-def stored_picks(storage: str, key: str | None = None) -> list[TuneResult]:
+def stored_picks(storage: str, key: str | None = None, whole: bool = False) -> list[TuneResult]:
     """Each autoloader study's newest complete run's pick in ``storage`` (for ``key`` only, when
-    given), where ``<storage>#<study>``; a mark whose pick fails its checks is left out."""
+    given), where ``<storage>#<study>``; a mark whose pick fails its checks is left out. ``whole``:
+    the run's whole result where the storage holds it (a run pushed it: NOTE [ Local first ] in
+    push.py), read through the door's checks, else its pick."""
     import optuna
 
     from . import runs
@@ -116,8 +118,33 @@ def stored_picks(storage: str, key: str | None = None) -> list[TuneResult]:
         complete = [dataclasses.replace(mark.summary, where=where) for mark in runs.runs_of(study, where).values()
                     if mark.state == runs.COMPLETE and mark.summary is not None]
         if complete:
-            picks.append(max(complete, key=lambda s: s.finished_at or ""))
+            newest = max(complete, key=lambda s: s.finished_at or "")
+            picks.append(_whole(study, newest, where) if whole else newest)
     return picks
+
+
+def _whole(study, pick: TuneResult, where: str) -> TuneResult:
+    """The whole result a run pushed beside its mark (the newest complete run is ``pick``'s), or
+    ``pick`` when there is none or it fails its checks (a warning names it and the field)."""
+    import warnings
+
+    from . import runs
+    from .checks import InvalidRecord
+    from .push import RESULT_PREFIX
+    from .validate import StoredStateWarning
+
+    attrs = study.user_attrs
+    newest = max((m for m in runs.runs_of(study, where).values() if m.state == runs.COMPLETE and m.summary is not None),
+                 key=lambda m: m.summary.finished_at or "")
+    data = attrs.get(RESULT_PREFIX + newest.run_id)
+    if data is None:
+        return pick
+    try:
+        return dataclasses.replace(TuneResult.from_dict(data, where), where=where)
+    except (InvalidRecord, RecursionError) as exc:
+        warnings.warn(f"ignored the result of run {newest.run_id} in {where}: {exc}; its pick is used alone",
+                      StoredStateWarning, stacklevel=3)
+        return pick
 
 
 def hardware_distance(a, b) -> float:

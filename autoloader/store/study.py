@@ -37,7 +37,7 @@ from ..search.policy import RAISED
 from ..search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from ..search.settings import SETTINGS, WORKERS
 from ..search.space import TUNED_SETTINGS, LoaderConfig, SearchSpace
-from . import durable, runs, validate
+from . import durable, push, runs, validate
 from .result import TuneResult
 from .retry import History, StoredTrial, standing
 from .storage import masked
@@ -88,19 +88,27 @@ class StudyStore:
     optuna-dashboard and other Optuna tools read the study as usual. Many runs may write one
     study; this store's history is its own run's (NOTE [ Runs in a study ] in runs.py)."""
 
-    def __init__(self, url: str, study_name: str, space: SearchSpace, given: bool = True):
+    def __init__(self, url: str, study_name: str, space: SearchSpace, given: bool = True, fleet: str | None = None,
+                 notice=None):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.optuna = optuna
         self.space = space
         self.url = url
-        self.shown_url = masked(url)
-        self.where = durable.sqlite_file(url) or f"{self.shown_url} (study {study_name})"
+        self.sampler = runs.make_fixed_sampler()
+        # NOTE [ Local first ] in push.py: ``url`` is the local study, ``fleet`` where it is pushed.
+        if fleet is not None and durable.sqlite_file(fleet) is not None \
+                and durable.sqlite_file(fleet) == durable.sqlite_file(url):
+            fleet = None   # --storage names the local study itself: nothing to push to
+        self.fleet = push.Fleet(fleet, study_name, self.sampler) if fleet is not None else None
+        self.notice = notice or (lambda line: None)
+        self.push_failed: str | None = None
+        self.shown_url = masked(fleet or url)
+        self.where = durable.sqlite_file(url) or f"{masked(url)} (study {study_name})"
         # Set once a write failed: the study then takes no more (NOTE [ Stored state a user can trust ]).
         self.write_failed: str | None = None
         self.write_error: BaseException | None = None
-        self.sampler = runs.make_fixed_sampler()
         opened = durable.open_sound(url, study_name, self.sampler, given, runs.HEARTBEAT_S, runs.GRACE_S)
         self.storage, self.study, self.moved_aside = opened.storage, opened.study, opened.moved_aside
         if opened.write_error is not None:
@@ -115,6 +123,9 @@ class StudyStore:
         # A study that takes no writes still needs a run of its own to keep its trials apart.
         self.run, self.resumed_run = picked or (runs.RunMark(uuid.uuid4().hex[:12], runs.this_owner(), runs.RUNNING,
                                                              now_iso()), False)
+        if self.fleet is not None:
+            self._writing(push.bound, self.study, self.run.run_id, self.fleet.shown, False)
+            self._push_kept()
 
     def _name_metric(self) -> None:
         with warnings.catch_warnings():
@@ -209,13 +220,36 @@ class StudyStore:
         return trial
 
     def finish(self, trial, result: TrialResult) -> None:
-        """Record ``result`` for a trial ``begin`` opened (nothing when it returned None)."""
+        """Record ``result`` for a trial ``begin`` opened (nothing when it returned None), and push
+        it to the fleet's storage, unless a push already failed this run (NOTE [ Local first ])."""
         if trial is None:
             return
         beat = self._beats.pop(trial.number, None)
         if beat is not None:
             beat.stop()
         self._writing(self._finish, trial, result)
+        if self.fleet is not None and self.push_failed is None and self.write_failed is None:
+            failed = self.fleet.push(self.study, [self.run.run_id], whole=False).failed
+            if failed is not None:
+                self.push_failed = failed
+                self.notice(f"{failed}; the search goes on, recording its trials in {self.where}, which the end of "
+                            "this run, or the next run with this --storage, pushes")
+
+    def _push_kept(self) -> None:
+        """Push what earlier runs bound for this fleet kept locally (an outage), before measuring."""
+        kept = [r for r in push.pending(self.study, self.fleet.shown) if r != self.run.run_id]
+        if not kept and not self.resumed_run:
+            return
+        pushed = self.fleet.push(self.study, kept + [self.run.run_id], whole=True)
+        if pushed.failed is not None:   # it opened a moment ago: gone since, as mid-run
+            self.push_failed = pushed.failed
+            self.notice(f"{pushed.failed}; the search goes on, recording its trials in {self.where}, which the end "
+                        "of this run, or the next run with this --storage, pushes")
+            return
+        for run_id in kept:
+            self._writing(push.bound, self.study, run_id, self.fleet.shown, True)
+        if pushed.trials:
+            self.notice(f"pushed {pushed.trials} trials that earlier runs kept in {self.where} to {self.fleet.shown}")
 
     def _finish(self, trial, result: TrialResult) -> None:
         try:
@@ -250,11 +284,32 @@ class StudyStore:
             assert result.status in (FAILED, HANG)
             self.study.tell(trial, state=state.FAIL)
 
-    def complete(self, summary: TuneResult) -> None:
+    def complete(self, result: TuneResult) -> None:
         """Mark this run complete, with its pick (``TuneResult.summary()``): from now on its
-        trials are no run's history (NOTE [ Runs in a study ])."""
+        trials are no run's history (NOTE [ Runs in a study ]). With a fleet, the whole result is
+        kept beside the mark and all of the run pushed; NotSaved when it could not be."""
+        summary = result if result.partial else result.summary()
         self._writing(runs.write_mark, self.study, dataclasses.replace(self.run, state=runs.COMPLETE,
                                                                       finished_at=now_iso(), summary=summary))
+        if self.fleet is None or self.write_failed is not None:
+            return
+        if not result.partial:
+            self._writing(self.study.set_user_attr, push.RESULT_PREFIX + self.run.run_id,
+                          json.loads(json.dumps(result.to_dict(), default=str)))
+        runs_bound = list(dict.fromkeys(push.pending(self.study, self.fleet.shown) + [self.run.run_id]))
+        pushed = self.fleet.push(self.study, runs_bound, whole=True)
+        if pushed.failed is None:
+            for run_id in runs_bound:
+                self._writing(push.bound, self.study, run_id, self.fleet.shown, True)
+            return
+        from ..errors import NotSaved
+        from .saving import stored_lines
+
+        raise NotSaved(f"the run chose {result.config.key} ({result.samples_per_s:,.0f} samples/s) and saved it "
+                       f"here, but could not push it: {pushed.failed}. Its trials and result are kept in the study "
+                       f"{self.where}, and the next run with --storage {self.fleet.shown} pushes them before it "
+                       "measures. Fix: check that the storage takes writes, and run the same command again",
+                       result, stored_lines(result, True, True, self, pushed=False))
 
     def failed(self) -> None:
         """Mark this run failed (it ended in an error): it is not resumed."""
@@ -270,6 +325,8 @@ class StudyStore:
         engine = getattr(self.storage, "engine", None)
         if engine is not None:
             engine.dispose()
+        if self.fleet is not None:
+            self.fleet.close()
 
 
 def _record(result: TrialResult) -> dict:

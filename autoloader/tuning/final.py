@@ -23,9 +23,13 @@ from ..search.space import LoaderConfig
 
 
 def final_configs(finalists: Sequence[LoaderConfig], control: LoaderConfig | None, previous: LoaderConfig | None,
-                  history: Sequence[TrialResult]) -> list[LoaderConfig]:
+                  history: Sequence[TrialResult], fits: Callable[[LoaderConfig], bool] = lambda c: True
+                  ) -> list[LoaderConfig]:
     """Who the final measures, in order: the strategy's finalists, then the previous pick (when it
-    did not fail here), then the control (when the strategy kept it: it could run) last."""
+    did not fail here), then the control (when the strategy kept it: it could run) last. None
+    whose memory forecast is past a limit (``fits``, the run's ``MemoryLimits.fits`` on the whole
+    history), the rule and the previous pick included: a config the final measures can win, so a
+    forecast the bursts since pushed past the ceiling keeps it out (the table says so of the rule)."""
     if not finalists:
         return []
     failed = {t.config for t in history if t.status != OK}
@@ -34,7 +38,7 @@ def final_configs(finalists: Sequence[LoaderConfig], control: LoaderConfig | Non
         chosen.append(previous)
     if control is not None and control in finalists:
         chosen.append(control)
-    return list(dict.fromkeys(chosen))
+    return [c for c in dict.fromkeys(chosen) if fits(c)]
 
 
 def trimmed(chosen: list[LoaderConfig], control: LoaderConfig | None, previous: LoaderConfig | None) -> list[LoaderConfig]:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from typing import Callable, TextIO
 
+from ..errors import clip, one_line
 from ..events import Event, Progress, subscriber
 # The table's number formats are the progress lines' own.
 from ..events.lines import gib as _gib, known as _known, mib as _mib, others_text, rate as _rate
@@ -105,8 +107,9 @@ def api_progress(progress: Callable | bool | None, stacklevel: int = 3) -> Progr
     return _Logged(subscriber(progress, stacklevel=stacklevel))
 
 
-def table(result, saved: bool = True) -> str:
-    """The human summary of a TuneResult; ``saved=False`` when its files could not be written."""
+def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
+    """The human summary of a TuneResult; ``saved=False`` when not all of it could be stored, and
+    then ``stored``: what happened to each thing the run stores (NotSaved.stored), a line each."""
     t = result.tuned
     kw = t.config.loader_kwargs()
     lines = ["", "autoloader: tuned DataLoader config", ""]
@@ -156,6 +159,8 @@ def table(result, saved: bool = True) -> str:
         lines.append(f"  {'since last':<20} {since(result.since)}")
     if saved:
         lines += ["", f"  saved {result.path}", f"  snippet {result.snippet_path}", ""]
+    elif stored:
+        lines += ["", *(f"  {line}" for line in stored), "  (the error below says why)", ""]
     else:
         lines += ["", f"  not saved (the error below says why): {result.path}", ""]
     return "\n".join(lines)
@@ -170,8 +175,17 @@ def _verdict_line(result) -> str | None:
     return headline(result)
 
 
-def report_written(paths: dict) -> str:
-    return f"autoloader: report written: {paths['html']} (markdown twin {paths['markdown']})"
+def report_written(written) -> str:
+    """What of a report was written (explain/files.Written), and one line for each file that
+    could not be (NOTE [ A report writes what it can ])."""
+    pages = [p for p in (written.html, written.markdown) if p in written.written]
+    if pages == [written.html, written.markdown]:
+        head = f"autoloader: report written: {written.html} (markdown twin {written.markdown})"
+    elif pages:
+        head = f"autoloader: report partly written: {pages[0]}"
+    else:
+        head = f"autoloader: report not written (beside {os.path.dirname(written.html) or '.'})"
+    return "\n".join([head] + [f"  not written: {one_line(f)}" for f in written.failed])
 
 
 def memory_line(pick, control=None) -> str | None:
@@ -216,8 +230,14 @@ def rule_line(result) -> str:
     trials = [tr for tr in result.trials if tr.config == control]
     failed = next((tr for tr in trials if tr.status != OK), None)
     if failed is not None:
-        return f"could not run here ({rule}): {failed.describe_failure()[:200]}"
+        return f"could not run here ({rule}): {clip(failed.describe_failure(), 500)}"
     burst = next((tr for tr in trials if tr.status == OK and tr.samples_per_s), None)
+    forecast, inputs = getattr(result, "control_memory", None), getattr(result, "inputs", None)
+    ceiling = inputs.max_memory if inputs is not None else None
+    if forecast is not None and ceiling and forecast.host_bytes > ceiling:   # kept out of the final: final.py
+        seen = f"; its burst read {_rate(burst.samples_per_s)}" if burst is not None else ""
+        return (f"the rule's forecast {_gib(forecast.host_bytes)} is past the {_gib(ceiling)} ceiling: not measured "
+                f"in the final ({rule}){seen}")
     if burst is not None:
         rough = " (stopped early: a rough figure)" if burst.pruned else ""
         return (f"not in an interleaved final ({rule}): no round of it fit in the budget; its burst read "
@@ -266,7 +286,8 @@ def json_text(data: dict) -> str:
     return json.dumps(data, indent=2, default=str) + "\n"
 
 
-def as_json(result, saved: bool = True) -> str:
+def as_json(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     """The whole TuneResult as one JSON object: the same shape the result file stores, with
-    ``"saved": false`` when it could not be written."""
-    return json.dumps(result.to_dict() if saved else {**result.to_dict(), "saved": False}, default=str)
+    ``"saved": false`` when not all of it could be stored (and ``"stored"``: what was, a line each)."""
+    extra = {"saved": False, **({"stored": list(stored)} if stored else {})}
+    return json.dumps(result.to_dict() if saved else {**result.to_dict(), **extra}, default=str)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import AutoloaderError, AutoloaderWarning, InputError, NoFeasibleConfig, usage
-from ..events import (ControlRetried, Profiled, Progress, TrialDone, TrialsUnstored, TuneDone, TuneStarted,
+from ..events import (ControlRetried, FleetPushed, Profiled, Progress, TrialDone, TrialsUnstored, TuneDone, TuneStarted,
                       WaitingForLock)
 from ..inputs import hardware
 from ..inputs.limits import clipped_timeout, warn_batch_past_length
@@ -47,7 +47,8 @@ from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
 from ..search.threads import threads_of
 from ..search.warm import WarmStart, warmed
-from ..store.durable import save, write_failure
+from ..store.durable import write_failure
+from ..store.saving import save
 from ..store.history import keep, previous
 from ..store.paths import default_storage, held, lock_path, result_path, study_name
 from ..store.records import DatasetRecord, Inputs, NodeRecord, Provenance
@@ -107,7 +108,10 @@ class Run:
             history = self._search(strategy, started)
             finals, load = self._final(strategy, profile, history)
             narrow = strategy.short_of_headroom([f.config for f in finals], history)
-            pick = choose(finals, history, control=strategy.control, widen=load.widen, narrow=narrow)
+            # Without a final the bursts choose: only those whose forecast fits (final_configs).
+            fitting = [t for t in history if t.status != OK or self.memory.fits(t.config, history)]
+            fitting = fitting if any(t.status == OK for t in fitting) else history
+            pick = choose(finals, fitting, control=strategy.control, widen=load.widen, narrow=narrow)
             return self._record(started, profile, model, strategy, history, finals, pick, load)
         except AutoloaderError as exc:
             if self.store is not None and not exc.resumable:
@@ -141,9 +145,11 @@ class Run:
                                      on_wait=lambda holder: self.progress(WaitingForLock(
                                          holder, self.options.out, then="measuring on its own"))))
         self.clock.t0 += time.monotonic() - waiting
-        url = self.options.storage or default_storage(self.options.out, fingerprint, key)
-        store = self.store = StudyStore(url, study_name(fingerprint, key), self.space,
-                                        given=self.options.storage is not None)
+        # NOTE [ Local first ] in store/push.py: the study beside the result, pushed to --storage.
+        url, given = default_storage(self.options.out, fingerprint, key), self.options.storage
+        store = self.store = StudyStore(url, study_name(fingerprint, key), self.space, given=False,
+                                        fleet=given,
+                                        notice=lambda line: self.progress(FleetPushed(line)))
         loaded = store.reread(self.options.limits, info.code)
         # The previous result, read before this run replaces it: its pick joins the final.
         self.before = previous(self.options.out, problem.hardware, key, self.options.storage)
@@ -277,7 +283,8 @@ class Run:
         pick measured again while the budget allows (NOTE [ Others on the machine ])."""
         final = Final(self.clock, self._timed(final_measurement(self.runner, self._limits_now)), self.progress)
         previous_pick = self._previous_pick()
-        chosen = final_configs(strategy.finalists(history), strategy.control, previous_pick, history)
+        chosen = final_configs(strategy.finalists(history), strategy.control, previous_pick, history,
+                               lambda config: self.memory.fits(config, history))
         finals = final.run(chosen, history, strategy.control, previous_pick)
         load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
         narrow = strategy.short_of_headroom([f.config for f in finals], history)
@@ -341,7 +348,7 @@ class Run:
                                                 "this run's result replaces it all the same"), stacklevel=2)
         save(result, {result.snippet_path: snippet(tuned),
                       result.path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
-        store.complete(result.summary())
+        store.complete(result)
         self.progress(TuneDone(result))
         return result
 
