@@ -23,6 +23,7 @@ def bench(*args, timeout=150):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_node_bench_measures_three_configs_on_two_cpu_ranks(tmp_path):
     out = tmp_path / "node"
     proc = bench("--nproc-per-node", 2, "--workloads", "hugefloat", "--device", "cpu", "--budget", 10,
@@ -150,6 +151,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_config_failing_on_a_rank_is_its_result_not_the_end_of_the_bench(tmp_path):
     out = tmp_path / "node"
     proc = subprocess.run([sys.executable, "-c", FAILING, "node", "--nproc-per-node", "2", "--workloads", "breaks",

@@ -273,6 +273,7 @@ def test_the_deadline_holds_back_stability_tunes_that_cannot_fit(tmp_path, monke
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_quick_smoke_run_of_the_whole_harness(tmp_path):
     """`run --quick` on the CPU at a tiny scale: the real tuner (10 s budget), the grid, a final of
     two rounds and the ceiling, on pyobjects; records as measured, the summary with its plan."""

@@ -56,6 +56,7 @@ def seen(code: int, entry: dict) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_with_a_burner_the_trial_lines_and_the_json_name_the_load(tmp_path):
     with Burner():
         done = subprocess.run([AUTOLOADER, "tune", "--dataset", f"{FLEET}:paced", "--batch-size", "16", "--budget",
@@ -71,6 +72,7 @@ def test_with_a_burner_the_trial_lines_and_the_json_name_the_load(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_five_retunes_with_a_burner_on_an_unchanged_registry_give_no_exit_3(tmp_path):
     path, out = registry(tmp_path), str(tmp_path / "out")
     print(f"background before: {background():.2f} CPUs busy")
@@ -104,6 +106,7 @@ def test_a_dataset_made_2x_slower_between_runs_exits_3_five_times_of_five_on_a_q
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_five_retunes_on_an_unchanged_registry_on_a_quiet_machine_give_no_exit_3(tmp_path):
     path, out = registry(tmp_path, busy=QUIET_BUSY), str(tmp_path / "out")
     print(f"background before: {background():.2f} CPUs busy")

@@ -160,6 +160,7 @@ def test_no_feasible_config_exits_1(out_dir):
 # --- a run -----------------------------------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_json_run_writes_result_snippet_and_study(out_dir, repo_cwd):
     result = invoke("tune", "--dataset", "tests/workloads.py:tiny", "--batch-size", "16", "--budget", "10",
                     "--json", "--quiet", "--out", out_dir)
@@ -199,6 +200,7 @@ def test_json_run_writes_result_snippet_and_study(out_dir, repo_cwd):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_fail_if_changed_flags_a_pick_that_differs_from_another_machines(out_dir, repo_cwd):
     """The nightly job: results from an old machine under the same --out, a re-tune here, exit 3."""
     args = ("tune", "--dataset", "tests/workloads.py:tiny", "--batch-size", "16", "--budget", "10",

@@ -61,6 +61,7 @@ def tune_args(out: str, *more: str) -> list[str]:
 
 @pytest.mark.slow
 @needs_private_mount
+@pytest.mark.heavy
 def test_best_loader_on_a_full_disk_returns_the_loader_it_chose_and_warns(tmp_path):
     out = str(tmp_path / "out")
     run = full_disk.in_private_tmpfs("1m", out, 0, [sys.executable, "-m", "scripts.faults.inputs", "best_loader",
@@ -186,6 +187,7 @@ def test_a_dated_name_is_claimed_once_by_writers_racing_for_it(tmp_path):
 
 @pytest.mark.slow
 @needs_private_mount
+@pytest.mark.heavy
 def test_retune_on_a_full_disk_prints_its_report_and_keeps_the_picks(tmp_path):
     registry = tmp_path / "fleet.toml"
     registry.write_text(registry_text("scripts.faults.datasets:tiny"))
@@ -480,6 +482,7 @@ def test_a_lock_is_reentrant_in_its_thread_and_waited_for_by_another(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_two_cli_tunes_of_one_problem_take_turns(tmp_path):
     import optuna
 

@@ -165,6 +165,7 @@ def _cli(*args: str, timeout: float = 150.0) -> subprocess.CompletedProcess:
 
 @two_cpus
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_two_rank_tune_writes_one_node_result(out_dir):
     done = _cli("tune", "--dataset", f"{WORKLOADS}:tiny", "--nproc-per-node", "2", "--device", "cpu",
                 "--budget", "10", "--batch-size", "16", "--out", out_dir, "--json", "--quiet")
@@ -196,6 +197,7 @@ def test_a_two_rank_tune_writes_one_node_result(out_dir):
 
 @two_cpus
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_failure_on_rank_one_only_is_reported_naming_rank_one(out_dir):
     done = _cli("tune", "--dataset", f"{WORKLOADS}:breaks_on_rank_one", "--nproc-per-node", "2", "--device", "cpu",
                 "--budget", "10", "--batch-size", "16", "--out", out_dir, "--quiet")
@@ -222,6 +224,7 @@ def _best_loader_as_rank(rank: int, port: int, out: str) -> None:
 
 @two_cpus
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_best_loader_on_two_ranks_tunes_once_and_shards(out_dir):
     _spawned(_best_loader_as_rank, 2, out_dir, timeout=150.0)
     seen = [json.load(open(os.path.join(out_dir, f"rank{rank}.json"))) for rank in (0, 1)]

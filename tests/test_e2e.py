@@ -87,6 +87,7 @@ def measured(check, out_root: str, attempts: int = 2, min_cores: float | None = 
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_cpu_bound_samples_pay_for_workers(out_dir):
     """~3 ms of GIL-bound Python per sample: only worker processes run samples in parallel, so
     on 2 cores the tuner must pick workers, and the pick must beat num_workers=0 by a margin."""
@@ -108,6 +109,7 @@ def test_cpu_bound_samples_pay_for_workers(out_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_free_large_samples_get_no_more_workers_than_pay(out_dir):
     """1 MiB samples that cost nothing to make: workers add copies through shared memory and
     save no work, so more of them rarely pay. Whatever this machine's memory makes of that, the
@@ -221,6 +223,7 @@ def test_best_loader_takes_tunes_arguments_and_keeps_them_from_the_dataloader(ou
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_run_after_a_complete_one_measures_anew_with_the_old_trials_kept(out_dir):
     """A complete run's trials stay in the study, never a later run's measurements: the next run
     starts with no history of its own and measures every config it decides on (a resumed
@@ -281,6 +284,7 @@ def make():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_dataset_file_reaches_spawned_workers(out_dir, tmp_path):
     """``path/to/file.py:attr`` with workers started by 'spawn' (macOS's default): the workers
     unpickle the dataset by its class's module, which must be importable there."""

@@ -136,6 +136,7 @@ def test_collate_fn_raises(out_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_step_faults_by_batch_size(out_dir):
     """One study, three step faults by batch size: the step raising from 64, the trial process
     itself killed (the OOM killer's pick) from 128, CUDA out of memory from 256. Each is named;
@@ -171,6 +172,7 @@ def test_host_memory_past_the_ceiling(out_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
     """Batches of 16 samples of 16 MiB (256 MiB) that mostly wait (I/O-like), so many workers
     would pay: the model's pick (many workers) and the cpus-1 rule are predicted to hold 4 or
@@ -212,6 +214,7 @@ def test_a_config_predicted_past_the_ceiling_is_not_run(out_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_hang_is_ended_by_the_watchdog(out_dir, tmp_path):
     marker = str(tmp_path / "hang-started")
     result, recorder = run_tune(faulty.HangInWorker(marker, min_workers=1), out_dir,
@@ -271,6 +274,7 @@ def test_a_dataset_slow_to_build_is_stopped_with_a_fix():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_iterable_dataset_is_tuned(out_dir):
     result, _ = run_tune(faulty.TinyStream(), out_dir)
     assert result.trials and any(t.status == OK for t in result.trials)
@@ -295,6 +299,7 @@ needs_private_shm = pytest.mark.skipif(not faulty.private_shm_available(),
 
 @needs_private_shm
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_dev_shm_really_full(out_dir):
     """A worker takes all of a 32 MiB /dev/shm; batches cannot be handed over. The trial is
     recorded as shm_exhausted and the tuner picks a config that needs no /dev/shm."""
@@ -363,6 +368,7 @@ def test_unpicklable_dataset_through_the_cli_is_re_imported(out_dir):
 # --- the driver killed mid-study, then resumed --------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_driver_killed_mid_study_resumes(out_dir, no_leftovers):
     tag = no_leftovers
     # Workers pay on this dataset, so the study has more than two trials to kill it among.

@@ -111,6 +111,7 @@ def test_the_content_fingerprint_is_the_same_in_a_fresh_process():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_retune_after_the_data_changed_measures_it_again(out_dir, monkeypatch):
     """A complete run's trials are not this run's measurements: after the data got four
     times slower every trial of the new run reads the new speed, and the change is flagged."""

@@ -101,6 +101,7 @@ def assert_every_trial_landed(study: optuna.Study, results: list[dict]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_two_tuners_on_one_sqlite_study_both_land_every_trial(out_dir):
     command = tune_command(out_dir, dataset="slow_start")
     results = run_two([command, command], lambda: sqlite_of(out_dir))
@@ -132,6 +133,7 @@ def test_opening_a_postgresql_study_never_fails_another_tuners_live_trial(postgr
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_two_processes_into_one_postgresql_study_land_every_trial(postgres, tmp_path):
     """Two machines of one kind (here: two processes, two --out folders) share one study."""
     outs = [str(tmp_path / "a"), str(tmp_path / "b")]
@@ -144,6 +146,7 @@ def test_two_processes_into_one_postgresql_study_land_every_trial(postgres, tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_driver_killed_mid_trial_leaves_nothing_that_blocks_the_next(postgres, tmp_path):
     """Its trial left RUNNING is in its local study only (nothing RUNNING is pushed: NOTE [ Local
     first ]); the next run on the host repairs it there, resumes, and pushes the run whole."""
@@ -201,6 +204,7 @@ print(json.dumps({{"tuned": "start" in events, "workers": loader.num_workers}}))
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_best_loader_on_every_rank_tunes_once(out_dir):
     """torchrun starts one process per rank, each calling best_loader: one tunes, the rest wait
     for it and load its result."""

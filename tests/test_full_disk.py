@@ -27,6 +27,7 @@ def _tune(out: str, *more: str) -> list[str]:
 
 @needs_private_mount
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_disk_fills_mid_search(tmp_path):
     out = str(tmp_path / "out")
     run = full_disk.in_private_tmpfs("8m", out, 1, _tune(out), cwd=REPO_ROOT)   # filled after the first trial
@@ -54,6 +55,7 @@ def test_the_disk_fills_mid_search(tmp_path):
 
 @needs_private_mount
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_disk_is_full_from_the_start(tmp_path):
     """No study can even be created: the search runs in memory and the pick is printed (as JSON
     here, with ``"saved": false``)."""

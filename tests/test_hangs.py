@@ -91,6 +91,7 @@ def _finished(proc: subprocess.Popen, t0: float, timeout: float) -> tuple[str, s
 
 @pytest.mark.slow
 @pytest.mark.parametrize("entry", ["best_loader", "tune"])
+@pytest.mark.heavy
 def test_a_module_level_call_fails_at_once_naming_the_script_and_the_guard(entry, tmp_path, tag):
     out = str(tmp_path / "out")
     path = _script(tmp_path / f"train_{entry}.py", entry, out)
@@ -158,6 +159,7 @@ def _hold(lock: str, ready, seconds: float) -> None:
 # --- 2. start-up clipped to the budget ---------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_dataset_that_never_builds_in_the_trial_process_ends_with_the_budget(tmp_path, tag):
     out = str(tmp_path / "out")
     t0 = time.monotonic()
@@ -202,6 +204,7 @@ def _rank_one(driver: subprocess.Popen) -> psutil.Process:
 
 @pytest.mark.slow
 @two_cpus
+@pytest.mark.heavy
 def test_a_stopped_rank_ends_the_node_tune_naming_it(tmp_path, tag):
     out = str(tmp_path / "out")
     driver = subprocess.Popen([*_node_command(out), "--nproc-per-node", "2"], stdout=subprocess.PIPE,
@@ -231,6 +234,7 @@ def test_a_stopped_rank_ends_the_node_tune_naming_it(tmp_path, tag):
 @pytest.mark.slow
 @two_cpus
 @pytest.mark.parametrize("launch", ["nproc-per-node", "torchrun"])
+@pytest.mark.heavy
 def test_ctrl_c_on_a_node_tune_exits_130_on_every_rank(launch, tmp_path, tag):
     out = str(tmp_path / "out")
     command = _node_command(out)
@@ -281,6 +285,7 @@ def test_a_resumed_run_sets_aside_failures_of_the_environment_and_of_the_control
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["oserror", "value"])
+@pytest.mark.heavy
 def test_a_resumed_run_measures_the_restored_environment_and_the_control(kind, tmp_path, tag):
     from hang_workloads import FailsUntilRestored
 
@@ -330,6 +335,7 @@ def postgres():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not faulty.private_shm_available(), reason="needs root and unshare for a private tmpfs")
+@pytest.mark.heavy
 def test_postgresql_storage_with_a_full_out_resumes_as_its_message_says(postgres, tmp_path):
     from scripts.faults import full_disk
 

@@ -59,6 +59,7 @@ def test_where_the_workers_set_the_pace_the_pick_is_the_cheapest_within_the_tie(
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_real_tune_beside_a_jittery_step_takes_the_workers_with_headroom(tmp_path):
     from autoloader import tune
 

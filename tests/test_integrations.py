@@ -191,6 +191,7 @@ def test_lightning_tunes_on_the_first_fit_and_reuses_the_stored_result_after(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_lightning_ddp_ranks_tune_together_and_keep_their_sampler_and_accelerate_shards_once(tmp_path):
     """Two DDP ranks (Lightning's own launcher) run tests/integration_ranks.py: see its docstring."""
     pytest.importorskip("lightning")

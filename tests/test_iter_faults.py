@@ -50,6 +50,7 @@ def test_a_dataset_too_long_to_shuffle_is_named(out_dir, capfd):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_hang_is_cut_at_the_budget(out_dir, tmp_path):
     """A worker that hangs, a 60 s watchdog and a 20 s budget: the watchdog's timeout is clipped to
     what is left of the budget (the hang's message says so), whether the hang meets the profile

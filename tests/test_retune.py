@@ -206,6 +206,7 @@ def retune(path, out, slowdown: str = "1") -> tuple[int, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_retune_flags_a_regression_and_keeps_the_last_good_result_when_killed(tmp_path):
     path = tmp_path / "fleet.toml"
     path.write_text(REGISTRY)

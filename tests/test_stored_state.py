@@ -41,6 +41,7 @@ def tune_args(out_dir: str, dataset: str, *more: str) -> list[str]:
 # --- a failure of the user's code does not outlive the code (item 1) ---------------------------
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_fixed_step_is_measured_again(out_dir, tmp_path):
     step = tmp_path / "mystep.py"
     write_module(str(step), BROKEN_STEP)
@@ -63,6 +64,7 @@ def _interrupted(store: StudyStore) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_killed_runs_failures_stand_while_the_code_does_and_go_when_it_changes(out_dir, tmp_path):
     """NOTE [ Failures keyed by code ]: a run killed after its step raised is resumed with that
     failure; the failure stands while the step's file is unchanged, and is measured again once it
@@ -88,6 +90,7 @@ def test_a_killed_runs_failures_stand_while_the_code_does_and_go_when_it_changes
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_dataset_whose_samples_stopped_varying_is_measured_again(out_dir, tmp_path):
     module = tmp_path / "ragged.py"
     write_module(str(module), RAGGED.format(vary=True))
@@ -103,6 +106,7 @@ def test_a_dataset_whose_samples_stopped_varying_is_measured_again(out_dir, tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_crash_is_tried_once_more_before_it_counts(out_dir, tmp_path):
     """A worker that segfaults once: the config is tried again at once and measured; the study
     keeps the crash, the history the strategy sees does not."""
@@ -246,6 +250,7 @@ def test_a_study_left_mid_write_by_a_killed_writer_is_rolled_back_not_moved_asid
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_garbage_study_through_the_cli_is_moved_aside_and_the_tune_starts_fresh(out_dir):
     args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--budget", "10", "--json")
     first = invoke(*args)
