@@ -196,7 +196,7 @@ def test_a_real_tune_hands_a_callback_typed_events_and_logs_each_of_them(out_dir
     seen = []
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
-        result = tune(Paced(cost_s=0.002), batch_size=16, budget=10, device="cpu", out=out_dir, progress=seen.append)
+        result = tune(Paced(cost_s=0.002), batch_size=16, budget=20, device="cpu", out=out_dir, progress=seen.append)
     assert all(isinstance(e, ev.Event) for e in seen)
     kinds = [e.kind for e in seen if not isinstance(e, ev.Waiting)]
     assert kinds[:2] == ["start", "profile"] and kinds[-1] == "done" and "trial" in kinds, kinds
@@ -206,7 +206,7 @@ def test_a_real_tune_hands_a_callback_typed_events_and_logs_each_of_them(out_dir
     assert [e.n for e in trials] == list(range(1, len(trials) + 1))
     assert [e.result.config for e in trials] == [t.config for t in result.trials]
     start = next(e for e in seen if isinstance(e, ev.TuneStarted))
-    assert start.key == result.tuned.dataset_key and start.budget == 10
+    assert start.key == result.tuned.dataset_key and start.budget == 20
     assert [r.event for r in logged] == seen, "the log got the same events, in order"
     assert [r.getMessage() for r in logged if r.levelno == logging.INFO] == [e.line for e in seen if e.line]
     logged.clear()

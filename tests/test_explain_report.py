@@ -169,7 +169,7 @@ def test_tune_with_report_writes_the_page_and_says_the_verdict(tmp_path):
     out = str(tmp_path / "out")
     step = os.path.join(os.path.dirname(WORKLOADS), "explain_workloads.py")
     result = CliRunner().invoke(main, ["tune", "--dataset", f"{WORKLOADS}:tiny", "--step", f"{step}:sleepy_step",
-                                       "--batch-size", "32", "--budget", "15", "--out", out, "--quiet", "--report"])
+                                       "--batch-size", "32", "--budget", "25", "--out", out, "--quiet", "--report"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     line = next(text for text in lines if text.strip().startswith("verdict"))

@@ -34,7 +34,7 @@ def invoke(*args: str):
 
 
 def tune_args(out_dir: str, dataset: str, *more: str) -> list[str]:
-    return ["tune", "--dataset", dataset, "--batch-size", "16", "--budget", "20", "--device", "cpu",
+    return ["tune", "--dataset", dataset, "--batch-size", "16", "--budget", "30", "--device", "cpu",
             "--out", out_dir, *more]
 
 
@@ -252,7 +252,7 @@ def test_a_study_left_mid_write_by_a_killed_writer_is_rolled_back_not_moved_asid
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_a_garbage_study_through_the_cli_is_moved_aside_and_the_tune_starts_fresh(out_dir):
-    args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--budget", "10", "--json")
+    args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--budget", "20", "--json")
     first = invoke(*args)
     assert first.exit_code == 0, (first.output, first.exception)
     db = first_db = json.loads(first.stdout)["path"][:-len(".json")] + ".db"
@@ -303,7 +303,7 @@ def test_one_malformed_stored_trial_is_ignored_with_a_warning(tmp_path, edit):
 
 
 def _stored_result_file(out_dir: str, dataset) -> str:
-    result = tune(dataset, batch_size=16, budget=10, device="cpu", out=out_dir)
+    result = tune(dataset, batch_size=16, budget=20, device="cpu", out=out_dir)
     return result.path
 
 
@@ -335,14 +335,14 @@ def test_best_loader_with_a_bad_result_file_tunes_again(out_dir):
     data["config"].update(num_workers=400, prefetch_factor=2, persistent_workers=False)
     json.dump(data, open(path, "w"))
     with pytest.warns(UserWarning, match=path):
-        loader = best_loader(dataset, batch_size=16, budget=10, device="cpu", out=out_dir)
+        loader = best_loader(dataset, batch_size=16, budget=20, device="cpu", out=out_dir)
     assert loader.num_workers != 400
     assert json.load(open(path))["config"]["num_workers"] == loader.num_workers, "replaced by the new tune"
 
 
 @pytest.mark.slow
 def test_the_cli_shows_a_bad_previous_result(out_dir):
-    args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--budget", "10", "--json", "--quiet")
+    args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--budget", "20", "--json", "--quiet")
     first = invoke(*args)
     path = json.loads(first.stdout)["path"]
     data = json.load(open(path))
@@ -383,7 +383,7 @@ def test_a_storage_password_is_stored_masked(out_dir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(optuna.storages, "RDBStorage", StandIn)
     url = f"postgresql://autoloader:{PASSWORD}@db.example:5432/studies"
-    result = tune(faulty.Tiny(length=128), batch_size=16, budget=10, device="cpu", out=out_dir, storage=url)
+    result = tune(faulty.Tiny(length=128), batch_size=16, budget=20, device="cpu", out=out_dir, storage=url)
     assert result.storage == "postgresql://autoloader:***@db.example:5432/studies"
     for path in (result.path, result.snippet_path):
         assert PASSWORD not in open(path).read()
