@@ -76,10 +76,13 @@ class Step:
 
 @dataclass(frozen=True)
 class Context:
-    """What a knob's domain may depend on: the device, the CPUs, the platform (sys.platform)."""
+    """What a knob's domain may depend on: the device, the CPUs, the platform (sys.platform), and
+    the start method DataLoader's workers get when not told one (``start_method``; None: the
+    platform's default, settings.default_start_method)."""
     device: str = "cpu"
     cpus: int = 1
     platform: str = "linux"
+    start_method: str | None = None
 
     @property
     def cuda(self) -> bool:
