@@ -45,13 +45,17 @@ class Problem:
     # The built dataset's class (``content.dataset_class``), known with the length: the name in
     # the key, so a spec, a factory and the object they build find one stored result.
     dataset_class: str | None = None
+    # Whether the search measures and picks the worker start method (the gate of settings.py's
+    # START: NOTE [ The start method as a knob ]); a start method the user passed is theirs.
+    search_start_method: bool = False
 
     @classmethod
     def build(cls, dataset: Any, *, step: Any = None, batch_size: int | None = None,
               batch_sizes: Sequence[int] | None = None, device: str | None = None,
               fixed_kwargs: dict | None = None, length: int | None = None, length_known: bool = False,
               allow_reorder: bool = False, hw: hardware.Hardware | None = None, content: str | None = None,
-              version: str | None = None, dataset_class: str | None = None) -> "Problem":
+              version: str | None = None, dataset_class: str | None = None,
+              search_start_method: bool = False) -> "Problem":
         """Check every input and build the problem; raises UsageError with the rule, the value
         and the fix."""
         sizes = batch_sizes_of(batch_size, batch_sizes)
@@ -63,8 +67,12 @@ class Problem:
         Source.from_object(fixed, "DataLoader arguments")  # picklable, or a clear error
         if not isinstance(allow_reorder, bool):
             raise usage("allow_reorder is True or False", allow_reorder, "pass allow_reorder=True (--allow-reorder)")
+        if not isinstance(search_start_method, bool):
+            raise usage("search_start_method is True or False", search_start_method,
+                        "pass search_start_method=True (--search-start-method)")
         return cls(dataset_source, step_source, sizes, resolve_device(device, hw.gpus), fixed, hw,
-                   length, length_known, allow_reorder, content, _version(version), dataset_class)
+                   length, length_known, allow_reorder, content, _version(version), dataset_class,
+                   search_start_method)
 
     def with_length(self, length: int | None, content: str | None = None,
                     dataset_class: str | None = None) -> "Problem":
@@ -90,6 +98,8 @@ class Problem:
                  sorted((k, re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))) for k, v in self.fixed_kwargs.items()))
         # Only when allowed, so that every other problem keeps the key it always had.
         identity = repr(parts + (("allow_reorder", True),) if self.allow_reorder else parts)
+        if self.search_start_method and "multiprocessing_context" not in self.fixed_kwargs:
+            identity += repr(("search_start_method", True))
         identity += _data_identity(self.content, self.version)
         length = self.length if self.length is not None else "iter"
         return f"{readable}-n{length}-{hashlib.sha1(identity.encode()).hexdigest()[:10]}"

@@ -201,7 +201,7 @@ START = SETTINGS.register(Knob(
     when=WITH_WORKERS, omit_default=True, check=_check_start, stored=stored_choice(START_METHODS),
     hf=HfField("dataloader_multiprocessing_context", 5),
     from_loader=lambda loader: _loader_method(getattr(loader, "multiprocessing_context", None)),
-    mark=lambda v: v or "",
+    mark=lambda v: v or "", fixable=True,
     gate=Gate("search_start_method", "--search-start-method",
               "Measure the worker start methods (fork, forkserver, spawn: DataLoader multiprocessing_context) "
               "and let the tuner pick one.",
