@@ -22,6 +22,24 @@ from .source import Source
 DEFAULT_BATCH_SIZE = 128
 
 
+def _start_methods(value: Any) -> bool | tuple[str, ...]:
+    """``search_start_method`` checked: True or False, or start methods of this platform by name."""
+    import sys
+
+    from ..search.settings import platform_methods
+
+    if isinstance(value, bool):
+        return value
+    methods = platform_methods(sys.platform)
+    fix = f"pass search_start_method=True (--search-start-method), or some of {', '.join(methods)}"
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        raise usage("search_start_method is True, False or a list of start methods", value, fix)
+    unknown = [m for m in value if m not in methods]
+    if unknown:
+        raise usage(f"search_start_method names start methods of this platform ({', '.join(methods)})", unknown, fix)
+    return tuple(dict.fromkeys(value))
+
+
 @dataclass(frozen=True)
 class Problem:
     """One tuning problem. ``length`` is the dataset's length (None for an IterableDataset, or
@@ -47,7 +65,8 @@ class Problem:
     dataset_class: str | None = None
     # Whether the search measures and picks the worker start method (the gate of settings.py's
     # START: NOTE [ The start method as a knob ]); a start method the user passed is theirs.
-    search_start_method: bool = False
+    # True: every start method of the platform; or the methods to measure, by name.
+    search_start_method: bool | tuple[str, ...] = False
 
     @classmethod
     def build(cls, dataset: Any, *, step: Any = None, batch_size: int | None = None,
@@ -55,7 +74,7 @@ class Problem:
               fixed_kwargs: dict | None = None, length: int | None = None, length_known: bool = False,
               allow_reorder: bool = False, hw: hardware.Hardware | None = None, content: str | None = None,
               version: str | None = None, dataset_class: str | None = None,
-              search_start_method: bool = False) -> "Problem":
+              search_start_method: bool | Sequence[str] = False) -> "Problem":
         """Check every input and build the problem; raises UsageError with the rule, the value
         and the fix."""
         sizes = batch_sizes_of(batch_size, batch_sizes)
@@ -67,9 +86,7 @@ class Problem:
         Source.from_object(fixed, "DataLoader arguments")  # picklable, or a clear error
         if not isinstance(allow_reorder, bool):
             raise usage("allow_reorder is True or False", allow_reorder, "pass allow_reorder=True (--allow-reorder)")
-        if not isinstance(search_start_method, bool):
-            raise usage("search_start_method is True or False", search_start_method,
-                        "pass search_start_method=True (--search-start-method)")
+        search_start_method = _start_methods(search_start_method)
         return cls(dataset_source, step_source, sizes, resolve_device(device, hw.gpus), fixed, hw,
                    length, length_known, allow_reorder, content, _version(version), dataset_class,
                    search_start_method)

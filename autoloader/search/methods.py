@@ -116,6 +116,7 @@ class StartChoice:
     persistent: bool
     rows: tuple[MethodRow, ...] = ()
     python_rows: bool = False     # the growth finding's: the rows are Python objects
+    at: str = ""                  # whose workers the rows are for, when not the pick's (the cpus-1 rule)
 
     def row(self, method: str) -> MethodRow | None:
         return next((r for r in self.rows if r.method == method), None)
@@ -129,7 +130,8 @@ class StartChoice:
             return []
         gib = lambda n: f"{n / 2**30:.1f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.0f} MiB"  # noqa: E731
         memory = [f"{r.method}: {gib(r.worker_bytes)}" for r in self.rows if r.worker_bytes is not None]
-        first = (f"{', '.join(memory)} a worker at the epoch's end" if memory else "")
+        whose = f" ({self.at}'s {self.workers} worker{'s' if self.workers != 1 else ''})" if self.at else ""
+        first = (f"{', '.join(memory)} a worker at the epoch's end{whose}" if memory else "")
         quickest = min(self.rows, key=lambda r: r.startup_s)
         when = "a run with persistent workers" if self.persistent else "every epoch (workers not kept)"
         costs = [f"{r.method} costs {r.startup_s - quickest.startup_s:.1f} s of start-up {when}"
@@ -173,11 +175,11 @@ class StartChoice:
 
     def to_dict(self) -> dict:
         return {"chosen": self.chosen, "default": self.default, "given": self.given, "workers": self.workers,
-                "persistent": self.persistent, "python_rows": self.python_rows,
+                "persistent": self.persistent, "python_rows": self.python_rows, "at": self.at,
                 "rows": [r.to_dict() for r in self.rows]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "StartChoice":
         return cls(str(data["chosen"]), str(data["default"]), bool(data["given"]), int(data["workers"]),
                    bool(data["persistent"]), tuple(MethodRow(**r) for r in data.get("rows") or ()),
-                   bool(data.get("python_rows", False)))
+                   bool(data.get("python_rows", False)), str(data.get("at") or ""))

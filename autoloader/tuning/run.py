@@ -324,7 +324,7 @@ class Run:
             load=load, threads=threads_of(profile, started.info.threads),
             stream=stream_record(started.info.shards, started.info.shards_from, self.uncapped, history, profile)
             if started.info.length is None else None,
-            start=start_choice(problem, profile, pick.config, self.memory, model, calib, history))
+            start=start_choice(problem, profile, pick.config, self.memory, model, calib, history, strategy.control))
         if before is not None:
             result = dataclasses.replace(result, since=self._since(before, result))
         if result.busy and before is not None and before.where == result.path:

@@ -36,7 +36,8 @@ def start_plan(problem) -> tuple[frozenset[str], tuple[str, ...]]:
         return unlocked - {START.gate.option}, ()
     if START.gate.option not in unlocked:
         return unlocked, ()
-    return unlocked, platform_methods(sys.platform)
+    asked = problem.search_start_method
+    return unlocked, tuple(asked) if isinstance(asked, tuple) else platform_methods(sys.platform)
 
 
 def measured_space(space: SearchSpace, profile) -> SearchSpace:
@@ -54,7 +55,7 @@ def measured_space(space: SearchSpace, profile) -> SearchSpace:
 
 
 def start_choice(problem, profile, config: LoaderConfig, memory, model, calib,
-                 history: Sequence) -> StartChoice | None:
+                 history: Sequence, control: LoaderConfig | None = None) -> StartChoice | None:
     """What the result says about the pick's start method: the user's, honoured; or, where the
     profile measured the methods, each one's worker at the epoch's end, start-up and fit for the
     pick's other settings. None where there is nothing to say (the gate closed, no workers)."""
@@ -63,6 +64,10 @@ def start_choice(problem, profile, config: LoaderConfig, memory, model, calib,
     if given is not None:
         return StartChoice(given, default, True, config.num_workers, bool(config.persistent_workers))
     costs = getattr(profile, "methods", ()) or ()
+    at = ""
+    if not config.num_workers and control is not None and control.num_workers:
+        # The pick reads in the loop: the methods are said for the cpus-1 rule's workers.
+        config, at = control, "the cpus-1 rule"
     if not costs or not config.num_workers:
         return None
     rows = []
@@ -76,4 +81,4 @@ def start_choice(problem, profile, config: LoaderConfig, memory, model, calib,
     growth = getattr(profile, "growth", None)
     return StartChoice(config.multiprocessing_context or default, default, False, config.num_workers,
                        bool(config.persistent_workers), tuple(rows),
-                       python_rows=growth is not None and growth.found and not growth.maps_file)
+                       python_rows=growth is not None and growth.found and not growth.maps_file, at=at)
