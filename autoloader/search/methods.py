@@ -168,8 +168,8 @@ class StartChoice:
             return None
         flat = default.worker_bytes - default.copied_bytes
         mib = lambda n: f"{n / 2**20:,.0f} MiB"  # noqa: E731
-        return (f"what if the rows were a shared buffer (numpy arrays or Arrow, not Python objects): {default.method}'s "
-                f"workers would copy none of them, {mib(flat)} a worker at the epoch's end instead of "
+        return (f"what if the rows were a shared buffer (numpy arrays or Arrow, not Python objects): "
+                f"{default.method}'s workers would copy none of them, {mib(flat)} a worker at the epoch's end instead of "
                 f"{mib(default.worker_bytes)} ({mib(self.workers * default.copied_bytes)} less over "
                 f"{self.workers} worker{'s' if self.workers != 1 else ''}), with {default.method}'s start-up")
 

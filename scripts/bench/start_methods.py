@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(measure(dataset, method, args.workers, args.batch_size, args.seconds))
         except Exception as exc:  # noqa: BLE001 - a method that fails is a row of the table
             rows.append({"method": method, "workers": args.workers, "error": f"{type(exc).__name__}: {exc}"[:300]})
-    record = {"command": "python -m scripts.bench.start_methods " + " ".join(argv if argv is not None else sys.argv[1:]),
+    given = argv if argv is not None else sys.argv[1:]
+    record = {"command": "python -m scripts.bench.start_methods " + " ".join(given),
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
               "python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),
               "default_method": mp.get_start_method(allow_none=True), "rows": args.rows, "boxes": args.boxes,
