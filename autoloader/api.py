@@ -43,7 +43,8 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
          max_memory: int | str | None = None, device: str | None = None, out: str | None = None,
          storage: str | None = None, progress: Progress | bool | None = None,
          trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
-         allow_reorder: bool = False, version: str | None = None, **fixed_loader_kwargs) -> TuneResult:
+         allow_reorder: bool = False, version: str | None = None, search_start_method: bool = False,
+         **fixed_loader_kwargs) -> TuneResult:
     """Measure DataLoader configs for ``dataset`` and return the fastest (ties to the cheapest).
 
     Called by every rank of a torchrun launch (WORLD_SIZE > 1), it tunes the node's ranks together:
@@ -73,6 +74,9 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
         allow_reorder: the pick may deliver batches out of order (the gate of
             ``search.settings.ORDER``) when that is faster; off, the result says what it would gain.
         version: your own label for this data, part of its key beside the content fingerprint.
+        search_start_method: measure the worker start methods (fork, forkserver, spawn) and let
+            the pick set ``multiprocessing_context`` (the gate of ``search.settings.START``); one
+            passed in ``fixed_loader_kwargs`` is honoured, not searched.
         **fixed_loader_kwargs: passed to every DataLoader as they are (``collate_fn``,
             ``shuffle``, ...).
 
@@ -91,7 +95,8 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     started, kept = budget_start()     # NOTE [ The budget is a wall bound ] in search/budget.py
     refuse_reimport("tune()")   # NOTE [ A script re-imported by spawn ] in probe/reimport.py
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
-                            fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version)
+                            fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version,
+                            search_start_method=search_start_method)
     options = Options.build(budget, trial_timeout, max_memory, out, storage, started=started, kept_s=kept)
     writable(options.out)   # before the trial process starts, not after its set-up
     node = joined()
@@ -111,7 +116,7 @@ def _tune(problem: Problem, options: Options, progress: Progress | None, node: N
 
 def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = None,
                   batch_sizes: Sequence[int] | None = None, device: str | None = None, out: str | None = None,
-                  allow_reorder: bool = False, version: str | None = None,
+                  allow_reorder: bool = False, version: str | None = None, search_start_method: bool = False,
                   **fixed_loader_kwargs) -> TunedConfig | None:
     """The stored tuned config for this dataset on this machine, if one exists that this
     autoloader measures alike (NOTE [ Measurement format ] in store/versions.py). Nothing is tuned;
@@ -131,7 +136,8 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
     """
     problem = built_problem(_dataset_object(dataset), dataset, step=step, batch_size=batch_size,
                             batch_sizes=batch_sizes, device=device, fixed_kwargs=fixed_loader_kwargs,
-                            allow_reorder=allow_reorder, version=version)
+                            allow_reorder=allow_reorder, version=version,
+                            search_start_method=search_start_method)
     return _stored(problem, resolve_out(out))[0]
 
 
@@ -175,7 +181,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 device: str | None = None, out: str | None = None, max_memory: int | str | None = None,
                 storage: str | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
                 progress: Progress | bool | None = None, generator=None, allow_reorder: bool = False,
-                version: str | None = None,
+                version: str | None = None, search_start_method: bool = False,
                 **fixed_loader_kwargs):
     """A ready DataLoader for ``dataset`` with the tuned settings, tuning first unless a stored
     result for this hardware and dataset exists. Trials shuffle unless told otherwise, and so does
@@ -193,7 +199,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     Args:
         dataset: a Dataset, a factory of one, or a ``MODULE:ATTR`` spec; built once, here.
         batch_size, step, budget, batch_sizes, device, out, max_memory, storage, trial_timeout,
-            allow_reorder, version: as for ``tune()`` (``batch_sizes`` lets the tuner pick the
+            allow_reorder, version, search_start_method: as for ``tune()`` (``batch_sizes`` lets the tuner pick the
             batch size too).
         progress: as for ``tune()``; a lookup reports ``ResultReused`` or ``ResultNotReused``,
             and a wait for another process's tune of the same problem ``WaitingForLock``.
@@ -216,7 +222,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     # The length and content are this object's, for the lookup and for the tune alike: one key.
     problem = built_problem(dataset_obj, dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes,
                             device=device, fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder,
-                            version=version)
+                            version=version, search_start_method=search_start_method)
     node = joined()
     problem = _on(problem, node)
     out = resolve_out(out)

@@ -15,7 +15,7 @@ from .store.versions import DISTRIBUTION
 from .api import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
 from .inputs.options import counted_from
 from .errors import AutoloaderError, AutoloaderWarning, InputError, NotSaved, UsageError, usage
-from .search.settings import ORDER
+from .search.settings import ORDER, START
 from .search.space import parse_batch_sizes
 from .tuning import progress as report
 
@@ -85,6 +85,7 @@ def main() -> None:
 @click.option("--trial-timeout", type=float, default=DEFAULT_TRIAL_TIMEOUT_S, show_default=True,
               help="Seconds a trial may go without progress (no batch, no start) before it is ended as a hang.")
 @click.option(ORDER.gate.flag, ORDER.gate.option, is_flag=True, help=ORDER.gate.help)
+@click.option(START.gate.flag, START.gate.option, is_flag=True, help=START.gate.help)
 @click.option("--nproc-per-node", type=int, default=1, show_default=True, metavar="N",
               help="Tune N ranks of one node together (as torchrun --nproc-per-node N trains): every trial runs "
                    "on all of them at once, each on its own GPU and DistributedSampler shard; the pick is per "
@@ -100,8 +101,8 @@ def main() -> None:
               help="Also write the report beside the result: an HTML page and its markdown twin (needs the "
                    "[report] extra).")
 def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, device, out, storage,
-                 dataset_version, trial_timeout, allow_reorder, nproc_per_node, as_json, form, quiet,
-                 fail_if_changed, write_page) -> None:
+                 dataset_version, trial_timeout, allow_reorder, search_start_method, nproc_per_node, as_json,
+                 form, quiet, fail_if_changed, write_page) -> None:
     """Tune the DataLoader for --dataset and write DIR/<hardware>/<dataset>.json."""
     from .inputs import hardware
     from .inputs.problem import resolve_device
@@ -124,7 +125,8 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
                 result = tune(dataset, step=step, batch_size=batch_size, batch_sizes=sizes, budget=budget,
                               max_memory=max_memory, device=device, out=out, storage=storage,
                               progress=False if quiet else report.ProgressPrinter(), trial_timeout=trial_timeout,
-                              allow_reorder=allow_reorder, version=dataset_version)
+                              allow_reorder=allow_reorder, version=dataset_version,
+                              search_start_method=search_start_method)
         except NotSaved as exc:
             # The pick is printed all the same: a full disk must not cost the run's answer.
             if exc.result is not None:

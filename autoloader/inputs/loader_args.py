@@ -28,6 +28,7 @@ import sys
 from typing import Sequence
 
 from ..errors import usage
+from ..search.settings import SETTINGS
 from ..search.space import TUNED_SETTINGS
 
 FIX_NAMES = "pass only arguments of torch.utils.data.DataLoader (they go to every trial's loader unchanged)"
@@ -37,7 +38,7 @@ def check_loader_kwargs(fixed: dict, batch_sizes: Sequence[int], where: str = "D
     """Raise a UsageError naming the first fixed DataLoader argument that DataLoader would refuse,
     or that cannot go with what autoloader tunes."""
     for key in TUNED_SETTINGS:
-        if key in fixed:
+        if key in fixed and not SETTINGS[key].fixable:   # a fixable one is honoured, not searched
             raise usage(f"{key} is what autoloader tunes, so it cannot be fixed", key,
                         "drop it (use batch_size=/--batch-size for the batch size)")
     names = dataloader_parameters()
@@ -45,7 +46,7 @@ def check_loader_kwargs(fixed: dict, batch_sizes: Sequence[int], where: str = "D
         raise usage(f"the dataset is tune()'s first argument, not a {where}", "dataset",
                     "pass it as the first argument (--dataset MODULE:ATTR)")
     if names is not None:
-        names = tuple(n for n in names if n != "dataset" and n not in TUNED_SETTINGS)
+        names = tuple(n for n in names if n != "dataset" and (n not in TUNED_SETTINGS or SETTINGS[n].fixable))
         unknown = sorted(k for k in fixed if k not in names)
         if unknown:
             close = [m for k in unknown for m in difflib.get_close_matches(k, names, n=1)]

@@ -22,6 +22,24 @@ from .source import Source
 DEFAULT_BATCH_SIZE = 128
 
 
+def _start_methods(value: Any) -> bool | tuple[str, ...]:
+    """``search_start_method`` checked: True or False, or start methods of this platform by name."""
+    import sys
+
+    from ..search.settings import platform_methods
+
+    if isinstance(value, bool):
+        return value
+    methods = platform_methods(sys.platform)
+    fix = f"pass search_start_method=True (--search-start-method), or some of {', '.join(methods)}"
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        raise usage("search_start_method is True, False or a list of start methods", value, fix)
+    unknown = [m for m in value if m not in methods]
+    if unknown:
+        raise usage(f"search_start_method names start methods of this platform ({', '.join(methods)})", unknown, fix)
+    return tuple(dict.fromkeys(value))
+
+
 @dataclass(frozen=True)
 class Problem:
     """One tuning problem. ``length`` is the dataset's length (None for an IterableDataset, or
@@ -49,6 +67,10 @@ class Problem:
     # the key, so a spec and the object it names find one stored result (NOTE [ A step keyed by
     # what it is ] in code_digest.py).
     step_identity: str | None = None
+    # Whether the search measures and picks the worker start method (the gate of settings.py's
+    # START: NOTE [ The start method as a knob ]); a start method the user passed is theirs.
+    # True: every start method of the platform; or the methods to measure, by name.
+    search_start_method: bool | tuple[str, ...] = False
 
     @classmethod
     def build(cls, dataset: Any, *, step: Any = None, batch_size: int | None = None,
@@ -56,7 +78,8 @@ class Problem:
               fixed_kwargs: dict | None = None, length: int | None = None, length_known: bool = False,
               allow_reorder: bool = False, hw: hardware.Hardware | None = None, content: str | None = None,
               version: str | None = None, dataset_class: str | None = None,
-              step_identity: str | None = None) -> "Problem":
+              step_identity: str | None = None,
+              search_start_method: bool | Sequence[str] = False) -> "Problem":
         """Check every input and build the problem; raises UsageError with the rule, the value
         and the fix."""
         sizes = batch_sizes_of(batch_size, batch_sizes)
@@ -68,9 +91,10 @@ class Problem:
         Source.from_object(fixed, "DataLoader arguments")  # picklable, or a clear error
         if not isinstance(allow_reorder, bool):
             raise usage("allow_reorder is True or False", allow_reorder, "pass allow_reorder=True (--allow-reorder)")
+        search_start_method = _start_methods(search_start_method)
         return cls(dataset_source, step_source, sizes, resolve_device(device, hw.gpus), fixed, hw,
                    length, length_known, allow_reorder, content, _version(version), dataset_class,
-                   step_identity if step_source is not None else None)
+                   step_identity if step_source is not None else None, search_start_method)
 
     def with_length(self, length: int | None, content: str | None = None,
                     dataset_class: str | None = None, step_identity: str | None = None) -> "Problem":
@@ -98,6 +122,8 @@ class Problem:
                  sorted((k, re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))) for k, v in self.fixed_kwargs.items()))
         # Only when allowed, so that every other problem keeps the key it always had.
         identity = repr(parts + (("allow_reorder", True),) if self.allow_reorder else parts)
+        if self.search_start_method and "multiprocessing_context" not in self.fixed_kwargs:
+            identity += repr(("search_start_method", True))
         identity += _data_identity(self.content, self.version)
         length = self.length if self.length is not None else "iter"
         return f"{readable}-n{length}-{hashlib.sha1(identity.encode()).hexdigest()[:10]}"

@@ -155,7 +155,10 @@ def tune_trainer(trainer: Any, **options) -> dict:
         options["device"] = device
     # A gated knob the user already set past its start in args (batches out of order) opens its
     # gate; and where this transformers has the knob's field, the pick sets it either way.
-    gated = [k for k in SETTINGS if k.gate is not None and k.hf is not None and hasattr(args, k.hf.name)]
+    # A knob the trainer fixes (its start method, set in args) is the user's: honoured, not searched
+    # and not reset.
+    gated = [k for k in SETTINGS if k.gate is not None and k.hf is not None and hasattr(args, k.hf.name)
+             and k.name not in fixed]
     for knob in gated:
         value = getattr(args, knob.hf.name)
         if value is not None and value != knob.first:
@@ -163,7 +166,8 @@ def tune_trainer(trainer: Any, **options) -> dict:
     loader = best_loader(dataset, batch_size=args.train_batch_size, **fixed, **options)
     fields = training_arguments(loader)
     for knob in gated:
-        fields.setdefault(knob.hf.name, knob.default)
+        if not knob.fixable:   # a fixable one at its default is the args' own (the start method's None)
+            fields.setdefault(knob.hf.name, knob.default)
     for name, value in fields.items():
         setattr(args, name, value)
     return fields

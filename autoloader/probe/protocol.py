@@ -63,6 +63,9 @@ class RunnerSetup:
     # (rank, world size) when this trial process is one rank of a node's tune: its loaders read
     # that rank's shard through a DistributedSampler (NOTE [ Tuning a node's ranks ] in node/__init__.py).
     shard: tuple[int, int] | None = None
+    # The start methods the profile measures (NOTE [ What a start method costs ] in
+    # search/methods.py): empty unless the start method's gate is open.
+    start_methods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from .burst import tensor_bytes
 from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
 from .failures import classify_failure, describe_failure, failure_line, raised_os_error
 from .growth import NewestIterator, anonymous_bytes, with_growth
+from .methods import with_methods
 from .protocol import (
     BEAT_S,
     Beat,
@@ -169,7 +170,7 @@ class _Runner:
     def _loader(self, config: LoaderConfig, counted: Counted | None = None):
         from torch.utils.data import DataLoader
 
-        fixed = self._fixed_kwargs(config.num_workers)
+        fixed = self._fixed_kwargs(config.num_workers, config.multiprocessing_context)
         if counted is not None:   # NOTE [ Counting what each worker delivered ] in shards.py
             fixed["collate_fn"] = counted
         return DataLoader(self.dataset, **config.loader_kwargs(), **fixed)
@@ -211,14 +212,15 @@ class _Runner:
         except Exception:  # noqa: BLE001 - the trials report it as a result about a config
             pass
 
-    def _fixed_kwargs(self, workers: int | None = None) -> dict:
-        """The user's arguments as a trial's loader of ``workers`` workers takes them."""
+    def _fixed_kwargs(self, workers: int | None = None, method: str | None = None) -> dict:
+        """The user's arguments as a trial's loader of ``workers`` workers takes them, its workers
+        started by ``method`` (a config's start method; None: the user's, else the default)."""
         from ..seeding import seed_worker
 
         fixed = dict(self.setup.fixed_kwargs)
         if workers == 0:   # DataLoader refuses a start method for workers it does not start
             fixed.pop("multiprocessing_context", None)
-        context = fixed.get("multiprocessing_context") or self.setup.worker_start_method
+        context = method or fixed.get("multiprocessing_context") or self.setup.worker_start_method
         method = context if isinstance(context, str) else getattr(context, "_name", None)
         fixed["worker_init_fn"] = WorkerInit(os.getpid() if method == "fork" else None,
                                               fixed.get("worker_init_fn", seed_worker))
@@ -233,6 +235,11 @@ class _Runner:
                 fixed["sampler"] = DistributedSampler(self.dataset, num_replicas=world, rank=rank,
                                                       shuffle=bool(shuffle))
         return fixed
+
+    def _worker_kwargs(self, method: str | None) -> dict:
+        """What a worker of ``method`` needs of the user's arguments: the collate and the init."""
+        fixed = self._fixed_kwargs(None, method)
+        return {k: v for k, v in fixed.items() if k in ("collate_fn", "worker_init_fn")}
 
     def _rank_length(self) -> int | None:
         """Samples one epoch of this trial process's loaders holds: the dataset's, or its rank's
@@ -346,6 +353,10 @@ class _Runner:
                                   memory_budget=memory_budget)
             profile = with_growth(profile, self.dataset, self._fixed_kwargs(), self.dataset_bytes, lambda: beat(0))
             profile = with_stream(profile, self.dataset, self._fixed_kwargs(), batch_size, lambda: beat(0))
+            if self.setup.start_methods:   # NOTE [ What a start method costs ] in search/methods.py
+                default = self.setup.worker_start_method
+                profile = with_methods(profile, self.dataset, self.setup.start_methods, default,
+                                       lambda m: self._worker_kwargs(None if m == default else m), lambda: beat(0))
         except Exception as exc:  # noqa: BLE001 - a profile that fails is reported, never raised
             return None, failure_line(exc)
         finally:

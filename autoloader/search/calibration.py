@@ -44,7 +44,10 @@ def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
             if error < best_error * CPU_FIT_GAIN:   # a clear improvement, not noise
                 best, best_error = trial_calib, error
         calib = best
-    starts = [(t.config.num_workers, t.startup_s) for t in measured if t.config.num_workers and t.startup_s]
+    # The default start method's start-ups: another method's is the profile's figure over it
+    # (Model.method_startup_s).
+    starts = [(t.config.num_workers, t.startup_s) for t in measured
+              if t.config.num_workers and t.startup_s and t.config.multiprocessing_context is None]
     base, per_worker = _fit_startup(starts, model.profile, calib)
     # Epoch boundaries of kept workers, where bursts crossed one (NOTE [ An epoch boundary of kept
     # workers ] in model.py).

@@ -76,10 +76,13 @@ class Step:
 
 @dataclass(frozen=True)
 class Context:
-    """What a knob's domain may depend on: the device, the CPUs, the platform (sys.platform)."""
+    """What a knob's domain may depend on: the device, the CPUs, the platform (sys.platform), and
+    the start method DataLoader's workers get when not told one (``start_method``; None: the
+    platform's default, settings.default_start_method)."""
     device: str = "cpu"
     cpus: int = 1
     platform: str = "linux"
+    start_method: str | None = None
 
     @property
     def cuda(self) -> bool:
@@ -111,6 +114,8 @@ class Knob:
     ``hf``     its ``TrainingArguments`` field; ``loaders``: the loaders that have it (only a
              DataLoader knob is a DataLoader keyword argument); ``from_loader``: its value read
              back from a built loader (None: the attribute of its name, as DataLoader keeps them);
+    ``fixable`` the user may pass it among the DataLoader arguments: it is then theirs, honoured
+             and not searched (the start method); any other knob passed is refused;
     ``step``   how a warm start moves it (None: never); ``mark``: its word on a plot's label
              ('' for nothing to say); ``capacity``: it changes only how fast batches come, not the
              step's work or the epoch restarts (policy.same_kind); ``proposal``: its what-if.
@@ -136,6 +141,7 @@ class Knob:
     mark: Callable[[Any], str] = lambda value: ""
     capacity: bool = False
     proposal: Proposal | None = None
+    fixable: bool = False
 
     @property
     def first(self) -> Any:

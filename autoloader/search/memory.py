@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Sequence
 
 from .growth import Growth
+from .methods import MethodCost, method_cost
 from .results import TrialResult
 from .space import LoaderConfig
 
@@ -146,7 +147,7 @@ def burst_readings(history: Sequence[TrialResult], sample_bytes: int, length: in
 def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample_bytes: int,
                   history: Sequence[TrialResult], worker_prior: int = 0, length: int | None = None,
                   growth: Growth | None = None, epoch_samples: int | None = None,
-                  shuffled: bool = True) -> MemoryForecast:
+                  shuffled: bool = True, methods: Sequence[MethodCost] = ()) -> MemoryForecast:
     """A config's predicted memory before it runs, in the guard's measure: PSS, the tree's
     private pages plus its share of shared ones (USS left out the pages the workers share with
     the runner, so predictions ran low and a breach was found only by running the trial).
@@ -162,7 +163,16 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
     it copies over the run (NOTE [ Copy on read ] in growth.py): one epoch's share of
     ``epoch_samples`` (``length`` when not given), or the ceiling for kept workers. A dataset of
     ``length`` shorter than the batch size makes batches of ``length`` samples.
+
+    Per start method (NOTE [ What a start method costs ] in methods.py): only bursts of the
+    config's own method are read, and a method other than the default's, where the profile
+    measured it (``methods``), has its worker's memory and growth from those figures, not the
+    default's copy on read.
     """
+    history = [t for t in history if t.config.multiprocessing_context == config.multiprocessing_context]
+    own = method_cost(methods, config.multiprocessing_context) if config.multiprocessing_context else None
+    if own is not None:
+        return _method_forecast(config, own, runner_uss, runner_pss, sample_bytes, history, length, epoch_samples)
     def samples(c) -> int:
         return batch_samples(c.batch_size, length)
 
@@ -215,6 +225,49 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
                           pinned_bytes=pinned_now)
 
 
+def _method_forecast(config: LoaderConfig, own: MethodCost, runner_uss: int, runner_pss: int, sample_bytes: int,
+                     history: Sequence[TrialResult], length: int | None, epoch_samples: int | None) -> MemoryForecast:
+    """``forecast_peak`` for a start method other than the default's, from its measured figures:
+    a worker's own memory (its unpickled dataset in it) from its start, and the growth its
+    readings rose by, over its share of an epoch; its own bursts' peaks, where they ran, for the
+    rest of the tree as for the default's."""
+    def samples(c) -> int:
+        return batch_samples(c.batch_size, length)
+
+    def in_flight(c) -> int:
+        return (c.num_workers * (c.prefetch_factor or 0) + 2) * sample_bytes * samples(c)
+
+    def pinned(c, trial: TrialResult | None = None) -> int:
+        if trial is not None and trial.pinned_bytes is not None:
+            return trial.pinned_bytes
+        return pinned_bytes(c, sample_bytes * samples(c), history)
+
+    per_worker, measured = [], []
+    for trial in history:
+        c = trial.config
+        peak, base = ((trial.peak_pss_bytes, runner_pss) if trial.peak_pss_bytes
+                      else (trial.peak_host_bytes, runner_uss))
+        if c == config and trial.peak_pss_bytes:
+            measured.append(trial.peak_pss_bytes)
+        if peak and c.num_workers > 0:
+            over = max(0, peak - base - in_flight(c) - pinned(c, trial)) / c.num_workers
+            per_worker.append(max(0.0, over - own.copied(burst_samples(trial))))
+    overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else own.worker_pss_bytes
+    workers = config.num_workers
+    epoch = epoch_samples or length or 0
+    share = epoch // workers if workers else 0
+    copied = own.copied(epoch / workers) if workers else 0.0
+    basis = EPOCH_END if copied > 0 else MEASURED_PEAK
+    pinned_now = pinned(config)
+    host = runner_pss + workers * (overhead + copied) + in_flight(config) + pinned_now
+    shm = workers * (config.prefetch_factor or 0) * sample_bytes * samples(config)
+    flat = max([own.worker_uss_bytes] + [u - own.copied(n) for n, u in burst_readings(history, sample_bytes, length)])
+    return MemoryForecast(config, basis, int(host), int(shm), int(overhead), int(copied), int(copied), share,
+                          worker_bytes=int(flat + copied) if workers else None,
+                          run_worker_bytes=int(flat + copied) if workers else None,
+                          measured_peak_bytes=max(measured) if measured else None, pinned_bytes=pinned_now)
+
+
 def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history,
                  worker_prior: int = 0, length: int | None = None, **growth) -> tuple[int, int]:
     """Predicted (host bytes, /dev/shm bytes) of a config before running it: ``forecast_peak``'s."""
@@ -241,11 +294,12 @@ class MemoryLimits:
     growth: Growth | None = None
     epoch_samples: int | None = None
     shuffled: bool = True
+    methods: tuple[MethodCost, ...] = ()   # the profile's start methods, where measured
 
     def forecast(self, config: LoaderConfig, history: Sequence[TrialResult]) -> MemoryForecast:
         return forecast_peak(config, self.runner_uss, self.runner_pss, self.sample_bytes, history,
                              worker_prior=self.worker_prior, length=self.length, growth=self.growth,
-                             epoch_samples=self.epoch_samples, shuffled=self.shuffled)
+                             epoch_samples=self.epoch_samples, shuffled=self.shuffled, methods=self.methods)
 
     def breach(self, config: LoaderConfig, history: Sequence[TrialResult]) -> str | None:
         """Why ``config`` is predicted past a limit, or None when it fits."""

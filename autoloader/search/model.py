@@ -60,6 +60,7 @@ import statistics
 from dataclasses import dataclass, fields, replace
 from typing import Iterable, Sequence
 
+from .methods import method_cost
 from .policy import BOUND_WAIT, CONSUMER_BOUND_SHARE, PIN_BOUND_SHARE, UNFITTED_STEP
 from .profile import Profile
 from .results import OK, BurstError, TrialResult
@@ -203,13 +204,26 @@ class Model:
         bursts showed workers stop adding throughput sooner (other threads, memory bandwidth)."""
         return calib.cpus if calib.cpus is not None else self.profile.cpus
 
-    def startup_s(self, workers: int, calib: Calibration) -> float:
-        """Fresh workers' start: iter() to the first batch, less that batch's own work."""
+    def startup_s(self, workers: int, calib: Calibration, method: str | None = None) -> float:
+        """Fresh workers' start: iter() to the first batch, less that batch's own work; a start
+        method other than the default's (``method``) adds what the profile measured it to cost
+        over the default's (NOTE [ What a start method costs ] in methods.py)."""
         if workers == 0:
             return 0.0
         if calib.startup_base is not None:
-            return max(0.0, calib.startup_base + calib.startup_per_worker * workers)
-        return self.profile.startup_s
+            base = max(0.0, calib.startup_base + calib.startup_per_worker * workers)
+        else:
+            base = self.profile.startup_s
+        return base + self.method_startup_s(workers, method)
+
+    def method_startup_s(self, workers: int, method: str | None) -> float:
+        """What ``method``'s workers take to start over the default's, as the profile measured."""
+        if method is None:
+            return 0.0
+        own, default = method_cost(self.profile.methods, method), method_cost(self.profile.methods, None)
+        if own is None or default is None:
+            return 0.0
+        return max(0.0, own.startup_s(workers) - default.startup_s(workers))
 
     def refill_s(self, workers: int, busy: float, worker_s: float, calib: Calibration) -> float:
         """An epoch boundary of kept workers: as the bursts that crossed one measured it, where
@@ -250,7 +264,8 @@ class Model:
             # Every epoch boundary drains the pipeline and waits for the next epoch's first
             # batch; fresh workers (no persistent_workers) first start up again as well.
             restart = (self.refill_s(n, busy_workers, worker_s, calib)
-                       + (0.0 if config.persistent_workers else self.startup_s(n, calib)))
+                       + (0.0 if config.persistent_workers else
+                          self.startup_s(n, calib, config.multiprocessing_context)))
         rate = steady
         if p.epoch_batches and math.isfinite(steady):
             epoch_batches = p.epoch_batches * p.batch_size / config.batch_size

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass, fields
 
 from .growth import Growth
+from .methods import MethodCost
 
 
 def quantile(values, q: float) -> float:
@@ -71,6 +72,9 @@ class Profile:
     # probe/shards.py); empty and None where not measured.
     stream_delivered: tuple[int, ...] = ()
     stream_duplicates: float | None = None
+    # Each start method's start-up and worker memory, where the start method's gate was open
+    # (NOTE [ What a start method costs ] in methods.py); empty where not measured.
+    methods: tuple[MethodCost, ...] = ()
 
     @property
     def batch_bytes(self) -> int:
@@ -100,6 +104,10 @@ class Profile:
         data["stream_delivered"] = list(self.stream_delivered)
         data["sample_quantiles"] = self.sample_quantiles()
         data["growth"] = self.growth.to_dict() if self.growth is not None else None
+        if self.methods:
+            data["methods"] = [m.to_dict() for m in self.methods]
+        else:
+            data.pop("methods")   # a profile that did not measure them is stored as it was
         return data
 
     @classmethod
@@ -112,4 +120,5 @@ class Profile:
         values["step_samples"] = tuple(float(x) for x in values.get("step_samples", ()) or ())
         values["main_thread_ratios"] = tuple(float(x) for x in values.get("main_thread_ratios", ()) or ())
         values["stream_delivered"] = tuple(int(x) for x in values.get("stream_delivered", ()) or ())
+        values["methods"] = tuple(MethodCost.from_dict(m) for m in values.get("methods", ()) or ())
         return cls(**values)

@@ -27,6 +27,20 @@
 # ``stored_choice``; a knob only another loader has gives ``loaders`` and a ``when`` on the
 # config's loader. The order of the declarations is the key's, so a new one goes last, keeping
 # every existing key (a knob at its default may add no token, as ``ORDER`` does).
+#
+# NOTE [ The start method as a knob ]
+# ``multiprocessing_context`` (``START``) is how DataLoader starts its workers: fork (a copy of
+# the loop's process: quick, and its pages shared until written, so Python-object rows are copied
+# as they are read: NOTE [ Copy on read ] in growth.py), forkserver and spawn (a fresh interpreter
+# that unpickles its own copy of the dataset: seconds to start, no copy on read). Its value None is
+# DataLoader's own default, the start method the loop's process has (``Context.start_method``), so
+# the domain is None and the platform's other methods: every key and every keyword argument of a
+# config at the default is as it was. The search offers the others only behind its gate
+# (``--search-start-method``), since they change what the training run must do (the dataset and
+# worker_init_fn pickled to each worker, the main module re-imported), and a start method the user
+# passed is theirs: the run offers only None then, and says it (tuning/run.py). With the gate open
+# the profile measures each method's start-up and memory (probe/methods.py, search/methods.py), and
+# the model and the memory forecast read a config's method from those figures.
 """
 
 from __future__ import annotations
@@ -48,11 +62,13 @@ from .knob import (
     When,
     is_count,
     stored_count,
+    stored_choice,
     stored_flag,
 )
 
 __all__ = ["BATCH", "PERSISTENT", "PIN", "PREFETCH", "ORDER", "PREFETCH_CHOICES", "REQUIRED", "SETTINGS",
-           "TUNED_SETTINGS", "WITH_WORKERS", "WORKERS", "Context", "Knob", "check_batch_size"]
+           "START", "START_METHODS", "TUNED_SETTINGS", "WITH_WORKERS", "WORKERS", "Context", "Knob",
+           "check_batch_size", "default_start_method", "method_name", "platform_methods"]
 
 SETTINGS = Table()
 # The DataLoader settings autoloader tunes, in the table's order (a live view of it).
@@ -141,6 +157,66 @@ ORDER = SETTINGS.register(Knob(
                       "matters); autoloader tune --allow-reorder lets the tuner choose and measure it.")))
 
 
+# Every start method multiprocessing knows, cheapest start first (the order of the tie).
+START_METHODS: tuple[str, ...] = ("fork", "forkserver", "spawn")
+
+
+def platform_methods(platform: str) -> tuple[str, ...]:
+    """The start methods ``platform`` has (as multiprocessing.get_all_start_methods says): all
+    three on Linux and macOS, spawn alone on Windows."""
+    return ("spawn",) if platform.startswith(("win", "cygwin")) else START_METHODS
+
+
+def default_start_method(platform: str, version: tuple[int, int] | None = None) -> str:
+    """The start method a process gets when no one set one: spawn on Windows and macOS, fork on
+    Linux before Python 3.14 and forkserver from it."""
+    if platform.startswith(("win", "cygwin", "darwin")):
+        return "spawn"
+    return "forkserver" if (version or tuple(sys.version_info[:2])) >= (3, 14) else "fork"
+
+
+def _start_domain(ctx: Context) -> tuple:
+    default = ctx.start_method or default_start_method(ctx.platform)
+    return (None,) + tuple(m for m in platform_methods(ctx.platform) if m != default)
+
+
+def _check_start(method: Any) -> None:
+    if method is not None and method not in START_METHODS:
+        raise usage(f"multiprocessing_context is a start method's name ({', '.join(START_METHODS)}) or None",
+                    method, "pass e.g. multiprocessing_context='spawn'")
+
+
+def method_name(value: str | None, default: str) -> str:
+    """The start method a config's ``multiprocessing_context`` value means: its own, or ``default``
+    (the loop's process's) for None."""
+    return value or default
+
+
+# NOTE [ The start method as a knob ] above. A cheaper start wins a tie; None (the default) costs
+# nothing. Only a method other than the default is a keyword argument (omit_default), so the
+# keys and the keyword arguments of every config at the default are as they were.
+START = SETTINGS.register(Knob(
+    "multiprocessing_context", str, token=lambda v: f"mp{v}" if v else "", label="mp", tie_rank=3.5,
+    cost=lambda v: 0 if v is None else 1 + START_METHODS.index(v), default=None, domain=_start_domain,
+    when=WITH_WORKERS, omit_default=True, check=_check_start, stored=stored_choice(START_METHODS),
+    hf=HfField("dataloader_multiprocessing_context", 5),
+    from_loader=lambda loader: _loader_method(getattr(loader, "multiprocessing_context", None)),
+    mark=lambda v: v or "", fixable=True,
+    gate=Gate("search_start_method", "--search-start-method",
+              "Measure the worker start methods (fork, forkserver, spawn: DataLoader multiprocessing_context) "
+              "and let the tuner pick one.",
+              "start method", "spawn and forkserver pickle the dataset to every worker and re-import the main "
+                              "module, so the training script needs its `if __name__ == \"__main__\":` guard")))
+
+
+def _loader_method(context: Any) -> str | None:
+    # DataLoader keeps a context object (or None); the default's own is no choice of the user's.
+    if context is None or isinstance(context, str):
+        return context
+    name = context.get_start_method() if hasattr(context, "get_start_method") else None
+    return None if name == default_start_method(sys.platform) else name
+
+
 def knob(name: str) -> Knob:
     """The knob of DataLoader keyword ``name`` (KeyError for one autoloader does not tune)."""
     return SETTINGS[name]
@@ -151,6 +227,7 @@ def open_gates(source: Any) -> frozenset[str]:
     return frozenset(k.gate.option for k in SETTINGS if k.gate is not None and getattr(source, k.gate.option, False))
 
 
-def context(device: str = "cpu", cpus: int = 1, platform: str | None = None) -> Context:
+def context(device: str = "cpu", cpus: int = 1, platform: str | None = None,
+            start_method: str | None = None) -> Context:
     """What the knobs' domains depend on, on this platform unless told another."""
-    return Context(device, cpus, platform or sys.platform)
+    return Context(device, cpus, platform or sys.platform, start_method)

@@ -237,11 +237,12 @@ class SearchSpace:
 
 
 def search_space(batch_sizes: Sequence[int], cpus: int, device: str, unlocked: Sequence[str] = (),
-                 platform: str | None = None) -> SearchSpace:
+                 platform: str | None = None, start_method: str | None = None) -> SearchSpace:
     """What a tuning run may vary on this machine: workers up to MAX_WORKERS_PER_CPU per CPU, and
     each other knob over its domain here (pinning both ways on CUDA only, where it matters);
-    ``unlocked``: the gates the user opened (settings.open_gates)."""
-    here = context(device, cpus, platform)
+    ``unlocked``: the gates the user opened (settings.open_gates); ``start_method``: the one the
+    loop's process starts workers with when not told (None: the platform's default)."""
+    here = context(device, cpus, platform, start_method)
     return SearchSpace(tuple(batch_sizes), MAX_WORKERS_PER_CPU * cpus, unlocked=unlocked,
                        **{k.name: tuple(k.domain(here)) for k in SETTINGS if k.domain is not None})
 

@@ -15,6 +15,7 @@ from ..search.choice import Finalist
 from ..search.growth import Growth
 from ..search.load import MachineLoad
 from ..search.memory import MemoryForecast
+from ..search.methods import StartChoice
 from ..search.model import Calibration, Prediction
 from ..search.profile import Profile
 from ..search.results import OK, TrialResult
@@ -195,6 +196,22 @@ def stream(value: object, name: str = "stream") -> Stream | None:
                                         for k in ("kind", "text", "fix"))))
     return Stream(data.get("shards"), data.get("shards_from"), data["max_workers"], data["uncapped_max_workers"],
                   who["duplicated"], who["idle"], tuple(findings))
+
+
+def start_choice(value: object, name: str = "start_method") -> StartChoice | None:
+    """The pick's start method and each method's figures (search/methods.py)."""
+    data = checks.mapping(value, name, optional=True)
+    if data is None:
+        return None
+    for key in ("chosen", "default"):
+        checks.text(data.get(key), f"{name}.{key}", optional=False)
+    checks.count(data.get("workers"), f"{name}.workers", optional=False)
+    for i, item in enumerate(checks.items(data.get("rows"), f"{name}.rows")):
+        row = checks.mapping(item, f"{name}.rows[{i}]")
+        checks.text(row.get("method"), f"{name}.rows[{i}].method", optional=False)
+        checks.count(row.get("worker_bytes"), f"{name}.rows[{i}].worker_bytes")
+        checks.count(row.get("host_bytes"), f"{name}.rows[{i}].host_bytes", optional=False)
+    return _built(StartChoice.from_dict, data, name)
 
 
 def warm_start(value: object, name: str = "warm_start", max_workers: int | None = None) -> WarmStart | None:

@@ -143,6 +143,9 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     memory = memory_line(getattr(result, "memory", None), getattr(result, "control_memory", None))
     if memory:
         lines.append(f"  {'memory':<20} {memory}")
+    start = getattr(result, "start", None)   # NOTE [ What a start method costs ] in search/methods.py
+    lines += [f"  {'start method' if i == 0 else '':<20} {text}"
+              for i, text in enumerate(start.lines() if start else [])]
     lines += [f"  {'stream' if i == 0 else '':<20} {text}"
               for i, text in enumerate(stream_lines(getattr(result, "stream", None)))]
     threads = getattr(result, "threads", None)

@@ -41,7 +41,7 @@ from ..search.model_first import ModelFirst
 from ..search.policy import FINAL_ROUNDS, SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
-from ..search.settings import ORDER, open_gates
+from ..search.settings import ORDER
 from ..search.shards import stream_record, worker_cap
 from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
@@ -59,6 +59,7 @@ from ..store.versions import provenance
 from .compare import Comparison, compare
 from .final import Final, final_configs, final_measurement
 from .result import TuneResult
+from .start import default_method, measured_space, start_choice, start_plan
 
 
 
@@ -83,14 +84,17 @@ class Run:
         self.ranks = node.ranks if node is not None else Ranks()
         self.warm_start = warm_start    # NOTE [ Warm start ] in search/warm.py
         self.clock = Clock(options.budget, options.started, options.kept_s)   # NOTE [ The budget is a wall bound ]
-        self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device, open_gates(problem))
+        # The start method: NOTE [ The start method as a knob ] in search/settings.py.
+        unlocked, methods = start_plan(problem)
+        self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device, unlocked,
+                                  start_method=default_method())
         self.progress: Progress = progress or (lambda event: None)
         self.store: StudyStore | None = None
         self._timeline: list[tuple[str, float, float, str | None]] = []   # (what, start s, end s, config)
         self.turn = contextlib.ExitStack()   # this problem's lock, once its key is known (_start)
         limits = options.limits
         setup = RunnerSetup(problem.dataset, problem.step, problem.device, problem.fixed_kwargs,
-                            problem.batch_sizes[0])
+                            problem.batch_sizes[0], start_methods=methods)
         self.before = None   # the previous result of the problem, once the run knows its key
         self.load_cpus = hardware.usable_cpus()   # the CPUs the machine's load is a share of
         # A long wait says what it waits for (probe/waiting.py): the runner reports it as an event.
@@ -201,9 +205,10 @@ class Run:
                                    shm_free=hardware.shm_free(), runner_uss=info.runner_uss,
                                    runner_pss=info.runner_pss, sample_bytes=info.sample_bytes, length=info.length,
                                    worker_prior=profile.worker_pss or 0, ranks=self.ranks.ranks,
-                                   growth=profile.growth, epoch_samples=epoch,
+                                   growth=profile.growth, epoch_samples=epoch, methods=profile.methods,
                                    shuffled=fixed.get("shuffle", True) is not False or "sampler" in fixed
                                    or "batch_sampler" in fixed)
+        self.space = measured_space(self.space, profile)
         search = ModelFirst(self.space, model, self.problem.hardware.cpus, self.memory.fits,
                             control_cpus=self.ranks.node_cpus)
         return warmed(search, self.warm_start, self.space)
@@ -337,7 +342,8 @@ class Run:
             control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None,
             load=load, threads=threads_of(profile, started.info.threads),
             stream=stream_record(started.info.shards, started.info.shards_from, self.uncapped, history, profile)
-            if started.info.length is None else None)
+            if started.info.length is None else None,
+            start=start_choice(problem, profile, pick.config, self.memory, model, calib, history, strategy.control))
         if before is not None:
             result = dataclasses.replace(result, since=self._since(before, result))
         if result.busy and before is not None and before.where == result.path:

@@ -1,0 +1,109 @@
+"""Measuring the worker start methods in the trial process: each method's start-up and one
+worker's memory, as the profile's last stage where the start method's gate is open.
+
+Why and what the figures mean: NOTE [ What a start method costs ] in search/methods.py. Runs in
+the trial process, which knows its workers' pids; nothing here runs in the driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Sequence
+
+from ..search.methods import MethodCost
+from .pages import private_pages
+from .workers import pss
+
+# Samples a batch of the stage's loaders: small, so that the first batch's own work is little
+# beside a worker's start-up, and the readings of the rows read lie close together.
+STAGE_BATCH = 32
+# Batches the loaders make before the first memory reading (their allocators settle), and the
+# seconds of random reads between the two readings.
+WARM_BATCHES = 4
+READ_SECONDS = 1.0
+# The stage's loaders: two workers, one batch in flight each, so the second batch is the second
+# worker's (in order): its arrival times the second worker's start.
+WORKERS = 2
+
+
+def _mean(values: Sequence[int]) -> int:
+    return int(sum(values) / len(values)) if values else 0
+
+
+def measure_method(dataset, kwargs: dict, method: str, default: bool, sample_s: float,
+                   beat: Callable[[], None] = lambda: None) -> MethodCost | None:
+    """One method's figures: a loader of two workers started with ``method`` (shuffled, small
+    batches), the times from iter() to its first and second batch (each worker's start, less a
+    batch's work), both workers' memory after WARM_BATCHES batches each, and again after
+    READ_SECONDS of random reads. ``kwargs``: the user's fixed arguments a worker needs
+    (collate_fn, worker_init_fn). None when the loader ended before the readings."""
+    from torch.utils.data import DataLoader
+
+    t_begin = time.perf_counter()
+    batch = STAGE_BATCH
+    work = batch * max(0.0, sample_s)
+    loader = DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=WORKERS, prefetch_factor=1,
+                        multiprocessing_context=None if default else method, **kwargs)
+    t0 = time.perf_counter()
+    it = iter(loader)
+    try:
+        next(it)
+        first = time.perf_counter() - t0
+        next(it)
+        second = time.perf_counter() - t0
+        beat()
+        for _ in range(WORKERS * WARM_BATCHES):
+            next(it)
+        workers = list(getattr(it, "_workers", ()))
+        start = [private_pages(w.pid) for w in workers]
+        start_pss = [pss(w.pid) for w in workers]
+        if any(p is None for p in start) or any(p is None for p in start_pss):
+            return None
+        taken, end_at = 0, time.perf_counter() + READ_SECONDS
+        while time.perf_counter() < end_at:
+            try:
+                next(it)
+            except StopIteration:
+                break
+            taken += 1
+        beat()
+        end = [private_pages(w.pid) for w in workers]
+        if any(p is None for p in end):
+            return None
+    finally:
+        it._shutdown_workers()
+        del it, loader
+    rise = _mean([e.anon for e in end]) - _mean([s.anon for s in start])
+    return MethodCost(method, default, startup=((1, max(0.0, first - work)), (2, max(0.0, second - 2 * work))),
+                      worker_uss_bytes=_mean([s.uss for s in start]), worker_pss_bytes=_mean(start_pss),
+                      rise_bytes=max(0, rise), rise_samples=taken * batch // WORKERS,
+                      seconds=time.perf_counter() - t_begin)
+
+
+def with_methods(profile, dataset, methods: Sequence[str], default: str, kwargs_of: Callable[[str], dict],
+                 beat: Callable[[], None]):
+    """The profile with each of ``methods`` measured (``measure_method``; ``default``, the loop's
+    own, first), or as it was for one that could not be: a method that fails here (a dataset that
+    does not pickle, for spawn) is met and reported by its trials. ``kwargs_of(method)``: the
+    user's arguments a worker of that method takes."""
+    try:
+        length = len(dataset)
+    except TypeError:
+        return profile
+    if length < 4 * WORKERS * (WARM_BATCHES + 2) * STAGE_BATCH:
+        return profile
+    costs, seconds = [], 0.0
+    for method in [default] + [m for m in methods if m != default]:
+        beat()
+        try:
+            cost = measure_method(dataset, kwargs_of(method), method, method == default, profile.sample_median_s,
+                                  beat)
+        except Exception:  # noqa: BLE001 - the trials of this method meet and report it
+            cost = None
+        if cost is not None:
+            costs.append(cost)
+            seconds += cost.seconds
+    if not costs:
+        return profile
+    return dataclasses.replace(profile, methods=tuple(costs), seconds=profile.seconds + seconds)

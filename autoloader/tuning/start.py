@@ -1,0 +1,84 @@
+"""The worker start method in a run: whether the search offers it, which methods the profile
+measures, and the result's words on the pick's method (NOTE [ The start method as a knob ] in
+search/settings.py, NOTE [ What a start method costs ] in search/methods.py)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sys
+from typing import Sequence
+
+from ..search.methods import MethodRow, StartChoice
+from ..search.settings import START, open_gates, platform_methods
+from ..search.space import LoaderConfig, SearchSpace
+
+__all__ = ["default_method", "given_method", "measured_space", "start_choice", "start_plan"]
+
+
+def default_method() -> str:
+    """The start method this process's DataLoader workers get when not told one."""
+    return mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0]
+
+
+def given_method(problem) -> str | None:
+    """The start method the user passed (a name, or a context's), honoured and never searched."""
+    context = problem.fixed_kwargs.get("multiprocessing_context")
+    if context is None:
+        return None
+    return context if isinstance(context, str) else getattr(context, "_name", None) or str(context)
+
+
+def start_plan(problem) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(the gates the search opens, the start methods the profile measures): the start method's
+    gate only where the user asked for it and did not pass a method of their own."""
+    unlocked = open_gates(problem)
+    if given_method(problem) is not None:
+        return unlocked - {START.gate.option}, ()
+    if START.gate.option not in unlocked:
+        return unlocked, ()
+    asked = problem.search_start_method
+    return unlocked, tuple(asked) if isinstance(asked, tuple) else platform_methods(sys.platform)
+
+
+def measured_space(space: SearchSpace, profile) -> SearchSpace:
+    """``space`` offering only the start methods the profile measured (the default always): a
+    method whose measurement failed (a dataset that does not pickle, for spawn) is not searched."""
+    offered = space.values(START)
+    if len(offered) <= 1:
+        return space
+    measured = {c.method for c in getattr(profile, "methods", ()) or () if not c.default}
+    kept = tuple(v for v in offered if v is None or v in measured)
+    if kept == tuple(offered):
+        return space
+    return SearchSpace(space.batch_sizes, space.max_workers, unlocked=space.unlocked,
+                       **{**dict(space.choices), START.name: kept})
+
+
+def start_choice(problem, profile, config: LoaderConfig, memory, model, calib,
+                 history: Sequence, control: LoaderConfig | None = None) -> StartChoice | None:
+    """What the result says about the pick's start method: the user's, honoured; or, where the
+    profile measured the methods, each one's worker at the epoch's end, start-up and fit for the
+    pick's other settings. None where there is nothing to say (the gate closed, no workers)."""
+    default = default_method()
+    given = given_method(problem)
+    if given is not None:
+        return StartChoice(given, default, True, config.num_workers, bool(config.persistent_workers))
+    costs = getattr(profile, "methods", ()) or ()
+    at = ""
+    if not config.num_workers and control is not None and control.num_workers:
+        # The pick reads in the loop: the methods are said for the cpus-1 rule's workers.
+        config, at = control, "the cpus-1 rule"
+    if not costs or not config.num_workers:
+        return None
+    rows = []
+    for cost in costs:
+        value = None if cost.default else cost.method
+        candidate = config.replace(**{START.name: value})
+        forecast = memory.forecast(candidate, history)
+        rows.append(MethodRow(cost.method, forecast.worker_bytes, forecast.host_bytes,
+                              model.startup_s(candidate.num_workers, calib, value), memory.fits(candidate, history),
+                              forecast.epoch_copied_bytes))
+    growth = getattr(profile, "growth", None)
+    return StartChoice(config.multiprocessing_context or default, default, False, config.num_workers,
+                       bool(config.persistent_workers), tuple(rows),
+                       python_rows=growth is not None and growth.found and not growth.maps_file, at=at)
