@@ -284,8 +284,10 @@ class Run:
         final = Final(self.clock, self._timed(final_measurement(self.runner, self._limits_now)), self.progress)
         previous_pick = self._previous_pick()
         chosen = final_configs(strategy.finalists(history), strategy.control, previous_pick, history,
-                               lambda config: self.memory.fits(config, history))
-        finals = final.run(chosen, history, strategy.control, previous_pick)
+                               lambda config: self.memory.fits(config, history), strategy.model_pick(history))
+        decide = lambda finals: choose(finals, history, strategy.control,  # noqa: E731
+                                       narrow=strategy.short_of_headroom([f.config for f in finals], history))
+        finals = final.run(chosen, history, strategy.control, previous_pick, decide)
         load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
         narrow = strategy.short_of_headroom([f.config for f in finals], history)
         finals = final.recheck(finals, history, load, strategy.control, narrow)
