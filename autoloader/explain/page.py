@@ -81,14 +81,14 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
                  + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
     rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks)))
     control = result.control_samples_per_s
+    # The words the paired rounds support (NOTE [ Paired rounds ] in search/paired.py), never a bare ratio.
     if control and result.control is not None and result.control != result.config:
-        rows.append(("the cpus-1 rule (measured)", f"{rate(control)}: the pick reads "
-                                                    f"{tuned.samples_per_s / control:.2f}x"))
-    elif control:
-        rows.append(("the cpus-1 rule", "the pick is the rule itself: nothing measured beat it"))
+        rows.append(("the cpus-1 rule (measured)", f"{rate(control)}; the pick: {result.verdict}"))
+    elif result.control is not None and result.control == result.config:
+        rows.append(("the cpus-1 rule", result.verdict))
     if tuned.baseline_samples_per_s:
-        rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}: the pick reads "
-                                                  f"{tuned.samples_per_s / tuned.baseline_samples_per_s:.2f}x"))
+        rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}; the pick: "
+                                                  f"{result.baseline_verdict}"))
     if ev.ranks > 1:
         rows.append(("node", f"{ev.ranks} ranks, each with this config; samples/s is the node's, the rest per rank"))
     return rows

@@ -199,8 +199,11 @@ def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence
         if control is None or best is None:
             return "the pick is the rule's config: no final between a pick and itself"
         ratio = paired(best, control)
-        kept = ": the cheaper of the two kept" if _unsure(ratio) and rule.cost() <= best.config.cost() else ""
-        return f"the pick is the rule's config; {best.config.key} read {compared(ratio, 'it')}{kept}"
+        if ratio is None or not ratio.judged:
+            return f"the pick is the rule's config; {best.config.key} met it in one round: not judged"
+        tie = ratio.within() or not (ratio.faster or ratio.slower)
+        kept = ": the cheaper of the two kept" if tie and rule.cost() <= best.config.cost() else ""
+        return f"the pick is the rule's config; {best.config.key} was {compared(ratio, 'it')}{kept}"
     ratio = paired(finalist_of(pick, finals), control)
     if ratio is None:
         return "not paired with the rule: no round of the final measured both"

@@ -107,10 +107,15 @@ def by_rounds(a: Mapping[int, float], b: Mapping[int, float]) -> Ratio | None:
     return paired_ratio([(a[r], b[r]) for r in sorted(a.keys() & b.keys())])
 
 
-def _signed(x: float) -> str:
+def signed_share(x: float) -> str:
     """A share as a whole percentage with its sign, the minus a true minus: +9%, −4%."""
     value = round(x * 100)
     return f"{'−' if value < 0 else '+'}{abs(value)}%"
+
+
+def signed_span(lo: float, hi: float) -> str:
+    """Two signed shares as one range, the percent sign once: −4…+9%."""
+    return f"{signed_share(lo)[:-1]}…{signed_share(hi)}"
 
 
 def _span(lo: float, hi: float) -> str:
@@ -121,14 +126,20 @@ def _span(lo: float, hi: float) -> str:
 
 def compared(r: Ratio | None, other: str, unpaired: str | None = None) -> str:
     """The words a ratio of the pick over ``other`` supports, and no more: "faster than the rule
-    by 3-8%", "slower than ... by 2-5%", "indistinguishable from the rule (−4…+9%)", or "one
-    round: not judged". ``unpaired``: what the run has instead when no round paired them."""
+    by 3-8%" (a gap of 2x or more as "2.1-3.4x as fast as ..."), "slower than ... by 2-5%",
+    "indistinguishable from the rule (−4…+9%)", or "one round against the rule: not judged".
+    ``unpaired``: what the run has instead when no round paired them."""
     if r is None:
-        return f"not paired with {other}: {unpaired}" if unpaired else f"not measured against {other}"
+        return f"not paired with {other} ({unpaired}): no interval" if unpaired else f"not measured against {other}"
     if not r.judged:
         return f"one round against {other}: not judged"
+    if r.faster and r.lo >= 2.0:
+        low, high = f"{r.lo:.1f}", f"{r.hi:.1f}"
+        return f"{low}{'-' + high if high != low else ''}x as fast as {other}"
     if r.faster:
         return f"faster than {other} by {_span(r.lo - 1.0, r.hi - 1.0)}"
+    if r.slower and r.hi <= 0.5:
+        return f"slower than {other}: {r.lo:.2f}-{r.hi:.2f}x its rate"
     if r.slower:
         return f"slower than {other} by {_span(1.0 - r.hi, 1.0 - r.lo)}"
-    return f"indistinguishable from {other} ({_signed(r.lo - 1.0)}…{_signed(r.hi - 1.0)})"
+    return f"indistinguishable from {other} ({signed_span(r.lo - 1.0, r.hi - 1.0)})"

@@ -56,6 +56,7 @@ from ..store.retry import OnceMore, control_again
 from ..store.snippet import snippet
 from ..store.study import StudyStore
 from ..store.versions import provenance
+from .claims import what_if_claims
 from .compare import Comparison, compare
 from .final import Final, final_configs, final_measurement
 from .result import TuneResult
@@ -340,6 +341,7 @@ class Run:
             load=load, threads=threads_of(profile, started.info.threads),
             stream=stream_record(started.info.shards, started.info.shards_from, self.uncapped, history, profile)
             if started.info.length is None else None)
+        result = dataclasses.replace(result, what_ifs=what_if_claims(result))
         if before is not None:
             result = dataclasses.replace(result, since=self._since(before, result))
         if result.busy and before is not None and before.where == result.path:
