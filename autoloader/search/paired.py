@@ -32,6 +32,9 @@ from typing import Mapping, Sequence
 
 from .policy import MIN_TOLERANCE
 
+# Where a measured gain is from: the final's paired rounds, or separate bursts (no interval).
+PAIRED, BURSTS = "paired", "bursts"
+
 # An interval inside 1 ± this is a tie, settled: NOTE [ Sure enough ].
 EQUIVALENT_WITHIN = MIN_TOLERANCE
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..search.paired import BURSTS, PAIRED
 from . import checks
 from .checks import InvalidRecord
-
-# Where a measured gain is from: the final's paired rounds, or separate bursts.
-PAIRED, BURSTS = "paired", "bursts"
 
 
 @dataclass(frozen=True)
