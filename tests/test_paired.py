@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -37,7 +38,8 @@ def test_the_interval_is_the_t_interval_of_the_log_ratios():
     mean, sd = sum(d) / 4, math.sqrt(sum((x - sum(d) / 4) ** 2 for x in d) / 3)
     r = paired_ratio(pairs)
     assert r.rounds == 4 and r.ratio == pytest.approx(math.exp(mean))
-    assert r.lo == pytest.approx(math.exp(mean - 3.182 * sd / 2)) and r.hi == pytest.approx(math.exp(mean + 3.182 * sd / 2))
+    half = 3.182 * sd / 2   # t(0.975, 3) sd / sqrt(4)
+    assert r.lo == pytest.approx(math.exp(mean - half)) and r.hi == pytest.approx(math.exp(mean + half))
     # Known numbers, worked by hand: d = (0.0953, 0.0953, 0.0488, 0.1484), mean 0.0970, sd 0.0407.
     assert (r.ratio, r.lo, r.hi) == pytest.approx((1.1018, 1.0327, 1.1756), abs=5e-4)
     assert r.faster and not r.slower and r.settled()
@@ -142,7 +144,8 @@ def test_no_final_between_a_pick_and_itself():
     assert final_configs([MORE, RULE], RULE, None, ahead, pick=RULE) == [MORE, RULE]
     # Otherwise the strategy's pick meets the rule as before.
     assert final_configs([MORE, RULE], RULE, None, history, pick=MORE) == [MORE, RULE]
-    itself = TuneResult(TunedConfig(RULE, 1000.0, 0.02, None, None, {"fingerprint": "box", "cpus": 8}, "k", "cpu"), tuple(history), (), "", "", "", 1.0, 0, 0, control=RULE)
+    tuned = TunedConfig(RULE, 1000.0, 0.02, None, None, {"fingerprint": "box", "cpus": 8}, "k", "cpu")
+    itself = TuneResult(tuned, tuple(history), (), "", "", "", 1.0, 0, 0, control=RULE)
     assert itself.verdict == "the pick is the rule's config: no final between a pick and itself"
     assert itself.control_ratio is None and "the pick is the rule's config" in table(itself)
 
@@ -172,3 +175,33 @@ def test_the_result_writes_the_ratio_its_interval_the_verdict_and_the_what_ifs()
     bad["what_ifs"][0] = {"name": "x", "change": "y", "predicted_samples_per_s": -1, "predicted_gain": 0}
     with pytest.raises(InvalidRecord, match=r"what_ifs\[0\]\.predicted_samples_per_s"):
         TuneResult.from_dict(bad)
+
+
+# --- a real tune -------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_cpu_tune_writes_its_comparisons_with_their_intervals_and_the_table_says_them(tmp_path):
+    from workloads import BusyWork
+
+    from autoloader import tune
+
+    result = tune(BusyWork(cost_s=0.002), batch_size=16, budget=40, device="cpu", out=str(tmp_path))
+    with open(result.path) as fh:
+        data = json.load(fh)
+    for key in ("control_ratio", "control_ratio_interval", "control_ratio_rounds", "verdict", "baseline_ratio",
+                "baseline_verdict", "what_ifs"):
+        assert key in data, key
+    assert data["verdict"] == result.verdict and data["verdict"] in table(result)
+    ratio = result.control_ratio
+    if ratio is not None and ratio.judged:
+        lo, hi = data["control_ratio_interval"]
+        assert lo <= data["control_ratio"] <= hi
+        words = "faster than" if lo > 1 else "slower than" if hi < 1 else "indistinguishable from"
+        assert data["verdict"].startswith(words) or data["verdict"].startswith(f"{lo:.1f}"), data["verdict"]
+    elif result.config == result.control:
+        assert data["verdict"].startswith("the pick is the rule's config")
+    rounds = [len(f.rates) for f in result.finals]
+    assert all(n <= FINAL_MAX_ROUNDS for n in rounds), rounds
+    assert all(w["sure"] for w in data["what_ifs"]) and TuneResult.from_dict(data).what_ifs == result.what_ifs
+    assert not any(re.search(r"\d\.\d\dx", line) for line in table(result).splitlines()
+                   if "cpus-1 rule" in line or "num_workers=0" in line), table(result)

@@ -87,8 +87,8 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
     elif result.control is not None and result.control == result.config:
         rows.append(("the cpus-1 rule", result.verdict))
     if tuned.baseline_samples_per_s:
-        rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}; the pick: "
-                                                  f"{result.baseline_verdict}"))
+        words = "the pick itself" if result.config.num_workers == 0 else f"the pick: {result.baseline_verdict}"
+        rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}; {words}"))
     if ev.ranks > 1:
         rows.append(("node", f"{ev.ranks} ranks, each with this config; samples/s is the node's, the rest per rank"))
     return rows
@@ -215,7 +215,8 @@ def _whatif_table_html(ex: Explanation) -> str:
         out.append(f"<h3>{_e(title)}</h3><table class='whatifs'><tr><th>change</th><th>rate</th><th>gain</th>"
                    "<th>how sure</th><th>what to change</th></tr>")
         out += [f"<tr><td>{_e(r['change'])}</td><td class='num'>{_e(r['rate'])}</td><td class='num'>{_e(r['gain'])}"
-                f"</td><td>{_badge(r['source'])} {_e(r['sure'])}</td><td>{_prose(r['how'])} <i>({_e(r['code'])})</i></td></tr>"
+                f"</td><td>{_badge(r['source'])} {_e(r['sure'])}</td>"
+                f"<td>{_prose(r['how'])} <i>({_e(r['code'])})</i></td></tr>"
                 for r in rows]
         out.append("</table>")
     return "\n".join(out)
@@ -278,7 +279,8 @@ def _markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]], p
         if rows:
             lines += [f"### {heading}", ""]
             lines += _md_table(["change", "rate", "gain", "how sure", "what to change"],
-                               [[r["change"], r["rate"], r["gain"], f"{r['source']}: {r['sure']}", f"{r['how']} ({r['code']})"]
+                               [[r["change"], r["rate"], r["gain"], f"{r['source']}: {r['sure']}",
+                                 f"{r['how']} ({r['code']})"]
                                 for r in rows])
             lines.append("")
     lines += ["## The ceiling and the gap", "", c.sentence(), "", "## Plots", ""]

@@ -13,6 +13,7 @@ final, or both as bursts) says "measured", with the measured gain beside the pre
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -213,14 +214,20 @@ def how_sure(ev: Evidence, w: WhatIf) -> dict:
     if ratio is not None and ratio.judged:
         lo, hi = ratio.lo - 1.0, ratio.hi - 1.0
         return dict(measured_gain=ratio.ratio - 1.0, measured_from=PAIRED, measured_interval=(lo, hi),
-                    rounds=ratio.rounds, sure=f"measured{nearby} in {ratio.rounds} paired rounds: {signed_span(lo, hi)}")
+                    rounds=ratio.rounds,
+                    sure=f"measured{nearby} in {ratio.rounds} paired rounds: {signed_span(lo, hi)}")
     if ratio is not None:
         return dict(measured_gain=ratio.ratio - 1.0, measured_from=PAIRED, rounds=1,
                     sure=f"measured{nearby} in one paired round: not judged")
     if w.measured_gain is not None:
         return dict(measured_gain=w.measured_gain, measured_from=BURSTS,
                     sure=f"measured{nearby} in separate bursts, which share no round: no interval")
+    # The model's range is this run's model's: it holds for a change of settings, not for one to
+    # the data or the machine (uint8, more CPUs, a faster step), asked of a changed profile.
+    same = w.base_rate > 0 and math.isclose(ev.model.predict(w.config, ev.calibration).samples_per_s, w.rate,
+                                            rel_tol=1e-9)
+    if not same:
+        return dict(sure="predicted, not measured (a change to the data or the machine: the model's figure alone)")
     low, high = ev.model.rate_range(w.config, ev.calibration)
-    span = f" (the model's range {signed_span(low / w.base_rate - 1.0, high / w.base_rate - 1.0)})" \
-        if w.base_rate > 0 else ""
-    return dict(sure="predicted, not measured" + span)
+    span = signed_span(low / w.base_rate - 1.0, high / w.base_rate - 1.0)
+    return dict(sure=f"predicted, not measured (the model's range {span})")

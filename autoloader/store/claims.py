@@ -48,9 +48,9 @@ class WhatIfClaim:
         data = checks.mapping(data, name)
         words = {k: checks.text(data.get(k), f"{name}.{k}", optional=False) for k in ("name", "change")}
         interval = checks.items(data.get("measured_interval"), f"{name}.measured_interval")
-        if interval and (len(interval) != 2 or not all(
-                checks.number(x, f"{name}.measured_interval", optional=False, signed=True) is not None for x in interval)
-                or interval[0] > interval[1]):
+        for x in interval:
+            checks.number(x, f"{name}.measured_interval", optional=False, signed=True)
+        if interval and (len(interval) != 2 or interval[0] > interval[1]):
             raise InvalidRecord(f"{name}.measured_interval is {interval!r}, not [low, high]")
         source = checks.text(data.get("measured_from"), f"{name}.measured_from")
         if source not in (None, PAIRED, BURSTS):

@@ -130,7 +130,8 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     lines.append(f"  {'cpus-1 rule':<20} {rule_line(result)}")
     if t.baseline_samples_per_s:
         words = getattr(result, "baseline_verdict", None)
-        lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)}" + (f"; the pick: {words}" if words else ""))
+        words = "the pick itself" if t.config.num_workers == 0 else f"the pick: {words}" if words else ""
+        lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)}" + (f"; {words}" if words else ""))
     gain = getattr(result, "reorder_gain", None)
     if gain is not None and gain > 0.02:
         gate = ORDER.gate
