@@ -215,7 +215,7 @@ def test_merge_keeps_a_repeated_workloads_last_measurement_and_lists_the_earlier
     assert "Earlier measurements of the same workloads" in summary
     assert "| gpubound | p1 | " in summary
     assert "   # p3, at e1fa24a" in summary
-    assert summary.count("\n| gpubound | ") == 3     # a row in each of the two tables, one among the repeats
+    assert summary.count("\n| gpubound | ") == 4     # a row in each of the three tables, one among the repeats
     # A later part cut short does not displace a complete earlier one.
     folders.append(part("p4", "gpubound", 1, interrupted="killed at the deadline"))
     parts.merge(folders, str(tmp_path / "merged2"))

@@ -41,7 +41,7 @@ GOLDEN = [
      ' 1,234/s | other processes used 1.6 of 2 CPUs: the figure is what the machine gives beside them',
     "  trial 2 of ~6 [4s] bs16-w1-pin0-pf2-pw1: FAILED the dataset's __getitem__ raised: boom (a"
      ' crash can be a one-off: trying it once more) | best bs16-w3-pin0-pf2-pw1 1,234/s',
-    '  final round 1 of 3 (interleaved): 16-3 1,200/s, 16-1 -',
+    '  final round 1 of at most 3 (interleaved): 16-3 1,200/s, 16-1 -',
     '  a busy machine (other processes used 1.4 of 2 CPUs): the configs that decide the pick'
      ' measured again, interleaved: 16-3, 16-1',
     None,

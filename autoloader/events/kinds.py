@@ -181,7 +181,8 @@ class FinalRound(Event):
 
     Attributes:
         round: its number, from 1.
-        rounds: how many the final runs.
+        rounds: how many the final runs at most (it stops sooner once its rounds settle the pick
+            against the rule: NOTE [ Sure enough ] in search/paired.py).
         rates: ``(config key, rates so far)`` for each finalist, the rates in samples/s, one a
             round it ran in (``dict(event.rates)`` for a mapping).
     """

@@ -209,4 +209,4 @@ def _unstored(e: TrialsUnstored) -> str:
 @line.register(FinalRound)
 def _final(e: FinalRound) -> str:
     rates = ", ".join(f"{k} {rate(v[-1]) if v else '-'}" for k, v in e.rates)
-    return f"  final round {e.round} of {e.rounds} (interleaved): {rates}"
+    return f"  final round {e.round} of at most {e.rounds} (interleaved): {rates}"

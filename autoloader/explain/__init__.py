@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from .ceiling import Ceiling, ceiling
 from .evidence import Evidence
 from .verdict import KINDS, Verdict, verdict
-from .whatif import WhatIf, top, whatifs
+from .whatif import WhatIf, how_sure, top, whatifs
 
 # The folder's public face: the explanation's records and functions, and the modules that write
 # the page and its plots. tests/test_units.py checks every import across folders against it.
 __all__ = ["KINDS", "Ceiling", "Evidence", "Explanation", "Verdict", "WhatIf", "benchmark_row", "explain",
-           "files", "headline", "page", "plots"]
+           "files", "headline", "how_sure", "page", "plots", "whatifs"]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from ..search.settings import TUNED_SETTINGS
 from . import Explanation, explain
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
-from .whatif import top
+from .whatif import how_sure, top
 
 _GAINS = ("Each gain is the model's: it simulates the loader from the profile, with the efficiency terms the "
           "bursts fitted, under the change, over its rate for the pick; <i>measured</i> where this run also "
@@ -81,14 +81,14 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
                  + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
     rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks)))
     control = result.control_samples_per_s
+    # The words the paired rounds support (NOTE [ Paired rounds ] in search/paired.py), never a bare ratio.
     if control and result.control is not None and result.control != result.config:
-        rows.append(("the cpus-1 rule (measured)", f"{rate(control)}: the pick reads "
-                                                    f"{tuned.samples_per_s / control:.2f}x"))
-    elif control:
-        rows.append(("the cpus-1 rule", "the pick is the rule itself: nothing measured beat it"))
+        rows.append(("the cpus-1 rule (measured)", f"{rate(control)}; the pick: {result.verdict}"))
+    elif result.control is not None and result.control == result.config:
+        rows.append(("the cpus-1 rule", result.verdict))
     if tuned.baseline_samples_per_s:
-        rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}: the pick reads "
-                                                  f"{tuned.samples_per_s / tuned.baseline_samples_per_s:.2f}x"))
+        words = "the pick itself" if result.config.num_workers == 0 else f"the pick: {result.baseline_verdict}"
+        rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}; {words}"))
     if ev.ranks > 1:
         rows.append(("node", f"{ev.ranks} ranks, each with this config; samples/s is the node's, the rest per rank"))
     return rows
@@ -194,10 +194,10 @@ def render_html(result, ex: Explanation, plots: dict[str, tuple[str, bytes]]) ->
 def _whatif_rows(ex: Explanation) -> tuple[list[dict], list[dict]]:
     helping, not_helping = [], []
     for w in ex.whatifs:
-        row = {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks),
-               "gain": f"{w.gain * 100:+.0f}%" + (f" (measured {w.measured_gain * 100:+.0f}%)"
-                                                  if w.measured_gain is not None else ""),
-               "source": w.source, "how": w.change, "code": "your code" if w.needs_code else "settings"}
+        # How sure, in words (whatif.how_sure): a measured gain's paired interval, or why it has none.
+        row = {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks), "gain": f"{w.gain * 100:+.0f}% predicted",
+               "source": w.source, "sure": how_sure(ex.evidence, w)["sure"], "how": w.change,
+               "code": "your code" if w.needs_code else "settings"}
         (helping if w.helps else not_helping).append(row)
     return helping, not_helping
 
@@ -215,7 +215,8 @@ def _whatif_table_html(ex: Explanation) -> str:
         out.append(f"<h3>{_e(title)}</h3><table class='whatifs'><tr><th>change</th><th>rate</th><th>gain</th>"
                    "<th>how sure</th><th>what to change</th></tr>")
         out += [f"<tr><td>{_e(r['change'])}</td><td class='num'>{_e(r['rate'])}</td><td class='num'>{_e(r['gain'])}"
-                f"</td><td>{_badge(r['source'])}</td><td>{_prose(r['how'])} <i>({_e(r['code'])})</i></td></tr>"
+                f"</td><td>{_badge(r['source'])} {_e(r['sure'])}</td>"
+                f"<td>{_prose(r['how'])} <i>({_e(r['code'])})</i></td></tr>"
                 for r in rows]
         out.append("</table>")
     return "\n".join(out)
@@ -278,7 +279,8 @@ def _markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]], p
         if rows:
             lines += [f"### {heading}", ""]
             lines += _md_table(["change", "rate", "gain", "how sure", "what to change"],
-                               [[r["change"], r["rate"], r["gain"], r["source"], f"{r['how']} ({r['code']})"]
+                               [[r["change"], r["rate"], r["gain"], f"{r['source']}: {r['sure']}",
+                                 f"{r['how']} ({r['code']})"]
                                 for r in rows])
             lines.append("")
     lines += ["## The ceiling and the gap", "", c.sentence(), "", "## Plots", ""]

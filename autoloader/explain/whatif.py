@@ -13,12 +13,15 @@ final, or both as bursts) says "measured", with the measured gain beside the pre
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ..search.choice import finalist_of, paired
 from ..search.knob import Context, Knob
 from ..search.model import Calibration, Model
 from ..search.model_first import worker_ladder
+from ..search.paired import BURSTS, PAIRED, signed_span
 from ..search.policy import MAX_WORKERS_PER_CPU, PREDICTED_TIE
 from ..search.profile import Profile
 from ..search.settings import ORDER, PIN, SETTINGS
@@ -197,3 +200,34 @@ def top(items: Sequence[WhatIf]) -> WhatIf | None:
     """The most helpful what-if, or None when none is worth changing."""
     helping = [w for w in items if w.helps]
     return max(helping, key=lambda w: w.best_gain) if helping else None
+
+
+def how_sure(ev: Evidence, w: WhatIf) -> dict:
+    """How sure ``w`` is, as the result stores it (store.claims.WhatIfClaim's fields past the
+    prediction): a measured gain from the final's paired rounds of the changed config and the
+    pick where the final measured both (with its 95% interval: NOTE [ Paired rounds ] in
+    search/paired.py), else from separate bursts (a figure, no interval), else predicted only,
+    with the model's range; ``sure``: that in words."""
+    where = w.measured_config or w.config
+    ratio = paired(finalist_of(where, ev.finals), finalist_of(ev.pick, ev.finals)) if where != ev.pick else None
+    nearby = f" at num_workers={where.num_workers}" if w.measured_config is not None else ""
+    if ratio is not None and ratio.judged:
+        lo, hi = ratio.lo - 1.0, ratio.hi - 1.0
+        return dict(measured_gain=ratio.ratio - 1.0, measured_from=PAIRED, measured_interval=(lo, hi),
+                    rounds=ratio.rounds,
+                    sure=f"measured{nearby} in {ratio.rounds} paired rounds: {signed_span(lo, hi)}")
+    if ratio is not None:
+        return dict(measured_gain=ratio.ratio - 1.0, measured_from=PAIRED, rounds=1,
+                    sure=f"measured{nearby} in one paired round: not judged")
+    if w.measured_gain is not None:
+        return dict(measured_gain=w.measured_gain, measured_from=BURSTS,
+                    sure=f"measured{nearby} in separate bursts, which share no round: no interval")
+    # The model's range is this run's model's: it holds for a change of settings, not for one to
+    # the data or the machine (uint8, more CPUs, a faster step), asked of a changed profile.
+    same = w.base_rate > 0 and math.isclose(ev.model.predict(w.config, ev.calibration).samples_per_s, w.rate,
+                                            rel_tol=1e-9)
+    if not same:
+        return dict(sure="predicted, not measured (a change to the data or the machine: the model's figure alone)")
+    low, high = ev.model.rate_range(w.config, ev.calibration)
+    span = signed_span(low / w.base_rate - 1.0, high / w.base_rate - 1.0)
+    return dict(sure=f"predicted, not measured (the model's range {span})")

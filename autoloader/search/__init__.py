@@ -11,7 +11,8 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
   bursts;
 - ``strategy`` (the interface), ``model_first`` (the search), ``warm`` (a re-tune's warm start):
   the next config to measure, chosen apart from running it;
-- ``choice``: the interleaved final's winner; ``knee``: the worker curve's inflection;
+- ``choice``: the interleaved final's winner; ``paired``: a ratio's interval from paired rounds;
+  ``knee``: the worker curve's inflection;
   ``budget``: the run's clock; ``memory``: a config's predicted memory and the limits it must meet;
   ``burst_rule``: a burst's stop rule; ``config``: the tuned config handed back; ``methods``: the
   worker start methods' figures and the result's words on them;
@@ -21,4 +22,5 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
 __all__ = ["budget", "burst_rule", "choice", "config", "growth", "knee", "knob", "load", "memory", "methods", "model",
-           "model_first", "policy", "profile", "results", "settings", "shards", "space", "strategy", "threads", "warm"]
+           "model_first", "paired", "policy", "profile", "results", "settings", "shards", "space", "strategy",
+           "threads", "warm"]

@@ -4,6 +4,9 @@ The final re-measures the few configs the search put forward (model_first.py), t
 them, in one process, interleaved (A B C A B C ...), so drift hits them alike; the pick is the
 cheapest config that ties the best median. Pure functions over measured records.
 
+The pick against the rule is judged on their paired rounds (NOTE [ Paired rounds ] in
+paired.py): where the interval cannot tell them apart, the cheaper of the two is kept.
+
 NOTE [ Rounds that disagree ]
 Interleaving makes each round a paired comparison: the finalists of one round ran seconds apart,
 under the same drift. A costlier best is clearly better than a cheaper finalist only when it read
@@ -28,6 +31,7 @@ from .policy import (
     keeps_up_at,
     same_kind,
 )
+from .paired import EQUIVALENT_WITHIN, Ratio, by_rounds, compared
 from .results import OK, TrialResult
 from .space import LoaderConfig
 
@@ -136,7 +140,80 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
             return True
         return disagree and final.median >= best.median * (1.0 - (DISAGREE_TIE + widen))
 
-    return _with_trial(min((f for f in finals if ties(f)), key=lambda f: f.config.cost()), history)
+    chosen = min((f for f in finals if ties(f)), key=lambda f: f.config.cost())
+    return _with_trial(cheaper_if_unsure(chosen, reference), history)
+
+
+def cheaper_if_unsure(chosen: Finalist, rule: Finalist | None) -> Finalist:
+    """The rule's config in place of a costlier ``chosen`` whose paired rounds with it do not
+    show it faster beyond the noise band (its interval reaches 1, or lies inside the band):
+    nothing measured supports paying more (NOTE [ Sure enough ] in paired.py). One round is not
+    judged: SINGLE_ROUND_MARGIN decides."""
+    if rule is None or chosen.config == rule.config or rule.config.cost() >= chosen.config.cost():
+        return chosen
+    return rule if _unsure(paired(chosen, rule)) else chosen
+
+
+def paired(a: Finalist | None, b: Finalist | None) -> Ratio | None:
+    """``a``'s rate over ``b``'s on the final's rounds both were measured in, with its interval
+    (NOTE [ Paired rounds ] in paired.py); None when they share no round."""
+    if a is None or b is None or not a.rates or not b.rates:
+        return None
+    return by_rounds(a.by_round(), b.by_round())
+
+
+def finalist_of(config: LoaderConfig | None, finals: Sequence[Finalist]) -> Finalist | None:
+    return next((f for f in finals if f.config == config and f.rates), None) if config is not None else None
+
+
+def challenger(finals: Sequence[Finalist], rule: LoaderConfig | None) -> Finalist | None:
+    """The finalist that decides a pick equal to the rule: the best median of the others."""
+    others = [f for f in finals if f.config != rule and f.rates]
+    return max(others, key=lambda f: f.median) if others else None
+
+
+def rule_settled(finals: Sequence[Finalist], pick: LoaderConfig, rule: LoaderConfig | None,
+                 band: float = EQUIVALENT_WITHIN) -> bool:
+    """Whether the final's rounds settle the pick against the rule (NOTE [ Sure enough ]): the
+    pick's interval over the rule excludes 1 or lies inside the band; for a pick that is the
+    rule, the challenger's interval lies below 1 or inside the band (no gap in its favour left)."""
+    control = finalist_of(rule, finals)
+    if control is None:
+        return False
+    if pick == rule:
+        best = challenger(finals, rule)
+        ratio = paired(best, control)
+        return best is None or (ratio is not None and (ratio.slower or ratio.within(band)))
+    ratio = paired(finalist_of(pick, finals), control)
+    return ratio is not None and ratio.settled(band)
+
+
+def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence[Finalist]) -> str:
+    """The sentence the pick's paired rounds with the rule support (paired.compared), and which
+    of the two was kept when they could not be told apart."""
+    if rule is None:
+        return "not measured against the rule: this search holds no control"
+    control = finalist_of(rule, finals)
+    if pick == rule:
+        best = challenger(finals, rule)
+        if control is None or best is None:
+            return "the pick is the rule's config: no final between a pick and itself"
+        ratio = paired(best, control)
+        if ratio is None or not ratio.judged:
+            return f"the pick is the rule's config; {best.config.key} met it in one round: not judged"
+        tie = ratio.within() or not (ratio.faster or ratio.slower)
+        kept = ": the cheaper of the two kept" if tie and rule.cost() <= best.config.cost() else ""
+        return f"the pick is the rule's config; {best.config.key} was {compared(ratio, 'it')}{kept}"
+    ratio = paired(finalist_of(pick, finals), control)
+    if ratio is None:
+        return "not paired with the rule: no round of the final measured both"
+    kept = ": the cheaper of the two kept" if _unsure(ratio) and pick.cost() <= rule.cost() else ""
+    return compared(ratio, "the rule") + kept
+
+
+def _unsure(ratio: Ratio | None) -> bool:
+    """Judged, and no gap beyond the noise band in the pick's favour."""
+    return ratio is not None and ratio.judged and (not ratio.faster or ratio.within())
 
 
 def ahead_every_round(a: Finalist, b: Finalist) -> bool:

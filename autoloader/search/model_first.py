@@ -230,7 +230,7 @@ class ModelFirst(Strategy):
         it failed or broke a limit."""
         # A config measured while it fitted stays out once the memory predicted for a run no
         # longer fits (the bursts since taught the per-worker overhead).
-        ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned and self.fits(t.config, history)]
+        ok = self._measured(history)
         if not ok:
             return []
         calib = self.calibration(history)
@@ -247,6 +247,17 @@ class ModelFirst(Strategy):
         if not any(t.config == self.control and t.status != OK for t in history):
             unique.append(self.control)
         return unique
+
+    def _measured(self, history: Sequence[TrialResult]) -> list[TrialResult]:
+        return [t for t in history if t.status == OK and t.samples_per_s and not t.pruned and self.fits(t.config, history)]
+
+    def model_pick(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
+        """The corrected model's pick among the configs measured in full (the finalists' first)."""
+        ok = self._measured(history)
+        if not ok:
+            return None
+        calib = self.calibration(history)
+        return self.pick([self.model.predict(t.config, calib) for t in ok]).config
 
     def curve(self, history: Sequence[TrialResult]) -> list[tuple[int, float]]:
         """(workers, predicted rate) along the worker ladder at the calibrated pick's other

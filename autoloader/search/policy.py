@@ -93,7 +93,16 @@ GROWTH_MIN_DATASET = 16 * 2**20
 
 # --- the final: re-measuring the few best, interleaved ---------------------------------------
 
+# The rounds the search keeps time back for (budget.py's reserve): the final stops sooner when
+# its rounds settle the pick against the rule, and goes on to FINAL_MAX_ROUNDS while the budget
+# holds them when they do not (NOTE [ Sure enough ] in paired.py). Two rounds at least: one
+# round has no spread, so it settles nothing.
 FINAL_ROUNDS = 3
+FINAL_MIN_ROUNDS = 2
+# Past this many rounds a gap still inside its interval is too small to matter beside the cost
+# of measuring it: the cheaper config is kept. Each look at the interval is also a chance for a
+# false "settled"; a handful of looks keeps that near the 5% of one.
+FINAL_MAX_ROUNDS = 6
 MAX_FINALISTS = 3
 # Up to this share of the budget is kept back for the final: slow finalists need whole rounds.
 FINAL_RESERVE_SHARE = 0.5

@@ -52,6 +52,11 @@ class Strategy(abc.ABC):
         measure it (search/budget.py), since a final without it only re-measures what loses."""
         return False
 
+    def model_pick(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
+        """The config the strategy itself would pick from ``history``, before the final (None
+        when it does not say): a pick that is the control needs no final against it."""
+        return None
+
     def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
         """Of ``configs``, those the final ties only narrowly: bound by the step and short of
         headroom (NOTE [ Headroom ] in model_first.py). None, unless the strategy models it."""

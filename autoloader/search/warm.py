@@ -133,6 +133,9 @@ class Warmed(Strategy):
     def pick_unmeasured(self, history: Sequence[TrialResult]) -> bool:
         return self.inner.pick_unmeasured(history)
 
+    def model_pick(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
+        return self.inner.model_pick(history)
+
     @property
     def control(self) -> LoaderConfig | None:
         return self.inner.control

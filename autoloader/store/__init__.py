@@ -6,7 +6,7 @@ up here) and ``fleet`` (re-tunes, ``show``, ``dashboard`` read it):
 - ``study``: the Optuna study, the record of every trial (``StudyStore``); ``runs``: which run
   measured each trial, and which are complete; ``retry``: which stored verdicts still stand;
 - ``result``: ``TuneResult``, the result record, read and written by itself (``from_dict``,
-  ``to_dict``), its parts read by ``parts`` and ``records``, its comparison by ``comparison``,
+  ``to_dict``), its parts read by ``parts`` and ``records``, its comparison by ``comparison``, its what-ifs by ``claims``,
   every field checked by ``checks`` and ``validate`` (which checks a study's trials too);
   ``door``: ``load_result``, the one reader of a result file, which sets a damaged one aside;
   ``versions``: which autoloader measured it;
@@ -19,5 +19,5 @@ up here) and ``fleet`` (re-tunes, ``show``, ``dashboard`` read it):
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["comparison", "door", "durable", "history", "paths", "push", "records", "result", "retry", "runs",
+__all__ = ["claims", "comparison", "door", "durable", "history", "paths", "push", "records", "result", "retry", "runs",
            "saving", "snippet", "storage", "study", "validate", "versions"]

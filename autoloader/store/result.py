@@ -10,10 +10,11 @@ a record with a bad field in it, so whoever holds a TuneResult reads attributes 
 # over formats 1 and 2 without any changing meaning: the first results held the pick, its knee,
 # trials and finals; the profile, the calibration, the prediction and the control came next,
 # then the format itself with the dataset and the provenance, the warm start, the memory
-# forecasts, the machine's load and the threads. A field a result does not have is read as
+# forecasts, the machine's load and the threads, the what-ifs (claims.py). A field a result does not have is read as
 # absent (None, or empty), so an old result reads as what it measured; a field no longer written
 # (an old ``priors`` count) is not read. What the record derives from its fields (``faults``,
-# ``profile_seconds``, ``control_samples_per_s``...) is written for the file's readers and
+# ``profile_seconds``, ``control_samples_per_s``, ``control_ratio`` and its interval, the
+# ``verdict``...) is written for the file's readers and
 # computed again on reading, not read back. A complete run's mark in a shared storage holds the
 # pick and its figures alone (``summary``, NOTE [ Runs in a study ] in runs.py): read, it is the
 # same record with ``partial`` set and the rest absent.
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ..search.choice import Finalist
+from ..search.choice import Finalist, finalist_of, paired, rule_verdict
 from ..search.config import TunedConfig
 from ..search.growth import growth_finding
 from ..search.knee import Knee
@@ -32,6 +33,7 @@ from ..search.load import MachineLoad
 from ..search.memory import MemoryForecast
 from ..search.methods import StartChoice
 from ..search.model import Calibration, Prediction
+from ..search.paired import Ratio, compared
 from ..search.profile import Profile
 from ..search.results import OK, BurstError, TrialResult
 from ..search.space import LoaderConfig
@@ -39,6 +41,7 @@ from ..search.shards import Stream
 from ..search.threads import Threads
 from ..search.warm import WarmStart, warm_record
 from . import checks, parts
+from .claims import WhatIfClaim, what_ifs
 from .checks import InvalidRecord
 from .comparison import Comparison, comparison
 from .records import DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, burst_error
@@ -89,6 +92,7 @@ class TuneResult:
     threads: Threads | None = None        # the main process's torch threads: NOTE [ The main process's threads ]
     stream: Stream | None = None          # an iterable dataset's shards and its workers' findings (search/shards.py)
     start: StartChoice | None = None      # the pick's start method and why: NOTE [ What a start method costs ]
+    what_ifs: tuple[WhatIfClaim, ...] = ()   # each change asked about: predicted, measured, how sure (claims.py)
     where: str = ""
     partial: bool = False
 
@@ -137,6 +141,40 @@ class TuneResult:
         return median * self.ranks if median is not None else None
 
     @property
+    def control_ratio(self) -> Ratio | None:
+        """The pick's rate over the rule's on the final's paired rounds, with its interval
+        (NOTE [ Paired rounds ] in search/paired.py); None when the pick is the rule's config or
+        no round measured both."""
+        if self.control is None or self.control == self.config:
+            return None
+        return paired(finalist_of(self.config, self.finals), finalist_of(self.control, self.finals))
+
+    @property
+    def verdict(self) -> str:
+        """The pick against the rule in the words its interval supports (choice.rule_verdict)."""
+        return rule_verdict(self.config, self.control, self.finals)
+
+    def _baseline_final(self) -> Finalist | None:
+        return next((f for f in self.finals if f.config.num_workers == 0 and f.rates), None)
+
+    @property
+    def baseline_ratio(self) -> Ratio | None:
+        """The pick over num_workers=0 on their paired rounds, when the final measured both."""
+        if self.config.num_workers == 0:
+            return None
+        return paired(finalist_of(self.config, self.finals), self._baseline_final())
+
+    @property
+    def baseline_verdict(self) -> str | None:
+        """The pick against num_workers=0 in the words its interval supports; None unmeasured."""
+        if not self.tuned.baseline_samples_per_s:
+            return None
+        if self.config.num_workers == 0:
+            return "the pick is num_workers=0"
+        return compared(self.baseline_ratio, "num_workers=0",
+                        unpaired="measured in separate bursts, which share no round")
+
+    @property
     def ranks(self) -> int:
         return self.node.ranks if self.node else 1
 
@@ -179,6 +217,9 @@ class TuneResult:
                 "bound": self.predicted.bound if self.predicted else None,
                 "control": self.control.loader_kwargs() if self.control else None,
                 "control_samples_per_s": self.control_samples_per_s,
+                **_ratio_fields("control_ratio", self.control_ratio), "verdict": self.verdict,
+                **_ratio_fields("baseline_ratio", self.baseline_ratio), "baseline_verdict": self.baseline_verdict,
+                "what_ifs": [w.to_dict() for w in self.what_ifs],
                 "reorder_gain": self.reorder_gain, "model_error": [e.to_dict() for e in self.model_error],
                 "study": self.study, "run_id": self.run_id,
                 "dataset": self.dataset.to_dict() if self.dataset else None,
@@ -230,7 +271,14 @@ class TuneResult:
             control_memory=parts.memory(memory.get("control"), "memory.control", limit),
             load=parts.machine_load(data.get("load")), threads=parts.threads(data.get("threads")),
             stream=parts.stream(data.get("stream")), start=parts.start_choice(data.get("start_method")),
-            where=where)
+            what_ifs=what_ifs(data.get("what_ifs")), where=where)
+
+
+def _ratio_fields(name: str, ratio: Ratio | None) -> dict:
+    """A ratio as the file writes it: the ratio, its interval [lo, hi] (null from one round)
+    and the paired rounds it rests on."""
+    return {name: ratio.ratio if ratio else None, f"{name}_interval": list(ratio.interval) if ratio and ratio.judged
+            else None, f"{name}_rounds": ratio.rounds if ratio else 0}
 
 
 __all__ = ["SUMMARY", "InvalidRecord", "TuneResult"]

@@ -7,8 +7,9 @@ Serves ``api`` (``tune``/``best_loader``) and ``fleet.retune``:
 - ``result``: ``TuneResult``, what a run returns and stores (defined in store/result.py, beside
   its readers);
 - ``compare``: what changed since the previous result (``--fail-if-changed`` and ``retune``);
-- ``final``: the interleaved final; ``start``: the worker start method in a run (its gate, what the
-  profile measures, the result's words);
+- ``final``: the interleaved final, until its paired rounds settle the pick against the rule;
+- ``claims``: the result's what-ifs, predicted beside measured, and how sure; ``start``: the worker
+  start method in a run (its gate, what the profile measures, the result's words);
 - ``progress``: the progress subscribers (the CLI's printer, the log) and the final table; a run
   reports through the typed events of autoloader/events, whose lines are events/lines.py's.
 """

@@ -3,7 +3,10 @@
 The final re-measures the configs that can still win (the strategy's finalists), the rule the
 tuner replaces (the control, always last: NOTE [ Model first ]), and, when this hardware has a
 previous result, its pick: a nightly comparison then sets the previous pick against the new one
-in paired rounds of this run (NOTE [ Drift ] in compare.py). When the machine was busy (NOTE
+in paired rounds of this run (NOTE [ Drift ] in compare.py). It runs rounds until they settle the
+pick against the rule (NOTE [ Sure enough ] in search/paired.py), FINAL_MIN_ROUNDS at least and
+FINAL_MAX_ROUNDS at most, while the budget holds a round; a pick that is the rule's config meets
+no final unless a burst challenged it (``final_configs``). When the machine was busy (NOTE
 [ Others on the machine ] in search/load.py), the configs that decide the pick get up to
 BUSY_ROUNDS more rounds while the budget has the time.
 """
@@ -15,25 +18,37 @@ from dataclasses import dataclass, field
 
 from ..events import BusyRecheck, FinalRound, Progress
 from ..search.budget import Clock, round_seconds
-from ..search.choice import Finalist, choose
+from ..search.choice import Finalist, choose, rule_settled
 from ..search.load import MachineLoad
-from ..search.policy import BUSY_ROUNDS, FINAL_ROUNDS, FINAL_SETTINGS
+from ..search.policy import (BUSY_ROUNDS, FINAL_MAX_ROUNDS, FINAL_MIN_ROUNDS, FINAL_ROUNDS, FINAL_SETTINGS,
+                             SINGLE_ROUND_MARGIN)
 from ..search.results import OK, TrialResult
 from ..search.space import LoaderConfig
 
 
 def final_configs(finalists: Sequence[LoaderConfig], control: LoaderConfig | None, previous: LoaderConfig | None,
-                  history: Sequence[TrialResult], fits: Callable[[LoaderConfig], bool] = lambda c: True
-                  ) -> list[LoaderConfig]:
+                  history: Sequence[TrialResult], fits: Callable[[LoaderConfig], bool] = lambda c: True,
+                  pick: LoaderConfig | None = None) -> list[LoaderConfig]:
     """Who the final measures, in order: the strategy's finalists, then the previous pick (when it
     did not fail here), then the control (when the strategy kept it: it could run) last. None
     whose memory forecast is past a limit (``fits``, the run's ``MemoryLimits.fits`` on the whole
     history), the rule and the previous pick included: a config the final measures can win, so a
-    forecast the bursts since pushed past the ceiling keeps it out (the table says so of the rule)."""
+    forecast the bursts since pushed past the ceiling keeps it out (the table says so of the rule).
+
+    ``pick``: the strategy's own pick (Strategy.model_pick). When it is the control, no final
+    measures a pick against itself: only a finalist whose burst read more than
+    SINGLE_ROUND_MARGIN above the control's challenges it (the bursts alone would hand that one
+    back: choice.choose), and without one there is no final."""
     if not finalists:
         return []
     failed = {t.config for t in history if t.status != OK}
     chosen = [c for c in finalists if c not in (control, previous)]
+    if pick is not None and pick == control and control in finalists:
+        burst = lambda c: max((t.samples_per_s or 0.0 for t in history if t.config == c and t.status == OK  # noqa: E731
+                               and not t.pruned), default=0.0)
+        chosen = [c for c in chosen if burst(control) and burst(c) > burst(control) * (1.0 + SINGLE_ROUND_MARGIN)]
+        if not chosen and previous is None:
+            return []
     if previous is not None and previous not in failed:
         chosen.append(previous)
     if control is not None and control in finalists:
@@ -60,21 +75,37 @@ class Final:
     rounds: int = 0
 
     def run(self, chosen: list[LoaderConfig], history: Sequence[TrialResult], control: LoaderConfig | None,
-            previous: LoaderConfig | None) -> list[Finalist]:
-        """``chosen`` re-measured interleaved, as many rounds as the budget has left, up to
-        FINAL_ROUNDS; when a round of all does not fit, ``trimmed``; when not even that fits, no
-        final: the budget is a cap, and the choice then weighs the bursts as one round."""
+            previous: LoaderConfig | None,
+            decide: Callable[[list[Finalist]], Finalist] | None = None) -> list[Finalist]:
+        """``chosen`` re-measured interleaved, round after round while the budget has one left,
+        until the rounds settle the pick (``decide``: the run's choice over the finalists so far;
+        choose by default) against the control (NOTE [ Sure enough ]): FINAL_MIN_ROUNDS at least,
+        FINAL_MAX_ROUNDS at most; FINAL_ROUNDS where there is no control to settle against, or a
+        previous pick to compare (the nightly's rounds). When a round of all does not fit,
+        ``trimmed``; when not even that fits, no final: the budget is a cap, and the choice then
+        weighs the bursts as one round."""
         if len(chosen) < 2:
             return []
         if round_seconds(chosen, history) > self.clock.left() and len(chosen) > 2:
             chosen = trimmed(chosen, control, previous)
-        count = min(FINAL_ROUNDS, int(self.clock.left() / round_seconds(chosen, history)))
+        seconds = round_seconds(chosen, history)
+        most = min(FINAL_MAX_ROUNDS, int(self.clock.left() / seconds))
+        settles = control in chosen and previous not in chosen
+        decide = decide or (lambda finals: choose(finals, history, control))
         for config in chosen:
             self.rates.setdefault(config, [])
             self.taken.setdefault(config, [])
-        for _ in range(count):
-            self._round(chosen, count)
+        while self.rounds < (most if settles else min(most, FINAL_ROUNDS)) and seconds <= self.clock.left():
+            self._round(chosen, most if settles else min(most, FINAL_ROUNDS))
+            if settles and self.rounds >= FINAL_MIN_ROUNDS and self.settled(history, control, decide):
+                break
         return self.finalists(history)
+
+    def settled(self, history: Sequence[TrialResult], control: LoaderConfig | None,
+                decide: Callable[[list[Finalist]], Finalist]) -> bool:
+        """Whether the rounds so far settle the pick they give against the control."""
+        finals = self.finalists(history)
+        return bool(finals) and rule_settled(finals, decide(finals).config, control)
 
     def _round(self, configs: Sequence[LoaderConfig], of: int) -> None:
         index = self.rounds

@@ -129,7 +129,9 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
         lines.append(f"  {'verdict':<20} {line}")
     lines.append(f"  {'cpus-1 rule':<20} {rule_line(result)}")
     if t.baseline_samples_per_s:
-        lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)} ({t.speedup:.2f}x with the tuned config)")
+        words = getattr(result, "baseline_verdict", None)
+        words = "the pick itself" if t.config.num_workers == 0 else f"the pick: {words}" if words else ""
+        lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)}" + (f"; {words}" if words else ""))
     gain = getattr(result, "reorder_gain", None)
     if gain is not None and gain > 0.02:
         gate = ORDER.gate
@@ -218,18 +220,18 @@ def memory_line(pick, control=None) -> str | None:
 
 
 def rule_line(result) -> str:
-    """The table's line on the rule the tuner replaces (NOTE [ Model first ]): the measured ratio,
-    or why there is none."""
+    """The table's line on the rule the tuner replaces (NOTE [ Model first ]): the verdict its
+    paired rounds support (``TuneResult.verdict``), or why there is none."""
     control, tuned = getattr(result, "control", None), result.tuned
     if control is None:
         return "not measured: this search holds no control"
     rule = f"num_workers={control.num_workers}, pin_memory={control.pin_memory}, persistent"
+    verdict = getattr(result, "verdict", None) or "the pick is the rule's config"
     if control == tuned.config:
-        return f"the pick is the rule ({rule}): 1.00x by identity, nothing measured beat it"
+        return f"{verdict} ({rule})"
     median = getattr(result, "control_samples_per_s", None)
     if median:
-        return (f"{_rate(median)} ({rule}) in the interleaved final: the tuned config reads "
-                f"{tuned.samples_per_s / median:.2f}x")
+        return f"{_rate(median)} ({rule}) in the interleaved final; the pick: {verdict}"
     trials = [tr for tr in result.trials if tr.config == control]
     failed = next((tr for tr in trials if tr.status != OK), None)
     if failed is not None:
@@ -243,8 +245,8 @@ def rule_line(result) -> str:
                 f"in the final ({rule}){seen}")
     if burst is not None:
         rough = " (stopped early: a rough figure)" if burst.pruned else ""
-        return (f"not in an interleaved final ({rule}): no round of it fit in the budget; its burst read "
-                f"{_rate(burst.samples_per_s)}{rough}")
+        return (f"not in an interleaved final ({rule}): no round of it fit in the budget, so no interval; its burst "
+                f"read {_rate(burst.samples_per_s)}{rough}")
     return f"not measured ({rule}): the budget ended before it"
 
 

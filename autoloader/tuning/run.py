@@ -56,6 +56,7 @@ from ..store.retry import OnceMore, control_again
 from ..store.snippet import snippet
 from ..store.study import StudyStore
 from ..store.versions import provenance
+from .claims import what_if_claims
 from .compare import Comparison, compare
 from .final import Final, final_configs, final_measurement
 from .result import TuneResult
@@ -289,8 +290,10 @@ class Run:
         final = Final(self.clock, self._timed(final_measurement(self.runner, self._limits_now)), self.progress)
         previous_pick = self._previous_pick()
         chosen = final_configs(strategy.finalists(history), strategy.control, previous_pick, history,
-                               lambda config: self.memory.fits(config, history))
-        finals = final.run(chosen, history, strategy.control, previous_pick)
+                               lambda config: self.memory.fits(config, history), strategy.model_pick(history))
+        decide = lambda finals: choose(finals, history, strategy.control,  # noqa: E731
+                                       narrow=strategy.short_of_headroom([f.config for f in finals], history))
+        finals = final.run(chosen, history, strategy.control, previous_pick, decide)
         load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
         narrow = strategy.short_of_headroom([f.config for f in finals], history)
         finals = final.recheck(finals, history, load, strategy.control, narrow)
@@ -344,6 +347,7 @@ class Run:
             stream=stream_record(started.info.shards, started.info.shards_from, self.uncapped, history, profile)
             if started.info.length is None else None,
             start=start_choice(problem, profile, pick.config, self.memory, model, calib, history, strategy.control))
+        result = dataclasses.replace(result, what_ifs=what_if_claims(result))
         if before is not None:
             result = dataclasses.replace(result, since=self._since(before, result))
         if result.busy and before is not None and before.where == result.path:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from autoloader.search.paired import Ratio, compared, paired_ratio
 from autoloader.search.results import OK
 from autoloader.search.space import LoaderConfig
 from autoloader.store.result import TuneResult
@@ -89,6 +90,13 @@ def summarise(b) -> dict:
         for mine, best in zip(b.final[b.pick], b.final[oracle]):
             if mine.status == OK and best.status == OK and best.samples_per_s:
                 per_round.append(mine.samples_per_s / best.samples_per_s)
+    # The pick over the rule in the bench's own interleaved final, paired by round (NOTE [ Paired
+    # rounds ] in autoloader/search/paired.py): the interval the tuner's own claim is held to.
+    bench_rule = None
+    if b.pick in b.final and b.heuristic() in b.final and b.pick != b.heuristic():
+        bench_rule = paired_ratio([(m.samples_per_s, h.samples_per_s) for m, h in zip(b.final[b.pick],
+                                   b.final[b.heuristic()]) if m.status == OK and h.status == OK])
+    tuner_rule = tuner.control_ratio if tuner else None
     # The grid's best, chosen on the grid's long windows and scored on the final: a best the
     # final's noise did not pick, so its ratio is free of the max-of-medians bias.
     grid_best = next((c for c, roles in b.final_roles.items() if "grid#1" in roles), None)
@@ -111,6 +119,10 @@ def summarise(b) -> dict:
         "tuned_over_oracle_by_round": per_round,
         "tune_seconds": b.tuner_wall,
         "tune_seconds_inside": tuner.tune_seconds if tuner else None,
+        "tuner_rule_ratio": tuner_rule.to_dict() if tuner_rule else None,
+        "tuner_verdict": tuner.verdict if tuner else None,
+        "bench_rule_ratio": bench_rule.to_dict() if bench_rule else None,
+        "tuner_final_rounds": max((len(f.rates) for f in tuner.finals), default=0) if tuner else None,
         "profile_seconds": profile_s,
         "profile_share": profile_s / inside if profile_s is not None and inside else None,
         "predicted_rate": predicted,
@@ -151,3 +163,11 @@ def summarise(b) -> dict:
             "grid_median": median([t.seconds for t in b.grid if t.seconds]),
             "final_median": median([r.seconds for rs in b.final.values() for r in rs if r.seconds])},
     }
+
+
+def rule_words(stored: dict | None) -> str:
+    """A stored pick/rule ratio (``Ratio.to_dict``) in the words its interval supports."""
+    if not stored:
+        return "-"
+    lo, hi = stored["interval"] or (None, None)
+    return compared(Ratio(stored["ratio"], lo, hi, stored["rounds"]), "the rule")

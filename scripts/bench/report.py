@@ -17,6 +17,7 @@ from scripts.bench.common import (
     fmt_share,
     geomean,
 )
+from scripts.bench.figures import rule_words
 
 
 def _dash(value, fmt) -> str:
@@ -104,6 +105,16 @@ def table(summaries: list[dict]) -> str:
         lines.append(f"| {s['workload']}{' (partial)' if s['interrupted'] else ''} | "
                      f"{_workers_peak(workers, s['peak_host_bytes'])} | {_cheapest(s)} | {s['tune_seconds'] or 0:.0f} | "
                      f"{profile} | {_predicted(s)} | {fmt_pct(s['burst_error'])} | {_times(s)} |")
+    lines += ["", "| workload | tune s | tuner's final rounds | tuner: pick/rule (its paired rounds) | "
+                  "bench: pick/rule (its interleaved final, paired) |", "|---|---|---|---|---|"]
+    for s in rows:
+        rounds = s.get("tuner_final_rounds")
+        lines.append(f"| {s['workload']} | {s['tune_seconds'] or 0:.0f} | {'-' if rounds is None else rounds} | "
+                     f"{s.get('tuner_verdict') or '-'} | {rule_words(s.get('bench_rule_ratio'))} |")
+    walls = [s["tune_seconds"] for s in rows if s.get("tune_seconds")]
+    if walls:
+        lines += ["", f"tune wall time over {len(walls)} workload(s): median {statistics.median(walls):.0f} s, "
+                      f"min {min(walls):.0f} s, max {max(walls):.0f} s"]
     complete = [s for s in rows if not s["interrupted"]]
     ratios = [s["tuned_over_oracle"] for s in complete if s["tuned_over_oracle"] is not None]
     partial = sum(1 for s in rows if s["interrupted"])

@@ -1,0 +1,148 @@
+"""A ratio of two configs' rates with its 95% interval, from paired rounds.
+
+NOTE [ Paired rounds ]
+The interleaved final measures its configs one after another in each round (A B C A B C ...), so
+the two readings of one round ran seconds apart, under the same drift: the machine's other work,
+the CPU's clock, the page cache. Their ratio cancels what the round shares, and the rounds'
+ratios scatter only by what the round does not share. So a comparison of two configs is made on
+the rounds both were measured in, and on nothing else: for each round i with readings a_i (the
+one compared) and b_i (the one compared with), d_i = log(a_i / b_i); the ratio is exp(mean d),
+and its 95% interval exp(mean d ± t(0.975, n-1) sd(d) / sqrt(n)) (Student's t: a handful of
+rounds, the sd itself estimated). One round gives no spread: its ratio is said, never judged.
+Rates from separate bursts (the search's) are not paired: they share no round, and two bursts
+minutes apart move by more than most gaps the tuner judges (policy.RATE_SHIFT), so a comparison
+resting on them says so and claims no interval.
+
+NOTE [ Sure enough ]
+The final adds rounds until the pick's comparison with the rule is settled (``Ratio.settled``):
+its interval lies above 1 or below it (a real gap), or inside the noise band EQUIVALENT_WITHIN
+(a tie: the same config drifts that much between two measurements in one process,
+policy.MIN_TOLERANCE, so no gap inside it is worth a worker or memory). Otherwise it is
+indistinguishable, and the cheaper of the two is kept: nothing measured supports paying more.
+
+Pure: numbers in, records out.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .policy import MIN_TOLERANCE
+
+# Where a measured gain is from: the final's paired rounds, or separate bursts (no interval).
+PAIRED, BURSTS = "paired", "bursts"
+
+# An interval inside 1 ± this is a tie, settled: NOTE [ Sure enough ].
+EQUIVALENT_WITHIN = MIN_TOLERANCE
+
+# Student's t at 0.975 for 1..30 degrees of freedom (any statistics table); past 30, the
+# Cornish-Fisher expansion around the normal's 1.96 (within 0.001 of the table there).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t975(df: int) -> float:
+    """Student's t quantile at 0.975 for ``df`` (>= 1) degrees of freedom."""
+    if df < 1:
+        raise ValueError(f"t975 needs at least 1 degree of freedom, got {df}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """One config's rate over another's, from ``rounds`` paired rounds: the ratio (the geometric
+    mean of the rounds' ratios) and its 95% interval [lo, hi]; no interval from one round."""
+
+    ratio: float
+    lo: float | None = None
+    hi: float | None = None
+    rounds: int = 1
+
+    @property
+    def judged(self) -> bool:
+        return self.rounds >= 2 and self.lo is not None and self.hi is not None
+
+    @property
+    def faster(self) -> bool:
+        return self.judged and self.lo > 1.0
+
+    @property
+    def slower(self) -> bool:
+        return self.judged and self.hi < 1.0
+
+    def within(self, band: float = EQUIVALENT_WITHIN) -> bool:
+        """The whole interval inside 1 ± ``band``: a tie however the rounds fell."""
+        return self.judged and self.lo >= 1.0 - band and self.hi <= 1.0 + band
+
+    def settled(self, band: float = EQUIVALENT_WITHIN) -> bool:
+        """A gap either way, or a tie: NOTE [ Sure enough ]."""
+        return self.faster or self.slower or self.within(band)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return (self.lo, self.hi) if self.judged else None
+
+    def to_dict(self) -> dict:
+        return {"ratio": self.ratio, "interval": list(self.interval) if self.judged else None, "rounds": self.rounds}
+
+
+def paired_ratio(pairs: Sequence[tuple[float, float]]) -> Ratio | None:
+    """The ratio a/b over paired readings ``pairs`` [(a_i, b_i), ...]: NOTE [ Paired rounds ].
+    Readings that are not positive rates are left out; None when no pair is left."""
+    logs = [math.log(a / b) for a, b in pairs if a and b and a > 0 and b > 0]
+    if not logs:
+        return None
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return Ratio(math.exp(mean), rounds=1)
+    half = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs))
+
+
+def by_rounds(a: Mapping[int, float], b: Mapping[int, float]) -> Ratio | None:
+    """a over b on the rounds both were measured in (each a round index -> rate)."""
+    return paired_ratio([(a[r], b[r]) for r in sorted(a.keys() & b.keys())])
+
+
+def signed_share(x: float) -> str:
+    """A share as a whole percentage with its sign, the minus a true minus: +9%, −4%."""
+    value = round(x * 100)
+    return f"{'−' if value < 0 else '+'}{abs(value)}%"
+
+
+def signed_span(lo: float, hi: float) -> str:
+    """Two signed shares as one range, the percent sign once: −4…+9%."""
+    return f"{signed_share(lo)[:-1]}…{signed_share(hi)}"
+
+
+def _span(lo: float, hi: float) -> str:
+    """Two positive shares as one range: 3-8% (a gap under 1% rounds up to 1)."""
+    low, high = max(1, round(lo * 100)), max(1, round(hi * 100))
+    return f"{low}-{high}%" if low != high else f"{low}%"
+
+
+def compared(r: Ratio | None, other: str, unpaired: str | None = None) -> str:
+    """The words a ratio of the pick over ``other`` supports, and no more: "faster than the rule
+    by 3-8%" (a gap of 2x or more as "2.1-3.4x as fast as ..."), "slower than ... by 2-5%",
+    "indistinguishable from the rule (−4…+9%)", or "one round against the rule: not judged".
+    ``unpaired``: what the run has instead when no round paired them."""
+    if r is None:
+        return f"not paired with {other} ({unpaired}): no interval" if unpaired else f"not measured against {other}"
+    if not r.judged:
+        return f"one round against {other}: not judged"
+    if r.faster and r.lo >= 2.0:
+        low, high = f"{r.lo:.1f}", f"{r.hi:.1f}"
+        return f"{low}{'-' + high if high != low else ''}x as fast as {other}"
+    if r.faster:
+        return f"faster than {other} by {_span(r.lo - 1.0, r.hi - 1.0)}"
+    if r.slower and r.hi <= 0.5:
+        return f"slower than {other}: {r.lo:.2f}-{r.hi:.2f}x its rate"
+    if r.slower:
+        return f"slower than {other} by {_span(1.0 - r.hi, 1.0 - r.lo)}"
+    return f"indistinguishable from {other} ({signed_span(r.lo - 1.0, r.hi - 1.0)})"
