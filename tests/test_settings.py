@@ -49,7 +49,8 @@ def toy():
 
 
 def test_the_table_holds_the_six_knobs_in_the_order_of_the_key():
-    assert tuple(TUNED_SETTINGS) == SIX == tuple(k.name for k in SETTINGS)
+    # The DataLoader's six, then torchdata.nodes' (search/settings.py: LOADER, METHOD, CONCURRENCY).
+    assert tuple(TUNED_SETTINGS) == SIX + ("loader", "method", "max_concurrent") == tuple(k.name for k in SETTINGS)
     assert knob("in_order") is ORDER and SETTINGS["pin_memory"] is PIN
     assert ORDER.gate.option == "allow_reorder" and ORDER.proposal.value is False
     with pytest.raises(ValueError, match="declared once"):

@@ -24,6 +24,9 @@ REQUIRED: Any = _Required()
 # The loader whose keyword arguments a config's ``loader_kwargs`` are; a knob of another loader
 # (torchdata.nodes' ParallelMapper, Prefetcher) names that one in its ``loaders``.
 DATALOADER = "DataLoader"
+# torchdata.nodes' graph (ParallelMapper, Prefetcher, PinMemory): NOTE [ Tuning a torchdata.nodes
+# graph ] in probe/nodes.py.
+NODES = "torchdata.nodes"
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,12 @@ class Step:
 
 @dataclass(frozen=True)
 class Context:
-    """What a knob's domain may depend on: the device, the CPUs, the platform (sys.platform)."""
+    """What a knob's domain may depend on: the device, the CPUs, the platform (sys.platform), the
+    loader tuned (a knob of another loader offers only its default)."""
     device: str = "cpu"
     cpus: int = 1
     platform: str = "linux"
+    loader: str = DATALOADER
 
     @property
     def cuda(self) -> bool:

@@ -126,8 +126,10 @@ class LoaderConfig:
 
     def loader_kwargs(self) -> dict:
         """The keyword arguments to pass to ``torch.utils.data.DataLoader``: its knobs that apply,
-        less one left out at its default (``omit_default``)."""
-        return {k.name: self._values[k.name] for k in SETTINGS if DATALOADER in k.loaders and self.applies(k)
+        less one left out at its default (``omit_default``). A config of another loader gives
+        that loader's knobs (the ``loader`` among them: its stored form reads back to it)."""
+        loader = self._values.get("loader", DATALOADER)
+        return {k.name: self._values[k.name] for k in SETTINGS if loader in k.loaders and self.applies(k)
                 and not (k.omit_default and self._values[k.name] == k.default)}
 
     @property
@@ -237,11 +239,11 @@ class SearchSpace:
 
 
 def search_space(batch_sizes: Sequence[int], cpus: int, device: str, unlocked: Sequence[str] = (),
-                 platform: str | None = None) -> SearchSpace:
+                 platform: str | None = None, loader: str = DATALOADER) -> SearchSpace:
     """What a tuning run may vary on this machine: workers up to MAX_WORKERS_PER_CPU per CPU, and
     each other knob over its domain here (pinning both ways on CUDA only, where it matters);
     ``unlocked``: the gates the user opened (settings.open_gates)."""
-    here = context(device, cpus, platform)
+    here = context(device, cpus, platform, loader)
     return SearchSpace(tuple(batch_sizes), MAX_WORKERS_PER_CPU * cpus, unlocked=unlocked,
                        **{k.name: tuple(k.domain(here)) for k in SETTINGS if k.domain is not None})
 

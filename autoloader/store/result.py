@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..search.choice import Finalist
 from ..search.config import TunedConfig
 from ..search.growth import growth_finding
+from ..search.nodes import NodesGraph
 from ..search.knee import Knee
 from ..search.load import MachineLoad
 from ..search.memory import MemoryForecast
@@ -87,6 +88,7 @@ class TuneResult:
     load: MachineLoad | None = None       # what others took of the CPUs meanwhile: NOTE [ Others on the machine ]
     threads: Threads | None = None        # the main process's torch threads: NOTE [ The main process's threads ]
     stream: Stream | None = None          # an iterable dataset's shards and its workers' findings (search/shards.py)
+    nodes: NodesGraph | None = None       # a torchdata.nodes graph's own settings (search/nodes.py)
     where: str = ""
     partial: bool = False
 
@@ -185,6 +187,7 @@ class TuneResult:
                 "load": self.load.to_dict() if self.load else None,
                 "threads": self.threads.to_dict() if self.threads else None,
                 **({"stream": self.stream.to_dict()} if self.stream else {}),
+                **({"nodes": self.nodes.to_dict()} if self.nodes else {}),
                 **({"node": self.node.to_dict()} if self.node else {}),
                 "inputs": self.inputs.to_dict() if self.inputs else None,
                 **(self.provenance.to_dict() if self.provenance else {})}
@@ -226,7 +229,7 @@ class TuneResult:
             memory=parts.memory(memory.get("pick"), "memory.pick", limit),
             control_memory=parts.memory(memory.get("control"), "memory.control", limit),
             load=parts.machine_load(data.get("load")), threads=parts.threads(data.get("threads")),
-            stream=parts.stream(data.get("stream")), where=where)
+            stream=parts.stream(data.get("stream")), nodes=parts.nodes_graph(data.get("nodes")), where=where)
 
 
 __all__ = ["SUMMARY", "InvalidRecord", "TuneResult"]

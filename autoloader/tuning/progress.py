@@ -22,6 +22,7 @@ from ..events.lines import gib as _gib, known as _known, mib as _mib, others_tex
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.results import OK
+from ..search.knob import DATALOADER
 from ..search.settings import ORDER
 from ..search.shards import stream_lines
 
@@ -109,7 +110,8 @@ def table(result, saved: bool = True) -> str:
     """The human summary of a TuneResult; ``saved=False`` when its files could not be written."""
     t = result.tuned
     kw = t.config.loader_kwargs()
-    lines = ["", "autoloader: tuned DataLoader config", ""]
+    what = "torchdata.nodes graph" if getattr(result, "nodes", None) is not None else "DataLoader config"
+    lines = ["", f"autoloader: tuned {what}", ""]
     lines += [f"  {k:<20} {v}" for k, v in kw.items()]
     lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
                   + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
@@ -124,7 +126,9 @@ def table(result, saved: bool = True) -> str:
     line = _verdict_line(result)
     if line:
         lines.append(f"  {'verdict':<20} {line}")
-    lines.append(f"  {'cpus-1 rule':<20} {rule_line(result)}")
+    control = getattr(result, "control", None)
+    label = "graph as given" if control is not None and control.loader != DATALOADER else "cpus-1 rule"
+    lines.append(f"  {label:<20} {rule_line(result)}")
     if t.baseline_samples_per_s:
         lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)} ({t.speedup:.2f}x with the tuned config)")
     gain = getattr(result, "reorder_gain", None)
@@ -207,6 +211,9 @@ def rule_line(result) -> str:
     if control is None:
         return "not measured: this search holds no control"
     rule = f"num_workers={control.num_workers}, pin_memory={control.pin_memory}, persistent"
+    if control.loader != DATALOADER:   # a torchdata.nodes graph's own settings (search/nodes.py)
+        rule = "the graph as given: " + ", ".join(f"{k}={v!r}" for k, v in control.loader_kwargs().items()
+                                                  if k not in ("loader", "batch_size"))
     if control == tuned.config:
         return f"the pick is the rule ({rule}): 1.00x by identity, nothing measured beat it"
     median = getattr(result, "control_samples_per_s", None)

@@ -43,6 +43,8 @@ from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.settings import ORDER, open_gates
 from ..search.shards import stream_record, worker_cap
+from ..search.knob import NODES
+from ..search.nodes import graph_control, graph_space
 from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
 from ..search.threads import threads_of
@@ -131,6 +133,12 @@ class Run:
         # A sharded stream gives a worker past its shards nothing to read: the search stops there.
         self.uncapped = self.space.max_workers
         self.space = self.space.capped(worker_cap(info.shards, self.uncapped))
+        self.nodes_control = None
+        if info.nodes is not None:   # NOTE [ Tuning a torchdata.nodes graph ] in probe/nodes.py
+            self.nodes_control = graph_control(info.nodes, self.space.batch_sizes[0], self.problem.device.startswith("cuda"))
+            self.space = graph_space(search_space(self.space.batch_sizes, self.problem.hardware.cpus, self.problem.device,
+                                                  open_gates(self.problem), loader=NODES), info.nodes, self.nodes_control)
+            self.uncapped = self.space.max_workers
         problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class)
         key, fingerprint = problem.key, problem.hardware.fingerprint
         # Two tunes of one problem take turns (store/paths.held), as best_loader's do; the wait
@@ -194,7 +202,7 @@ class Run:
                                    shuffled=fixed.get("shuffle", True) is not False or "sampler" in fixed
                                    or "batch_sampler" in fixed)
         search = ModelFirst(self.space, model, self.problem.hardware.cpus, self.memory.fits,
-                            control_cpus=self.ranks.node_cpus)
+                            control_cpus=self.ranks.node_cpus, control=self.nodes_control)
         return warmed(search, self.warm_start, self.space)
 
     def _limits_now(self) -> Limits:
@@ -318,7 +326,7 @@ class Run:
             control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None,
             load=load, threads=threads_of(profile, started.info.threads),
             stream=stream_record(started.info.shards, started.info.shards_from, self.uncapped, history, profile)
-            if started.info.length is None else None)
+            if started.info.length is None and started.info.nodes is None else None, nodes=started.info.nodes)
         if before is not None:
             result = dataclasses.replace(result, since=self._since(before, result))
         if result.busy and before is not None and before.where == result.path:
@@ -327,7 +335,7 @@ class Run:
             except OSError as exc:
                 warnings.warn(AutoloaderWarning(f"{write_failure('the previous result', before.where, exc)}; "
                                                 "this run's result replaces it all the same"), stacklevel=2)
-        save(result, {result.snippet_path: snippet(tuned),
+        save(result, {result.snippet_path: snippet(tuned, result.nodes),
                       result.path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
         store.complete(result.summary())
         self.progress(TuneDone(result))
