@@ -89,7 +89,7 @@ def graph_snippet(config: LoaderConfig, graph: NodesGraph, rate: str) -> str:
               "in_order": config.in_order, "max_concurrent": config.max_concurrent}
     head = f'"""torchdata.nodes graph tuned by autoloader for {graph.name} ({rate})."""\n'
     if graph.built == FACTORY:
-        module, _, attr = graph.name.partition(":")
+        module, _, attr = graph.name.partition(":") if ":" in graph.name else graph.name.rpartition(".")
         call = {k: (mapper[k] if k in mapper else kw.get(k, config[k])) for k in FACTORY_KEYWORDS if k in graph.takes}
         args = ", ".join(f"{k}={v!r}" for k, v in call.items())
         load = f"from {module} import {attr}\n\n" if attr and module else ""
