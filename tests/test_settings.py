@@ -152,7 +152,7 @@ def test_a_knob_read_back_from_a_loader_and_a_knob_of_another_loader():
 def test_the_table_is_as_it_was_after_the_toy(toy):
     SETTINGS.remove(toy.name)
     try:
-        assert tuple(TUNED_SETTINGS) == SIX
+        assert tuple(TUNED_SETTINGS) == SIX + ("loader", "method", "max_concurrent")
         assert LoaderConfig.make(16, 2, False).key == "bs16-w2-pin0-pf2-pw1"
     finally:
         SETTINGS.register(toy)   # for the fixture to remove
