@@ -14,10 +14,11 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
 - ``choice``: the interleaved final's winner; ``knee``: the worker curve's inflection;
   ``budget``: the run's clock; ``memory``: a config's predicted memory and the limits it must meet;
   ``burst_rule``: a burst's stop rule; ``config``: the tuned config handed back;
-- ``policy``: every threshold a decision uses, a line each on why.
+- ``policy``: every threshold a decision uses, a line each on why;
+- ``nodes``: a torchdata.nodes graph's own settings, its control, its space and its snippet.
 """
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
 __all__ = ["budget", "burst_rule", "choice", "config", "growth", "knee", "knob", "load", "memory", "model",
-           "model_first", "policy", "profile", "results", "settings", "shards", "space", "strategy", "threads", "warm"]
+           "model_first", "nodes", "policy", "profile", "results", "settings", "shards", "space", "strategy", "threads", "warm"]
