@@ -90,9 +90,14 @@ def graph_snippet(config: LoaderConfig, graph: NodesGraph, rate: str) -> str:
     head = f'"""torchdata.nodes graph tuned by autoloader for {graph.name} ({rate})."""\n'
     if graph.built == FACTORY:
         module, _, attr = graph.name.partition(":") if ":" in graph.name else graph.name.rpartition(".")
-        call = {k: (mapper[k] if k in mapper else kw.get(k, config[k])) for k in FACTORY_KEYWORDS if k in graph.takes}
+        # As a trial calls it (probe/nodes.py): without workers, the graph's own depth.
+        own = {"prefetch_factor": config.prefetch_factor if config.prefetch_factor is not None
+               else graph.prefetch_factor}
+        call = {k: mapper[k] if k in mapper else own[k] if k in own else kw.get(k, config[k])
+                for k in FACTORY_KEYWORDS if k in graph.takes}
         args = ", ".join(f"{k}={v!r}" for k, v in call.items())
-        load = f"from {module} import {attr}\n\n" if attr and module else ""
+        load = f"from {module} import {attr}\n\n" if attr and module and module not in ("__main__", "__mp_main__") \
+            else f"# {attr or graph.name}: your graph's factory\n"
         return f"{head}{load}graph = {attr or graph.name}({args})\n"
     names = sorted({"Loader", "ParallelMapper", "PinMemory", "Prefetcher"} | ({"Batcher"} & set(graph.chain)))
     lines = [head, f"from torchdata.nodes import {', '.join(names)}\n\n",
