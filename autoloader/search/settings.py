@@ -58,7 +58,8 @@ from .knob import (
     stored_flag,
 )
 
-__all__ = ["BATCH", "CONCURRENCY", "LOADER", "METHOD", "PERSISTENT", "PIN", "PREFETCH", "ORDER", "PREFETCH_CHOICES", "REQUIRED", "SETTINGS",
+__all__ = ["BATCH", "CONCURRENCY", "LOADER", "METHOD", "PERSISTENT", "PIN", "PREFETCH", "ORDER", "PREFETCH_CHOICES",
+           "REQUIRED", "SETTINGS",
            "TUNED_SETTINGS", "WITH_WORKERS", "WORKERS", "Context", "Knob", "check_batch_size", "knobs_of"]
 
 SETTINGS = Table()
@@ -176,12 +177,14 @@ METHOD = SETTINGS.register(Knob(
     "method", str, token=lambda v: "" if v == "thread" else "proc", label="method", tie_rank=0.5,
     cost=lambda v: int(v == "process"), default="thread",
     domain=lambda ctx: ("thread", "process") if ctx.loader == NODES else ("thread",), when=NODES_WORKERS,
-    loaders=frozenset({NODES}), stored=stored_choice(("thread", "process")), mark=lambda v: "proc" if v == "process" else ""))
+    loaders=frozenset({NODES}), stored=stored_choice(("thread", "process")),
+    mark=lambda v: "proc" if v == "process" else ""))
 
 
 def _check_concurrency(cap: Any) -> None:
     if cap is not None and not is_count(cap, 1):
-        raise usage("max_concurrent is None or 1 or more", cap, "use None (ParallelMapper's 2 x num_workers) or a count")
+        raise usage("max_concurrent is None or 1 or more", cap,
+                    "use None (ParallelMapper's 2 x num_workers) or a count")
 
 
 # ParallelMapper's cap on the items in flight: None is its default (2 x num_workers); a cap holds

@@ -135,9 +135,11 @@ class Run:
         self.space = self.space.capped(worker_cap(info.shards, self.uncapped))
         self.nodes_control = None
         if info.nodes is not None:   # NOTE [ Tuning a torchdata.nodes graph ] in probe/nodes.py
-            self.nodes_control = graph_control(info.nodes, self.space.batch_sizes[0], self.problem.device.startswith("cuda"))
-            self.space = graph_space(search_space(self.space.batch_sizes, self.problem.hardware.cpus, self.problem.device,
-                                                  open_gates(self.problem), loader=NODES), info.nodes, self.nodes_control)
+            problem = self.problem
+            self.nodes_control = graph_control(info.nodes, self.space.batch_sizes[0], problem.device.startswith("cuda"))
+            nodes_space = search_space(self.space.batch_sizes, problem.hardware.cpus, problem.device,
+                                       open_gates(problem), loader=NODES)
+            self.space = graph_space(nodes_space, info.nodes, self.nodes_control)
             self.uncapped = self.space.max_workers
         problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class)
         key, fingerprint = problem.key, problem.hardware.fingerprint
