@@ -28,6 +28,7 @@ from explain_cases import synthetic_result
 SIX = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order")
 # The start method came seventh (NOTE [ The start method as a knob ]): at its default (None) it
 # adds no token and no keyword argument, so the six keep their keys and JSON.
+NINE = SIX + ("loader", "method", "max_concurrent")
 SEVEN = SIX + ("multiprocessing_context",)
 
 
@@ -52,7 +53,8 @@ def toy():
 
 
 def test_the_table_holds_the_six_knobs_in_the_order_of_the_key():
-    assert tuple(TUNED_SETTINGS) == SEVEN == tuple(k.name for k in SETTINGS)
+    # The DataLoader's six, torchdata.nodes' (LOADER, METHOD, CONCURRENCY), then the start method.
+    assert tuple(TUNED_SETTINGS) == NINE + ("multiprocessing_context",) == tuple(k.name for k in SETTINGS)
     assert knob("in_order") is ORDER and SETTINGS["pin_memory"] is PIN
     assert ORDER.gate.option == "allow_reorder" and ORDER.proposal.value is False
     with pytest.raises(ValueError, match="declared once"):
@@ -154,7 +156,7 @@ def test_a_knob_read_back_from_a_loader_and_a_knob_of_another_loader():
 def test_the_table_is_as_it_was_after_the_toy(toy):
     SETTINGS.remove(toy.name)
     try:
-        assert tuple(TUNED_SETTINGS) == SEVEN
+        assert tuple(TUNED_SETTINGS) == NINE + ("multiprocessing_context",)
         assert LoaderConfig.make(16, 2, False).key == "bs16-w2-pin0-pf2-pw1"
     finally:
         SETTINGS.register(toy)   # for the fixture to remove

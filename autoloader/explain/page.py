@@ -16,7 +16,7 @@ import re
 import statistics
 
 from ..search.results import OK
-from ..search.settings import TUNED_SETTINGS
+from ..search.settings import knobs_of
 from . import Explanation, explain
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
@@ -98,6 +98,7 @@ def _trial_rows(ex: Explanation) -> list[dict]:
     ev = ex.evidence
     rows = []
     finals = {f.config: f for f in ev.finals if f.rates}
+    columns = [k.name for k in knobs_of(ev.pick.loader)]   # the knobs of the loader tuned
     for index, t in enumerate(ev.trials, 1):
         kw = t.config.to_dict()
         role = []
@@ -115,7 +116,7 @@ def _trial_rows(ex: Explanation) -> list[dict]:
                                                        ("device", t.gpu_peak_bytes or None))}
         rows.append({
             "#": str(index), "role": ", ".join(role),
-            **{k: ("-" if kw[k] is None else str(kw[k])) for k in TUNED_SETTINGS},   # a column per knob
+            **{k: ("-" if kw.get(k) is None else str(kw[k])) for k in columns},   # a column per knob
             "outcome": outcome, "samples/s": rate(t.samples_per_s) if t.samples_per_s else "-",
             "±95%": (f"{t.rel_interval * 100:.0f}%" if t.rel_interval is not None and math.isfinite(t.rel_interval)
                      else "-"),

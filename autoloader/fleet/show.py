@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..errors import usage
 from ..inputs import hardware
+from ..search.nodes import graph_snippet
 from ..store.door import load_result
 from ..store.durable import open_reader
 from ..store.history import stored_picks
@@ -149,6 +150,10 @@ def result_text(result: TuneResult) -> str:
         lines.append(f"  {'main threads':<20} {threads.threads}"
                      + (f"; set torch.set_num_threads(1) in the training process ({threads.slower or 0:.1f}x faster "
                         "with one thread here)" if threads.advise else ""))
+    if result.nodes is not None:   # the tuned graph, as code: search/nodes.py
+        lines += ["", "  the tuned torchdata.nodes graph:", ""]
+        rate = f"{result.samples_per_s:,.0f} samples/s on {result.tuned.device}"
+        lines += [f"    {line}".rstrip() for line in graph_snippet(result.config, result.nodes, rate).splitlines()]
     return "\n".join(lines) + "\n"
 
 

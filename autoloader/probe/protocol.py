@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from ..inputs.source import Source
 from ..search.burst_rule import BurstSettings
+from ..search.nodes import NodesGraph
 from ..search.profile import Profile
 from ..search.results import TrialResult
 from ..search.space import LoaderConfig
@@ -86,6 +87,8 @@ class DatasetInfo:
     # An iterable dataset's shards and where it says so (probe/shards.py): the most workers with a share.
     shards: int | None = None
     shards_from: str | None = None
+    # A torchdata.nodes graph's own settings (NOTE [ Tuning a torchdata.nodes graph ] in nodes.py).
+    nodes: NodesGraph | None = None
 
 
 class SetupError(Exception):

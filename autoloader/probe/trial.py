@@ -42,8 +42,8 @@ from ..search.burst_rule import BurstSettings
 from ..search.profile import Profile
 from ..search.results import FAILED, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig
-from . import guard
-from .burst import tensor_bytes
+from . import guard, nodes
+from .burst import batch_size_of, tensor_bytes
 from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
 from .failures import classify_failure, describe_failure, failure_line, raised_os_error
 from .growth import NewestIterator, anonymous_bytes, with_growth
@@ -101,10 +101,13 @@ class _Runner:
             torch.cuda.set_device(self.device)
         # What the dataset adds to this process's heap: all a forked worker could come to copy.
         before = anonymous_bytes()
-        self.dataset = resolve_dataset(setup.dataset.load(), setup.dataset.name)
+        loaded = nodes.load(setup.dataset)
+        # A torchdata.nodes graph: NOTE [ Tuning a torchdata.nodes graph ] in nodes.py.
+        self.pipeline = nodes.Pipeline(loaded, setup.dataset.name) if nodes.is_nodes(loaded) else None
+        self.dataset = self.pipeline if self.pipeline else resolve_dataset(loaded, setup.dataset.name)
         after = anonymous_bytes()
         self.dataset_bytes = max(0, after - before) if before is not None and after is not None else None
-        self.iterable = isinstance(self.dataset, torch.utils.data.IterableDataset)
+        self.iterable = self.pipeline is not None or isinstance(self.dataset, torch.utils.data.IterableDataset)
         self.step = None
         self.step_identity = None
         if setup.step is not None:
@@ -123,6 +126,8 @@ class _Runner:
 
         from ..errors import usage
 
+        if self.pipeline is not None:
+            return nodes.inspect_graph(self)
         fixed = self._fixed_kwargs()
         self._check_loader()
         probe_size = min(8, self.setup.probe_batch_size)
@@ -141,8 +146,6 @@ class _Runner:
                         "make __getitem__ return tensors, numbers, or dicts/tuples of them, or pass a "
                         "collate_fn that handles your samples") from None
         elapsed = time.perf_counter() - t0
-        from .burst import batch_size_of
-
         length = None if self.iterable else len(self.dataset)
         # The probe's default sampler makes the first batch min(size, length) samples; reading
         # them off the batch miscounts lists of samples (their leading dimension is channels).
@@ -170,6 +173,8 @@ class _Runner:
     def _loader(self, config: LoaderConfig, counted: Counted | None = None):
         from torch.utils.data import DataLoader
 
+        if self.pipeline is not None:
+            return self.pipeline.build(config)
         fixed = self._fixed_kwargs(config.num_workers, config.multiprocessing_context)
         if counted is not None:   # NOTE [ Counting what each worker delivered ] in shards.py
             fixed["collate_fn"] = counted
@@ -202,8 +207,8 @@ class _Runner:
 
         fixed = {k: v for k, v in self.setup.fixed_kwargs.items() if k == "collate_fn"}
         try:
-            batch = next(iter(DataLoader(self.dataset, batch_size=self.setup.probe_batch_size,
-                                         num_workers=0, **fixed)))
+            batch = self.pipeline.first_batch(nodes.inline(self)) if self.pipeline else next(iter(
+                DataLoader(self.dataset, batch_size=self.setup.probe_batch_size, num_workers=0, **fixed)))
             consume = self._consumer(LoaderConfig.make(self.setup.probe_batch_size, 0, False))
             for _ in range(2):
                 consume(batch)
@@ -258,7 +263,8 @@ class _Runner:
         from .burst import run_burst
 
         torch = self.torch
-        counted = Counted.for_trial(self.iterable, self.setup.fixed_kwargs.get("collate_fn"), config.num_workers)
+        counted = None if self.pipeline else Counted.for_trial(self.iterable, self.setup.fixed_kwargs.get("collate_fn"),
+                                                               config.num_workers)
         try:   # inside the trial's error handling: NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py
             loader = self._loader(config, counted)
         except Exception as exc:  # noqa: BLE001 - DataLoader raises ValueError, TypeError and more
@@ -276,7 +282,7 @@ class _Runner:
 
         def make_iterator():
             where[0] = "iter"
-            if hasattr(loader.sampler, "set_epoch"):   # a rank's shard: a new order each epoch
+            if hasattr(getattr(loader, "sampler", None), "set_epoch"):   # a rank's shard: a new order each epoch
                 loader.sampler.set_epoch(epoch[0])
                 epoch[0] += 1
             try:
@@ -326,6 +332,8 @@ class _Runner:
             if beat is not None:
                 beat(progress["batches"])  # the teardown that follows gets a full watchdog timeout
             shutdown_iterators(iterators)
+            if self.pipeline is not None:
+                nodes.stop(loader)
             newest.clear()
             loader = None  # the last reference: its workers go with it
             gc.collect()
@@ -348,6 +356,9 @@ class _Runner:
 
         consume = self._consumer(LoaderConfig.make(batch_size, 0, self.cuda))
         try:
+            if self.pipeline is not None:
+                return nodes.profile_nodes(self.pipeline, nodes.inline(self, batch_size), consume, tensor_bytes,
+                                           batch_size_of, lambda: beat(0)), None
             profile = run_profile(self.dataset, self._fixed_kwargs(), batch_size, consume, self.device,
                                   tensor_bytes, lambda pid: pss(pid), beat=lambda: beat(0),
                                   memory_budget=memory_budget)

@@ -16,11 +16,12 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
   ``budget``: the run's clock; ``memory``: a config's predicted memory and the limits it must meet;
   ``burst_rule``: a burst's stop rule; ``config``: the tuned config handed back; ``methods``: the
   worker start methods' figures and the result's words on them;
-- ``policy``: every threshold a decision uses, a line each on why.
+- ``policy``: every threshold a decision uses, a line each on why;
+- ``nodes``: a torchdata.nodes graph's own settings, its control, its space and its snippet.
 """
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
 __all__ = ["budget", "burst_rule", "choice", "config", "growth", "knee", "knob", "load", "memory", "methods", "model",
-           "model_first", "paired", "policy", "profile", "results", "settings", "shards", "space", "strategy",
-           "threads", "warm"]
+           "model_first", "nodes", "paired", "policy", "profile", "results", "settings", "shards", "space",
+           "strategy", "threads", "warm"]

@@ -24,6 +24,9 @@ REQUIRED: Any = _Required()
 # The loader whose keyword arguments a config's ``loader_kwargs`` are; a knob of another loader
 # (torchdata.nodes' ParallelMapper, Prefetcher) names that one in its ``loaders``.
 DATALOADER = "DataLoader"
+# torchdata.nodes' graph (ParallelMapper, Prefetcher, PinMemory): NOTE [ Tuning a torchdata.nodes
+# graph ] in probe/nodes.py.
+NODES = "torchdata.nodes"
 
 
 @dataclass(frozen=True)
@@ -76,13 +79,15 @@ class Step:
 
 @dataclass(frozen=True)
 class Context:
-    """What a knob's domain may depend on: the device, the CPUs, the platform (sys.platform), and
-    the start method DataLoader's workers get when not told one (``start_method``; None: the
-    platform's default, settings.default_start_method)."""
+    """What a knob's domain may depend on: the device, the CPUs, the platform (sys.platform), the
+    start method DataLoader's workers get when not told one (``start_method``; None: the
+    platform's default, settings.default_start_method), and the loader tuned (a knob of another
+    loader offers only its default)."""
     device: str = "cpu"
     cpus: int = 1
     platform: str = "linux"
     start_method: str | None = None
+    loader: str = DATALOADER
 
     @property
     def cuda(self) -> bool:

@@ -113,12 +113,14 @@ class ModelFirst(Strategy):
 
     def __init__(self, space: SearchSpace, model: Model, cpus: int,
                  fits: Callable[[LoaderConfig, Sequence[TrialResult]], bool] | None = None,
-                 control_cpus: int | None = None):
+                 control_cpus: int | None = None, control: LoaderConfig | None = None):
         self.space = space
         self.model = model
         self.cpus = max(1, cpus)
         self.configs = candidates(space, self.cpus)
-        self.control = heuristic_config(space, max(1, control_cpus or self.cpus))
+        # ``control``: the config the final weighs the pick against, when not the cpus-1 rule (a
+        # torchdata.nodes graph's own settings: search/nodes.py).
+        self.control = control or heuristic_config(space, max(1, control_cpus or self.cpus))
         self.fits = fits or (lambda config, history: True)
 
     def expected_trials(self) -> int:

@@ -41,6 +41,10 @@
 # passed is theirs: the run offers only None then, and says it (tuning/run.py). With the gate open
 # the profile measures each method's start-up and memory (probe/methods.py, search/methods.py), and
 # the model and the memory forecast read a config's method from those figures.
+# torchdata.nodes' knobs are such: ``LOADER`` names the config's loader (no token for the
+# DataLoader, so its keys stay), the knobs both loaders have list both in ``loaders``, and
+# ``METHOD`` and ``CONCURRENCY`` (ParallelMapper's alone) apply only in a nodes config; the
+# space offers a knob of another loader only its default (``Context.loader``).
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from typing import Any
 
 from ..errors import usage
 from .knob import (
+    DATALOADER,
+    NODES,
     REQUIRED,
     Context,
     Gate,
@@ -61,14 +67,15 @@ from .knob import (
     Table,
     When,
     is_count,
+    stored_choice,
     stored_count,
     stored_choice,
     stored_flag,
 )
 
-__all__ = ["BATCH", "PERSISTENT", "PIN", "PREFETCH", "ORDER", "PREFETCH_CHOICES", "REQUIRED", "SETTINGS",
-           "START", "START_METHODS", "TUNED_SETTINGS", "WITH_WORKERS", "WORKERS", "Context", "Knob",
-           "check_batch_size", "default_start_method", "method_name", "platform_methods"]
+__all__ = ["BATCH", "CONCURRENCY", "LOADER", "METHOD", "PERSISTENT", "PIN", "PREFETCH", "ORDER", "PREFETCH_CHOICES",
+           "REQUIRED", "SETTINGS", "START", "START_METHODS", "TUNED_SETTINGS", "WITH_WORKERS", "WORKERS", "Context",
+           "Knob", "check_batch_size", "default_start_method", "knobs_of", "method_name", "platform_methods"]
 
 SETTINGS = Table()
 # The DataLoader settings autoloader tunes, in the table's order (a live view of it).
@@ -77,6 +84,16 @@ TUNED_SETTINGS = Names(SETTINGS)
 # DataLoader's rule: prefetch_factor and persistent_workers (and in_order) only mean something
 # when num_workers > 0.
 WITH_WORKERS = When("num_workers > 0", lambda values: values["num_workers"] > 0)
+# A DataLoader's workers alone can persist (a ParallelMapper starts its own each epoch); the rule's
+# text is the DataLoader's, the only loader whose configs are built by hand.
+DATALOADER_WORKERS = When("num_workers > 0", lambda values: values["num_workers"] > 0
+                          and values.get("loader", DATALOADER) == DATALOADER)
+# ParallelMapper's own knobs: only in a nodes config, with workers.
+NODES_WORKERS = When("num_workers > 0 in a torchdata.nodes graph",
+                     lambda values: values["num_workers"] > 0 and values.get("loader") == NODES)
+# Both loaders have these (ParallelMapper's num_workers and in_order, the Prefetcher's depth, the
+# PinMemory node, the Batcher's batch size).
+BOTH = frozenset({DATALOADER, NODES})
 
 # Up to 16: a deep queue lets the other workers run on while a slow batch holds the head of
 # the in-order queue; memory decides whether it fits (the guard predicts every config).
@@ -109,12 +126,14 @@ def _stored_batch_size(name: str, data) -> str | None:
 BATCH = SETTINGS.register(Knob(
     "batch_size", int, token=lambda v: f"bs{v}", label="bs", tie_rank=5, cost=lambda v: v,
     check=check_batch_size, stored=_stored_batch_size,
-    hf=HfField("per_device_train_batch_size", 9, on_request=True), step=Step(adjacent=True, rank=3)))
+    hf=HfField("per_device_train_batch_size", 9, on_request=True), step=Step(adjacent=True, rank=3),
+    loaders=BOTH))
 
 WORKERS = SETTINGS.register(Knob(
     "num_workers", int, token=lambda v: f"w{v}", label="w", tie_rank=0, cost=lambda v: v, capacity=True,
     check=_check_workers, stored=stored_count(), hf=HfField("dataloader_num_workers", 0),
-    mark=lambda v: f"{v}w"))
+    mark=lambda v: f"{v}w",
+    loaders=BOTH))
 
 # Pinning only matters for a CUDA device, so the space offers it only there.
 PIN = SETTINGS.register(Knob(
@@ -123,7 +142,8 @@ PIN = SETTINGS.register(Knob(
     hf=HfField("dataloader_pin_memory", 1), step=Step(adjacent=False, rank=2), mark=lambda v: "pin" if v else "",
     proposal=Proposal("pin_off", False, "pin_memory=False",
                       "DataLoader(..., pin_memory=False): no pin thread; the loop then takes each batch itself "
-                      "and copies it from pageable memory.")))
+                      "and copies it from pageable memory."),
+    loaders=BOTH))
 
 # Shallower prefetch holds less memory in flight: cheaper at a tie.
 PREFETCH = SETTINGS.register(Knob(
@@ -131,12 +151,13 @@ PREFETCH = SETTINGS.register(Knob(
     default=None, start=2, domain=lambda ctx: PREFETCH_CHOICES, when=WITH_WORKERS, capacity=True,
     check=_check_prefetch, stored=stored_count(1, optional=True, rule="a count of 1 or more"),
     hf=HfField("dataloader_prefetch_factor", 3), step=Step(adjacent=True, rank=0),
-    mark=lambda v: "" if v == 2 else f"pf{v}"))
+    mark=lambda v: "" if v == 2 else f"pf{v}",
+    loaders=BOTH))
 
 # Kept workers are cheaper over a whole run: fresh ones pay their start-up again every epoch.
 PERSISTENT = SETTINGS.register(Knob(
     "persistent_workers", bool, token=lambda v: f"pw{int(v)}", label="pw", tie_rank=3,
-    cost=lambda v: int(not v), default=False, start=True, domain=lambda ctx: (True, False), when=WITH_WORKERS,
+    cost=lambda v: int(not v), default=False, start=True, domain=lambda ctx: (True, False), when=DATALOADER_WORKERS,
     stored=stored_flag(False), hf=HfField("dataloader_persistent_workers", 2), step=Step(adjacent=False, rank=1),
     mark=lambda v: "" if v else "fresh"))
 
@@ -154,7 +175,50 @@ ORDER = SETTINGS.register(Knob(
     proposal=Proposal("in_order", False, "Out-of-order delivery (in_order=False)",
                       "DataLoader(..., in_order=False): a worker's finished batch overtakes a slow one ahead of "
                       "it, so batches come in another order (fine for shuffled training, not where order "
-                      "matters); autoloader tune --allow-reorder lets the tuner choose and measure it.")))
+                      "matters); autoloader tune --allow-reorder lets the tuner choose and measure it."),
+    loaders=BOTH))
+
+
+# Which loader a config is for: the DataLoader (no token: every DataLoader key is as it was) or a
+# torchdata.nodes graph. The problem fixes it (never searched): the space offers Context.loader.
+LOADER = SETTINGS.register(Knob(
+    "loader", str, token=lambda v: "" if v == DATALOADER else "nodes", label="loader", tie_rank=6,
+    cost=lambda v: 0, default=DATALOADER, domain=lambda ctx: (ctx.loader,), loaders=frozenset({NODES}),
+    omit_default=True, stored=stored_choice((DATALOADER, NODES))))
+
+# ParallelMapper's workers as threads (its default: no start-up, no pickling, but one GIL) or
+# processes. Threads are cheaper at a tie.
+METHOD = SETTINGS.register(Knob(
+    "method", str, token=lambda v: "" if v == "thread" else "proc", label="method", tie_rank=0.5,
+    cost=lambda v: int(v == "process"), default="thread",
+    domain=lambda ctx: ("thread", "process") if ctx.loader == NODES else ("thread",), when=NODES_WORKERS,
+    loaders=frozenset({NODES}), stored=stored_choice(("thread", "process")),
+    mark=lambda v: "proc" if v == "process" else ""))
+
+
+def _check_concurrency(cap: Any) -> None:
+    if cap is not None and not is_count(cap, 1):
+        raise usage("max_concurrent is None or 1 or more", cap,
+                    "use None (ParallelMapper's 2 x num_workers) or a count")
+
+
+# ParallelMapper's cap on the items in flight: None is its default (2 x num_workers); a cap holds
+# less memory but may idle workers. ParallelMapper refuses a cap past its workers, so the knob
+# applies only with at least that many workers (below, its default).
+CONCURRENCY = SETTINGS.register(Knob(
+    "max_concurrent", int, token=lambda v: "" if v is None else f"mc{v}", label="mc", tie_rank=4.5,
+    cost=lambda v: int(v is not None), default=None,
+    domain=lambda ctx: (None,), check=_check_concurrency, loaders=frozenset({NODES}),
+    when=When("num_workers > 0, at least max_concurrent of them, in a torchdata.nodes graph",
+              lambda values: NODES_WORKERS.test(values)
+              and (values.get("max_concurrent") is None or values["max_concurrent"] <= values["num_workers"])),
+    stored=stored_count(1, optional=True, rule="a count of 1 or more"),
+    mark=lambda v: "" if v is None else f"mc{v}"))
+
+
+def knobs_of(loader: str) -> tuple[Knob, ...]:
+    """The knobs a loader has, in the table's order (a report's columns for its configs)."""
+    return tuple(k for k in SETTINGS if loader in k.loaders or (k is LOADER and loader != DATALOADER))
 
 
 # Every start method multiprocessing knows, cheapest start first (the order of the tie).
@@ -228,6 +292,6 @@ def open_gates(source: Any) -> frozenset[str]:
 
 
 def context(device: str = "cpu", cpus: int = 1, platform: str | None = None,
-            start_method: str | None = None) -> Context:
+            start_method: str | None = None, loader: str = DATALOADER) -> Context:
     """What the knobs' domains depend on, on this platform unless told another."""
-    return Context(device, cpus, platform or sys.platform, start_method)
+    return Context(device, cpus, platform or sys.platform, start_method, loader)

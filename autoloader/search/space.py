@@ -90,7 +90,7 @@ class LoaderConfig:
         return self._hash
 
     def __repr__(self) -> str:
-        return f"LoaderConfig({', '.join(f'{name}={value!r}' for name, value in self._items)})"
+        return f"LoaderConfig({', '.join(f'{name}={value!r}' for name, value in self.to_dict().items())})"
 
     def __reduce__(self):
         return (_rebuilt, (self._items,))
@@ -121,13 +121,21 @@ class LoaderConfig:
                            for k in SETTINGS})
 
     def to_dict(self) -> dict:
-        """Every knob, those that do not apply included (at their defaults): the stored form."""
-        return dict(self._items)
+        """Every knob of the config's loader, those that do not apply included (at their
+        defaults), and any other that applies: the stored form. A DataLoader config's holds no
+        torchdata.nodes knob (theirs apply only in a nodes config; the loader's name only off
+        the DataLoader), so it is as it was; ``from_dict`` gives a knob left out its default."""
+        loader = self._values.get("loader", DATALOADER)
+        return {name: value for name, value in self._items
+                if loader in SETTINGS[name].loaders
+                or (SETTINGS[name].applies(self._values) and not (name == "loader" and value == DATALOADER))}
 
     def loader_kwargs(self) -> dict:
         """The keyword arguments to pass to ``torch.utils.data.DataLoader``: its knobs that apply,
-        less one left out at its default (``omit_default``)."""
-        return {k.name: self._values[k.name] for k in SETTINGS if DATALOADER in k.loaders and self.applies(k)
+        less one left out at its default (``omit_default``). A config of another loader gives
+        that loader's knobs (the ``loader`` among them: its stored form reads back to it)."""
+        loader = self._values.get("loader", DATALOADER)
+        return {k.name: self._values[k.name] for k in SETTINGS if loader in k.loaders and self.applies(k)
                 and not (k.omit_default and self._values[k.name] == k.default)}
 
     @property
@@ -143,7 +151,11 @@ class LoaderConfig:
         """Ordering for ties, by what a config costs over a whole run: each knob's ``cost`` in
         the order of ``tie_rank`` (fewer worker processes, shallower prefetch, no pinning, kept
         workers, batches in order, then the batch size); a knob that does not apply costs 0."""
-        return tuple(k.cost(self._values[k.name]) if self.applies(k) else 0 for k in SETTINGS.by_tie_rank())
+        loader = self._values.get("loader", DATALOADER)
+        # Only the knobs of the config's loader and those that apply: a DataLoader config's tuple
+        # is as it was (configs compared are of one loader, so the order is the same either way).
+        return tuple(k.cost(self._values[k.name]) if self.applies(k) else 0 for k in SETTINGS.by_tie_rank()
+                     if loader in k.loaders or (self.applies(k) and k.name != "loader"))
 
 
 def _check_counts(knobs: Sequence[Knob], values: dict) -> None:
@@ -237,12 +249,14 @@ class SearchSpace:
 
 
 def search_space(batch_sizes: Sequence[int], cpus: int, device: str, unlocked: Sequence[str] = (),
-                 platform: str | None = None, start_method: str | None = None) -> SearchSpace:
+                 platform: str | None = None, start_method: str | None = None,
+                 loader: str = DATALOADER) -> SearchSpace:
     """What a tuning run may vary on this machine: workers up to MAX_WORKERS_PER_CPU per CPU, and
     each other knob over its domain here (pinning both ways on CUDA only, where it matters);
     ``unlocked``: the gates the user opened (settings.open_gates); ``start_method``: the one the
-    loop's process starts workers with when not told (None: the platform's default)."""
-    here = context(device, cpus, platform, start_method)
+    loop's process starts workers with when not told (None: the platform's default); ``loader``:
+    the loader tuned (DataLoader, or a torchdata.nodes graph)."""
+    here = context(device, cpus, platform, start_method, loader)
     return SearchSpace(tuple(batch_sizes), MAX_WORKERS_PER_CPU * cpus, unlocked=unlocked,
                        **{k.name: tuple(k.domain(here)) for k in SETTINGS if k.domain is not None})
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..search.choice import Finalist
 from ..search.growth import Growth
+from ..search.nodes import NodesGraph
 from ..search.load import MachineLoad
 from ..search.memory import MemoryForecast
 from ..search.methods import StartChoice
@@ -177,6 +178,14 @@ def threads(value: object, name: str = "threads") -> Threads | None:
                          "one_thread_s": _SECONDS})
     checks.numbers(data.get("ratios"), f"{name}.ratios", positive=True)
     return _built(Threads.from_dict, data, name)
+
+
+def nodes_graph(value: object, name: str = "nodes") -> NodesGraph | None:
+    """A torchdata.nodes graph's own settings (search/nodes.py)."""
+    data = checks.mapping(value, name, optional=True)
+    if data is None:
+        return None
+    return _built(NodesGraph.from_dict, data, name)
 
 
 def stream(value: object, name: str = "stream") -> Stream | None:

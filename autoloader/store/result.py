@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from ..search.choice import Finalist, finalist_of, paired, rule_verdict
 from ..search.config import TunedConfig
 from ..search.growth import growth_finding
+from ..search.nodes import NodesGraph
 from ..search.knee import Knee
 from ..search.load import MachineLoad
 from ..search.memory import MemoryForecast
@@ -93,6 +94,7 @@ class TuneResult:
     stream: Stream | None = None          # an iterable dataset's shards and its workers' findings (search/shards.py)
     start: StartChoice | None = None      # the pick's start method and why: NOTE [ What a start method costs ]
     what_ifs: tuple[WhatIfClaim, ...] = ()   # each change asked about: predicted, measured, how sure (claims.py)
+    nodes: NodesGraph | None = None       # a torchdata.nodes graph's own settings (search/nodes.py)
     where: str = ""
     partial: bool = False
 
@@ -229,6 +231,7 @@ class TuneResult:
                 "threads": self.threads.to_dict() if self.threads else None,
                 **({"stream": self.stream.to_dict()} if self.stream else {}),
                 **({"start_method": self.start.to_dict()} if self.start else {}),
+                **({"nodes": self.nodes.to_dict()} if self.nodes else {}),
                 **({"node": self.node.to_dict()} if self.node else {}),
                 "inputs": self.inputs.to_dict() if self.inputs else None,
                 **(self.provenance.to_dict() if self.provenance else {})}
@@ -271,7 +274,7 @@ class TuneResult:
             control_memory=parts.memory(memory.get("control"), "memory.control", limit),
             load=parts.machine_load(data.get("load")), threads=parts.threads(data.get("threads")),
             stream=parts.stream(data.get("stream")), start=parts.start_choice(data.get("start_method")),
-            what_ifs=what_ifs(data.get("what_ifs")), where=where)
+            what_ifs=what_ifs(data.get("what_ifs")), nodes=parts.nodes_graph(data.get("nodes")), where=where)
 
 
 def _ratio_fields(name: str, ratio: Ratio | None) -> dict:

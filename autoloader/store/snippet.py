@@ -6,15 +6,19 @@ import inspect
 
 from .. import seeding
 from ..search.config import TunedConfig, iterable_key
+from ..search.nodes import NodesGraph, graph_snippet
 
 # What make_loader's docstring says of the order: an IterableDataset takes no shuffle.
 _ORDER = {False: "It shuffles,\n    as the trials did, unless given shuffle=, sampler= or batch_sampler=.",
           True: "It does not\n    shuffle: the dataset tuned is an IterableDataset, whose stream sets the order."}
 
 
-def snippet(tuned: TunedConfig) -> str:
+def snippet(tuned: TunedConfig, nodes: NodesGraph | None = None) -> str:
     """Python source that defines ``seed_worker`` and ``make_loader(dataset)`` without
-    importing autoloader (the seeding module is copied in whole: one source of truth)."""
+    importing autoloader (the seeding module is copied in whole: one source of truth); for a
+    torchdata.nodes graph (``nodes``), the source that builds the tuned graph."""
+    if nodes is not None:
+        return graph_snippet(tuned.config, nodes, f"{tuned.samples_per_s:,.0f} samples/s on {tuned.device}")
     kwargs = ", ".join(f"{k}={v!r}" for k, v in tuned.config.loader_kwargs().items())
     module_doc, seeding_source = inspect.getsource(seeding).split('"""', 2)[1:]
     seeding_source = seeding_source.lstrip("\n")

@@ -24,6 +24,7 @@ from ..events.lines import gib as _gib, known as _known, mib as _mib, others_tex
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.results import OK
+from ..search.knob import DATALOADER
 from ..search.settings import ORDER
 from ..search.shards import stream_lines
 
@@ -112,7 +113,8 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     then ``stored``: what happened to each thing the run stores (NotSaved.stored), a line each."""
     t = result.tuned
     kw = t.config.loader_kwargs()
-    lines = ["", "autoloader: tuned DataLoader config", ""]
+    what = "torchdata.nodes graph" if getattr(result, "nodes", None) is not None else "DataLoader config"
+    lines = ["", f"autoloader: tuned {what}", ""]
     lines += [f"  {k:<20} {v}" for k, v in kw.items()]
     lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
                   + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
@@ -127,7 +129,9 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     line = _verdict_line(result)
     if line:
         lines.append(f"  {'verdict':<20} {line}")
-    lines.append(f"  {'cpus-1 rule':<20} {rule_line(result)}")
+    control = getattr(result, "control", None)
+    label = "graph as given" if control is not None and control.loader != DATALOADER else "cpus-1 rule"
+    lines.append(f"  {label:<20} {rule_line(result)}")
     if t.baseline_samples_per_s:
         words = getattr(result, "baseline_verdict", None)
         words = "the pick itself" if t.config.num_workers == 0 else f"the pick: {words}" if words else ""
@@ -226,6 +230,9 @@ def rule_line(result) -> str:
     if control is None:
         return "not measured: this search holds no control"
     rule = f"num_workers={control.num_workers}, pin_memory={control.pin_memory}, persistent"
+    if control.loader != DATALOADER:   # a torchdata.nodes graph's own settings (search/nodes.py)
+        rule = "the graph as given: " + ", ".join(f"{k}={v!r}" for k, v in control.loader_kwargs().items()
+                                                  if k not in ("loader", "batch_size"))
     verdict = getattr(result, "verdict", None) or "the pick is the rule's config"
     if control == tuned.config:
         return f"{verdict} ({rule})"

@@ -43,6 +43,8 @@ from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.settings import ORDER
 from ..search.shards import stream_record, worker_cap
+from ..search.knob import NODES
+from ..search.nodes import graph_control, graph_space
 from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
 from ..search.threads import threads_of
@@ -141,6 +143,14 @@ class Run:
         # A sharded stream gives a worker past its shards nothing to read: the search stops there.
         self.uncapped = self.space.max_workers
         self.space = self.space.capped(worker_cap(info.shards, self.uncapped))
+        self.nodes_control = None
+        if info.nodes is not None:   # NOTE [ Tuning a torchdata.nodes graph ] in probe/nodes.py
+            problem = self.problem
+            self.nodes_control = graph_control(info.nodes, self.space.batch_sizes[0], problem.device.startswith("cuda"))
+            nodes_space = search_space(self.space.batch_sizes, problem.hardware.cpus, problem.device,
+                                       open_gates(problem), loader=NODES)
+            self.space = graph_space(nodes_space, info.nodes, self.nodes_control)
+            self.uncapped = self.space.max_workers
         problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class, info.step_identity)
         key, fingerprint = problem.key, problem.hardware.fingerprint
         # Two tunes of one problem take turns (store/paths.held), as best_loader's do; the wait
@@ -211,7 +221,7 @@ class Run:
                                    or "batch_sampler" in fixed)
         self.space = measured_space(self.space, profile)
         search = ModelFirst(self.space, model, self.problem.hardware.cpus, self.memory.fits,
-                            control_cpus=self.ranks.node_cpus)
+                            control_cpus=self.ranks.node_cpus, control=self.nodes_control)
         return warmed(search, self.warm_start, self.space)
 
     def _limits_now(self) -> Limits:
@@ -345,7 +355,7 @@ class Run:
             control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None,
             load=load, threads=threads_of(profile, started.info.threads),
             stream=stream_record(started.info.shards, started.info.shards_from, self.uncapped, history, profile)
-            if started.info.length is None else None,
+            if started.info.length is None and started.info.nodes is None else None, nodes=started.info.nodes,
             start=start_choice(problem, profile, pick.config, self.memory, model, calib, history, strategy.control))
         result = dataclasses.replace(result, what_ifs=what_if_claims(result))
         if before is not None:
@@ -356,7 +366,7 @@ class Run:
             except OSError as exc:
                 warnings.warn(AutoloaderWarning(f"{write_failure('the previous result', before.where, exc)}; "
                                                 "this run's result replaces it all the same"), stacklevel=2)
-        save(result, {result.snippet_path: snippet(tuned),
+        save(result, {result.snippet_path: snippet(tuned, result.nodes),
                       result.path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
         store.complete(result)
         self.progress(TuneDone(result))

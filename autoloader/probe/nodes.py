@@ -1,0 +1,297 @@
+"""torchdata.nodes graphs in the trial process: recognised, read, rebuilt per config, profiled.
+
+# NOTE [ Tuning a torchdata.nodes graph ]
+# A graph (a ``Loader`` or its root ``BaseNode``), a zero-argument factory of one, or a factory
+# taking the knobs as keywords (``make(num_workers=..., method=..., in_order=...,
+# max_concurrent=..., prefetch_factor=..., pin_memory=..., batch_size=...)``, any subset, with
+# defaults) is tuned like a Dataset: ``--dataset mod:attr`` or tune()'s first argument. Its own
+# settings are read off the graph it gives (``NodesGraph``: the ParallelMapper nearest the root,
+# the Prefetcher and PinMemory above it, the Batcher's batch size) and measured in the final as
+# the control (search/nodes.py), where the DataLoader's cpus-1 rule stands.
+# A trial's graph is built per config:
+#   a keyword factory is called with the config's values for the keywords it takes (the others
+#   stay the graph's): the user's own code builds it, so any node works; the robust way;
+#   a graph, or a zero-argument factory's, is rebuilt from its parts: everything below the
+#   ParallelMapper is reused as it is (reset() restarts it each epoch), the ParallelMapper is made
+#   anew with the config's knobs (ParallelMapper builds its workers' iterator in __init__, so its
+#   attributes cannot just be set), a Prefetcher and a Batcher above it anew with the config's
+#   depth and batch size, PinMemory kept or dropped as the config pins (added under the top
+#   Prefetcher when the config pins and the graph has none), any other node above it copied with
+#   its source replaced (a node of several sources there needs a factory); a graph without a
+#   Prefetcher gets one at the config's depth on top.
+# The ParallelMapper's workers are threads or processes of the trial process (never a DataLoader's),
+# started per epoch (the Loader resets the graph), and stopped after each trial (``stop``).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+import time
+from typing import Any
+
+from ..errors import usage
+from ..search.knob import NODES
+from ..search.nodes import FACTORY, FACTORY_KEYWORDS, REBUILT, TORCHDATA_FIX, NodesGraph
+from ..search.space import LoaderConfig
+
+__all__ = ["Pipeline", "inline", "inspect_graph", "is_nodes", "load", "stop", "torchdata_nodes"]
+
+
+def load(source) -> Any:
+    """The dataset spec's object; a module that needs torchdata, missing here, is a usage error."""
+    try:
+        return source.load()
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] == "torchdata":
+            raise usage("a torchdata.nodes graph needs torchdata installed", f"{source.name}: {exc}",
+                        TORCHDATA_FIX) from None
+        raise
+
+
+def inline(runner, batch_size: int | None = None) -> LoaderConfig:
+    """The graph's config without workers, at ``batch_size`` (the set-up's probe size if None)."""
+    return LoaderConfig.make(batch_size or runner.setup.probe_batch_size, 0, False, loader=NODES)
+
+
+def inspect_graph(runner):
+    """The set-up's look at a graph (``_Runner.inspect``): one batch made inline, timed."""
+    from ..inputs.code_digest import code_fingerprint
+    from . import guard
+    from .burst import batch_size_of, tensor_bytes
+    from .protocol import DatasetInfo
+
+    pipeline = runner.pipeline
+    t0 = time.perf_counter()
+    try:
+        batch = pipeline.first_batch(inline(runner))
+    except StopIteration:
+        raise usage("the graph must yield at least one batch", "it yielded none", "check its source") from None
+    elapsed = time.perf_counter() - t0
+    count = max(1, batch_size_of(batch))
+    memory = guard.sample_memory(os.getpid())
+    return DatasetInfo(length=None, sample_seconds=elapsed / count, sample_bytes=max(1, tensor_bytes(batch) // count),
+                       runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=runner.dataset_bytes,
+                       code=code_fingerprint(pipeline.template, runner.step, {"map_fn": pipeline.chain[-1].map_fn}),
+                       threads=runner.torch.get_num_threads(), nodes=pipeline.graph)
+
+
+def torchdata_nodes():
+    """The torchdata.nodes module, or the usage error that says how to install it."""
+    try:
+        import torchdata.nodes as tn
+    except ImportError as exc:
+        raise usage("a torchdata.nodes graph needs torchdata installed", f"ImportError: {exc}",
+                    TORCHDATA_FIX) from None
+    return tn
+
+
+def _from_torchdata(obj: Any) -> bool:
+    return type(obj).__module__.startswith("torchdata.nodes")
+
+
+def _keywords(fn: Any) -> tuple[str, ...] | None:
+    """The knob keywords a callable takes (all of them for **kwargs), None for a callable that
+    takes none of them."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return FACTORY_KEYWORDS
+    taken = tuple(k for k in FACTORY_KEYWORDS if k in params)
+    return taken or None
+
+
+def is_nodes(obj: Any) -> bool:
+    """Whether ``obj`` is a torchdata.nodes graph or a factory taking the knob keywords."""
+    if _from_torchdata(obj):
+        return True
+    return callable(obj) and not isinstance(obj, type) and _keywords(obj) is not None \
+        and not hasattr(obj, "__getitem__") and not hasattr(obj, "__iter__")
+
+
+def _chain(root: Any, tn) -> list:
+    """The nodes from ``root`` down to the ParallelMapper tuned (usage error: none): the one
+    nearest the root with workers, else the deepest (a ``Mapper`` is a ParallelMapper of no
+    workers, so the nearest would often be a collate's)."""
+    chain, node, seen, mappers = [], root, [], []
+    while node is not None and len(chain) < 256:
+        chain.append(node)
+        if isinstance(node, tn.ParallelMapper):
+            mappers.append(len(chain))
+            if node.num_workers > 0:
+                return chain
+        seen.append(type(node).__name__)
+        node = getattr(node, "root", None) if isinstance(node, tn.Loader) else getattr(node, "source", None)
+    if mappers:
+        return chain[:mappers[-1]]
+    raise usage("a torchdata.nodes graph to tune must hold a ParallelMapper (its workers are what is tuned)",
+                " -> ".join(seen) or type(root).__name__,
+                "map the samples with ParallelMapper(source, map_fn, num_workers=...) in the graph")
+
+
+def _mapper(tn, old, source, **changes):
+    """``old``, a ParallelMapper, made anew over ``source`` (with ``changes``): it builds its
+    workers' iterator in __init__, so its attributes cannot just be set."""
+    src, map_fn = old.source, old.map_fn
+    if old.prebatch is not None:   # ParallelMapper wrapped them itself: give it the originals
+        src, map_fn = src.source, map_fn.map_fn
+    settings = {"num_workers": old.num_workers, "in_order": old.in_order, "method": old.method,
+                "multiprocessing_context": old.multiprocessing_context, "max_concurrent": old.max_concurrent,
+                "snapshot_frequency": old.snapshot_frequency, "prebatch": old.prebatch, **changes}
+    return tn.ParallelMapper(src if source is None else source, map_fn, **settings)
+
+
+class Pipeline:
+    """The user's graph (or factory) and how to build it for a config."""
+
+    def __init__(self, obj: Any, name: str):
+        self.tn = tn = torchdata_nodes()
+        self.name = name
+        self.takes: tuple[str, ...] = ()
+        if _from_torchdata(obj):
+            self.factory, template, built = None, obj, REBUILT
+        else:
+            keywords = _keywords(obj)
+            self.factory, template = obj, obj()
+            built, self.takes = (FACTORY, keywords) if keywords else (REBUILT, ())
+            if not isinstance(template, (tn.BaseNode, tn.Loader)):
+                raise usage("a graph factory must return a torchdata.nodes BaseNode or Loader",
+                            f"{name}() -> {type(template).__name__}", "return the graph's Loader or its root node")
+        if not isinstance(template, (tn.BaseNode, tn.Loader)):
+            raise usage("a torchdata.nodes graph is a BaseNode or a Loader", type(template).__name__,
+                        "pass the graph's Loader, its root node or a factory of one")
+        if built == REBUILT:
+            self.factory = None
+        self.template, self.built = template, built
+        self.chain = _chain(template, tn)
+        mapper = self.chain[-1]
+        prefetch = next((n for n in self.chain if isinstance(n, tn.Prefetcher)), None)
+        batcher = next((n for n in self.chain if isinstance(n, tn.Batcher)), None)
+        self.graph = NodesGraph(
+            num_workers=mapper.num_workers, method=mapper.method, in_order=mapper.in_order,
+            max_concurrent=mapper.max_concurrent, prefetch_factor=prefetch.prefetch_factor if prefetch else None,
+            pin_memory=any(isinstance(n, tn.PinMemory) for n in self.chain),
+            batch_size=batcher.batch_size if batcher else None,
+            chain=tuple(type(n).__name__ for n in self.chain), built=built, takes=self.takes, name=name)
+
+    def build(self, config: LoaderConfig):
+        """A fresh Loader of the graph with ``config``'s knobs (NOTE [ Tuning a torchdata.nodes graph ])."""
+        tn = self.tn
+        if self.factory is not None:
+            values = {**config.to_dict(), "method": config.method if config.num_workers else self.graph.method,
+                      "prefetch_factor": config.prefetch_factor if config.prefetch_factor is not None
+                      else self.graph.prefetch_factor}
+            graph = self.factory(**{k: values[k] for k in self.takes})
+            return graph if isinstance(graph, tn.Loader) else tn.Loader(graph)
+        mapper = self.chain[-1]
+        node = _mapper(tn, mapper, None, num_workers=config.num_workers, in_order=config.in_order,
+                       method=config.method if config.num_workers else mapper.method,
+                       max_concurrent=config.max_concurrent if config.num_workers else None)
+        depth, pinned, loader = config.prefetch_factor, False, None
+        for old in reversed(self.chain[:-1]):
+            if isinstance(old, tn.Loader):
+                loader = old
+            elif isinstance(old, tn.ParallelMapper):   # another map above (a Mapper's collate)
+                node = _mapper(tn, old, node)
+            elif isinstance(old, tn.Batcher):
+                node = tn.Batcher(node, batch_size=config.batch_size, drop_last=old.drop_last)
+            elif isinstance(old, tn.PinMemory):
+                if config.pin_memory:
+                    node, pinned = tn.PinMemory(node, old._pin_memory_device or ""), True
+            elif isinstance(old, tn.Prefetcher):
+                if config.pin_memory and not pinned:
+                    node, pinned = tn.PinMemory(node), True
+                node = tn.Prefetcher(node, prefetch_factor=depth or old.prefetch_factor,
+                                     snapshot_frequency=old.snapshot_frequency)
+                depth = None
+            else:
+                if not hasattr(old, "source"):
+                    raise usage("a graph rebuilt per trial has one source per node above its ParallelMapper",
+                                type(old).__name__, "pass a factory taking the knobs as keywords instead "
+                                "(NOTE [ Tuning a torchdata.nodes graph ])")
+                old = copy.copy(old)
+                old.source = node
+                node = old
+        if config.pin_memory and not pinned:
+            node = tn.PinMemory(node)
+        if depth is not None:
+            node = tn.Prefetcher(node, prefetch_factor=depth)
+        return tn.Loader(node, restart_on_stop_iteration=loader.restart_on_stop_iteration if loader else True)
+
+    def first_batch(self, config: LoaderConfig):
+        loader = self.build(config)
+        try:
+            return next(iter(loader))
+        finally:
+            stop(loader)
+
+
+def stop(obj: Any, depth: int = 0) -> None:
+    """Stop the threads and processes of a graph's iterators now (each node's ``_it`` that has a
+    ``_shutdown``), root to leaves: a finished trial's workers must not run into the next one."""
+    if obj is None or depth > 64:
+        return
+    it = getattr(obj, "_it", None)
+    shutdown = getattr(it, "_shutdown", None)
+    if shutdown is not None:
+        try:
+            shutdown()
+        except Exception:  # noqa: BLE001 - best effort; the reaper ends what is left
+            pass
+    if it is not None and it is not obj:
+        stop(it, depth + 1)
+    for attr in ("root", "source"):
+        child = getattr(obj, attr, None)
+        if child is not None and child is not obj:
+            stop(child, depth + 1)
+
+
+def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, tensor_bytes, batch_size_of, beat,
+                  batches: int = 12):
+    """The graph's profile: its batches made inline (no workers, no prefetch), each timed, and the
+    consumer on one; one worker's start-up at the graph's method. The parts a DataLoader has and a
+    graph has not (collate apart, the receive from a worker) are 0: the bursts measure the rest."""
+    from ..search.profile import Profile
+    from .profiler import usable_cpus
+
+    t_begin = time.perf_counter()
+    inline = config.replace(num_workers=0, pin_memory=False)
+    loader = pipeline.build(inline)
+    times, sizes, batch = [], [], None
+    try:
+        it = iter(loader)
+        for _ in range(batches):
+            t0 = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            times.append(time.perf_counter() - t0)
+            sizes.append(max(1, batch_size_of(batch)))
+            beat()
+    finally:
+        stop(loader)
+    if not times:
+        raise usage("the graph must yield at least one batch", "it yielded none", "check its source")
+    steps = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        consume(batch)
+        steps.append(time.perf_counter() - t0)
+    one = config.replace(num_workers=1, method=pipeline.graph.method, pin_memory=False)
+    loader = pipeline.build(one)
+    try:
+        t0 = time.perf_counter()
+        next(iter(loader))
+        startup = max(0.0, time.perf_counter() - t0 - sorted(times)[len(times) // 2])
+    finally:
+        stop(loader)
+    sample_s = tuple(t / n for t, n in zip(times, sizes))
+    return Profile(batch_size=config.batch_size, sample_s=sample_s, collate_s=0.0,
+                   sample_bytes=max(1, tensor_bytes(batch) // sizes[-1]), recv_s=0.0, pin_s=None,
+                   h2d_pinned_s=None, h2d_pageable_s=None, step_s=sorted(steps)[1], startup_s=startup,
+                   worker_pss=None, cpus=usable_cpus(), epoch_batches=None,
+                   seconds=time.perf_counter() - t_begin)

@@ -1,0 +1,130 @@
+"""A torchdata.nodes graph as the search sees it: its own settings, the control they make, the
+space its knobs span, and the source that builds the tuned graph. Pure: no torch, no torchdata.
+
+NOTE [ Tuning a torchdata.nodes graph ] in probe/nodes.py says how a trial builds the graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from .knob import NODES
+from .settings import CONCURRENCY
+from .space import LoaderConfig, SearchSpace
+
+__all__ = ["FACTORY", "NodesGraph", "REBUILT", "TORCHDATA_FIX", "graph_control", "graph_snippet", "graph_space"]
+
+TORCHDATA_FIX = "pip install autoloader[nodes] (torchdata 0.11)"
+
+# How a trial gets the graph of a config: by calling the user's factory with the knobs as
+# keywords, or by rebuilding the graph it was given from its parts.
+FACTORY = "factory"
+REBUILT = "rebuilt"
+
+# The keywords a graph factory may take (each one it takes is tuned; the others keep the graph's).
+FACTORY_KEYWORDS = ("batch_size", "num_workers", "method", "in_order", "max_concurrent", "prefetch_factor",
+                    "pin_memory")
+
+
+@dataclass(frozen=True)
+class NodesGraph:
+    """What the user's graph holds, read off it in the trial process: its ParallelMapper's
+    settings, its Prefetcher's depth (None: it has none), whether it pins, its Batcher's batch
+    size (None: it has none); ``chain`` the node types from the root down to the ParallelMapper;
+    ``built`` FACTORY or REBUILT, ``takes`` the keywords a factory takes; ``name`` what built it."""
+    num_workers: int
+    method: str
+    in_order: bool
+    max_concurrent: int | None
+    prefetch_factor: int | None
+    pin_memory: bool
+    batch_size: int | None
+    chain: tuple[str, ...]
+    built: str
+    takes: tuple[str, ...]
+    name: str
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "chain": list(self.chain), "takes": list(self.takes)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "NodesGraph":
+        return cls(**{**data, "chain": tuple(data["chain"]), "takes": tuple(data["takes"])})
+
+    def tuned(self, name: str) -> bool:
+        """Whether the search may move the knob ``name`` (a factory's keyword it does not take stays
+        at the graph's value)."""
+        return self.built == REBUILT or name in self.takes
+
+
+def graph_control(graph: NodesGraph, batch_size: int, cuda: bool) -> LoaderConfig:
+    """The graph as the user built it, measured in the final as the control (the DataLoader's
+    cpus-1 rule's place): its workers, method, order, cap, depth (2 where it has no Prefetcher:
+    the trial's graph always ends in one) and pinning (only on CUDA, where PinMemory runs)."""
+    return LoaderConfig.make(batch_size=batch_size, num_workers=graph.num_workers, loader=NODES,
+                             method=graph.method, in_order=graph.in_order, max_concurrent=graph.max_concurrent,
+                             prefetch_factor=graph.prefetch_factor, pin_memory=graph.pin_memory and cuda)
+
+
+def graph_space(space: SearchSpace, graph: NodesGraph, control: LoaderConfig) -> SearchSpace:
+    """``space`` (a nodes space) holding the control's values, and only them for a knob a factory
+    does not take; its worker ladder reaching the control's workers."""
+    choices = dict(space.choices)
+    for name, values in list(choices.items()):
+        own = control[name]
+        if name == CONCURRENCY.name or not graph.tuned(name):
+            choices[name] = tuple(dict.fromkeys(((None,) if graph.tuned(name) else ()) + (own,)))
+        elif own not in values and own is not None:
+            choices[name] = tuple(values) + (own,)
+    workers = space.max_workers if graph.tuned("num_workers") else control.num_workers
+    return SearchSpace(space.batch_sizes, max(workers, control.num_workers), unlocked=space.unlocked, **choices)
+
+
+def graph_snippet(config: LoaderConfig, graph: NodesGraph, rate: str) -> str:
+    """Python source that builds the tuned graph: the factory's call, or the graph's nodes from
+    its ParallelMapper up with the tuned values."""
+    kw = config.loader_kwargs()
+    mapper = {"num_workers": config.num_workers, "method": config.method if config.num_workers else graph.method,
+              "in_order": config.in_order, "max_concurrent": config.max_concurrent}
+    head = f'"""torchdata.nodes graph tuned by autoloader for {graph.name} ({rate})."""\n'
+    if graph.built == FACTORY:
+        module, _, attr = graph.name.partition(":") if ":" in graph.name else graph.name.rpartition(".")
+        # As a trial calls it (probe/nodes.py): without workers, the graph's own depth.
+        own = {"prefetch_factor": config.prefetch_factor if config.prefetch_factor is not None
+               else graph.prefetch_factor}
+        call = {k: mapper[k] if k in mapper else own[k] if k in own else kw.get(k, config[k])
+                for k in FACTORY_KEYWORDS if k in graph.takes}
+        args = ", ".join(f"{k}={v!r}" for k, v in call.items())
+        load = f"from {module} import {attr}\n\n" if attr and module and module not in ("__main__", "__mp_main__") \
+            else f"# {attr or graph.name}: your graph's factory\n"
+        return f"{head}{load}graph = {attr or graph.name}({args})\n"
+    names = sorted({"Loader", "ParallelMapper", "PinMemory", "Prefetcher"} | ({"Batcher"} & set(graph.chain)))
+    lines = [head, f"from torchdata.nodes import {', '.join(names)}\n\n",
+             "# source, map_fn: your graph's, as it was given (nodes below the ParallelMapper unchanged).\n",
+             "node = ParallelMapper(source, map_fn, " + ", ".join(f"{k}={v!r}" for k, v in mapper.items()) + ")\n"]
+    depth = config.prefetch_factor if config.prefetch_factor is not None else graph.prefetch_factor
+    pinned = False
+    for kind in reversed(graph.chain[:-1]):
+        if kind == "Loader":
+            continue
+        if kind == "Batcher":
+            lines.append(f"node = Batcher(node, batch_size={config.batch_size})  # and your drop_last\n")
+        elif kind == "PinMemory":
+            if config.pin_memory:
+                lines.append("node = PinMemory(node)\n")
+                pinned = True
+        elif kind == "Prefetcher":
+            if config.pin_memory and not pinned:
+                lines.append("node = PinMemory(node)\n")
+                pinned = True
+            lines.append(f"node = Prefetcher(node, prefetch_factor={depth})\n")
+            depth = None
+        else:
+            lines.append(f"node = {kind}(node, ...)  # as in your graph\n")
+    if config.pin_memory and not pinned:
+        lines.append("node = PinMemory(node)\n")
+    if depth is not None:
+        lines.append(f"node = Prefetcher(node, prefetch_factor={depth})\n")
+    lines.append("loader = Loader(node)\n")
+    return "".join(lines)
