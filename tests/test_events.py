@@ -214,3 +214,16 @@ def test_a_real_tune_hands_a_callback_typed_events_and_logs_each_of_them(out_dir
     best_loader(Paced(cost_s=0.002), batch_size=16, budget=10, device="cpu", out=out_dir, progress=again.append)
     assert [type(e) for e in again] == [ev.ResultReused] and again[0].tuned.config == result.tuned.config
     assert again[0].line.startswith(f"autoloader: using the stored result {again[0].path}")
+
+
+def test_one_rate_formatter_keeps_three_significant_figures_under_100_per_s():
+    """events/lines.rate is every printed rate's (the table, the verdict, the report, the fleet):
+    a slow step's 5.3/s and 7.1/s are told apart, not both printed 5/s and 7/s."""
+    from autoloader.events.lines import rate
+    from autoloader.explain import evidence
+    from autoloader.fleet import report
+
+    assert [rate(r) for r in (5.3, 7.14, 0.4231, 42.66, 99.94, 100.4, 1234.5, 0.0)] == [
+        "5.3/s", "7.14/s", "0.423/s", "42.7/s", "99.9/s", "100/s", "1,234/s", "0/s"]
+    assert rate(None) == "-" and rate(float("inf")) == "unbounded" and rate(5.3, " samples/s") == "5.3 samples/s"
+    assert evidence.rate is rate and report._rate(7.1) == "7.1/s"

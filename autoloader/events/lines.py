@@ -27,8 +27,19 @@ def mib(n: float) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
-def rate(r: float | None) -> str:
-    return "-" if r is None else f"{r:,.0f}/s"
+def rate(r: float | None, unit: str = "/s") -> str:
+    """A rate as people read it, the one formatter of every rate autoloader prints: whole numbers
+    with thousands separators from 100/s (1,070/s), 3 significant figures below (5.3/s, 42.7/s,
+    0.42/s), where a whole number would hide a step's worth of difference; "-" for none,
+    "unbounded" for infinity. ``unit``: what follows the figure ("/s", or " samples/s")."""
+    if r is None:
+        return "-"
+    if math.isinf(r):
+        return "unbounded"
+    if abs(r) >= 99.95 or r == 0:
+        return f"{r:,.0f}{unit}"
+    digits = max(0, 2 - math.floor(math.log10(abs(r))))
+    return f"{r:.{digits}f}".rstrip("0").rstrip(".") + unit
 
 
 def known(x: float | None) -> bool:

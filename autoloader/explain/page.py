@@ -17,6 +17,7 @@ import statistics
 
 from ..search.results import OK
 from ..search.settings import TUNED_SETTINGS
+from ..tuning.progress import beaten_words
 from . import Explanation, explain
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
@@ -85,7 +86,7 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
         rows.append(("the cpus-1 rule (measured)", f"{rate(control)}: the pick reads "
                                                     f"{tuned.samples_per_s / control:.2f}x"))
     elif control:
-        rows.append(("the cpus-1 rule", "the pick is the rule itself: nothing measured beat it"))
+        rows.append(("the cpus-1 rule", f"the pick is the rule itself{beaten_words(result)}"))
     if tuned.baseline_samples_per_s:
         rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}: the pick reads "
                                                   f"{tuned.samples_per_s / tuned.baseline_samples_per_s:.2f}x"))

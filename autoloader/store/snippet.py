@@ -6,6 +6,7 @@ import inspect
 
 from .. import seeding
 from ..search.config import TunedConfig, iterable_key
+from ..events.lines import rate
 
 # What make_loader's docstring says of the order: an IterableDataset takes no shuffle.
 _ORDER = {False: "It shuffles,\n    as the trials did, unless given shuffle=, sampler= or batch_sampler=.",
@@ -23,7 +24,7 @@ def snippet(tuned: TunedConfig) -> str:
     note = module_doc[module_doc.index("# NOTE [ Worker seeds ]"):].rstrip()
     # seeding imports torch inside the worker only; make_loader below needs it at module level.
     seeding_source = seeding_source.replace("import numpy as np\n", "import numpy as np\nimport torch\n", 1)
-    rate = f"{tuned.samples_per_s:,.0f} samples/s on {tuned.device}"
+    rate = f"{rate(tuned.samples_per_s, ' samples/s')} on {tuned.device}"
     return (f'"""DataLoader tuned by autoloader for {tuned.dataset_key} ({rate}).\n\n'
             f'Self-contained: needs torch and numpy only.\n"""\n'
             f"{note}\n\n{seeding_source}\n\n"
