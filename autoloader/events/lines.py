@@ -15,8 +15,8 @@ from ..search.results import OK
 from ..search.shards import profile_note, shards_text, trial_note
 from ..errors import clip, one_line
 from .kinds import (BusyRecheck, ControlRetried, Event, FinalRound, FleetPushed, Profiled, ResultNotReused, ResultReused,
-                    Retuned, RetuneStarted, TrialDone, TrialsUnstored, TuneStarted, WaitingForLock, WaitingForRank,
-                    WaitingForTrialStart, WarmStarted)
+                    Retuned, RetuneStarted, SettingsApplied, TrialDone, TrialsUnstored, TuneStarted, WaitingForLock,
+                    WaitingForRank, WaitingForTrialStart, WarmStarted)
 
 
 def gib(n: int | None) -> str:
@@ -117,6 +117,16 @@ def _reused(e: ResultReused) -> str:
     t = e.tuned
     return (f"autoloader: using the stored result {e.path}: {t.config.key} at {rate(t.samples_per_s)} "
             f"(tuned on {t.device}; delete it, or pass version=, to tune again)")
+
+
+@line.register(SettingsApplied)
+def _applied(e: SettingsApplied) -> str:
+    t = e.tuned
+    settings = ", ".join(f"{k}={v}" for k, v in t.config.loader_kwargs().items())
+    how = "reused" if e.reused else "tuned now"
+    where = f"result {e.path}" if e.path else "result not stored"
+    said = f"applied {settings} to {e.to}" if e.to else f"picked {settings}"
+    return f"autoloader: {said} ({how}, {rate(t.samples_per_s)}; {where})"
 
 
 @line.register(ResultNotReused)
