@@ -24,8 +24,8 @@ def snippet(tuned: TunedConfig) -> str:
     note = module_doc[module_doc.index("# NOTE [ Worker seeds ]"):].rstrip()
     # seeding imports torch inside the worker only; make_loader below needs it at module level.
     seeding_source = seeding_source.replace("import numpy as np\n", "import numpy as np\nimport torch\n", 1)
-    rate = f"{rate(tuned.samples_per_s, ' samples/s')} on {tuned.device}"
-    return (f'"""DataLoader tuned by autoloader for {tuned.dataset_key} ({rate}).\n\n'
+    measured = f"{rate(tuned.samples_per_s, ' samples/s')} on {tuned.device}"
+    return (f'"""DataLoader tuned by autoloader for {tuned.dataset_key} ({measured}).\n\n'
             f'Self-contained: needs torch and numpy only.\n"""\n'
             f"{note}\n\n{seeding_source}\n\n"
             f"LOADER_KWARGS = dict({kwargs})\n\n\n"
