@@ -16,10 +16,12 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from typing import Any, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator, Sequence
 
 from .errors import NotSaved, NotStored
-from .events import Progress, ResultNotReused, ResultReused, WaitingForLock
+from .events import Progress, ResultNotReused, ResultReused, SettingsApplied, WaitingForLock
 from .inputs.code_digest import callable_identity
 from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out, writable
@@ -100,7 +102,32 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     options = Options.build(budget, trial_timeout, max_memory, out, storage, started=started, kept_s=kept)
     writable(options.out)   # before the trial process starts, not after its set-up
     node = joined()
-    return _tune(_on(problem, node), options, api_progress(progress), node)
+    progress = api_progress(progress)
+    result = _tune(_on(problem, node), options, progress, node)
+    if progress is not None and (node is None or node.rank == 0):
+        progress(SettingsApplied(result.tuned, reused=False, path=result.path))
+    return result
+
+
+# NOTE [ The closing line ]
+# Every call that tunes or applies settings ends with one SettingsApplied event (its line, and an
+# INFO record on the "autoloader" logger): the settings, tuned now or reused, where the result is.
+# A framework helper calls best_loader, and says what it applies the settings to by wrapping that
+# call in ``applying(...)``, so that the call still closes with one line, the helper's words in it.
+# The outermost helper's words stand (TunedDataModule calls tuned_dataloader, which calls best_loader).
+_APPLIED_TO: ContextVar[str | None] = ContextVar("applied_to", default=None)
+RETURNED = "the DataLoader returned"
+
+
+@contextmanager
+def applying(to: str) -> Iterator[None]:
+    """``best_loader``'s closing line inside this block says the settings went to ``to`` (unless
+    an outer ``applying`` named its own)."""
+    token = _APPLIED_TO.set(_APPLIED_TO.get() or to)
+    try:
+        yield
+    finally:
+        _APPLIED_TO.reset(token)
 
 
 def _on(problem: Problem, node: Node | None) -> Problem:
@@ -228,14 +255,17 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     out = resolve_out(out)
     path = result_path(out, problem.hardware.fingerprint, problem.key)
     tuned, why = _stored(problem, out)
+    stored_at = path   # where the result is: None when this call tuned and could not store it
+    reused = tuned is not None
     if node is not None:
         # Rank 0's lookup decides for the node: all ranks tune together, or none does.
         tuned = node.broadcast(tuned)
+        reused = tuned is not None
         if tuned is None:
             options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
             if why is not None and progress is not None and node.rank == 0:
                 progress(ResultNotReused(why))
-            tuned = _picked(problem, options, progress, node)
+            tuned, stored_at = _picked(problem, options, progress, node)
     elif tuned is None:
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.
@@ -247,14 +277,17 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
             # Another's turn is not this call's budget (as Run._start counts its own lock).
             options = dataclasses.replace(options, started=started + time.monotonic() - waiting)
             tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
+            reused = tuned is not None
             if tuned is None:
                 if why is not None and progress is not None:
                     progress(ResultNotReused(why))
-                tuned = _picked(problem, options, progress)
+                tuned, stored_at = _picked(problem, options, progress)
             elif progress is not None:
                 progress(ResultReused(path, tuned))
     elif progress is not None:
         progress(ResultReused(path, tuned))
+    if progress is not None and (node is None or node.rank == 0):   # NOTE [ The closing line ]
+        progress(SettingsApplied(tuned, reused=reused, path=stored_at, to=_APPLIED_TO.get() or RETURNED))
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
     if not tuned.config.num_workers:
         kwargs.pop("multiprocessing_context", None)   # DataLoader refuses one without workers
@@ -268,18 +301,20 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     return DataLoader(dataset_obj, generator=generator, **kwargs)
 
 
-def _picked(problem: Problem, options: Options, progress: Progress | None, node: Node | None = None) -> TunedConfig:
-    """The tuned config of a run for ``best_loader``; one it chose but could not store (a full
-    disk) is handed out all the same, with a warning: the pick is the run's answer, the files
-    only spare the next call a tune."""
+def _picked(problem: Problem, options: Options, progress: Progress | None,
+            node: Node | None = None) -> tuple[TunedConfig, str | None]:
+    """The tuned config of a run for ``best_loader``, and where it was stored; one it chose but
+    could not store (a full disk) is handed out all the same (stored nowhere: None), with a
+    warning: the pick is the run's answer, the files only spare the next call a tune."""
     try:
-        return _tune(problem, options, progress, node).tuned
+        result = _tune(problem, options, progress, node)
+        return result.tuned, result.path
     except NotSaved as exc:
         if exc.result is None:
             raise
         warnings.warn(f"the loader returned uses the run's pick, which was not stored: {exc}. The next call "
                       "tunes again unless it is stored by then", NotStored, stacklevel=3)
-        return exc.result.tuned
+        return exc.result.tuned, None
 
 
 def _dataset_object(dataset: Any) -> Any:

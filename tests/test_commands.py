@@ -306,6 +306,43 @@ def test_show_checks_what_it_lists(tmp_path, change):
         assert fh.read() == kept, "the good file untouched"
 
 
+def test_show_tells_keys_of_one_dataset_class_apart(tmp_path):
+    """Four ImageFolder keys on one machine: each names its dataset as given, its step (its
+    identity), the date it was tuned and its rate; a result older than the step's record says so."""
+    out = str(tmp_path / "out")
+    given = [("data.py:make", "data.make_step#0a1b2c3d4e5f", "data.py:make_step", "2026-12-01T10:00:00+00:00", 5.3),
+             ("data.py:make_small", "data.make_step#0a1b2c3d4e5f", "data.py:make_step", "2026-12-02T10:00:00+00:00",
+              7.14),
+             ("train.make", "train.Step#99aa88bb77cc", "train.Step", "2026-12-03T10:00:00+00:00", 1234.0),
+             ("torchvision.datasets.folder.ImageFolder", None, None, "2026-12-04T10:00:00+00:00", 0.42)]
+    keys = []
+    for i, (spec, identity, step, when, rate) in enumerate(given):
+        key = f"ImageFolder-n2000-{i:010d}"
+        keys.append(key)
+        write_result(out, result_record(
+            dataset_key=key, finished_at=when, samples_per_s=rate,
+            dataset={"name": spec, "class": "torchvision.datasets.folder.ImageFolder", "length": 2000,
+                     "content": "abc", "version": None},
+            inputs={"step": step, "step_identity": identity, "allow_reorder": False, "max_memory": None,
+                    "shm_free": None, "timeline": []}))
+    old = result_record(dataset_key="ImageFolder-n2000-old0000000")   # no inputs: written before they were
+    write_result(out, old)
+    listed = invoke("show", "--out", out)
+    assert listed.exit_code == 0, listed.output
+    blocks = {b.split("\n", 1)[0].strip(): b for b in re.split(r"\n(?=  \S)", listed.stdout.split("\n", 1)[1])}
+    assert sorted(blocks) == sorted(keys + [old["dataset_key"]])
+    assert "dataset data.py:make (ImageFolder), step data.make_step#0a1b2c3d4e5f, on cpu" in blocks[keys[0]]
+    assert "5.3 samples/s, tuned 2026-12-01T10:00:00+00:00" in blocks[keys[0]]
+    assert "dataset data.py:make_small (ImageFolder)" in blocks[keys[1]] and "7.14 samples/s, tuned 2026-12-02" in blocks[keys[1]]
+    assert "step train.Step#99aa88bb77cc" in blocks[keys[2]] and "1,234 samples/s, tuned 2026-12-03" in blocks[keys[2]]
+    assert "dataset torchvision.datasets.folder.ImageFolder, no step, on cpu" in blocks[keys[3]]
+    assert "0.42 samples/s" in blocks[keys[3]]
+    assert "dataset ds, step not recorded, on cpu" in blocks[old["dataset_key"]]
+    assert len({b.split("\n", 2)[1] for b in blocks.values()}) == len(blocks), "each key's second line differs"
+    one = invoke("show", os.path.join(out, "box-0x-2cpu", keys[0] + ".json"))
+    assert "step                 data.make_step#0a1b2c3d4e5f (given as data.py:make_step)" in one.stdout, one.stdout
+
+
 def test_show_with_a_storage_that_is_not_there_makes_no_database(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     usage_error(invoke("show", "--out", str(tmp_path / "out"), "--storage", "sqlite:///new.db"),

@@ -14,7 +14,7 @@ from events_cases import RESULT, TRIAL, examples
 
 from autoloader import events as ev
 from autoloader.errors import UsageError
-from autoloader.events.lines import line
+from autoloader.events.lines import line, rate
 from autoloader.tuning.progress import LOGGER, ProgressPrinter, api_progress
 
 # The lines the CLI printed for examples() before the events were typed (the old printer's
@@ -48,6 +48,14 @@ GOLDEN = [
     'autoloader: using the stored result /home/r.json: bs16-w3-pin0-pf2-pw1 at 1,234/s (tuned on'
      ' cpu; delete it, or pass version=, to tune again)',
     'autoloader: tuning again: /home/r.json: measured with format 0',
+    # The closing line (NOTE [ The closing line ] in api.py): new with the typed events.
+    'autoloader: picked batch_size=16, num_workers=3, pin_memory=False, prefetch_factor=2, persistent_workers=True'
+     ' (tuned now, 1,234/s; result /home/r.json)',
+    'autoloader: applied batch_size=16, num_workers=3, pin_memory=False, prefetch_factor=2,'
+     ' persistent_workers=True to the DataLoader returned (reused, 1,234/s; result /home/r.json)',
+    "autoloader: applied batch_size=16, num_workers=3, pin_memory=False, prefetch_factor=2,"
+     " persistent_workers=True to the Trainer's TrainingArguments (dataloader_*) (tuned now, 1,234/s; result"
+     " not stored)",
     'autoloader: another process (pid 4242) is tuning this dataset into /home; waiting for it to'
      ' finish, then using its result (tunes of one problem take turns, so neither measures on cores'
      ' the other is using)',
@@ -199,9 +207,13 @@ def test_a_real_tune_hands_a_callback_typed_events_and_logs_each_of_them(out_dir
         result = tune(Paced(cost_s=0.002), batch_size=16, budget=20, device="cpu", out=out_dir, progress=seen.append)
     assert all(isinstance(e, ev.Event) for e in seen)
     kinds = [e.kind for e in seen if not isinstance(e, ev.Waiting)]
-    assert kinds[:2] == ["start", "profile"] and kinds[-1] == "done" and "trial" in kinds, kinds
-    assert set(kinds) <= {"start", "profile", "trial", "final", "recheck", "unstored", "done"}, kinds
-    assert seen[-1].result is result
+    assert kinds[:2] == ["start", "profile"] and kinds[-2:] == ["done", "applied"] and "trial" in kinds, kinds
+    assert set(kinds) <= {"start", "profile", "trial", "final", "recheck", "unstored", "done", "applied"}, kinds
+    assert seen[-2].result is result
+    closing = seen[-1]   # NOTE [ The closing line ] in api.py
+    assert closing.tuned == result.tuned and not closing.reused and closing.path == result.path and closing.to is None
+    assert closing.line.startswith(f"autoloader: picked batch_size=16, num_workers={result.config.num_workers}")
+    assert closing.line.endswith(f"(tuned now, {rate(result.samples_per_s)}; result {result.path})")
     trials = [e for e in seen if isinstance(e, ev.TrialDone)]
     assert [e.n for e in trials] == list(range(1, len(trials) + 1))
     assert [e.result.config for e in trials] == [t.config for t in result.trials]
@@ -212,5 +224,22 @@ def test_a_real_tune_hands_a_callback_typed_events_and_logs_each_of_them(out_dir
     logged.clear()
     again = []
     best_loader(Paced(cost_s=0.002), batch_size=16, budget=10, device="cpu", out=out_dir, progress=again.append)
-    assert [type(e) for e in again] == [ev.ResultReused] and again[0].tuned.config == result.tuned.config
+    assert [type(e) for e in again] == [ev.ResultReused, ev.SettingsApplied]
+    assert again[0].tuned.config == result.tuned.config
     assert again[0].line.startswith(f"autoloader: using the stored result {again[0].path}")
+    assert again[1].reused and again[1].path == result.path and again[1].to == "the DataLoader returned"
+    assert " to the DataLoader returned (reused, " in again[1].line
+    closing = [r for r in logged if r.event is again[1]]
+    assert len(closing) == 1 and closing[0].levelno == logging.INFO and closing[0].name == "autoloader"
+
+
+def test_one_rate_formatter_keeps_three_significant_figures_under_100_per_s():
+    """events/lines.rate is every printed rate's (the table, the verdict, the report, the fleet):
+    a slow step's 5.3/s and 7.1/s are told apart, not both printed 5/s and 7/s."""
+    from autoloader.explain import evidence
+    from autoloader.fleet import report
+
+    assert [rate(r) for r in (5.3, 7.14, 0.4231, 42.66, 99.94, 100.4, 1234.5, 0.0)] == [
+        "5.3/s", "7.14/s", "0.423/s", "42.7/s", "99.9/s", "100/s", "1,234/s", "0/s"]
+    assert rate(None) == "-" and rate(float("inf")) == "unbounded" and rate(5.3, " samples/s") == "5.3 samples/s"
+    assert evidence.rate is rate and report._rate(7.1) == "7.1/s"

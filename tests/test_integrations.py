@@ -186,7 +186,7 @@ def test_lightning_tunes_on_the_first_fit_and_reuses_the_stored_result_after(tmp
         assert data.settings == tuned.config.loader_kwargs()
     (first, result, written), (second, again, rewritten) = runs
     assert "trial" in first and "done" in first, first
-    assert second == ["reused"], "the second fit finds the stored result and tunes nothing"
+    assert second == ["reused", "applied"], "the second fit finds the stored result and tunes nothing"
     assert again["run_id"] == result["run_id"] and rewritten == written
 
 
@@ -320,7 +320,78 @@ def test_tune_trainer_sets_the_four_dataloader_arguments_and_the_trainer_trains(
 
     events, progress = recorder()
     assert tune_trainer(hf_trainer(tmp_path), out=str(tmp_path), progress=progress, **TUNE) == fields
-    assert events == ["reused"], "a new Trainer over the same data finds the stored result"
+    assert events == ["reused", "applied"], "a new Trainer over the same data finds the stored result"
+
+
+# --- the closing line ---------------------------------------------------------------------------
+
+STORED = TunedConfig(WORKERS, 1234.0, 0.02, 400.0, None, {"fingerprint": "box", "cpus": 2}, "ds-key", "cpu")
+
+
+def reused_everywhere(monkeypatch):
+    """Every lookup finds STORED (no tune, no trial process), and the events each call reports."""
+    import autoloader.api as api
+
+    monkeypatch.setattr(api, "_stored", lambda problem, out: (STORED, None))
+    seen: list = []
+    return seen
+
+
+def closing(seen) -> list:
+    return [e for e in seen if e.kind == "applied"]
+
+
+def test_best_loader_closes_with_the_settings_it_applied_reused_and_where(monkeypatch, tmp_path):
+    from autoloader import best_loader
+
+    seen = reused_everywhere(monkeypatch)
+    loader = best_loader(Points(), batch_size=64, device="cpu", out=str(tmp_path), progress=seen.append)
+    assert settings_of(loader) == full(WORKERS)
+    [line] = closing(seen)
+    assert line.reused and line.to == "the DataLoader returned" and line.path.startswith(str(tmp_path))
+    assert line.line == ("autoloader: applied batch_size=64, num_workers=3, pin_memory=False, prefetch_factor=4, "
+                         f"persistent_workers=True to the DataLoader returned (reused, 1,234/s; result {line.path})")
+    seen.clear()
+    best_loader(Points(), batch_size=64, device="cpu", out=str(tmp_path), progress=False)
+    assert seen == [], "progress=False says nothing"
+
+
+@pytest.mark.slow   # imports Lightning, transformers and accelerate, and builds a tiny Trainer
+def test_each_framework_helper_closes_with_one_line_naming_what_it_set(monkeypatch, tmp_path):
+    """One closing line a call, the outermost helper's words in it (NOTE [ The closing line ])."""
+    seen = reused_everywhere(monkeypatch)
+    out = dict(out=str(tmp_path), progress=seen.append)
+    said = {}
+    if _has("lightning"):
+        from autoloader.integrations.lightning import TunedDataModule, tuned_dataloader
+
+        tuned_dataloader(Points(), batch_size=64, device="cpu", **out)
+        said["the Lightning train loader returned"] = closing(seen)
+        seen.clear()
+        TunedDataModule(Points(), batch_size=64, device="cpu", **out).train_dataloader()
+        said["TunedDataModule's train loader"] = closing(seen)
+        seen.clear()
+    if _has("accelerate"):
+        from autoloader.integrations.accelerate import tuned_loader
+
+        tuned_loader(Points(), batch_size=64, device="cpu", **out)
+        said["the loader for accelerator.prepare()"] = closing(seen)
+        seen.clear()
+    if _has("transformers"):
+        from autoloader.integrations.huggingface import tune_trainer
+
+        tune_trainer(hf_trainer(tmp_path), **out)
+        said["the Trainer's TrainingArguments (dataloader_*)"] = closing(seen)
+    assert said, "no framework installed"
+    for to, lines in said.items():
+        assert len(lines) == 1 and lines[0].to == to and lines[0].reused, (to, lines)
+        assert f" to {to} (reused, 1,234/s; result " in lines[0].line
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 # --- accelerate ---------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ unit tests on synthetic records (NOTE [ Others on the machine ], NOTE [ Drift ])
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -156,6 +157,19 @@ def test_the_rule_has_its_line_in_every_table():
     assert "could not run here" in rule_line(table(failed))
     never = result(trials=[trial(PICK)])
     assert "the budget ended before it" in rule_line(table(never))
+
+
+def test_the_rule_itself_is_not_said_unbeaten_beside_a_faster_measurement():
+    """"1.00x by identity, nothing measured beat it" only when nothing the table shows read higher:
+    a num_workers=0 reading 0.95x of it (the row below) or another config's faster burst is named."""
+    itself = result(config=RULE, trials=[trial(RULE)])
+    assert "nothing measured beat it" in rule_line(table(itself))
+    slower = dataclasses.replace(itself, tuned=dataclasses.replace(itself.tuned, baseline_samples_per_s=1000 / 0.95))
+    text = table(slower)
+    assert "num_workers=0        1,053/s" in text and "nothing measured beat it" not in text
+    assert "num_workers=0 read 1.05x of its rate" in rule_line(text)
+    burst = result(config=RULE, trials=[trial(RULE), trial(PICK, rate=1100.0), trial(OLD, rate=2000.0, pruned=True)])
+    assert f"{PICK.key}'s burst read 1.10x of its rate" in rule_line(table(burst)), "a pruned burst is rough: not named"
 
 
 def test_the_table_says_the_load_and_the_threads_and_what_to_set():

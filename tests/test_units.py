@@ -178,8 +178,8 @@ FORBIDDEN = ("torch", "multiprocessing", "subprocess", "psutil", "click", "optun
 # The report layer's pure part (explain/): records in, records out, from the search's records and
 # errors alone; its plots and page (matplotlib, files) are not in it.
 EXPLAIN = "autoloader/explain"
-EXPLAIN_PURE = ("__init__", "evidence", "verdict", "whatif", "ceiling", "thresholds")
-EXPLAIN_MAY_IMPORT = ("autoloader.search", "autoloader.errors", *(f"autoloader.explain.{m}" for m in EXPLAIN_PURE[1:]))
+EXPLAIN_PURE = ("__init__", "evidence", "bound", "verdict", "whatif", "ceiling", "thresholds")
+EXPLAIN_MAY_IMPORT = ("autoloader.search", "autoloader.errors", "autoloader.events.lines", *(f"autoloader.explain.{m}" for m in EXPLAIN_PURE[1:]))
 
 
 def _imports(path: str, package: str) -> set[str]:

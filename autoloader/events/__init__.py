@@ -29,11 +29,11 @@ from typing import Callable
 
 from ..errors import (AutoloaderWarning, NotStored, StoredStateWarning, StudyMovedAside, StudySkipped, usage)
 from .kinds import (EVENTS, BusyRecheck, ControlRetried, Event, FinalRound, FleetPushed, Profiled, ResultNotReused, ResultReused,
-                    Retuned, RetuneStarted, TrialDone, TrialsUnstored, TuneDone, TuneStarted, Waiting,
-                    WaitingForLock, WaitingForRank, WaitingForTrialStart, WarmStarted)
+                    Retuned, RetuneStarted, SettingsApplied, TrialDone, TrialsUnstored, TuneDone, TuneStarted,
+                    Waiting, WaitingForLock, WaitingForRank, WaitingForTrialStart, WarmStarted)
 
 __all__ = ["EVENTS", "AutoloaderWarning", "BusyRecheck", "ControlRetried", "Event", "FinalRound", "FleetPushed", "NotStored",
-           "Profiled", "Progress", "ResultNotReused", "ResultReused", "RetuneStarted", "Retuned",
+           "Profiled", "Progress", "ResultNotReused", "ResultReused", "RetuneStarted", "Retuned", "SettingsApplied",
            "StoredStateWarning", "StudyMovedAside", "StudySkipped", "TrialDone", "TrialsUnstored", "TuneDone",
            "TuneStarted", "Waiting", "WaitingForLock", "WaitingForRank", "WaitingForTrialStart", "WarmStarted",
            "lines", "subscriber"]

@@ -243,6 +243,26 @@ class ResultReused(Event):
 
 
 @dataclass(frozen=True)
+class SettingsApplied(Event):
+    """The closing line of ``tune()``, ``best_loader()`` and each framework helper: the settings,
+    whether tuned now or a stored result reused, and where the result is.
+
+    Attributes:
+        tuned: the ``TunedConfig`` whose settings were picked or applied.
+        reused: True when a stored result was used, False when this call tuned.
+        path: the stored result, or None when it could not be stored.
+        to: what they were applied to (the DataLoader returned, a Trainer's arguments, ...); None
+            for ``tune()``, which returns them for the caller to apply.
+    """
+
+    kind: ClassVar[str] = "applied"
+    tuned: Any
+    reused: bool
+    path: str | None
+    to: str | None = None
+
+
+@dataclass(frozen=True)
 class ResultNotReused(Event):
     """A stored result exists but is not used; ``best_loader`` tunes again.
 
@@ -372,5 +392,5 @@ class Retuned(Event):
 
 EVENTS: tuple[type[Event], ...] = (
     TuneStarted, TrialsUnstored, FleetPushed, Profiled, ControlRetried, TrialDone, FinalRound, BusyRecheck, TuneDone,
-    ResultReused, ResultNotReused, WaitingForLock, WaitingForTrialStart, WaitingForRank, RetuneStarted,
-    WarmStarted, Retuned)
+    ResultReused, ResultNotReused, SettingsApplied, WaitingForLock, WaitingForTrialStart, WaitingForRank,
+    RetuneStarted, WarmStarted, Retuned)

@@ -15,8 +15,8 @@ from ..search.results import OK
 from ..search.shards import profile_note, shards_text, trial_note
 from ..errors import clip, one_line
 from .kinds import (BusyRecheck, ControlRetried, Event, FinalRound, FleetPushed, Profiled, ResultNotReused, ResultReused,
-                    Retuned, RetuneStarted, TrialDone, TrialsUnstored, TuneStarted, WaitingForLock, WaitingForRank,
-                    WaitingForTrialStart, WarmStarted)
+                    Retuned, RetuneStarted, SettingsApplied, TrialDone, TrialsUnstored, TuneStarted, WaitingForLock,
+                    WaitingForRank, WaitingForTrialStart, WarmStarted)
 
 
 def gib(n: int | None) -> str:
@@ -27,8 +27,19 @@ def mib(n: float) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
-def rate(r: float | None) -> str:
-    return "-" if r is None else f"{r:,.0f}/s"
+def rate(r: float | None, unit: str = "/s") -> str:
+    """A rate as people read it, the one formatter of every rate autoloader prints: whole numbers
+    with thousands separators from 100/s (1,070/s), 3 significant figures below (5.3/s, 42.7/s,
+    0.42/s), where a whole number would hide a step's worth of difference; "-" for none,
+    "unbounded" for infinity. ``unit``: what follows the figure ("/s", or " samples/s")."""
+    if r is None:
+        return "-"
+    if math.isinf(r):
+        return "unbounded"
+    if abs(r) >= 99.95 or r == 0:
+        return f"{r:,.0f}{unit}"
+    digits = max(0, 2 - math.floor(math.log10(abs(r))))
+    return f"{r:.{digits}f}".rstrip("0").rstrip(".") + unit
 
 
 def known(x: float | None) -> bool:
@@ -106,6 +117,16 @@ def _reused(e: ResultReused) -> str:
     t = e.tuned
     return (f"autoloader: using the stored result {e.path}: {t.config.key} at {rate(t.samples_per_s)} "
             f"(tuned on {t.device}; delete it, or pass version=, to tune again)")
+
+
+@line.register(SettingsApplied)
+def _applied(e: SettingsApplied) -> str:
+    t = e.tuned
+    settings = ", ".join(f"{k}={v}" for k, v in t.config.loader_kwargs().items())
+    how = "reused" if e.reused else "tuned now"
+    where = f"result {e.path}" if e.path else "result not stored"
+    said = f"applied {settings} to {e.to}" if e.to else f"picked {settings}"
+    return f"autoloader: {said} ({how}, {rate(t.samples_per_s)}; {where})"
 
 
 @line.register(ResultNotReused)

@@ -4,7 +4,9 @@ Pure. ``ceiling = min(step rate on resident batches, cpus x one worker's rate)``
 the profile as it measured them (no efficiency term fitted by the bursts): the step cannot go
 faster than its own time on a batch already where it runs, and the workers together cannot make
 batches faster than every usable core making them. The gap, tuned / ceiling, says how much room
-any change to the loader, the data or the machine has before one of the two stops it.
+any change to the loader, the data or the machine has before one of the two stops it. Which of
+the two terms is lower is arithmetic (``binding``); what holds the run is ``bound(ev)``'s
+(NOTE [ One bound ] in bound.py), the verdict's own decision, which the sentence says.
 """
 
 from __future__ import annotations
@@ -12,7 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .evidence import Evidence, rate
+from .bound import BOTH, LOADER, STEP, bound
+from .evidence import Evidence, pct, rate
+
+
+_OWNER = {"step": "step's", "cores": "cores'"}
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,8 @@ class Ceiling:
     cpus: float
     tuned: float              # the run's measured rate for the pick (per rank)
     step_given: bool | None = None
+    holds: str | None = None  # what holds the run: bound()'s "step", "loader" or "both"
+    wait: float | None = None  # the loop's wait share that decided it
 
     @property
     def workers_rate(self) -> float:
@@ -46,7 +54,7 @@ class Ceiling:
         return {"ceiling": finite(self.value), "step_rate": finite(self.step_rate),
                 "one_worker_rate": finite(self.one_worker_rate), "cpus": self.cpus,
                 "workers_rate": finite(self.workers_rate), "binding": self.binding, "tuned": self.tuned,
-                "gap": self.gap}
+                "gap": self.gap, "holds": self.holds}
 
     def sentence(self) -> str:
         if self.gap is None:
@@ -59,7 +67,20 @@ class Ceiling:
             step = "the step on resident batches (unbounded: it took no measurable time)"
         return (f"The tuned {rate(self.tuned)} is {self.gap:.2f} of the ceiling, {rate(self.value)}: the lower of "
                 f"{step} and {self.cpus:g} CPUs x one worker's {rate(self.one_worker_rate)} "
-                f"({rate(self.workers_rate)}); the {self.binding} set it.")
+                f"({rate(self.workers_rate)}): the {_OWNER[self.binding]} term is the lower.{self._holds()}")
+
+    def _holds(self) -> str:
+        """What holds the run, as the verdict decided it (bound.py), so the two never disagree."""
+        if self.holds is None:
+            return ""
+        waited = f" (the loop waited {pct(self.wait)} for data)" if self.wait is not None else ""
+        if self.holds == STEP:
+            return f" The step holds the run: the loader keeps up{waited}."
+        if self.holds == LOADER:
+            return f" The loader holds the run{waited}: the verdict names the part."
+        if self.holds == BOTH:
+            return f" The step and the loader hold it together{waited}: neither alone limits."
+        return ""
 
 
 def ceiling(ev: Evidence) -> Ceiling:
@@ -67,4 +88,5 @@ def ceiling(ev: Evidence) -> Ceiling:
     step_rate = p.batch_size / p.step_s if p.step_s > 0 else math.inf
     worker_s = p.worker_batch_s()
     one = p.batch_size / worker_s if worker_s > 0 else math.inf
-    return Ceiling(step_rate, one, p.cpus, ev.samples_per_s, ev.step_given)
+    b = bound(ev)
+    return Ceiling(step_rate, one, p.cpus, ev.samples_per_s, ev.step_given, b.holds, b.wait)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..errors import usage
+from ..events.lines import rate  # noqa: F401  (the one rate formatter; verdict and ceiling take it from here)
 from ..search.choice import Finalist
 from ..search.knee import Knee
 from ..search.model import Calibration, Model, Prediction
@@ -284,18 +285,12 @@ def _rate(batch_size: int, seconds: float) -> float:
     return batch_size / seconds if seconds > 0 else math.inf
 
 
-def rate(value: float | None) -> str:
-    """samples/s as people read them: 1,070/s; unbounded as such."""
-    if value is None:
-        return "-"
-    if math.isinf(value):
-        return "unbounded"
-    return f"{value:,.0f}/s"
-
-
 def ms(seconds: float) -> str:
+    """A duration: 0.42 ms, 36.1 ms, 1.90 s, 12.3 s."""
     if seconds >= 10:
         return f"{seconds:.1f} s"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
     return f"{seconds * 1e3:.2f} ms" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
 
 

@@ -17,6 +17,7 @@ import statistics
 
 from ..search.results import OK
 from ..search.settings import knobs_of
+from ..tuning.progress import beaten_words
 from . import Explanation, explain
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
@@ -85,7 +86,7 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
     if control and result.control is not None and result.control != result.config:
         rows.append(("the cpus-1 rule (measured)", f"{rate(control)}; the pick: {result.verdict}"))
     elif result.control is not None and result.control == result.config:
-        rows.append(("the cpus-1 rule", result.verdict))
+        rows.append(("the cpus-1 rule", f"{result.verdict}{beaten_words(result)}"))
     if tuned.baseline_samples_per_s:
         words = "the pick itself" if result.config.num_workers == 0 else f"the pick: {result.baseline_verdict}"
         rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}; {words}"))

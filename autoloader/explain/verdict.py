@@ -17,8 +17,11 @@ printing.
 #    held by that part too.
 # 3. Memory: a config kept out by a limit (host ceiling, /dev/shm, CUDA memory) that the model
 #    predicts MEMORY_COSTS faster than the pick: the limit, not the loader, holds the run.
-# 4. Compute: the loop is fed and the step is most of its time. When the slowest supply stage and
-#    the step are within BALANCED_WITHIN of each other, neither alone limits: balanced.
+# 4. Compute: the loop is fed (it waits under MODERATELY_INPUT_BOUND) and the step is most of its
+#    time. Balanced only when the loop does wait (MODERATELY_INPUT_BOUND or more) and the slowest
+#    supply stage and the step are within BALANCED_WITHIN of each other: neither alone limits.
+#    Which of these holds is decided once, in bound.py (NOTE [ One bound ]): the ceiling's
+#    sentence reads the same decision.
 # Each figure says how sure it is: measured (bursts, final), profiled (timed by the profile,
 # scaled by the efficiency terms the bursts fitted) or predicted (the model's simulation).
 """
@@ -31,9 +34,10 @@ from typing import Sequence
 
 from ..search.settings import SETTINGS
 from ..search.shards import stream_lines
-from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size, stages
-from .thresholds import (BALANCED_WITHIN, BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE,
-                         MEMORY_COSTS, MODERATELY_INPUT_BOUND, PARTS_TIE)
+from .bound import bound, supply_rate
+from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size
+from .thresholds import (BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE, MEMORY_COSTS,
+                         MODERATELY_INPUT_BOUND)
 
 KINDS = ("input/cores", "input/workers", "input/main", "input/copy", "memory/host", "memory/shm", "memory/device",
          "compute", "balanced")
@@ -86,68 +90,26 @@ def level_of(wait: float) -> str:
 
 
 def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
-    """The verdict on ``ev``'s pick; ``whatifs`` (whatif.py) close the paragraph with what to change."""
-    st = stages(ev)
-    predicted = ev.predicted
-    measured, where = ev.measured_wait()
-    wait, wait_source = (measured, MEASURED) if measured is not None else (predicted.wait_share, PREDICTED)
+    """The verdict on ``ev``'s pick; ``whatifs`` (whatif.py) close the paragraph with what to change.
+    What holds the run is ``bound(ev)``'s (NOTE [ One bound ]), which the ceiling reads too."""
+    b = bound(ev)
+    st, wait, wait_source, where = b.stages, b.wait, b.wait_source, b.where
     level = level_of(wait)
-    part = _part(st)
-    supply = _supply_rate(st, part)
-    balanced = (math.isfinite(st.step_rate) and wait < HIGHLY_INPUT_BOUND and supply > 0
-                and abs(math.log(supply / st.step_rate)) <= math.log(1.0 + BALANCED_WITHIN))
-    if wait >= HIGHLY_INPUT_BOUND or (wait >= MODERATELY_INPUT_BOUND and not balanced):
-        kind = f"input/{part}"
-    elif st.loop_host_s > st.step_s:
-        # Fed, but the loop spends more of its time on its own receive or copy than in the step.
-        kind = "input/copy" if st.copy_s >= st.loop_host_s - st.copy_s else "input/main"
-    elif balanced:
-        kind = "balanced"
-    else:
-        kind = "compute"
+    kind = b.kind
     memory_kind, memory_finding, lost = _memory(ev)
     if memory_kind is not None:
         kind = memory_kind
     findings = (_supply_finding(ev, st, wait, wait_source, where, level),
-                _part_finding(ev, st, part, kind.startswith("input/")),
+                _part_finding(ev, st, b.supply_part, kind.startswith("input/")),
                 memory_finding,
                 _compute_finding(ev, st, kind in ("compute", "balanced")),
                 *(Finding("stream", "The stream's shards and workers", text, MEASURED, limits=False)
                   for text in stream_lines(ev.stream)))
-    headline = _headline(ev, st, kind, level, wait, wait_source, supply, lost)
+    headline = _headline(ev, st, kind, level, wait, wait_source, b.supply_rate, lost)
     # The headline has the wait already; the supply finding adds only what qualifies it.
     told = [_no_step(ev).strip()] + [f.text for f in findings[1:] if f.limits]
     paragraph = " ".join(t for t in [headline, *told, _advice(kind, whatifs)] if t)
     return Verdict(kind, level, wait, wait_source, headline, paragraph, findings, st, ev.step_given, lost)
-
-
-def _part(st: Stages) -> str:
-    """Which part of supply caps the pick (NOTE [ The verdict ], 2): the slowest of making batches
-    (the workers), the main process's receive and pin (the pin thread; without one the loop, whose
-    receive, copy and step run one after another) and the copy to the device."""
-    if st.workers == 0:
-        return "main"
-    caps = {"workers": st.supply_rate, "main": st.main_rate if st.pin_thread else st.loop_rate}
-    if st.pin_thread:
-        caps["copy"] = st.copy_rate
-    part = min(caps, key=caps.get)
-    if part != "workers" and st.cores_full and caps["workers"] <= caps[part] * (1.0 + PARTS_TIE):
-        part = "workers"   # level with the cores full: the cores hold both (PARTS_TIE)
-    if part == "main" and not st.pin_thread and st.copy_s > st.receive_s:
-        part = "copy"
-    return "cores" if part == "workers" and st.cores_full else part
-
-
-def _supply_rate(st: Stages, part: str) -> float:
-    """The rate the limiting supply part alone allows."""
-    if st.workers == 0:
-        per_batch = st.worker_s + st.pin_s + st.copy_s
-        return st.batch_size / per_batch if per_batch > 0 else math.inf
-    if part in ("cores", "workers"):
-        return st.supply_rate
-    if st.pin_thread:
-        return st.main_rate if part == "main" else st.copy_rate
-    return st.loop_rate
 
 
 def _term_note(ev: Evidence, term: str, bare: bool = False) -> str:
@@ -213,7 +175,7 @@ def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
         steps += [f"{ms(st.pin_s)} to pin"] if st.pin_s else []
         steps += [f"{ms(st.copy_s)} to copy to the device"] if st.copy_s else []
         text = (f"With num_workers=0 the main process makes every {size(st.batch_bytes)} batch of {bs} itself: "
-                f"{', '.join(steps)}, so {rate(_supply_rate(st, 'main'))} at most{_term_note(ev, 'local')}, while "
+                f"{', '.join(steps)}, so {rate(supply_rate(st, 'main'))} at most{_term_note(ev, 'local')}, while "
                 f"{others}.")
         if p.recv_s:
             pin = (f" and {ms(p.pin_s * bs / p.batch_size)} to pin it" if ev.cuda and p.pin_s and ev.pick.pin_memory

@@ -32,6 +32,7 @@ from ..errors import AutoloaderError, AutoloaderWarning, StudySkipped, UsageErro
 from ..search.space import LoaderConfig
 from ..store.durable import open_reader
 from ..store.paths import study_files
+from ..events.lines import rate
 
 EXTRA = "pip install 'torch-autoloader[dashboard]'"
 HOST_FIX = "pass --host 127.0.0.1 (this machine only) or --host 0.0.0.0 (every interface)"
@@ -168,7 +169,7 @@ def annotate(storage) -> None:
             pick = mark.summary.config if mark.summary is not None else None
             burst = _burst_of(trials, mark.run_id, pick) if pick is not None else None
             said = ", ".join(f"{k}={v}" for k, v in pick.loader_kwargs().items()) if pick is not None else "-"
-            said += f" at {mark.summary.samples_per_s:,.0f} samples/s" if mark.summary is not None else ""
+            said += f" at {rate(mark.summary.samples_per_s, ' samples/s')}" if mark.summary is not None else ""
             lines.append(f"| `{mark.run_id}` | {mark.state} | {mark.finished_at or '-'} | {said} | "
                          f"{'#' + str(burst.number) if burst else '-'} |")
             if burst is not None:

@@ -8,10 +8,11 @@ from ..search.settings import SETTINGS
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version
 from ..tuning.compare import DRIFTED, INCONCLUSIVE
 from ..tuning.progress import others_text
+from ..events.lines import rate
 
 
 def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}/s"
+    return rate(value)
 
 
 def _mib(value: float | None) -> str:

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import usage
+from ..events.lines import rate
 from ..inputs import hardware
 from ..search.nodes import graph_snippet
 from ..store.door import load_result
@@ -31,19 +32,37 @@ class Stored:
     where: str
     dataset: DatasetRecord | None = None
     busy: bool = False       # measured on a busy machine: NOTE [ Others on the machine ]
+    step: str | None = None  # the step's identity (module.qualname#digest), else its name as given
+    step_known: bool = True  # False: an older result, which does not say whether a step was timed
+    device: str | None = None
 
     def to_dict(self) -> dict:
         return {"hardware": self.hardware, "key": self.key, "config": self.pick, "samples_per_s": self.samples_per_s,
                 "finished_at": self.finished_at, "autoloader_version": self.version,
                 "measurement_format": self.measurement_format, "where": self.where,
-                "dataset": self.dataset.to_dict() if self.dataset else None, "busy": self.busy}
+                "dataset": self.dataset.to_dict() if self.dataset else None, "busy": self.busy,
+                "step": self.step, "device": self.device}
+
+    @property
+    def what(self) -> str:
+        """What tells keys of one dataset class apart: the dataset as given (its spec on the command
+        line, its class's module and name from Python), the step, the device."""
+        d = self.dataset or DatasetRecord()
+        name = d.name or d.dataset_class
+        built = d.dataset_class if d.dataset_class and d.dataset_class != name else None
+        cls = f" ({built.rsplit('.', 1)[-1]})" if built else ""
+        step = f"step {self.step}" if self.step else "no step" if self.step_known else "step not recorded"
+        return (f"dataset {name or 'not recorded'}{cls}, {step}"
+                + (f", on {self.device}" if self.device else ""))
 
 
 def _row(stored: TuneResult) -> Stored:
-    made = stored.provenance
+    made, inputs = stored.provenance, stored.inputs
+    step = (inputs.step_identity or inputs.step) if inputs is not None else None
     return Stored(stored.hardware.fingerprint or "?", stored.dataset_key, stored.config.loader_kwargs(),
                   stored.samples_per_s, stored.finished_at, made.autoloader_version if made else None,
-                  made.measurement_format if made else None, stored.where, stored.dataset, stored.busy)
+                  made.measurement_format if made else None, stored.where, stored.dataset, stored.busy,
+                  step, inputs is not None, stored.device)
 
 
 def _all(out: str, storage: str | None, whole: bool = False) -> list[TuneResult]:
@@ -118,9 +137,10 @@ def listing_text(rows: list[Stored]) -> str:
             form = r.measurement_format if r.measurement_format is not None else "?"
             by = f"autoloader {r.version or '?'}, format {form}"
             lines.append(f"  {r.key}")
+            lines.append(f"    {r.what}")
             lines.append(f"    {_pick(r.pick)}")
             busy = ", measured on a busy machine (no baseline)" if r.busy else ""
-            lines.append(f"    {r.samples_per_s:,.0f} samples/s, {r.finished_at or 'undated'}, {by}{busy}")
+            lines.append(f"    {rate(r.samples_per_s, ' samples/s')}, tuned {r.finished_at or 'undated'}, {by}{busy}")
     return "\n".join(lines[1:]) + "\n"
 
 
@@ -128,9 +148,13 @@ def result_text(result: TuneResult) -> str:
     lines = [f"{result.dataset_key} on {result.hardware.fingerprint}", f"  from {result.where}"]
     # What is handed out, as load_result checked it: keys no run sets are not shown as settings.
     lines += [f"  {k:<20} {v}" for k, v in result.config.loader_kwargs().items()]
-    lines.append(f"  {'samples/s':<20} {result.samples_per_s:,.0f}")
+    lines.append(f"  {'samples/s':<20} {rate(result.samples_per_s, '')}")
     if result.tuned.baseline_samples_per_s:
-        lines.append(f"  {'num_workers=0':<20} {result.tuned.baseline_samples_per_s:,.0f}")
+        lines.append(f"  {'num_workers=0':<20} {rate(result.tuned.baseline_samples_per_s, '')}")
+    inputs = result.inputs
+    if inputs is not None:
+        lines.append(f"  {'step':<20} {(inputs.step_identity or inputs.step) or 'none'}"
+                     + (f" (given as {inputs.step})" if inputs.step_identity and inputs.step else ""))
     if result.knee is not None:
         lines.append(f"  {'worker knee':<20} stops paying at {result.knee.stops_paying}, peak at {result.knee.peak}")
     d = result.dataset
@@ -152,8 +176,8 @@ def result_text(result: TuneResult) -> str:
                         "with one thread here)" if threads.advise else ""))
     if result.nodes is not None:   # the tuned graph, as code: search/nodes.py
         lines += ["", "  the tuned torchdata.nodes graph:", ""]
-        rate = f"{result.samples_per_s:,.0f} samples/s on {result.tuned.device}"
-        lines += [f"    {line}".rstrip() for line in graph_snippet(result.config, result.nodes, rate).splitlines()]
+        measured = f"{rate(result.samples_per_s, ' samples/s')} on {result.tuned.device}"
+        lines += [f"    {line}".rstrip() for line in graph_snippet(result.config, result.nodes, measured).splitlines()]
     return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ..search.warm import WarmStart, scaled
 from ..store.result import TuneResult
+from ..events.lines import rate
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class WarmPlan:
         if self.start is None:
             return f"none: {self.why_not}"
         kind = "this hardware's last result" if self.start.may_stop else "the nearest other hardware's result"
-        return f"{kind} ({self.source}): {self.start.pick.key} at {self.start.rate:,.0f}/s"
+        return f"{kind} ({self.source}): {self.start.pick.key} at {rate(self.start.rate)}"
 
 
 def plan(base: TuneResult | None, problem) -> WarmPlan:

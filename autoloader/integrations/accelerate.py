@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ..api import best_loader
+from ..api import applying, best_loader
 from . import check_dataset
 from .formats import dataloader_kwargs
 
@@ -54,7 +54,8 @@ def tuned_loader(dataset: Any, **options):
     from torch.utils.data.distributed import DistributedSampler
 
     check_dataset(dataset, "tuned_loader(dataset)")
-    loader = best_loader(dataset, **options)
+    with applying("the loader for accelerator.prepare()"):   # NOTE [ The closing line ] in api.py
+        loader = best_loader(dataset, **options)
     if not isinstance(loader.sampler, DistributedSampler):
         return loader
     # Only best_loader's node path puts a DistributedSampler there (the user's own sampler= is

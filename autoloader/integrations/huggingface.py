@@ -33,7 +33,7 @@ import pickle
 import re
 from typing import Any
 
-from ..api import best_loader
+from ..api import applying, best_loader
 from ..errors import usage
 from ..search.settings import SETTINGS
 from . import require
@@ -163,7 +163,8 @@ def tune_trainer(trainer: Any, **options) -> dict:
         value = getattr(args, knob.hf.name)
         if value is not None and value != knob.first:
             options.setdefault(knob.gate.option, True)
-    loader = best_loader(dataset, batch_size=args.train_batch_size, **fixed, **options)
+    with applying("the Trainer's TrainingArguments (dataloader_*)"):   # NOTE [ The closing line ] in api.py
+        loader = best_loader(dataset, batch_size=args.train_batch_size, **fixed, **options)
     fields = training_arguments(loader)
     for knob in gated:
         if not knob.fixable:   # a fixable one at its default is the args' own (the start method's None)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api import best_loader
+from ..api import applying, best_loader
 from ..errors import usage
 from . import check_dataset, check_object, require
 
@@ -80,7 +80,8 @@ def tuned_dataloader(dataset: Any, *, trainer: Any = None, batch_size: int | Non
             kind = getattr(getattr(getattr(trainer, "strategy", None), "root_device", None), "type", None)
             if kind in ("cuda", "cpu"):
                 options["device"] = kind
-    return best_loader(dataset, batch_size=batch_size, **options)
+    with applying("the Lightning train loader returned"):   # NOTE [ The closing line ] in api.py
+        return best_loader(dataset, batch_size=batch_size, **options)
 
 
 def __getattr__(name: str):

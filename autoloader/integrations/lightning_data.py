@@ -10,6 +10,7 @@ from typing import Any
 
 import lightning.pytorch as lightning
 
+from ..api import applying
 from ..errors import usage
 from . import check_dataset
 from .formats import dataloader_kwargs
@@ -45,8 +46,9 @@ class TunedDataModule(lightning.LightningDataModule):
         if self.train_dataset is None:
             raise usage("TunedDataModule needs a train dataset", None,
                         "pass TunedDataModule(train_set, ...), or set self.train_dataset in setup()")
-        loader = tuned_dataloader(self.train_dataset, trainer=self.trainer, batch_size=self.batch_size,
-                                  **self.options)
+        with applying("TunedDataModule's train loader"):   # NOTE [ The closing line ] in api.py
+            loader = tuned_dataloader(self.train_dataset, trainer=self.trainer, batch_size=self.batch_size,
+                                      **self.options)
         self.settings = dataloader_kwargs(loader)
         return loader
 

@@ -115,18 +115,22 @@ class NodeRecord:
 
 @dataclass(frozen=True)
 class Inputs:
-    """What the run was given that its figures do not say (explain/ reads it): the step's name
-    (None: no step), whether reordering was allowed, the memory limits the configs were held to,
-    and when each part of the run ran: (what, start s, end s, config key or None)."""
+    """What the run was given that its figures do not say (explain/ and ``show`` read it): the
+    step's name as given (a spec, or the object's module and name; None: no step), whether
+    reordering was allowed, the memory limits the configs were held to, when each part of the run
+    ran: (what, start s, end s, config key or None), and the step's identity, what its key holds
+    (``module.qualname#digest``: NOTE [ A step keyed by what it is ]; None in older results)."""
     step: str | None = None
     allow_reorder: bool | None = None
     max_memory: int | None = None
     shm_free: int | None = None
     timeline: tuple[tuple[str, float, float, str | None], ...] = ()
+    step_identity: str | None = None
 
     def to_dict(self) -> dict:
         return {"step": self.step, "allow_reorder": self.allow_reorder, "max_memory": self.max_memory,
-                "shm_free": self.shm_free, "timeline": [list(mark) for mark in self.timeline]}
+                "shm_free": self.shm_free, "timeline": [list(mark) for mark in self.timeline],
+                "step_identity": self.step_identity}
 
     @classmethod
     def from_dict(cls, value: object, name: str = "inputs") -> "Inputs | None":
@@ -144,7 +148,8 @@ class Inputs:
         return cls(checks.text(data.get("step"), f"{name}.step"),
                    checks.flag(data.get("allow_reorder"), f"{name}.allow_reorder", optional=True),
                    checks.count(data.get("max_memory"), f"{name}.max_memory"),
-                   checks.count(data.get("shm_free"), f"{name}.shm_free"), tuple(timeline))
+                   checks.count(data.get("shm_free"), f"{name}.shm_free"), tuple(timeline),
+                   checks.text(data.get("step_identity"), f"{name}.step_identity"))
 
 
 def burst_error(value: object, name: str) -> BurstError:

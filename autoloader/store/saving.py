@@ -10,6 +10,7 @@ import os
 
 from ..errors import NotSaved
 from .durable import atomic_write_all, sqlite_file, write_failure, write_fix
+from ..events.lines import rate
 
 
 def save(result, files: dict[str, str], store) -> None:
@@ -29,7 +30,7 @@ def save(result, files: dict[str, str], store) -> None:
         study = sqlite_file(store.url)
         folder = os.path.abspath(os.path.dirname(os.path.dirname(next(iter(files), "")) or "."))
         under_out = study is not None and os.path.commonpath([study, folder]) == folder
-        raise NotSaved(f"the run chose {result.config.key} ({result.samples_per_s:,.0f} samples/s) but could not "
+        raise NotSaved(f"the run chose {result.config.key} ({rate(result.samples_per_s, ' samples/s')}) but could not "
                        f"save all of it: {'; '.join(problems)}. Whatever was stored before is kept. Fix: "
                        + write_fix(errors, store.url if store.write_error else None, under_out, where), result,
                        stored_lines(result, written, store.write_failed is None, store))

@@ -7,6 +7,7 @@ import inspect
 from .. import seeding
 from ..search.config import TunedConfig, iterable_key
 from ..search.nodes import NodesGraph, graph_snippet
+from ..events.lines import rate
 
 # What make_loader's docstring says of the order: an IterableDataset takes no shuffle.
 _ORDER = {False: "It shuffles,\n    as the trials did, unless given shuffle=, sampler= or batch_sampler=.",
@@ -27,8 +28,8 @@ def snippet(tuned: TunedConfig, nodes: NodesGraph | None = None) -> str:
     note = module_doc[module_doc.index("# NOTE [ Worker seeds ]"):].rstrip()
     # seeding imports torch inside the worker only; make_loader below needs it at module level.
     seeding_source = seeding_source.replace("import numpy as np\n", "import numpy as np\nimport torch\n", 1)
-    rate = f"{tuned.samples_per_s:,.0f} samples/s on {tuned.device}"
-    return (f'"""DataLoader tuned by autoloader for {tuned.dataset_key} ({rate}).\n\n'
+    measured = f"{rate(tuned.samples_per_s, ' samples/s')} on {tuned.device}"
+    return (f'"""DataLoader tuned by autoloader for {tuned.dataset_key} ({measured}).\n\n'
             f'Self-contained: needs torch and numpy only.\n"""\n'
             f"{note}\n\n{seeding_source}\n\n"
             f"LOADER_KWARGS = dict({kwargs})\n\n\n"

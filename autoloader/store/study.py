@@ -42,6 +42,7 @@ from .result import TuneResult
 from .retry import History, StoredTrial, standing
 from .storage import masked
 from .versions import now_iso
+from ..events.lines import rate
 
 RESULT_ATTR = "autoloader_result"
 LIMITS_ATTR = "autoloader_limits"
@@ -305,7 +306,7 @@ class StudyStore:
         from ..errors import NotSaved
         from .saving import stored_lines
 
-        raise NotSaved(f"the run chose {result.config.key} ({result.samples_per_s:,.0f} samples/s) and saved it "
+        raise NotSaved(f"the run chose {result.config.key} ({rate(result.samples_per_s, ' samples/s')}) and saved it "
                        f"here, but could not push it: {pushed.failed}. Its trials and result are kept in the study "
                        f"{self.where}, and the next run with --storage {self.fleet.shown} pushes them before it "
                        "measures. Fix: check that the storage takes writes, and run the same command again",

@@ -350,7 +350,7 @@ class Run:
             model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
             run_id=store.run.run_id, dataset=_dataset_record(problem), provenance=Provenance(**provenance()),
             warm_start=self.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(self.ranks.record(
-                self.options.limits.max_memory)), inputs=self._inputs(),
+                self.options.limits.max_memory)), inputs=self._inputs(problem),
             memory=self.memory.forecast(pick.config, history),
             control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None,
             load=load, threads=threads_of(profile, started.info.threads),
@@ -383,13 +383,15 @@ class Run:
                           stacklevel=2)
             return None
 
-    def _inputs(self) -> Inputs:
+    def _inputs(self, problem: Problem) -> Inputs:
         """What the explanation (explain/) needs beside the figures: whether a step was timed,
         whether reordering was allowed, the memory limits the configs were held to, and when each
-        part of the run ran (seconds from its start)."""
-        return Inputs(self.problem.step.name if self.problem.step else None, self.problem.allow_reorder,
+        part of the run ran (seconds from its start), and the step's identity (``problem``: as
+        started, its identity known)."""
+        return Inputs(problem.step.name if problem.step else None, problem.allow_reorder,
                       self.ranks.memory(self.options.limits.max_memory), hardware.shm_free(),
-                      tuple(tuple(mark) for mark in self._timeline))
+                      tuple(tuple(mark) for mark in self._timeline),
+                      problem.step_identity if problem.step else None)
 
 
 def _knee(strategy: Strategy, history: Sequence[TrialResult]) -> Knee | None:
