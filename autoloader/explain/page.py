@@ -195,8 +195,7 @@ def _whatif_rows(ex: Explanation) -> tuple[list[dict], list[dict]]:
     helping, not_helping = [], []
     for w in ex.whatifs:
         row = {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks),
-               "gain": f"{w.gain * 100:+.0f}%" + (f" (measured {w.measured_gain * 100:+.0f}%)"
-                                                  if w.measured_gain is not None else ""),
+               "gain": w.gain_text(),
                "source": w.source, "how": w.change, "code": "your code" if w.needs_code else "settings"}
         (helping if w.helps else not_helping).append(row)
     return helping, not_helping

@@ -71,6 +71,13 @@ class Profile:
     # probe/shards.py); empty and None where not measured.
     stream_delivered: tuple[int, ...] = ()
     stream_duplicates: float | None = None
+    # The share of the sample stage's wall time its thread waited for a CPU (others' load), taken
+    # out of every cost above: NOTE [ A profile read under load ] in probe/profiler.py. None where
+    # the waits could not be read (the costs then hold them).
+    sample_delay_share: float | None = None
+    # The part of ``recv_s`` that does not grow with the batch's bytes (NOTE [ The receive's two
+    # parts ] in model.py); None where only one size was timed (the receive then scales whole).
+    recv_fixed_s: float | None = None
 
     @property
     def batch_bytes(self) -> int:
