@@ -26,10 +26,11 @@ each figure feeds):
 # NOTE [ A profile read under load ]
 # Where other processes want the CPUs, the profile's thread waits in the run queue now and then:
 # a few milliseconds at a time, at moments no one chooses. A stage of short samples lasts a
-# fraction of a second, so whether a wait lands in it is luck, and one wait inside a 0.1 s stage
-# doubled its mean: the same tune predicted rates apart by 1.6x from one run to the next. So each
-# timed call is read less the time its thread spent waiting for a CPU (Linux's per-thread
-# schedstat, ``_RunQueue``): what the call costs when it runs, whatever the others did meanwhile.
+# fraction of a second, so whether a wait lands in it is luck, and one 25 ms wait inside a 0.1 s
+# stage doubles its mean: the same tune then predicts rates far apart from one run to the next.
+# So each timed sample, collate and receive is read less the time its thread spent waiting for a
+# CPU (Linux's per-thread schedstat, ``_RunQueue``): what the call costs when it runs, whatever
+# the others did meanwhile. (The step is timed whole: the model does not share its CPUs.)
 # The others' load itself is not lost: the driver measures what they took over the profile
 # (``Profile.others_cpus``), and the model shares the CPUs with them (NOTE [ Others' demand ] in
 # search/model.py). The share of the stage spent waiting is kept (``sample_delay_share``) and the
@@ -161,14 +162,16 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     resident = _map(batch, lambda t: t.to(device)) if cuda else batch
     consume(resident)
     sync()
-    steps, t0, calls, q0 = 0, time.perf_counter(), [], queue()
+    steps, t0, calls = 0, time.perf_counter(), []
     while steps < 3 or (time.perf_counter() - t0 < STEP_SECONDS and steps < 200):
-        c0, q1 = time.perf_counter(), queue()
+        c0 = time.perf_counter()
         consume(resident)
-        calls.append(max(0.0, time.perf_counter() - c0 - (queue() - q1)))
+        calls.append(time.perf_counter() - c0)
         steps += 1
     sync()
-    step_s = max(0.0, time.perf_counter() - t0 - (queue() - q0)) / steps
+    # Timed whole, waits for a CPU included: the model does not share the step's CPUs with the
+    # others' (NOTE [ Others' demand ] in search/model.py), so the step keeps the load it saw.
+    step_s = (time.perf_counter() - t0) / steps
     # The step's jitter: on the CPU each call above is the step; on CUDA a call only launches
     # until the queue fills, so each is timed to its end (the shape is kept, the mean is step_s's).
     step_samples = tuple(calls) if not cuda else _step_calls(lambda: consume(resident), sync, JITTER_CALLS)
