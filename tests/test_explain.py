@@ -181,13 +181,31 @@ def test_out_of_order_is_predicted_unless_the_run_measured_it():
     w = one(ev, "in_order")
     assert w.gain == pytest.approx(expected) and w.gain > WORTH_CHANGING
     assert w.source == "predicted" and "--allow-reorder" in w.change
+    # The model sees a slow batch no longer holding up the rest, not what reordering costs: its
+    # figure is no claim, and the what-if says to measure it.
+    assert not w.predicted and not w.helps and w.best_gain == 0.0
+    assert w.gain_text() == "not predicted: measure it with --allow-reorder"
+    assert w.to_dict()["gain"] is None and w.to_dict()["predicted"] is False
     bursts = (TrialResult(pick, OK, samples_per_s=1000.0), TrialResult(pick.replace(in_order=False), OK,
                                                                        samples_per_s=1100.0))
     # Measured only where reordering was allowed, so the run measured the config itself.
     assert one(dataclasses.replace(ev, trials=bursts, allow_reorder=False), "in_order").source == "predicted"
     measured = one(dataclasses.replace(ev, trials=bursts, allow_reorder=True), "in_order")
     assert measured.source == "measured" and measured.measured_gain == pytest.approx(0.1)
-    assert measured.gain == pytest.approx(expected)   # the prediction stays beside the measurement
+    assert measured.gain == pytest.approx(expected)   # the model's figure stays beside the measurement
+    assert measured.helps and measured.gain_text() == "not predicted: measure it with --allow-reorder (measured +10%)"
+
+
+def test_uint8_shrinks_only_the_part_of_the_receive_that_grows_with_the_bytes():
+    # NOTE [ The receive's two parts ]: 4 ms a batch, 3 ms of it fixed: uint8 leaves 3.25 ms.
+    from autoloader.explain.whatif import uint8_profile
+
+    p = dataclasses.replace(profile(recv_s=0.004), recv_fixed_s=0.003, recv_busy_s=0.005)
+    q = uint8_profile(p)
+    assert q.recv_s == pytest.approx(0.003 + 0.001 / 4) and q.recv_fixed_s == p.recv_fixed_s
+    assert q.recv_busy_s == pytest.approx(q.recv_s + 0.001)
+    # Unmeasured, the whole receive is taken to scale, as before.
+    assert uint8_profile(profile(recv_s=0.004)).recv_s == pytest.approx(0.001)
 
 
 def test_more_cpus_is_the_model_with_twice_the_cpus():

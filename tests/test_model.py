@@ -240,3 +240,34 @@ def test_a_start_up_line_never_has_a_negative_base():
     calib = calibrate(model, history)
     assert calib.startup_base == 0.0
     assert 0.1 < calib.startup_per_worker < 0.2    # through the origin, about 2.3 s over 15.5 workers
+
+
+def test_the_receive_is_a_fixed_part_and_one_that_grows_with_the_batch():
+    # NOTE [ The receive's two parts ]: 2 ms at 32 samples, 1.2 ms of it fixed.
+    p = replace(profile(recv_s=0.002), recv_fixed_s=0.0012)
+    model = Model(p, "cpu")
+    assert model.recv_s(32, 0.0) == pytest.approx(0.002)
+    assert model.recv_s(8, 0.0) == pytest.approx(0.0012 + 0.0008 / 4)
+    # Without the fixed part measured, the whole receive scales with the batch, as before.
+    assert Model(profile(recv_s=0.002), "cpu").recv_s(8, 0.0) == pytest.approx(0.0005)
+
+
+def test_the_others_demand_is_read_off_what_they_took_beside_the_profile():
+    # NOTE [ Others' demand ]: with room to spare they wanted what they took; past it the CPUs
+    # were shared, the profile's one thread getting C - O.
+    assert Model(replace(profile(cpus=8), others_cpus=3.0), "cpu").others_demand == pytest.approx(3.0)
+    assert Model(replace(profile(cpus=2), others_cpus=1.5), "cpu").others_demand == pytest.approx(3.0)
+    assert Model(replace(profile(cpus=2), others_cpus=None), "cpu").others_demand == 0.0
+    assert Model(replace(profile(cpus=2), others_cpus=2.0), "cpu").others_demand == pytest.approx(4.0)   # bounded
+
+
+def test_a_busy_machine_slows_what_wants_more_cpus_than_the_others_leave():
+    quiet = Model(profile(cpus=2, recv_s=0.0001), "cpu")
+    busy = Model(replace(profile(cpus=2, recv_s=0.0001), others_cpus=1.5), "cpu")
+    for n in (0, 2):
+        config = cfg(n, pin=False)
+        assert busy.predict(config).samples_per_s < 0.7 * quiet.predict(config).samples_per_s
+    # Beside others that leave room, nothing changes.
+    roomy = Model(replace(profile(cpus=8, recv_s=0.0001), others_cpus=1.0), "cpu")
+    assert roomy.predict(cfg(2, pin=False)).samples_per_s == pytest.approx(
+        Model(profile(cpus=8, recv_s=0.0001), "cpu").predict(cfg(2, pin=False)).samples_per_s)

@@ -136,3 +136,19 @@ def test_the_pick_counts_as_unmeasured_until_its_burst_and_only_when_it_would_be
     measured = history + [TrialResult(pick.config, OK, samples_per_s=pick.samples_per_s,
                                       steady_samples_per_s=pick.steady_samples_per_s, wait_fraction=pick.wait_share)]
     assert not strategy.pick_unmeasured(measured)
+
+
+def test_the_settings_what_if_is_measured_once_the_pick_is():
+    # NOTE [ Model first ], 6: pinning off needs no code, so a burst of it sets a measured gain
+    # beside the report's predicted one; one a run, and only after the pick's own burst.
+    space = search_space((32,), CPUS, "cuda")
+    search = ModelFirst(space, Model(profile(), "cuda"), CPUS)
+    pick = search.pick(search.predictions([])).config
+    assert search.settings_probe([], search.predictions([])) is None          # the pick not measured yet
+    rate = search.model.predict(pick).samples_per_s   # as predicted: the calibration stays put
+    measured = [TrialResult(pick, OK, samples_per_s=rate, steady_samples_per_s=rate)]
+    probe = search.settings_probe(measured, search.predictions(measured))
+    assert probe == pick.replace(pin_memory=False) and space.contains(probe)
+    both = measured + [TrialResult(probe, OK, samples_per_s=0.9 * rate)]
+    assert search.settings_probe(both, search.predictions(both)) is None
+    assert probe.in_order   # out of order is not in a space the user did not open to it

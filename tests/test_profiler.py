@@ -81,7 +81,7 @@ def test_a_pin_is_timed_warm_with_each_result_released_first():
     # what the one before released; the timing is the later ones', and no result outlives its turn.
     import weakref
 
-    from autoloader.probe.profiler import _warm_time
+    from autoloader.probe.timing import _warm_time
 
     class Block:
         pass
@@ -99,3 +99,37 @@ def test_a_pin_is_timed_warm_with_each_result_released_first():
     seconds = _warm_time(pin, repeats=2)
     assert len(calls) == 3
     assert 0.001 < seconds < 0.02
+
+
+@pytest.mark.slow
+def test_a_profile_beside_spinners_reads_its_samples_without_their_waits():
+    # NOTE [ A profile read under load ]: BusyWork spins on its process's CPU time, so its wall
+    # time grows with every wait for a CPU while its cost does not.
+    import os
+    import statistics
+    import subprocess
+    import sys
+
+    from tests.workloads import BusyWork
+
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        time.sleep(0.3)
+        p = profile_of(BusyWork(length=4096, cost_s=0.002))
+    finally:
+        for s in spinners:
+            s.kill()
+            s.wait()
+    assert p.sample_delay_share is not None and p.sample_delay_share > 0.1, p.sample_delay_share
+    assert statistics.median(p.sample_s) == pytest.approx(0.002, rel=0.3)
+    # The receive, timed at two sizes: its fixed part within it.
+    assert p.recv_fixed_s is not None and 0.0 <= p.recv_fixed_s <= p.recv_s
+
+
+def test_the_receive_s_fixed_part_is_the_line_through_two_sizes_at_no_bytes():
+    from autoloader.probe.transfer import receive_fixed
+
+    assert receive_fixed(0.004, 4000, 0.0025, 1000) == pytest.approx(0.002)
+    assert receive_fixed(0.004, 4000, 0.005, 1000) == pytest.approx(0.004)   # the small one slower: all fixed
+    assert receive_fixed(0.004, 4000, 0.0, 1000) == 0.0                      # never below nothing
+    assert receive_fixed(0.004, 1000, 0.001, 1000) == 0.004                  # one size: no line

@@ -197,7 +197,7 @@ def _whatif_rows(ex: Explanation) -> tuple[list[dict], list[dict]]:
     helping, not_helping = [], []
     for w in ex.whatifs:
         # How sure, in words (whatif.how_sure): a measured gain's paired interval, or why it has none.
-        row = {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks), "gain": f"{w.gain * 100:+.0f}% predicted",
+        row = {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks), "gain": w.gain_text(),
                "source": w.source, "sure": how_sure(ex.evidence, w)["sure"], "how": w.change,
                "code": "your code" if w.needs_code else "settings"}
         (helping if w.helps else not_helping).append(row)

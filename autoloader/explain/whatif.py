@@ -42,10 +42,27 @@ class WhatIf:
     needs_code: bool
     measured_gain: float | None = None
     measured_config: LoaderConfig | None = None   # where the measured gain is from, when not ``config``
+    # Where the model cannot predict the change (Proposal.unpredicted), what to say instead of the
+    # gain; the model's own figure stays in ``rate`` but counts for nothing.
+    unpredicted: str | None = None
 
     @property
     def gain(self) -> float:
         return self.rate / self.base_rate - 1.0 if self.base_rate > 0 else 0.0
+
+    @property
+    def predicted(self) -> bool:
+        return self.unpredicted is None
+
+    @property
+    def predicted_gain(self) -> float | None:
+        """The model's gain, None where it cannot predict the change."""
+        return self.gain if self.predicted else None
+
+    def gain_text(self) -> str:
+        """The gain in words: the prediction (or why there is none), and the measurement beside it."""
+        text = f"{self.gain * 100:+.0f}%" if self.predicted else self.unpredicted
+        return text + (f" (measured {self.measured_gain * 100:+.0f}%)" if self.measured_gain is not None else "")
 
     @property
     def source(self) -> str:
@@ -54,7 +71,9 @@ class WhatIf:
     @property
     def best_gain(self) -> float:
         """The gain to judge it by: measured where the run measured it, else predicted."""
-        return self.measured_gain if self.measured_gain is not None else self.gain
+        if self.measured_gain is not None:
+            return self.measured_gain
+        return self.gain if self.predicted else 0.0
 
     @property
     def helps(self) -> bool:
@@ -62,7 +81,8 @@ class WhatIf:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "title": self.title, "change": self.change, "config": self.config.loader_kwargs(),
-                "base_rate": self.base_rate, "rate": self.rate, "gain": self.gain,
+                "base_rate": self.base_rate, "rate": self.rate, "gain": self.predicted_gain,
+                "predicted": self.predicted, "unpredicted": self.unpredicted,
                 "measured_gain": self.measured_gain, "source": self.source, "needs_code": self.needs_code,
                 "measured_config": self.measured_config.loader_kwargs() if self.measured_config else None,
                 "helps": self.helps}
@@ -88,12 +108,15 @@ def best(model: Model, calib: Calibration, configs: Iterable[LoaderConfig]) -> t
 
 def uint8_profile(profile: Profile) -> Profile:
     """The profile with a quarter of the bytes: every byte-proportional cost (receive, pin, copy,
-    collate) scaled; the busy worker's extra wait for its interpreter is not (NOTE [ A busy
-    worker's receive ] in search/model.py), nor the samples' own work."""
+    collate) scaled; the receive's fixed part is not (NOTE [ The receive's two parts ] in
+    search/model.py), nor the busy worker's extra wait for its interpreter (NOTE [ A busy
+    worker's receive ]), nor the samples' own work."""
     f = UINT8_BYTES
     scaled = lambda x: None if x is None else x * f  # noqa: E731
-    busy = None if profile.recv_busy_s is None else profile.recv_s * f + max(0.0, profile.recv_busy_s - profile.recv_s)
-    return dataclasses.replace(profile, sample_bytes=max(1, int(profile.sample_bytes * f)), recv_s=profile.recv_s * f,
+    fixed = min(profile.recv_s, profile.recv_fixed_s) if profile.recv_fixed_s is not None else 0.0
+    recv = fixed + (profile.recv_s - fixed) * f
+    busy = None if profile.recv_busy_s is None else recv + max(0.0, profile.recv_busy_s - profile.recv_s)
+    return dataclasses.replace(profile, sample_bytes=max(1, int(profile.sample_bytes * f)), recv_s=recv,
                                recv_busy_s=busy, pin_s=scaled(profile.pin_s), pin_local_s=scaled(profile.pin_local_s),
                                h2d_pinned_s=scaled(profile.h2d_pinned_s), h2d_pageable_s=scaled(profile.h2d_pageable_s),
                                collate_s=profile.collate_s * f, collate_main_s=scaled(profile.collate_main_s))
@@ -175,7 +198,7 @@ def _proposal(ev: Evidence, knob: Knob, base: float) -> list[WhatIf]:
     allowed = knob.gate is None or getattr(ev, knob.gate.option)
     measured = ev.measured_gain(config) if allowed else None
     return [WhatIf(p.name, p.title, p.change, config, base, ev.model.predict(config, ev.calibration).samples_per_s,
-                   False, measured)]
+                   False, measured, unpredicted=p.unpredicted)]
 
 
 def _measured(ev: Evidence, config: LoaderConfig) -> tuple[float | None, LoaderConfig | None]:

@@ -7,12 +7,14 @@ each figure feeds):
             first sample untimed: the opening), one at a time with one intra-op thread (as a
             DataLoader worker runs), until PROFILE_SAMPLES or SAMPLE_SECONDS: the per-sample
             cost as a distribution, since its tail decides prefetch depth and in-order blocking,
-            and the share of it spent on a CPU (thread time over wall time, divided by the share
-            of a CPU a spinning thread gets here, so a busy machine's descheduling does not read
-            as waiting); then ``collate_fn`` over one batch of them, and the bytes of a sample;
+            and the share of it spent on a CPU (thread time over wall time); each cost less the
+            time the thread waited for a CPU (NOTE [ A profile read under load ]); then
+            ``collate_fn`` over one batch of them, and the bytes of a sample;
 2. transfer the main process's side of a worker's batch: batches made by replaying one collated
             batch through a few workers, taken once the queue is full so that only the receive
-            is timed; then pinning each and copying it to the device, pinned and pageable;
+            is timed, alternately with a batch of a quarter of the samples (the receive as a
+            fixed cost and one per byte); then pinning each and copying it to the device,
+            pinned and pageable;
 3. consumer the step on a batch already on the device, repeated: the ceiling from above, and
             each call's time (the step's jitter); then, where torch runs several intra-op
             threads, the main process's share (its own collate and the step) with them and with
@@ -20,6 +22,21 @@ each figure feeds):
 4. start-up one fresh worker's iter() to first batch, less the batch's own work, and that
             worker's memory (PSS) once it has made a batch; then batches taken from a full
             queue while that worker is busy making the next (a busy worker's receive).
+
+# NOTE [ A profile read under load ]
+# Where other processes want the CPUs, the profile's thread waits in the run queue now and then:
+# a few milliseconds at a time, at moments no one chooses. A stage of short samples lasts a
+# fraction of a second, so whether a wait lands in it is luck, and one 25 ms wait inside a 0.1 s
+# stage doubles its mean: the same tune then predicts rates far apart from one run to the next.
+# So each timed sample, collate and receive is read less the time its thread spent waiting for a
+# CPU (Linux's per-thread schedstat, ``_RunQueue``): what the call costs when it runs, whatever
+# the others did meanwhile. (The step is timed whole: the model does not share its CPUs.)
+# The others' load itself is not lost: the driver measures what they took over the profile
+# (``Profile.others_cpus``), and the model shares the CPUs with them (NOTE [ Others' demand ] in
+# search/model.py). The share of the stage spent waiting is kept (``sample_delay_share``) and the
+# result says it. The stage also runs for MIN_SAMPLE_SECONDS at least, so its tail is sampled
+# over more than a scheduler's slice. Where schedstat is not readable the wall time stands, as
+# before, with the share of a CPU a spinning thread gets standing in for the waits.
 """
 
 from __future__ import annotations
@@ -31,11 +48,18 @@ from typing import Any, Callable
 
 from ..inputs.hardware import usable_cpus
 from ..search.profile import Profile
-from .replay import Replay
+from .timing import _cpu_availability, _map, _RunQueue, _timed, _unqueued, _warm_time
+from .transfer import _busy_depth, _busy_receive, _transfer
 
 PROFILE_SAMPLES = 256
 SAMPLE_SECONDS = 1.5
 MIN_SAMPLES = 16
+# Samples are drawn for at least this long (up to MAX_PROFILE_SAMPLES): NOTE [ A profile read under load ].
+MIN_SAMPLE_SECONDS = 0.4
+MAX_PROFILE_SAMPLES = 1024
+# The receive's second size: this share of the batch's samples (NOTE [ The receive's two parts ]
+# in search/model.py).
+SMALL_BATCH_SHARE = 0.25
 STEP_SECONDS = 0.5
 # The step timed call by call (its jitter on CUDA; with one thread): at most this many, this long.
 JITTER_CALLS = 16
@@ -43,69 +67,6 @@ JITTER_SECONDS = 0.3
 # The main process's share timed with its threads and with one: this many pairs, this long, at most.
 THREAD_PAIRS = 6
 THREAD_SECONDS = 0.6
-# Timed calls of a pin after its untimed first (NOTE [ Warm pinning ]).
-WARM_REPEATS = 2
-# Batches taken from the replay loader's full queue; its workers and depth are kept small enough
-# that the batches in flight fit comfortably in /dev/shm.
-TRANSFER_BATCHES = 6
-SHM_SHARE = 0.25
-# The busy receive: at most this deep a queue, this many takes, this long in all; a cycle waits
-# this many times the expected fill before it takes.
-BUSY_DEPTH = 4
-BUSY_TAKES = 6
-BUSY_SECONDS = 1.0
-BUSY_FILL_MARGIN = 1.5
-
-
-def _map(obj: Any, fn: Callable) -> Any:
-    if hasattr(obj, "pin_memory") and hasattr(obj, "to"):
-        return fn(obj)
-    if isinstance(obj, dict):
-        return {k: _map(v, fn) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        items = [_map(v, fn) for v in obj]
-        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
-    return obj
-
-
-def _cpu_availability(spins: int = 3, spin_s: float = 0.02) -> float:
-    """The share of wall time this thread gets on a CPU while it wants one: a busy machine
-    deschedules it, and a sample's wait would then read as time spent off the CPU."""
-    shares = []
-    for _ in range(spins):
-        t0, c0 = time.perf_counter(), time.thread_time()
-        while time.perf_counter() - t0 < spin_s:
-            pass
-        shares.append((time.thread_time() - c0) / max(time.perf_counter() - t0, 1e-9))
-    return max(0.05, min(1.0, statistics.median(shares)))
-
-
-def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]:
-    t0 = time.perf_counter()
-    out = fn()
-    sync()
-    return time.perf_counter() - t0, out
-
-
-# NOTE [ Warm pinning ]
-# The first pin of a batch's tensors asks CUDA for new page-locked memory (cudaHostAlloc maps and
-# locks every page), which costs several times the copy into it. A running loader pays that once:
-# PyTorch's caching host allocator keeps the blocks of pinned batches that were freed and hands
-# them to the next pin. So a pin is timed as the pin thread and the loop see it: after one untimed
-# pin of the same sizes, and with each pinned batch released before the next pin, so that its
-# block is back in the cache.
-def _warm_time(fn: Callable[[], Any], repeats: int = WARM_REPEATS) -> float:
-    """The median seconds of ``fn()`` after one untimed call, each result released before the
-    next call (NOTE [ Warm pinning ])."""
-    out = fn()
-    del out
-    times = []
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-        del out
-    return statistics.median(times)
 
 
 def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[[Any], Any], device: str,
@@ -131,21 +92,34 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     # 1. samples, as a worker makes them: one intra-op thread.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    samples, costs, cpu_s = [], [], 0.0
+    samples, costs, cpu_s, waited_s, wall_s = [], [], 0.0, 0.0, 0.0
+    queue = _RunQueue()   # NOTE [ A profile read under load ]
     availability = [_cpu_availability()]
     draw, opened = _drawer(dataset, length, rng)
     if opened is not None:   # a stream's first sample: its opening, a start-up cost, not a sample's
         samples.append(opened)
     try:
-        deadline = time.perf_counter() + SAMPLE_SECONDS
-        while len(costs) < PROFILE_SAMPLES and (time.perf_counter() < deadline or len(costs) < MIN_SAMPLES):
+        started = time.perf_counter()
+        deadline = started + SAMPLE_SECONDS
+
+        def more() -> bool:
+            short = time.perf_counter() - started < MIN_SAMPLE_SECONDS and len(costs) < MAX_PROFILE_SAMPLES
+            return (len(costs) < PROFILE_SAMPLES or short) and (time.perf_counter() < deadline
+                                                                 or len(costs) < MIN_SAMPLES)
+
+        while more():
+            q0 = queue()
             t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 sample = draw()
             except StopIteration:   # a stream shorter than the stage
                 break
-            costs.append(time.perf_counter() - t0)
+            wall = time.perf_counter() - t0
             cpu_s += time.thread_time() - c0
+            waited = min(wall, max(0.0, queue() - q0))
+            costs.append(wall - waited)
+            waited_s += waited
+            wall_s += wall
             if len(samples) < batch_size:
                 samples.append(sample)
         del draw
@@ -153,32 +127,35 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
             costs.append(time.perf_counter() - t0)
         availability.append(_cpu_availability())
         group = samples[:batch_size]
-        t0 = time.perf_counter()
-        batch = collate(group)
-        collate_s = (time.perf_counter() - t0) * batch_size / len(group)
+        elapsed, batch = _unqueued(lambda: collate(group), queue)
+        collate_s = elapsed * batch_size / len(group)
     finally:
         torch.set_num_threads(threads)
     sample_bytes = max(1, tensor_bytes(batch) // len(group))
     if len(group) < batch_size:
         batch = collate([samples[i % len(samples)] for i in range(batch_size)])
     # The loop's own collate (no workers): its intra-op threads, and the batch pinned in place.
-    t0 = time.perf_counter()
-    batch = collate([samples[i % len(samples)] for i in range(batch_size)])
-    collate_main_s = time.perf_counter() - t0
+    collate_main_s, batch = _unqueued(lambda: collate([samples[i % len(samples)] for i in range(batch_size)]), queue)
     pin_local_s = None
     if cuda:
         pin_local_s = _warm_time(lambda: _map(batch, lambda t: t.pin_memory()))
 
     beat()
     # 2. transfer: the main process's receive, pin and copy of whole batches made by workers.
-    transfer = _transfer(batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget)
+    try:   # the receive's second size (a collate_fn may insist on whole batches: then one size)
+        small = collate(samples[:max(1, round(len(group) * SMALL_BATCH_SHARE))])
+    except Exception:  # noqa: BLE001
+        small = None
+    transfer = _transfer(batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue,
+                         small, tensor_bytes)
     if transfer is None:   # too big to replay here: the loop's own pin and copies stand in
         pinned = _map(batch, lambda t: t.pin_memory()) if cuda else None
         transfer = (0.0, _warm_time(lambda: _map(batch, lambda t: t.pin_memory())) if cuda else None,
                     _timed(lambda: _map(pinned, lambda t: t.to(device, non_blocking=True)), sync)[0] if cuda else None,
                     _timed(lambda: _map(batch, lambda t: t.to(device)), sync)[0] if cuda else None)
         del pinned
-    recv_s, pin_s, h2d_pinned_s, h2d_pageable_s = transfer
+        transfer = (*transfer, None)
+    recv_s, pin_s, h2d_pinned_s, h2d_pageable_s, recv_fixed_s = transfer
 
     beat()
     # 3. the consumer on a resident batch.
@@ -192,6 +169,8 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         calls.append(time.perf_counter() - c0)
         steps += 1
     sync()
+    # Timed whole, waits for a CPU included: the model does not share the step's CPUs with the
+    # others' (NOTE [ Others' demand ] in search/model.py), so the step keeps the load it saw.
     step_s = (time.perf_counter() - t0) / steps
     # The step's jitter: on the CPU each call above is the step; on CUDA a call only launches
     # until the queue fills, so each is timed to its end (the shape is kept, the mean is step_s's).
@@ -221,23 +200,35 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         first = time.perf_counter() - t0
         worker_pss = next((memory_of(w.pid) for w in getattr(it, "_workers", ())), None)
         if depth >= 2:
-            recv_busy_s = _busy_receive(it, depth, batch_work, beat)
+            recv_busy_s = _busy_receive(it, depth, batch_work, beat, queue)
     finally:
         it._shutdown_workers()
         del it, loader
+    unqueued = queue.available
+    queue.close()
     epoch_batches = None if length is None else (
         -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size)
     return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
                    recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
                    step_s=step_s, startup_s=max(0.0, first - batch_work), worker_pss=worker_pss,
                    cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
-                   sample_cpu_share=(min(1.0, cpu_s / sum(costs) / statistics.fmean(availability))
-                                     if sum(costs) > 0 else 1.0),
+                   sample_cpu_share=_cpu_share(cpu_s, sum(costs), availability, unqueued),
+                   sample_delay_share=waited_s / wall_s if unqueued and wall_s > 0 else None,
+                   recv_fixed_s=recv_fixed_s,
                    collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
                    step_samples=step_samples, main_threads=threads,
                    main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
                    main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
                    main_thread_ratios=tuple(d / o for d, o in pairs if o > 0))
+
+
+def _cpu_share(cpu_s: float, cost_s: float, availability: list[float], unqueued: bool) -> float:
+    """The share of a sample's cost spent on a CPU: its thread time over its cost. With the run
+    queue's waits taken out of the cost (``unqueued``) that is all; else the wall time holds them,
+    and the share of a CPU a spinning thread got here stands in (NOTE [ A profile read under load ])."""
+    if cost_s <= 0:
+        return 1.0
+    return min(1.0, cpu_s / cost_s / (1.0 if unqueued else statistics.fmean(availability)))
 
 
 def _drawer(dataset, length: int | None, rng: random.Random) -> tuple[Callable[[], Any], Any]:
@@ -288,97 +279,3 @@ def _step_calls(call: Callable[[], Any], sync: Callable[[], None], most: int) ->
     return tuple(times)
 
 
-def _room(batch_bytes: int, memory_budget: int | None) -> int:
-    """How many batches the profile's loaders may hold in flight: SHM_SHARE of the free /dev/shm
-    or of ``memory_budget``, each batch held twice (the worker's copy and the one it sends)."""
-    from ..inputs.hardware import shm_free
-
-    return int(min(shm_free() or 2**31, memory_budget or 2**62) * SHM_SHARE) // max(1, 2 * batch_bytes)
-
-
-def _busy_depth(batch_bytes: int, batch_work: float, memory_budget: int | None) -> int:
-    """The start-up loader's prefetch depth for the busy receive: batches a cycle fills and then
-    takes, so each take after the first meets the worker busy; 0 (not measured) when the batches
-    in flight would not fit comfortably or one cycle would take too long."""
-    depth = min(BUSY_DEPTH, _room(batch_bytes, memory_budget) - 1)
-    if depth < 2 or depth * batch_work * BUSY_FILL_MARGIN > BUSY_SECONDS:
-        return 0
-    return depth
-
-
-def _busy_receive(it, depth: int, batch_work: float, beat: Callable[[], None]) -> float | None:
-    """The median take of a batch that waited in the queue while the one worker made the next.
-    Each cycle lets the worker fill the queue (``depth`` batches), then takes them one after
-    another: the first take finds the worker idle and hands it a new index, so every later take
-    meets it busy."""
-    takes: list[float] = []
-    deadline = time.perf_counter() + BUSY_SECONDS
-    # A pause before each take lets the worker wake to its new index and get going (on a busy
-    # machine that takes a moment); the pauses together stay well inside one batch's work.
-    gap = min(batch_work / (2 * depth), 0.005)
-    while len(takes) < BUSY_TAKES and (not takes or time.perf_counter() < deadline):
-        time.sleep(depth * batch_work * BUSY_FILL_MARGIN + 0.005)
-        try:
-            next(it)
-            for _ in range(depth - 1):
-                time.sleep(gap)
-                t0 = time.perf_counter()
-                next(it)
-                takes.append(time.perf_counter() - t0)
-        except StopIteration:
-            break
-        beat()
-    return statistics.median(takes) if takes else None
-
-
-def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, sync,
-              memory_budget: int | None) -> tuple | None:
-    """(receive, pin, pinned copy, pageable copy) seconds per batch, the last three None off
-    CUDA; None when even one worker's batch in flight would not fit ``memory_budget`` or
-    /dev/shm (each batch in flight is held twice: the worker's copy and the one it sends)."""
-    import torch
-    from torch.utils.data import DataLoader
-
-    cuda = device.startswith("cuda")
-    room = _room(batch_bytes, memory_budget)
-    if room < 2:
-        return None
-    workers = 2 if room >= 4 else 1
-    depth = max(1, min(4, room // workers - 1))
-    count = TRANSFER_BATCHES if cuda else TRANSFER_BATCHES // 2
-    loader = DataLoader(Replay(batch, 4 * count + workers * depth), batch_size=None, num_workers=workers,
-                        prefetch_factor=depth,
-                        **{k: v for k, v in fixed_kwargs.items() if k in ("multiprocessing_context", "worker_init_fn")})
-    it = iter(loader)
-    try:
-        first = next(it)
-        if cuda:   # one untimed pin of these sizes, its block back in the cache (NOTE [ Warm pinning ])
-            warm = _map(first, lambda t: t.pin_memory())
-            del warm
-        del first
-        recv, pins, pinned_copies, pageable_copies = [], [], [], []
-        for i in range(count):
-            # Let the workers fill the queue, then time only the take.
-            time.sleep(min(0.5, 0.02 + 2e-10 * batch_bytes))
-            t0 = time.perf_counter()
-            received = next(it)
-            recv.append(time.perf_counter() - t0)
-            if not cuda:
-                continue
-            if i % 2 == 0:
-                elapsed, pinned = _timed(lambda: _map(received, lambda t: t.pin_memory()), lambda: None)
-                pins.append(elapsed)
-                elapsed, _ = _timed(lambda: _map(pinned, lambda t: t.to(device, non_blocking=True)), sync)
-                pinned_copies.append(elapsed)
-                del pinned   # its block back in the cache before the next pin
-            else:
-                elapsed, _ = _timed(lambda: _map(received, lambda t: t.to(device)), sync)
-                pageable_copies.append(elapsed)
-    finally:
-        it._shutdown_workers()
-        del it, loader
-    if cuda:
-        torch.cuda.empty_cache()
-    median = statistics.median
-    return (median(recv), median(pins) if pins else None, median(pinned_copies) if pinned_copies else None,
-            median(pageable_copies) if pageable_copies else None)

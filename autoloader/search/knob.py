@@ -56,6 +56,9 @@ class Proposal:
     value: Any
     title: str
     change: str         # what to change, exactly
+    # Where the model cannot say what the change does (it sees only part of its effect), the
+    # sentence the what-if says instead of a gain until the run measured it; None: predicted.
+    unpredicted: str | None = None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,24 @@ model's efficiency terms (``Calibration``, fitted in calibration.py), and the mo
 # Its size depends on how the worker's threads get scheduled (it can vanish on a loaded machine),
 # so it is measured where the trials run, never assumed.
 
+# NOTE [ The receive's two parts ]
+# Receiving a batch costs a part that grows with its bytes (the pages mapped and touched) and a
+# part that does not (a message, and a descriptor fetched for each tensor). The profile times the
+# receive at two sizes, its batch and one of a quarter of its samples, and the line through them
+# gives the fixed part (``Profile.recv_fixed_s``); the rest scales with the bytes. So a change
+# that shrinks the bytes (uint8 batches: explain/whatif.py) or the batch moves only the part that
+# moves, where scaling the whole receive promised a quarter of it for a quarter of the bytes.
+
+# NOTE [ Others' demand ]
+# Other processes' threads want CPUs too. The driver measures what they took during the profile
+# (``Profile.others_cpus``, O of the C usable CPUs) while the profile's one thread wanted one.
+# Where O + 1 <= C nobody waited: they wanted O. Past that the CPUs were shared, each runnable
+# thread its even share, so the profile's thread got C - O and theirs, wanting D, got O:
+# D = O / (C - O). The processor sharing below counts D beside the pipeline's own demand, so a
+# config that wants more CPUs than the others leave is predicted slower, as it runs (the
+# profile's own costs are read without its waits for a CPU: NOTE [ A profile read under load ]
+# in probe/profiler.py).
+
 # NOTE [ An epoch boundary of kept workers ]
 # With persistent_workers the iterator is reset at each epoch's end: the main process tells every
 # worker to resume and waits for each one's answer, then hands out the first prefetch x n indices
@@ -53,7 +71,6 @@ model's efficiency terms (``Calibration``, fitted in calibration.py), and the mo
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 import statistics
@@ -61,14 +78,16 @@ from dataclasses import dataclass, fields, replace
 from typing import Iterable, Sequence
 
 from .methods import method_cost
-from .policy import BOUND_WAIT, CONSUMER_BOUND_SHARE, PIN_BOUND_SHARE, UNFITTED_STEP
+from .policy import UNFITTED_STEP
 from .profile import Profile
 from .results import OK, BurstError, TrialResult
 from .settings import ORDER
+from .simulate import _bound, _simulate
 from .space import LoaderConfig
 
-# Batches simulated past the pipeline's warm-up; enough that a 1-in-100 slow batch shows.
-SIMULATED_BATCHES = 600
+# The others' demand read off the profile is at most this many times the CPUs (NOTE [ Others'
+# demand ]): past it the profile's thread got too little for the share to say more.
+OTHERS_DEMAND_CAP = 4.0
 
 
 @dataclass(frozen=True)
@@ -167,11 +186,30 @@ class Model:
 
     def recv_s(self, batch_size: int, busy: float) -> float:
         """Receiving one batch from a worker that is busy ``busy`` of the time (NOTE [ A busy
-        worker's receive ])."""
+        worker's receive ]): a fixed part and one that grows with the batch (NOTE [ The
+        receive's two parts ])."""
         p = self.profile
         extra = max(0.0, p.recv_busy_s - p.recv_s) if p.recv_busy_s is not None else 0.0
+        fixed = min(p.recv_s, p.recv_fixed_s) if p.recv_fixed_s is not None else 0.0
         # The wait for the worker's interpreter does not grow with the batch; the copy does.
-        return p.recv_s * batch_size / p.batch_size + min(1.0, max(0.0, busy)) * extra
+        return fixed + (p.recv_s - fixed) * batch_size / p.batch_size + min(1.0, max(0.0, busy)) * extra
+
+    @property
+    def others_demand(self) -> float:
+        """The CPUs other processes' threads want, from what they took during the profile
+        (NOTE [ Others' demand ]); 0 where not measured."""
+        p = self.profile
+        taken = p.others_cpus or 0.0
+        if taken <= 0:
+            return 0.0
+        if taken + 1.0 <= p.cpus:
+            return taken
+        return min(OTHERS_DEMAND_CAP * p.cpus, taken / max(p.cpus - taken, p.cpus / OTHERS_DEMAND_CAP))
+
+    def _shared(self, demand: float, calib: Calibration) -> float:
+        """How much slower a thread's CPU work runs when ``demand`` threads of the pipeline and
+        the others' (NOTE [ Others' demand ]) share the CPUs: 1 while they fit."""
+        return max(1.0, (demand + self.others_demand) / self.cpus(calib))
 
     def _stages(self, config: LoaderConfig, calib: Calibration, busy: float = 1.0) -> tuple[float, float]:
         """(pin thread, main loop) seconds per batch at ``config``'s batch size, its workers busy
@@ -231,7 +269,7 @@ class Model:
         (``worker_s``), made while ``workers`` busy ``busy`` of the time share the CPUs."""
         if calib.restart_base is not None:
             return max(0.0, calib.restart_base + calib.restart_per_worker * workers)
-        return worker_s * max(1.0, (workers * busy * self.profile.sample_cpu_share + 1.0) / self.cpus(calib))
+        return worker_s * self._shared(workers * busy * self.profile.sample_cpu_share + 1.0, calib)
 
     def predict(self, config: LoaderConfig, calib: Calibration = Calibration()) -> Prediction:
         key = (config, calib)
@@ -249,6 +287,9 @@ class Model:
             # The loop makes the batch itself: its samples, and its own (threaded) collate.
             produce = (worker_s - p.collate_s * config.batch_size / p.batch_size * calib.worker
                        + self._loop_collate_s(config.batch_size) * calib.worker)
+            # Its samples' CPU part shares the CPUs with the others' (NOTE [ Others' demand ]).
+            cpu = p.sample_cpu_share
+            produce *= cpu * self._shared(1.0, calib) + 1.0 - cpu
             # Its own bursts correct all of it but the step, which the bursts with workers know.
             step = calib.main * p.step_s * config.batch_size / p.batch_size
             per_batch = (produce + main_s - step) * calib.local + step
@@ -297,7 +338,7 @@ class Model:
             pin_s, main_s = self._stages(config, calib, busy_recv)
             host_s = max(0.0, main_s - step_s)   # the loop's receive and copies; the step's GPU time is not the CPU's
             demand = n * busy_workers * cpu + min(1.0, busy_main) + (min(1.0, busy_pin) if pin_s else 0.0)
-            share = max(1.0, demand / self.cpus(calib))
+            share = self._shared(demand, calib)
             factor = calib.worker * (cpu * share + 1.0 - cpu)
             pin_eff, main_eff = pin_s * share, host_s * share + step_s
             # The step's own jitter rides on the loop's time (NOTE [ Headroom ] in model_first.py).
@@ -348,66 +389,3 @@ class Model:
         """Predicted against measured for each burst: how well the model did."""
         return [BurstError(t.config.key, self.predict(t.config, calib).samples_per_s, t.samples_per_s)
                 for t in history if t.status == OK and t.samples_per_s]
-
-
-def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], pin_s: float,
-              main_times: list[float]) -> tuple[float, float, float]:
-    """(seconds per batch, the loop's wait share, the workers' busy share) in steady state.
-    ``main_times``: the loop's seconds for each batch in turn (cycled: the step's jitter).
-
-    NOTE [ The pipeline model ]: round-robin dispatch, prefetch x n batches out at once, a serial
-    pin stage and a serial main loop, in index order or as batches come."""
-    outstanding = max(1, prefetch * n)
-    warm = outstanding + 2 * n + 2
-    total = warm + max(SIMULATED_BATCHES, 4 * outstanding)
-    pool = len(batch_times)
-    worker_free = [0.0] * n
-    finish: dict[int, float] = {}
-    ready: list[tuple[float, int]] = []     # (finish time, batch) of batches made, not yet taken
-    dispatched = 0
-
-    def dispatch(at: float) -> None:
-        nonlocal dispatched
-        k = dispatched
-        w = k % n
-        start = max(at, worker_free[w])
-        worker_free[w] = done = start + batch_times[k % pool]
-        finish[k] = done
-        if not in_order:
-            heapq.heappush(ready, (done, k))
-        dispatched += 1
-
-    for _ in range(outstanding):
-        dispatch(0.0)
-    pin_free = main_free = 0.0
-    window_start = waited = busy = 0.0
-    for taken in range(total):
-        if in_order:
-            k = taken
-            made = finish.pop(k)
-        else:
-            made, k = heapq.heappop(ready)
-            finish.pop(k)
-        pinned = max(made, pin_free) + pin_s
-        pin_free = pinned
-        start = max(pinned, main_free)
-        if taken == warm:
-            window_start, waited, busy = main_free, 0.0, 0.0
-        if taken >= warm:
-            waited += max(0.0, pinned - main_free)
-            busy += batch_times[k % pool]
-        main_free = start + main_times[taken % len(main_times)]
-        dispatch(start)
-    span = max(main_free - window_start, 1e-12)
-    batches = total - warm
-    return span / batches, min(1.0, waited / span), min(1.0, busy / (n * span))
-
-
-def _bound(wait: float, pin_s: float, main_s: float, interval: float, step_s: float) -> str:
-    """The stage that caps a simulated pipeline: the workers when the loop waits, else the
-    slower of the pin thread and the loop (the consumer when the step is most of the loop)."""
-    if wait > BOUND_WAIT:
-        return "pin" if pin_s >= PIN_BOUND_SHARE * interval else "workers"
-    if pin_s > main_s:
-        return "pin"
-    return "consumer" if step_s >= CONSUMER_BOUND_SHARE * main_s else "main"

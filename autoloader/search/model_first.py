@@ -16,7 +16,11 @@ not yet measured:
 4. the pick at each other batch size asked for (the step's work per batch changes with it,
    which only a burst shows), and the pick again once the bursts have corrected the model;
 5. the least certain of the configs predicted near the best (``Model.uncertainty``: one that
-   rests on a stage no burst has measured yet).
+   rests on a stage no burst has measured yet);
+6. once the pick is measured and nothing above is left, the settings what-if the model rates
+   highest (``settings_probe``: the pick with pinning off, or out of order where allowed), so
+   the report's what-if has a measured gain beside its predicted one; only while the budget
+   leaves the final its time, as every burst.
 
 When the corrected model's pick is measured and no prediction near the best is in doubt, the
 search ends: the profile left no doubt. The final (choice.py) then re-measures the pick, the best burst and the control
@@ -211,8 +215,40 @@ class ModelFirst(Strategy):
         for config in plan:
             if config not in tried and self.space.contains(config) and self._usable(config, history):
                 return config
-        # One burst for a prediction in doubt, at most: a second would rest on the same unknown.
-        if not now or len(tried - set(plan)) >= MAX_DOUBTS:
+        if not now:
+            return None
+        doubt = self._doubt(history, now, calib, tried, plan)
+        return doubt if doubt is not None else self.settings_probe(history, now)
+
+    def settings_probe(self, history: Sequence[TrialResult], now: Sequence[Prediction]) -> LoaderConfig | None:
+        """The settings what-if the model rates highest, once the pick is measured and nothing else
+        is left to measure: the pick with one knob at its proposal's value (pinning off; delivery
+        out of order where the user let the space hold it), a change that needs no code, so that
+        the report sets its measured gain beside the predicted one (NOTE [ Model first ], 6)."""
+        pick = self.pick(now).config
+        if not any(t.config == pick and t.status == OK for t in history):
+            return None
+        changed = [k.proposed(pick) for k in SETTINGS
+                   if k.proposal is not None and pick.applies(k) and pick[k] != k.proposal.value]
+        tried = {t.config for t in history}
+        if any(c in tried for c in changed):
+            return None   # one settings what-if a run
+        open_ = [c for c in changed if self.space.contains(c) and self._offers(c)
+                 and self._usable(c, history) and self.fits(c, history)]
+        if not open_:
+            return None
+        calib = self.calibration(history)
+        return max(open_, key=lambda c: self.model.predict(c, calib).samples_per_s)
+
+    def _offers(self, config: LoaderConfig) -> bool:
+        """Whether the search may try ``config``: every knob at a value the space offers (a closed
+        gate offers only its start)."""
+        return all(config[k] in self.space.offered(k) for k in SETTINGS
+                   if k.domain is not None and config.applies(k))
+
+    def _doubt(self, history, now, calib, tried, plan) -> LoaderConfig | None:
+        """One burst for a prediction in doubt, at most: a second would rest on the same unknown."""
+        if len(tried - set(plan)) >= MAX_DOUBTS:
             return None
         # A prediction in doubt is worth a burst only when it could beat the pick: its highest
         # rate, over the efficiency terms no burst has corrected yet, clears the pick's by the tie.

@@ -75,6 +75,13 @@ class Profile:
     # Each start method's start-up and worker memory, where the start method's gate was open
     # (NOTE [ What a start method costs ] in methods.py); empty where not measured.
     methods: tuple[MethodCost, ...] = ()
+    # The share of the sample stage's wall time its thread waited for a CPU (others' load), taken
+    # out of every cost above: NOTE [ A profile read under load ] in probe/profiler.py. None where
+    # the waits could not be read (the costs then hold them).
+    sample_delay_share: float | None = None
+    # The part of ``recv_s`` that does not grow with the batch's bytes (NOTE [ The receive's two
+    # parts ] in model.py); None where only one size was timed (the receive then scales whole).
+    recv_fixed_s: float | None = None
 
     @property
     def batch_bytes(self) -> int:

@@ -51,6 +51,22 @@ def load_lines(load) -> list[str]:
     return lines
 
 
+# The share of the profile's sample stage spent waiting for a CPU past which the table says so.
+PROFILE_WAIT_SAID = 0.05
+
+
+def profile_load_line(profile) -> str | None:
+    """What the others' load did to the profile, and what was done about it (NOTE [ A profile
+    read under load ] in probe/profiler.py); None where it waited little or was not read."""
+    share = getattr(profile, "sample_delay_share", None)
+    if share is None or share < PROFILE_WAIT_SAID:
+        return None
+    others = profile.others_cpus
+    took = f" (others took {others:.1f} of {profile.cpus:g} CPUs)" if others is not None else ""
+    return (f"the profile's samples waited {share:.0%} of their time for a CPU{took}: their costs are read "
+            "without the waits, and the model shares the CPUs with the others' demand")
+
+
 LOGGER = logging.getLogger("autoloader")
 
 
@@ -138,9 +154,11 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
         lines.append(f"  {'num_workers=0':<20} {_rate(t.baseline_samples_per_s)}" + (f"; {words}" if words else ""))
     gain = getattr(result, "reorder_gain", None)
     if gain is not None and gain > 0.02:
-        gate = ORDER.gate
-        lines.append(f"  {gate.label:<20} {ORDER.setting(ORDER.proposal.value)} is predicted {gain * 100:+.0f}%; "
-                     f"pass {gate.flag} to let the tuner use it ({gate.consequence})")
+        gate, proposal = ORDER.gate, ORDER.proposal
+        said = (f"is predicted {gain * 100:+.0f}%; pass {gate.flag} to let the tuner use it" if proposal.unpredicted is None
+                else f"{proposal.unpredicted} (the model sees {gain * 100:+.0f}% from a slow batch no longer "
+                     "holding up the rest, not what delivering out of order costs)")
+        lines.append(f"  {gate.label:<20} {ORDER.setting(proposal.value)} {said} ({gate.consequence})")
     if t.knee:
         hurt = f", falls from {t.knee.starts_hurting}" if t.knee.starts_hurting is not None else ""
         lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} workers, peak at "
@@ -157,8 +175,9 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     threads = getattr(result, "threads", None)
     if threads is not None:
         lines.append(f"  {'main threads':<20} {threads_line(threads)}")
+    said = profile_load_line(getattr(result, "profile", None))
     lines += [f"  {'machine load' if i == 0 else '':<20} {text}"
-              for i, text in enumerate(load_lines(getattr(result, "load", None)))]
+              for i, text in enumerate(load_lines(getattr(result, "load", None)) + ([said] if said else []))]
     faults = result.faults()
     ok = sum(1 for tr in result.trials if tr.status == OK)
     lines.append(f"  {'trials':<20} {len(result.trials)} ({ok} measured"

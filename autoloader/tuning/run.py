@@ -41,7 +41,7 @@ from ..search.model_first import ModelFirst
 from ..search.policy import FINAL_ROUNDS, SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
-from ..search.settings import ORDER
+from ..search.settings import ORDER, open_gates
 from ..search.shards import stream_record, worker_cap
 from ..search.knob import NODES
 from ..search.nodes import graph_control, graph_space

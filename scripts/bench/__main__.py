@@ -1,4 +1,4 @@
-"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|verdicts|whatif|node ...``: the bench's one entry.
+"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|verdicts|whatif|predictions|calibration|node ...``: the bench's one entry.
 
     run        measure workloads: the tuner against a grid and an interleaved final (run.py)
     merge      one summary of runs made in parts, from their results.json (parts.py)
@@ -9,6 +9,9 @@
     tunes      each workload's tune as a user runs it, and the report's verdict (tunes.py)
     verdicts   the report's verdict and top what-if of every recorded tune (whatif.py)
     whatif     what-ifs the report predicts, made and measured against the tuner's pick (whatif.py)
+    predictions the same default tune again and again, each pick re-measured (predictions.py)
+    calibration every recorded pick and what-if, predicted against measured, with its interval
+               and how often the interval held (calibration.py)
     node       a node of N ranks: the node tune's pick against the single-rank pick and the
                cpus-1 rule on every rank, interleaved (autoloader/node/__init__.py)
 
@@ -43,7 +46,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                                                  "short is marked partial).")
     subs["rebuild"].add_argument("source", metavar="DIR")
     subs["rebuild"].add_argument("--out", default="results/benchmarks", help="folder for the rebuilt summary")
-    from scripts.bench import tunes, whatif
+    from scripts.bench import predictions, tunes, whatif
 
     subs["tunes"] = sub.add_parser("tunes", help="each workload's tune as a user runs it, and the report's verdict",
                                    description=tunes.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -51,11 +54,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     subs["whatif"] = sub.add_parser("whatif", help="what-ifs the report predicts, made and measured",
                                     description=whatif.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     whatif.add_arguments(subs["whatif"])
+    subs["predictions"] = sub.add_parser("predictions", help="the same tune again and again, each pick re-measured",
+                                         description=predictions.__doc__,
+                                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    predictions.add_arguments(subs["predictions"])
     subs["node"] = sub.add_parser("node", help="a node of N ranks: node pick vs single-rank pick vs the rule",
                                   description=node.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     node.add_arguments(subs["node"])
     for name, text in (("agreement", "how a run's phases agree on the same configs"),
                        ("verdicts", "the report's verdict and top what-if of every recorded tune"),
+                       ("calibration", "every recorded pick and what-if, predicted against measured, with its "
+                                       "interval and how often the interval held"),
                        ("replay", "how the model, corrected by a run's own tuner bursts, predicts what the bench "
                                   "measured")):
         subs[name] = sub.add_parser(name, help=text, description=text + "; prints Markdown.")
@@ -95,6 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         from scripts.bench import whatif
 
         return whatif.verdicts_main(args.records)
+    if args.command == "predictions":
+        from scripts.bench import predictions
+
+        return predictions.main(args)
+    if args.command == "calibration":
+        from scripts.bench import calibration
+
+        return calibration.main(args.records)
     if args.command == "replay":
         from scripts.bench import replay
 

@@ -1,0 +1,77 @@
+"""The pipeline's steady state, simulated batch by batch: NOTE [ The pipeline model ] in model.py.
+
+Pure: batch times and stage costs in, the interval, the loop's wait and the workers' busy share
+out (``_simulate``), and the stage that caps it (``_bound``).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from .policy import BOUND_WAIT, CONSUMER_BOUND_SHARE, PIN_BOUND_SHARE
+
+# Batches simulated past the pipeline's warm-up; enough that a 1-in-100 slow batch shows.
+SIMULATED_BATCHES = 600
+
+
+def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], pin_s: float,
+              main_times: list[float]) -> tuple[float, float, float]:
+    """(seconds per batch, the loop's wait share, the workers' busy share) in steady state.
+    ``main_times``: the loop's seconds for each batch in turn (cycled: the step's jitter).
+
+    NOTE [ The pipeline model ]: round-robin dispatch, prefetch x n batches out at once, a serial
+    pin stage and a serial main loop, in index order or as batches come."""
+    outstanding = max(1, prefetch * n)
+    warm = outstanding + 2 * n + 2
+    total = warm + max(SIMULATED_BATCHES, 4 * outstanding)
+    pool = len(batch_times)
+    worker_free = [0.0] * n
+    finish: dict[int, float] = {}
+    ready: list[tuple[float, int]] = []     # (finish time, batch) of batches made, not yet taken
+    dispatched = 0
+
+    def dispatch(at: float) -> None:
+        nonlocal dispatched
+        k = dispatched
+        w = k % n
+        start = max(at, worker_free[w])
+        worker_free[w] = done = start + batch_times[k % pool]
+        finish[k] = done
+        if not in_order:
+            heapq.heappush(ready, (done, k))
+        dispatched += 1
+
+    for _ in range(outstanding):
+        dispatch(0.0)
+    pin_free = main_free = 0.0
+    window_start = waited = busy = 0.0
+    for taken in range(total):
+        if in_order:
+            k = taken
+            made = finish.pop(k)
+        else:
+            made, k = heapq.heappop(ready)
+            finish.pop(k)
+        pinned = max(made, pin_free) + pin_s
+        pin_free = pinned
+        start = max(pinned, main_free)
+        if taken == warm:
+            window_start, waited, busy = main_free, 0.0, 0.0
+        if taken >= warm:
+            waited += max(0.0, pinned - main_free)
+            busy += batch_times[k % pool]
+        main_free = start + main_times[taken % len(main_times)]
+        dispatch(start)
+    span = max(main_free - window_start, 1e-12)
+    batches = total - warm
+    return span / batches, min(1.0, waited / span), min(1.0, busy / (n * span))
+
+
+def _bound(wait: float, pin_s: float, main_s: float, interval: float, step_s: float) -> str:
+    """The stage that caps a simulated pipeline: the workers when the loop waits, else the
+    slower of the pin thread and the loop (the consumer when the step is most of the loop)."""
+    if wait > BOUND_WAIT:
+        return "pin" if pin_s >= PIN_BOUND_SHARE * interval else "workers"
+    if pin_s > main_s:
+        return "pin"
+    return "consumer" if step_s >= CONSUMER_BOUND_SHARE * main_s else "main"
