@@ -20,4 +20,4 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
 __all__ = ["budget", "burst_rule", "choice", "config", "growth", "knee", "knob", "load", "memory", "model",
-           "model_first", "policy", "profile", "results", "settings", "shards", "space", "strategy", "threads", "warm"]
+           "model_first", "paired", "policy", "profile", "results", "settings", "shards", "space", "strategy", "threads", "warm"]

@@ -5,7 +5,9 @@ tuner replaces (the control, always last: NOTE [ Model first ]), and, when this 
 previous result, its pick: a nightly comparison then sets the previous pick against the new one
 in paired rounds of this run (NOTE [ Drift ] in compare.py). When the machine was busy (NOTE
 [ Others on the machine ] in search/load.py), the configs that decide the pick get up to
-BUSY_ROUNDS more rounds while the budget has the time.
+BUSY_ROUNDS more rounds while the budget has the time; when a nightly comparison's interval
+straddles its threshold, the previous pick and the best other finalist get up to SETTLE_ROUNDS
+more paired rounds, while the budget has the time, until it does not (NOTE [ Drift ]).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ..events import BusyRecheck, FinalRound, Progress
 from ..search.budget import Clock, round_seconds
 from ..search.choice import Finalist, choose
 from ..search.load import MachineLoad
-from ..search.policy import BUSY_ROUNDS, FINAL_ROUNDS, FINAL_SETTINGS
+from ..search.policy import BUSY_ROUNDS, FINAL_ROUNDS, FINAL_SETTINGS, SETTLE_ROUNDS
 from ..search.results import OK, TrialResult
 from ..search.space import LoaderConfig
 
@@ -111,6 +113,25 @@ class Final:
                 self.progress(BusyRecheck(tuple(c.key for c in deciders), load))
             self._round(deciders, self.rounds + 1)
         return self.finalists(history)
+
+
+    def settle(self, finals: list[Finalist], history: Sequence[TrialResult], previous: LoaderConfig,
+               settled: Callable[[list[Finalist]], bool]) -> list[Finalist]:
+        """While ``settled(finals)`` says the nightly comparison is undecided, up to SETTLE_ROUNDS
+        more paired rounds of ``previous`` and the best other finalist, each only while the
+        budget holds it (NOTE [ Drift ] in tuning/compare.py)."""
+        if previous not in self.rates or len(finals) < 2:
+            return finals
+        for _ in range(SETTLE_ROUNDS):
+            if settled(finals):
+                break
+            others = sorted((f for f in finals if f.config != previous), key=lambda f: -f.median)
+            pair = [previous, others[0].config]
+            if round_seconds(pair, history) > self.clock.left():
+                break
+            self._round(pair, self.rounds + 1)
+            finals = self.finalists(history)
+        return finals
 
 
 def final_measurement(runner, limits_now: Callable[[], object]) -> Callable[[LoaderConfig], TrialResult]:
