@@ -72,3 +72,49 @@ def scaled() -> Scaled:
 
 def slow_start() -> SlowStart:
     return SlowStart()
+
+
+class Spun(Dataset):
+    """Each sample spins ``cost_s`` of its process's CPU time (times $AUTOLOADER_TEST_SLOWDOWN): a
+    per-sample cost a neighbour on the CPUs takes from, as a decode or an augmentation is."""
+
+    def __init__(self, length: int = 4_096, cost_s: float = 0.0004):
+        self.length = length
+        self.cost_s = cost_s
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        end = time.process_time() + self.cost_s * float(os.environ.get(SLOWDOWN_ENV, "1"))
+        while time.process_time() < end:
+            pass
+        return torch.full((4,), float(index))
+
+
+def spun() -> Spun:
+    return Spun()
+
+
+# A phase of the noisy step lasts this long; each draws its own sleep a batch.
+PHASE_S = 0.4
+STEP_RANGE_S = (0.0005, 0.006)
+
+
+def noisy_step():
+    """A step whose time a batch jumps between phases (a new one every PHASE_S, drawn from
+    STEP_RANGE_S, as a shared accelerator or a logging hook would): about as long as a batch of
+    ``spun`` takes the loader, so from one window to the next the step or the loader sets the pace,
+    and the rounds' noise is the step's."""
+    import random
+
+    rng, phase = random.Random(), {"until": 0.0, "sleep": 0.0}
+
+    def step(batch):
+        now = time.monotonic()
+        if now >= phase["until"]:
+            phase["until"], phase["sleep"] = now + PHASE_S, rng.uniform(*STEP_RANGE_S)
+        time.sleep(phase["sleep"])
+        return batch
+
+    return step

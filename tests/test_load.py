@@ -4,7 +4,9 @@ unit tests on synthetic records (NOTE [ Others on the machine ], NOTE [ Drift ])
 from __future__ import annotations
 
 import json
+import math
 import os
+import statistics
 import re
 import time
 
@@ -18,7 +20,7 @@ from autoloader.fleet.retune import INCONCLUSIVE_EXIT, Outcome, RetuneReport
 from autoloader.search.choice import Finalist, choose
 from autoloader.search.config import TunedConfig
 from autoloader.search.load import MachineLoad, busy_spans, machine_load
-from autoloader.search.paired import paired_ratio
+from autoloader.search.paired import INSIDE, OUTSIDE, STRADDLES, against_band, paired_ratio, runs_ratio
 from autoloader.search.policy import BUSY_SHARE, LOAD_TIE, Thresholds
 from autoloader.search.profile import Profile
 from autoloader.search.results import CONSTRAINT, OK, TrialResult
@@ -27,7 +29,7 @@ from autoloader.search.threads import Threads
 from autoloader.store.history import previous, record
 from autoloader.store.records import StoredHardware
 from autoloader.store.validate import InvalidRecord, trial_record
-from autoloader.tuning.compare import INCONCLUSIVE, UNCHANGED, compare, memory_per_worker, separated
+from autoloader.tuning.compare import DRIFTED, INCONCLUSIVE, UNCHANGED, compare, memory_per_worker, separated
 from autoloader.tuning.final import final_configs, trimmed
 from autoloader.events import TrialDone
 from autoloader.tuning.progress import ProgressPrinter, table
@@ -252,6 +254,60 @@ def test_a_rate_change_must_clear_the_threshold_by_its_interval():
     noisy = compare(before, stored(record_of(PICK, 700.0, finals=[(PICK, (700, 450, 1050))])))
     assert noisy.rate_noise > 0.3 and not noisy.changed and noisy.status == INCONCLUSIVE
     assert "across the threshold band 0.75-1.25" in noisy.undecided
+
+
+def test_the_intervals_are_students_on_the_logs_of_the_rates():
+    ratio, lo, hi = paired_ratio((110.0, 120.0, 100.0), (100.0, 100.0, 100.0))
+    logs = [math.log(1.1), math.log(1.2), 0.0]
+    half = 4.303 * statistics.stdev(logs) / math.sqrt(3)
+    assert ratio == pytest.approx(math.exp(statistics.fmean(logs)))
+    assert (lo, hi) == pytest.approx((ratio * math.exp(-half), ratio * math.exp(half)))
+    assert paired_ratio((2.0,), (1.0,)) == (2.0, 0.0, math.inf), "one round bounds nothing"
+    ratio, lo, hi = runs_ratio((50.0, 50.0), (100.0,))
+    assert ratio == pytest.approx(0.5) and lo == pytest.approx(0.5) and hi == pytest.approx(0.5)
+    assert runs_ratio((50.0,), (100.0,))[1:] == (0.0, math.inf)
+    assert [against_band(*pair, 0.25) for pair in ((0.4, 0.7), (0.8, 1.2), (0.6, 0.9), (1.3, 2.0))] == \
+        [OUTSIDE, INSIDE, STRADDLES, OUTSIDE]
+    with pytest.raises(ValueError):
+        paired_ratio((1.0,), ())
+
+
+def test_a_noisy_two_round_final_of_a_2x_slower_dataset_is_never_called_unchanged():
+    """The issue's case: 694/s -> 264/s read unchanged because two rounds' spread (66%) was past
+    the drop. By interval it is a change, or, too noisy to bound, inconclusive: never unchanged."""
+    before = stored(record_of(PICK, 694.0, finals=[(PICK, (560.0, 860.0))]))
+    noisy = compare(before, stored(record_of(PICK, 264.0, finals=[(PICK, (180.0, 330.0))])))
+    assert noisy.status in (INCONCLUSIVE, DRIFTED) and noisy.status != UNCHANGED, noisy
+    more = compare(before, stored(record_of(PICK, 264.0, finals=[(PICK, (180.0, 330.0, 250.0, 270.0, 300.0))])))
+    assert more.status == DRIFTED and more.rate_interval[1] < 0.75, more
+    steady = stored(record_of(PICK, 694.0, finals=[(PICK, (690.0, 694.0, 700.0))]))
+    same = compare(steady, stored(record_of(PICK, 700.0, finals=[(PICK, (690.0, 710.0, 700.0, 705.0))])))
+    assert same.status == UNCHANGED, same
+    assert compare(before, stored(record_of(PICK, 700.0, finals=[(PICK, (690.0, 710.0, 700.0))]))
+                   ).status == INCONCLUSIVE, "a baseline this noisy bounds nothing: not unchanged either"
+
+
+def test_the_final_adds_paired_rounds_while_the_comparison_is_undecided_and_the_budget_holds():
+    from autoloader.search.budget import Clock
+    from autoloader.tuning.final import Final
+
+    measured = []
+
+    def measure(config):
+        measured.append(config)
+        return trial(config, 1000.0)
+
+    history = [trial(PICK), trial(OLD), trial(RULE)]
+    final = Final(Clock(600.0), measure, lambda event: None)
+    finals = final.run([PICK, OLD, RULE], history, RULE, OLD)
+    assert len(measured) == 9
+    answers = iter([False, False, True])
+    finals = final.settle(finals, history, OLD, lambda now: next(answers))
+    assert measured[9:] == [OLD, PICK, OLD, PICK], "two paired rounds of the old pick and the best other"
+    assert [len(f.rates) for f in finals if f.config == OLD] == [5]
+    short = Final(Clock(0.5), measure, lambda event: None)
+    short.rates, short.taken = dict(final.rates), dict(final.taken)
+    assert short.settle(finals, history, OLD, lambda now: False) == finals, "no round past the budget"
 
 
 def test_a_busy_run_is_inconclusive_whatever_it_found_and_never_the_baseline(tmp_path):
