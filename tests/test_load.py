@@ -295,7 +295,7 @@ def test_the_final_adds_paired_rounds_while_the_comparison_is_undecided_and_the_
 
     def measure(config):
         measured.append(config)
-        return trial(config, 1000.0)
+        return trial(config, 1100.0 if config == PICK else 1000.0)
 
     history = [trial(PICK), trial(OLD), trial(RULE)]
     final = Final(Clock(600.0), measure, lambda event: None)
@@ -305,6 +305,12 @@ def test_the_final_adds_paired_rounds_while_the_comparison_is_undecided_and_the_
     finals = final.settle(finals, history, OLD, lambda now: next(answers))
     assert measured[9:] == [OLD, PICK, OLD, PICK], "two paired rounds of the old pick and the best other"
     assert [len(f.rates) for f in finals if f.config == OLD] == [5]
+    alone = Final(Clock(600.0), lambda config: measured.append(config) or trial(config, 1000.0), lambda event: None)
+    del measured[:]
+    level = alone.run([PICK, OLD], history, RULE, OLD)
+    steps = iter([False, True])
+    alone.settle(level, history, OLD, lambda now: next(steps))
+    assert measured[6:] == [OLD], "none reads ahead of the old pick: its rate is the only question"
     short = Final(Clock(0.5), measure, lambda event: None)
     short.rates, short.taken = dict(final.rates), dict(final.taken)
     assert short.settle(finals, history, OLD, lambda now: False) == finals, "no round past the budget"

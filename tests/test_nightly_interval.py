@@ -30,7 +30,7 @@ from autoloader.search.policy import BUSY_SHARE, RATE_SHIFT
 FLEET = os.path.join(REPO_ROOT, "tests", "fleet_workloads.py")
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
 RUNS = 5
-BUDGET = 20
+BUDGET = 30
 DRIFTED, INCONCLUSIVE = 3, 5
 
 

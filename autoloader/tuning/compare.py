@@ -103,26 +103,30 @@ def compare(previous: TuneResult | None, current: TuneResult, thresholds: Thresh
 
 
 def readings(result: TuneResult, config: LoaderConfig) -> tuple[float, ...]:
-    """``config``'s readings in ``result`` at the node's rate: its final rounds, else its best
-    burst (one reading), else, for the result's pick, its stored rate; else none."""
+    """``config``'s readings in ``result`` at the node's rate: every measurement of it, its final
+    rounds and its bursts (one protocol of windows: NOTE [ Honest burst ] in probe/burst.py),
+    else, for the result's pick, its stored rate; else none."""
     final = _final_of(result, config)
-    if final is not None:
-        return tuple(r * result.ranks for r in final.rates if r > 0)
-    rate = rate_of(result, config) or (result.samples_per_s if config == result.config else None)
-    return (rate,) if rate else ()
+    rates = list(final.rates) if final is not None else []
+    rates += [t.samples_per_s for t in result.trials if t.status == OK and t.samples_per_s and t.config == config]
+    if not rates and config == result.config and result.samples_per_s:
+        return (result.samples_per_s,)
+    return tuple(r * result.ranks for r in rates if r > 0)
 
 
 def settled(previous: TuneResult, finals: Sequence[Finalist], old: LoaderConfig, ranks: int,
             thresholds: Thresholds) -> bool:
     """Whether tonight's final so far decides the comparison with ``previous`` (NOTE [ Drift ]):
-    the interval of ``old``'s rate now over then lies wholly inside or outside the band, and,
+    the interval of ``old``'s rate now over then (its rounds and its finalist's burst, as
+    ``readings`` counts them) lies wholly inside or outside the band, and,
     where the best other finalist reads ahead of ``old``, their paired interval is clear of the
     tie's edge. Nothing to measure (``old`` not in the final): settled."""
     mine = next((f for f in finals if f.config == old and f.rates), None)
     then = readings(previous, old)
     if mine is None or not then:
         return True
-    _, lo, hi = runs_ratio([r * ranks for r in mine.rates], then)
+    bursts = [mine.trial.samples_per_s] if mine.trial is not None and mine.trial.samples_per_s else []
+    _, lo, hi = runs_ratio([r * ranks for r in list(mine.rates) + bursts], then)
     if against_band(lo, hi, thresholds.rate) == STRADDLES:
         return False
     others = sorted((f for f in finals if f.config != old and f.rates), key=lambda f: -f.median)

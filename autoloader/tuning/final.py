@@ -118,15 +118,18 @@ class Final:
     def settle(self, finals: list[Finalist], history: Sequence[TrialResult], previous: LoaderConfig,
                settled: Callable[[list[Finalist]], bool]) -> list[Finalist]:
         """While ``settled(finals)`` says the nightly comparison is undecided, up to SETTLE_ROUNDS
-        more paired rounds of ``previous`` and the best other finalist, each only while the
-        budget holds it (NOTE [ Drift ] in tuning/compare.py)."""
+        more rounds of ``previous``, paired with the best other finalist where that reads ahead of
+        it (whether the pick changed is then a question too), each only while the budget holds
+        it (NOTE [ Drift ] in tuning/compare.py)."""
         if previous not in self.rates or len(finals) < 2:
             return finals
         for _ in range(SETTLE_ROUNDS):
             if settled(finals):
                 break
             others = sorted((f for f in finals if f.config != previous), key=lambda f: -f.median)
-            pair = [previous, others[0].config]
+            mine = next((f for f in finals if f.config == previous), None)
+            ahead = others and (mine is None or others[0].median > mine.median)
+            pair = [previous, others[0].config] if ahead else [previous]
             if round_seconds(pair, history) > self.clock.left():
                 break
             self._round(pair, self.rounds + 1)
