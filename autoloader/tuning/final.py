@@ -66,7 +66,9 @@ class Final:
         """``chosen`` re-measured interleaved, as many rounds as the budget has left, up to
         FINAL_ROUNDS; when a round of all does not fit, ``trimmed``; when not even that fits, no
         final: the budget is a cap, and the choice then weighs the bursts as one round."""
-        if len(chosen) < 2:
+        # No final between a pick and itself, except the previous pick alone: a nightly
+        # comparison needs its readings (NOTE [ Drift ]), and no other config is in the running.
+        if len(chosen) < 2 and not (chosen and chosen == [previous]):
             return []
         if round_seconds(chosen, history) > self.clock.left() and len(chosen) > 2:
             chosen = trimmed(chosen, control, previous)
@@ -121,14 +123,14 @@ class Final:
         more rounds of ``previous``, paired with the best other finalist where that reads ahead of
         it (whether the pick changed is then a question too), each only while the budget holds
         it (NOTE [ Drift ] in tuning/compare.py)."""
-        if previous not in self.rates or len(finals) < 2:
+        if previous not in self.rates or not finals:
             return finals
         for _ in range(SETTLE_ROUNDS):
             if settled(finals):
                 break
             others = sorted((f for f in finals if f.config != previous), key=lambda f: -f.median)
             mine = next((f for f in finals if f.config == previous), None)
-            ahead = others and (mine is None or others[0].median > mine.median)
+            ahead = bool(others) and (mine is None or others[0].median > mine.median)
             pair = [previous, others[0].config] if ahead else [previous]
             if round_seconds(pair, history) > self.clock.left():
                 break
