@@ -96,16 +96,18 @@ def spun() -> Spun:
     return Spun()
 
 
-# A phase of the noisy step lasts this long; each draws its own sleep a batch.
+# A phase of the noisy step lasts this long; in a STALL_SHARE of them the step stalls each batch
+# for STALL_S (a shared accelerator, a logging hook), otherwise it takes QUICK_S.
 PHASE_S = 0.4
-STEP_RANGE_S = (0.0005, 0.006)
+STALL_SHARE = 0.3
+STALL_S, QUICK_S = 0.005, 0.0005
 
 
 def noisy_step():
-    """A step whose time a batch jumps between phases (a new one every PHASE_S, drawn from
-    STEP_RANGE_S, as a shared accelerator or a logging hook would): about as long as a batch of
-    ``spun`` takes the loader, so from one window to the next the step or the loader sets the pace,
-    and the rounds' noise is the step's."""
+    """A step whose time a batch jumps between phases: in some the step stalls for longer than a
+    batch of ``spun`` takes the loader on 2 CPUs, so from one window to the next the step or the
+    loader sets the pace and the rounds' noise is the step's; made 2x slower, ``spun``'s batch
+    takes longer than a stall, and the loader sets the pace throughout."""
     import random
 
     rng, phase = random.Random(), {"until": 0.0, "sleep": 0.0}
@@ -113,7 +115,8 @@ def noisy_step():
     def step(batch):
         now = time.monotonic()
         if now >= phase["until"]:
-            phase["until"], phase["sleep"] = now + PHASE_S, rng.uniform(*STEP_RANGE_S)
+            phase["until"] = now + PHASE_S
+            phase["sleep"] = STALL_S if rng.random() < STALL_SHARE else QUICK_S
         time.sleep(phase["sleep"])
         return batch
 
