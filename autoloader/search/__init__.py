@@ -14,6 +14,7 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
 - ``choice``: the interleaved final's winner; ``knee``: the worker curve's inflection;
   ``budget``: the run's clock; ``memory``: a config's predicted memory and the limits it must meet;
   ``burst_rule``: a burst's stop rule; ``config``: the tuned config handed back;
+- ``paired``: a ratio of rates with its 95% interval (paired rounds, or two runs' readings);
 - ``policy``: every threshold a decision uses, a line each on why.
 """
 
