@@ -25,9 +25,10 @@ OUT_HELP = ("Where results are written and looked up (default: $AUTOLOADER_HOME,
 
 # --fail-if-changed: the run succeeded and its result is saved, but differs from the last one.
 CHANGED_EXIT_CODE = 3
-# --fail-if-changed and retune: the run measured on a busy machine (other processes took more
-# than policy.BUSY_SHARE of the CPUs), so nothing can be said changed or unchanged; its result is
-# saved, marked, and never the baseline a later run compares with.
+# --fail-if-changed and retune: the run measured on a busy machine (other processes took, or
+# waited for, more than policy.BUSY_SHARE of the CPUs), or the 95% interval of its rate stayed
+# across the threshold band (NOTE [ Drift ]), so nothing can be said changed or unchanged; its
+# result is saved, marked, and never the baseline a later run compares with.
 INCONCLUSIVE_EXIT_CODE = 5
 # Ctrl-C (SIGINT): the shell's convention, 128 + the signal's number.
 INTERRUPTED_EXIT_CODE = 130
@@ -94,9 +95,10 @@ def main() -> None:
 @click.option("--format", "form", type=FORMATS, help=FORMAT_HELP + " Instead of the table.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @click.option("--fail-if-changed", is_flag=True,
-              help="Exit 3 when the pick or its rate changed past the noise measured in this run since the last "
-                   "result for this dataset (on this hardware, else the nearest other hardware's); exit 5 when "
-                   "other processes took so much of the CPUs that the run cannot tell. For nightly re-tunes.")
+              help="Exit 3 when the pick or its rate changed since the last result for this dataset (on this "
+                   "hardware, else the nearest other hardware's): its 95% interval wholly past the threshold; "
+                   "exit 5 when the run cannot tell (other processes took so much of the CPUs, or the interval "
+                   "stayed across the threshold). For nightly re-tunes.")
 @click.option("--report", "write_page", is_flag=True,
               help="Also write the report beside the result: an HTML page and its markdown twin (needs the "
                    "[report] extra).")
@@ -136,7 +138,7 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
     if write_page:
         # stderr under --json or --format, whose stdout is meant to be read by a program or pasted.
         _page_of_a_tune(result, err=as_json or form is not None)
-    if fail_if_changed and result.busy:
+    if fail_if_changed and (result.busy or (result.since is not None and result.since.inconclusive)):
         click.get_current_context().exit(INCONCLUSIVE_EXIT_CODE)
     if fail_if_changed and result.since is not None and result.since.changed:
         click.get_current_context().exit(CHANGED_EXIT_CODE)
@@ -220,8 +222,8 @@ def retune_command(registry, out, storage, reports, as_json, quiet, write_pages)
     Each dataset starts from its last result on this hardware (the stored pick and its neighbours
     first, stopping early when the pick still holds), else from the nearest other hardware's,
     else tunes in full. Results are kept in a dated history; a failed or killed run never
-    replaces the last good one. Exit 0 unchanged, 3 drifted past a threshold and the run's own
-    noise, 5 inconclusive (measured on a busy machine), 1 a dataset failed, 2 bad registry (or a
+    replaces the last good one. Exit 0 unchanged, 3 drifted (a 95% interval wholly past a
+    threshold), 5 inconclusive (a busy machine, or an interval across the threshold), 1 a dataset failed, 2 bad registry (or a
     folder that cannot be written, found before anything runs), 4 the report could not be written
     (it is printed all the same). The registry's format is in autoloader/fleet/registry.py and
     the README."""

@@ -72,3 +72,52 @@ def scaled() -> Scaled:
 
 def slow_start() -> SlowStart:
     return SlowStart()
+
+
+class Spun(Dataset):
+    """Each sample spins ``cost_s`` of its process's CPU time (times $AUTOLOADER_TEST_SLOWDOWN): a
+    per-sample cost a neighbour on the CPUs takes from, as a decode or an augmentation is."""
+
+    def __init__(self, length: int = 4_096, cost_s: float = 0.0004):
+        self.length = length
+        self.cost_s = cost_s
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        end = time.process_time() + self.cost_s * float(os.environ.get(SLOWDOWN_ENV, "1"))
+        while time.process_time() < end:
+            pass
+        return torch.full((4,), float(index))
+
+
+def spun() -> Spun:
+    return Spun()
+
+
+# A phase of the noisy step lasts this long; in a STALL_SHARE of them the step stalls each batch
+# for STALL_S (a shared accelerator, a logging hook), otherwise it takes QUICK_S.
+PHASE_S = 0.4
+STALL_SHARE = 0.3
+STALL_S, QUICK_S = 0.005, 0.0005
+
+
+def noisy_step():
+    """A step whose time a batch jumps between phases: in some the step stalls for longer than a
+    batch of ``spun`` takes the loader on 2 CPUs, so from one window to the next the step or the
+    loader sets the pace and the rounds' noise is the step's; made 2x slower, ``spun``'s batch
+    takes longer than a stall, and the loader sets the pace throughout."""
+    import random
+
+    rng, phase = random.Random(), {"until": 0.0, "sleep": 0.0}
+
+    def step(batch):
+        now = time.monotonic()
+        if now >= phase["until"]:
+            phase["until"] = now + PHASE_S
+            phase["sleep"] = STALL_S if rng.random() < STALL_SHARE else QUICK_S
+        time.sleep(phase["sleep"])
+        return batch
+
+    return step

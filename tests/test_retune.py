@@ -152,7 +152,8 @@ def result(workers: int, rate: float, fingerprint: str = "box", knee: int = 2, p
             "knee": {"stops_paying": knee, "peak": knee, "starts_hurting": None, "tolerance": 0.03,
                      "curve": [[knee, rate]]},
             "hardware": {"fingerprint": fingerprint, "cpus": cpus, "cpu_model": "x", "memory_gib": 16, "gpus": []},
-            "trials": trials, "finals": [{"config": config, "rates": [rate]}], "measurement_format": 1}
+            "trials": trials, "finals": [{"config": config, "rates": [rate * 0.99, rate, rate * 1.01]}],
+            "measurement_format": 1}
 
 
 def judge(previous: dict | None, current: dict, thresholds: Thresholds):

@@ -31,8 +31,11 @@ def _old_pick(drift) -> str:
     if drift is None or drift.pick_rate_before is None:
         return "-"
     ratio = drift.old_pick_now / drift.pick_rate_before if drift.old_pick_now is not None else None
+    interval = getattr(drift, "rate_interval", None)
     return (f"{_rate(drift.pick_rate_before)} -> {_rate(drift.old_pick_now)}"
-            + (f" ({ratio - 1:+.0%})" if ratio is not None else ""))
+            + (f" ({ratio - 1:+.0%}" if ratio is not None else "")
+            + (f", 95% {interval[0] - 1:+.0%}...{interval[1] - 1:+.0%})" if ratio is not None and interval
+               else ")" if ratio is not None else ""))
 
 
 def _knee(drift) -> str:
@@ -100,8 +103,9 @@ def markdown(report) -> str:
             lines.append(f"- machine: {others_text(load.others_cpus, load.usable_cpus)} while it measured"
                          + (" (busy: inconclusive, kept but never the baseline)" if load.busy else ""))
         if d is not None and d.inconclusive:
-            lines.append("- inconclusive: on a busy machine nothing can be said changed or unchanged"
-                         + (f" (would have been: {'; '.join(d.set_aside)})" if d.set_aside else ""))
+            why = "on a busy machine" if d.load is not None and d.load.busy else (d.undecided or "too noisy")
+            lines.append(f"- inconclusive ({why}): nothing can be said changed or unchanged, and this result is "
+                         "never the baseline" + (f" (would have been: {'; '.join(d.set_aside)})" if d.set_aside else ""))
         if d is not None and d.status == "baseline":
             lines.append("- the first result for this dataset: nothing to compare with")
         elif d is not None and d.previous_path is not None:
@@ -109,8 +113,8 @@ def markdown(report) -> str:
                 lines.append(f"- compared with: `{d.previous_path}` ({d.previous_finished_at or 'undated'})")
             lines.append("- pick: " + (", ".join(f"{c.setting} {c.before} -> {c.after}" for c in d.changes)
                                        if d.changes else "unchanged")
-                         + (f" (a tie: this run's paired rounds do not put the new pick {SETTINGS_TIE:.0%} and their "
-                            "spread ahead of the old)" if d.settings_tie else ""))
+                         + (f" (a tie: the 95% interval of this run's paired rounds does not put the new pick "
+                            f"{SETTINGS_TIE:.0%} ahead of the old)" if d.settings_tie else ""))
             lines.append(f"- the old pick's rate then -> now: {_old_pick(d)}")
             lines.append(f"- knee: {_knee(d)}; memory per worker: {_memory(d)}")
             if d.hardware_changes:

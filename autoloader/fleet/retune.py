@@ -9,9 +9,10 @@ stop when it still holds), keep the new result in the dated history, and judge t
 started in the same second), and as ``latest``; the folders are checked before anything is tuned,
 and a report that still cannot be written (a disk that filled meanwhile) is printed all the same.
 
-Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted past a
-threshold and past the noise measured in its run, 5 a dataset was measured on a busy machine and
-is inconclusive (drift elsewhere wins over it), 1 a dataset failed (that wins over both), 4 the
+Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted: the 95%
+interval of its rate now over then lies wholly outside the threshold band, or another reason,
+5 a dataset is inconclusive: measured on a busy machine, or its interval still across the band
+after the rounds the budget held (drift elsewhere wins over it), 1 a dataset failed (that wins over both), 4 the
 report could not be written (that wins over the rest: the report printed says them); 2, bad
 registry or folders, is raised before anything runs (a UsageError).
 """
@@ -108,7 +109,7 @@ class RetuneReport:
     def verdict(self) -> str:
         return {OK_EXIT: "unchanged", FAILED_EXIT: "a dataset failed", DRIFTED_EXIT: "drifted",
                 UNWRITTEN_EXIT: "the report could not be written",
-                INCONCLUSIVE_EXIT: "inconclusive: measured on a busy machine"}[self.exit_code]
+                INCONCLUSIVE_EXIT: "inconclusive: a busy machine, or noise across a threshold"}[self.exit_code]
 
     def to_dict(self) -> dict:
         return {"registry": self.registry, "started_at": self.started_at, "finished_at": self.finished_at,

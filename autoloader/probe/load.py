@@ -8,10 +8,24 @@ others took. Processes of the tree that ended meanwhile are not lost: a parent t
 is charged its time (``children_user``/``children_system``), and the driver, which reaps the
 trial process, is counted with its own children. The kernel's steal time (what the hypervisor
 gave other guests) is busy time too, and is kept apart as well.
+
+# NOTE [ Runnable others count at what they want ]
+# CPU time taken under-reads a neighbour that wants more than it gets: two spinning processes
+# beside a trial that keeps 3 processes busy on 2 CPUs get 2/5 of them, 0.8 CPUs, and the machine
+# reads "under half busy" while the trial itself got 3/5 of what it would alone. So what the
+# others waited on a run queue counts too: each thread's wait so far is in
+# /proc/PID/task/TID/schedstat (its second field, in ns); the meter reads every thread at the
+# start and at the end, and what the threads outside this run's tree (the driver, the trial
+# process and its descendants, at either end) waited meanwhile is added to what they took,
+# capped at the usable CPUs. A thread of this run that started and ended within the span is in
+# neither reading, so the run's own oversubscription is never charged to others; another's
+# thread that ended within it is lost (an under-read of a short task). Where the kernel has no
+# such file (not Linux), only the CPU taken is counted.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import time
 from dataclasses import dataclass
@@ -31,10 +45,30 @@ MIN_SPAN_S = 0.2
 @dataclass(frozen=True)
 class Span:
     """The machine over one span of wall time, in CPUs' worth (CPU seconds over wall seconds)."""
-    others_cpus: float     # taken from the usable CPUs by other processes, steal included
+    others_cpus: float     # taken or waited for by other processes, steal included, up to the usable CPUs
     steal_cpus: float
     tree_cpus: float       # this run's own processes
     seconds: float
+    waiting_cpus: float = 0.0   # of that, others' time waiting to run (NOTE [ Runnable others count at what they want ])
+
+
+def _waits() -> dict[tuple[int, int], int]:
+    """Every thread's time so far waiting on a run queue, in ns, by (pid, tid); empty where the
+    kernel does not say."""
+    found = {}
+    for path in glob.glob("/proc/[0-9]*/task/[0-9]*/schedstat"):
+        parts = path.split("/")
+        try:
+            with open(path) as fh:
+                found[(int(parts[2]), int(parts[4]))] = int(fh.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue   # ended between the listing and the read
+    return found
+
+
+def _mine(pid: int | None) -> set[int]:
+    """This run's pids now: the driver and the tree under ``pid``."""
+    return {os.getpid(), *(p.pid for p in tree(pid))} if pid is not None else {os.getpid()}
 
 
 def _watched() -> list[int]:
@@ -84,6 +118,8 @@ class LoadMeter:
         self.t0 = time.monotonic()
         self.busy0, self.steal0 = _system(self.cpus)
         self.tree0 = tree_cpu(pid)
+        self.mine0 = _mine(pid)
+        self.waits0 = _waits()
 
     def stop(self) -> Span | None:
         """The span since the meter started; None when it was too short to say anything."""
@@ -92,7 +128,11 @@ class LoadMeter:
             return None
         busy, steal = _system(self.cpus)
         mine = max(0.0, tree_cpu(self.pid) - self.tree0) / seconds
-        others = max(0.0, (busy - self.busy0) / seconds - mine)
+        ours = self.mine0 | _mine(self.pid)
+        waited = sum(max(0, ns - self.waits0.get(task, 0)) for task, ns in _waits().items()
+                     if task[0] not in ours) / 1e9 / seconds
+        others = max(0.0, (busy - self.busy0) / seconds - mine) + waited
         spare = max(0.0, len(self.cpus) - self.usable)
         return Span(others_cpus=min(self.usable, max(0.0, others - spare)),
-                    steal_cpus=max(0.0, steal - self.steal0) / seconds, tree_cpus=mine, seconds=seconds)
+                    steal_cpus=max(0.0, steal - self.steal0) / seconds, tree_cpus=mine, seconds=seconds,
+                    waiting_cpus=waited)

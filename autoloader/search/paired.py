@@ -146,3 +146,55 @@ def compared(r: Ratio | None, other: str, unpaired: str | None = None) -> str:
     if r.slower:
         return f"slower than {other} by {_span(1.0 - r.hi, 1.0 - r.lo)}"
     return f"indistinguishable from {other} ({signed_span(r.lo - 1.0, r.hi - 1.0)})"
+
+
+# --- The nightly's comparisons (tuning/compare.py, store/comparison.py: NOTE [ Drift ]) ----------
+# Bounds as plain numbers, (ratio, lo, hi), with (0, inf) where the readings show no spread.
+
+OUTSIDE, INSIDE, STRADDLES = "outside", "inside", "straddles"
+
+
+def t95(df: int) -> float:
+    """t975, and infinity below one degree of freedom (nothing known)."""
+    return math.inf if df < 1 else t975(df)
+
+
+def paired_bounds(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """``a`` over ``b`` from paired readings (``a[i]`` and ``b[i]`` taken in the same round):
+    (ratio, lo, hi) as ``paired_ratio`` computes it (NOTE [ Paired rounds ]); one round shows no
+    spread: (ratio, 0, inf)."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired readings need as many of each, at least one: {len(a)} and {len(b)}")
+    r = paired_ratio(list(zip(a, b)))
+    if r is None or not r.judged:
+        return math.exp(statistics.fmean(math.log(x / y) for x, y in zip(a, b))), 0.0, math.inf
+    return r.ratio, r.lo, r.hi
+
+
+def runs_ratio(now: Sequence[float], then: Sequence[float]) -> tuple[float, float, float]:
+    """One config's rate in two runs, ``now`` over ``then`` (each a run's readings): (ratio, lo,
+    hi) with a 95% interval. The runs' readings are not paired, so the interval is Student's for
+    two samples with one spread, pooled from both: the same config on the same machine is as noisy
+    in one run as in the other, and a run of one reading borrows the other's. Fewer than three
+    readings in all show no spread: (ratio, 0, inf)."""
+    if not now or not then:
+        raise ValueError(f"each run needs a reading: {len(now)} and {len(then)}")
+    x, y = [math.log(v) for v in now], [math.log(v) for v in then]
+    mx, my = statistics.fmean(x), statistics.fmean(y)
+    diff, df = mx - my, len(x) + len(y) - 2
+    if df < 1:
+        return math.exp(diff), 0.0, math.inf
+    pooled = (sum((v - mx) ** 2 for v in x) + sum((v - my) ** 2 for v in y)) / df
+    half = t95(df) * math.sqrt(pooled * (1 / len(x) + 1 / len(y)))
+    return math.exp(diff), math.exp(diff - half), math.exp(diff + half)
+
+
+def against_band(lo: float, hi: float, band: float) -> str:
+    """Where a ratio's interval [lo, hi] lies against the band [1 - band, 1 + band]: OUTSIDE
+    when wholly outside it (a change), INSIDE when wholly inside (no change), STRADDLES when it
+    crosses an edge (more rounds, or nothing can be said)."""
+    if hi < 1 - band or lo > 1 + band:
+        return OUTSIDE
+    if lo >= 1 - band and hi <= 1 + band:
+        return INSIDE
+    return STRADDLES

@@ -159,6 +159,10 @@ RATE_SHIFT = 0.25
 # A changed pick is no change when this run measured the previous pick within this share of the
 # new one: a tie that noise decided.
 SETTINGS_TIE = 0.05
+# Extra paired rounds, at most, of the previous pick and the best other finalist while a nightly
+# comparison's interval straddles its threshold (NOTE [ Drift ] in tuning/compare.py): past a
+# dozen readings a ratio's interval narrows by little, and what is left is the noise between runs.
+SETTLE_ROUNDS = 6
 # A change of the memory per worker smaller than this is the allocator's noise, whatever its share.
 MEMORY_FLOOR = 64 * 2**20
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..search.load import MachineLoad
+from ..search.paired import INSIDE, OUTSIDE, STRADDLES, against_band
 from . import checks
 from .checks import InvalidRecord
 from .parts import machine_load
@@ -44,9 +45,15 @@ class Comparison:
     hardware_changes: tuple[tuple[str, object, object], ...] = ()
     not_comparable: str | None = None
     paired: tuple[float, ...] = ()                 # the new pick over the old, round by round tonight
-    rate_noise: float | None = None                # the two readings' spread the rate had to clear
+    rate_noise: float | None = None                # the rate interval's half-width, a share of the ratio
     load: MachineLoad | None = None                # tonight's machine load (NOTE [ Others on the machine ])
     set_aside: tuple[str, ...] = ()                # past a threshold on a busy machine: not judged
+    # The 95% interval of the old pick's rate now over then (search/paired.runs_ratio), and of the
+    # new pick's over the old's in tonight's paired rounds (paired_bounds); None: too few readings.
+    rate_interval: tuple[float, float] | None = None
+    pick_interval: tuple[float, float] | None = None
+    rounds: int = 0                                # tonight's readings of the config the rate is judged on (0: stored before intervals)
+    undecided: str | None = None                   # why nothing could be said (inconclusive), in words
 
     @property
     def changed(self) -> bool:
@@ -70,9 +77,22 @@ class Comparison:
             return self.pick_rate_after / self.pick_rate_before
         return None
 
+    def rate_against(self, threshold: float) -> str | None:
+        """Where the rate's interval lies against the band 1 +- ``threshold`` (search/paired.py):
+        OUTSIDE, INSIDE or STRADDLES; None when no rate was compared. A comparison stored before
+        intervals were (no ``rate_interval``, a ``rate_noise``) is judged as it was then: past
+        both the threshold and its noise, else inside."""
+        if self.rate_ratio is None:
+            return None
+        if self.rate_interval is not None:
+            return against_band(*self.rate_interval, threshold)
+        if self.rounds == 0:   # stored before intervals: no readings counted
+            return OUTSIDE if abs(self.rate_ratio - 1) > max(threshold, self.rate_noise or 0.0) else INSIDE
+        return STRADDLES
+
     def rate_past(self, threshold: float) -> bool:
-        """Past both ``threshold`` and the two readings' noise (NOTE [ Drift ])."""
-        return self.rate_ratio is not None and abs(self.rate_ratio - 1) > max(threshold, self.rate_noise or 0.0)
+        """The rate's interval lies wholly outside the band 1 +- ``threshold`` (NOTE [ Drift ])."""
+        return self.rate_against(threshold) == OUTSIDE
 
     @property
     def rate_shifted(self) -> bool:
@@ -100,7 +120,10 @@ class Comparison:
                 "hardware_changes": [{"field": f, "before": b, "after": a} for f, b, a in self.hardware_changes],
                 "not_comparable": self.not_comparable, "paired": list(self.paired), "rate_noise": self.rate_noise,
                 "inconclusive": self.inconclusive, "load": self.load.to_dict() if self.load is not None else None,
-                "set_aside": list(self.set_aside)}
+                "set_aside": list(self.set_aside),
+                "rate_interval": list(self.rate_interval) if self.rate_interval else None,
+                "pick_interval": list(self.pick_interval) if self.pick_interval else None,
+                "rounds": self.rounds, "undecided": self.undecided}
 
 
 def comparison(data: object, name: str = "since") -> Comparison | None:
@@ -141,4 +164,18 @@ def comparison(data: object, name: str = "since") -> Comparison | None:
         memory_per_worker_after=number("memory_per_worker_after", signed=True),
         hardware_changes=tuple(moved), not_comparable=checks.text(data.get("not_comparable"), f"{name}.not_comparable"),
         paired=checks.numbers(data.get("paired"), f"{name}.paired"), rate_noise=number("rate_noise"),
-        load=machine_load(data.get("load"), f"{name}.load"), set_aside=words("set_aside"))
+        load=machine_load(data.get("load"), f"{name}.load"), set_aside=words("set_aside"),
+        rate_interval=_interval(data.get("rate_interval"), f"{name}.rate_interval"),
+        pick_interval=_interval(data.get("pick_interval"), f"{name}.pick_interval"),
+        rounds=checks.count(data.get("rounds"), f"{name}.rounds") or 0,
+        undecided=checks.text(data.get("undecided"), f"{name}.undecided"))
+
+
+def _interval(data: object, name: str) -> tuple[float, float] | None:
+    """A stored [lo, hi], checked: two numbers, lo <= hi."""
+    if data is None:
+        return None
+    pair = checks.numbers(data, name)
+    if len(pair) != 2 or pair[0] > pair[1]:
+        raise InvalidRecord(f"{name} is {data!r}, not [lo, hi] with lo <= hi")
+    return pair[0], pair[1]

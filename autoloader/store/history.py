@@ -7,10 +7,12 @@ leaves the last good result where it was. Other hardware's results come from the
 and, when the runs share a storage, from the complete runs' marks in its studies (NOTE [ Runs in
 a study ] in runs.py), so a machine new to a fleet starts from its nearest sibling.
 
-A result measured on a busy machine (NOTE [ Others on the machine ] in search/load.py) is kept
-like any other, the current file included, but marked (its ``load`` says ``busy``): ``previous``
-passes over it, to this hardware's newest unmarked result in the history, so a busy night never
-becomes the baseline the next night compares with. Every result is read through the door
+A result measured on a busy machine (NOTE [ Others on the machine ] in search/load.py), or whose
+comparison was inconclusive (its interval across the threshold band: NOTE [ Drift ] in
+tuning/compare.py), is kept like any other, the current file included, but marked (its ``load``
+says ``busy``, its ``since`` says ``inconclusive``): ``previous`` passes over it, to this
+hardware's newest conclusive result in the history, so a busy or undecided night never becomes
+the baseline the next night compares with. Every result is read through the door
 (door.load_result: checked, and set aside when damaged) and comes back as its ``TuneResult``.
 """
 
@@ -37,7 +39,7 @@ def _stamp(result: TuneResult) -> str:
 
 def keep(out: str, fingerprint: str, key: str, stored: TuneResult) -> str | None:
     """Keep ``stored`` in the dated history unless a file of its time is there already (a retune
-    records every result): before a busy run replaces the current file, the baseline it held
+    records every result): before an inconclusive run replaces the current file, the baseline it held
     stays findable. Returns the path written, if any."""
     if os.path.exists(os.path.join(history_dir(out, fingerprint, key), f"{_stamp(stored)}.json")):
         return None
@@ -59,10 +61,10 @@ def record(out: str, fingerprint: str, key: str, result: TuneResult) -> str:
 
 def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None) -> TuneResult | None:
     """This hardware's current result for ``key``, if one passes its checks (one that fails is
-    warned about, naming it, and never started from) and was not measured on a busy machine;
+    warned about, naming it, and never started from) and is conclusive (TuneResult.conclusive);
     else the newest such result in its dated history. ``cpus``: this machine's, which bound it."""
     current = load_result(result_path(out, fingerprint, key), cpus)
-    if current is not None and not current.busy:
+    if current is not None and current.conclusive:
         return current
     folder = history_dir(out, fingerprint, key)
     try:
@@ -70,7 +72,7 @@ def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None) -> 
     except OSError:
         return None
     kept = [stored for name in names if name.endswith(".json")
-            and (stored := load_result(os.path.join(folder, name), cpus)) is not None and not stored.busy]
+            and (stored := load_result(os.path.join(folder, name), cpus)) is not None and stored.conclusive]
     return max(kept, key=lambda s: s.finished_at or "") if kept else None
 
 
@@ -80,7 +82,7 @@ def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = N
              and (stored := load_result(path)) is not None]
     if storage is not None:
         found += [s for s in stored_picks(storage, key) if s.hardware.fingerprint != fingerprint]
-    return [s for s in found if not s.busy]
+    return [s for s in found if s.conclusive]
 
 
 def previous(out: str, hardware, key: str, storage: str | None = None) -> TuneResult | None:

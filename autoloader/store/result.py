@@ -104,6 +104,12 @@ class TuneResult:
         return self.load is not None and self.load.busy
 
     @property
+    def conclusive(self) -> bool:
+        """May be the baseline a later run compares with: not measured on a busy machine, and its
+        own comparison (if any) decided something (NOTE [ Drift ] in tuning/compare.py)."""
+        return not self.busy and not (self.since is not None and self.since.inconclusive)
+
+    @property
     def config(self) -> LoaderConfig:
         return self.tuned.config
 

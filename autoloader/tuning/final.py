@@ -8,7 +8,9 @@ pick against the rule (NOTE [ Sure enough ] in search/paired.py), FINAL_MIN_ROUN
 FINAL_MAX_ROUNDS at most, while the budget holds a round; a pick that is the rule's config meets
 no final unless a burst challenged it (``final_configs``). When the machine was busy (NOTE
 [ Others on the machine ] in search/load.py), the configs that decide the pick get up to
-BUSY_ROUNDS more rounds while the budget has the time.
+BUSY_ROUNDS more rounds while the budget has the time; when a nightly comparison's interval
+straddles its threshold, the previous pick and the best other finalist get up to SETTLE_ROUNDS
+more paired rounds, while the budget has the time, until it does not (NOTE [ Drift ]).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..search.budget import Clock, round_seconds
 from ..search.choice import Finalist, choose, rule_settled
 from ..search.load import MachineLoad
 from ..search.policy import (BUSY_ROUNDS, FINAL_MAX_ROUNDS, FINAL_MIN_ROUNDS, FINAL_ROUNDS, FINAL_SETTINGS,
-                             SINGLE_ROUND_MARGIN)
+                             SETTLE_ROUNDS, SINGLE_ROUND_MARGIN)
 from ..search.results import OK, TrialResult
 from ..search.space import LoaderConfig
 
@@ -84,7 +86,9 @@ class Final:
         previous pick to compare (the nightly's rounds). When a round of all does not fit,
         ``trimmed``; when not even that fits, no final: the budget is a cap, and the choice then
         weighs the bursts as one round."""
-        if len(chosen) < 2:
+        # No final between a pick and itself, except the previous pick alone: a nightly
+        # comparison needs its readings (NOTE [ Drift ]), and no other config is in the running.
+        if len(chosen) < 2 and not (chosen and chosen == [previous]):
             return []
         if round_seconds(chosen, history) > self.clock.left() and len(chosen) > 2:
             chosen = trimmed(chosen, control, previous)
@@ -142,6 +146,28 @@ class Final:
                 self.progress(BusyRecheck(tuple(c.key for c in deciders), load))
             self._round(deciders, self.rounds + 1)
         return self.finalists(history)
+
+
+    def settle(self, finals: list[Finalist], history: Sequence[TrialResult], previous: LoaderConfig,
+               settled: Callable[[list[Finalist]], bool]) -> list[Finalist]:
+        """While ``settled(finals)`` says the nightly comparison is undecided, up to SETTLE_ROUNDS
+        more rounds of ``previous``, paired with the best other finalist where that reads ahead of
+        it (whether the pick changed is then a question too), each only while the budget holds
+        it (NOTE [ Drift ] in tuning/compare.py)."""
+        if previous not in self.rates or not finals:
+            return finals
+        for _ in range(SETTLE_ROUNDS):
+            if settled(finals):
+                break
+            others = sorted((f for f in finals if f.config != previous), key=lambda f: -f.median)
+            mine = next((f for f in finals if f.config == previous), None)
+            ahead = bool(others) and (mine is None or others[0].median > mine.median)
+            pair = [previous, others[0].config] if ahead else [previous]
+            if round_seconds(pair, history) > self.clock.left():
+                break
+            self._round(pair, self.rounds + 1)
+            finals = self.finalists(history)
+        return finals
 
 
 def final_measurement(runner, limits_now: Callable[[], object]) -> Callable[[LoaderConfig], TrialResult]:

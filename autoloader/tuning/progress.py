@@ -328,10 +328,11 @@ def since(c) -> str:
     differently = f"; not comparable: {c.not_comparable}" if c.not_comparable else ""
     if getattr(c, "inconclusive", False):
         load = c.load
-        why = (others_text(load.others_cpus, load.usable_cpus) if load is not None and load.others_cpus is not None
-               else "other processes took much of the CPUs")
+        busy = load is None or load.busy or not getattr(c, "undecided", None)
+        why = ((others_text(load.others_cpus, load.usable_cpus) if load is not None and load.others_cpus is not None
+                else "other processes took much of the CPUs") + " while this run measured") if busy else c.undecided
         aside = f" (would have been: {'; '.join(c.set_aside)})" if c.set_aside else ""
-        head = f"INCONCLUSIVE: {why} while this run measured, so nothing is said changed or unchanged{aside}"
+        head = f"INCONCLUSIVE: {why}, so nothing is said changed or unchanged{aside}"
         return head if c.previous_path is None else f"{head}; against {where} ({c.previous_path}): {rate}"
     return (f"{'CHANGED' if c.changed else 'unchanged'} since {where} ({c.previous_path}): "
             + (f"{settings}{tie}; " if settings else "same settings; ") + rate + differently)

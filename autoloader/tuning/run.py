@@ -59,7 +59,7 @@ from ..store.snippet import snippet
 from ..store.study import StudyStore
 from ..store.versions import provenance
 from .claims import what_if_claims
-from .compare import Comparison, compare
+from .compare import Comparison, compare, settled
 from .final import Final, final_configs, final_measurement
 from .result import TuneResult
 from .start import default_method, measured_space, start_choice, start_plan
@@ -307,6 +307,9 @@ class Run:
         load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
         narrow = strategy.short_of_headroom([f.config for f in finals], history)
         finals = final.recheck(finals, history, load, strategy.control, narrow)
+        if self.before is not None and previous_pick is not None and not load.busy:   # NOTE [ Drift ]
+            finals = final.settle(finals, history, previous_pick, lambda now: settled(
+                self.before, now, previous_pick, self.ranks.ranks, self.options.thresholds))
         return finals, machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
 
     def _previous_pick(self) -> LoaderConfig | None:
@@ -360,9 +363,9 @@ class Run:
         result = dataclasses.replace(result, what_ifs=what_if_claims(result))
         if before is not None:
             result = dataclasses.replace(result, since=self._since(before, result))
-        if result.busy and before is not None and before.where == result.path:
+        if not result.conclusive and before is not None and before.where == result.path:
             try:
-                keep(out, fingerprint, key, before)   # the baseline this busy result replaces stays findable
+                keep(out, fingerprint, key, before)   # the baseline this result replaces stays findable
             except OSError as exc:
                 warnings.warn(AutoloaderWarning(f"{write_failure('the previous result', before.where, exc)}; "
                                                 "this run's result replaces it all the same"), stacklevel=2)
