@@ -10,7 +10,8 @@ protocol of NOTE [ Trial protocol ] in protocol.py:
 - ``reimport``: ``tune()``/``best_loader()`` refused in a process re-running the caller's script ('spawn');
 - ``waiting``: when a long wait says what it waits for (start-up here, a node's ranks in node/wire.py);
 - ``protocol``: the set-up and the typed messages between the driver and the trial process;
-- ``trial``: the trial process itself: builds the dataset and the step, runs each trial;
+- ``serve``: the trial process's entry point: its set-up, then the loop serving the driver's requests;
+- ``trial``: the trial process's work: builds the dataset and the step, runs each trial;
 - ``workers``: the trial process's DataLoader workers: their death with it, their end, their memory;
 - ``burst``: the measurement of one config, run inside the trial process;
 - ``profiler``: the profile of the pipeline's parts, run inside the trial process;

@@ -17,7 +17,7 @@ from ..inputs.limits import clipped_timeout
 from ..search.burst_rule import BurstSettings
 from ..search.results import CONSTRAINT, FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig
-from . import guard, startup, trial
+from . import guard, serve, startup
 from .failures import death_cause, death_text
 from .load import LoadMeter, Span
 from .protocol import (
@@ -122,7 +122,7 @@ class TrialRunner:
         context = mp.get_context("spawn")
         parent_conn, child_conn = context.Pipe()
         self._group = None
-        self._proc = context.Process(target=trial.main, args=(child_conn, self.setup),
+        self._proc = context.Process(target=serve.main, args=(child_conn, self.setup),
                                  name=TRIAL_PROCESS_NAME)
         note = StartNote()
         try:

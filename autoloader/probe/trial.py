@@ -1,6 +1,6 @@
 """The trial process: where configs are measured, away from the driver.
 
-``driver.TrialRunner`` starts it (``main`` is its entry point); it builds the dataset and the
+``driver.TrialRunner`` starts it (``serve.main`` is its entry point, ``_Runner`` here its work); it builds the dataset and the
 step once, then measures one config per Measure message (NOTE [ Trial protocol ] in
 protocol.py). Nothing here runs in the driver.
 
@@ -29,12 +29,9 @@ protocol.py). Nothing here runs in the driver.
 from __future__ import annotations
 
 import gc
-import multiprocessing as mp
 import os
-import sys
 import time
 import traceback
-import warnings
 import weakref
 
 from ..inputs.content import dataset_class, dataset_fingerprint
@@ -48,31 +45,10 @@ from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_p
 from .failures import classify_failure, describe_failure, failure_line, raised_os_error
 from .growth import NewestIterator, anonymous_bytes, with_growth
 from .methods import with_methods
-from .protocol import (
-    BEAT_S,
-    Beat,
-    Begin,
-    DatasetInfo,
-    Measured,
-    Profiled,
-    ProfileRequest,
-    Ready,
-    RunnerSetup,
-    SetupError,
-    SetupFailed,
-    Stop,
-)
+from .protocol import BEAT_S, DatasetInfo, RunnerSetup, SetupError
 from .shards import Counted, shard_fields, with_stream
-from .teardown import half_built_iterator, reap_absorbing_reports
-from .workers import (
-    RUNNER_NAME,
-    WorkerInit,
-    die_with_parent,
-    pss,
-    reap_children,
-    set_name,
-    shutdown_iterators,
-)
+from .teardown import half_built_iterator
+from .workers import WorkerInit, pss, shutdown_iterators
 
 # A dataset longer than this is named when drawing its indices fails: a permutation of it is
 # gigabytes of int64.
@@ -383,66 +359,3 @@ class _Runner:
         non_blocking = config.pin_memory
         return lambda batch: to_device(batch, self.device, non_blocking)
 
-
-def main(conn, setup: RunnerSetup) -> None:
-    """The trial process's entry point: set up, answer Ready, then serve Measure messages until
-    Stop or a broken pipe (NOTE [ Trial protocol ] in protocol.py)."""
-    os.setpgrp()
-    die_with_parent()
-    set_name(RUNNER_NAME)
-    if setup.shard is not None:
-        # seed_worker (seeding.py) keys each worker's stream by RANK: this process's workers are
-        # that rank's, whatever the environment it was started from said.
-        os.environ["RANK"], os.environ["WORLD_SIZE"] = str(setup.shard[0]), str(setup.shard[1])
-    mp.set_start_method(setup.worker_start_method, force=True)
-    # Trying more workers than CPUs is the point of some trials; DataLoader's warning about it
-    # would only clutter the user's terminal.
-    warnings.filterwarnings("ignore", message="This DataLoader will create")
-    from ..errors import UsageError
-
-    try:
-        runner = _Runner(setup)
-        info = runner.inspect()
-        if runner.cuda:
-            runner.warm_up()
-    except (UsageError, SetupError) as exc:
-        conn.send(SetupFailed(str(exc), True))
-        return
-    except Exception as exc:  # noqa: BLE001 - the user's code raised: bad input, with its traceback
-        what = "the dataset and step" if setup.step is not None else "the dataset"
-        conn.send(SetupFailed(
-            f"building {what} and loading one batch (in a fresh process, as every trial does) must "
-            f"work, and it raised {type(exc).__name__}: {exc}. Fix: make {what} run on its own in a "
-            f"fresh Python process and tune again; "
-            f"the traceback says where it raised:\n{traceback.format_exc(limit=8)}", True))
-        return
-    except BaseException as exc:  # noqa: BLE001 - reported to the driver, which decides
-        conn.send(SetupFailed(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}", False))
-        return
-    conn.send(Ready(info))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        except RuntimeError:
-            # DataLoader's SIGCHLD handler reporting a worker of a finished trial: that trial
-            # has its result already, so this is not about the next one.
-            continue
-        if isinstance(message, Stop):
-            # Every trial's loaders and workers are gone by now; what is left is the interpreter's
-            # teardown of torch, seconds on a loaded machine that the driver would wait for past
-            # the run's result (NOTE [ The budget is a wall bound ] in search/budget.py).
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
-        conn.send(Begin(os.getpid()))
-        beat = lambda batches: conn.send(Beat(batches))  # noqa: E731
-        if isinstance(message, ProfileRequest):
-            profile, error = runner.profile(message.batch_size, beat, message.memory_budget)
-            conn.send(Profiled(profile, error, leaked_workers=reap_absorbing_reports(reap_children)))
-        else:
-            result = runner.measure(message.config, message.settings, beat=beat)
-            conn.send(Measured(result, leaked_workers=reap_absorbing_reports(reap_children)))
-        if runner.cuda_broken:
-            return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process

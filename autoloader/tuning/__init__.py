@@ -7,6 +7,8 @@ Serves ``api`` (``tune``/``best_loader``) and ``fleet.retune``:
 - ``result``: ``TuneResult``, what a run returns and stores (defined in store/result.py, beside
   its readers);
 - ``compare``: what changed since the previous result (``--fail-if-changed`` and ``retune``);
+- ``measured``: the record's parts that are plain functions of what was measured (the knee, the
+  num_workers=0 baseline, the reorder gain, the fallback profile);
 - ``final``: the interleaved final, until its paired rounds settle the pick against the rule;
 - ``claims``: the result's what-ifs, predicted beside measured, and how sure; ``start``: the worker
   start method in a run (its gate, what the profile measures, the result's words);

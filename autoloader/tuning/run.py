@@ -33,15 +33,14 @@ from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
 from ..search.budget import Clock, overhead_seconds, trial_seconds
 from ..search.choice import Finalist, best_of, choose
 from ..search.config import TunedConfig
-from ..search.knee import Knee, find_knee
 from ..search.memory import MemoryLimits, batch_samples
-from ..search.model import Calibration, Model
+from ..search.model import Model
 from ..search.load import MachineLoad, machine_load
 from ..search.model_first import ModelFirst
 from ..search.policy import FINAL_ROUNDS, SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
-from ..search.settings import ORDER, open_gates
+from ..search.settings import open_gates
 from ..search.shards import stream_record, worker_cap
 from ..search.knob import NODES
 from ..search.nodes import graph_control, graph_space
@@ -53,13 +52,14 @@ from ..store.durable import write_failure
 from ..store.saving import save
 from ..store.history import keep, previous
 from ..store.paths import default_storage, held, lock_path, result_path, study_name
-from ..store.records import DatasetRecord, Inputs, NodeRecord, Provenance
+from ..store.records import Inputs, NodeRecord, Provenance
 from ..store.retry import OnceMore, control_again
 from ..store.snippet import snippet
 from ..store.study import StudyStore
 from ..store.versions import provenance
 from .claims import what_if_claims
 from .compare import Comparison, compare, settled
+from .measured import baseline_rate, dataset_record, fallback_profile, knee_of, reorder_gain
 from .final import Final, final_configs, final_measurement
 from .result import TuneResult
 from .start import default_method, measured_space, start_choice, start_plan
@@ -340,8 +340,8 @@ class Run:
         calib = strategy.calibration(history)
         tuned = TunedConfig(config=pick.config, samples_per_s=self.ranks.rate(pick.rate),
                             rel_interval=pick.trial.rel_interval if pick.trial is not None else None,
-                            baseline_samples_per_s=self.ranks.rate(_baseline(finals, history)),
-                            knee=_knee(strategy, history), hardware=problem.hardware.to_dict(),
+                            baseline_samples_per_s=self.ranks.rate(baseline_rate(finals, history)),
+                            knee=knee_of(strategy, history), hardware=problem.hardware.to_dict(),
                             dataset_key=key, device=problem.device)
         before = self.before
         result = TuneResult(
@@ -349,9 +349,9 @@ class Run:
             result_path(out, fingerprint, key, ".py"), store.shown_url, self.clock.elapsed(), len(started.history),
             self.runner.orphans, self.runner.shm_leaks, profile=profile, calibration=calib,
             predicted=model.predict(pick.config, calib), control=strategy.control,
-            reorder_gain=_reorder_gain(model, pick.config, calib, problem.allow_reorder),
+            reorder_gain=reorder_gain(model, pick.config, calib, problem.allow_reorder),
             model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
-            run_id=store.run.run_id, dataset=_dataset_record(problem), provenance=Provenance(**provenance()),
+            run_id=store.run.run_id, dataset=dataset_record(problem), provenance=Provenance(**provenance()),
             warm_start=self.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(self.ranks.record(
                 self.options.limits.max_memory)), inputs=self._inputs(problem),
             memory=self.memory.forecast(pick.config, history),
@@ -396,38 +396,3 @@ class Run:
                       tuple(tuple(mark) for mark in self._timeline),
                       problem.step_identity if problem.step else None)
 
-
-def _knee(strategy: Strategy, history: Sequence[TrialResult]) -> Knee | None:
-    """The knee of the worker curve the strategy reports (the corrected model's, for the pick's
-    other settings)."""
-    curve = strategy.curve(history)
-    return find_knee(curve) if curve else None
-
-
-def _reorder_gain(model: Model, config: LoaderConfig, calib: Calibration, allowed: bool) -> float | None:
-    """What out-of-order delivery (``ORDER.proposal``) is predicted to gain over the pick, when the
-    user did not open its gate (it changes the order of batches, so it is never chosen silently)."""
-    if allowed or not config.applies(ORDER):
-        return None
-    base = model.predict(config, calib).samples_per_s
-    return model.predict(ORDER.proposed(config), calib).samples_per_s / base - 1.0 if base else None
-
-
-def fallback_profile(info: DatasetInfo, batch_size: int, cpus: int) -> Profile:
-    """A profile from the set-up's one batch alone (its per-sample time and bytes), for when the
-    profile could not be measured: every other cost starts at zero, for the bursts to correct."""
-    return Profile(batch_size=batch_size, sample_s=(info.sample_seconds,), collate_s=0.0,
-                   sample_bytes=info.sample_bytes, recv_s=0.0, pin_s=0.0, h2d_pinned_s=0.0, h2d_pageable_s=0.0,
-                   step_s=0.0, startup_s=0.0, worker_pss=None, cpus=cpus,
-                   epoch_batches=-(-info.length // batch_size) if info.length else None)
-
-
-def _dataset_record(problem: Problem) -> DatasetRecord:
-    return DatasetRecord(problem.dataset.name, problem.dataset_class, problem.length, problem.content,
-                         problem.version)
-
-
-def _baseline(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> float | None:
-    """num_workers=0's rate in the same protocol as the pick: the final's when it was there."""
-    return next((f.median for f in finals if f.config.num_workers == 0), None) or next(
-        (t.samples_per_s for t in history if t.status == OK and t.config.num_workers == 0), None)
