@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 from .ceiling import Ceiling, ceiling
 from .evidence import Evidence
-from .verdict import KINDS, Verdict, verdict
+from .verdict import KINDS, Verdict, beaten, beaten_words, verdict
 from .whatif import WhatIf, how_sure, top, whatifs
 
 # The folder's public face: the explanation's records and functions, and the modules that write
 # the page and its plots. tests/test_units.py checks every import across folders against it.
-__all__ = ["KINDS", "Ceiling", "Evidence", "Explanation", "Verdict", "WhatIf", "benchmark_row", "explain",
-           "files", "headline", "how_sure", "page", "plots", "whatifs"]
+__all__ = ["KINDS", "Ceiling", "Evidence", "Explanation", "Verdict", "WhatIf", "beaten", "beaten_words",
+           "benchmark_row", "explain", "files", "headline", "how_sure", "page", "plots", "whatifs"]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import statistics
 
 from ..search.results import OK
 from ..search.settings import knobs_of
-from ..tuning.progress import beaten_words
+from .verdict import beaten_words
 from . import Explanation, explain
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..search.results import OK
 from ..search.settings import SETTINGS
 from ..search.shards import stream_lines
 from .bound import bound, supply_rate
@@ -318,3 +319,27 @@ def _advice(kind: str, whatifs: Sequence) -> str:
     elif kind in ("compute", "balanced"):
         text += " Nothing the what-ifs tried is predicted to gain more than the noise."
     return text.strip()
+
+
+def beaten(result) -> tuple[str, float] | None:
+    """The measurement that read highest over the pick's own rate, as (what, ratio): num_workers=0's
+    (the table's own row) or another config's full burst; None when nothing measured read higher.
+    A claim that nothing beat the pick must hold against every figure the run printed."""
+    tuned = result.tuned
+    if not tuned.samples_per_s:
+        return None
+    found = [("num_workers=0", tuned.baseline_samples_per_s)] if tuned.baseline_samples_per_s else []
+    found += [(f"{tr.config.key}'s burst", tr.samples_per_s) for tr in result.trials
+              if tr.status == OK and tr.samples_per_s and not tr.pruned and tr.config != tuned.config]
+    if not found:
+        return None
+    what, best = max(found, key=lambda f: f[1])
+    return (what, best / tuned.samples_per_s) if best > tuned.samples_per_s else None
+
+
+def beaten_words(result) -> str:
+    """", nothing measured beat it", or what did read higher (``beaten``)."""
+    over = beaten(result)
+    if over is None:
+        return ", nothing measured beat it"
+    return f"; {over[0]} read {over[1]:.2f}x of its rate"

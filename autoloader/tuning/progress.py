@@ -254,6 +254,8 @@ def rule_line(result) -> str:
                                                   if k not in ("loader", "batch_size"))
     verdict = getattr(result, "verdict", None) or "the pick is the rule's config"
     if control == tuned.config:
+        from ..explain import beaten_words
+
         return f"{verdict} ({rule}){beaten_words(result)}"
     median = getattr(result, "control_samples_per_s", None)
     if median:
@@ -274,30 +276,6 @@ def rule_line(result) -> str:
         return (f"not in an interleaved final ({rule}): no round of it fit in the budget, so no interval; its burst "
                 f"read {_rate(burst.samples_per_s)}{rough}")
     return f"not measured ({rule}): the budget ended before it"
-
-
-def beaten(result) -> tuple[str, float] | None:
-    """The measurement that read highest over the pick's own rate, as (what, ratio): num_workers=0's
-    (the table's own row) or another config's full burst; None when nothing measured read higher.
-    A claim that nothing beat the pick must hold against every figure the run printed."""
-    tuned = result.tuned
-    if not tuned.samples_per_s:
-        return None
-    found = [("num_workers=0", tuned.baseline_samples_per_s)] if tuned.baseline_samples_per_s else []
-    found += [(f"{tr.config.key}'s burst", tr.samples_per_s) for tr in result.trials
-              if tr.status == OK and tr.samples_per_s and not tr.pruned and tr.config != tuned.config]
-    if not found:
-        return None
-    what, best = max(found, key=lambda f: f[1])
-    return (what, best / tuned.samples_per_s) if best > tuned.samples_per_s else None
-
-
-def beaten_words(result) -> str:
-    """", nothing measured beat it", or what did read higher (``beaten``)."""
-    over = beaten(result)
-    if over is None:
-        return ", nothing measured beat it"
-    return f"; {over[0]} read {over[1]:.2f}x of its rate"
 
 
 def threads_line(threads) -> str:
