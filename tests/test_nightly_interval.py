@@ -103,6 +103,7 @@ def copy(baseline: str, root: str, label: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_dataset_made_2x_slower_is_caught_five_times_of_five(baselines):
     root, made = baselines
     caught = []
@@ -116,6 +117,7 @@ def test_a_dataset_made_2x_slower_is_caught_five_times_of_five(baselines):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_an_unchanged_dataset_never_alarms_in_five(baselines):
     root, made = baselines
     path, baseline = made["spun"]
@@ -128,6 +130,7 @@ def test_an_unchanged_dataset_never_alarms_in_five(baselines):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_an_unchanged_dataset_beside_two_spinners_never_alarms_and_is_never_the_baseline(baselines):
     root, made = baselines
     _, baseline = made["spun"]
