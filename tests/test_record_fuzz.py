@@ -229,6 +229,7 @@ def test_every_mutated_result_is_read_or_set_aside_and_no_reader_fails(tmp_path)
 
 
 @pytest.mark.slow   # a few minutes: every case through the CLI and the report
+@pytest.mark.heavy
 def test_every_mutated_result_through_every_reader(tmp_path):
     _run(tmp_path, every_reader=True)
 
