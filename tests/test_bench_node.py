@@ -26,7 +26,7 @@ def bench(*args, timeout=150):
 @pytest.mark.heavy
 def test_node_bench_measures_three_configs_on_two_cpu_ranks(tmp_path):
     out = tmp_path / "node"
-    proc = bench("--nproc-per-node", 2, "--workloads", "hugefloat", "--device", "cpu", "--budget", 10,
+    proc = bench("--nproc-per-node", 2, "--workloads", "hugefloat", "--device", "cpu", "--budget", 20,
                  "--rounds", 1, "--windows", "quick", "--scale", 0.02, "--out", out)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
@@ -69,7 +69,7 @@ def test_node_bench_measures_three_configs_on_two_cpu_ranks(tmp_path):
 @pytest.mark.slow
 def test_node_bench_says_what_the_deadline_left_out(tmp_path):
     out = tmp_path / "node"
-    proc = bench("--nproc-per-node", 2, "--workloads", "heavytail,small", "--device", "cpu", "--budget", 10,
+    proc = bench("--nproc-per-node", 2, "--workloads", "heavytail,small", "--device", "cpu", "--budget", 20,
                  "--deadline-seconds", 5, "--out", out, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
@@ -155,7 +155,7 @@ sys.exit(main(sys.argv[1:]))
 def test_a_config_failing_on_a_rank_is_its_result_not_the_end_of_the_bench(tmp_path):
     out = tmp_path / "node"
     proc = subprocess.run([sys.executable, "-c", FAILING, "node", "--nproc-per-node", "2", "--workloads", "breaks",
-                           "--device", "cpu", "--budget", "10", "--rounds", "1", "--windows", "quick", "--out", str(out)],
+                           "--device", "cpu", "--budget", "20", "--rounds", "1", "--windows", "quick", "--out", str(out)],
                           capture_output=True, text=True, timeout=150, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())

@@ -27,7 +27,7 @@ AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
 RUNS = 5
 
 
-def registry(tmp_path, busy: float = BUSY_SHARE, budget: int = 10) -> str:
+def registry(tmp_path, busy: float = BUSY_SHARE, budget: int = 20) -> str:
     """The registry of one paced dataset; ``busy``: its [thresholds] busy (the default, unless the
     test is about a quiet machine)."""
     path = tmp_path / "fleet.toml"
@@ -60,7 +60,7 @@ def seen(code: int, entry: dict) -> str:
 def test_with_a_burner_the_trial_lines_and_the_json_name_the_load(tmp_path):
     with Burner():
         done = subprocess.run([AUTOLOADER, "tune", "--dataset", f"{FLEET}:paced", "--batch-size", "16", "--budget",
-                               "10", "--device", "cpu", "--out", str(tmp_path), "--json"], cwd=REPO_ROOT,
+                               "20", "--device", "cpu", "--out", str(tmp_path), "--json"], cwd=REPO_ROOT,
                               capture_output=True, text=True, timeout=300, env={**os.environ, BUSY_ENV: str(BUSY_SHARE)})
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(done.stdout)

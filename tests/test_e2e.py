@@ -180,9 +180,11 @@ def test_best_loader_tunes_once_then_reuses_the_stored_result(out_dir, caplog):
     with caplog.at_level(logging.INFO, logger="autoloader"):
         again = best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir)
     elapsed = time.monotonic() - t0
-    assert [r.getMessage() for r in caplog.records if r.name == "autoloader"] == [
-        f"autoloader: using the stored result {path}: {stored_key(kwargs)} at {stored['samples_per_s']:,.0f}/s "
-        "(tuned on cpu; delete it, or pass version=, to tune again)"]
+    said = [r.getMessage() for r in caplog.records if r.name == "autoloader"]
+    assert said[0] == (f"autoloader: using the stored result {path}: {stored_key(kwargs)} at "
+                       f"{stored['samples_per_s']:,.0f}/s (tuned on cpu; delete it, or pass version=, to tune again)")
+    # The closing line (NOTE [ The closing line ]): the settings applied, reused, where the result is.
+    assert len(said) == 2 and said[1].startswith("autoloader: applied ") and "(reused, " in said[1], said
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="autoloader"):
         best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir, progress=False)
@@ -218,7 +220,7 @@ def test_best_loader_takes_tunes_arguments_and_keeps_them_from_the_dataloader(ou
     events = []
     again = best_loader(Tiny(256), batch_sizes=[16, 32], budget=10, device="cpu", out=out_dir,
                         trial_timeout=30, storage=storage, progress=lambda event: events.append(event.kind))
-    assert events == ["reused"], "the stored result for these batch sizes was not found: it tuned again"
+    assert events == ["reused", "applied"], "the stored result for these batch sizes was not found: it tuned again"
     assert again.batch_size == loader.batch_size
 
 

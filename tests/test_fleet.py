@@ -54,7 +54,7 @@ def test_a_second_best_loader_call_is_a_lookup_from_another_directory(stored_hom
     events = []
     again = best_loader(Scaled(256), batch_size=16, budget=10, device="cpu",
                         progress=lambda event: events.append(event.kind))
-    assert events == ["reused"], "the stored result is used, and said so"
+    assert events == ["reused", "applied"], "the stored result is used, and said so"
     assert (again.num_workers, again.batch_size) == (first.num_workers, first.batch_size)
     assert not os.listdir(elsewhere), "nothing written under the working directory"
 

@@ -76,6 +76,6 @@ def test_memory_is_predicted_from_the_batches_a_short_dataset_makes(out_dir):
     and /dev/shm had to hold 16 GiB)."""
     dataset = faulty.BigSamples(width=4 * 2**20, length=4)
     with pytest.warns(UserWarning, match="batch size 1024 is larger than the dataset"):
-        result = tune(dataset, batch_size=1024, budget=15, device="cpu", out=out_dir, max_memory="2G")
+        result = tune(dataset, batch_size=1024, budget=25, device="cpu", out=out_dir, max_memory="2G")
     assert not [t for t in result.trials if t.cause == "predicted_memory"], result.faults()
     assert result.samples_per_s > 0

@@ -134,5 +134,5 @@ def test_a_result_tuned_on_the_cli_is_found_from_python_in_the_files_folder(fold
                            timeout=120)
     assert found.returncode == 0, found.stderr[-3000:]
     seen = json.loads(found.stdout)
-    assert seen["events"] == ["reused"], f"tuned again: {seen}\n{found.stderr[-2000:]}"
+    assert seen["events"] == ["reused", "applied"], f"tuned again: {seen}\n{found.stderr[-2000:]}"
     assert seen["num_workers"] == pick["num_workers"]

@@ -21,6 +21,7 @@ from autoloader.search.model_first import candidates
 from autoloader.search.settings import ORDER, PIN, SETTINGS, TUNED_SETTINGS, WITH_WORKERS, knob
 from autoloader.search.space import LoaderConfig, SearchSpace, search_space
 from autoloader.store import validate
+from autoloader.store.result import TuneResult
 from autoloader.store.snippet import snippet
 
 from explain_cases import synthetic_result
@@ -114,10 +115,11 @@ def test_the_toy_knob_reaches_the_snippet_the_page_and_the_framework_forms(toy, 
     exec(next(line for line in source.splitlines() if line.startswith("LOADER_KWARGS = ")), namespace)
     assert namespace["LOADER_KWARGS"] == pick.loader_kwargs()
 
-    ex = explain(data)
-    page = render_markdown(data, ex, {})
+    record = TuneResult.from_dict(data, path)   # the report reads the validated record only
+    ex = explain(record)
+    page = render_markdown(record, ex, {})
     assert "toy_method" in page and "spawn" in page        # the pick's rows and the trial table's column
-    assert "<th>toy_method</th>" in render_html(data, ex, {})
+    assert "<th>toy_method</th>" in render_html(record, ex, {})
 
     shown = {form: CliRunner().invoke(main, ["show", path, "--out", str(tmp_path), "--format", form])
              for form in ("kwargs", "hf", "lightning")}
