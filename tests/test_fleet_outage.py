@@ -140,6 +140,7 @@ def test_a_storage_stopped_mid_run_loses_no_trial_and_the_next_run_pushes_them(s
             time.sleep(0.2)
         assert driver.poll() is None, "the run ended before the outage"
         server.pause()
+        at_pause = _finished(_local(out))
         stdout, stderr = driver.communicate(timeout=240)
     finally:
         if driver.poll() is None:
@@ -153,8 +154,13 @@ def test_a_storage_stopped_mid_run_loses_no_trial_and_the_next_run_pushes_them(s
     assert f"saved {result_file}" in lines, "the result JSON was written, and the table says so"
     assert f"study {_local(out)}" in lines
     assert any(line.startswith("not pushed to postgresql://") for line in lines), stdout
-    assert "the search goes on, recording its trials in" in stderr, "the outage is said as it happens"
     finished_first = _finished(_local(out))
+    # The outage is said when it is met: by the next trial's push when the search measured one more
+    # after the pause, else (a loaded machine, the budget spent) by the end-of-run push.
+    if finished_first > at_pause:
+        assert "the search goes on, recording its trials in" in stderr, "the outage is said as it happens"
+    else:
+        assert "could not push it" in stderr and "pushes them before it measures" in stderr, stderr[-3000:]
     assert finished_first >= len(first["trials"]), "every trial is in the local study"
 
     server.resume()
