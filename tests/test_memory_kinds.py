@@ -109,6 +109,7 @@ def test_the_stage_tells_a_mapped_file_from_copies(tmp_path):
     rows = growth_workloads.rows()
     held = anonymous_bytes() - before
     growth = measure_growth(rows, {}, growth_workloads.COST_S, held, sample_bytes=4 * growth_workloads.BOXES)
+    print(f"rows: rise {growth.rise_bytes / MIB:.1f} MiB over {growth.samples}")
     assert growth is not None and growth.found and not growth.maps_file, growth
 
 

@@ -84,9 +84,11 @@ CONSUMER_BOUND_SHARE = 0.5
 # --- memory over a run: NOTE [ Copy on read ] in growth.py -----------------------------------
 
 # The profile's reader worker gaining less than this over its control (NOTE [ Copy on read ]
-# in growth.py) is the noise between two like processes (a page of code one of them faulted in),
-# not copies of the dataset's pages.
-GROWTH_MIN_RISE = 2**20
+# in growth.py) is the noise between two like processes (a page of code one of them faulted in,
+# their allocators settling apart), not copies of the dataset's pages. On a loaded 2-core machine
+# two like workers reading a mapped file (nothing copied) have read 1.6 MiB apart; rows of Python
+# objects rise tens of MiB in the same stage (tests/test_memory_kinds.py).
+GROWTH_MIN_RISE = 4 * 2**20
 # A dataset that added less than this to the trial process's memory holds too little for its
 # copies to matter beside a worker's own (tens of MiB): the growth stage is not run for it.
 GROWTH_MIN_DATASET = 16 * 2**20
