@@ -87,6 +87,7 @@ def test_five_retunes_with_a_burner_on_an_unchanged_registry_give_no_exit_3(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_dataset_made_2x_slower_between_runs_exits_3_five_times_of_five_on_a_quiet_machine(tmp_path):
     path, out = registry(tmp_path, busy=QUIET_BUSY), str(tmp_path / "out")
     print(f"background before: {background():.2f} CPUs busy")

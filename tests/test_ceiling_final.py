@@ -20,6 +20,7 @@ from autoloader.tuning.progress import rule_line, table
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.heavy
 def test_the_final_holds_no_config_whose_forecast_is_past_the_ceiling(tmp_path, monkeypatch):
     out = str(tmp_path / "out")
     first = tune(growth_workloads.half_rows, batch_size=64, budget=30, out=out, device="cpu", progress=False)

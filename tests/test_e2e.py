@@ -253,6 +253,7 @@ def test_a_run_after_a_complete_one_measures_anew_with_the_old_trials_kept(out_d
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_small_budget_still_measures_the_baseline(out_dir):
     """Even a budget of a few trials measures num_workers=0 and the model's pick, so the pick is
     never more workers than were shown to pay (the finals' reserve must not eat the search)."""

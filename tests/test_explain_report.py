@@ -201,7 +201,9 @@ batch_size = 32
 """)
     out = str(tmp_path / "out")
     result = CliRunner().invoke(main, ["retune", str(registry), "--out", out, "--quiet", "--report"])
-    assert result.exit_code == 0, result.output
+    # A loaded machine (other processes past the busy share) makes the night inconclusive, exit
+    # 5: the report is linked all the same.
+    assert result.exit_code == 0 or (result.exit_code == 5 and "inconclusive" in result.output), result.output
     (section,) = [text for text in result.output.splitlines() if text.startswith("- report: ")]
     page = section.split("](", 1)[1].rstrip(")")
     assert os.path.isfile(page) and page.endswith(".html")

@@ -158,6 +158,7 @@ def test_step_faults_by_batch_size(out_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_host_memory_past_the_ceiling(out_dir):
     """Workers that keep 200 MB more per batch (copy-on-read growth, an unbounded cache): the
     guard kills the tree at the ceiling and records a CONSTRAINT."""

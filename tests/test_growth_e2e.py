@@ -59,6 +59,7 @@ def test_the_stage_tells_rows_of_objects_from_arrays():
         del dataset
 
 
+@pytest.mark.heavy
 def test_the_forecast_at_the_end_of_tuning_is_the_epochs_memory_per_worker(tuned):
     result, config, forecast, epoch = tuned
     assert forecast.growth is not None and forecast.growth.found, forecast.growth
@@ -81,6 +82,7 @@ def test_the_forecast_at_the_end_of_tuning_is_the_epochs_memory_per_worker(tuned
     assert "Python objects" in table(result), "the table says the cause and the fix"
 
 
+@pytest.mark.heavy
 def test_a_limit_between_the_bursts_peak_and_the_epochs_keeps_the_pick_under_it(tuned, tmp_path):
     result, config, forecast, epoch = tuned
     measured = [t for t in result.trials if t.ok and t.config.num_workers and t.peak_pss_bytes]

@@ -230,6 +230,7 @@ def test_lightning_ddp_ranks_tune_together_and_keep_their_sampler_and_accelerate
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_lightning_ddp_spawn_pickles_the_datamodule_to_its_ranks_which_tune_together(tmp_path):
     """Two ``ddp_spawn`` ranks on the CPU (gloo) run tests/integration_spawn.py: see its docstring."""
     pytest.importorskip("lightning")

@@ -70,6 +70,7 @@ def test_a_batch_larger_than_the_dataset_is_warned_about(out_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_memory_is_predicted_from_the_batches_a_short_dataset_makes(out_dir):
     """Four samples of 16 MiB and a batch size of 1024: every batch is 64 MiB, not 16 GiB, so a
     2 GiB ceiling holds every config (the prediction from the batch size ruled all of them out,

@@ -151,6 +151,7 @@ def test_the_words_say_which_method_the_data_needs_and_why():
 
 
 @pytest.mark.slow   # a tune that starts spawned workers, then a real epoch under each method
+@pytest.mark.heavy
 def test_a_python_object_dataset_under_fork_and_spawn_is_forecast_within_a_quarter_of_its_epoch(tmp_path):
     import start_workloads
 

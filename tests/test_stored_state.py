@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import sqlite3
 
 import pytest
@@ -302,9 +303,19 @@ def test_one_malformed_stored_trial_is_ignored_with_a_warning(tmp_path, edit):
     assert [t.config.num_workers for t in loaded.trials] == [1, 2, 3] and loaded.invalid == 1
 
 
-def _stored_result_file(out_dir: str, dataset) -> str:
-    result = tune(dataset, batch_size=16, budget=20, device="cpu", out=out_dir)
-    return result.path
+@pytest.fixture(scope="module")
+def tiny_tuned(tmp_path_factory):
+    """One tune of faulty.Tiny(length=128) for the module: each test damages a copy of its folder."""
+    out = str(tmp_path_factory.mktemp("tiny-tuned"))
+    result = tune(faulty.Tiny(length=128), batch_size=16, budget=20, device="cpu", out=out)
+    return out, os.path.relpath(result.path, out)
+
+
+def _stored_result_file(out_dir: str, tiny_tuned) -> str:
+    """The module's tuned folder copied into ``out_dir``: the path of its result file there."""
+    source, relative = tiny_tuned
+    shutil.copytree(source, out_dir, dirs_exist_ok=True)
+    return os.path.join(out_dir, relative)
 
 
 @pytest.mark.parametrize("edit, says", [
@@ -315,9 +326,9 @@ def _stored_result_file(out_dir: str, dataset) -> str:
     (lambda d: d.update(knee={"curve": "up"}), "stops_paying"),
 ], ids=["400-workers", "string-batch-size", "string-rate", "newer-format", "bad-knee"])
 @pytest.mark.slow
-def test_a_bad_result_file_is_ignored_with_a_warning_that_names_it(out_dir, edit, says):
+def test_a_bad_result_file_is_ignored_with_a_warning_that_names_it(out_dir, tiny_tuned, edit, says):
     dataset = faulty.Tiny(length=128)
-    path = _stored_result_file(out_dir, dataset)
+    path = _stored_result_file(out_dir, tiny_tuned)
     data = json.load(open(path))
     assert data["format"] == 2
     edit(data)
@@ -328,9 +339,9 @@ def test_a_bad_result_file_is_ignored_with_a_warning_that_names_it(out_dir, edit
 
 
 @pytest.mark.slow
-def test_best_loader_with_a_bad_result_file_tunes_again(out_dir):
+def test_best_loader_with_a_bad_result_file_tunes_again(out_dir, tiny_tuned):
     dataset = faulty.Tiny(length=128)
-    path = _stored_result_file(out_dir, dataset)
+    path = _stored_result_file(out_dir, tiny_tuned)
     data = json.load(open(path))
     data["config"].update(num_workers=400, prefetch_factor=2, persistent_workers=False)
     json.dump(data, open(path, "w"))
@@ -341,6 +352,7 @@ def test_best_loader_with_a_bad_result_file_tunes_again(out_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_cli_shows_a_bad_previous_result(out_dir):
     args = tune_args(out_dir, f"{WORKLOADS}:tiny", "--budget", "20", "--json", "--quiet")
     first = invoke(*args)
@@ -391,12 +403,12 @@ def test_a_storage_password_is_stored_masked(out_dir, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_bad_result_file_is_no_warm_start(out_dir):
+def test_a_bad_result_file_is_no_warm_start(out_dir, tiny_tuned):
     """retune starts from the last result on this hardware (history.last_good): a file that fails
     the checks is warned about and not started from."""
     from autoloader.store.history import last_good
 
-    path = _stored_result_file(out_dir, faulty.Tiny(length=128))
+    path = _stored_result_file(out_dir, tiny_tuned)
     fingerprint, key = os.path.basename(os.path.dirname(path)), os.path.basename(path)[:-len(".json")]
     data = json.load(open(path))
     data.pop("load", None)   # a run on a shared machine may be marked busy (never started from); here the checks are tested

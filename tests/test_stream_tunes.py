@@ -41,6 +41,7 @@ def test_an_unsharded_stream_is_reported_as_duplicating_samples(tmp_path):
     assert result.to_dict()["stream"] == result.stream.to_dict()
 
 
+@pytest.mark.heavy
 def test_a_sharded_stream_is_not(tmp_path):
     result, _ = _tune(stream_workloads.Sharded(), tmp_path)
     assert result.stream is None, result.stream
@@ -61,6 +62,7 @@ def test_a_hugging_face_stream_of_2_shards_is_tuned_to_at_most_2_workers(tmp_pat
         assert "shuffle" not in render(result.to_dict(), form)
 
 
+@pytest.mark.heavy
 def test_a_hugging_face_arrow_dataset_is_tuned(tmp_path):
     dataset = stream_workloads.hf_dataset(str(tmp_path), streaming=False)
     assert len(dataset) == 3000
@@ -69,11 +71,13 @@ def test_a_hugging_face_arrow_dataset_is_tuned(tmp_path):
     assert "shuffle=True" in render(result, "lightning")
 
 
+@pytest.mark.heavy
 def test_a_webdataset_of_local_tar_shards_is_tuned(tmp_path):
     result, _ = _tune(stream_workloads.webdataset_shards(str(tmp_path)), tmp_path)
     assert result.stream.shards == 2 and all(t.config.num_workers <= 2 for t in result.trials)
 
 
+@pytest.mark.heavy
 def test_a_torchvision_image_folder_is_tuned(tmp_path):
     dataset = stream_workloads.image_folder(str(tmp_path / "images"))
     assert len(dataset) == 80

@@ -169,7 +169,7 @@ def test_pinned_batches_are_kept_under_the_limit():
 # --- in processes ------------------------------------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", ["fork", pytest.param("spawn", marks=pytest.mark.heavy)])
 def test_each_worker_is_counted_without_changing_the_batches(method):
     for dataset, delivered, share in ((stream_workloads.Sharded(300), (150, 150), 0.0),
                                       (stream_workloads.Unsharded(300), (300, 300), 1.0),

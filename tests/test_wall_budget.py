@@ -41,6 +41,7 @@ def test_the_clock_counts_from_the_start_it_is_given_and_clips_windows_to_what_i
 
 @pytest.mark.slow
 @pytest.mark.parametrize("budget", [20])
+@pytest.mark.heavy
 def test_the_command_ends_within_its_budget_on_a_slow_workload(tmp_path, budget):
     """Samples of 25 ms and a step of 250 ms: a burst of 16-sample batches takes seconds, the
     profile seconds more, the trial process's start-up its own; from the process's start (the
