@@ -55,6 +55,7 @@ from ..store.paths import default_storage, held, lock_path, result_path, study_n
 from ..store.records import Inputs, NodeRecord, Provenance
 from ..store.retry import OnceMore, control_again
 from ..store.snippet import snippet
+from ..store.storage import warm_up
 from ..store.study import StudyStore
 from ..store.versions import provenance
 from .claims import what_if_claims
@@ -64,6 +65,10 @@ from .final import Final, final_configs, final_measurement
 from .result import TuneResult
 from .start import default_method, measured_space, start_choice, start_plan
 
+
+# The most the run waits for the study's import thread once the study is open (it has finished
+# by then, unless the open failed over to another storage): it must not run beside the profile.
+IMPORTS_JOIN_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,9 @@ class Run:
 
     def _start(self) -> Started:
         """Start the trial process, open the study (resuming this host's interrupted run of the
-        problem, if any) and say what the run starts from."""
+        problem, if any) and say what the run starts from. The study's imports run meanwhile
+        (NOTE [ The study's imports while the trial process starts ] in store/storage.py)."""
+        imports = warm_up()
         try:
             info = self.runner.start()
             self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
@@ -177,6 +184,7 @@ class Run:
                                   max_workers=self.space.max_workers, uncapped=self.uncapped))
         if store.write_failed:
             self.progress(TrialsUnstored(store.write_failed))
+        imports.join(IMPORTS_JOIN_S)   # done by now (the open needed them): nothing of it runs beside the profile
         return Started(problem, info, loaded.trials, loaded.crashed_once)
 
     def _check_shm(self, info: DatasetInfo) -> None:
