@@ -30,14 +30,15 @@ from ..node.ranks import Ranks
 from ..node.runner import NodeRunner
 from ..probe.driver import TrialRunner
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
-from ..search.budget import Clock, overhead_seconds, trial_seconds
+from ..search.budget import Clock, overhead_seconds, rounds_kept, trial_seconds
 from ..search.choice import Finalist, best_of, choose
 from ..search.config import TunedConfig
 from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Model
 from ..search.load import MachineLoad, machine_load
 from ..search.model_first import ModelFirst
-from ..search.policy import FINAL_ROUNDS, SEARCH_SETTINGS, prune_line
+from ..search.opening import opening_round
+from ..search.policy import SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.settings import open_gates
@@ -248,7 +249,8 @@ class Run:
             t.config == strategy.control for t in history) else []
         once = OnceMore.after(started.crashed_once)   # NOTE [ A crash counts twice ] in store/retry.py
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
-        rounds = lambda: 1 if strategy.pick_unmeasured(history) else FINAL_ROUNDS  # noqa: E731
+        self._own_from = len(history)   # this run's own bursts from here: NOTE [ The opening round ]
+        rounds = lambda: rounds_kept(history, strategy.control, strategy.pick_unmeasured(history))  # noqa: E731
         while due or not (measured() and self.clock.search_left(history, strategy.finalists(history), rounds())
                           < trial_seconds(history)):
             if self.clock.bound_left() <= 0:
@@ -311,7 +313,8 @@ class Run:
                                lambda config: self.memory.fits(config, history), strategy.model_pick(history))
         decide = lambda finals: choose(finals, history, strategy.control,  # noqa: E731
                                        narrow=strategy.short_of_headroom([f.config for f in finals], history))
-        finals = final.run(chosen, history, strategy.control, previous_pick, decide)
+        finals = final.run(chosen, history, strategy.control, previous_pick, decide,
+                           opening_round(history, chosen, self._own_from))
         load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
         narrow = strategy.short_of_headroom([f.config for f in finals], history)
         finals = final.recheck(finals, history, load, strategy.control, narrow)
