@@ -65,7 +65,8 @@ def test_the_opening_is_a_round_of_the_pairs_not_of_the_median():
     pick = Finalist(PICK, (1500.0, 1530.0), opening=1515.0)
     rule = Finalist(RULE, (1000.0, 1000.0), opening=1000.0)
     assert pick.by_round() == {OPENING_ROUND: 1515.0, 0: 1500.0, 1: 1530.0}
-    assert pick.median == 1515.0 and Finalist(PICK, (1500.0, 1530.0), opening=2000.0).median == 1515.0   # the final's own rounds: the bursts corrected the model, these check it
+    # The median is the final's own rounds': the bursts corrected the model, these check it.
+    assert pick.median == 1515.0 and Finalist(PICK, (1500.0, 1530.0), opening=2000.0).median == 1515.0
     ratio = paired(pick, rule)
     assert ratio.rounds == 3 and ratio.judged and ratio.faster
     without = paired(Finalist(PICK, (1500.0, 1530.0)), Finalist(RULE, (1000.0, 1000.0)))
@@ -148,3 +149,12 @@ def test_the_search_may_spend_a_round_of_the_reserve_on_the_rules_burst():
     assert rounds_kept([burst(PICK)], RULE, pick_unmeasured=False) == FINAL_ROUNDS - 1
     assert rounds_kept([burst(PICK), burst(RULE, 500.0, pruned=True)], RULE, False) == FINAL_ROUNDS
     assert rounds_kept([burst(PICK)], None, False) == FINAL_ROUNDS
+
+
+def test_a_run_whose_final_was_not_begun_says_the_rule_met_the_pick_in_the_bursts_only():
+    from autoloader.search.choice import rule_verdict
+
+    bursts = [burst(MORE, 1100.0), burst(RULE, 1000.0)]
+    said = rule_verdict(MORE, RULE, [], bursts)
+    assert said == "one round against the rule (the search's bursts; no final): not judged"
+    assert rule_verdict(MORE, RULE, [], bursts[:1]) == "not paired with the rule: no round of the final measured both"

@@ -198,9 +198,11 @@ def rule_settled(finals: Sequence[Finalist], pick: LoaderConfig, rule: LoaderCon
     return ratio is not None and ratio.settled(band)
 
 
-def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence[Finalist]) -> str:
+def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence[Finalist],
+                 history: Sequence[TrialResult] = ()) -> str:
     """The sentence the pick's paired rounds with the rule support (paired.compared), and which
-    of the two was kept when they could not be told apart."""
+    of the two was kept when they could not be told apart. ``history``: the search's bursts, for
+    a run with no final where both were burst (NOTE [ A final that can settle ] in tuning/final.py)."""
     if rule is None:
         return "not measured against the rule: this search holds no control"
     control = finalist_of(rule, finals)
@@ -216,6 +218,9 @@ def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence
         return f"the pick is the rule's config; {best.config.key} was {compared(ratio, 'it')}{kept}"
     ratio = paired(finalist_of(pick, finals), control)
     if ratio is None:
+        burst = lambda c: any(t.config == c and t.status == OK and not t.pruned for t in history)  # noqa: E731
+        if not finals and burst(pick) and burst(rule):
+            return "one round against the rule (the search's bursts; no final): not judged"
         return "not paired with the rule: no round of the final measured both"
     kept = ": the cheaper of the two kept" if _unsure(ratio) and pick.cost() <= rule.cost() else ""
     return compared(ratio, "the rule") + kept
