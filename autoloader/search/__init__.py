@@ -12,6 +12,7 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
 - ``strategy`` (the interface), ``model_first`` (the search), ``warm`` (a re-tune's warm start):
   the next config to measure, chosen apart from running it;
 - ``choice``: the interleaved final's winner; ``paired``: a ratio's interval from paired rounds;
+  ``opening``: the search's bursts that open the final as its first round;
   ``knee``: the worker curve's inflection;
   ``budget``: the run's clock; ``memory``: a config's predicted memory and the limits it must meet;
   ``burst_rule``: a burst's stop rule; ``config``: the tuned config handed back; ``methods``: the
@@ -23,5 +24,5 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
 __all__ = ["budget", "burst_rule", "choice", "config", "growth", "knee", "knob", "load", "memory", "methods", "model",
-           "model_first", "nodes", "paired", "policy", "profile", "results", "settings", "shards", "space",
+           "model_first", "nodes", "opening", "paired", "policy", "profile", "results", "settings", "shards", "space",
            "strategy", "threads", "warm"]

@@ -94,6 +94,19 @@ class Clock:
         return min(rounds * round_seconds(finalists, history), FINAL_RESERVE_SHARE * self.budget)
 
 
+def rounds_kept(history: Sequence[TrialResult], control: LoaderConfig | None, pick_unmeasured: bool) -> int:
+    """The final rounds the search keeps time back for (``Clock.search_left``'s ``rounds``): one
+    while the strategy's pick is unmeasured (Strategy.pick_unmeasured: a final without it only
+    re-measures what loses); one fewer than FINAL_ROUNDS while the rule has no burst, since its
+    burst, next after the pick's in the search's plan, opens the final (NOTE [ The opening round ]
+    in opening.py: it is the rule's first final reading, taken in the search); else FINAL_ROUNDS."""
+    if pick_unmeasured:
+        return 1
+    if control is not None and not any(t.config == control for t in history):
+        return FINAL_ROUNDS - 1
+    return FINAL_ROUNDS
+
+
 def overhead_seconds(history: Sequence[TrialResult]) -> float:
     """What a burst takes beyond its window (its workers' start, the skipped batches), typically
     so far: the median over the measured trials, FIRST_OVERHEAD_S before any."""

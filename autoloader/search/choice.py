@@ -18,6 +18,7 @@ costs a short window may not show (the epoch restarts), so those still need the 
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass
 from typing import Sequence
@@ -31,6 +32,7 @@ from .policy import (
     keeps_up_at,
     same_kind,
 )
+from .opening import OPENING_ROUND
 from .paired import EQUIVALENT_WITHIN, Ratio, by_rounds, compared
 from .results import OK, TrialResult
 from .space import LoaderConfig
@@ -48,9 +50,14 @@ class Finalist:
     waits: tuple[float, ...] = ()   # the consumer's wait fraction in each round
     trial: TrialResult | None = None
     rounds: tuple[int, ...] = ()
+    # Its search burst's rate when that burst is part of the final's opening round (NOTE [ The
+    # opening round ] in opening.py): a round of the pairs, not of the median.
+    opening: float | None = None
 
     def by_round(self) -> dict[int, float]:
-        return dict(zip(self.rounds or range(len(self.rates)), self.rates))
+        """Each paired round's rate, the opening round (OPENING_ROUND) first where there is one."""
+        final = dict(zip(self.rounds or range(len(self.rates)), self.rates))
+        return {OPENING_ROUND: self.opening, **final} if self.opening else final
 
     @property
     def median(self) -> float:
@@ -73,8 +80,10 @@ class Finalist:
         return (max(self.rates) - min(self.rates)) / self.median if len(self.rates) > 1 and self.median else 0.0
 
     def to_dict(self) -> dict:
+        # "rounds": the final's own rounds, one a rate; the opening round's rate apart, where there is one.
+        final = list(self.rounds or range(len(self.rates)))
         return {"config": self.config.loader_kwargs(), "rates": list(self.rates), "median": self.median,
-                "waits": list(self.waits), "rounds": list(self.by_round())}
+                "waits": list(self.waits), "rounds": final, **({"opening": self.opening} if self.opening else {})}
 
     @classmethod
     def from_dict(cls, data: dict, trial: TrialResult | None = None) -> "Finalist":
@@ -82,7 +91,7 @@ class Finalist:
         record does not repeat. Rounds stored as 0, 1, 2... are the default, read as such."""
         rates, rounds = tuple(data.get("rates") or ()), tuple(data.get("rounds") or ())
         return cls(LoaderConfig.from_dict(data["config"]), rates, tuple(data.get("waits") or ()), trial,
-                   () if rounds == tuple(range(len(rates))) else rounds)
+                   () if rounds == tuple(range(len(rates))) else rounds, data.get("opening"))
 
 
 def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) -> TrialResult | None:
@@ -120,7 +129,8 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
         finals = [Finalist(t.config, (t.samples_per_s,), (t.wait_fraction,) if t.wait_fraction is not None else (), t)
                   for t in ok]
     reference = next((f for f in finals if f.config == control), None)
-    if reference is not None and min(len(f.rates) for f in finals) < 2:
+    # One paired round shows no spread (the opening round counts: NOTE [ The opening round ]).
+    if reference is not None and min(len(f.by_round()) for f in finals) < 2:
         clear = [f for f in finals if f.median > reference.median * (1.0 + SINGLE_ROUND_MARGIN)]
         chosen = max(clear, key=lambda f: f.median) if clear else reference
         return _with_trial(chosen, history)
@@ -188,9 +198,11 @@ def rule_settled(finals: Sequence[Finalist], pick: LoaderConfig, rule: LoaderCon
     return ratio is not None and ratio.settled(band)
 
 
-def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence[Finalist]) -> str:
+def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence[Finalist],
+                 history: Sequence[TrialResult] = ()) -> str:
     """The sentence the pick's paired rounds with the rule support (paired.compared), and which
-    of the two was kept when they could not be told apart."""
+    of the two was kept when they could not be told apart. ``history``: the search's bursts, for
+    a run with no final where both were burst (NOTE [ A final that can settle ] in tuning/final.py)."""
     if rule is None:
         return "not measured against the rule: this search holds no control"
     control = finalist_of(rule, finals)
@@ -206,6 +218,9 @@ def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence
         return f"the pick is the rule's config; {best.config.key} was {compared(ratio, 'it')}{kept}"
     ratio = paired(finalist_of(pick, finals), control)
     if ratio is None:
+        burst = lambda c: any(t.config == c and t.status == OK and not t.pruned for t in history)  # noqa: E731
+        if not finals and burst(pick) and burst(rule):
+            return "one round against the rule (the search's bursts; no final): not judged"
         return "not paired with the rule: no round of the final measured both"
     kept = ": the cheaper of the two kept" if _unsure(ratio) and pick.cost() <= rule.cost() else ""
     return compared(ratio, "the rule") + kept
@@ -227,7 +242,7 @@ def ahead_every_round(a: Finalist, b: Finalist) -> bool:
 def _with_trial(chosen: Finalist, history: Sequence[TrialResult]) -> Finalist:
     if chosen.trial is None:
         trial = next((t for t in history if t.config == chosen.config and t.status == OK), None)
-        chosen = Finalist(chosen.config, chosen.rates, chosen.waits, trial, chosen.rounds)
+        chosen = dataclasses.replace(chosen, trial=trial)
     return chosen
 
 

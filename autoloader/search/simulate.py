@@ -20,48 +20,55 @@ def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], p
     ``main_times``: the loop's seconds for each batch in turn (cycled: the step's jitter).
 
     NOTE [ The pipeline model ]: round-robin dispatch, prefetch x n batches out at once, a serial
-    pin stage and a serial main loop, in index order or as batches come."""
+    pin stage and a serial main loop, in index order or as batches come.
+
+    The search asks this of every candidate after each burst (hundreds of configs, three passes
+    each), while the trial process waits for the next config: the loop is written for speed
+    (locals, the dispatch inlined, ``a if a >= b else b`` for ``max(a, b)``, which returns the
+    same float, ties included), and gives exactly what the plain loop gave (tests/test_simulate.py).
+    """
     outstanding = max(1, prefetch * n)
     warm = outstanding + 2 * n + 2
     total = warm + max(SIMULATED_BATCHES, 4 * outstanding)
-    pool = len(batch_times)
+    pool, mains = len(batch_times), len(main_times)
     worker_free = [0.0] * n
-    finish: dict[int, float] = {}
+    finish: list[float] = []                # when batch k is made; batches are dispatched in order
     ready: list[tuple[float, int]] = []     # (finish time, batch) of batches made, not yet taken
-    dispatched = 0
-
-    def dispatch(at: float) -> None:
-        nonlocal dispatched
-        k = dispatched
+    push, pop = heapq.heappush, heapq.heappop
+    for k in range(outstanding):            # the first tasks, all handed out at time 0
         w = k % n
-        start = max(at, worker_free[w])
+        start = worker_free[w] if worker_free[w] > 0.0 else 0.0
         worker_free[w] = done = start + batch_times[k % pool]
-        finish[k] = done
+        finish.append(done)
         if not in_order:
-            heapq.heappush(ready, (done, k))
-        dispatched += 1
-
-    for _ in range(outstanding):
-        dispatch(0.0)
+            push(ready, (done, k))
+    dispatched = outstanding
     pin_free = main_free = 0.0
     window_start = waited = busy = 0.0
     for taken in range(total):
         if in_order:
             k = taken
-            made = finish.pop(k)
+            made = finish[k]
         else:
-            made, k = heapq.heappop(ready)
-            finish.pop(k)
-        pinned = max(made, pin_free) + pin_s
+            made, k = pop(ready)
+        pinned = (made if made >= pin_free else pin_free) + pin_s
         pin_free = pinned
-        start = max(pinned, main_free)
-        if taken == warm:
-            window_start, waited, busy = main_free, 0.0, 0.0
+        start = pinned if pinned >= main_free else main_free
         if taken >= warm:
-            waited += max(0.0, pinned - main_free)
+            if taken == warm:
+                window_start, waited, busy = main_free, 0.0, 0.0
+            gap = pinned - main_free
+            waited += gap if gap > 0.0 else 0.0
             busy += batch_times[k % pool]
-        main_free = start + main_times[taken % len(main_times)]
-        dispatch(start)
+        main_free = start + main_times[taken % mains]
+        # The loop hands the next task to its worker as it takes a batch (round robin).
+        w = dispatched % n
+        free = worker_free[w]
+        worker_free[w] = done = (start if start >= free else free) + batch_times[dispatched % pool]
+        finish.append(done)
+        if not in_order:
+            push(ready, (done, dispatched))
+        dispatched += 1
     span = max(main_free - window_start, 1e-12)
     batches = total - warm
     return span / batches, min(1.0, waited / span), min(1.0, busy / (n * span))

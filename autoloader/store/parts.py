@@ -130,6 +130,7 @@ def finalists(value: object, trials: tuple[TrialResult, ...], name: str = "final
         config = config_at(data.get("config"), f"{at}.config", max_workers)
         rates = checks.numbers(data.get("rates"), f"{at}.rates")
         checks.numbers(data.get("waits"), f"{at}.waits")
+        checks.number(data.get("opening"), f"{at}.opening", positive=True)   # NOTE [ The opening round ]
         rounds = [checks.count(r, f"{at}.rounds[{j}]", optional=False)
                   for j, r in enumerate(checks.items(data.get("rounds"), f"{at}.rounds"))]
         if rounds and len(rounds) != len(rates):

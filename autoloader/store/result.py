@@ -160,7 +160,7 @@ class TuneResult:
     @property
     def verdict(self) -> str:
         """The pick against the rule in the words its interval supports (choice.rule_verdict)."""
-        return rule_verdict(self.config, self.control, self.finals)
+        return rule_verdict(self.config, self.control, self.finals, self.trials)
 
     def _baseline_final(self) -> Finalist | None:
         return next((f for f in self.finals if f.config.num_workers == 0 and f.rates), None)

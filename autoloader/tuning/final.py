@@ -11,6 +11,22 @@ no final unless a burst challenged it (``final_configs``). When the machine was 
 BUSY_ROUNDS more rounds while the budget has the time; when a nightly comparison's interval
 straddles its threshold, the previous pick and the best other finalist get up to SETTLE_ROUNDS
 more paired rounds, while the budget has the time, until it does not (NOTE [ Drift ]).
+
+NOTE [ A final that can settle ]
+Where the search's bursts of the pick and the rule make the opening round (NOTE [ The opening
+round ] in search/opening.py), a final of one more round ends at two pairs: t95 with one degree
+of freedom is 12.7, so its interval settles only a gap about nine times the pairs' noise (1.5x and
+more at the few percent a round's readings scatter; run-20261202's two-pair intervals were ±100%
+and wider). A gap that large the opening alone already shows, and the choice over the bursts as
+one round hands it back (choice.choose: a config reading SINGLE_ROUND_MARGIN above the rule wins);
+a smaller one that round would leave unsettled. So where the budget holds fewer rounds than
+bring the pairs to FINAL_ROUNDS (three: t95 4.30), the final is not begun and the run ends: the
+bursts decide as when no round fits at all, and the verdict says the rule was not paired. What
+changes is only the unsure case: a cheaper pick within the margin of the rule gives way to the
+rule (never less than the rule, unsure), where two pairs would have kept the cheaper, unsure too.
+On the GPU bench the round not run is 12 s of hugefloat (its pick 3.8 s, the rule 8.6 s). With no
+opening the final runs the rounds the budget holds, as before: its first round is then the rule's
+first reading beside the pick.
 """
 
 from __future__ import annotations
@@ -75,17 +91,21 @@ class Final:
     taken: dict = field(default_factory=dict)       # config -> [round index]
     results: list = field(default_factory=list)     # every measurement, for the machine's load
     rounds: int = 0
+    opening: dict = field(default_factory=dict)     # config -> its search burst in the opening round
 
     def run(self, chosen: list[LoaderConfig], history: Sequence[TrialResult], control: LoaderConfig | None,
-            previous: LoaderConfig | None,
-            decide: Callable[[list[Finalist]], Finalist] | None = None) -> list[Finalist]:
+            previous: LoaderConfig | None, decide: Callable[[list[Finalist]], Finalist] | None = None,
+            opening: dict | None = None) -> list[Finalist]:
         """``chosen`` re-measured interleaved, round after round while the budget has one left,
         until the rounds settle the pick (``decide``: the run's choice over the finalists so far;
         choose by default) against the control (NOTE [ Sure enough ]): FINAL_MIN_ROUNDS at least,
-        FINAL_MAX_ROUNDS at most; FINAL_ROUNDS where there is no control to settle against, or a
-        previous pick to compare (the nightly's rounds). When a round of all does not fit,
-        ``trimmed``; when not even that fits, no final: the budget is a cap, and the choice then
-        weighs the bursts as one round."""
+        FINAL_MAX_ROUNDS at most, the opening round counted (``opening``: config -> its search
+        burst, ``search.opening.opening_round``; NOTE [ The opening round ]); FINAL_ROUNDS where
+        there is no control to settle against, or a previous pick to compare (the nightly's
+        rounds). When a round of all does not fit, ``trimmed``; when not even that fits, no
+        final: the budget is a cap, and the choice then weighs the bursts as one round. Nor is a
+        final begun that would end at two pairs, the opening's and one round's (NOTE [ A final
+        that can settle ])."""
         # No final between a pick and itself, except the previous pick alone: a nightly
         # comparison needs its readings (NOTE [ Drift ]), and no other config is in the running.
         if len(chosen) < 2 and not (chosen and chosen == [previous]):
@@ -93,15 +113,21 @@ class Final:
         if round_seconds(chosen, history) > self.clock.left() and len(chosen) > 2:
             chosen = trimmed(chosen, control, previous)
         seconds = round_seconds(chosen, history)
-        most = min(FINAL_MAX_ROUNDS, int(self.clock.left() / seconds))
         settles = control in chosen and previous not in chosen
+        opening = {c: t for c, t in (opening or {}).items() if c in chosen}
+        self.opening = opening if control in opening and len(opening) >= 2 else {}
+        opened = 1 if self.opening else 0
+        most = min(FINAL_MAX_ROUNDS - opened, int(self.clock.left() / seconds))
+        if settles and opened and most + opened < FINAL_ROUNDS:
+            self.opening = {}
+            return []
         decide = decide or (lambda finals: choose(finals, history, control))
         for config in chosen:
             self.rates.setdefault(config, [])
             self.taken.setdefault(config, [])
         while self.rounds < (most if settles else min(most, FINAL_ROUNDS)) and seconds <= self.clock.left():
             self._round(chosen, most if settles else min(most, FINAL_ROUNDS))
-            if settles and self.rounds >= FINAL_MIN_ROUNDS and self.settled(history, control, decide):
+            if settles and self.rounds + opened >= FINAL_MIN_ROUNDS and self.settled(history, control, decide):
                 break
         return self.finalists(history)
 
@@ -125,9 +151,10 @@ class Final:
 
     def finalists(self, history: Sequence[TrialResult]) -> list[Finalist]:
         trials = {t.config: t for t in history if t.status == OK}
+        opening = {c: t.samples_per_s for c, t in self.opening.items()}
         return [Finalist(c, tuple(r.samples_per_s for r in m),
                          tuple(r.wait_fraction for r in m if r.wait_fraction is not None), trials.get(c),
-                         tuple(self.taken[c])) for c, m in self.rates.items() if m]
+                         tuple(self.taken[c]), opening.get(c)) for c, m in self.rates.items() if m]
 
     def recheck(self, finals: list[Finalist], history: Sequence[TrialResult], load: MachineLoad,
                 control: LoaderConfig | None, narrow: frozenset) -> list[Finalist]:

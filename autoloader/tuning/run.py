@@ -30,14 +30,15 @@ from ..node.ranks import Ranks
 from ..node.runner import NodeRunner
 from ..probe.driver import TrialRunner
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
-from ..search.budget import Clock, overhead_seconds, trial_seconds
+from ..search.budget import Clock, overhead_seconds, rounds_kept, trial_seconds
 from ..search.choice import Finalist, best_of, choose
 from ..search.config import TunedConfig
 from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Model
 from ..search.load import MachineLoad, machine_load
 from ..search.model_first import ModelFirst
-from ..search.policy import FINAL_ROUNDS, SEARCH_SETTINGS, prune_line
+from ..search.opening import opening_round
+from ..search.policy import SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.settings import open_gates
@@ -55,6 +56,7 @@ from ..store.paths import default_storage, held, lock_path, result_path, study_n
 from ..store.records import Inputs, NodeRecord, Provenance
 from ..store.retry import OnceMore, control_again
 from ..store.snippet import snippet
+from ..store.storage import warm_up
 from ..store.study import StudyStore
 from ..store.versions import provenance
 from .claims import what_if_claims
@@ -64,6 +66,10 @@ from .final import Final, final_configs, final_measurement
 from .result import TuneResult
 from .start import default_method, measured_space, start_choice, start_plan
 
+
+# The most the run waits for the study's import thread once the study is open (it has finished
+# by then, unless the open failed over to another storage): it must not run beside the profile.
+IMPORTS_JOIN_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,9 @@ class Run:
 
     def _start(self) -> Started:
         """Start the trial process, open the study (resuming this host's interrupted run of the
-        problem, if any) and say what the run starts from."""
+        problem, if any) and say what the run starts from. The study's imports run meanwhile
+        (NOTE [ The study's imports while the trial process starts ] in store/storage.py)."""
+        imports = warm_up()
         try:
             info = self.runner.start()
             self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
@@ -177,6 +185,7 @@ class Run:
                                   max_workers=self.space.max_workers, uncapped=self.uncapped))
         if store.write_failed:
             self.progress(TrialsUnstored(store.write_failed))
+        imports.join(IMPORTS_JOIN_S)   # done by now (the open needed them): nothing of it runs beside the profile
         return Started(problem, info, loaded.trials, loaded.crashed_once)
 
     def _check_shm(self, info: DatasetInfo) -> None:
@@ -240,7 +249,8 @@ class Run:
             t.config == strategy.control for t in history) else []
         once = OnceMore.after(started.crashed_once)   # NOTE [ A crash counts twice ] in store/retry.py
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
-        rounds = lambda: 1 if strategy.pick_unmeasured(history) else FINAL_ROUNDS  # noqa: E731
+        self._own_from = len(history)   # this run's own bursts from here: NOTE [ The opening round ]
+        rounds = lambda: rounds_kept(history, strategy.control, strategy.pick_unmeasured(history))  # noqa: E731
         while due or not (measured() and self.clock.search_left(history, strategy.finalists(history), rounds())
                           < trial_seconds(history)):
             if self.clock.bound_left() <= 0:
@@ -303,7 +313,8 @@ class Run:
                                lambda config: self.memory.fits(config, history), strategy.model_pick(history))
         decide = lambda finals: choose(finals, history, strategy.control,  # noqa: E731
                                        narrow=strategy.short_of_headroom([f.config for f in finals], history))
-        finals = final.run(chosen, history, strategy.control, previous_pick, decide)
+        finals = final.run(chosen, history, strategy.control, previous_pick, decide,
+                           opening_round(history, chosen, self._own_from))
         load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
         narrow = strategy.short_of_headroom([f.config for f in finals], history)
         finals = final.recheck(finals, history, load, strategy.control, narrow)

@@ -1,4 +1,4 @@
-"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|verdicts|whatif|predictions|calibration|node ...``: the bench's one entry.
+"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|quick|verdicts|whatif|predictions|calibration|node ...``: the bench's one entry.
 
     run        measure workloads: the tuner against a grid and an interleaved final (run.py)
     merge      one summary of runs made in parts, from their results.json (parts.py)
@@ -7,6 +7,8 @@
     replay     how the model, corrected by a run's own tuner bursts, predicts what the bench
                measured, with the code checked out now (replay.py)
     tunes      each workload's tune as a user runs it, and the report's verdict (tunes.py)
+    quick      the tune's wall time at its default budget and its pick against the rule in paired
+               rounds, in one short device call (quick.py; scripts/bench/quick_gpu.sh runs it)
     verdicts   the report's verdict and top what-if of every recorded tune (whatif.py)
     whatif     what-ifs the report predicts, made and measured against the tuner's pick (whatif.py)
     predictions the same default tune again and again, each pick re-measured (predictions.py)
@@ -46,11 +48,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                                                  "short is marked partial).")
     subs["rebuild"].add_argument("source", metavar="DIR")
     subs["rebuild"].add_argument("--out", default="results/benchmarks", help="folder for the rebuilt summary")
-    from scripts.bench import predictions, tunes, whatif
+    from scripts.bench import predictions, quick, tunes, whatif
 
     subs["tunes"] = sub.add_parser("tunes", help="each workload's tune as a user runs it, and the report's verdict",
                                    description=tunes.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     tunes.add_arguments(subs["tunes"])
+    subs["quick"] = sub.add_parser("quick", help="the tune's wall time and its pick against the rule, paired",
+                                   description=quick.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    quick.add_arguments(subs["quick"])
     subs["whatif"] = sub.add_parser("whatif", help="what-ifs the report predicts, made and measured",
                                     description=whatif.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     whatif.add_arguments(subs["whatif"])
@@ -100,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         from scripts.bench import whatif
 
         return whatif.main(args)
+    if args.command == "quick":
+        from scripts.bench import quick
+
+        return quick.main(args)
     if args.command == "verdicts":
         from scripts.bench import whatif
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Issue 34's quick GPU measurement, in one device call of about 4 minutes (the machine's start
+# included): the tune's wall time at its default budget on hugefloat, heavytail and large, and
+# each pick against the cpus-1 rule in paired rounds (python -m scripts.bench quick: its
+# docstring). Files in $OUT: summary.md, records.jsonl, quick.log (and a tuner's stderr, if any).
+#
+#   device run: bash scripts/bench/quick_gpu.sh            (carry .whl: optuna and its needs)
+#   here, on the CPU:  OUT=/tmp/q bash scripts/bench/quick_gpu.sh --device cpu --scale 0.05
+#
+# DEADLINE (seconds, default 220) bounds the bench; the tunes come first, the paired rounds take
+# what is left (3 to 5 a workload, the cheapest first; said in the summary when cut).
+set -u
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "the wheels in .whl did not install"; exit 2; }
+  # Compiled once here, so that no tune's study open pays the first import's compile.
+  python3 -m compileall -q -j 0 /tmp/site >/dev/null 2>&1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+python3 -c "import optuna, torch" || { echo "optuna or torch cannot be imported: carry their wheels in .whl"; exit 2; }
+out=${OUT:-/tmp/quick}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
+set -o pipefail
+timeout "${QUICK_TIMEOUT:-300}" python3 -m scripts.bench quick --deadline-seconds "${DEADLINE:-220}" \
+  --against results/benchmarks/run-20261202/run/records.jsonl --out "$out" "$@" 2>&1 | tee "$out/quick.log"
