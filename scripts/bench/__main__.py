@@ -1,4 +1,4 @@
-"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|verdicts|whatif|predictions|calibration|node ...``: the bench's one entry.
+"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|verdicts|whatif|whatif-replay|predictions|calibration|node ...``: the bench's one entry.
 
     run        measure workloads: the tuner against a grid and an interleaved final (run.py)
     merge      one summary of runs made in parts, from their results.json (parts.py)
@@ -9,6 +9,9 @@
     tunes      each workload's tune as a user runs it, and the report's verdict (tunes.py)
     verdicts   the report's verdict and top what-if of every recorded tune (whatif.py)
     whatif     what-ifs the report predicts, made and measured against the tuner's pick (whatif.py)
+    whatif-replay the measured what-ifs predicted again from their recorded tuner results with
+               the code checked out now, each side's batch split into next() and the step
+               (whatif_replay.py)
     predictions the same default tune again and again, each pick re-measured (predictions.py)
     calibration every recorded pick and what-if, predicted against measured, with its interval
                and how often the interval held (calibration.py)
@@ -66,7 +69,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                        ("calibration", "every recorded pick and what-if, predicted against measured, with its "
                                        "interval and how often the interval held"),
                        ("replay", "how the model, corrected by a run's own tuner bursts, predicts what the bench "
-                                  "measured")):
+                                  "measured"),
+                       ("whatif-replay", "the measured what-ifs predicted again from their recorded tuner results "
+                                         "(a replay: a prediction, not a measurement)")):
         subs[name] = sub.add_parser(name, help=text, description=text + "; prints Markdown.")
         subs[name].add_argument("records", nargs="+", metavar="RECORDS.jsonl")
     return parser, subs
@@ -116,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         from scripts.bench import replay
 
         return replay.main(args.records)
+    if args.command == "whatif-replay":
+        from scripts.bench import whatif_replay
+
+        return whatif_replay.main(args.records)
     from scripts.bench import agreement
 
     return agreement.main(args.records)
