@@ -39,3 +39,6 @@ def test_the_summary_sets_the_prediction_beside_the_measurement():
     text = whatif.render([row], [], args)
     assert "| hugefloat | Batches in uint8 | w0 pin1 | w2 pf2 pin1 pw1 (hugefloat8) | +294.0% | +150.0% | 5 |" in text
     assert "`python -m scripts.bench whatif --items hugefloat:uint8 --rounds 5 --out /tmp/x`" in text
+    # A gain over another config than the pick (WhatIf.base_config) says which side was measured as is.
+    other = whatif.render([{**row, "base": "w8 pf2 pin1 pw1"}], [], args)
+    assert "| w0 pin1 (as is: w8 pf2 pin1 pw1) | w2 pf2 pin1 pw1 (hugefloat8) |" in other

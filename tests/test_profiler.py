@@ -133,3 +133,62 @@ def test_the_receive_s_fixed_part_is_the_line_through_two_sizes_at_no_bytes():
     assert receive_fixed(0.004, 4000, 0.005, 1000) == pytest.approx(0.004)   # the small one slower: all fixed
     assert receive_fixed(0.004, 4000, 0.0, 1000) == 0.0                      # never below nothing
     assert receive_fixed(0.004, 1000, 0.001, 1000) == 0.004                  # one size: no line
+
+
+# --- the uint8 stage: NOTE [ A quarter of the bytes ] in search/uint8.py ---------------------------
+
+class Pixels(torch.utils.data.Dataset):
+    """3x256x256 float32 images (768 KiB) and a label, views of a small pool: 12 MiB a batch of 16."""
+
+    def __init__(self, n=256, dtype=torch.float32):
+        self.pool, self.n = (torch.rand(4, 3, 256, 256) * 255).to(dtype), n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.pool[i % 4], i
+
+
+def test_a_float32_tensor_is_seen_as_uint8_of_its_shape_without_a_copy():
+    from autoloader.probe.uint8 import as_uint8
+
+    image = torch.rand(3, 8, 8)
+    (view, label), seen = as_uint8((image, torch.tensor(3)))
+    assert seen == 1 and view.dtype is torch.uint8 and view.shape == image.shape
+    assert view.data_ptr() == image.data_ptr() and label.dtype is torch.int64
+    assert as_uint8(torch.rand(8, 8).t())[1] == 0   # not contiguous: left as it is
+
+
+def test_the_uint8_stage_times_the_change_against_the_float32_samples():
+    from torch.utils.data._utils.collate import default_collate
+
+    from autoloader.probe.uint8 import MIN_ROUNDS, uint8_cost
+
+    data = Pixels()
+    samples = [data[i] for i in range(16)]
+    batch = default_collate(samples)
+    u = uint8_cost(samples, batch, 16, default_collate, "cpu", lambda: None, tensor_bytes)
+    assert u.byte_share == pytest.approx(0.25, rel=0.01)   # the labels keep their bytes
+    assert min(u.loop_collate_s + u.worker_collate_s) > 0 and u.convert_s > 0 and u.rounds >= MIN_ROUNDS
+    assert u.pin_s is None and u.h2d_pinned_s is None and u.h2d_pageable_s is None   # off CUDA: no pin, no copy
+    # Cheap: about 0.05 s here on a quiet machine (a 192 MiB batch on a GPU host, under 0.2 s);
+    # loose, for a loaded one.
+    assert u.seconds < 2.0, u.seconds
+    eights = [data.pool.to(torch.uint8)[i % 4] for i in range(16)]
+    assert uint8_cost([(x, 0) for x in eights], default_collate([(x, 0) for x in eights]), 16, default_collate,
+                      "cpu", lambda: None, tensor_bytes) is None, "no float32 tensor: nothing to change"
+
+    def float_only(items):
+        if any(x.dtype is not torch.float32 for x, _ in items):
+            raise TypeError("float32 only")
+        return default_collate(items)
+
+    assert uint8_cost(samples, batch, 16, float_only, "cpu", lambda: None, tensor_bytes) is None
+
+
+@pytest.mark.slow
+def test_the_profile_times_uint8_only_for_a_large_float32_batch():
+    p = profile_of(Pixels())
+    assert p.uint8 is not None and p.uint8.byte_share == pytest.approx(0.25, rel=0.01)
+    assert profile_of(Timed(0.0005, spin=False)).uint8 is None   # 16 x 4 KiB: too small to ask

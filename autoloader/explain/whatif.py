@@ -8,6 +8,20 @@ asked along the worker ladder at the pick's other settings (as a re-tune would),
 taken over the better of the pick and the model's best along the same ladder unchanged, so that no
 what-if claims the worker count's own gain. A change that the run measured (both configs in the
 final, or both as bursts) says "measured", with the measured gain beside the predicted one.
+
+# NOTE [ What the run measured stands ]
+# A what-if asked along the ladder reads the model at worker counts the run may have measured. On
+# hugefloat (run-20261202, f79ab31) the model, its worker terms unfitted (the bursts with workers
+# were stopped early, which calibrate nothing), read 10 workers at 5,385/s where a burst measured
+# 912/s and the final 15 workers at 868/s against the pick's 1,484/s at none: the uint8 what-if
+# then chose 10 workers and took its gain over the 5,385/s, a base the run had measured false,
+# while the pick the user runs is the one without workers. So at a count the run measured slower
+# than the model says (there, or at the nearest count it measured on the same side of the pick's:
+# ``_measured``, as the workers what-if reads it), the model's figure is scaled down to the
+# measured standing (``standing``): the unchanged ladder's best and every change's rate at that
+# count alike, since a change to the bytes, the CPUs or the step leaves the stage the model
+# misread there (the same change at 10 workers measured 912/s -> 3,809/s, the model's own 4x).
+# The run measured faster than the model says raises nothing: the model's figure stands.
 """
 
 from __future__ import annotations
@@ -15,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ..search.choice import finalist_of, paired
 from ..search.knob import Context, Knob
@@ -45,6 +59,9 @@ class WhatIf:
     # Where the model cannot predict the change (Proposal.unpredicted), what to say instead of the
     # gain; the model's own figure stays in ``rate`` but counts for nothing.
     unpredicted: str | None = None
+    # The config ``base_rate`` is the model's rate of, where not the pick: a what-if asked along the
+    # ladder takes its gain over the model's best there unchanged when that beats the pick.
+    base_config: LoaderConfig | None = None
 
     @property
     def gain(self) -> float:
@@ -85,41 +102,49 @@ class WhatIf:
                 "predicted": self.predicted, "unpredicted": self.unpredicted,
                 "measured_gain": self.measured_gain, "source": self.source, "needs_code": self.needs_code,
                 "measured_config": self.measured_config.loader_kwargs() if self.measured_config else None,
+                "base_config": self.base_config.loader_kwargs() if self.base_config else None,
                 "helps": self.helps}
 
 
 def ladder(config: LoaderConfig, cpus: int, max_workers: int, batch_size: int | None = None) -> list[LoaderConfig]:
     """``config`` at every worker count the search asks about (model_first.worker_ladder), its
     other settings kept (DataLoader's prefetch default and kept workers where it has none)."""
-    bs = batch_size or config.batch_size
-    # A knob the config holds at its default only for want of workers starts where make() starts it.
-    kept = {k.name: config[k] if config.applies(k) else k.first for k in SETTINGS}
-    return [LoaderConfig.make(**{**kept, "batch_size": bs, "num_workers": n})
-            for n in worker_ladder(cpus, max_workers)]
+    # A knob the config holds at its default only for want of workers starts where make() starts it
+    # (ladder_config).
+    return [ladder_config(config, n, batch_size) for n in worker_ladder(cpus, max_workers)]
 
 
-def best(model: Model, calib: Calibration, configs: Iterable[LoaderConfig]) -> tuple[LoaderConfig, float]:
+def best(model: Model, calib: Calibration, configs: Iterable[LoaderConfig],
+         standing: Callable[[LoaderConfig], float] = lambda c: 1.0) -> tuple[LoaderConfig, float]:
     """The cheapest config predicted within PREDICTED_TIE of the best, as the search picks
-    (ModelFirst.pick), and its rate."""
-    rated = [(c, model.predict(c, calib).samples_per_s) for c in configs]
+    (ModelFirst.pick), and its rate; each rate times its worker count's ``standing``."""
+    rated = [(c, model.predict(c, calib).samples_per_s * standing(c)) for c in configs]
     top = max(r for _, r in rated)
     return min(((c, r) for c, r in rated if r >= top * (1.0 - PREDICTED_TIE)), key=lambda cr: cr[0].cost())
 
 
 def uint8_profile(profile: Profile) -> Profile:
-    """The profile with a quarter of the bytes: every byte-proportional cost (receive, pin, copy,
-    collate) scaled; the receive's fixed part is not (NOTE [ The receive's two parts ] in
-    search/model.py), nor the busy worker's extra wait for its interpreter (NOTE [ A busy
-    worker's receive ]), nor the samples' own work."""
-    f = UINT8_BYTES
-    scaled = lambda x: None if x is None else x * f  # noqa: E731
+    """The profile with uint8 batches in place of float32 (NOTE [ A quarter of the bytes ] in
+    search/uint8.py): each cost that moves the batch's bytes (collate, pin, copy) scaled by what the
+    profile measured the change to cost (the bytes' share where it did not time it), the
+    receive's per-byte part by the bytes (NOTE [ The receive's two parts ] in search/model.py:
+    the fixed part is not, nor the busy worker's extra wait for its interpreter, NOTE [ A busy
+    worker's receive ]), and the conversion back to float32 added to the step. The samples' own
+    work is kept."""
+    u = profile.uint8
+    f = u.byte_share if u is not None else UINT8_BYTES
+    by = lambda x, ratio: None if x is None else x * ratio  # noqa: E731
     fixed = min(profile.recv_s, profile.recv_fixed_s) if profile.recv_fixed_s is not None else 0.0
     recv = fixed + (profile.recv_s - fixed) * f
     busy = None if profile.recv_busy_s is None else recv + max(0.0, profile.recv_busy_s - profile.recv_s)
+    loop, worker = (u.loop, u.worker) if u is not None else (f, f)
+    pin, pinned, pageable = (u.pin, u.pinned_copy, u.pageable_copy) if u is not None else (f, f, f)
     return dataclasses.replace(profile, sample_bytes=max(1, int(profile.sample_bytes * f)), recv_s=recv,
-                               recv_busy_s=busy, pin_s=scaled(profile.pin_s), pin_local_s=scaled(profile.pin_local_s),
-                               h2d_pinned_s=scaled(profile.h2d_pinned_s), h2d_pageable_s=scaled(profile.h2d_pageable_s),
-                               collate_s=profile.collate_s * f, collate_main_s=scaled(profile.collate_main_s))
+                               recv_busy_s=busy, pin_s=by(profile.pin_s, pin), pin_local_s=by(profile.pin_local_s, pin),
+                               h2d_pinned_s=by(profile.h2d_pinned_s, pinned),
+                               h2d_pageable_s=by(profile.h2d_pageable_s, pageable),
+                               collate_s=profile.collate_s * worker, collate_main_s=by(profile.collate_main_s, loop),
+                               step_s=profile.step_s + (u.convert_s if u is not None else 0.0))
 
 
 def whatifs(ev: Evidence) -> list[WhatIf]:
@@ -128,7 +153,9 @@ def whatifs(ev: Evidence) -> list[WhatIf]:
     cpus, top = ev.search_cpus, ev.max_workers
     base = model.predict(pick, calib).samples_per_s
     here = ladder(pick, cpus, top)
-    ladder_base = max(base, best(model, calib, here)[1])
+    stand = standing(ev, base)
+    unchanged, unchanged_rate = best(model, calib, here, stand)
+    ladder_base, base_config = (base, None) if base >= unchanged_rate else (unchanged_rate, unchanged)
     out: list[WhatIf] = []
 
     def along(name, title, change, profile: Profile, needs_code, cal=calib, on_cpus=cpus, bs=None):
@@ -136,8 +163,8 @@ def whatifs(ev: Evidence) -> list[WhatIf]:
         changed = Model(profile, ev.device)
         # More CPUs add no shards: a sharded stream's cap holds whatever the CPUs.
         widest = top if on_cpus == cpus else min(MAX_WORKERS_PER_CPU * on_cpus, ev.shard_cap or on_cpus * top)
-        config, rated = best(changed, cal, ladder(pick, on_cpus, widest, bs))
-        return WhatIf(name, title, change, config, ladder_base, rated, needs_code)
+        config, rated = best(changed, cal, ladder(pick, on_cpus, widest, bs), stand)
+        return WhatIf(name, title, change, config, ladder_base, rated, needs_code, base_config=base_config)
 
     p = ev.profile
     if p.batch_bytes >= BYTES_MATTER:
@@ -185,6 +212,33 @@ def whatifs(ev: Evidence) -> list[WhatIf]:
                           f"num_workers={config.num_workers}" + _nearby(config, where), config, base, rated, False,
                           measured, where))
     return sorted(out, key=lambda w: -w.best_gain)
+
+
+def standing(ev: Evidence, base: float) -> Callable[[LoaderConfig], float]:
+    """Each worker count's measured standing (NOTE [ What the run measured stands ]): the rate the
+    run measured at that count (at the pick's other settings; else at the nearest count it measured
+    on the same side of the pick's, as ``_measured``) over the pick's, against the model's figure
+    for it, at most 1; 1 where the run measured nothing there, or at the pick's count."""
+    memo: dict[int, float] = {}
+
+    def factor(config: LoaderConfig) -> float:
+        n = config.num_workers
+        if n == ev.pick.num_workers:
+            return 1.0
+        if n not in memo:
+            unchanged = ladder_config(ev.pick, n)
+            gain, _ = _measured(ev, unchanged)
+            model_rate = ev.model.predict(unchanged, ev.calibration).samples_per_s
+            memo[n] = 1.0 if gain is None or model_rate <= 0 else min(1.0, base * (1.0 + gain) / model_rate)
+        return memo[n]
+
+    return factor
+
+
+def ladder_config(config: LoaderConfig, workers: int, batch_size: int | None = None) -> LoaderConfig:
+    """``config`` at ``workers`` as the ladder makes it (``ladder``)."""
+    kept = {k.name: config[k] if config.applies(k) else k.first for k in SETTINGS}
+    return LoaderConfig.make(**{**kept, "batch_size": batch_size or config.batch_size, "num_workers": workers})
 
 
 def _proposal(ev: Evidence, knob: Knob, base: float) -> list[WhatIf]:

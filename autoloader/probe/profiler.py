@@ -14,7 +14,10 @@ each figure feeds):
             batch through a few workers, taken once the queue is full so that only the receive
             is timed, alternately with a batch of a quarter of the samples (the receive as a
             fixed cost and one per byte); then pinning each and copying it to the device,
-            pinned and pageable;
+            pinned and pageable; where the batch is large (BYTES_MATTER) and holds float32
+            tensors, the same samples as uint8 collated, pinned, copied and converted back on
+            the device, against the float32 ones (NOTE [ A quarter of the bytes ] in
+            search/uint8.py);
 3. consumer the step on a batch already on the device, repeated: the ceiling from above, and
             each call's time (the step's jitter); then, where torch runs several intra-op
             threads, the main process's share (its own collate and the step) with them and with
@@ -48,8 +51,10 @@ from typing import Any, Callable
 
 from ..inputs.hardware import usable_cpus
 from ..search.profile import Profile
+from ..search.uint8 import BYTES_MATTER
 from .timing import _cpu_availability, _map, _RunQueue, _timed, _unqueued, _warm_time
 from .transfer import _busy_depth, _busy_receive, _transfer
+from .uint8 import uint8_cost
 
 PROFILE_SAMPLES = 256
 SAMPLE_SECONDS = 1.5
@@ -156,6 +161,12 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         del pinned
         transfer = (*transfer, None)
     recv_s, pin_s, h2d_pinned_s, h2d_pageable_s, recv_fixed_s = transfer
+    # The batch's float32 tensors as uint8, timed against them: what the uint8 what-if asks.
+    uint8 = None
+    if batch_size * sample_bytes >= BYTES_MATTER:
+        beat()
+        uint8 = uint8_cost(samples, batch, batch_size, collate, device, sync, tensor_bytes, queue, pin_local_s,
+                           h2d_pinned_s, h2d_pageable_s)
 
     beat()
     # 3. the consumer on a resident batch.
@@ -214,7 +225,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
                    cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
                    sample_cpu_share=_cpu_share(cpu_s, sum(costs), availability, unqueued),
                    sample_delay_share=waited_s / wall_s if unqueued and wall_s > 0 else None,
-                   recv_fixed_s=recv_fixed_s,
+                   recv_fixed_s=recv_fixed_s, uint8=uint8,
                    collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
                    step_samples=step_samples, main_threads=threads,
                    main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,

@@ -16,7 +16,8 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
   ``knee``: the worker curve's inflection;
   ``budget``: the run's clock; ``memory``: a config's predicted memory and the limits it must meet;
   ``burst_rule``: a burst's stop rule; ``config``: the tuned config handed back; ``methods``: the
-  worker start methods' figures and the result's words on them;
+  worker start methods' figures and the result's words on them; ``uint8``: uint8 batches in place
+  of float32, as the profile timed the change;
 - ``policy``: every threshold a decision uses, a line each on why;
 - ``nodes``: a torchdata.nodes graph's own settings, its control, its space and its snippet.
 """
@@ -25,4 +26,4 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
 # its own. tests/test_units.py checks every import across folders against it.
 __all__ = ["budget", "burst_rule", "choice", "config", "growth", "knee", "knob", "load", "memory", "methods", "model",
            "model_first", "nodes", "opening", "paired", "policy", "profile", "results", "settings", "shards", "space",
-           "strategy", "threads", "warm"]
+           "strategy", "threads", "uint8", "warm"]

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields
 
 from .growth import Growth
 from .methods import MethodCost
+from .uint8 import Uint8Cost
 
 
 def quantile(values, q: float) -> float:
@@ -82,6 +83,9 @@ class Profile:
     # The part of ``recv_s`` that does not grow with the batch's bytes (NOTE [ The receive's two
     # parts ] in model.py); None where only one size was timed (the receive then scales whole).
     recv_fixed_s: float | None = None
+    # The batch's float32 tensors as uint8, timed against them: NOTE [ A quarter of the bytes ] in
+    # uint8.py. None where not timed (a small batch, none of float32, an older record).
+    uint8: Uint8Cost | None = None
 
     @property
     def batch_bytes(self) -> int:
@@ -111,6 +115,10 @@ class Profile:
         data["stream_delivered"] = list(self.stream_delivered)
         data["sample_quantiles"] = self.sample_quantiles()
         data["growth"] = self.growth.to_dict() if self.growth is not None else None
+        if self.uint8 is not None:
+            data["uint8"] = self.uint8.to_dict()
+        else:
+            data.pop("uint8")   # a profile that did not time it is stored as it was
         if self.methods:
             data["methods"] = [m.to_dict() for m in self.methods]
         else:
@@ -128,4 +136,6 @@ class Profile:
         values["main_thread_ratios"] = tuple(float(x) for x in values.get("main_thread_ratios", ()) or ())
         values["stream_delivered"] = tuple(int(x) for x in values.get("stream_delivered", ()) or ())
         values["methods"] = tuple(MethodCost.from_dict(m) for m in values.get("methods", ()) or ())
+        if isinstance(values.get("uint8"), dict):
+            values["uint8"] = Uint8Cost.from_dict(values["uint8"])
         return cls(**values)

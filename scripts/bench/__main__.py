@@ -1,4 +1,4 @@
-"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|quick|verdicts|whatif|predictions|calibration|node ...``: the bench's one entry.
+"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|quick|verdicts|whatif|whatif-replay|predictions|calibration|node ...``: the bench's one entry.
 
     run        measure workloads: the tuner against a grid and an interleaved final (run.py)
     merge      one summary of runs made in parts, from their results.json (parts.py)
@@ -11,6 +11,9 @@
                rounds, in one short device call (quick.py; scripts/bench/quick_gpu.sh runs it)
     verdicts   the report's verdict and top what-if of every recorded tune (whatif.py)
     whatif     what-ifs the report predicts, made and measured against the tuner's pick (whatif.py)
+    whatif-replay the measured what-ifs predicted again from their recorded tuner results with
+               the code checked out now, each side's batch split into next() and the step
+               (whatif_replay.py)
     predictions the same default tune again and again, each pick re-measured (predictions.py)
     calibration every recorded pick and what-if, predicted against measured, with its interval
                and how often the interval held (calibration.py)
@@ -71,7 +74,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                        ("calibration", "every recorded pick and what-if, predicted against measured, with its "
                                        "interval and how often the interval held"),
                        ("replay", "how the model, corrected by a run's own tuner bursts, predicts what the bench "
-                                  "measured")):
+                                  "measured"),
+                       ("whatif-replay", "the measured what-ifs predicted again from their recorded tuner results "
+                                         "(a replay: a prediction, not a measurement)")):
         subs[name] = sub.add_parser(name, help=text, description=text + "; prints Markdown.")
         subs[name].add_argument("records", nargs="+", metavar="RECORDS.jsonl")
     return parser, subs
@@ -125,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         from scripts.bench import replay
 
         return replay.main(args.records)
+    if args.command == "whatif-replay":
+        from scripts.bench import whatif_replay
+
+        return whatif_replay.main(args.records)
     from scripts.bench import agreement
 
     return agreement.main(args.records)

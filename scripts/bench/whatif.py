@@ -6,7 +6,8 @@
 
 For each workload named in ``--items`` it runs ``autoloader tune`` as a user would (its default
 budget unless ``--budget``), asks the report (autoloader/explain) for the named what-ifs of that
-result, and then measures the tuner's pick as it is against the what-if's config with the change
+result, and then measures the tuner's pick as it is (or the config the what-if's gain is over,
+where that is not the pick: ``WhatIf.base_config``) against the what-if's config with the change
 made, interleaved in ``--rounds`` rounds of fresh loaders (the order shuffled each round), in
 this one run. The measured gain is the median over rounds of the paired ratio (changed / as is)
 less one: the protocol's way of separating a few percent (shared/BENCHMARK.md). A change to the
@@ -106,7 +107,10 @@ def main(args) -> int:
                                   error=f"not offered; offered: {', '.join(found)}")
                     continue
                 variant = WORKLOADS[VARIANTS[(workload, name)]] if (workload, name) in VARIANTS else w
-                specs = {"as is": (w, pick), "changed": (variant, change.config)}
+                # The change against the config its gain is over: the pick, or the model's best
+                # along the ladder unchanged where that beat the pick (WhatIf.base_config).
+                base = change.base_config or pick
+                specs = {"as is": (w, base), "changed": (variant, change.config)}
                 runners = {}
                 try:
                     for role, (wl, _) in specs.items():
@@ -140,7 +144,8 @@ def main(args) -> int:
                         runner.close()
                 measured = statistics.median(ratios) - 1.0 if ratios else None
                 row = {"workload": workload, "whatif": name, "title": change.title, "dataset": variant.name,
-                       "pick": short(pick), "config": short(change.config), "predicted_gain": change.gain,
+                       "pick": short(pick), "base": short(base), "config": short(change.config),
+                       "predicted_gain": change.gain,
                        "measured_gain": measured, "rounds": len(ratios),
                        "as_is_median": statistics.median(rates["as is"]) if rates["as is"] else None,
                        "changed_median": statistics.median(rates["changed"]) if rates["changed"] else None,
@@ -172,7 +177,9 @@ def render(rows: list[dict], tables: list[tuple[str, dict]], args) -> str:
              "(median of paired rounds) | rounds | as is / changed, medians |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['workload']} | {r['title']} | {r['pick']} | {r['config']} ({r['dataset']}) | "
+        # The side as is, where the gain is over another config than the pick (WhatIf.base_config).
+        base = f" (as is: {r['base']})" if r.get("base") not in (None, r["pick"]) else ""
+        lines.append(f"| {r['workload']} | {r['title']} | {r['pick']}{base} | {r['config']} ({r['dataset']}) | "
                      f"{_pct(r['predicted_gain'])} | {_pct(r['measured_gain'])} | {r['rounds']} | "
                      f"{(r['as_is_median'] or 0):,.0f} / {(r['changed_median'] or 0):,.0f} |")
     lines += ["", "The tuner's results, as the report reads them:", ""] + verdict_table(tables)
