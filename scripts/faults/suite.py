@@ -119,9 +119,9 @@ def run_api(row: Row, dataset, out_root: str, trial_timeout: float, **kwargs):
 
 
 def _config_dict(config) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(config)
+    # Every knob, those that do not apply at their defaults (LoaderConfig is no dataclass since
+    # its fields became the settings table's).
+    return config.to_dict()
 
 
 def run_shm_full(row: Row, out_root: str) -> None:
