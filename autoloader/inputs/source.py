@@ -140,20 +140,38 @@ def _import_by_stem(path: str):
 
 
 def resolve_dataset(obj: Any, name: str):
-    """A Dataset instance as given, or the result of calling a zero-argument factory."""
+    """A Dataset instance as given, or the result of calling a zero-argument factory (a class is
+    one when its ``__init__`` takes no arguments)."""
     from torch.utils.data import Dataset, IterableDataset
 
-    if not isinstance(obj, (Dataset, IterableDataset)) and callable(obj) and _takes_no_args(obj):
-        obj = obj()
+    origin = f"{name} ->"
+    if not isinstance(obj, (Dataset, IterableDataset)) and callable(obj):
+        if not _takes_no_args(obj):
+            # A class has __getitem__ and __len__ as attributes, so it would pass for an instance
+            # below and fail at len() with a traceback from here (issue 31). A callable instance
+            # that is itself sized and indexable is a dataset that happens to be callable.
+            if inspect.isclass(obj) or not (hasattr(obj, "__getitem__") and hasattr(obj, "__len__")):
+                built = "a class is built only when its __init__" if inspect.isclass(obj) else \
+                    "a callable is called only when it"
+                raise usage("--dataset must name a Dataset instance or a zero-argument callable returning one; "
+                            f"{built} takes no arguments", f"{name} -> {_needs(obj)}",
+                            "pass an instance (e.g. train_set = MyDataset('/data') at module level, then "
+                            "--dataset module:train_set) or a function that takes no arguments and returns one")
+        else:
+            obj = obj()
+            origin = f"{name}() returned"
+            if obj is None:
+                raise usage("a --dataset factory must return the dataset it builds", f"{origin} None",
+                            "end the function with `return dataset` (without a return it gives None)")
     if isinstance(obj, IterableDataset):
         return obj
     if isinstance(obj, (str, bytes, bytearray)):   # indexable and sized, but its samples would be characters
         raise usage("--dataset must name a torch Dataset or a zero-argument callable returning one, not text",
-                    f"{name} -> {type(obj).__name__} {obj[:60]!r}",
+                    f"{origin} {type(obj).__name__} {obj[:60]!r}",
                     "point it at the Dataset (or the function that builds it), not at a path or name string")
-    if not (hasattr(obj, "__getitem__") and hasattr(obj, "__len__")):
+    if inspect.isclass(obj) or not (hasattr(obj, "__getitem__") and hasattr(obj, "__len__")):
         raise usage("--dataset must name a torch Dataset (with __getitem__ and __len__) or a "
-                    "zero-argument callable returning one", f"{name} -> {type(obj).__name__}",
+                    "zero-argument callable returning one", f"{origin} {type(obj).__name__}",
                     "point it at a Dataset instance or a function that builds one")
     if len(obj) == 0:
         raise usage("the dataset must hold at least one sample", f"{name} has length 0",
@@ -166,12 +184,29 @@ def resolve_step(obj: Any, name: str) -> Callable[[Any], Any]:
     if not callable(obj):
         raise usage("--step must name a callable step(batch) or a zero-argument factory of one",
                     f"{name} -> {type(obj).__name__}", "point it at a function")
+    if inspect.isclass(obj) and not _takes_no_args(obj):
+        # Called as step(batch), the class would build an object of every batch and measure nothing.
+        raise usage("--step must name a step(batch) function, or a zero-argument factory of one; a class "
+                    "is built only when its __init__ takes no arguments", f"{name} -> {_needs(obj)}",
+                    "pass an instance with a __call__(batch), or a function that takes no arguments and "
+                    "returns the step")
     if _takes_no_args(obj):
         obj = obj()
         if not callable(obj):
             raise usage("a zero-argument --step factory must return a callable step(batch)",
                         f"{name}() -> {type(obj).__name__}", "return the training-step function")
     return obj
+
+
+def _needs(fn: Callable) -> str:
+    """What a callable that needs arguments is, and the arguments it needs: "class X(root, n)"."""
+    try:
+        needed = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    except (TypeError, ValueError):
+        needed = ["..."]
+    kind = "class" if inspect.isclass(fn) else "callable"
+    return f"{kind} {getattr(fn, '__qualname__', type(fn).__name__)}({', '.join(needed)})"
 
 
 def _takes_no_args(fn: Callable) -> bool:

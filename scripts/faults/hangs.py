@@ -115,7 +115,8 @@ def _startup(root: str):
             return
         stderr = outputs[0][1]
         waiting = line(stderr, "waiting for the trial process")
-        check.survived = (proc.returncode == 1 and bool(waiting) and "must take under 30 s" in stderr
+        check.survived = (proc.returncode == 1 and bool(waiting) and ("must end within the budget" in stderr or "must take under" in stderr)
+                          and "Fix: " in stderr
                           and "Traceback" not in stderr)
         check.told = f"{waiting} ... {line(stderr, 'Error:')[:300]}"
         if not check.survived:

@@ -12,10 +12,17 @@ crash, a raising sampler, a hang under a short budget, Ctrl-C, a password in --s
 studies and result files, a full disk (each counts the stored results it lost), and the commands'
 bad inputs, unwritable folders and full disks (``commands.py``: tracebacks and picks or reports
 lost counted). Then the hangs (``hangs.py``): a module-level best_loader() or tune(), a start-up
-that never ends, a node rank stopped, Ctrl-C on a node tune, each under a bound of its own. After
+that never ends, a node rank stopped, Ctrl-C on a node tune, each under a bound of its own. Then
+issue 31's cases (``issue31.py``: bad result fields, the report's writes and text, specs that name
+no dataset, a worker's failure line, the memory ceiling in the final, a PostgreSQL storage stopped
+under the dashboard and mid-tune, ``report --storage``). After
 all runs, no process of the suite may be alive (every trial process and worker inherits an
 environment tag, so re-parented orphans are found too) and /dev/shm must hold nothing new.
 Prints the report and writes it as Markdown.
+
+``--only state|hangs|issue31`` (repeatable) runs those parts alone and ``-k WORD`` only their
+checks whose name holds WORD: printed as the report renders them, with the processes left
+behind; no report is written (developing one check without the suite's 15 minutes).
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ from dataclasses import dataclass, field
 from scripts.faults import (
     datasets as faulty,  # the fault datasets and the leftover checks, shared with the tests
 )
-from scripts.faults import hangs, state
+from scripts.faults import checks as shared
+from scripts.faults import hangs, issue31, state
 from scripts.faults.checks import run_check
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -111,9 +119,9 @@ def run_api(row: Row, dataset, out_root: str, trial_timeout: float, **kwargs):
 
 
 def _config_dict(config) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(config)
+    # Every knob, those that do not apply at their defaults (LoaderConfig is no dataclass since
+    # its fields became the settings table's).
+    return config.to_dict()
 
 
 def run_shm_full(row: Row, out_root: str) -> None:
@@ -202,8 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.faults", description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", default=os.path.join(REPO_ROOT, "results", "reliability.md"))
     parser.add_argument("--trial-timeout", type=float, default=8.0)
+    parser.add_argument("--only", action="append", choices=ONLY, help="run only these parts; no report written")
+    parser.add_argument("-k", dest="keyword", help="with --only: only the checks whose name holds this")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    if args.only:
+        return only(args.only, args.keyword)
     command = "python " + " ".join(shlex.quote(a) for a in ["-m", "scripts.faults", *argv])
     started = datetime.datetime.now(datetime.timezone.utc)
     tag = uuid.uuid4().hex
@@ -254,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     kill = run_kill_resume(out_root, tag)
     checks = state.run_all(out_root)
     hangs.run(out_root, lambda check, body: checks.append(run_check(check, body)))
+    issue31.run(out_root, lambda check, body: checks.append(run_check(check, body)))
+    issue31_orphans = issue31.leftover(tag)
     for check in checks:   # the scratch folder's name says nothing
         check.told = check.told.replace(out_root, "$TMP")
 
@@ -263,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(out_root, ignore_errors=True)
 
     text = render(rows, kill, leftover, shm_leaks, hang_times, tt, orphans_reported, suite_s, command, started,
-                  checks)
+                  checks, issue31_orphans)
     print(text)
     os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
     with open(args.report, "w") as fh:
@@ -271,12 +285,45 @@ def main(argv: list[str] | None = None) -> int:
     print(f"written to {os.path.relpath(args.report, REPO_ROOT)}", file=sys.stderr)
     ok = (all(r.survived for r in rows if not r.note.startswith("not run")) and kill.lost == 0
           and kill.completed and not leftover and not shm_leaks and not kill.orphans_after_kill
-          and state.all_survived(checks))
+          and state.all_survived(checks) and not issue31_orphans)
     return 0 if ok else 1
 
 
+ONLY = ("state", "hangs", "issue31")
+
+
+def only(parts: list[str], keyword: str | None) -> int:
+    """``--only``: the checks of ``parts`` (``-k``: those whose name holds ``keyword``), printed."""
+    tag = uuid.uuid4().hex
+    os.environ[faulty.TAG_VAR] = tag
+    shared.KEYWORD = keyword
+    root = tempfile.mkdtemp(prefix="autoloader-faults-")
+    checks: list = []
+    add = lambda check, body: checks.append(run_check(check, body))  # noqa: E731
+    try:
+        if "state" in parts:
+            checks += state.run_all(root)
+        if "hangs" in parts:
+            hangs.run(root, add)
+        if "issue31" in parts:
+            issue31.run(root, add)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    leftover = faulty.leftover_processes(tag)
+    checks = [c for c in checks if c.note != shared.SKIPPED]
+    for check in checks:
+        check.told = check.told.replace(root, "$TMP")
+    others = [c for c in checks if not issue31.owns(c)]
+    mine = [c for c in checks if issue31.owns(c)]
+    print("\n".join([*(state.render(others) if others else []), *(issue31.render(mine) if mine else []),
+                     "| measure | value | required |", "|---|---|---|",
+                     *(state.totals(others) + hangs.totals(others) if others else []),
+                     *(issue31.totals(mine, leftover) if mine else [f"| processes left behind | {len(leftover)} | 0 |"])]))
+    return 0 if state.all_survived(checks) and not leftover else 1
+
+
 def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_reported, suite_s,
-           command, started, checks=()) -> str:
+           command, started, checks=(), issue31_orphans=()) -> str:
     import psutil
     import torch
 
@@ -310,7 +357,8 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
         if r.note:
             lines.append(f"- {r.fault}: `{r.note[:300]}`")
     hang = ", ".join(f"{d:.2f} s (tuner: no batch for {s:.2f} s)" for d, s in hang_times) or "no hang trial"
-    lines += ["", *state.render(list(checks))]
+    others = [c for c in checks if not issue31.owns(c)]
+    lines += ["", *state.render(others), *issue31.render(list(checks))]
     lines += ["## Totals", "",
               "| measure | value | required |", "|---|---|---|",
               f"| fault classes survived | {sum(r.survived for r in rows)} of "
@@ -325,7 +373,7 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
               f"| new /dev/shm entries after the suite | {len(shm_leaks)} | 0 |",
               f"| time to detect a hang (hang start to trial ended and recorded), trial_timeout={tt:g} s | "
               f"{hang} | about trial_timeout (the watchdog's bound, then the kill and the study write) |",
-              *state.totals(list(checks)), *hangs.totals(list(checks))]
+              *state.totals(others), *hangs.totals(others), *issue31.totals(list(checks), list(issue31_orphans))]
     if kill.resumed_line:
         lines += ["", f"The resumed run said: `{kill.resumed_line}`."]
     if kill.note:
@@ -344,6 +392,10 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
               "or two real runs of the CLI or the API, on a copy of one base study where it damages stored "
               "state; a full disk is a small tmpfs --out in a private mount namespace, filled while the run "
               "goes (scripts/faults/full_disk.py).",
+              "- Issue 31's cases are scripts/faults/records.py, specs.py and fleet.py (wired by issue31.py): "
+              "each stored-record case damages a copy of one real result; the fleet's cases run a PostgreSQL "
+              "server of their own (scripts/faults/pgserver.py), stopped with `pg_ctl -m immediate` and started "
+              "again on the same port. `python -m scripts.faults --only issue31` runs them alone.",
               "- Signals stand in for the kernel: SIGSEGV for a crash in native decoding code, SIGKILL for "
               "the OOM killer, SIGBUS for what a worker gets writing into a full /dev/shm. The /dev/shm-full "
               "run is real: a private mount namespace with a 32 MiB /dev/shm of its own, which a worker "
