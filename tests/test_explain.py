@@ -11,6 +11,7 @@ from autoloader.explain import KINDS, benchmark_row, explain, headline
 from autoloader.explain.bound import bound
 from autoloader.explain.ceiling import ceiling
 from autoloader.explain.evidence import Evidence
+from autoloader.explain.page import render_markdown
 from autoloader.explain.thresholds import HIGHLY_INPUT_BOUND, MODERATELY_INPUT_BOUND, WORTH_CHANGING
 from autoloader.explain.verdict import level_of, verdict
 from autoloader.explain.whatif import whatifs
@@ -352,3 +353,14 @@ def test_a_main_process_level_with_full_cores_is_the_cores():
     assert supply_part(apart) == "main", "a main process clearly slower is still the main process"
     idle = dataclasses.replace(level, cpu_demand=4.0)
     assert supply_part(idle) == "main", "with cores to spare the main process is its own limit"
+
+
+def test_the_pages_how_sure_cell_says_predicted_once_and_the_knee_counts_its_workers():
+    record = TuneResult.from_dict(synthetic_result())
+    page = render_markdown(record, explain(record), {})
+    assert "| predicted, not measured (" in page and "predicted: predicted" not in page
+    from autoloader.tuning.progress import table
+
+    for workers, said in ((1, "stops paying at 1 worker, peak"), (2, "stops paying at 2 workers, peak")):
+        tuned = dataclasses.replace(record.tuned, knee=dataclasses.replace(record.knee, stops_paying=workers))
+        assert said in table(dataclasses.replace(record, tuned=tuned), saved=False)

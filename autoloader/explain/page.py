@@ -237,6 +237,11 @@ def _finals_html(ex: Explanation) -> str:
     return "\n".join(out) + "</table>"
 
 
+def _sure_md(row) -> str:
+    """The markdown's "how sure" cell: the source's word, unless the sentence already opens with it."""
+    return row["sure"] if row["sure"].startswith(row["source"]) else f"{row['source']}: {row['sure']}"
+
+
 def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
     clean = lambda x: str(x).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     return (["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
@@ -281,7 +286,7 @@ def _markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]], p
         if rows:
             lines += [f"### {heading}", ""]
             lines += _md_table(["change", "rate", "gain", "how sure", "what to change"],
-                               [[r["change"], r["rate"], r["gain"], f"{r['source']}: {r['sure']}",
+                               [[r["change"], r["rate"], r["gain"], _sure_md(r),
                                  f"{r['how']} ({r['code']})"]
                                 for r in rows])
             lines.append("")

@@ -161,7 +161,8 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
         lines.append(f"  {gate.label:<20} {ORDER.setting(proposal.value)} {said} ({gate.consequence})")
     if t.knee:
         hurt = f", falls from {t.knee.starts_hurting}" if t.knee.starts_hurting is not None else ""
-        lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} workers, peak at "
+        lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} "
+                     f"worker{'' if t.knee.stops_paying == 1 else 's'}, peak at "
                      f"{t.knee.peak}{hurt} (the model's curve, corrected by the bursts)")
         lines.append(f"  {'curve':<20} " + ", ".join(f"{w}:{_rate(r, '')}" for w, r in t.knee.curve))
     memory = memory_line(getattr(result, "memory", None), getattr(result, "control_memory", None))
