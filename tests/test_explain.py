@@ -22,6 +22,7 @@ from autoloader.search.policy import PREDICTED_TIE
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from autoloader.store.result import TuneResult
+from autoloader.tuning.progress import table
 
 from explain_cases import case, evidence, profile, synthetic_result
 
@@ -359,8 +360,6 @@ def test_the_pages_how_sure_cell_says_predicted_once_and_the_knee_counts_its_wor
     record = TuneResult.from_dict(synthetic_result())
     page = render_markdown(record, explain(record), {})
     assert "| predicted, not measured (" in page and "predicted: predicted" not in page
-    from autoloader.tuning.progress import table
-
     for workers, said in ((1, "stops paying at 1 worker, peak"), (2, "stops paying at 2 workers, peak")):
         tuned = dataclasses.replace(record.tuned, knee=dataclasses.replace(record.knee, stops_paying=workers))
         assert said in table(dataclasses.replace(record, tuned=tuned), saved=False)

@@ -11,7 +11,7 @@ final, or both as bursts) says "measured", with the measured gain beside the pre
 
 # NOTE [ What the run measured stands ]
 # A what-if asked along the ladder reads the model at worker counts the run may have measured. On
-# hugefloat (run-20261202, f79ab31) the model, its worker terms unfitted (the bursts with workers
+# a workload of large float batches (results/benchmarks/README.md) the model, its worker terms unfitted (the bursts with workers
 # were stopped early, which calibrate nothing), read 10 workers at 5,385/s where a burst measured
 # 912/s and the final 15 workers at 868/s against the pick's 1,484/s at none: the uint8 what-if
 # then chose 10 workers and took its gain over the 5,385/s, a base the run had measured false,

@@ -10,7 +10,8 @@ same trial process, as the final's are. Where the finalists' bursts lie that clo
 are a round of the final already, the opening one, and the final's paired comparisons count it:
 two final rounds then give three pairs, not two (t95 4.30 instead of 12.7: an interval a third as
 wide), which on the GPU bench is the difference between a final that settles the pick against the
-rule and one that never does (run-20261202: two rounds each, intervals of ±100% and more).
+rule and one that never does (two rounds each leave intervals of ±100% and more there: the
+evidence is in results/benchmarks/README.md).
 
 The bursts count only where a final round could have measured them so:
 

@@ -2,9 +2,9 @@
 
 # NOTE [ A quarter of the bytes ]
 # uint8 pixels hold a quarter of float32's bytes, and the what-if (explain/whatif.py) once scaled
-# every cost that moves bytes (collate, receive, pin, copy) to a quarter. The bench's run-20261202
-# says not every such cost is its bytes. hugefloat at num_workers=0 with pin_memory on an H200,
-# five paired rounds: the float32 batch took 47.9 ms, 46.6 of them in next() (the loop's collate
+# every cost that moves bytes (collate, receive, pin, copy) to a quarter. Not every such cost is
+# its bytes (results/benchmarks/README.md has the measurement). Float batches of 192 MiB at
+# num_workers=0 with pin_memory on a GPU, five paired rounds: the float32 batch took 47.9 ms, 46.6 of them in next() (the loop's collate
 # and pin) and 3.8 in the step (the copy to the device); the uint8 batch 16.3 ms, 15.7 in next()
 # and 1.4 in the step: the loop's host work shrank 2.97x and the step 2.8x, not 4x (``python -m
 # scripts.bench whatif-replay`` reads this off the records: each burst's wait and consumer shares

@@ -16,8 +16,8 @@ NOTE [ A final that can settle ]
 Where the search's bursts of the pick and the rule make the opening round (NOTE [ The opening
 round ] in search/opening.py), a final of one more round ends at two pairs: t95 with one degree
 of freedom is 12.7, so its interval settles only a gap about nine times the pairs' noise (1.5x and
-more at the few percent a round's readings scatter; run-20261202's two-pair intervals were ±100%
-and wider). A gap that large the opening alone already shows, and the choice over the bursts as
+more at the few percent a round's readings scatter; on a GPU workload two-pair intervals of
+±100% and wider are common: results/benchmarks/README.md). A gap that large the opening alone already shows, and the choice over the bursts as
 one round hands it back (choice.choose: a config reading SINGLE_ROUND_MARGIN above the rule wins);
 a smaller one that round would leave unsettled. So where the budget holds fewer rounds than
 bring the pairs to FINAL_ROUNDS (three: t95 4.30), the final is not begun and the run ends: the
