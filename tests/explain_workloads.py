@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-STEP_S = 0.02
+STEP_S = 0.05
 
 
 def sleepy_step(batch) -> None:

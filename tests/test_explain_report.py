@@ -178,7 +178,7 @@ def test_tune_with_report_writes_the_page_and_says_the_verdict(tmp_path):
     assert data["inputs"]["step"].endswith("sleepy_step") and data["inputs"]["timeline"]
     # The step's identity, as its key holds it, for `show` to name (module.qualname#digest).
     assert re.fullmatch(r".*\bsleepy_step#[0-9a-f]{12}", data["inputs"]["step_identity"]), data["inputs"]
-    # The step sleeps 20 ms a batch of 32 tiny samples: the loop is fed and the step holds it.
+    # The step sleeps 50 ms a batch of 32 tiny samples: the loop is fed and the step holds it.
     verdict = explain(TuneResult.from_dict(data)).verdict
     assert verdict.kind in ("compute", "balanced"), verdict.paragraph
     assert verdict.headline in line
