@@ -11,11 +11,13 @@ from .timing import _map, _unqueued, _warm_time
 
 # The collate pairs: MIN_ROUNDS, then more while they end within UINT8_SECONDS of the stage's
 # start, MAX_ROUNDS at most; each side's least time stands (a wait, another process's or a
-# thread's, only adds). The pin, copies and conversion after them take a few warm calls of a
+# thread's, only adds). The shrink the pairs give is the what-if's gain, and the least of two or
+# three rounds moved it by half from one profile to the next (results/benchmarks/README.md), so
+# four at least. The pin, copies and conversion after them take a few warm calls of a
 # quarter-size batch.
-UINT8_SECONDS = 0.15
-MIN_ROUNDS = 2
-MAX_ROUNDS = 5
+UINT8_SECONDS = 0.4
+MIN_ROUNDS = 4
+MAX_ROUNDS = 8
 # A worker's one-thread collate costs per sample, so its pairs collate this share of the batch's
 # samples (two at least) and are scaled to the batch: a whole one-thread collate of a 192 MiB
 # batch takes 0.14 s a side.
