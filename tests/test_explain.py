@@ -70,6 +70,21 @@ def test_a_fed_loop_with_a_slow_step_is_compute_bound():
     assert "The tuned 7.1/s" in ceiling(ev).sentence() and "The step holds the run" in ceiling(ev).sentence()
 
 
+def test_a_compute_bound_verdict_names_the_threads_when_one_was_clearly_faster():
+    """A CPU step whose intra-op threads wait for each other (one thread timed 79x faster in the
+    profile's pairs): the verdict says so and what to set; with pairs that read alike it does not."""
+    ev = case("compute")
+    slow = dataclasses.replace(ev, profile=dataclasses.replace(
+        ev.profile, main_threads=2, main_default_s=0.228, main_one_thread_s=0.0029, main_thread_ratios=(24.2, 93.2, 74.5)))
+    v = verdict(slow)
+    assert v.kind == "compute"
+    assert "2 intra-op threads waiting for each other" in v.paragraph and "set torch.set_num_threads(1)" in v.paragraph
+    assert "228.0 ms with them against 2.9 ms with one (78.6x)" in v.paragraph, v.paragraph
+    alike = dataclasses.replace(ev, profile=dataclasses.replace(
+        ev.profile, main_threads=2, main_default_s=0.010, main_one_thread_s=0.0098, main_thread_ratios=(1.02, 0.99, 1.03)))
+    assert "set_num_threads" not in verdict(alike).paragraph
+
+
 def test_a_balanced_pipeline_is_no_single_stage():
     v = verdict(case("balanced"))
     assert "neither alone limits" in v.headline

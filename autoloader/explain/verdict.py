@@ -35,6 +35,7 @@ from typing import Sequence
 from ..search.results import OK
 from ..search.settings import SETTINGS
 from ..search.shards import stream_lines
+from ..search.threads import threads_of
 from .bound import bound, supply_rate
 from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size
 from .thresholds import (BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE, MEMORY_COSTS,
@@ -272,8 +273,21 @@ def _compute_finding(ev: Evidence, st: Stages, limits: bool) -> Finding:
                 "says nothing about your training's compute.")
     else:
         text = (f"The step takes {ms(st.step_s)} a batch of {st.batch_size} on resident data: "
-                f"{rate(st.step_rate)} at most{_term_note(ev, 'main')}.")
+                f"{rate(st.step_rate)} at most{_term_note(ev, 'main')}.") + _threads_note(ev)
     return Finding("compute", "Compute (the step)", text, PROFILED, limits)
+
+
+def _threads_note(ev: Evidence) -> str:
+    """Where one intra-op thread ran the main process's share clearly faster than the default
+    count (NOTE [ The main process's threads ] in search/threads.py), the step's time is partly
+    its threads waiting for each other: what to set, with the profile's figures."""
+    threads = threads_of(ev.profile, None)
+    if threads is None or not threads.advise:
+        return ""
+    return (f" Part of it is the main process's {threads.threads} intra-op threads waiting for each other: in "
+            f"the profile its share of a batch (collate and step) took {ms(threads.default_s)} with them against "
+            f"{ms(threads.one_thread_s)} with one ({threads.slower:.1f}x); set torch.set_num_threads(1) in the "
+            "training process.")
 
 
 _PART_WORDS = {"cores": "in the workers: the cores are full", "workers": "in the workers: too few for the cores",
