@@ -11,9 +11,11 @@ import time
 
 import pytest
 
-from autoloader.search.budget import CLOSING_S, Clock, wall_bound
+from autoloader.search.budget import CLOSING_S, Clock, burst_seconds, trial_seconds, wall_bound
 from autoloader.search.burst_rule import BurstSettings
 from autoloader.search.policy import SEARCH_SETTINGS
+from autoloader.search.results import OK, TrialResult
+from autoloader.search.space import LoaderConfig
 from conftest import REPO_ROOT, WORKLOADS
 
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
@@ -37,6 +39,22 @@ def test_the_clock_counts_from_the_start_it_is_given_and_clips_windows_to_what_i
         "past the budget, the trial a run must measure still gets its minimum window"
     kept = Clock(20.0, started=now, kept_s=6.0)
     assert kept.left() == pytest.approx(14.0, abs=0.1) and kept.bound_left() == pytest.approx(25.0 - 6.0 - CLOSING_S, abs=0.1)
+
+
+def test_the_next_burst_costs_what_its_workers_start_not_the_typical_burst_so_far():
+    """NOTE [ The next burst's cost ]: after one burst of 32 workers that took 17.6 s (11.5 s of it
+    beyond its 6.1 s window), a burst without workers is a window and little else, one of 16
+    workers half the start-up, and none is costed past the typical burst so far."""
+    w32 = TrialResult(LoaderConfig.make(64, 32, True), OK, samples_per_s=970.0, seconds=17.6, window_s=6.1,
+                      batches=92)
+    history = [w32]
+    assert trial_seconds(history) == pytest.approx(17.6)
+    w0 = burst_seconds(LoaderConfig.make(64, 0, True), history, SEARCH_SETTINGS)
+    assert w0 == pytest.approx(0.36 + SEARCH_SETTINGS.max_window_s, abs=0.05), w0
+    w16 = burst_seconds(LoaderConfig.make(64, 16, True), history, SEARCH_SETTINGS)
+    assert w16 == pytest.approx(11.5 / 2 + SEARCH_SETTINGS.max_window_s, abs=0.05), w16
+    assert burst_seconds(LoaderConfig.make(64, 56, True), history, SEARCH_SETTINGS) <= 17.6
+    assert burst_seconds(LoaderConfig.make(64, 0, True), [], SEARCH_SETTINGS) == trial_seconds([])
 
 
 @pytest.mark.slow

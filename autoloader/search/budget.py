@@ -120,6 +120,34 @@ def trial_seconds(history: Sequence[TrialResult]) -> float:
     return statistics.median(spent) if spent else FIRST_TRIAL_S
 
 
+def burst_seconds(config: LoaderConfig, history: Sequence[TrialResult], settings: BurstSettings) -> float:
+    """One search burst of ``config``: NOTE [ The next burst's cost ]. Never more than the typical
+    trial so far (``trial_seconds``), which it refines."""
+    typical = trial_seconds(history)
+    measured = [(i, t) for i, t in enumerate(history) if t.status == OK and t.seconds and t.window_s]
+    if not measured:
+        return typical
+    workers = config.num_workers
+    _, near = min(measured, key=lambda it: (abs(it[1].config.num_workers - workers), -it[0]))
+    overhead = max(0.3, near.seconds - near.window_s)
+    if workers < near.config.num_workers:
+        overhead = max(0.3, overhead * max(1, workers) / max(1, near.config.num_workers))
+    per_batch = near.window_s / near.batches if near.batches else 0.0
+    return min(typical, overhead + expected_window_s(settings, workers, per_batch))
+
+
+# NOTE [ The next burst's cost ]
+# The search goes on while what is left, less the final's reserve, holds the next burst. Reading
+# that as the typical burst so far stopped a run after one burst of 32 workers: their start-up
+# made it 17.6 s, so the 4.4 s burst without workers the plan held next did not "fit" in the 22 s
+# left, the run ended 22 s early with one config measured and no final, and that one config was
+# slower than the one never tried. Workers start one after another, so a burst's time beyond its
+# window (start-up, skipped batches) is taken from the measured burst nearest in workers, scaled
+# down by the worker counts when the next has fewer, and its window from that burst's batch rate
+# (``expected_window_s``); a burst of more workers keeps the nearest one's overhead. The typical
+# burst so far stays the ceiling, so the search never stops sooner than it did.
+
+
 def final_measure_seconds(config: LoaderConfig, history: Sequence[TrialResult]) -> float:
     """One final measurement of ``config``, from its search trial: the same start-up and skip, and
     a window of FINAL_SETTINGS' cap or, when batches are slow, the min_cycles x num_workers

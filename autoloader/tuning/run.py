@@ -30,7 +30,7 @@ from ..node.ranks import Ranks
 from ..node.runner import NodeRunner
 from ..probe.driver import TrialRunner
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
-from ..search.budget import Clock, overhead_seconds, rounds_kept, trial_seconds
+from ..search.budget import Clock, burst_seconds, overhead_seconds, rounds_kept
 from ..search.choice import Finalist, best_of, choose
 from ..search.config import TunedConfig
 from ..search.memory import MemoryLimits, batch_samples
@@ -251,12 +251,17 @@ class Run:
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
         self._own_from = len(history)   # this run's own bursts from here: NOTE [ The opening round ]
         rounds = lambda: rounds_kept(history, strategy.control, strategy.pick_unmeasured(history))  # noqa: E731
-        while due or not (measured() and self.clock.search_left(history, strategy.finalists(history), rounds())
-                          < trial_seconds(history)):
+        while True:
             if self.clock.bound_left() <= 0:
                 break   # the set-up and the profile took it all: NOTE [ The budget is a wall bound ]
+            owed = bool(due)
             config = due.pop() if due else strategy.propose(history)
             if config is None:
+                break
+            # The burst proposed must fit beside the final's reserve (NOTE [ The next burst's cost ]
+            # in search/budget.py); an owed one runs whatever is left, and so does a run's first.
+            if not owed and measured() and self.clock.search_left(history, strategy.finalists(history), rounds()) \
+                    < burst_seconds(config, history, SEARCH_SETTINGS):
                 break
             result = self._trial(config, started.info, history)
             stands = once.stands(result)
