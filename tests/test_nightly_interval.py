@@ -32,7 +32,7 @@ FLEET = os.path.join(REPO_ROOT, "tests", "fleet_workloads.py")
 AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
 RUNS = 5
 BUDGET = 30
-STEPPED_BUDGET = 45
+STEPPED_BUDGET = 75
 DRIFTED, INCONCLUSIVE = 3, 5
 
 
