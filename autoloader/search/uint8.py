@@ -27,6 +27,11 @@
 # the step runs (the device, or the loop's CPU threads off CUDA). The what-if scales each cost by
 # the ratio measured and adds the conversion to the step; where the profile did not time the
 # change (an older record, a batch without float32 tensors) the bytes' share stands in.
+# A pair can read a cost shrinking faster than its bytes (the pin of hugefloat's batch 7.5x, its
+# pageable copy 9x, for 4x fewer bytes): the uint8 batch, timed alone, sat in a cache the float32
+# one overflowed, which the pipeline's batches, fresh from a worker's shared memory, do not. So a
+# share is floored at the bytes' share; unfloored, the what-if at 32 workers read the pin thread
+# at 7 ms a uint8 batch where the pipeline took 20 (results/benchmarks/README.md).
 # The samples' own work is kept as it was: a dataset that converted its pixels to float in
 # __getitem__ sheds that conversion too, but the profile cannot tell it from the rest of the sample.
 
@@ -49,11 +54,13 @@ UINT8_BYTES = 0.25
 
 
 def share(pair: tuple[float, float] | None, fallback: float = UINT8_BYTES) -> float:
-    """uint8's cost over float32's from a measured (float32, uint8) pair, within [0, 1] (fewer
-    bytes never cost more: a pair that read so is noise); ``fallback`` where unmeasured."""
+    """uint8's cost over float32's from a measured (float32, uint8) pair, within [``fallback``, 1]:
+    fewer bytes never cost more (a pair that read so is noise), nor less than their share (a pair
+    that read so timed a warm cache: NOTE [ A quarter of the bytes ]); ``fallback`` (the bytes'
+    share) where unmeasured."""
     if pair is None or pair[0] <= 0:
         return fallback
-    return min(1.0, max(0.0, pair[1] / pair[0]))
+    return min(1.0, max(fallback, pair[1] / pair[0]))
 
 
 @dataclass(frozen=True)
