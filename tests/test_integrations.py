@@ -217,9 +217,12 @@ def test_lightning_ddp_ranks_tune_together_and_keep_their_sampler_and_accelerate
             assert fit["sampler"] == "DistributedSampler" and fit["num_replicas"] == 2 and fit["sampler_rank"] == rank
             assert fit["sampler_epoch"] == 1, "Lightning called set_epoch on it for the second epoch"
             assert fit["used"] == full(pick), "every rank trains with the node's pick"
-        assert seen["second"]["events"] == [], "the second fit reused the stored result"
+        # Reused, nothing tuned: rank 0 says only the closing line (NOTE [ The closing line ] in
+        # api.py), the other ranks nothing.
+        said = ["applied"] if rank == 0 else []
+        assert seen["second"]["events"] == said, "the second fit reused the stored result"
         shards = seen["accelerate"]
-        assert shards["events"] == [], "best_loader and tuned_loader found the same stored result"
+        assert shards["events"] == said * 2, "best_loader and tuned_loader found the same stored result"
         assert shards["rank_loader_sampler"] == "DistributedSampler" and shards["tuned_loader_sampler"] == "RandomSampler"
         assert shards["tuned_settings"] == shards["rank_settings"] == full(pick)
     twice = [set(seen["accelerate"]["best_loader"]) for seen in ranks]

@@ -14,7 +14,7 @@ from ..api import applying
 from ..errors import usage
 from . import check_dataset
 from .formats import dataloader_kwargs
-from .lightning import tuned_dataloader
+from .lightning_loader import tuned_dataloader
 
 __all__ = ["TunedDataModule"]
 
