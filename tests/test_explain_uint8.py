@@ -40,12 +40,12 @@ def test_uint8_scales_each_cost_by_what_the_profile_timed():
 
 def test_a_pair_that_read_uint8_slower_is_noise():
     assert share((0.010, 0.020)) == 1.0 and share((0.010, 0.004)) == pytest.approx(0.4)
+    assert share(None) == UINT8_BYTES and share((0.0, 0.001), 0.3) == 0.3
 
 
 def test_a_pair_that_read_it_faster_than_its_bytes_is_floored_at_them():
     # hugefloat's profile on the H200: the pin 5.56 ms -> 0.75 ms (7.5x) for a quarter of the bytes.
     assert share((0.00556, 0.00075), 0.25) == 0.25 and share((0.010, 0.001)) == UINT8_BYTES
-    assert share(None) == UINT8_BYTES and share((0.0, 0.001), 0.3) == 0.3
 
 
 def test_the_timed_change_shrinks_the_what_if_where_the_loop_s_threads_hold_it():

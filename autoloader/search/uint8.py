@@ -28,10 +28,10 @@
 # the ratio measured and adds the conversion to the step; where the profile did not time the
 # change (an older record, a batch without float32 tensors) the bytes' share stands in.
 # A pair can read a cost shrinking faster than its bytes (the pin of hugefloat's batch 7.5x, its
-# pageable copy 9x, for 4x fewer bytes): the uint8 batch, timed alone, sat in a cache the float32
-# one overflowed, which the pipeline's batches, fresh from a worker's shared memory, do not. So a
-# share is floored at the bytes' share; unfloored, the what-if at 32 workers read the pin thread
-# at 7 ms a uint8 batch where the pipeline took 20 (results/benchmarks/README.md).
+# pageable copy 9x, for 4x fewer bytes), which moving fewer bytes cannot do: most likely the
+# smaller batch, timed alone, stayed in a cache the larger one overflowed, as the pipeline's fresh
+# batches do not. So a share is floored at the bytes' share; unfloored, the what-if at 32 workers
+# read a uint8 batch at 12 ms where the pipeline took 20 (results/benchmarks/README.md).
 # The samples' own work is kept as it was: a dataset that converted its pixels to float in
 # __getitem__ sheds that conversion too, but the profile cannot tell it from the rest of the sample.
 
