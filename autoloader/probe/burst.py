@@ -54,6 +54,7 @@ class BurstMeasurement:
     window_start_wall: float
     window_end_wall: float
     pruned: bool = False
+    lead_s: float = 0.0     # the first batch's end to the window's start: the first clump skipped
 
 
 def t95(df: int) -> float:
@@ -180,6 +181,7 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
     timer = Timer(device)  # consumer time inside the window only
     window_start_wall = time.time()
     window_start = chunk_start = time.perf_counter()
+    lead_s = window_start - t_begin - startup_s
     while True:
         t0 = time.perf_counter()
         item, boundary = fetch()
@@ -238,7 +240,7 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
         rel_interval=rel_interval, wait_fraction=min(1.0, wait_s / steady_time),
         consumer_fraction=min(1.0, timer.busy_seconds() / window_s), startup_s=startup_s,
         epoch_restart_s=restart_s, batches=batches, window_s=window_s, epochs_crossed=epochs_crossed,
-        window_start_wall=window_start_wall, window_end_wall=time.time(), pruned=pruned)
+        window_start_wall=window_start_wall, window_end_wall=time.time(), pruned=pruned, lead_s=lead_s)
 
 
 def _lagged_rate(arrivals: list[float], lag: int, samples_per_batch: float) -> tuple[float, float]:

@@ -145,6 +145,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     if cuda:
         pin_local_s = _warm_time(lambda: _map(batch, lambda t: t.pin_memory()))
 
+    stages = [("samples", time.perf_counter() - t_begin)]
     beat()
     # 2. transfer: the main process's receive, pin and copy of whole batches made by workers.
     try:   # the receive's second size (a collate_fn may insist on whole batches: then one size)
@@ -161,12 +162,15 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         del pinned
         transfer = (*transfer, None)
     recv_s, pin_s, h2d_pinned_s, h2d_pageable_s, recv_fixed_s = transfer
+    stage = _stage_timer(stages, t_begin)
+    stage("transfer")
     # The batch's float32 tensors as uint8, timed against them: what the uint8 what-if asks.
     uint8 = None
     if batch_size * sample_bytes >= BYTES_MATTER:
         beat()
         uint8 = uint8_cost(samples, batch, batch_size, collate, device, sync, tensor_bytes, queue, pin_local_s,
                            h2d_pinned_s, h2d_pageable_s)
+        stage("uint8")
 
     beat()
     # 3. the consumer on a resident batch.
@@ -194,6 +198,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         pairs = _thread_pairs(lambda: (collate(group), consume(resident)), sync, threads,
                               lambda n: torch.set_num_threads(n))
     resident = None   # its device memory free before the next stage (the closures above are done with it)
+    stage("consumer")
 
     beat()
     # 4. one fresh worker's start-up, and its memory once it made a batch; then batches taken
@@ -215,6 +220,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     finally:
         it._shutdown_workers()
         del it, loader
+    stage("start-up")
     unqueued = queue.available
     queue.close()
     epoch_batches = None if length is None else (
@@ -230,7 +236,14 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
                    step_samples=step_samples, main_threads=threads,
                    main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
                    main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
-                   main_thread_ratios=tuple(d / o for d, o in pairs if o > 0))
+                   main_thread_ratios=tuple(d / o for d, o in pairs if o > 0), stage_s=tuple(stages))
+
+
+def _stage_timer(stages: list[tuple[str, float]], t_begin: float) -> Callable[[str], None]:
+    """``stage(name)`` appends the seconds since the last stage ended (``stages`` holds one)."""
+    def stage(name: str) -> None:
+        stages.append((name, time.perf_counter() - t_begin - sum(s for _, s in stages)))
+    return stage
 
 
 def _cpu_share(cpu_s: float, cost_s: float, availability: list[float], unqueued: bool) -> float:

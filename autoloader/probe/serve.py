@@ -4,6 +4,7 @@ processes ] in trial.py says why trials run in a process of their own."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import sys
@@ -12,8 +13,29 @@ import warnings
 
 from .protocol import Beat, Begin, Measured, Profiled, ProfileRequest, Ready, RunnerSetup, SetupError, SetupFailed, Stop
 from .teardown import reap_absorbing_reports
-from .trial import _Runner
+from .trial import _Runner, uncompiled
 from .workers import RUNNER_NAME, die_with_parent, reap_children, set_name
+
+
+def _began() -> float | None:
+    """When this process started (wall seconds), as the kernel recorded it; None if unreadable."""
+    try:
+        import psutil
+
+        return psutil.Process().create_time()
+    except Exception:  # noqa: BLE001 - the set-up's first part is then timed from here
+        return None
+
+
+def _top_packages(setup: RunnerSetup) -> tuple[str, ...]:
+    """The top-level packages of the dataset's and the step's modules, where named by a spec."""
+    names = []
+    for source in (setup.dataset, setup.step):
+        spec = getattr(source, "spec", None)
+        module = spec.rpartition(":")[0] if isinstance(spec, str) else ""
+        if module and not module.endswith(".py") and os.sep not in module:
+            names.append(module.split(".")[0])
+    return tuple(names)
 
 
 def main(conn, setup: RunnerSetup) -> None:
@@ -33,10 +55,12 @@ def main(conn, setup: RunnerSetup) -> None:
     from ..errors import UsageError
 
     try:
-        runner = _Runner(setup)
+        runner = _Runner(setup, began=_began())
         info = runner.inspect()
         if runner.cuda:
             runner.warm_up()
+        info = dataclasses.replace(info, setup_parts=tuple(runner.parts.marks),
+                                   uncompiled=uncompiled(_top_packages(setup)))
     except (UsageError, SetupError) as exc:
         conn.send(SetupFailed(str(exc), True))
         return

@@ -28,6 +28,7 @@ protocol.py). Nothing here runs in the driver.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import time
@@ -50,6 +51,55 @@ from .shards import Counted, shard_fields, with_stream
 from .teardown import half_built_iterator
 from .workers import WorkerInit, pss, shutdown_iterators
 
+# NOTE [ Imports compiled every start ]
+# Python caches each module's compiled bytecode beside its source (or under PYTHONPYCACHEPREFIX)
+# the first time it imports it, and later interpreters load that. Where no cache can be written
+# (PYTHONDONTWRITEBYTECODE=1, common in container images, with packages installed by a tool that
+# does not compile them, uv's default; or a read-only install), every fresh interpreter compiles
+# torch's and torchvision's thousands of modules again, seconds of every start (the GPU bench's
+# machine is one: results/benchmarks/README.md has its figures).
+# The trial process is such an interpreter, started by every tune (and again after a crash), so
+# after its imports it looks for the bytecode of the packages that cost the most, and the tune
+# says which it compiled and how to compile them once, beside their sources (read whatever
+# PYTHONDONTWRITEBYTECODE says; PYTHONPYCACHEPREFIX is no fix: it moves every cache, the standard
+# library's too, so that is then compiled at each start).
+UNCOMPILED_CHECKED = ("torch", "torchvision", "numpy")
+
+
+def uncompiled(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The packages among UNCOMPILED_CHECKED and ``extra`` imported here whose bytecode is not
+    cached where this interpreter looks for it (NOTE [ Imports compiled every start ])."""
+    import importlib.util
+    import sys
+
+    found = []
+    for name in dict.fromkeys(UNCOMPILED_CHECKED + extra):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if not path or not path.endswith(".py"):
+            continue
+        try:
+            cached = importlib.util.cache_from_source(path)
+        except (NotImplementedError, ValueError):
+            continue
+        if not os.path.exists(cached):
+            found.append(name)
+    return tuple(found)
+
+
+class Parts:
+    """The set-up's parts as they end, each (what, start, end) in wall seconds: the first from
+    ``began`` (the process's start, as the kernel tells it) or, without it, from now."""
+
+    def __init__(self, began: float | None = None):
+        self.marks: list[tuple[str, float, float]] = []
+        self.last = began if began is not None else time.time()
+
+    def mark(self, what: str) -> None:
+        now = time.time()
+        self.marks.append((what, self.last, now))
+        self.last = now
+
+
 # A dataset longer than this is named when drawing its indices fails: a permutation of it is
 # gigabytes of int64.
 HUGE_LENGTH = 2**28
@@ -59,10 +109,13 @@ class _Runner:
     """The trial process's state, built once: the dataset, the step, the device. ``inspect`` and
     ``warm_up`` run before any trial; ``measure`` runs one."""
 
-    def __init__(self, setup: RunnerSetup):
+    def __init__(self, setup: RunnerSetup, began: float | None = None):
+        self.parts = Parts(began)
         import torch
 
         from ..inputs.source import resolve_dataset, resolve_step
+
+        self.parts.mark("start the interpreter, import torch")
 
         self.torch = torch
         self.setup = setup
@@ -76,12 +129,20 @@ class _Runner:
             # Events, synchronize and memory statistics act on the current device: make it ours.
             torch.cuda.set_device(self.device)
         # What the dataset adds to this process's heap: all a forked worker could come to copy.
+        # A factory's module is imported first and the heap read after it: the module's imports
+        # (torchvision's, say: 100 MiB and more) are not the dataset's rows, and counted as the
+        # dataset they sent every tune through the growth stage (GROWTH_MIN_DATASET). A dataset
+        # built at the module's import counts the module with it, as it must.
         before = anonymous_bytes()
         loaded = nodes.load(setup.dataset)
+        self.parts.mark("import the dataset's module")
+        if callable(loaded) and not isinstance(loaded, (torch.utils.data.Dataset, torch.utils.data.IterableDataset)):
+            before = anonymous_bytes()
         # A torchdata.nodes graph: NOTE [ Tuning a torchdata.nodes graph ] in nodes.py.
         self.pipeline = nodes.Pipeline(loaded, setup.dataset.name) if nodes.is_nodes(loaded) else None
         self.dataset = self.pipeline if self.pipeline else resolve_dataset(loaded, setup.dataset.name)
         after = anonymous_bytes()
+        self.parts.mark("build the dataset")
         self.dataset_bytes = max(0, after - before) if before is not None and after is not None else None
         self.iterable = self.pipeline is not None or isinstance(self.dataset, torch.utils.data.IterableDataset)
         self.step = None
@@ -92,6 +153,7 @@ class _Runner:
             given = setup.step.load()
             self.step_identity = callable_identity(given)   # the factory, when one was given: as the caller names it
             self.step = resolve_step(given, setup.step.name)
+            self.parts.mark("build the step")
         self.nvml = NvmlUtil() if self.cuda else None
         # Set when a trial left CUDA unusable: this process then ends after its result
         # (NOTE [ Pinned memory outlives its trial ] in device.py).
@@ -126,16 +188,19 @@ class _Runner:
         # The probe's default sampler makes the first batch min(size, length) samples; reading
         # them off the batch miscounts lists of samples (their leading dimension is channels).
         count = min(probe_size, length) if length is not None else max(1, batch_size_of(batch))
+        self.parts.mark("load a first batch")
         memory = guard.sample_memory(os.getpid())
         from ..inputs.code_digest import code_fingerprint
 
-        return DatasetInfo(length=length, sample_seconds=elapsed / count,
+        info = DatasetInfo(length=length, sample_seconds=elapsed / count,
                            sample_bytes=max(1, tensor_bytes(batch) // count),
                            runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=self.dataset_bytes,
                            fingerprint=dataset_fingerprint(self.dataset), dataset_class=dataset_class(self.dataset),
                            code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs),
                            threads=self.torch.get_num_threads(), step_identity=self.step_identity,
                            **shard_fields(self.dataset, self.iterable))
+        self.parts.mark("fingerprint the dataset and code")
+        return info
 
     def _check_loader(self) -> None:
         """Build (not iterate) the first trial's DataLoader: an argument only DataLoader refuses is a
@@ -192,6 +257,7 @@ class _Runner:
                 self.torch.cuda.synchronize()
         except Exception:  # noqa: BLE001 - the trials report it as a result about a config
             pass
+        self.parts.mark("warm the step up")
 
     def _fixed_kwargs(self, workers: int | None = None, method: str | None = None) -> dict:
         """The user's arguments as a trial's loader of ``workers`` workers takes them, its workers
@@ -305,6 +371,7 @@ class _Runner:
                             "that many indices)")
             return TrialResult(config, FAILED, cause=cause, error=message, os_error=os_error)
         finally:
+            down = time.perf_counter()
             if beat is not None:
                 beat(progress["batches"])  # the teardown that follows gets a full watchdog timeout
             shutdown_iterators(iterators)
@@ -315,11 +382,12 @@ class _Runner:
             gc.collect()
             if self.cuda:
                 self.cuda_broken = release_cached_memory(torch)
+            down = time.perf_counter() - down
         gpu_util = self.nvml.mean_between(m.window_start_wall, m.window_end_wall) if self.nvml else None
         return TrialResult(config, OK, samples_per_s=m.samples_per_s, steady_samples_per_s=m.steady_samples_per_s,
                            rel_interval=m.rel_interval, wait_fraction=m.wait_fraction,
                            consumer_fraction=m.consumer_fraction, gpu_util=gpu_util, startup_s=m.startup_s,
-                           epoch_restart_s=m.epoch_restart_s,
+                           epoch_restart_s=m.epoch_restart_s, lead_s=m.lead_s, teardown_s=down,
                            gpu_peak_bytes=int(torch.cuda.max_memory_allocated()) if self.cuda else None,
                            batches=m.batches, window_s=m.window_s, epochs_crossed=m.epochs_crossed, pruned=m.pruned,
                            worker_samples=grown[0] if grown else None, worker_uss_bytes=grown[1] if grown else None,
@@ -338,12 +406,17 @@ class _Runner:
             profile = run_profile(self.dataset, self._fixed_kwargs(), batch_size, consume, self.device,
                                   tensor_bytes, lambda pid: pss(pid), beat=lambda: beat(0),
                                   memory_budget=memory_budget)
+            t0 = time.perf_counter()
             profile = with_growth(profile, self.dataset, self._fixed_kwargs(), self.dataset_bytes, lambda: beat(0))
+            t1 = time.perf_counter()
             profile = with_stream(profile, self.dataset, self._fixed_kwargs(), batch_size, lambda: beat(0))
+            t2 = time.perf_counter()
             if self.setup.start_methods:   # NOTE [ What a start method costs ] in search/methods.py
                 default = self.setup.worker_start_method
                 profile = with_methods(profile, self.dataset, self.setup.start_methods, default,
                                        lambda m: self._worker_kwargs(None if m == default else m), lambda: beat(0))
+            stages = (("growth", t1 - t0), ("stream", t2 - t1), ("start methods", time.perf_counter() - t2))
+            profile = dataclasses.replace(profile, stage_s=profile.stage_s + tuple(s for s in stages if s[1] >= 0.005))
         except Exception as exc:  # noqa: BLE001 - a profile that fails is reported, never raised
             return None, failure_line(exc)
         finally:

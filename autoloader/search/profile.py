@@ -86,6 +86,9 @@ class Profile:
     # The batch's float32 tensors as uint8, timed against them: NOTE [ A quarter of the bytes ] in
     # uint8.py. None where not timed (a small batch, none of float32, an older record).
     uint8: Uint8Cost | None = None
+    # Each stage's wall seconds, in order (the module docstring of probe/profiler.py names them):
+    # where the profile's time went. Empty in older records.
+    stage_s: tuple[tuple[str, float], ...] = ()
 
     @property
     def batch_bytes(self) -> int:
@@ -113,6 +116,7 @@ class Profile:
         data["step_samples"] = list(self.step_samples)
         data["main_thread_ratios"] = list(self.main_thread_ratios)
         data["stream_delivered"] = list(self.stream_delivered)
+        data["stage_s"] = [[what, seconds] for what, seconds in self.stage_s]
         data["sample_quantiles"] = self.sample_quantiles()
         data["growth"] = self.growth.to_dict() if self.growth is not None else None
         if self.uint8 is not None:
@@ -135,6 +139,7 @@ class Profile:
         values["step_samples"] = tuple(float(x) for x in values.get("step_samples", ()) or ())
         values["main_thread_ratios"] = tuple(float(x) for x in values.get("main_thread_ratios", ()) or ())
         values["stream_delivered"] = tuple(int(x) for x in values.get("stream_delivered", ()) or ())
+        values["stage_s"] = tuple((str(w), float(x)) for w, x in values.get("stage_s", ()) or ())
         values["methods"] = tuple(MethodCost.from_dict(m) for m in values.get("methods", ()) or ())
         if isinstance(values.get("uint8"), dict):
             values["uint8"] = Uint8Cost.from_dict(values["uint8"])

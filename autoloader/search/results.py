@@ -62,6 +62,8 @@ class TrialResult:
     consumer_fraction: float | None = None  # share the consumer was busy (CUDA events on CUDA)
     gpu_util: float | None = None           # NVML, averaged over the window; second opinion
     startup_s: float | None = None          # iter() to first batch
+    lead_s: float | None = None             # the first batch to the window: the first clump skipped
+    teardown_s: float | None = None         # the loader's end: its workers stopped, memory released
     epoch_restart_s: float | None = None    # cost of one epoch boundary, measured or modelled
     peak_host_bytes: int | None = None      # summed USS of the trial process and its workers
     peak_pss_bytes: int | None = None       # summed PSS of the same: what the memory guard compares

@@ -124,6 +124,17 @@ def pairs(value: object, name: str, signed: bool = False) -> tuple[tuple[int, fl
     return tuple(out)
 
 
+def named_seconds(value: object, name: str) -> tuple[tuple[str, float], ...]:
+    """A list of [what, seconds] pairs (a profile's stages)."""
+    out = []
+    for i, pair in enumerate(items(value, name)):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise InvalidRecord(f"{name}[{i}] is {pair!r}, not [what, seconds]")
+        out.append((text(pair[0], f"{name}[{i}][0]", optional=False),
+                    number(pair[1], f"{name}[{i}][1]", optional=False)))
+    return tuple(out)
+
+
 def scalar(value: object, name: str) -> object:
     """A setting's value as JSON holds it: a number, text, true or false, or null."""
     if value is None or isinstance(value, (bool, str)):

@@ -80,6 +80,7 @@ def profile(value: object, name: str = "profile") -> Profile | None:
     for key in ("sample_s", "step_samples"):
         checks.numbers(data.get(key), f"{name}.{key}")
     checks.numbers(data.get("main_thread_ratios"), f"{name}.main_thread_ratios", positive=True)
+    checks.named_seconds(data.get("stage_s"), f"{name}.stage_s")
     return _built(Profile.from_dict, {**data, "growth": growth(data.get("growth"), f"{name}.growth")}, name)
 
 

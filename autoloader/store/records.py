@@ -126,11 +126,15 @@ class Inputs:
     shm_free: int | None = None
     timeline: tuple[tuple[str, float, float, str | None], ...] = ()
     step_identity: str | None = None
+    # The set-up's and the profile's parts, (what, start s, end s) from the run's start: where the
+    # run's first seconds went (the trial process's interpreter and torch, the dataset, the step,
+    # each profile stage). Empty in older results.
+    parts: tuple[tuple[str, float, float], ...] = ()
 
     def to_dict(self) -> dict:
         return {"step": self.step, "allow_reorder": self.allow_reorder, "max_memory": self.max_memory,
                 "shm_free": self.shm_free, "timeline": [list(mark) for mark in self.timeline],
-                "step_identity": self.step_identity}
+                "step_identity": self.step_identity, "parts": [list(part) for part in self.parts]}
 
     @classmethod
     def from_dict(cls, value: object, name: str = "inputs") -> "Inputs | None":
@@ -145,11 +149,19 @@ class Inputs:
             timeline.append((checks.text(mark[0], f"{at}[0]", optional=False),
                              checks.number(mark[1], f"{at}[1]", optional=False),
                              checks.number(mark[2], f"{at}[2]", optional=False), checks.text(mark[3], f"{at}[3]")))
+        parts = []
+        for i, part in enumerate(checks.items(data.get("parts"), f"{name}.parts")):
+            at = f"{name}.parts[{i}]"
+            if not isinstance(part, list) or len(part) != 3:
+                raise InvalidRecord(f"{at} is {part!r}, not [what, start, end]")
+            parts.append((checks.text(part[0], f"{at}[0]", optional=False),
+                          checks.number(part[1], f"{at}[1]", optional=False, signed=True),
+                          checks.number(part[2], f"{at}[2]", optional=False, signed=True)))
         return cls(checks.text(data.get("step"), f"{name}.step"),
                    checks.flag(data.get("allow_reorder"), f"{name}.allow_reorder", optional=True),
                    checks.count(data.get("max_memory"), f"{name}.max_memory"),
                    checks.count(data.get("shm_free"), f"{name}.shm_free"), tuple(timeline),
-                   checks.text(data.get("step_identity"), f"{name}.step_identity"))
+                   checks.text(data.get("step_identity"), f"{name}.step_identity"), tuple(parts))
 
 
 def burst_error(value: object, name: str) -> BurstError:

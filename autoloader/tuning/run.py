@@ -64,7 +64,7 @@ from .compare import Comparison, compare, settled
 from .measured import baseline_rate, dataset_record, fallback_profile, knee_of, reorder_gain
 from .final import Final, final_configs, final_measurement
 from .result import TuneResult
-from .start import default_method, measured_space, start_choice, start_plan
+from .start import default_method, measured_space, start_choice, start_plan, warn_uncompiled
 
 
 # The most the run waits for the study's import thread once the study is open (it has finished
@@ -100,6 +100,7 @@ class Run:
         self.progress: Progress = progress or (lambda event: None)
         self.store: StudyStore | None = None
         self._timeline: list[tuple[str, float, float, str | None]] = []   # (what, start s, end s, config)
+        self._parts: list[tuple[str, float, float]] = []   # the set-up's and the profile's parts (Inputs.parts)
         self.turn = contextlib.ExitStack()   # this problem's lock, once its key is known (_start)
         limits = options.limits
         setup = RunnerSetup(problem.dataset, problem.step, problem.device, problem.fixed_kwargs,
@@ -144,9 +145,14 @@ class Run:
         try:
             info = self.runner.start()
             self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
+            # The trial process's marks are wall times: placed on the run's clock as of now.
+            since = time.time() - self.clock.elapsed()
+            self._parts += [(what, max(0.0, start - since), max(0.0, end - since))
+                            for what, start, end in info.setup_parts]
         except SetupError as exc:
             raise (InputError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)
+        warn_uncompiled(info)
         self._check_shm(info)
         # A sharded stream gives a worker past its shards nothing to read: the search stops there.
         self.uncapped = self.space.max_workers
@@ -209,6 +215,10 @@ class Run:
         stall = clipped_timeout(self.options.limits.trial_timeout, self.clock.left() / 2)
         profile, error = self.runner.profile(batch_size, stall)
         self._timeline.append(("profile", start, self.clock.elapsed(), None))
+        at = start
+        for what, seconds in (profile.stage_s if profile is not None else ()):
+            self._parts.append((f"profile: {what}", at, at + seconds))
+            at += seconds
         if profile is None:
             profile = fallback_profile(info, batch_size, self.problem.hardware.cpus)
         profile = self.ranks.profile(profile, self.problem.hardware.cpus)
@@ -410,5 +420,5 @@ class Run:
         return Inputs(problem.step.name if problem.step else None, problem.allow_reorder,
                       self.ranks.memory(self.options.limits.max_memory), hardware.shm_free(),
                       tuple(tuple(mark) for mark in self._timeline),
-                      problem.step_identity if problem.step else None)
+                      problem.step_identity if problem.step else None, tuple(self._parts))
 

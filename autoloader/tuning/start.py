@@ -5,14 +5,17 @@ search/settings.py, NOTE [ What a start method costs ] in search/methods.py)."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sys
+import warnings
 from typing import Sequence
 
+from ..errors import AutoloaderWarning
 from ..search.methods import MethodRow, StartChoice
 from ..search.settings import START, open_gates, platform_methods
 from ..search.space import LoaderConfig, SearchSpace
 
-__all__ = ["default_method", "given_method", "measured_space", "start_choice", "start_plan"]
+__all__ = ["default_method", "given_method", "measured_space", "start_choice", "start_plan", "warn_uncompiled"]
 
 
 def default_method() -> str:
@@ -82,3 +85,22 @@ def start_choice(problem, profile, config: LoaderConfig, memory, model, calib,
     return StartChoice(config.multiprocessing_context or default, default, False, config.num_workers,
                        bool(config.persistent_workers), tuple(rows),
                        python_rows=growth is not None and growth.found and not growth.maps_file, at=at)
+
+
+def warn_uncompiled(info) -> None:
+    """Say which packages the trial process compiled from source, what its imports took, and how
+    to cache their bytecode once (NOTE [ Imports compiled every start ] in probe/trial.py)."""
+    names = tuple(getattr(info, "uncompiled", ()) or ())
+    if not names:
+        return
+    parts = getattr(info, "setup_parts", ()) or ()
+    imports = sum(end - start for what, start, end in parts if "import" in what)
+    why = ("PYTHONDONTWRITEBYTECODE is set" if os.environ.get("PYTHONDONTWRITEBYTECODE")
+           else "their folders are not writable")
+    first = names[0]
+    warnings.warn(AutoloaderWarning(
+        f"the trial process imported {', '.join(names)} from source, no bytecode cached ({why}): every fresh "
+        f"interpreter compiles them again, and its imports took {imports:.1f} s of this tune's start. Fix: compile "
+        f"them once where they are installed, `python -m compileall -q -j 0 \"$(python -c 'import {first}; "
+        f"print({first}.__path__[0])')\"` for each (Python reads that bytecode whatever PYTHONDONTWRITEBYTECODE "
+        f"says; a read-only install: build it into the image the same way)"), stacklevel=2)

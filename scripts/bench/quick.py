@@ -91,6 +91,64 @@ def phases(data: dict | None) -> dict:
             "final measurements": sum(1 for what, *_ in timeline if what == "final")}
 
 
+def anatomy_lines(tuners: dict) -> list[str]:
+    """Each tune's time by part, from its own record: the set-up's and the profile's parts
+    (``inputs.parts``) and each burst or final measurement as start-up (iter() to the first
+    batch), lead (the first clump skipped), window, teardown and the rest (the driver's side:
+    the message, the memory readings, the study's write)."""
+    lines = []
+    for name, row in tuners.items():
+        data = row.get("tuner")
+        if not data:
+            continue
+        inputs = data.get("inputs") or {}
+        parts = inputs.get("parts") or []
+        out = [f"{what} {end - start:.2f}" for what, start, end in parts]
+        marks = [m for m in inputs.get("timeline") or [] if m[0] in ("burst", "final")]
+        by_time = {}
+        for t in data.get("trials") or []:
+            by_time.setdefault(_key(t.get("config")), []).append(t)
+        bursts = []
+        for what, start, end, key in marks:
+            found = by_time.get(key) or []
+            t = found.pop(0) if what == "burst" and found else None
+            if t is None:
+                bursts.append(f"{what} {_short(key)} {end - start:.1f}")
+                continue
+            known = [t.get(k) or 0.0 for k in ("startup_s", "lead_s", "window_s", "teardown_s")]
+            bursts.append(f"{what} {_short(key)} {end - start:.1f} = " + "+".join(f"{x:.1f}" for x in known)
+                          + f"+{max(0.0, end - start - sum(known)):.1f}")
+        lines.append(f"- {name}: " + "; ".join(out) + (" | " if out else "") + "; ".join(bursts))
+    if lines:
+        lines = ["", "Where each tune's time went (seconds; a burst as start-up + lead + window + teardown + the "
+                 "driver's rest):", ""] + lines
+    return lines
+
+
+def _bytecode_line(bytecode: dict | None) -> str:
+    """Whether this run's interpreters compiled their imports (NOTE [ Imports compiled every start ]
+    in autoloader/probe/trial.py): it moves every tune's set-up by seconds. quick_gpu.sh compiles
+    them once where the machine ships no bytecode (bytecode.txt: the imports before and after)."""
+    if not bytecode or not bytecode.get("PYTHONDONTWRITEBYTECODE"):
+        return "- bytecode: Python's own caches"
+    return ("- bytecode: the machine sets PYTHONDONTWRITEBYTECODE=1 and ships torch without bytecode; "
+            "quick_gpu.sh compiled torch, torchvision, numpy, PIL, sympy and the repository once before the tunes "
+            "(unless run with BYTECODE=0; bytecode.txt has the imports before and after)")
+
+
+def _short(key: str | None) -> str:
+    """A config's key by its workers (``bs64-w15-pin1`` -> ``w15``), or whole."""
+    return next((p for p in (key or "?").split("-") if p.startswith("w")), key or "?")
+
+
+def _key(config: dict | None) -> str | None:
+    if not config:
+        return None
+    from autoloader.search.space import LoaderConfig
+
+    return LoaderConfig.from_dict(config).key
+
+
 def round_estimate(result, configs, settings) -> float:
     """Seconds of one paired round of ``configs``: each from the tuner's burst nearest in workers
     (``measure_seconds``), START_S / 2 a config where the tuner measured none."""
@@ -144,7 +202,9 @@ def main(args) -> int:
     os.chdir(REPO)
     device = args.device or ("cuda" if hardware.gpu_names() else "cpu")
     meta = {"command": "quick", "argv": sys.argv[1:], "workloads": names, "device": device,
-            "scale": os.environ.get("AUTOLOADER_BENCH_SCALE", "1.0"), "hardware": hardware.detect().to_dict()}
+            "scale": os.environ.get("AUTOLOADER_BENCH_SCALE", "1.0"), "hardware": hardware.detect().to_dict(),
+            "bytecode": {"PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
+                         "PYTHONPYCACHEPREFIX": os.environ.get("PYTHONPYCACHEPREFIX")}}
     records = begin_run(args.out, time.strftime("%Y%m%dT%H%M%S"), meta)
     rows: list[dict] = [{"phase": "meta", "meta": meta}]
 
@@ -283,7 +343,8 @@ def render(rows: list[dict], before: list[dict], took_s: float) -> str:
     lines = ["# A tune that ends when it is sure: wall time and the pick against the rule", "",
              f"`python -m scripts.bench {' '.join(meta.get('argv') or ['quick'])}`", "",
              f"- machine: {', '.join(hw.get('gpus') or []) or 'no GPU'}; {hw.get('cpus')} usable CPUs; device "
-             f"{meta.get('device')}; AUTOLOADER_BENCH_SCALE={meta.get('scale')}; the run took {took_s:.0f} s", "",
+             f"{meta.get('device')}; AUTOLOADER_BENCH_SCALE={meta.get('scale')}; the run took {took_s:.0f} s",
+             _bytecode_line(meta.get("bytecode")), "",
              "| workload | tune wall s | before | set-up / to profile / profile / search / final / other s | "
              "bursts, final runs | pick | rule | the tuner's pick/rule | pick/rule, paired here (95%) |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -305,6 +366,7 @@ def render(rows: list[dict], before: list[dict], took_s: float) -> str:
         lines.append(f"tune wall time over {len(walls)} workload(s): median {statistics.median(walls):.1f} s "
                      f"(min {min(walls):.1f}, max {max(walls):.1f})"
                      + (f"; before: median {statistics.median(then.values()):.1f} s over {len(then)}" if then else ""))
+    lines += anatomy_lines(tuners)
     anatomy = next((r for r in rows if r.get("phase") == "anatomy"), None)
     if anatomy is not None:
         found = anatomy.get("anatomy")

@@ -20,6 +20,22 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=/tmp/site:$PWD
 fi
 python3 -c "import optuna, torch" || { echo "optuna or torch cannot be imported: carry their wheels in .whl"; exit 2; }
+# The GPU machine sets PYTHONDONTWRITEBYTECODE=1 and its torch has no bytecode: every fresh
+# interpreter (each tune's trial process) compiled torch and torchvision again, seconds of each
+# set-up (NOTE [ Imports compiled every start ] in autoloader/probe/trial.py). The bench does what
+# the tune's warning tells a user: compile them once, beside their sources (an interpreter reads
+# that bytecode whatever PYTHONDONTWRITEBYTECODE says). BYTECODE=0 keeps the machine as it is.
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] && [ "${BYTECODE:-1}" = 1 ]; then
+  mkdir -p "${OUT:-/tmp/quick}"
+  imports() { python3 -c "import time; t = time.perf_counter(); import torch, torchvision
+print(f'{time.perf_counter() - t:.2f}')"; }
+  {
+    for round in 1 2; do echo "before compiling, fresh interpreter $round: import torch, torchvision $(imports) s"; done
+    python3 -m compileall -q -j 0 $(python3 -c "import torch, torchvision, numpy, PIL, sympy
+print(' '.join(m.__path__[0] for m in (torch, torchvision, numpy, PIL, sympy)))") autoloader scripts >/dev/null 2>&1
+    for round in 1 2; do echo "compiled once, fresh interpreter $round: import torch, torchvision $(imports) s"; done
+  } | tee "${OUT:-/tmp/quick}/bytecode.txt"
+fi
 out=${OUT:-/tmp/quick}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
