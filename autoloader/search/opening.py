@@ -23,9 +23,10 @@ The bursts count only where a final round could have measured them so:
   after another), so the round spans no longer than a final's own round;
 * two configs at least: one reading pairs with nothing.
 
-A search burst's window is the search's (up to 4 s, 3 worker cycles) rather than the final's (up
-to 3 s, 4 cycles): a rate read over either window is the same rate, the search's a little
-steadier, and both readings of a pair have the same window, so the ratio is like for like. The
+A search burst's window is the search's (up to 3 s, 3 worker cycles) rather than the final's (up
+to 3 s, 4 cycles): a rate read over either window is the same rate, and both readings of a pair
+have the same window, so the ratio is like for like. The rule's search burst is never stopped
+early for being behind (tuning/run.py): its full reading is the opening's other half. The
 opening serves the pairs only (``Finalist.opening``): a finalist's median stays that of its
 final rounds, so the model's predictions, which the bursts corrected, are still checked against
 readings it was not fitted to.

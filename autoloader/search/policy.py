@@ -55,7 +55,7 @@ MIN_CLIPPED_TIMEOUT_S = 5.0
 
 # Search windows hold at least 3 worker cycles, final ones 4: NOTE [ Honest burst ] in probe/burst.py
 # (a window of fewer cycles miscounts clumped arrivals).
-SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=4.0, min_cycles=3.0)
+SEARCH_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0, min_cycles=3.0)
 FINAL_SETTINGS = BurstSettings(min_window_s=1.0, max_window_s=3.0, min_cycles=4.0)
 
 # --- the model and its calibration: NOTE [ The pipeline model ] in model.py -------------------
