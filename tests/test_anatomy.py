@@ -42,7 +42,11 @@ def small():
 
 
 built = Small()
-ROWS = [bytes([i % 256]) * 1024 for i in range(48 * 1024)]   # a dataset's own rows, built at import
+built.rows = bytearray(b"r" * (48 << 20))   # the dataset's own rows, built (and touched) at import
+
+
+def the_built():
+    return built
 """
 
 
@@ -72,6 +76,14 @@ def test_a_dataset_built_at_its_modules_import_counts_the_module(tmp_path, monke
     assert runner.dataset_bytes is not None and runner.dataset_bytes >= 100 * 2**20, runner.dataset_bytes
 
 
+def test_a_factory_returning_what_its_module_built_at_import_counts_the_module(tmp_path, monkeypatch):
+    name = f"heapret_{tmp_path.name}"
+    (tmp_path / f"{name}.py").write_text(HEAP_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    runner = _Runner(RunnerSetup(Source.from_spec(f"{name}:the_built"), None, "cpu", {}, 16))
+    assert runner.dataset_bytes is not None and runner.dataset_bytes >= 100 * 2**20, runner.dataset_bytes
+
+
 def test_a_tune_records_its_set_up_and_profile_parts_and_each_bursts_lead_and_teardown(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -82,6 +94,7 @@ def test_a_tune_records_its_set_up_and_profile_parts_and_each_bursts_lead_and_te
     assert {"build the dataset", "load a first batch", "profile: samples", "profile: consumer"} <= set(names)
     set_up = next(m for m in result.inputs.timeline if m[0] == "set-up")
     for what, start, end in parts:
+        # On the run's clock: the trial process starts after the run does, each part after the last.
         assert 0.0 <= start <= end, (what, start, end)
         if not what.startswith("profile: "):
             assert end <= set_up[2] + 0.05, (what, end, set_up)

@@ -139,6 +139,13 @@ def _import_by_stem(path: str):
     return importlib.import_module(stem)
 
 
+def is_factory(obj: Any) -> bool:
+    """Whether ``resolve_dataset`` calls ``obj`` (a zero-argument callable that is no dataset itself)."""
+    from torch.utils.data import Dataset, IterableDataset
+
+    return not isinstance(obj, (Dataset, IterableDataset)) and callable(obj) and _takes_no_args(obj)
+
+
 def resolve_dataset(obj: Any, name: str):
     """A Dataset instance as given, or the result of calling a zero-argument factory (a class is
     one when its ``__init__`` takes no arguments)."""

@@ -122,7 +122,7 @@ class TrialRunner:
         context = mp.get_context("spawn")
         parent_conn, child_conn = context.Pipe()
         self._group = None
-        self._proc = context.Process(target=serve.main, args=(child_conn, self.setup),
+        self._proc = context.Process(target=serve.main, args=(child_conn, self.setup, time.monotonic()),
                                  name=TRIAL_PROCESS_NAME)
         note = StartNote()
         try:

@@ -89,7 +89,7 @@ class DatasetInfo:
     shards_from: str | None = None
     # A torchdata.nodes graph's own settings (NOTE [ Tuning a torchdata.nodes graph ] in nodes.py).
     nodes: NodesGraph | None = None
-    # The set-up's parts as they ran, (what, start, end) in wall seconds (time.time()): where a
+    # The set-up's parts as they ran, (what, start, end) in time.monotonic() seconds: where a
     # tune's first seconds go (the interpreter and torch, the dataset, the step, the first batch).
     setup_parts: tuple[tuple[str, float, float], ...] = ()
     # Packages the trial process imported from source, no bytecode cached for them (NOTE [ Imports

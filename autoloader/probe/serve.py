@@ -17,16 +17,6 @@ from .trial import _Runner, uncompiled
 from .workers import RUNNER_NAME, die_with_parent, reap_children, set_name
 
 
-def _began() -> float | None:
-    """When this process started (wall seconds), as the kernel recorded it; None if unreadable."""
-    try:
-        import psutil
-
-        return psutil.Process().create_time()
-    except Exception:  # noqa: BLE001 - the set-up's first part is then timed from here
-        return None
-
-
 def _top_packages(setup: RunnerSetup) -> tuple[str, ...]:
     """The top-level packages of the dataset's and the step's modules, where named by a spec."""
     names = []
@@ -38,9 +28,19 @@ def _top_packages(setup: RunnerSetup) -> tuple[str, ...]:
     return tuple(names)
 
 
-def main(conn, setup: RunnerSetup) -> None:
+def _uncompiled(setup: RunnerSetup) -> tuple[str, ...]:
+    """``trial.uncompiled`` for this set-up; a failure of its own is nothing found, never the user's."""
+    try:
+        return uncompiled(_top_packages(setup))
+    except Exception:  # noqa: BLE001 - a look at the import caches, not the user's code
+        return ()
+
+
+def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
     """The trial process's entry point: set up, answer Ready, then serve Measure messages until
-    Stop or a broken pipe (NOTE [ Trial protocol ] in protocol.py)."""
+    Stop or a broken pipe (NOTE [ Trial protocol ] in protocol.py). ``began``: when the driver
+    started this process (``time.monotonic()``, one clock for every process of the host), where
+    the set-up's first part is timed from."""
     os.setpgrp()
     die_with_parent()
     set_name(RUNNER_NAME)
@@ -55,12 +55,11 @@ def main(conn, setup: RunnerSetup) -> None:
     from ..errors import UsageError
 
     try:
-        runner = _Runner(setup, began=_began())
+        runner = _Runner(setup, began=began)
         info = runner.inspect()
         if runner.cuda:
             runner.warm_up()
-        info = dataclasses.replace(info, setup_parts=tuple(runner.parts.marks),
-                                   uncompiled=uncompiled(_top_packages(setup)))
+        info = dataclasses.replace(info, setup_parts=tuple(runner.parts.marks), uncompiled=_uncompiled(setup))
     except (UsageError, SetupError) as exc:
         conn.send(SetupFailed(str(exc), True))
         return

@@ -86,16 +86,25 @@ def uncompiled(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _module_holds(factory, dataset) -> bool:
+    """Whether ``dataset`` is one of the names of ``factory``'s module (built at its import)."""
+    import sys
+
+    module = sys.modules.get(getattr(factory, "__module__", None) or "")
+    return module is not None and any(value is dataset for value in vars(module).values())
+
+
 class Parts:
-    """The set-up's parts as they end, each (what, start, end) in wall seconds: the first from
-    ``began`` (the process's start, as the kernel tells it) or, without it, from now."""
+    """The set-up's parts as they end, each (what, start, end) in ``time.monotonic()`` seconds
+    (one clock for every process of the host, so the driver places them on its run's clock): the
+    first from ``began`` (when the driver started this process) or, without it, from now."""
 
     def __init__(self, began: float | None = None):
         self.marks: list[tuple[str, float, float]] = []
-        self.last = began if began is not None else time.time()
+        self.last = began if began is not None else time.monotonic()
 
     def mark(self, what: str) -> None:
-        now = time.time()
+        now = time.monotonic()
         self.marks.append((what, self.last, now))
         self.last = now
 
@@ -113,7 +122,7 @@ class _Runner:
         self.parts = Parts(began)
         import torch
 
-        from ..inputs.source import resolve_dataset, resolve_step
+        from ..inputs.source import is_factory, resolve_dataset, resolve_step
 
         self.parts.mark("start the interpreter, import torch")
 
@@ -132,17 +141,19 @@ class _Runner:
         # A factory's module is imported first and the heap read after it: the module's imports
         # (torchvision's, say: 100 MiB and more) are not the dataset's rows, and counted as the
         # dataset they sent every tune through the growth stage (GROWTH_MIN_DATASET). A dataset
-        # built at the module's import counts the module with it, as it must.
+        # built at the module's import (named itself, or returned by a factory as one of the
+        # module's own names) counts the module with it: the two cannot be told apart.
         before = anonymous_bytes()
         loaded = nodes.load(setup.dataset)
         self.parts.mark("import the dataset's module")
-        if callable(loaded) and not isinstance(loaded, (torch.utils.data.Dataset, torch.utils.data.IterableDataset)):
-            before = anonymous_bytes()
+        imported = anonymous_bytes()
         # A torchdata.nodes graph: NOTE [ Tuning a torchdata.nodes graph ] in nodes.py.
         self.pipeline = nodes.Pipeline(loaded, setup.dataset.name) if nodes.is_nodes(loaded) else None
         self.dataset = self.pipeline if self.pipeline else resolve_dataset(loaded, setup.dataset.name)
         after = anonymous_bytes()
         self.parts.mark("build the dataset")
+        if is_factory(loaded) and not _module_holds(loaded, self.dataset):
+            before = imported
         self.dataset_bytes = max(0, after - before) if before is not None and after is not None else None
         self.iterable = self.pipeline is not None or isinstance(self.dataset, torch.utils.data.IterableDataset)
         self.step = None

@@ -103,7 +103,7 @@ def trial_record(data: object, max_workers: int | None = None) -> TrialResult:
     if data.get("status") not in _STATUSES:
         raise InvalidRecord(f"status is {data.get('status')!r}, not one of {', '.join(_STATUSES)}")
     for key in ("samples_per_s", "steady_samples_per_s", "rel_interval", "wait_fraction", "consumer_fraction",
-                "gpu_util", "startup_s", "epoch_restart_s", "window_s", "seconds", "stalled_s",
+                "gpu_util", "startup_s", "lead_s", "teardown_s", "epoch_restart_s", "window_s", "seconds", "stalled_s",
                 "others_cpus", "steal_cpus", "tree_cpus"):
         _number(data, key)
     for key in ("peak_host_bytes", "peak_pss_bytes", "peak_shm_bytes", "gpu_peak_bytes", "batch_bytes",

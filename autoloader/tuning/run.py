@@ -145,10 +145,9 @@ class Run:
         try:
             info = self.runner.start()
             self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
-            # The trial process's marks are wall times: placed on the run's clock as of now.
-            since = time.time() - self.clock.elapsed()
-            self._parts += [(what, max(0.0, start - since), max(0.0, end - since))
-                            for what, start, end in info.setup_parts]
+            # The trial process's marks are the host's monotonic clock: placed on the run's as of now.
+            since = time.monotonic() - self.clock.elapsed()
+            self._parts += [(what, start - since, end - since) for what, start, end in info.setup_parts]
         except SetupError as exc:
             raise (InputError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)

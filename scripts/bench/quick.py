@@ -131,9 +131,13 @@ def _bytecode_line(bytecode: dict | None) -> str:
     them once where the machine ships no bytecode (bytecode.txt: the imports before and after)."""
     if not bytecode or not bytecode.get("PYTHONDONTWRITEBYTECODE"):
         return "- bytecode: Python's own caches"
-    return ("- bytecode: the machine sets PYTHONDONTWRITEBYTECODE=1 and ships torch without bytecode; "
-            "quick_gpu.sh compiled torch, torchvision, numpy, PIL, sympy and the repository once before the tunes "
-            "(unless run with BYTECODE=0; bytecode.txt has the imports before and after)")
+    compiled = bytecode.get("compiled")
+    if not compiled:
+        return ("- bytecode: the machine sets PYTHONDONTWRITEBYTECODE=1 and nothing was compiled before the tunes: "
+                "every interpreter compiled its imports")
+    return (f"- bytecode: the machine sets PYTHONDONTWRITEBYTECODE=1 and ships torch without bytecode; "
+            f"quick_gpu.sh compiled {', '.join(compiled.split())} and the repository once before the tunes "
+            "(bytecode.txt has the imports before and after)")
 
 
 def _short(key: str | None) -> str:
@@ -204,6 +208,7 @@ def main(args) -> int:
     meta = {"command": "quick", "argv": sys.argv[1:], "workloads": names, "device": device,
             "scale": os.environ.get("AUTOLOADER_BENCH_SCALE", "1.0"), "hardware": hardware.detect().to_dict(),
             "bytecode": {"PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
+                         "compiled": os.environ.get("AUTOLOADER_BENCH_COMPILED"),
                          "PYTHONPYCACHEPREFIX": os.environ.get("PYTHONPYCACHEPREFIX")}}
     records = begin_run(args.out, time.strftime("%Y%m%dT%H%M%S"), meta)
     rows: list[dict] = [{"phase": "meta", "meta": meta}]
