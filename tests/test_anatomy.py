@@ -1,7 +1,7 @@
 """Where a tune's time goes: the set-up's and the profile's parts recorded in the result, each
 burst's lead and teardown; the dataset's heap read without its factory module's imports (so a
 small dataset skips the growth stage); and the imports compiled from source, found and said
-(NOTE [ Imports compiled every start ] in autoloader/probe/trial.py)."""
+(NOTE [ Imports compiled every start ] in autoloader/probe/setup_parts.py)."""
 
 from __future__ import annotations
 
@@ -67,20 +67,14 @@ def test_a_factorys_module_imports_are_not_counted_as_its_datasets_heap(heap_mod
         "start the interpreter, import torch", "import the dataset's module", "build the dataset"]
 
 
-def test_a_dataset_built_at_its_modules_import_counts_the_module(tmp_path, monkeypatch):
+@pytest.mark.parametrize("attr", ["built", "the_built"])
+def test_a_dataset_built_at_its_modules_import_counts_the_module(tmp_path, monkeypatch, attr):
+    """Named itself, or returned by a factory as one of its module's names: built at import, its
+    heap cannot be told from the module's, so both count (64 + 48 MiB)."""
     name = f"heapinst_{tmp_path.name}"
     (tmp_path / f"{name}.py").write_text(HEAP_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    runner = _Runner(RunnerSetup(Source.from_spec(f"{name}:built"), None, "cpu", {}, 16))
-    # Built at import: its heap cannot be told from the module's, so both count (64 + 48 MiB).
-    assert runner.dataset_bytes is not None and runner.dataset_bytes >= 100 * 2**20, runner.dataset_bytes
-
-
-def test_a_factory_returning_what_its_module_built_at_import_counts_the_module(tmp_path, monkeypatch):
-    name = f"heapret_{tmp_path.name}"
-    (tmp_path / f"{name}.py").write_text(HEAP_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    runner = _Runner(RunnerSetup(Source.from_spec(f"{name}:the_built"), None, "cpu", {}, 16))
+    runner = _Runner(RunnerSetup(Source.from_spec(f"{name}:{attr}"), None, "cpu", {}, 16))
     assert runner.dataset_bytes is not None and runner.dataset_bytes >= 100 * 2**20, runner.dataset_bytes
 
 
@@ -120,7 +114,7 @@ def test_stored_parts_are_checked():
 
 
 def _uncompiled_in_fresh_interpreter(folder, env) -> str:
-    code = ("import coldpkg; from autoloader.probe.trial import uncompiled; "
+    code = ("import coldpkg; from autoloader.probe.setup_parts import uncompiled; "
             "print(','.join(uncompiled(('coldpkg',))))")
     done = subprocess.run([sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True,
                           timeout=120)

@@ -13,7 +13,8 @@ import warnings
 
 from .protocol import Beat, Begin, Measured, Profiled, ProfileRequest, Ready, RunnerSetup, SetupError, SetupFailed, Stop
 from .teardown import reap_absorbing_reports
-from .trial import _Runner, uncompiled
+from .setup_parts import uncompiled
+from .trial import _Runner
 from .workers import RUNNER_NAME, die_with_parent, reap_children, set_name
 
 

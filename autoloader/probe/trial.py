@@ -42,6 +42,7 @@ from ..search.results import FAILED, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig
 from . import guard, nodes
 from .burst import batch_size_of, tensor_bytes
+from .setup_parts import Parts, module_holds
 from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
 from .failures import classify_failure, describe_failure, failure_line, raised_os_error
 from .growth import NewestIterator, anonymous_bytes, with_growth
@@ -50,64 +51,6 @@ from .protocol import BEAT_S, DatasetInfo, RunnerSetup, SetupError
 from .shards import Counted, shard_fields, with_stream
 from .teardown import half_built_iterator
 from .workers import WorkerInit, pss, shutdown_iterators
-
-# NOTE [ Imports compiled every start ]
-# Python caches each module's compiled bytecode beside its source (or under PYTHONPYCACHEPREFIX)
-# the first time it imports it, and later interpreters load that. Where no cache can be written
-# (PYTHONDONTWRITEBYTECODE=1, common in container images, with packages installed by a tool that
-# does not compile them, uv's default; or a read-only install), every fresh interpreter compiles
-# torch's and torchvision's thousands of modules again, seconds of every start (the GPU bench's
-# machine is one: results/benchmarks/README.md has its figures).
-# The trial process is such an interpreter, started by every tune (and again after a crash), so
-# after its imports it looks for the bytecode of the packages that cost the most, and the tune
-# says which it compiled and how to compile them once, beside their sources (read whatever
-# PYTHONDONTWRITEBYTECODE says; PYTHONPYCACHEPREFIX is no fix: it moves every cache, the standard
-# library's too, so that is then compiled at each start).
-UNCOMPILED_CHECKED = ("torch", "torchvision", "numpy")
-
-
-def uncompiled(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The packages among UNCOMPILED_CHECKED and ``extra`` imported here whose bytecode is not
-    cached where this interpreter looks for it (NOTE [ Imports compiled every start ])."""
-    import importlib.util
-    import sys
-
-    found = []
-    for name in dict.fromkeys(UNCOMPILED_CHECKED + extra):
-        path = getattr(sys.modules.get(name), "__file__", None)
-        if not path or not path.endswith(".py"):
-            continue
-        try:
-            cached = importlib.util.cache_from_source(path)
-        except (NotImplementedError, ValueError):
-            continue
-        if not os.path.exists(cached):
-            found.append(name)
-    return tuple(found)
-
-
-def _module_holds(factory, dataset) -> bool:
-    """Whether ``dataset`` is one of the names of ``factory``'s module (built at its import)."""
-    import sys
-
-    module = sys.modules.get(getattr(factory, "__module__", None) or "")
-    return module is not None and any(value is dataset for value in vars(module).values())
-
-
-class Parts:
-    """The set-up's parts as they end, each (what, start, end) in ``time.monotonic()`` seconds
-    (one clock for every process of the host, so the driver places them on its run's clock): the
-    first from ``began`` (when the driver started this process) or, without it, from now."""
-
-    def __init__(self, began: float | None = None):
-        self.marks: list[tuple[str, float, float]] = []
-        self.last = began if began is not None else time.monotonic()
-
-    def mark(self, what: str) -> None:
-        now = time.monotonic()
-        self.marks.append((what, self.last, now))
-        self.last = now
-
 
 # A dataset longer than this is named when drawing its indices fails: a permutation of it is
 # gigabytes of int64.
@@ -152,7 +95,7 @@ class _Runner:
         self.dataset = self.pipeline if self.pipeline else resolve_dataset(loaded, setup.dataset.name)
         after = anonymous_bytes()
         self.parts.mark("build the dataset")
-        if is_factory(loaded) and not _module_holds(loaded, self.dataset):
+        if is_factory(loaded) and not module_holds(loaded, self.dataset):
             before = imported
         self.dataset_bytes = max(0, after - before) if before is not None and after is not None else None
         self.iterable = self.pipeline is not None or isinstance(self.dataset, torch.utils.data.IterableDataset)

@@ -141,27 +141,30 @@ class Inputs:
         data = checks.mapping(value, name, optional=True)
         if data is None:
             return None
-        timeline = []
-        for i, mark in enumerate(checks.items(data.get("timeline"), f"{name}.timeline")):
-            at = f"{name}.timeline[{i}]"
-            if not isinstance(mark, list) or len(mark) != 4:
-                raise InvalidRecord(f"{at} is {mark!r}, not [what, start, end, config]")
-            timeline.append((checks.text(mark[0], f"{at}[0]", optional=False),
-                             checks.number(mark[1], f"{at}[1]", optional=False),
-                             checks.number(mark[2], f"{at}[2]", optional=False), checks.text(mark[3], f"{at}[3]")))
-        parts = []
-        for i, part in enumerate(checks.items(data.get("parts"), f"{name}.parts")):
-            at = f"{name}.parts[{i}]"
-            if not isinstance(part, list) or len(part) != 3:
-                raise InvalidRecord(f"{at} is {part!r}, not [what, start, end]")
-            parts.append((checks.text(part[0], f"{at}[0]", optional=False),
-                          checks.number(part[1], f"{at}[1]", optional=False, signed=True),
-                          checks.number(part[2], f"{at}[2]", optional=False, signed=True)))
+        timeline = [(checks.text(m[0], f"{at}[0]", optional=False), checks.number(m[1], f"{at}[1]", optional=False),
+                     checks.number(m[2], f"{at}[2]", optional=False), checks.text(m[3], f"{at}[3]"))
+                    for at, m in _marks(data, name, "timeline", "[what, start, end, config]")]
+        parts = [(checks.text(m[0], f"{at}[0]", optional=False),
+                  checks.number(m[1], f"{at}[1]", optional=False, signed=True),
+                  checks.number(m[2], f"{at}[2]", optional=False, signed=True))
+                 for at, m in _marks(data, name, "parts", "[what, start, end]")]
         return cls(checks.text(data.get("step"), f"{name}.step"),
                    checks.flag(data.get("allow_reorder"), f"{name}.allow_reorder", optional=True),
                    checks.count(data.get("max_memory"), f"{name}.max_memory"),
                    checks.count(data.get("shm_free"), f"{name}.shm_free"), tuple(timeline),
                    checks.text(data.get("step_identity"), f"{name}.step_identity"), tuple(parts))
+
+
+def _marks(data: dict, name: str, key: str, shape: str) -> list[tuple[str, list]]:
+    """``data[key]``'s entries with where each is, every one a list of ``shape``'s length."""
+    width = shape.count(",") + 1
+    out = []
+    for i, mark in enumerate(checks.items(data.get(key), f"{name}.{key}")):
+        at = f"{name}.{key}[{i}]"
+        if not isinstance(mark, list) or len(mark) != width:
+            raise InvalidRecord(f"{at} is {mark!r}, not {shape}")
+        out.append((at, mark))
+    return out
 
 
 def burst_error(value: object, name: str) -> BurstError:

@@ -1,6 +1,7 @@
 """The parts of a run's result record that are plain functions of what the run measured: the
-knee, the reorder what-if's gain, the fallback profile, the dataset's record and the
-num_workers=0 baseline (tuning/run.py assembles the record from them)."""
+knee, the reorder what-if's gain, the fallback profile, the dataset's record, the
+num_workers=0 baseline and the set-up's and profile's parts on the run's clock (tuning/run.py
+assembles the record from them)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,18 @@ def baseline_rate(finals: Sequence[Finalist], history: Sequence[TrialResult]) ->
     """num_workers=0's rate in the same protocol as the pick: the final's when it was there."""
     return next((f.median for f in finals if f.config.num_workers == 0), None) or next(
         (t.samples_per_s for t in history if t.status == OK and t.config.num_workers == 0), None)
+
+
+def setup_parts(info, since: float) -> list[tuple[str, float, float]]:
+    """The trial process's set-up parts on the run's clock: its marks are the host's monotonic
+    clock, and ``since`` is the run's start on it."""
+    return [(what, start - since, end - since) for what, start, end in getattr(info, "setup_parts", ()) or ()]
+
+
+def profile_parts(profile, start: float) -> list[tuple[str, float, float]]:
+    """The profile's stages end to end from ``start`` (the run's second its request was sent)."""
+    parts, at = [], start
+    for what, seconds in (profile.stage_s if profile is not None else ()):
+        parts.append((f"profile: {what}", at, at + seconds))
+        at += seconds
+    return parts

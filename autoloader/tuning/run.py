@@ -61,7 +61,8 @@ from ..store.study import StudyStore
 from ..store.versions import provenance
 from .claims import what_if_claims
 from .compare import Comparison, compare, settled
-from .measured import baseline_rate, dataset_record, fallback_profile, knee_of, reorder_gain
+from .measured import (baseline_rate, dataset_record, fallback_profile, knee_of, profile_parts, reorder_gain,
+                       setup_parts)
 from .final import Final, final_configs, final_measurement
 from .result import TuneResult
 from .start import default_method, measured_space, start_choice, start_plan, warn_uncompiled
@@ -145,9 +146,7 @@ class Run:
         try:
             info = self.runner.start()
             self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
-            # The trial process's marks are the host's monotonic clock: placed on the run's as of now.
-            since = time.monotonic() - self.clock.elapsed()
-            self._parts += [(what, start - since, end - since) for what, start, end in info.setup_parts]
+            self._parts += setup_parts(info, time.monotonic() - self.clock.elapsed())
         except SetupError as exc:
             raise (InputError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)
@@ -214,10 +213,7 @@ class Run:
         stall = clipped_timeout(self.options.limits.trial_timeout, self.clock.left() / 2)
         profile, error = self.runner.profile(batch_size, stall)
         self._timeline.append(("profile", start, self.clock.elapsed(), None))
-        at = start
-        for what, seconds in (profile.stage_s if profile is not None else ()):
-            self._parts.append((f"profile: {what}", at, at + seconds))
-            at += seconds
+        self._parts += profile_parts(profile, start)
         if profile is None:
             profile = fallback_profile(info, batch_size, self.problem.hardware.cpus)
         profile = self.ranks.profile(profile, self.problem.hardware.cpus)

@@ -89,7 +89,7 @@ def start_choice(problem, profile, config: LoaderConfig, memory, model, calib,
 
 def warn_uncompiled(info) -> None:
     """Say which packages the trial process compiled from source, what its imports took, and how
-    to cache their bytecode once (NOTE [ Imports compiled every start ] in probe/trial.py)."""
+    to cache their bytecode once (NOTE [ Imports compiled every start ] in probe/setup_parts.py)."""
     names = tuple(getattr(info, "uncompiled", ()) or ())
     if not names:
         return
