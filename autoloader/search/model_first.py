@@ -9,12 +9,18 @@ not yet measured:
 1. no workers: the baseline, and the cleanest reading of one batch's cost, with no other
    process competing (when the model's pick over all configs does not fit in memory, it comes
    first, and the run records it unrun: that tells the user what the limit costs);
-2. the model's pick: the cheapest config predicted within PREDICTED_TIE of the best prediction
-   (cheapest over a whole run: ``LoaderConfig.cost``) among those whose memory fits;
-3. the control: the rule the tuner replaces (``heuristic_config``), so the final can compare
-   against it and the tuner never hands back less than the rule without knowing it;
+2. the control: the rule the tuner replaces (``heuristic_config``), so the final can compare
+   against it and the tuner never hands back less than the rule without knowing it. It comes
+   before the model's pick because it is measured whatever the pick is, and its burst corrects
+   the terms of the stages a pipeline with workers adds (the pin thread, the workers) before
+   the pick is asked for: on the GPU bench the profile's pick rested on a pin thread that ran
+   2-6x slower with a dozen workers busy than the profile had timed it, and measuring it first
+   spent a burst (24 s at 40 workers) on a config the rule's burst alone would have ruled out;
+3. the model's pick: the cheapest config predicted within PREDICTED_TIE of the best prediction
+   (cheapest over a whole run: ``LoaderConfig.cost``) among those whose memory fits, under the
+   terms the bursts so far corrected;
 4. the pick at each other batch size asked for (the step's work per batch changes with it,
-   which only a burst shows), and the pick again once the bursts have corrected the model;
+   which only a burst shows), and the pick again once later bursts have corrected the model;
 5. the least certain of the configs predicted near the best (``Model.uncertainty``: one that
    rests on a stage no burst has measured yet);
 6. once the pick is measured and nothing above is left, the settings what-if the model rates
@@ -199,10 +205,8 @@ class ModelFirst(Strategy):
         best_any = self.pick(everything).config
         plan = [] if now and best_any == self.pick(now).config else [best_any]
         plan.append(self.space.default_config(0))
-        # The profile's own pick, whatever the bursts since made of the model, then the control.
-        first = self.predictions(history, Calibration())
-        if first:
-            plan.append(self.pick(first).config)
+        # The rule before the model's pick: measured in any case, its burst corrects the terms
+        # the pick rests on first (NOTE [ Model first ], 2).
         plan.append(self.control)
         if now:
             plan.append(self.pick(now).config)
