@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from autoloader.search.budget import Clock, rounds_kept
+from autoloader.search.budget import Clock, round_seconds, rounds_kept
 from autoloader.search.choice import Finalist, choose, paired, rule_settled
 from autoloader.search.opening import OPENING_ROUND, OPENING_SPAN, opening_round
 from autoloader.search.policy import FINAL_ROUNDS
@@ -123,16 +123,17 @@ def test_the_opening_round_counts_toward_the_rounds_that_settle():
 
 
 def test_a_final_that_would_end_at_two_pairs_is_not_begun():
-    history = [burst(MORE, 1100.0), burst(RULE, 1000.0)]   # a round is estimated at about 2 x 3.3 s
+    history = [burst(MORE, 1100.0), burst(RULE, 1000.0)]
     opening = opening_round(history, [MORE, RULE])
+    one = round_seconds([MORE, RULE], history)   # a final round's estimate
     stub = Stub({MORE: [1100] * 6, RULE: [1000] * 6})
-    one_round = Final(Clock(10.0), stub, lambda e: None)
+    one_round = Final(Clock(1.5 * one), stub, lambda e: None)
     assert one_round.run([MORE, RULE], history, RULE, None, opening=opening) == [] and stub.calls == []
     # Without an opening the one round the budget holds is run, as before: the rule's first reading.
-    assert Final(Clock(10.0), stub, lambda e: None).run([MORE, RULE], history, RULE, None) != []
+    assert Final(Clock(1.5 * one), stub, lambda e: None).run([MORE, RULE], history, RULE, None) != []
     # Where the budget holds two rounds, three pairs: the final runs.
     stub = Stub({MORE: [1100, 1180] * 3, RULE: [1000] * 6})
-    final = Final(Clock(20.0), stub, lambda e: None)
+    final = Final(Clock(2.5 * one), stub, lambda e: None)
     assert final.run([MORE, RULE], history, RULE, None, opening=opening) and final.rounds >= 1
     # An opening without the rule pairs nothing the final settles on: the final runs as without one.
     stub = Stub({MORE: [1100] * 6, RULE: [1000] * 6, PICK: [900] * 6})
