@@ -153,14 +153,30 @@ def _command_start() -> float:
     argv0 = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if os.path.splitext(os.path.basename(argv0))[0] != "autoloader" and argv0 != os.path.abspath(__file__):
         return time.monotonic()
-    import psutil
+    age = _process_age()
+    if age is None:
+        import psutil
 
-    try:
-        age = time.time() - psutil.Process().create_time()
-    except psutil.Error:
-        return time.monotonic()
+        try:
+            age = time.time() - psutil.Process().create_time()
+        except psutil.Error:
+            return time.monotonic()
     # At most a minute: a wall clock set back or forth meanwhile must not spend the whole budget.
     return time.monotonic() - min(max(0.0, age), 60.0)
+
+
+def _process_age() -> float | None:
+    """Seconds since this process started, on Linux from two clocks that both count from boot:
+    its start in clock ticks (/proc/self/stat, field 22) and CLOCK_BOOTTIME now, to a tick (10
+    ms). psutil's create time adds the boot time, which /proc/stat gives in whole seconds, so
+    the age it gives reads up to a second long (0.1 s on the CPU machine), and the budget was
+    spent from before the command began. None where either clock is not readable."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()   # after the command's name, which may hold spaces
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 def _page_of_a_tune(result, err: bool) -> None:
     """``tune --report``: the result is saved, so its report is written where it can be and what
     could not be is a warning; none of it fails the tune (NOTE [ A report writes what it can ])."""

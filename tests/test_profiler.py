@@ -192,3 +192,16 @@ def test_the_profile_times_uint8_only_for_a_large_float32_batch():
     p = profile_of(Pixels())
     assert p.uint8 is not None and p.uint8.byte_share == pytest.approx(0.25, rel=0.01)
     assert profile_of(Timed(0.0005, spin=False)).uint8 is None   # 16 x 4 KiB: too small to ask
+
+
+def test_the_busy_receive_begins_no_cycle_that_would_end_past_its_seconds():
+    # Each cycle lets the worker fill a queue of 2 batches of 0.15 s work (0.455 s), then takes:
+    # two cycles end inside BUSY_SECONDS, a third would end at about 1.4 s, so it is not begun.
+    from autoloader.probe.transfer import BUSY_SECONDS, _busy_receive
+
+    began = time.perf_counter()
+    takes = _busy_receive(iter(range(100)), 2, 0.15, lambda: None)
+    spent = time.perf_counter() - began
+    assert takes is not None
+    assert spent <= BUSY_SECONDS + 0.05, spent
+    assert spent >= 0.85, "two cycles, not one"

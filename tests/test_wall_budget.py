@@ -59,6 +59,21 @@ def test_the_next_burst_costs_what_its_workers_start_not_the_typical_burst_so_fa
     assert burst_seconds(LoaderConfig.make(64, 0, True), [], SEARCH_SETTINGS) == trial_seconds([])
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the boot-relative clocks are Linux's")
+def test_the_commands_start_is_read_to_a_tick_not_to_a_second():
+    # The budget counts from the command's start: a process started just now reads an age that
+    # puts its start after the moment it was spawned, and within a second of it (psutil's create
+    # time, through the boot time's whole seconds, put it up to a second earlier).
+    spawned = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", "import time; from autoloader.cli import _process_age; "
+                          "print(_process_age(), time.monotonic())"], capture_output=True, text=True,
+                         cwd=REPO_ROOT, check=True).stdout.split()
+    age, now = float(out[0]), float(out[1])
+    started = now - age
+    assert spawned - 0.025 <= started <= spawned + 1.0, (spawned, started)
+    assert started <= now
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("budget", [20])
 @pytest.mark.heavy
