@@ -170,3 +170,33 @@ def test_the_settings_what_if_is_measured_once_the_pick_is():
     both = measured + [TrialResult(probe, OK, samples_per_s=0.9 * rate)]
     assert search.settings_probe(both, search.predictions(both)) is None
     assert probe.in_order   # out of order is not in a space the user did not open to it
+
+
+class Scripted(ModelFirst):
+    """The strategy over a scripted curve: each config's predicted rate from ``rate(workers)``."""
+
+    def __init__(self, rate, fits):
+        super().__init__(search_space((32,), CPUS, "cuda"), Model(profile(), "cuda"), CPUS, fits=fits)
+        self.rate = rate
+
+    def predictions(self, history, calib=None, feasible=True):
+        from autoloader.search.model import Prediction
+
+        return [Prediction(c, self.rate(c), self.rate(c), 0.0, "workers", 0.0) for c in self.configs
+                if self._usable(c, history) and (not feasible or self.fits(c, history))]
+
+
+def test_the_best_config_whatever_its_memory_comes_first_only_when_it_does_not_fit():
+    # A slowly rising curve: the cheapest within the tie of the top (8 workers, which do not fit)
+    # is 6 workers, which fit; the pick of those that fit is 5. Nothing is recorded unrun then:
+    # the baseline comes first, as in any run.
+    curve = {0: 0.5, 1: 0.6, 2: 0.8, 3: 0.9, 4: 0.97, 5: 0.985, 6: 0.992, 7: 1.0, 8: 1.01}
+    rate = lambda c: 1000.0 * curve[min(c.num_workers, 8)] * (0.999 if c.pin_memory else 1.0)  # noqa: E731
+    six = Scripted(rate, fits=lambda c, h: c.num_workers <= 6)
+    assert six.pick(six.predictions([], feasible=False)).config.num_workers == 6
+    assert six.pick(six.predictions([])).config.num_workers == 5
+    assert six.propose([]).num_workers == 0
+    # Where that config does not fit, it comes first, to be recorded as predicted past the limit.
+    five = Scripted(rate, fits=lambda c, h: c.num_workers <= 5)
+    first = five.propose([])
+    assert first.num_workers == 6 and not five.fits(first, [])

@@ -200,10 +200,13 @@ class ModelFirst(Strategy):
         everything = self.predictions(history, calib, feasible=False)
         if not everything:
             return None
-        # The best config whatever its memory comes first: when it does not fit, the run records
-        # it as predicted past the limit (never run), which tells the user what the limit costs.
+        # The best config whatever its memory comes first when it does not fit: the run records it
+        # as predicted past the limit (never run), which tells the user what the limit costs. One
+        # that fits is no such record: the cheapest within the tie of a top that does not fit can
+        # itself fit and differ from the pick of those that do (on the GPU bench a 48-worker burst
+        # of 28 s ran first, and the run ended on it, with neither the baseline nor the rule).
         best_any = self.pick(everything).config
-        plan = [] if now and best_any == self.pick(now).config else [best_any]
+        plan = [] if self.fits(best_any, history) else [best_any]
         plan.append(self.space.default_config(0))
         # The rule before the model's pick: measured in any case, its burst corrects the terms
         # the pick rests on first (NOTE [ Model first ], 2).
