@@ -200,3 +200,23 @@ def test_the_best_config_whatever_its_memory_comes_first_only_when_it_does_not_f
     five = Scripted(rate, fits=lambda c, h: c.num_workers <= 5)
     first = five.propose([])
     assert first.num_workers == 6 and not five.fits(first, [])
+
+
+def test_a_prediction_in_doubt_is_burst_at_its_cheapest():
+    # A curve that rises a hair past 2 workers, every count within the tie, and every prediction
+    # could clear the pick over the uncorrected terms: the doubt's burst is the fewest workers
+    # of them, not the most (each rests on the same terms; a burst of more workers costs more).
+    rate = lambda c: 500.0 if c.num_workers < 2 else 1000.0 + 0.1 * c.num_workers  # noqa: E731
+    strategy = Scripted(rate, fits=lambda c, h: True)
+    strategy.model.rate_range = lambda config, calib: (0.8 * rate(config), 1.5 * rate(config))
+    pick = strategy.pick(strategy.predictions([])).config
+    assert pick.num_workers == 2
+    measured = [TrialResult(c, OK, samples_per_s=rate(c), steady_samples_per_s=rate(c))
+                for c in (strategy.space.default_config(0), strategy.control, pick)]
+    doubt = strategy.propose(measured)
+    near = [p.config for p in strategy.predictions(measured) if p.config not in {t.config for t in measured}
+            and p.samples_per_s >= 0.95 * max(rate(c) for c in strategy.configs)]
+    assert doubt == min(near, key=lambda c: c.cost())
+    assert doubt.num_workers == 2 and doubt != pick
+    # And one doubt a run: a second rests on the same unknown.
+    assert strategy.propose(measured + [TrialResult(doubt, OK, samples_per_s=rate(doubt))]) is None

@@ -21,8 +21,9 @@ not yet measured:
    terms the bursts so far corrected;
 4. the pick at each other batch size asked for (the step's work per batch changes with it,
    which only a burst shows), and the pick again once later bursts have corrected the model;
-5. the least certain of the configs predicted near the best (``Model.uncertainty``: one that
-   rests on a stage no burst has measured yet);
+5. a config predicted near the best that could still beat the pick over the terms no burst has
+   corrected yet (``Model.rate_range``: one that rests on a stage no burst has measured), the
+   cheapest such;
 6. once the pick is measured and nothing above is left, the settings what-if the model rates
    highest (``settings_probe``: the pick with pinning off, or out of order where allowed), so
    the report's what-if has a measured gain beside its predicted one; only while the budget
@@ -259,14 +260,17 @@ class ModelFirst(Strategy):
             return None
         # A prediction in doubt is worth a burst only when it could beat the pick: its highest
         # rate, over the efficiency terms no burst has corrected yet, clears the pick's by the tie.
+        # Of those, the cheapest: each rests on the same uncorrected terms, which any one burst
+        # corrects, and a burst of fewer workers costs less (their start, the cycles its window
+        # must hold). On the GPU bench the most workers of two dozen tied predictions (64, four
+        # a CPU) cost a 12 s burst, and the final it left no time for was not begun.
         pick = self.pick(now)
         best = max(now, key=lambda p: p.samples_per_s)
         near = sorted((p for p in now if p.samples_per_s >= best.samples_per_s * (1.0 - UNCERTAIN_NEAR)
-                       and p.config not in tried), key=lambda p: -p.samples_per_s)[:24]
-        upside = [(self.model.rate_range(p.config, calib)[1], p) for p in near]
-        upside = [(high, p) for high, p in upside if high > pick.samples_per_s * (1.0 + PREDICTED_TIE)]
-        if upside:
-            return max(upside, key=lambda hp: hp[0])[1].config
+                       and p.config not in tried), key=lambda p: p.config.cost())[:24]
+        for p in near:
+            if self.model.rate_range(p.config, calib)[1] > pick.samples_per_s * (1.0 + PREDICTED_TIE):
+                return p.config
         return None
 
     def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
