@@ -220,3 +220,29 @@ def test_a_prediction_in_doubt_is_burst_at_its_cheapest():
     assert doubt.num_workers == 2 and doubt != pick
     # And one doubt a run: a second rests on the same unknown.
     assert strategy.propose(measured + [TrialResult(doubt, OK, samples_per_s=rate(doubt))]) is None
+
+
+def test_another_config_challenges_the_pick_in_the_final_only_from_past_a_rounds_margin():
+    # Every count from 2 workers up predicted within the tie: the pick is 2. A burst of 4 that
+    # read 5% above the pick's is within what one burst's rate moves, and a third finalist costs
+    # every round: the final holds the pick and the rule. One that read 15% above challenges it.
+    from autoloader.search.model import Prediction
+    from autoloader.search.policy import SINGLE_ROUND_MARGIN
+
+    rate = lambda c: 500.0 if c.num_workers < 2 else 1000.0 + 0.1 * c.num_workers  # noqa: E731
+    strategy = Scripted(rate, fits=lambda c, h: True)
+    strategy.calibration = lambda history: None
+    strategy.model.predict = lambda c, calib=None: Prediction(c, rate(c), rate(c), 0.0, "workers", 0.0)
+    pick = strategy.pick(strategy.predictions([])).config
+    four = pick.replace(num_workers=4)
+    assert pick.num_workers == 2 and four != strategy.control
+
+    def finalists(four_reads):
+        bursts = {strategy.space.default_config(0): 500.0, strategy.control: 1000.0, pick: 1000.0,
+                  four: 1000.0 * four_reads}
+        return strategy.finalists([TrialResult(c, OK, samples_per_s=r, steady_samples_per_s=r)
+                                   for c, r in bursts.items()])
+
+    assert 1.05 < 1.0 + SINGLE_ROUND_MARGIN < 1.15
+    assert finalists(1.05) == [pick, strategy.control]
+    assert finalists(1.15) == [pick, four, strategy.control]

@@ -30,9 +30,14 @@ not yet measured:
    leaves the final its time, as every burst.
 
 When the corrected model's pick is measured and no prediction near the best is in doubt, the
-search ends: the profile left no doubt. The final (choice.py) then re-measures the pick, the best burst and the control
-interleaved, and the cheapest that ties the best median wins. The control is always among the
-finalists unless it could not run: a burst of it stopped early is no reason to leave the rule out.
+search ends: the profile left no doubt. The final (choice.py) then re-measures the pick and the
+control interleaved, and the cheapest that ties the best median wins. Beside them only the
+headroom probe (NOTE [ Headroom ]) and a config whose burst read past SINGLE_ROUND_MARGIN above
+the pick's (the best burst, the fastest prediction): a closer reading is within what one burst's
+rate moves, and each finalist costs every round its start, its lead and its window (on the GPU
+bench a third finalist of 56 workers beside the pick's 48, their bursts 1% apart, took 7 of a
+final's 20 s). The control is always among the finalists unless it could not run: a burst of it
+stopped early is no reason to leave the rule out.
 
 NOTE [ Headroom ]
 Where the step sets the pace the predicted curve is flat from few workers on, and the cheapest
@@ -63,6 +68,7 @@ from .policy import (
     MAX_FINALISTS,
     MAX_SEARCH_TRIALS,
     PREDICTED_TIE,
+    SINGLE_ROUND_MARGIN,
     UNCERTAIN_NEAR,
 )
 from .results import OK, TrialResult
@@ -288,8 +294,16 @@ class ModelFirst(Strategy):
         # Where the step sets the pace, the headroom probe right after the pick, when measured.
         probe = self.headroom_probe(pick)
         probed = [probe] if probe is not None and any(t.config == probe for t in ok) else []
-        chosen = [pick.config, *probed, max(ok, key=lambda t: t.samples_per_s).config,
-                  max(predicted, key=lambda p: p.samples_per_s).config]
+        # The best burst and the fastest prediction challenge the pick only from past
+        # SINGLE_ROUND_MARGIN above its burst: the model ranks, and one burst's rate moves by more
+        # than that margin's gaps, so a closer reading is no evidence against the pick, and a
+        # third finalist costs every round (NOTE [ Model first ], the final).
+        burst: dict[LoaderConfig, float] = {}
+        for t in ok:
+            burst[t.config] = max(burst.get(t.config, 0.0), t.samples_per_s)
+        others = [max(ok, key=lambda t: t.samples_per_s).config, max(predicted, key=lambda p: p.samples_per_s).config]
+        challengers = [c for c in others if burst[c] > burst[pick.config] * (1.0 + SINGLE_ROUND_MARGIN)]
+        chosen = [pick.config, *probed, *challengers]
         unique = [c for c in dict.fromkeys(chosen) if c != self.control][:MAX_FINALISTS - 1]
         # The control always, last (where the run keeps it when time is short), unless it could
         # not run: stopped early or not yet measured, the final measures it in full.
