@@ -58,6 +58,8 @@ def test_the_model_corrected_by_the_runs_bursts_is_set_against_every_measurement
     # grid's other counts are predicted closely too.
     assert by[("final", "w4 pf2 pin1 pw1")].measured == pytest.approx(truth(4))
     assert all(abs(math.exp(r.error) - 1) < 0.1 for r in found.readings)
+    # No final in the tune's record: the choice over its one burst is the pick it handed back.
+    assert found.recorded == found.chosen == "w4 pf2 pin1 pw1"
     text = replay.report([found])
     assert "| demo |" in text and "3 measurements" in text and found.pick in text
 

@@ -174,3 +174,20 @@ def test_the_table_says_the_rule_was_kept_out_of_the_final_by_its_forecast(tmp_p
     line = rule_line(result)
     assert line.startswith("the rule's forecast 1.50 GiB is past the 1.20 GiB ceiling: not measured in the final")
     assert line in table(result)
+
+
+def test_the_choice_ranks_over_every_paired_round_the_openings_too():
+    # The GPU bench's hugefloat (run-20261204b, call 7): the pick without workers read 1,354/s in
+    # the opening round, then 367/s (one disturbed reading) and 1,307/s; the rule 768, 986 and
+    # 775/s. The final's two rounds alone have medians 837 and 880/s, which handed back the rule;
+    # over the three rounds the pick leads, 1,307 against 775/s.
+    pick, rule = cfg(0, pin=True), cfg(15, pin=True)
+    finals = [Finalist(pick, (367.0, 1307.0), (0.99, 0.97), opening=1354.0),
+              Finalist(rule, (986.0, 775.0), (0.9, 0.9), opening=768.0)]
+    history = [trial(pick, 1354.0, 0.98), trial(rule, 768.0, 0.9)]
+    assert choose(finals, history, control=rule).config == pick
+    # The report's median stays that of the final's own rounds (the model is checked against it).
+    assert finals[0].median == (367.0 + 1307.0) / 2 and finals[0].round_median == 1307.0
+    # Without the opening the final's two rounds are all there is, and they decide as before.
+    bare = [Finalist(f.config, f.rates, f.waits) for f in finals]
+    assert choose(bare, history, control=rule).config == rule

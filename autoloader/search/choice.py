@@ -2,7 +2,8 @@
 
 The final re-measures the few configs the search put forward (model_first.py), the control among
 them, in one process, interleaved (A B C A B C ...), so drift hits them alike; the pick is the
-cheapest config that ties the best median. Pure functions over measured records.
+cheapest config that ties the best median over the paired rounds. Pure functions over measured
+records.
 
 The pick against the rule is judged on their paired rounds (NOTE [ Paired rounds ] in
 paired.py): where the interval cannot tell them apart, the cheaper of the two is kept.
@@ -61,7 +62,16 @@ class Finalist:
 
     @property
     def median(self) -> float:
+        """The median of the final's own rounds: what the report shows, and what the model's
+        predictions are checked against (readings the bursts did not fit it to)."""
         return statistics.median(self.rates) if self.rates else 0.0
+
+    @property
+    def round_median(self) -> float:
+        """The median over every paired round, the opening's too: what the choice ranks by
+        (NOTE [ The opening round ] in opening.py)."""
+        rounds = [r for r in self.by_round().values() if r]
+        return statistics.median(rounds) if rounds else 0.0
 
     @property
     def rate(self) -> float | None:
@@ -106,7 +116,8 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
 
 def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: LoaderConfig | None = None,
            widen: float = 0.0, narrow: frozenset = frozenset()) -> Finalist:
-    """The cheapest finalist that ties the best median: within FINAL_TIE, within KEEPS_UP_TIE
+    """The cheapest finalist that ties the best median over the paired rounds (the opening's
+    too: ``Finalist.round_median``): within FINAL_TIE, within KEEPS_UP_TIE
     when both keep up and are of one kind (NOTE [ Keeping up ]), or within DISAGREE_TIE when a
     round put it level with the best or ahead (NOTE [ Rounds that disagree ]). Without a final,
     the cheapest config within noise of the best burst, or, when the control was measured, the
@@ -134,21 +145,25 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
         clear = [f for f in finals if f.median > reference.median * (1.0 + SINGLE_ROUND_MARGIN)]
         chosen = max(clear, key=lambda f: f.median) if clear else reference
         return _with_trial(chosen, history)
-    best = max(finals, key=lambda f: f.median)
+    # Ranked over every paired round, the opening's too: with two final rounds a median of the
+    # final alone is their mean, which one disturbed reading decides (NOTE [ The opening round ]).
+    median = {f.config: f.round_median for f in finals}
+    best = max(finals, key=lambda f: median[f.config])
 
     def ties(final: Finalist) -> bool:
-        if final.median >= best.median * (1.0 - FINAL_TIE):
+        mine, top = median[final.config], median[best.config]
+        if mine >= top * (1.0 - FINAL_TIE):
             return True
         # A busy machine's noise ties only a gap the rounds do not all show.
         disagree = not ahead_every_round(best, final)
-        if disagree and final.median >= best.median * (1.0 - (FINAL_TIE + widen)):
+        if disagree and mine >= top * (1.0 - (FINAL_TIE + widen)):
             return True
         if final.config in narrow or not same_kind(final.config, best.config):
             return False
         # Both keep up: only then is the gap the consumer's noise, not a loader that lags.
-        if final.keeps_up and best.keeps_up and final.median >= best.median * (1.0 - KEEPS_UP_TIE):
+        if final.keeps_up and best.keeps_up and mine >= top * (1.0 - KEEPS_UP_TIE):
             return True
-        return disagree and final.median >= best.median * (1.0 - (DISAGREE_TIE + widen))
+        return disagree and mine >= top * (1.0 - (DISAGREE_TIE + widen))
 
     chosen = min((f for f in finals if ties(f)), key=lambda f: f.config.cost())
     return _with_trial(cheaper_if_unsure(chosen, reference), history)

@@ -27,9 +27,14 @@ A search burst's window is the search's (up to 3 s, 3 worker cycles) rather than
 to 3 s, 4 cycles): a rate read over either window is the same rate, and both readings of a pair
 have the same window, so the ratio is like for like. The rule's search burst is never stopped
 early for being behind (tuning/run.py): its full reading is the opening's other half. The
-opening serves the pairs only (``Finalist.opening``): a finalist's median stays that of its
-final rounds, so the model's predictions, which the bursts corrected, are still checked against
-readings it was not fitted to.
+opening serves the pairs and the choice: the final's pick ranks the finalists by their median
+over every round, the opening's too (``Finalist.round_median``). With two final rounds the
+final's own median is their mean, and one disturbed reading decides it: on the GPU bench a
+no-worker pick read 1,354/s in the opening, 367/s and 1,307/s in the final, the rule 768, 986
+and 775/s, and the final's medians (837 and 880/s) handed back the rule (its median over the
+rounds: 775/s against the pick's 1,307/s). A finalist's ``median`` (what the report shows)
+stays that of its final rounds, so the model's predictions, which the bursts corrected, are
+still checked against readings it was not fitted to.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ bench measured (the grid's long windows, the final's medians) against the measur
 change to the model or its calibration can be judged on runs already made, before a GPU run: the
 same records, the code before and after. It cannot say what the changed search would have
 measured (a burst it would have run is not in the records), only how the model reads the
-measurements that were made, and which config it would now pick from the same bursts.
+measurements that were made, which config it would now pick from the same bursts, and which the
+final's choice (autoloader/search/choice.py) now makes of the same final rounds, against the pick
+the run handed back.
 
 Reads records only; measures nothing. Pure functions, so tests feed it records they write.
 """
@@ -20,6 +22,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from autoloader.search.choice import choose
 from autoloader.search.model import Model
 from autoloader.search.model_first import ModelFirst
 from autoloader.search.results import TrialResult
@@ -48,6 +51,8 @@ class Replay:
     workload: str
     readings: tuple[Reading, ...]
     pick: str             # the corrected model's pick from the run's bursts
+    recorded: str = ""    # the pick the run handed back
+    chosen: str = ""      # the final's choice now from the run's final rounds (and its bursts)
 
     @property
     def mean_error(self) -> float:
@@ -89,24 +94,34 @@ def replays(rows: list[dict]) -> list[Replay]:
         readings = tuple(Reading(phase, short(c), v, model.predict(c, calib).samples_per_s)
                          for phase, c, v in measured if c.batch_size == profile.batch_size)
         pick = search.pick(search.predictions(trials, calib)).config
-        out.append(Replay(f"{name[1]} ({name[0]})" if name[1] in repeated else name[1], readings, short(pick)))
+        finals = list(tuner.finals)
+        narrow = search.short_of_headroom([f.config for f in finals], trials)
+        chosen = choose(finals, trials, tuner.control, widen=tuner.load.widen if tuner.load else 0.0,
+                        narrow=narrow).config
+        out.append(Replay(f"{name[1]} ({name[0]})" if name[1] in repeated else name[1], readings, short(pick),
+                          short(tuner.config), short(chosen)))
     return out
 
 
 def report(found: list[Replay]) -> str:
-    lines = ["| workload | mean |error| | largest error | within ±10% | corrected model's pick |",
-             "|---|---|---|---|---|"]
+    lines = ["| workload | mean |error| | largest error | within ±10% | corrected model's pick | pick handed back "
+             "| the final's choice now |",
+             "|---|---|---|---|---|---|---|"]
     for r in found:
         worst = max(r.readings, key=lambda x: abs(x.error), default=None)
         close = sum(1 for x in r.readings if abs(math.exp(x.error) - 1) <= 0.10)
         lines.append(f"| {r.workload} | {r.mean_error * 100:.1f}% | "
                      + (f"{(math.exp(worst.error) - 1) * 100:+.1f}% ({worst.phase} {worst.config})" if worst else "n/a")
-                     + f" | {close} of {len(r.readings)} | {r.pick} |")
+                     + f" | {close} of {len(r.readings)} | {r.pick} | {r.recorded} | "
+                     + (r.chosen if r.chosen == r.recorded else f"**{r.chosen}**") + " |")
     every = [x for r in found for x in r.readings]
     if every:
         lines.append(f"\nover {len(found)} workload(s), {len(every)} measurements: mean |log(predicted / measured)| "
                      f"{statistics.fmean(abs(x.error) for x in every) * 100:.1f}%; within ±10%: "
                      f"{sum(1 for x in every if abs(math.exp(x.error) - 1) <= 0.10)} of {len(every)}")
+    changed = [r for r in found if r.chosen != r.recorded]
+    lines.append(f"\nthe final's choice now differs from the pick handed back in {len(changed)} of {len(found)} "
+                 "tune(s) (in bold)")
     return "\n".join(lines)
 
 
