@@ -70,3 +70,19 @@ def test_a_measurement_the_model_cannot_fit_reads_as_far_off():
     by = {r.config: r for r in found.readings}
     assert by["w2 pf2 pin1 pw1"].error < math.log(0.7)
     assert found.mean_error > 0.1
+
+
+def test_the_finals_choice_now_is_set_beside_the_pick_the_run_handed_back():
+    # A record whose final handed back the rule (its two rounds' medians ahead) where the choice
+    # now, over every paired round, the opening's too, keeps the pick without workers: the
+    # report marks the difference and counts it.
+    rule, pick = config(7), config(0)
+    finals = [{"config": pick.loader_kwargs(), "rates": [367.0, 1307.0], "waits": [0.99, 0.97], "opening": 1354.0},
+              {"config": rule.loader_kwargs(), "rates": [986.0, 775.0], "waits": [0.9, 0.9], "opening": 768.0}]
+    tuner = {"profile": profile().to_dict(), "hardware": {"cpus": 8}, "device": "cuda", "dataset_key": "demo-n100-abc",
+             "config": rule.loader_kwargs(), "samples_per_s": 880.0, "control": rule.loader_kwargs(),
+             "trials": [result(0, 1354.0, wait_fraction=0.98), result(7, 768.0, wait_fraction=0.9)], "finals": finals}
+    (found,) = replay.replays([{"phase": "tuner", "workload": "demo", "run_id": "r1", "tuner": tuner}])
+    assert found.recorded == "w7 pf2 pin1 pw1" and found.chosen == "w0 pin1"
+    text = replay.report([found])
+    assert "**w0 pin1**" in text and "differs from the pick handed back in 1 of 1" in text

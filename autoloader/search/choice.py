@@ -52,7 +52,8 @@ class Finalist:
     trial: TrialResult | None = None
     rounds: tuple[int, ...] = ()
     # Its search burst's rate when that burst is part of the final's opening round (NOTE [ The
-    # opening round ] in opening.py): a round of the pairs, not of the median.
+    # opening round ] in opening.py): a round of the pairs and of the choice's ranking
+    # (``round_median``), not of ``median``.
     opening: float | None = None
 
     def by_round(self) -> dict[int, float]:
@@ -70,7 +71,7 @@ class Finalist:
     def round_median(self) -> float:
         """The median over every paired round, the opening's too: what the choice ranks by
         (NOTE [ The opening round ] in opening.py)."""
-        rounds = [r for r in self.by_round().values() if r]
+        rounds = list(self.by_round().values())
         return statistics.median(rounds) if rounds else 0.0
 
     @property
@@ -192,9 +193,10 @@ def finalist_of(config: LoaderConfig | None, finals: Sequence[Finalist]) -> Fina
 
 
 def challenger(finals: Sequence[Finalist], rule: LoaderConfig | None) -> Finalist | None:
-    """The finalist that decides a pick equal to the rule: the best median of the others."""
+    """The finalist that decides a pick equal to the rule: the best of the others over the
+    paired rounds (``Finalist.round_median``, as the choice ranks them)."""
     others = [f for f in finals if f.config != rule and f.rates]
-    return max(others, key=lambda f: f.median) if others else None
+    return max(others, key=lambda f: f.round_median) if others else None
 
 
 def rule_settled(finals: Sequence[Finalist], pick: LoaderConfig, rule: LoaderConfig | None,

@@ -31,7 +31,8 @@ not yet measured:
 
 When the corrected model's pick is measured and no prediction near the best is in doubt, the
 search ends: the profile left no doubt. The final (choice.py) then re-measures the pick and the
-control interleaved, and the cheapest that ties the best median wins. Beside them only the
+control interleaved, and the cheapest that ties the best median over the paired rounds (the
+opening's too) wins. Beside them only the
 headroom probe (NOTE [ Headroom ]) and a config whose burst read past SINGLE_ROUND_MARGIN above
 the pick's (the best burst, the fastest prediction): a closer reading is within what one burst's
 rate moves, and each finalist costs every round its start, its lead and its window (on the GPU
@@ -266,9 +267,10 @@ class ModelFirst(Strategy):
             return None
         # A prediction in doubt is worth a burst only when it could beat the pick: its highest
         # rate, over the efficiency terms no burst has corrected yet, clears the pick's by the tie.
-        # Of those, the cheapest: each rests on the same uncorrected terms, which any one burst
-        # corrects, and a burst of fewer workers costs less (their start, the cycles its window
-        # must hold). On the GPU bench the most workers of two dozen tied predictions (64, four
+        # Of those, the cheapest: its own range clears the pick, so its burst corrects a term
+        # that range rests on (the workers', the main process's or the pin thread's, which the
+        # configs near the best mostly share), and a burst of fewer workers costs less (their
+        # start, the cycles its window must hold). On the GPU bench the most workers of two dozen tied predictions (64, four
         # a CPU) cost a 12 s burst, and the final it left no time for was not begun.
         pick = self.pick(now)
         best = max(now, key=lambda p: p.samples_per_s)
@@ -280,9 +282,10 @@ class ModelFirst(Strategy):
         return None
 
     def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
-        """Who the final re-measures: of the configs measured in full, the corrected model's pick
-        and its fastest prediction among them and the best burst; and the control (last), unless
-        it failed or broke a limit."""
+        """Who the final re-measures: of the configs measured in full, the corrected model's pick,
+        its headroom probe where the step sets the pace, and its fastest prediction among them and
+        the best burst where their burst read past SINGLE_ROUND_MARGIN above the pick's; and the
+        control (last), unless it failed or broke a limit."""
         # A config measured while it fitted stays out once the memory predicted for a run no
         # longer fits (the bursts since taught the per-worker overhead).
         ok = self._measured(history)

@@ -129,8 +129,9 @@ def settled(previous: TuneResult, finals: Sequence[Finalist], old: LoaderConfig,
     _, lo, hi = runs_ratio([r * ranks for r in list(mine.rates) + bursts], then)
     if against_band(lo, hi, thresholds.rate) == STRADDLES:
         return False
-    others = sorted((f for f in finals if f.config != old and f.rates), key=lambda f: -f.median)
-    if not thresholds.pick or not others or others[0].median <= mine.median:
+    # Ranked as the choice ranks them: over every paired round (Finalist.round_median).
+    others = sorted((f for f in finals if f.config != old and f.rates), key=lambda f: -f.round_median)
+    if not thresholds.pick or not others or others[0].round_median <= mine.round_median:
         return True
     theirs, ours = others[0].by_round(), mine.by_round()
     common = sorted(theirs.keys() & ours.keys())

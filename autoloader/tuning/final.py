@@ -164,7 +164,7 @@ class Final:
         if not load.busy or len(finals) < 2 or min(len(f.rates) for f in finals) < 1:
             return finals
         pick = choose(finals, history, control, widen=load.widen, narrow=narrow).config
-        ranked = sorted(finals, key=lambda f: -f.median)
+        ranked = sorted(finals, key=lambda f: -f.round_median)   # as the choice ranks them
         deciders = list(dict.fromkeys([pick] + [f.config for f in ranked]))[:2]
         for extra in range(BUSY_ROUNDS):
             if round_seconds(deciders, history) > self.clock.left():
@@ -186,9 +186,9 @@ class Final:
         for _ in range(SETTLE_ROUNDS):
             if settled(finals):
                 break
-            others = sorted((f for f in finals if f.config != previous), key=lambda f: -f.median)
+            others = sorted((f for f in finals if f.config != previous), key=lambda f: -f.round_median)
             mine = next((f for f in finals if f.config == previous), None)
-            ahead = bool(others) and (mine is None or others[0].median > mine.median)
+            ahead = bool(others) and (mine is None or others[0].round_median > mine.round_median)
             pair = [previous, others[0].config] if ahead else [previous]
             if round_seconds(pair, history) > self.clock.left():
                 break
