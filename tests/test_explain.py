@@ -378,3 +378,18 @@ def test_the_pages_how_sure_cell_says_predicted_once_and_the_knee_counts_its_wor
     for workers, said in ((1, "stops paying at 1 worker, peak"), (2, "stops paying at 2 workers, peak")):
         tuned = dataclasses.replace(record.tuned, knee=dataclasses.replace(record.knee, stops_paying=workers))
         assert said in table(dataclasses.replace(record, tuned=tuned), saved=False)
+
+
+def test_the_pages_final_shows_the_opening_round_and_both_medians():
+    # The choice ranks over every paired round, the opening's too; the page shows that median
+    # beside the final's own, and the opening reading first among the rates.
+    record = TuneResult.from_dict(synthetic_result())
+    pick, rule = record.finals
+    opened = (dataclasses.replace(pick, rates=(367.0, 1307.0), opening=1354.0),
+              dataclasses.replace(rule, rates=(986.0, 775.0), opening=768.0))
+    record = dataclasses.replace(record, finals=opened)
+    page = render_markdown(record, explain(record), {})
+    final = page.split("### The interleaved final", 1)[1]
+    assert "| rates per round | median | median over every round |" in final
+    assert "1,354/s (opening), 367/s, 1,307/s" in final.replace(" samples", "")
+    assert "which is what the choice ranks by" in final
