@@ -32,12 +32,11 @@ not yet measured:
 When the corrected model's pick is measured and no prediction near the best is in doubt, the
 search ends: the profile left no doubt. The final (choice.py) then re-measures the pick and the
 control interleaved, and the cheapest that ties the best median over the paired rounds (the
-opening's too) wins. Beside them only the
-headroom probe (NOTE [ Headroom ]) and a config whose burst read past SINGLE_ROUND_MARGIN above
-the pick's (the best burst, the fastest prediction): a closer reading is within what one burst's
-rate moves, and each finalist costs every round its start, its lead and its window (on the GPU
-bench a third finalist of 56 workers beside the pick's 48, their bursts 1% apart, took 7 of a
-final's 20 s). The control is always among the finalists unless it could not run: a burst of it
+opening's too) wins. Beside them only the headroom probe (NOTE [ Headroom ]) and a config whose
+burst read past SINGLE_ROUND_MARGIN above the pick's (the best burst, the fastest prediction): a
+closer reading is within what one burst's rate moves, and each finalist costs every round its
+start, its lead and its window (on the GPU bench a third finalist of 56 workers beside the
+pick's 48, their bursts 1% apart, took 7 of a final's 20 s). The control is always among the finalists unless it could not run: a burst of it
 stopped early is no reason to leave the rule out.
 
 NOTE [ Headroom ]
@@ -72,7 +71,7 @@ from .policy import (
     SINGLE_ROUND_MARGIN,
     UNCERTAIN_NEAR,
 )
-from .results import OK, TrialResult
+from .results import OK, TrialResult, best_burst
 from .settings import SETTINGS
 from .space import LoaderConfig, SearchSpace
 from .strategy import Strategy
@@ -270,8 +269,9 @@ class ModelFirst(Strategy):
         # Of those, the cheapest: its own range clears the pick, so its burst corrects a term
         # that range rests on (the workers', the main process's or the pin thread's, which the
         # configs near the best mostly share), and a burst of fewer workers costs less (their
-        # start, the cycles its window must hold). On the GPU bench the most workers of two dozen tied predictions (64, four
-        # a CPU) cost a 12 s burst, and the final it left no time for was not begun.
+        # start, the cycles its window must hold). On the GPU bench the most workers of two dozen
+        # tied predictions (64, four a CPU) cost a 12 s burst, and the final it left no time for
+        # was not begun.
         pick = self.pick(now)
         best = max(now, key=lambda p: p.samples_per_s)
         near = sorted((p for p in now if p.samples_per_s >= best.samples_per_s * (1.0 - UNCERTAIN_NEAR)
@@ -301,11 +301,9 @@ class ModelFirst(Strategy):
         # SINGLE_ROUND_MARGIN above its burst: the model ranks, and one burst's rate moves by more
         # than that margin's gaps, so a closer reading is no evidence against the pick, and a
         # third finalist costs every round (NOTE [ Model first ], the final).
-        burst: dict[LoaderConfig, float] = {}
-        for t in ok:
-            burst[t.config] = max(burst.get(t.config, 0.0), t.samples_per_s)
+        mine = best_burst(ok, pick.config)
         others = [max(ok, key=lambda t: t.samples_per_s).config, max(predicted, key=lambda p: p.samples_per_s).config]
-        challengers = [c for c in others if burst[c] > burst[pick.config] * (1.0 + SINGLE_ROUND_MARGIN)]
+        challengers = [c for c in others if best_burst(ok, c) > mine * (1.0 + SINGLE_ROUND_MARGIN)]
         chosen = [pick.config, *probed, *challengers]
         unique = [c for c in dict.fromkeys(chosen) if c != self.control][:MAX_FINALISTS - 1]
         # The control always, last (where the run keeps it when time is short), unless it could

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from .policy import keeps_up_at
 from .space import LoaderConfig
@@ -132,6 +133,12 @@ class TrialResult:
     def describe_failure(self) -> str:
         text = CAUSES.get(self.cause or "error", self.cause or "")
         return f"{text}: {self.error}" if self.error else text
+
+
+def best_burst(history: Sequence[TrialResult], config: LoaderConfig) -> float:
+    """``config``'s best rate over its bursts measured in full (OK, not pruned); 0.0 if none."""
+    return max((t.samples_per_s or 0.0 for t in history if t.config == config and t.status == OK and not t.pruned),
+               default=0.0)
 
 
 @dataclass(frozen=True)

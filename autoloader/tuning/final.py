@@ -40,7 +40,7 @@ from ..search.choice import Finalist, choose, rule_settled
 from ..search.load import MachineLoad
 from ..search.policy import (BUSY_ROUNDS, FINAL_MAX_ROUNDS, FINAL_MIN_ROUNDS, FINAL_ROUNDS, FINAL_SETTINGS,
                              SETTLE_ROUNDS, SINGLE_ROUND_MARGIN)
-from ..search.results import OK, TrialResult
+from ..search.results import OK, TrialResult, best_burst
 from ..search.space import LoaderConfig
 
 
@@ -62,9 +62,8 @@ def final_configs(finalists: Sequence[LoaderConfig], control: LoaderConfig | Non
     failed = {t.config for t in history if t.status != OK}
     chosen = [c for c in finalists if c not in (control, previous)]
     if pick is not None and pick == control and control in finalists:
-        burst = lambda c: max((t.samples_per_s or 0.0 for t in history if t.config == c and t.status == OK  # noqa: E731
-                               and not t.pruned), default=0.0)
-        chosen = [c for c in chosen if burst(control) and burst(c) > burst(control) * (1.0 + SINGLE_ROUND_MARGIN)]
+        rule = best_burst(history, control)
+        chosen = [c for c in chosen if rule and best_burst(history, c) > rule * (1.0 + SINGLE_ROUND_MARGIN)]
         if not chosen and previous is None:
             return []
     if previous is not None and previous not in failed:
