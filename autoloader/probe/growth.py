@@ -17,6 +17,7 @@ from typing import Callable
 
 from ..search.growth import Growth, fit_growth
 from ..search.policy import GROWTH_MIN_DATASET
+from .heap import copies_nothing
 from .pages import Pages, private_pages
 
 # The stage's most seconds, both phases; the contiguous block's share of them.
@@ -191,9 +192,13 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
 
 def with_growth(profile, dataset, fixed_kwargs: dict, dataset_bytes: int | None, beat: Callable[[], None]):
     """The profile with its growth stage (``measure_growth``) added, or as it was when the stage
-    could not be measured: the trials meet and report whatever stopped it."""
+    could not be measured (the trials meet and report whatever stopped it) or has nothing to find:
+    the dataset's heap is held in large buffers (NOTE [ A heap of buffers copies nothing ] in
+    heap.py)."""
     beat()
     try:
+        if copies_nothing(dataset, dataset_bytes, GROWTH_MIN_DATASET):
+            return profile
         growth = measure_growth(dataset, fixed_kwargs, profile.sample_median_s, dataset_bytes, beat=beat,
                                 sample_bytes=profile.sample_bytes)
     except Exception:  # noqa: BLE001 - the profile stands without it
