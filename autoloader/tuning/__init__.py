@@ -4,6 +4,8 @@ Serves ``api`` (``tune``/``best_loader``) and ``fleet.retune``:
 
 - ``run``: ``Run``, the sequence (start the trial process, profile, search, final, choose,
   record), each step its own method;
+- ``record``: the result's record, assembled from what the run measured and chose, compared with
+  the previous result, written;
 - ``result``: ``TuneResult``, what a run returns and stores (defined in store/result.py, beside
   its readers);
 - ``compare``: what changed since the previous result (``--fail-if-changed`` and ``retune``);

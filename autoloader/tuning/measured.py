@@ -1,6 +1,6 @@
 """The parts of a run's result record that are plain functions of what the run measured: the
 knee, the reorder what-if's gain, the fallback profile, the dataset's record, the
-num_workers=0 baseline and the set-up's and profile's parts on the run's clock (tuning/run.py
+num_workers=0 baseline and the set-up's and profile's parts on the run's clock (tuning/record.py
 assembles the record from them)."""
 
 from __future__ import annotations

@@ -243,6 +243,22 @@ def memory_line(pick, control=None) -> str | None:
     return f"{who}{what} ({shown.growth.per_sample_bytes / 2**10:.1f} KiB a sample at first{seen}). {why}{saved}"
 
 
+def _ranked_otherwise(result) -> str:
+    """Where the final's own medians (the rates the table shows) put the pick and the rule in the
+    other order than their medians over every paired round, the opening's too, which the choice
+    ranks by (NOTE [ The opening round ] in search/opening.py): those medians, so that a pick
+    shown below the rule's rate says why it was kept; else nothing."""
+    finals = {f.config: f for f in getattr(result, "finals", ())}
+    pick, rule = finals.get(result.tuned.config), finals.get(getattr(result, "control", None))
+    if pick is None or rule is None or pick is rule:
+        return ""
+    if (pick.median < rule.median) == (pick.round_median < rule.round_median):
+        return ""
+    ranks = getattr(result, "ranks", 1)
+    return (f" (over every paired round, the opening's too, which the choice ranks by: the pick "
+            f"{_rate(pick.round_median * ranks)}, the rule {_rate(rule.round_median * ranks)})")
+
+
 def rule_line(result) -> str:
     """The table's line on the rule the tuner replaces (NOTE [ Model first ]): the verdict its
     paired rounds support (``TuneResult.verdict``), or why there is none."""
@@ -260,7 +276,7 @@ def rule_line(result) -> str:
         return f"{verdict} ({rule}){beaten_words(result)}"
     median = getattr(result, "control_samples_per_s", None)
     if median:
-        return f"{_rate(median)} ({rule}) in the interleaved final; the pick: {verdict}"
+        return f"{_rate(median)} ({rule}) in the interleaved final; the pick: {verdict}{_ranked_otherwise(result)}"
     trials = [tr for tr in result.trials if tr.config == control]
     failed = next((tr for tr in trials if tr.status != OK), None)
     if failed is not None:

@@ -4,22 +4,21 @@
 owns the trial process, the study and the clock, and releases the trial process however it ends.
 The profile (probe/profiler.py) feeds the model (search/model.py); the strategy
 (search/model_first.py) chooses what to measure, ``search.choice`` the pick, ``search.budget`` the
-time; a node's arithmetic is ``node.ranks.Ranks``'s. This module only sequences them.
+time; a node's arithmetic is ``node.ranks.Ranks``'s; the result's record is record.py's. This
+module only sequences them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import time
-import warnings
 from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..errors import AutoloaderError, AutoloaderWarning, InputError, NoFeasibleConfig, usage
-from ..events import (ControlRetried, FleetPushed, Profiled, Progress, TrialDone, TrialsUnstored, TuneDone, TuneStarted,
+from ..errors import AutoloaderError, InputError, NoFeasibleConfig, usage
+from ..events import (ControlRetried, FleetPushed, Profiled, Progress, TrialDone, TrialsUnstored, TuneStarted,
                       WaitingForLock)
 from ..inputs import hardware
 from ..inputs.limits import clipped_timeout, warn_batch_past_length
@@ -32,7 +31,6 @@ from ..probe.driver import TrialRunner
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
 from ..search.budget import Clock, burst_seconds, overhead_seconds, rounds_kept
 from ..search.choice import Finalist, best_of, choose
-from ..search.config import TunedConfig
 from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Model
 from ..search.load import MachineLoad, machine_load
@@ -42,30 +40,23 @@ from ..search.policy import SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.settings import open_gates
-from ..search.shards import stream_record, worker_cap
+from ..search.shards import worker_cap
 from ..search.knob import NODES
 from ..search.nodes import graph_control, graph_space
 from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
-from ..search.threads import threads_of
 from ..search.warm import WarmStart, warmed
-from ..store.durable import write_failure
-from ..store.saving import save
-from ..store.history import keep, previous
-from ..store.paths import default_storage, held, lock_path, result_path, study_name
-from ..store.records import Inputs, NodeRecord, Provenance
+from ..store.history import previous
+from ..store.paths import default_storage, held, lock_path, study_name
 from ..store.retry import OnceMore, control_again
-from ..store.snippet import snippet
 from ..store.storage import warm_up
 from ..store.study import StudyStore
-from ..store.versions import provenance
-from .claims import what_if_claims
-from .compare import Comparison, compare, settled
-from .measured import (baseline_rate, dataset_record, fallback_profile, knee_of, profile_parts, reorder_gain,
-                       setup_parts)
+from .compare import settled
+from .measured import fallback_profile, profile_parts, setup_parts
 from .final import Final, final_configs, final_measurement
+from .record import Ran, record
 from .result import TuneResult
-from .start import default_method, measured_space, start_choice, start_plan, warn_uncompiled
+from .start import default_method, measured_space, start_plan, warn_uncompiled
 
 
 # The most the run waits for the study's import thread once the study is open (it has finished
@@ -359,66 +350,9 @@ class Run:
     def _record(self, started: Started, profile: Profile, model: Model, strategy: Strategy,
                 history: Sequence[TrialResult], finals: Sequence[Finalist], pick: Finalist,
                 load: MachineLoad) -> TuneResult:
-        """The result: the pick with its figures, compared with the previous result of the
-        problem (read before this one replaces it), written, and the run marked complete."""
-        problem, out, store = started.problem, self.options.out, self.store
-        key, fingerprint = problem.key, problem.hardware.fingerprint
-        calib = strategy.calibration(history)
-        tuned = TunedConfig(config=pick.config, samples_per_s=self.ranks.rate(pick.rate),
-                            rel_interval=pick.trial.rel_interval if pick.trial is not None else None,
-                            baseline_samples_per_s=self.ranks.rate(baseline_rate(finals, history)),
-                            knee=knee_of(strategy, history), hardware=problem.hardware.to_dict(),
-                            dataset_key=key, device=problem.device)
-        before = self.before
-        result = TuneResult(
-            tuned, tuple(history), tuple(finals), result_path(out, fingerprint, key),
-            result_path(out, fingerprint, key, ".py"), store.shown_url, self.clock.elapsed(), len(started.history),
-            self.runner.orphans, self.runner.shm_leaks, profile=profile, calibration=calib,
-            predicted=model.predict(pick.config, calib), control=strategy.control,
-            reorder_gain=reorder_gain(model, pick.config, calib, problem.allow_reorder),
-            model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
-            run_id=store.run.run_id, dataset=dataset_record(problem), provenance=Provenance(**provenance()),
-            warm_start=self.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(self.ranks.record(
-                self.options.limits.max_memory)), inputs=self._inputs(problem),
-            memory=self.memory.forecast(pick.config, history),
-            control_memory=self.memory.forecast(strategy.control, history) if strategy.control else None,
-            load=load, threads=threads_of(profile, started.info.threads),
-            stream=stream_record(started.info.shards, started.info.shards_from, self.uncapped, history, profile)
-            if started.info.length is None and started.info.nodes is None else None, nodes=started.info.nodes,
-            start=start_choice(problem, profile, pick.config, self.memory, model, calib, history, strategy.control))
-        result = dataclasses.replace(result, what_ifs=what_if_claims(result))
-        if before is not None:
-            result = dataclasses.replace(result, since=self._since(before, result))
-        if not result.conclusive and before is not None and before.where == result.path:
-            try:
-                keep(out, fingerprint, key, before)   # the baseline this result replaces stays findable
-            except OSError as exc:
-                warnings.warn(AutoloaderWarning(f"{write_failure('the previous result', before.where, exc)}; "
-                                                "this run's result replaces it all the same"), stacklevel=2)
-        save(result, {result.snippet_path: snippet(tuned, result.nodes),
-                      result.path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
-        store.complete(result)
-        self.progress(TuneDone(result))
-        return result
-
-    def _since(self, before: TuneResult, result: TuneResult) -> Comparison | None:
-        """``result`` against the previous one (tuning/compare.py). The pick is saved whatever
-        happens here: a comparison that fails is said, and the result stored without it."""
-        try:
-            return compare(before, result, self.options.thresholds)
-        except Exception as exc:  # noqa: BLE001 - the search is done; its pick must not be lost to the comparison
-            warnings.warn(AutoloaderWarning(f"the comparison with the previous result {before.where} failed "
-                                            f"({type(exc).__name__}: {exc}); the result is saved without it"),
-                          stacklevel=2)
-            return None
-
-    def _inputs(self, problem: Problem) -> Inputs:
-        """What the explanation (explain/) needs beside the figures: whether a step was timed,
-        whether reordering was allowed, the memory limits the configs were held to, and when each
-        part of the run ran (seconds from its start), and the step's identity (``problem``: as
-        started, its identity known)."""
-        return Inputs(problem.step.name if problem.step else None, problem.allow_reorder,
-                      self.ranks.memory(self.options.limits.max_memory), hardware.shm_free(),
-                      tuple(tuple(mark) for mark in self._timeline),
-                      problem.step_identity if problem.step else None, tuple(self._parts))
-
+        """The result, compared, written and the run marked complete (tuning/record.py)."""
+        ran = Ran(self.options, self.ranks, self.clock, self.runner.orphans, self.runner.shm_leaks,
+                  self.warm_start, self.uncapped, self.memory, tuple(self._timeline), tuple(self._parts),
+                  self.before)
+        return record(ran, started, profile, model, strategy, history, finals, pick, load, self.store,
+                      self.progress)

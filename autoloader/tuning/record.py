@@ -1,0 +1,136 @@
+"""A run's result record: assembled from what the run measured and chose, compared with the
+previous result of the problem, written, and the run marked complete.
+
+``Run`` (run.py) sequences the run and hands this module ``Ran``, the few of its own fields the
+record reads beside the search's (the clock's reading, the memory limits, the timeline), so that
+what a record holds is read in one place and the run's sequence in another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..errors import AutoloaderWarning
+from ..events import Progress, TuneDone
+from ..inputs import hardware
+from ..inputs.options import Options
+from ..inputs.problem import Problem
+from ..node.ranks import Ranks
+from ..search.budget import Clock
+from ..search.choice import Finalist
+from ..search.config import TunedConfig
+from ..search.load import MachineLoad
+from ..search.memory import MemoryLimits
+from ..search.model import Model
+from ..search.profile import Profile
+from ..search.results import TrialResult
+from ..search.shards import stream_record
+from ..search.strategy import Strategy
+from ..search.threads import threads_of
+from ..search.warm import WarmStart
+from ..store.durable import write_failure
+from ..store.history import keep
+from ..store.paths import result_path
+from ..store.records import Inputs, NodeRecord, Provenance
+from ..store.saving import save
+from ..store.snippet import snippet
+from ..store.study import StudyStore
+from ..store.versions import provenance
+from .claims import what_if_claims
+from .compare import Comparison, compare
+from .measured import baseline_rate, dataset_record, knee_of, reorder_gain
+from .result import TuneResult
+from .start import start_choice
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What the record reads of the run beside the search: its options, its ranks, how long it
+    took (its clock, read as the record is made), what the trial process left behind, the memory limits the configs were held to, the
+    timeline and the parts, and the previous result of the problem (read before this one
+    replaces it)."""
+    options: Options
+    ranks: Ranks
+    clock: Clock
+    orphans: int
+    shm_leaks: int
+    warm_start: WarmStart | None
+    uncapped: int
+    memory: MemoryLimits
+    timeline: tuple
+    parts: tuple
+    before: TuneResult | None
+
+
+def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy, history: Sequence[TrialResult],
+           finals: Sequence[Finalist], pick: Finalist, load: MachineLoad, store: StudyStore,
+           progress: Progress) -> TuneResult:
+    """The result: the pick with its figures, compared with the previous result of the problem,
+    written, and the run marked complete (``started``: the run's ``Started``)."""
+    problem, out, ranks, memory = started.problem, ran.options.out, ran.ranks, ran.memory
+    key, fingerprint = problem.key, problem.hardware.fingerprint
+    calib = strategy.calibration(history)
+    tuned = TunedConfig(config=pick.config, samples_per_s=ranks.rate(pick.rate),
+                        rel_interval=pick.trial.rel_interval if pick.trial is not None else None,
+                        baseline_samples_per_s=ranks.rate(baseline_rate(finals, history)),
+                        knee=knee_of(strategy, history), hardware=problem.hardware.to_dict(),
+                        dataset_key=key, device=problem.device)
+    info = started.info
+    result = TuneResult(
+        tuned, tuple(history), tuple(finals), result_path(out, fingerprint, key),
+        result_path(out, fingerprint, key, ".py"), store.shown_url, ran.clock.elapsed(), len(started.history),
+        ran.orphans, ran.shm_leaks, profile=profile, calibration=calib,
+        predicted=model.predict(pick.config, calib), control=strategy.control,
+        reorder_gain=reorder_gain(model, pick.config, calib, problem.allow_reorder),
+        model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
+        run_id=store.run.run_id, dataset=dataset_record(problem), provenance=Provenance(**provenance()),
+        warm_start=ran.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(ranks.record(
+            ran.options.limits.max_memory)), inputs=inputs_of(ran, problem),
+        memory=memory.forecast(pick.config, history),
+        control_memory=memory.forecast(strategy.control, history) if strategy.control else None,
+        load=load, threads=threads_of(profile, info.threads),
+        stream=stream_record(info.shards, info.shards_from, ran.uncapped, history, profile)
+        if info.length is None and info.nodes is None else None, nodes=info.nodes,
+        start=start_choice(problem, profile, pick.config, memory, model, calib, history, strategy.control))
+    result = dataclasses.replace(result, what_ifs=what_if_claims(result))
+    before = ran.before
+    if before is not None:
+        result = dataclasses.replace(result, since=since(before, result, ran.options))
+    if not result.conclusive and before is not None and before.where == result.path:
+        try:
+            keep(out, fingerprint, key, before)   # the baseline this result replaces stays findable
+        except OSError as exc:
+            warnings.warn(AutoloaderWarning(f"{write_failure('the previous result', before.where, exc)}; "
+                                            "this run's result replaces it all the same"), stacklevel=2)
+    save(result, {result.snippet_path: snippet(tuned, result.nodes),
+                  result.path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"}, store)
+    store.complete(result)
+    progress(TuneDone(result))
+    return result
+
+
+def since(before: TuneResult, result: TuneResult, options: Options) -> Comparison | None:
+    """``result`` against the previous one (tuning/compare.py). The pick is saved whatever
+    happens here: a comparison that fails is said, and the result stored without it."""
+    try:
+        return compare(before, result, options.thresholds)
+    except Exception as exc:  # noqa: BLE001 - the search is done; its pick must not be lost to the comparison
+        warnings.warn(AutoloaderWarning(f"the comparison with the previous result {before.where} failed "
+                                        f"({type(exc).__name__}: {exc}); the result is saved without it"),
+                      stacklevel=2)
+        return None
+
+
+def inputs_of(ran: Ran, problem: Problem) -> Inputs:
+    """What the explanation (explain/) needs beside the figures: whether a step was timed,
+    whether reordering was allowed, the memory limits the configs were held to, when each part
+    of the run ran (seconds from its start), and the step's identity (``problem``: as started,
+    its identity known)."""
+    return Inputs(problem.step.name if problem.step else None, problem.allow_reorder,
+                  ran.ranks.memory(ran.options.limits.max_memory), hardware.shm_free(),
+                  tuple(tuple(mark) for mark in ran.timeline),
+                  problem.step_identity if problem.step else None, tuple(ran.parts))
