@@ -205,3 +205,20 @@ def test_a_cpu_tune_writes_its_comparisons_with_their_intervals_and_the_table_sa
     assert all(w["sure"] for w in data["what_ifs"]) and TuneResult.from_dict(data).what_ifs == result.what_ifs
     assert not any(re.search(r"\d\.\d\dx", line) for line in table(result).splitlines()
                    if "cpus-1 rule" in line or "num_workers=0" in line), table(result)
+
+
+def test_the_table_says_the_round_medians_where_they_rank_the_pick_and_the_rule_otherwise():
+    """The GPU bench's hugefloat (results/benchmarks/README.md, run-20261204b, call 7): the final's
+    own medians put the kept pick (837/s) below the rule (880/s); over every paired round, the
+    opening's too, which the choice ranks by, the pick leads (1,307 against 775/s). The table says
+    so where the two orders differ, and only there."""
+    pick, rule = NONE.replace(pin_memory=True), RULE
+    finals = (Finalist(pick, (367.0, 1307.0), opening=1354.0), Finalist(rule, (986.0, 775.0), opening=768.0))
+    tuned = TunedConfig(pick, finals[0].median, 0.05, finals[0].median, None, {"fingerprint": "box", "cpus": 8},
+                        "k", "cuda")
+    result = TuneResult(tuned, tuple(history_of(pick, rule)), finals, "", "", "", 1.0, 0, 0, control=rule)
+    line = next(line for line in table(result).splitlines() if "cpus-1 rule" in line)
+    assert "880/s" in line and "the pick 1,307/s, the rule 775/s" in line, line
+    agreeing = (Finalist(pick, (1300.0, 1307.0), opening=1354.0), Finalist(rule, (986.0, 775.0), opening=768.0))
+    result = TuneResult(tuned, tuple(history_of(pick, rule)), agreeing, "", "", "", 1.0, 0, 0, control=rule)
+    assert "over every paired round" not in table(result)
