@@ -67,10 +67,12 @@ class Tuner:
         self.proc: subprocess.Popen | None = None
 
     def run(self, dataset_spec: str, step_spec: str, batch_size: int, budget: float | None,
-            budget_in_effect: float, label: str, extra: tuple[str, ...] = ()) -> TunerOutcome:
+            budget_in_effect: float, label: str, extra: tuple[str, ...] = (), cwd: str | None = None,
+            env: dict | None = None) -> TunerOutcome:
         """``budget``: passed as --budget when not None (else the tuner's own default applies);
         ``budget_in_effect``: the budget that will apply, for the time-out (twice it plus 120 s);
-        ``extra``: more options for ``autoloader tune`` (the node bench's --nproc-per-node, --device)."""
+        ``extra``: more options for ``autoloader tune`` (the node bench's --nproc-per-node, --device);
+        ``cwd`` and ``env``: another checkout's, to run its tuner (ab_tunes.py; the repository's by default)."""
         tmp = tempfile.mkdtemp(prefix=f"autoloader-bench-{label}-")
         cmd = [sys.executable, "-m", "autoloader.cli", "tune", "--dataset", dataset_spec, "--step", step_spec,
                "--batch-size", str(batch_size), "--out", tmp, *extra, "--json", "--quiet"]
@@ -80,7 +82,7 @@ class Tuner:
         t_start = time.time()
         t = time.monotonic()
         try:
-            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            self.proc = subprocess.Popen(cmd, cwd=cwd or REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          text=True, start_new_session=True, preexec_fn=die_with_parent)
             try:
                 stdout, stderr = self.proc.communicate(timeout=timeout)
