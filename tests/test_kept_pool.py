@@ -5,11 +5,13 @@ keeps them only where the final's configs fit the memory limits together."""
 
 from __future__ import annotations
 
+import time
+
 import psutil
 import pytest
 
 from autoloader.inputs.source import Source
-from autoloader.probe.kept import keepable, resumed
+from autoloader.probe.kept import SETTLE_CAP_S, idle, keepable, resumed, settle
 from autoloader.probe.protocol import RunnerSetup
 from autoloader.probe.trial import _Runner
 from autoloader.search.memory import MemoryLimits
@@ -55,8 +57,9 @@ def test_a_kept_pool_is_resumed_and_any_other_reading_ends_it():
         assert other.status == OK and runner.kept.pids() == pids and _alive(pids)
         again = runner.measure(KEPT, FINAL_SETTINGS, keep=True)
         assert again.status == OK and runner.kept.pids() == pids
-        # Resumed: no workers to start (the first batch is the backlog's), and no teardown.
-        assert again.startup_s < first.startup_s and again.teardown_s < 0.05, (first, again)
+        # Resumed: no workers to start (the first batch is the backlog's); its teardown only the
+        # wait for the pool to make its backlog again, within the cap.
+        assert again.startup_s < first.startup_s and again.teardown_s < SETTLE_CAP_S, (first, again)
         assert again.worker_samples is None   # its workers read in the earlier reading too
         # The same rate within what two readings of one config move by on this machine.
         assert 0.5 < again.samples_per_s / first.samples_per_s < 2.0, (first.samples_per_s, again.samples_per_s)
@@ -86,3 +89,64 @@ def test_the_final_keeps_pools_only_where_its_configs_fit_together():
     assert not limits(together - 1).fit_together([KEPT, wide, NONE], history)
     # Their batches in /dev/shm add up too.
     assert not limits(together, shm_free=1).fit_together([KEPT, wide], history)
+
+
+class _Queue:
+    def __init__(self, sizes):
+        self.sizes = iter(sizes)
+
+    def qsize(self):
+        return next(self.sizes)
+
+
+class _Iterator:
+    def __init__(self, outstanding, sizes):
+        self._tasks_outstanding = outstanding
+        self._data_queue = _Queue(sizes)
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.now += s
+
+
+def test_a_pool_is_kept_once_every_batch_it_asked_for_is_made():
+    clock = _Clock()
+    # Four outstanding, made one by one: idle at the fourth.
+    assert settle(_Iterator(4, [1, 2, 3, 4]), cap_s=5.0, clock=clock, sleep=clock.sleep)
+    assert 0 < clock.now < 1.0
+    # Never idle within the cap: not kept, and the wait ends at the cap.
+    clock = _Clock()
+    beats = []
+    assert not settle(_Iterator(4, iter(lambda: 1, None)), cap_s=3.0, beat=lambda: beats.append(clock.now),
+                      clock=clock, sleep=clock.sleep)
+    assert 3.0 <= clock.now < 3.1 and len(beats) == 2
+    # An iterator that shows neither figure is not kept.
+    assert idle(object()) is None and not settle(object())
+
+
+def _cpu(pids) -> float:
+    return sum(sum(psutil.Process(p).cpu_times()[:2]) for p in pids)
+
+
+def test_a_kept_pool_is_idle_while_the_next_config_is_read():
+    # workloads:busy spends CPU on every sample: a pool still making its backlog would show.
+    runner = _Runner(RunnerSetup(Source.from_spec("workloads:busy"), None, "cpu", {}, 16))
+    try:
+        first = runner.measure(KEPT, FINAL_SETTINGS, keep=True)
+        assert first.status == OK and runner.kept
+        kept = runner.kept.take(KEPT)
+        runner.kept.put(KEPT, kept)
+        assert idle(kept.iterator)
+        pids = runner.kept.pids()
+        before = _cpu(pids)
+        time.sleep(0.3)
+        assert _cpu(pids) - before < 0.05   # two workers busy would take about 0.6 s of CPU
+    finally:
+        runner.release_kept()

@@ -12,7 +12,16 @@
 # ahead, which the loop then takes at its own pace, faster than busy workers make them; so a
 # resumed reading skips that backlog and two batches more (``resumed``) where a fresh one skips
 # the first clump (num_workers + 2), then reads the same window by the same stop rule. What it
-# saves is every reading's start, first worker cycle and teardown but the first's.
+# saves is every reading's start and teardown but the first's.
+# A pool is kept only once it is idle (``settle``): when a reading's window ends its workers are
+# still making the backlog, and the pin thread pinning it, for up to prefetch_factor worker cycles.
+# Left to do that while the next config is read, they take its CPUs, its memory bandwidth and the
+# CUDA driver's lock: on the GPU bench a kept rule's 15 workers on 192 MiB batches took the next
+# reading of num_workers=0 from 1,643/s to 89/s and 161/s (results/benchmarks/run-20261205/
+# quick2-h100), and the pick went to the rule. So the reading waits, after its window, until
+# every batch its iterator asked for is made (and pinned): the data queue holds as many as are
+# outstanding. That wait is charged to the reading's teardown; a pool that does not settle within
+# SETTLE_CAP_S is ended as any other, and the next reading of its config starts afresh.
 # The run keeps pools only in the final, and only where the memory forecasts of all the final's
 # configs fit the ceiling and /dev/shm together (search/memory.py, ``MemoryLimits.fit_together``):
 # a kept pool's workers, its backlog and its pinned batches stay in the trial's tree while the
@@ -25,7 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +52,47 @@ class Kept:
     loader: Any
     iterator: Any
     counted: Any = None
+
+
+# The longest a reading waits for its pool to go idle before the pool is ended instead: several
+# worker cycles of the GPU bench's slowest rule (about 1 s each), a fraction of a fresh start's cost
+# at worst.
+SETTLE_CAP_S = 6.0
+SETTLE_POLL_S = 0.02
+
+
+def idle(iterator: Any) -> bool | None:
+    """Whether a DataLoader iterator's workers have made (and its pin thread pinned) every batch
+    it asked for: its data queue holds as many results as it has outstanding. None when the
+    iterator does not show these (not a multi-process DataLoader iterator of the torch known)."""
+    data_queue = getattr(iterator, "_data_queue", None)
+    outstanding = getattr(iterator, "_tasks_outstanding", None)
+    if data_queue is None or not isinstance(outstanding, int):
+        return None
+    try:
+        return data_queue.qsize() >= outstanding
+    except (NotImplementedError, OSError):   # multiprocessing's qsize where sem_getvalue is missing
+        return None
+
+
+def settle(iterator: Any, cap_s: float = SETTLE_CAP_S, beat: Callable[[], None] | None = None,
+           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Wait until ``iterator``'s pool is idle (``idle``), at most ``cap_s``; whether it is
+    (NOTE [ A kept pool in the final ]). ``beat`` is called about once a second meanwhile."""
+    start = last = clock()
+    while True:
+        state = idle(iterator)
+        if state is None:
+            return False
+        if state:
+            return True
+        now = clock()
+        if now - start >= cap_s:
+            return False
+        if beat is not None and now - last >= 1.0:
+            last = now
+            beat()
+        sleep(SETTLE_POLL_S)
 
 
 def keepable(config: LoaderConfig, keep: bool, graph: bool) -> bool:

@@ -46,7 +46,7 @@ from .setup_parts import Parts, module_holds
 from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
 from .failures import classify_failure, describe_failure, failure_line, raised_os_error
 from .growth import NewestIterator, anonymous_bytes, with_growth
-from .kept import Kept, KeptPools, keepable, resumed
+from .kept import Kept, KeptPools, keepable, resumed, settle
 from .methods import with_methods
 from .protocol import BEAT_S, DatasetInfo, RunnerSetup, SetupError
 from .shards import Counted, shard_fields, with_stream
@@ -354,6 +354,9 @@ class _Runner:
             if beat is not None:
                 beat(progress["batches"])  # the teardown that follows gets a full watchdog timeout
             live = iterators[-1]() if ended and keeps and iterators else None
+            pulse = (lambda: beat(progress["batches"])) if beat is not None else None
+            if live is not None and not settle(live, beat=pulse):
+                live = None   # still busy past the cap: ended, not kept (NOTE [ A kept pool in the final ])
             if live is not None:
                 self.kept.put(config, Kept(loader, live, counted))   # no teardown: kept for the next reading
             else:
