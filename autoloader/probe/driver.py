@@ -143,19 +143,17 @@ class TrialRunner:
         return self.info
 
     def measure(self, config: LoaderConfig, settings: BurstSettings,
-                hang_timeout_s: float | None = None, keep: bool = False) -> TrialResult:
+                hang_timeout_s: float | None = None) -> TrialResult:
         """Run one trial and return its result, whatever happens to the trial process.
         ``hang_timeout_s``: this trial's watchdog timeout when shorter than the runner's own
-        (the run clips it to what is left of its budget; the hang's message says so). ``keep``:
-        a final's reading whose pool the trial process keeps for the next (NOTE [ A kept pool in
-        the final ] in probe/kept.py).
+        (the run clips it to what is left of its budget; the hang's message says so).
 
         A trial process that dies before its Begin did not die of this config: it is restarted
         and the trial sent once more (NOTE [ Trial protocol ]).
         """
         timeout = self.hang_timeout_s if hang_timeout_s is None else min(hang_timeout_s, self.hang_timeout_s)
         for attempt in (1, 2):
-            result = self._attempt(config, settings, attempt == 1, timeout, keep)
+            result = self._attempt(config, settings, attempt == 1, timeout)
             if result is not None:
                 return result
         raise AssertionError("unreachable: the second attempt always returns")
@@ -219,7 +217,7 @@ class TrialRunner:
         return None
 
     def _attempt(self, config: LoaderConfig, settings: BurstSettings, retry_allowed: bool,
-                 timeout: float, keep: bool = False) -> TrialResult | None:
+                 timeout: float) -> TrialResult | None:
         """One try at a trial; None when the trial process died before it began this trial and
         one more try is allowed (NOTE [ Trial protocol ])."""
         failed = self._ensure_started(config)
@@ -229,7 +227,7 @@ class TrialRunner:
         t0 = time.monotonic()
         watch = self._watch = guard.TreeWatch(self._proc.pid)
         meter = LoadMeter(self._proc.pid)
-        if not self._send(Measure(config, settings, keep)):
+        if not self._send(Measure(config, settings)):
             if retry_allowed:
                 return None
             return TrialResult(config, FAILED, cause="runner_killed", error="the trial process was gone")

@@ -17,9 +17,7 @@ the messages of the pipe between them, one frozen dataclass each: NOTE [ Trial p
 #    (the driver adds what it saw of the tree: memory, /dev/shm, the wall time), and how many of
 #    its processes outlived the teardown and even a kill (the driver counts them as orphans).
 #    ProfileRequest(batch_size) is served the same way, before the first trial: Begin, Beats
-#    between the profile's stages, then Profiled(profile, error, leaked_workers). A Measure with
-#    keep leaves its workers running for the next Measure of its config (NOTE [ A kept pool in
-#    the final ] in trial.py); they are not leaked workers.
+#    between the profile's stages, then Profiled(profile, error, leaked_workers).
 # 3. Stop() asks the trial process to exit; the driver then kills what is left of its tree.
 # The trial process may also exit on its own after a Result: a CUDA error left its context
 # unusable (NOTE [ Pinned memory outlives its trial ] in device.py).
@@ -111,14 +109,10 @@ class SetupError(Exception):
 
 @dataclass(frozen=True)
 class Measure:
-    """Run one trial of ``config`` with the burst's stop rule ``settings``. ``keep``: the final's
-    reading of a config with kept workers, whose iterator the trial process keeps for its next
-    reading instead of ending it (NOTE [ A kept pool in the final ] in trial.py); a Measure
-    without it ends every kept pool first."""
+    """Run one trial of ``config`` with the burst's stop rule ``settings``."""
 
     config: LoaderConfig
     settings: BurstSettings
-    keep: bool = False
 
 
 @dataclass(frozen=True)

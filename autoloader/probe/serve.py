@@ -86,8 +86,7 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
             # has its result already, so this is not about the next one.
             continue
         if isinstance(message, Stop):
-            # Every trial's loaders and workers are gone by now but a final's kept pools, whose
-            # workers die with this process (WorkerInit); what is left is the interpreter's
+            # Every trial's loaders and workers are gone by now; what is left is the interpreter's
             # teardown of torch, seconds on a loaded machine that the driver would wait for past
             # the run's result (NOTE [ The budget is a wall bound ] in search/budget.py).
             sys.stdout.flush()
@@ -99,8 +98,7 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
             profile, error = runner.profile(message.batch_size, beat, message.memory_budget)
             conn.send(Profiled(profile, error, leaked_workers=reap_absorbing_reports(reap_children)))
         else:
-            result = runner.measure(message.config, message.settings, beat=beat, keep=message.keep)
-            spare = runner.kept.pids()   # NOTE [ A kept pool in the final ] in kept.py
-            conn.send(Measured(result, leaked_workers=reap_absorbing_reports(lambda: reap_children(spare=spare))))
+            result = runner.measure(message.config, message.settings, beat=beat)
+            conn.send(Measured(result, leaked_workers=reap_absorbing_reports(reap_children)))
         if runner.cuda_broken:
             return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process

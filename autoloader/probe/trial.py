@@ -46,7 +46,6 @@ from .setup_parts import Parts, module_holds
 from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
 from .failures import classify_failure, describe_failure, failure_line, raised_os_error
 from .growth import NewestIterator, anonymous_bytes, with_growth
-from .kept import Kept, KeptPools, keepable, resumed, settle
 from .methods import with_methods
 from .protocol import BEAT_S, DatasetInfo, RunnerSetup, SetupError
 from .shards import Counted, shard_fields, with_stream
@@ -113,12 +112,6 @@ class _Runner:
         # Set when a trial left CUDA unusable: this process then ends after its result
         # (NOTE [ Pinned memory outlives its trial ] in device.py).
         self.cuda_broken: str | None = None
-        self.kept = KeptPools()   # NOTE [ A kept pool in the final ] in kept.py
-
-    def release_kept(self) -> None:
-        """End every kept pool (NOTE [ A kept pool in the final ] in kept.py)."""
-        if self.kept.release() and self.cuda:
-            self.cuda_broken = release_cached_memory(self.torch)
 
     def inspect(self) -> DatasetInfo:
         from torch.utils.data import DataLoader
@@ -259,28 +252,19 @@ class _Runner:
         world = self.setup.shard[1]
         return -(-len(self.dataset) // world)
 
-    def measure(self, config: LoaderConfig, settings: BurstSettings, beat=None, keep: bool = False) -> TrialResult:
+    def measure(self, config: LoaderConfig, settings: BurstSettings, beat=None) -> TrialResult:
         """One trial, as its TrialResult (the driver adds what it saw of the tree: memory, time).
         ``beat(batches)`` is called at most every ``BEAT_S`` while batches flow, so the driver's
-        watchdog can tell how long a trial has made no progress. ``keep``: a final's reading,
-        whose pool is kept for the config's next one (NOTE [ A kept pool in the final ] in
-        kept.py); any other reading ends the kept pools first."""
+        watchdog can tell how long a trial has made no progress."""
         from .burst import run_burst
 
         torch = self.torch
-        if not keep:
-            self.release_kept()
-        keeps = keepable(config, keep, self.pipeline is not None)
-        kept = self.kept.take(config) if keeps else None
-        if kept is not None:
-            loader, counted, settings = kept.loader, kept.counted, resumed(settings, config)
-        else:
-            counted = None if self.pipeline else Counted.for_trial(
-                self.iterable, self.setup.fixed_kwargs.get("collate_fn"), config.num_workers)
-            try:   # inside the trial's error handling: NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py
-                loader = self._loader(config, counted)
-            except Exception as exc:  # noqa: BLE001 - DataLoader raises ValueError, TypeError and more
-                return TrialResult(config, FAILED, cause=LOADER_ARGUMENTS, error=self._refused(config, exc))
+        counted = None if self.pipeline else Counted.for_trial(self.iterable, self.setup.fixed_kwargs.get("collate_fn"),
+                                                               config.num_workers)
+        try:   # inside the trial's error handling: NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py
+            loader = self._loader(config, counted)
+        except Exception as exc:  # noqa: BLE001 - DataLoader raises ValueError, TypeError and more
+            return TrialResult(config, FAILED, cause=LOADER_ARGUMENTS, error=self._refused(config, exc))
         epoch_batches = None if self.iterable else len(loader)
         consume = self._consumer(config)
         if self.cuda:
@@ -293,11 +277,6 @@ class _Runner:
         newest = NewestIterator()   # how far its workers read: NOTE [ Copy on read ] in search/growth.py
 
         def make_iterator():
-            nonlocal kept
-            if kept is not None:   # the kept pool's iterator, resumed where its last reading left it
-                it, kept = kept.iterator, None
-                iterators.append(weakref.ref(it))
-                return it
             where[0] = "iter"
             if hasattr(getattr(loader, "sampler", None), "set_epoch"):   # a rank's shard: a new order each epoch
                 loader.sampler.set_epoch(epoch[0])
@@ -328,18 +307,14 @@ class _Runner:
                 progress["beat"] = now
                 beat(progress["batches"])
 
-        resuming = kept is not None
-        ended = False
         try:
             m = run_burst(make_iterator, consume_tracked, config.num_workers,
                           fresh_workers_each_epoch=config.num_workers > 0 and not config.persistent_workers,
                           epoch_batches=epoch_batches, device=self.device, settings=settings,
                           batch_samples=self._sample_counter(config, epoch_batches))
-            # A resumed pool's workers read in earlier readings too: no figure of this one's.
-            grown = None if resuming else newest.point(config)
-            delivered = counted.read() if counted is not None and not resuming else {}
+            grown = newest.point(config)
+            delivered = counted.read() if counted is not None else {}
             pinned = pinned_peak(torch) if self.cuda and config.pin_memory else None
-            ended = True
         except Exception as exc:  # noqa: BLE001 - a crash is a result about this config
             message, detail = describe_failure(exc)
             os_error = raised_os_error(exc)   # the environment's: re-measured on resume (store/retry.py)
@@ -353,22 +328,14 @@ class _Runner:
             down = time.perf_counter()
             if beat is not None:
                 beat(progress["batches"])  # the teardown that follows gets a full watchdog timeout
-            live = iterators[-1]() if ended and keeps and iterators else None
-            pulse = (lambda: beat(progress["batches"])) if beat is not None else None
-            if live is not None and not settle(live, beat=pulse):
-                live = None   # still busy past the cap: ended, not kept (NOTE [ A kept pool in the final ])
-            if live is not None:
-                self.kept.put(config, Kept(loader, live, counted))   # no teardown: kept for the next reading
-            else:
-                shutdown_iterators(iterators)
-                if self.pipeline is not None:
-                    nodes.stop(loader)
+            shutdown_iterators(iterators)
+            if self.pipeline is not None:
+                nodes.stop(loader)
             newest.clear()
-            loader = None  # the last reference: its workers go with it (unless kept)
-            if live is None:
-                gc.collect()
-                if self.cuda:
-                    self.cuda_broken = release_cached_memory(torch)
+            loader = None  # the last reference: its workers go with it
+            gc.collect()
+            if self.cuda:
+                self.cuda_broken = release_cached_memory(torch)
             down = time.perf_counter() - down
         gpu_util = self.nvml.mean_between(m.window_start_wall, m.window_end_wall) if self.nvml else None
         return TrialResult(config, OK, samples_per_s=m.samples_per_s, steady_samples_per_s=m.steady_samples_per_s,
@@ -385,7 +352,6 @@ class _Runner:
         way (the trials will meet and report it)."""
         from .profiler import run_profile
 
-        self.release_kept()
         consume = self._consumer(LoaderConfig.make(batch_size, 0, self.cuda))
         try:
             if self.pipeline is not None:

@@ -102,15 +102,13 @@ def pss(pid: int) -> int | None:
     return int(getattr(info, "pss", info.uss))
 
 
-def reap_children(timeout: float = 5.0, spare: frozenset = frozenset()) -> int:
+def reap_children(timeout: float = 5.0) -> int:
     """Wait for this trial's workers to exit, killing any still there after ``timeout``; reap
-    them all. Returns how many are still alive after that. ``spare``: the pids of a kept pool's
-    workers (NOTE [ A kept pool in the final ] in trial.py), which stay."""
+    them all. Returns how many are still alive after that."""
     import psutil
 
     def alive() -> list:
-        return [child for child in psutil.Process().children(recursive=True)
-                if child.pid not in spare and not guard.gone(child)]
+        return [child for child in psutil.Process().children(recursive=True) if not guard.gone(child)]
 
     deadline = time.monotonic() + timeout
     leftover = alive()

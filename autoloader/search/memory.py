@@ -327,12 +327,3 @@ class MemoryLimits:
 
     def fits(self, config: LoaderConfig, history: Sequence[TrialResult]) -> bool:
         return self.breach(config, history) is None
-
-    def fit_together(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> bool:
-        """Whether ``configs``' forecasts fit the ceiling and /dev/shm all at once, as a final's
-        kept pools stay beside the config being read (NOTE [ A kept pool in the final ] in
-        probe/kept.py): each forecast holds the trial process's own memory, which they share."""
-        forecasts = [self.forecast(c, history) for c in configs]
-        host = self.runner_pss + sum(max(0, f.host_bytes - self.runner_pss) for f in forecasts)
-        shm = sum(f.shm_bytes for f in forecasts) * self.ranks
-        return host <= self.ceiling and (self.shm_free is None or shm <= self.shm_free)

@@ -196,11 +196,6 @@ class Final:
         return finals
 
 
-def final_measurement(runner, limits_now: Callable[[], object],
-                      keep: bool = False) -> Callable[[LoaderConfig], TrialResult]:
-    """One final measurement with ``runner`` under the limits of the moment; with ``keep``, a
-    config that keeps its workers keeps its pool from one reading to the next (NOTE [ A kept pool
-    in the final ] in probe/kept.py)."""
-    if keep:
-        return lambda config: runner.measure(config, FINAL_SETTINGS, limits_now().trial_timeout, keep=True)
+def final_measurement(runner, limits_now: Callable[[], object]) -> Callable[[LoaderConfig], TrialResult]:
+    """One final measurement with ``runner`` under the limits of the moment."""
     return lambda config: runner.measure(config, FINAL_SETTINGS, limits_now().trial_timeout)

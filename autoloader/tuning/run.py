@@ -313,12 +313,10 @@ class Run:
         """The interleaved final (tuning/final.py), with the previous pick of this hardware in it,
         and the machine's load over the whole run; on a busy machine, the configs that decide the
         pick measured again while the budget allows (NOTE [ Others on the machine ])."""
+        final = Final(self.clock, self._timed(final_measurement(self.runner, self._limits_now)), self.progress)
         previous_pick = self._previous_pick()
         chosen = final_configs(strategy.finalists(history), strategy.control, previous_pick, history,
                                lambda config: self.memory.fits(config, history), strategy.model_pick(history))
-        # NOTE [ A kept pool in the final ] in probe/kept.py: one trial process's pools, where they fit together.
-        keep = isinstance(self.runner, TrialRunner) and self.memory.fit_together(chosen, history)
-        final = Final(self.clock, self._timed(final_measurement(self.runner, self._limits_now, keep)), self.progress)
         decide = lambda finals: choose(finals, history, strategy.control,  # noqa: E731
                                        narrow=strategy.short_of_headroom([f.config for f in finals], history))
         finals = final.run(chosen, history, strategy.control, previous_pick, decide,

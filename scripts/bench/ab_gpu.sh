@@ -5,8 +5,8 @@
 # and scripts/ with UNDO applied: a sed expression, run on UNDO_FILE (a path in the repository).
 #
 #   device run (carry .whl):
-#     UNDO='s/keep = isinstance(self.runner, TrialRunner) and/keep = False and/' \
-#     UNDO_FILE=autoloader/tuning/run.py OUT=$OUT/ab bash scripts/bench/ab_gpu.sh --pairs 1
+#     UNDO='s/^FINAL_MIN_ROUNDS = 2/FINAL_MIN_ROUNDS = 3/' \
+#     UNDO_FILE=autoloader/search/policy.py OUT=$OUT/ab bash scripts/bench/ab_gpu.sh --pairs 1
 #
 # Files in $OUT: ab_tunes.md, ab_tunes.jsonl, undo.diff (what the base copy changed), bytecode.txt.
 set -u

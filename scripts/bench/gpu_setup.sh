@@ -2,7 +2,7 @@
 # folder, optuna's wheels from .whl installed under /tmp/site, and torch, torchvision and the
 # repository compiled once where the machine writes no bytecode. OUT names the folder for
 # bytecode.txt (default /tmp/quick).
-cd "$(dirname "$0")/../.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."   # this file's, also when sourced from bash -c
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
