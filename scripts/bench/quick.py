@@ -228,18 +228,28 @@ def main(args) -> int:
         except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
             write(workload=None, phase="anatomy", round=None, anatomy=None, error=str(exc)[-300:])
         tunes = run_tunes(names, WORKLOADS, args, device, left, write, log)
+        # The tunes' table now, rewritten at the end: a run cut off in its paired rounds (a device
+        # machine taken back) still leaves its summary.
+        summarise(rows, args, time.monotonic() - t0, read_records, note="the paired rounds were still running")
         run_pairs(tunes, WORKLOADS, args, device, left, write, log)
     except Interrupted as exc:
         log(f"[quick] interrupted: {exc}")
         write(workload=None, phase="interrupted", round=None, reason=str(exc))
     finally:
         records.close()
-        before = read_records([args.against]) if args.against and os.path.isfile(args.against) else []
-        text = render(rows, before, time.monotonic() - t0)
-        with open(os.path.join(args.out, "summary.md"), "w") as fh:
-            fh.write(text)
-        print(text)
+        print(summarise(rows, args, time.monotonic() - t0, read_records))
     return 0
+
+
+def summarise(rows: list[dict], args, took_s: float, read_records, note: str | None = None) -> str:
+    """Write OUT/summary.md from the rows so far (``note``: what the run was still doing); its text."""
+    before = read_records([args.against]) if args.against and os.path.isfile(args.against) else []
+    text = render(rows, before, took_s)
+    if note:
+        text += f"\n(written before the run ended: {note})\n"
+    with open(os.path.join(args.out, "summary.md"), "w") as fh:
+        fh.write(text)
+    return text
 
 
 def run_tunes(names, workloads, args, device, left, write, log) -> dict:
