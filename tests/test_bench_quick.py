@@ -54,15 +54,12 @@ def test_the_summary_has_each_tune_its_pair_and_the_median():
 
 
 def test_the_summary_is_written_once_the_tunes_end_and_says_what_was_still_running(tmp_path):
-    from types import SimpleNamespace
-
     rows = [{"phase": "meta", "meta": {"argv": ["quick"], "device": "cuda", "hardware": {"cpus": 16}}},
             {"workload": "hugefloat", "phase": "tuner", "tuner": TUNER, "wall_s": 41.0}]
-    args = SimpleNamespace(against=None, out=str(tmp_path))
-    text = quick.summarise(rows, args, 60.0, lambda paths: [], note="the paired rounds were still running")
+    text = quick.summarise(rows, [], str(tmp_path), 60.0, note="the paired rounds were still running")
     written = (tmp_path / "summary.md").read_text()
     assert written == text and "| hugefloat | 41.0 |" in written
     assert written.endswith("(written before the run ended: the paired rounds were still running)\n")
     # The end of the run writes it again, without the note.
-    assert "written before" not in quick.summarise(rows, args, 90.0, lambda paths: [])
+    assert "written before" not in quick.summarise(rows, [], str(tmp_path), 90.0)
     assert "written before" not in (tmp_path / "summary.md").read_text()

@@ -212,6 +212,7 @@ def main(args) -> int:
                          "PYTHONPYCACHEPREFIX": os.environ.get("PYTHONPYCACHEPREFIX")}}
     records = begin_run(args.out, time.strftime("%Y%m%dT%H%M%S"), meta)
     rows: list[dict] = [{"phase": "meta", "meta": meta}]
+    before = read_records([args.against]) if args.against and os.path.isfile(args.against) else []
 
     def write(**fields):
         records.write(**fields)
@@ -230,24 +231,23 @@ def main(args) -> int:
         tunes = run_tunes(names, WORKLOADS, args, device, left, write, log)
         # The tunes' table now, rewritten at the end: a run cut off in its paired rounds (a device
         # machine taken back) still leaves its summary.
-        summarise(rows, args, time.monotonic() - t0, read_records, note="the paired rounds were still running")
+        summarise(rows, before, args.out, time.monotonic() - t0, note="the paired rounds were still running")
         run_pairs(tunes, WORKLOADS, args, device, left, write, log)
     except Interrupted as exc:
         log(f"[quick] interrupted: {exc}")
         write(workload=None, phase="interrupted", round=None, reason=str(exc))
     finally:
         records.close()
-        print(summarise(rows, args, time.monotonic() - t0, read_records))
+        print(summarise(rows, before, args.out, time.monotonic() - t0))
     return 0
 
 
-def summarise(rows: list[dict], args, took_s: float, read_records, note: str | None = None) -> str:
-    """Write OUT/summary.md from the rows so far (``note``: what the run was still doing); its text."""
-    before = read_records([args.against]) if args.against and os.path.isfile(args.against) else []
+def summarise(rows: list[dict], before: list[dict], out: str, took_s: float, note: str | None = None) -> str:
+    """Write ``out``/summary.md from the rows so far (``note``: what the run was still doing); its text."""
     text = render(rows, before, took_s)
     if note:
         text += f"\n(written before the run ended: {note})\n"
-    with open(os.path.join(args.out, "summary.md"), "w") as fh:
+    with open(os.path.join(out, "summary.md"), "w") as fh:
         fh.write(text)
     return text
 
