@@ -1,4 +1,4 @@
-"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|quick|verdicts|whatif|whatif-replay|predictions|calibration|node ...``: the bench's one entry.
+"""``python -m scripts.bench run|merge|rebuild|agreement|replay|tunes|quick|floor|verdicts|whatif|whatif-replay|predictions|calibration|node ...``: the bench's one entry.
 
     run        measure workloads: the tuner against a grid and an interleaved final (run.py)
     merge      one summary of runs made in parts, from their results.json (parts.py)
@@ -9,6 +9,8 @@
     tunes      each workload's tune as a user runs it, and the report's verdict (tunes.py)
     quick      the tune's wall time at its default budget and its pick against the rule in paired
                rounds, in one short device call (quick.py; scripts/bench/quick_gpu.sh runs it)
+    floor      the least a judged tune can take on a run's own figures, and each tune's wall time
+               past it (floor.py)
     verdicts   the report's verdict and top what-if of every recorded tune (whatif.py)
     whatif     what-ifs the report predicts, made and measured against the tuner's pick (whatif.py)
     whatif-replay the measured what-ifs predicted again from their recorded tuner results with
@@ -73,6 +75,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                        ("verdicts", "the report's verdict and top what-if of every recorded tune"),
                        ("calibration", "every recorded pick and what-if, predicted against measured, with its "
                                        "interval and how often the interval held"),
+                       ("floor", "the least a judged tune can take on a run's own figures, and each tune's "
+                                 "wall time past it"),
                        ("replay", "how the model, corrected by a run's own tuner bursts, predicts what the bench "
                                   "measured"),
                        ("whatif-replay", "the measured what-ifs predicted again from their recorded tuner results "
@@ -126,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         from scripts.bench import calibration
 
         return calibration.main(args.records)
+    if args.command == "floor":
+        from scripts.bench import floor
+
+        return floor.main(args.records)
     if args.command == "replay":
         from scripts.bench import replay
 
