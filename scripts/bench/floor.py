@@ -13,7 +13,7 @@ explores nothing past the opening round and settles at two pairs still takes
     floor = before its first burst (the trial process's set-up, the study's opening, the profile)
             + outside its own clock (the CLI's start and exit, timed from outside)
             + 2 x (the pick's reading + the rule's reading), each the median of its readings
-            + the three gaps between those four readings (the median gap of the run's readings)
+            + the three gaps between those four readings (the median gap between the tune's readings)
 
 each part read off the tune's own timeline. The wall time past the floor is what the search
 explored beyond the opening and the final's rounds past one. A tune whose pick is the rule's
@@ -55,7 +55,7 @@ class Floor:
 
 
 def floors(rows: list[dict]) -> list[Floor]:
-    """One Floor per tune on a device whose pick is not the rule's config (a bench run's first
+    """One Floor per tune whose pick is not the rule's config (a bench run's first
     tune of each workload), in the order the records hold them."""
     out, seen = [], set()
     for row in rows:
