@@ -109,12 +109,11 @@ def report(found: list[Floor], target_s: float = 35.0) -> str:
     runs = {}
     for f in found:
         runs.setdefault(f.run, []).append(f)
-    whole = [r for r in runs.values() if len(r) >= 3]
-    if whole:
-        under = sum(1 for r in whole if statistics.median(f.floor_s for f in r) <= target_s)
+    medians = [statistics.median(f.floor_s for f in r) for r in runs.values() if len(r) >= 3]
+    if medians:
+        under = sum(1 for m in medians if m <= target_s)
         lines += ["", f"The median of a run's floors (runs with three tunes or more): at or under {target_s:g} s in "
-                      f"{under} of {len(whole)} runs: "
-                      + ", ".join(f"{statistics.median(f.floor_s for f in r):.1f}" for r in whole) + " s"]
+                      f"{under} of {len(medians)} runs: " + ", ".join(f"{m:.1f}" for m in medians) + " s"]
     return "\n".join(lines)
 
 
