@@ -25,7 +25,7 @@ GOLDEN = [
      ' (1 stopped by a limit since raised, measured again) (2 failed under code since changed,'
      ' measured again) (1 crashed once, tried once more) (1 failed on an OSError (a file, a mount, a'
      ' permission: fixed outside the code, maybe), measured again) (1 stored records invalid, ignored)',
-    'autoloader: tuning ds-key on cpu (2 ranks at once (1 CPUs and 4.00 GiB each; trial rates are'
+    'autoloader: tuning ds-key on cpu (2 ranks at once (1 CPU and 4.00 GiB each; trial rates are'
      " the slowest rank's, the node's is 2x), budget 30 s, memory ceiling 8.00 GiB): 4,096 samples,"
      ' 1.20 ms and 3.0 KiB a sample',
     'autoloader: the study stopped taking writes (disk full); the search goes on without storing its'

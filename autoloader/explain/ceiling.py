@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..events.lines import cpus
 from .bound import BOTH, LOADER, STEP, bound
 from .evidence import Evidence, pct, rate
 
@@ -66,7 +67,7 @@ class Ceiling:
         else:
             step = "the step on resident batches (unbounded: it took no measurable time)"
         return (f"The tuned {rate(self.tuned)} is {self.gap:.2f} of the ceiling, {rate(self.value)}: the lower of "
-                f"{step} and {self.cpus:g} CPUs x one worker's {rate(self.one_worker_rate)} "
+                f"{step} and {cpus(self.cpus)} x one worker's {rate(self.one_worker_rate)} "
                 f"({rate(self.workers_rate)}): the {_OWNER[self.binding]} term is the lower.{self._holds()}")
 
     def _holds(self) -> str:

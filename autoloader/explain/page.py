@@ -17,6 +17,7 @@ import statistics
 
 from ..search.results import OK
 from ..search.settings import knobs_of
+from ..events.lines import cpus
 from .verdict import beaten_words
 from . import Explanation, explain
 from .evidence import pct, rate
@@ -137,7 +138,7 @@ def _short_size(nbytes) -> str:
 def _header(result) -> tuple[str, str]:
     hw, made = result.hardware, result.provenance
     title = f"autoloader: {(result.dataset.name if result.dataset else None) or result.dataset_key}"
-    meta = (f"key {result.dataset_key} on {hw.fingerprint} ({hw.cpus} CPUs, "
+    meta = (f"key {result.dataset_key} on {hw.fingerprint} ({cpus(hw.cpus)}, "
             f"{', '.join(hw.gpus or []) or 'no GPU'}; device {result.device}); "
             f"tuned {result.finished_at or 'undated'} by autoloader {(made.autoloader_version if made else None) or '?'}"
             f" in {result.tune_seconds or 0:.0f} s")

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..events.lines import cpus
 from ..search.results import OK
 from ..search.settings import SETTINGS
 from ..search.shards import stream_lines
@@ -150,7 +151,7 @@ def _supply_finding(ev, st, wait, source, where, level) -> Finding:
 def _contention(st: Stages) -> str:
     if st.share < CONTENDED:
         return ""
-    return (f" ({st.workers} workers want {st.cpu_demand:.1f} CPUs of the {st.cpus:g} the pipeline gets, so every "
+    return (f" ({st.workers} workers want {st.cpu_demand:.1f} of the {cpus(st.cpus)} the pipeline gets, so every "
             f"thread runs at 1/{st.share:.1f} of a core, this one too)")
 
 
@@ -163,7 +164,7 @@ def _step_words(ev: Evidence, st: Stages) -> str:
 def _cpus_words(ev: Evidence, st: Stages) -> str:
     """The CPUs the pipeline gets, and where that figure is from when the bursts revised it."""
     counted = ev.profile.cpus
-    text = f"{st.cpus:g} CPU{'s' if st.cpus != 1 else ''}"
+    text = cpus(st.cpus)
     if ev.calibration.cpus is not None and abs(st.cpus - counted) > 0.01:
         text += f" the pipeline really gets (the bursts' fit; {counted:g} are usable)"
     return text

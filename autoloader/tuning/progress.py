@@ -20,7 +20,7 @@ from typing import Callable, TextIO
 from ..errors import clip, one_line
 from ..events import Event, Progress, subscriber
 # The table's number formats are the progress lines' own.
-from ..events.lines import gib as _gib, known as _known, mib as _mib, others_text, rate as _rate
+from ..events.lines import cpus as _cpus, gib as _gib, known as _known, mib as _mib, others_text, rate as _rate
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.results import OK
@@ -62,7 +62,7 @@ def profile_load_line(profile) -> str | None:
     if share is None or share < PROFILE_WAIT_SAID:
         return None
     others = profile.others_cpus
-    took = f" (others took {others:.1f} of {profile.cpus:g} CPUs)" if others is not None else ""
+    took = f" (others took {others:.1f} of {_cpus(profile.cpus)})" if others is not None else ""
     return (f"the profile's samples waited {share:.0%} of their time for a CPU{took}: their costs are read "
             "without the waits, and the model shares the CPUs with the others' demand")
 
