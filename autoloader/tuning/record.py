@@ -93,7 +93,8 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
         memory=memory.forecast(pick.config, history),
         control_memory=memory.forecast(strategy.control, history) if strategy.control else None,
         load=load, threads=threads_of(profile, info.threads),
-        stream=stream_record(info.shards, info.shards_from, ran.uncapped, history, profile)
+        stream=stream_record(info.shards, info.shards_from, ran.uncapped, history, profile,
+                             problem.hardware.cpus)
         if info.length is None and info.nodes is None else None, nodes=info.nodes,
         start=start_choice(problem, profile, pick.config, memory, model, calib, history, strategy.control))
     result = dataclasses.replace(result, what_ifs=what_if_claims(result))
