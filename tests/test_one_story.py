@@ -123,3 +123,161 @@ def test_the_shards_say_their_library():
     assert shard_count(Stream()) == (4, "datasets.Stream.num_shards")
     Stream.__module__ = "my_streams"
     assert shard_count(Stream()) == (4, "Stream.num_shards")
+
+
+# -- one run, one story: the table, the page and the JSON ----------------------------------------
+
+import copy  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+
+from autoloader.explain import Evidence, ceiling, explain, verdict  # noqa: E402
+from autoloader.explain.page import render_html, render_markdown  # noqa: E402
+from autoloader.events.lines import line, rate  # noqa: E402
+from autoloader.events.kinds import Profiled  # noqa: E402
+from autoloader.store.result import TuneResult  # noqa: E402
+from autoloader.tuning.progress import as_json, table  # noqa: E402
+from explain_cases import synthetic_result  # noqa: E402
+
+
+def _surfaces(data: dict) -> tuple[TuneResult, str, str, str, dict]:
+    """The result read back as a stored one is, and what each surface says of it: the table, the
+    page's markdown and HTML (plots left out), and the JSON."""
+    result = TuneResult.from_dict(data)
+    ex = explain(result)
+    return (result, table(result), render_markdown(result, ex, {}), render_html(result, ex, {}),
+            json.loads(as_json(result)))
+
+
+def _busy_one_burst() -> dict:
+    """A run beside CPU spinners (others took 12 of the 16 CPUs) whose pick rests on its burst
+    alone: no final ran."""
+    data = copy.deepcopy(synthetic_result())
+    whole = TuneResult.from_dict(data)
+    burst = next(t.samples_per_s for t in whole.trials if t.config == whole.config)
+    data["finals"], data["samples_per_s"], data["control_samples_per_s"] = [], burst, None
+    data["load"] = {"usable_cpus": 16, "others_cpus": 12.0, "peak_others_cpus": 14.0, "steal_cpus": None,
+                    "busy_trials": [{"first": 1, "last": 3, "others_cpus": 12.5}], "measured_s": 20.0}
+    return data
+
+
+def test_a_busy_unjudged_pick_carries_its_caveats_to_the_page():
+    result, text, md, page, data = _surfaces(_busy_one_burst())
+    caveats = dict((label, said) for label, said in data["explained"]["caveats"])
+    basis, rule = caveats["samples/s from"], caveats["cpus-1 rule"]
+    load = [said for label, said in data["explained"]["caveats"] if label == "machine load"]
+    assert basis.startswith("from one burst, no final")
+    assert "no round of it fit in the budget, so no interval" in rule
+    assert load and "other processes used 12.0 of 16 CPUs" in load[0]
+    assert any("a busy machine" in said for said in load)
+    # One value each, told by every surface: the table's lines, the page's rows, the JSON's.
+    for said in [basis, rule, *load]:
+        assert said in text, said
+        assert said in md.replace("\\|", "|"), said
+        assert html_escape(said) in page, said
+    assert data["load"]["busy"] is True and data["finals"] == []
+    assert data["verdict"] == result.verdict and "no final" in result.verdict and "not judged" in result.verdict
+    figure = rate(result.samples_per_s)
+    assert f"samples/s            {figure}" in text and f"| samples/s (measured) | {figure}" in md
+    assert data["samples_per_s"] == result.samples_per_s
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def test_a_ceiling_is_never_below_a_rate_the_run_measured():
+    data = _busy_one_burst()
+    # The profile under-timed its step: its term reads below the rates the bursts measured.
+    best = max(t["samples_per_s"] for t in data["trials"] if t.get("samples_per_s") and not t.get("pruned"))
+    data["profile"]["step_s"] = data["profile"]["batch_size"] / (best * 0.5)
+    result, text, md, page, out = _surfaces(data)
+    c = ceiling(Evidence.from_result(result))
+    assert c.terms < best and c.value >= best and c.raised and c.gap <= 1.0
+    assert out["explained"]["ceiling"]["ceiling"] == c.value and out["explained"]["ceiling"]["raised_to_measured"]
+    sentence = c.sentence()
+    assert f"of the ceiling, {rate(c.value)}: the highest rate this run measured" in sentence
+    assert html_escape(sentence) in page and sentence in md
+    # No "at most" a surface prints reads below what the run measured without saying so.
+    v = verdict(Evidence.from_result(result))
+    for shown in re.findall(r"([0-9][0-9,.]*)/s at most(?! as profiled)", v.paragraph + " ".join(f.text for f in v.findings)):
+        assert float(shown.replace(",", "")) >= result.samples_per_s * 0.99, v.paragraph
+
+
+def test_one_step_time_from_the_profile_line_to_the_verdict():
+    from dataclasses import replace
+
+    from explain_cases import profile
+
+    from autoloader.search.model import Calibration
+    from autoloader.search.space import LoaderConfig
+
+    # The issue's: the profile said "step 482.8 ms", the verdict "the step (726.7 ms a batch)".
+    p = profile(sample_s=1e-5, step_s=0.4828, recv_s=1e-5, cpus=2, device="cpu", batch_size=32)
+    pick = LoaderConfig.make(32, 1, False)
+    calibration = Calibration(main=726.7 / 482.8, main_fits=3)
+    ev = Evidence(p, calibration, "cpu", pick, 44.0, cpus=2, step_given=True,
+                  trials=(TrialResult(pick, OK, samples_per_s=44.0, wait_fraction=0.01),))
+    profile_line = line(Profiled(p, None, cpus=2, busy=0.5))
+    assert "step 482.8 ms" in profile_line
+    v = verdict(ev)
+    assert v.kind == "compute", v.headline
+    assert "(482.8 ms a batch as profiled, 726.7 ms as the bursts corrected it (x1.51))" in v.headline
+    compute = next(f for f in v.findings if f.topic == "compute")
+    assert "482.8 ms a batch as profiled, 726.7 ms as the bursts corrected it" in compute.text
+    # Uncorrected, one figure: the profile's.
+    plain = verdict(replace(ev, calibration=Calibration()))
+    assert "(482.8 ms a batch)" in plain.headline and "corrected" not in plain.headline
+
+
+def test_a_verdict_never_calls_its_own_pick_short_of_workers():
+    from explain_cases import evidence, profile
+
+    from autoloader.search.space import LoaderConfig
+
+    # Workers that make slow batches on 8 CPUs, the pick one worker at a rate the run measured;
+    # two workers measured slower (the issue's quick start: w1 at 229/s, "too few for the cores").
+    p = profile(sample_s=0.002, step_s=0.0001, cpus=8, device="cpu")
+    pick, two = LoaderConfig.make(32, 1, False), LoaderConfig.make(32, 2, False)
+    trials = (TrialResult(pick, OK, samples_per_s=229.0, wait_fraction=0.8),
+              TrialResult(two, OK, samples_per_s=200.0, wait_fraction=0.8))
+    v = verdict(evidence(p, "cpu", pick, samples_per_s=229.0, trials=trials))
+    assert v.kind == "input/workers", v.headline
+    assert "too few" not in v.paragraph
+    assert "more workers measured no faster (bs32-w2-pin0-pf2-pw1 read 200/s)" in v.headline
+    # The model's cap above the rate measured is said as the model's, beside the run's.
+    assert "by the model (the run measured 229/s)" in v.headline
+
+
+def test_a_run_whose_profile_was_cut_short_predicts_nothing():
+    from autoloader.tuning.measured import fallback_profile
+
+    data = _busy_one_burst()
+    info = type("Info", (), {"sample_seconds": 0.002, "sample_bytes": 4096, "length": 1000})()
+    data["profile"] = fallback_profile(info, 32, 16).to_dict()
+    data["predicted"], data["knee"], data["reorder_gain"] = None, None, None
+    result, text, md, page, out = _surfaces(data)
+    assert result.profile.measured is False
+    assert "predicted            not predicted" in text and "by the model" not in text
+    assert "worker knee" not in text and not re.search(r"^\s+curve\s", text, re.M)
+    assert "| samples/s (the model's) | not predicted" in md and "not predicted" in page
+    assert out["predicted"] is None and out["knee"] is None and out["profile"]["measured"] is False
+    assert out["explained"]["kind"] == "unprofiled" and out["explained"]["ceiling"]["ceiling"] is None
+    assert "the profile was not measured" in out["explained"]["headline"]
+    assert "worker knee" not in md and "No ceiling: the profile was not measured" in md
+    assert explain(result).whatifs == ()
+
+
+def test_no_model_plot_without_a_profile():
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    from autoloader.explain.plots import draw
+    from autoloader.tuning.measured import fallback_profile
+
+    data = _busy_one_burst()
+    info = type("Info", (), {"sample_seconds": 0.002, "sample_bytes": 4096, "length": 1000})()
+    data["profile"], data["predicted"], data["knee"] = fallback_profile(info, 32, 16).to_dict(), None, None
+    assert set(draw(explain(TuneResult.from_dict(data)))) == {"memory", "timeline"}

@@ -45,7 +45,8 @@ class Explanation:
 def explain(result) -> Explanation:
     """The whole explanation of a result's record (a ``TuneResult``) or of ``Evidence``."""
     ev = result if isinstance(result, Evidence) else Evidence.from_result(result)
-    changes = tuple(whatifs(ev))
+    # Without a measured profile the model has nothing to predict from: no what-ifs.
+    changes = tuple(whatifs(ev)) if ev.profiled else ()
     return Explanation(ev, verdict(ev, changes), changes, ceiling(ev))
 
 

@@ -18,7 +18,7 @@ import statistics
 from ..search.results import OK
 from ..search.settings import knobs_of
 from ..events.lines import cpus
-from .verdict import beaten_words
+from ..tuning.progress import NOT_PREDICTED, caveats
 from . import Explanation, explain
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
@@ -81,13 +81,12 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
     interval = tuned.rel_interval
     rows.append(("samples/s (measured)", rate(tuned.samples_per_s)
                  + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
-    rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks)))
-    control = result.control_samples_per_s
-    # The words the paired rounds support (NOTE [ Paired rounds ] in search/paired.py), never a bare ratio.
-    if control and result.control is not None and result.control != result.config:
-        rows.append(("the cpus-1 rule (measured)", f"{rate(control)}; the pick: {result.verdict}"))
-    elif result.control is not None and result.control == result.config:
-        rows.append(("the cpus-1 rule", f"{result.verdict}{beaten_words(result)}"))
+    rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks) if ev.profiled
+                 else NOT_PREDICTED))
+    # The table's own caveats, from the same functions (tuning/progress.py's ``caveats``): where
+    # the rate is from, the rule with the words its paired rounds support (NOTE [ Paired rounds ]
+    # in search/paired.py; never a bare ratio) or why it has none, and the machine's load.
+    rows += caveats(result)
     if tuned.baseline_samples_per_s:
         words = "the pick itself" if result.config.num_workers == 0 else f"the pick: {result.baseline_verdict}"
         rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}; {words}"))

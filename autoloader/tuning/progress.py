@@ -29,6 +29,17 @@ from ..search.settings import ORDER
 from ..search.shards import stream_lines
 
 
+# What the table, the page and the JSON say for the model's figure when no profile was measured.
+NOT_PREDICTED = ("not predicted: the profile was not measured, so the model has no curve and no knee "
+                 "(every figure here is measured)")
+
+
+def profiled(result) -> bool:
+    """Whether the run measured its profile (a stand-in from one batch is not one: search/profile.py)."""
+    profile = getattr(result, "profile", None)
+    return profile is not None and getattr(profile, "measured", True)
+
+
 def _trials(first: int, last: int) -> str:
     return f"trial {first}" if first == last else f"trials {first}-{last}"
 
@@ -134,6 +145,9 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     lines += [f"  {k:<20} {v}" for k, v in kw.items()]
     lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
                   + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
+    basis = rate_basis(result)
+    if basis:
+        lines.append(f"  {'':<20} {basis}")
     ranks = getattr(result, "ranks", 1)
     if ranks > 1:   # NOTE [ Tuning a node's ranks ] in node/__init__.py
         lines.append(f"  {'node':<20} {ranks} ranks, each with this config on its shard; samples/s is the node's, "
@@ -142,6 +156,8 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
         lines.append(f"  {'predicted':<20} {_rate(result.predicted.samples_per_s)} by the model"
                      f"{' for one rank' if ranks > 1 else ''} "
                      f"(waits {result.predicted.wait_share * 100:.0f}%)")
+    elif not profiled(result) and getattr(result, "profile", None) is not None:
+        lines.append(f"  {'predicted':<20} {NOT_PREDICTED}")
     line = _verdict_line(result)
     if line:
         lines.append(f"  {'verdict':<20} {line}")
@@ -159,7 +175,7 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
                 else f"{proposal.unpredicted} (the model sees {gain * 100:+.0f}% from a slow batch no longer "
                      "holding up the rest, not what delivering out of order costs)")
         lines.append(f"  {gate.label:<20} {ORDER.setting(proposal.value)} {said} ({gate.consequence})")
-    if t.knee:
+    if t.knee and profiled(result):
         hurt = f", falls from {t.knee.starts_hurting}" if t.knee.starts_hurting is not None else ""
         lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} "
                      f"worker{'' if t.knee.stops_paying == 1 else 's'}, peak at "
@@ -193,6 +209,30 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     else:
         lines += ["", f"  not saved (the error below says why): {result.path}", ""]
     return "\n".join(lines)
+
+
+def rate_basis(result) -> str | None:
+    """Where the pick's rate is from when no interleaved final measured it ("from one burst, no
+    final"), said by the table and the page alike; None where the final did."""
+    if getattr(result, "partial", False):
+        return None
+    if any(f.config == result.tuned.config and f.rates for f in getattr(result, "finals", ())):
+        return None
+    return ("from one burst, no final: no interleaved round measured the pick beside another, so its rate has "
+            "no paired comparison")
+
+
+def caveats(result) -> list[tuple[str, str]]:
+    """What qualifies the pick's figures, as (label, text) rows: where its rate is from, the rule
+    it replaces (``rule_line``, with its interval or why none) and the machine's load. The table
+    prints these lines and the report page its rows, from these same functions."""
+    control = getattr(result, "control", None)
+    label = "graph as given" if control is not None and control.loader != DATALOADER else "cpus-1 rule"
+    rows = [("samples/s from", basis) for basis in [rate_basis(result)] if basis]
+    rows.append((label, rule_line(result)))
+    said = profile_load_line(getattr(result, "profile", None))
+    rows += [("machine load", text) for text in load_lines(getattr(result, "load", None)) + ([said] if said else [])]
+    return rows
 
 
 def _verdict_line(result) -> str | None:
@@ -341,4 +381,20 @@ def as_json(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     """The whole TuneResult as one JSON object: the same shape the result file stores, with
     ``"saved": false`` when not all of it could be stored (and ``"stored"``: what was, a line each)."""
     extra = {"saved": False, **({"stored": list(stored)} if stored else {})}
-    return json.dumps(result.to_dict() if saved else {**result.to_dict(), **extra}, default=str)
+    data = {**result.to_dict(), **explained(result)}
+    return json.dumps(data if saved else {**data, **extra}, default=str)
+
+
+def explained(result) -> dict:
+    """The figures the table and the report page say of the run beyond its record, each from the
+    one function that computes it: the verdict's headline, the ceiling (its binding term, and
+    whether a measured rate raised it) and the caveats' rows. Empty for a record without a profile."""
+    if getattr(result, "partial", False) or getattr(result, "profile", None) is None:
+        return {}
+    from ..explain import Evidence, ceiling, verdict
+
+    ev = Evidence.from_result(result)
+    v = verdict(ev)
+    return {"explained": {"kind": v.kind, "headline": v.headline, "wait_share": v.wait_share,
+                          "wait_source": v.wait_source, "ceiling": ceiling(ev).to_dict(),
+                          "caveats": [[label, text] for label, text in caveats(result)]}}

@@ -77,15 +77,17 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
     tuned = TunedConfig(config=pick.config, samples_per_s=ranks.rate(pick.rate),
                         rel_interval=pick.trial.rel_interval if pick.trial is not None else None,
                         baseline_samples_per_s=ranks.rate(baseline_rate(finals, history)),
-                        knee=knee_of(strategy, history), hardware=problem.hardware.to_dict(),
+                        knee=knee_of(strategy, history) if profile.measured else None, hardware=problem.hardware.to_dict(),
                         dataset_key=key, device=problem.device)
     info = started.info
     result = TuneResult(
         tuned, tuple(history), tuple(finals), result_path(out, fingerprint, key),
         result_path(out, fingerprint, key, ".py"), store.shown_url, ran.clock.elapsed(), len(started.history),
         ran.orphans, ran.shm_leaks, profile=profile, calibration=calib,
-        predicted=model.predict(pick.config, calib), control=strategy.control,
-        reorder_gain=reorder_gain(model, pick.config, calib, problem.allow_reorder),
+        # Without a measured profile the model has nothing to draw a curve from: no figure is
+        # predicted (the table says "not predicted"), no knee found.
+        predicted=model.predict(pick.config, calib) if profile.measured else None, control=strategy.control,
+        reorder_gain=reorder_gain(model, pick.config, calib, problem.allow_reorder) if profile.measured else None,
         model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
         run_id=store.run.run_id, dataset=dataset_record(problem), provenance=Provenance(**provenance()),
         warm_start=ran.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(ranks.record(
