@@ -281,3 +281,13 @@ def test_no_model_plot_without_a_profile():
     info = type("Info", (), {"sample_seconds": 0.002, "sample_bytes": 4096, "length": 1000})()
     data["profile"], data["predicted"], data["knee"] = fallback_profile(info, 32, 16).to_dict(), None, None
     assert set(draw(explain(TuneResult.from_dict(data)))) == {"memory", "timeline"}
+
+
+def test_the_rule_line_of_one_round_says_its_figure():
+    from autoloader.search.choice import Finalist, rule_verdict
+
+    # The quick start: the pick is the rule's config, w0 met it in one round at a third.
+    rule, w0 = LoaderConfig.make(32, 1, False), LoaderConfig.make(32, 0, False)
+    finals = [Finalist(rule, (229.0,), (0.5,), None, (0,)), Finalist(w0, (76.0,), (0.9,), None, (0,))]
+    said = rule_verdict(rule, rule, finals)
+    assert "met it in one round and read 0.33x of it: not judged" in said, said

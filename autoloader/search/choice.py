@@ -229,7 +229,9 @@ def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence
             return "the pick is the rule's config: no final between a pick and itself"
         ratio = paired(best, control)
         if ratio is None or not ratio.judged:
-            return f"the pick is the rule's config; {best.config.key} met it in one round: not judged"
+            # The one round's figure said, so that "not judged" never hides a challenger far behind.
+            read = f" and read {ratio.ratio:.2f}x of it" if ratio is not None else ""
+            return f"the pick is the rule's config; {best.config.key} met it in one round{read}: not judged"
         tie = ratio.within() or not (ratio.faster or ratio.slower)
         kept = ": the cheaper of the two kept" if tie and rule.cost() <= best.config.cost() else ""
         return f"the pick is the rule's config; {best.config.key} was {compared(ratio, 'it')}{kept}"
