@@ -10,8 +10,8 @@ PRELUDES[NAME]), ``<!-- readme-test: report -->`` (an abridged report page of th
 The rules, by language:
 
 * ``python``: with a ``file`` marker, written to the section's folder (later blocks import it);
-  else run in a fresh process after its prelude (PRELUDES, "python" unless a marker names
-  another): as a script file when it has an ``if __name__ == "__main__":`` guard, else as
+  else run in a fresh process as printed (a marker may name a prelude, PRELUDES, for the names
+  it assumes): as a script file when it has an ``if __name__ == "__main__":`` guard, else as
   ``python -c`` (a fragment, as pasted into an interactive session: spawn then re-runs nothing).
   Every prelude caps budgets at readme_prelude.BUDGET_CAP_S. A block whose comment says it
   "finds the stored result" must not tune.
@@ -37,9 +37,10 @@ from conftest import REPO_ROOT
 README = os.path.join(REPO_ROOT, "README.md")
 MARKER = re.compile(r"<!--\s*readme-test:\s*(\w+)\s*(.*?)\s*-->")
 
+# A block runs as printed: no names come from a prelude, unless a marker names one (the
+# frameworks' blocks, whose model and trainer a user has already).
 PRELUDES = {
-    "python": "from readme_prelude import dataset, train_step, train_set, epochs\n",
-    "data": "from data import make, make_step\nepochs = 1\n",
+    "python": "",
     "lightning": "from readme_prelude import train_set, lightning_objects\nmodel, trainer = lightning_objects()\n",
     "huggingface": "from readme_prelude import hf_trainer\ntrainer = hf_trainer()\n",
     "accelerate": "from readme_prelude import train_set, accelerate_objects\n"

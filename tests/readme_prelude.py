@@ -1,6 +1,6 @@
 """The names the README's Python snippets assume, small (tests/readme_blocks.py's preludes import
-them): a dataset and a step for "From Python", a model and a Trainer for each framework, and a cap
-on budgets so a snippet's tune takes seconds, not its README budget.
+them): a dataset, a model and a Trainer for each framework's block, and a cap on budgets so a
+snippet's tune takes seconds, not its README budget. Every other block runs as printed.
 
 Module-level and importable by name, so the tuner's trial process (started with spawn) unpickles
 them; nothing here imports a framework until a function that needs it is called.
@@ -9,45 +9,15 @@ them; nothing here imports a framework until a function that needs it is called.
 from __future__ import annotations
 
 import functools
-import time
 
 import torch
-from torch.utils.data import Dataset
 
 from integration_workloads import Points
 
 # A snippet's tune measures at most this long (its README budget is meant for real data).
 BUDGET_CAP_S = 20.0
 
-
-class Rows(Dataset):
-    """2,048 rows of 32 floats and a label, each 1 ms of CPU work holding the GIL (as a decode
-    would), so that workers pay and a pick has some: a snippet's use of a pick with workers runs."""
-
-    def __len__(self) -> int:
-        return 2048
-
-    def __getitem__(self, index: int):
-        end = time.process_time() + 0.001
-        while time.process_time() < end:
-            pass
-        generator = torch.Generator().manual_seed(index)
-        x = torch.randn(32, generator=generator)
-        return x.tanh(), index % 4
-
-
-LAYER = torch.nn.Linear(32, 4)
-
-
-def train_step(batch) -> None:
-    """A step on a batch of Rows: one linear layer's forward and backward."""
-    x, y = batch
-    torch.nn.functional.cross_entropy(LAYER(x), y).backward()
-
-
-dataset = Rows()
 train_set = Points()
-epochs = 1
 
 
 def cap_budgets(seconds: float = BUDGET_CAP_S) -> None:

@@ -226,7 +226,7 @@ def test_one_step_time_from_the_profile_line_to_the_verdict():
     assert v.kind == "compute", v.headline
     assert "(482.8 ms a batch as profiled, 726.7 ms as the bursts corrected it (x1.51))" in v.headline
     compute = next(f for f in v.findings if f.topic == "compute")
-    assert "482.8 ms a batch as profiled, 726.7 ms as the bursts corrected it" in compute.text
+    assert "482.8 ms a batch of 32 as profiled, 726.7 ms as the bursts corrected it" in compute.text
     # Uncorrected, one figure: the profile's.
     plain = verdict(replace(ev, calibration=Calibration()))
     assert "(482.8 ms a batch)" in plain.headline and "corrected" not in plain.headline

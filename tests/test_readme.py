@@ -58,6 +58,38 @@ def test_every_python_block_parses_with_its_prelude():
         ast.parse(readme.script(block) if readme.rule(block) == "run" else block.text, block.where)
 
 
+def _free_names(source: str) -> set[str]:
+    """The names a block reads that it neither defines, imports, nor has as a builtin: what it
+    would need from a hidden prelude to run as printed."""
+    import builtins
+
+    tree = ast.parse(source)
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            bound |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)} if not isinstance(
+                node, ast.ClassDef) else set()
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
+
+
+def test_every_python_block_without_a_prelude_runs_as_printed():
+    """A user pastes a block as it is: one that names no prelude (the frameworks' blocks name
+    theirs: a model and a trainer the user has) reads no name it does not define or import."""
+    assert readme.PRELUDES["python"] == ""
+    for block in of("run"):
+        if block.marker is None:
+            assert readme.script(block) == readme.CAP + "\n" + block.text
+            assert not _free_names(block.text), (block.where, _free_names(block.text))
+    assert _free_names("from autoloader import best_loader\nloader = best_loader(make())\n") == {"make"}
+
+
 def test_the_registry_example_loads(tmp_path):
     from autoloader.fleet import registry
 

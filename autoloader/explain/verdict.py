@@ -178,15 +178,17 @@ def _more_workers(ev: Evidence) -> str:
             f"{rate(ev.samples_per_s)} was kept over (the rule's line says how sure)")
 
 
-def _step_text(ev: Evidence, st: Stages) -> str:
-    """The step's time a batch: the profile's figure (the one its line prints), and the one the
-    bursts corrected it to where they moved it, so that no surface gives another step."""
+def _step_text(ev: Evidence, st: Stages, of: bool = False) -> str:
+    """The step's time a batch (``of``: "a batch of N"): the profile's figure (the one its line
+    prints), and the one the bursts corrected it to where they moved it, so that no surface
+    gives another step."""
     p = ev.profile
     profiled = p.step_s * st.batch_size / p.batch_size
+    batch = f"a batch of {st.batch_size}" if of else "a batch"
     if profiled > 0 and abs(st.step_s / profiled - 1.0) > 0.005:
-        return (f"{ms(profiled)} a batch as profiled, {ms(st.step_s)} as the bursts corrected it "
+        return (f"{ms(profiled)} {batch} as profiled, {ms(st.step_s)} as the bursts corrected it "
                 f"(x{st.step_s / profiled:.2f})")
-    return f"{ms(profiled)} a batch"
+    return f"{ms(profiled)} {batch}"
 
 
 def _term_note(ev: Evidence, term: str, bare: bool = False) -> str:
@@ -347,7 +349,7 @@ def _compute_finding(ev: Evidence, st: Stages, limits: bool) -> Finding:
         text = ("No step was timed: without --step the loop's step only moves a batch to the device, so this run "
                 "says nothing about your training's compute.")
     else:
-        text = (f"The step takes {_step_text(ev, st)} (a batch of {st.batch_size}, on resident data): "
+        text = (f"The step takes {_step_text(ev, st, of=True)}, on resident data: "
                 f"{_at_most(ev, st.step_rate)}.") + _threads_note(ev)
     return Finding("compute", "Compute (the step)", text, PROFILED, limits)
 
