@@ -291,3 +291,13 @@ def test_the_rule_line_of_one_round_says_its_figure():
     finals = [Finalist(rule, (229.0,), (0.5,), None, (0,)), Finalist(w0, (76.0,), (0.9,), None, (0,))]
     said = rule_verdict(rule, rule, finals)
     assert "met it in one round and read 0.33x of it: not judged" in said, said
+
+
+def test_show_tells_the_same_caveats():
+    from autoloader.fleet.show import result_text
+
+    result, text, md, page, data = _surfaces(_busy_one_burst())
+    shown = result_text(result)
+    for label, said in data["explained"]["caveats"]:
+        assert said in shown and said in text, said
+    assert rate(result.samples_per_s, "") in shown
