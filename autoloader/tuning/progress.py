@@ -391,10 +391,6 @@ def explained(result) -> dict:
     whether a measured rate raised it) and the caveats' rows. Empty for a record without a profile."""
     if getattr(result, "partial", False) or getattr(result, "profile", None) is None:
         return {}
-    from ..explain import Evidence, ceiling, verdict
+    from ..explain import figures
 
-    ev = Evidence.from_result(result)
-    v = verdict(ev)
-    return {"explained": {"kind": v.kind, "headline": v.headline, "wait_share": v.wait_share,
-                          "wait_source": v.wait_source, "ceiling": ceiling(ev).to_dict(),
-                          "caveats": [[label, text] for label, text in caveats(result)]}}
+    return {"explained": {**figures(result), "caveats": [[label, text] for label, text in caveats(result)]}}
