@@ -268,6 +268,10 @@ def test_a_run_whose_profile_was_cut_short_predicts_nothing():
     assert "the profile was not measured" in out["explained"]["headline"]
     assert "worker knee" not in md and "No ceiling: the profile was not measured" in md
     assert explain(result).whatifs == ()
+    # The trials' table has no model column figure either.
+    header, _, *rows = [r for r in md.split("## Every trial")[1].splitlines() if r.startswith("| ")]
+    at = [c.strip() for c in header.split("|")].index("predicted")
+    assert rows and all(r.split("|")[at].strip() == "-" for r in rows)
 
 
 def test_no_model_plot_without_a_profile():

@@ -112,7 +112,7 @@ def _trial_rows(ex: Explanation) -> list[dict]:
         outcome = "stopped early" if t.pruned else t.status
         if t.status != OK:
             outcome += f": {t.describe_failure()}"
-        predicted = ev.model.predict(t.config, ev.calibration).samples_per_s
+        predicted = ev.model.predict(t.config, ev.calibration).samples_per_s if ev.profiled else None
         memory = {name: _short_size(x) for name, x in (("host", t.peak_pss_bytes), ("shm", t.peak_shm_bytes),
                                                        ("device", t.gpu_peak_bytes or None))}
         rows.append({
