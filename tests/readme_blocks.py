@@ -37,14 +37,11 @@ from conftest import REPO_ROOT
 README = os.path.join(REPO_ROOT, "README.md")
 MARKER = re.compile(r"<!--\s*readme-test:\s*(\w+)\s*(.*?)\s*-->")
 
-# A block runs as printed: no names come from a prelude, unless a marker names one (the
-# frameworks' blocks, whose model and trainer a user has already).
+# A block runs as printed: no names come from a prelude, unless a marker names one (the Hugging
+# Face block, whose Trainer, with its model and tokenizer, a user has already).
 PRELUDES = {
     "python": "",
-    "lightning": "from readme_prelude import train_set, lightning_objects\nmodel, trainer = lightning_objects()\n",
     "huggingface": "from readme_prelude import hf_trainer\ntrainer = hf_trainer()\n",
-    "accelerate": "from readme_prelude import train_set, accelerate_objects\n"
-                  "accelerator, model, optimizer = accelerate_objects()\n",
 }
 CAP = "import readme_prelude\nreadme_prelude.cap_budgets()\n"
 

@@ -1,23 +1,16 @@
 """The names the README's Python snippets assume, small (tests/readme_blocks.py's preludes import
-them): a dataset, a model and a Trainer for each framework's block, and a cap on budgets so a
-snippet's tune takes seconds, not its README budget. Every other block runs as printed.
+them): the Hugging Face block's Trainer, and a cap on budgets so a snippet's tune takes seconds,
+not its README budget. Every other block runs as printed.
 
-Module-level and importable by name, so the tuner's trial process (started with spawn) unpickles
-them; nothing here imports a framework until a function that needs it is called.
+Importable by name; nothing here imports a framework until a function that needs it is called.
 """
 
 from __future__ import annotations
 
 import functools
 
-import torch
-
-from integration_workloads import Points
-
 # A snippet's tune measures at most this long (its README budget is meant for real data).
 BUDGET_CAP_S = 20.0
-
-train_set = Points()
 
 
 def cap_budgets(seconds: float = BUDGET_CAP_S) -> None:
@@ -39,17 +32,6 @@ def cap_budgets(seconds: float = BUDGET_CAP_S) -> None:
         setattr(autoloader, name, wrapped)
 
 
-def lightning_objects():
-    """(a LightningModule for Points, a one-epoch CPU Trainer of three batches)."""
-    import lightning
-
-    from integration_workloads import linear_module
-
-    trainer = lightning.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_train_batches=3, logger=False,
-                                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
-    return linear_module(), trainer
-
-
 def hf_trainer(output_dir: str = "trainer"):
     """A Hugging Face Trainer of a one-layer BERT on token samples, two CPU steps."""
     import transformers
@@ -60,11 +42,3 @@ def hf_trainer(output_dir: str = "trainer"):
                                           use_cpu=True, report_to=[], save_strategy="no")
     return transformers.Trainer(model=tiny_bert(), args=args, train_dataset=Tokens(),
                                 data_collator=transformers.DataCollatorWithPadding(tiny_tokenizer()))
-
-
-def accelerate_objects():
-    """(an Accelerator on the CPU, a linear model for Points, its optimizer)."""
-    from accelerate import Accelerator
-
-    model = torch.nn.Linear(8, 1)
-    return Accelerator(cpu=True), model, torch.optim.SGD(model.parameters(), lr=0.01)
