@@ -90,6 +90,25 @@ def test_every_python_block_without_a_prelude_runs_as_printed():
     assert _free_names("from autoloader import best_loader\nloader = best_loader(make())\n") == {"make"}
 
 
+def test_the_install_section_is_what_ci_installs():
+    """The README's install lines name the extras pyproject.toml declares, every one a user may
+    want (the test extra aside); .ci/run installs from those extras, with a torch and torchvision
+    that pair (each torch 2.N with torchvision 0.(N+15), as the demo's error says)."""
+    import tomllib
+
+    with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
+        extras = set(tomllib.load(f)["project"]["optional-dependencies"])
+    install = next(b for b in BLOCKS if b.section == "Install" and b.lang == "bash")
+    named = set(re.findall(r"pip install '\.\[(\w+)\]'", install.text))
+    assert named and named <= extras and extras - named <= {"test"}, (named, extras)
+    with open(os.path.join(REPO_ROOT, ".ci", "run")) as f:
+        ci = f.read()
+    ci_extras = set(re.search(r"pip install -q -e '\.\[([\w,]+)\]'", ci).group(1).split(","))
+    assert ci_extras <= extras, ci_extras
+    torch_pin, vision_pin = re.search(r"torch==(\d+\.\d+)\.\d+ torchvision==(\d+\.\d+)\.\d+", ci).groups()
+    assert vision_pin == f"0.{int(torch_pin.split('.')[1]) + 15}", (torch_pin, vision_pin)
+
+
 def test_the_registry_example_loads(tmp_path):
     from autoloader.fleet import registry
 
