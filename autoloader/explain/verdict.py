@@ -22,8 +22,13 @@ printing.
 #    supply stage and the step are within BALANCED_WITHIN of each other: neither alone limits.
 #    Which of these holds is decided once, in bound.py (NOTE [ One bound ]): the ceiling's
 #    sentence reads the same decision.
+# 5. Without a measured profile (the stand-in from the set-up's one batch) no stage was timed:
+#    the verdict says the measured wait share alone ("unprofiled"), nothing predicted.
 # Each figure says how sure it is: measured (bursts, final), profiled (timed by the profile,
-# scaled by the efficiency terms the bursts fitted) or predicted (the model's simulation).
+# scaled by the efficiency terms the bursts fitted) or predicted (the model's simulation). A
+# part's cap is never shown below the rate the run measured without saying the profile
+# under-timed it; a step's time is the profile's, with the bursts' correction beside it; a
+# verdict of too few workers gives what the run measured of more, never calling its own pick short.
 """
 
 from __future__ import annotations
