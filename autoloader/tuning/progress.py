@@ -161,9 +161,7 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     line = _verdict_line(result)
     if line:
         lines.append(f"  {'verdict':<20} {line}")
-    control = getattr(result, "control", None)
-    label = "graph as given" if control is not None and control.loader != DATALOADER else "cpus-1 rule"
-    lines.append(f"  {label:<20} {rule_line(result)}")
+    lines.append(f"  {rule_label(result):<20} {rule_line(result)}")
     if t.baseline_samples_per_s:
         words = getattr(result, "baseline_verdict", None)
         words = "the pick itself" if t.config.num_workers == 0 else f"the pick: {words}" if words else ""
@@ -226,13 +224,17 @@ def caveats(result) -> list[tuple[str, str]]:
     """What qualifies the pick's figures, as (label, text) rows: where its rate is from, the rule
     it replaces (``rule_line``, with its interval or why none) and the machine's load. The table
     prints these lines and the report page its rows, from these same functions."""
-    control = getattr(result, "control", None)
-    label = "graph as given" if control is not None and control.loader != DATALOADER else "cpus-1 rule"
     rows = [("samples/s from", basis) for basis in [rate_basis(result)] if basis]
-    rows.append((label, rule_line(result)))
+    rows.append((rule_label(result), rule_line(result)))
     said = profile_load_line(getattr(result, "profile", None))
     rows += [("machine load", text) for text in load_lines(getattr(result, "load", None)) + ([said] if said else [])]
     return rows
+
+
+def rule_label(result) -> str:
+    """The rule's row's label: the cpus-1 rule, or a torchdata.nodes graph as it was given."""
+    control = getattr(result, "control", None)
+    return "graph as given" if control is not None and control.loader != DATALOADER else "cpus-1 rule"
 
 
 def _verdict_line(result) -> str | None:
