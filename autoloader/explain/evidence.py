@@ -136,7 +136,7 @@ class Evidence:
         every final's median. No ceiling is below it (ceiling.py)."""
         rates = [self.samples_per_s, *(t.samples_per_s for t in self.ok_trials),
                  *(f.median for f in self.finals if f.rates)]
-        return max(r for r in rates if r)
+        return max((r for r in rates if r), default=0.0)
 
     @property
     def ok_trials(self) -> list[TrialResult]:
