@@ -128,6 +128,7 @@ def test_the_shards_say_their_library():
 # -- one run, one story: the table, the page and the JSON ----------------------------------------
 
 import copy  # noqa: E402
+import os  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 
@@ -305,3 +306,32 @@ def test_show_tells_the_same_caveats():
     for label, said in data["explained"]["caveats"]:
         assert said in shown and said in text, said
     assert rate(result.samples_per_s, "") in shown
+
+
+# -- a real run beside CPU spinners, its pick from one burst, no final ---------------------------
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "results", "busy-one-burst-20261206.json")
+
+
+def test_a_real_busy_one_burst_run_tells_one_story():
+    """The README's worked example tuned on this repository's 2-core machine while other test runs
+    took both CPUs: the pick from one burst, no final. Its step, ceiling, rule, load and basis
+    are one value each across the table, the page and the JSON."""
+    with open(FIXTURE) as f:
+        result, text, md, page, data = _surfaces(json.load(f))
+    assert result.busy and not result.finals
+    profile_line = line(Profiled(result.profile, None, cpus=2, busy=0.5))
+    step = re.search(r"step ([0-9.]+ ms)", profile_line).group(1)
+    v = verdict(Evidence.from_result(result))
+    assert f"{step} a batch of 64 as profiled" in " ".join(f.text for f in v.findings)
+    c = data["explained"]["ceiling"]
+    sentence = ceiling(Evidence.from_result(result)).sentence()
+    assert rate(c["ceiling"]) in sentence and html_escape(sentence) in page and sentence in md
+    if c["step_rate_corrected"] is not None and abs(c["step_rate_corrected"] / c["step_rate"] - 1) > 0.005:
+        # The verdict's corrected step is the ceiling's too.
+        assert rate(c["step_rate_corrected"]) in sentence and f"{rate(c['step_rate_corrected'])} at most" in v.paragraph
+    assert c["ceiling"] >= max(t.samples_per_s for t in result.trials if t.samples_per_s and not t.pruned)
+    for label, said in data["explained"]["caveats"]:
+        assert said in text and said in md and html_escape(said) in page, said
+    assert any(said.startswith("from one burst, no final") for _, said in data["explained"]["caveats"])
+    assert data["explained"]["headline"] in text

@@ -35,6 +35,7 @@ class Ceiling:
     wait: float | None = None  # the loop's wait share that decided it
     measured: float = 0.0     # the highest rate the run measured (per rank): no ceiling is below it
     profiled: bool = True     # False where the profile was not measured: no terms, no ceiling
+    step_corrected: float | None = None   # the step's rate as the bursts corrected it (the verdict's figure)
 
     @property
     def workers_rate(self) -> float:
@@ -75,7 +76,8 @@ class Ceiling:
         return {"ceiling": finite(self.value), "step_rate": finite(self.step_rate),
                 "one_worker_rate": finite(self.one_worker_rate), "cpus": self.cpus,
                 "workers_rate": finite(self.workers_rate), "binding": self.binding, "tuned": self.tuned,
-                "gap": self.gap, "holds": self.holds, "raised_to_measured": self.raised, "profiled": True}
+                "gap": self.gap, "holds": self.holds, "raised_to_measured": self.raised, "profiled": True,
+                "step_rate_corrected": finite(self.step_corrected) if self.step_corrected is not None else None}
 
     def sentence(self) -> str:
         if not self.profiled:
@@ -85,6 +87,11 @@ class Ceiling:
             return "No ceiling: the profile timed neither a step nor a worker's batch."
         if self.step_given is False:
             step = "the step (none: without --step it only moves each batch, so this is the loader's ceiling)"
+        elif math.isfinite(self.step_rate) and self.step_corrected is not None and math.isfinite(
+                self.step_corrected) and abs(self.step_corrected / self.step_rate - 1.0) > 0.005:
+            # The verdict's step is the corrected one: both figures said, so the two never disagree.
+            step = (f"the step on resident batches ({rate(self.step_rate)} as profiled; "
+                    f"{rate(self.step_corrected)} as the bursts corrected it)")
         elif math.isfinite(self.step_rate):
             step = f"the step on resident batches ({rate(self.step_rate)})"
         else:
@@ -122,4 +129,5 @@ def ceiling(ev: Evidence) -> Ceiling:
     worker_s = p.worker_batch_s()
     one = p.batch_size / worker_s if worker_s > 0 else math.inf
     b = bound(ev)
-    return Ceiling(step_rate, one, p.cpus, ev.samples_per_s, ev.step_given, b.holds, b.wait, ev.measured_best())
+    return Ceiling(step_rate, one, p.cpus, ev.samples_per_s, ev.step_given, b.holds, b.wait, ev.measured_best(),
+                   step_corrected=b.step_rate)
