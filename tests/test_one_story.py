@@ -335,3 +335,14 @@ def test_a_real_busy_one_burst_run_tells_one_story():
         assert said in text and said in md and html_escape(said) in page, said
     assert any(said.startswith("from one burst, no final") for _, said in data["explained"]["caveats"])
     assert data["explained"]["headline"] in text
+
+
+def test_no_what_if_claims_without_a_profile():
+    from autoloader.tuning.claims import what_if_claims
+    from autoloader.tuning.measured import fallback_profile
+
+    data = _busy_one_burst()
+    assert what_if_claims(TuneResult.from_dict(data))   # measured: the what-ifs are worked out
+    info = type("Info", (), {"sample_seconds": 0.002, "sample_bytes": 4096, "length": 1000})()
+    data["profile"], data["predicted"], data["knee"] = fallback_profile(info, 32, 16).to_dict(), None, None
+    assert what_if_claims(TuneResult.from_dict(data)) == ()
