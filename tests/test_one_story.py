@@ -203,7 +203,8 @@ def test_a_ceiling_is_never_below_a_rate_the_run_measured():
     assert html_escape(sentence) in page and sentence in md
     # No "at most" a surface prints reads below what the run measured without saying so.
     v = verdict(Evidence.from_result(result))
-    for shown in re.findall(r"([0-9][0-9,.]*)/s at most(?! as profiled)", v.paragraph + " ".join(f.text for f in v.findings)):
+    said = v.paragraph + " ".join(f.text for f in v.findings)
+    for shown in re.findall(r"([0-9][0-9,.]*)/s at most(?! as profiled)", said):
         assert float(shown.replace(",", "")) >= result.samples_per_s * 0.99, v.paragraph
 
 

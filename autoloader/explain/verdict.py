@@ -145,7 +145,8 @@ def _unprofiled(ev: Evidence) -> Verdict:
             "prediction; the figures here are the bursts' and the final's. Tune again to profile it.")
     findings = (Finding("supply", "Data supply", headline, MEASURED, limits=wait >= MODERATELY_INPUT_BOUND),
                 Finding("part", "The profile", text, MEASURED),
-                *(Finding("stream", "The stream's shards and workers", line, MEASURED) for line in stream_lines(ev.stream)))
+                *(Finding("stream", "The stream's shards and workers", line, MEASURED)
+                  for line in stream_lines(ev.stream)))
     paragraph = " ".join(t for t in (headline, text, _no_step(ev).strip()) if t)
     return Verdict(UNPROFILED, level, wait, MEASURED, headline, paragraph, findings, st, ev.step_given)
 
@@ -388,8 +389,8 @@ def _headline(ev, st, kind, level, wait, source, supply, lost) -> str:
                  else _PART_WORDS[part])
         if level == "not input-bound":
             doing = "copying" if part == "copy" else "receiving"
-            return (f"Input-bound {words}, capping it at {_capping(ev, supply)}: the loop does not wait for data ({waits}) "
-                    f"but spends more of its time {doing} each batch than in the step.")
+            return (f"Input-bound {words}, capping it at {_capping(ev, supply)}: the loop does not wait for data "
+                    f"({waits}) but spends more of its time {doing} each batch than in the step.")
         if st.workers == 0 and level != "not input-bound":
             # Made in the loop between steps, batches take the loop's time rather than cap a
             # supply beside it: the wait share is the figure, not a rate.

@@ -171,7 +171,8 @@ def result_text(result: TuneResult) -> str:
     # The table's and the page's caveats, from the same function: where the rate is from, the
     # rule, the machine's load (a run's mark, which keeps the pick alone, has its load).
     rows = caveats(result) if not result.partial else [("machine load", t) for t in load_lines(result.load)]
-    lines += [f"  {label if i == 0 or rows[i - 1][0] != label else '':<20} {text}" for i, (label, text) in enumerate(rows)]
+    lines += [f"  {label if i == 0 or rows[i - 1][0] != label else '':<20} {text}"
+              for i, (label, text) in enumerate(rows)]
     threads = result.threads
     if threads is not None and threads.threads:
         lines.append(f"  {'main threads':<20} {threads.threads}"

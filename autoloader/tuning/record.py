@@ -77,7 +77,8 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
     tuned = TunedConfig(config=pick.config, samples_per_s=ranks.rate(pick.rate),
                         rel_interval=pick.trial.rel_interval if pick.trial is not None else None,
                         baseline_samples_per_s=ranks.rate(baseline_rate(finals, history)),
-                        knee=knee_of(strategy, history) if profile.measured else None, hardware=problem.hardware.to_dict(),
+                        knee=knee_of(strategy, history) if profile.measured else None,
+                        hardware=problem.hardware.to_dict(),
                         dataset_key=key, device=problem.device)
     info = started.info
     result = TuneResult(
