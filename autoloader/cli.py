@@ -289,7 +289,9 @@ def show_command(result, out, storage, as_json, form) -> None:
 
                 click.echo(formats.render(found, form), nl=False)
             else:
-                click.echo(show.as_json(found.to_dict()) if as_json else show.result_text(found), nl=not as_json)
+                # One result's JSON is tune --json's: its record and what the table and page say of it.
+                click.echo(show.as_json({**found.to_dict(), **report.explained(found)}) if as_json
+                           else show.result_text(found), nl=not as_json)
 
 
 @main.command("report", short_help="Write a result's report: what limits it, what to change.")

@@ -347,3 +347,21 @@ def test_no_what_if_claims_without_a_profile():
     info = type("Info", (), {"sample_seconds": 0.002, "sample_bytes": 4096, "length": 1000})()
     data["profile"], data["predicted"], data["knee"] = fallback_profile(info, 32, 16).to_dict(), None, None
     assert what_if_claims(TuneResult.from_dict(data)) == ()
+
+
+def test_show_json_of_one_result_is_the_tunes(tmp_path):
+    from click.testing import CliRunner
+
+    from autoloader.cli import main as cli
+
+    with open(FIXTURE) as f:
+        data = json.load(f)
+    folder = tmp_path / data["hardware"]["fingerprint"]
+    folder.mkdir()
+    path = folder / f"{data['dataset_key']}.json"
+    path.write_text(json.dumps(data))
+    done = CliRunner().invoke(cli, ["show", str(path), "--json"])
+    assert done.exit_code == 0, done.output
+    shown = json.loads(done.output)
+    told = json.loads(as_json(TuneResult.from_dict(data)))
+    assert shown["explained"] == told["explained"] and shown["samples_per_s"] == told["samples_per_s"]
