@@ -1,8 +1,6 @@
-"""The names the README's Python snippets assume, small (tests/readme_blocks.py's preludes import
-them): the Hugging Face block's Trainer, and a cap on budgets so a snippet's tune takes seconds,
-not its README budget. Every other block runs as printed.
-
-Importable by name; nothing here imports a framework until a function that needs it is called.
+"""The cap on budgets put before each of the README's Python blocks (tests/readme_blocks.py's
+CAP), so a block's tune takes seconds, not its README budget. Nothing else: every block runs as
+printed.
 """
 
 from __future__ import annotations
@@ -30,15 +28,3 @@ def cap_budgets(seconds: float = BUDGET_CAP_S) -> None:
         wrapped = capped(getattr(api, name))
         setattr(api, name, wrapped)
         setattr(autoloader, name, wrapped)
-
-
-def hf_trainer(output_dir: str = "trainer"):
-    """A Hugging Face Trainer of a one-layer BERT on token samples, two CPU steps."""
-    import transformers
-
-    from integration_workloads import Tokens, tiny_bert, tiny_tokenizer
-
-    args = transformers.TrainingArguments(output_dir=output_dir, per_device_train_batch_size=16, max_steps=2,
-                                          use_cpu=True, report_to=[], save_strategy="no")
-    return transformers.Trainer(model=tiny_bert(), args=args, train_dataset=Tokens(),
-                                data_collator=transformers.DataCollatorWithPadding(tiny_tokenizer()))

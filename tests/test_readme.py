@@ -53,7 +53,7 @@ def test_a_block_without_a_rule_fails_naming_it():
         readme.rule(commands)
 
 
-def test_every_python_block_parses_with_its_prelude():
+def test_every_python_block_parses():
     for block in of("run") + of("file"):
         ast.parse(readme.script(block) if readme.rule(block) == "run" else block.text, block.where)
 
@@ -79,14 +79,13 @@ def _free_names(source: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
 
 
-def test_every_python_block_without_a_prelude_runs_as_printed():
-    """A user pastes a block as it is: one that names no prelude (the frameworks' blocks name
-    theirs: a model and a trainer the user has) reads no name it does not define or import."""
-    assert readme.PRELUDES["python"] == ""
+def test_every_python_block_runs_as_printed():
+    """A user pastes a block as it is: no block reads a name it does not define or import, and
+    the test runs it with nothing before it but the budget cap."""
     for block in of("run"):
-        if block.marker is None:
-            assert readme.script(block) == readme.CAP + "\n" + block.text
-            assert not _free_names(block.text), (block.where, _free_names(block.text))
+        assert block.marker is None, block.where
+        assert readme.script(block) == readme.CAP + "\n" + block.text
+        assert not _free_names(block.text), (block.where, _free_names(block.text))
     assert _free_names("from autoloader import best_loader\nloader = best_loader(make())\n") == {"make"}
 
 
