@@ -18,8 +18,8 @@ import statistics
 from ..search.results import OK
 from ..search.settings import knobs_of
 from ..events.lines import cpus
-from ..tuning.progress import NOT_PREDICTED, caveats
 from . import Explanation, explain
+from .caveats import NOT_PREDICTED, caveats
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
 from .whatif import how_sure, top
@@ -83,7 +83,7 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
                  + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
     rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks) if ev.profiled
                  else NOT_PREDICTED))
-    # The table's own caveats, from the same functions (tuning/progress.py's ``caveats``): where
+    # The table's own caveats, from the same functions (caveats.py, which the table prints): where
     # the rate is from, the rule with the words its paired rounds support (NOTE [ Paired rounds ]
     # in search/paired.py; never a bare ratio) or why it has none, and the machine's load.
     rows += caveats(result)
