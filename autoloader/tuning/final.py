@@ -16,15 +16,16 @@ NOTE [ A final that can settle ]
 Where the search's bursts of the pick and the rule make the opening round (NOTE [ The opening
 round ] in search/opening.py), a final of one more round ends at two pairs: t95 with one degree
 of freedom is 12.7, so its interval settles only a gap about nine times the pairs' noise (1.5x and
-more at the few percent a round's readings scatter; on a GPU workload two-pair intervals of
-±100% and wider are common: results/benchmarks/README.md). A gap that large the opening alone already shows, and the choice over the bursts as
+more at the few percent a round's readings scatter, and a disturbed reading widens it far
+past that). A gap that large the opening alone already shows, and the choice over the bursts as
 one round hands it back (choice.choose: a config reading SINGLE_ROUND_MARGIN above the rule wins);
 a smaller one that round would leave unsettled. So where the budget holds fewer rounds than
 bring the pairs to FINAL_ROUNDS (three: t95 4.30), the final is not begun and the run ends: the
 bursts decide as when no round fits at all, and the verdict says the rule was not paired. What
 changes is only the unsure case: a cheaper pick within the margin of the rule gives way to the
 rule (never less than the rule, unsure), where two pairs would have kept the cheaper, unsure too.
-On the GPU bench the round not run is 12 s of hugefloat (its pick 3.8 s, the rule 8.6 s). With no
+The round not run is the budget's to keep: one round costs each finalist's start, lead and
+window again. With no
 opening the final runs the rounds the budget holds, as before: its first round is then the rule's
 first reading beside the pick.
 """

@@ -261,8 +261,8 @@ class Run:
                 break
             # The rule's burst is measured in full, however far behind: beside the pick's it makes
             # the final's opening round (NOTE [ The opening round ] in search/opening.py), and a
-            # pruned one leaves the final two pairs short (on the GPU bench a 1.5 s burst saved cost
-            # a second final round of 9.5 s that still said "4-170%").
+            # pruned one leaves the final a pair short: the seconds a stopped burst saves cost a
+            # whole final round more, whose interval is still wider than the opening's would be.
             result = self._trial(config, started.info, history, prune=config != strategy.control)
             stands = once.stands(result)
             if stands:
