@@ -48,6 +48,7 @@ from ..search.strategy import Strategy
 from ..search.warm import WarmStart, warmed
 from ..store.history import previous
 from ..store.paths import default_storage, held, lock_path, study_name
+from ..store.result import TuneResult
 from ..store.retry import OnceMore, control_again
 from ..store.storage import warm_up
 from ..store.study import StudyStore
@@ -55,7 +56,6 @@ from .compare import settled
 from .measured import fallback_profile, profile_parts, setup_parts
 from .final import Final, final_configs, final_measurement
 from .record import Ran, record
-from .result import TuneResult
 from .start import default_method, measured_space, start_plan, warn_uncompiled
 
 
