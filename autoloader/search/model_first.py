@@ -9,7 +9,7 @@ not yet measured:
 1. no workers: the baseline, and the cleanest reading of one batch's cost, with no other
    process competing (when the model's pick over all configs does not fit in memory, it comes
    first, and the run records it unrun: that tells the user what the limit costs);
-2. the control: the rule the tuner replaces (``heuristic_config``), so the final can compare
+2. the rule: the config the tuner replaces (``heuristic_config``), so the final can compare
    against it and the tuner never hands back less than the rule without knowing it. It comes
    before the model's pick because it is measured whatever the pick is, and its burst corrects
    the terms of the stages a pipeline with workers adds (the pin thread, the workers) before
@@ -31,12 +31,12 @@ not yet measured:
 
 When the corrected model's pick is measured and no prediction near the best is in doubt, the
 search ends: the profile left no doubt. The final (choice.py) then re-measures the pick and the
-control interleaved, and the cheapest that ties the best median over the paired rounds (the
+rule interleaved, and the cheapest that ties the best median over the paired rounds (the
 opening's too) wins. Beside them only the headroom probe (NOTE [ Headroom ]) and a config whose
 burst read past SINGLE_ROUND_MARGIN above the pick's (the best burst, the fastest prediction): a
 closer reading is within what one burst's rate moves, and each finalist costs every round its
 start, its lead and its window (a third finalist of many workers, its burst a percent from the
-pick's, costs a final about a third of its time). The control is always among the finalists unless it could not run: a burst of it
+pick's, costs a final about a third of its time). The rule is always among the finalists unless it could not run: a burst of it
 stopped early is no reason to leave the rule out.
 
 NOTE [ Headroom ]
@@ -125,7 +125,7 @@ def lacks_headroom(prediction: Prediction) -> bool:
 
 class ModelFirst(Strategy):
     """Proposes from the model; ``fits(config)`` says whether a config's memory is predicted to fit.
-    ``control_cpus``: the CPUs the control's rule counts, when not ``cpus`` (one rank of a node
+    ``control_cpus``: the CPUs the rule counts, when not ``cpus`` (one rank of a node
     counts the node's: NOTE [ Tuning a node's ranks ] in node/__init__.py)."""
 
     def __init__(self, space: SearchSpace, model: Model, cpus: int,
@@ -284,7 +284,7 @@ class ModelFirst(Strategy):
         """Who the final re-measures: of the configs measured in full, the corrected model's pick,
         its headroom probe where the step sets the pace, and its fastest prediction among them and
         the best burst where their burst read past SINGLE_ROUND_MARGIN above the pick's; and the
-        control (last), unless it failed or broke a limit."""
+        rule (last), unless it failed or broke a limit."""
         # A config measured while it fitted stays out once the memory predicted for a run no
         # longer fits (the bursts since taught the per-worker overhead).
         ok = self._measured(history)
@@ -305,7 +305,7 @@ class ModelFirst(Strategy):
         challengers = [c for c in others if best_burst(ok, c) > mine * (1.0 + SINGLE_ROUND_MARGIN)]
         chosen = [pick.config, *probed, *challengers]
         unique = [c for c in dict.fromkeys(chosen) if c != self.control][:MAX_FINALISTS - 1]
-        # The control always, last (where the run keeps it when time is short), unless it could
+        # The rule always, last (where the run keeps it when time is short), unless it could
         # not run: stopped early or not yet measured, the final measures it in full.
         if not any(t.config == self.control and t.status != OK for t in history):
             unique.append(self.control)

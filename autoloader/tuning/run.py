@@ -239,7 +239,7 @@ class Run:
         history, again = control_again(started.history, strategy.control)   # NOTE [ Fixed outside the code ]
         if again is not None:
             self.progress(ControlRetried(again))
-        # A resumed run measures the control first, however little time is left: the final holds
+        # A resumed run measures the rule first, however little time is left: the final holds
         # the pick against it (NOTE [ Fixed outside the code ] in store/retry.py).
         due = [strategy.control] if started.history and strategy.control is not None and not any(
             t.config == strategy.control for t in history) else []
