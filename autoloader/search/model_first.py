@@ -36,8 +36,8 @@ opening's too) wins. Beside them only the headroom probe (NOTE [ Headroom ]) and
 burst read past SINGLE_ROUND_MARGIN above the pick's (the best burst, the fastest prediction): a
 closer reading is within what one burst's rate moves, and each finalist costs every round its
 start, its lead and its window (a third finalist of many workers, its burst a percent from the
-pick's, costs a final about a third of its time). The rule is always among the finalists unless it could not run: a burst of it
-stopped early is no reason to leave the rule out.
+pick's, adds its whole reading to every round). The rule is always among the finalists unless
+it could not run: a burst of it stopped early is no reason to leave the rule out.
 
 NOTE [ Headroom ]
 Where the step sets the pace the predicted curve is flat from few workers on, and the cheapest

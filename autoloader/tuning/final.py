@@ -25,9 +25,8 @@ bursts decide as when no round fits at all, and the verdict says the rule was no
 changes is only the unsure case: a cheaper pick within the margin of the rule gives way to the
 rule (never less than the rule, unsure), where two pairs would have kept the cheaper, unsure too.
 The round not run is the budget's to keep: one round costs each finalist's start, lead and
-window again. With no
-opening the final runs the rounds the budget holds, as before: its first round is then the rule's
-first reading beside the pick.
+window again. With no opening the final runs the rounds the budget holds, as before: its first
+round is then the rule's first reading beside the pick.
 """
 
 from __future__ import annotations
