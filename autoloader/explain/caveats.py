@@ -113,7 +113,7 @@ def rule_line(result) -> str:
     paired rounds support (``TuneResult.verdict``), or why there is none."""
     control, tuned = getattr(result, "control", None), result.tuned
     if control is None:
-        return "not measured: this search holds no control"
+        return "not measured: this search holds no rule"
     rule = f"num_workers={control.num_workers}, pin_memory={control.pin_memory}, persistent"
     if control.loader != DATALOADER:   # a torchdata.nodes graph's own settings (search/nodes.py)
         rule = "the graph as given: " + ", ".join(f"{k}={v!r}" for k, v in control.loader_kwargs().items()

@@ -36,6 +36,7 @@ from ..store.durable import write_failure
 from ..store.history import keep
 from ..store.paths import result_path
 from ..store.records import Inputs, NodeRecord, Provenance
+from ..store.result import TuneResult
 from ..store.saving import save
 from ..store.snippet import snippet
 from ..store.study import StudyStore
@@ -43,7 +44,6 @@ from ..store.versions import provenance
 from .claims import what_if_claims
 from .compare import Comparison, compare
 from .measured import baseline_rate, dataset_record, knee_of, reorder_gain
-from .result import TuneResult
 from .start import start_choice
 
 
