@@ -13,7 +13,7 @@ import warnings
 from typing import Any, Callable
 
 from ..search.space import LoaderConfig
-from .order import Batches, CurrentEpoch, draw_epoch
+from .order import Batches, CurrentEpoch, draw_epoch, finish
 from .schedule import SETTLED, Plan, Reading
 from .samples import SeededSamples
 
@@ -71,7 +71,7 @@ class InRunLoader:
         self.tuned_epochs = 0                       # epochs in which segments other than the pick's ran
         self.final: Reading | None = None           # the pick's reading over the rest of its epoch
         self._kept = None
-        self._current = CurrentEpoch(keyed=sample_seed is not None)
+        self._current = CurrentEpoch(len(plain), keyed=sample_seed is not None)
         self._report = report
         self.reported = False
 
@@ -118,13 +118,12 @@ class InRunLoader:
                 kwargs.pop(name, None)
         return kwargs
 
-    def _segment(self, config: LoaderConfig, batches: list, epoch: int, seed: int):
+    def _segment(self, batches: Batches, seed: int):
         import torch
         from torch.utils.data import DataLoader
 
-        return DataLoader(self._made, batch_sampler=Batches(batches, epoch, self.sample_seed is not None),
-                          collate_fn=self.collate_fn, timeout=self._timeout,
-                          generator=torch.Generator().manual_seed(seed), **self._kwargs(config, kept=False))
+        return DataLoader(self._made, batch_sampler=batches, collate_fn=self.collate_fn, timeout=self._timeout,
+                          generator=torch.Generator().manual_seed(seed), **self._kwargs(batches.config, kept=False))
 
     def _kept_loader(self, seed: int):
         """The pick's own DataLoader for the epochs after tuning, its workers kept where it says."""
@@ -139,43 +138,41 @@ class InRunLoader:
 
     # --- iteration -----------------------------------------------------------------------------
     def __iter__(self):
-        batches, base_seed = draw_epoch(self.plain._index_sampler, self.generator)
+        drawn, base_seed = draw_epoch(self.plain._index_sampler, self.generator)
         epoch = self.epochs
         self.epochs += 1
         if self.plan.state == SETTLED and self.reported:
-            self._current.set(batches, epoch)
+            self._current.set(drawn, epoch)
             return iter(self._kept_loader(base_seed))
-        return self._epoch(batches, base_seed, epoch)
+        return self._epoch(drawn, base_seed, epoch)
 
-    def _epoch(self, batches: list, base_seed: int, epoch: int):
-        total, pos, segment = len(batches), 0, 0
+    def _epoch(self, drawn: Any, base_seed: int, epoch: int):
+        total, pos, segment = len(self), 0, 0
         began = time.perf_counter()
         tuned_here = self.plan.state != SETTLED
         while pos < total:
             config, count, round_ = self.plan.next(total - pos, total)
             count = max(1, min(count, total - pos))
-            sizes = [len(b) for b in batches[pos:pos + count]]
+            batches = Batches(drawn, count, epoch, self.sample_seed is not None)
+            batches.config = config
             t_begin = time.perf_counter()
             with warnings.catch_warnings():   # the worker count's warning, once per segment otherwise
                 warnings.filterwarnings("ignore", message="This DataLoader will create")
-                iterator = iter(self._segment(config, batches[pos:pos + count], epoch, base_seed + segment))
+                iterator = iter(self._segment(batches, base_seed + segment))
             calls, got = [], []
             try:
-                for i in range(count):
-                    t0 = time.perf_counter()
-                    batch = next(iterator)
-                    t1 = time.perf_counter()
-                    calls.append(t0 - t_begin)
-                    got.append(t1 - t_begin)
-                    if i == count - 1 and config.num_workers and self._worker_bytes is None:
+                for batch in _timed(iterator, calls, got, t_begin):
+                    if len(got) == count and config.num_workers and self._worker_bytes is None:
                         self._measure_workers(iterator)
                     yield batch
                 end = time.perf_counter() - t_begin
             finally:
                 _ended(iterator)
-            reading = Reading(config, round_, sizes, calls, got, end,
+            if not got:   # the sampler gave fewer batches than its length said
+                break
+            reading = Reading(config, round_, batches.sizes[:len(got)], calls, got, end,
                               shutdown_s=time.perf_counter() - t_begin - end)
-            pos += count
+            pos += len(got)
             segment += 1
             was = self.plan.state
             self.plan.done(reading, total - pos, total)
@@ -183,6 +180,9 @@ class InRunLoader:
                 self.final = reading
             elif self.plan.state == SETTLED and self._report is not None:
                 self._report(self, False)   # stored as soon as settled: a loop that stops early keeps it
+            if len(got) < count:
+                break
+        finish(drawn)
         if tuned_here:
             self.tuned_epochs += 1
         self.epoch_s.append(time.perf_counter() - began)
@@ -190,6 +190,19 @@ class InRunLoader:
             self.reported = True
             if self._report is not None:
                 self._report(self, True)
+
+
+def _timed(iterator: Any, calls: list, got: list, t_begin: float):
+    """``iterator``'s batches, each call's and each batch's moment (from ``t_begin``) recorded."""
+    while True:
+        t0 = time.perf_counter()
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        got.append(time.perf_counter() - t_begin)
+        calls.append(t0 - t_begin)
+        yield batch
 
 
 def _seed_worker():

@@ -20,39 +20,64 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 
-def draw_epoch(index_sampler: Any, generator: Any) -> tuple[list[list[Any]], int]:
-    """The epoch's batches (lists of indices) and its base seed, drawn as a plain DataLoader's
-    iterator draws them: NOTE [ One order, many loaders ]."""
+def draw_epoch(index_sampler: Any, generator: Any) -> tuple[Any, int]:
+    """The epoch's batch sampler iterator and its base seed, drawn as a plain DataLoader's
+    iterator draws them at ``iter()``: NOTE [ One order, many loaders ]. The batches are read
+    from the iterator at the epoch's first batch, as a loop without workers reads them (a
+    RandomSampler draws its permutation then)."""
     import torch
 
     batches = iter(index_sampler)
     base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
-    return [list(b) for b in batches], base_seed
+    return batches, base_seed
 
 
 class Batches:
-    """A batch sampler over ``batches`` (a slice of an epoch's order), each index paired with
-    ``epoch`` when ``keyed`` (NOTE [ Seeding per sample ] in samples.py)."""
+    """A batch sampler over the next ``count`` batches of an epoch's batch sampler iterator
+    ``source``, pulled as the segment's loader asks (never ahead of a plain loader's own pulls);
+    each index paired with ``epoch`` when ``keyed`` (NOTE [ Seeding per sample ] in samples.py).
+    ``sizes``: each batch's samples, as pulled."""
 
-    def __init__(self, batches: Sequence[Sequence[Any]], epoch: int = 0, keyed: bool = False):
-        self.batches = batches
+    def __init__(self, source: Any, count: int, epoch: int = 0, keyed: bool = False):
+        self.source, self.count = source, count
         self.epoch = epoch
         self.keyed = keyed
+        self.sizes: list[int] = []
 
     def __iter__(self):
-        for batch in self.batches:
+        for _ in range(self.count):
+            batch = next(self.source, None)
+            if batch is None:
+                return
+            batch = list(batch)
+            self.sizes.append(len(batch))
+            yield [(self.epoch, i) for i in batch] if self.keyed else batch
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def finish(source: Any) -> None:
+    """Read an epoch's batch sampler iterator past its end, as a plain loader's last ``next()``
+    does (a RandomSampler draws from the generator there too)."""
+    for _ in source:
+        pass
+
+
+class CurrentEpoch:
+    """The batch sampler of a kept loader (the pick, after tuning): the epoch its owner drew last
+    (a batch sampler's iterator, read as the loader reads it), taken afresh at each iter() so a
+    loader with kept workers follows the epochs."""
+
+    def __init__(self, length: int, keyed: bool = False):
+        self.source, self.epoch, self.keyed, self.length = iter(()), 0, keyed, length
+
+    def set(self, source: Any, epoch: int) -> None:
+        self.source, self.epoch = source, epoch
+
+    def __iter__(self):
+        for batch in self.source:
             yield [(self.epoch, i) for i in batch] if self.keyed else list(batch)
 
     def __len__(self) -> int:
-        return len(self.batches)
-
-
-class CurrentEpoch(Batches):
-    """The batch sampler of a kept loader (the pick, after tuning): whatever epoch its owner drew
-    last, read afresh at each iter() so a loader with kept workers follows the epochs."""
-
-    def __init__(self, keyed: bool = False):
-        super().__init__([], 0, keyed)
-
-    def set(self, batches: Sequence[Sequence[Any]], epoch: int) -> None:
-        self.batches, self.epoch = batches, epoch
+        return self.length

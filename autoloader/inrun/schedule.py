@@ -251,9 +251,10 @@ class Plan:
 def segment_batches(warm: Reading, total: int, finalists: int) -> int:
     """A round's segment: MIN_SEGMENT_S and 1/SWITCH_SHARE switches long at the warm cycle where
     two rounds of them fit EXPLORE_SHARE of the epoch; shorter to fit, but never under
-    MIN_SEGMENT_BATCHES, half a MIN_SEGMENT_S, or four switches (the rounds then span epochs)."""
+    MIN_SEGMENT_BATCHES, half a MIN_SEGMENT_S, or four switches (the rounds then span epochs), and
+    never past the epoch (a segment that long is an epoch of its own)."""
     cycle = max(warm.cycle_s, 1e-6)
     wanted = max(MIN_SEGMENT_S, warm.switch_s / SWITCH_SHARE) / cycle
     floor = max(MIN_SEGMENT_BATCHES, 0.5 * MIN_SEGMENT_S / cycle, 4 * warm.switch_s / cycle)
     fit = EXPLORE_SHARE * total / (2 * finalists)
-    return int(min(MAX_SEGMENT_BATCHES, math.ceil(max(floor, min(wanted, fit)))))
+    return int(min(MAX_SEGMENT_BATCHES, total, math.ceil(max(floor, min(wanted, fit)))))
