@@ -249,7 +249,7 @@ def _shm():
 
 
 @pytest.mark.slow
-def test_tuned_loader_keeps_order_and_ends_every_segments_workers(tmp_path):
+def test_tuned_loader_keeps_order_and_ends_every_segments_workers(short_segments, tmp_path):
     shm = _shm()
     plain = DataLoader(Counted(1200, cost_s=0.0004), batch_size=8, shuffle=True,
                        generator=torch.Generator().manual_seed(2))
@@ -266,7 +266,7 @@ def test_tuned_loader_keeps_order_and_ends_every_segments_workers(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_break_and_an_exception_leave_no_workers(tmp_path):
+def test_a_break_and_an_exception_leave_no_workers(short_segments, tmp_path):
     plain = DataLoader(Counted(600), batch_size=8, shuffle=True)
     loader = tuned(plain, out=str(tmp_path), progress=False)
     for i, _ in enumerate(loader):
@@ -283,7 +283,7 @@ def test_a_break_and_an_exception_leave_no_workers(tmp_path):
 
 
 @pytest.mark.slow
-def test_seeded_batches_with_workers_are_bit_for_bit_a_fixed_configs(tmp_path):
+def test_seeded_batches_with_workers_are_bit_for_bit_a_fixed_configs(short_segments, tmp_path):
     plain = DataLoader(Counted(800, cost_s=0.0002), batch_size=8, shuffle=True,
                        generator=torch.Generator().manual_seed(6))
     loader = tuned(plain, sample_seed=99, out=str(tmp_path), progress=False)
@@ -298,7 +298,7 @@ def test_seeded_batches_with_workers_are_bit_for_bit_a_fixed_configs(tmp_path):
 
 
 @pytest.mark.slow
-def test_best_loader_tunes_in_the_run_stores_and_the_next_call_reuses(tmp_path):
+def test_best_loader_tunes_in_the_run_stores_and_the_next_call_reuses(short_segments, tmp_path):
     out = str(tmp_path / "home")
     began = time.perf_counter()
     loader = autoloader.best_loader(Counted(1500, cost_s=0.0003), batch_size=16, device="cpu", out=out,
@@ -318,7 +318,7 @@ def test_best_loader_tunes_in_the_run_stores_and_the_next_call_reuses(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_closing_line_says_what_was_tried_picked_and_what_it_cost(tmp_path, caplog):
+def test_the_closing_line_says_what_was_tried_picked_and_what_it_cost(short_segments, tmp_path, caplog):
     plain = DataLoader(Counted(900, cost_s=0.0003), batch_size=8, shuffle=True)
     loader = tuned(plain, out=str(tmp_path))
     with caplog.at_level("INFO", logger="autoloader"):
