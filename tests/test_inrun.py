@@ -334,3 +334,39 @@ def test_tune_before_or_a_step_keeps_the_tune_apart_and_bad_values_are_refused(t
         autoloader.best_loader(Counted(64), batch_size=8, device="cpu", out=str(tmp_path), tune="later")
     with pytest.raises(autoloader.UsageError, match="DataLoader"):
         tuned([1, 2, 3])
+
+
+@pytest.mark.slow
+def test_lightning_fits_on_the_in_run_loader_and_it_settles_and_stores(short_segments, tmp_path):
+    lightning = pytest.importorskip("lightning")
+    from integration_workloads import Points, linear_module
+
+    from autoloader.integrations.lightning import TunedDataModule
+
+    data = TunedDataModule(Points(length=2048, cost_s=0.0002), batch_size=16, out=str(tmp_path), device="cpu",
+                           progress=False)
+    trainer = lightning.Trainer(accelerator="cpu", devices=1, max_epochs=2, logger=False, enable_checkpointing=False,
+                                enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(linear_module(), datamodule=data)
+    loader = trainer.train_dataloader
+    assert isinstance(loader, InRunLoader) and loader.plan.state == SETTLED
+    assert trainer.global_step == 2 * len(loader), "every batch of both epochs reached the step"
+    stored = autoloader.stored_result(Points(length=2048), batch_size=16, device="cpu", out=str(tmp_path))
+    assert stored is not None and stored.config == loader.plan.pick
+
+
+def test_accelerates_loader_is_tuned_before_the_run(monkeypatch):
+    """accelerate's prepare() rebuilds the loader it is given: tune="before"."""
+    from integration_workloads import Points
+
+    from autoloader.integrations import accelerate
+
+    asked = {}
+
+    def recorded(dataset, **options):
+        asked.update(options)
+        return DataLoader(dataset, batch_size=8)
+
+    monkeypatch.setattr(accelerate, "best_loader", recorded)
+    accelerate.tuned_loader(Points(), batch_size=8)
+    assert asked["tune"] == "before"

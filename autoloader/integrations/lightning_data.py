@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as lightning
+from torch.utils.data import DataLoader
 
 from ..api import applying
 from ..errors import usage
@@ -49,6 +50,8 @@ class TunedDataModule(lightning.LightningDataModule):
         with applying("TunedDataModule's train loader"):   # NOTE [ The closing line ] in api.py
             loader = tuned_dataloader(self.train_dataset, trainer=self.trainer, batch_size=self.batch_size,
                                       **self.options)
-        self.settings = dataloader_kwargs(loader)
+        # Tuned in the run (NOTE [ Tuning inside the run ] in inrun/__init__.py), the settings are
+        # known once the loader has settled: ``loader.plan.pick``.
+        self.settings = dataloader_kwargs(loader) if isinstance(loader, DataLoader) else None
         return loader
 
