@@ -280,6 +280,8 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     elif tuned is None and _tunes_in_run(tune, step, dataset_obj, batch_sizes, fixed_loader_kwargs, progress):
         from .inrun.build import from_arguments
 
+        if why is not None and progress is not None:
+            progress(ResultNotReused(why))
         return from_arguments(dataset_obj, problem, writable(out), batch_size=problem.batch_sizes[0],
                               generator=generator, fixed=fixed_loader_kwargs, progress=progress,
                               sample_seed=sample_seed, max_memory=max_memory)

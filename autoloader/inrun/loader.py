@@ -7,7 +7,6 @@ sample, record.py what is stored and said.
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from typing import Any, Callable
@@ -118,12 +117,12 @@ class InRunLoader:
                 kwargs.pop(name, None)
         return kwargs
 
-    def _segment(self, batches: Batches, seed: int):
+    def _segment(self, config: LoaderConfig, batches: Batches, seed: int):
         import torch
         from torch.utils.data import DataLoader
 
         return DataLoader(self._made, batch_sampler=batches, collate_fn=self.collate_fn, timeout=self._timeout,
-                          generator=torch.Generator().manual_seed(seed), **self._kwargs(batches.config, kept=False))
+                          generator=torch.Generator().manual_seed(seed), **self._kwargs(config, kept=False))
 
     def _kept_loader(self, seed: int):
         """The pick's own DataLoader for the epochs after tuning, its workers kept where it says."""
@@ -147,6 +146,7 @@ class InRunLoader:
         return self._epoch(drawn, base_seed, epoch)
 
     def _epoch(self, drawn: Any, base_seed: int, epoch: int):
+        ended = _ended   # held here: a generator closed at the interpreter's exit outlives module globals
         total, pos, segment = len(self), 0, 0
         began = time.perf_counter()
         tuned_here = self.plan.state != SETTLED
@@ -154,11 +154,10 @@ class InRunLoader:
             config, count, round_ = self.plan.next(total - pos, total)
             count = max(1, min(count, total - pos))
             batches = Batches(drawn, count, epoch, self.sample_seed is not None)
-            batches.config = config
             t_begin = time.perf_counter()
             with warnings.catch_warnings():   # the worker count's warning, once per segment otherwise
                 warnings.filterwarnings("ignore", message="This DataLoader will create")
-                iterator = iter(self._segment(batches, base_seed + segment))
+                iterator = iter(self._segment(config, batches, base_seed + segment))
             calls, got = [], []
             try:
                 for batch in _timed(iterator, calls, got, t_begin):
@@ -167,7 +166,7 @@ class InRunLoader:
                     yield batch
                 end = time.perf_counter() - t_begin
             finally:
-                _ended(iterator)
+                ended(iterator)
             if not got:   # the sampler gave fewer batches than its length said
                 break
             reading = Reading(config, round_, batches.sizes[:len(got)], calls, got, end,
@@ -210,8 +209,3 @@ def _seed_worker():
 
     return seed_worker
 
-
-def usable_cpus() -> int:
-    from ..inputs.hardware import usable_cpus as cpus
-
-    return cpus() if cpus() else (os.cpu_count() or 1)

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import statistics
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from ..search.model import Model
 from ..search.model_first import ModelFirst, heuristic_config
@@ -136,6 +135,3 @@ def space_for(batch_size: int, cpus: int, device: str) -> SearchSpace:
     """What in-run tuning may vary: the search's space at one batch size."""
     return search_space((batch_size,), cpus, device)
 
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values) if values else 0.0
