@@ -370,3 +370,19 @@ def test_accelerates_loader_is_tuned_before_the_run(monkeypatch):
     monkeypatch.setattr(accelerate, "best_loader", recorded)
     accelerate.tuned_loader(Points(), batch_size=8)
     assert asked["tune"] == "before"
+
+
+def test_no_config_past_the_memory_forecast_starts(short_segments, tmp_path):
+    """A limit no worker fits: only configs without workers run, the rest are listed as refused."""
+    from autoloader.api import built_problem
+
+    dataset = Counted(400)
+    plain = DataLoader(dataset, batch_size=8, shuffle=True)
+    problem = built_problem(dataset, dataset, batch_size=8, device="cpu", fixed_kwargs={})
+    loader = in_run_loader(plain, problem, None, progress=False, max_memory=1, profile_seconds=0.2)
+    for _ in range(3):
+        for _ in loader:
+            pass
+    assert loader.plan.readings and all(r.config.num_workers == 0 for r in loader.plan.readings)
+    assert loader.refused and all(c.num_workers > 0 for c in loader.refused)
+    assert loader.plan.pick is not None and loader.plan.pick.num_workers == 0

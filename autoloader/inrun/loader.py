@@ -63,7 +63,10 @@ class InRunLoader:
         self._worker_bytes: int | None = None
         self.refused: list[LoaderConfig] = []      # configs the memory forecast kept from starting
         proposer.fits = self.fits
-        self.plan = Plan(proposer.start(), proposer.rule,
+        start = proposer.start()
+        if not self.fits(start):
+            start = start.replace(num_workers=0)
+        self.plan = Plan(start, proposer.rule,
                          lambda warm: proposer.finalists(warm.step_s, self.plan.start))
         self.epochs = 0
         self.epoch_s: list[float] = []             # each whole epoch's wall time, from iter() to its end
@@ -88,8 +91,9 @@ class InRunLoader:
         return workers * (self._worker_bytes or WORKER_GUESS_BYTES) + in_flight + batch
 
     def fits(self, config: LoaderConfig) -> bool:
-        """Within the memory limit; one that is not never starts (it is listed in ``refused``)."""
-        if self._max_memory is None or self.forecast(config) <= self._max_memory:
+        """Within the memory limit; one that is not never starts (it is listed in ``refused``).
+        Without workers a config starts no process and holds one batch: it always fits."""
+        if not config.num_workers or self._max_memory is None or self.forecast(config) <= self._max_memory:
             return True
         if config not in self.refused:
             self.refused.append(config)
