@@ -109,26 +109,36 @@ class Proposer:
         return strategy.pick(within).config if within else self.rule
 
     def finalists(self, step_s: float, start: LoaderConfig) -> list[LoaderConfig]:
-        """The model's pick with the loop's step, the rule, and the pick with more workers where
-        the step sets the pace (NOTE [ Headroom ] in search/model_first.py); else the best other
-        worker count predicted. At most three, each within the memory forecast."""
-        out: list[LoaderConfig] = []
+        """The model's pick with the loop's step, the rule, and no workers (where the step wants
+        the CPUs the workers would take, the loop making its own batches can win: the search
+        measures it first for that reason, NOTE [ Model first ]); where two of those are one
+        config, the pick with more workers where the step sets the pace (NOTE [ Headroom ] in
+        search/model_first.py), else the next best worker count predicted. At most three, each
+        within the memory forecast."""
+        none = self.rule.replace(num_workers=0)
+        out: list[LoaderConfig] = [self.rule, none]
         if self.profile is not None:
             strategy = self._strategy(step_s)
             predictions = strategy.predictions([])
             if predictions:
                 pick = strategy.pick(predictions)
-                out.append(pick.config)
+                out.insert(0, pick.config)
                 more = strategy.headroom_probe(pick)
                 if more is None:   # the next best worker count the model rates
-                    others = [p for p in predictions if p.config.num_workers != pick.config.num_workers]
+                    others = [p for p in predictions
+                              if p.config.num_workers not in (pick.config.num_workers, 0, self.rule.num_workers)]
                     more = max(others, key=lambda p: p.samples_per_s).config if others else None
                 if more is not None:
                     out.append(more)
-        out.insert(min(1, len(out)), self.rule)
-        if len(out) < 2 and start != self.rule:
-            out.append(start)
-        return [c for c in dict.fromkeys(out) if self.fits(c)][:3]
+        else:
+            out.insert(0, start)
+        # A segment's workers end with it, so two configs apart only in keeping them read alike:
+        # the first stands for both.
+        alike: dict = {}
+        for config in out:
+            key = config.replace(persistent_workers=True) if config.num_workers else config
+            alike.setdefault(key, config)
+        return [c for c in alike.values() if self.fits(c)][:3]
 
 
 def space_for(batch_size: int, cpus: int, device: str) -> SearchSpace:
