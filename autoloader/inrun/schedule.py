@@ -21,9 +21,11 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # not measured slower than it (a tie, or a gap the rounds cannot yet tell, goes to the cheaper:
 # nothing measured supports paying more). Exploring stops when every comparison is settled (a gap
 # either way, or a tie within EQUIVALENT_WITHIN), when MAX_ROUNDS are read, or when another round
-# cannot repay itself in the rest of the epoch: the most it could gain (the pick's time over the
-# batches left, at the best interval edge any challenger reached) is less than what it costs (each
-# finalist's switch, and the slower finalists' extra time over their segments). Exploring never
+# cannot repay itself in the rest of the epoch: the gain it expects (the pick's time over the
+# batches left, at the best ratio a challenger reads over the pick so far: none where all read
+# slower) is less than what it costs (each finalist's switch, and the slower finalists' extra time
+# over their segments). The expected ratio, not its interval's edge: on a loaded machine the edge
+# stays wide for many rounds, and rounds that cannot tell two configs apart keep the cheaper. Exploring never
 # takes more than EXPLORE_SHARE of an epoch; what does not fit goes on in the next epoch.
 """
 
@@ -240,11 +242,11 @@ class Plan:
             cost += statistics.median(r.switch_s for r in own) if own else 0.0
             if f != pick and self.median(f) > 0:
                 cost += self.segment * per_batch * max(0.0, 1 / self.median(f) - 1 / rate)
-        edges = [r.hi for f in self.finalists if f != pick
-                 for r in [by_rounds(self.rates(f), self.rates(pick))] if r is not None and r.hi is not None]
-        best_edge = max(edges, default=1.0)
+        ratios = [r.ratio for f in self.finalists if f != pick
+                  for r in [by_rounds(self.rates(f), self.rates(pick))] if r is not None]
+        best = max(ratios, default=1.0)
         after = max(0, left - len(self.finalists) * self.segment)
-        gain = after * per_batch / rate * (1.0 - 1.0 / best_edge) if best_edge > 1.0 else 0.0
+        gain = after * per_batch / rate * (1.0 - 1.0 / best) if best > 1.0 else 0.0
         return gain > cost
 
 
