@@ -372,17 +372,24 @@ def test_accelerates_loader_is_tuned_before_the_run(monkeypatch):
     assert asked["tune"] == "before"
 
 
-def test_no_config_past_the_memory_forecast_starts(short_segments, tmp_path):
-    """A limit no worker fits: only configs without workers run, the rest are listed as refused."""
+def test_no_config_past_the_memory_forecast_starts(short_segments, tmp_path, monkeypatch):
+    """A limit no worker fits: only configs without workers run, the rest are listed as refused.
+    Its result is stored and read back, even where the load made the tuning cost read below zero."""
     from autoloader.api import built_problem
+    from autoloader.inrun import record
 
+    monkeypatch.setattr(record, "tune_cost", lambda loader: (10.0, 10.5, -0.5))
     dataset = Counted(400)
     plain = DataLoader(dataset, batch_size=8, shuffle=True)
     problem = built_problem(dataset, dataset, batch_size=8, device="cpu", fixed_kwargs={})
-    loader = in_run_loader(plain, problem, None, progress=False, max_memory=1, profile_seconds=0.2)
+    loader = in_run_loader(plain, problem, str(tmp_path), progress=False, max_memory=1, profile_seconds=0.2)
     for _ in range(3):
         for _ in loader:
             pass
     assert loader.plan.readings and all(r.config.num_workers == 0 for r in loader.plan.readings)
     assert loader.refused and all(c.num_workers > 0 for c in loader.refused)
     assert loader.plan.pick is not None and loader.plan.pick.num_workers == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a stored record that fails its checks is a warning
+        stored = autoloader.stored_result(dataset, batch_size=8, device="cpu", out=str(tmp_path))
+    assert stored is not None and stored.config == loader.plan.pick

@@ -9,7 +9,8 @@
 # not the loader's alone. Beside it, ``in_run`` holds what the run measured: every segment read,
 # the pick's rate and wait share over the rest of its epoch, the tuned epochs' wall time and the
 # cost of tuning (that time less what the pick's measured pace takes for the same batches and one
-# start). It is written when the pick is settled (a loop stopped early keeps it) and again when
+# start: an estimate, below zero where the load moved more than tuning cost; ``tune_seconds``
+# holds it from zero up, as a tune's time is). It is written when the pick is settled (a loop stopped early keeps it) and again when
 # the pick's epoch ends, with the pick's own reading.
 """
 
@@ -80,7 +81,7 @@ def result_of(loader: Any, problem: Any, out: str) -> tuple[TuneResult, dict]:
     fingerprint = problem.hardware.fingerprint
     cost = tune_cost(loader)
     result = TuneResult(tuned, (), tuple(finals), result_path(out, fingerprint, problem.key),
-                        result_path(out, fingerprint, problem.key, ".py"), "", cost[2] if cost else 0.0, 0, 0,
+                        result_path(out, fingerprint, problem.key, ".py"), "", max(0.0, cost[2]) if cost else 0.0, 0, 0,
                         control=plan.rule, dataset=dataset_record(problem), provenance=Provenance(**provenance()))
     return result, in_run_record(loader)
 
