@@ -81,9 +81,15 @@ def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = 
             LOGGER.info(closing_line(loader, path))
 
     limit = max_memory if max_memory is not None else int(DEFAULT_MEMORY_SHARE * available_memory())
-    return InRunLoader(plain, proposer, sample_seed=sample_seed, worker_init_fn=worker_init_fn,
-                       multiprocessing_context=multiprocessing_context, timeout=timeout, max_memory=limit,
-                       report=report)
+    loader = InRunLoader(plain, proposer, sample_seed=sample_seed, worker_init_fn=worker_init_fn,
+                         multiprocessing_context=multiprocessing_context, timeout=timeout, max_memory=limit,
+                         report=report)
+    if say:
+        start = ", ".join(f"{k}={v}" for k, v in loader.plan.start.loader_kwargs().items() if k != "batch_size")
+        profiled = (f"a {profile.seconds:.1f} s profile's guess" if profile is not None else "the rule (no profile)")
+        LOGGER.info(f"autoloader: tuning {problem.key} in the run, over the first epoch(s) of the loop: starting "
+                    f"from {start} ({profiled}); one line says what was picked")
+    return loader
 
 
 def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = None, out: str | None = None,
