@@ -5,7 +5,6 @@ read-only ] in store/durable.py)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -16,44 +15,10 @@ from click.testing import CliRunner
 
 from autoloader.cli import main
 from scripts.faults.inputs import result_record, write_result
+from scripts.faults.issue50 import decoys, tree
 
 KEY = result_record()["dataset_key"]
 FINGERPRINT = result_record()["hardware"]["fingerprint"]
-
-
-def decoys(root) -> dict[str, str]:
-    """A folder of things that are not autoloader's: a text file, a project's JSON in ``sub/``,
-    an application's SQLite database of one table; their paths by what they are."""
-    root = str(root)
-    sub = os.path.join(root, "sub")
-    os.makedirs(sub)
-    paths = {"text": os.path.join(root, "notes.txt"), "package": os.path.join(sub, "package.json"),
-             "tsconfig": os.path.join(sub, "tsconfig.json"), "db": os.path.join(sub, "app.db")}
-    with open(paths["text"], "w") as fh:
-        fh.write("root:x:0:0:root:/root:/bin/bash\n")
-    with open(paths["package"], "w") as fh:
-        json.dump({"name": "app", "version": "1.0.0", "dependencies": {"left-pad": "^1.3.0"}}, fh)
-    with open(paths["tsconfig"], "w") as fh:
-        json.dump({"compilerOptions": {"strict": True}}, fh)
-    connection = sqlite3.connect(paths["db"])
-    connection.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
-    connection.execute("INSERT INTO users (name) VALUES ('ada')")
-    connection.commit()
-    connection.close()
-    return paths
-
-
-def tree(root) -> dict[str, str]:
-    """Every name under ``root`` and a hash of each file's bytes (a folder: its name alone)."""
-    found = {}
-    for folder, dirs, files in os.walk(str(root)):
-        for name in dirs:
-            found[os.path.relpath(os.path.join(folder, name), str(root)) + "/"] = "folder"
-        for name in files:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as fh:
-                found[os.path.relpath(path, str(root))] = hashlib.sha256(fh.read()).hexdigest()
-    return found
 
 
 def invoke(*args: str):
@@ -65,13 +30,13 @@ def untouched(root, before: dict[str, str], done, *needles: str) -> None:
         (done.output[-2000:], done.exception)
     for needle in needles:
         assert needle in done.output, (needle, done.output)
-    assert tree(root) == before, "every byte and name as it was"
+    assert tree(str(root)) == before, "every byte and name as it was"
 
 
 @pytest.mark.parametrize("which", ["text", "package", "db"])
 def test_show_file_refuses_what_is_not_a_result_and_leaves_it(tmp_path, which):
-    paths = decoys(tmp_path)
-    before = tree(tmp_path)
+    paths = decoys(str(tmp_path))
+    before = tree(str(tmp_path))
     done = invoke("show", paths[which])
     assert done.exit_code == 2
     untouched(tmp_path, before, done, "not an autoloader result")
@@ -79,11 +44,11 @@ def test_show_file_refuses_what_is_not_a_result_and_leaves_it(tmp_path, which):
 
 def test_show_file_refuses_a_result_away_from_its_own_path(tmp_path):
     """A good result copied into a project folder is not at ``<hardware>/<key>.json``: refused."""
-    paths = decoys(tmp_path)
+    paths = decoys(str(tmp_path))
     copy = os.path.join(os.path.dirname(paths["package"]), "result.json")
     with open(copy, "w") as fh:
         json.dump(result_record(), fh)
-    before = tree(tmp_path)
+    before = tree(str(tmp_path))
     done = invoke("show", copy)
     assert done.exit_code == 2
     untouched(tmp_path, before, done, "not an autoloader result at its own path", f"{FINGERPRINT}/{KEY}.json")
@@ -91,10 +56,10 @@ def test_show_file_refuses_a_result_away_from_its_own_path(tmp_path):
 
 @pytest.mark.parametrize("args", [["show", "--out"], ["show", "--json", "--out"]], ids=["show--out", "show--json"])
 def test_show_out_lists_around_a_projects_json_and_leaves_it(tmp_path, args):
-    paths = decoys(tmp_path)
+    paths = decoys(str(tmp_path))
     good = write_result(str(tmp_path), result_record())
     damaged = write_result(str(tmp_path), result_record(samples_per_s="fast"), key="damaged")
-    before = tree(tmp_path)
+    before = tree(str(tmp_path))
     done = invoke(*args, str(tmp_path))
     assert done.exit_code == 0, done.output
     untouched(tmp_path, before, done, KEY, f"ignored the stored result {paths['package']}",
@@ -103,8 +68,8 @@ def test_show_out_lists_around_a_projects_json_and_leaves_it(tmp_path, args):
 
 
 def test_show_storage_refuses_an_application_database_untouched(tmp_path):
-    paths = decoys(tmp_path)
-    before = tree(tmp_path)
+    paths = decoys(str(tmp_path))
+    before = tree(str(tmp_path))
     done = invoke("show", "--out", str(tmp_path / "empty"), "--storage", f"sqlite:///{paths['db']}")
     assert done.exit_code == 2
     untouched(tmp_path, before, done, "not a study", "users")
@@ -115,7 +80,7 @@ def test_show_storage_refuses_an_application_database_untouched(tmp_path):
 
 
 def test_show_storage_of_a_missing_file_makes_none(tmp_path):
-    before = tree(tmp_path)
+    before = tree(str(tmp_path))
     done = invoke("show", "--out", str(tmp_path), "--storage", f"sqlite:///{tmp_path / 'nothing.db'}")
     assert done.exit_code == 2
     untouched(tmp_path, before, done, "exists")
@@ -123,20 +88,20 @@ def test_show_storage_of_a_missing_file_makes_none(tmp_path):
 
 @pytest.mark.parametrize("which", ["text", "package"])
 def test_report_file_refuses_what_is_not_a_result_and_leaves_it(tmp_path, which):
-    paths = decoys(tmp_path)
-    before = tree(tmp_path)
+    paths = decoys(str(tmp_path))
+    before = tree(str(tmp_path))
     done = invoke("report", paths[which])
     assert done.exit_code == 2
     untouched(tmp_path, before, done, "not an autoloader result")
 
 
 def test_report_key_out_leaves_a_projects_files_alone(tmp_path):
-    paths = decoys(tmp_path)
+    paths = decoys(str(tmp_path))
     write_result(str(tmp_path), result_record())
-    before = tree(tmp_path)
+    before = tree(str(tmp_path))
     done = invoke("report", KEY, "--out", str(tmp_path))
     assert done.exit_code in (0, 2), done.output
-    after = tree(tmp_path)
+    after = tree(str(tmp_path))
     # The report's own files, beside the result, are autoloader's: every other name is as it was.
     ours = os.path.join(FINGERPRINT, KEY)
     assert {k: v for k, v in after.items() if not k.startswith(ours + ".")} == \
@@ -152,8 +117,8 @@ def _free_port() -> int:
 
 def test_dashboard_out_leaves_an_application_database_untouched(tmp_path):
     pytest.importorskip("optuna_dashboard", reason="the [dashboard] extra is not installed")
-    paths = decoys(tmp_path)
-    before = tree(tmp_path)
+    paths = decoys(str(tmp_path))
+    before = tree(str(tmp_path))
     done = invoke("dashboard", "--out", str(tmp_path), "--port", str(_free_port()))
     assert done.exit_code == 2
     untouched(tmp_path, before, done, f"leaves out {paths['db']}: not a study")
@@ -161,8 +126,8 @@ def test_dashboard_out_leaves_an_application_database_untouched(tmp_path):
 
 def test_dashboard_storage_refuses_an_application_database_untouched(tmp_path):
     pytest.importorskip("optuna_dashboard", reason="the [dashboard] extra is not installed")
-    paths = decoys(tmp_path)
-    before = tree(tmp_path)
+    paths = decoys(str(tmp_path))
+    before = tree(str(tmp_path))
     done = invoke("dashboard", "--storage", f"sqlite:///{paths['db']}", "--port", str(_free_port()))
     assert done.exit_code == 2
     untouched(tmp_path, before, done, "not a study")

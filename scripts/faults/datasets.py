@@ -262,7 +262,8 @@ class StepFaults:
       (on a CPU-only machine too);
     * ``"raise"``: a shape bug, ``RuntimeError("mat1 and mat2 shapes cannot be multiplied")``;
     * ``"kill"``: the trial process itself is SIGKILLed (the OOM killer picks the biggest
-      process, which is the one holding the model, not a worker).
+      process, which is the one holding the model, not a worker);
+    * ``"interrupt"``, ``"exit"``: the step raises KeyboardInterrupt, or SystemExit(3).
     """
 
     def __init__(self, faults: dict[int, str]):
@@ -283,6 +284,10 @@ class StepFaults:
         if fault == "kill":
             _no_core_dump()
             os.kill(os.getpid(), signal.SIGKILL)
+        if fault == "interrupt":
+            raise KeyboardInterrupt
+        if fault == "exit":
+            raise SystemExit(3)
         raise ValueError(f"unknown fault {fault!r}")
 
 

@@ -1,0 +1,200 @@
+"""The fault suite's cases of issue 50 (a command that reads never writes; retune's key read
+isolated): every read command pointed at files that are not autoloader's (a text file, a folder of
+a project's JSON, an application's SQLite database), each counting the names and bytes it changed;
+and ``retune`` over registries whose first dataset segfaults, exits 3 or hangs while its key is
+read, each counting what it lost (the other dataset's tune, the report).
+
+    python -m scripts.faults --only issue50 [-k WORD]     # these alone, printed (no report written)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import tempfile
+import time
+from typing import Callable
+
+from scripts.faults.checks import REPO_ROOT, Check, cli, line, tracebacks_in
+from scripts.faults.inputs import result_record, write_result
+
+PREFIX = "issue 50"
+READS = f"{PREFIX}: reads"
+RETUNE = f"{PREFIX}: retune"
+FLEET = os.path.join(REPO_ROOT, "tests", "fleet_workloads.py")
+BAD_BUDGET, GOOD_BUDGET = 20, 30   # the bad one's hang is stopped at its budget
+
+
+def decoys(root: str) -> dict[str, str]:
+    """A folder of things that are not autoloader's: a text file, a project's JSON in ``sub/``,
+    an application's SQLite database of one table; their paths by what they are."""
+    sub = os.path.join(root, "sub")
+    os.makedirs(sub, exist_ok=True)
+    paths = {"text": os.path.join(root, "notes.txt"), "package": os.path.join(sub, "package.json"),
+             "tsconfig": os.path.join(sub, "tsconfig.json"), "db": os.path.join(sub, "app.db")}
+    with open(paths["text"], "w") as fh:
+        fh.write("root:x:0:0:root:/root:/bin/bash\n")
+    with open(paths["package"], "w") as fh:
+        json.dump({"name": "app", "version": "1.0.0", "dependencies": {"left-pad": "^1.3.0"}}, fh)
+    with open(paths["tsconfig"], "w") as fh:
+        json.dump({"compilerOptions": {"strict": True}}, fh)
+    connection = sqlite3.connect(paths["db"])
+    connection.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    connection.execute("INSERT INTO users (name) VALUES ('ada')")
+    connection.commit()
+    connection.close()
+    return paths
+
+
+def tree(root: str) -> dict[str, str]:
+    """Every name under ``root`` and a hash of each file's bytes (a folder: its name alone)."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs:
+            found[os.path.relpath(os.path.join(folder, name), root) + "/"] = "folder"
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as fh:
+                found[os.path.relpath(path, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return found
+
+
+def changed(before: dict[str, str], after: dict[str, str], ours: str = "") -> int:
+    """Names gone, added or whose bytes differ, autoloader's own (a report beside its result,
+    names under ``ours``) aside."""
+    names = {n for n in set(before) | set(after) if not (ours and n.startswith(ours))}
+    return sum(before.get(n) != after.get(n) for n in names)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _read(name: str, args: Callable[[dict, str], list[str]], codes: tuple[int, ...], says: str, result: bool = False):
+    key = result_record()["dataset_key"]
+    ours = os.path.join(result_record()["hardware"]["fingerprint"], key) + "."
+
+    def body(check: Check) -> None:
+        root = tempfile.mkdtemp(prefix="decoys-", dir=BASE[0])
+        paths = decoys(root)
+        if result:
+            write_result(root, result_record())
+        before = tree(root)
+        run = cli(*args(paths, root), timeout=120)
+        check.lost = changed(before, tree(root), ours)
+        tracebacks_in(check, run)
+        check.told = line(run.stderr, "Error:") or line(run.stderr, "Warning:")
+        check.survived = (run.returncode in codes and says in run.stdout + run.stderr and check.lost == 0
+                          and check.tracebacks == 0)
+        if not check.survived:
+            check.note = f"exit {run.returncode}; {(run.stderr.strip().splitlines() or [''])[-1][:200]}"
+
+    return Check(READS, name, "a text file, sub/package.json, sub/tsconfig.json, sub/app.db (1 table)", "CLI"), body
+
+
+READ_CASES = [
+    ("show FILE (a text file)", lambda p, r: ["show", p["text"]], (2,), "not an autoloader result"),
+    ("show FILE (package.json)", lambda p, r: ["show", p["package"]], (2,), "not an autoloader result"),
+    ("show --out DIR", lambda p, r: ["show", "--out", r], (0,), "left as it is"),
+    ("show --json --out DIR", lambda p, r: ["show", "--json", "--out", r], (0,), "left as it is"),
+    ("show --storage sqlite:///app.db", lambda p, r: ["show", "--out", os.path.join(r, "none"), "--storage",
+                                                      f"sqlite:///{p['db']}"], (2,), "not a study"),
+    ("report FILE (package.json)", lambda p, r: ["report", p["package"]], (2,), "not an autoloader result"),
+    # A report of a thin record may be refused (exit 2, "tune again"): the decoys are what is judged.
+    ("report KEY --out DIR", lambda p, r: ["report", result_record()["dataset_key"], "--out", r], (0, 2),
+     "left as it is"),
+    ("dashboard --out DIR", lambda p, r: ["dashboard", "--out", r, "--port", str(_free_port())], (2,), "not a study"),
+]
+
+BASE: list[str] = [""]
+
+
+def _retune(bad: str, cause: str):
+    def body(check: Check) -> None:
+        root = tempfile.mkdtemp(prefix="retune-", dir=BASE[0])
+        registry = os.path.join(root, "nightly.toml")
+        with open(registry, "w") as fh:
+            fh.write("\n".join([
+                "[defaults]", 'device = "cpu"', "", "[thresholds]", "busy = 0.99", "",
+                "[[datasets]]", 'name = "bad"', f'dataset = "{FLEET}:{bad}"', "batch_size = 16",
+                f"budget = {BAD_BUDGET}", "",
+                "[[datasets]]", 'name = "good"', f'dataset = "{FLEET}:small"', "batch_size = 16",
+                f"budget = {GOOD_BUDGET}", ""]))
+        t0 = time.monotonic()
+        run = cli("retune", registry, "--out", os.path.join(root, "out"), "--reports", os.path.join(root, "reports"),
+                  "--json", "--quiet", timeout=300)
+        took = time.monotonic() - t0
+        tracebacks_in(check, run)
+        try:
+            report = json.loads(run.stdout)
+            first, second = report["datasets"]
+        except (ValueError, KeyError):
+            check.lost = 2
+            check.note = f"exit {run.returncode}, no report: {(run.stderr.strip().splitlines() or [''])[-1][:200]}"
+            return
+        written = os.path.isfile(os.path.join(root, "reports", "latest.json"))
+        check.lost = int(second["status"] == "failed") + int(not written)
+        check.told = f"exit {run.returncode} in {took:.0f} s; bad: {first['error'][:300]}; good: {second['status']}"
+        check.survived = (run.returncode == 1 and first["status"] == "failed" and cause in (first["error"] or "")
+                          and check.lost == 0 and check.tracebacks == 0 and took < BAD_BUDGET + 2 * GOOD_BUDGET + 30)
+        if not check.survived:
+            check.note = f"the good dataset: {second['status']} {(second['error'] or '')[:200]}"
+
+    return Check(RETUNE, f"key read: {bad}", f"{bad} (its last sample; budget {BAD_BUDGET} s), then a good "
+                 f"dataset (budget {GOOD_BUDGET} s)", "CLI"), body
+
+
+RETUNE_CASES = [("segfault_in_key", "ended by SIGSEGV"), ("exit_in_key", "exited with code 3"),
+                ("hang_in_key", "did not end within its budget")]
+
+
+def run(root: str, add: Callable[[Check, Callable[[Check], None]], None]) -> None:
+    BASE[0] = root
+    for name, args, codes, says in READ_CASES:
+        add(*_read(name, args, codes, says, result="KEY" in name))
+    for bad, cause in RETUNE_CASES:
+        add(*_retune(bad, cause))
+
+
+def owns(check: Check) -> bool:
+    return check.group.startswith(PREFIX)
+
+
+def _ran(checks: list[Check]) -> list[Check]:
+    return [c for c in checks if owns(c) and not c.note.startswith("not run")]
+
+
+def render(checks: list[Check]) -> list[str]:
+    mine = [c for c in checks if owns(c)]
+    if not mine:
+        return []
+    lines = ["## Issue 50: a command that reads never writes; retune's key read isolated", "",
+             "Each is a real run of the CLI. Reads: a folder of decoys (not autoloader's) hashed before and after; "
+             "survived = the command refused or listed around them as the README says, with no traceback and no "
+             "name or byte changed (lost = names or files changed; a report beside its own result is autoloader's). "
+             "Retune: a registry whose first dataset fails while its key is read, then a good one; survived = exit 1, "
+             "the failure named with its cause, the good dataset tuned, the report written (lost = a dataset not "
+             "tuned, a report not written), within the budgets.", "",
+             "| group | case | injected as | via | survived | tracebacks | lost | run s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in mine:
+        group = c.group[len(PREFIX) + 2:]
+        lines.append(f"| {group} | {c.name} | {c.injected_as} | {c.via} | {'yes' if c.survived else '**NO**'} | "
+                     f"{c.tracebacks} | {c.lost if c.lost is not None else 0} | {c.seconds:.0f} |")
+    lines += ["", "What the user was told:", ""]
+    lines += [f"- {c.name}: `{c.told[:600]}`" + (f" ({c.note})" if c.note else "") for c in mine if c.told or c.note]
+    return lines + [""]
+
+
+def totals(checks: list[Check]) -> list[str]:
+    ran = _ran(checks)
+    if not ran:
+        return []
+    return [f"| issue-50 cases survived | {sum(c.survived for c in ran)} of {len(ran)} | all |",
+            f"| tracebacks shown by the issue-50 checks | {sum(c.tracebacks for c in ran)} | 0 |",
+            f"| decoy names and bytes changed, datasets and reports lost to them | {sum(c.lost or 0 for c in ran)} | 0 |"]

@@ -1,0 +1,64 @@
+"""Issue 50's smaller faults, each with its fix: a symlinked lock file, ..."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO_ROOT
+
+from autoloader.errors import InputError
+from autoloader.store.paths import held
+
+AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
+
+
+def test_a_lock_file_that_is_a_symlink_is_refused_with_its_fix(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_text("not autoloader's\n")
+    lock = tmp_path / "box" / "key.lock"
+    lock.parent.mkdir()
+    lock.symlink_to(target)
+    with pytest.raises(InputError, match=r"plain file autoloader makes.*symbolic link to .*elsewhere.*Fix: remove it"):
+        with held(str(lock)):
+            pass
+    assert target.read_text() == "not autoloader's\n" and os.path.islink(lock), "nothing touched"
+
+
+@pytest.mark.slow
+def test_tune_refuses_a_symlinked_lock_without_a_traceback(tmp_path):
+    from autoloader.api import built_problem
+    from autoloader.inputs.source import Source
+    from autoloader.store.paths import lock_path
+    from scripts.faults.datasets import tiny
+
+    spec = "scripts.faults.datasets:tiny"
+    problem = built_problem(tiny(), Source.from_spec(spec), batch_size=16, device="cpu")
+    out = tmp_path / "out"
+    lock = lock_path(str(out), problem.hardware.fingerprint, problem.key)
+    os.makedirs(os.path.dirname(lock))
+    target = tmp_path / "target"
+    target.write_text("x")
+    os.symlink(target, lock)
+    run = subprocess.run([AUTOLOADER, "tune", "--dataset", spec, "--batch-size", "16", "--budget", "60", "--device",
+                          "cpu", "--out", str(out), "--quiet"], capture_output=True, text=True, cwd=REPO_ROOT,
+                         timeout=300)
+    assert run.returncode == 2 and "Traceback" not in run.stderr and "Usage:" not in run.stderr, run.stderr
+    assert "symbolic link" in run.stderr and "Fix: remove it" in run.stderr, run.stderr
+    assert target.read_text() == "x" and os.path.islink(lock)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, raised", [("interrupt", "KeyboardInterrupt()"), ("exit", "SystemExit(3)")])
+def test_a_step_that_interrupts_or_exits_is_the_steps_failure(tmp_path, fault, raised):
+    from autoloader import tune
+    from scripts.faults import datasets as faulty
+
+    result = tune(faulty.Tiny(), batch_sizes=[16, 64], step=faulty.StepFaults({64: fault}), budget=40,
+                  device="cpu", out=str(tmp_path / "out"), progress=False)
+    failed = [t for t in result.trials if t.status != "ok"]
+    assert failed and {t.cause for t in failed} == {"step_error"}, [(t.cause, t.error) for t in failed]
+    assert f"the step raised {raised}" in failed[0].error and "Fix:" in failed[0].error
+    assert result.config.batch_size == 16
