@@ -62,3 +62,30 @@ def test_a_step_that_interrupts_or_exits_is_the_steps_failure(tmp_path, fault, r
     assert failed and {t.cause for t in failed} == {"step_error"}, [(t.cause, t.error) for t in failed]
     assert f"the step raised {raised}" in failed[0].error and "Fix:" in failed[0].error
     assert result.config.batch_size == 16
+
+
+@pytest.mark.parametrize("said, cause, fix", [
+    ('connection failed: connection to server at "127.0.0.1", port 5432 failed: FATAL:  password authentication '
+     'failed for user "tuner"', "password rejected", "check the user name and password"),
+    ('connection failed: connection to server at "127.0.0.1", port 9 failed: Connection refused\n\tIs the server '
+     'running on that host and accepting TCP/IP connections?', "connection refused", "start the database server"),
+])
+def test_a_storage_that_refuses_the_connection_is_named_by_its_cause(said, cause, fix):
+    from autoloader.store.durable import open_error
+
+    url = "postgresql+psycopg://tuner:hunter2@127.0.0.1:5432/studies"
+    error = open_error(url, True, RuntimeError(said))
+    assert isinstance(error, InputError), "no usage header: the command was typed right"
+    text = str(error)
+    assert f"could not connect: {cause}" in text and f"Fix: {fix}" in text and "sqlite" not in text.lower()
+    assert "hunter2" not in text and "tuner:***@" in text
+
+
+@pytest.mark.slow
+def test_show_storage_of_a_server_that_is_down_says_so_without_a_usage_header():
+    pytest.importorskip("psycopg")
+    run = subprocess.run([AUTOLOADER, "show", "--storage", "postgresql+psycopg://tuner:hunter2@127.0.0.1:9/studies"],
+                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert run.returncode == 2 and "Usage:" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert "could not connect: connection refused" in run.stderr and "start the database server" in run.stderr
+    assert "hunter2" not in run.stderr

@@ -259,9 +259,49 @@ def open_sound(url: str, name: str, sampler, given: bool, heartbeat_s: int, grac
     raise AssertionError("unreachable: the second attempt returns or raises")
 
 
+# What a database server's refusal says (psycopg's and PostgreSQL's words), the cause it is
+# named by, and its fix: a storage that cannot be reached is no bad URL, and the URL's fix (a
+# SQLite path) would not help.
+_CONNECT_FAILURES = (
+    (("password authentication failed", "no password supplied", "authentication failed"), "password rejected",
+     "check the user name and password in the URL (a password holding @ : / or % percent-encoded), or the "
+     "server's pg_hba.conf for this host"),
+    (("connection refused", "is the server running"), "connection refused",
+     "start the database server, or check the host and port in the URL (PostgreSQL listens on 5432 by default)"),
+    (("could not translate host name", "name or service not known", "nodename nor servname", "name resolution"),
+     "host not found", "check the host name in the URL"),
+    (("timeout expired", "timed out"), "no answer",
+     "check that the server is up and that this machine may reach it (a firewall, a VPN)"),
+    (("does not exist",), "no such database or role",
+     "create it (createdb NAME), or name one that exists in the URL"),
+)
+
+
+def connect_failure(url: str, exc: BaseException) -> UsageError | None:
+    """An InputError saying why a database server could not be connected to (a password rejected,
+    a connection refused...) with the fix for that cause, password masked; None for a SQLite URL,
+    or a failure that is not one of these."""
+    if sqlite_file(url) is not None or url.startswith("sqlite"):
+        return None
+    from ..errors import InputError
+
+    root = innermost(exc)
+    text = str(root).lower()
+    for needles, cause, fix in _CONNECT_FAILURES:
+        if any(n in text for n in needles):
+            why = scrub(f"{type(root).__name__}: {_first_line(root)}", url)
+            return InputError(str(usage(f"the storage must accept this run's connection; could not connect: {cause}",
+                                        masked(url), f"{fix}; then run the same command again ({why})")))
+    return None
+
+
 def open_error(url: str, given: bool, exc: BaseException) -> UsageError:
     """The usage error for a storage Optuna cannot open, password masked; the fix depends on
-    whether the user named it (--storage) or it is the default SQLite file under --out."""
+    whether the user named it (--storage) or it is the default SQLite file under --out. A server
+    that could not be connected to is an InputError naming the cause (``connect_failure``)."""
+    unreachable = connect_failure(url, exc)
+    if unreachable is not None:
+        return unreachable
     root = innermost(exc)
     why = scrub(f"{type(root).__name__}: {_first_line(root)}", url)
     if given:
