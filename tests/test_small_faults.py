@@ -89,3 +89,57 @@ def test_show_storage_of_a_server_that_is_down_says_so_without_a_usage_header():
     assert run.returncode == 2 and "Usage:" not in run.stderr and "Traceback" not in run.stderr, run.stderr
     assert "could not connect: connection refused" in run.stderr and "start the database server" in run.stderr
     assert "hunter2" not in run.stderr
+
+
+def _nodes_result(built: str):
+    from types import SimpleNamespace
+
+    from autoloader.search.knob import NODES
+    from autoloader.search.nodes import NodesGraph
+    from autoloader.search.space import LoaderConfig
+
+    name = "nodes_workloads:make"
+    graph = NodesGraph(num_workers=1, method="thread", in_order=True, max_concurrent=None, prefetch_factor=2,
+                       pin_memory=False, batch_size=32, chain=("Loader", "Prefetcher", "Mapper", "Batcher",
+                                                               "ParallelMapper"),
+                       built=built, takes=("num_workers", "method", "in_order", "max_concurrent", "prefetch_factor",
+                                           "pin_memory", "batch_size") if built == "factory" else (), name=name)
+    config = LoaderConfig.make(16, 2, False, loader=NODES, prefetch_factor=4, method="process", in_order=False)
+    return SimpleNamespace(config=config, nodes=graph)
+
+
+def test_format_on_a_nodes_result_prints_what_runs():
+    pytest.importorskip("torchdata.nodes")
+    from autoloader.errors import UsageError
+    from autoloader.integrations.formats import render
+    from autoloader.search.nodes import FACTORY
+
+    result = _nodes_result(FACTORY)
+    code = render(result, "kwargs")
+    assert "DataLoader(" not in code and "graph = make(" in code
+    assert "num_workers=2" in code and "method='process'" in code and "in_order=False" in code
+    scope: dict = {}
+    exec(code, scope)   # it runs: the tuned graph, built by the factory
+    batch = next(iter(scope["graph"]))
+    assert tuple(batch.shape)[0] == 16
+    method = render(result, "lightning")
+    assert "DataLoader(" not in method and "return make(" in method and "num_workers=2" in method
+    scope = {}
+    exec(method, scope)
+    assert next(iter(scope["train_dataloader"](None))).shape[0] == 16
+    for form, rebuilt in (("hf", FACTORY), ("lightning", "rebuilt")):
+        with pytest.raises(UsageError, match="torchdata.nodes"):
+            render(_nodes_result(rebuilt), form)
+
+
+@pytest.mark.slow
+def test_a_zero_argument_factory_of_a_nodes_graph_is_tuned(tmp_path):
+    pytest.importorskip("torchdata.nodes")
+    import nodes_workloads
+
+    from autoloader import tune
+    from autoloader.search.knob import NODES
+
+    result = tune(nodes_workloads.graph, batch_size=32, budget=40, device="cpu", out=str(tmp_path / "out"),
+                  progress=False)
+    assert result.nodes is not None and result.config.loader == NODES

@@ -101,8 +101,9 @@ class _Runner:
         self.parts.mark("import the dataset's module")
         imported = anonymous_bytes()
         # A torchdata.nodes graph: NOTE [ Tuning a torchdata.nodes graph ] in nodes.py.
-        self.pipeline = nodes.Pipeline(loaded, setup.dataset.name) if nodes.is_nodes(loaded) else None
-        self.dataset = self.pipeline if self.pipeline else resolve_dataset(loaded, setup.dataset.name)
+        given = nodes.given_graph(loaded)   # a zero-argument factory's graph
+        self.pipeline = nodes.Pipeline(given, setup.dataset.name) if nodes.is_nodes(given) else None
+        self.dataset = self.pipeline if self.pipeline else resolve_dataset(given, setup.dataset.name)
         after = anonymous_bytes()
         self.parts.mark("build the dataset")
         if is_factory(loaded) and not module_holds(loaded, self.dataset):
