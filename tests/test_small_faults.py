@@ -1,4 +1,6 @@
-"""Issue 50's smaller faults, each with its fix: a symlinked lock file, ..."""
+"""Issue 50's smaller faults, each with its fix: a symlinked lock file, a step that raises
+KeyboardInterrupt or SystemExit, a database server that refuses the connection, a zero-argument
+factory of a torchdata.nodes graph, ``--format`` on a nodes result, the plots of a huge result."""
 
 from __future__ import annotations
 
@@ -143,3 +145,22 @@ def test_a_zero_argument_factory_of_a_nodes_graph_is_tuned(tmp_path):
     result = tune(nodes_workloads.graph, batch_size=32, budget=40, device="cpu", out=str(tmp_path / "out"),
                   progress=False)
     assert result.nodes is not None and result.config.loader == NODES
+
+
+def test_the_plots_of_a_huge_result_draw_a_sample_of_its_trials():
+    from explain_cases import synthetic_result
+
+    from autoloader.explain import explain
+    from autoloader.explain.plots import PLOT_TRIALS, sampled
+    from autoloader.store.result import TuneResult
+
+    data = synthetic_result()
+    few = TuneResult.from_dict(data, "/nowhere/box/k.json")
+    assert sampled(explain(few)).evidence.trials == explain(few).evidence.trials, "a small result: every trial"
+    trials = data["trials"]
+    data["trials"] = [trials[i % len(trials)] for i in range(3_000)]
+    ex = explain(TuneResult.from_dict(data, "/nowhere/box/k.json"))
+    drawn = sampled(ex).evidence
+    assert PLOT_TRIALS // 2 <= len(drawn.trials) <= PLOT_TRIALS + 1
+    assert any(t.config == ex.evidence.pick for t in drawn.trials), "the pick's burst is drawn"
+    assert len(ex.evidence.trials) == 3_000, "the record itself keeps every trial (the page's table lists them)"

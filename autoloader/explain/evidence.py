@@ -126,14 +126,14 @@ class Evidence:
         chosen = min(near, key=lambda c: (abs(c.num_workers - config.num_workers), self.measured_rate(c)[1] != "final"))
         return chosen, self.measured_gain(chosen)
 
-    @property
-    def ok_trials(self) -> list[TrialResult]:
-        return [t for t in self.trials if t.status == OK and t.samples_per_s and not t.pruned]
+    @cached_property   # read by every what-if: once per record, not once per question
+    def ok_trials(self) -> tuple[TrialResult, ...]:
+        return tuple(t for t in self.trials if t.status == OK and t.samples_per_s and not t.pruned)
 
-    @property
-    def pruned_trials(self) -> list[TrialResult]:
+    @cached_property
+    def pruned_trials(self) -> tuple[TrialResult, ...]:
         """Bursts stopped early, clearly behind the best: their rates are rough."""
-        return [t for t in self.trials if t.status == OK and t.samples_per_s and t.pruned]
+        return tuple(t for t in self.trials if t.status == OK and t.samples_per_s and t.pruned)
 
     def measured_wait(self) -> tuple[float | None, str]:
         """The pick's measured wait share and where it is from (the final's rounds' median, else
