@@ -164,3 +164,13 @@ def test_the_plots_of_a_huge_result_draw_a_sample_of_its_trials():
     assert PLOT_TRIALS // 2 <= len(drawn.trials) <= PLOT_TRIALS + 1
     assert any(t.config == ex.evidence.pick for t in drawn.trials), "the pick's burst is drawn"
     assert len(ex.evidence.trials) == 3_000, "the record itself keeps every trial (the page's table lists them)"
+
+
+@pytest.mark.slow
+def test_a_dataset_that_leaks_file_descriptors_is_charged_with_the_fix(tmp_path):
+    run = subprocess.run([AUTOLOADER, "tune", "--dataset", "scripts.faults.datasets:leak_fds", "--batch-size", "16",
+                          "--budget", "40", "--device", "cpu", "--trial-timeout", "10", "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert "Traceback" not in run.stderr and "Usage:" not in run.stderr, run.stderr[-3000:]
+    assert "ran out of file descriptors" in run.stderr and "Fix: close each file it opens" in run.stderr, run.stderr
+    assert "dataset's __getitem__ raised: the trial process ran out of file descriptors" in run.stderr

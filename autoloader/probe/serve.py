@@ -5,12 +5,15 @@ processes ] in trial.py says why trials run in a process of their own."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import multiprocessing as mp
 import os
 import sys
 import traceback
 import warnings
 
+from ..search.results import FAILED, OK, TrialResult
+from .failures import FD_EXHAUSTED
 from .protocol import Beat, Begin, Measured, Profiled, ProfileRequest, Ready, RunnerSetup, SetupError, SetupFailed, Stop
 from .teardown import reap_absorbing_reports
 from .setup_parts import uncompiled
@@ -35,6 +38,22 @@ def _uncompiled(setup: RunnerSetup) -> tuple[str, ...]:
         return uncompiled(_top_packages(setup))
     except Exception:  # noqa: BLE001 - a look at the import caches, not the user's code
         return ()
+
+
+def _reaped() -> int | None:
+    """The trial's workers reaped (``reap_children``): how many were left alive, or None when
+    this process has no file descriptor left to look for them with (EMFILE: the dataset's leak,
+    FD_EXHAUSTED), which ends this process."""
+    try:
+        return reap_absorbing_reports(reap_children)
+    except OSError as exc:
+        if exc.errno != errno.EMFILE:
+            raise
+        return None
+
+
+def out_of_descriptors_said(error: str | None) -> bool:
+    return bool(error) and FD_EXHAUSTED in error
 
 
 def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
@@ -96,9 +115,19 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
         beat = lambda batches: conn.send(Beat(batches))  # noqa: E731
         if isinstance(message, ProfileRequest):
             profile, error = runner.profile(message.batch_size, beat, message.memory_budget)
-            conn.send(Profiled(profile, error, leaked_workers=reap_absorbing_reports(reap_children)))
+            leaked = _reaped()
+            if leaked is None:
+                conn.send(Profiled(None, error or FD_EXHAUSTED, leaked_workers=0))
+                return   # the descriptors the dataset leaked go with this process; the next gets a fresh one
+            conn.send(Profiled(profile, error, leaked_workers=leaked))
         else:
             result = runner.measure(message.config, message.settings, beat=beat)
-            conn.send(Measured(result, leaked_workers=reap_absorbing_reports(reap_children)))
+            leaked = _reaped()
+            if leaked is None:
+                if result.status == OK or not out_of_descriptors_said(result.error):
+                    result = TrialResult(result.config, FAILED, cause="dataset_error", error=FD_EXHAUSTED)
+                conn.send(Measured(result, leaked_workers=0))
+                return   # the descriptors the dataset leaked go with this process; the next gets a fresh one
+            conn.send(Measured(result, leaked_workers=leaked))
         if runner.cuda_broken:
             return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process

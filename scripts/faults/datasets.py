@@ -523,3 +523,28 @@ def kill_mid_study(command: list[str], out_dir: str, cwd: str, timeout_s: float)
             driver.kill()
             driver.wait()
     return None, []
+
+
+class LeakFds(Tiny):
+    """Each sample opens /dev/null and keeps it open (a file handle never closed), in a process
+    whose descriptor limit it lowers on its first read to what is open then plus ``headroom``: the
+    process runs out of file descriptors (EMFILE) within a few hundred samples."""
+
+    def __init__(self, headroom: int = 300, length: int = 512):
+        super().__init__(length=length)
+        self.headroom, self.kept, self.lowered = headroom, [], False
+
+    def __getitem__(self, index: int):
+        if not self.lowered:
+            import resource
+
+            self.lowered = True
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            limit = len(os.listdir("/proc/self/fd")) + self.headroom
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(limit, hard), hard))
+        self.kept.append(open(os.devnull))
+        return super().__getitem__(index)
+
+
+def leak_fds() -> LeakFds:
+    return LeakFds()
