@@ -174,3 +174,23 @@ def test_a_dataset_that_leaks_file_descriptors_is_charged_with_the_fix(tmp_path)
     assert "Traceback" not in run.stderr and "Usage:" not in run.stderr, run.stderr[-3000:]
     assert "ran out of file descriptors" in run.stderr and "Fix: close each file it opens" in run.stderr, run.stderr
     assert "dataset's __getitem__ raised: the trial process ran out of file descriptors" in run.stderr
+
+
+@pytest.mark.slow
+def test_processes_a_dataset_starts_detached_do_not_outlive_the_tune(tmp_path):
+    """The trial process adopts what the dataset orphans (a child subreaper): between trials its
+    workers' reap ends them, and at its stop whatever is left is ended and named on stderr."""
+    import psutil
+
+    from autoloader import tune
+    from scripts.faults import datasets as faulty
+
+    marker = tmp_path / "pids"
+    tune(faulty.Detached(str(marker)), batch_size=16, budget=30, device="cpu", out=str(tmp_path / "out"),
+         progress=False)
+    pids = [int(line) for line in marker.read_text().split()]
+    assert pids, "the dataset started its helper"
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    for pid in alive:   # the test's own clean-up, before it fails
+        psutil.Process(pid).kill()
+    assert not alive, f"{len(alive)} of {len(pids)} outlived the tune"

@@ -18,7 +18,7 @@ from .protocol import Beat, Begin, Measured, Profiled, ProfileRequest, Ready, Ru
 from .teardown import reap_absorbing_reports
 from .setup_parts import uncompiled
 from .trial import _Runner
-from .workers import RUNNER_NAME, die_with_parent, reap_children, set_name
+from .workers import RUNNER_NAME, adopt_orphans, die_with_parent, end_leftovers, reap_children, set_name
 
 
 def _top_packages(setup: RunnerSetup) -> tuple[str, ...]:
@@ -63,6 +63,7 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
     the set-up's first part is timed from."""
     os.setpgrp()
     die_with_parent()
+    adopt_orphans()
     set_name(RUNNER_NAME)
     if setup.shard is not None:
         # seed_worker (seeding.py) keys each worker's stream by RANK: this process's workers are
@@ -105,6 +106,11 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
             # has its result already, so this is not about the next one.
             continue
         if isinstance(message, Stop):
+            left = end_leftovers()
+            if left:   # the dataset's processes, started detached and left running: ended, and named
+                print(f"autoloader: ended {len(left)} process{'es' if len(left) > 1 else ''} the dataset (or step) "
+                      f"started and left running ({'; '.join(left)}): a tune ends what its trials started. Fix: "
+                      "stop them in the dataset when it is done, or start them outside it", file=sys.stderr)
             # Every trial's loaders and workers are gone by now; what is left is the interpreter's
             # teardown of torch, seconds on a loaded machine that the driver would wait for past
             # the run's result (NOTE [ The budget is a wall bound ] in search/budget.py).

@@ -548,3 +548,21 @@ class LeakFds(Tiny):
 
 def leak_fds() -> LeakFds:
     return LeakFds()
+
+
+class Detached(Tiny):
+    """On its first read in a process, starts ``sleep 300`` detached (``start_new_session=True``,
+    through a shell that exits at once, so the sleep is orphaned) and appends its pid to
+    ``marker``: a helper a dataset starts and never stops, which must not outlive the tune."""
+
+    def __init__(self, marker: str, length: int = 512):
+        super().__init__(length=length)
+        self.marker, self.started = marker, False
+
+    def __getitem__(self, index: int):
+        if not self.started:
+            import subprocess
+
+            self.started = True
+            subprocess.Popen(["sh", "-c", f"sleep 300 & echo $! >> {self.marker}"], start_new_session=True).wait()
+        return super().__getitem__(index)
