@@ -194,3 +194,27 @@ def test_processes_a_dataset_starts_detached_do_not_outlive_the_tune(tmp_path):
     for pid in alive:   # the test's own clean-up, before it fails
         psutil.Process(pid).kill()
     assert not alive, f"{len(alive)} of {len(pids)} outlived the tune"
+
+
+def _semaphores_then_exit(release: bool) -> None:
+    import multiprocessing as mp
+
+    from autoloader.probe.workers import release_semaphores
+
+    queues = [mp.get_context("forkserver").Queue() for _ in range(3)]   # noqa: F841 - alive at the exit
+    if release:
+        release_semaphores()
+    os._exit(0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("release", [False, True], ids=["as-before", "released"])
+def test_a_trial_process_that_exits_leaves_no_semaphore_to_the_tracker(release):
+    """The trial process ends with os._exit (serve.main on Stop): without release_semaphores the
+    resource tracker warns of each queue's semaphores as leaked; with it, of none."""
+    code = ("import sys, multiprocessing as mp; sys.path.insert(0, 'tests'); from test_small_faults import "
+            "_semaphores_then_exit as f\nif __name__ == '__main__':\n    p = mp.get_context('spawn').Process("
+            f"target=f, args=({release},)); p.start(); p.join()")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert ("leaked semaphore" in run.stderr) is not release, run.stderr

@@ -18,7 +18,15 @@ from .protocol import Beat, Begin, Measured, Profiled, ProfileRequest, Ready, Ru
 from .teardown import reap_absorbing_reports
 from .setup_parts import uncompiled
 from .trial import _Runner
-from .workers import RUNNER_NAME, adopt_orphans, die_with_parent, end_leftovers, reap_children, set_name
+from .workers import (
+    RUNNER_NAME,
+    adopt_orphans,
+    die_with_parent,
+    end_leftovers,
+    reap_children,
+    release_semaphores,
+    set_name,
+)
 
 
 def _top_packages(setup: RunnerSetup) -> tuple[str, ...]:
@@ -114,6 +122,7 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
             # Every trial's loaders and workers are gone by now; what is left is the interpreter's
             # teardown of torch, seconds on a loaded machine that the driver would wait for past
             # the run's result (NOTE [ The budget is a wall bound ] in search/budget.py).
+            release_semaphores()   # os._exit runs no finalizer: the resource tracker would call them leaked
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)

@@ -58,6 +58,21 @@ def end_leftovers() -> list[str]:
     return named
 
 
+def release_semaphores() -> None:
+    """Unlink the named semaphores this process still holds (the queues and locks of loaders
+    started with forkserver or spawn), as their finalizers would at a normal exit: the trial
+    process ends with os._exit, which runs none, and the resource tracker would then warn of
+    every one as leaked."""
+    from multiprocessing import synchronize, util
+
+    for finalizer in list(util._finalizer_registry.values()):
+        if getattr(finalizer, "_callback", None) is synchronize.SemLock._cleanup:
+            try:
+                finalizer()
+            except OSError:
+                pass
+
+
 def set_name(name: str) -> None:
     """PR_SET_NAME: what ps, top and psutil's name() show, so trial processes are easy to find."""
     try:
