@@ -1,7 +1,8 @@
 """``autoloader retune REGISTRY``: re-tune every dataset a registry lists and report the drift.
 
-For each dataset, in order: build it here (its key needs its length and content: NOTE [ Content
-fingerprint ]), find its last good result on this hardware, else the nearest other hardware's
+For each dataset, in order: build it in a process of its own, bounded by its budget (its key
+needs its length and content: NOTE [ Content fingerprint ]; NOTE [ A dataset's key is read in a
+process of its own ]), find its last good result on this hardware, else the nearest other hardware's
 (store/history.py), start from it (search/warm.py: the stored pick and its neighbours first, and an early
 stop when it still holds), keep the new result in the dated history, and judge the drift
 (NOTE [ Drift ] in tuning/compare.py). One dataset failing does not stop the others. The run's report
@@ -174,9 +175,9 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
 # by the dataset's budget, so that a dataset that crashes, exits or hangs there is a FAILED entry
 # naming its cause, the child ended, and the other datasets still run and the report is still
 # written. The key is read before the dataset's run, as it was in retune's own process: the
-# run's budget starts after it, so a dataset takes at most twice its budget. The child sends back the problem
-# (what a Run needs: the recipes, not the dataset) and the warnings the build gave, which are
-# warned here.
+# run's budget starts after it, so a dataset takes at most twice its budget. The child sends
+# back the problem (what a Run needs: the recipes, not the dataset) and the warnings the build
+# gave, which are warned here.
 def _key_child(entry: Entry, conn) -> None:
     """In the child: build ``entry``'s dataset, read its key, send ("ok", problem, warnings) or
     ("failed", why, warnings)."""
@@ -265,9 +266,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
                                 settings.get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S),
                                 settings.get("max_memory"), out, storage, thresholds)
         problem = read_key(entry, options.budget)
-    except KeyReadFailed as exc:
-        return Outcome(entry.name, FAILED, error=str(exc))
-    except AutoloaderError as exc:
+    except (KeyReadFailed, AutoloaderError) as exc:
         return Outcome(entry.name, FAILED, error=str(exc))
     fingerprint, key = problem.hardware.fingerprint, problem.key
     path = result_path(out, fingerprint, key)
