@@ -90,11 +90,12 @@ def warm_up() -> threading.Thread:
 def open_storage(url: str, heartbeat_s: int | None, grace_s: int | None, read_only: bool = False):
     """An ``optuna.storages.RDBStorage`` for ``url``, with heartbeats every ``heartbeat_s`` (None:
     off, for readers). ``read_only``: a SQLite file opened by a reader (NOTE [ A reader opens a
-    study read-only ] in durable.py): SQLite's ``mode=ro``, no table made. Raises what Optuna and
+    study read-only ] in durable.py): SQLite's ``mode=ro``, no table made; any other URL as without. Raises what Optuna and
     SQLAlchemy raise (the caller turns it into a usage error) after OPEN_ATTEMPTS tries."""
     import optuna
 
     url = driver_url(url)
+    read_only = read_only and url.startswith("sqlite")   # another database: opened as before (its tables made)
     if read_only:
         url = read_only_url(url)
     if url.startswith("sqlite"):

@@ -566,3 +566,11 @@ class Detached(Tiny):
             self.started = True
             subprocess.Popen(["sh", "-c", f"sleep 300 & echo $! >> {self.marker}"], start_new_session=True).wait()
         return super().__getitem__(index)
+
+
+def interrupting_step() -> StepFaults:
+    return StepFaults({64: "interrupt"})
+
+
+def exiting_step() -> StepFaults:
+    return StepFaults({64: "exit"})

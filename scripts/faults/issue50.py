@@ -153,12 +153,103 @@ RETUNE_CASES = [("segfault_in_key", "ended by SIGSEGV"), ("exit_in_key", "exited
                 ("hang_in_key", "did not end within its budget")]
 
 
+SMALL = f"{PREFIX}: smaller"
+
+
+def _cli_case(name: str, injected: str, args: Callable[[str], list[str]], says: tuple[str, ...],
+              codes: tuple[int, ...], before: Callable[[str], None] | None = None):
+    """A CLI run that must exit with one of ``codes``, say each of ``says``, show no traceback,
+    no usage header and no resource_tracker warning."""
+    def body(check: Check) -> None:
+        work = tempfile.mkdtemp(prefix="small-", dir=BASE[0])
+        if before is not None:
+            before(work)
+        run = cli(*args(work), timeout=300)
+        tracebacks_in(check, run)
+        missing = [s for s in says if s not in run.stderr + run.stdout]
+        check.told = next((line(run.stderr, s) for s in says if s in run.stderr), "") or \
+            (run.stderr.strip().splitlines() or [""])[-1]
+        check.survived = (run.returncode in codes and not missing and check.tracebacks == 0
+                          and "Usage:" not in run.stderr and "leaked semaphore" not in run.stderr)
+        if not check.survived:
+            check.note = f"exit {run.returncode}; missing {missing}; {(run.stderr.strip().splitlines() or [''])[-1][:200]}"
+
+    return Check(SMALL, name, injected, "CLI"), body
+
+
+def _symlinked_lock(work: str) -> None:
+    from autoloader.api import built_problem
+    from autoloader.inputs.source import Source
+    from autoloader.store.paths import lock_path
+    from scripts.faults.datasets import tiny
+
+    problem = built_problem(tiny(), Source.from_spec("scripts.faults.datasets:tiny"), batch_size=16, device="cpu")
+    lock = lock_path(os.path.join(work, "out"), problem.hardware.fingerprint, problem.key)
+    os.makedirs(os.path.dirname(lock))
+    with open(os.path.join(work, "target"), "w") as fh:
+        fh.write("x")
+    os.symlink(os.path.join(work, "target"), lock)
+
+
+def _tune(dataset: str, *more: str, budget: str = "40") -> Callable[[str], list[str]]:
+    return lambda work: ["tune", "--dataset", dataset, "--batch-size", "16", "--budget", budget, "--device", "cpu",
+                         "--trial-timeout", "10", "--out", os.path.join(work, "out"), *more]
+
+
+SMALL_CASES = [
+    ("a symlinked lock", "<key>.lock a symbolic link to a file elsewhere", _tune("scripts.faults.datasets:tiny"),
+     ("symbolic link", "Fix: remove it"), (2,), _symlinked_lock),
+    ("a server that refuses the connection", "show --storage postgresql://...@127.0.0.1:9/studies",
+     lambda work: ["show", "--storage", "postgresql+psycopg://tuner:hunter2@127.0.0.1:9/studies"],
+     ("could not connect: connection refused", "start the database server"), (2,), None),
+    ("a dataset leaking file descriptors", "each sample opens /dev/null and keeps it; RLIMIT_NOFILE lowered",
+     _tune("scripts.faults.datasets:leak_fds"), ("ran out of file descriptors", "Fix: close each file"), (0, 1), None),
+    ("a step raising KeyboardInterrupt", "step(batch) raises KeyboardInterrupt from batch 64; --batch-sizes 16,64",
+     lambda work: ["tune", "--dataset", "scripts.faults.datasets:tiny", "--step",
+                   "scripts.faults.datasets:interrupting_step", "--batch-sizes", "16,64", "--budget", "60",
+                   "--device", "cpu", "--out", os.path.join(work, "out")],
+     ("the step raised KeyboardInterrupt()",), (0,), None),
+    ("a step raising SystemExit", "step(batch) raises SystemExit(3) from batch 64; --batch-sizes 16,64",
+     lambda work: ["tune", "--dataset", "scripts.faults.datasets:tiny", "--step",
+                   "scripts.faults.datasets:exiting_step", "--batch-sizes", "16,64", "--budget", "60",
+                   "--device", "cpu", "--out", os.path.join(work, "out")],
+     ("the step raised SystemExit(3)",), (0,), None),
+    ("a zero-argument factory of a torchdata.nodes graph", "--dataset tests/nodes_workloads.py:graph",
+     _tune(f"{os.path.join(REPO_ROOT, 'tests', 'nodes_workloads.py')}:graph", "--json"),
+     ('"nodes"',), (0,), None),
+]
+
+
+def _detached(check: Check) -> None:
+    """A dataset that starts ``sleep 300`` detached: none may be alive after the tune."""
+    import psutil
+
+    from autoloader import tune
+    from scripts.faults.datasets import Detached
+
+    work = tempfile.mkdtemp(prefix="detached-", dir=BASE[0])
+    marker = os.path.join(work, "pids")
+    tune(Detached(marker), batch_size=16, budget=40, device="cpu", out=os.path.join(work, "out"), progress=False)
+    with open(marker) as fh:
+        pids = [int(x) for x in fh.read().split()]
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    for pid in alive:
+        psutil.Process(pid).kill()
+    check.lost = len(alive)
+    check.told = f"{len(pids)} started, {len(alive)} alive after the tune"
+    check.survived = bool(pids) and not alive
+
+
 def run(root: str, add: Callable[[Check, Callable[[Check], None]], None]) -> None:
     BASE[0] = root
     for name, args, codes, says in READ_CASES:
         add(*_read(name, args, codes, says, result="KEY" in name))
     for bad, cause in RETUNE_CASES:
         add(*_retune(bad, cause))
+    for case in SMALL_CASES:
+        add(*_cli_case(*case))
+    add(Check(SMALL, "processes a dataset starts detached", "sleep 300 started with start_new_session=True, "
+              "orphaned", "tune()"), _detached)
 
 
 def owns(check: Check) -> bool:
@@ -179,7 +270,8 @@ def render(checks: list[Check]) -> list[str]:
              "name or byte changed (lost = names or files changed; a report beside its own result is autoloader's). "
              "Retune: a registry whose first dataset fails while its key is read, then a good one; survived = exit 1, "
              "the failure named with its cause, the good dataset tuned, the report written (lost = a dataset not "
-             "tuned, a report not written), within the budgets.", "",
+             "tuned, a report not written), within the budgets. Smaller: each fault named with its fix, no traceback, "
+             "no usage header, no resource_tracker warning (lost = the dataset's processes alive after the tune).", "",
              "| group | case | injected as | via | survived | tracebacks | lost | run s |",
              "|---|---|---|---|---|---|---|---|"]
     for c in mine:
