@@ -90,8 +90,9 @@ def warm_up() -> threading.Thread:
 def open_storage(url: str, heartbeat_s: int | None, grace_s: int | None, read_only: bool = False):
     """An ``optuna.storages.RDBStorage`` for ``url``, with heartbeats every ``heartbeat_s`` (None:
     off, for readers). ``read_only``: a SQLite file opened by a reader (NOTE [ A reader opens a
-    study read-only ] in durable.py): SQLite's ``mode=ro``, no table made; any other URL as without. Raises what Optuna and
-    SQLAlchemy raise (the caller turns it into a usage error) after OPEN_ATTEMPTS tries."""
+    study read-only ] in durable.py): SQLite's ``mode=ro``, no table made; any other URL as
+    without. Raises what Optuna and SQLAlchemy raise (the caller turns it into a usage error)
+    after OPEN_ATTEMPTS tries."""
     import optuna
 
     url = driver_url(url)
