@@ -146,7 +146,7 @@ def _read(folder: Folder, label: str, text: str) -> TuneResult | None:
         warnings.simplefilter("always")
         read = load_result(folder.bad, CPUS, BATCH_SIZES)
     said = [str(w.message) for w in caught if issubclass(w.category, StoredStateWarning)]
-    assert open(folder.bad).read() == text and not glob.glob(folder.bad + ".corrupt-*"), f"{label}: a read writes nothing"
+    assert open(folder.bad).read() == text and not glob.glob(folder.bad + ".corrupt-*"), f"{label}: a read writes"
     assert (read is None) == bool(said) and all("set aside as" not in w for w in said), (label, said)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -172,7 +172,8 @@ def _cli_case(name: str, injected: str, args: Callable[[str], list[str]], says: 
         check.survived = (run.returncode in codes and not missing and check.tracebacks == 0
                           and "Usage:" not in run.stderr and "leaked semaphore" not in run.stderr)
         if not check.survived:
-            check.note = f"exit {run.returncode}; missing {missing}; {(run.stderr.strip().splitlines() or [''])[-1][:200]}"
+            last = (run.stderr.strip().splitlines() or [""])[-1][:200]
+            check.note = f"exit {run.returncode}; missing {missing}; {last}"
 
     return Check(SMALL, name, injected, "CLI"), body
 
@@ -289,4 +290,5 @@ def totals(checks: list[Check]) -> list[str]:
         return []
     return [f"| issue-50 cases survived | {sum(c.survived for c in ran)} of {len(ran)} | all |",
             f"| tracebacks shown by the issue-50 checks | {sum(c.tracebacks for c in ran)} | 0 |",
-            f"| decoy names and bytes changed, datasets and reports lost to them | {sum(c.lost or 0 for c in ran)} | 0 |"]
+            f"| decoy names and bytes changed, datasets, reports and processes lost to them | "
+            f"{sum(c.lost or 0 for c in ran)} | 0 |"]
