@@ -528,13 +528,16 @@ def kill_mid_study(command: list[str], out_dir: str, cwd: str, timeout_s: float)
 class LeakFds(Tiny):
     """Each sample opens /dev/null and keeps it open (a file handle never closed), in a process
     whose descriptor limit it lowers on its first read to what is open then plus ``headroom``: the
-    process runs out of file descriptors (EMFILE) within a few hundred samples."""
+    process runs out of file descriptors (EMFILE) within a few hundred samples. ``in_workers``:
+    in DataLoader workers too, else in the trial process alone."""
 
-    def __init__(self, headroom: int = 300, length: int = 512):
+    def __init__(self, headroom: int = 300, length: int = 512, in_workers: bool = False):
         super().__init__(length=length)
-        self.headroom, self.kept, self.lowered = headroom, [], False
+        self.headroom, self.kept, self.lowered, self.in_workers = headroom, [], False, in_workers
 
     def __getitem__(self, index: int):
+        if not self.in_workers and torch.utils.data.get_worker_info() is not None:
+            return super().__getitem__(index)
         if not self.lowered:
             import resource
 
@@ -548,6 +551,10 @@ class LeakFds(Tiny):
 
 def leak_fds() -> LeakFds:
     return LeakFds()
+
+
+def leak_fds_in_workers() -> LeakFds:
+    return LeakFds(in_workers=True)
 
 
 class Detached(Tiny):
