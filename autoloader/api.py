@@ -190,11 +190,13 @@ def _step_identity(step: Any) -> str | None:
     return callable_identity(step)
 
 
-def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
+def _stored(problem: Problem, out: str, set_aside: bool = False) -> tuple[TunedConfig | None, str | None]:
     """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
-    there is none). A file that fails validate.py's checks is ignored with a warning naming it."""
+    there is none). A file that fails validate.py's checks is ignored with a warning naming it;
+    ``set_aside``: best_loader's, which tunes the key next, sets it aside too (NOTE [ A bad result
+    file ] in store/door.py)."""
     path = result_path(out, problem.hardware.fingerprint, problem.key)
-    stored = load_result(path, problem.hardware.cpus, problem.batch_sizes)
+    stored = load_result(path, problem.hardware.cpus, problem.batch_sizes, set_aside=set_aside)
     if stored is None:
         return None, None
     why = stored.measured_differently()
@@ -265,7 +267,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     problem = _on(problem, node)
     out = resolve_out(out)
     path = result_path(out, problem.hardware.fingerprint, problem.key)
-    tuned, why = _stored(problem, out)
+    tuned, why = _stored(problem, out, set_aside=True)
     stored_at = path   # where the result is: None when this call tuned and could not store it
     reused = tuned is not None
     if node is not None:
@@ -295,7 +297,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         with held(path[:-len(".json")] + ".lock", busy):
             # Another's turn is not this call's budget (as Run._start counts its own lock).
             options = dataclasses.replace(options, started=started + time.monotonic() - waiting)
-            tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
+            tuned, why = _stored(problem, out, set_aside=True)   # another process may have tuned it meanwhile
             reused = tuned is not None
             if tuned is None:
                 if why is not None and progress is not None:

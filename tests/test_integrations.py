@@ -336,7 +336,7 @@ def reused_everywhere(monkeypatch):
     """Every lookup finds STORED (no tune, no trial process), and the events each call reports."""
     import autoloader.api as api
 
-    monkeypatch.setattr(api, "_stored", lambda problem, out: (STORED, None))
+    monkeypatch.setattr(api, "_stored", lambda problem, out, set_aside=False: (STORED, None))
     seen: list = []
     return seen
 
