@@ -96,9 +96,8 @@ def grid(cpus: int, batch_size: int, device: str, size: int | None = None, batch
                rule.replace(num_workers=max(1, (3 * cpus) // 2), prefetch_factor=8),
                rule.replace(num_workers=3 * cpus)]
     configs = list(dict.fromkeys(configs))
-    out = [c for c in configs if c == rule or room is None or in_flight(c, batch_bytes) <= room]
-    out = out[:size] if size else out
-    return out, [c for c in configs if c not in out]
+    fits = [c for c in configs if c == rule or room is None or in_flight(c, batch_bytes) <= room]
+    return (fits[:size] if size else fits), [c for c in configs if c not in fits]
 
 
 def kwargs_of(config: LoaderConfig) -> dict:
@@ -223,6 +222,8 @@ class Bench:
             with open(path + ".part", "w") as fh:
                 fh.write(text)
             os.replace(path + ".part", path)
+        done = "; ".join(f"{k}: {', '.join(w['phases_done']) or '-'}" for k, w in self.workloads.items())
+        print(f"[{self.meta['elapsed_s']:.0f} s] written {self.out}/results.json ({done or 'started'})", flush=True)
 
 
 def rates_by_round(rounds: list[dict], key: str) -> dict[int, float]:
@@ -374,17 +375,20 @@ def run_workload(bench: Bench, name: str, args) -> None:
             bench.write()
 
         # 4. grid rounds with the pick
-        if pick is not None and short(pick) not in named:
-            named[short(pick)] = pick
+        if pick is not None and named.get(short(pick)) != pick:
+            # A config the label does not tell apart from a grid one still reads as itself.
+            named[short(pick) if short(pick) not in named else short(pick) + " (the pick)"] = pick
+        pick_name = next((k for k, c in named.items() if c == pick), None)
+        record["pick_name"] = pick_name
         record["pick_in_grid"] = pick is None or pick in configs
         estimate = round_s * len(named) / max(1, len(configs)) + args.segment_s
         r = 1
         while r < args.rounds and bench.left() > estimate:
             one_round(r, list(named))
-            record["versus"] = versus(rounds, short(pick) if pick else None, list(named))
+            record["versus"] = versus(rounds, pick_name, list(named))
             bench.write()
             r += 1
-        record["versus"] = versus(rounds, short(pick) if pick else None, list(named))
+        record["versus"] = versus(rounds, pick_name, list(named))
         record["phases_done"].append("rounds")
     except Exception as exc:   # a failed workload is a result; the next one still runs
         import traceback
