@@ -57,7 +57,7 @@ TINY = {"scale": "0.02", "epoch_s": 2.0, "segment_s": 0.4, "first_batches": 1, "
         "deadline": 90.0}
 ENDLESS = 1 << 40
 # A grid config's batches in flight stay within this share of the free memory and of /dev/shm.
-MEMORY_SHARE = 0.4
+MEMORY_SHARE = 0.25
 
 
 class Lengthened(Dataset):
@@ -320,9 +320,10 @@ def run_workload(bench: Bench, name: str, args) -> None:
         best_rate = max(rounds[0]["rates"].values())
         # Three epochs (in-run, pick, rule: the rule's at the best rate over its own) and two more
         # rounds must fit in what is left.
-        rule_slower = best_rate / max(rounds[0]["rates"][short(rule)], 1e-9)
-        room = bench.left() - 2 * (round_s + args.segment_s) - 10.0
-        epoch_s = min(args.epoch_s, room / (2.1 + rule_slower)) if room > 0 else 0.0
+        # (at most 3x: a slower rule's epoch is skipped where it does not fit, said as such).
+        rule_slower = min(3.0, best_rate / max(rounds[0]["rates"][short(rule)], 1e-9))
+        spare = bench.left() - 2 * (round_s + args.segment_s) - 10.0
+        epoch_s = min(args.epoch_s, spare / (2.1 + rule_slower)) if spare > 0 else 0.0
         length = max(4 * batch_size, int(epoch_s * best_rate))
         record["epochs_sized"] = {"asked_s": args.epoch_s, "target_s": epoch_s, "best_rate": best_rate,
                                   "length": length, "rule_slower": rule_slower,
