@@ -12,12 +12,13 @@ The module is named ``watching`` so that ``autoloader.watch`` stays the function
 submodule binds its name on the package.
 
 # NOTE [ What the loop waits for ]
-# 1. The wait is the time inside the loader iterator's ``next()``; the step is the time from one
-#    ``next()``'s return to the next call (the training step, the copy to the device, logging:
-#    all of the loop that is not the loader). The wait share is wait / (wait + step) over the
-#    steps of a report, the epoch's first batch left out (its wait is the workers' start, said
-#    apart as ``first_batch_s``): the steady loop's share, as a burst reads it. The watch's own
-#    work (this report) falls between two timings, in neither.
+# 1. A batch's wait is the time inside the loader iterator's ``next()`` that returns it; its step
+#    is the time from that return to the next call (the training step, the copy to the device,
+#    logging: all of the loop that is not the loader). The wait share is wait / (wait + step)
+#    over the batches of a report, each with its own wait and step, the epoch's first batch left
+#    out (its wait is the workers' start, said apart as ``first_batch_s``): the steady loop's
+#    share, as a burst reads it. A report is made at the call after its last batch's step, before
+#    that call's timing starts: the watch's own work is in no batch's wait or step.
 # 2. The verdict reads explain/'s thresholds (thresholds.py) and words (verdict.py), on what the
 #    loop measured rather than on a profile:
 #    * the level: ``level_of(wait share)`` (HIGHLY_INPUT_BOUND, MODERATELY_INPUT_BOUND);
@@ -151,15 +152,17 @@ class _Window:
         self.first_batch_s: float | None = None
         self.cpu0 = cpu
 
-    def add(self, wait: float, step: float, samples: int, ready: bool | None) -> None:
+    def add_wait(self, wait: float, samples: int, ready: bool | None) -> None:
         self.wait_s += wait
-        self.step_s += step
         self.steps += 1
         self.samples += samples
         if ready is not None:
             self.read += 1
             if ready:
                 self.main_wait_s += wait
+
+    def add_step(self, seconds: float) -> None:
+        self.step_s += seconds
 
 
 class Watch:
@@ -237,16 +240,20 @@ class _WatchedIterator:
         return getattr(self.it, name)
 
     def __next__(self):
+        if self.returned is not None and self.step >= 2:
+            # The step on the last batch ran until this call (NOTE [ What the loop waits for ], 1).
+            gap = time.perf_counter() - self.returned
+            for w in (self.window, self.whole):
+                w.add_step(gap)
+            if self.step % self.watch._every == 0:
+                self._say(self.window, at_end=False)
+                self.window = _Window(self.step + 1, _cpu_now())
         ready = _ready(self.it) if self.workers else None
-        start = time.perf_counter()
+        start = time.perf_counter()   # the report's own time, above, is no step's
         try:
             batch = next(self.it)
         except StopIteration:
-            if self.whole is not None and self.returned is not None:
-                # The last step ran until this call; the call itself waits for no batch.
-                gap = start - self.returned
-                self.whole.step_s += gap
-                self.window.step_s += gap
+            if self.whole is not None:
                 self._say(self.whole, at_end=True)
             raise
         end = time.perf_counter()
@@ -258,12 +265,8 @@ class _WatchedIterator:
         else:
             samples = _samples(batch, self.watch._loader)
             for w in (self.window, self.whole):
-                w.add(end - start, start - self.returned, samples, ready)
-            if self.step % self.watch._every == 0:
-                self._say(self.window, at_end=False)
-                self.window = _Window(self.step + 1, _cpu_now())
-                end = time.perf_counter()   # the report's own time is no step's
-        self.returned = end
+                w.add_wait(end - start, samples, ready)
+        self.returned = time.perf_counter()
         return batch
 
     def _say(self, window: _Window, at_end: bool) -> None:

@@ -51,23 +51,23 @@ def make_step():
 
 
 def _hand_timed(loader, step) -> tuple[float, float]:
-    """The loop's own next() timed by hand: (seconds in next(), seconds between calls), the
-    epoch's first batch left out as watch leaves it out, the last step counted up to the call
-    that ends the epoch."""
+    """The loop's own next() timed by hand: (seconds in next(), seconds between calls), each
+    batch's wait and the step after it, the epoch's first batch left out as watch leaves it out."""
     it = iter(loader)
     wait = between = 0.0
-    returned = None
+    returned, count = None, 0
     while True:
         start = time.perf_counter()
+        if count >= 2:
+            between += start - returned
         try:
             batch = next(it)
         except StopIteration:
-            between += start - returned
             return wait, between
         end = time.perf_counter()
-        if returned is not None:
+        count += 1
+        if count >= 2:
             wait += end - start
-            between += start - returned
         returned = end
         step(batch)
 
