@@ -17,7 +17,9 @@ submodule binds its name on the package.
 #    logging: all of the loop that is not the loader). The wait share is wait / (wait + step)
 #    over the batches of a report, each with its own wait and step, the epoch's first batch left
 #    out (its wait is the workers' start, said apart as ``first_batch_s``): the steady loop's
-#    share, as a burst reads it. A report is made at the call after its last batch's step, before
+#    share, as a burst reads it. Where the loader has a length, the epoch's last batch is left out
+#    too and the epoch's report made when it arrives: a loop may stop there without another call
+#    (``zip``, Lightning), so its step would never be timed. A report is made at the call after its last batch's step, before
 #    that call's timing starts: the watch's own work is in no batch's wait or step.
 # 2. The verdict reads explain/'s thresholds (thresholds.py) and words (verdict.py), on what the
 #    loop measured rather than on a profile:
@@ -58,7 +60,7 @@ from .explain.thresholds import BALANCED_WITHIN, CORES_FULL, HIGHLY_INPUT_BOUND,
 from .explain.verdict import PART_WORDS, level_of
 from .inputs.hardware import usable_cpus
 
-__all__ = ["Watch", "WatchReport", "Watched", "watch"]
+__all__ = ["Epoch", "Watch", "WatchReport", "Watched", "check", "samples_of", "watch", "workers_of"]
 
 # The verdict classes a watch can name: explain/verdict.KINDS less what it cannot see (memory
 # limits, the copy: NOTE [ What the loop waits for ]).
@@ -73,7 +75,7 @@ class WatchReport:
     """What one report measured and what it says (NOTE [ What the loop waits for ]).
 
     Attributes:
-        epoch: the epoch, counted from 1 (each ``iter()`` of the watched loader starts one).
+        epoch: the epoch, counted from 1 (each ``iter()`` of the watched loader that gives a batch).
         first_step, last_step: the steps (batches, counted from 1 in the epoch) the figures cover.
         at_end: True for the report at the epoch's end, which covers the whole epoch.
         steps: batches the figures cover (the epoch's first batch left out).
@@ -177,8 +179,13 @@ class Watch:
 
     # --- the loader, unchanged ------------------------------------------------------------
     def __iter__(self) -> Iterator:
+        return _WatchedIterator(self, iter(self._loader))
+
+    def _next_epoch(self) -> int:
+        """An epoch is counted at its first batch: an ``iter()`` that takes none (Lightning's
+        check that a loader iterates) is none."""
         object.__setattr__(self, "_epoch", self._epoch + 1)
-        return _WatchedIterator(self, iter(self._loader), self._epoch)
+        return self._epoch
 
     def __len__(self) -> int:
         return len(self._loader)
@@ -219,16 +226,66 @@ class Watch:
             self._progress(Watched(report))
 
 
+class Epoch:
+    """One epoch's timings, fed by whatever times the loop (the watched iterator here, a
+    framework's hooks in integrations/), and its reports: NOTE [ What the loop waits for ].
+
+    ``first(seconds)`` for the epoch's first batch's wait; ``batch(wait, samples, ready)`` for
+    each later batch's; ``stepped(seconds)`` for the step after each later batch (a report falls
+    due here, every ``every`` batches); ``end()`` at the epoch's end."""
+
+    def __init__(self, epoch: int, every: int, workers: int | None, emit: Callable[[WatchReport], None],
+                 length: int | None = None):
+        self.epoch, self.every, self.workers, self.emit, self.length = epoch, every, workers, emit, length
+        self.step = 0
+        self.ended = False
+        self.window: _Window | None = None
+        self.whole: _Window | None = None
+
+    def first(self, seconds: float) -> None:
+        self.step = 1
+        cpu = _cpu_now()
+        self.window, self.whole = _Window(2, cpu), _Window(2, cpu)
+        self.whole.first_batch_s = self.window.first_batch_s = seconds
+
+    def batch(self, wait: float, samples: int, ready: bool | None) -> None:
+        self.step += 1
+        if self.ended:
+            return
+        if self.length is not None and self.step >= self.length:
+            self.end()   # the last batch: no next call will time its step (NOTE [ What the loop waits for ], 1)
+            return
+        for w in (self.window, self.whole):
+            w.add_wait(wait, samples, ready)
+
+    def stepped(self, seconds: float) -> None:
+        if self.ended:
+            return
+        for w in (self.window, self.whole):
+            w.add_step(seconds)
+        if self.step % self.every == 0:
+            self._say(self.window, at_end=False)
+            self.window = _Window(self.step + 1, _cpu_now())
+
+    def end(self) -> None:
+        if self.whole is not None and not self.ended:
+            self._say(self.whole, at_end=True)
+        self.ended = True
+
+    def _say(self, window: _Window, at_end: bool) -> None:
+        if window.steps:
+            last = window.first_step + window.steps - 1
+            self.emit(_report(window, self.epoch, last, self.step, at_end, self.workers))
+
+
 class _WatchedIterator:
     """One epoch of the watched loader: each ``next()`` timed (NOTE [ What the loop waits for ])."""
 
-    def __init__(self, watch: Watch, it: Iterator, epoch: int):
-        self.watch, self.it, self.epoch = watch, it, epoch
-        self.workers = _workers(watch._loader)
-        self.step = 0
+    def __init__(self, watch: Watch, it: Iterator):
+        self.watch, self.it = watch, it
+        self.workers = workers_of(watch._loader)
+        self.epoch = Epoch(0, watch._every, self.workers, watch._emit, length_of(watch._loader))
         self.returned: float | None = None   # when the last next() returned
-        self.window: _Window | None = None
-        self.whole: _Window | None = None
 
     def __iter__(self):
         return self
@@ -240,42 +297,27 @@ class _WatchedIterator:
         return getattr(self.it, name)
 
     def __next__(self):
-        if self.returned is not None and self.step >= 2:
+        if self.returned is not None and self.epoch.step >= 2:
             # The step on the last batch ran until this call (NOTE [ What the loop waits for ], 1).
-            gap = time.perf_counter() - self.returned
-            for w in (self.window, self.whole):
-                w.add_step(gap)
-            if self.step % self.watch._every == 0:
-                self._say(self.window, at_end=False)
-                self.window = _Window(self.step + 1, _cpu_now())
+            self.epoch.stepped(time.perf_counter() - self.returned)
         ready = _ready(self.it) if self.workers else None
-        start = time.perf_counter()   # the report's own time, above, is no step's
+        start = time.perf_counter()   # a report's own time, above, is no batch's
         try:
             batch = next(self.it)
         except StopIteration:
-            if self.whole is not None:
-                self._say(self.whole, at_end=True)
+            self.epoch.end()
             raise
         end = time.perf_counter()
-        self.step += 1
-        if self.step == 1:
-            cpu = _cpu_now()
-            self.window, self.whole = _Window(2, cpu), _Window(2, cpu)
-            self.whole.first_batch_s = self.window.first_batch_s = end - start
+        if self.epoch.step == 0:
+            self.epoch.epoch = self.watch._next_epoch()
+            self.epoch.first(end - start)
         else:
-            samples = _samples(batch, self.watch._loader)
-            for w in (self.window, self.whole):
-                w.add_wait(end - start, samples, ready)
+            self.epoch.batch(end - start, samples_of(batch, self.watch._loader), ready)
         self.returned = time.perf_counter()
         return batch
 
-    def _say(self, window: _Window, at_end: bool) -> None:
-        if window.steps == 0:
-            return
-        self.watch._emit(_report(window, self.epoch, self.step, at_end, self.workers))
 
-
-def _report(w: _Window, epoch: int, last: int, at_end: bool, workers: int | None) -> WatchReport:
+def _report(w: _Window, epoch: int, last: int, batches: int, at_end: bool, workers: int | None) -> WatchReport:
     total = w.wait_s + w.step_s
     wait = w.wait_s / total if total > 0 else 0.0
     busy, own = _cpu_since(w.cpu0)
@@ -287,7 +329,7 @@ def _report(w: _Window, epoch: int, last: int, at_end: bool, workers: int | None
     rate_step = w.samples / w.step_s if w.step_s > 0 else math.inf
     level = level_of(wait)
     headline = _headline(kind, level, wait, workers, rate_loop, rate_step)
-    span = f"steps {w.first_step}-{last}" if not at_end else f"the epoch's {last} steps"
+    span = f"steps {w.first_step}-{last}" if not at_end else f"the epoch's {batches} steps (steps {w.first_step}-{last})"
     first = f"; first batch {_secs(w.first_batch_s)}, not counted" if w.first_batch_s is not None else ""
     cpu_words = (f"; CPUs {busy:.1f} of {cpus} busy, {own:.1f} of them this run's" if busy is not None else "")
     if gain < WORTH_CHANGING:
@@ -337,7 +379,19 @@ def _secs(seconds: float) -> str:
 
 # --- reading the loader and the machine, read-only -------------------------------------------------
 
-def _workers(loader: Any) -> int | None:
+def length_of(loader: Any) -> int | None:
+    """The batches an epoch holds, where the loader knows (a map-style dataset's): the epoch then
+    ends at its last batch, for loops that stop there without calling ``next()`` again (``zip``,
+    ``range(len(loader))``, Lightning). None for an iterable dataset, whose length is a guess."""
+    if getattr(loader, "_dataset_kind", 0) == 1:   # torch's _DatasetKind.Iterable
+        return None
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+def workers_of(loader: Any) -> int | None:
     n = getattr(loader, "num_workers", None)
     return n if isinstance(n, int) else None
 
@@ -358,7 +412,7 @@ def _ready(it: Any) -> bool | None:
         return None
 
 
-def _samples(batch: Any, loader: Any) -> int:
+def samples_of(batch: Any, loader: Any) -> int:
     """The samples of a batch: the first dimension of its first tensor (or array)."""
     seen = batch
     for _ in range(8):
@@ -447,6 +501,12 @@ def watch(loader: Iterable, every: int = 100, progress: Callable | bool | None =
     if not hasattr(loader, "__iter__"):
         raise usage("watch() takes a DataLoader or another iterable of batches", type(loader).__name__,
                     "pass the loader the training loop iterates, e.g. watch(train_loader)")
+    return Watch(loader, every, check(every, progress))
+
+
+def check(every: Any, progress: Any) -> Callable | None:
+    """``every`` and ``progress`` checked (``watch``'s rules), and ``progress`` as the callable the
+    reports go to (None: nowhere)."""
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise usage("every must be a positive int: the steps between reports", every,
                     "pass e.g. every=100 (the epoch's end reports as well)")
@@ -457,4 +517,4 @@ def watch(loader: Iterable, every: int = 100, progress: Callable | bool | None =
                     "for example progress=lambda event: print(event.line)")
     from .tuning.progress import api_progress
 
-    return Watch(loader, every, api_progress(progress, stacklevel=3))
+    return api_progress(progress, stacklevel=4)

@@ -17,9 +17,11 @@ one. Each run's watch lines are set beside main.py's own measure of the same loo
 steps past the first, as watch leaves the first batch out. ``uptime`` before and after each run
 says what else the machine was doing.
 
-With ``--tuned PATH``, a third copy replaces the watch line by
-``train_loader = autoloader.watch(autoloader.tuned(train_loader))`` with PYTHONPATH=PATH (a
-checkout whose autoloader has ``tuned``): the in-run tuning loader, watched.
+With ``--tuned PATH``, one more copy (at the first ``-j``) replaces the watch line by
+``from autoloader.inrun import tuned; train_loader = tuned(train_loader)`` with PYTHONPATH=PATH
+(a checkout whose autoloader has the in-run tuning loader; not watched, since that checkout has
+no watch): its closing line and main.py's own figures. Every run's results home
+(AUTOLOADER_HOME) is a folder of its own, so nothing outside it is written.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WATCH_LINE = "    train_loader = autoloader.watch(train_loader)\n"
-TUNED_LINE = "    train_loader = autoloader.watch(autoloader.tuned(train_loader))\n"
+TUNED_LINE = "    from autoloader.inrun import tuned; train_loader = tuned(train_loader)\n"
 ANCHOR = "    val_loader = torch.utils.data.DataLoader("
 STEP = re.compile(r"Epoch: \[\d+\]\[\s*(\d+)/\s*(\d+)\]\s+Time\s+([\d.]+)\s+\(\s*[\d.]+\)\s+Data\s+([\d.]+)")
 
@@ -62,7 +64,7 @@ def run(main_py: str, workers: int, args, line: str, path: str) -> dict:
         fh.write(source)
     command = [sys.executable, copy, "--dummy", "-a", args.arch, "-j", str(workers), "-b", str(args.batch_size),
                "--epochs", "1", "--print-freq", "1"]
-    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", AUTOLOADER_HOME=os.path.join(folder, "home"))
     before = uptime()
     start = time.monotonic()
     done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=args.timeout)
