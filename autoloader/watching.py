@@ -19,8 +19,9 @@ submodule binds its name on the package.
 #    out (its wait is the workers' start, said apart as ``first_batch_s``): the steady loop's
 #    share, as a burst reads it. Where the loader has a length, the epoch's last batch is left out
 #    too and the epoch's report made when it arrives: a loop may stop there without another call
-#    (``zip``, Lightning), so its step would never be timed. A report is made at the call after its last batch's step, before
-#    that call's timing starts: the watch's own work is in no batch's wait or step.
+#    (``zip``, Lightning), so its step would never be timed. A report is made at the call after
+#    its last batch's step, before that call's timing starts: the watch's own work is in no
+#    batch's wait or step.
 # 2. The verdict reads explain/'s thresholds (thresholds.py) and words (verdict.py), on what the
 #    loop measured rather than on a profile:
 #    * the level: ``level_of(wait share)`` (HIGHLY_INPUT_BOUND, MODERATELY_INPUT_BOUND);
@@ -329,7 +330,9 @@ def _report(w: _Window, epoch: int, last: int, batches: int, at_end: bool, worke
     rate_step = w.samples / w.step_s if w.step_s > 0 else math.inf
     level = level_of(wait)
     headline = _headline(kind, level, wait, workers, rate_loop, rate_step)
-    span = f"steps {w.first_step}-{last}" if not at_end else f"the epoch's {batches} steps (steps {w.first_step}-{last})"
+    span = f"steps {w.first_step}-{last}"
+    if at_end:
+        span = f"the epoch's {batches} steps ({span})"
     first = f"; first batch {_secs(w.first_batch_s)}, not counted" if w.first_batch_s is not None else ""
     cpu_words = (f"; CPUs {busy:.1f} of {cpus} busy, {own:.1f} of them this run's" if busy is not None else "")
     if gain < WORTH_CHANGING:

@@ -11,7 +11,7 @@ each ``-j`` given, a copy of it is written to a temporary folder with the one ad
 (and ``import autoloader``) after the train loader is built, and with the ``--dummy`` FakeData
 sets cut to ``--train`` and ``--val`` samples (1,281,167 and 50,000 in the script: hours on a
 CPU). The copy runs ``--dummy --epochs 1 --print-freq 1`` on the CPU in that folder (its
-checkpoint lands there), with PYTHONPATH naming this checkout, so the autoloader run is this
+checkpoint lands there, and the folder is removed after), with PYTHONPATH naming this checkout, so the autoloader run is this
 one. Each run's watch lines are set beside main.py's own measure of the same loop: its ``Data``
 (time from the last step's end to the batch) over its ``Time`` (the whole step), summed over the
 steps past the first, as watch leaves the first batch out. ``uptime`` before and after each run
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,7 @@ def run(main_py: str, workers: int, args, line: str, path: str) -> dict:
     done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=args.timeout)
     wall = time.monotonic() - start
     after = uptime()
+    shutil.rmtree(folder, ignore_errors=True)   # main.py's checkpoints, the results home: nothing is kept
     out = done.stdout + done.stderr
     if done.returncode != 0:
         raise SystemExit(f"main.py -j {workers} failed ({done.returncode}):\n{out[-3000:]}")
