@@ -11,10 +11,11 @@ each ``-j`` given, a copy of it is written to a temporary folder with the one ad
 (and ``import autoloader``) after the train loader is built, and with the ``--dummy`` FakeData
 sets cut to ``--train`` and ``--val`` samples (1,281,167 and 50,000 in the script: hours on a
 CPU). The copy runs ``--dummy --epochs 1 --print-freq 1`` on the CPU in that folder (its
-checkpoint lands there, and the folder is removed after), with PYTHONPATH naming this checkout, so the autoloader run is this
-one. Each run's watch lines are set beside main.py's own measure of the same loop: its ``Data``
-(time from the last step's end to the batch) over its ``Time`` (the whole step), summed over the
-steps past the first, as watch leaves the first batch out. ``uptime`` before and after each run
+checkpoint lands there; the folder is removed after), with PYTHONPATH naming this checkout, so
+the autoloader run is this one. Each run's watch lines are set beside main.py's own measure of
+the same loop: its ``Data`` (time from the last step's end to the batch) over its ``Time`` (the
+whole step), summed over the steps but the first and the last, as watch counts a loader with a
+length. ``uptime`` before and after each run
 says what else the machine was doing.
 
 With ``--tuned PATH``, one more copy (at the first ``-j``) replaces the watch line by
@@ -75,9 +76,9 @@ def run(main_py: str, workers: int, args, line: str, path: str) -> dict:
     out = done.stdout + done.stderr
     if done.returncode != 0:
         raise SystemExit(f"main.py -j {workers} failed ({done.returncode}):\n{out[-3000:]}")
-    steps = [(int(m[1]), float(m[3]), float(m[4])) for m in STEP.finditer(done.stdout)]
-    past = [s for s in steps if s[0] > 1]
-    data, total = sum(s[2] for s in past), sum(s[1] for s in past)
+    steps = [(int(m[1]), int(m[2]), float(m[3]), float(m[4])) for m in STEP.finditer(done.stdout)]
+    past = [s for s in steps if 1 < s[0] < s[1]]   # (step, of, time, data): as watch counts them
+    data, total = sum(s[3] for s in past), sum(s[2] for s in past)
     watch = [ln for ln in out.splitlines() if ln.startswith("autoloader: watch")]
     others = [ln for ln in out.splitlines() if ln.startswith("autoloader:") and not ln.startswith("autoloader: watch")]
     shown = " ".join(["python", "main.py", *command[2:]])
@@ -95,8 +96,8 @@ def markdown(runs: list[dict], args, main_py: str) -> str:
             "Each run is a copy of main.py with `import autoloader` and one added line after the train loader "
             "is built, and its FakeData sets cut (1,281,167 and 50,000 samples in the script); run as below in a "
             "folder of its own. main.py's own figure: the sum of its `Data` over the sum of its `Time`, "
-            "steps 2 on (watch leaves the epoch's first batch out too).", ""]
-    rows = ["| -j | added line | watch: wait share (measured) | main.py: Data/Time, steps 2+ | main.py: a step | "
+            "over the steps but the first and the last (as watch counts a loader with a length).", ""]
+    rows = ["| -j | added line | watch: wait share (measured) | main.py: Data/Time, same steps | main.py: a step | "
             "wall | load before / after |", "|---|---|---|---|---|---|---|"]
     body = []
     for r in runs:
