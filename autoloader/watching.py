@@ -125,7 +125,8 @@ class WatchReport:
     wait_source: ClassVar[str] = "measured"
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "wait_source": self.wait_source,
+                "gain_source": self.gain_source}
 
 
 @dataclass(frozen=True)

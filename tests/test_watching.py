@@ -182,6 +182,7 @@ def test_the_reports_go_to_a_callable_and_to_the_log(caplog):
     assert [r.getMessage() for r in records] == [e.line for e in got] and records[0].event is got[0]
     assert got[0].line.startswith("autoloader: watch, epoch 1, steps 2-3")
     assert watched.report().to_dict()["wait_share"] == watched.report().wait_share
+    assert watched.report().to_dict()["gain_source"] == "predicted"
 
 
 def test_it_is_exported_and_refuses_bad_input_saying_the_rule_and_the_fix():
