@@ -21,7 +21,8 @@ says what else the machine was doing.
 With ``--tuned PATH``, one more copy (at the first ``-j``) replaces the watch line by
 ``from autoloader.inrun import tuned; train_loader = tuned(train_loader)`` with PYTHONPATH=PATH
 (a checkout whose autoloader has the in-run tuning loader; not watched, since that checkout has
-no watch): its closing line and main.py's own figures. Every run's results home
+no watch): its closing line and main.py's own figures; ``--tuned-device cpu`` adds
+``device='cpu'`` to it. A run that fails is kept in the table with its last line. Every run's results home
 (AUTOLOADER_HOME) is a folder of its own, so nothing outside it is written.
 """
 
@@ -38,7 +39,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WATCH_LINE = "    train_loader = autoloader.watch(train_loader)\n"
-TUNED_LINE = "    from autoloader.inrun import tuned; train_loader = tuned(train_loader)\n"
+TUNED_LINE = "    from autoloader.inrun import tuned; train_loader = tuned(train_loader{})\n"
 ANCHOR = "    val_loader = torch.utils.data.DataLoader("
 STEP = re.compile(r"Epoch: \[\d+\]\[\s*(\d+)/\s*(\d+)\]\s+Time\s+([\d.]+)\s+\(\s*[\d.]+\)\s+Data\s+([\d.]+)")
 
@@ -74,8 +75,7 @@ def run(main_py: str, workers: int, args, line: str, path: str) -> dict:
     after = uptime()
     shutil.rmtree(folder, ignore_errors=True)   # main.py's checkpoints, the results home: nothing is kept
     out = done.stdout + done.stderr
-    if done.returncode != 0:
-        raise SystemExit(f"main.py -j {workers} failed ({done.returncode}):\n{out[-3000:]}")
+    failed = out.strip().splitlines()[-1] if done.returncode != 0 else None   # kept in the table, not fatal
     steps = [(int(m[1]), int(m[2]), float(m[3]), float(m[4])) for m in STEP.finditer(done.stdout)]
     past = [s for s in steps if 1 < s[0] < s[1]]   # (step, of, time, data): as watch counts them
     data, total = sum(s[3] for s in past), sum(s[2] for s in past)
@@ -84,7 +84,7 @@ def run(main_py: str, workers: int, args, line: str, path: str) -> dict:
     shown = " ".join(["python", "main.py", *command[2:]])
     return {"workers": workers, "command": shown, "line": line.strip(), "wall": wall, "before": before,
             "after": after, "steps": len(steps), "main_share": data / total if total else None,
-            "main_step": total / len(past) if past else None, "watch": watch, "others": others}
+            "main_step": total / len(past) if past else None, "watch": watch, "others": others, "failed": failed}
 
 
 def markdown(runs: list[dict], args, main_py: str) -> str:
@@ -92,7 +92,8 @@ def markdown(runs: list[dict], args, main_py: str) -> str:
             f"Made by `python scripts/bench/imagenet_watch.py {main_py} --workers "
             f"{' '.join(str(w) for w in args.workers)} --arch {args.arch} --batch-size {args.batch_size} "
             f"--train {args.train} --val {args.val}"
-            + (f" --tuned {args.tuned}" if args.tuned else "") + "` from the repository's root.", "",
+            + (f" --tuned {args.tuned} --tuned-device {' '.join(args.tuned_device)}" if args.tuned else "")
+            + "` from the repository's root.", "",
             "Each run is a copy of main.py with `import autoloader` and one added line after the train loader "
             "is built, and its FakeData sets cut (1,281,167 and 50,000 samples in the script); run as below in a "
             "folder of its own. main.py's own figure: the sum of its `Data` over the sum of its `Time`, "
@@ -103,12 +104,14 @@ def markdown(runs: list[dict], args, main_py: str) -> str:
     for r in runs:
         end = next((ln for ln in reversed(r["watch"]) if "the epoch's" in ln), None)
         share = re.search(r"\((\d+)% waiting, measured", end).group(1) + "%" if end else "-"
+        share = f"failed: {r['failed']}" if r["failed"] else share
         main = f"{r['main_share'] * 100:.0f}%" if r["main_share"] is not None else "-"
         step = f"{r['main_step']:.2f} s" if r["main_step"] is not None else "-"
         load = f"{_load(r['before'])} / {_load(r['after'])}"
         rows.append(f"| {r['workers']} | `{r['line']}` | {share} | {main} | {step} | {r['wall']:.0f} s | {load} |")
         body += [f"## -j {r['workers']}", "", "```", r["command"], "", f"uptime before: {r['before']}",
-                 f"uptime after:  {r['after']}", "", *r["others"], *r["watch"], "```", ""]
+                 f"uptime after:  {r['after']}", "", *r["others"], *r["watch"],
+                 *([f"failed: {r['failed']}"] if r["failed"] else []), "```", ""]
     return "\n".join(head + rows + [""] + body)
 
 
@@ -127,11 +130,15 @@ def main(argv=None) -> None:
     parser.add_argument("--val", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--tuned", default=None, help="a checkout whose autoloader has tuned(): also run it watched")
+    parser.add_argument("--tuned-device", nargs="+", default=["default"],
+                        help="the tuned runs' device= (default: tuned()'s own choice)")
     parser.add_argument("--out", default=None, help="write the markdown here (else print it)")
     args = parser.parse_args(argv)
     runs = [run(args.main_py, w, args, WATCH_LINE, REPO) for w in args.workers]
     if args.tuned:
-        runs.append(run(args.main_py, args.workers[0], args, TUNED_LINE, args.tuned))
+        for device in args.tuned_device:
+            line = TUNED_LINE.format("" if device == "default" else f", device={device!r}")
+            runs.append(run(args.main_py, args.workers[0], args, line, args.tuned))
     text = markdown(runs, args, args.main_py)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
