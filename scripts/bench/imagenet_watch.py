@@ -109,7 +109,7 @@ def markdown(runs: list[dict], args, main_py: str) -> str:
         step = f"{r['main_step']:.2f} s" if r["main_step"] is not None else "-"
         load = f"{_load(r['before'])} / {_load(r['after'])}"
         rows.append(f"| {r['workers']} | `{r['line']}` | {share} | {main} | {step} | {r['wall']:.0f} s | {load} |")
-        body += [f"## -j {r['workers']}", "", "```", r["command"], "", f"uptime before: {r['before']}",
+        body += [f"## -j {r['workers']}: `{r['line']}`", "", "```", r["command"], "", f"uptime before: {r['before']}",
                  f"uptime after:  {r['after']}", "", *r["others"], *r["watch"],
                  *([f"failed: {r['failed']}"] if r["failed"] else []), "```", ""]
     return "\n".join(head + rows + [""] + body)
