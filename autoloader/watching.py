@@ -491,6 +491,11 @@ def watch(loader: Iterable, every: int = 100, progress: Callable | bool | None =
             stderr when the application configured no logging); False says nothing (read
             ``report()``); a callable of one event is given a ``Watched`` event, and the log gets it too.
 
+    A ``Watch`` is not a ``DataLoader`` instance: code that asks ``isinstance`` (Lightning's
+    DistributedSampler injection under DDP, accelerate's ``prepare``) sees another iterable. Watch
+    what such code returns, or, in Lightning, use ``WatchCallback``
+    (autoloader/integrations/lightning_watch.py), timed at the hooks.
+
     Returns:
         A ``Watch``: the loader, watched. ``.report()`` is the latest ``WatchReport``,
         ``.reports`` all of them, ``.loader`` the loader itself.
