@@ -231,3 +231,18 @@ def test_the_lightning_callback_reads_the_share_watch_reads_in_the_same_fit():
     assert abs(hooks.wait_share - at_next.wait_share) <= 0.05, (hooks.wait_share, at_next.wait_share)
     with pytest.raises(UsageError, match="every must be"):
         WatchCallback(every=0)
+
+
+@pytest.mark.slow
+def test_the_queues_are_read_without_taking_a_batch():
+    from autoloader.watching import _ready
+
+    it = iter(DataLoader(Slow(), batch_size=8, num_workers=1))
+    assert _ready(it) is False, "a worker just started has made no batch"
+    deadline = time.monotonic() + 20
+    while not _ready(it) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _ready(it) is True
+    assert int(next(it)[0, 0]) == 0, "reading the queues took nothing from them"
+    assert _ready(iter([1, 2])) is None, "an iterator of another kind: not read"
+    del it
