@@ -19,7 +19,7 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
   worker start methods' figures and the result's words on them; ``uint8``: uint8 batches in place
   of float32, as the profile timed the change;
 - ``policy``: every threshold a decision uses, a line each on why;
-- ``nodes``: a torchdata.nodes graph's own settings, its control, its space and its snippet.
+- ``nodes``: a torchdata.nodes graph's own settings, its rule, its space and its snippet.
 """
 
 # The folder's public face: the modules other folders (and users) import from it; the others are

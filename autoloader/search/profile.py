@@ -89,6 +89,10 @@ class Profile:
     # Each stage's wall seconds, in order (the module docstring of probe/profiler.py names them):
     # where the profile's time went. Empty in older records.
     stage_s: tuple[tuple[str, float], ...] = ()
+    # False for the stand-in made from the set-up's one batch when the profile could not be
+    # measured (tuning/measured.py's ``fallback_profile``): the model has no curve to draw from it,
+    # so no figure is predicted and no knee found.
+    measured: bool = True
 
     @property
     def batch_bytes(self) -> int:

@@ -81,6 +81,8 @@ def profile(value: object, name: str = "profile") -> Profile | None:
         checks.numbers(data.get(key), f"{name}.{key}")
     checks.numbers(data.get("main_thread_ratios"), f"{name}.main_thread_ratios", positive=True)
     checks.named_seconds(data.get("stage_s"), f"{name}.stage_s")
+    if not isinstance(data.get("measured", True), bool):
+        raise InvalidRecord(f"{name}.measured is {data['measured']!r}, not true or false")
     return _built(Profile.from_dict, {**data, "growth": growth(data.get("growth"), f"{name}.growth")}, name)
 
 
