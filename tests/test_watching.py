@@ -227,8 +227,9 @@ def test_the_lightning_callback_reads_the_share_watch_reads_in_the_same_fit():
     hooks, at_next = callback.report(), loader.report()
     assert hooks.at_end and hooks.steps == 19 and at_next.steps == 18 and hooks.epoch == at_next.epoch == 1
     assert [(r.first_step, r.last_step) for r in callback.reports] == [(2, 10), (11, 20), (2, 20)]
-    # The hooks' wait holds Lightning's own work between batches as well: a few points over.
-    assert abs(hooks.wait_share - at_next.wait_share) <= 0.05, (hooks.wait_share, at_next.wait_share)
+    # The hooks' wait holds Lightning's own work between batches as well (its logging, the batch
+    # moved to the device): 2-3 points over on the 2-core machine, more when others load it.
+    assert -0.02 <= hooks.wait_share - at_next.wait_share <= 0.08, (hooks.wait_share, at_next.wait_share)
     with pytest.raises(UsageError, match="every must be"):
         WatchCallback(every=0)
 
