@@ -20,8 +20,8 @@ says what else the machine was doing.
 
 With ``--tuned PATH``, one more copy (at the first ``-j``) replaces the watch line by
 ``from autoloader.inrun import tuned; train_loader = tuned(train_loader)`` with PYTHONPATH=PATH
-(a checkout whose autoloader has the in-run tuning loader; not watched, since that checkout has
-no watch): its closing line and main.py's own figures; ``--tuned-device cpu`` adds
+(a checkout whose autoloader has the in-run tuning loader; where it has watch too, the line is
+``train_loader = autoloader.watch(autoloader.tuned(train_loader))``: the in-run loader, watched): its closing line and main.py's own figures; ``--tuned-device cpu`` adds
 ``device='cpu'`` to it. A run that fails is kept in the table with its last line. Every run's results home
 (AUTOLOADER_HOME) is a folder of its own, so nothing outside it is written.
 """
@@ -40,6 +40,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WATCH_LINE = "    train_loader = autoloader.watch(train_loader)\n"
 TUNED_LINE = "    from autoloader.inrun import tuned; train_loader = tuned(train_loader{})\n"
+WATCHED_TUNED_LINE = "    train_loader = autoloader.watch(autoloader.tuned(train_loader{}))\n"
 ANCHOR = "    val_loader = torch.utils.data.DataLoader("
 STEP = re.compile(r"Epoch: \[\d+\]\[\s*(\d+)/\s*(\d+)\]\s+Time\s+([\d.]+)\s+\(\s*[\d.]+\)\s+Data\s+([\d.]+)")
 
@@ -136,8 +137,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     runs = [run(args.main_py, w, args, WATCH_LINE, REPO) for w in args.workers]
     if args.tuned:
+        both = os.path.exists(os.path.join(args.tuned, "autoloader", "watching.py"))
         for device in args.tuned_device:
-            line = TUNED_LINE.format("" if device == "default" else f", device={device!r}")
+            line = (WATCHED_TUNED_LINE if both else TUNED_LINE).format("" if device == "default" else f", device={device!r}")
             runs.append(run(args.main_py, args.workers[0], args, line, args.tuned))
     text = markdown(runs, args, args.main_py)
     if args.out:
