@@ -18,12 +18,13 @@ whole step), summed over the steps but the first and the last, as watch counts a
 length. ``uptime`` before and after each run
 says what else the machine was doing.
 
-With ``--tuned PATH``, one more copy (at the first ``-j``) replaces the watch line by
-``from autoloader.inrun import tuned; train_loader = tuned(train_loader)`` with PYTHONPATH=PATH
-(a checkout whose autoloader has the in-run tuning loader; where it has watch too, the line is
-``train_loader = autoloader.watch(autoloader.tuned(train_loader))``: the in-run loader, watched): its closing line and main.py's own figures; ``--tuned-device cpu`` adds
-``device='cpu'`` to it. A run that fails is kept in the table with its last line. Every run's results home
-(AUTOLOADER_HOME) is a folder of its own, so nothing outside it is written.
+With ``--tuned PATH``, one more copy (at the first ``-j``) per ``--tuned-device`` replaces the
+watch line by ``from autoloader.inrun import tuned; train_loader = tuned(train_loader)`` with
+PYTHONPATH=PATH (a checkout whose autoloader has the in-run tuning loader; where it has watch
+too, the line is ``train_loader = autoloader.watch(autoloader.tuned(train_loader))``: the in-run
+loader, watched): its closing line and main.py's own figures; ``--tuned-device cpu`` adds
+``device='cpu'``. A run that fails is kept in the table with its last line. Every run's results
+home (AUTOLOADER_HOME) is a folder of its own, so nothing outside it is written.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ def main(argv=None) -> None:
     if args.tuned:
         both = os.path.exists(os.path.join(args.tuned, "autoloader", "watching.py"))
         for device in args.tuned_device:
-            line = (WATCHED_TUNED_LINE if both else TUNED_LINE).format("" if device == "default" else f", device={device!r}")
+            device_arg = "" if device == "default" else f", device={device!r}"
+            line = (WATCHED_TUNED_LINE if both else TUNED_LINE).format(device_arg)
             runs.append(run(args.main_py, args.workers[0], args, line, args.tuned))
     text = markdown(runs, args, args.main_py)
     if args.out:
