@@ -4,7 +4,8 @@ The public API: ``tune``, ``best_loader`` and ``stored_result`` (api.py), ``tune
 DataLoader tuned in the run; ``SeededSamples``, its seeding per sample: inrun/), the records they
 return (``TuneResult``, ``TunedConfig``, ``LoaderConfig``, ``TrialResult``), the seeded
 ``worker_init_fn`` (``seed_worker``, ``worker_generator``), the errors and the warnings, and the
-progress events a ``progress`` callable is given (``autoloader.events``: the callback API).
+progress events a ``progress`` callable is given (``autoloader.events``: the callback API), and
+``watch`` (watching.py): a running loop's data-wait share and verdict, its loader unchanged.
 
 The package's folders, one concern each, in the order data flows through them:
 
@@ -39,6 +40,7 @@ _PUBLIC = {
     "LoaderConfig": "search.space", "seed_worker": "seeding", "worker_generator": "seeding",
     "tuned": "inrun", "SeededSamples": "inrun.samples",
     "NotStored": "errors", "StoredStateWarning": "errors", "StudyMovedAside": "errors", "StudySkipped": "errors",
+    "watch": "watching", "Watch": "watching", "WatchReport": "watching", "Watched": "watching",
 }
 # The callback API's events (autoloader/events): what a ``progress`` callable is given.
 _PUBLIC.update({name: "events" for name in (

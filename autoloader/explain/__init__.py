@@ -26,7 +26,8 @@ from .whatif import WhatIf, how_sure, top, whatifs
 # The folder's public face: the explanation's records and functions, and the modules that write
 # the page and its plots. tests/test_units.py checks every import across folders against it.
 __all__ = ["KINDS", "Ceiling", "Evidence", "Explanation", "Verdict", "WhatIf", "beaten", "beaten_words",
-           "benchmark_row", "caveats", "explain", "figures", "files", "headline", "how_sure", "page", "plots", "whatifs"]
+           "benchmark_row", "caveats", "explain", "figures", "files", "headline", "how_sure", "page", "plots",
+           "thresholds", "verdict", "whatifs"]
 
 
 @dataclass(frozen=True)

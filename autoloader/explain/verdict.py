@@ -373,7 +373,8 @@ def _threads_note(ev: Evidence) -> str:
             "training process.")
 
 
-_PART_WORDS = {"cores": "in the workers: the cores are full", "workers": "in the workers, the cores not full",
+# The part of supply that holds a run, in the headline's words (watching.py says them too).
+PART_WORDS = {"cores": "in the workers: the cores are full", "workers": "in the workers, the cores not full",
                "main": "in the main process's receive and pin", "copy": "in the copy to the device"}
 
 
@@ -386,7 +387,7 @@ def _headline(ev, st, kind, level, wait, source, supply, lost) -> str:
     if kind.startswith("input/"):
         part = "main" if st.workers == 0 else kind.split("/", 1)[1]
         words = ("in the main process: with num_workers=0 it makes every batch itself" if st.workers == 0
-                 else _PART_WORDS[part])
+                 else PART_WORDS[part])
         if level == "not input-bound":
             doing = "copying" if part == "copy" else "receiving"
             return (f"Input-bound {words}, capping it at {_capping(ev, supply)}: the loop does not wait for data "
