@@ -265,6 +265,16 @@ def test_tuned_loader_keeps_order_and_ends_every_segments_workers(short_segments
     assert _shm() <= shm
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU-only fallback of a pinning loader")
+def test_a_pinning_loader_on_a_machine_without_cuda_is_tuned_on_the_cpu(tmp_path):
+    """PyTorch ignores pin_memory=True where there is no accelerator (imagenet/main.py sets it):
+    tuned() then tunes for the CPU instead of refusing a CUDA device that is not there."""
+    plain = DataLoader(Counted(64), batch_size=8, pin_memory=True)
+    loader = tuned(plain, out=str(tmp_path), progress=False)
+    assert len(loader) == len(plain)
+    assert sorted(i for batch in _indices(loader) for i in batch) == list(range(64))
+
+
 @pytest.mark.slow
 def test_a_break_and_an_exception_leave_no_workers(short_segments, tmp_path):
     plain = DataLoader(Counted(600), batch_size=8, shuffle=True)

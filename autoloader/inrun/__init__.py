@@ -86,7 +86,11 @@ def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = 
                          report=report)
     if say:
         start = ", ".join(f"{k}={v}" for k, v in loader.plan.start.loader_kwargs().items() if k != "batch_size")
-        profiled = (f"a {profile.seconds:.1f} s profile's guess" if profile is not None else "the rule (no profile)")
+        if profile is None:
+            profiled = "the rule (no profile)"
+        else:
+            took = f"{profile.seconds * 1000:.0f} ms" if profile.seconds < 1 else f"{profile.seconds:.1f} s"
+            profiled = f"a {took} profile's guess"
         LOGGER.info(f"autoloader: tuning {problem.key} in the run, over the first epoch(s) of the loop: starting "
                     f"from {start} ({profiled}); one line says what was picked")
     return loader
@@ -102,7 +106,8 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
         loader: a ``torch.utils.data.DataLoader`` over a map-style dataset.
         sample_seed: seed each sample from (seed, epoch, index), so its random transforms do not
             depend on the worker or the config (NOTE [ Seeding per sample ]).
-        device: the device the loop feeds (default: CUDA when present, or where the loader pins).
+        device: the device the loop feeds (default: CUDA when present; a loader that pins on a machine
+            without one is tuned on the CPU, as PyTorch ignores its pinning there).
         out: the results home (default: ``$AUTOLOADER_HOME`` or ``~/.cache/autoloader``).
         max_memory: the memory the configs may add (bytes or text such as ``"8G"``; default 0.6
             of the RAM available now).
@@ -145,8 +150,6 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
         fixed["collate_fn"] = loader.collate_fn
     if loader.drop_last:
         fixed["drop_last"] = True
-    if device is None and loader.pin_memory:
-        device = "cuda"
     size = plain.batch_size or len(next(iter(plain.batch_sampler)))
     problem = built_problem(loader.dataset, loader.dataset, batch_size=size, device=device, fixed_kwargs=fixed,
                             version=version)
