@@ -15,7 +15,8 @@ The rules, by language:
   The cap keeps budgets at most readme_prelude.BUDGET_CAP_S. A block whose comment says it
   "finds the stored result" must not tune.
 * ``bash``: line by line, comments dropped; SKIPPED says which lines are not run and why; an
-  ``autoloader`` line is run in the section's folder with ``--budget`` at most the cap.
+  ``autoloader`` line is run in the section's folder with ``--budget`` at most the cap, and a
+  ``python FILE.py`` line runs the file an earlier block of the section wrote.
 * ``text``: right after a bash block, that command's output, checked for the lines it claims
   that do not depend on the run's figures (``output_claims``); with a ``report`` marker, the
   page's headings; lines starting ``$ autoloader show KEY --format F``, a transcript whose
@@ -147,6 +148,8 @@ def line_rule(line: str, block: Block, cpus: int | None = None) -> str:
     for start, why in SKIPPED:
         if line.startswith(start):
             return f"skipped: {why}"
+    if re.fullmatch(r"python [\w.-]+\.py", line):   # a script an earlier block of the section wrote
+        return "run"
     if line.startswith("autoloader "):
         nproc = NPROC.search(line)
         if nproc and int(nproc.group(1)) > (cpus or os.cpu_count() or 1):
@@ -203,6 +206,12 @@ def output_claims(block: Block) -> list[tuple[str, str]]:
             claims.append(("the first trial's line", "  trial 1 of ~"))
         elif line.startswith("autoloader: tuned DataLoader config"):
             claims.append(("the table's title", line))
+        elif line.startswith("autoloader: tuned in the run over "):
+            claims.append(("the in-run tune's closing line", "autoloader: tuned in the run over "))
+        elif line.startswith("autoloader: using the stored result "):
+            claims.append(("the reuse line", "autoloader: using the stored result "))
+        elif line.startswith("autoloader: watch, epoch 1, "):
+            claims.append(("watch's line", "autoloader: watch, epoch 1, "))
     return claims
 
 

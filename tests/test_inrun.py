@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import multiprocessing
+import logging
 import os
 import time
 import warnings
@@ -407,3 +408,16 @@ def test_no_config_past_the_memory_forecast_starts(short_segments, tmp_path, mon
         warnings.simplefilter("error")   # a stored record that fails its checks is a warning
         stored = autoloader.stored_result(dataset, batch_size=8, device="cpu", out=str(tmp_path))
     assert stored is not None and stored.config == loader.plan.pick
+
+
+def test_an_epoch_that_ends_still_exploring_says_so(tmp_path, caplog):
+    """A loop whose epoch ends before the tune settles hears it: how far it got and who leads,
+    and nothing is stored yet (the closing line comes once settled)."""
+    plain = DataLoader(Counted(48), batch_size=8)
+    loader = tuned(plain, out=str(tmp_path), progress=None)
+    with caplog.at_level(logging.INFO, logger="autoloader"):
+        assert sorted(i for batch in _indices(loader) for i in batch) == list(range(48))
+    assert loader.plan.state != SETTLED   # six batches: shorter than one segment
+    lines = [r.getMessage() for r in caplog.records if "still exploring" in r.getMessage()]
+    assert lines and lines[0].startswith("autoloader: epoch 0 ended with the tune in the run still exploring ("), lines
+    assert not list(tmp_path.rglob("*.json"))

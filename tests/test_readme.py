@@ -181,8 +181,8 @@ def _python(block: readme.Block, folder: str, env: dict) -> subprocess.Completed
 def _check_output(block: readme.Block, done: subprocess.CompletedProcess) -> None:
     lines = (done.stderr + done.stdout).splitlines()
     for what, prefix in readme.output_claims(block):
-        assert any(line.startswith(prefix) for line in lines), f"{block.where}: {what} ({prefix!r}) not printed"
-    start = next(line for line in lines if line.startswith("autoloader: tuning "))
+        assert any(line.startswith(prefix) for line in lines), f"{block.where}: {what} ({prefix!r}) not printed:\n{done.stderr[-3000:]}"
+    start = next((line for line in lines if line.startswith("autoloader: tuning ")), "")
     if " on cpu " in start:   # the README's runs were on the CPU: the same problem, the same key
         assert start.split()[2] == readme.readme_key(block), f"{block.where}: the README's key is stale: {start}"
     claimed = set(readme.rows(block.text)) - set(readme.CONDITIONAL_ROWS)
@@ -233,8 +233,9 @@ def test_the_sections_code_runs(section, tmp_path, results_home):
             for line in readme.command_lines(block):
                 if readme.line_rule(line, block) != "run":
                     continue
-                argv = readme.capped(line, BUDGET_CAP_S)
-                last = subprocess.run([os.path.join(BIN, argv[0]), *argv[1:]], cwd=folder, env=env,
+                argv = readme.capped(line, BUDGET_CAP_S) if line.startswith("autoloader ") else line.split()
+                program = sys.executable if argv[0] == "python" else os.path.join(BIN, argv[0])
+                last = subprocess.run([program, *argv[1:]], cwd=folder, env=env,
                                       capture_output=True, text=True, timeout=600)
                 assert last.returncode == 0, f"{block.where}: {line}\n{last.stderr[-4000:]}"
         elif kind == "output":

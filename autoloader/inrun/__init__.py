@@ -64,7 +64,7 @@ def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = 
     from ..tuning.progress import api_progress
     from .loader import InRunLoader
     from .quick import QUICK_SECONDS, Proposer, quick_profile, space_for
-    from .record import LOGGER, closing_line, store
+    from .record import LOGGER, closing_line, store, unsettled_line
 
     cpus = problem.hardware.cpus
     batch_size = plain.batch_size or len(next(iter(plain.batch_sampler)))
@@ -75,7 +75,11 @@ def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = 
                         fits=lambda config: True)
     say = api_progress(progress) is not None if progress is not False else False
 
-    def report(loader, final: bool) -> None:
+    def report(loader, final: bool | None, epoch: int | None = None) -> None:
+        if final is None:
+            if say:
+                LOGGER.info(unsettled_line(loader, epoch))
+            return
         path = store(loader, problem, out) if out is not None else None
         if final and say:
             LOGGER.info(closing_line(loader, path))

@@ -40,7 +40,8 @@ class InRunLoader:
     Built by ``best_loader(..., tune="run")`` or ``autoloader.tuned(loader)``; not meant to be
     built directly. ``plain``: the reference DataLoader (no workers) whose sampler, batch sampler,
     collate and length this loader uses; ``proposer`` (quick.py) the model's configs;
-    ``report(tune, final)``: called when the pick is settled and again when its epoch ends."""
+    ``report(tune, final)``: called when the pick is settled and again when its epoch ends;
+    ``report(tune, None, epoch)`` at the end of an epoch that ended still exploring."""
 
     def __init__(self, plain: Any, proposer: Any, *, sample_seed: int | None = None,
                  worker_init_fn: Callable | None = None, multiprocessing_context: Any = None, timeout: float = 0,
@@ -193,6 +194,8 @@ class InRunLoader:
             self.reported = True
             if self._report is not None:
                 self._report(self, True)
+        elif self.plan.state != SETTLED and self._report is not None:
+            self._report(self, None, epoch)   # still exploring: said, nothing stored
 
 
 def _timed(iterator: Any, calls: list, got: list, t_begin: float):
