@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from .checks import InvalidRecord
+from ..search.codec import InvalidRecord
 from .result import TuneResult
 from .validate import StoredStateWarning
 from .versions import now_iso
