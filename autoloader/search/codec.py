@@ -321,12 +321,12 @@ def _text(rule: dict, optional: bool) -> Callable:
     def check(value, at, limit):
         if value is None and optional:
             return None
-        if not isinstance(value, str):
-            raise InvalidRecord(f"{at} is {_shown(value)}, not text")
         if choices is not None and value not in choices:
             raise InvalidRecord(f"{at} is {_shown(value)}, not one of {', '.join(choices)}")
-        if pattern is not None and not re.fullmatch(pattern[0], value):
+        if pattern is not None and not (isinstance(value, str) and re.fullmatch(pattern[0], value)):
             raise InvalidRecord(f"{at} is {_shown(value)}, not {pattern[1]}")
+        if not isinstance(value, str):
+            raise InvalidRecord(f"{at} is {_shown(value)}, not text")
         if nonempty and not value:
             raise InvalidRecord(f"{at} is empty")
         return value
@@ -357,7 +357,7 @@ def _scalar(value, at, limit):
 def _sequence(args: tuple, rule: dict, optional: bool) -> tuple[Callable, Callable]:
     """A tuple stored as a list: ``tuple[X, ...]`` of any length, ``tuple[A, B]`` of that one."""
     fixed = not (len(args) == 2 and args[1] is Ellipsis)
-    kinds = [_kind(*_unoptional_rule(a, rule)) for a in (args if fixed else args[:1])]
+    kinds = [_kind(kind, rule, optional) for kind, optional in map(_unoptional, args if fixed else args[:1])]
 
     def check(value, at, limit):
         if value is None and optional:
@@ -365,7 +365,7 @@ def _sequence(args: tuple, rule: dict, optional: bool) -> tuple[Callable, Callab
         if not isinstance(value, list):
             raise InvalidRecord(f"{at} is {_shown(value)}, not a list")
         if fixed and len(value) != len(kinds):
-            raise InvalidRecord(f"{at} is {_shown(value)}, not a list of {len(kinds)}")
+            raise InvalidRecord(f"{at} is {_shown(value)}, not a list of {len(kinds)} items")
         return tuple((kinds[i] if fixed else kinds[0])[0](x, f"{at}[{i}]", limit) for i, x in enumerate(value))
 
     def put(value):
@@ -373,11 +373,6 @@ def _sequence(args: tuple, rule: dict, optional: bool) -> tuple[Callable, Callab
             return None
         return [(kinds[i] if fixed else kinds[0])[1](x) for i, x in enumerate(value)]
     return check, put
-
-
-def _unoptional_rule(tp: Any, rule: dict) -> tuple[Any, dict, bool]:
-    kind, optional = _unoptional(tp)
-    return kind, rule, optional
 
 
 def _named(tp: type, optional: bool) -> tuple[Callable, Callable]:
