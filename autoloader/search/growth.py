@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from .codec import Stored, stored
 from .policy import GROWTH_MIN_RISE
@@ -266,7 +266,7 @@ def _fit_rate(copies, ceiling: float, slope: float) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
-class GrowthFinding:
+class GrowthFinding(Stored):
     """Growth found, for a config: the cause, the fix and what the fix is predicted to save
     (the copies its workers make over the run: arrays are not copied by reading them)."""
 
@@ -278,27 +278,11 @@ class GrowthFinding:
     cause: str = CAUSE
     fix: str = FIX
 
-    def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 def growth_finding(data) -> GrowthFinding | None:
-    """The growth finding of a tuned result: its ``to_dict()`` (``memory.pick``, the pick's
-    forecast), a MemoryForecast, or a TuneResult; None when no growth was found. Pure: what the
-    explain report names."""
-    forecast = data
-    if hasattr(data, "memory") and not isinstance(data, dict):
-        forecast = data.memory
-    if isinstance(forecast, dict):
-        forecast = (forecast.get("memory") or {}).get("pick") if "memory" in forecast else forecast
-        if not isinstance(forecast, dict):
-            return None
-        growth = forecast.get("growth")
-        copied, workers = forecast.get("copied_bytes") or 0, forecast.get("workers") or 0
-        if not isinstance(growth, dict) or not growth.get("found") or not workers or not copied:
-            return None
-        return GrowthFinding(int(workers), int(copied), int(workers * copied), float(growth["per_sample_bytes"]),
-                             int(growth["ceiling_bytes"]), *_advice(bool(growth.get("maps_file"))))
+    """The growth finding of a tuned result (its pick's forecast, ``memory``) or of a
+    MemoryForecast; None when no growth was found. Pure: what the explain report names."""
+    forecast = data.memory if hasattr(data, "memory") else data
     if forecast is None or forecast.growth is None or not forecast.growth.found or not forecast.copied_bytes:
         return None
     return GrowthFinding(forecast.workers, forecast.copied_bytes, forecast.workers * forecast.copied_bytes,
