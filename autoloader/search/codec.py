@@ -15,8 +15,8 @@ must be, so whoever holds a record reads attributes and need not check. Pure: no
 # - the rule the type does not say: ``signed`` (a number or count of either sign), ``positive``,
 #   ``least``/``most`` (a count's bounds; ``most`` a number's too), ``choices``, ``pattern``
 #   (a text that names something: a regular expression and its words), ``nonempty``, ``scalar``
-#   (a setting's value: a number, text, true or false, or null), ``shape`` (a mapping kept as it
-#   is, checked as that record), ``full`` (a config stored with every knob, not its keywords).
+#   (a setting's value: a number, text, true or false, or null), ``full`` (a config stored with
+#   every knob, not its keywords).
 # - ``then``: what the record derives from its fields, written after this one for the file's
 #   readers and never read back (the record computes it again); ``after``: written after that
 #   field (where the file's order is not the constructor's); ``sparse``: written only when it
@@ -58,8 +58,7 @@ MAX_BATCH_SIZE = 1 << 24
 MAX_PREFETCH = 1 << 12
 MAX_FIGURE = 1e18
 _MISSING = dataclasses.MISSING
-_RULES = frozenset({"signed", "positive", "least", "most", "choices", "pattern", "nonempty", "scalar", "shape",
-                    "full"})
+_RULES = frozenset({"signed", "positive", "least", "most", "choices", "pattern", "nonempty", "scalar", "full"})
 
 
 class InvalidRecord(ValueError):
@@ -96,7 +95,7 @@ def read(cls: type, data: object, at: str = "", limit: int | None = None):
     """The ``cls`` record (or LoaderConfig) that ``data`` holds, or InvalidRecord naming the field
     that is not; ``at``: where it is, ``limit``: the most workers a config in it may have."""
     if cls is LoaderConfig:
-        return _config(False)(data, at or "config", limit)
+        return _config(data, at or "config", limit)
     return _plan(cls).read(data, at, limit)
 
 
@@ -247,27 +246,31 @@ def _unoptional(tp: Any) -> tuple[Any, bool]:
 
 def _kind(tp: Any, rule: dict, optional: bool) -> tuple[Callable, Callable]:
     """(check, put) of a value of type ``tp`` under ``rule``; ``optional``: null is fine."""
-    origin = typing.get_origin(tp)
-    if origin is tuple:
-        return _sequence(typing.get_args(tp), rule, optional)
+    check, put = _of(tp, rule)
+    return (lambda v, at, limit: None if v is None and optional else check(v, at, limit)), \
+        (lambda v: None if v is None else put(v))
+
+
+def _of(tp: Any, rule: dict) -> tuple[Callable, Callable]:
+    if typing.get_origin(tp) is tuple:
+        return _sequence(typing.get_args(tp), rule)
     if tp is LoaderConfig:
-        return _config(optional), (lambda c: None if c is None else c.to_dict() if rule.get("full")
-                                   else c.loader_kwargs())
+        return _config, (LoaderConfig.to_dict if rule.get("full") else LoaderConfig.loader_kwargs)
     if isinstance(tp, type) and issubclass(tp, Stored):
-        return (lambda v, at, limit: None if v is None and optional else _plan(tp).read(v, at, limit)), \
-            (lambda r: None if r is None else write(r))
+        return (lambda v, at, limit: _plan(tp).read(v, at, limit)), write
     if isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields"):   # a NamedTuple: a mapping
-        return _named(tp, optional)
-    checks = {bool: _flag, int: _count, float: _number, str: _text, dict: _mapping}
-    if tp in checks:
-        check = checks[tp](rule, optional)
-        return check, (_finite if tp is float else _same)
+        return (lambda v, at, limit: tp(*(_mapping(v, at, limit).get(k) for k in tp._fields))), \
+            (lambda v: dict(zip(tp._fields, v)))
+    if tp in (bool, int, float, str):
+        return {bool: _flag, int: _count, float: _number, str: _text}[tp](rule), (_finite if tp is float else _same)
+    if tp is dict:
+        return _mapping, _same
     if tp in (object, Any):
-        return (_scalar if rule.get("scalar") else lambda v, at, limit: v), _same
+        return (_number({"signed": True, "scalar": True}) if rule.get("scalar") else _same), _same
     raise TypeError(f"no stored form for {tp}")
 
 
-def _same(value: Any) -> Any:
+def _same(value: Any, *_: Any) -> Any:
     return value
 
 
@@ -275,52 +278,55 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def _flag(rule: dict, optional: bool) -> Callable:
+def _mapping(value, at, limit):
+    if not isinstance(value, dict):
+        raise InvalidRecord(f"{at} is {_shown(value)}, not a mapping")
+    return value
+
+
+def _flag(rule: dict) -> Callable:
     def check(value, at, limit):
-        if value is None and optional:
-            return None
         if not isinstance(value, bool):
             raise InvalidRecord(f"{at} is {_shown(value)}, not true or false")
         return value
     return check
 
 
-def _count(rule: dict, optional: bool) -> Callable:
+def _count(rule: dict) -> Callable:
     signed = rule.get("signed", False)
     least, most = rule.get("least", -MAX_FIGURE if signed else 0), rule.get("most", MAX_FIGURE)
     words = ("a whole number" if signed else "a count" + (f" of {least} or more" if least else "")
              + (f" up to {most:.0f}" if most < MAX_FIGURE else ""))
 
     def check(value, at, limit):
-        if value is None and optional:
-            return None
         if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
             raise InvalidRecord(f"{at} is {_shown(value)}, not {words}")
         return value
     return check
 
 
-def _number(rule: dict, optional: bool) -> Callable:
+def _number(rule: dict) -> Callable:
+    """A finite number: non-negative, or ``positive``, or ``signed``; a ``scalar`` (a setting's
+    value as JSON holds it) may be text, true or false, or null too."""
     signed, positive, most = rule.get("signed", False), rule.get("positive", False), rule.get("most", MAX_FIGURE)
     low = -MAX_FIGURE if signed else 0
     words = ("a positive " if positive else "a " if signed else "a non-negative ") + "finite number" + (
         f" up to {most:.0f}" if most < MAX_FIGURE else "")
+    scalar = rule.get("scalar", False)
 
     def check(value, at, limit):
-        if value is None and optional:
-            return None
+        if scalar and (value is None or isinstance(value, (bool, str))):
+            return value
         if type(value) not in (int, float) or not low <= value <= most or (positive and value <= 0):
             raise InvalidRecord(f"{at} is {_shown(value)}, not {words}")
         return value
     return check
 
 
-def _text(rule: dict, optional: bool) -> Callable:
+def _text(rule: dict) -> Callable:
     choices, pattern, nonempty = rule.get("choices"), rule.get("pattern"), rule.get("nonempty", False)
 
     def check(value, at, limit):
-        if value is None and optional:
-            return None
         if choices is not None and value not in choices:
             raise InvalidRecord(f"{at} is {_shown(value)}, not one of {', '.join(choices)}")
         if pattern is not None and not (isinstance(value, str) and re.fullmatch(pattern[0], value)):
@@ -333,85 +339,41 @@ def _text(rule: dict, optional: bool) -> Callable:
     return check
 
 
-def _mapping(rule: dict, optional: bool) -> Callable:
-    shape = rule.get("shape")
-
-    def check(value, at, limit):
-        if value is None and optional:
-            return None
-        if not isinstance(value, dict):
-            raise InvalidRecord(f"{at} is {_shown(value)}, not a mapping")
-        if shape is not None:
-            read(shape, value, at, limit)
-        return value
-    return check
-
-
-def _scalar(value, at, limit):
-    """A setting's value as JSON holds it: a number, text, true or false, or null."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    return _number({"signed": True}, False)(value, at, limit)
-
-
-def _sequence(args: tuple, rule: dict, optional: bool) -> tuple[Callable, Callable]:
+def _sequence(args: tuple, rule: dict) -> tuple[Callable, Callable]:
     """A tuple stored as a list: ``tuple[X, ...]`` of any length, ``tuple[A, B]`` of that one."""
     fixed = not (len(args) == 2 and args[1] is Ellipsis)
     kinds = [_kind(kind, rule, optional) for kind, optional in map(_unoptional, args if fixed else args[:1])]
 
     def check(value, at, limit):
-        if value is None and optional:
-            return None
         if not isinstance(value, list):
             raise InvalidRecord(f"{at} is {_shown(value)}, not a list")
         if fixed and len(value) != len(kinds):
             raise InvalidRecord(f"{at} is {_shown(value)}, not a list of {len(kinds)} items")
         return tuple((kinds[i] if fixed else kinds[0])[0](x, f"{at}[{i}]", limit) for i, x in enumerate(value))
-
-    def put(value):
-        if value is None:
-            return None
-        return [(kinds[i] if fixed else kinds[0])[1](x) for i, x in enumerate(value)]
-    return check, put
+    return check, lambda value: [(kinds[i] if fixed else kinds[0])[1](x) for i, x in enumerate(value)]
 
 
-def _named(tp: type, optional: bool) -> tuple[Callable, Callable]:
-    """A NamedTuple stored as a mapping of its fields (any JSON value each)."""
-    def check(value, at, limit):
-        if value is None and optional:
-            return None
-        if not isinstance(value, dict):
-            raise InvalidRecord(f"{at} is {_shown(value)}, not a mapping")
-        return tp(*(value.get(k) for k in tp._fields))
-    return check, lambda v: None if v is None else dict(zip(tp._fields, v))
-
-
-def _config(optional: bool) -> Callable:
+def _config(value: object, at: str, limit: int | None) -> LoaderConfig:
     """A stored config, every setting checked by its knob's rule (NOTE [ The settings table ] in
     settings.py), within NOTE [ Bounds of a stored record ]."""
-    def check(value, at, limit):
-        if value is None and optional:
-            return None
-        if not isinstance(value, dict):
-            raise InvalidRecord(f"{at} is {_shown(value)}, not a mapping")
-        for knob in SETTINGS:
-            problem = knob.stored(knob.name, value) if knob.stored is not None else None
-            if problem is not None:
-                raise InvalidRecord(f"{at}.{problem}")
-            if knob is WORKERS and limit is not None and value[knob.name] > limit:
-                raise InvalidRecord(f"{at}.{knob.name} is {value[knob.name]}, more than the {limit} a run on this "
-                                    f"hardware tries ({MAX_WORKERS_PER_CPU} per CPU)")
-        try:
-            config = LoaderConfig.from_dict(value)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidRecord(f"{at} {_shown(value)}: {exc}") from None
-        if config.batch_size > MAX_BATCH_SIZE:
-            raise InvalidRecord(f"{at}.batch_size is {config.batch_size}, more than any loader's ({MAX_BATCH_SIZE})")
-        if config.prefetch_factor is not None and config.prefetch_factor > MAX_PREFETCH:
-            raise InvalidRecord(f"{at}.prefetch_factor is {config.prefetch_factor}, more than any loader's "
-                                f"({MAX_PREFETCH})")
-        return config
-    return check
+    _mapping(value, at, limit)
+    for knob in SETTINGS:
+        problem = knob.stored(knob.name, value) if knob.stored is not None else None
+        if problem is not None:
+            raise InvalidRecord(f"{at}.{problem}")
+        if knob is WORKERS and limit is not None and value[knob.name] > limit:
+            raise InvalidRecord(f"{at}.{knob.name} is {value[knob.name]}, more than the {limit} a run on this "
+                                f"hardware tries ({MAX_WORKERS_PER_CPU} per CPU)")
+    try:
+        config = LoaderConfig.from_dict(value)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidRecord(f"{at} {_shown(value)}: {exc}") from None
+    if config.batch_size > MAX_BATCH_SIZE:
+        raise InvalidRecord(f"{at}.batch_size is {config.batch_size}, more than any loader's ({MAX_BATCH_SIZE})")
+    if config.prefetch_factor is not None and config.prefetch_factor > MAX_PREFETCH:
+        raise InvalidRecord(f"{at}.prefetch_factor is {config.prefetch_factor}, more than any loader's "
+                            f"({MAX_PREFETCH})")
+    return config
 
 
 __all__ = ["MAX_BATCH_SIZE", "MAX_CPUS", "MAX_FIGURE", "MAX_PREFETCH", "InvalidRecord", "Stored", "read",
