@@ -78,6 +78,10 @@ def stored(default: Any = _MISSING, *, key: str | None = None, old: tuple[str, .
         absent=absent)})
 
 
+_DECLARED = dict(key=None, old=(), then=(), after=None, sparse=False, flat=False, read=True, write=True, rule={},
+                 absent=_MISSING)   # a field without ``stored``
+
+
 class Stored:
     """A record stored as JSON: ``to_dict`` writes it, ``from_dict`` reads it back, checked."""
 
@@ -106,38 +110,24 @@ def write(record: Any) -> dict:
 
 # --- the plan of a record: its fields' readers and writers, made once from its declaration ---------
 
-@dataclasses.dataclass
-class _Field:
-    name: str
-    path: tuple[str, ...]       # where it is read: its key, or a dotted key's parts
-    old: tuple[str, ...]
-    check: Callable             # (value, at, limit) -> value
-    put: Callable               # value -> its stored form
-    default: Any
-    then: tuple
-    after: str | None
-    sparse: bool
-    flat: type | None
-    optional: bool
-    read: bool
-    write: bool
-
-
 class _Plan:
+    """Each field of a record as stored: its ``stored`` declaration with where it is read
+    (``path``: its key, or a dotted key's parts), its ``check`` (value, at, limit) -> value and
+    its ``put`` value -> stored form."""
+
     def __init__(self, cls: type) -> None:
         self.cls = cls
-        self.fields: list[_Field] = []
+        self.fields = []
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
-            meta = f.metadata.get("stored", {})
-            rule = meta.get("rule", {})
-            default = meta["absent"] if meta.get("absent", _MISSING) is not _MISSING else f.default
+            meta = {**_DECLARED, **f.metadata.get("stored", {})}
+            absent, flat = meta.pop("absent"), meta.pop("flat")
+            default = f.default if absent is _MISSING else absent
             kind, optional = _unoptional(hints[f.name])
-            check, put = _kind(kind, rule, optional or default is None)
-            self.fields.append(_Field(f.name, tuple((meta.get("key") or f.name).split(".")), meta.get("old", ()),
-                                      check, put, default, meta.get("then", ()), meta.get("after"),
-                                      meta.get("sparse", False), kind if meta.get("flat") else None, optional,
-                                      meta.get("read", True), meta.get("write", True)))
+            check, put = _kind(kind, meta.pop("rule"), optional or default is None)
+            self.fields.append(types.SimpleNamespace(
+                **meta, name=f.name, path=tuple((meta["key"] or f.name).split(".")), check=check, put=put,
+                default=default, optional=optional, flat=kind if flat else None))
 
     def read(self, data: object, at: str, limit: int | None):
         if not isinstance(data, dict):
@@ -165,7 +155,7 @@ class _Plan:
 
     def write(self, record: Any) -> dict:
         out: dict = {}
-        waiting: dict[str, list[_Field]] = {}
+        waiting: dict[str, list] = {}
         for f in self.fields:
             if f.write and f.after:
                 waiting.setdefault(f.after, []).append(f)
@@ -174,7 +164,7 @@ class _Plan:
                 self._put(record, f, out, waiting)
         return out
 
-    def _put(self, record: Any, f: _Field, out: dict, waiting: dict) -> None:
+    def _put(self, record: Any, f, out: dict, waiting: dict) -> None:
         value = getattr(record, f.name)
         if f.flat is not None:
             out.update(write(value) if value is not None else {})
@@ -197,7 +187,7 @@ def _plan(cls: type) -> _Plan:
     return _Plan(cls)
 
 
-def _lookup(data: dict, f: _Field, at: str) -> tuple[object, str]:
+def _lookup(data: dict, f, at: str) -> tuple[object, str]:
     """The stored value of ``f`` (None where absent), and its place."""
     node, where = data, at
     for step in f.path[:-1]:

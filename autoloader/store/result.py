@@ -11,11 +11,11 @@ reads attributes and need not check.
 # over formats 1 and 2 without any changing meaning: the first results held the pick, its knee,
 # trials and finals; the profile, the calibration, the prediction and the control came next,
 # then the format itself with the dataset and the provenance, the warm start, the memory
-# forecasts, the machine's load and the threads, the what-ifs (claims.py). A field a result does not have is read as
-# absent (None, or empty), so an old result reads as what it measured; a field no longer written
-# (an old ``priors`` count) is not read. What the record derives from its fields (``faults``,
-# ``profile_seconds``, ``control_samples_per_s``, ``control_ratio`` and its interval, the
-# ``verdict``...) is written for the file's readers and
+# forecasts, the machine's load and the threads, the what-ifs (claims.py). A field a result does
+# not have is read as absent (None, or empty), so an old result reads as what it measured; a field
+# no longer written (an old ``priors`` count) is not read. What the record derives from its fields
+# (``faults``, ``profile_seconds``, ``control_samples_per_s``, ``control_ratio`` and its interval,
+# the ``verdict``...: ``then`` in its fields' declarations) is written for the file's readers and
 # computed again on reading, not read back. A complete run's mark in a shared storage holds the
 # pick and its figures alone (``summary``, NOTE [ Runs in a study ] in runs.py): read, it is the
 # same record with ``partial`` set and the rest absent.
