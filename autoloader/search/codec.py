@@ -247,7 +247,7 @@ def _of(tp: Any, rule: dict) -> tuple[Callable, Callable]:
     if tp is LoaderConfig:
         return _config, (LoaderConfig.to_dict if rule.get("full") else LoaderConfig.loader_kwargs)
     if isinstance(tp, type) and issubclass(tp, Stored):
-        return (lambda v, at, limit: _plan(tp).read(v, at, limit)), write
+        return (lambda v, at, limit: _plan(tp).read(v, at, limit)), tp.to_dict
     if isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields"):   # a NamedTuple: a mapping
         return (lambda v, at, limit: tp(*(_mapping(v, at, limit).get(k) for k in tp._fields))), \
             (lambda v: dict(zip(tp._fields, v)))
