@@ -22,11 +22,12 @@ must be, so whoever holds a record reads attributes and need not check. Pure: no
 #   field (where the file's order is not the constructor's); ``sparse``: written only when it
 #   holds something; ``flat``: a record whose fields stand at its holder's level (a holder
 #   without any of them reads None); ``read``/``write`` False: kept out of the file.
-# Reading, a field absent or null takes its default (an older record did not have it); one
-# without a default must be there. Each value is checked for its type and rule before the record
-# is built; a record whose fields must agree says so in ``_read_back``, which returns the record
-# as read (a ValueError for what no run writes). JSON has no infinity: a number that is not
-# finite is written null.
+# Reading, a field absent takes its default (an older record did not have it: ``absent``, or the
+# constructor's); one without either must be there. Null is a value: fine where the type says
+# ``| None``, else read as the constructor's default, else refused. Each value is checked for its
+# type and rule before the record is built; a record whose fields must agree says so in
+# ``_read_back``, which returns the record as read (a ValueError for what no run writes). JSON
+# has no infinity: a number that is not finite is written null.
 #
 # NOTE [ Bounds of a stored record ]
 # A stored figure is checked for what the code that reads it needs, not only for its type: a
@@ -122,12 +123,12 @@ class _Plan:
         for f in dataclasses.fields(cls):
             meta = {**_DECLARED, **f.metadata.get("stored", {})}
             absent, flat = meta.pop("absent"), meta.pop("flat")
-            default = f.default if absent is _MISSING else absent
             kind, optional = _unoptional(hints[f.name])
-            check, put = _kind(kind, meta.pop("rule"), optional or default is None)
+            check, put = _kind(kind, meta.pop("rule"), optional)
             self.fields.append(types.SimpleNamespace(
                 **meta, name=f.name, path=tuple((meta["key"] or f.name).split(".")), check=check, put=put,
-                default=default, optional=optional, flat=kind if flat else None))
+                default=f.default, absent=f.default if absent is _MISSING else absent, optional=optional,
+                flat=kind if flat else None))
 
     def read(self, data: object, at: str, limit: int | None):
         if not isinstance(data, dict):
@@ -141,10 +142,12 @@ class _Plan:
                 values[f.name] = None if f.optional and not own & data.keys() else _plan(f.flat).read(data, at, limit)
                 continue
             value, where = _lookup(data, f, at)
-            if value is None and f.default is not _MISSING:
-                values[f.name] = dict(f.default) if isinstance(f.default, dict) else f.default
+            if value is _MISSING and f.absent is not _MISSING:
+                values[f.name] = dict(f.absent) if isinstance(f.absent, dict) else f.absent
+            elif value is None and not f.optional and f.default is not _MISSING:
+                values[f.name] = f.default   # an older writer's null for a field that now has a value
             else:
-                values[f.name] = f.check(value, where, limit)
+                values[f.name] = f.check(None if value is _MISSING else value, where, limit)
         try:
             record = self.cls(**values)
             return record._read_back() if hasattr(record, "_read_back") else record
@@ -188,19 +191,19 @@ def _plan(cls: type) -> _Plan:
 
 
 def _lookup(data: dict, f, at: str) -> tuple[object, str]:
-    """The stored value of ``f`` (None where absent), and its place."""
+    """The stored value of ``f`` (_MISSING where absent), and its place."""
     node, where = data, at
     for step in f.path[:-1]:
         where = _at(where, step)
         node = node.get(step)
         if node is None:
-            return None, _at(where, f.path[-1])
+            return _MISSING, _at(where, f.path[-1])
         if not isinstance(node, dict):
             raise InvalidRecord(f"{where} is {_shown(node)}, not a mapping")
     for key in (f.path[-1], *f.old):
         if key in node:
             return node[key], _at(where, key)
-    return None, _at(where, f.path[-1])
+    return _MISSING, _at(where, f.path[-1])
 
 
 def _at(at: str, key: str) -> str:

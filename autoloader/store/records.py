@@ -16,7 +16,7 @@ class StoredHardware(Stored):
     fields): the fingerprint names its folder and study, its CPU count scales a warm start, the
     rest places it among its siblings (store/history.hardware_distance). A field an older result
     does not record is None."""
-    fingerprint: str | None = stored(None, pattern=(r"[^/]+", "a hardware fingerprint"))
+    fingerprint: str = stored(absent=None, pattern=(r"[^/]+", "a hardware fingerprint"))   # None: not recorded
     cpus: int | None = stored(None, least=1, most=MAX_CPUS)
     cpu_model: str | None = None
     memory_gib: float | None = None
