@@ -25,6 +25,6 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["budget", "burst_rule", "choice", "codec", "config", "growth", "knee", "knob", "load", "memory", "methods", "model",
-           "model_first", "nodes", "opening", "paired", "policy", "profile", "results", "settings", "shards", "space",
-           "strategy", "threads", "uint8", "warm"]
+__all__ = ["budget", "burst_rule", "choice", "codec", "config", "growth", "knee", "knob", "load", "memory", "methods",
+           "model", "model_first", "nodes", "opening", "paired", "policy", "profile", "results", "settings", "shards",
+           "space", "strategy", "threads", "uint8", "warm"]

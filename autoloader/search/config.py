@@ -25,9 +25,9 @@ class TunedConfig(Stored):
 
     config: LoaderConfig
     samples_per_s: float = stored(positive=True)   # median of the interleaved final re-measurement
-    rel_interval: float | None = stored()          # 95% half-width of the pick's rate, relative
+    rel_interval: float | None                     # 95% half-width of the pick's rate, relative
     baseline_samples_per_s: float | None = stored(positive=True)  # num_workers=0, same protocol
-    knee: Knee | None = stored()
+    knee: Knee | None
     hardware: dict = stored(absent={})   # inputs/hardware.Hardware's fields (read by store/records.StoredHardware)
     dataset_key: str = stored(nonempty=True)
     device: str = "cpu"

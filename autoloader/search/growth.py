@@ -69,13 +69,16 @@ class Growth(Stored):
     reader read; ``per_sample_bytes`` and ``ceiling_bytes`` fitted to it (``fitted``)."""
 
     flat_bytes: int             # the control's USS at the stage's end: a worker's own, reads aside
-    base_bytes: int = stored(signed=True)   # the reader's gain over the control after the block, where random reads start
+    # The reader's gain over the control after the block, where random reads start.
+    base_bytes: int = stored(signed=True)
     row_bytes: float            # growth per row read in order: what one row's pages hold
     block_rows: int             # rows the block read, in order
     length: int                 # rows of the dataset
     dataset_bytes: int | None = None   # the trial process's memory for the dataset, as built
-    points: tuple[tuple[int, int], ...] = stored((), signed=True)  # (samples read at random, the reader's gain) as measured
-    bursts: tuple[tuple[int, int], ...] = stored((), signed=True)  # (samples a burst's worker read, its USS less batches held)
+    # (samples read at random, the reader's gain) as measured, and (samples a burst's worker
+    # read, its USS less batches held).
+    points: tuple[tuple[int, int], ...] = stored((), signed=True)
+    bursts: tuple[tuple[int, int], ...] = stored((), signed=True)
     per_sample_bytes: float = 0.0   # g: growth per sample read at random, at the start
     ceiling_bytes: int = 0          # C: a full copy of the pages reads touch
     # Where the readings end: the most samples read, what they had copied, and the growth per

@@ -48,7 +48,8 @@ class MachineLoad(Stored):
     final_others_cpus: float | None = stored(None, then=("busy",))
     busy_spans: tuple[BusySpan, ...] = stored((), key="busy_trials")
     measured_s: float = 0.0
-    threshold: float = stored(BUSY_SHARE, positive=True)   # the share past which a measurement is busy (Thresholds.busy)
+    # The share past which a measurement is busy (Thresholds.busy).
+    threshold: float = stored(BUSY_SHARE, positive=True)
 
     @property
     def share(self) -> float | None:

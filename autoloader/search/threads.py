@@ -30,8 +30,9 @@ class Threads(Stored):
     batch_size: int
     default_s: float | None = None      # collate and step, seconds a batch, with ``threads`` (the pairs' median)
     one_thread_s: float | None = None   # the same with one thread
+    # Each pair's default over one-thread time; stored with what they say (``advise``: its line).
     ratios: tuple[float, ...] = stored((), positive=True, then=(
-        "slower", "advise", ("set", lambda t: "torch.set_num_threads(1)" if t.advise else None)))   # each pair's default over one-thread time
+        "slower", "advise", ("set", lambda t: "torch.set_num_threads(1)" if t.advise else None)))
 
     @property
     def slower(self) -> float | None:

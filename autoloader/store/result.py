@@ -95,7 +95,8 @@ class TuneResult(Stored):
     # The rule the tuner replaces, measured in the final.
     control: LoaderConfig | None = stored(None, then=_CONTROL_FIGURES)
     what_ifs: tuple[WhatIfClaim, ...] = ()   # each change asked about: predicted, measured, how sure (claims.py)
-    reorder_gain: float | None = stored(None, signed=True)   # predicted gain of ORDER's proposal, when its gate is closed
+    # The predicted gain of ORDER's proposal, when its gate is closed.
+    reorder_gain: float | None = stored(None, signed=True)
     model_error: tuple[BurstError, ...] = ()   # each burst: predicted against measured
     study: str = ""                       # the study's name in its storage, and this run's id in it
     run_id: str = ""
