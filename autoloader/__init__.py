@@ -40,7 +40,7 @@ _PUBLIC = {
 # The callback API's events (autoloader/events): what a ``progress`` callable is given.
 _PUBLIC.update({name: "events" for name in (
     "Event", "Waiting", "TuneStarted", "TrialsUnstored", "FleetPushed", "Profiled", "ControlRetried", "TrialDone", "FinalRound",
-    "BusyRecheck", "TuneDone", "ResultReused", "ResultNotReused", "WaitingForLock", "WaitingForTrialStart",
+    "BusyRecheck", "TuneDone", "ResultReused", "ResultNotReused", "SettingsApplied", "WaitingForLock", "WaitingForTrialStart",
     "WaitingForRank", "RetuneStarted", "WarmStarted", "Retuned")})
 
 __all__ = sorted(_PUBLIC)

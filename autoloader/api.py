@@ -33,7 +33,7 @@ from .probe.reimport import refuse_reimport
 from .search.config import TunedConfig
 from .store.paths import held, result_path
 from .store.door import load_result
-from .tuning.result import TuneResult
+from .store.result import TuneResult
 from .tuning.progress import api_progress
 from .tuning.run import Run
 

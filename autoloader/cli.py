@@ -15,6 +15,7 @@ from .store.versions import DISTRIBUTION
 from .api import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, tune
 from .inputs.options import counted_from
 from .errors import AutoloaderError, AutoloaderWarning, InputError, NotSaved, UsageError, usage
+from .integrations import formats
 from .search.settings import ORDER, START
 from .search.space import parse_batch_sizes
 from .tuning import progress as report
@@ -39,7 +40,7 @@ REPORT_PAGE_S = 6.0
 
 FORMAT_HELP = ("Print the pick as a framework takes it: kwargs (DataLoader keyword arguments), hf "
                "(TrainingArguments' dataloader_* fields) or lightning (a train_dataloader method).")
-FORMATS = click.Choice(["kwargs", "hf", "lightning"])
+FORMATS = click.Choice(list(formats.FORMATS))   # one list of the forms: integrations/formats.py
 
 
 def _one_form(form: str | None, as_json: bool) -> None:
@@ -52,8 +53,6 @@ def _print_result(result, form: str | None, as_json: bool, saved: bool = True, s
     """A tune's result: in ``form`` (integrations/formats.py), as JSON, or as the table; ``stored``:
     what happened to each thing it stores, when not all of it could be (NotSaved.stored)."""
     if form is not None:
-        from .integrations import formats
-
         click.echo(formats.render(result, form), nl=False)
     else:
         click.echo(report.as_json(result, saved, stored) if as_json else report.table(result, saved, stored))
@@ -285,11 +284,11 @@ def show_command(result, out, storage, as_json, form) -> None:
         else:
             found = show.find(resolve_out(out), result, storage)
             if form is not None:
-                from .integrations import formats
-
                 click.echo(formats.render(found, form), nl=False)
             else:
-                click.echo(show.as_json(found.to_dict()) if as_json else show.result_text(found), nl=not as_json)
+                # One result's JSON is tune --json's: its record and what the table and page say of it.
+                click.echo(show.as_json({**found.to_dict(), **report.explained(found)}) if as_json
+                           else show.result_text(found), nl=not as_json)
 
 
 @main.command("report", short_help="Write a result's report: what limits it, what to change.")

@@ -42,9 +42,10 @@ class JpegImages(Dataset):
 
 # What torchvision raises when its compiled operators were built for another torch: its C++
 # extension fails to load (an undefined symbol), registers nothing ("operator torchvision::nms
-# does not exist"), or leaves the package half imported.
+# does not exist"), or leaves the package half imported; one built for CUDA beside a CPU torch
+# misses torch's CUDA libraries (libc10_cuda.so).
 _MISMATCH = re.compile(r"operator (torchvision|image)::\w+ does not exist|undefined symbol|Couldn't load custom "
-                       r"C\+\+ ops|partially initialized module 'torchvision'|torchvision\._C")
+                       r"C\+\+ ops|partially initialized module 'torchvision'|torchvision\._C|libc10_cuda|libcudart")
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,10 +72,12 @@ def _torchvision_io():
         if not _MISMATCH.search(str(exc)):
             raise
         cause = exc
-    raise usage("the demo's torchvision must be the release built for the installed torch (each torch 2.N "
-                "pairs with torchvision 0.(N+15))", f"torch {torch.__version__}, torchvision {_installed('torchvision')}: "
-                f"{type(cause).__name__}: {str(cause)[:200]}", f"install the pair together, e.g. {_pair_fix()}, or use "
-                "--dataset autoloader.demo:tensors, which needs torch alone") from None
+    installed = _installed("torchvision")
+    raise usage("the demo's torchvision must be built for the installed torch: the same device (CPU, or the "
+                "same CUDA) and its release (each torch 2.N pairs with torchvision 0.(N+15))",
+                f"torch {torch.__version__}, torchvision {installed}: {type(cause).__name__}: {str(cause)[:200]}",
+                f"{pair_fix(torch.__version__, installed, str(cause))}, or use --dataset autoloader.demo:tensors, "
+                "which needs torch alone") from None
 
 
 def _installed(name: str) -> str:
@@ -86,13 +89,43 @@ def _installed(name: str) -> str:
         return "not installed"
 
 
-def _pair_fix() -> str:
-    """The pip line that installs the torchvision of the installed torch."""
-    match = re.match(r"(\d+)\.(\d+)", torch.__version__)
-    if match is None or match.group(1) != "2":
-        return "pip install --upgrade torch torchvision"
-    return (f"pip install 'torchvision==0.{int(match.group(2)) + 15}.*' from the index your torch came from (or "
-            "pip install --upgrade torch torchvision)")
+# PyTorch's wheel index: one folder a build (cpu, cu121, ...), named by the local version's tag.
+WHEELS = "https://download.pytorch.org/whl"
+
+
+def _build(version: str) -> str | None:
+    """The build a version's local tag names: "cpu", "cu121", "rocm6.1"...; None without a tag."""
+    return version.split("+", 1)[1] if "+" in version else None
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def pair_fix(torch_version: str, vision_version: str, error: str = "") -> str:
+    """The one pip line that installs the torchvision built for ``torch_version``, judged from
+    the two versions and the error torchvision's import raised: another release (torch 2.N pairs
+    with torchvision 0.(N+15)), or another device (a ``+cpu`` torch beside a CUDA-built
+    torchvision, whose import misses ``libc10_cuda.so``, or the other way round)."""
+    release = _release(torch_version)
+    vision = "torchvision" if release is None or release[0] != 2 else f"torchvision==0.{release[1] + 15}.*"
+    build, vision_build = _build(torch_version), _build(vision_version)
+    cuda_vision = (vision_build or "").startswith("cu") or "libc10_cuda" in error or "libcudart" in error
+    if build is not None and (vision_build != build if vision_build is not None else cuda_vision and build == "cpu"):
+        # Built for another device: the wheel of torch's own build, from that build's index.
+        return (f"install torchvision built for torch's {'CPU' if build == 'cpu' else build} build: "
+                f"pip install --force-reinstall --no-deps '{vision}' --index-url {WHEELS}/{build}")
+    if build is None and cuda_vision and vision_build is None and "libc10_cuda" in error:
+        return ("install torchvision from the index your torch came from (a CPU torch beside a CUDA-built "
+                f"torchvision): pip install --force-reinstall --no-deps '{vision}' --index-url {WHEELS}/cpu")
+    if release is not None and _release(vision_version) is not None and vision != "torchvision" \
+            and _release(vision_version) != (0, release[1] + 15):
+        index = f" --index-url {WHEELS}/{build}" if build else ""
+        return f"install the torchvision of this torch: pip install --force-reinstall --no-deps '{vision}'{index}"
+    index = f" --index-url {WHEELS}/{build}" if build else ""
+    pinned = f"torch=={torch_version.split('+', 1)[0]}"
+    return f"install the pair together: pip install --force-reinstall '{pinned}' '{vision}'{index}"
 
 
 class FreeTensors(Dataset):

@@ -13,7 +13,7 @@ from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from autoloader.search.warm import WarmStart
 from autoloader.tuning.compare import Comparison
-from autoloader.tuning.result import TuneResult
+from autoloader.store.result import TuneResult
 
 PICK = LoaderConfig.make(16, 3, False, 2, True)
 RULE = LoaderConfig.make(16, 1, False, 2, True)

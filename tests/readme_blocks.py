@@ -4,16 +4,15 @@
 Every fenced block gets exactly one rule, and a block or a command line that no rule covers fails
 the test, naming it: nothing is left out silently. A block may be preceded by a marker, an HTML
 comment the rendered page does not show: ``<!-- readme-test: file data.py -->`` (the block is that
-file of the user's folder), ``<!-- readme-test: prelude NAME -->`` (the names it assumes come from
-PRELUDES[NAME]), ``<!-- readme-test: report -->`` (an abridged report page of the tune before it).
+file of the user's folder) or ``<!-- readme-test: report -->`` (an abridged report page of the tune
+before it).
 
 The rules, by language:
 
 * ``python``: with a ``file`` marker, written to the section's folder (later blocks import it);
-  else run in a fresh process after its prelude (PRELUDES, "python" unless a marker names
-  another): as a script file when it has an ``if __name__ == "__main__":`` guard, else as
+  else run in a fresh process as printed, nothing before it but the budget cap: as a script file when it has an ``if __name__ == "__main__":`` guard, else as
   ``python -c`` (a fragment, as pasted into an interactive session: spawn then re-runs nothing).
-  Every prelude caps budgets at readme_prelude.BUDGET_CAP_S. A block whose comment says it
+  The cap keeps budgets at most readme_prelude.BUDGET_CAP_S. A block whose comment says it
   "finds the stored result" must not tune.
 * ``bash``: line by line, comments dropped; SKIPPED says which lines are not run and why; an
   ``autoloader`` line is run in the section's folder with ``--budget`` at most the cap.
@@ -37,14 +36,8 @@ from conftest import REPO_ROOT
 README = os.path.join(REPO_ROOT, "README.md")
 MARKER = re.compile(r"<!--\s*readme-test:\s*(\w+)\s*(.*?)\s*-->")
 
-PRELUDES = {
-    "python": "from readme_prelude import dataset, train_step, train_set, epochs\n",
-    "data": "from data import make, make_step\nepochs = 1\n",
-    "lightning": "from readme_prelude import train_set, lightning_objects\nmodel, trainer = lightning_objects()\n",
-    "huggingface": "from readme_prelude import hf_trainer\ntrainer = hf_trainer()\n",
-    "accelerate": "from readme_prelude import train_set, accelerate_objects\n"
-                  "accelerator, model, optimizer = accelerate_objects()\n",
-}
+# A block runs as printed: nothing is put before it but the budget cap (CAP), so a user who
+# pastes it has every name it uses.
 CAP = "import readme_prelude\nreadme_prelude.cap_budgets()\n"
 
 # Command lines not run, each with why: (what the line starts with, why).
@@ -114,8 +107,9 @@ def rule(block: Block) -> str:
     if block.lang == "python":
         if kind == "file":
             return "file"
-        if kind not in (None, "prelude"):
-            raise AssertionError(f"{block.where}: marker {kind!r} means nothing for python")
+        if kind is not None:
+            raise AssertionError(f"{block.where}: marker {kind!r} means nothing for python (a block runs as "
+                                 "printed: no prelude)")
         return "run"
     if block.lang == "bash":
         for line in command_lines(block):
@@ -173,9 +167,8 @@ def capped(line: str, cap: float) -> list[str]:
 
 
 def script(block: Block) -> str:
-    """A python block's program: the budget cap, its prelude, the block."""
-    name = block.marker[1] if block.marker and block.marker[0] == "prelude" else "python"
-    return CAP + PRELUDES[name] + "\n" + block.text
+    """A python block's program: the budget cap, then the block as printed."""
+    return CAP + "\n" + block.text
 
 
 def guarded(block: Block) -> bool:

@@ -1,53 +1,14 @@
-"""The names the README's Python snippets assume, small (tests/readme_blocks.py's preludes import
-them): a dataset and a step for "From Python", a model and a Trainer for each framework, and a cap
-on budgets so a snippet's tune takes seconds, not its README budget.
-
-Module-level and importable by name, so the tuner's trial process (started with spawn) unpickles
-them; nothing here imports a framework until a function that needs it is called.
+"""The cap on budgets put before each of the README's Python blocks (tests/readme_blocks.py's
+CAP), so a block's tune takes seconds, not its README budget. Nothing else: every block runs as
+printed.
 """
 
 from __future__ import annotations
 
 import functools
-import time
-
-import torch
-from torch.utils.data import Dataset
-
-from integration_workloads import Points
 
 # A snippet's tune measures at most this long (its README budget is meant for real data).
 BUDGET_CAP_S = 20.0
-
-
-class Rows(Dataset):
-    """2,048 rows of 32 floats and a label, each 1 ms of CPU work holding the GIL (as a decode
-    would), so that workers pay and a pick has some: a snippet's use of a pick with workers runs."""
-
-    def __len__(self) -> int:
-        return 2048
-
-    def __getitem__(self, index: int):
-        end = time.process_time() + 0.001
-        while time.process_time() < end:
-            pass
-        generator = torch.Generator().manual_seed(index)
-        x = torch.randn(32, generator=generator)
-        return x.tanh(), index % 4
-
-
-LAYER = torch.nn.Linear(32, 4)
-
-
-def train_step(batch) -> None:
-    """A step on a batch of Rows: one linear layer's forward and backward."""
-    x, y = batch
-    torch.nn.functional.cross_entropy(LAYER(x), y).backward()
-
-
-dataset = Rows()
-train_set = Points()
-epochs = 1
 
 
 def cap_budgets(seconds: float = BUDGET_CAP_S) -> None:
@@ -67,34 +28,3 @@ def cap_budgets(seconds: float = BUDGET_CAP_S) -> None:
         wrapped = capped(getattr(api, name))
         setattr(api, name, wrapped)
         setattr(autoloader, name, wrapped)
-
-
-def lightning_objects():
-    """(a LightningModule for Points, a one-epoch CPU Trainer of three batches)."""
-    import lightning
-
-    from integration_workloads import linear_module
-
-    trainer = lightning.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_train_batches=3, logger=False,
-                                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
-    return linear_module(), trainer
-
-
-def hf_trainer(output_dir: str = "trainer"):
-    """A Hugging Face Trainer of a one-layer BERT on token samples, two CPU steps."""
-    import transformers
-
-    from integration_workloads import Tokens, tiny_bert, tiny_tokenizer
-
-    args = transformers.TrainingArguments(output_dir=output_dir, per_device_train_batch_size=16, max_steps=2,
-                                          use_cpu=True, report_to=[], save_strategy="no")
-    return transformers.Trainer(model=tiny_bert(), args=args, train_dataset=Tokens(),
-                                data_collator=transformers.DataCollatorWithPadding(tiny_tokenizer()))
-
-
-def accelerate_objects():
-    """(an Accelerator on the CPU, a linear model for Points, its optimizer)."""
-    from accelerate import Accelerator
-
-    model = torch.nn.Linear(8, 1)
-    return Accelerator(cpu=True), model, torch.optim.SGD(model.parameters(), lr=0.01)

@@ -25,7 +25,7 @@ GOLDEN = [
      ' (1 stopped by a limit since raised, measured again) (2 failed under code since changed,'
      ' measured again) (1 crashed once, tried once more) (1 failed on an OSError (a file, a mount, a'
      ' permission: fixed outside the code, maybe), measured again) (1 stored records invalid, ignored)',
-    'autoloader: tuning ds-key on cpu (2 ranks at once (1 CPUs and 4.00 GiB each; trial rates are'
+    'autoloader: tuning ds-key on cpu (2 ranks at once (1 CPU and 4.00 GiB each; trial rates are'
      " the slowest rank's, the node's is 2x), budget 30 s, memory ceiling 8.00 GiB): 4,096 samples,"
      ' 1.20 ms and 3.0 KiB a sample',
     'autoloader: the study stopped taking writes (disk full); the search goes on without storing its'
@@ -243,3 +243,23 @@ def test_one_rate_formatter_keeps_three_significant_figures_under_100_per_s():
         "5.3/s", "7.14/s", "0.423/s", "42.7/s", "99.9/s", "100/s", "1,234/s", "0/s"]
     assert rate(None) == "-" and rate(float("inf")) == "unbounded" and rate(5.3, " samples/s") == "5.3 samples/s"
     assert evidence.rate is rate and report._rate(7.1) == "7.1/s"
+
+
+def test_every_event_the_readme_lists_is_importable_from_autoloader_and_every_event_is_listed():
+    """The README's "Progress events" section names the events importable from ``autoloader``:
+    each of them is in ``autoloader.__all__`` and imports from there, and every event type
+    (``EVENTS``) is both listed there and exported."""
+    import os
+    import re
+
+    import autoloader
+
+    readme = open(os.path.join(os.path.dirname(__file__), os.pardir, "README.md"), encoding="utf-8").read()
+    section = readme.split("### Progress events", 1)[1].split("\n#", 1)[0].split("```", 1)[0]
+    kinds = {kind.__name__ for kind in ev.EVENTS}
+    listed = set(re.findall(r"`([A-Z][A-Za-z]+)`", section)) & (kinds | {"Event"})
+    assert listed == kinds, (sorted(kinds - listed), sorted(listed - kinds))
+    assert kinds <= set(autoloader.__all__), sorted(kinds - set(autoloader.__all__))
+    for name in sorted(listed):
+        assert getattr(autoloader, name) is getattr(ev, name), name
+        exec(f"from autoloader import {name}", {})

@@ -34,7 +34,7 @@ from autoloader.tuning.compare import DRIFTED, INCONCLUSIVE, UNCHANGED, compare,
 from autoloader.tuning.final import final_configs, trimmed
 from autoloader.events import TrialDone
 from autoloader.tuning.progress import ProgressPrinter, table
-from autoloader.tuning.result import TuneResult
+from autoloader.store.result import TuneResult
 
 CPUS = 2
 PICK = LoaderConfig.make(16, 3, False, 2, True)

@@ -53,9 +53,59 @@ def test_a_block_without_a_rule_fails_naming_it():
         readme.rule(commands)
 
 
-def test_every_python_block_parses_with_its_prelude():
+def test_every_python_block_parses():
     for block in of("run") + of("file"):
         ast.parse(readme.script(block) if readme.rule(block) == "run" else block.text, block.where)
+
+
+def _free_names(source: str) -> set[str]:
+    """The names a block reads that it neither defines, imports, nor has as a builtin: what it
+    would need from a hidden prelude to run as printed."""
+    import builtins
+
+    tree = ast.parse(source)
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            bound |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)} if not isinstance(
+                node, ast.ClassDef) else set()
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
+
+
+def test_every_python_block_runs_as_printed():
+    """A user pastes a block as it is: no block reads a name it does not define or import, and
+    the test runs it with nothing before it but the budget cap."""
+    for block in of("run"):
+        assert block.marker is None, block.where
+        assert readme.script(block) == readme.CAP + "\n" + block.text
+        assert not _free_names(block.text), (block.where, _free_names(block.text))
+    assert _free_names("from autoloader import best_loader\nloader = best_loader(make())\n") == {"make"}
+
+
+def test_the_install_section_is_what_ci_installs():
+    """The README's install lines name the extras pyproject.toml declares, every one a user may
+    want (the test extra aside); .ci/run installs from those extras, with a torch and torchvision
+    that pair (each torch 2.N with torchvision 0.(N+15), as the demo's error says)."""
+    import tomllib
+
+    with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
+        extras = set(tomllib.load(f)["project"]["optional-dependencies"])
+    install = next(b for b in BLOCKS if b.section == "Install" and b.lang == "bash")
+    named = set(re.findall(r"pip install '\.\[(\w+)\]'", install.text))
+    assert named and named <= extras and extras - named <= {"test"}, (named, extras)
+    with open(os.path.join(REPO_ROOT, ".ci", "run")) as f:
+        ci = f.read()
+    ci_extras = set(re.search(r"pip install -q -e '\.\[([\w,]+)\]'", ci).group(1).split(","))
+    assert ci_extras <= extras, ci_extras
+    torch_pin, vision_pin = re.search(r"torch==(\d+\.\d+)\.\d+ torchvision==(\d+\.\d+)\.\d+", ci).groups()
+    assert vision_pin == f"0.{int(torch_pin.split('.')[1]) + 15}", (torch_pin, vision_pin)
 
 
 def test_the_registry_example_loads(tmp_path):

@@ -178,20 +178,3 @@ def test_a_python_object_dataset_under_fork_and_spawn_is_forecast_within_a_quart
     fork, spawn = choice.row("fork"), choice.row("spawn")
     assert fork.copied_bytes > 0 and spawn.copied_bytes == 0     # copy on read is fork's
     assert spawn.startup_s > fork.startup_s
-
-
-@pytest.mark.slow   # starts forked and spawned workers
-def test_the_device_bench_measures_each_method_on_the_cpu(tmp_path, capsys):
-    from scripts.bench import start_methods
-
-    out = str(tmp_path / "start_methods.json")
-    assert start_methods.main(["--quick", "--methods", "fork,spawn", "--out", out]) == 0
-    record = json.load(open(out))
-    rows = {r["method"]: r for r in record["results"]}
-    assert set(rows) == {"fork", "spawn"} and all("error" not in r for r in rows.values()), rows
-    for r in rows.values():
-        assert r["samples_per_s"] > 0 and r["worker_uss_bytes"] > 0 and r["worker_pss_bytes"] > 0
-    # spawn's workers unpickle their own rows: more memory each, and a slower start, than fork's.
-    assert rows["spawn"]["worker_uss_bytes"] > rows["fork"]["worker_uss_bytes"]
-    assert rows["spawn"]["first_batch_s"] > rows["fork"]["first_batch_s"]
-    assert "| fork | 2 |" in capsys.readouterr().out

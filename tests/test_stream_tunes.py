@@ -55,7 +55,7 @@ def test_a_hugging_face_stream_of_2_shards_is_tuned_to_at_most_2_workers(tmp_pat
     assert result.config.num_workers <= 2
     assert all(t.config.num_workers <= 2 for t in result.trials) and max(w for w, _ in result.curve) <= 2
     assert result.stream.shards == 2 and result.stream.max_workers == 2
-    assert "of 2 shards (IterableDataset.num_shards; workers searched up to 2)" in lines
+    assert "of 2 shards (datasets.IterableDataset.num_shards; workers searched up to 2)" in lines
     assert "the stream has 2 shards" in table(result) and "flat past 2 workers" in table(result)
     assert result.profile is not None and result.profile.epoch_batches is None
     for form in FORMATS:
@@ -75,6 +75,7 @@ def test_a_hugging_face_arrow_dataset_is_tuned(tmp_path):
 def test_a_webdataset_of_local_tar_shards_is_tuned(tmp_path):
     result, _ = _tune(stream_workloads.webdataset_shards(str(tmp_path)), tmp_path)
     assert result.stream.shards == 2 and all(t.config.num_workers <= 2 for t in result.trials)
+    assert result.stream.shards_from.startswith("webdataset.")   # its advice names webdataset's own fix
 
 
 @pytest.mark.heavy

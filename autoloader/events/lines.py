@@ -47,8 +47,13 @@ def known(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
+def cpus(n: float) -> str:
+    """A count of CPUs with its plural right: "1 CPU", "2 CPUs", "1.5 CPUs"."""
+    return f"{n:g} CPU{'' if n == 1 else 's'}"
+
+
 def others_text(others: float, usable: float) -> str:
-    return f"other processes used {others:.1f} of {usable:g} CPUs"
+    return f"other processes used {others:.1f} of {cpus(usable)}"
 
 
 @singledispatch
@@ -67,9 +72,9 @@ def _start(e: TuneStarted) -> str:
     length = "iterable" if info.length is None else f"{info.length:,} samples"
     length += shards_text(getattr(info, "shards", None), getattr(info, "shards_from", None), e.max_workers, e.uncapped)
     # A node's tune (node/__init__.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
-    where = (f"{e.ranks} ranks at once ({e.cpus} CPUs and {gib(e.max_memory // e.ranks)} each; "
+    where = (f"{e.ranks} ranks at once ({cpus(e.cpus)} and {gib(e.max_memory // e.ranks)} each; "
              f"trial rates are the slowest rank's, the node's is {e.ranks}x), budget {e.budget:.0f} s"
-             if e.ranks > 1 else f"{e.cpus} CPUs, budget {e.budget:.0f} s")
+             if e.ranks > 1 else f"{cpus(e.cpus)}, budget {e.budget:.0f} s")
     return (f"autoloader: tuning {e.key} on {e.device} ({where}, "
             f"memory ceiling {gib(e.max_memory)}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
             f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
@@ -141,9 +146,9 @@ def _profile(e: Profiled) -> str:
         return f"  profile: not measured ({clip(one_line(e.error), 500)}); the bursts will correct a rough one"
     q = p.sample_quantiles()
     pin = f", pin {p.pin_s * 1e3:.1f} ms, copy {(p.h2d_pinned_s or 0) * 1e3:.1f} ms" if p.pin_s is not None else ""
-    cpus = e.cpus or p.cpus
-    busy = (f"; {others_text(p.others_cpus, cpus)} meanwhile"
-            if p.others_cpus is not None and busy_at(p.others_cpus / cpus, e.busy) else "")
+    usable = e.cpus or p.cpus
+    busy = (f"; {others_text(p.others_cpus, usable)} meanwhile"
+            if p.others_cpus is not None and busy_at(p.others_cpus / usable, e.busy) else "")
     g = getattr(p, "growth", None)
     grows = (f"; a worker copies {g.per_sample_bytes / 2**10:.1f} KiB a sample it reads, up to "
              f"{mib(g.ceiling_bytes)}" if g is not None and g.found else
@@ -152,7 +157,7 @@ def _profile(e: Profiled) -> str:
     return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
             f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
             f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
-            f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{profile_note(p)}{busy}")
+            f"worker start {p.startup_s:.2f} s, {cpus(p.cpus)}{grows}{profile_note(p)}{busy}")
 
 
 @line.register(TrialDone)

@@ -26,7 +26,7 @@ from .whatif import WhatIf, how_sure, top, whatifs
 # The folder's public face: the explanation's records and functions, and the modules that write
 # the page and its plots. tests/test_units.py checks every import across folders against it.
 __all__ = ["KINDS", "Ceiling", "Evidence", "Explanation", "Verdict", "WhatIf", "beaten", "beaten_words",
-           "benchmark_row", "explain", "files", "headline", "how_sure", "page", "plots", "whatifs"]
+           "benchmark_row", "caveats", "explain", "figures", "files", "headline", "how_sure", "page", "plots", "whatifs"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ class Explanation:
 def explain(result) -> Explanation:
     """The whole explanation of a result's record (a ``TuneResult``) or of ``Evidence``."""
     ev = result if isinstance(result, Evidence) else Evidence.from_result(result)
-    changes = tuple(whatifs(ev))
+    # Without a measured profile the model has nothing to predict from: no what-ifs.
+    changes = tuple(whatifs(ev)) if ev.profiled else ()
     return Explanation(ev, verdict(ev, changes), changes, ceiling(ev))
 
 
@@ -55,6 +56,15 @@ def headline(result) -> str | None:
     if getattr(result, "profile", None) is None:
         return None
     return verdict(Evidence.from_result(result)).headline
+
+
+def figures(result) -> dict:
+    """The verdict's and the ceiling's figures of a result's record, as the table and the page
+    say them (no what-ifs: cheap enough for every JSON), for the JSON's ``explained`` block."""
+    ev = Evidence.from_result(result)
+    v = verdict(ev)
+    return {"kind": v.kind, "headline": v.headline, "wait_share": v.wait_share, "wait_source": v.wait_source,
+            "ceiling": ceiling(ev).to_dict()}
 
 
 def benchmark_row(result) -> dict:

@@ -127,6 +127,18 @@ class Evidence:
         return chosen, self.measured_gain(chosen)
 
     @property
+    def profiled(self) -> bool:
+        """Whether the run measured its profile (not the stand-in from one batch: search/profile.py)."""
+        return getattr(self.profile, "measured", True)
+
+    def measured_best(self) -> float:
+        """The highest rate this run measured, per rank: the pick's own figure, every full burst,
+        every final's median. No ceiling is below it (ceiling.py)."""
+        rates = [self.samples_per_s, *(t.samples_per_s for t in self.ok_trials),
+                 *(f.median for f in self.finals if f.rates)]
+        return max((r for r in rates if r), default=0.0)
+
+    @property
     def ok_trials(self) -> list[TrialResult]:
         return [t for t in self.trials if t.status == OK and t.samples_per_s and not t.pruned]
 

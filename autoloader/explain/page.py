@@ -17,8 +17,9 @@ import statistics
 
 from ..search.results import OK
 from ..search.settings import knobs_of
-from .verdict import beaten_words
+from ..events.lines import cpus
 from . import Explanation, explain
+from .caveats import NOT_PREDICTED, caveats
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
 from .whatif import how_sure, top
@@ -80,13 +81,12 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
     interval = tuned.rel_interval
     rows.append(("samples/s (measured)", rate(tuned.samples_per_s)
                  + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
-    rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks)))
-    control = result.control_samples_per_s
-    # The words the paired rounds support (NOTE [ Paired rounds ] in search/paired.py), never a bare ratio.
-    if control and result.control is not None and result.control != result.config:
-        rows.append(("the cpus-1 rule (measured)", f"{rate(control)}; the pick: {result.verdict}"))
-    elif result.control is not None and result.control == result.config:
-        rows.append(("the cpus-1 rule", f"{result.verdict}{beaten_words(result)}"))
+    rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks) if ev.profiled
+                 else NOT_PREDICTED))
+    # The table's own caveats, from the same functions (caveats.py, which the table prints): where
+    # the rate is from, the rule with the words its paired rounds support (NOTE [ Paired rounds ]
+    # in search/paired.py; never a bare ratio) or why it has none, and the machine's load.
+    rows += caveats(result)
     if tuned.baseline_samples_per_s:
         words = "the pick itself" if result.config.num_workers == 0 else f"the pick: {result.baseline_verdict}"
         rows.append(("num_workers=0 (measured)", f"{rate(tuned.baseline_samples_per_s)}; {words}"))
@@ -112,7 +112,7 @@ def _trial_rows(ex: Explanation) -> list[dict]:
         outcome = "stopped early" if t.pruned else t.status
         if t.status != OK:
             outcome += f": {t.describe_failure()}"
-        predicted = ev.model.predict(t.config, ev.calibration).samples_per_s
+        predicted = ev.model.predict(t.config, ev.calibration).samples_per_s if ev.profiled else None
         memory = {name: _short_size(x) for name, x in (("host", t.peak_pss_bytes), ("shm", t.peak_shm_bytes),
                                                        ("device", t.gpu_peak_bytes or None))}
         rows.append({
@@ -137,7 +137,7 @@ def _short_size(nbytes) -> str:
 def _header(result) -> tuple[str, str]:
     hw, made = result.hardware, result.provenance
     title = f"autoloader: {(result.dataset.name if result.dataset else None) or result.dataset_key}"
-    meta = (f"key {result.dataset_key} on {hw.fingerprint} ({hw.cpus} CPUs, "
+    meta = (f"key {result.dataset_key} on {hw.fingerprint} ({cpus(hw.cpus)}, "
             f"{', '.join(hw.gpus or []) or 'no GPU'}; device {result.device}); "
             f"tuned {result.finished_at or 'undated'} by autoloader {(made.autoloader_version if made else None) or '?'}"
             f" in {result.tune_seconds or 0:.0f} s")

@@ -350,6 +350,11 @@ PLOTS = (("worker_curve", "Throughput against workers", worker_curve),
          ("timeline", "The run's timeline", timeline))
 
 
+# The plots that draw the model's curve: none where the profile was not measured (no curve to draw).
+MODEL_PLOTS = ("worker_curve", "wait_share", "predicted_vs_measured")
+
+
 def draw(ex: Explanation) -> dict[str, tuple[str, bytes]]:
-    """Every plot: name -> (title, PNG bytes)."""
-    return {name: (title, fn(ex)) for name, title, fn in PLOTS}
+    """Every plot: name -> (title, PNG bytes); the model's left out where the profile was not measured."""
+    return {name: (title, fn(ex)) for name, title, fn in PLOTS
+            if ex.evidence.profiled or name not in MODEL_PLOTS}

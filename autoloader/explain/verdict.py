@@ -22,8 +22,13 @@ printing.
 #    supply stage and the step are within BALANCED_WITHIN of each other: neither alone limits.
 #    Which of these holds is decided once, in bound.py (NOTE [ One bound ]): the ceiling's
 #    sentence reads the same decision.
+# 5. Without a measured profile (the stand-in from the set-up's one batch) no stage was timed:
+#    the verdict says the measured wait share alone ("unprofiled"), nothing predicted.
 # Each figure says how sure it is: measured (bursts, final), profiled (timed by the profile,
-# scaled by the efficiency terms the bursts fitted) or predicted (the model's simulation).
+# scaled by the efficiency terms the bursts fitted) or predicted (the model's simulation). A
+# part's cap is never shown below the rate the run measured without saying the profile
+# under-timed it; a step's time is the profile's, with the bursts' correction beside it; a
+# verdict of too few workers gives what the run measured of more, never calling its own pick short.
 """
 
 from __future__ import annotations
@@ -32,12 +37,13 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..events.lines import cpus
 from ..search.results import OK
 from ..search.settings import SETTINGS
 from ..search.shards import stream_lines
 from ..search.threads import threads_of
 from .bound import bound, supply_rate
-from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size
+from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size, stages
 from .thresholds import (BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE, MEMORY_COSTS,
                          MODERATELY_INPUT_BOUND)
 
@@ -94,6 +100,8 @@ def level_of(wait: float) -> str:
 def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
     """The verdict on ``ev``'s pick; ``whatifs`` (whatif.py) close the paragraph with what to change.
     What holds the run is ``bound(ev)``'s (NOTE [ One bound ]), which the ceiling reads too."""
+    if not ev.profiled:
+        return _unprofiled(ev)
     b = bound(ev)
     st, wait, wait_source, where = b.stages, b.wait, b.wait_source, b.where
     level = level_of(wait)
@@ -112,6 +120,81 @@ def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
     told = [_no_step(ev).strip()] + [f.text for f in findings[1:] if f.limits]
     paragraph = " ".join(t for t in [headline, *told, _advice(kind, whatifs)] if t)
     return Verdict(kind, level, wait, wait_source, headline, paragraph, findings, st, ev.step_given, lost)
+
+
+# The class of a run whose profile was not measured: only the measured wait share is told.
+UNPROFILED = "unprofiled"
+
+
+def _unprofiled(ev: Evidence) -> Verdict:
+    """The verdict where the profile was not measured (search/profile.py's ``measured``): the
+    stages were never timed, so which part holds the run is not told apart, and nothing is
+    predicted; the measured wait share alone is said."""
+    st = stages(ev)
+    wait, where = ev.measured_wait()
+    how = {"final": "measured over the final's rounds", "burst": "measured in its burst"}.get(where, "")
+    if wait is None:
+        headline = ("Not told: the profile was not measured and no wait share was measured, so nothing says what "
+                    "holds the run.")
+        level, wait = "not measured", 0.0
+    else:
+        level = level_of(wait)
+        headline = (f"{level.capitalize()} ({pct(wait)} waiting, {how}): the profile was not measured, so which "
+                    "part holds the run is not told apart.")
+    text = ("The profile was not measured: no stage was timed, so the model has no curve, no knee and no "
+            "prediction; the figures here are the bursts' and the final's. Tune again to profile it.")
+    findings = (Finding("supply", "Data supply", headline, MEASURED, limits=wait >= MODERATELY_INPUT_BOUND),
+                Finding("part", "The profile", text, MEASURED),
+                *(Finding("stream", "The stream's shards and workers", line, MEASURED)
+                  for line in stream_lines(ev.stream)))
+    paragraph = " ".join(t for t in (headline, text, _no_step(ev).strip()) if t)
+    return Verdict(UNPROFILED, level, wait, MEASURED, headline, paragraph, findings, st, ev.step_given)
+
+
+def _at_most(ev: Evidence, r: float) -> str:
+    """A part's cap, "X at most": never a cap below what the run measured without saying so."""
+    measured = ev.samples_per_s
+    if measured and r < measured * 0.99:
+        return (f"{rate(r)} at most as profiled, below the {rate(measured)} the run measured (the profile "
+                "under-timed it)")
+    return f"{rate(r)} at most"
+
+
+def _capping(ev: Evidence, r: float) -> str:
+    """The headline's cap of the part that holds the run, beside what the run measured where the
+    two part (the cap is the model's figure, the rate the run's own)."""
+    measured = ev.samples_per_s
+    if not measured or abs(r / measured - 1.0) <= 0.1:
+        return rate(r)
+    if r < measured:
+        return f"{rate(measured)} (measured; the profile's {rate(r)} for this part under-timed it)"
+    return f"{rate(r)} by the model (the run measured {rate(measured)})"
+
+
+def _more_workers(ev: Evidence) -> str:
+    """What the run measured of more workers than its pick, so that a verdict of workers never
+    calls its own pick short of them without the figures: the best such burst, or that none ran."""
+    more = [t for t in ev.ok_trials if t.config.num_workers > ev.pick.num_workers]
+    if not more:
+        return "no config of more workers was measured"
+    best = max(more, key=lambda t: t.samples_per_s)
+    if best.samples_per_s <= ev.samples_per_s:
+        return f"more workers measured no faster ({best.config.key} read {rate(best.samples_per_s)})"
+    return (f"{best.config.key} read {rate(best.samples_per_s)} in its burst, which the pick's "
+            f"{rate(ev.samples_per_s)} was kept over (the rule's line says how sure)")
+
+
+def _step_text(ev: Evidence, st: Stages, of: bool = False) -> str:
+    """The step's time a batch (``of``: "a batch of N"): the profile's figure (the one its line
+    prints), and the one the bursts corrected it to where they moved it, so that no surface
+    gives another step."""
+    p = ev.profile
+    profiled = p.step_s * st.batch_size / p.batch_size
+    batch = f"a batch of {st.batch_size}" if of else "a batch"
+    if profiled > 0 and abs(st.step_s / profiled - 1.0) > 0.005:
+        return (f"{ms(profiled)} {batch} as profiled, {ms(st.step_s)} as the bursts corrected it "
+                f"(x{st.step_s / profiled:.2f})")
+    return f"{ms(profiled)} {batch}"
 
 
 def _term_note(ev: Evidence, term: str, bare: bool = False) -> str:
@@ -150,7 +233,7 @@ def _supply_finding(ev, st, wait, source, where, level) -> Finding:
 def _contention(st: Stages) -> str:
     if st.share < CONTENDED:
         return ""
-    return (f" ({st.workers} workers want {st.cpu_demand:.1f} CPUs of the {st.cpus:g} the pipeline gets, so every "
+    return (f" ({st.workers} workers want {st.cpu_demand:.1f} of the {cpus(st.cpus)} the pipeline gets, so every "
             f"thread runs at 1/{st.share:.1f} of a core, this one too)")
 
 
@@ -163,7 +246,7 @@ def _step_words(ev: Evidence, st: Stages) -> str:
 def _cpus_words(ev: Evidence, st: Stages) -> str:
     """The CPUs the pipeline gets, and where that figure is from when the bursts revised it."""
     counted = ev.profile.cpus
-    text = f"{st.cpus:g} CPU{'s' if st.cpus != 1 else ''}"
+    text = cpus(st.cpus)
     if ev.calibration.cpus is not None and abs(st.cpus - counted) > 0.01:
         text += f" the pipeline really gets (the bursts' fit; {counted:g} are usable)"
     return text
@@ -177,7 +260,7 @@ def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
         steps += [f"{ms(st.pin_s)} to pin"] if st.pin_s else []
         steps += [f"{ms(st.copy_s)} to copy to the device"] if st.copy_s else []
         text = (f"With num_workers=0 the main process makes every {size(st.batch_bytes)} batch of {bs} itself: "
-                f"{', '.join(steps)}, so {rate(supply_rate(st, 'main'))} at most{_term_note(ev, 'local')}, while "
+                f"{', '.join(steps)}, so {_at_most(ev, supply_rate(st, 'main'))}{_term_note(ev, 'local')}, while "
                 f"{others}.")
         if p.recv_s:
             pin = (f" and {ms(p.pin_s * bs / p.batch_size)} to pin it" if ev.cuda and p.pin_s and ev.pick.pin_memory
@@ -197,7 +280,7 @@ def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
                 f"make{'' if many else 's'} {rate(st.supply_rate)} (predicted), while the main process could take "
                 f"{rate(st.main_rate)} and {others}.")
         text += (" The cores are full: more workers only share them." if part == "cores" else
-                 " The cores are not full: more workers would make more.")
+                 f" The cores are not full: by the model more workers would make more; {_more_workers(ev)}.")
         return Finding("part", "Workers and cores", text, PREDICTED, limits)
     if part == "main":
         busy = (f" ({ms(st.receive_idle_s)} from an idle worker: taking a batch from a worker busy in Python waits "
@@ -205,18 +288,18 @@ def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
         if st.pin_thread:
             pin = f" and {ms(st.pin_s)} pinning it" if st.pin_s >= 1e-4 else ""
             text = (f"The main process caps it: the pin thread spends {ms(st.receive_s)} receiving each "
-                    f"{size(st.batch_bytes)} batch{busy}{pin}{_contention(st)}: {rate(st.main_rate)} at most"
+                    f"{size(st.batch_bytes)} batch{busy}{pin}{_contention(st)}: {_at_most(ev, st.main_rate)}"
                     f"{_term_note(ev, 'pin')}, while the workers could make {rate(st.supply_rate)} and {others}.")
         else:
             copy = f", {ms(st.copy_s)} copying it to the device" if st.copy_s else ""
             text = (f"The main process caps it: without a pin thread the training loop takes each "
                     f"{size(st.batch_bytes)} batch itself, {ms(st.receive_s)} receiving it{busy}{copy} and "
-                    f"{ms(st.step_s)} in the step{_contention(st)}: {rate(st.loop_rate)} at most"
+                    f"{ms(st.step_s)} in the step{_contention(st)}: {_at_most(ev, st.loop_rate)}"
                     f"{_term_note(ev, 'main')}, while the workers could make {rate(st.supply_rate)}.")
         return Finding("part", "The main process's receive and pin", text, PROFILED, limits)
     kind = "pinned" if ev.pick.pin_memory else "pageable"
     text = (f"The copy to the device caps it: {ms(st.copy_s)} for each {size(st.batch_bytes)} batch from {kind} "
-            f"memory{_contention(st)}, {rate(st.copy_rate)} at most{_term_note(ev, 'main')}, while the workers "
+            f"memory{_contention(st)}, {_at_most(ev, st.copy_rate)}{_term_note(ev, 'main')}, while the workers "
             f"could make {rate(st.supply_rate)} and {others}.")
     return Finding("part", "The copy to the device", text, PROFILED, limits)
 
@@ -272,8 +355,8 @@ def _compute_finding(ev: Evidence, st: Stages, limits: bool) -> Finding:
         text = ("No step was timed: without --step the loop's step only moves a batch to the device, so this run "
                 "says nothing about your training's compute.")
     else:
-        text = (f"The step takes {ms(st.step_s)} a batch of {st.batch_size} on resident data: "
-                f"{rate(st.step_rate)} at most{_term_note(ev, 'main')}.") + _threads_note(ev)
+        text = (f"The step takes {_step_text(ev, st, of=True)}, on resident data: "
+                f"{_at_most(ev, st.step_rate)}.") + _threads_note(ev)
     return Finding("compute", "Compute (the step)", text, PROFILED, limits)
 
 
@@ -290,7 +373,7 @@ def _threads_note(ev: Evidence) -> str:
             "training process.")
 
 
-_PART_WORDS = {"cores": "in the workers: the cores are full", "workers": "in the workers: too few for the cores",
+_PART_WORDS = {"cores": "in the workers: the cores are full", "workers": "in the workers, the cores not full",
                "main": "in the main process's receive and pin", "copy": "in the copy to the device"}
 
 
@@ -306,17 +389,18 @@ def _headline(ev, st, kind, level, wait, source, supply, lost) -> str:
                  else _PART_WORDS[part])
         if level == "not input-bound":
             doing = "copying" if part == "copy" else "receiving"
-            return (f"Input-bound {words}, capping it at {rate(supply)}: the loop does not wait for data ({waits}) "
-                    f"but spends more of its time {doing} each batch than in the step.")
+            return (f"Input-bound {words}, capping it at {_capping(ev, supply)}: the loop does not wait for data "
+                    f"({waits}) but spends more of its time {doing} each batch than in the step.")
         if st.workers == 0 and level != "not input-bound":
             # Made in the loop between steps, batches take the loop's time rather than cap a
             # supply beside it: the wait share is the figure, not a rate.
             return f"{level.capitalize()} {words}, between steps ({waits})."
-        return f"{level.capitalize()} {words}, capping it at {rate(supply)} ({waits})."
+        more = f"; {_more_workers(ev)}" if part == "workers" else ""
+        return f"{level.capitalize()} {words}, capping it at {_capping(ev, supply)} ({waits}{more})."
     if kind == "balanced":
         return (f"Balanced: the loader can supply {rate(supply)} and the step take {rate(st.step_rate)}; neither "
                 f"alone limits ({waits}).")
-    return f"Compute-bound: the step ({ms(st.step_s)} a batch) is the limit and the loader keeps up ({waits})."
+    return f"Compute-bound: the step ({_step_text(ev, st)}) is the limit and the loader keeps up ({waits})."
 
 
 def _advice(kind: str, whatifs: Sequence) -> str:

@@ -10,17 +10,17 @@ what-if claims the worker count's own gain. A change that the run measured (both
 final, or both as bursts) says "measured", with the measured gain beside the predicted one.
 
 # NOTE [ What the run measured stands ]
-# A what-if asked along the ladder reads the model at worker counts the run may have measured. On
-# a workload of large float batches (results/benchmarks/README.md) the model, its worker terms unfitted (the bursts with workers
-# were stopped early, which calibrate nothing), read 10 workers at 5,385/s where a burst measured
-# 912/s and the final 15 workers at 868/s against the pick's 1,484/s at none: the uint8 what-if
-# then chose 10 workers and took its gain over the 5,385/s, a base the run had measured false,
-# while the pick the user runs is the one without workers. So at a count the run measured slower
+# A what-if asked along the ladder reads the model at worker counts the run may have measured. Where
+# the model's worker terms are unfitted (the bursts with workers were stopped early, which
+# calibrate nothing), it can read a worker count several times faster than a burst of it
+# measured, and the what-if would then take its gain over a base the run had measured false,
+# while the pick the user runs is another (results/benchmarks/README.md, "Evidence behind
+# mechanisms in the code", has the case). So at a count the run measured slower
 # than the model says (there, or at the nearest count it measured on the same side of the pick's:
 # ``_measured``, as the workers what-if reads it), the model's figure is scaled down to the
 # measured standing (``standing``): the unchanged ladder's best and every change's rate at that
 # count alike, since a change to the bytes, the CPUs or the step leaves the stage the model
-# misread there (the same change at 10 workers measured 912/s -> 3,809/s, the model's own 4x).
+# misread there.
 # The run measured faster than the model says raises nothing: the model's figure stands.
 """
 

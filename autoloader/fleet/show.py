@@ -16,7 +16,7 @@ from ..store.history import stored_picks
 from ..store.paths import result_files, result_path, split_study_name
 from ..store.records import DatasetRecord
 from ..store.result import TuneResult
-from ..tuning.progress import load_lines
+from ..explain.caveats import caveats, load_lines, profiled
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def result_text(result: TuneResult) -> str:
     if inputs is not None:
         lines.append(f"  {'step':<20} {(inputs.step_identity or inputs.step) or 'none'}"
                      + (f" (given as {inputs.step})" if inputs.step_identity and inputs.step else ""))
-    if result.knee is not None:
+    if result.knee is not None and profiled(result):
         lines.append(f"  {'worker knee':<20} stops paying at {result.knee.stops_paying}, peak at {result.knee.peak}")
     d = result.dataset
     if d is not None and d != DatasetRecord():
@@ -168,7 +168,11 @@ def result_text(result: TuneResult) -> str:
     if result.trials:
         held = " (warm start held)" if result.early_stop else ""
         lines.append(f"  {'trials':<20} {len(result.trials)}{held}")
-    lines += [f"  {'machine load' if i == 0 else '':<20} {t}" for i, t in enumerate(load_lines(result.load))]
+    # The table's and the page's caveats, from the same function: where the rate is from, the
+    # rule, the machine's load (a run's mark, which keeps the pick alone, has its load).
+    rows = caveats(result) if not result.partial else [("machine load", t) for t in load_lines(result.load)]
+    lines += [f"  {label if i == 0 or rows[i - 1][0] != label else '':<20} {text}"
+              for i, (label, text) in enumerate(rows)]
     threads = result.threads
     if threads is not None and threads.threads:
         lines.append(f"  {'main threads':<20} {threads.threads}"

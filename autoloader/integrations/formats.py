@@ -17,7 +17,7 @@ from ..search.knob import REQUIRED, Knob
 from ..search.settings import SETTINGS
 from ..search.space import LoaderConfig
 
-# The forms ``render`` (and ``--format``) knows.
+# The forms ``render`` knows: the one list (cli.py's ``--format`` choices read it).
 FORMATS = ("kwargs", "hf", "lightning")
 
 
@@ -113,7 +113,8 @@ def render(result: Any, form: str) -> str:
         return ", ".join(_keywords(training_arguments(result))) + "\n"
     if form == "lightning":
         return lightning_source(result)
-    raise usage(f"the format must be one of {', '.join(FORMATS)}", form, "pass --format kwargs, hf or lightning")
+    raise usage(f"the format must be one of {', '.join(FORMATS)}", form,
+                f"pass --format {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
 
 
 def _required() -> set[str]:

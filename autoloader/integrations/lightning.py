@@ -38,20 +38,106 @@ trainer=self.trainer, batch_size=64)`` is the same loader.
 
 from __future__ import annotations
 
-from . import require
-from .lightning_loader import tuned_dataloader
+from typing import Any
+
+from ..api import applying, best_loader
+from ..errors import usage
+from . import check_dataset, check_object, require
 
 __all__ = ["TunedDataModule", "tuned_dataloader"]
 
 
+def tuned_dataloader(dataset: Any, *, trainer: Any = None, batch_size: int | None = None, **options):
+    """``best_loader(dataset, batch_size=..., **options)`` for a Lightning ``trainer``: on its
+    device (``trainer.strategy.root_device``, unless ``device=`` is given) and, under DDP, tuned
+    by its ranks together (NOTE [ Lightning's ranks and samplers ] below). ``options`` are
+    ``best_loader``'s: ``budget=``, ``step=``, ``out=``, ..., and DataLoader arguments.
+
+    Args:
+        dataset: a Dataset, a factory of one, or a ``MODULE:ATTR`` spec.
+        trainer: the Lightning ``Trainer`` the loader is for, or None (then ``device=`` decides).
+        batch_size: the batch size (``best_loader()``'s default when None).
+        **options: ``best_loader()``'s arguments (``progress`` among them) and DataLoader arguments.
+
+    Returns:
+        A ``torch.utils.data.DataLoader`` with the tuned settings (under DDP, on this rank's shard).
+
+    Raises:
+        UsageError: the Trainer spans several nodes, or an input breaks a rule.
+        NoFeasibleConfig, AutoloaderError: as ``best_loader()`` does.
+    """
+    check_dataset(dataset, "tuned_dataloader(dataset)")
+    if trainer is not None:
+        check_object(trainer, "tuned_dataloader(trainer=)", "Lightning Trainer", ("strategy", "num_nodes"),
+                     "pass trainer=self.trainer from your LightningModule or DataModule, or leave trainer out "
+                     "(then pass device='cuda' or 'cpu')")
+        nodes = getattr(trainer, "num_nodes", 1)
+        if nodes > 1:
+            raise usage("autoloader tunes the ranks of one node together, and this Trainer spans several nodes",
+                        f"num_nodes={nodes}", "tune once with Trainer(num_nodes=1) on one node of the kind; the "
+                        "stored result then serves every node of that kind")
+        if "device" not in options:
+            kind = getattr(getattr(getattr(trainer, "strategy", None), "root_device", None), "type", None)
+            if kind in ("cuda", "cpu"):
+                options["device"] = kind
+    with applying("the Lightning train loader returned"):   # NOTE [ The closing line ] in api.py
+        return best_loader(dataset, batch_size=batch_size, **options)
+
+
 def __getattr__(name: str):
-    """``TunedDataModule`` on first use, so that importing this module needs no Lightning. It is a
-    module-level class of ``lightning_data`` (a class built inside a function cannot be pickled,
-    and ``strategy="ddp_spawn"`` pickles the datamodule to every rank)."""
+    """``TunedDataModule`` on first use, so that importing this module needs no Lightning."""
     if name == "TunedDataModule":
         require("lightning.pytorch", "lightning", "autoloader.integrations.lightning.TunedDataModule")
-        from .lightning_data import TunedDataModule
-
-        globals()[name] = TunedDataModule
-        return TunedDataModule
+        if "TunedDataModule" not in globals():
+            globals()["TunedDataModule"] = _data_module()
+        return globals()["TunedDataModule"]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# NOTE [ A class built on first use that pickles ]
+# ``TunedDataModule`` derives from Lightning's LightningDataModule, so defining it imports
+# Lightning, which importing this module must not need: it is built on first use (``__getattr__``)
+# and kept as this module's global. ``strategy="ddp_spawn"`` pickles the datamodule to each rank,
+# and pickle finds a class by its module and qualified name: the class says it is this module's
+# ``TunedDataModule``, and that name, looked up in a rank's fresh process, builds the same class.
+def _data_module() -> type:
+    import lightning.pytorch as lightning
+
+    from .formats import dataloader_kwargs
+
+    class TunedDataModule(lightning.LightningDataModule):
+        """A LightningDataModule whose train loader is tuned once per hardware and dataset
+        (this module's docstring). ``train_dataset``: a Dataset, a zero-argument factory
+        or a ``MODULE:ATTR`` spec, or None when ``setup()`` sets ``self.train_dataset``. ``options``:
+        ``best_loader``'s arguments (``budget``, ``step``, ``out``, ``version``, ...) and DataLoader
+        arguments (``collate_fn``, ``drop_last``, ...), used in every trial.
+
+        Args:
+            train_dataset: the train Dataset, factory or spec; None when ``setup()`` sets it.
+            batch_size: the batch size (``best_loader()``'s default when None).
+            **options: ``best_loader()``'s arguments and DataLoader arguments.
+
+        ``train_dataloader()`` returns the tuned DataLoader and sets ``self.settings`` (its
+        DataLoader settings); it raises UsageError when there is no train dataset."""
+
+        def __init__(self, train_dataset: Any = None, *, batch_size: int | None = None, **options):
+            super().__init__()
+            check_dataset(train_dataset, "TunedDataModule(train_dataset)", allow_none=True)
+            self.train_dataset = train_dataset
+            self.batch_size = batch_size
+            self.options = options
+            self.settings: dict | None = None   # the tuned DataLoader settings, once known
+
+        def train_dataloader(self):
+            if self.train_dataset is None:
+                raise usage("TunedDataModule needs a train dataset", None,
+                            "pass TunedDataModule(train_set, ...), or set self.train_dataset in setup()")
+            with applying("TunedDataModule's train loader"):   # NOTE [ The closing line ] in api.py
+                loader = tuned_dataloader(self.train_dataset, trainer=self.trainer, batch_size=self.batch_size,
+                                          **self.options)
+            self.settings = dataloader_kwargs(loader)
+            return loader
+
+    TunedDataModule.__module__ = __name__
+    TunedDataModule.__qualname__ = "TunedDataModule"
+    return TunedDataModule

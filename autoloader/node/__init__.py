@@ -24,7 +24,7 @@ Serves ``tuning.run`` (rank 0's run drives every rank through ``runner.NodeRunne
 #   its fingerprint (``-Nrank``), so single-rank and N-rank studies and results never mix. Each
 #   rank's memory guard gets the node's --max-memory // N, and a config's predicted /dev/shm is
 #   counted N times: the limits hold for the node, every rank's workers included.
-# * The control is the rule a user applies today on every rank: ``num_workers = node CPUs - 1``
+# * The rule is what a user applies today on every rank: ``num_workers = node CPUs - 1``
 #   per rank (the common rule is stated per node; nothing in it divides by the ranks), clipped to
 #   the space. That is the rule the tuner replaces, so the final measures it; the per-rank
 #   ``rank CPUs - 1`` is one of the configs the model may pick.
@@ -43,7 +43,7 @@ Serves ``tuning.run`` (rank 0's run drives every rank through ``runner.NodeRunne
 # * The rate. Synchronous training steps at the pace of its slowest rank, so a node trial's
 #   ``samples_per_s`` is the slowest rank's own rate (what the model predicts: one rank's loop,
 #   under the node's contention) and ``rank_samples_per_s`` lists every rank's; the node's rate
-#   is N x that, and the result's top-level figures (the pick's rate, the baseline, the control)
+#   is N x that, and the result's top-level figures (the pick's rate, the baseline, the rule)
 #   are the node's. Within a study N is fixed, so the search ranks configs alike either way.
 #   Memory figures are the largest rank's (each compared with its --max-memory // N), /dev/shm
 #   growth the largest seen (it is the node's), waits the longest.

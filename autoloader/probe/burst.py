@@ -33,10 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..search.burst_rule import BurstSettings
-
-# Two-sided 95% Student t quantiles for small sample counts (df = chunks - 1).
-_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
-        10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04}
+from ..search.paired import t95   # Student's t, one table for the house (df = blocks - 1)
 
 
 @dataclass(frozen=True)
@@ -55,16 +52,6 @@ class BurstMeasurement:
     window_end_wall: float
     pruned: bool = False
     lead_s: float = 0.0     # the first batch's end to the window's start: the first clump skipped
-
-
-def t95(df: int) -> float:
-    if df <= 0:
-        return math.inf
-    keys = sorted(_T95)
-    for key in keys:
-        if df <= key:
-            return _T95[key]
-    return 1.96
 
 
 def batch_size_of(batch: Any) -> int:

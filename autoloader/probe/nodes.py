@@ -7,7 +7,7 @@
 # defaults) is tuned like a Dataset: ``--dataset mod:attr`` or tune()'s first argument. Its own
 # settings are read off the graph it gives (``NodesGraph``: the ParallelMapper nearest the root,
 # the Prefetcher and PinMemory above it, the Batcher's batch size) and measured in the final as
-# the control (search/nodes.py), where the DataLoader's cpus-1 rule stands.
+# the rule (search/nodes.py), in the place of the DataLoader's cpus-1 rule.
 # A trial's graph is built per config:
 #   a keyword factory is called with the config's values for the keywords it takes (the others
 #   stay the graph's): the user's own code builds it, so any node works; the robust way;

@@ -13,8 +13,7 @@ import time
 # the first time it imports it, and later interpreters load that. Where no cache can be written
 # (PYTHONDONTWRITEBYTECODE=1, common in container images, with packages installed by a tool that
 # does not compile them, uv's default; or a read-only install), every fresh interpreter compiles
-# torch's and torchvision's thousands of modules again, seconds of every start (the GPU bench's
-# machine is one: results/benchmarks/README.md has its figures).
+# torch's and torchvision's thousands of modules again, seconds of every start.
 # The trial process is such an interpreter, started by every tune (and again after a crash), so
 # after its imports it looks for the bytecode of the packages that cost the most, and the tune
 # says which it compiled and how to compile them once, beside their sources (read whatever

@@ -30,6 +30,8 @@ import multiprocessing
 import time
 from typing import Any, Callable
 
+from ..search.shards import LIBRARIES
+
 # Samples digested a worker (the first it makes), and the values of a tensor a digest reads.
 DIGESTS = 32
 DIGEST_ELEMENTS = 4096
@@ -45,20 +47,24 @@ def shard_count(dataset: Any) -> tuple[int, str] | None:
     """(the shards an iterable dataset says it has, where it says so), or None: ``num_shards``
     or ``n_shards`` (Hugging Face datasets' IterableDataset, and any stream that names them),
     or the shard list a webdataset pipeline starts from (not a resampled one, which draws
-    shards at random for ever)."""
+    shards at random for ever). Where, under the library the dataset's class comes from when it
+    is one the advice knows ("datasets.IterableDataset.n_shards", "webdataset.WebDataset's
+    SimpleShardList"), so that the advice names that library's own fix (search/shards.py)."""
+    root = (type(dataset).__module__ or "").split(".", 1)[0]
+    where = f"{root}." if root in LIBRARIES else ""
     for name in ("num_shards", "n_shards"):
         try:
             value = getattr(dataset, name, None)
         except Exception:  # noqa: BLE001 - a property of the user's that raised says nothing
             continue
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value, f"{type(dataset).__name__}.{name}"
+            return value, f"{where}{type(dataset).__name__}.{name}"
     stages = getattr(dataset, "pipeline", None)
     if isinstance(stages, list) and stages:
         first = stages[0]
         urls = getattr(first, "urls", None)
         if isinstance(urls, (list, tuple)) and urls and "Resampled" not in type(first).__name__:
-            return len(urls), f"{type(dataset).__name__}'s {type(first).__name__}"
+            return len(urls), f"{where}{type(dataset).__name__}'s {type(first).__name__}"
     return None
 
 

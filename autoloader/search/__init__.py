@@ -20,7 +20,7 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
   of float32, as the profile timed the change;
 - ``policy``: every threshold a decision uses, a line each on why; ``codec``: the stored records'
   one reader and writer (each record declared once, its fields checked as they are read);
-- ``nodes``: a torchdata.nodes graph's own settings, its control, its space and its snippet.
+- ``nodes``: a torchdata.nodes graph's own settings, its rule, its space and its snippet.
 """
 
 # The folder's public face: the modules other folders (and users) import from it; the others are

@@ -1,6 +1,6 @@
 """Who wins the interleaved final.
 
-The final re-measures the few configs the search put forward (model_first.py), the control among
+The final re-measures the few configs the search put forward (model_first.py), the rule among
 them, in one process, interleaved (A B C A B C ...), so drift hits them alike; the pick is the
 cheapest config that ties the best median over the paired rounds. Pure functions over measured
 records.
@@ -116,11 +116,11 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
     too: ``Finalist.round_median``): within FINAL_TIE, within KEEPS_UP_TIE
     when both keep up and are of one kind (NOTE [ Keeping up ]), or within DISAGREE_TIE when a
     round put it level with the best or ahead (NOTE [ Rounds that disagree ]). Without a final,
-    the cheapest config within noise of the best burst, or, when the control was measured, the
+    the cheapest config within noise of the best burst, or, when the rule was measured, the
     bursts taken as a final of one round.
 
     ``control``: the rule the tuner replaces, when the final measured it. A final of a single
-    round shows no spread, so nothing in it can be told from noise: the control stands unless
+    round shows no spread, so nothing in it can be told from noise: the rule stands unless
     another finalist reads more than SINGLE_ROUND_MARGIN above it.
 
     ``widen``: how much the ties widen on a busy machine (``MachineLoad.widen``, LOAD_TIE a share
@@ -132,7 +132,7 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
         if control is None or not any(t.config == control for t in ok):
             best = best_of(history)
             return Finalist(best.config, trial=best)
-        # No time was left for a final: the bursts are one round, the control among them.
+        # No time was left for a final: the bursts are one round, the rule among them.
         finals = [Finalist(t.config, (t.samples_per_s,), (t.wait_fraction,) if t.wait_fraction is not None else (), t)
                   for t in ok]
     reference = next((f for f in finals if f.config == control), None)
@@ -216,7 +216,7 @@ def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence
     of the two was kept when they could not be told apart. ``history``: the search's bursts, for
     a run with no final where both were burst (NOTE [ A final that can settle ] in tuning/final.py)."""
     if rule is None:
-        return "not measured against the rule: this search holds no control"
+        return "not measured against the rule: this search holds no rule"
     control = finalist_of(rule, finals)
     if pick == rule:
         best = challenger(finals, rule)
@@ -224,7 +224,9 @@ def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence
             return "the pick is the rule's config: no final between a pick and itself"
         ratio = paired(best, control)
         if ratio is None or not ratio.judged:
-            return f"the pick is the rule's config; {best.config.key} met it in one round: not judged"
+            # The one round's figure said, so that "not judged" never hides a challenger far behind.
+            read = f" and read {ratio.ratio:.2f}x of it" if ratio is not None else ""
+            return f"the pick is the rule's config; {best.config.key} met it in one round{read}: not judged"
         tie = ratio.within() or not (ratio.faster or ratio.slower)
         kept = ": the cheaper of the two kept" if tie and rule.cost() <= best.config.cost() else ""
         return f"the pick is the rule's config; {best.config.key} was {compared(ratio, 'it')}{kept}"

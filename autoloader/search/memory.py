@@ -9,7 +9,7 @@ and the /dev/shm room it has, and hands ``fits`` to the strategy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .codec import Stored, stored
 from .growth import Growth
@@ -157,32 +157,11 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
     own = method_cost(methods, config.multiprocessing_context) if config.multiprocessing_context else None
     if own is not None:
         return _method_forecast(config, own, runner_uss, runner_pss, sample_bytes, history, length, epoch_samples)
-    def samples(c) -> int:
-        return batch_samples(c.batch_size, length)
-
-    def in_flight(c) -> int:   # the batches in /dev/shm and in the loop's hands
-        return (c.num_workers * (c.prefetch_factor or 0) + 2) * sample_bytes * samples(c)
-
-    def pinned(c, trial: TrialResult | None = None) -> int:   # NOTE [ Pinned batches ]
-        if trial is not None and trial.pinned_bytes is not None:
-            return trial.pinned_bytes
-        return pinned_bytes(c, sample_bytes * samples(c), history)
-
     if growth is not None:
         growth = growth.with_bursts(burst_readings(history, sample_bytes, length))
     grows = growth is not None and growth.found
-    per_worker, measured = [], []
-    for trial in history:
-        c = trial.config
-        peak, base = ((trial.peak_pss_bytes, runner_pss) if trial.peak_pss_bytes
-                      else (trial.peak_host_bytes, runner_uss))
-        if c == config and trial.peak_pss_bytes:
-            measured.append(trial.peak_pss_bytes)
-        if peak and c.num_workers > 0:
-            over = max(0, peak - base - in_flight(c) - pinned(c, trial)) / c.num_workers
-            if grows:
-                over = max(0.0, over - growth.copied(burst_samples(trial), shuffled))
-            per_worker.append(over)
+    tree = _Tree(config, runner_uss, runner_pss, sample_bytes, history, length)
+    per_worker = tree.per_worker(lambda trial: growth.copied(burst_samples(trial), shuffled) if grows else 0.0)
     overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else worker_prior
     workers = config.num_workers
     basis, copied, epoch_copied, share = MEASURED_PEAK, 0.0, 0.0, 0
@@ -192,9 +171,8 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
         epoch_copied = growth.copied(epoch / workers, shuffled)
         copied = growth.run_copied(epoch, workers, config.persistent_workers, shuffled)
         basis = KEPT_WORKERS if config.persistent_workers and shuffled else EPOCH_END
-    pinned_now = pinned(config)
-    host = runner_pss + workers * (overhead + copied) + in_flight(config) + pinned_now
-    shm = workers * (config.prefetch_factor or 0) * sample_bytes * samples(config)
+    pinned_now = tree.pinned(config)
+    host, shm = tree.host_shm(overhead, copied, pinned_now)
     # Per worker in USS, where the profile read its workers': a worker's own memory is the most
     # any reading showed beside its copies (the bursts' workers ran longer than the profile's).
     staged = growth is not None and workers > 0
@@ -205,8 +183,7 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
     return MemoryForecast(config, basis, int(host), int(shm), int(overhead), int(copied), int(epoch_copied), share,
                           worker_bytes=int(own + epoch_copied) if staged else None,
                           run_worker_bytes=int(own + copied) if staged else None,
-                          measured_peak_bytes=max(measured) if measured else None, growth=growth,
-                          pinned_bytes=pinned_now)
+                          measured_peak_bytes=tree.measured_peak(), growth=growth, pinned_bytes=pinned_now)
 
 
 def _method_forecast(config: LoaderConfig, own: MethodCost, runner_uss: int, runner_pss: int, sample_bytes: int,
@@ -215,41 +192,66 @@ def _method_forecast(config: LoaderConfig, own: MethodCost, runner_uss: int, run
     a worker's own memory (its unpickled dataset in it) from its start, and the growth its
     readings rose by, over its share of an epoch; its own bursts' peaks, where they ran, for the
     rest of the tree as for the default's."""
-    def samples(c) -> int:
-        return batch_samples(c.batch_size, length)
-
-    def in_flight(c) -> int:
-        return (c.num_workers * (c.prefetch_factor or 0) + 2) * sample_bytes * samples(c)
-
-    def pinned(c, trial: TrialResult | None = None) -> int:
-        if trial is not None and trial.pinned_bytes is not None:
-            return trial.pinned_bytes
-        return pinned_bytes(c, sample_bytes * samples(c), history)
-
-    per_worker, measured = [], []
-    for trial in history:
-        c = trial.config
-        peak, base = ((trial.peak_pss_bytes, runner_pss) if trial.peak_pss_bytes
-                      else (trial.peak_host_bytes, runner_uss))
-        if c == config and trial.peak_pss_bytes:
-            measured.append(trial.peak_pss_bytes)
-        if peak and c.num_workers > 0:
-            over = max(0, peak - base - in_flight(c) - pinned(c, trial)) / c.num_workers
-            per_worker.append(max(0.0, over - own.copied(burst_samples(trial))))
+    tree = _Tree(config, runner_uss, runner_pss, sample_bytes, history, length)
+    per_worker = tree.per_worker(lambda trial: own.copied(burst_samples(trial)))
     overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else own.worker_pss_bytes
     workers = config.num_workers
     epoch = epoch_samples or length or 0
     share = epoch // workers if workers else 0
     copied = own.copied(epoch / workers) if workers else 0.0
     basis = EPOCH_END if copied > 0 else MEASURED_PEAK
-    pinned_now = pinned(config)
-    host = runner_pss + workers * (overhead + copied) + in_flight(config) + pinned_now
-    shm = workers * (config.prefetch_factor or 0) * sample_bytes * samples(config)
+    pinned_now = tree.pinned(config)
+    host, shm = tree.host_shm(overhead, copied, pinned_now)
     flat = max([own.worker_uss_bytes] + [u - own.copied(n) for n, u in burst_readings(history, sample_bytes, length)])
     return MemoryForecast(config, basis, int(host), int(shm), int(overhead), int(copied), int(copied), share,
                           worker_bytes=int(flat + copied) if workers else None,
                           run_worker_bytes=int(flat + copied) if workers else None,
-                          measured_peak_bytes=max(measured) if measured else None, pinned_bytes=pinned_now)
+                          measured_peak_bytes=tree.measured_peak(), pinned_bytes=pinned_now)
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """The process tree's parts both forecasts count alike: the batches in flight, the pinned
+    ones, and each measured burst's per-worker overhead (its peak less the runner and the batches,
+    over its workers, less what ``copied`` says each worker had copied by the burst's end)."""
+
+    config: LoaderConfig
+    runner_uss: int
+    runner_pss: int
+    sample_bytes: int
+    history: Sequence[TrialResult]
+    length: int | None
+
+    def samples(self, c: LoaderConfig) -> int:
+        return batch_samples(c.batch_size, self.length)
+
+    def in_flight(self, c: LoaderConfig) -> int:   # the batches in /dev/shm and in the loop's hands
+        return (c.num_workers * (c.prefetch_factor or 0) + 2) * self.sample_bytes * self.samples(c)
+
+    def pinned(self, c: LoaderConfig, trial: TrialResult | None = None) -> int:   # NOTE [ Pinned batches ]
+        if trial is not None and trial.pinned_bytes is not None:
+            return trial.pinned_bytes
+        return pinned_bytes(c, self.sample_bytes * self.samples(c), self.history)
+
+    def per_worker(self, copied: Callable[[TrialResult], float]) -> list[float]:
+        out = []
+        for trial in self.history:
+            c = trial.config
+            peak, base = ((trial.peak_pss_bytes, self.runner_pss) if trial.peak_pss_bytes
+                          else (trial.peak_host_bytes, self.runner_uss))
+            if peak and c.num_workers > 0:
+                over = max(0, peak - base - self.in_flight(c) - self.pinned(c, trial)) / c.num_workers
+                out.append(max(0.0, over - copied(trial)))
+        return out
+
+    def measured_peak(self) -> int | None:
+        measured = [t.peak_pss_bytes for t in self.history if t.config == self.config and t.peak_pss_bytes]
+        return max(measured) if measured else None
+
+    def host_shm(self, overhead: float, copied: float, pinned_now: int) -> tuple[float, int]:
+        c = self.config
+        host = self.runner_pss + c.num_workers * (overhead + copied) + self.in_flight(c) + pinned_now
+        return host, c.num_workers * (c.prefetch_factor or 0) * self.sample_bytes * self.samples(c)
 
 
 def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history,

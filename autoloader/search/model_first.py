@@ -9,13 +9,13 @@ not yet measured:
 1. no workers: the baseline, and the cleanest reading of one batch's cost, with no other
    process competing (when the model's pick over all configs does not fit in memory, it comes
    first, and the run records it unrun: that tells the user what the limit costs);
-2. the control: the rule the tuner replaces (``heuristic_config``), so the final can compare
+2. the rule: the config the tuner replaces (``heuristic_config``), so the final can compare
    against it and the tuner never hands back less than the rule without knowing it. It comes
    before the model's pick because it is measured whatever the pick is, and its burst corrects
    the terms of the stages a pipeline with workers adds (the pin thread, the workers) before
-   the pick is asked for: on the GPU bench the profile's pick rested on a pin thread that ran
-   2-6x slower with a dozen workers busy than the profile had timed it, and measuring it first
-   spent a burst (24 s at 40 workers) on a config the rule's burst alone would have ruled out;
+   the pick is asked for: the profile times the pin thread alone, and with a dozen workers busy
+   beside it it can run several times slower, so a pick resting on it, measured first, spends a
+   long burst of many workers on a config the rule's burst alone would have ruled out;
 3. the model's pick: the cheapest config predicted within PREDICTED_TIE of the best prediction
    (cheapest over a whole run: ``LoaderConfig.cost``) among those whose memory fits, under the
    terms the bursts so far corrected;
@@ -31,13 +31,13 @@ not yet measured:
 
 When the corrected model's pick is measured and no prediction near the best is in doubt, the
 search ends: the profile left no doubt. The final (choice.py) then re-measures the pick and the
-control interleaved, and the cheapest that ties the best median over the paired rounds (the
+rule interleaved, and the cheapest that ties the best median over the paired rounds (the
 opening's too) wins. Beside them only the headroom probe (NOTE [ Headroom ]) and a config whose
 burst read past SINGLE_ROUND_MARGIN above the pick's (the best burst, the fastest prediction): a
 closer reading is within what one burst's rate moves, and each finalist costs every round its
-start, its lead and its window (on the GPU bench a third finalist of 56 workers beside the
-pick's 48, their bursts 1% apart, took 7 of a final's 20 s). The control is always among the finalists unless it could not run: a burst of it
-stopped early is no reason to leave the rule out.
+start, its lead and its window (a third finalist of many workers, its burst a percent from the
+pick's, adds its whole reading to every round). The rule is always among the finalists unless
+it could not run: a burst of it stopped early is no reason to leave the rule out.
 
 NOTE [ Headroom ]
 Where the step sets the pace the predicted curve is flat from few workers on, and the cheapest
@@ -125,7 +125,7 @@ def lacks_headroom(prediction: Prediction) -> bool:
 
 class ModelFirst(Strategy):
     """Proposes from the model; ``fits(config)`` says whether a config's memory is predicted to fit.
-    ``control_cpus``: the CPUs the control's rule counts, when not ``cpus`` (one rank of a node
+    ``control_cpus``: the CPUs the rule counts, when not ``cpus`` (one rank of a node
     counts the node's: NOTE [ Tuning a node's ranks ] in node/__init__.py)."""
 
     def __init__(self, space: SearchSpace, model: Model, cpus: int,
@@ -210,8 +210,8 @@ class ModelFirst(Strategy):
         # The best config whatever its memory comes first when it does not fit: the run records it
         # as predicted past the limit (never run), which tells the user what the limit costs. One
         # that fits is no such record: the cheapest within the tie of a top that does not fit can
-        # itself fit and differ from the pick of those that do (on the GPU bench a 48-worker burst
-        # of 28 s ran first, and the run ended on it, with neither the baseline nor the rule).
+        # itself fit and differ from the pick of those that do, and run first a long burst that
+        # can end the run before the baseline and the rule are measured.
         best_any = self.pick(everything).config
         plan = [] if self.fits(best_any, history) else [best_any]
         plan.append(self.space.default_config(0))
@@ -269,9 +269,8 @@ class ModelFirst(Strategy):
         # Of those, the cheapest: its own range clears the pick, so its burst corrects a term
         # that range rests on (the workers', the main process's or the pin thread's, which the
         # configs near the best mostly share), and a burst of fewer workers costs less (their
-        # start, the cycles its window must hold). On the GPU bench the most workers of two dozen
-        # tied predictions (64, four a CPU) cost a 12 s burst, and the final it left no time for
-        # was not begun.
+        # start, the cycles its window must hold): the most workers of many tied predictions
+        # costs the longest burst, and can leave the final no time to begin.
         pick = self.pick(now)
         best = max(now, key=lambda p: p.samples_per_s)
         near = sorted((p for p in now if p.samples_per_s >= best.samples_per_s * (1.0 - UNCERTAIN_NEAR)
@@ -285,7 +284,7 @@ class ModelFirst(Strategy):
         """Who the final re-measures: of the configs measured in full, the corrected model's pick,
         its headroom probe where the step sets the pace, and its fastest prediction among them and
         the best burst where their burst read past SINGLE_ROUND_MARGIN above the pick's; and the
-        control (last), unless it failed or broke a limit."""
+        rule (last), unless it failed or broke a limit."""
         # A config measured while it fitted stays out once the memory predicted for a run no
         # longer fits (the bursts since taught the per-worker overhead).
         ok = self._measured(history)
@@ -306,7 +305,7 @@ class ModelFirst(Strategy):
         challengers = [c for c in others if best_burst(ok, c) > mine * (1.0 + SINGLE_ROUND_MARGIN)]
         chosen = [pick.config, *probed, *challengers]
         unique = [c for c in dict.fromkeys(chosen) if c != self.control][:MAX_FINALISTS - 1]
-        # The control always, last (where the run keeps it when time is short), unless it could
+        # The rule always, last (where the run keeps it when time is short), unless it could
         # not run: stopped early or not yet measured, the final measures it in full.
         if not any(t.config == self.control and t.status != OK for t in history):
             unique.append(self.control)

@@ -1,4 +1,4 @@
-"""A torchdata.nodes graph as the search sees it: its own settings, the control they make, the
+"""A torchdata.nodes graph as the search sees it: its own settings, the rule they make, the
 space its knobs span, and the source that builds the tuned graph. Pure: no torch, no torchdata.
 
 NOTE [ Tuning a torchdata.nodes graph ] in probe/nodes.py says how a trial builds the graph.
@@ -52,7 +52,7 @@ class NodesGraph(Stored):
 
 
 def graph_control(graph: NodesGraph, batch_size: int, cuda: bool) -> LoaderConfig:
-    """The graph as the user built it, measured in the final as the control (the DataLoader's
+    """The graph as the user built it, measured in the final as the rule (the DataLoader's
     cpus-1 rule's place): its workers, method, order, cap, depth (2 where it has no Prefetcher:
     the trial's graph always ends in one) and pinning (only on CUDA, where PinMemory runs)."""
     return LoaderConfig.make(batch_size=batch_size, num_workers=graph.num_workers, loader=NODES,
@@ -61,8 +61,8 @@ def graph_control(graph: NodesGraph, batch_size: int, cuda: bool) -> LoaderConfi
 
 
 def graph_space(space: SearchSpace, graph: NodesGraph, control: LoaderConfig) -> SearchSpace:
-    """``space`` (a nodes space) holding the control's values, and only them for a knob a factory
-    does not take; its worker ladder reaching the control's workers."""
+    """``space`` (a nodes space) holding the rule's values, and only them for a knob a factory
+    does not take; its worker ladder reaching the rule's workers."""
     choices = dict(space.choices)
     for name, values in list(choices.items()):
         own = control[name]

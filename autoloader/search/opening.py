@@ -9,9 +9,8 @@ come one after another (NOTE [ Model first ] in model_first.py), each a fresh Da
 same trial process, as the final's are. Where the finalists' bursts lie that close together they
 are a round of the final already, the opening one, and the final's paired comparisons count it:
 two final rounds then give three pairs, not two (t95 4.30 instead of 12.7: an interval a third as
-wide), which on the GPU bench is the difference between a final that settles the pick against the
-rule and one that never does (two rounds each leave intervals of ±100% and more there: the
-evidence is in results/benchmarks/README.md).
+wide), which on a workload whose rounds scatter is the difference between a final that settles the
+pick against the rule and one that never does.
 
 The bursts count only where a final round could have measured them so:
 
@@ -29,10 +28,9 @@ have the same window, so the ratio is like for like. The rule's search burst is 
 early for being behind (tuning/run.py): its full reading is the opening's other half. The
 opening serves the pairs and the choice: the final's pick ranks the finalists by their median
 over every round, the opening's too (``Finalist.round_median``). With two final rounds the
-final's own median is their mean, and one disturbed reading decides it: on the GPU bench a
-no-worker pick read 1,354/s in the opening, 367/s and 1,307/s in the final, the rule 768, 986
-and 775/s, and the final's medians (837 and 880/s) handed back the rule (its median over the
-rounds: 775/s against the pick's 1,307/s). A finalist's ``median`` (what the report shows)
+final's own median is their mean, and one disturbed reading decides it (a pick read once far
+below its other readings hands back the rule); the median over the three rounds, the opening's
+too, outvotes that one reading. A finalist's ``median`` (what the report shows)
 stays that of its final rounds, so the model's predictions, which the bursts corrected, are
 still checked against readings it was not fitted to.
 """

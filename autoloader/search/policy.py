@@ -116,7 +116,7 @@ FINAL_RESERVE_SHARE = 0.5
 # (fewer workers, shallower prefetch, no pinning).
 FINAL_TIE = 0.02
 # A final of one round (a small budget, slow finalists) shows no spread: another finalist must read
-# this much above the control to be handed back instead, since one burst's rate moves by more.
+# this much above the rule to be handed back instead, since one burst's rate moves by more.
 SINGLE_ROUND_MARGIN = 0.10
 # A config that keeps up ties a best that keeps up too and reads up to this share more, when both
 # are of one kind (same_kind): their gap is the consumer's noise, not loader capacity.

@@ -89,7 +89,11 @@ class Profile(Stored):
     uint8: Uint8Cost | None = stored(None, sparse=True)
     # Each stage's wall seconds, in order (the module docstring of probe/profiler.py names them):
     # where the profile's time went. Empty in older records.
-    stage_s: tuple[tuple[str, float], ...] = stored((), then=("sample_quantiles",))
+    stage_s: tuple[tuple[str, float], ...] = ()
+    # False for the stand-in made from the set-up's one batch when the profile could not be
+    # measured (tuning/measured.py's ``fallback_profile``): the model has no curve to draw from it,
+    # so no figure is predicted and no knee found.
+    measured: bool = stored(True, then=("sample_quantiles",))
 
     @property
     def batch_bytes(self) -> int:

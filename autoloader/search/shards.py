@@ -18,12 +18,39 @@ from .results import OK, TrialResult
 # Of the samples digested, this share made by another worker too is a stream read whole by each.
 DUPLICATE_SHARE = 0.5
 
-SHARD_FIX = ("shard the stream by worker: in __iter__, read every num_workers-th item (or file) from the id "
-             "torch.utils.data.get_worker_info() gives; for a Hugging Face dataset, stream it from as many files "
-             "as workers (to_iterable_dataset(num_shards=K)) and split it across ranks with "
-             "datasets.distributed.split_dataset_by_node; for webdataset, keep its split_by_worker")
+# The libraries a stream's shards are read from, by the package its class comes from
+# (probe/shards.py's ``shard_count`` names it first in ``shards_from``): each has its own fix.
+LIBRARIES = {"datasets": "Hugging Face", "webdataset": "webdataset", "torchdata": "torchdata", "litdata": "litdata"}
+_SHARD_FIXES = {
+    "Hugging Face": ("stream it from as many files as workers (to_iterable_dataset(num_shards=K)) and split it "
+                     "across ranks with datasets.distributed.split_dataset_by_node"),
+    "webdataset": "keep wds.split_by_worker in its pipeline (WebDataset does by default; a DataPipeline needs it)",
+    "torchdata": "read every num_workers-th item in each worker, from the id torch.utils.data.get_worker_info() gives",
+    "litdata": "let StreamingDataset split its chunks by worker (its default): do not wrap it in a stream of your own",
+}
+_MORE_SHARDS = {
+    "Hugging Face": "to_iterable_dataset(num_shards=K), or more data files",
+    "webdataset": "write it as more, smaller .tar shards (wds.ShardWriter with a smaller maxcount)",
+    "torchdata": "split its source into more files",
+    "litdata": "optimize it into more chunks (a smaller chunk_size)",
+}
+GENERIC_SHARD_FIX = ("shard the stream by worker: in __iter__, read every num_workers-th item (or file) from the id "
+                     "torch.utils.data.get_worker_info() gives")
 IDLE_FIX = ("use no more workers than the stream has shards, or reshard it to K files (K at least the workers: "
             "a multiple of them keeps every worker busy to the end)")
+
+
+def library(shards_from: str | None) -> str | None:
+    """The library a stream's shards come from ("Hugging Face", "webdataset"...), or None."""
+    root = (shards_from or "").split(".", 1)[0]
+    return LIBRARIES.get(root)
+
+
+def shard_fix(shards_from: str | None) -> str:
+    """How to shard a stream read whole by every worker, in its library's own words."""
+    lib = library(shards_from)
+    return GENERIC_SHARD_FIX + (f"; for {lib}: {_SHARD_FIXES[lib]}" if lib else "")
+
 
 
 def worker_cap(shards: int | None, max_workers: int) -> int:
@@ -124,7 +151,8 @@ class Stream(Stored):
 
     def lines(self) -> list[str]:
         """The findings, one line each with its fix (the table's and the report's)."""
-        lines = [f"{f.text}. Fix: {f.fix}" for f in self.findings]
+        lines = [f"{f.text}. Fix: {f.fix}" if f.fix else
+                 f"{f.text}; they cover the CPUs the workers can use, so no more are needed" for f in self.findings]
         if not lines and self.shards:
             lines.append(f"the stream has {self.shards} shards ({self.shards_from}): no more than the "
                          f"{self.max_workers} workers searched, each of which delivered")
@@ -132,10 +160,11 @@ class Stream(Stored):
 
 
 def stream_record(shards: int | None, shards_from: str | None, uncapped: int,
-                  history: Sequence[TrialResult], profile=None) -> Stream | None:
+                  history: Sequence[TrialResult], profile=None, cpus: float | None = None) -> Stream | None:
     """The result's ``Stream``, from the shards the dataset said it has, the cap, and what the
     profile's stream stage and the trials counted. None for a stream with nothing to say (a
-    map-style dataset is not asked about)."""
+    map-style dataset is not asked about). ``cpus``: the usable CPUs; a stream of as many shards
+    is told no fix for more workers, which could not run at once."""
     readings = [r for r in [profile_reading(profile), *map(trial_reading, history)] if r is not None]
     dup = [r for r in readings if r.duplicated]
     idle = [r for r in readings if r.idle]
@@ -146,14 +175,14 @@ def stream_record(shards: int | None, shards_from: str | None, uncapped: int,
             f"the stream has {shards} shard{'s' * (shards != 1)} ({shards_from}): a worker past the "
             f"{shards} gets none to read and delivers nothing, so the rate is flat past {shards} workers; the "
             f"search stopped at {cap} (of the {uncapped} it would try) and the curve ends there"),
-            ("to use more workers, reshard the stream to more files (Hugging Face: "
-             "to_iterable_dataset(num_shards=K), or more data files)")))
+            _more_shards(shards, shards_from, cpus)))
     if dup:
         worst = max(dup, key=lambda r: r.duplicate_share)
         findings.append(StreamFinding("duplicates", (
             f"every worker reads the whole stream: with {worst.workers} workers {worst.duplicate_share:.0%} of the "
             f"samples digested were made by another worker too ({', '.join(r.who for r in dup)}), so a loader "
-            "with workers hands the loop each sample once per worker and its rate counts the copies"), SHARD_FIX))
+            "with workers hands the loop each sample once per worker and its rate counts the copies"),
+            shard_fix(shards_from)))
     if idle:
         most = max(idle, key=lambda r: r.idle)
         findings.append(StreamFinding("idle", (
@@ -163,6 +192,18 @@ def stream_record(shards: int | None, shards_from: str | None, uncapped: int,
         return None
     return Stream(shards, shards_from, cap, uncapped, tuple(r.who for r in dup), tuple(r.who for r in idle),
                   tuple(findings))
+
+
+def _more_shards(shards: int, shards_from: str | None, cpus: float | None) -> str:
+    """The fix for a stream of fewer shards than the search would try: more shards, in its
+    library's words, where more workers could run at once; "" where its shards already cover
+    the usable CPUs (no fix: more workers would only share them)."""
+    if cpus is not None and shards >= cpus:
+        return ""
+    lib = library(shards_from)
+    how = f" ({lib}: {_MORE_SHARDS[lib]})" if lib else ""
+    up_to = f", up to the {cpus:g} usable CPU{'s' * (cpus != 1)}" if cpus is not None else ""
+    return f"to use more workers{up_to}, reshard the stream to more files{how}"
 
 
 def stream_lines(stream: Stream | None) -> list[str]:

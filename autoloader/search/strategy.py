@@ -1,7 +1,7 @@
 """Choosing the next config, kept apart from running it (the run measures what is chosen).
 
 A strategy answers everything the run asks of the search: what to measure next, who the final
-re-measures, the control it holds the pick against, the efficiency terms the bursts fitted, the
+re-measures, the rule it holds the pick against, the efficiency terms the bursts fitted, the
 worker curve for the knee, and whether it stopped before its plan did.
 """
 
@@ -20,7 +20,7 @@ class Strategy(abc.ABC):
     state between calls but its construction: a resumed run hands it the stored history and it
     picks up where the killed run was."""
 
-    # The rule the tuner replaces, which the final measures beside the pick (None: no control).
+    # The rule the tuner replaces, which the final measures beside the pick (None: no rule).
     control: LoaderConfig | None = None
     # Set when the search ended before its plan did, because what it measured settled the answer.
     stopped_early: bool = False
@@ -40,7 +40,7 @@ class Strategy(abc.ABC):
 
     @abc.abstractmethod
     def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
-        """Who the interleaved final re-measures, the control last when it is among them."""
+        """Who the interleaved final re-measures, the rule last when it is among them."""
 
     @abc.abstractmethod
     def calibration(self, history: Sequence[TrialResult]) -> Calibration:
@@ -54,7 +54,7 @@ class Strategy(abc.ABC):
 
     def model_pick(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
         """The config the strategy itself would pick from ``history``, before the final (None
-        when it does not say): a pick that is the control needs no final against it."""
+        when it does not say): a pick that is the rule needs no final against it."""
         return None
 
     def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:

@@ -3,35 +3,27 @@
 # NOTE [ A quarter of the bytes ]
 # uint8 pixels hold a quarter of float32's bytes, and the what-if (explain/whatif.py) once scaled
 # every cost that moves bytes (collate, receive, pin, copy) to a quarter. Not every such cost is
-# its bytes (results/benchmarks/README.md has the measurement). Float batches of 192 MiB at
-# num_workers=0 with pin_memory on a GPU, five paired rounds: the float32 batch took 47.9 ms, 46.6 of them in next() (the loop's collate
-# and pin) and 3.8 in the step (the copy to the device); the uint8 batch 16.3 ms, 15.7 in next()
-# and 1.4 in the step: the loop's host work shrank 2.97x and the step 2.8x, not 4x (``python -m
-# scripts.bench whatif-replay`` reads this off the records: each burst's wait and consumer shares
-# of its batch). The samples' own work was not it: 0.23 ms a batch, 64 views of an in-memory pool
-# either way. What does not shrink is what a batch costs per sample and per call rather than per
-# byte (the loop collates with all its intra-op threads, a parallel copy per sample, each with its
-# start and join: likely the most of it; a copy to the device is a call), and the step's new work:
-# converting every element back to float32 on the device (``x.float().div_(255)``: 4 bytes
-# written per element).
-# With 10 workers, whose collate runs on one thread each, the same change read 912/s (a burst)
-# -> 3,809/s (the bench), 4.2x: the bytes held there.
+# its bytes: what a batch costs per sample and per call rather than per byte does not shrink (the
+# loop collates with all its intra-op threads, a parallel copy per sample, each with its start
+# and join; a copy to the device is a call), and the step gets new work: converting every element
+# back to float32 on the device (``x.float().div_(255)``: 4 bytes written per element). A
+# worker's collate, on one thread, is closer to its bytes. (``python -m scripts.bench
+# whatif-replay`` reads each side's shares off a run's records; the measurements are in
+# results/benchmarks/README.md, "Evidence behind mechanisms in the code".)
 # So where a batch is large enough for the what-if (BYTES_MATTER) and holds float32 tensors, the
 # profile times the change itself on the run's own samples (probe/uint8.py): each float32 tensor
 # seen as a uint8 tensor of the same shape (a view of its first quarter of bytes: no copy, the
 # same memory), collated with the loop's threads and with one (a worker's), against the float32
-# samples in alternating pairs (a lone collate reads far above its steady cost: hugefloat's
-# profile read 89 ms where the thread pairs read 37, so each side is timed warm beside the other,
-# its least time kept); the uint8 batch pinned and copied to the device,
+# samples in alternating pairs (a lone collate reads far above its steady cost, so each side is
+# timed warm beside the other, its least time kept); the uint8 batch pinned and copied to the device,
 # pinned and pageable, each warm as the float32 batch's were; and its conversion to float32 where
 # the step runs (the device, or the loop's CPU threads off CUDA). The what-if scales each cost by
 # the ratio measured and adds the conversion to the step; where the profile did not time the
 # change (an older record, a batch without float32 tensors) the bytes' share stands in.
-# A pair can read a cost shrinking faster than its bytes (the pin of hugefloat's batch 7.5x, its
-# pageable copy 9x, for 4x fewer bytes), which moving fewer bytes cannot do: most likely the
-# smaller batch, timed alone, stayed in a cache the larger one overflowed, as the pipeline's fresh
-# batches do not. So a share is floored at the bytes' share; unfloored, the what-if at 32 workers
-# read a uint8 batch at 12 ms where the pipeline took 20 (results/benchmarks/README.md).
+# A pair can read a cost shrinking faster than its bytes, which moving fewer bytes cannot do:
+# most likely the smaller batch, timed alone, stayed in a cache the larger one overflowed, as the
+# pipeline's fresh batches do not. So a share is floored at the bytes' share (unfloored, the
+# what-if at many workers read a uint8 batch faster than the pipeline made it).
 # The samples' own work is kept as it was: a dataset that converted its pixels to float in
 # __getitem__ sheds that conversion too, but the profile cannot tell it from the rest of the sample.
 

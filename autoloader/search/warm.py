@@ -3,7 +3,7 @@
 # NOTE [ Warm start ]
 # A nightly re-tune mostly finds what it found the night before; a full search to say so costs
 # the whole budget. So a run may be handed a ``WarmStart``: configs measured before the search
-# proposes anything, in order: the stored pick, the strategy's control when it has one (the rule
+# proposes anything, in order: the stored pick, the strategy's rule when it has one (the config
 # the tuner replaces, which the final always holds), then the pick's neighbours (``neighbours``:
 # one step along each setting but the worker count, which is the search's to move). From this
 # hardware's own last result the run may stop there: when the stored pick re-measures within its
@@ -94,7 +94,7 @@ class Warmed(Strategy):
 
     def __init__(self, inner: Strategy, warm: WarmStart, space: SearchSpace):
         self.inner, self.warm = inner, warm
-        # The control second, so that the final holds it however soon the clock ends the search.
+        # The rule second, so that the final holds it however soon the clock ends the search.
         control = inner.control
         first = [warm.pick] + ([control] if warm.may_stop and control is not None else [])
         first += list(neighbours(warm.pick, space)) if warm.neighbours else []

@@ -6,8 +6,6 @@ Serves ``api`` (``tune``/``best_loader``) and ``fleet.retune``:
   record), each step its own method;
 - ``record``: the result's record, assembled from what the run measured and chose, compared with
   the previous result, written;
-- ``result``: ``TuneResult``, what a run returns and stores (defined in store/result.py, beside
-  its readers);
 - ``compare``: what changed since the previous result (``--fail-if-changed`` and ``retune``);
 - ``measured``: the record's parts that are plain functions of what was measured (the knee, the
   num_workers=0 baseline, the reorder gain, the fallback profile);
@@ -20,4 +18,4 @@ Serves ``api`` (``tune``/``best_loader``) and ``fleet.retune``:
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["compare", "progress", "result", "run"]
+__all__ = ["compare", "progress", "run"]

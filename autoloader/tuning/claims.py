@@ -13,9 +13,10 @@ from ..store.claims import WhatIfClaim
 
 
 def what_if_claims(result) -> tuple[WhatIfClaim, ...]:
-    """Every what-if of ``result`` (a TuneResult with a profile; none without). The pick is saved
-    whatever happens here: an explanation that fails is said, and the result stored without it."""
-    if getattr(result, "profile", None) is None or result.partial:
+    """Every what-if of ``result`` (a TuneResult with a measured profile; none without: the model
+    has no curve to predict a change from). The pick is saved whatever happens here: an
+    explanation that fails is said, and the result stored without it."""
+    if getattr(result, "profile", None) is None or result.partial or not getattr(result.profile, "measured", True):
         return ()
     from ..explain import Evidence, how_sure, whatifs
 

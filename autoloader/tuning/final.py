@@ -1,7 +1,7 @@
 """The interleaved final: who it measures, how many rounds, and the busy machine's extra rounds.
 
 The final re-measures the configs that can still win (the strategy's finalists), the rule the
-tuner replaces (the control, always last: NOTE [ Model first ]), and, when this hardware has a
+tuner replaces (the rule, always last: NOTE [ Model first ]), and, when this hardware has a
 previous result, its pick: a nightly comparison then sets the previous pick against the new one
 in paired rounds of this run (NOTE [ Drift ] in compare.py). It runs rounds until they settle the
 pick against the rule (NOTE [ Sure enough ] in search/paired.py), FINAL_MIN_ROUNDS at least and
@@ -16,17 +16,17 @@ NOTE [ A final that can settle ]
 Where the search's bursts of the pick and the rule make the opening round (NOTE [ The opening
 round ] in search/opening.py), a final of one more round ends at two pairs: t95 with one degree
 of freedom is 12.7, so its interval settles only a gap about nine times the pairs' noise (1.5x and
-more at the few percent a round's readings scatter; on a GPU workload two-pair intervals of
-±100% and wider are common: results/benchmarks/README.md). A gap that large the opening alone already shows, and the choice over the bursts as
+more at the few percent a round's readings scatter, and a disturbed reading widens it far
+past that). A gap that large the opening alone already shows, and the choice over the bursts as
 one round hands it back (choice.choose: a config reading SINGLE_ROUND_MARGIN above the rule wins);
 a smaller one that round would leave unsettled. So where the budget holds fewer rounds than
 bring the pairs to FINAL_ROUNDS (three: t95 4.30), the final is not begun and the run ends: the
 bursts decide as when no round fits at all, and the verdict says the rule was not paired. What
 changes is only the unsure case: a cheaper pick within the margin of the rule gives way to the
 rule (never less than the rule, unsure), where two pairs would have kept the cheaper, unsure too.
-On the GPU bench the round not run is 12 s of hugefloat (its pick 3.8 s, the rule 8.6 s). With no
-opening the final runs the rounds the budget holds, as before: its first round is then the rule's
-first reading beside the pick.
+The round not run is the budget's to keep: one round costs each finalist's start, lead and
+window again. With no opening the final runs the rounds the budget holds, as before: its first
+round is then the rule's first reading beside the pick.
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ def final_configs(finalists: Sequence[LoaderConfig], control: LoaderConfig | Non
                   history: Sequence[TrialResult], fits: Callable[[LoaderConfig], bool] = lambda c: True,
                   pick: LoaderConfig | None = None) -> list[LoaderConfig]:
     """Who the final measures, in order: the strategy's finalists, then the previous pick (when it
-    did not fail here), then the control (when the strategy kept it: it could run) last. None
+    did not fail here), then the rule (when the strategy kept it: it could run) last. None
     whose memory forecast is past a limit (``fits``, the run's ``MemoryLimits.fits`` on the whole
     history), the rule and the previous pick included: a config the final measures can win, so a
     forecast the bursts since pushed past the ceiling keeps it out (the table says so of the rule).
 
-    ``pick``: the strategy's own pick (Strategy.model_pick). When it is the control, no final
+    ``pick``: the strategy's own pick (Strategy.model_pick). When it is the rule, no final
     measures a pick against itself: only a finalist whose burst read more than
-    SINGLE_ROUND_MARGIN above the control's challenges it (the bursts alone would hand that one
+    SINGLE_ROUND_MARGIN above the rule's challenges it (the bursts alone would hand that one
     back: choice.choose), and without one there is no final."""
     if not finalists:
         return []
@@ -74,7 +74,7 @@ def final_configs(finalists: Sequence[LoaderConfig], control: LoaderConfig | Non
 
 
 def trimmed(chosen: list[LoaderConfig], control: LoaderConfig | None, previous: LoaderConfig | None) -> list[LoaderConfig]:
-    """When a round of all does not fit: the first, the previous pick and the control, so the pick
+    """When a round of all does not fit: the first, the previous pick and the rule, so the pick
     is never handed back unchecked against the rule, nor a nightly change unpaired."""
     return list(dict.fromkeys([chosen[0]] + [c for c in (previous, control) if c is not None and c in chosen]))
 
@@ -97,10 +97,10 @@ class Final:
             opening: dict | None = None) -> list[Finalist]:
         """``chosen`` re-measured interleaved, round after round while the budget has one left,
         until the rounds settle the pick (``decide``: the run's choice over the finalists so far;
-        choose by default) against the control (NOTE [ Sure enough ]): FINAL_MIN_ROUNDS at least,
+        choose by default) against the rule (NOTE [ Sure enough ]): FINAL_MIN_ROUNDS at least,
         FINAL_MAX_ROUNDS at most, the opening round counted (``opening``: config -> its search
         burst, ``search.opening.opening_round``; NOTE [ The opening round ]); FINAL_ROUNDS where
-        there is no control to settle against, or a previous pick to compare (the nightly's
+        there is no rule to settle against, or a previous pick to compare (the nightly's
         rounds). When a round of all does not fit, ``trimmed``; when not even that fits, no
         final: the budget is a cap, and the choice then weighs the bursts as one round. Nor is a
         final begun that would end at two pairs, the opening's and one round's (NOTE [ A final
@@ -132,7 +132,7 @@ class Final:
 
     def settled(self, history: Sequence[TrialResult], control: LoaderConfig | None,
                 decide: Callable[[list[Finalist]], Finalist]) -> bool:
-        """Whether the rounds so far settle the pick they give against the control."""
+        """Whether the rounds so far settle the pick they give against the rule."""
         finals = self.finalists(history)
         return bool(finals) and rule_settled(finals, decide(finals).config, control)
 

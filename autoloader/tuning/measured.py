@@ -40,7 +40,7 @@ def fallback_profile(info: DatasetInfo, batch_size: int, cpus: int) -> Profile:
     return Profile(batch_size=batch_size, sample_s=(info.sample_seconds,), collate_s=0.0,
                    sample_bytes=info.sample_bytes, recv_s=0.0, pin_s=0.0, h2d_pinned_s=0.0, h2d_pageable_s=0.0,
                    step_s=0.0, startup_s=0.0, worker_pss=None, cpus=cpus,
-                   epoch_batches=-(-info.length // batch_size) if info.length else None)
+                   epoch_batches=-(-info.length // batch_size) if info.length else None, measured=False)
 
 def dataset_record(problem: Problem) -> DatasetRecord:
     return DatasetRecord(problem.dataset.name, problem.dataset_class, problem.length, problem.content,

@@ -17,54 +17,18 @@ import os
 import sys
 from typing import Callable, TextIO
 
-from ..errors import clip, one_line
+from ..errors import one_line
 from ..events import Event, Progress, subscriber
 # The table's number formats are the progress lines' own.
 from ..events.lines import gib as _gib, known as _known, mib as _mib, others_text, rate as _rate
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.results import OK
-from ..search.knob import DATALOADER
 from ..search.settings import ORDER
 from ..search.shards import stream_lines
-
-
-def _trials(first: int, last: int) -> str:
-    return f"trial {first}" if first == last else f"trials {first}-{last}"
-
-
-def load_lines(load) -> list[str]:
-    """What the machine's load (a search.load.MachineLoad) says, in words: NOTE [ Others on the machine ]."""
-    if load is None or load.others_cpus is None:
-        return []
-    steal = f", steal {load.steal_cpus:.2f}" if load.steal_cpus else ""
-    lines = [f"{others_text(load.others_cpus, load.usable_cpus)} on average while the run measured{steal}"
-             + (f", {load.final_others_cpus:.1f} during the final" if load.final_others_cpus is not None else "")]
-    for span in load.busy_spans:
-        lines.append(f"{others_text(span.others_cpus, load.usable_cpus)} during {_trials(span.first, span.last)}: "
-                     "these figures are what the machine gives while they run")
-    if load.busy:
-        widened = (f"the final's ties widened by {load.widen * 100:.0f} points where its rounds disagree; "
-                   if load.final_others_cpus is not None else "")
-        lines.append(f"a busy machine (others past {load.threshold:.0%} of the CPUs): {widened}a nightly comparison "
-                     "of this run is inconclusive, and it is no baseline for the next")
-    return lines
-
-
-# The share of the profile's sample stage spent waiting for a CPU past which the table says so.
-PROFILE_WAIT_SAID = 0.05
-
-
-def profile_load_line(profile) -> str | None:
-    """What the others' load did to the profile, and what was done about it (NOTE [ A profile
-    read under load ] in probe/profiler.py); None where it waited little or was not read."""
-    share = getattr(profile, "sample_delay_share", None)
-    if share is None or share < PROFILE_WAIT_SAID:
-        return None
-    others = profile.others_cpus
-    took = f" (others took {others:.1f} of {profile.cpus:g} CPUs)" if others is not None else ""
-    return (f"the profile's samples waited {share:.0%} of their time for a CPU{took}: their costs are read "
-            "without the waits, and the model shares the CPUs with the others' demand")
+# The caveats' words are explain's, shared with the page and show: NOTE in explain/caveats.py.
+from ..explain.caveats import (NOT_PREDICTED, caveats, load_lines, profile_load_line, profiled,  # noqa: F401
+                               rate_basis, rule_label, rule_line)
 
 
 LOGGER = logging.getLogger("autoloader")
@@ -134,6 +98,9 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     lines += [f"  {k:<20} {v}" for k, v in kw.items()]
     lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
                   + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
+    basis = rate_basis(result)
+    if basis:
+        lines.append(f"  {'':<20} {basis}")
     ranks = getattr(result, "ranks", 1)
     if ranks > 1:   # NOTE [ Tuning a node's ranks ] in node/__init__.py
         lines.append(f"  {'node':<20} {ranks} ranks, each with this config on its shard; samples/s is the node's, "
@@ -142,12 +109,12 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
         lines.append(f"  {'predicted':<20} {_rate(result.predicted.samples_per_s)} by the model"
                      f"{' for one rank' if ranks > 1 else ''} "
                      f"(waits {result.predicted.wait_share * 100:.0f}%)")
+    elif not profiled(result) and getattr(result, "profile", None) is not None:
+        lines.append(f"  {'predicted':<20} {NOT_PREDICTED}")
     line = _verdict_line(result)
     if line:
         lines.append(f"  {'verdict':<20} {line}")
-    control = getattr(result, "control", None)
-    label = "graph as given" if control is not None and control.loader != DATALOADER else "cpus-1 rule"
-    lines.append(f"  {label:<20} {rule_line(result)}")
+    lines.append(f"  {rule_label(result):<20} {rule_line(result)}")
     if t.baseline_samples_per_s:
         words = getattr(result, "baseline_verdict", None)
         words = "the pick itself" if t.config.num_workers == 0 else f"the pick: {words}" if words else ""
@@ -159,7 +126,7 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
                 else f"{proposal.unpredicted} (the model sees {gain * 100:+.0f}% from a slow batch no longer "
                      "holding up the rest, not what delivering out of order costs)")
         lines.append(f"  {gate.label:<20} {ORDER.setting(proposal.value)} {said} ({gate.consequence})")
-    if t.knee:
+    if t.knee and profiled(result):
         hurt = f", falls from {t.knee.starts_hurting}" if t.knee.starts_hurting is not None else ""
         lines.append(f"  {'worker knee':<20} stops paying at {t.knee.stops_paying} "
                      f"worker{'' if t.knee.stops_paying == 1 else 's'}, peak at "
@@ -243,58 +210,6 @@ def memory_line(pick, control=None) -> str | None:
     return f"{who}{what} ({shown.growth.per_sample_bytes / 2**10:.1f} KiB a sample at first{seen}). {why}{saved}"
 
 
-def _ranked_otherwise(result) -> str:
-    """Where the final's own medians (the rates the table shows) put the pick and the rule in the
-    other order than their medians over every paired round, the opening's too, which the choice
-    ranks by (NOTE [ The opening round ] in search/opening.py): those medians, so that a pick
-    shown below the rule's rate says why it was kept; else nothing."""
-    finals = {f.config: f for f in getattr(result, "finals", ())}
-    pick, rule = finals.get(result.tuned.config), finals.get(getattr(result, "control", None))
-    if pick is None or rule is None or pick is rule:
-        return ""
-    if (pick.median < rule.median) == (pick.round_median < rule.round_median):
-        return ""
-    ranks = getattr(result, "ranks", 1)
-    return (f" (over every paired round, the opening's too, which the choice ranks by: the pick "
-            f"{_rate(pick.round_median * ranks)}, the rule {_rate(rule.round_median * ranks)})")
-
-
-def rule_line(result) -> str:
-    """The table's line on the rule the tuner replaces (NOTE [ Model first ]): the verdict its
-    paired rounds support (``TuneResult.verdict``), or why there is none."""
-    control, tuned = getattr(result, "control", None), result.tuned
-    if control is None:
-        return "not measured: this search holds no control"
-    rule = f"num_workers={control.num_workers}, pin_memory={control.pin_memory}, persistent"
-    if control.loader != DATALOADER:   # a torchdata.nodes graph's own settings (search/nodes.py)
-        rule = "the graph as given: " + ", ".join(f"{k}={v!r}" for k, v in control.loader_kwargs().items()
-                                                  if k not in ("loader", "batch_size"))
-    verdict = getattr(result, "verdict", None) or "the pick is the rule's config"
-    if control == tuned.config:
-        from ..explain import beaten_words
-
-        return f"{verdict} ({rule}){beaten_words(result)}"
-    median = getattr(result, "control_samples_per_s", None)
-    if median:
-        return f"{_rate(median)} ({rule}) in the interleaved final; the pick: {verdict}{_ranked_otherwise(result)}"
-    trials = [tr for tr in result.trials if tr.config == control]
-    failed = next((tr for tr in trials if tr.status != OK), None)
-    if failed is not None:
-        return f"could not run here ({rule}): {clip(failed.describe_failure(), 500)}"
-    burst = next((tr for tr in trials if tr.status == OK and tr.samples_per_s), None)
-    forecast, inputs = getattr(result, "control_memory", None), getattr(result, "inputs", None)
-    ceiling = inputs.max_memory if inputs is not None else None
-    if forecast is not None and ceiling and forecast.host_bytes > ceiling:   # kept out of the final: final.py
-        seen = f"; its burst read {_rate(burst.samples_per_s)}" if burst is not None else ""
-        return (f"the rule's forecast {_gib(forecast.host_bytes)} is past the {_gib(ceiling)} ceiling: not measured "
-                f"in the final ({rule}){seen}")
-    if burst is not None:
-        rough = " (stopped early: a rough figure)" if burst.pruned else ""
-        return (f"not in an interleaved final ({rule}): no round of it fit in the budget, so no interval; its burst "
-                f"read {_rate(burst.samples_per_s)}{rough}")
-    return f"not measured ({rule}): the budget ended before it"
-
-
 def threads_line(threads) -> str:
     """The main process's intra-op threads, and what to set when one thread was clearly faster
     (NOTE [ The main process's threads ])."""
@@ -341,4 +256,16 @@ def as_json(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     """The whole TuneResult as one JSON object: the same shape the result file stores, with
     ``"saved": false`` when not all of it could be stored (and ``"stored"``: what was, a line each)."""
     extra = {"saved": False, **({"stored": list(stored)} if stored else {})}
-    return json.dumps(result.to_dict() if saved else {**result.to_dict(), **extra}, default=str)
+    data = {**result.to_dict(), **explained(result)}
+    return json.dumps(data if saved else {**data, **extra}, default=str)
+
+
+def explained(result) -> dict:
+    """The figures the table and the report page say of the run beyond its record, each from the
+    one function that computes it: the verdict's headline, the ceiling (its binding term, and
+    whether a measured rate raised it) and the caveats' rows. Empty for a record without a profile."""
+    if getattr(result, "partial", False) or getattr(result, "profile", None) is None:
+        return {}
+    from ..explain import figures
+
+    return {"explained": {**figures(result), "caveats": [[label, text] for label, text in caveats(result)]}}

@@ -36,6 +36,7 @@ from ..store.durable import write_failure
 from ..store.history import keep
 from ..store.paths import result_path
 from ..store.records import Inputs, NodeRecord, Provenance
+from ..store.result import TuneResult
 from ..store.saving import save
 from ..store.snippet import snippet
 from ..store.study import StudyStore
@@ -43,7 +44,6 @@ from ..store.versions import provenance
 from .claims import what_if_claims
 from .compare import Comparison, compare
 from .measured import baseline_rate, dataset_record, knee_of, reorder_gain
-from .result import TuneResult
 from .start import start_choice
 
 
@@ -77,7 +77,8 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
     tuned = TunedConfig(config=pick.config, samples_per_s=ranks.rate(pick.rate),
                         rel_interval=pick.trial.rel_interval if pick.trial is not None else None,
                         baseline_samples_per_s=ranks.rate(baseline_rate(finals, history)),
-                        knee=knee_of(strategy, history), hardware=problem.hardware.to_dict(),
+                        knee=knee_of(strategy, history) if profile.measured else None,
+                        hardware=problem.hardware.to_dict(),
                         dataset_key=key, device=problem.device)
     info = started.info
     node = ranks.record(ran.options.limits.max_memory)
@@ -85,8 +86,10 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
         tuned, tuple(history), tuple(finals), result_path(out, fingerprint, key),
         result_path(out, fingerprint, key, ".py"), store.shown_url, ran.clock.elapsed(), len(started.history),
         ran.orphans, ran.shm_leaks, profile=profile, calibration=calib,
-        predicted=model.predict(pick.config, calib), control=strategy.control,
-        reorder_gain=reorder_gain(model, pick.config, calib, problem.allow_reorder),
+        # Without a measured profile the model has nothing to draw a curve from: no figure is
+        # predicted (the table says "not predicted"), no knee found.
+        predicted=model.predict(pick.config, calib) if profile.measured else None, control=strategy.control,
+        reorder_gain=reorder_gain(model, pick.config, calib, problem.allow_reorder) if profile.measured else None,
         model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
         run_id=store.run.run_id, dataset=dataset_record(problem), provenance=Provenance(**provenance()),
         warm_start=ran.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(node) if node else None,
@@ -94,7 +97,8 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
         memory=memory.forecast(pick.config, history),
         control_memory=memory.forecast(strategy.control, history) if strategy.control else None,
         load=load, threads=threads_of(profile, info.threads),
-        stream=stream_record(info.shards, info.shards_from, ran.uncapped, history, profile)
+        stream=stream_record(info.shards, info.shards_from, ran.uncapped, history, profile,
+                             problem.hardware.cpus)
         if info.length is None and info.nodes is None else None, nodes=info.nodes,
         start=start_choice(problem, profile, pick.config, memory, model, calib, history, strategy.control))
     result = dataclasses.replace(result, what_ifs=what_if_claims(result))

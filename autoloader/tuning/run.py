@@ -48,6 +48,7 @@ from ..search.strategy import Strategy
 from ..search.warm import WarmStart, warmed
 from ..store.history import previous
 from ..store.paths import default_storage, held, lock_path, study_name
+from ..store.result import TuneResult
 from ..store.retry import OnceMore, control_again
 from ..store.storage import warm_up
 from ..store.study import StudyStore
@@ -55,7 +56,6 @@ from .compare import settled
 from .measured import fallback_profile, profile_parts, setup_parts
 from .final import Final, final_configs, final_measurement
 from .record import Ran, record
-from .result import TuneResult
 from .start import default_method, measured_space, start_plan, warn_uncompiled
 
 
@@ -239,7 +239,7 @@ class Run:
         history, again = control_again(started.history, strategy.control)   # NOTE [ Fixed outside the code ]
         if again is not None:
             self.progress(ControlRetried(again))
-        # A resumed run measures the control first, however little time is left: the final holds
+        # A resumed run measures the rule first, however little time is left: the final holds
         # the pick against it (NOTE [ Fixed outside the code ] in store/retry.py).
         due = [strategy.control] if started.history and strategy.control is not None and not any(
             t.config == strategy.control for t in history) else []
@@ -261,8 +261,8 @@ class Run:
                 break
             # The rule's burst is measured in full, however far behind: beside the pick's it makes
             # the final's opening round (NOTE [ The opening round ] in search/opening.py), and a
-            # pruned one leaves the final two pairs short (on the GPU bench a 1.5 s burst saved cost
-            # a second final round of 9.5 s that still said "4-170%").
+            # pruned one leaves the final a pair short: the seconds a stopped burst saves cost a
+            # whole final round more, whose interval is still wider than the opening's would be.
             result = self._trial(config, started.info, history, prune=config != strategy.control)
             stands = once.stands(result)
             if stands:

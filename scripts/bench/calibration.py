@@ -22,11 +22,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from autoloader.search.paired import t975
 from scripts.bench.records import report_main
-
-# Two-sided 95% t quantiles by degrees of freedom (1..30); past 30, 1.96 is near enough.
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
 def interval(values: list[float]) -> tuple[float, float] | None:
@@ -36,7 +33,7 @@ def interval(values: list[float]) -> tuple[float, float] | None:
     if len(logs) < 2:
         return None
     mean, sd = statistics.fmean(logs), statistics.stdev(logs)
-    half = (_T95[len(logs) - 2] if len(logs) - 1 <= len(_T95) else 1.96) * sd / math.sqrt(len(logs))
+    half = t975(len(logs) - 1) * sd / math.sqrt(len(logs))
     return math.exp(mean - half), math.exp(mean + half)
 
 
