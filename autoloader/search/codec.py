@@ -113,7 +113,7 @@ def write(record: Any) -> dict:
 
 class _Plan:
     """Each field of a record as stored: its ``stored`` declaration with where it is read
-    (``path``: its key, or a dotted key's parts), its ``check`` (value, at, limit) -> value and
+    (``path``: its key, or a dotted key's steps), its ``check`` (value, at, limit) -> value and
     its ``put`` value -> stored form."""
 
     def __init__(self, cls: type) -> None:

@@ -5,9 +5,9 @@ up here) and ``fleet`` (re-tunes, ``show``, ``dashboard`` read it):
 
 - ``study``: the Optuna study, the record of every trial (``StudyStore``); ``runs``: which run
   measured each trial, and which are complete; ``retry``: which stored verdicts still stand;
-- ``result``: ``TuneResult``, the result record; its own small records in ``records``, its
-  comparison in ``comparison``, its what-ifs in ``claims``, each declared once and read and
-  written by search/codec.py (``from_dict``, ``to_dict``), every field checked as it is read;
+- ``result``: ``TuneResult``, the result record; its own small records (its what-ifs among them)
+  in ``records``, its comparison in ``comparison``, each declared once and read and written by
+  search/codec.py (``from_dict``, ``to_dict``), every field checked as it is read;
   ``validate``: the format a stored record carries, and a study's trial read by it;
   ``door``: ``load_result``, the one reader of a result file, which sets a damaged one aside;
   ``versions``: which autoloader measured it;
@@ -20,5 +20,5 @@ up here) and ``fleet`` (re-tunes, ``show``, ``dashboard`` read it):
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["claims", "comparison", "door", "durable", "history", "paths", "push", "records", "result", "retry", "runs",
+__all__ = ["comparison", "door", "durable", "history", "paths", "push", "records", "result", "retry", "runs",
            "saving", "snippet", "storage", "study", "validate", "versions"]

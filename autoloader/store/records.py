@@ -1,6 +1,12 @@
 """The result's own small records: the hardware it was measured on, the dataset, how and when it
-was measured, a node's arithmetic and what the run was given. Each is declared once and read and
-written by the codec (search/codec.py). Pure.
+was measured, a node's arithmetic, what the run was given and each what-if's claim. Each is
+declared once and read and written by the codec (search/codec.py). Pure.
+
+A result's ``what_ifs`` says, for each change the explanation asked the model about (explain/
+whatif.py), the rate and gain predicted, the gain measured where the run measured the change, and
+on what that measurement rests: paired rounds of the final give the gain a 95% interval (NOTE
+[ Paired rounds ] in search/paired.py); separate bursts give a figure, never an interval
+(``WhatIfClaim``; tuning/claims.py makes them).
 """
 
 from __future__ import annotations
@@ -8,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..search.codec import MAX_CPUS, Stored, stored
+from ..search.paired import BURSTS, PAIRED
 
 
 @dataclass(frozen=True)
@@ -78,3 +85,27 @@ class Inputs(Stored):
     # run's first seconds went (the trial process's interpreter and torch, the dataset, the step,
     # each profile stage). Empty in older results.
     parts: tuple[tuple[str, float, float], ...] = stored((), signed=True)
+
+
+@dataclass(frozen=True)
+class WhatIfClaim(Stored):
+    """``name``: the what-if's (explain/whatif.py's WhatIf.name); ``change``: what it changes,
+    in words; ``predicted_gain``: over the pick's predicted rate; ``measured_gain``: the
+    measured config over the pick, where measured (``measured_from``: PAIRED or BURSTS), with
+    ``measured_interval`` [lo, hi] of the gain from ``rounds`` paired rounds (None from one
+    round or from bursts); ``sure``: all of that in words, as the report prints it."""
+
+    name: str
+    change: str
+    predicted_samples_per_s: float
+    predicted_gain: float = stored(signed=True)
+    measured_gain: float | None = stored(None, signed=True)
+    measured_from: str | None = stored(None, choices=(PAIRED, BURSTS))
+    measured_interval: tuple[float, float] | None = stored(None, signed=True)
+    rounds: int = 0
+    sure: str = ""
+
+    def _read_back(self) -> WhatIfClaim:
+        if self.measured_interval and self.measured_interval[0] > self.measured_interval[1]:
+            raise ValueError(f"measured_interval is {list(self.measured_interval)!r}, not [low, high]")
+        return self

@@ -11,7 +11,7 @@ reads attributes and need not check.
 # over formats 1 and 2 without any changing meaning: the first results held the pick, its knee,
 # trials and finals; the profile, the calibration, the prediction and the control came next,
 # then the format itself with the dataset and the provenance, the warm start, the memory
-# forecasts, the machine's load and the threads, the what-ifs (claims.py). A field a result does
+# forecasts, the machine's load and the threads, the what-ifs (records.py). A field a result does
 # not have is read as absent (None, or empty), so an old result reads as what it measured; a field
 # no longer written (an old ``priors`` count) is not read. What the record derives from its fields
 # (``faults``, ``profile_seconds``, ``control_samples_per_s``, ``control_ratio`` and its interval,
@@ -44,9 +44,8 @@ from ..search.shards import Stream
 from ..search.space import LoaderConfig
 from ..search.threads import Threads
 from ..search.warm import WarmStart
-from .claims import WhatIfClaim
 from .comparison import Comparison
-from .records import DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware
+from .records import DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
 from .validate import FORMAT, record_format
 from .versions import reuse_problem
 
@@ -94,7 +93,7 @@ class TuneResult(Stored):
         ("bound", lambda r: r.predicted and r.predicted.bound)))
     # The rule the tuner replaces, measured in the final.
     control: LoaderConfig | None = stored(None, then=_CONTROL_FIGURES)
-    what_ifs: tuple[WhatIfClaim, ...] = ()   # each change asked about: predicted, measured, how sure (claims.py)
+    what_ifs: tuple[WhatIfClaim, ...] = ()   # each change asked about: predicted, measured, how sure (records.py)
     # The predicted gain of ORDER's proposal, when its gate is closed.
     reorder_gain: float | None = stored(None, signed=True)
     model_error: tuple[BurstError, ...] = ()   # each burst: predicted against measured
