@@ -1,6 +1,7 @@
 """autoloader: measure DataLoader settings on the real machine and hand back the fastest.
 
-The public API: ``tune``, ``best_loader`` and ``stored_result`` (api.py), the records they
+The public API: ``tune``, ``best_loader`` and ``stored_result`` (api.py), ``tuned`` (an existing
+DataLoader tuned in the run; ``SeededSamples``, its seeding per sample: inrun/), the records they
 return (``TuneResult``, ``TunedConfig``, ``LoaderConfig``, ``TrialResult``), the seeded
 ``worker_init_fn`` (``seed_worker``, ``worker_generator``), the errors and the warnings, and the
 progress events a ``progress`` callable is given (``autoloader.events``: the callback API).
@@ -17,6 +18,7 @@ The package's folders, one concern each, in the order data flows through them:
 - ``tuning/``  one run: the sequence, the comparison with the last one, the progress printer;
 - ``fleet/``   many runs: the retune registry and report, ``show``, ``dashboard``;
 - ``node/``    the ranks of one node tuned together;
+- ``inrun/``   tuning inside the training loop: segments of the epoch under configs, paired;
 - ``events/`` the progress events and their words (the callback API), below every folder that
                emits them;
 - ``api.py`` and ``cli.py`` on top.
@@ -35,6 +37,7 @@ _PUBLIC = {
     "UsageError": "errors", "InputError": "errors", "InvalidRecord": "search.codec",
     "TunedConfig": "search.config", "TrialResult": "search.results",
     "LoaderConfig": "search.space", "seed_worker": "seeding", "worker_generator": "seeding",
+    "tuned": "inrun", "SeededSamples": "inrun.samples",
     "NotStored": "errors", "StoredStateWarning": "errors", "StudyMovedAside": "errors", "StudySkipped": "errors",
 }
 # The callback API's events (autoloader/events): what a ``progress`` callable is given.

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Iterator, Sequence
 
-from .errors import NotSaved, NotStored
+from .errors import NotSaved, NotStored, usage
 from .events import Progress, ResultNotReused, ResultReused, SettingsApplied, WaitingForLock
 from .inputs.code_digest import callable_identity
 from .inputs.content import dataset_class, dataset_fingerprint
@@ -190,11 +190,13 @@ def _step_identity(step: Any) -> str | None:
     return callable_identity(step)
 
 
-def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
+def _stored(problem: Problem, out: str, set_aside: bool = False) -> tuple[TunedConfig | None, str | None]:
     """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
-    there is none). A file that fails its checks (search/codec.py) is ignored with a warning naming it."""
+    there is none). A file that fails its checks (search/codec.py) is ignored with a warning naming it;
+    ``set_aside``: best_loader's, which tunes the key next, sets it aside too (NOTE [ A bad result
+    file ] in store/door.py)."""
     path = result_path(out, problem.hardware.fingerprint, problem.key)
-    stored = load_result(path, problem.hardware.cpus, problem.batch_sizes)
+    stored = load_result(path, problem.hardware.cpus, problem.batch_sizes, set_aside=set_aside)
     if stored is None:
         return None, None
     why = stored.measured_differently()
@@ -209,9 +211,12 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 storage: str | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
                 progress: Progress | bool | None = None, generator=None, allow_reorder: bool = False,
                 version: str | None = None, search_start_method: bool = False,
+                tune: str | None = None, sample_seed: int | None = None,
                 **fixed_loader_kwargs):
     """A ready DataLoader for ``dataset`` with the tuned settings, tuning first unless a stored
-    result for this hardware and dataset exists. Trials shuffle unless told otherwise, and so does
+    result for this hardware and dataset exists; without one and without a ``step``, the loader
+    returned at once tunes itself in the run (``tune="run"``: NOTE [ Tuning inside the run ] in
+    inrun/__init__.py). Trials shuffle unless told otherwise, and so does
     the returned loader.
 
     A stored result is found under ``out`` (default: the results home, the same from any working
@@ -231,11 +236,19 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         progress: as for ``tune()``; a lookup reports ``ResultReused`` or ``ResultNotReused``,
             and a wait for another process's tune of the same problem ``WaitingForLock``.
         generator: the returned DataLoader's ``generator`` (seed it for runs that repeat).
+        tune: with no stored result, ``"run"`` returns a loader that tunes itself over the first
+            epoch(s) of the loop and stores its pick; ``"before"`` tunes first, apart, as
+            ``tune()`` does. Default: ``"run"`` without a ``step``, ``"before"`` with one. The run
+            falls back to before (saying why) for an IterableDataset, several batch sizes, a
+            torchrun launch, or a tuned knob fixed in ``fixed_loader_kwargs``.
+        sample_seed: in the run, seed each sample from (seed, epoch, index), so its random
+            transforms do not depend on the worker or the config (NOTE [ Seeding per sample ]).
         **fixed_loader_kwargs: go to the returned DataLoader (and to every trial) unchanged.
 
     Returns:
-        A ``torch.utils.data.DataLoader`` over ``dataset`` with the tuned settings. One whose
-        result could not be stored is returned all the same, with a ``NotStored`` warning.
+        A ``torch.utils.data.DataLoader`` over ``dataset`` with the tuned settings (an
+        ``InRunLoader`` when tuning in the run). One whose result could not be stored is returned
+        all the same, with a ``NotStored`` warning.
 
     Raises:
         UsageError, NoFeasibleConfig, AutoloaderError: as for ``tune()``.
@@ -254,7 +267,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     problem = _on(problem, node)
     out = resolve_out(out)
     path = result_path(out, problem.hardware.fingerprint, problem.key)
-    tuned, why = _stored(problem, out)
+    tuned, why = _stored(problem, out, set_aside=True)
     stored_at = path   # where the result is: None when this call tuned and could not store it
     reused = tuned is not None
     if node is not None:
@@ -266,6 +279,14 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
             if why is not None and progress is not None and node.rank == 0:
                 progress(ResultNotReused(why))
             tuned, stored_at = _picked(problem, options, progress, node)
+    elif tuned is None and _tunes_in_run(tune, step, dataset_obj, batch_sizes, fixed_loader_kwargs, progress):
+        from .inrun.build import from_arguments
+
+        if why is not None and progress is not None:
+            progress(ResultNotReused(why))
+        return from_arguments(dataset_obj, problem, writable(out), batch_size=problem.batch_sizes[0],
+                              generator=generator, fixed=fixed_loader_kwargs, progress=progress,
+                              sample_seed=sample_seed, max_memory=max_memory)
     elif tuned is None:
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.
@@ -276,7 +297,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         with held(path[:-len(".json")] + ".lock", busy):
             # Another's turn is not this call's budget (as Run._start counts its own lock).
             options = dataclasses.replace(options, started=started + time.monotonic() - waiting)
-            tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
+            tuned, why = _stored(problem, out, set_aside=True)   # another process may have tuned it meanwhile
             reused = tuned is not None
             if tuned is None:
                 if why is not None and progress is not None:
@@ -299,6 +320,25 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
             kwargs["sampler"] = DistributedSampler(dataset_obj, num_replicas=node.world, rank=node.rank,
                                                    shuffle=bool(kwargs.pop("shuffle")))
     return DataLoader(dataset_obj, generator=generator, **kwargs)
+
+
+def _tunes_in_run(tune: str | None, step: Any, dataset_obj: Any, batch_sizes: Any, fixed: dict,
+                  progress: Progress | None) -> bool:
+    """Whether ``best_loader`` tunes in the run (``tune=``'s rule); an asked-for run that cannot
+    be says why it tunes before instead."""
+    from .inrun.build import why_not_in_run
+
+    if tune not in (None, "run", "before"):
+        raise usage('best_loader(tune=) is "run" (in the training loop) or "before" (a tune apart, first)', tune,
+                    'pass tune="run" or tune="before", or leave it out')
+    if tune == "before" or (tune is None and step is not None):
+        return False
+    why = why_not_in_run(dataset_obj, batch_sizes, fixed)
+    if why is not None and tune == "run" and progress is not None:
+        from .inrun.record import LOGGER
+
+        LOGGER.info(f"autoloader: tuning before the run, not in it: {why}")
+    return why is None
 
 
 def _picked(problem: Problem, options: Options, progress: Progress | None,

@@ -121,3 +121,45 @@ def noisy_step():
         return batch
 
     return step
+
+
+class KeyReadFault(Dataset):
+    """Its key read (its last sample, which a tune's trial process reads too) crashes the process
+    (``segfault``), ends it (``exit``: ``os._exit(3)``) or hangs (``hang``): a registry's dataset
+    that retune must isolate (NOTE [ A dataset's key is read in a process of its own ])."""
+
+    def __init__(self, fault: str, length: int = 64):
+        self.fault, self.length = fault, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        if index == self.length - 1:
+            if self.fault == "segfault":
+                import ctypes
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core file for the test's crash
+                ctypes.string_at(0)
+            elif self.fault == "exit":
+                os._exit(3)
+            elif self.fault == "hang":
+                time.sleep(3600)
+        return torch.full((4,), float(index))
+
+
+def segfault_in_key() -> KeyReadFault:
+    return KeyReadFault("segfault")
+
+
+def exit_in_key() -> KeyReadFault:
+    return KeyReadFault("exit")
+
+
+def hang_in_key() -> KeyReadFault:
+    return KeyReadFault("hang")
+
+
+def small() -> Paced:
+    return Paced(length=512, cost_s=0.0002)

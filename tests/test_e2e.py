@@ -150,7 +150,7 @@ def test_best_loader_tunes_once_then_reuses_the_stored_result(out_dir, caplog):
 
     dataset = Tiny(512)
     with caplog.at_level(logging.INFO, logger="autoloader"):
-        loader = best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir)
+        loader = best_loader(dataset, batch_size=32, budget=10, device="cpu", out=out_dir, tune="before")
     said = [r.getMessage() for r in caplog.records if r.name == "autoloader"]
     assert any(line.startswith("autoloader: tuning ") for line in said), said
     assert any(line.startswith("  profile [") for line in said) and any("trial 1 of" in line for line in said)
@@ -201,7 +201,8 @@ def test_best_loader_builds_a_factorys_dataset_once_in_this_process(out_dir):
     import workloads
 
     workloads.BUILDS.clear()
-    loader = best_loader(workloads.counted_tiny, batch_size=32, budget=10, device="cpu", out=out_dir)
+    loader = best_loader(workloads.counted_tiny, batch_size=32, budget=10, device="cpu", out=out_dir,
+                         tune="before")
     assert len(loader.dataset) == 256
     assert workloads.BUILDS == [os.getpid()], "built more than once here (the trial process builds its own)"
     best_loader(workloads.counted_tiny, batch_size=32, budget=10, device="cpu", out=out_dir)  # stored

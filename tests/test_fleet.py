@@ -24,7 +24,7 @@ from autoloader.inputs.home import HOME_ENV, default_out
 def stored_home(tmp_path_factory):
     """A results home holding one best_loader result for Scaled(256), batch size 16."""
     home = str(tmp_path_factory.mktemp("stored-home"))
-    loader = best_loader(Scaled(256), batch_size=16, budget=10, device="cpu", out=home)
+    loader = best_loader(Scaled(256), batch_size=16, budget=10, device="cpu", out=home, tune="before")
     return home, loader
 
 
@@ -89,7 +89,7 @@ def test_a_result_measured_differently_is_not_reused_and_says_why(stored_home, t
 
     monkeypatch.setattr(tuner, "_tune", stop)
     with pytest.raises(RuntimeError, match="would tune"):
-        best_loader(Scaled(256), batch_size=16, budget=10, device="cpu", out=home,
+        best_loader(Scaled(256), batch_size=16, budget=10, device="cpu", out=home, tune="before",
                     progress=events.append)
     (why,) = [e.why for e in events if isinstance(e, ResultNotReused)]
     assert "format 0" in why and "measures with format 1" in why

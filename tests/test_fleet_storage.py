@@ -197,7 +197,7 @@ sys.path.insert(0, {tests!r})
 from autoloader import best_loader
 from fleet_workloads import Paced
 events = []
-loader = best_loader(Paced(cost_s=0.002), batch_size=16, budget=10, device="cpu", out={out!r},
+loader = best_loader(Paced(cost_s=0.002), batch_size=16, budget=10, device="cpu", out={out!r}, tune="before",
                      progress=lambda event: events.append(event.kind))
 print(json.dumps({{"tuned": "start" in events, "workers": loader.num_workers}}))
 """

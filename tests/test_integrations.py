@@ -25,7 +25,7 @@ from conftest import REPO_ROOT
 from integration_workloads import Points, Tokens, linear_module, tiny_bert, tiny_tokenizer
 
 SETTINGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-TUNE = dict(budget=10, trial_timeout=20)
+TUNE = dict(budget=10, trial_timeout=20, tune="before")   # a tune apart (the in-run one: its own test)
 
 
 def settings_of(loader) -> dict:
@@ -336,7 +336,7 @@ def reused_everywhere(monkeypatch):
     """Every lookup finds STORED (no tune, no trial process), and the events each call reports."""
     import autoloader.api as api
 
-    monkeypatch.setattr(api, "_stored", lambda problem, out: (STORED, None))
+    monkeypatch.setattr(api, "_stored", lambda problem, out, set_aside=False: (STORED, None))
     seen: list = []
     return seen
 

@@ -139,13 +139,20 @@ class Folder:
 
 
 def _read(folder: Folder, label: str, text: str) -> TuneResult | None:
-    """The door, on the mutated file: the record, or a warning naming the file, and the file set
-    aside with what it held."""
+    """The door, on the mutated file: the record, or a warning naming the file; a reader leaves
+    the file as it was, and a tune (``set_aside``) sets it aside with what it held."""
     folder.put(text)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        found = load_result(folder.bad, CPUS, BATCH_SIZES)
+        read = load_result(folder.bad, CPUS, BATCH_SIZES)
     said = [str(w.message) for w in caught if issubclass(w.category, StoredStateWarning)]
+    assert open(folder.bad).read() == text and not glob.glob(folder.bad + ".corrupt-*"), f"{label}: a read writes"
+    assert (read is None) == bool(said) and all("set aside as" not in w for w in said), (label, said)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = load_result(folder.bad, CPUS, BATCH_SIZES, set_aside=True)
+    said = [str(w.message) for w in caught if issubclass(w.category, StoredStateWarning)]
+    assert (found is None) == (read is None), label
     if found is None:
         assert len(said) == 1 and f"ignored the stored result {folder.bad}: " in said[0], (label, said)
         if "written by a newer autoloader" in said[0]:   # good, for that one: only ignored
@@ -193,6 +200,7 @@ def _cli(folder: Folder, label: str, text: str, found: TuneResult | None) -> Non
         folder.put(text)
         done = runner.invoke(main, args)
         assert done.exit_code in (0, 2) and "Traceback" not in done.output, (label, args, done.output[-2000:])
+        assert open(folder.bad).read() == text and not glob.glob(folder.bad + ".corrupt-*"), (label, args, "a read")
         assert done.exception is None or isinstance(done.exception, SystemExit), (label, args, done.exception)
         if args[1] == "--out" and len(args) == 3:
             assert KEY in done.stdout, f"{label}: the good result is listed"
@@ -242,7 +250,7 @@ def test_a_text_that_is_not_a_result_is_set_aside_too(tmp_path):
     newer = _text({**BASE, "format": 99})
     folder.put(newer)
     with pytest.warns(StoredStateWarning, match="newer autoloader"):
-        assert load_result(folder.bad) is None
+        assert load_result(folder.bad, set_aside=True) is None
     assert open(folder.bad).read() == newer, "a newer autoloader's result is its own: not set aside"
     assert folder.good_untouched()
 

@@ -346,7 +346,7 @@ def test_best_loader_with_a_bad_result_file_tunes_again(out_dir, tiny_tuned):
     data["config"].update(num_workers=400, prefetch_factor=2, persistent_workers=False)
     json.dump(data, open(path, "w"))
     with pytest.warns(UserWarning, match=path):
-        loader = best_loader(dataset, batch_size=16, budget=20, device="cpu", out=out_dir)
+        loader = best_loader(dataset, batch_size=16, budget=20, device="cpu", out=out_dir, tune="before")
     assert loader.num_workers != 400
     assert json.load(open(path))["config"]["num_workers"] == loader.num_workers, "replaced by the new tune"
 

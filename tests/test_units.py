@@ -153,8 +153,11 @@ def test_a_sound_result_record_reads_back_and_the_one_reader_warns_on_a_bad_file
     assert stored.where == str(good) and stored.tuned == tuned
     assert stored.hardware.fingerprint == "box" and stored.hardware.cpus == 2
     assert load_result(str(tmp_path / "missing.json")) is None
-    with pytest.warns(validate.StoredStateWarning, match="ignored the stored result .*bad.json: samples_per_s.*set aside"):
+    with pytest.warns(validate.StoredStateWarning, match="ignored the stored result .*bad.json: samples_per_s.*left as it is"):
         assert load_result(str(bad)) is None
+    assert bad.exists() and not list(tmp_path.glob("bad.json.corrupt-*")), "a reader leaves it where it is"
+    with pytest.warns(validate.StoredStateWarning, match="ignored the stored result .*bad.json: samples_per_s.*set aside"):
+        assert load_result(str(bad), set_aside=True) is None
     assert not bad.exists() and len(list(tmp_path.glob("bad.json.corrupt-*"))) == 1, "set aside beside it"
     with pytest.warns(validate.StoredStateWarning, match="a folder"):
         assert load_result(str(tmp_path)) is None

@@ -138,14 +138,14 @@ class Evidence:
                  *(f.median for f in self.finals if f.rates)]
         return max((r for r in rates if r), default=0.0)
 
-    @property
-    def ok_trials(self) -> list[TrialResult]:
-        return [t for t in self.trials if t.status == OK and t.samples_per_s and not t.pruned]
+    @cached_property   # read by every what-if: once per record, not once per question
+    def ok_trials(self) -> tuple[TrialResult, ...]:
+        return tuple(t for t in self.trials if t.status == OK and t.samples_per_s and not t.pruned)
 
-    @property
-    def pruned_trials(self) -> list[TrialResult]:
+    @cached_property
+    def pruned_trials(self) -> tuple[TrialResult, ...]:
         """Bursts stopped early, clearly behind the best: their rates are rough."""
-        return [t for t in self.trials if t.status == OK and t.samples_per_s and t.pruned]
+        return tuple(t for t in self.trials if t.status == OK and t.samples_per_s and t.pruned)
 
     def measured_wait(self) -> tuple[float | None, str]:
         """The pick's measured wait share and where it is from (the final's rounds' median, else

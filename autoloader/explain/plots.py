@@ -350,11 +350,36 @@ PLOTS = (("worker_curve", "Throughput against workers", worker_curve),
          ("timeline", "The run's timeline", timeline))
 
 
+# Past this many bursts a plot draws an even sample of them (every k-th in the run's order, and
+# the pick's first), and its timeline every k-th burst's mark: matplotlib's time grows with every mark
+# and label, and a result of thousands of trials would take minutes to draw. The page's table
+# still lists every trial.
+PLOT_TRIALS = 300
+
+
+def sampled(ex: Explanation) -> Explanation:
+    """``ex`` with at most about PLOT_TRIALS of its trials (and their timeline marks), for the plots."""
+    import dataclasses
+
+    ev = ex.evidence
+    if len(ev.trials) <= PLOT_TRIALS:
+        return ex
+    step = math.ceil(len(ev.trials) / PLOT_TRIALS)
+    pick = next((i for i, t in enumerate(ev.trials) if t.config == ev.pick), None)   # its first burst
+    trials = tuple(t for i, t in enumerate(ev.trials) if i % step == 0 or i == pick)
+    bursts = [m for m in ev.timeline if m[0] == "burst"]
+    kept = {id(m) for i, m in enumerate(bursts) if i % step == 0}
+    timeline = tuple(m for m in ev.timeline if m[0] != "burst" or id(m) in kept)
+    return dataclasses.replace(ex, evidence=dataclasses.replace(ev, trials=trials, timeline=timeline))
+
+
 # The plots that draw the model's curve: none where the profile was not measured (no curve to draw).
 MODEL_PLOTS = ("worker_curve", "wait_share", "predicted_vs_measured")
 
 
 def draw(ex: Explanation) -> dict[str, tuple[str, bytes]]:
-    """Every plot: name -> (title, PNG bytes); the model's left out where the profile was not measured."""
+    """Every plot: name -> (title, PNG bytes); of a sample of the trials past PLOT_TRIALS, the
+    model's left out where the profile was not measured."""
+    ex = sampled(ex)
     return {name: (title, fn(ex)) for name, title, fn in PLOTS
             if ex.evidence.profiled or name not in MODEL_PLOTS}

@@ -4,8 +4,10 @@ Every trial has its measured figures as user attributes (``store.measured_figure
 interval, wait, memory), so optuna-dashboard's trial table shows them as they are. With
 ``--storage URL`` it serves that storage, live. With ``--out DIR`` (or the results home) it
 serves a snapshot of the SQLite studies there, copied into memory (optuna-dashboard serves one
-storage, and there is one file per hardware and dataset). A study file that cannot be read is
-left out of the snapshot with a warning naming it, so one damaged file does not hide the others;
+storage, and there is one file per hardware and dataset), each opened read-only (NOTE [ A reader
+opens a study read-only ] in store/durable.py). A study file that cannot be read, or a database
+that holds no study, is left out of the snapshot with a warning naming it, and left as it is, so
+one damaged file does not hide the others;
 the address is checked before anything is served.
 
 # NOTE [ What the dashboard shows ]
@@ -117,15 +119,20 @@ def _snapshot(files: list[str]) -> tuple[object, int]:
     many were copied; a file that cannot be read is skipped with a warning naming it."""
     import optuna
 
-    from ..store.durable import innermost
+    from ..store.durable import innermost, not_a_study
     from ..store.storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)   # "A new study created in memory", once a study
     memory, served = optuna.storages.InMemoryStorage(), 0
     for path in files:
         copied = []
+        why = not_a_study(path)   # read-only: NOTE [ A reader opens a study read-only ] in store/durable.py
+        if why is not None:
+            warnings.warn(f"the dashboard leaves out {path}: {why}. It is left as it is; the other studies are "
+                          "served", StudySkipped, stacklevel=2)
+            continue
         try:
-            source = open_storage(_url(path), heartbeat_s=None, grace_s=None)
+            source = open_storage(_url(path), heartbeat_s=None, grace_s=None, read_only=True)
             for name in optuna.study.get_all_study_names(storage=source):
                 if name in copied or name in optuna.study.get_all_study_names(storage=memory):
                     warnings.warn(f"the dashboard serves the study {name} once: {path} holds it too",

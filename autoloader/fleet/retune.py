@@ -1,7 +1,8 @@
 """``autoloader retune REGISTRY``: re-tune every dataset a registry lists and report the drift.
 
-For each dataset, in order: build it here (its key needs its length and content: NOTE [ Content
-fingerprint ]), find its last good result on this hardware, else the nearest other hardware's
+For each dataset, in order: build it in a process of its own, bounded by its budget (its key
+needs its length and content: NOTE [ Content fingerprint ]; NOTE [ A dataset's key is read in a
+process of its own ]), find its last good result on this hardware, else the nearest other hardware's
 (store/history.py), start from it (search/warm.py: the stored pick and its neighbours first, and an early
 stop when it still holds), keep the new result in the dated history, and judge the drift
 (NOTE [ Drift ] in tuning/compare.py). One dataset failing does not stop the others. The run's report
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -152,7 +155,7 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
     writable(out)
     writable(folder, "the reports folder (--reports, or [fleet] reports)", "--reports")
     if storage is not None:
-        open_reader(storage, must_exist=False).engine.dispose()
+        open_reader(storage, must_exist=False, read_only=False).engine.dispose()
     started = now_iso()
     outcomes = []
     for index, entry in enumerate(registry.entries):
@@ -164,27 +167,114 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
     return write(report, folder)
 
 
+# NOTE [ A dataset's key is read in a process of its own ]
+# A dataset's key needs the dataset built and its length and first, middle and last samples read
+# (NOTE [ Content fingerprint ] in inputs/content.py): the user's code, which may crash in native
+# code (a segfault), exit the process (``os._exit``) or hang. ``tune`` meets all of it in its
+# trial process; ``retune`` reads each key in a spawned child of its own (``read_key``), bounded
+# by the dataset's budget, so that a dataset that crashes, exits or hangs there is a FAILED entry
+# naming its cause, the child ended, and the other datasets still run and the report is still
+# written. The key is read before the dataset's run, as it was in retune's own process: the
+# run's budget starts after it, so a dataset takes at most twice its budget. The child sends
+# back the problem (what a Run needs: the recipes, not the dataset) and the warnings the build
+# gave, which are warned here.
+def _key_child(entry: Entry, conn) -> None:
+    """In the child: build ``entry``'s dataset, read its key, send ("ok", problem, warnings) or
+    ("failed", why, warnings)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            settings = entry.settings
+            built = resolve_dataset(entry.dataset.load(), entry.dataset.name)
+            problem = built_problem(built, entry.dataset, step=entry.step, batch_sizes=entry.batch_sizes,
+                                    device=settings.get("device"), fixed_kwargs=entry.options,
+                                    version=entry.version)
+            answer = ("ok", problem)
+        except AutoloaderError as exc:
+            answer = ("failed", str(exc))
+        except Exception as exc:  # noqa: BLE001 - the user's dataset raised while being built
+            answer = ("failed", f"building the dataset raised {type(exc).__name__}: {exc}")
+    said = [(w.category, str(w.message)) for w in caught if issubclass(w.category, Warning)]
+    try:
+        conn.send((*answer, said))
+    except Exception as exc:  # noqa: BLE001 - a problem that cannot be pickled back
+        conn.send(("failed", f"the dataset's recipe could not be sent back ({type(exc).__name__}: {exc})", said))
+    conn.close()
+
+
+class KeyReadFailed(Exception):
+    """The dataset's key could not be read: its message says why."""
+
+
+def read_key(entry: Entry, within_s: float):
+    """``entry``'s problem, its key read in a spawned child bounded by ``within_s`` seconds (NOTE
+    [ A dataset's key is read in a process of its own ]); KeyReadFailed saying why not."""
+    import multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    mine, theirs = context.Pipe(duplex=False)
+    child = context.Process(target=_key_child, args=(entry, theirs), name=f"autoloader-key-{entry.name}")
+    child.start()
+    theirs.close()
+    deadline = time.monotonic() + within_s
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KeyReadFailed(f"reading the dataset's key (building it, its length and its first, middle and "
+                                    f"last samples) did not end within its budget of {within_s:g} s; it was "
+                                    "stopped. Fix: make the dataset build and read a sample faster, or raise its "
+                                    "budget in the registry")
+            if mine.poll(min(left, 0.2)):
+                try:
+                    status, value, said = mine.recv()
+                    break
+                except EOFError:   # closed with no answer: the child ended
+                    child.join(5)
+                    raise KeyReadFailed(_ended(child.exitcode)) from None
+    finally:
+        mine.close()
+        if child.is_alive():
+            child.kill()
+        child.join(5)
+    for category, message in said:
+        warnings.warn(message, category, stacklevel=2)
+    if status != "ok":
+        raise KeyReadFailed(value)
+    return value
+
+
+def _ended(code: int | None) -> str:
+    """Why the child reading a key ended without an answer, from its exit code."""
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return (f"the process reading the dataset's key (building it, its length and its first, middle and last "
+                f"samples) was ended by {name}: a crash in the dataset's code or a library it calls. Fix: run the "
+                "dataset alone (len(ds), ds[0], ds[len(ds) - 1]) to find it")
+    return (f"the process reading the dataset's key (building it, its length and its first, middle and last "
+            f"samples) exited with code {code} before it was done: the dataset's code (or its module) ended the "
+            "process (sys.exit or os._exit). Fix: let the dataset return, not exit, when it is built and read")
+
+
 def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, progress, pages: bool = False) -> Outcome:
     settings = entry.settings
     try:
-        built = resolve_dataset(entry.dataset.load(), entry.dataset.name)
-        problem = built_problem(built, entry.dataset, step=entry.step, batch_sizes=entry.batch_sizes,
-                                device=settings.get("device"), fixed_kwargs=entry.options, version=entry.version)
-        del built
         options = Options.build(settings.get("budget", DEFAULT_BUDGET_S),
                                 settings.get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S),
                                 settings.get("max_memory"), out, storage, thresholds)
-    except AutoloaderError as exc:
+        problem = read_key(entry, options.budget)
+    except (KeyReadFailed, AutoloaderError) as exc:
         return Outcome(entry.name, FAILED, error=str(exc))
-    except Exception as exc:  # noqa: BLE001 - the user's dataset raised while being built
-        return Outcome(entry.name, FAILED, error=f"building the dataset raised {type(exc).__name__}: {exc}")
     fingerprint, key = problem.hardware.fingerprint, problem.key
     path = result_path(out, fingerprint, key)
     with held(path[:-len(".json")] + ".lock"):
         warm = None
         try:
             # The run compares with the same previous result when it ends (tuning/compare.py).
-            warm = warm_plan(previous(out, problem.hardware, key, storage), problem)
+            warm = warm_plan(previous(out, problem.hardware, key, storage, set_aside=True), problem)
             progress(WarmStarted(entry.name, key, warm))
             result = Run(problem, options, progress, warm_start=warm.start).run()
         except NotSaved as exc:

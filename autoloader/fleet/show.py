@@ -88,11 +88,7 @@ def find(out: str, name: str, storage: str | None = None, whole: bool = False) -
     by key (this hardware's when several machines have one). ``whole``: a result held only in
     ``storage`` whole where the storage has it (``report``), not only its pick."""
     if os.path.isfile(name):
-        stored = load_result(name)
-        if stored is not None:
-            return stored
-        raise usage("the file must be an autoloader result that passes its checks", name,
-                    "pass a <key>.json that `autoloader show` lists (the warning above says what is wrong with it)")
+        return _named_file(name)
     parts = split_study_name(name)
     fingerprint, key = parts if parts else (None, name)
     matches = [s for s in _all(out, storage, whole) if s.dataset_key == key
@@ -107,6 +103,31 @@ def find(out: str, name: str, storage: str | None = None, whole: bool = False) -
                         "pass <fingerprint>/<key>")
         matches = mine
     return matches[0]
+
+
+RESULT_FILE = ("the file must be an autoloader result that passes its checks, at its own path in a results "
+               "folder (<hardware>/<key>.json, as autoloader tune writes it)")
+
+
+def _named_file(name: str) -> TuneResult:
+    """The result a file named on the command line holds, read and never written (NOTE [ A bad
+    result file ] in store/door.py): only a ``.json`` file whose checked record puts it at its
+    own path (its folder the hardware's fingerprint, its name the key) is a result; anything else
+    is refused as not an autoloader result, and left as it is."""
+    if not name.endswith(".json"):
+        raise usage(RESULT_FILE, f"{name}: not an autoloader result (not a .json file)",
+                    "pass a <key>.json that `autoloader show` lists, or its key")
+    stored = load_result(name)
+    if stored is None:
+        raise usage(RESULT_FILE, f"{name}: not an autoloader result",
+                    "pass a <key>.json that `autoloader show` lists (the warning above says what is wrong with it)")
+    folder, base = os.path.split(os.path.abspath(name))
+    own = (os.path.basename(folder), base[:-len(".json")])
+    if own != (stored.hardware.fingerprint, stored.dataset_key):
+        raise usage(RESULT_FILE, f"{name}: not an autoloader result at its own path (it says it is "
+                    f"{stored.hardware.fingerprint}/{stored.dataset_key}.json)",
+                    "pass the file where autoloader tune wrote it, or its key with --out")
+    return stored
 
 
 def report_beside(out: str, found: TuneResult) -> str:

@@ -54,6 +54,9 @@ def tuned_loader(dataset: Any, **options):
     from torch.utils.data.distributed import DistributedSampler
 
     check_dataset(dataset, "tuned_loader(dataset)")
+    # accelerator.prepare() rebuilds the loader it is given: an in-run loader would not survive
+    # it, so the tune is made before the run (NOTE [ Tuning inside the run ] in inrun/__init__.py).
+    options.setdefault("tune", "before")
     with applying("the loader for accelerator.prepare()"):   # NOTE [ The closing line ] in api.py
         loader = best_loader(dataset, **options)
     if not isinstance(loader.sampler, DistributedSampler):

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import usage
 from ..search.config import iterable_key
-from ..search.knob import REQUIRED, Knob
+from ..search.knob import NODES, REQUIRED, Knob
 from ..search.settings import SETTINGS
 from ..search.space import LoaderConfig
 
@@ -107,6 +107,8 @@ def render(result: Any, form: str) -> str:
     """``result`` as text in ``form`` (one of FORMATS): ``kwargs`` the DataLoader keyword
     arguments, ``hf`` the TrainingArguments fields, both one line to paste into the call;
     ``lightning`` the ``train_dataloader`` method."""
+    if result_settings(result).loader == NODES:
+        return _nodes_form(result, form)
     if form == "kwargs":
         return ", ".join(_keywords(dataloader_kwargs(result))) + "\n"
     if form == "hf":
@@ -115,6 +117,33 @@ def render(result: Any, form: str) -> str:
         return lightning_source(result)
     raise usage(f"the format must be one of {', '.join(FORMATS)}", form,
                 f"pass --format {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+
+
+def _nodes_form(result: Any, form: str) -> str:
+    """A torchdata.nodes graph's pick in ``form``: no DataLoader takes its settings (``method``,
+    ``in_order``, ``max_concurrent``), so ``kwargs`` is the code that builds the tuned graph
+    (``show`` prints it too), ``lightning`` a ``train_dataloader`` that calls the graph's factory
+    with them; ``hf`` (a DataLoader's fields) and a graph given as built (no factory to call) are
+    a usage error saying what to pass instead."""
+    from ..search.nodes import FACTORY, graph_snippet
+
+    graph = getattr(result, "nodes", None)
+    config = result_settings(result)
+    if graph is None or form == "hf":
+        raise usage(f"--format {form} prints a DataLoader's settings; this result tuned a torchdata.nodes graph, "
+                    "whose settings (method, in_order, max_concurrent) no DataLoader takes", form,
+                    "run autoloader show KEY (it prints the code that builds the tuned graph), or --format kwargs")
+    if form == "kwargs":
+        return graph_snippet(config, graph, f"{config.batch_size} per batch")
+    if graph.built != FACTORY:
+        raise usage("--format lightning calls the graph's factory; this graph was given built, so there is none "
+                    "to call", graph.name, "pass --format kwargs (the code that builds the tuned graph), or tune a "
+                    "factory taking the knobs as keywords (README: torchdata.nodes)")
+    code = graph_snippet(config, graph, "").splitlines()
+    body = [line for line in code[1:] if line.strip()]   # the import (if any) and `graph = make(...)`
+    call = body[-1].split("=", 1)[1].strip()
+    lines = ["def train_dataloader(self):", *[f"    {line}" for line in body[:-1]], f"    return {call}"]
+    return "\n".join(lines) + "\n"
 
 
 def _required() -> set[str]:

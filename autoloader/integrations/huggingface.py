@@ -163,6 +163,9 @@ def tune_trainer(trainer: Any, **options) -> dict:
         value = getattr(args, knob.hf.name)
         if value is not None and value != knob.first:
             options.setdefault(knob.gate.option, True)
+    # The Trainer builds its own DataLoader from the fields set: the tune is made before the run
+    # (NOTE [ Tuning inside the run ] in inrun/__init__.py).
+    options.setdefault("tune", "before")
     with applying("the Trainer's TrainingArguments (dataloader_*)"):   # NOTE [ The closing line ] in api.py
         loader = best_loader(dataset, batch_size=args.train_batch_size, **fixed, **options)
     fields = training_arguments(loader)

@@ -104,6 +104,7 @@ def _data_module() -> type:
     import lightning.pytorch as lightning
 
     from .formats import dataloader_kwargs
+    from torch.utils.data import DataLoader
 
     class TunedDataModule(lightning.LightningDataModule):
         """A LightningDataModule whose train loader is tuned once per hardware and dataset
@@ -135,7 +136,9 @@ def _data_module() -> type:
             with applying("TunedDataModule's train loader"):   # NOTE [ The closing line ] in api.py
                 loader = tuned_dataloader(self.train_dataset, trainer=self.trainer, batch_size=self.batch_size,
                                           **self.options)
-            self.settings = dataloader_kwargs(loader)
+            # Tuned in the run (NOTE [ Tuning inside the run ] in inrun/__init__.py), the settings are
+            # known once the loader has settled: ``loader.plan.pick``.
+            self.settings = dataloader_kwargs(loader) if isinstance(loader, DataLoader) else None
             return loader
 
     TunedDataModule.__module__ = __name__

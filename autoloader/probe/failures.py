@@ -98,7 +98,24 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     if signals:
         detail += "".join(f"\nDataLoader worker is killed by signal: {s}" for s in signals)
     first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    if out_of_descriptors(exc):
+        first = f"{FD_EXHAUSTED} ({first})"
     return clip(first or type(exc).__name__, MESSAGE_LIMIT), detail
+
+
+# A dataset (or step) that opens files and never closes them runs its process out of file
+# descriptors (EMFILE); the failure is said as its own, with the fix, not as a crash.
+FD_EXHAUSTED = ("the trial process ran out of file descriptors (EMFILE: Too many open files): the dataset "
+                "(or step) opens files and does not close them. Fix: close each file it opens (with open(...) as "
+                "f:, or close it after reading), or raise the limit (ulimit -n)")
+
+
+def out_of_descriptors(exc: BaseException) -> bool:
+    """Whether an exception (or one in its chain, or a worker's re-raised text) says EMFILE."""
+    import errno
+
+    return any((isinstance(e, OSError) and e.errno == errno.EMFILE) or "too many open files" in str(e).lower()
+               for e in _exception_chain(exc))
 
 
 def _worker_message(text: str) -> str:
@@ -165,6 +182,8 @@ def classify_failure(message: str, where: str) -> str:
         return "worker_killed"
     if where == "step":
         return "step_error"
+    if "too many open files" in text:   # FD_EXHAUSTED: the dataset's leak, wherever it surfaced
+        return "dataset_error"
     if "_next_index" in text:   # DataLoader asking the sampler: NOTE [ An iterator that raised while starting ]
         return "sampler_error"
     if where == "iter":

@@ -112,6 +112,24 @@ def is_nodes(obj: Any) -> bool:
         and not hasattr(obj, "__getitem__") and not hasattr(obj, "__iter__")
 
 
+def given_graph(obj: Any) -> Any:
+    """What the trial process tunes for the object a dataset spec gave: a zero-argument factory
+    (a function, not a class or a Dataset) is called once here, and a torchdata.nodes graph it
+    returns is the graph (the README offers such a factory); a factory of anything else is
+    handed on as a factory of what it returned, for resolve_dataset's checks and their words."""
+    if _from_torchdata(obj) or isinstance(obj, type) or not callable(obj) or _keywords(obj) is not None \
+            or (hasattr(obj, "__getitem__") and hasattr(obj, "__len__")) or hasattr(obj, "__iter__"):
+        return obj
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return obj
+    if any(p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return obj
+    made = obj()
+    return made if _from_torchdata(made) else (lambda: made)
+
+
 def _chain(root: Any, tn) -> list:
     """The nodes from ``root`` down to the ParallelMapper tuned (usage error: none): the one
     nearest the root with workers, else the deepest (a ``Mapper`` is a ParallelMapper of no

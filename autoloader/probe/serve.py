@@ -5,17 +5,28 @@ processes ] in trial.py says why trials run in a process of their own."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import multiprocessing as mp
 import os
 import sys
 import traceback
 import warnings
 
+from ..search.results import FAILED, OK, TrialResult
+from .failures import FD_EXHAUSTED
 from .protocol import Beat, Begin, Measured, Profiled, ProfileRequest, Ready, RunnerSetup, SetupError, SetupFailed, Stop
 from .teardown import reap_absorbing_reports
 from .setup_parts import uncompiled
 from .trial import _Runner
-from .workers import RUNNER_NAME, die_with_parent, reap_children, set_name
+from .workers import (
+    RUNNER_NAME,
+    adopt_orphans,
+    die_with_parent,
+    end_leftovers,
+    reap_children,
+    release_semaphores,
+    set_name,
+)
 
 
 def _top_packages(setup: RunnerSetup) -> tuple[str, ...]:
@@ -37,6 +48,22 @@ def _uncompiled(setup: RunnerSetup) -> tuple[str, ...]:
         return ()
 
 
+def _reaped() -> int | None:
+    """The trial's workers reaped (``reap_children``): how many were left alive, or None when
+    this process has no file descriptor left to look for them with (EMFILE: the dataset's leak,
+    FD_EXHAUSTED), which ends this process."""
+    try:
+        return reap_absorbing_reports(reap_children)
+    except OSError as exc:
+        if exc.errno != errno.EMFILE:
+            raise
+        return None
+
+
+def out_of_descriptors_said(error: str | None) -> bool:
+    return bool(error) and FD_EXHAUSTED in error
+
+
 def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
     """The trial process's entry point: set up, answer Ready, then serve Measure messages until
     Stop or a broken pipe (NOTE [ Trial protocol ] in protocol.py). ``began``: when the driver
@@ -44,6 +71,7 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
     the set-up's first part is timed from."""
     os.setpgrp()
     die_with_parent()
+    adopt_orphans()
     set_name(RUNNER_NAME)
     if setup.shard is not None:
         # seed_worker (seeding.py) keys each worker's stream by RANK: this process's workers are
@@ -86,9 +114,15 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
             # has its result already, so this is not about the next one.
             continue
         if isinstance(message, Stop):
+            left = end_leftovers()
+            if left:   # the dataset's processes, started detached and left running: ended, and named
+                print(f"autoloader: ended {len(left)} process{'es' if len(left) > 1 else ''} the dataset (or step) "
+                      f"started and left running ({'; '.join(left)}): a tune ends what its trials started. Fix: "
+                      "stop them in the dataset when it is done, or start them outside it", file=sys.stderr)
             # Every trial's loaders and workers are gone by now; what is left is the interpreter's
             # teardown of torch, seconds on a loaded machine that the driver would wait for past
             # the run's result (NOTE [ The budget is a wall bound ] in search/budget.py).
+            release_semaphores()   # os._exit runs no finalizer: the resource tracker would call them leaked
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
@@ -96,9 +130,19 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
         beat = lambda batches: conn.send(Beat(batches))  # noqa: E731
         if isinstance(message, ProfileRequest):
             profile, error = runner.profile(message.batch_size, beat, message.memory_budget)
-            conn.send(Profiled(profile, error, leaked_workers=reap_absorbing_reports(reap_children)))
+            leaked = _reaped()
+            if leaked is None:
+                conn.send(Profiled(None, error or FD_EXHAUSTED, leaked_workers=0))
+                return   # the descriptors the dataset leaked go with this process; the next gets a fresh one
+            conn.send(Profiled(profile, error, leaked_workers=leaked))
         else:
             result = runner.measure(message.config, message.settings, beat=beat)
-            conn.send(Measured(result, leaked_workers=reap_absorbing_reports(reap_children)))
+            leaked = _reaped()
+            if leaked is None:
+                if result.status == OK or not out_of_descriptors_said(result.error):
+                    result = TrialResult(result.config, FAILED, cause="dataset_error", error=FD_EXHAUSTED)
+                conn.send(Measured(result, leaked_workers=0))
+                return   # the descriptors the dataset leaked go with this process; the next gets a fresh one
+            conn.send(Measured(result, leaked_workers=leaked))
         if runner.cuda_broken:
             return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process

@@ -57,6 +57,16 @@ from .workers import WorkerInit, pss, shutdown_iterators
 HUGE_LENGTH = 2**28
 
 
+class StepExited(Exception):
+    """The step raised KeyboardInterrupt or SystemExit: a failure of the step (step_error), named
+    as the step's, not the end of the trial process."""
+
+    def __init__(self, exc: BaseException):
+        said = f"({exc})" if str(exc) else "()"
+        super().__init__(f"the step raised {type(exc).__name__}{said}: a step must return, not exit the process "
+                         "or interrupt it. Fix: raise an exception of your own in the step (or let it return)")
+
+
 class _Runner:
     """The trial process's state, built once: the dataset, the step, the device. ``inspect`` and
     ``warm_up`` run before any trial; ``measure`` runs one."""
@@ -91,8 +101,9 @@ class _Runner:
         self.parts.mark("import the dataset's module")
         imported = anonymous_bytes()
         # A torchdata.nodes graph: NOTE [ Tuning a torchdata.nodes graph ] in nodes.py.
-        self.pipeline = nodes.Pipeline(loaded, setup.dataset.name) if nodes.is_nodes(loaded) else None
-        self.dataset = self.pipeline if self.pipeline else resolve_dataset(loaded, setup.dataset.name)
+        given = nodes.given_graph(loaded)   # a zero-argument factory's graph
+        self.pipeline = nodes.Pipeline(given, setup.dataset.name) if nodes.is_nodes(given) else None
+        self.dataset = self.pipeline if self.pipeline else resolve_dataset(given, setup.dataset.name)
         after = anonymous_bytes()
         self.parts.mark("build the dataset")
         if is_factory(loaded) and not module_holds(loaded, self.dataset):
@@ -380,7 +391,17 @@ class _Runner:
 
     def _consumer(self, config: LoaderConfig):
         if self.step is not None:
-            return self.step
+            step = self.step
+
+            def stepped(batch):
+                try:
+                    return step(batch)
+                except (KeyboardInterrupt, SystemExit) as exc:
+                    # The step's own: this process is in a process group of its own (serve.main),
+                    # so a Ctrl-C at the terminal never reaches it. Its failure, not the process's end.
+                    raise StepExited(exc) from None
+
+            return stepped
         if not self.cuda:
             return lambda batch: None
         non_blocking = config.pin_memory

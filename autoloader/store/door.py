@@ -4,12 +4,15 @@
 # A result file is read whole and checked field by field (TuneResult.from_dict) before anything
 # uses it: the previous result a tune compares with, the warm start, ``show``, ``report``, a
 # retune's history. One that fails (not JSON, a field no run writes, a bound it breaks) is a
-# StoredStateWarning naming the file and the field, and is then set aside: renamed to
-# ``<name>.corrupt-<UTC time>`` beside it (nothing is deleted; the name no longer ends in .json,
-# so no reader globs it again), and the result is absent: the next tune of its problem measures
-# afresh and writes a good one. So a damaged file costs one warning, never the tune after it, and
-# never every later tune of its key. A file that is there but not one to set aside is only
-# ignored: a folder where the file should be, one that cannot be read, and one written by a
+# StoredStateWarning naming the file and the field, and the result is absent. A reader (``show``,
+# ``report``, ``dashboard``, every listing, ``stored_result``) leaves the file as it is: a command
+# that reads never writes, and a file named on its command line may be anything. Only a tune
+# (``tune``, ``best_loader``, ``retune``), reading its own key's result (``set_aside=True``), sets
+# a damaged one aside: renamed to ``<name>.corrupt-<UTC time>`` beside it (nothing is deleted;
+# the name no longer ends in .json, so no reader globs it again), and the run measures afresh and
+# writes a good one. So a damaged file costs one warning, never the tune after it, and never
+# every later tune of its key. A file that is there but not one to set aside is only ignored,
+# by tunes too: a folder where the file should be, one that cannot be read, and one written by a
 # newer autoloader (it is good, for that autoloader).
 """
 
@@ -25,11 +28,14 @@ from .result import TuneResult
 from .validate import FORMAT, StoredStateWarning
 
 
-def load_result(path: str, cpus: int | None = None, batch_sizes: tuple[int, ...] | None = None) -> TuneResult | None:
+def load_result(path: str, cpus: int | None = None, batch_sizes: tuple[int, ...] | None = None, *,
+                set_aside: bool = False) -> TuneResult | None:
     """The result file at ``path`` as its checked record (its ``where`` the path), or None when
-    there is none; None with a warning naming the file when it cannot be used, the file set aside
-    when it is damaged (NOTE [ A bad result file ]). ``cpus`` and ``batch_sizes``: this machine's
-    usable CPUs and the problem's batch sizes, which bound what a result handed out here may say."""
+    there is none; None with a warning naming the file when it cannot be used (NOTE [ A bad
+    result file ]). ``cpus`` and ``batch_sizes``: this machine's usable CPUs and the problem's
+    batch sizes, which bound what a result handed out here may say. ``set_aside``: a tune reading
+    its own key's result, which sets a damaged one aside; a reader leaves it where it is."""
+    _set_aside = _setting_aside if set_aside else _left
     try:
         with open(path) as fh:
             text = fh.read()
@@ -77,12 +83,18 @@ def set_aside(path: str) -> str | None:
     return target
 
 
-def _set_aside(path: str, why: str) -> None:
+def _setting_aside(path: str, why: str) -> None:
     moved = set_aside(path)
     where = (f"set aside as {moved}" if moved else "it could not be set aside (the folder refused the rename); "
              "move it away to keep it")
     warnings.warn(f"ignored the stored result {path}: {why}. It is not used; {where}, and a new tune of its "
                   "dataset writes a good one", StoredStateWarning, stacklevel=3)
+    return None
+
+
+def _left(path: str, why: str) -> None:
+    warnings.warn(f"ignored the stored result {path}: {why}. It is not used, and left as it is (a tune of its "
+                  "dataset sets it aside and writes a good one)", StoredStateWarning, stacklevel=3)
     return None
 
 

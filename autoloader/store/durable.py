@@ -259,9 +259,49 @@ def open_sound(url: str, name: str, sampler, given: bool, heartbeat_s: int, grac
     raise AssertionError("unreachable: the second attempt returns or raises")
 
 
+# What a database server's refusal says (psycopg's and PostgreSQL's words), the cause it is
+# named by, and its fix: a storage that cannot be reached is no bad URL, and the URL's fix (a
+# SQLite path) would not help.
+_CONNECT_FAILURES = (
+    (("password authentication failed", "no password supplied", "authentication failed"), "password rejected",
+     "check the user name and password in the URL (a password holding @ : / or % percent-encoded), or the "
+     "server's pg_hba.conf for this host"),
+    (("connection refused", "is the server running"), "connection refused",
+     "start the database server, or check the host and port in the URL (PostgreSQL listens on 5432 by default)"),
+    (("could not translate host name", "name or service not known", "nodename nor servname", "name resolution"),
+     "host not found", "check the host name in the URL"),
+    (("timeout expired", "timed out"), "no answer",
+     "check that the server is up and that this machine may reach it (a firewall, a VPN)"),
+    (("does not exist",), "no such database or role",
+     "create it (createdb NAME), or name one that exists in the URL"),
+)
+
+
+def connect_failure(url: str, exc: BaseException) -> UsageError | None:
+    """An InputError saying why a database server could not be connected to (a password rejected,
+    a connection refused...) with the fix for that cause, password masked; None for a SQLite URL,
+    or a failure that is not one of these."""
+    if sqlite_file(url) is not None or url.startswith("sqlite"):
+        return None
+    from ..errors import InputError
+
+    root = innermost(exc)
+    text = str(root).lower()
+    for needles, cause, fix in _CONNECT_FAILURES:
+        if any(n in text for n in needles):
+            why = scrub(f"{type(root).__name__}: {_first_line(root)}", url)
+            return InputError(str(usage(f"the storage must accept this run's connection; could not connect: {cause}",
+                                        masked(url), f"{fix}; then run the same command again ({why})")))
+    return None
+
+
 def open_error(url: str, given: bool, exc: BaseException) -> UsageError:
     """The usage error for a storage Optuna cannot open, password masked; the fix depends on
-    whether the user named it (--storage) or it is the default SQLite file under --out."""
+    whether the user named it (--storage) or it is the default SQLite file under --out. A server
+    that could not be connected to is an InputError naming the cause (``connect_failure``)."""
+    unreachable = connect_failure(url, exc)
+    if unreachable is not None:
+        return unreachable
     root = innermost(exc)
     why = scrub(f"{type(root).__name__}: {_first_line(root)}", url)
     if given:
@@ -273,20 +313,58 @@ def open_error(url: str, given: bool, exc: BaseException) -> UsageError:
                  f"make that folder writable, or {elsewhere(path)} (or pass --storage) ({why})")
 
 
-def open_reader(url: str, must_exist: bool):
+# NOTE [ A reader opens a study read-only ]
+# ``show --storage``, ``report --storage``, ``dashboard`` and the fleet's picks read a SQLite
+# study through SQLite's read-only URI (``mode=ro``), with no table made: a command that reads
+# never writes, and the file it is pointed at may be an application's database. A file without
+# Optuna's tables is "not a study" and is left as it is, byte for byte; so is a study a killed
+# writer left mid-transaction (its hot journal is for the next tune to roll back: a read-only
+# connection cannot, and says so). A tune's own check of its --storage (``read_only=False``)
+# opens it as the tune will.
+OPTUNA_TABLES = ("studies", "trials", "version_info")
+
+
+def not_a_study(path: str) -> str | None:
+    """Why the SQLite file at ``path`` holds no Optuna study (its tables, read read-only), or
+    None when it has Optuna's tables (or is no SQLite database: opening it says what it is)."""
+    from urllib.parse import quote
+
+    try:
+        connection = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = sorted(r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return None
+    missing = [t for t in OPTUNA_TABLES if t not in tables]
+    if not missing:
+        return None
+    held = ", ".join(tables[:8]) + (", ..." if len(tables) > 8 else "") if tables else "no table"
+    return f"not a study: it has no Optuna tables ({', '.join(missing)} missing; it holds {held})"
+
+
+def open_reader(url: str, must_exist: bool, read_only: bool = True):
     """A storage opened to read what it holds (``show``, ``dashboard``, the fleet's picks): a
     usage error when Optuna cannot open or read it, and with ``must_exist`` when it is a SQLite
-    file that is not there (opening it would make an empty one, which holds nothing to show)."""
+    file that is not there (opening it would make an empty one, which holds nothing to show).
+    ``read_only``: a SQLite file is opened read-only, and one without Optuna's tables is refused
+    as not a study, untouched (NOTE [ A reader opens a study read-only ]); False: a tune's check
+    of the storage it is about to write."""
     import optuna
 
     path = sqlite_file(url)
-    if must_exist and path is not None and not os.path.isfile(path):
+    if (must_exist or read_only) and path is not None and not os.path.isfile(path):
         raise usage("--storage must name a storage that exists, to read what it holds", masked(url),
                     "pass the sqlite:///PATH of a study file that exists (autoloader tune writes them beside "
                     "its results), or a database URL of the fleet's storage")
+    if read_only and path is not None and (why := not_a_study(path)) is not None:
+        raise usage("--storage must name an Optuna study, to read what it holds", f"{masked(url)}: {why}; it is "
+                    "left as it is", "pass the sqlite:///PATH of a study file autoloader tune wrote (a <key>.db "
+                    "beside its result), or a database URL of the fleet's storage")
     storage = None
     try:
-        storage = open_storage(url, heartbeat_s=None, grace_s=None)
+        storage = open_storage(url, heartbeat_s=None, grace_s=None, read_only=read_only)
         optuna.study.get_all_study_names(storage=storage)
         return storage
     except UsageError:

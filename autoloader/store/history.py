@@ -13,7 +13,8 @@ tuning/compare.py), is kept like any other, the current file included, but marke
 says ``busy``, its ``since`` says ``inconclusive``): ``previous`` passes over it, to this
 hardware's newest conclusive result in the history, so a busy or undecided night never becomes
 the baseline the next night compares with. Every result is read through the door
-(door.load_result: checked, and set aside when damaged) and comes back as its ``TuneResult``.
+(door.load_result: checked; a tune's own key's set aside when damaged, ``set_aside``) and comes
+back as its ``TuneResult``.
 """
 
 from __future__ import annotations
@@ -59,11 +60,13 @@ def record(out: str, fingerprint: str, key: str, result: TuneResult) -> str:
     return path
 
 
-def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None) -> TuneResult | None:
+def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None,
+              set_aside: bool = False) -> TuneResult | None:
     """This hardware's current result for ``key``, if one passes its checks (one that fails is
     warned about, naming it, and never started from) and is conclusive (TuneResult.conclusive);
-    else the newest such result in its dated history. ``cpus``: this machine's, which bound it."""
-    current = load_result(result_path(out, fingerprint, key), cpus)
+    else the newest such result in its dated history. ``cpus``: this machine's, which bound it.
+    ``set_aside``: the key's tune reads them, and sets a damaged one aside (door.load_result)."""
+    current = load_result(result_path(out, fingerprint, key), cpus, set_aside=set_aside)
     if current is not None and current.conclusive:
         return current
     folder = history_dir(out, fingerprint, key)
@@ -72,7 +75,8 @@ def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None) -> 
     except OSError:
         return None
     kept = [stored for name in names if name.endswith(".json")
-            and (stored := load_result(os.path.join(folder, name), cpus)) is not None and stored.conclusive]
+            and (stored := load_result(os.path.join(folder, name), cpus, set_aside=set_aside)) is not None
+            and stored.conclusive]
     return max(kept, key=lambda s: s.finished_at or "") if kept else None
 
 
@@ -85,13 +89,14 @@ def other_hardware(out: str, fingerprint: str, key: str, storage: str | None = N
     return [s for s in found if s.conclusive]
 
 
-def previous(out: str, hardware, key: str, storage: str | None = None) -> TuneResult | None:
+def previous(out: str, hardware, key: str, storage: str | None = None, set_aside: bool = False) -> TuneResult | None:
     """The previous result of the problem ``key``, by the one rule that ``tune --fail-if-changed``,
     ``retune`` and a warm start share: this hardware's last good result, else the nearest other
     hardware's (``nearest``) under ``out`` or in ``storage``. ``hardware``: this machine's
-    (inputs/hardware.Hardware)."""
+    (inputs/hardware.Hardware). ``set_aside``: the key's own tune, which may set this hardware's
+    damaged results of ``key`` aside (never another hardware's)."""
     fingerprint = hardware.fingerprint
-    return (last_good(out, fingerprint, key, hardware.cpus)
+    return (last_good(out, fingerprint, key, hardware.cpus, set_aside)
             or nearest(hardware, other_hardware(out, fingerprint, key, storage)))
 
 
@@ -103,12 +108,12 @@ def stored_picks(storage: str, key: str | None = None, whole: bool = False) -> l
     import optuna
 
     from . import runs
-    from .durable import open_reader, sqlite_file
+    from .durable import not_a_study, open_reader, sqlite_file
     from .storage import masked
 
     path = sqlite_file(storage)
-    if path is not None and not os.path.isfile(path):
-        return []   # nothing stored there yet: a reader does not make the file
+    if path is not None and (not os.path.isfile(path) or not_a_study(path) is not None):
+        return []   # nothing stored there yet: a reader does not make the file, nor its tables
     opened = open_reader(storage, must_exist=False)   # a reader: no trial of its own
     picks = []
     for name in optuna.study.get_all_study_names(storage=opened):

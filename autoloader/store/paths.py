@@ -72,6 +72,7 @@ def held(path: str, on_wait: Callable[[int | None], None] | None = None):
     if mine in _HELD:
         yield
         return
+    _refuse_link(path)
     lock = FileLock(path, mode=0o666)
     try:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -97,6 +98,18 @@ def held(path: str, on_wait: Callable[[int | None], None] | None = None):
         with contextlib.suppress(OSError):   # before the release: the next holder writes its own
             os.unlink(path + ".pid")
         lock.release()
+
+
+def _refuse_link(path: str) -> None:
+    """A lock file is autoloader's own, made where it is: one that is a symbolic link (or a
+    folder) would have the lock open, and make, a file elsewhere. An InputError naming it."""
+    from ..errors import InputError, usage
+
+    if os.path.islink(path) or os.path.isdir(path):
+        what = f"a symbolic link to {os.readlink(path)}" if os.path.islink(path) else "a folder"
+        raise InputError(str(usage("a result's lock file must be a plain file autoloader makes beside the result",
+                                   f"{path}: {what}", f"remove it (rm {'-r ' if what == 'a folder' else ''}"
+                                   f"'{path}'); the next run makes the lock file itself")))
 
 
 def _holder(path: str) -> int | None:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -86,13 +87,18 @@ def warm_up() -> threading.Thread:
 # profile starts only after the study is open.
 
 
-def open_storage(url: str, heartbeat_s: int | None, grace_s: int | None):
+def open_storage(url: str, heartbeat_s: int | None, grace_s: int | None, read_only: bool = False):
     """An ``optuna.storages.RDBStorage`` for ``url``, with heartbeats every ``heartbeat_s`` (None:
-    off, for readers). Raises what Optuna and SQLAlchemy raise (the caller turns it into a usage
-    error) after OPEN_ATTEMPTS tries."""
+    off, for readers). ``read_only``: a SQLite file opened by a reader (NOTE [ A reader opens a
+    study read-only ] in durable.py): SQLite's ``mode=ro``, no table made; any other URL as
+    without. Raises what Optuna and SQLAlchemy raise (the caller turns it into a usage error)
+    after OPEN_ATTEMPTS tries."""
     import optuna
 
     url = driver_url(url)
+    read_only = read_only and url.startswith("sqlite")   # another database: opened as before (its tables made)
+    if read_only:
+        url = read_only_url(url)
     if url.startswith("sqlite"):
         engine_kwargs = {"connect_args": {"timeout": 30}}
     elif url.startswith("postgresql"):
@@ -104,12 +110,23 @@ def open_storage(url: str, heartbeat_s: int | None, grace_s: int | None):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_s,
-                                                  grace_period=grace_s)
+                                                  grace_period=grace_s, skip_table_creation=read_only)
         except Exception:  # noqa: BLE001 - a table-creation race looks like any database error
             if attempt == OPEN_ATTEMPTS:
                 raise
             time.sleep(0.5 * attempt)
     raise AssertionError("unreachable")
+
+
+def read_only_url(url: str) -> str:
+    """A ``sqlite:///PATH`` URL as SQLite's read-only URI (``file:PATH?mode=ro``): nothing opened
+    through it can write the file (no table, no journal rolled back). Any other URL as it is."""
+    from urllib.parse import quote
+
+    match = re.match(r"(sqlite(?:\+\w+)?):///([^?]+)", url)
+    if not match or match.group(2).startswith(":memory:"):
+        return url
+    return f"{match.group(1)}:///file:{quote(os.path.abspath(match.group(2)))}?mode=ro&uri=true"
 
 
 def open_study(storage, name: str, sampler):

@@ -18,4 +18,4 @@ Serves ``api`` (``tune``/``best_loader``) and ``fleet.retune``:
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["compare", "progress", "run"]
+__all__ = ["compare", "measured", "progress", "run"]

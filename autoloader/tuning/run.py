@@ -170,7 +170,7 @@ class Run:
                                         notice=lambda line: self.progress(FleetPushed(line)))
         loaded = store.reread(self.options.limits, info.code)
         # The previous result, read before this run replaces it: its pick joins the final.
-        self.before = previous(self.options.out, problem.hardware, key, self.options.storage)
+        self.before = previous(self.options.out, problem.hardware, key, self.options.storage, set_aside=True)
         self.progress(TuneStarted(key, info, resumed=len(loaded.trials), retried=loaded.limit_raised,
                                   code_changed=loaded.code_changed, crashed_once=len(loaded.crashed_once),
                                   invalid=loaded.invalid, environment=loaded.environment,

@@ -262,7 +262,8 @@ class StepFaults:
       (on a CPU-only machine too);
     * ``"raise"``: a shape bug, ``RuntimeError("mat1 and mat2 shapes cannot be multiplied")``;
     * ``"kill"``: the trial process itself is SIGKILLed (the OOM killer picks the biggest
-      process, which is the one holding the model, not a worker).
+      process, which is the one holding the model, not a worker);
+    * ``"interrupt"``, ``"exit"``: the step raises KeyboardInterrupt, or SystemExit(3).
     """
 
     def __init__(self, faults: dict[int, str]):
@@ -283,6 +284,10 @@ class StepFaults:
         if fault == "kill":
             _no_core_dump()
             os.kill(os.getpid(), signal.SIGKILL)
+        if fault == "interrupt":
+            raise KeyboardInterrupt
+        if fault == "exit":
+            raise SystemExit(3)
         raise ValueError(f"unknown fault {fault!r}")
 
 
@@ -518,3 +523,61 @@ def kill_mid_study(command: list[str], out_dir: str, cwd: str, timeout_s: float)
             driver.kill()
             driver.wait()
     return None, []
+
+
+class LeakFds(Tiny):
+    """Each sample opens /dev/null and keeps it open (a file handle never closed), in a process
+    whose descriptor limit it lowers on its first read to what is open then plus ``headroom``: the
+    process runs out of file descriptors (EMFILE) within a few hundred samples. ``in_workers``:
+    in DataLoader workers too, else in the trial process alone."""
+
+    def __init__(self, headroom: int = 300, length: int = 512, in_workers: bool = False):
+        super().__init__(length=length)
+        self.headroom, self.kept, self.lowered, self.in_workers = headroom, [], False, in_workers
+
+    def __getitem__(self, index: int):
+        if not self.in_workers and torch.utils.data.get_worker_info() is not None:
+            return super().__getitem__(index)
+        if not self.lowered:
+            import resource
+
+            self.lowered = True
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            limit = len(os.listdir("/proc/self/fd")) + self.headroom
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(limit, hard), hard))
+        self.kept.append(open(os.devnull))
+        return super().__getitem__(index)
+
+
+def leak_fds() -> LeakFds:
+    return LeakFds()
+
+
+def leak_fds_in_workers() -> LeakFds:
+    return LeakFds(in_workers=True)
+
+
+class Detached(Tiny):
+    """On its first read in a process, starts ``sleep 300`` detached (``start_new_session=True``,
+    through a shell that exits at once, so the sleep is orphaned) and appends its pid to
+    ``marker``: a helper a dataset starts and never stops, which must not outlive the tune."""
+
+    def __init__(self, marker: str, length: int = 512):
+        super().__init__(length=length)
+        self.marker, self.started = marker, False
+
+    def __getitem__(self, index: int):
+        if not self.started:
+            import subprocess
+
+            self.started = True
+            subprocess.Popen(["sh", "-c", f"sleep 300 & echo $! >> {self.marker}"], start_new_session=True).wait()
+        return super().__getitem__(index)
+
+
+def interrupting_step() -> StepFaults:
+    return StepFaults({64: "interrupt"})
+
+
+def exiting_step() -> StepFaults:
+    return StepFaults({64: "exit"})

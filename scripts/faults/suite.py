@@ -20,7 +20,10 @@ all runs, no process of the suite may be alive (every trial process and worker i
 environment tag, so re-parented orphans are found too) and /dev/shm must hold nothing new.
 Prints the report and writes it as Markdown.
 
-``--only state|hangs|issue31`` (repeatable) runs those parts alone and ``-k WORD`` only their
+Then issue 50's cases (``issue50.py``: every read command among decoy files, which must keep every
+name and byte; retune over a dataset that segfaults, exits or hangs while its key is read).
+
+``--only state|hangs|issue31|issue50`` (repeatable) runs those parts alone and ``-k WORD`` only their
 checks whose name holds WORD: printed as the report renders them, with the processes left
 behind; no report is written (developing one check without the suite's 15 minutes).
 """
@@ -47,7 +50,7 @@ from scripts.faults import (
     datasets as faulty,  # the fault datasets and the leftover checks, shared with the tests
 )
 from scripts.faults import checks as shared
-from scripts.faults import hangs, issue31, state
+from scripts.faults import hangs, issue31, issue50, state
 from scripts.faults.checks import run_check
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -267,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = state.run_all(out_root)
     hangs.run(out_root, lambda check, body: checks.append(run_check(check, body)))
     issue31.run(out_root, lambda check, body: checks.append(run_check(check, body)))
+    issue50.run(out_root, lambda check, body: checks.append(run_check(check, body)))
     issue31_orphans = issue31.leftover(tag)
     for check in checks:   # the scratch folder's name says nothing
         check.told = check.told.replace(out_root, "$TMP")
@@ -289,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-ONLY = ("state", "hangs", "issue31")
+ONLY = ("state", "hangs", "issue31", "issue50")
 
 
 def only(parts: list[str], keyword: str | None) -> int:
@@ -307,18 +311,22 @@ def only(parts: list[str], keyword: str | None) -> int:
             hangs.run(root, add)
         if "issue31" in parts:
             issue31.run(root, add)
+        if "issue50" in parts:
+            issue50.run(root, add)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     leftover = faulty.leftover_processes(tag)
     checks = [c for c in checks if c.note != shared.SKIPPED]
     for check in checks:
         check.told = check.told.replace(root, "$TMP")
-    others = [c for c in checks if not issue31.owns(c)]
+    others = [c for c in checks if not issue31.owns(c) and not issue50.owns(c)]
     mine = [c for c in checks if issue31.owns(c)]
     print("\n".join([*(state.render(others) if others else []), *(issue31.render(mine) if mine else []),
+                     *issue50.render(checks),
                      "| measure | value | required |", "|---|---|---|",
                      *(state.totals(others) + hangs.totals(others) if others else []),
-                     *(issue31.totals(mine, leftover) if mine else [f"| processes left behind | {len(leftover)} | 0 |"])]))
+                     *(issue31.totals(mine, leftover) if mine else [f"| processes left behind | {len(leftover)} | 0 |"]),
+                     *issue50.totals(checks)]))
     return 0 if state.all_survived(checks) and not leftover else 1
 
 
@@ -357,8 +365,8 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
         if r.note:
             lines.append(f"- {r.fault}: `{r.note[:300]}`")
     hang = ", ".join(f"{d:.2f} s (tuner: no batch for {s:.2f} s)" for d, s in hang_times) or "no hang trial"
-    others = [c for c in checks if not issue31.owns(c)]
-    lines += ["", *state.render(others), *issue31.render(list(checks))]
+    others = [c for c in checks if not issue31.owns(c) and not issue50.owns(c)]
+    lines += ["", *state.render(others), *issue31.render(list(checks)), *issue50.render(list(checks))]
     lines += ["## Totals", "",
               "| measure | value | required |", "|---|---|---|",
               f"| fault classes survived | {sum(r.survived for r in rows)} of "
@@ -373,7 +381,8 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
               f"| new /dev/shm entries after the suite | {len(shm_leaks)} | 0 |",
               f"| time to detect a hang (hang start to trial ended and recorded), trial_timeout={tt:g} s | "
               f"{hang} | about trial_timeout (the watchdog's bound, then the kill and the study write) |",
-              *state.totals(others), *hangs.totals(others), *issue31.totals(list(checks), list(issue31_orphans))]
+              *state.totals(others), *hangs.totals(others), *issue31.totals(list(checks), list(issue31_orphans)),
+              *issue50.totals(list(checks))]
     if kill.resumed_line:
         lines += ["", f"The resumed run said: `{kill.resumed_line}`."]
     if kill.note:

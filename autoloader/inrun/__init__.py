@@ -1,0 +1,157 @@
+"""Tuning inside the run: the training loop is the benchmark (issue 54).
+
+# NOTE [ Tuning inside the run ]
+# ``best_loader(ds, batch_size=..., tune="run")`` with no stored result, and ``tuned(loader)``,
+# return at once an ``InRunLoader`` (loader.py), after a quick profile (quick.py: at most a second
+# of samples in the caller's process). Its invariants:
+#   * order: each epoch is every batch a plain DataLoader with the same sampler and generator
+#     gives, each sample once, in that order (NOTE [ One order, many loaders ] in order.py);
+#     ``len()``, ``drop_last``, ``DistributedSampler.set_epoch``, a ``break``, an exception in the
+#     loop and a second ``iter()`` behave as with a plain DataLoader (each ``iter()`` is an epoch);
+#   * readings: the epoch is read in segments, one config each, timed at the loop: the time in
+#     ``next()`` and between the calls (the real step); the finalists are paired round by round as
+#     the final pairs them, and exploring stops when settled or when it cannot repay its cost in
+#     the rest of the epoch (NOTE [ Segments of the epoch ], NOTE [ When exploring stops ] in
+#     schedule.py);
+#   * workers: a segment's workers are ended and joined before the next segment starts; a config
+#     whose memory forecast is past the limit never starts;
+#   * seeds: with ``sample_seed``, each sample is made under a seed of (seed, epoch, index) alone,
+#     and the batches are bit for bit those of any fixed config (NOTE [ Seeding per sample ]);
+#   * the result: stored under the problem's key as a CLI tune stores its own, with what the run
+#     measured, and said in one closing line (NOTE [ What an in-run tune stores ] in record.py).
+#     After the pick's epoch the loader is the pick's own DataLoader (its workers kept if it says).
+# An IterableDataset, or a loader without automatic batching, has no order to slice: those are
+# refused here (best_loader tunes them before the run).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SeededSamples", "in_run_loader", "tuned"]
+
+
+def __getattr__(name: str):
+    if name == "SeededSamples":
+        from .samples import SeededSamples
+
+        return SeededSamples
+    raise AttributeError(name)
+
+
+def refusal(dataset: Any) -> str | None:
+    """Why ``dataset`` cannot be tuned in the run, or None."""
+    from torch.utils.data import IterableDataset
+
+    if isinstance(dataset, IterableDataset):
+        return "an IterableDataset has no order to read in segments"
+    try:
+        len(dataset)
+    except TypeError:
+        return "a dataset without a length has no order to read in segments"
+    return None
+
+
+def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = None, sample_seed: int | None = None,
+                  worker_init_fn: Any = None, multiprocessing_context: Any = None, timeout: float = 0,
+                  max_memory: int | None = None, profile_seconds: float | None = None):
+    """The in-run tuning loader over the reference DataLoader ``plain`` (its dataset, sampler,
+    batch sampler, collate, generator): NOTE [ Tuning inside the run ]. ``problem``: the key it
+    stores under, in ``out`` (None: nothing is stored); ``progress``: False says nothing, else the
+    closing line goes to the ``autoloader`` logger."""
+    from ..inputs.hardware import available_memory
+    from ..inputs.options import DEFAULT_MEMORY_SHARE
+    from ..tuning.progress import api_progress
+    from .loader import InRunLoader
+    from .quick import QUICK_SECONDS, Proposer, quick_profile, space_for
+    from .record import LOGGER, closing_line, store
+
+    cpus = problem.hardware.cpus
+    batch_size = plain.batch_size or len(next(iter(plain.batch_sampler)))
+    profile = quick_profile(plain.dataset, batch_size, plain.collate_fn, cpus,
+                            QUICK_SECONDS if profile_seconds is None else profile_seconds) \
+        if profile_seconds != 0 else None
+    proposer = Proposer(profile, space_for(batch_size, cpus, problem.device), cpus, problem.device,
+                        fits=lambda config: True)
+    say = api_progress(progress) is not None if progress is not False else False
+
+    def report(loader, final: bool) -> None:
+        path = store(loader, problem, out) if out is not None else None
+        if final and say:
+            LOGGER.info(closing_line(loader, path))
+
+    limit = max_memory if max_memory is not None else int(DEFAULT_MEMORY_SHARE * available_memory())
+    loader = InRunLoader(plain, proposer, sample_seed=sample_seed, worker_init_fn=worker_init_fn,
+                         multiprocessing_context=multiprocessing_context, timeout=timeout, max_memory=limit,
+                         report=report)
+    if say:
+        start = ", ".join(f"{k}={v}" for k, v in loader.plan.start.loader_kwargs().items() if k != "batch_size")
+        profiled = (f"a {profile.seconds:.1f} s profile's guess" if profile is not None else "the rule (no profile)")
+        LOGGER.info(f"autoloader: tuning {problem.key} in the run, over the first epoch(s) of the loop: starting "
+                    f"from {start} ({profiled}); one line says what was picked")
+    return loader
+
+
+def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = None, out: str | None = None,
+          max_memory: int | str | None = None, progress: Any = None, version: str | None = None):
+    """An existing DataLoader's in-run tuning loader: the same dataset, batch size, sampler (or
+    batch sampler), collate, ``drop_last`` and generator, its worker settings tuned over the first
+    epoch(s) of the loop and stored (NOTE [ Tuning inside the run ]).
+
+    Args:
+        loader: a ``torch.utils.data.DataLoader`` over a map-style dataset.
+        sample_seed: seed each sample from (seed, epoch, index), so its random transforms do not
+            depend on the worker or the config (NOTE [ Seeding per sample ]).
+        device: the device the loop feeds (default: CUDA when present, or where the loader pins).
+        out: the results home (default: ``$AUTOLOADER_HOME`` or ``~/.cache/autoloader``).
+        max_memory: the memory the configs may add (bytes or text such as ``"8G"``; default 0.6
+            of the RAM available now).
+        progress: False says nothing; otherwise the closing line is logged (logger ``autoloader``).
+        version: your label for this data, part of its key.
+
+    Returns:
+        An ``InRunLoader``: iterate it as the loader (``len()``, ``sampler``, ``batch_size``,
+        ``dataset`` as it had them).
+
+    Raises:
+        UsageError: ``loader`` is not a DataLoader, reads an IterableDataset, or has no batching.
+    """
+    from torch.utils.data import DataLoader
+    from torch.utils.data._utils.collate import default_collate
+
+    from ..api import built_problem
+    from ..errors import usage
+    from ..inputs.hardware import parse_size
+    from ..inputs.home import resolve_out, writable
+
+    if not isinstance(loader, DataLoader):
+        raise usage("tuned() takes a torch.utils.data.DataLoader", type(loader).__name__,
+                    "pass the DataLoader your script builds: loader = autoloader.tuned(loader)")
+    why = refusal(loader.dataset)
+    if why is not None:
+        raise usage(f"tuned() reads a map-style dataset in segments: {why}", type(loader.dataset).__name__,
+                    "tune it before the run instead: autoloader.best_loader(dataset, batch_size=..., tune='before')")
+    if loader.batch_size is None and loader.batch_sampler is None:
+        raise usage("tuned() needs batches (automatic batching)", "batch_size=None",
+                    "give the DataLoader a batch_size or a batch_sampler")
+    if loader.batch_size is not None:
+        plain = DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=loader.sampler,
+                           collate_fn=loader.collate_fn, drop_last=loader.drop_last, generator=loader.generator)
+    else:
+        plain = DataLoader(loader.dataset, batch_sampler=loader.batch_sampler, collate_fn=loader.collate_fn,
+                           generator=loader.generator)
+    fixed = {}
+    if loader.collate_fn is not default_collate:
+        fixed["collate_fn"] = loader.collate_fn
+    if loader.drop_last:
+        fixed["drop_last"] = True
+    if device is None and loader.pin_memory:
+        device = "cuda"
+    size = plain.batch_size or len(next(iter(plain.batch_sampler)))
+    problem = built_problem(loader.dataset, loader.dataset, batch_size=size, device=device, fixed_kwargs=fixed,
+                            version=version)
+    home = writable(resolve_out(out))
+    limit = parse_size(max_memory) if max_memory is not None else None
+    return in_run_loader(plain, problem, home, progress=progress, sample_seed=sample_seed,
+                         worker_init_fn=loader.worker_init_fn, multiprocessing_context=loader.multiprocessing_context,
+                         timeout=loader.timeout, max_memory=limit)

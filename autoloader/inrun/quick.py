@@ -1,0 +1,147 @@
+"""The quick profile an in-run tune starts from, and the model's finalists once the step is read.
+
+# NOTE [ The quick profile ]
+# The full profile (probe/profiler.py) runs in a trial process for seconds: too long before a
+# training loop's first batch. In-run tuning reads only what the loop cannot show before its first
+# segment, here in the caller's process with one intra-op thread (as a worker runs): a few
+# samples' cost (at most QUICK_SECONDS), one collate, a sample's bytes. The rest of the model's
+# inputs it does not measure: the receive is estimated from the batch's bytes (RECV_BYTES_PER_S),
+# a worker's start is START_GUESS_S, and the step is the loop's own, read off the warm segment.
+# These guesses only order the finalists; the segments measure every config that is chosen. When
+# the first sample alone takes past QUICK_SECONDS the profile stops there and the rule starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from typing import Any, Callable
+
+from ..search.model import Model
+from ..search.model_first import ModelFirst, heuristic_config
+from ..search.profile import Profile
+from ..search.space import LoaderConfig, SearchSpace, search_space
+
+QUICK_SECONDS = 1.0
+QUICK_SAMPLES = 64
+RECV_BYTES_PER_S = 2e9
+RECV_FIXED_S = 2e-4
+START_GUESS_S = 0.15
+
+
+def tensor_bytes(obj: Any) -> int:
+    """Bytes of the tensors and arrays in a (nested) batch."""
+    if hasattr(obj, "element_size") and hasattr(obj, "nelement"):
+        return int(obj.element_size() * obj.nelement())
+    if hasattr(obj, "nbytes"):
+        return int(obj.nbytes)
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0
+
+
+def quick_profile(dataset: Any, batch_size: int, collate: Callable, cpus: int,
+                  seconds: float = QUICK_SECONDS) -> Profile | None:
+    """The quick profile (NOTE [ The quick profile ]), or None when not even a batch's worth of
+    samples fits in ``seconds`` (the rule starts then). Indices are drawn at random, so no sample
+    is read twice into the cache ahead of the loop's own order more than the loop would."""
+    import torch
+
+    length = len(dataset)
+    rng = random.Random(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    began = time.perf_counter()
+    costs: list[float] = []
+    samples: list[Any] = []
+    try:
+        while len(costs) < QUICK_SAMPLES and (time.perf_counter() - began < seconds or len(costs) < 2):
+            t0 = time.perf_counter()
+            sample = dataset[rng.randrange(length)]
+            costs.append(time.perf_counter() - t0)
+            if len(samples) < batch_size:
+                samples.append(sample)
+            if time.perf_counter() - began > seconds and len(costs) >= 2:
+                break
+        t0 = time.perf_counter()
+        batch = collate(samples)
+        collate_s = (time.perf_counter() - t0) * batch_size / len(samples)
+    finally:
+        torch.set_num_threads(threads)
+    sample_bytes = max(1, tensor_bytes(batch) // len(samples))
+    batch_bytes = sample_bytes * batch_size
+    return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
+                   recv_s=RECV_FIXED_S + batch_bytes / RECV_BYTES_PER_S, pin_s=None, h2d_pinned_s=None,
+                   h2d_pageable_s=None, step_s=0.0, startup_s=START_GUESS_S, worker_pss=None, cpus=cpus,
+                   epoch_batches=-(-length // batch_size), seconds=time.perf_counter() - began,
+                   recv_fixed_s=RECV_FIXED_S)
+
+
+@dataclasses.dataclass
+class Proposer:
+    """The model's configs for this loop: a start before the step is known, and the finalists
+    once the warm segment has read it. ``fits(config)``: its memory is within the forecast."""
+
+    profile: Profile | None
+    space: SearchSpace
+    cpus: int
+    device: str
+    fits: Callable[[LoaderConfig], bool]
+
+    @property
+    def rule(self) -> LoaderConfig:
+        return heuristic_config(self.space, self.cpus)
+
+    def _strategy(self, step_s: float) -> ModelFirst:
+        profile = dataclasses.replace(self.profile, step_s=step_s, step_samples=())
+        return ModelFirst(self.space, Model(profile, self.device), self.cpus, fits=lambda c, h: self.fits(c))
+
+    def start(self) -> LoaderConfig:
+        """The model's guess with the step not yet known, no more workers than CPUs (a guess of the
+        loader alone would ask for more than the loop leaves them); the rule without a profile."""
+        if self.profile is None:
+            return self.rule
+        strategy = self._strategy(0.0)
+        within = [p for p in strategy.predictions([]) if p.config.num_workers <= self.cpus]
+        return strategy.pick(within).config if within else self.rule
+
+    def finalists(self, step_s: float, start: LoaderConfig) -> list[LoaderConfig]:
+        """The model's pick with the loop's step, the rule, and no workers (where the step wants
+        the CPUs the workers would take, the loop making its own batches can win: the search
+        measures it first for that reason, NOTE [ Model first ]); where two of those are one
+        config, the pick with more workers where the step sets the pace (NOTE [ Headroom ] in
+        search/model_first.py), else the next best worker count predicted. At most three, each
+        within the memory forecast."""
+        none = self.rule.replace(num_workers=0)
+        out: list[LoaderConfig] = [self.rule, none]
+        if self.profile is not None:
+            strategy = self._strategy(step_s)
+            predictions = strategy.predictions([])
+            if predictions:
+                pick = strategy.pick(predictions)
+                out.insert(0, pick.config)
+                more = strategy.headroom_probe(pick)
+                if more is None:   # the next best worker count the model rates
+                    others = [p for p in predictions
+                              if p.config.num_workers not in (pick.config.num_workers, 0, self.rule.num_workers)]
+                    more = max(others, key=lambda p: p.samples_per_s).config if others else None
+                if more is not None:
+                    out.append(more)
+        else:
+            out.insert(0, start)
+        # A segment's workers end with it, so two configs apart only in keeping them read alike:
+        # the first stands for both.
+        alike: dict = {}
+        for config in out:
+            key = config.replace(persistent_workers=True) if config.num_workers else config
+            alike.setdefault(key, config)
+        return [c for c in alike.values() if self.fits(c)][:3]
+
+
+def space_for(batch_size: int, cpus: int, device: str) -> SearchSpace:
+    """What in-run tuning may vary: the search's space at one batch size."""
+    return search_space((batch_size,), cpus, device)
+

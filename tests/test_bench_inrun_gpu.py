@@ -1,0 +1,97 @@
+"""The GPU bench for in-run tuning (scripts/bench/inrun_gpu.py): its grid, its paired figures and
+its summary on records written here; its tiny mode end to end on the CPU (heavy)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scripts.bench import inrun_gpu
+
+
+def test_the_grid_holds_the_rule_first_and_leaves_out_what_memory_cannot_hold():
+    configs, left_out = inrun_gpu.grid(16, 64, "cuda")
+    names = [inrun_gpu.short(c) for c in configs]
+    assert names[0] == "w15 pf2 pin1 pw1" and "w0 pin1" in names and "w4 pf2 pin1 pw1" in names
+    assert "w24 pf8 pin1 pw1" in names and "w48 pf2 pin1 pw1" in names and not left_out
+    batch = 192 << 20
+    configs, left_out = inrun_gpu.grid(16, 64, "cuda", batch_bytes=batch, room=8 << 30)
+    assert [inrun_gpu.short(c) for c in left_out] == ["w24 pf8 pin1 pw1", "w48 pf2 pin1 pw1"]
+    assert configs[0].num_workers == 15   # the control stays, whatever it holds
+    assert all(c.num_workers == 15 or inrun_gpu.in_flight(c, batch) <= 8 << 30 for c in configs)
+    assert len(inrun_gpu.grid(2, 32, "cpu", size=3)[0]) == 3
+
+
+def test_lengthened_reads_the_dataset_modulo_its_length():
+    ds = inrun_gpu.Lengthened(list(range(5)), 12)
+    assert len(ds) == 12 and [ds[i] for i in (0, 4, 5, 11)] == [0, 4, 0, 1]
+
+
+ROUNDS = [{"round": 0, "rates": {"rule": 100.0, "w0": 150.0}},
+          {"round": 1, "rates": {"rule": 110.0, "w0": 160.0, "pick": 158.0}},
+          {"round": 2, "rates": {"rule": 105.0, "w0": 150.0, "pick": 152.0}},
+          {"round": 3, "rates": {"rule": 0.0, "w0": 155.0, "pick": 150.0}}]
+
+
+def test_the_pick_is_paired_with_each_config_on_the_rounds_both_read():
+    v = inrun_gpu.versus(ROUNDS, "pick", ["rule", "w0", "pick"])
+    assert v["best"] == "w0"   # the highest median (155 against 152)
+    over = v["pick_over_best"]
+    assert over["rounds"] == 3 and over["interval"][0] < over["ratio"] < over["interval"][1]
+    assert over["ratio"] == pytest.approx((158 / 160 * 152 / 150 * 150 / 155) ** (1 / 3))
+    assert v["over"]["rule"]["rounds"] == 2   # round 3's rule read nothing: not a pair
+    assert inrun_gpu.versus(ROUNDS, None, ["rule"]) == {}
+    alone = inrun_gpu.versus(ROUNDS, "w0", ["rule", "w0"])
+    assert alone["pick_over_best"]["note"] == "the pick is the best median"
+
+
+def test_the_summary_says_each_phase_and_what_was_cut():
+    data = {"meta": {"gpu": "NVIDIA H100 80GB HBM3", "cpus": 16, "torch": "2.x", "commit": "abc1234",
+                     "command": "python3 -m scripts.bench.inrun_gpu --out x", "deadline_s": 480, "elapsed_s": 300},
+            "workloads": {"hugefloat": {
+                "batch_size": 64, "rule": "w15 pf2 pin1 pw1", "phases_done": ["first_batch"], "grid": ["rule", "w0"],
+                "left_out": ["w48 pf2 pin1 pw1"], "room_bytes": 8 << 30, "batch_bytes": 192 << 20,
+                "first_batch": [{"in_run": {"first_batch_s": 1.5, "built_s": 1.0},
+                                 "plain": {"first_batch_s": 0.5, "built_s": 0.0}}],
+                "epochs_sized": {"asked_s": 60.0, "target_s": 40.0, "best_rate": 1000.0, "length": 40000,
+                                 "cut": True},
+                "epochs": {"in_run": {"built_s": 1.0, "epoch_s": 41.0, "first_batch_s": 0.2, "batches": 625,
+                                      "later": [], "start": "w0 pin1", "pick": "w0 pin1", "pick_from": "settled",
+                                      "finalists": ["w0 pin1", "w15 pf2 pin1 pw1"], "why": "settled"},
+                           "pick_from_start": {"config": "w0 pin1", "epoch_s": 40.0, "first_batch_s": 0.1,
+                                               "batches": 625},
+                           "rule": {"skipped": "20 s left of the deadline"}},
+                "rounds": ROUNDS, "pick_in_grid": False,
+                "versus": inrun_gpu.versus(ROUNDS, "pick", ["rule", "w0", "pick"]),
+                "error": "RuntimeError: cut", "lines": ["autoloader: tuned in the run"]}}}
+    text = inrun_gpu.summary(data)
+    assert "NVIDIA H100 80GB HBM3" in text and "abc1234" in text and "--out x" in text
+    assert "median +1.00 s (done-when: at most +2 s)" in text
+    assert "(asked 60 s: cut to fit the deadline)" in text and "w48 pf2 pin1 pw1" in text
+    assert "1.025x the wall time (1.050x with the build)" in text
+    assert "skipped: 20 s left of the deadline" in text and "**Failed**: `RuntimeError: cut`" in text
+    assert "The pick over the best (w0, highest median)" in text and "95%" in text
+
+
+def test_bad_arguments_say_the_rule_and_the_value(capsys):
+    with pytest.raises(SystemExit):
+        inrun_gpu.parse(["--out", "x", "--workloads", "nosuch", "--device", "cpu"])
+    assert "'nosuch'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        inrun_gpu.parse(["--out", "x", "--epoch-s", "0", "--device", "cpu"])
+    assert "--epoch-s must be > 0, got 0.0" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_the_tiny_mode_runs_every_phase_on_the_cpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOLOADER_BENCH_DIR", str(tmp_path / "data"))
+    assert inrun_gpu.main(["--tiny", "--device", "cpu", "--workloads", "hugefloat", "--deadline-seconds", "60",
+                           "--out", str(tmp_path / "out")]) == 0
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    w = data["workloads"]["hugefloat"]
+    assert "error" not in w, w.get("traceback")
+    assert w["phases_done"][:3] == ["first_batch", "round0", "epoch_in_run"]
+    assert w["epochs"]["in_run"]["batches"] == w["epochs"]["pick_from_start"]["batches"] > 0
+    assert "## hugefloat" in (tmp_path / "out" / "summary.md").read_text()

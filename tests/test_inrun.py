@@ -1,0 +1,399 @@
+"""Tuning inside the run (autoloader/inrun): the epoch's order kept, the segments' schedule, the
+seeding per sample, the stored result. Tests without worker processes run by default; those that
+start workers are ``slow``."""
+
+from __future__ import annotations
+
+import gc
+import json
+import multiprocessing
+import os
+import time
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+import autoloader
+from autoloader.inrun import in_run_loader, tuned
+from autoloader.inrun.loader import InRunLoader
+from autoloader.inrun.samples import SeededSamples
+from autoloader.inrun.schedule import ROUNDS, SETTLED, WARM, Plan, Reading
+from autoloader.search.space import LoaderConfig
+
+
+class Counted(Dataset):
+    """Sample i is (i, a random draw): the draw shows which stream made it."""
+
+    def __init__(self, n: int = 300, cost_s: float = 0.0):
+        self.n, self.cost_s = n, cost_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.cost_s:
+            t = time.perf_counter()
+            while time.perf_counter() - t < self.cost_s:
+                pass
+        return torch.tensor(i), torch.rand(2)
+
+
+W0 = LoaderConfig.make(batch_size=8, num_workers=0, pin_memory=False)
+W0_PIN = LoaderConfig.make(batch_size=8, num_workers=0, pin_memory=True)
+
+
+class Stub:
+    """A proposer without a profile: the start and the finalists given."""
+
+    def __init__(self, start, finalists, rule=None):
+        self.profile, self._start, self._finalists = None, start, finalists
+        self.rule = rule or finalists[0]
+        self.fits = lambda c: True
+
+    def start(self):
+        return self._start
+
+    def finalists(self, step_s, start):
+        return list(self._finalists)
+
+
+@pytest.fixture
+def short_segments(monkeypatch):
+    """Segments of a few batches, whatever they take: an in-process epoch is a few milliseconds."""
+    from autoloader.inrun import schedule
+
+    monkeypatch.setattr(schedule, "segment_batches", lambda warm, total, finalists: 4)
+    monkeypatch.setattr(schedule, "WARM_BATCHES", (4, 4))
+
+
+def _in_process(dataset, start=W0, finalists=(W0, W0_PIN), **plain):
+    """An in-run loader whose configs start no process (pinning does nothing off CUDA): its
+    switches are real, between DataLoaders in this process."""
+    return InRunLoader(DataLoader(dataset, **plain), Stub(start, finalists))
+
+
+def _indices(batches):
+    return [batch[0].tolist() for batch in batches]
+
+
+@pytest.fixture(autouse=True)
+def _quiet_pinning():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="'pin_memory' argument is set as true")
+        yield
+
+
+# --- order ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_each_epoch_is_the_plain_loaders_batches_in_order_across_switches(drop_last, short_segments):
+    loader = _in_process(Counted(301), batch_size=8, shuffle=True, drop_last=drop_last,
+                         generator=torch.Generator().manual_seed(5))
+    plain = DataLoader(Counted(301), batch_size=8, shuffle=True, drop_last=drop_last,
+                       generator=torch.Generator().manual_seed(5))
+    assert len(loader) == len(plain)
+    for _ in range(3):
+        assert _indices(loader) == _indices(plain)
+    assert len({r.config for r in loader.plan.readings}) == 2   # it did switch
+
+
+def test_every_sample_once_per_epoch(short_segments):
+    loader = _in_process(Counted(300), batch_size=8, shuffle=True)
+    for _ in range(2):
+        seen = [i for batch in _indices(loader) for i in batch]
+        assert sorted(seen) == list(range(300))
+
+
+def test_a_distributed_samplers_epoch_is_followed(short_segments):
+    sampler = DistributedSampler(Counted(200), num_replicas=2, rank=1, shuffle=True, seed=3)
+    loader = _in_process(Counted(200), batch_size=8, sampler=sampler)
+    reference = DistributedSampler(Counted(200), num_replicas=2, rank=1, shuffle=True, seed=3)
+    for epoch in (0, 1, 4):
+        sampler.set_epoch(epoch)
+        reference.set_epoch(epoch)
+        assert [i for b in _indices(loader) for i in b] == list(reference)
+
+
+def test_a_break_and_a_second_iter_behave_as_a_plain_loaders(short_segments):
+    g1, g2 = torch.Generator().manual_seed(9), torch.Generator().manual_seed(9)
+    loader = _in_process(Counted(200), batch_size=8, shuffle=True, generator=g1)
+    plain = DataLoader(Counted(200), batch_size=8, shuffle=True, generator=g2)
+    for i, _ in enumerate(zip(loader, plain)):   # an epoch broken off mid-way
+        if i == 9:
+            break
+    first, second = iter(loader), iter(plain)
+    other, other_plain = iter(loader), iter(plain)   # two iterators at once: two epochs
+    assert _indices(first) == _indices(second)
+    assert _indices(other) == _indices(other_plain)
+
+
+def test_an_exception_in_the_loop_leaves_the_next_epoch_whole(short_segments):
+    loader = _in_process(Counted(200), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(1))
+    plain = DataLoader(Counted(200), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(1))
+    for each in (loader, plain):   # the same loop, failing at the same step
+        with pytest.raises(RuntimeError):
+            for i, _ in enumerate(each):
+                if i == 5:
+                    raise RuntimeError("the step failed")
+    assert _indices(loader) == _indices(plain)
+
+
+# --- seeding per sample ------------------------------------------------------------------------
+
+def test_seeding_per_sample_makes_a_sample_alike_whatever_made_it():
+    seeded = SeededSamples(Counted(50), seed=7)
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    a = seeded[(2, 11)][1]
+    assert torch.equal(torch.get_rng_state(), before)   # the loop's own stream is untouched
+    assert torch.equal(seeded[(2, 11)][1], a)
+    assert not torch.equal(seeded[(3, 11)][1], a)
+    seeded.set_epoch(2)
+    assert torch.equal(seeded[11][1], a)
+
+
+def test_seeded_batches_are_bit_for_bit_those_of_a_fixed_config(short_segments):
+    loader = InRunLoader(DataLoader(Counted(200), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(4)),
+                         Stub(W0, (W0, W0_PIN)), sample_seed=123)
+    fixed_data = SeededSamples(Counted(200), seed=123)
+    fixed = DataLoader(fixed_data, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(4))
+    for epoch in range(2):
+        fixed_data.set_epoch(epoch)
+        for a, b in zip(loader, fixed, strict=True):
+            assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+# --- the schedule (pure) -----------------------------------------------------------------------
+
+def _reading(config, rate_batches_per_s, round_=None, batches=20, start_s=0.05):
+    cycle = 1.0 / rate_batches_per_s
+    calls = [start_s + i * cycle for i in range(batches)]
+    return Reading(config, round_, [8] * batches, calls, [c + cycle * 0.1 for c in calls], start_s + batches * cycle)
+
+
+A = LoaderConfig.make(batch_size=8, num_workers=1, pin_memory=False)
+B = LoaderConfig.make(batch_size=8, num_workers=2, pin_memory=False)
+
+
+def _plan(finalists=(A, B)):
+    return Plan(A, A, lambda warm: list(finalists))
+
+
+def test_a_reading_rates_its_steady_part_and_reads_the_step():
+    r = _reading(B, 100.0, batches=40)
+    assert r.rate == pytest.approx(800.0, rel=1e-6)
+    assert r.step_s == pytest.approx(0.009, rel=1e-6)
+    assert r.wait_share == pytest.approx(0.1, rel=1e-6)
+    assert r.switch_s == pytest.approx(0.05, abs=1e-6)
+
+
+def test_a_clear_gap_settles_on_the_faster():
+    plan = _plan()
+    plan.done(_reading(A, 50.0), 4000, 5000)
+    assert plan.state == ROUNDS and plan.finalists == [A, B]
+    left = 3000
+    for round_, (ra, rb) in enumerate([(50, 80), (51, 81), (49, 79)]):
+        for config, rate in [(A, ra), (B, rb)]:
+            left -= plan.segment
+            plan.done(_reading(config, rate, round_, plan.segment), left, 5000)
+        if plan.state == SETTLED:
+            break
+    assert plan.state == SETTLED and plan.pick == B and plan.why == "settled"
+
+
+def test_a_tie_goes_to_the_cheaper():
+    plan = _plan()
+    plan.done(_reading(A, 50.0), 4000, 5000)
+    for round_, (ra, rb) in enumerate([(50, 50.2), (50.1, 49.9), (50, 50.1), (49.9, 50)]):
+        for config, rate in [(A, ra), (B, rb)]:
+            plan.done(_reading(config, rate, round_, plan.segment), 3000, 5000)
+        if plan.state == SETTLED:
+            break
+    assert plan.state == SETTLED and plan.pick == A
+
+
+def test_exploring_stops_when_another_round_cannot_repay_it():
+    plan = _plan()
+    plan.done(_reading(A, 50.0), 100, 5000)
+    for round_, (ra, rb) in enumerate([(50, 60), (50, 45)]):   # noisy: not settled
+        for config, rate in [(A, ra), (B, rb)]:
+            plan.done(_reading(config, rate, round_, plan.segment, start_s=2.0), 10, 5000)
+    assert plan.state == SETTLED and "cannot repay" in plan.why
+
+
+def test_a_round_that_does_not_fit_the_epoch_goes_on_next_epoch():
+    plan = _plan()
+    plan.done(_reading(A, 5.0, batches=8), 92, 100)
+    assert plan.segment == 12
+    config, count, round_ = plan.next(60, 100)   # past EXPLORE_SHARE of the epoch
+    assert plan.state == ROUNDS and round_ is None and count == 60   # the leader reads the rest
+    config, count, round_ = plan.next(100, 100)
+    assert round_ == 0 and count == plan.segment
+
+
+def test_the_warm_segment_comes_first():
+    plan = _plan()
+    assert plan.state == WARM and plan.next(1000, 1000)[0] == A
+
+
+# --- with worker processes -----------------------------------------------------------------------
+
+def _children():
+    return {p.pid for p in multiprocessing.active_children()}
+
+
+def _shm():
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+@pytest.mark.slow
+def test_tuned_loader_keeps_order_and_ends_every_segments_workers(short_segments, tmp_path):
+    shm = _shm()
+    plain = DataLoader(Counted(1200, cost_s=0.0004), batch_size=8, shuffle=True,
+                       generator=torch.Generator().manual_seed(2))
+    loader = tuned(plain, out=str(tmp_path), progress=False)
+    reference = DataLoader(Counted(1200), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(2))
+    for _ in range(2):
+        assert _indices(loader) == _indices(reference)
+    assert len({r.config for r in loader.plan.readings}) >= 2
+    assert loader.plan.state == SETTLED
+    del loader
+    gc.collect()
+    assert not _children()
+    assert _shm() <= shm
+
+
+@pytest.mark.slow
+def test_a_break_and_an_exception_leave_no_workers(short_segments, tmp_path):
+    plain = DataLoader(Counted(600), batch_size=8, shuffle=True)
+    loader = tuned(plain, out=str(tmp_path), progress=False)
+    for i, _ in enumerate(loader):
+        if i == 30:
+            break
+    gc.collect()
+    assert not _children()
+    with pytest.raises(ValueError):
+        for i, _ in enumerate(loader):
+            if i == 30:
+                raise ValueError("the loop's own error")
+    gc.collect()
+    assert not _children()
+
+
+@pytest.mark.slow
+def test_seeded_batches_with_workers_are_bit_for_bit_a_fixed_configs(short_segments, tmp_path):
+    plain = DataLoader(Counted(800, cost_s=0.0002), batch_size=8, shuffle=True,
+                       generator=torch.Generator().manual_seed(6))
+    loader = tuned(plain, sample_seed=99, out=str(tmp_path), progress=False)
+    fixed_data = SeededSamples(Counted(800), seed=99)
+    fixed = DataLoader(fixed_data, batch_size=8, shuffle=True, num_workers=2,
+                       generator=torch.Generator().manual_seed(6))
+    for epoch in range(2):
+        fixed_data.set_epoch(epoch)
+        for a, b in zip(loader, fixed, strict=True):
+            assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert len({r.config.num_workers for r in loader.plan.readings}) >= 2
+
+
+@pytest.mark.slow
+def test_best_loader_tunes_in_the_run_stores_and_the_next_call_reuses(short_segments, tmp_path):
+    out = str(tmp_path / "home")
+    began = time.perf_counter()
+    loader = autoloader.best_loader(Counted(1500, cost_s=0.0003), batch_size=16, device="cpu", out=out,
+                                    progress=False)
+    first = next(iter(loader))
+    assert time.perf_counter() - began < 10.0
+    assert isinstance(loader, InRunLoader) and first[0].shape == (16,)
+    for _ in range(5):   # the first epoch(s): rounds that do not fit an epoch go on in the next
+        for _ in loader:
+            pass
+        if loader.reported:
+            break
+    stored = autoloader.stored_result(Counted(1500), batch_size=16, device="cpu", out=out)
+    assert stored is not None and stored.config == loader.plan.pick
+    files = [os.path.join(d, f) for d, _, fs in os.walk(out) for f in fs if f.endswith(".json")]
+    record = json.load(open(files[0]))["in_run"]
+    assert record["pick_samples_per_s"] > 0 and record["tuning_cost_s"] is not None
+    again = autoloader.best_loader(Counted(1500), batch_size=16, device="cpu", out=out, progress=False)
+    assert isinstance(again, DataLoader) and again.num_workers == loader.plan.pick.num_workers
+
+
+@pytest.mark.slow
+def test_the_closing_line_says_what_was_tried_picked_and_what_it_cost(short_segments, tmp_path, caplog):
+    plain = DataLoader(Counted(900, cost_s=0.0003), batch_size=8, shuffle=True)
+    loader = tuned(plain, out=str(tmp_path))
+    with caplog.at_level("INFO", logger="autoloader"):
+        while not loader.reported and loader.epochs < 6:   # at most MAX_ROUNDS rounds: a few epochs
+            for _ in loader:
+                pass
+    lines = [r.getMessage() for r in caplog.records if "tuned in the run" in r.getMessage()]
+    assert len(lines) == 1
+    assert "tried" in lines[0] and "picked" in lines[0] and "tuning cost" in lines[0] and "stored" in lines[0]
+
+
+def test_tune_before_or_a_step_keeps_the_tune_apart_and_bad_values_are_refused(tmp_path):
+    with pytest.raises(autoloader.UsageError, match="tune="):
+        autoloader.best_loader(Counted(64), batch_size=8, device="cpu", out=str(tmp_path), tune="later")
+    with pytest.raises(autoloader.UsageError, match="DataLoader"):
+        tuned([1, 2, 3])
+
+
+@pytest.mark.slow
+def test_lightning_fits_on_the_in_run_loader_and_it_settles_and_stores(short_segments, tmp_path):
+    lightning = pytest.importorskip("lightning")
+    from integration_workloads import Points, linear_module
+
+    from autoloader.integrations.lightning import TunedDataModule
+
+    data = TunedDataModule(Points(length=2048, cost_s=0.0002), batch_size=16, out=str(tmp_path), device="cpu",
+                           progress=False)
+    trainer = lightning.Trainer(accelerator="cpu", devices=1, max_epochs=4, logger=False, enable_checkpointing=False,
+                                enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(linear_module(), datamodule=data)
+    loader = trainer.train_dataloader
+    assert isinstance(loader, InRunLoader) and loader.plan.state == SETTLED
+    assert trainer.global_step == 4 * len(loader), "every batch of every epoch reached the step"
+    stored = autoloader.stored_result(Points(length=2048), batch_size=16, device="cpu", out=str(tmp_path))
+    assert stored is not None and stored.config == loader.plan.pick
+
+
+def test_accelerates_loader_is_tuned_before_the_run(monkeypatch):
+    """accelerate's prepare() rebuilds the loader it is given: tune="before"."""
+    from integration_workloads import Points
+
+    from autoloader.integrations import accelerate
+
+    asked = {}
+
+    def recorded(dataset, **options):
+        asked.update(options)
+        return DataLoader(dataset, batch_size=8)
+
+    monkeypatch.setattr(accelerate, "best_loader", recorded)
+    accelerate.tuned_loader(Points(), batch_size=8)
+    assert asked["tune"] == "before"
+
+
+def test_no_config_past_the_memory_forecast_starts(short_segments, tmp_path, monkeypatch):
+    """A limit no worker fits: only configs without workers run, the rest are listed as refused.
+    Its result is stored and read back, even where the load made the tuning cost read below zero."""
+    from autoloader.api import built_problem
+    from autoloader.inrun import record
+
+    monkeypatch.setattr(record, "tune_cost", lambda loader: (10.0, 10.5, -0.5))
+    dataset = Counted(400)
+    plain = DataLoader(dataset, batch_size=8, shuffle=True)
+    problem = built_problem(dataset, dataset, batch_size=8, device="cpu", fixed_kwargs={})
+    loader = in_run_loader(plain, problem, str(tmp_path), progress=False, max_memory=1, profile_seconds=0.2)
+    for _ in range(3):
+        for _ in loader:
+            pass
+    assert loader.plan.readings and all(r.config.num_workers == 0 for r in loader.plan.readings)
+    assert loader.refused and all(c.num_workers > 0 for c in loader.refused)
+    assert loader.plan.pick is not None and loader.plan.pick.num_workers == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a stored record that fails its checks is a warning
+        stored = autoloader.stored_result(dataset, batch_size=8, device="cpu", out=str(tmp_path))
+    assert stored is not None and stored.config == loader.plan.pick

@@ -1,0 +1,220 @@
+"""Issue 50's smaller faults, each with its fix: a symlinked lock file, a step that raises
+KeyboardInterrupt or SystemExit, a database server that refuses the connection, a zero-argument
+factory of a torchdata.nodes graph, ``--format`` on a nodes result, the plots of a huge result."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO_ROOT
+
+from autoloader.errors import InputError
+from autoloader.store.paths import held
+
+AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
+
+
+def test_a_lock_file_that_is_a_symlink_is_refused_with_its_fix(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_text("not autoloader's\n")
+    lock = tmp_path / "box" / "key.lock"
+    lock.parent.mkdir()
+    lock.symlink_to(target)
+    with pytest.raises(InputError, match=r"plain file autoloader makes.*symbolic link to .*elsewhere.*Fix: remove it"):
+        with held(str(lock)):
+            pass
+    assert target.read_text() == "not autoloader's\n" and os.path.islink(lock), "nothing touched"
+
+
+@pytest.mark.slow
+def test_tune_refuses_a_symlinked_lock_without_a_traceback(tmp_path):
+    from autoloader.api import built_problem
+    from autoloader.inputs.source import Source
+    from autoloader.store.paths import lock_path
+    from scripts.faults.datasets import tiny
+
+    spec = "scripts.faults.datasets:tiny"
+    problem = built_problem(tiny(), Source.from_spec(spec), batch_size=16, device="cpu")
+    out = tmp_path / "out"
+    lock = lock_path(str(out), problem.hardware.fingerprint, problem.key)
+    os.makedirs(os.path.dirname(lock))
+    target = tmp_path / "target"
+    target.write_text("x")
+    os.symlink(target, lock)
+    run = subprocess.run([AUTOLOADER, "tune", "--dataset", spec, "--batch-size", "16", "--budget", "60", "--device",
+                          "cpu", "--out", str(out), "--quiet"], capture_output=True, text=True, cwd=REPO_ROOT,
+                         timeout=300)
+    assert run.returncode == 2 and "Traceback" not in run.stderr and "Usage:" not in run.stderr, run.stderr
+    assert "symbolic link" in run.stderr and "Fix: remove it" in run.stderr, run.stderr
+    assert target.read_text() == "x" and os.path.islink(lock)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, raised", [("interrupt", "KeyboardInterrupt()"), ("exit", "SystemExit(3)")])
+def test_a_step_that_interrupts_or_exits_is_the_steps_failure(tmp_path, fault, raised):
+    from autoloader import tune
+    from scripts.faults import datasets as faulty
+
+    result = tune(faulty.Tiny(), batch_sizes=[16, 64], step=faulty.StepFaults({64: fault}), budget=40,
+                  device="cpu", out=str(tmp_path / "out"), progress=False)
+    failed = [t for t in result.trials if t.status != "ok"]
+    assert failed and {t.cause for t in failed} == {"step_error"}, [(t.cause, t.error) for t in failed]
+    assert f"the step raised {raised}" in failed[0].error and "Fix:" in failed[0].error
+    assert result.config.batch_size == 16
+
+
+@pytest.mark.parametrize("said, cause, fix", [
+    ('connection failed: connection to server at "127.0.0.1", port 5432 failed: FATAL:  password authentication '
+     'failed for user "tuner"', "password rejected", "check the user name and password"),
+    ('connection failed: connection to server at "127.0.0.1", port 9 failed: Connection refused\n\tIs the server '
+     'running on that host and accepting TCP/IP connections?', "connection refused", "start the database server"),
+])
+def test_a_storage_that_refuses_the_connection_is_named_by_its_cause(said, cause, fix):
+    from autoloader.store.durable import open_error
+
+    url = "postgresql+psycopg://tuner:hunter2@127.0.0.1:5432/studies"
+    error = open_error(url, True, RuntimeError(said))
+    assert isinstance(error, InputError), "no usage header: the command was typed right"
+    text = str(error)
+    assert f"could not connect: {cause}" in text and f"Fix: {fix}" in text and "sqlite" not in text.lower()
+    assert "hunter2" not in text and "tuner:***@" in text
+
+
+@pytest.mark.slow
+def test_show_storage_of_a_server_that_is_down_says_so_without_a_usage_header():
+    pytest.importorskip("psycopg")
+    run = subprocess.run([AUTOLOADER, "show", "--storage", "postgresql+psycopg://tuner:hunter2@127.0.0.1:9/studies"],
+                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert run.returncode == 2 and "Usage:" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert "could not connect: connection refused" in run.stderr and "start the database server" in run.stderr
+    assert "hunter2" not in run.stderr
+
+
+def _nodes_result(built: str):
+    from types import SimpleNamespace
+
+    from autoloader.search.knob import NODES
+    from autoloader.search.nodes import NodesGraph
+    from autoloader.search.space import LoaderConfig
+
+    name = "nodes_workloads:make"
+    graph = NodesGraph(num_workers=1, method="thread", in_order=True, max_concurrent=None, prefetch_factor=2,
+                       pin_memory=False, batch_size=32, chain=("Loader", "Prefetcher", "Mapper", "Batcher",
+                                                               "ParallelMapper"),
+                       built=built, takes=("num_workers", "method", "in_order", "max_concurrent", "prefetch_factor",
+                                           "pin_memory", "batch_size") if built == "factory" else (), name=name)
+    config = LoaderConfig.make(16, 2, False, loader=NODES, prefetch_factor=4, method="process", in_order=False)
+    return SimpleNamespace(config=config, nodes=graph)
+
+
+def test_format_on_a_nodes_result_prints_what_runs():
+    pytest.importorskip("torchdata.nodes")
+    from autoloader.errors import UsageError
+    from autoloader.integrations.formats import render
+    from autoloader.search.nodes import FACTORY
+
+    result = _nodes_result(FACTORY)
+    code = render(result, "kwargs")
+    assert "DataLoader(" not in code and "graph = make(" in code
+    assert "num_workers=2" in code and "method='process'" in code and "in_order=False" in code
+    scope: dict = {}
+    exec(code, scope)   # it runs: the tuned graph, built by the factory
+    batch = next(iter(scope["graph"]))
+    assert tuple(batch.shape)[0] == 16
+    method = render(result, "lightning")
+    assert "DataLoader(" not in method and "return make(" in method and "num_workers=2" in method
+    scope = {}
+    exec(method, scope)
+    assert next(iter(scope["train_dataloader"](None))).shape[0] == 16
+    for form, rebuilt in (("hf", FACTORY), ("lightning", "rebuilt")):
+        with pytest.raises(UsageError, match="torchdata.nodes"):
+            render(_nodes_result(rebuilt), form)
+
+
+@pytest.mark.slow
+def test_a_zero_argument_factory_of_a_nodes_graph_is_tuned(tmp_path):
+    pytest.importorskip("torchdata.nodes")
+    import nodes_workloads
+
+    from autoloader import tune
+    from autoloader.search.knob import NODES
+
+    result = tune(nodes_workloads.graph, batch_size=32, budget=40, device="cpu", out=str(tmp_path / "out"),
+                  progress=False)
+    assert result.nodes is not None and result.config.loader == NODES
+
+
+def test_the_plots_of_a_huge_result_draw_a_sample_of_its_trials():
+    from explain_cases import synthetic_result
+
+    from autoloader.explain import explain
+    from autoloader.explain.plots import PLOT_TRIALS, sampled
+    from autoloader.store.result import TuneResult
+
+    data = synthetic_result()
+    few = TuneResult.from_dict(data, "/nowhere/box/k.json")
+    assert sampled(explain(few)).evidence.trials == explain(few).evidence.trials, "a small result: every trial"
+    trials = data["trials"]
+    data["trials"] = [trials[i % len(trials)] for i in range(3_000)]
+    ex = explain(TuneResult.from_dict(data, "/nowhere/box/k.json"))
+    drawn = sampled(ex).evidence
+    assert PLOT_TRIALS // 2 <= len(drawn.trials) <= PLOT_TRIALS + 1
+    assert any(t.config == ex.evidence.pick for t in drawn.trials), "the pick's burst is drawn"
+    assert len(ex.evidence.trials) == 3_000, "the record itself keeps every trial (the page's table lists them)"
+
+
+@pytest.mark.slow
+def test_a_dataset_that_leaks_file_descriptors_is_charged_with_the_fix(tmp_path):
+    run = subprocess.run([AUTOLOADER, "tune", "--dataset", "scripts.faults.datasets:leak_fds", "--batch-size", "16",
+                          "--budget", "40", "--device", "cpu", "--trial-timeout", "10", "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert "Traceback" not in run.stderr and "Usage:" not in run.stderr, run.stderr[-3000:]
+    assert "ran out of file descriptors" in run.stderr and "Fix: close each file it opens" in run.stderr, run.stderr
+    assert "dataset's __getitem__ raised: the trial process ran out of file descriptors" in run.stderr
+
+
+@pytest.mark.slow
+def test_processes_a_dataset_starts_detached_do_not_outlive_the_tune(tmp_path):
+    """The trial process adopts what the dataset orphans (a child subreaper): between trials its
+    workers' reap ends them, and at its stop whatever is left is ended and named on stderr."""
+    import psutil
+
+    from autoloader import tune
+    from scripts.faults import datasets as faulty
+
+    marker = tmp_path / "pids"
+    tune(faulty.Detached(str(marker)), batch_size=16, budget=30, device="cpu", out=str(tmp_path / "out"),
+         progress=False)
+    pids = [int(line) for line in marker.read_text().split()]
+    assert pids, "the dataset started its helper"
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    for pid in alive:   # the test's own clean-up, before it fails
+        psutil.Process(pid).kill()
+    assert not alive, f"{len(alive)} of {len(pids)} outlived the tune"
+
+
+def _semaphores_then_exit(release: bool) -> None:
+    import multiprocessing as mp
+
+    from autoloader.probe.workers import release_semaphores
+
+    queues = [mp.get_context("forkserver").Queue() for _ in range(3)]   # noqa: F841 - alive at the exit
+    if release:
+        release_semaphores()
+    os._exit(0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("release", [False, True], ids=["as-before", "released"])
+def test_a_trial_process_that_exits_leaves_no_semaphore_to_the_tracker(release):
+    """The trial process ends with os._exit (serve.main on Stop): without release_semaphores the
+    resource tracker warns of each queue's semaphores as leaked; with it, of none."""
+    code = ("import sys, multiprocessing as mp; sys.path.insert(0, 'tests'); from test_small_faults import "
+            "_semaphores_then_exit as f\nif __name__ == '__main__':\n    p = mp.get_context('spawn').Process("
+            f"target=f, args=({release},)); p.start(); p.join()")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert ("leaked semaphore" in run.stderr) is not release, run.stderr
