@@ -192,7 +192,7 @@ def _step_identity(step: Any) -> str | None:
 
 def _stored(problem: Problem, out: str, set_aside: bool = False) -> tuple[TunedConfig | None, str | None]:
     """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
-    there is none). A file that fails validate.py's checks is ignored with a warning naming it;
+    there is none). A file that fails its checks (search/codec.py) is ignored with a warning naming it;
     ``set_aside``: best_loader's, which tunes the key next, sets it aside too (NOTE [ A bad result
     file ] in store/door.py)."""
     path = result_path(out, problem.hardware.fingerprint, problem.key)

@@ -104,12 +104,12 @@ def test_a_tune_records_its_set_up_and_profile_parts_and_each_bursts_lead_and_te
 
 
 def test_stored_parts_are_checked():
-    from autoloader.store.checks import InvalidRecord
+    from autoloader.search.codec import InvalidRecord
 
     good = {"timeline": [], "parts": [["build the dataset", 0.5, 1.5]]}
     assert Inputs.from_dict(good).parts == (("build the dataset", 0.5, 1.5),)
     with pytest.raises(InvalidRecord, match=r"inputs.parts\[0\]"):
-        Inputs.from_dict({"parts": [["build the dataset", 0.5]]})
+        Inputs.from_dict({"parts": [["build the dataset", 0.5]]}, "inputs")
     assert Inputs.from_dict({"step": None}).parts == ()   # an older result: none recorded
 
 

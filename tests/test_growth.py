@@ -5,6 +5,7 @@ test_growth_e2e.py."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -14,6 +15,7 @@ from autoloader.search.memory import (
     EPOCH_END,
     KEPT_WORKERS,
     MEASURED_PEAK,
+    MemoryForecast,
     MemoryLimits,
     forecast_peak,
     predict_peak,
@@ -166,8 +168,8 @@ def test_the_finding_names_the_cause_the_fix_and_the_saving():
     finding = growth_finding(f)
     assert finding.saved_bytes == 4 * f.copied_bytes and finding.cause == CAUSE and finding.fix == FIX
     assert "numpy arrays, Arrow, or a single bytes buffer with offsets" in finding.fix
-    record = {"memory": {"pick": f.to_dict()}}
-    assert growth_finding(record) == finding, "a stored result's dict gives the same finding"
+    assert growth_finding(MemoryForecast.from_dict(json.loads(json.dumps(f.to_dict())))) == finding, \
+        "the stored forecast gives the same finding"
     assert growth_finding(forecast_peak(four, runner, runner, SAMPLE, [], length=LENGTH, growth=flat())) is None
     line = memory_line(f)
     assert "at the end of an epoch" in line and "Python objects" in line and "save ~" in line

@@ -6,13 +6,14 @@ beside rows of Python objects, which still grow."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import growth_workloads
 import pytest
 
 from autoloader.probe.pages import Pages, parse_smaps
 from autoloader.search.growth import CAUSE, CAUSE_BESIDE_FILE, Growth, fit_growth, growth_finding
-from autoloader.search.memory import MEASURED_PEAK, burst_readings, forecast_peak
+from autoloader.search.memory import MEASURED_PEAK, MemoryForecast, burst_readings, forecast_peak
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from autoloader.tuning.progress import memory_line
@@ -73,7 +74,7 @@ def test_the_advice_follows_the_kind():
                                  growth=growth, epoch_samples=100_000)
         finding = growth_finding(forecast)
         assert finding is not None and finding.cause == cause
-        assert growth_finding({"memory": {"pick": forecast.to_dict()}}).cause == cause
+        assert growth_finding(MemoryForecast.from_dict(json.loads(json.dumps(forecast.to_dict())))).cause == cause
         line = memory_line(forecast)
         assert ("numpy arrays, Arrow or one bytes buffer" in line) == (cause == CAUSE)
         assert ("mapped file needs nothing" in line) == (cause == CAUSE_BESIDE_FILE)

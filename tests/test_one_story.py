@@ -108,9 +108,9 @@ def test_no_fix_for_more_workers_than_the_usable_cpus():
     (line,) = stream_lines(record)
     assert "Fix:" not in line and "reshard" not in line and "no more are needed" in line
     assert record.findings[0].fix == ""
-    from autoloader.store import parts
+    from autoloader.search.shards import Stream
 
-    assert parts.stream(record.to_dict()) == record
+    assert Stream.from_dict(record.to_dict()) == record
 
 
 def test_the_shards_say_their_library():

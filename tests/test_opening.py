@@ -14,8 +14,7 @@ from autoloader.search.opening import OPENING_ROUND, OPENING_SPAN, opening_round
 from autoloader.search.policy import FINAL_ROUNDS
 from autoloader.search.results import CONSTRAINT, FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig
-from autoloader.store.checks import InvalidRecord
-from autoloader.store.parts import finalists as read_finalists
+from autoloader.search.codec import InvalidRecord
 from autoloader.tuning.final import Final
 
 NONE = LoaderConfig.make(16, 0, False)
@@ -74,12 +73,12 @@ def test_the_opening_is_a_round_of_the_pairs_not_of_the_median():
     # Stored and read back, as a result's finals are.
     data = json.loads(json.dumps([pick.to_dict(), rule.to_dict()]))
     assert data[0]["opening"] == 1515.0 and data[0]["rounds"] == [0, 1]
-    back = read_finalists(data, ())
+    back = [Finalist.from_dict(d, f"finals[{i}]") for i, d in enumerate(data)]
     assert [f.by_round() for f in back] == [pick.by_round(), rule.by_round()]
     assert "opening" not in Finalist(RULE, (1000.0,)).to_dict()   # older records read as they were
     data[0]["opening"] = -3.0
     with pytest.raises(InvalidRecord, match=r"finals\[0\]\.opening"):
-        read_finalists(data, ())
+        Finalist.from_dict(data[0], "finals[0]")
 
 
 def test_one_final_round_after_the_opening_is_judged_on_its_pairs():

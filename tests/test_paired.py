@@ -18,8 +18,8 @@ from autoloader.search.paired import Ratio, by_rounds, compared, paired_ratio, t
 from autoloader.search.policy import FINAL_MAX_ROUNDS, FINAL_MIN_ROUNDS
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
-from autoloader.store.checks import InvalidRecord
-from autoloader.store.claims import WhatIfClaim
+from autoloader.search.codec import InvalidRecord
+from autoloader.store.records import WhatIfClaim
 from autoloader.store.result import TuneResult
 from autoloader.tuning.final import Final, final_configs
 from autoloader.tuning.progress import table

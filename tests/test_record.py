@@ -14,8 +14,8 @@ import pytest
 
 from autoloader.search.profile import Profile
 from autoloader.search.results import TrialResult
-from autoloader.store.checks import InvalidRecord
-from autoloader.store.comparison import comparison
+from autoloader.search.codec import InvalidRecord
+from autoloader.store.comparison import Comparison
 from autoloader.store.door import load_result
 from autoloader.store.records import NodeRecord
 from autoloader.store.result import SUMMARY, TuneResult
@@ -115,11 +115,11 @@ def test_a_runs_mark_is_the_partial_record():
 
 def test_a_comparison_of_every_format_reads_back():
     for data in fixture(os.path.join(FIXTURES, "drift-pick-rate-20261201.json")):
-        found = comparison(data)
+        found = Comparison.from_dict(data, "since")
         assert found.pick_rate_before == data["pick_rate_before"] and found.status == data["status"]
         assert found.to_dict()["samples_per_s_before"] == data["pick_rate_before"]
         assert [c.setting for c in found.changes] == [c["setting"] for c in data["changes"]]
-        assert comparison(found.to_dict()) == found
+        assert Comparison.from_dict(found.to_dict()) == found
 
 
 def test_a_nodes_result_reads_back():
@@ -134,8 +134,8 @@ def test_a_nodes_result_reads_back():
 
 
 @pytest.mark.parametrize("change, says", [
-    ({"trials": [5]}, r"trials\[0\]: the record is int"),
-    ({"profile": {}}, "profile.collate_s is None"),
+    ({"trials": [5]}, r"trials\[0\] is 5, not a mapping"),
+    ({"profile": {}}, "profile.batch_size is None"),
     ({"calibration": 5}, "calibration is 5, not a mapping"),
     ({"finals": [{"config": 5}]}, r"finals\[0\].config is 5, not a mapping"),
     ({"finished_at": "../../x"}, "finished_at is '../../x', not a time"),

@@ -20,7 +20,7 @@ from autoloader.search.knob import Context, HfField, Knob, stored_choice
 from autoloader.search.model_first import candidates
 from autoloader.search.settings import ORDER, PIN, SETTINGS, TUNED_SETTINGS, WITH_WORKERS, knob
 from autoloader.search.space import LoaderConfig, SearchSpace, search_space
-from autoloader.store import validate
+from autoloader.search.codec import InvalidRecord, read
 from autoloader.store.result import TuneResult
 from autoloader.store.snippet import snippet
 
@@ -91,11 +91,11 @@ def test_the_toy_knob_reaches_the_key_the_kwargs_the_tie_order_and_the_rules(toy
 
 def test_the_toy_knob_makes_a_stored_round_trip(toy):
     config = LoaderConfig.make(16, 2, True, 4, False, toy_method="spawn")
-    assert validate.loader_config(json.loads(json.dumps(config.to_dict()))) == config
-    assert validate.loader_config(json.loads(json.dumps(config.loader_kwargs()))) == config
+    assert read(LoaderConfig, json.loads(json.dumps(config.to_dict()))) == config
+    assert read(LoaderConfig, json.loads(json.dumps(config.loader_kwargs()))) == config
     assert LoaderConfig.from_dict(config.loader_kwargs()) == config
-    with pytest.raises(validate.InvalidRecord, match="toy_method is 'vfork', not one of fork, spawn"):
-        validate.loader_config({**config.loader_kwargs(), "toy_method": "vfork"})
+    with pytest.raises(InvalidRecord, match="toy_method is 'vfork', not one of fork, spawn"):
+        read(LoaderConfig, {**config.loader_kwargs(), "toy_method": "vfork"})
 
 
 @pytest.mark.slow   # explains a result and runs the CLI three times

@@ -21,7 +21,7 @@ from autoloader.search.model import Model
 from autoloader.search.model_first import candidates
 from autoloader.search.settings import START, default_start_method
 from autoloader.search.space import LoaderConfig, search_space
-from autoloader.store import validate
+from autoloader.search.codec import InvalidRecord, read
 from autoloader.store.snippet import snippet
 from autoloader.search.config import TunedConfig
 from autoloader.tuning.start import measured_space, start_plan
@@ -46,9 +46,9 @@ def test_the_start_method_is_one_knob_that_keeps_every_key_at_its_default():
     assert spawn.loader_kwargs()["multiprocessing_context"] == "spawn"
     assert min([spawn, fork], key=LoaderConfig.cost) == fork      # the default's quick start wins a tie
     assert LoaderConfig.make(64, 0, False, multiprocessing_context="spawn").multiprocessing_context is None
-    assert validate.loader_config(json.loads(json.dumps(spawn.loader_kwargs()))) == spawn
-    with pytest.raises(validate.InvalidRecord, match="not one of fork, forkserver, spawn"):
-        validate.loader_config({**spawn.loader_kwargs(), "multiprocessing_context": "vfork"})
+    assert read(LoaderConfig, json.loads(json.dumps(spawn.loader_kwargs()))) == spawn
+    with pytest.raises(InvalidRecord, match="not one of fork, forkserver, spawn"):
+        read(LoaderConfig, {**spawn.loader_kwargs(), "multiprocessing_context": "vfork"})
     with pytest.raises(UsageError, match="start method's name"):
         LoaderConfig(64, 2, False, 2, multiprocessing_context="vfork")
 

@@ -203,13 +203,13 @@ def test_an_iterable_without_len_is_profiled():
 
 
 def test_a_stored_stream_reads_back_and_a_bad_one_names_its_field():
-    from autoloader.store import parts
-    from autoloader.store.checks import InvalidRecord
+    from autoloader.search.codec import InvalidRecord
+    from autoloader.search.shards import Stream
 
     record = stream_record(2, "IterableDataset.num_shards", 8, [_trial(2, (320, 320), 1.0)])
-    assert parts.stream(record.to_dict()) == record
+    assert Stream.from_dict(record.to_dict()) == record
     bad = {**record.to_dict(), "findings": [{"kind": "shards", "text": 5, "fix": "x"}]}
     with pytest.raises(InvalidRecord, match=r"stream\.findings\[0\]\.text"):
-        parts.stream(bad)
+        Stream.from_dict(bad, "stream")
     with pytest.raises(InvalidRecord, match=r"stream\.max_workers"):
-        parts.stream({**record.to_dict(), "max_workers": -1})
+        Stream.from_dict({**record.to_dict(), "max_workers": -1}, "stream")

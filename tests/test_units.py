@@ -31,6 +31,7 @@ from autoloader.search.policy import (
 from autoloader.search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from autoloader.store import validate
+from autoloader.store.result import TuneResult
 from autoloader.store.door import load_result
 from autoloader.store.retry import OnceMore, StoredTrial, code_changed, standing
 
@@ -139,11 +140,11 @@ def result_record(**changes) -> dict:
 ], ids=["inf", "bool", "negative", "newer", "hardware", "key", "batch", "workers-past-the-cpus", "pin", "knee"])
 def test_a_result_record_that_no_run_wrote_is_refused_with_what_is_wrong(change, says):
     with pytest.raises(validate.InvalidRecord, match=says):
-        validate.tuned_config(result_record(**change))
+        TuneResult.from_dict(result_record(**change))
 
 
 def test_a_sound_result_record_reads_back_and_the_one_reader_warns_on_a_bad_file(tmp_path):
-    tuned = validate.tuned_config(result_record())
+    tuned = TuneResult.from_dict(result_record()).tuned
     assert tuned.config == LoaderConfig.make(16, 2, False, 2, True) and tuned.samples_per_s == 1000.0
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps(result_record()))

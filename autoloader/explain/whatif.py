@@ -280,7 +280,7 @@ def top(items: Sequence[WhatIf]) -> WhatIf | None:
 
 
 def how_sure(ev: Evidence, w: WhatIf) -> dict:
-    """How sure ``w`` is, as the result stores it (store.claims.WhatIfClaim's fields past the
+    """How sure ``w`` is, as the result stores it (store.records.WhatIfClaim's fields past the
     prediction): a measured gain from the final's paired rounds of the changed config and the
     pick where the final measured both (with its 95% interval: NOTE [ Paired rounds ] in
     search/paired.py), else from separate bursts (a figure, no interval), else predicted only,

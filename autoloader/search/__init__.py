@@ -18,12 +18,13 @@ decision can be reasoned about, and replayed on recorded runs, from records alon
   ``burst_rule``: a burst's stop rule; ``config``: the tuned config handed back; ``methods``: the
   worker start methods' figures and the result's words on them; ``uint8``: uint8 batches in place
   of float32, as the profile timed the change;
-- ``policy``: every threshold a decision uses, a line each on why;
+- ``policy``: every threshold a decision uses, a line each on why; ``codec``: the stored records'
+  one reader and writer (each record declared once, its fields checked as they are read);
 - ``nodes``: a torchdata.nodes graph's own settings, its rule, its space and its snippet.
 """
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["budget", "burst_rule", "choice", "config", "growth", "knee", "knob", "load", "memory", "methods", "model",
-           "model_first", "nodes", "opening", "paired", "policy", "profile", "results", "settings", "shards", "space",
-           "strategy", "threads", "uint8", "warm"]
+__all__ = ["budget", "burst_rule", "choice", "codec", "config", "growth", "knee", "knob", "load", "memory", "methods",
+           "model", "model_first", "nodes", "opening", "paired", "policy", "profile", "results", "settings", "shards",
+           "space", "strategy", "threads", "uint8", "warm"]

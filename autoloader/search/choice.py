@@ -33,6 +33,7 @@ from .policy import (
     keeps_up_at,
     same_kind,
 )
+from .codec import Stored, stored
 from .opening import OPENING_ROUND
 from .paired import EQUIVALENT_WITHIN, Ratio, by_rounds, compared
 from .results import OK, TrialResult
@@ -40,21 +41,23 @@ from .space import LoaderConfig
 
 
 @dataclass(frozen=True)
-class Finalist:
+class Finalist(Stored):
     """A config in the final: its rates and the consumer's waits in each round, and the search
     trial that brought it there (None only when built from stored figures alone). ``rounds``:
     the round each rate is from, when a failed burst left a round out (else rates are rounds
     0, 1, 2, ...)."""
 
     config: LoaderConfig
-    rates: tuple[float, ...] = ()
-    waits: tuple[float, ...] = ()   # the consumer's wait fraction in each round
-    trial: TrialResult | None = None
-    rounds: tuple[int, ...] = ()
+    rates: tuple[float, ...] = stored((), then=("median",))
+    # The consumer's wait fraction in each round. Stored with the rounds, the final's own, one a
+    # rate (0, 1, 2... where none was left out).
+    waits: tuple[float, ...] = stored((), then=(("rounds", lambda f: list(f.rounds or range(len(f.rates)))),))
+    trial: TrialResult | None = stored(None, read=False, write=False)   # the result's, of its config
+    rounds: tuple[int, ...] = stored((), write=False)
     # Its search burst's rate when that burst is part of the final's opening round (NOTE [ The
     # opening round ] in opening.py): a round of the pairs and of the choice's ranking
     # (``round_median``), not of ``median``.
-    opening: float | None = None
+    opening: float | None = stored(None, positive=True, sparse=True)
 
     def by_round(self) -> dict[int, float]:
         """Each paired round's rate, the opening round (OPENING_ROUND) first where there is one."""
@@ -90,19 +93,11 @@ class Finalist:
     def spread(self) -> float:
         return (max(self.rates) - min(self.rates)) / self.median if len(self.rates) > 1 and self.median else 0.0
 
-    def to_dict(self) -> dict:
-        # "rounds": the final's own rounds, one a rate; the opening round's rate apart, where there is one.
-        final = list(self.rounds or range(len(self.rates)))
-        return {"config": self.config.loader_kwargs(), "rates": list(self.rates), "median": self.median,
-                "waits": list(self.waits), "rounds": final, **({"opening": self.opening} if self.opening else {})}
-
-    @classmethod
-    def from_dict(cls, data: dict, trial: TrialResult | None = None) -> "Finalist":
-        """The finalist a result stores; ``trial``: the search trial of its config, which the
-        record does not repeat. Rounds stored as 0, 1, 2... are the default, read as such."""
-        rates, rounds = tuple(data.get("rates") or ()), tuple(data.get("rounds") or ())
-        return cls(LoaderConfig.from_dict(data["config"]), rates, tuple(data.get("waits") or ()), trial,
-                   () if rounds == tuple(range(len(rates))) else rounds, data.get("opening"))
+    def _read_back(self) -> "Finalist":
+        """Rounds stored as 0, 1, 2... are the default, read as such."""
+        if self.rounds and len(self.rounds) != len(self.rates):
+            raise ValueError(f"rounds has {len(self.rounds)} rounds for {len(self.rates)} rates")
+        return dataclasses.replace(self, rounds=()) if self.rounds == tuple(range(len(self.rates))) else self
 
 
 def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) -> TrialResult | None:

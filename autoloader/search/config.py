@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
 from .. import seeding
+from .codec import Stored, stored
 from .knee import Knee
 from .space import LoaderConfig
 
@@ -20,17 +20,17 @@ def iterable_key(key: object) -> bool:
 
 
 @dataclass(frozen=True)
-class TunedConfig:
+class TunedConfig(Stored):
     """The chosen DataLoader settings with the figures that chose them."""
 
     config: LoaderConfig
-    samples_per_s: float              # median of the interleaved final re-measurement
-    rel_interval: float | None        # 95% half-width of the pick's rate, relative
-    baseline_samples_per_s: float | None  # num_workers=0, same protocol
+    samples_per_s: float = stored(positive=True)   # median of the interleaved final re-measurement
+    rel_interval: float | None                     # 95% half-width of the pick's rate, relative
+    baseline_samples_per_s: float | None = stored(positive=True)  # num_workers=0, same protocol
     knee: Knee | None
-    hardware: dict
-    dataset_key: str
-    device: str
+    hardware: dict = stored(absent={})   # inputs/hardware.Hardware's fields (read by store/records.StoredHardware)
+    dataset_key: str = stored(nonempty=True)
+    device: str = "cpu"
 
     def loader_kwargs(self) -> dict:
         """Keyword arguments for ``DataLoader``, the seeded ``worker_init_fn`` included."""
@@ -44,17 +44,3 @@ class TunedConfig:
         if not self.baseline_samples_per_s:
             return None
         return self.samples_per_s / self.baseline_samples_per_s
-
-    def to_dict(self) -> dict:
-        # JSON has no infinity: an interval that could not be estimated is stored as null.
-        rel_interval = self.rel_interval if self.rel_interval is None or math.isfinite(self.rel_interval) else None
-        return {"config": self.config.loader_kwargs(), "samples_per_s": self.samples_per_s,
-                "rel_interval": rel_interval, "baseline_samples_per_s": self.baseline_samples_per_s,
-                "knee": self.knee.to_dict() if self.knee else None, "hardware": self.hardware,
-                "dataset_key": self.dataset_key, "device": self.device}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "TunedConfig":
-        return cls(LoaderConfig.from_dict(data["config"]), data["samples_per_s"], data.get("rel_interval"), data.get("baseline_samples_per_s"),
-                   Knee.from_dict(data["knee"]) if data.get("knee") else None, data.get("hardware", {}),
-                   data["dataset_key"], data.get("device", "cpu"))

@@ -42,8 +42,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
+from .codec import Stored, stored
 from .policy import GROWTH_MIN_RISE
 
 # What the finding says (the explain report and the table name it).
@@ -62,31 +63,34 @@ MAPPED = ("pages of a memory-mapped file: the kernel's page cache, one copy shar
 
 
 @dataclass(frozen=True)
-class Growth:
+class Growth(Stored):
     """What reading rows did to a worker's private memory (NOTE [ Copy on read ]), as the
     profile's two workers showed it: the reader's USS above the control's, against the rows the
     reader read; ``per_sample_bytes`` and ``ceiling_bytes`` fitted to it (``fitted``)."""
 
     flat_bytes: int             # the control's USS at the stage's end: a worker's own, reads aside
-    base_bytes: int             # the reader's gain over the control after the block, where random reads start
+    # The reader's gain over the control after the block, where random reads start.
+    base_bytes: int = stored(signed=True)
     row_bytes: float            # growth per row read in order: what one row's pages hold
     block_rows: int             # rows the block read, in order
     length: int                 # rows of the dataset
     dataset_bytes: int | None = None   # the trial process's memory for the dataset, as built
-    points: tuple[tuple[int, int], ...] = ()  # (samples read at random, the reader's gain) as measured
-    bursts: tuple[tuple[int, int], ...] = ()  # (samples a burst's worker read, its USS less batches held)
+    # (samples read at random, the reader's gain) as measured, and (samples a burst's worker
+    # read, its USS less batches held).
+    points: tuple[tuple[int, int], ...] = stored((), signed=True)
+    bursts: tuple[tuple[int, int], ...] = stored((), signed=True)
     per_sample_bytes: float = 0.0   # g: growth per sample read at random, at the start
     ceiling_bytes: int = 0          # C: a full copy of the pages reads touch
     # Where the readings end: the most samples read, what they had copied, and the growth per
     # sample read there (NOTE [ The latest rate goes on ]).
     last_samples: int = 0
-    last_bytes: float = 0.0
-    last_rate: float = 0.0
+    last_bytes: float = stored(0.0, signed=True)
+    last_rate: float = stored(0.0, signed=True)
     seconds: float = 0.0            # the stage's wall time
     # The reader's gain over the control in a mapped file's pages by its last reading, and the
     # rows it had read then: page cache, not copies (NOTE [ Memory by kind ] in probe/pages.py).
     file_bytes: int = 0
-    file_samples: int = 0
+    file_samples: int = stored(0, then=("found", "rise_bytes", "samples", "maps_file"))
 
     def copies(self) -> list[tuple[int, float]]:
         """(samples read at random, bytes they copied), as measured: the reader's gain above
@@ -215,21 +219,6 @@ class Growth:
             return float(self.ceiling_bytes)
         return self.copied(epoch_samples / workers, shuffled)
 
-    def to_dict(self) -> dict:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["points"] = [list(p) for p in self.points]
-        data["bursts"] = [list(p) for p in self.bursts]
-        data.update(found=self.found, rise_bytes=self.rise_bytes, samples=self.samples, maps_file=self.maps_file)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Growth":
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        for key in ("points", "bursts"):
-            values[key] = tuple((int(n), int(u)) for n, u in values.get(key, ()))
-        return cls(**values)
-
 
 @functools.lru_cache(maxsize=64)
 def _refit(growth: Growth, bursts: tuple[tuple[int, int], ...]) -> Growth:
@@ -280,7 +269,7 @@ def _fit_rate(copies, ceiling: float, slope: float) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
-class GrowthFinding:
+class GrowthFinding(Stored):
     """Growth found, for a config: the cause, the fix and what the fix is predicted to save
     (the copies its workers make over the run: arrays are not copied by reading them)."""
 
@@ -292,27 +281,11 @@ class GrowthFinding:
     cause: str = CAUSE
     fix: str = FIX
 
-    def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 def growth_finding(data) -> GrowthFinding | None:
-    """The growth finding of a tuned result: its ``to_dict()`` (``memory.pick``, the pick's
-    forecast), a MemoryForecast, or a TuneResult; None when no growth was found. Pure: what the
-    explain report names."""
-    forecast = data
-    if hasattr(data, "memory") and not isinstance(data, dict):
-        forecast = data.memory
-    if isinstance(forecast, dict):
-        forecast = (forecast.get("memory") or {}).get("pick") if "memory" in forecast else forecast
-        if not isinstance(forecast, dict):
-            return None
-        growth = forecast.get("growth")
-        copied, workers = forecast.get("copied_bytes") or 0, forecast.get("workers") or 0
-        if not isinstance(growth, dict) or not growth.get("found") or not workers or not copied:
-            return None
-        return GrowthFinding(int(workers), int(copied), int(workers * copied), float(growth["per_sample_bytes"]),
-                             int(growth["ceiling_bytes"]), *_advice(bool(growth.get("maps_file"))))
+    """The growth finding of a tuned result (its pick's forecast, ``memory``) or of a
+    MemoryForecast; None when no growth was found. Pure: what the explain report names."""
+    forecast = data.memory if hasattr(data, "memory") else data
     if forecast is None or forecast.growth is None or not forecast.growth.found or not forecast.copied_bytes:
         return None
     return GrowthFinding(forecast.workers, forecast.copied_bytes, forecast.workers * forecast.copied_bytes,

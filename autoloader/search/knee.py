@@ -6,11 +6,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
+from .codec import Stored
 from .policy import MIN_TOLERANCE
 
 
 @dataclass(frozen=True)
-class Knee:
+class Knee(Stored):
     """The shape of throughput against ``num_workers``.
 
     ``stops_paying``: the fewest workers whose rate is within ``tolerance`` of the best; more
@@ -24,16 +25,6 @@ class Knee:
     starts_hurting: int | None
     tolerance: float
     curve: tuple[tuple[int, float], ...]
-
-    def to_dict(self) -> dict:
-        return {"stops_paying": self.stops_paying, "peak": self.peak,
-                "starts_hurting": self.starts_hurting, "tolerance": self.tolerance,
-                "curve": [list(p) for p in self.curve]}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Knee":
-        return cls(data["stops_paying"], data["peak"], data["starts_hurting"], data["tolerance"],
-                   tuple((int(w), float(r)) for w, r in data["curve"]))
 
 
 def find_knee(points: Iterable[tuple[int, float]], tolerance: float = MIN_TOLERANCE) -> Knee:

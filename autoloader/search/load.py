@@ -23,34 +23,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .codec import Stored, stored
 from .policy import BUSY_SHARE, busy_at, load_widening
 from .profile import Profile
 from .results import TrialResult
 
 
 @dataclass(frozen=True)
-class BusySpan:
+class BusySpan(Stored):
     """Consecutive search trials (numbered from 1) during which others took more than BUSY_SHARE."""
     first: int
     last: int
     others_cpus: float   # their mean
 
-    def to_dict(self) -> dict:
-        return {"first": self.first, "last": self.last, "others_cpus": self.others_cpus}
-
 
 @dataclass(frozen=True)
-class MachineLoad:
+class MachineLoad(Stored):
     """What others took of the usable CPUs while the run measured (NOTE [ Others on the machine ])."""
-    usable_cpus: float
-    others_cpus: float | None           # the mean over every measurement, by its wall time
+    usable_cpus: float = stored(positive=True)
+    others_cpus: float | None = stored(then=("share",))   # the mean over every measurement, by its wall time
     peak_others_cpus: float | None      # the most during any one measurement
     steal_cpus: float | None
     profile_others_cpus: float | None = None
-    final_others_cpus: float | None = None
-    busy_spans: tuple[BusySpan, ...] = ()
+    final_others_cpus: float | None = stored(None, then=("busy",))
+    busy_spans: tuple[BusySpan, ...] = stored((), key="busy_trials")
     measured_s: float = 0.0
-    threshold: float = BUSY_SHARE       # the share past which a measurement is busy (Thresholds.busy)
+    # The share past which a measurement is busy (Thresholds.busy).
+    threshold: float = stored(BUSY_SHARE, positive=True)
 
     @property
     def share(self) -> float | None:
@@ -75,20 +74,6 @@ class MachineLoad:
         """How much the final's ties widen (policy.load_widening), at the final's share (else the run's)."""
         return load_widening(self.tie_share, self.threshold) if self.busy else 0.0
 
-    def to_dict(self) -> dict:
-        return {"usable_cpus": self.usable_cpus, "others_cpus": self.others_cpus, "share": self.share,
-                "peak_others_cpus": self.peak_others_cpus, "steal_cpus": self.steal_cpus,
-                "profile_others_cpus": self.profile_others_cpus, "final_others_cpus": self.final_others_cpus,
-                "busy": self.busy, "busy_trials": [s.to_dict() for s in self.busy_spans],
-                "measured_s": self.measured_s, "threshold": self.threshold}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> MachineLoad:
-        spans = tuple(BusySpan(int(s["first"]), int(s["last"]), float(s["others_cpus"]))
-                      for s in data.get("busy_trials") or ())
-        return cls(float(data["usable_cpus"]), data.get("others_cpus"), data.get("peak_others_cpus"),
-                   data.get("steal_cpus"), data.get("profile_others_cpus"), data.get("final_others_cpus"),
-                   spans, float(data.get("measured_s") or 0.0), float(data.get("threshold") or BUSY_SHARE))
 
 
 def busy_trial(trial: TrialResult, usable_cpus: float, threshold: float = BUSY_SHARE) -> bool:

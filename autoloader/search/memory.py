@@ -8,9 +8,10 @@ and the /dev/shm room it has, and hands ``fits`` to the strategy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from .codec import Stored, stored
 from .growth import Growth
 from .methods import MethodCost, method_cost
 from .results import TrialResult
@@ -31,7 +32,7 @@ def batch_samples(batch_size: int, length: int | None) -> int:
 
 
 @dataclass(frozen=True)
-class MemoryForecast:
+class MemoryForecast(Stored):
     """A config's predicted memory over a run, in the guard's measure (PSS summed over the tree),
     and the figures it is made of. Per worker: ``flat_bytes`` (what it holds whatever it read, in
     PSS), ``copied_bytes`` (the dataset's pages it copied by its peak over the run) and
@@ -41,8 +42,8 @@ class MemoryForecast:
 
     config: LoaderConfig
     basis: str
-    host_bytes: int
-    shm_bytes: int
+    host_bytes: int = stored(then=("epoch_host_bytes",))
+    shm_bytes: int = stored(then=("workers",))
     flat_bytes: int
     copied_bytes: int = 0
     epoch_copied_bytes: int = 0
@@ -50,7 +51,7 @@ class MemoryForecast:
     worker_bytes: int | None = None
     run_worker_bytes: int | None = None
     measured_peak_bytes: int | None = None   # the highest PSS this config's own bursts reached
-    growth: Growth | None = None
+    growth: Growth | None = stored(None, after="pinned_bytes")
     pinned_bytes: int = 0    # page-locked batches held at once (NOTE [ Pinned batches ]), in host_bytes
 
     @property
@@ -63,23 +64,6 @@ class MemoryForecast:
         which go on copying in the epochs after it)."""
         return self.host_bytes - self.workers * (self.copied_bytes - self.epoch_copied_bytes)
 
-    def to_dict(self) -> dict:
-        return {"config": self.config.loader_kwargs(), "basis": self.basis, "host_bytes": self.host_bytes,
-                "epoch_host_bytes": self.epoch_host_bytes,
-                "shm_bytes": self.shm_bytes, "workers": self.workers, "flat_bytes": self.flat_bytes,
-                "copied_bytes": self.copied_bytes, "epoch_copied_bytes": self.epoch_copied_bytes,
-                "samples_per_worker": self.samples_per_worker, "worker_bytes": self.worker_bytes,
-                "run_worker_bytes": self.run_worker_bytes, "measured_peak_bytes": self.measured_peak_bytes,
-                "pinned_bytes": self.pinned_bytes,
-                "growth": self.growth.to_dict() if self.growth is not None else None}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "MemoryForecast":
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["config"] = LoaderConfig.from_dict(data["config"])
-        values["growth"] = Growth.from_dict(data["growth"]) if data.get("growth") is not None else None
-        return cls(**values)
 
 
 # NOTE [ Pinned batches ]

@@ -24,16 +24,17 @@ Pure: no torch, no processes, no files.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Sequence
 
+from .codec import Stored, stored
 from .policy import GROWTH_MIN_RISE
 
 __all__ = ["MethodCost", "MethodRow", "StartChoice", "method_cost"]
 
 
 @dataclass(frozen=True)
-class MethodCost:
+class MethodCost(Stored):
     """One start method's figures, measured with fresh workers (NOTE [ What a start method costs ])."""
 
     method: str
@@ -66,17 +67,6 @@ class MethodCost:
     def copied(self, samples: float) -> float:
         return self.per_sample_bytes * max(0.0, samples)
 
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["startup"] = [list(p) for p in self.startup]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "MethodCost":
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["startup"] = tuple((int(n), float(s)) for n, s in values.get("startup", ()) or ())
-        return cls(**values)
 
 
 def method_cost(costs: Sequence[MethodCost], value: str | None) -> MethodCost | None:
@@ -88,7 +78,7 @@ def method_cost(costs: Sequence[MethodCost], value: str | None) -> MethodCost | 
 
 
 @dataclass(frozen=True)
-class MethodRow:
+class MethodRow(Stored):
     """The pick's config under one start method: one worker's memory at the end of an epoch (its
     USS, None where not forecast), the tree's forecast, the start-up of the pick's workers, and
     whether it fits the memory limits."""
@@ -100,12 +90,9 @@ class MethodRow:
     fits: bool
     copied_bytes: int = 0     # of worker_bytes: what it copied of the dataset by the epoch's end
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class StartChoice:
+class StartChoice(Stored):
     """Which start method the pick uses and why: the rows per method (measured, then forecast for
     the pick's workers), or the user's own method, honoured and not searched (``given``)."""
 
@@ -114,7 +101,7 @@ class StartChoice:
     given: bool
     workers: int
     persistent: bool
-    rows: tuple[MethodRow, ...] = ()
+    rows: tuple[MethodRow, ...] = stored((), after="at")
     python_rows: bool = False     # the growth finding's: the rows are Python objects
     at: str = ""                  # whose workers the rows are for, when not the pick's (the cpus-1 rule)
 
@@ -173,13 +160,3 @@ class StartChoice:
                 f"{mib(default.worker_bytes)} ({mib(self.workers * default.copied_bytes)} less over "
                 f"{self.workers} worker{'s' if self.workers != 1 else ''}), with {default.method}'s start-up")
 
-    def to_dict(self) -> dict:
-        return {"chosen": self.chosen, "default": self.default, "given": self.given, "workers": self.workers,
-                "persistent": self.persistent, "python_rows": self.python_rows, "at": self.at,
-                "rows": [r.to_dict() for r in self.rows]}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "StartChoice":
-        return cls(str(data["chosen"]), str(data["default"]), bool(data["given"]), int(data["workers"]),
-                   bool(data["persistent"]), tuple(MethodRow(**r) for r in data.get("rows") or ()),
-                   bool(data.get("python_rows", False)), str(data.get("at") or ""))

@@ -74,9 +74,10 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
+from .codec import Stored, stored
 from .methods import method_cost
 from .policy import UNFITTED_STEP
 from .profile import Profile
@@ -91,41 +92,30 @@ OTHERS_DEMAND_CAP = 4.0
 
 
 @dataclass(frozen=True)
-class Calibration:
+class Calibration(Stored):
     """Efficiency terms fitted to the bursts: multipliers of the workers' batch time and the main
     process's per-batch costs, and the fitted start-up of ``workers`` fresh workers
     (``startup_base + startup_per_worker x workers``)."""
 
-    worker: float = 1.0
-    main: float = 1.0
-    pin: float = 1.0
-    cpus: float | None = None     # effective CPUs, when the bursts pinned them down
-    local: float = 1.0            # the whole per-batch time without workers (its own bursts)
-    startup_base: float | None = None
-    startup_per_worker: float = 0.0
+    worker: float = stored(1.0, positive=True)
+    main: float = stored(1.0, positive=True)
+    pin: float = stored(1.0, positive=True)
+    cpus: float | None = stored(None, positive=True)   # effective CPUs, when the bursts pinned them down
+    local: float = stored(1.0, positive=True)          # the whole per-batch time without workers (its own bursts)
+    startup_base: float | None = stored(None, signed=True)
+    startup_per_worker: float = stored(0.0, signed=True)
     # An epoch boundary of kept workers, as the bursts that crossed one measured it
     # (``restart_base + restart_per_worker x workers``; NOTE [ An epoch boundary of kept workers ]).
-    restart_base: float | None = None
-    restart_per_worker: float = 0.0
+    restart_base: float | None = stored(None, signed=True)
+    restart_per_worker: float = stored(0.0, signed=True)
     worker_fits: int = 0          # bursts the worker term was fitted from
     main_fits: int = 0            # the loop's
     pin_fits: int = 0             # the pin thread's
 
-    def to_dict(self) -> dict:
-        return {"worker": self.worker, "main": self.main, "pin": self.pin, "cpus": self.cpus, "local": self.local,
-                "startup_base": self.startup_base,
-                "startup_per_worker": self.startup_per_worker, "restart_base": self.restart_base,
-                "restart_per_worker": self.restart_per_worker, "worker_fits": self.worker_fits,
-                "main_fits": self.main_fits, "pin_fits": self.pin_fits}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Calibration":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass(frozen=True)
-class Prediction:
+class Prediction(Stored):
     """What the model expects of one config."""
 
     config: LoaderConfig
@@ -137,16 +127,6 @@ class Prediction:
     receive_share: float = 0.0    # of that, the loop's own receive (workers, no pin thread)
     workers_busy: float | None = None   # the share of the time the workers are making batches (None: none)
 
-    def to_dict(self) -> dict:
-        return {"config": self.config.loader_kwargs(), "samples_per_s": self.samples_per_s,
-                "steady_samples_per_s": self.steady_samples_per_s, "wait_share": self.wait_share,
-                "bound": self.bound, "restart_s": self.restart_s, "receive_share": self.receive_share,
-                "workers_busy": self.workers_busy}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Prediction":
-        known = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in data.items() if k in known}, "config": LoaderConfig.from_dict(data["config"])})
 
 
 def _step_factors(profile: Profile, count: int = 512) -> list[float]:

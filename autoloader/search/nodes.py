@@ -6,9 +6,9 @@ NOTE [ Tuning a torchdata.nodes graph ] in probe/nodes.py says how a trial build
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass
 
+from .codec import Stored
 from .knob import NODES
 from .settings import CONCURRENCY
 from .space import LoaderConfig, SearchSpace
@@ -28,7 +28,7 @@ FACTORY_KEYWORDS = ("batch_size", "num_workers", "method", "in_order", "max_conc
 
 
 @dataclass(frozen=True)
-class NodesGraph:
+class NodesGraph(Stored):
     """What the user's graph holds, read off it in the trial process: its ParallelMapper's
     settings, its Prefetcher's depth (None: it has none), whether it pins, its Batcher's batch
     size (None: it has none); ``chain`` the node types from the root down to the ParallelMapper;
@@ -44,13 +44,6 @@ class NodesGraph:
     built: str
     takes: tuple[str, ...]
     name: str
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "chain": list(self.chain), "takes": list(self.takes)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "NodesGraph":
-        return cls(**{**data, "chain": tuple(data["chain"]), "takes": tuple(data["takes"])})
 
     def tuned(self, name: str) -> bool:
         """Whether the search may move the knob ``name`` (a factory's keyword it does not take stays

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
+from .codec import MAX_BATCH_SIZE, MAX_CPUS, Stored, stored
 from .growth import Growth
 from .methods import MethodCost
 from .uint8 import Uint8Cost
@@ -28,10 +29,10 @@ def quantile(values, q: float) -> float:
 
 
 @dataclass(frozen=True)
-class Profile:
+class Profile(Stored):
     """The pipeline's parts, each measured once with enough repeats to be stable."""
 
-    batch_size: int                  # the batch size the per-batch costs were measured at
+    batch_size: int = stored(least=1, most=MAX_BATCH_SIZE)   # the batch size the per-batch costs were measured at
     sample_s: tuple[float, ...]      # one worker's cost of each sample timed (__getitem__)
     collate_s: float                 # collating one batch, per batch
     sample_bytes: int                # bytes of one collated sample
@@ -42,7 +43,7 @@ class Profile:
     step_s: float                    # the consumer on a batch already where it runs (resident)
     startup_s: float                 # one worker's start: iter() to first batch, less that batch's work
     worker_pss: int | None           # one worker's memory (PSS) once it has made batches
-    cpus: float                      # CPUs this process may really use (affinity and cgroup quota)
+    cpus: float = stored(positive=True, most=MAX_CPUS)   # CPUs this process may really use (affinity and cgroup quota)
     epoch_batches: int | None        # batches an epoch holds at ``batch_size`` (None: iterable)
     seconds: float = 0.0             # the profile's own wall time
     sample_cpu_share: float = 1.0    # the share of a sample's cost spent on a CPU (not waiting)
@@ -61,10 +62,10 @@ class Profile:
     step_samples: tuple[float, ...] = ()
     # The main process's torch intra-op threads, and its share of a batch (its own collate and the
     # step) timed with them and with one: NOTE [ The main process's threads ] in threads.py.
-    main_threads: int | None = None
+    main_threads: int | None = stored(None, least=1)
     main_default_s: float | None = None         # the median of the pairs, with the default threads
     main_one_thread_s: float | None = None      # and with one
-    main_thread_ratios: tuple[float, ...] = ()  # each pair's default over one-thread time
+    main_thread_ratios: tuple[float, ...] = stored((), positive=True)  # each pair's default over one-thread time
     # What the rest of the machine took during the profile: NOTE [ Others on the machine ] in load.py.
     others_cpus: float | None = None
     steal_cpus: float | None = None
@@ -75,7 +76,7 @@ class Profile:
     stream_duplicates: float | None = None
     # Each start method's start-up and worker memory, where the start method's gate was open
     # (NOTE [ What a start method costs ] in methods.py); empty where not measured.
-    methods: tuple[MethodCost, ...] = ()
+    methods: tuple[MethodCost, ...] = stored((), sparse=True)
     # The share of the sample stage's wall time its thread waited for a CPU (others' load), taken
     # out of every cost above: NOTE [ A profile read under load ] in probe/profiler.py. None where
     # the waits could not be read (the costs then hold them).
@@ -85,14 +86,14 @@ class Profile:
     recv_fixed_s: float | None = None
     # The batch's float32 tensors as uint8, timed against them: NOTE [ A quarter of the bytes ] in
     # uint8.py. None where not timed (a small batch, none of float32, an older record).
-    uint8: Uint8Cost | None = None
+    uint8: Uint8Cost | None = stored(None, sparse=True)
     # Each stage's wall seconds, in order (the module docstring of probe/profiler.py names them):
     # where the profile's time went. Empty in older records.
     stage_s: tuple[tuple[str, float], ...] = ()
     # False for the stand-in made from the set-up's one batch when the profile could not be
     # measured (tuning/measured.py's ``fallback_profile``): the model has no curve to draw from it,
     # so no figure is predicted and no knee found.
-    measured: bool = True
+    measured: bool = stored(True, then=("sample_quantiles",))
 
     @property
     def batch_bytes(self) -> int:
@@ -114,37 +115,3 @@ class Profile:
         mean = statistics.fmean(self.sample_s) if self.sample_s else 0.0
         return size * mean + self.collate_s * size / self.batch_size
 
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["sample_s"] = list(self.sample_s)
-        data["step_samples"] = list(self.step_samples)
-        data["main_thread_ratios"] = list(self.main_thread_ratios)
-        data["stream_delivered"] = list(self.stream_delivered)
-        data["stage_s"] = [[what, seconds] for what, seconds in self.stage_s]
-        data["sample_quantiles"] = self.sample_quantiles()
-        data["growth"] = self.growth.to_dict() if self.growth is not None else None
-        if self.uint8 is not None:
-            data["uint8"] = self.uint8.to_dict()
-        else:
-            data.pop("uint8")   # a profile that did not time it is stored as it was
-        if self.methods:
-            data["methods"] = [m.to_dict() for m in self.methods]
-        else:
-            data.pop("methods")   # a profile that did not measure them is stored as it was
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Profile":
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["sample_s"] = tuple(float(x) for x in values.get("sample_s", ()))
-        if isinstance(values.get("growth"), dict):
-            values["growth"] = Growth.from_dict(values["growth"])
-        values["step_samples"] = tuple(float(x) for x in values.get("step_samples", ()) or ())
-        values["main_thread_ratios"] = tuple(float(x) for x in values.get("main_thread_ratios", ()) or ())
-        values["stream_delivered"] = tuple(int(x) for x in values.get("stream_delivered", ()) or ())
-        values["stage_s"] = tuple((str(w), float(x)) for w, x in values.get("stage_s", ()) or ())
-        values["methods"] = tuple(MethodCost.from_dict(m) for m in values.get("methods", ()) or ())
-        if isinstance(values.get("uint8"), dict):
-            values["uint8"] = Uint8Cost.from_dict(values["uint8"])
-        return cls(**values)

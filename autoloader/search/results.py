@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from .codec import Stored, stored
 from .policy import keeps_up_at
 from .space import LoaderConfig
 
@@ -51,11 +50,11 @@ LOADER_ARGUMENTS = "loader_arguments"
 
 
 @dataclass(frozen=True)
-class TrialResult:
+class TrialResult(Stored):
     """One trial of one config. Rates are samples per second of the whole loop."""
 
-    config: LoaderConfig
-    status: str
+    config: LoaderConfig = stored(full=True)
+    status: str = stored(choices=(OK, CONSTRAINT, FAILED, HANG))
     samples_per_s: float | None = None      # long-run estimate (epoch restarts included)
     steady_samples_per_s: float | None = None
     rel_interval: float | None = None       # 95% half-width of the rate, relative
@@ -114,21 +113,10 @@ class TrialResult:
         waited for data at most KEEPS_UP_WAIT: NOTE [ Keeping up ]."""
         return self.status == OK and not self.pruned and keeps_up_at(self.wait_fraction)
 
-    def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["config"] = self.config.to_dict()
-        # JSON has no infinity: an unknown interval (a pruned trial) is stored as null.
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "TrialResult":
-        data = dict(data)
-        data["config"] = LoaderConfig.from_dict(data["config"])
-        for key in ("rank_samples_per_s", "worker_delivered"):
-            if data.get(key) is not None:
-                data[key] = tuple(data[key])
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def _read_back(self) -> "TrialResult":
+        if self.status == OK and not self.samples_per_s:
+            raise ValueError(f"samples_per_s is {self.samples_per_s!r}, not a positive rate (the trial is {OK})")
+        return self
 
     def describe_failure(self) -> str:
         text = CAUSES.get(self.cause or "error", self.cause or "")
@@ -142,15 +130,12 @@ def best_burst(history: Sequence[TrialResult], config: LoaderConfig) -> float:
 
 
 @dataclass(frozen=True)
-class BurstError:
+class BurstError(Stored):
     """The model's rate for one burst's config against the burst's own (``Model.model_error`` in model.py)."""
     config: str          # the config's key
     predicted: float
-    measured: float
+    measured: float = stored(positive=True, then=("error",))
 
     @property
     def error(self) -> float:
         return self.predicted / self.measured - 1.0
-
-    def to_dict(self) -> dict:
-        return {"config": self.config, "predicted": self.predicted, "measured": self.measured, "error": self.error}

@@ -13,7 +13,7 @@
 #                ``candidates`` (model_first.py) enumerates the product, the worker-only knobs
 #                inside the worker ladder; a warm start steps along each knob's ``step``;
 #   the record   ``to_dict`` is every knob, ``loader_kwargs`` (the stored ``config``) those that
-#                apply (less an ``omit_default`` one at its default); store/validate.py checks a
+#                apply (less an ``omit_default`` one at its default); codec.py checks a
 #                stored mapping with each knob's ``stored`` rule, then ``LoaderConfig.from_dict``;
 #   the outputs  the snippet, the Lightning source and ``--format kwargs`` print
 #                ``loader_kwargs``; ``--format hf`` prints each knob's ``hf`` field; the report

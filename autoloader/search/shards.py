@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from .codec import Stored, stored
 from .results import OK, TrialResult
 
 # Of the samples digested, this share made by another worker too is a stream read whole by each.
@@ -125,36 +126,28 @@ def profile_note(profile) -> str:
 
 
 @dataclass(frozen=True)
-class StreamFinding:
+class StreamFinding(Stored):
     """One finding about a stream, in words with its fix: ``kind`` is shards, duplicates or idle."""
 
     kind: str
     text: str
     fix: str
 
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "text": self.text, "fix": self.fix}
-
 
 @dataclass(frozen=True)
-class Stream:
+class Stream(Stored):
     """The result's ``stream``: the shards the dataset said it has and the cap they put on the
     search (``max_workers`` of the ``uncapped_max_workers`` it would try), the loaders (the
     profile's stream stage, the trials) whose workers duplicated samples or sat idle, and each
     finding with its fix."""
 
-    shards: int | None = None
+    shards: int | None = stored(None, least=1)
     shards_from: str | None = None
     max_workers: int = 0
     uncapped_max_workers: int = 0
     duplicated: tuple[str, ...] = ()
     idle: tuple[str, ...] = ()
     findings: tuple[StreamFinding, ...] = ()
-
-    def to_dict(self) -> dict:
-        return {"shards": self.shards, "shards_from": self.shards_from, "max_workers": self.max_workers,
-                "uncapped_max_workers": self.uncapped_max_workers, "duplicated": list(self.duplicated),
-                "idle": list(self.idle), "findings": [f.to_dict() for f in self.findings]}
 
     def lines(self) -> list[str]:
         """The findings, one line each with its fix (the table's and the report's)."""

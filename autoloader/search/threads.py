@@ -18,18 +18,21 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from .codec import MAX_CPUS, Stored, stored
 from .policy import THREADS_SLOWER
 from .profile import Profile
 
 
 @dataclass(frozen=True)
-class Threads:
+class Threads(Stored):
     """The main process's intra-op threads and, where measured, its share of a batch both ways."""
-    threads: int
+    threads: int = stored(least=1, most=MAX_CPUS)
     batch_size: int
     default_s: float | None = None      # collate and step, seconds a batch, with ``threads`` (the pairs' median)
     one_thread_s: float | None = None   # the same with one thread
-    ratios: tuple[float, ...] = ()      # each pair's default over one-thread time
+    # Each pair's default over one-thread time; stored with what they say (``advise``: its line).
+    ratios: tuple[float, ...] = stored((), positive=True, then=(
+        "slower", "advise", ("set", lambda t: "torch.set_num_threads(1)" if t.advise else None)))
 
     @property
     def slower(self) -> float | None:
@@ -45,16 +48,6 @@ class Threads:
         return (self.threads > 1 and len(ratios) >= 2 and statistics.median(ratios) > 1.0 + THREADS_SLOWER
                 and sum(r > 1.0 for r in ratios) >= len(ratios) - 1)
 
-    def to_dict(self) -> dict:
-        return {"threads": self.threads, "batch_size": self.batch_size, "default_s": self.default_s,
-                "one_thread_s": self.one_thread_s, "ratios": list(self.ratios), "slower": self.slower,
-                "advise": self.advise,
-                "set": "torch.set_num_threads(1)" if self.advise else None}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Threads":
-        return cls(data["threads"], data["batch_size"], data.get("default_s"), data.get("one_thread_s"),
-                   tuple(data.get("ratios") or ()))
 
 
 def threads_of(profile: Profile | None, threads: int | None) -> Threads | None:

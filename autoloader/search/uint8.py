@@ -32,7 +32,9 @@ Pure: no torch, no processes, no files.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
+
+from .codec import Stored
 
 __all__ = ["BYTES_MATTER", "UINT8_BYTES", "Uint8Cost", "share"]
 
@@ -56,7 +58,7 @@ def share(pair: tuple[float, float] | None, fallback: float = UINT8_BYTES) -> fl
 
 
 @dataclass(frozen=True)
-class Uint8Cost:
+class Uint8Cost(Stored):
     """The change to uint8 timed on the run's samples (NOTE [ A quarter of the bytes ]): each a
     (float32, uint8) pair of seconds per batch of the profile's batch size, None where not timed
     (off CUDA: no pin or copy)."""
@@ -91,14 +93,3 @@ class Uint8Cost:
     def pageable_copy(self) -> float:
         return share(self.h2d_pageable_s, self.byte_share)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Uint8Cost":
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        for name in ("loop_collate_s", "worker_collate_s", "pin_s", "h2d_pinned_s", "h2d_pageable_s"):
-            if values.get(name) is not None:
-                values[name] = (float(values[name][0]), float(values[name][1]))
-        return cls(**values)

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from .codec import Stored, stored
 from .model import Calibration
 from .policy import HOLD_TIE, RATE_SHIFT
 from .results import OK, TrialResult
@@ -32,13 +33,13 @@ from .strategy import Strategy
 
 
 @dataclass(frozen=True)
-class WarmStart:
+class WarmStart(Stored):
     """What a run measures first (NOTE [ Warm start ])."""
     pick: LoaderConfig               # the stored pick (scaled to this machine when from another)
-    rate: float                      # its stored rate
+    rate: float = stored(key="samples_per_s", positive=True)   # its stored rate
     rel_interval: float | None = None
     may_stop: bool = False           # this hardware's own result: an early stop is allowed
-    neighbours: bool = True          # measure the pick's neighbours too
+    neighbours: bool = stored(True, read=False, write=False)   # measure the pick's neighbours too
 
 
 def neighbours(config: LoaderConfig, space: SearchSpace) -> list[LoaderConfig]:
@@ -146,16 +147,3 @@ def warmed(strategy: Strategy, warm: WarmStart | None, space: SearchSpace) -> St
     return strategy if warm is None else Warmed(strategy, warm, space)
 
 
-def warm_record(warm: WarmStart | None) -> dict | None:
-    """The warm start as a result records it."""
-    if warm is None:
-        return None
-    return {"pick": warm.pick.loader_kwargs(), "samples_per_s": warm.rate, "rel_interval": warm.rel_interval,
-            "may_stop": warm.may_stop}
-
-
-def warm_of_record(data: dict) -> WarmStart:
-    """The warm start a result records (``warm_record``'s shape; whether neighbours were measured
-    is not recorded)."""
-    return WarmStart(LoaderConfig.from_dict(data["pick"]), data["samples_per_s"], data.get("rel_interval"),
-                     bool(data.get("may_stop")))

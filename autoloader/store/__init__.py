@@ -5,9 +5,10 @@ up here) and ``fleet`` (re-tunes, ``show``, ``dashboard`` read it):
 
 - ``study``: the Optuna study, the record of every trial (``StudyStore``); ``runs``: which run
   measured each trial, and which are complete; ``retry``: which stored verdicts still stand;
-- ``result``: ``TuneResult``, the result record, read and written by itself (``from_dict``,
-  ``to_dict``), its parts read by ``parts`` and ``records``, its comparison by ``comparison``, its what-ifs by ``claims``,
-  every field checked by ``checks`` and ``validate`` (which checks a study's trials too);
+- ``result``: ``TuneResult``, the result record; its own small records (its what-ifs among them)
+  in ``records``, its comparison in ``comparison``, each declared once and read and written by
+  search/codec.py (``from_dict``, ``to_dict``), every field checked as it is read;
+  ``validate``: the format a stored record carries, and a study's trial read by it;
   ``door``: ``load_result``, the one reader of a result file, which sets a damaged one aside;
   ``versions``: which autoloader measured it;
 - ``paths``: where results and studies lie (every glob is here); ``storage``: Optuna storage URLs;
@@ -19,5 +20,5 @@ up here) and ``fleet`` (re-tunes, ``show``, ``dashboard`` read it):
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["claims", "comparison", "door", "durable", "history", "paths", "push", "records", "result", "retry", "runs",
+__all__ = ["comparison", "door", "durable", "history", "paths", "push", "records", "result", "retry", "runs",
            "saving", "snippet", "storage", "study", "validate", "versions"]

@@ -23,7 +23,7 @@ import json
 import os
 import warnings
 
-from .checks import InvalidRecord
+from ..search.codec import InvalidRecord
 from .result import TuneResult
 from .validate import FORMAT, StoredStateWarning
 

@@ -136,7 +136,7 @@ def _whole(study, pick: TuneResult, where: str) -> TuneResult:
     import warnings
 
     from . import runs
-    from .checks import InvalidRecord
+    from ..search.codec import InvalidRecord
     from .push import RESULT_PREFIX
     from .validate import StoredStateWarning
 

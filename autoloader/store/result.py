@@ -2,19 +2,20 @@
 
 ``to_dict()`` is the result file's JSON (and ``tune --json``'s); ``TuneResult.from_dict(data)``
 reads any format a run has written (NOTE [ Result formats ]), every field checked as it is read
-(checks.py, validate.py, parts.py, records.py): a bad one is an ``InvalidRecord`` naming it, never
-a record with a bad field in it, so whoever holds a TuneResult reads attributes and need not check.
+by the codec (NOTE [ One declaration per stored field ] in search/codec.py): a bad one is an
+``InvalidRecord`` naming it, never a record with a bad field in it, so whoever holds a TuneResult
+reads attributes and need not check.
 
 # NOTE [ Result formats ]
 # A result file carries ``format`` (validate.FORMAT); one without it is format 1. The fields grew
 # over formats 1 and 2 without any changing meaning: the first results held the pick, its knee,
 # trials and finals; the profile, the calibration, the prediction and the control came next,
 # then the format itself with the dataset and the provenance, the warm start, the memory
-# forecasts, the machine's load and the threads, the what-ifs (claims.py). A field a result does not have is read as
-# absent (None, or empty), so an old result reads as what it measured; a field no longer written
-# (an old ``priors`` count) is not read. What the record derives from its fields (``faults``,
-# ``profile_seconds``, ``control_samples_per_s``, ``control_ratio`` and its interval, the
-# ``verdict``...) is written for the file's readers and
+# forecasts, the machine's load and the threads, the what-ifs (records.py). A field a result does
+# not have is read as absent (None, or empty), so an old result reads as what it measured; a field
+# no longer written (an old ``priors`` count) is not read. What the record derives from its fields
+# (``faults``, ``profile_seconds``, ``control_samples_per_s``, ``control_ratio`` and its interval,
+# the ``verdict``...: ``then`` in its fields' declarations) is written for the file's readers and
 # computed again on reading, not read back. A complete run's mark in a shared storage holds the
 # pick and its figures alone (``summary``, NOTE [ Runs in a study ] in runs.py): read, it is the
 # same record with ``partial`` set and the rest absent.
@@ -23,30 +24,29 @@ a record with a bad field in it, so whoever holds a TuneResult reads attributes 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..search.choice import Finalist, finalist_of, paired, rule_verdict
+from ..search.codec import InvalidRecord, Stored, read, stored
 from ..search.config import TunedConfig
 from ..search.growth import growth_finding
-from ..search.nodes import NodesGraph
 from ..search.knee import Knee
 from ..search.load import MachineLoad
 from ..search.memory import MemoryForecast
 from ..search.methods import StartChoice
 from ..search.model import Calibration, Prediction
+from ..search.nodes import NodesGraph
 from ..search.paired import Ratio, compared
+from ..search.policy import MAX_WORKERS_PER_CPU
 from ..search.profile import Profile
 from ..search.results import OK, BurstError, TrialResult
-from ..search.space import LoaderConfig
 from ..search.shards import Stream
+from ..search.space import LoaderConfig
 from ..search.threads import Threads
-from ..search.warm import WarmStart, warm_record
-from . import checks, parts
-from .claims import WhatIfClaim, what_ifs
-from .checks import InvalidRecord
-from .comparison import Comparison, comparison
-from .records import DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, burst_error
-from .validate import FORMAT, config_at, max_workers, tuned_config
+from ..search.warm import WarmStart
+from .comparison import Comparison
+from .records import DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
+from .validate import FORMAT, record_format
 from .versions import reuse_problem
 
 # What a complete run's mark keeps of its result (NOTE [ Runs in a study ] in runs.py).
@@ -54,49 +54,73 @@ SUMMARY = ("config", "samples_per_s", "rel_interval", "baseline_samples_per_s", 
            "device", "dataset", "measurement_format", "autoloader_version", "finished_at", "path", "load")
 
 
+def _ratio_fields(name: str, ratio: Ratio | None) -> dict:
+    """A ratio as the file writes it: the ratio, its interval [lo, hi] (null from one round)
+    and the paired rounds it rests on."""
+    return {name: ratio.ratio if ratio else None, f"{name}_interval": list(ratio.interval) if ratio and ratio.judged
+            else None, f"{name}_rounds": ratio.rounds if ratio else 0}
+
+
+# What the file writes of the control beside it, for its readers (the record computes it again).
+_CONTROL_FIGURES = ("control_samples_per_s", ("**", lambda r: _ratio_fields("control_ratio", r.control_ratio)),
+                    "verdict", ("**", lambda r: _ratio_fields("baseline_ratio", r.baseline_ratio)),
+                    "baseline_verdict")
+
+
 @dataclass(frozen=True)
-class TuneResult:
+class TuneResult(Stored):
     """What ``tune()`` returns: the pick, every trial, the final round and where it was saved.
     ``where``: where the record was read from (a file, or ``<storage>#<study>`` for a run's mark);
-    empty for a run's own. ``partial``: a run's mark, the pick and its figures alone."""
+    empty for a run's own. ``partial``: a run's mark, the pick and its figures alone. Its fields
+    stand in the file's order (NOTE [ Result formats ])."""
 
-    tuned: TunedConfig
-    trials: tuple[TrialResult, ...]
-    finals: tuple[Finalist, ...]
-    path: str
-    snippet_path: str
-    storage: str
-    tune_seconds: float
-    resumed_trials: int
-    orphans: int
-    shm_leaks: int = 0
+    tuned: TunedConfig = stored(flat=True)
+    trials: tuple[TrialResult, ...] = stored((), after="since")
+    finals: tuple[Finalist, ...] = stored((), after="trials")
+    path: str = ""
+    snippet_path: str = ""
+    storage: str = ""
+    tune_seconds: float = 0.0
+    resumed_trials: int = 0
+    orphans: int = 0
+    shm_leaks: int = stored(0, then=("faults",))
     since: Comparison | None = None   # against the previous result for this problem, if any
-    profile: Profile | None = None
+    profile: Profile | None = stored(None, then=(("profile_seconds", lambda r: r.profile and r.profile.seconds),))
     calibration: Calibration | None = None
-    predicted: Prediction | None = None   # the model's figures for the pick, corrected by the bursts
-    control: LoaderConfig | None = None   # the rule the tuner replaces, measured in the final
-    reorder_gain: float | None = None     # predicted gain of ORDER's proposal, when its gate is closed
+    # The model's figures for the pick, corrected by the bursts.
+    predicted: Prediction | None = stored(None, then=(
+        ("predicted_samples_per_s", lambda r: r.predicted and r.predicted.samples_per_s),
+        ("bound", lambda r: r.predicted and r.predicted.bound)))
+    # The rule the tuner replaces, measured in the final.
+    control: LoaderConfig | None = stored(None, then=_CONTROL_FIGURES)
+    what_ifs: tuple[WhatIfClaim, ...] = ()   # each change asked about: predicted, measured, how sure (records.py)
+    # The predicted gain of ORDER's proposal, when its gate is closed.
+    reorder_gain: float | None = stored(None, signed=True)
     model_error: tuple[BurstError, ...] = ()   # each burst: predicted against measured
     study: str = ""                       # the study's name in its storage, and this run's id in it
     run_id: str = ""
     dataset: DatasetRecord | None = None  # what was tuned: name, length, content fingerprint, version
-    provenance: Provenance | None = None  # measurement format, autoloader version, when
     warm_start: WarmStart | None = None
-    early_stop: bool = False              # the warm start's pick held and the search ended there
-    node: NodeRecord | None = None        # a node's tune: NOTE [ Tuning a node's ranks ] in node/__init__.py
-    inputs: Inputs | None = None          # what the run was given that its figures do not say (explain/)
+    # The warm start's pick held and the search ended there.
+    early_stop: bool = stored(False, then=(("memory", "memory_record"),))
     # The pick's and the control's memory over a run, as the limit judged them (NOTE [ Copy on
-    # read ] in search/growth.py): a measured peak, or a forecast at the end of an epoch.
-    memory: MemoryForecast | None = None
-    control_memory: MemoryForecast | None = None
+    # read ] in search/growth.py): a measured peak, or a forecast at the end of an epoch; stored
+    # together with the growth finding (``memory_record``).
+    memory: MemoryForecast | None = stored(None, key="memory.pick", write=False)
+    control_memory: MemoryForecast | None = stored(None, key="memory.control", write=False)
     load: MachineLoad | None = None       # what others took of the CPUs meanwhile: NOTE [ Others on the machine ]
     threads: Threads | None = None        # the main process's torch threads: NOTE [ The main process's threads ]
-    stream: Stream | None = None          # an iterable dataset's shards and its workers' findings (search/shards.py)
-    start: StartChoice | None = None      # the pick's start method and why: NOTE [ What a start method costs ]
-    what_ifs: tuple[WhatIfClaim, ...] = ()   # each change asked about: predicted, measured, how sure (claims.py)
-    nodes: NodesGraph | None = None       # a torchdata.nodes graph's own settings (search/nodes.py)
-    where: str = ""
-    partial: bool = False
+    # An iterable dataset's shards and its workers' findings (search/shards.py).
+    stream: Stream | None = stored(None, sparse=True)
+    # The pick's start method and why: NOTE [ What a start method costs ].
+    start: StartChoice | None = stored(None, key="start_method", sparse=True)
+    nodes: NodesGraph | None = stored(None, sparse=True)   # a torchdata.nodes graph's own settings (search/nodes.py)
+    # A node's tune: NOTE [ Tuning a node's ranks ] in node/__init__.py.
+    node: NodeRecord | None = stored(None, sparse=True)
+    inputs: Inputs | None = None          # what the run was given that its figures do not say (explain/)
+    provenance: Provenance | None = stored(None, flat=True)   # measurement format, autoloader version, when
+    where: str = stored("", read=False, write=False)
+    partial: bool = stored(False, read=False, write=False)
 
     @property
     def busy(self) -> bool:
@@ -127,7 +151,7 @@ class TuneResult:
 
     @property
     def hardware(self) -> StoredHardware:
-        return StoredHardware.from_dict(self.tuned.hardware)
+        return read(StoredHardware, self.tuned.hardware, "hardware")
 
     @property
     def finished_at(self) -> str | None:
@@ -207,40 +231,12 @@ class TuneResult:
 
     def summary(self) -> TuneResult:
         """The result as a complete run's mark keeps it: the pick and its figures (``SUMMARY``)."""
-        return TuneResult(self.tuned, (), (), self.path, "", "", 0.0, 0, 0, dataset=self.dataset,
-                          provenance=self.provenance, load=self.load, where=self.where, partial=True)
+        return TuneResult(self.tuned, path=self.path, dataset=self.dataset, provenance=self.provenance,
+                          load=self.load, where=self.where, partial=True)
 
     def to_dict(self) -> dict:
         """The stored form: the result file's JSON, or a partial record's summary (``SUMMARY``)."""
-        data = {"format": FORMAT, **self.tuned.to_dict(), "path": self.path, "snippet_path": self.snippet_path,
-                "storage": self.storage, "tune_seconds": self.tune_seconds,
-                "resumed_trials": self.resumed_trials, "orphans": self.orphans, "shm_leaks": self.shm_leaks,
-                "faults": self.faults(), "since": self.since.to_dict() if self.since else None,
-                "trials": [t.to_dict() for t in self.trials], "finals": [f.to_dict() for f in self.finals],
-                "profile": self.profile.to_dict() if self.profile else None,
-                "profile_seconds": self.profile.seconds if self.profile else None,
-                "calibration": self.calibration.to_dict() if self.calibration else None,
-                "predicted": self.predicted.to_dict() if self.predicted else None,
-                "predicted_samples_per_s": self.predicted.samples_per_s if self.predicted else None,
-                "bound": self.predicted.bound if self.predicted else None,
-                "control": self.control.loader_kwargs() if self.control else None,
-                "control_samples_per_s": self.control_samples_per_s,
-                **_ratio_fields("control_ratio", self.control_ratio), "verdict": self.verdict,
-                **_ratio_fields("baseline_ratio", self.baseline_ratio), "baseline_verdict": self.baseline_verdict,
-                "what_ifs": [w.to_dict() for w in self.what_ifs],
-                "reorder_gain": self.reorder_gain, "model_error": [e.to_dict() for e in self.model_error],
-                "study": self.study, "run_id": self.run_id,
-                "dataset": self.dataset.to_dict() if self.dataset else None,
-                "warm_start": warm_record(self.warm_start), "early_stop": self.early_stop,
-                "memory": self.memory_record(),
-                "load": self.load.to_dict() if self.load else None,
-                "threads": self.threads.to_dict() if self.threads else None,
-                **({"stream": self.stream.to_dict()} if self.stream else {}),
-                **({"start_method": self.start.to_dict()} if self.start else {}),
-                **({"nodes": self.nodes.to_dict()} if self.nodes else {}),
-                **({"node": self.node.to_dict()} if self.node else {}),
-                "inputs": self.inputs.to_dict() if self.inputs else None,
-                **(self.provenance.to_dict() if self.provenance else {})}
+        data = {"format": FORMAT, **super().to_dict()}
         return {k: data.get(k) for k in SUMMARY} if self.partial else data
 
     @classmethod
@@ -249,45 +245,24 @@ class TuneResult:
         """The record ``data`` holds (a result file's JSON, or a run's mark's summary with
         ``partial``), every field checked; InvalidRecord naming the field that is not what a run
         writes. ``cpus``: this machine's usable CPUs and ``batch_sizes``: the problem's, which
-        bound what a result handed out here may say (validate.tuned_config); without them, the
-        result's own hardware bounds it. ``where``: where it was read from, kept on the record."""
-        tuned = tuned_config(data, cpus, batch_sizes)
-        provenance = Provenance.from_dict(data)
-        if partial:
-            return cls(tuned, (), (), checks.text(data.get("path"), "path") or "", "", "", 0.0, 0, 0,
-                       dataset=DatasetRecord.from_dict(data.get("dataset")), provenance=provenance,
-                       load=parts.machine_load(data.get("load")), where=where, partial=True)
-        limit = max_workers(data.get("hardware") or {}, cpus)
-        trials = parts.trials(data.get("trials"), max_workers=limit)
-        memory = checks.mapping(data.get("memory"), "memory", optional=True) or {}
-        words = {k: checks.text(data.get(k), k) or "" for k in ("path", "snippet_path", "storage", "study", "run_id")}
-        counts = {k: checks.count(data.get(k), k) or 0 for k in ("resumed_trials", "orphans", "shm_leaks")}
-        return cls(
-            tuned, trials, parts.finalists(data.get("finals"), trials, max_workers=limit), words["path"],
-            words["snippet_path"], words["storage"], checks.number(data.get("tune_seconds"), "tune_seconds") or 0.0,
-            counts["resumed_trials"], counts["orphans"], counts["shm_leaks"], since=comparison(data.get("since")),
-            profile=parts.profile(data.get("profile")), calibration=parts.calibration(data.get("calibration")),
-            predicted=parts.prediction(data.get("predicted"), max_workers=limit),
-            control=config_at(data["control"], "control", limit) if data.get("control") is not None else None,
-            reorder_gain=checks.number(data.get("reorder_gain"), "reorder_gain", signed=True),
-            model_error=tuple(burst_error(e, f"model_error[{i}]")
-                              for i, e in enumerate(checks.items(data.get("model_error"), "model_error"))),
-            study=words["study"], run_id=words["run_id"], dataset=DatasetRecord.from_dict(data.get("dataset")),
-            provenance=provenance, warm_start=parts.warm_start(data.get("warm_start"), max_workers=limit),
-            early_stop=bool(data.get("early_stop", False)), node=NodeRecord.from_dict(data.get("node")),
-            inputs=Inputs.from_dict(data.get("inputs")),
-            memory=parts.memory(memory.get("pick"), "memory.pick", limit),
-            control_memory=parts.memory(memory.get("control"), "memory.control", limit),
-            load=parts.machine_load(data.get("load")), threads=parts.threads(data.get("threads")),
-            stream=parts.stream(data.get("stream")), start=parts.start_choice(data.get("start_method")),
-            what_ifs=what_ifs(data.get("what_ifs")), nodes=parts.nodes_graph(data.get("nodes")), where=where)
+        bound what a result handed out here may say: its configs' workers MAX_WORKERS_PER_CPU of
+        ``cpus`` whatever the file says its own were, so a file cannot widen its own limit
+        (without them, the result's own hardware bounds it), its batch size one its key was tuned
+        for. ``where``: where it was read from, kept on the record."""
+        record_format(data)
+        own = read(StoredHardware, data.get("hardware", {}), "hardware")
+        limit = MAX_WORKERS_PER_CPU * (cpus or own.cpus or 0) or None
+        result = read(cls, {k: data[k] for k in SUMMARY if k in data} if partial else data, limit=limit)
+        if batch_sizes is not None and result.config.batch_size not in batch_sizes:
+            raise InvalidRecord(f"batch_size is {result.config.batch_size}, not one of the batch sizes its key was "
+                                f"tuned for ({', '.join(map(str, batch_sizes))})")
+        return replace(result, where=where, partial=partial)
 
-
-def _ratio_fields(name: str, ratio: Ratio | None) -> dict:
-    """A ratio as the file writes it: the ratio, its interval [lo, hi] (null from one round)
-    and the paired rounds it rests on."""
-    return {name: ratio.ratio if ratio else None, f"{name}_interval": list(ratio.interval) if ratio and ratio.judged
-            else None, f"{name}_rounds": ratio.rounds if ratio else 0}
+    def _read_back(self) -> TuneResult:
+        """Each final with the last measured search trial of its config (the record does not
+        repeat it): what ``Finalist.rate`` falls back on."""
+        by_config = {t.config: t for t in self.trials if t.status == OK}
+        return replace(self, finals=tuple(replace(f, trial=by_config.get(f.config)) for f in self.finals))
 
 
 __all__ = ["SUMMARY", "InvalidRecord", "TuneResult"]

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from .checks import InvalidRecord
+from ..search.codec import InvalidRecord, Stored, read, stored
 from .result import TuneResult
 from .validate import StoredStateWarning
 from .versions import now_iso
@@ -51,7 +51,7 @@ RUNNING, COMPLETE, FAILED = "running", "complete", "failed"
 
 
 @dataclass(frozen=True)
-class Owner:
+class Owner(Stored):
     """The process that owns a run: its host (name and machine id), the boot it ran in, its pid
     and the time the process started."""
     host: str
@@ -72,9 +72,6 @@ class Owner:
             return True
         except psutil.Error:
             return False
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def this_owner() -> Owner:
@@ -101,19 +98,15 @@ def _boot() -> str:
 
 
 @dataclass(frozen=True)
-class RunMark:
+class RunMark(Stored):
     """One run's mark in its study. ``summary``: a complete run's pick, the partial record of its
     result (TuneResult.summary: config, rate, hardware, dataset, format, version)."""
-    run_id: str
+    run_id: str = stored(write=False)   # the mark's name in the study holds it
     owner: Owner
     state: str
     started_at: str
     finished_at: str | None = None
-    summary: TuneResult | None = None
-
-    def to_dict(self) -> dict:
-        return {"owner": self.owner.to_dict(), "state": self.state, "started_at": self.started_at,
-                "finished_at": self.finished_at, "summary": self.summary.to_dict() if self.summary else None}
+    summary: TuneResult | None = stored(None, read=False)   # read whole by TuneResult.from_dict
 
     @classmethod
     def from_dict(cls, run_id: str, data: dict, where: str = "") -> "RunMark | None":
@@ -121,10 +114,8 @@ class RunMark:
         fails its checks is a warning naming the study (``where``) and the field, and the mark
         is kept without it (its owner and state still say who ran and whether it completed)."""
         try:
-            owner = Owner(str(data["owner"]["host"]), int(data["owner"]["pid"]), float(data["owner"]["started"]),
-                          str(data["owner"].get("boot", "")))
-            mark = cls(run_id, owner, str(data["state"]), str(data["started_at"]), data.get("finished_at"))
-        except (KeyError, TypeError, ValueError, AttributeError):
+            mark = read(cls, {**data, "run_id": run_id})
+        except InvalidRecord:
             return None     # not a mark this version wrote: ignored
         # The mark's envelope holds the pick whole: handed as it is to TuneResult.from_dict, which checks it.
         if data.get("summary") is None:

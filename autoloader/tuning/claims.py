@@ -1,7 +1,7 @@
 """A run's what-ifs as its result stores them: predicted beside measured, and how sure.
 
 The explanation (explain/whatif.py) asks the model about each change and says how sure each
-answer is (``whatif.how_sure``), which ``store.claims.WhatIfClaim`` holds; the run stores them with its result.
+answer is (``whatif.how_sure``), which ``store.records.WhatIfClaim`` holds; the run stores them with its result.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 
 from ..errors import AutoloaderWarning
-from ..store.claims import WhatIfClaim
+from ..store.records import WhatIfClaim
 
 
 def what_if_claims(result) -> tuple[WhatIfClaim, ...]:

@@ -81,6 +81,7 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
                         hardware=problem.hardware.to_dict(),
                         dataset_key=key, device=problem.device)
     info = started.info
+    node = ranks.record(ran.options.limits.max_memory)
     result = TuneResult(
         tuned, tuple(history), tuple(finals), result_path(out, fingerprint, key),
         result_path(out, fingerprint, key, ".py"), store.shown_url, ran.clock.elapsed(), len(started.history),
@@ -91,8 +92,8 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
         reorder_gain=reorder_gain(model, pick.config, calib, problem.allow_reorder) if profile.measured else None,
         model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
         run_id=store.run.run_id, dataset=dataset_record(problem), provenance=Provenance(**provenance()),
-        warm_start=ran.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(ranks.record(
-            ran.options.limits.max_memory)), inputs=inputs_of(ran, problem),
+        warm_start=ran.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(node) if node else None,
+        inputs=inputs_of(ran, problem),
         memory=memory.forecast(pick.config, history),
         control_memory=memory.forecast(strategy.control, history) if strategy.control else None,
         load=load, threads=threads_of(profile, info.threads),
