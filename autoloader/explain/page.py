@@ -137,7 +137,7 @@ def _short_size(nbytes) -> str:
 def _header(result) -> tuple[str, str]:
     hw, made = result.hardware, result.provenance
     title = f"autoloader: {(result.dataset.name if result.dataset else None) or result.dataset_key}"
-    meta = (f"key {result.dataset_key} on {hw.fingerprint} ({cpus(hw.cpus)}, "
+    meta = (f"key {result.dataset_key} on {hw.fingerprint} ({cpus(hw.cpus) if hw.cpus is not None else 'CPUs not recorded'}, "
             f"{', '.join(hw.gpus or []) or 'no GPU'}; device {result.device}); "
             f"tuned {result.finished_at or 'undated'} by autoloader {(made.autoloader_version if made else None) or '?'}"
             f" in {result.tune_seconds or 0:.0f} s")
