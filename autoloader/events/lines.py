@@ -11,7 +11,7 @@ import math
 from functools import singledispatch
 
 from ..search.policy import busy_at
-from ..search.results import OK
+from ..search.results import BUDGET_ENDED, OK
 from ..search.shards import profile_note, shards_text, trial_note
 from ..errors import clip, one_line
 from .kinds import (BusyRecheck, ControlRetried, Event, FinalRound, FleetPushed, Profiled, ResultNotReused, ResultReused,
@@ -163,7 +163,7 @@ def _trial(e: TrialDone) -> str:
         interval = "(stopped early: clearly behind the best)"
     gpu = f" gpu {r.gpu_util * 100:.0f}%" if known(r.gpu_util) else ""
     what = (f"{rate(r.samples_per_s)} {interval} wait {(r.wait_fraction or 0) * 100:.0f}%{gpu}"
-            if r.status == OK else f"{r.status.upper()} {r.describe_failure()}")
+            if r.status == OK else f"{'CUT' if r.cause == BUDGET_ENDED else r.status.upper()} {r.describe_failure()}")
     best_text = f" | best {best.config.key} {rate(best.samples_per_s)}" if best else ""
     again = " (a crash can be a one-off: trying it once more)" if e.again else ""
     busy = (f" | {others_text(r.others_cpus, e.cpus)}: the figure is what the machine gives beside them"

@@ -40,6 +40,17 @@ each figure feeds):
 # result says it. The stage also runs for MIN_SAMPLE_SECONDS at least, so its tail is sampled
 # over more than a scheduler's slice. Where schedstat is not readable the wall time stands, as
 # before, with the share of a CPU a spinning thread gets standing in for the waits.
+
+# NOTE [ A profile within its share ]
+# The profile may take at most its share of the run's budget (``limit_s``, about a third: the
+# run's PROFILE_SHARE): the rest is the bursts' and the final's, and the rule's burst must still
+# fit. Its fixed stages are short; what grows with the workload is the step, called several
+# times (a warm call, three timed, the thread pairs). So each call of the step beats the
+# watchdog (a step of seconds is progress, never a stall), and a call that would take the
+# profile past its share is not made: the first call stands for the step when a second would
+# not fit, and the thread pairs and the growth stage are skipped. A profile cut so says it
+# (``Profile.cut_s``). Its stages always run once, so a slow step is measured, and its figure
+# sizes the budget a judged tune needs (search/budget.py: ``needed_budget``).
 """
 
 from __future__ import annotations
@@ -76,17 +87,28 @@ THREAD_SECONDS = 0.6
 
 def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[[Any], Any], device: str,
                 tensor_bytes: Callable[[Any], int], memory_of: Callable[[int], int | None],
-                beat: Callable[[], None] = lambda: None, memory_budget: int | None = None) -> Profile:
+                beat: Callable[[], None] = lambda: None, memory_budget: int | None = None,
+                limit_s: float | None = None) -> Profile:
     """Measure the profile of ``dataset`` at ``batch_size`` (see the module docstring).
     ``consume`` is the trial's consumer (the step, or the move to the device);
     ``memory_of(pid)`` a process's PSS; ``beat()`` tells the driver's watchdog it moves;
     ``memory_budget`` the bytes the profile's own loaders may hold (the guard's ceiling still
-    watches)."""
+    watches); ``limit_s`` the profile's share of the run's budget (NOTE [ A profile within its
+    share ]), None for no limit."""
     import torch
     from torch.utils.data import DataLoader
     from torch.utils.data._utils.collate import default_collate
 
     t_begin = time.perf_counter()
+    cut: list[bool] = []
+
+    def past(more_s: float) -> bool:
+        """Whether ``more_s`` more seconds would take the profile past ``limit_s``; remembered."""
+        if limit_s is not None and time.perf_counter() - t_begin + more_s > limit_s:
+            cut.append(True)
+            return True
+        return False
+
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     collate = fixed_kwargs.get("collate_fn") or default_collate
@@ -175,28 +197,38 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     beat()
     # 3. the consumer on a resident batch.
     resident = _map(batch, lambda t: t.to(device)) if cuda else batch
+    w0 = time.perf_counter()
     consume(resident)
     sync()
+    first_s = time.perf_counter() - w0
+    beat()   # a step of seconds beats each call: NOTE [ A profile within its share ]
     steps, t0, calls = 0, time.perf_counter(), []
-    while steps < 3 or (time.perf_counter() - t0 < STEP_SECONDS and steps < 200):
-        c0 = time.perf_counter()
-        consume(resident)
-        calls.append(time.perf_counter() - c0)
-        steps += 1
-    sync()
-    # Timed whole, waits for a CPU included: the model does not share the step's CPUs with the
-    # others' (NOTE [ Others' demand ] in search/model.py), so the step keeps the load it saw.
-    step_s = (time.perf_counter() - t0) / steps
+    if past(first_s):   # one more call would pass the share: the first call stands for the step
+        calls, step_s = [first_s], first_s
+    else:
+        while steps < 3 or (time.perf_counter() - t0 < STEP_SECONDS and steps < 200):
+            if steps and past(statistics.fmean(calls)):
+                break
+            c0 = time.perf_counter()
+            consume(resident)
+            calls.append(time.perf_counter() - c0)
+            steps += 1
+            beat()
+        sync()
+        # Timed whole, waits for a CPU included: the model does not share the step's CPUs with the
+        # others' (NOTE [ Others' demand ] in search/model.py), so the step keeps the load it saw.
+        step_s = (time.perf_counter() - t0) / steps
     # The step's jitter: on the CPU each call above is the step; on CUDA a call only launches
     # until the queue fills, so each is timed to its end (the shape is kept, the mean is step_s's).
-    step_samples = tuple(calls) if not cuda else _step_calls(lambda: consume(resident), sync, JITTER_CALLS)
+    step_samples = tuple(calls) if not cuda or past(2 * step_s) else _step_calls(lambda: consume(resident), sync,
+                                                                                JITTER_CALLS)
     # The main process's share of a batch (its collate and the step) with the default threads and
     # with one, in pairs (NOTE [ The main process's threads ] in search/threads.py).
     pairs: list[tuple[float, float]] = []
-    if threads > 1:
+    if threads > 1 and not past(4 * (step_s + collate_main_s)):
         group = [samples[i % len(samples)] for i in range(batch_size)]
         pairs = _thread_pairs(lambda: (collate(group), consume(resident)), sync, threads,
-                              lambda n: torch.set_num_threads(n))
+                              lambda n: torch.set_num_threads(n), beat)
     resident = None   # its device memory free before the next stage (the closures above are done with it)
     stage("consumer")
 
@@ -236,7 +268,8 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
                    step_samples=step_samples, main_threads=threads,
                    main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
                    main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
-                   main_thread_ratios=tuple(d / o for d, o in pairs if o > 0), stage_s=tuple(stages))
+                   main_thread_ratios=tuple(d / o for d, o in pairs if o > 0), stage_s=tuple(stages),
+                   cut_s=limit_s if cut else None)
 
 
 def _stage_timer(stages: list[tuple[str, float]], t_begin: float) -> Callable[[str], None]:
@@ -266,7 +299,7 @@ def _drawer(dataset, length: int | None, rng: random.Random) -> tuple[Callable[[
 
 
 def _thread_pairs(share: Callable[[], Any], sync: Callable[[], None], threads: int,
-                  set_threads: Callable[[int], None]) -> list[tuple[float, float]]:
+                  set_threads: Callable[[int], None], beat: Callable[[], None] = lambda: None) -> list[tuple[float, float]]:
     """(seconds with ``threads``, seconds with one) of the main process's ``share``, in up to
     THREAD_PAIRS pairs within THREAD_SECONDS (two at least), the order alternating so that drift
     falls on both alike."""
@@ -286,6 +319,7 @@ def _thread_pairs(share: Callable[[], Any], sync: Callable[[], None], threads: i
                 pairs.append((timed(threads), one))
             else:
                 pairs.append((timed(threads), timed(1)))
+            beat()
     finally:
         set_threads(threads)
     return pairs

@@ -122,6 +122,7 @@ class ProfileRequest:
 
     batch_size: int
     memory_budget: int | None = None   # bytes its loaders may hold beyond the trial process
+    limit_s: float | None = None       # its share of the budget: NOTE [ A profile within its share ]
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,32 @@ WALL_SLACK_MIN_S = 5.0
 CLOSING_S = 2.0
 # A first burst's start-up and skipped batches, before any trial has measured them.
 FIRST_OVERHEAD_S = 2.0
+# The profile's share of the budget: NOTE [ A profile within its share ] in probe/profiler.py.
+PROFILE_SHARE = 1 / 3
+# A step slower than this a batch is named, with the budget it needs, when a run measures nothing.
+SLOW_STEP_S = 1.0
+# The calls of the step a judged tune makes at least: the profile's (a warm call, three timed,
+# two thread pairs of two), the two bursts of the opening (num_workers=0 and the rule: a first
+# batch, the skipped ones and a window of a few each) and one interleaved final round of them.
+JUDGED_TUNE_STEPS = 24
 
 
 def wall_bound(budget_s: float) -> float:
     """The most seconds a run of ``budget_s`` may take from the command's start to its exit."""
     return budget_s + max(WALL_SLACK_SHARE * budget_s, WALL_SLACK_MIN_S)
+
+
+def profile_limit(budget_s: float, left_s: float) -> float:
+    """The seconds the profile may take: its share of the budget, and half of what is left at
+    most (the other half is the first burst's)."""
+    return max(0.0, min(PROFILE_SHARE * budget_s, left_s / 2))
+
+
+def needed_budget(step_s: float, before_s: float) -> int:
+    """The --budget a judged tune of a step of ``step_s`` a batch needs, when ``before_s`` went to
+    the trial process's start: JUDGED_TUNE_STEPS calls of the step after it, rounded up to 10 s."""
+    need = before_s + JUDGED_TUNE_STEPS * step_s
+    return int(-(-need // 10) * 10)
 
 
 class Clock:

@@ -89,6 +89,9 @@ class Profile:
     # Each stage's wall seconds, in order (the module docstring of probe/profiler.py names them):
     # where the profile's time went. Empty in older records.
     stage_s: tuple[tuple[str, float], ...] = ()
+    # The profile's share of the budget when it reached it, and so skipped what would pass it
+    # (NOTE [ A profile within its share ] in probe/profiler.py); None when it ran whole.
+    cut_s: float | None = None
 
     @property
     def batch_bytes(self) -> int:

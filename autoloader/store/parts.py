@@ -72,7 +72,7 @@ def profile(value: object, name: str = "profile") -> Profile | None:
                          "sample_cpu_share": _SECONDS, "collate_main_s": _SECONDS, "pin_local_s": _SECONDS,
                          "recv_busy_s": _SECONDS, "main_threads": (checks.count, {"least": 1}),
                          "main_default_s": _SECONDS, "main_one_thread_s": _SECONDS, "others_cpus": _SECONDS,
-                         "steal_cpus": _SECONDS})
+                         "steal_cpus": _SECONDS, "cut_s": _SECONDS})
     if data["cpus"] > MAX_CPUS:
         raise InvalidRecord(f"{name}.cpus is {data['cpus']!r}, more than any machine's ({MAX_CPUS})")
     if "sample_s" not in data:
