@@ -25,11 +25,12 @@ from .events import Progress, ResultNotReused, ResultReused, SettingsApplied, Wa
 from .inputs.code_digest import callable_identity
 from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out, writable
-from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, budget_start
+from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, budget_start, default_thresholds
 from .inputs.problem import Problem
 from .node.group import Node, joined
 from .node.runner import on_node
 from .probe.reimport import refuse_reimport
+from .search.choice import handed_out, rate_here
 from .search.config import TunedConfig
 from .store.paths import held, result_path
 from .store.door import load_result
@@ -193,6 +194,11 @@ def _step_identity(step: Any) -> str | None:
 def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
     """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
     there is none). A file that fails validate.py's checks is ignored with a warning naming it."""
+    stored, why = _stored_result(problem, out)
+    return (stored.tuned if stored is not None else None), why
+
+
+def _stored_result(problem: Problem, out: str) -> tuple[TuneResult | None, str | None]:
     path = result_path(out, problem.hardware.fingerprint, problem.key)
     stored = load_result(path, problem.hardware.cpus, problem.batch_sizes)
     if stored is None:
@@ -200,7 +206,57 @@ def _stored(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]
     why = stored.measured_differently()
     if why is not None:
         return None, f"{path}: {why}"
-    return stored.tuned, None
+    return stored, None
+
+
+# How long best_loader reads the machine's load before it reuses a provisional result.
+QUIET_PROBE_S = 1.0
+
+
+def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
+    """``_stored``, for ``best_loader``: a provisional result (NOTE [ A provisional pick ] in
+    search/choice.py) is not reused when the machine is no longer busy (it is tuned again), and
+    where it is, the config handed out is the better-measured of its pick and the rule."""
+    stored, why = _stored_result(problem, out)
+    if stored is None or not stored.tuned.provisional:
+        return (stored.tuned if stored is not None else None), why
+    others, busy = _load_now()
+    if not busy:
+        now = f"other processes use {others:.1f} of {problem.hardware.cpus:g} CPUs now" if others is not None else \
+            "the load could not be read"
+        return None, f"{stored.where}: provisional ({stored.tuned.provisional}); {now}, so it is measured again"
+    return _handed(stored), None
+
+
+def _load_now() -> tuple[float | None, bool]:
+    """What other processes take of the CPUs over QUIET_PROBE_S, and whether that is busy (the
+    run's own rule: NOTE [ Others on the machine ] in search/load.py)."""
+    import os
+
+    from .inputs.hardware import usable_cpus
+    from .probe.load import LoadMeter
+
+    meter = LoadMeter(os.getpid())
+    time.sleep(QUIET_PROBE_S)
+    span = meter.stop()
+    if span is None:
+        return None, False
+    return span.others_cpus, span.others_cpus > default_thresholds().busy * usable_cpus()
+
+
+def _handed(result: TuneResult) -> TunedConfig:
+    """The config a result hands out: its pick, or, for a provisional one, the rule's where the
+    pick was not measured ahead of it (search/choice.py: ``handed_out``)."""
+    tuned = result.tuned
+    if not tuned.provisional or result.partial:
+        return tuned
+    config = handed_out(tuned.config, result.control, result.finals, result.trials)
+    if config == tuned.config:
+        return tuned
+    return dataclasses.replace(tuned, config=config, knee=None, rel_interval=None,
+                               samples_per_s=(rate_here(config, result.finals, result.trials) or 0.0) * result.ranks,
+                               provisional=f"{tuned.provisional}; the rule's config handed out, since the pick "
+                                           f"{tuned.config.key} was not measured ahead of it")
 
 
 def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None,
@@ -254,7 +310,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     problem = _on(problem, node)
     out = resolve_out(out)
     path = result_path(out, problem.hardware.fingerprint, problem.key)
-    tuned, why = _stored(problem, out)
+    tuned, why = _reusable(problem, out)
     stored_at = path   # where the result is: None when this call tuned and could not store it
     reused = tuned is not None
     if node is not None:
@@ -276,7 +332,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         with held(path[:-len(".json")] + ".lock", busy):
             # Another's turn is not this call's budget (as Run._start counts its own lock).
             options = dataclasses.replace(options, started=started + time.monotonic() - waiting)
-            tuned, why = _stored(problem, out)   # another process may have tuned it meanwhile
+            tuned, why = _reusable(problem, out)   # another process may have tuned it meanwhile
             reused = tuned is not None
             if tuned is None:
                 if why is not None and progress is not None:
@@ -308,13 +364,13 @@ def _picked(problem: Problem, options: Options, progress: Progress | None,
     warning: the pick is the run's answer, the files only spare the next call a tune."""
     try:
         result = _tune(problem, options, progress, node)
-        return result.tuned, result.path
+        return _handed(result), result.path
     except NotSaved as exc:
         if exc.result is None:
             raise
         warnings.warn(f"the loader returned uses the run's pick, which was not stored: {exc}. The next call "
                       "tunes again unless it is stored by then", NotStored, stacklevel=3)
-        return exc.result.tuned, None
+        return _handed(exc.result), None
 
 
 def _dataset_object(dataset: Any) -> Any:

@@ -55,8 +55,18 @@ def _print_result(result, form: str | None, as_json: bool, saved: bool = True, s
         from .integrations import formats
 
         click.echo(formats.render(result, form), nl=False)
+        _say_provisional(result)
     else:
         click.echo(report.as_json(result, saved, stored) if as_json else report.table(result, saved, stored))
+
+
+def _say_provisional(result) -> None:
+    """A provisional result's line (NOTE [ A provisional pick ]) on stderr, beside a --format's
+    text on stdout, which stays the line to paste."""
+    if getattr(result.tuned, "provisional", None):
+        from .events.lines import provisional_text
+
+        click.echo(f"autoloader: {provisional_text(result.tuned.provisional)}", err=True)
 
 
 class _Failure(click.ClickException):
@@ -288,6 +298,7 @@ def show_command(result, out, storage, as_json, form) -> None:
                 from .integrations import formats
 
                 click.echo(formats.render(found, form), nl=False)
+                _say_provisional(found)
             else:
                 click.echo(show.as_json(found.to_dict()) if as_json else show.result_text(found), nl=not as_json)
 

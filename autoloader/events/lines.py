@@ -47,6 +47,13 @@ def known(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
+def provisional_text(why: str) -> str:
+    """The one line every place that hands out or shows a provisional result says (NOTE [ A
+    provisional pick ] in search/choice.py)."""
+    return (f"provisional, not judged ({why}): reused only with this line; a call on a quieter machine "
+            "tunes again")
+
+
 def others_text(others: float, usable: float) -> str:
     return f"other processes used {others:.1f} of {usable:g} CPUs"
 
@@ -115,8 +122,9 @@ def _retuned(e: Retuned) -> str:
 @line.register(ResultReused)
 def _reused(e: ResultReused) -> str:
     t = e.tuned
+    said = f"\nautoloader: {provisional_text(t.provisional)}" if getattr(t, "provisional", None) else ""
     return (f"autoloader: using the stored result {e.path}: {t.config.key} at {rate(t.samples_per_s)} "
-            f"(tuned on {t.device}; delete it, or pass version=, to tune again)")
+            f"(tuned on {t.device}; delete it, or pass version=, to tune again){said}")
 
 
 @line.register(SettingsApplied)
@@ -126,7 +134,8 @@ def _applied(e: SettingsApplied) -> str:
     how = "reused" if e.reused else "tuned now"
     where = f"result {e.path}" if e.path else "result not stored"
     said = f"applied {settings} to {e.to}" if e.to else f"picked {settings}"
-    return f"autoloader: {said} ({how}, {rate(t.samples_per_s)}; {where})"
+    provisional = "; provisional" if getattr(t, "provisional", None) else ""
+    return f"autoloader: {said} ({how}{provisional}, {rate(t.samples_per_s)}; {where})"
 
 
 @line.register(ResultNotReused)

@@ -15,6 +15,7 @@ import math
 import re
 import statistics
 
+from ..events.lines import provisional_text
 from ..search.results import OK
 from ..search.settings import knobs_of
 from .verdict import beaten_words
@@ -81,6 +82,8 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
     rows.append(("samples/s (measured)", rate(tuned.samples_per_s)
                  + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
     rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks)))
+    if tuned.provisional:
+        rows.append(("provisional", provisional_text(tuned.provisional)))
     control = result.control_samples_per_s
     # The words the paired rounds support (NOTE [ Paired rounds ] in search/paired.py), never a bare ratio.
     if control and result.control is not None and result.control != result.config:

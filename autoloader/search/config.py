@@ -31,6 +31,8 @@ class TunedConfig:
     hardware: dict
     dataset_key: str
     device: str
+    # Why the pick is not judged (NOTE [ A provisional pick ] in choice.py), None when it is.
+    provisional: str | None = None
 
     def loader_kwargs(self) -> dict:
         """Keyword arguments for ``DataLoader``, the seeded ``worker_init_fn`` included."""
@@ -51,10 +53,10 @@ class TunedConfig:
         return {"config": self.config.loader_kwargs(), "samples_per_s": self.samples_per_s,
                 "rel_interval": rel_interval, "baseline_samples_per_s": self.baseline_samples_per_s,
                 "knee": self.knee.to_dict() if self.knee else None, "hardware": self.hardware,
-                "dataset_key": self.dataset_key, "device": self.device}
+                "dataset_key": self.dataset_key, "device": self.device, "provisional": self.provisional}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TunedConfig":
         return cls(LoaderConfig.from_dict(data["config"]), data["samples_per_s"], data.get("rel_interval"), data.get("baseline_samples_per_s"),
                    Knee.from_dict(data["knee"]) if data.get("knee") else None, data.get("hardware", {}),
-                   data["dataset_key"], data.get("device", "cpu"))
+                   data["dataset_key"], data.get("device", "cpu"), data.get("provisional"))

@@ -150,7 +150,7 @@ def tuned_config(data: object, cpus: int | None = None, batch_sizes: tuple[int, 
     _text(data, "dataset_key", optional=False)
     if not data["dataset_key"]:
         raise InvalidRecord("dataset_key is empty")
-    for key in ("device", "finished_at", "autoloader_version"):
+    for key in ("device", "finished_at", "autoloader_version", "provisional"):
         _text(data, key)
     _count(data, "measurement_format")
     _flag(data, "early_stop", False)

@@ -20,8 +20,8 @@ from ..inputs import hardware
 from ..inputs.options import Options
 from ..inputs.problem import Problem
 from ..node.ranks import Ranks
-from ..search.budget import Clock
-from ..search.choice import Finalist
+from ..search.budget import SLOW_STEP_S, Clock, needed_budget
+from ..search.choice import Finalist, provisional_reason
 from ..search.config import TunedConfig
 from ..search.load import MachineLoad
 from ..search.memory import MemoryLimits
@@ -78,7 +78,9 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
                         rel_interval=pick.trial.rel_interval if pick.trial is not None else None,
                         baseline_samples_per_s=ranks.rate(baseline_rate(finals, history)),
                         knee=knee_of(strategy, history), hardware=problem.hardware.to_dict(),
-                        dataset_key=key, device=problem.device)
+                        dataset_key=key, device=problem.device,
+                        provisional=provisional_reason(pick.config, finals, load.busy, load.others_cpus,
+                                                       load.usable_cpus, budget_hint(ran, profile)))
     info = started.info
     result = TuneResult(
         tuned, tuple(history), tuple(finals), result_path(out, fingerprint, key),
@@ -111,6 +113,15 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
     store.complete(result)
     progress(TuneDone(result))
     return result
+
+
+def budget_hint(ran: Ran, profile: Profile) -> str | None:
+    """What would judge a provisional pick of a slow step: the budget it needs (search/budget.py)."""
+    if profile.step_s < SLOW_STEP_S:
+        return None
+    setup = next((end for what, _, end, _ in ran.timeline if what == "set-up"), 0.0)
+    return (f"the step takes about {profile.step_s:.0f} s a batch: give --budget "
+            f"{needed_budget(profile.step_s, setup)} or more for a judged tune")
 
 
 def since(before: TuneResult, result: TuneResult, options: Options) -> Comparison | None:
