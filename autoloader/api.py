@@ -91,6 +91,9 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     Raises:
         UsageError: an input breaks a rule (the message states it, the value and the fix).
         NoFeasibleConfig: every config tried failed or broke a limit.
+        Inconclusive: a NoFeasibleConfig (exit 5) when nothing could be measured for the clock's
+            or the machine's reason (the budget ended first, trials stalled while others took the
+            CPUs); its message says the cause, the load and the budget a slow step needs.
         NotSaved: the run chose a config but could not store it (``exc.result`` holds the pick).
         AutoloaderError: the trial process could not build the dataset or step, or a rank of a
             node's tune was lost.
@@ -294,7 +297,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         result could not be stored is returned all the same, with a ``NotStored`` warning.
 
     Raises:
-        UsageError, NoFeasibleConfig, AutoloaderError: as for ``tune()``.
+        UsageError, NoFeasibleConfig (Inconclusive among them), AutoloaderError: as for ``tune()``.
     """
     from torch.utils.data import DataLoader, IterableDataset
 

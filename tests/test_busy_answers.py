@@ -23,7 +23,7 @@ from conftest import REPO_ROOT
 from autoloader.errors import Inconclusive, NoFeasibleConfig
 from autoloader.events import Profiled, ResultNotReused, ResultReused
 from autoloader.events.lines import line
-from autoloader.search.budget import JUDGED_TUNE_STEPS, needed_budget, profile_limit
+from autoloader.search.budget import JUDGED_TUNE_STEPS, budget_words, needed_budget, profile_limit
 from autoloader.search.choice import Finalist, handed_out, provisional_reason
 from autoloader.search.config import TunedConfig
 from autoloader.search.results import BUDGET_ENDED, HANG, OK, TrialResult
@@ -95,9 +95,12 @@ def test_the_lines_say_a_provisional_result_in_one_line():
 
 def test_the_profile_has_a_third_of_the_budget_and_a_slow_step_sizes_the_budget():
     assert profile_limit(60, 55) == pytest.approx(20)
-    assert profile_limit(60, 20) == pytest.approx(10), "half of what is left at most"
+    assert profile_limit(60, 12) == pytest.approx(12), "within what is left"
     assert needed_budget(9.0, 5.0) == 10 * -(-(5 + JUDGED_TUNE_STEPS * 9) // 10)
     assert needed_budget(9.0, 5.0) % 10 == 0 and needed_budget(9.0, 5.0) >= 200
+    assert budget_words(9.0, 0.01, 5.0) == f"the step takes about 9 s a batch: give --budget {needed_budget(9.01, 5.0)} or more"
+    assert budget_words(0.0, 3.0, 40.0).startswith("a batch takes about 3 s without workers")
+    assert budget_words(0.2, 0.3, 5.0) is None
 
 
 def test_inconclusive_is_a_no_feasible_config_that_exits_5():
@@ -138,7 +141,7 @@ def test_a_step_slower_than_the_old_silence_is_profiled_not_killed(tmp_path):
     os.environ[STEP_ENV] = "1.5"
     try:
         events = []
-        result = tune(f"{WHERE}:small", step=f"{WHERE}:sleeping_step", batch_size=8, budget=45, trial_timeout=5,
+        result = tune(f"{WHERE}:small", step=f"{WHERE}:sleeping_step", batch_size=8, budget=60, trial_timeout=5,
                       device="cpu", out=str(tmp_path), progress=events.append)
     finally:
         del os.environ[STEP_ENV]

@@ -118,7 +118,7 @@ class TrialRunner:
         limit = self.setup_limit()
         if self.budget_left is not None and self.budget_left() <= 0:
             raise SetupError("the run's budget had ended, so the trial process was not started (again). Fix: "
-                             "raise --budget", usage=False)
+                             "raise --budget", usage=False, budget=True)
         context = mp.get_context("spawn")
         parent_conn, child_conn = context.Pipe()
         self._group = None

@@ -42,21 +42,25 @@ each figure feeds):
 # before, with the share of a CPU a spinning thread gets standing in for the waits.
 
 # NOTE [ A profile within its share ]
-# The profile may take at most its share of the run's budget (``limit_s``, about a third: the
-# run's PROFILE_SHARE): the rest is the bursts' and the final's, and the rule's burst must still
-# fit. Its fixed stages are short; what grows with the workload is the step, called several
-# times (a warm call, three timed, the thread pairs). So each call of the step beats the
-# watchdog (a step of seconds is progress, never a stall), and a call that would take the
-# profile past its share is not made: the first call stands for the step when a second would
-# not fit, and the thread pairs and the growth stage are skipped. A profile cut so says it
-# (``Profile.cut_s``). Its stages always run once, so a slow step is measured, and its figure
-# sizes the budget a judged tune needs (search/budget.py: ``needed_budget``).
+# The profile may take at most its share of the run's budget (``limit_s``, a third: the run's
+# PROFILE_SHARE): the rest is the bursts' and the final's. What grows with the workload is the
+# step, called several times (a warm call, three timed, the thread pairs), and on a loaded
+# machine every stage. So within its share a call of the step is progress, however long (a
+# thread beats the watchdog while it runs, and each call beats after it), and so is a slow
+# sample; a call or a stage that would take the profile past its share is not begun: the first
+# call stands for the step when a second would not fit, and the receive's replay, the uint8
+# stage, the worker's start-up, the thread pairs and the growth stage are skipped (the bursts
+# measure what they would have). A profile cut so says it (``Profile.cut_s``). The step is
+# always called once, so a slow step is measured and its figure sizes the budget a judged tune
+# needs (search/budget.py: ``budget_words``). Past its share a call that does not return is a
+# stall the watchdog judges.
 """
 
 from __future__ import annotations
 
 import random
 import statistics
+import threading
 import time
 from typing import Any, Callable
 
@@ -80,6 +84,10 @@ STEP_SECONDS = 0.5
 # The step timed call by call (its jitter on CUDA; with one thread): at most this many, this long.
 JITTER_CALLS = 16
 JITTER_SECONDS = 0.3
+# A stage is not begun with less than this left of the profile's share (NOTE [ A profile within its share ]).
+STAGE_ROOM_S = 3.0
+# The samples stage beats the watchdog at least this often while slow samples are drawn.
+BEAT_EVERY_S = 0.5
 # The main process's share timed with its threads and with one: this many pairs, this long, at most.
 THREAD_PAIRS = 6
 THREAD_SECONDS = 0.6
@@ -129,7 +137,14 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         started = time.perf_counter()
         deadline = started + SAMPLE_SECONDS
 
+        beaten = [started]
+
         def more() -> bool:
+            if time.perf_counter() - beaten[0] >= BEAT_EVERY_S:   # a slow sample is progress too
+                beaten[0] = time.perf_counter()
+                beat()
+            if len(costs) >= 2 and past(0.0):   # the share is spent: the samples drawn stand
+                return False
             short = time.perf_counter() - started < MIN_SAMPLE_SECONDS and len(costs) < MAX_PROFILE_SAMPLES
             return (len(costs) < PROFILE_SAMPLES or short) and (time.perf_counter() < deadline
                                                                  or len(costs) < MIN_SAMPLES)
@@ -174,8 +189,9 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         small = collate(samples[:max(1, round(len(group) * SMALL_BATCH_SHARE))])
     except Exception:  # noqa: BLE001
         small = None
-    transfer = _transfer(batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue,
-                         small, tensor_bytes)
+    # Past the share, the loop's own pin and copies stand in for the replay, as for a batch too big.
+    transfer = None if past(STAGE_ROOM_S) else _transfer(
+        batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue, small, tensor_bytes, beat)
     if transfer is None:   # too big to replay here: the loop's own pin and copies stand in
         pinned = _map(batch, lambda t: t.pin_memory()) if cuda else None
         transfer = (0.0, _warm_time(lambda: _map(batch, lambda t: t.pin_memory())) if cuda else None,
@@ -188,7 +204,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     stage("transfer")
     # The batch's float32 tensors as uint8, timed against them: what the uint8 what-if asks.
     uint8 = None
-    if batch_size * sample_bytes >= BYTES_MATTER:
+    if batch_size * sample_bytes >= BYTES_MATTER and not past(STAGE_ROOM_S):
         beat()
         uint8 = uint8_cost(samples, batch, batch_size, collate, device, sync, tensor_bytes, queue, pin_local_s,
                            h2d_pinned_s, h2d_pageable_s)
@@ -197,9 +213,10 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     beat()
     # 3. the consumer on a resident batch.
     resident = _map(batch, lambda t: t.to(device)) if cuda else batch
+    # Within its share a call of the step is progress, however long (NOTE [ A profile within its share ]).
+    until = None if limit_s is None else t_begin + limit_s
     w0 = time.perf_counter()
-    consume(resident)
-    sync()
+    _beating(lambda: (consume(resident), sync()), beat, until)
     first_s = time.perf_counter() - w0
     beat()   # a step of seconds beats each call: NOTE [ A profile within its share ]
     steps, t0, calls = 0, time.perf_counter(), []
@@ -210,7 +227,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
             if steps and past(statistics.fmean(calls)):
                 break
             c0 = time.perf_counter()
-            consume(resident)
+            _beating(lambda: consume(resident), beat, until)
             calls.append(time.perf_counter() - c0)
             steps += 1
             beat()
@@ -233,9 +250,33 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     stage("consumer")
 
     beat()
+
+    def _profile(startup_s: float, worker_pss: int | None, recv_busy_s: float | None) -> Profile:
+        """The profile of what was measured: the stages before the start-up's, and its own figures."""
+        unqueued = queue.available
+        queue.close()
+        epoch_batches = None if length is None else (
+            -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size)
+        return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
+                       recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
+                       step_s=step_s, startup_s=startup_s, worker_pss=worker_pss,
+                       cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
+                       sample_cpu_share=_cpu_share(cpu_s, sum(costs), availability, unqueued),
+                       sample_delay_share=waited_s / wall_s if unqueued and wall_s > 0 else None,
+                       recv_fixed_s=recv_fixed_s, uint8=uint8,
+                       collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
+                       step_samples=step_samples, main_threads=threads,
+                       main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
+                       main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
+                       main_thread_ratios=tuple(d / o for d, o in pairs if o > 0), stage_s=tuple(stages),
+                       cut_s=limit_s if cut else None)
+
     # 4. one fresh worker's start-up, and its memory once it made a batch; then batches taken
     # while that worker is busy making the next (NOTE [ A busy worker's receive ] in search/model.py).
     batch_work = statistics.fmean(costs) * batch_size + collate_s
+    if past(batch_work + STAGE_ROOM_S):   # past the share: the bursts measure the start-up instead
+        stage("start-up")
+        return _profile(0.0, None, None)
     depth = _busy_depth(batch_size * sample_bytes, batch_work, memory_budget)
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=1, prefetch_factor=max(1, depth),
                         **{k: v for k, v in fixed_kwargs.items() if k in ("collate_fn", "worker_init_fn",
@@ -253,23 +294,28 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         it._shutdown_workers()
         del it, loader
     stage("start-up")
-    unqueued = queue.available
-    queue.close()
-    epoch_batches = None if length is None else (
-        -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size)
-    return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
-                   recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
-                   step_s=step_s, startup_s=max(0.0, first - batch_work), worker_pss=worker_pss,
-                   cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
-                   sample_cpu_share=_cpu_share(cpu_s, sum(costs), availability, unqueued),
-                   sample_delay_share=waited_s / wall_s if unqueued and wall_s > 0 else None,
-                   recv_fixed_s=recv_fixed_s, uint8=uint8,
-                   collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
-                   step_samples=step_samples, main_threads=threads,
-                   main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
-                   main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
-                   main_thread_ratios=tuple(d / o for d, o in pairs if o > 0), stage_s=tuple(stages),
-                   cut_s=limit_s if cut else None)
+    return _profile(max(0.0, first - batch_work), worker_pss, recv_busy_s)
+
+
+def _beating(call: Callable[[], Any], beat: Callable[[], None], until: float | None) -> Any:
+    """``call()``, with ``beat()`` every BEAT_EVERY_S from a thread while it runs, until
+    ``until`` (``time.perf_counter()``; None: no beats). Past it, a call that does not return is
+    the watchdog's to judge."""
+    if until is None:
+        return call()
+    stop = threading.Event()
+
+    def beating() -> None:
+        while not stop.wait(BEAT_EVERY_S) and time.perf_counter() < until:
+            beat()
+
+    thread = threading.Thread(target=beating, name="autoloader-profile-beat", daemon=True)
+    thread.start()
+    try:
+        return call()
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _stage_timer(stages: list[tuple[str, float]], t_begin: float) -> Callable[[str], None]:

@@ -56,9 +56,8 @@ def wall_bound(budget_s: float) -> float:
 
 
 def profile_limit(budget_s: float, left_s: float) -> float:
-    """The seconds the profile may take: its share of the budget, and half of what is left at
-    most (the other half is the first burst's)."""
-    return max(0.0, min(PROFILE_SHARE * budget_s, left_s / 2))
+    """The seconds the profile may take: its share of the budget, within what is left."""
+    return max(0.0, min(PROFILE_SHARE * budget_s, left_s))
 
 
 def needed_budget(step_s: float, before_s: float) -> int:
@@ -66,6 +65,19 @@ def needed_budget(step_s: float, before_s: float) -> int:
     the trial process's start: JUDGED_TUNE_STEPS calls of the step after it, rounded up to 10 s."""
     need = before_s + JUDGED_TUNE_STEPS * step_s
     return int(-(-need // 10) * 10)
+
+
+def budget_words(step_s: float, samples_s: float, before_s: float) -> str | None:
+    """What a budget too short for a slow pipeline needs, in words: the step's seconds a batch
+    (``step_s``), or a batch's without workers (its samples and collate, ``samples_s``, and the
+    step) where those are the slow part, and the --budget they need (``needed_budget``); None
+    when a batch takes under SLOW_STEP_S."""
+    batch_s = step_s + samples_s
+    if batch_s < SLOW_STEP_S:
+        return None
+    what = (f"the step takes about {step_s:.0f} s a batch" if step_s >= samples_s else
+            f"a batch takes about {batch_s:.0f} s without workers (its samples, collate and the step)")
+    return f"{what}: give --budget {needed_budget(batch_s, before_s)} or more"
 
 
 class Clock:

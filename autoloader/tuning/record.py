@@ -20,7 +20,7 @@ from ..inputs import hardware
 from ..inputs.options import Options
 from ..inputs.problem import Problem
 from ..node.ranks import Ranks
-from ..search.budget import SLOW_STEP_S, Clock, needed_budget
+from ..search.budget import Clock, budget_words
 from ..search.choice import Finalist, provisional_reason
 from ..search.config import TunedConfig
 from ..search.load import MachineLoad
@@ -116,12 +116,10 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
 
 
 def budget_hint(ran: Ran, profile: Profile) -> str | None:
-    """What would judge a provisional pick of a slow step: the budget it needs (search/budget.py)."""
-    if profile.step_s < SLOW_STEP_S:
-        return None
+    """What would judge a provisional pick of a slow pipeline: the budget it needs (search/budget.py)."""
     setup = next((end for what, _, end, _ in ran.timeline if what == "set-up"), 0.0)
-    return (f"the step takes about {profile.step_s:.0f} s a batch: give --budget "
-            f"{needed_budget(profile.step_s, setup)} or more for a judged tune")
+    said = budget_words(profile.step_s, profile.worker_batch_s(), setup)
+    return f"{said} for a judged tune" if said else None
 
 
 def since(before: TuneResult, result: TuneResult, options: Options) -> Comparison | None:

@@ -28,9 +28,9 @@ from ..node.group import Node
 from ..node.ranks import Ranks
 from ..node.runner import NodeRunner
 from ..probe.driver import TrialRunner
+from ..probe.load import LoadMeter
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
-from ..search.budget import (SLOW_STEP_S, Clock, burst_seconds, needed_budget, overhead_seconds, profile_limit,
-                             rounds_kept)
+from ..search.budget import Clock, budget_words, burst_seconds, overhead_seconds, profile_limit, rounds_kept
 from ..search.choice import Finalist, best_of, choose
 from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Model
@@ -137,11 +137,17 @@ class Run:
         problem, if any) and say what the run starts from. The study's imports run meanwhile
         (NOTE [ The study's imports while the trial process starts ] in store/storage.py)."""
         imports = warm_up()
+        meter = LoadMeter(None)   # the load, for a start-up the budget ends (Inconclusive says it)
         try:
             info = self.runner.start()
             self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
             self._parts += setup_parts(info, time.monotonic() - self.clock.elapsed())
         except SetupError as exc:
+            if exc.budget and not exc.usage:
+                span = meter.stop()
+                load = (f"other processes used {span.others_cpus:.1f} of {self.load_cpus:g} CPUs meanwhile"
+                        if span is not None else "the machine's load was not read")
+                raise Inconclusive(f"nothing measured: {exc} ({load})") from None
             raise (InputError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)
         warn_uncompiled(info)
@@ -327,9 +333,9 @@ class Run:
     def _budget_needed(self) -> str:
         """The fix's words: the budget a judged tune needs when the profile found a slow step."""
         profile = self.measured_profile
-        if profile is not None and profile.step_s >= SLOW_STEP_S:
-            return (f"the step takes about {profile.step_s:.0f} s a batch: give --budget "
-                    f"{needed_budget(profile.step_s, self.setup_s)} or more")
+        said = budget_words(profile.step_s, profile.worker_batch_s(), self.setup_s) if profile is not None else None
+        if said is not None:
+            return said
         return ("raise --budget (a machine others load starts processes several times slower), or run when the "
                 "machine is quieter")
 

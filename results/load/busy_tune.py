@@ -17,13 +17,17 @@ AUTOLOADER = os.path.join(os.path.dirname(sys.executable), "autoloader")
 
 
 def one(out: str) -> tuple[int, str]:
-    """One tune beside the spinners: (exit code, what it said in a line)."""
+    """One tune beside the spinners: (exit code, what it said in a line); its stderr is kept in
+    OUT/stderr.log."""
+    os.makedirs(out, exist_ok=True)
     t0 = time.monotonic()
     done = subprocess.run([AUTOLOADER, "tune", "--dataset", f"{ROOT}/tests/where_workloads.py:big", "--batch-size",
                            "16", "--budget", "60", "--device", "cpu", "--out", out, "--json"], capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": ROOT, "AUTOLOADER_BUSY_SHARE": "0.5"},
                           check=False)
     wall = time.monotonic() - t0
+    with open(os.path.join(out, "stderr.log"), "w") as fh:   # the run's progress lines, for the record
+        fh.write(done.stderr)
     if done.returncode == 0:
         data = json.loads(done.stdout)
         load = data.get("load") or {}
