@@ -95,7 +95,7 @@ def test_the_lines_say_a_provisional_result_in_one_line():
 
 def test_the_profile_has_a_third_of_the_budget_and_a_slow_step_sizes_the_budget():
     assert profile_limit(60, 55) == pytest.approx(20)
-    assert profile_limit(60, 12) == pytest.approx(12), "within what is left"
+    assert profile_limit(60, 20) == pytest.approx(10), "half of what is left at most"
     assert needed_budget(9.0, 5.0) == 10 * -(-(5 + JUDGED_TUNE_STEPS * 9) // 10)
     assert needed_budget(9.0, 5.0) % 10 == 0 and needed_budget(9.0, 5.0) >= 200
     assert budget_words(9.0, 0.01, 5.0) == f"the step takes about 9 s a batch: give --budget {needed_budget(9.01, 5.0)} or more"
@@ -119,12 +119,12 @@ def test_the_profile_beats_each_step_and_stops_at_its_share():
     beats = []
     t0 = time.perf_counter()
     profile = run_profile(Small(), {}, 8, lambda batch: time.sleep(0.6), "cpu", tensor_bytes, pss,
-                          beat=lambda: beats.append(time.perf_counter()), limit_s=1.5)
+                          beat=lambda: beats.append(time.perf_counter()), limit_s=1.5, step_stall_s=60)
     took = time.perf_counter() - t0
     assert profile.cut_s == 1.5, profile.stage_s
     assert profile.step_s == pytest.approx(0.6, rel=0.5)
     gaps = [b - a for a, b in zip([t0] + beats, beats)]
-    assert max(gaps) < 2 * 0.6 + 1.0, f"a beat at least every step or so: gaps {gaps}"
+    assert max(gaps) < 1.0, f"a beat at least every half second or so, the step's calls included: gaps {gaps}"
     assert profile.main_default_s is None, "the thread pairs were skipped past the share"
     assert took < 1.5 + 0.6 + 3.0, took
     whole = run_profile(Small(), {}, 8, lambda batch: None, "cpu", tensor_bytes, pss, limit_s=60)
@@ -157,6 +157,7 @@ def test_nothing_measured_because_the_budget_ended_is_inconclusive_with_the_load
 
     run = Run.__new__(Run)
     run.measured_profile = None
+    run._run_meter = None
     run.setup_s = 3.0
     run.load_cpus = 2.0
 

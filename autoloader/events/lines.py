@@ -111,7 +111,8 @@ def _warm(e: WarmStarted) -> str:
 def _retuned(e: Retuned) -> str:
     o = e.outcome
     if o.error:
-        return f"  {o.name}: FAILED {clip(one_line(o.error), 500)}"
+        said = "INCONCLUSIVE" if o.status == "inconclusive" else "FAILED"   # nothing measured, for the clock's reason
+        return f"  {o.name}: {said} {clip(one_line(o.error), 500)}"
     why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
     load = o.drift.load if o.drift is not None else None
     if o.drift is not None and o.drift.inconclusive and load is not None and load.others_cpus is not None:

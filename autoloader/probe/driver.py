@@ -171,7 +171,8 @@ class TrialRunner:
         watch = self._watch = guard.TreeWatch(self._proc.pid)
         budget = self.max_memory - (self.info.runner_pss if self.info else 0)
         meter = LoadMeter(self._proc.pid)
-        if not self._send(ProfileRequest(batch_size, max(0, budget), limit_s)):
+        # A call of the step is progress for the user's own timeout, however clipped this watchdog's is.
+        if not self._send(ProfileRequest(batch_size, max(0, budget), limit_s, self.hang_timeout_s)):
             return None, "the trial process was gone"
         outcome = self._wait(watch, t0, self._bounded(self._profile_cap(timeout)), timeout)
         if isinstance(outcome, Profiled):

@@ -45,15 +45,15 @@ each figure feeds):
 # The profile may take at most its share of the run's budget (``limit_s``, a third: the run's
 # PROFILE_SHARE): the rest is the bursts' and the final's. What grows with the workload is the
 # step, called several times (a warm call, three timed, the thread pairs), and on a loaded
-# machine every stage. So within its share a call of the step is progress, however long (a
-# thread beats the watchdog while it runs, and each call beats after it), and so is a slow
-# sample; a call or a stage that would take the profile past its share is not begun: the first
+# machine every stage. So a call of the step is progress for as long as the user's own trial
+# timeout (a thread beats the watchdog while it runs, and each call beats after it), and so are
+# a slow sample and a worker's start; a call or a stage that would take the profile past its share is not begun: the first
 # call stands for the step when a second would not fit, and the receive's replay, the uint8
 # stage, the worker's start-up, the thread pairs and the growth stage are skipped (the bursts
 # measure what they would have). A profile cut so says it (``Profile.cut_s``). The step is
 # always called once, so a slow step is measured and its figure sizes the budget a judged tune
-# needs (search/budget.py: ``budget_words``). Past its share a call that does not return is a
-# stall the watchdog judges.
+# needs (search/budget.py: ``budget_words``). A call that does not return within the user's
+# timeout is a stall the watchdog judges.
 """
 
 from __future__ import annotations
@@ -96,13 +96,14 @@ THREAD_SECONDS = 0.6
 def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[[Any], Any], device: str,
                 tensor_bytes: Callable[[Any], int], memory_of: Callable[[int], int | None],
                 beat: Callable[[], None] = lambda: None, memory_budget: int | None = None,
-                limit_s: float | None = None) -> Profile:
+                limit_s: float | None = None, step_stall_s: float | None = None) -> Profile:
     """Measure the profile of ``dataset`` at ``batch_size`` (see the module docstring).
     ``consume`` is the trial's consumer (the step, or the move to the device);
     ``memory_of(pid)`` a process's PSS; ``beat()`` tells the driver's watchdog it moves;
     ``memory_budget`` the bytes the profile's own loaders may hold (the guard's ceiling still
     watches); ``limit_s`` the profile's share of the run's budget (NOTE [ A profile within its
-    share ]), None for no limit."""
+    share ]), None for no limit; ``step_stall_s`` how long one call of the step is progress (the
+    user's trial timeout; None: the call beats only once it returns)."""
     import torch
     from torch.utils.data import DataLoader
     from torch.utils.data._utils.collate import default_collate
@@ -191,7 +192,8 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         small = None
     # Past the share, the loop's own pin and copies stand in for the replay, as for a batch too big.
     transfer = None if past(STAGE_ROOM_S) else _transfer(
-        batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue, small, tensor_bytes, beat)
+        batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue, small, tensor_bytes, beat,
+        lambda call: _beating(call, beat, step_stall_s))
     if transfer is None:   # too big to replay here: the loop's own pin and copies stand in
         pinned = _map(batch, lambda t: t.pin_memory()) if cuda else None
         transfer = (0.0, _warm_time(lambda: _map(batch, lambda t: t.pin_memory())) if cuda else None,
@@ -213,10 +215,9 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     beat()
     # 3. the consumer on a resident batch.
     resident = _map(batch, lambda t: t.to(device)) if cuda else batch
-    # Within its share a call of the step is progress, however long (NOTE [ A profile within its share ]).
-    until = None if limit_s is None else t_begin + limit_s
+    # A call of the step is progress up to the user's own timeout (NOTE [ A profile within its share ]).
     w0 = time.perf_counter()
-    _beating(lambda: (consume(resident), sync()), beat, until)
+    _beating(lambda: (consume(resident), sync()), beat, step_stall_s)
     first_s = time.perf_counter() - w0
     beat()   # a step of seconds beats each call: NOTE [ A profile within its share ]
     steps, t0, calls = 0, time.perf_counter(), []
@@ -227,7 +228,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
             if steps and past(statistics.fmean(calls)):
                 break
             c0 = time.perf_counter()
-            _beating(lambda: consume(resident), beat, until)
+            _beating(lambda: consume(resident), beat, step_stall_s)
             calls.append(time.perf_counter() - c0)
             steps += 1
             beat()
@@ -285,7 +286,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     it = iter(loader)
     recv_busy_s = None
     try:
-        next(it)
+        _beating(lambda: next(it), beat, step_stall_s)   # a worker's start on a loaded machine is progress too
         first = time.perf_counter() - t0
         worker_pss = next((memory_of(w.pid) for w in getattr(it, "_workers", ())), None)
         if depth >= 2:
@@ -297,12 +298,13 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     return _profile(max(0.0, first - batch_work), worker_pss, recv_busy_s)
 
 
-def _beating(call: Callable[[], Any], beat: Callable[[], None], until: float | None) -> Any:
-    """``call()``, with ``beat()`` every BEAT_EVERY_S from a thread while it runs, until
-    ``until`` (``time.perf_counter()``; None: no beats). Past it, a call that does not return is
-    the watchdog's to judge."""
-    if until is None:
+def _beating(call: Callable[[], Any], beat: Callable[[], None], stall_s: float | None) -> Any:
+    """``call()``, with ``beat()`` every BEAT_EVERY_S from a thread while it runs, for
+    ``stall_s`` at most (None: no beats). Past it, a call that does not return is the watchdog's
+    to judge: a hang is a call without progress for the user's own timeout."""
+    if stall_s is None:
         return call()
+    until = time.perf_counter() + stall_s
     stop = threading.Event()
 
     def beating() -> None:

@@ -125,6 +125,7 @@ class ProfileRequest:
     batch_size: int
     memory_budget: int | None = None   # bytes its loaders may hold beyond the trial process
     limit_s: float | None = None       # its share of the budget: NOTE [ A profile within its share ]
+    step_stall_s: float | None = None  # how long one call of the step is progress (the user's trial timeout)
 
 
 @dataclass(frozen=True)

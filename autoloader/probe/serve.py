@@ -95,7 +95,8 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
         conn.send(Begin(os.getpid()))
         beat = lambda batches: conn.send(Beat(batches))  # noqa: E731
         if isinstance(message, ProfileRequest):
-            profile, error = runner.profile(message.batch_size, beat, message.memory_budget, message.limit_s)
+            profile, error = runner.profile(message.batch_size, beat, message.memory_budget, message.limit_s,
+                                           message.step_stall_s)
             conn.send(Profiled(profile, error, leaked_workers=reap_absorbing_reports(reap_children)))
         else:
             result = runner.measure(message.config, message.settings, beat=beat)

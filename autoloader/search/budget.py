@@ -45,9 +45,10 @@ PROFILE_SHARE = 1 / 3
 # A step slower than this a batch is named, with the budget it needs, when a run measures nothing.
 SLOW_STEP_S = 1.0
 # The calls of the step a judged tune makes at least: the profile's (a warm call, three timed,
-# two thread pairs of two), the two bursts of the opening (num_workers=0 and the rule: a first
-# batch, the skipped ones and a window of a few each) and one interleaved final round of them.
-JUDGED_TUNE_STEPS = 24
+# two thread pairs of two: 8), the two bursts of the opening (num_workers=0 and the rule: a first
+# batch, the skipped ones and a window of a few each: 6 to 8 each) and one interleaved final
+# round of the two (10).
+JUDGED_TUNE_STEPS = 32
 
 
 def wall_bound(budget_s: float) -> float:
@@ -56,8 +57,9 @@ def wall_bound(budget_s: float) -> float:
 
 
 def profile_limit(budget_s: float, left_s: float) -> float:
-    """The seconds the profile may take: its share of the budget, within what is left."""
-    return max(0.0, min(PROFILE_SHARE * budget_s, left_s))
+    """The seconds the profile may take: its share of the budget, and half of what is left at
+    most (the other half is the first burst's)."""
+    return max(0.0, min(PROFILE_SHARE * budget_s, left_s / 2))
 
 
 def needed_budget(step_s: float, before_s: float) -> int:

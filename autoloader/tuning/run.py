@@ -101,6 +101,7 @@ class Run:
         self.before = None   # the previous result of the problem, once the run knows its key
         self.measured_profile: Profile | None = None   # the profile as measured (None: not), for a run that ends empty
         self.setup_s = 0.0   # the seconds before the profile: the trial process's start
+        self._run_meter: LoadMeter | None = None
         self.load_cpus = hardware.usable_cpus()   # the CPUs the machine's load is a share of
         # A long wait says what it waits for (probe/waiting.py): the runner reports it as an event.
         self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.bound_left,
@@ -137,7 +138,7 @@ class Run:
         problem, if any) and say what the run starts from. The study's imports run meanwhile
         (NOTE [ The study's imports while the trial process starts ] in store/storage.py)."""
         imports = warm_up()
-        meter = LoadMeter(None)   # the load, for a start-up the budget ends (Inconclusive says it)
+        meter = self._run_meter = LoadMeter(None)   # the load, for a run that measures nothing (Inconclusive says it)
         try:
             info = self.runner.start()
             self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
@@ -316,6 +317,9 @@ class Run:
         seen = [t.others_cpus for t in history if t.others_cpus is not None]
         if self.measured_profile is not None and self.measured_profile.others_cpus is not None:
             seen.append(self.measured_profile.others_cpus)
+        if not seen and self._run_meter is not None:   # over the whole run, when nothing else read it
+            span = self._run_meter.stop()
+            seen += [span.others_cpus] if span is not None else []
         return max(seen) if seen else None
 
     def _busy(self, history: Sequence[TrialResult]) -> bool:
