@@ -220,9 +220,12 @@ def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | Non
     """``_stored``, for ``best_loader``: a provisional result (NOTE [ A provisional pick ] in
     search/choice.py) is not reused when the machine is no longer busy (it is tuned again), and
     where it is, the config handed out is the better-measured of its pick and the rule."""
-    stored, why = _stored_result(problem, out)
-    if stored is None or not stored.tuned.provisional:
-        return (stored.tuned if stored is not None else None), why
+    tuned, why = _stored(problem, out)
+    if tuned is None or not tuned.provisional:
+        return tuned, why
+    stored, why = _stored_result(problem, out)   # its trials and final, for the config it hands out
+    if stored is None:
+        return None, why
     others, busy = _load_now()
     if not busy:
         now = f"other processes use {others:.1f} of {problem.hardware.cpus:g} CPUs now" if others is not None else \

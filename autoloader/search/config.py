@@ -53,7 +53,8 @@ class TunedConfig:
         return {"config": self.config.loader_kwargs(), "samples_per_s": self.samples_per_s,
                 "rel_interval": rel_interval, "baseline_samples_per_s": self.baseline_samples_per_s,
                 "knee": self.knee.to_dict() if self.knee else None, "hardware": self.hardware,
-                "dataset_key": self.dataset_key, "device": self.device, "provisional": self.provisional}
+                "dataset_key": self.dataset_key, "device": self.device,
+                **({"provisional": self.provisional} if self.provisional else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TunedConfig":

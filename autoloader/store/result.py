@@ -51,8 +51,7 @@ from .versions import reuse_problem
 
 # What a complete run's mark keeps of its result (NOTE [ Runs in a study ] in runs.py).
 SUMMARY = ("config", "samples_per_s", "rel_interval", "baseline_samples_per_s", "knee", "hardware", "dataset_key",
-           "device", "dataset", "measurement_format", "autoloader_version", "finished_at", "path", "load",
-           "provisional")
+           "device", "dataset", "measurement_format", "autoloader_version", "finished_at", "path", "load")
 
 
 @dataclass(frozen=True)
