@@ -46,8 +46,9 @@ each figure feeds):
 # PROFILE_SHARE): the rest is the bursts' and the final's. What grows with the workload is the
 # step, called several times (a warm call, three timed, the thread pairs), and on a loaded
 # machine every stage. So a call of the step is progress for as long as the user's own trial
-# timeout (a thread beats the watchdog while it runs, and each call beats after it), and so are
-# a slow sample and a worker's start; a call or a stage that would take the profile past its share is not begun: the first
+# timeout (a thread beats the watchdog while it runs, and each call beats after it); a slow
+# sample is progress, and so is a worker's start within the share (past it, a worker that never
+# delivers is the watchdog's stall, and the run's first burst still has its time); a call or a stage that would take the profile past its share is not begun: the first
 # call stands for the step when a second would not fit, and the receive's replay, the uint8
 # stage, the worker's start-up, the thread pairs and the growth stage are skipped (the bursts
 # measure what they would have). A profile cut so says it (``Profile.cut_s``). The step is
@@ -110,6 +111,12 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
 
     t_begin = time.perf_counter()
     cut: list[bool] = []
+
+    def within_share() -> float | None:
+        """How long a wait is progress: what is left of the share, the user's timeout at most."""
+        if limit_s is None or step_stall_s is None:
+            return step_stall_s
+        return max(0.0, min(step_stall_s, t_begin + limit_s - time.perf_counter()))
 
     def past(more_s: float) -> bool:
         """Whether ``more_s`` more seconds would take the profile past ``limit_s``; remembered."""
@@ -193,7 +200,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     # Past the share, the loop's own pin and copies stand in for the replay, as for a batch too big.
     transfer = None if past(STAGE_ROOM_S) else _transfer(
         batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue, small, tensor_bytes, beat,
-        lambda call: _beating(call, beat, step_stall_s))
+        lambda call: _beating(call, beat, within_share()))
     if transfer is None:   # too big to replay here: the loop's own pin and copies stand in
         pinned = _map(batch, lambda t: t.pin_memory()) if cuda else None
         transfer = (0.0, _warm_time(lambda: _map(batch, lambda t: t.pin_memory())) if cuda else None,
@@ -286,7 +293,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     it = iter(loader)
     recv_busy_s = None
     try:
-        _beating(lambda: next(it), beat, step_stall_s)   # a worker's start on a loaded machine is progress too
+        _beating(lambda: next(it), beat, within_share())   # a worker's start on a loaded machine is progress too
         first = time.perf_counter() - t0
         worker_pss = next((memory_of(w.pid) for w in getattr(it, "_workers", ())), None)
         if depth >= 2:
