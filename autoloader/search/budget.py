@@ -111,9 +111,13 @@ class Clock:
 
     def window_for(self, settings: BurstSettings, overhead_s: float) -> BurstSettings:
         """``settings`` with the time cap clipped so that a burst of ``overhead_s`` beyond its
-        window ends by the budget (down to its minimum window, for the trial a run must measure)."""
+        window ends by the budget (down to its minimum window, for the trial a run must measure).
+        Clipped, the burst skips no batch beyond its workers' first: on a loaded machine or a
+        slow pipeline two batches can be seconds each, and a burst the budget's end cuts measures
+        nothing (its figure then says it: a short window's interval is wide)."""
         cap = max(settings.min_window_s, min(settings.max_window_s, self.left() - overhead_s))
-        return settings if cap >= settings.max_window_s else dataclasses.replace(settings, max_window_s=cap)
+        return settings if cap >= settings.max_window_s else dataclasses.replace(settings, max_window_s=cap,
+                                                                                  extra_skip=0)
 
     def search_left(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig],
                     rounds: int = FINAL_ROUNDS) -> float:

@@ -42,7 +42,7 @@ CAUSES = {
     "sampler_error": "drawing the next indices from the sampler raised",
     "step_error": "the step raised",
     "hang": "no progress before the watchdog's timeout",
-    "budget_ended": "the run's budget ended while it ran (not a hang: it was still going)",
+    "budget_ended": "the run's budget ended while it ran, before the watchdog's own timeout could call it a hang",
     "error": "the trial raised",
     "loader_arguments": "DataLoader refused the fixed arguments for this config",
 }
