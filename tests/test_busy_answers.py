@@ -123,6 +123,7 @@ def test_the_profile_beats_each_step_and_stops_at_its_share():
                           beat=lambda: beats.append(time.perf_counter()), limit_s=1.5, step_stall_s=60)
     took = time.perf_counter() - t0
     assert profile.cut_s == 1.5, profile.stage_s
+    assert "cut at its share of the budget (2 s)" in line(Profiled(profile))
     assert profile.step_s == pytest.approx(0.6, rel=0.5)
     gaps = [b - a for a, b in zip([t0] + beats, beats)]
     assert max(gaps) < 1.0, f"a beat at least every half second or so, the step's calls included: gaps {gaps}"

@@ -162,7 +162,14 @@ def _profile(e: Profiled) -> str:
     return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
             f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
             f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
-            f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{profile_note(p)}{busy}")
+            f"worker start {p.startup_s:.2f} s, {p.cpus:g} CPUs{grows}{profile_note(p)}{busy}{_cut(p)}")
+
+
+def _cut(p) -> str:
+    """A profile cut at its share of the budget says so (NOTE [ A profile within its share ])."""
+    cut = getattr(p, "cut_s", None)
+    return (f"; cut at its share of the budget ({cut:.0f} s): what did not fit is skipped, for the bursts to "
+            "measure" if cut is not None else "")
 
 
 @line.register(TrialDone)

@@ -16,8 +16,10 @@ measured so far (their start-up, their windows), so a slow workload keeps back m
 #  * every wait (the trial process's start, the profile, a trial) is cut at the wall bound less
 #    what closing the run takes (``bound_left``): the budget plus WALL_SLACK_SHARE of it, at
 #    least WALL_SLACK_MIN_S, less CLOSING_S for stopping the trial process, writing and printing.
-#    A trial cut there is ended as the watchdog ends a hang, its message saying why; a run that
-#    measured nothing by then fails saying the budget ended, with the fix.
+#    A trial cut there is ended as the watchdog ends a hang, but named a cut (results.BUDGET_ENDED),
+#    never a hang: the watchdog's own timeout is not clipped to the budget. A run that measured
+#    nothing by then is inconclusive (errors.Inconclusive, exit 5), saying the load and the budget
+#    a slow pipeline needs.
 """
 
 from __future__ import annotations
