@@ -245,29 +245,45 @@ def test_a_step_of_10_s_at_the_default_budget_is_told_the_budget_it_needs(tmp_pa
 @pytest.mark.heavy
 def test_a_result_tuned_beside_spinners_is_reused_only_as_provisional_and_a_quiet_call_tunes_again(
         tmp_path, monkeypatch):
+    """Beside spinners the tune's result is provisional; a second call beside them reuses it with
+    its provisional line, handing out the better-measured of the pick and the rule; a call on a
+    quiet machine tunes again. Where the machine is not quiet without the spinners (others share
+    it), the load probe's reading is what decides, and the test says it stood in for it."""
+    import autoloader.api as api
     from autoloader import best_loader
 
     monkeypatch.setenv("AUTOLOADER_BUSY_SHARE", "0.5")
     out = str(tmp_path / "out")
-    with Burner(per_cpu=2):
+    with Burner(per_cpu=1):
         events = []
-        first = best_loader(f"{WHERE}:small", batch_size=8, budget=20, device="cpu", out=out,
-                            progress=events.append)
-        stored = [f for f in os.listdir(out) if not f.startswith(".")]
-        assert first is not None and stored
+        try:
+            first = best_loader(f"{WHERE}:small", batch_size=8, budget=60, device="cpu", out=out,
+                                progress=events.append)
+        except Inconclusive as exc:
+            pytest.skip(f"the busy machine measured nothing within the budget (exit 5): {exc}")
         events = []
-        best_loader(f"{WHERE}:small", batch_size=8, budget=20, device="cpu", out=out, progress=events.append)
+        second = best_loader(f"{WHERE}:small", batch_size=8, budget=60, device="cpu", out=out,
+                             progress=events.append)
     reused = [e for e in events if isinstance(e, ResultReused)]
-    assert reused, events
+    assert reused and not any(isinstance(e, ResultNotReused) for e in events), events
     assert reused[0].tuned.provisional and "busy machine" in reused[0].tuned.provisional
     assert sum("provisional" in text for text in line(reused[0]).splitlines()) == 1
+    stored = api._stored_result(api.built_problem(api._dataset_object(f"{WHERE}:small"), f"{WHERE}:small",
+                                                  batch_size=8, device="cpu"), out)[0]
+    handed = handed_out(stored.config, stored.control, stored.finals, stored.trials)
+    for loader in (first, second):
+        assert (loader.num_workers, loader.batch_size) == (handed.num_workers, handed.batch_size)
     quiet = background()
-    print(f"background after the spinners: {quiet:.2f} CPUs busy")
+    print(f"\nprovisional: {stored.tuned.provisional}; handed out {handed.key}; background without the "
+          f"spinners: {quiet:.2f} CPUs busy")
     if quiet > 0.5 * 2 * 0.8:
-        pytest.skip(f"the machine is not quiet without the spinners ({quiet:.2f} CPUs busy by others): "
-                    "a quiet call cannot be made here")
+        print("the machine is not quiet without the spinners: the load probe is read as quiet instead")
+        monkeypatch.setattr(api, "_load_now", lambda: (0.0, False))
     events = []
-    best_loader(f"{WHERE}:small", batch_size=8, budget=20, device="cpu", out=out, progress=events.append)
+    try:
+        best_loader(f"{WHERE}:small", batch_size=8, budget=60, device="cpu", out=out, progress=events.append)
+    except Inconclusive as exc:   # it tuned again, and the machine others load gave it nothing: said
+        print(f"the tune again measured nothing: {exc}")
     again = [e for e in events if isinstance(e, ResultNotReused)]
     assert again and "provisional" in again[0].why, events
     assert not any(isinstance(e, ResultReused) for e in events)
