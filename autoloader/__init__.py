@@ -32,6 +32,7 @@ import importlib
 _PUBLIC = {
     "tune": "api", "best_loader": "api", "stored_result": "api", "TuneResult": "api",
     "AutoloaderError": "errors", "AutoloaderWarning": "errors", "NoFeasibleConfig": "errors", "NotSaved": "errors",
+    "Inconclusive": "errors",
     "UsageError": "errors", "InputError": "errors", "InvalidRecord": "store.checks",
     "TunedConfig": "search.config", "TrialResult": "search.results",
     "LoaderConfig": "search.space", "seed_worker": "seeding", "worker_generator": "seeding",
