@@ -47,8 +47,9 @@ each figure feeds):
 # step, called several times (a warm call, three timed, the thread pairs), and on a loaded
 # machine every stage. So a call of the step is progress for as long as the user's own trial
 # timeout (a thread beats the watchdog while it runs, and each call beats after it); a slow
-# sample is progress, and so is a worker's start within the share (past it, a worker that never
-# delivers is the watchdog's stall, and the run's first burst still has its time); a call or a stage that would take the profile past its share is not begun: the first
+# sample is progress, and so is the start of the replay's workers within the share (they run
+# autoloader's own replay, which only a loaded machine slows; a worker of the user's dataset that
+# never delivers stays the watchdog's stall, so the run's first burst keeps its time); a call or a stage that would take the profile past its share is not begun: the first
 # call stands for the step when a second would not fit, and the receive's replay, the uint8
 # stage, the worker's start-up, the thread pairs and the growth stage are skipped (the bursts
 # measure what they would have). A profile cut so says it (``Profile.cut_s``). The step is
@@ -293,7 +294,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     it = iter(loader)
     recv_busy_s = None
     try:
-        _beating(lambda: next(it), beat, within_share())   # a worker's start on a loaded machine is progress too
+        next(it)   # the user's dataset in a worker: a first batch that never comes is the watchdog's stall
         first = time.perf_counter() - t0
         worker_pss = next((memory_of(w.pid) for w in getattr(it, "_workers", ())), None)
         if depth >= 2:
