@@ -287,3 +287,18 @@ def test_a_result_tuned_beside_spinners_is_reused_only_as_provisional_and_a_quie
     again = [e for e in events if isinstance(e, ResultNotReused)]
     assert again and "provisional" in again[0].why, events
     assert not any(isinstance(e, ResultReused) for e in events)
+
+
+def test_show_and_the_tunes_table_say_a_provisional_result_in_one_line():
+    from autoloader.fleet.show import result_text
+    from autoloader.tuning.progress import table
+
+    with open(FIXTURE) as fh:
+        data = json.load(fh)
+    why = "measured on a busy machine: other processes used 1.9 of 2 CPUs"
+    result = TuneResult.from_dict({**data, "provisional": why}, where=FIXTURE)
+    for text in (result_text(result), table(result)):
+        said = [row for row in text.splitlines() if "provisional" in row]
+        assert len(said) == 1 and why in said[0], text
+    judged = TuneResult.from_dict(data, where=FIXTURE)
+    assert "provisional" not in result_text(judged) + table(judged)
