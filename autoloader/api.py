@@ -159,8 +159,10 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
             as given to ``tune()``; together they are the problem's key.
 
     Returns:
-        The stored ``TunedConfig``, or None when there is none (or one measured differently).
-        A stored file that fails its checks is ignored, with a ``StoredStateWarning`` naming it.
+        The stored ``TunedConfig``, or None when there is none (or one measured differently); for
+        a provisional result, the config ``best_loader`` hands out from it (its ``provisional``
+        says why: NOTE [ A provisional pick ] in search/choice.py). A stored file that fails its
+        checks is ignored, with a ``StoredStateWarning`` naming it.
 
     Raises:
         UsageError: an input breaks a rule.
@@ -169,7 +171,12 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
                             batch_sizes=batch_sizes, device=device, fixed_kwargs=fixed_loader_kwargs,
                             allow_reorder=allow_reorder, version=version,
                             search_start_method=search_start_method)
-    return _stored(problem, resolve_out(out))[0]
+    out = resolve_out(out)
+    tuned = _stored(problem, out)[0]
+    if tuned is not None and tuned.provisional:
+        stored = _stored_result(problem, out)[0]
+        return _handed(stored) if stored is not None else None
+    return tuned
 
 
 def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
@@ -218,15 +225,17 @@ QUIET_PROBE_S = 1.0
 
 def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
     """``_stored``, for ``best_loader``: a provisional result (NOTE [ A provisional pick ] in
-    search/choice.py) is not reused when the machine is no longer busy (it is tuned again), and
-    where it is, the config handed out is the better-measured of its pick and the rule."""
+    search/choice.py) measured on a busy machine is not reused once the machine is no longer busy
+    (it is tuned again); where one is reused, the config handed out is the better-measured of its
+    pick and the rule. One provisional for want of a final alone is reused so: a machine no
+    quieter than it was would give the same."""
     tuned, why = _stored(problem, out)
     if tuned is None or not tuned.provisional:
         return tuned, why
     stored, why = _stored_result(problem, out)   # its trials and final, for the config it hands out
     if stored is None:
         return None, why
-    others, busy = _load_now()
+    others, busy = _load_now() if stored.busy else (None, True)
     if not busy:
         now = f"other processes use {others:.1f} of {problem.hardware.cpus:g} CPUs now" if others is not None else \
             "the load could not be read"

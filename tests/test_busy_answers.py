@@ -64,6 +64,8 @@ def test_a_provisional_result_hands_out_the_rule_unless_the_pick_is_ahead_past_t
     assert handed_out(W4, RULE, ahead, wide) == W4
     level = (Finalist(W4, (100.0, 111.0, 95.0)), Finalist(RULE, (101.0, 100.0, 100.0)))
     assert handed_out(W4, RULE, level, tight) == RULE, "the rounds judge it, not the bursts"
+    assert handed_out(W0, RULE, (), [burst(W0, 90.0, rel=0.5), burst(RULE, 110.0)]) == W0, \
+        "a pick cheaper than the rule is kept, as the tie rule keeps the cheaper"
 
 
 def test_the_provisional_field_is_stored_read_back_and_kept_in_a_runs_mark():

@@ -279,8 +279,9 @@ def rate_here(config: LoaderConfig, finals: Sequence[Finalist], history: Sequenc
 # good (a burst of ±54% picked a config that read 0.85x the rule by hand). So such a result is
 # stored provisional, saying why (``provisional_reason``), and every place that hands it out says
 # so in one line; the loader handed out is the better-measured of the pick and the rule
-# (``handed_out``): the pick only where its rounds with the rule, or its burst's interval against
-# the rule's, put it ahead past the noise. A later call on a machine no longer busy tunes again.
+# (``handed_out``): a pick that costs more than the rule only where its rounds with the rule, or
+# its burst's interval against the rule's, put it ahead past the noise (a cheaper one, as the
+# tie rule has it). A later call on a machine no longer busy tunes again.
 
 
 def provisional_reason(pick: LoaderConfig, finals: Sequence[Finalist], busy: bool, others_cpus: float | None,
@@ -302,10 +303,10 @@ def provisional_reason(pick: LoaderConfig, finals: Sequence[Finalist], busy: boo
 def handed_out(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence[Finalist],
                history: Sequence[TrialResult]) -> LoaderConfig:
     """The config a provisional result hands out (NOTE [ A provisional pick ]): the pick where it
-    is the rule, the rule was never measured, or the pick is ahead of it past the noise (its
-    paired rounds' interval above 1, else its burst's interval wholly above the rule's); else the
-    rule."""
-    if rule is None or pick == rule or rate_here(rule, finals, history) is None:
+    is the rule, costs no more than the rule (the cheaper wins where nothing is judged), the rule
+    was never measured, or the pick is ahead of it past the noise (its paired rounds' interval
+    above 1, else its burst's interval wholly above the rule's); else the rule."""
+    if rule is None or pick == rule or pick.cost() <= rule.cost() or rate_here(rule, finals, history) is None:
         return pick
     ratio = paired(finalist_of(pick, finals), finalist_of(rule, finals))
     if ratio is not None and ratio.judged:
