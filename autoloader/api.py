@@ -246,12 +246,10 @@ def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | Non
 def _load_now() -> tuple[float | None, bool]:
     """What other processes take of the CPUs over QUIET_PROBE_S, and whether that is busy (the
     run's own rule: NOTE [ Others on the machine ] in search/load.py)."""
-    import os
-
     from .inputs.hardware import usable_cpus
     from .probe.load import LoadMeter
 
-    meter = LoadMeter(os.getpid())
+    meter = LoadMeter(None)   # this process alone is ours: its children (a previous loader's workers) compete
     time.sleep(QUIET_PROBE_S)
     span = meter.stop()
     if span is None:
