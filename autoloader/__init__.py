@@ -35,6 +35,7 @@ import importlib
 _PUBLIC = {
     "tune": "api", "best_loader": "api", "stored_result": "api", "TuneResult": "api",
     "AutoloaderError": "errors", "AutoloaderWarning": "errors", "NoFeasibleConfig": "errors", "NotSaved": "errors",
+    "Inconclusive": "errors",
     "UsageError": "errors", "InputError": "errors", "InvalidRecord": "search.codec",
     "TunedConfig": "search.config", "TrialResult": "search.results",
     "LoaderConfig": "search.space", "seed_worker": "seeding", "worker_generator": "seeding",

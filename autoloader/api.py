@@ -25,11 +25,12 @@ from .events import Progress, ResultNotReused, ResultReused, SettingsApplied, Wa
 from .inputs.code_digest import callable_identity
 from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out, writable
-from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, budget_start
+from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, budget_start, default_thresholds
 from .inputs.problem import Problem
 from .node.group import Node, joined
 from .node.runner import on_node
 from .probe.reimport import refuse_reimport
+from .search.choice import handed_out, rate_here
 from .search.config import TunedConfig
 from .store.paths import held, result_path
 from .store.door import load_result
@@ -90,6 +91,9 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     Raises:
         UsageError: an input breaks a rule (the message states it, the value and the fix).
         NoFeasibleConfig: every config tried failed or broke a limit.
+        Inconclusive: a NoFeasibleConfig (exit 5) when nothing could be measured for the clock's
+            or the machine's reason (the budget ended first, trials stalled while others took the
+            CPUs); its message says the cause, the load and the budget a slow step needs.
         NotSaved: the run chose a config but could not store it (``exc.result`` holds the pick).
         AutoloaderError: the trial process could not build the dataset or step, or a rank of a
             node's tune was lost.
@@ -155,8 +159,10 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
             as given to ``tune()``; together they are the problem's key.
 
     Returns:
-        The stored ``TunedConfig``, or None when there is none (or one measured differently).
-        A stored file that fails its checks is ignored, with a ``StoredStateWarning`` naming it.
+        The stored ``TunedConfig``, or None when there is none (or one measured differently); for
+        a provisional result, the config ``best_loader`` hands out from it (its ``provisional``
+        says why: NOTE [ A provisional pick ] in search/choice.py). A stored file that fails its
+        checks is ignored, with a ``StoredStateWarning`` naming it.
 
     Raises:
         UsageError: an input breaks a rule.
@@ -165,7 +171,12 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
                             batch_sizes=batch_sizes, device=device, fixed_kwargs=fixed_loader_kwargs,
                             allow_reorder=allow_reorder, version=version,
                             search_start_method=search_start_method)
-    return _stored(problem, resolve_out(out))[0]
+    out = resolve_out(out)
+    tuned = _stored(problem, out)[0]
+    if tuned is not None and tuned.provisional:
+        stored = _stored_result(problem, out)[0]
+        return _handed(stored) if stored is not None else None
+    return tuned
 
 
 def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
@@ -195,6 +206,11 @@ def _stored(problem: Problem, out: str, set_aside: bool = False) -> tuple[TunedC
     there is none). A file that fails its checks (search/codec.py) is ignored with a warning naming it;
     ``set_aside``: best_loader's, which tunes the key next, sets it aside too (NOTE [ A bad result
     file ] in store/door.py)."""
+    stored, why = _stored_result(problem, out, set_aside)
+    return (stored.tuned if stored is not None else None), why
+
+
+def _stored_result(problem: Problem, out: str, set_aside: bool = False) -> tuple[TuneResult | None, str | None]:
     path = result_path(out, problem.hardware.fingerprint, problem.key)
     stored = load_result(path, problem.hardware.cpus, problem.batch_sizes, set_aside=set_aside)
     if stored is None:
@@ -202,7 +218,60 @@ def _stored(problem: Problem, out: str, set_aside: bool = False) -> tuple[TunedC
     why = stored.measured_differently()
     if why is not None:
         return None, f"{path}: {why}"
-    return stored.tuned, None
+    return stored, None
+
+
+# How long best_loader reads the machine's load before it reuses a provisional result.
+QUIET_PROBE_S = 1.0
+
+
+def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
+    """``_stored``, for ``best_loader``: a provisional result (NOTE [ A provisional pick ] in
+    search/choice.py) measured on a busy machine is not reused once the machine is no longer busy
+    (it is tuned again); where one is reused, the config handed out is the better-measured of its
+    pick and the rule. One provisional for want of a final alone is reused so: a machine no
+    quieter than it was would give the same."""
+    tuned, why = _stored(problem, out, set_aside=True)   # best_loader tunes the key next: NOTE [ A bad result file ]
+    if tuned is None or not tuned.provisional:
+        return tuned, why
+    stored, why = _stored_result(problem, out)   # its trials and final, for the config it hands out
+    if stored is None:
+        return None, why
+    others, busy = _load_now() if stored.busy else (None, True)
+    if not busy:
+        now = f"other processes use {others:.1f} of {problem.hardware.cpus:g} CPUs now" if others is not None else \
+            "the load could not be read"
+        return None, f"{stored.where}: provisional ({stored.tuned.provisional}); {now}, so it is measured again"
+    return _handed(stored), None
+
+
+def _load_now() -> tuple[float | None, bool]:
+    """What other processes take of the CPUs over QUIET_PROBE_S, and whether that is busy (the
+    run's own rule: NOTE [ Others on the machine ] in search/load.py)."""
+    from .inputs.hardware import usable_cpus
+    from .probe.load import LoadMeter
+
+    meter = LoadMeter(None)   # this process alone is ours: its children (a previous loader's workers) compete
+    time.sleep(QUIET_PROBE_S)
+    span = meter.stop()
+    if span is None:
+        return None, False
+    return span.others_cpus, span.others_cpus > default_thresholds().busy * usable_cpus()
+
+
+def _handed(result: TuneResult) -> TunedConfig:
+    """The config a result hands out: its pick, or, for a provisional one, the rule's where the
+    pick was not measured ahead of it (search/choice.py: ``handed_out``)."""
+    tuned = result.tuned
+    if not tuned.provisional or result.partial:
+        return tuned
+    config = handed_out(tuned.config, result.control, result.finals, result.trials)
+    if config == tuned.config:
+        return tuned
+    return dataclasses.replace(tuned, config=config, knee=None, rel_interval=None,
+                               samples_per_s=(rate_here(config, result.finals, result.trials) or 0.0) * result.ranks,
+                               provisional=f"{tuned.provisional}; the rule's config handed out, since the pick "
+                                           f"{tuned.config.key} was not measured ahead of it")
 
 
 def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None,
@@ -251,7 +320,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         all the same, with a ``NotStored`` warning.
 
     Raises:
-        UsageError, NoFeasibleConfig, AutoloaderError: as for ``tune()``.
+        UsageError, NoFeasibleConfig (Inconclusive among them), AutoloaderError: as for ``tune()``.
     """
     from torch.utils.data import DataLoader, IterableDataset
 
@@ -267,7 +336,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     problem = _on(problem, node)
     out = resolve_out(out)
     path = result_path(out, problem.hardware.fingerprint, problem.key)
-    tuned, why = _stored(problem, out, set_aside=True)
+    tuned, why = _reusable(problem, out)
     stored_at = path   # where the result is: None when this call tuned and could not store it
     reused = tuned is not None
     if node is not None:
@@ -297,7 +366,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         with held(path[:-len(".json")] + ".lock", busy):
             # Another's turn is not this call's budget (as Run._start counts its own lock).
             options = dataclasses.replace(options, started=started + time.monotonic() - waiting)
-            tuned, why = _stored(problem, out, set_aside=True)   # another process may have tuned it meanwhile
+            tuned, why = _reusable(problem, out)   # another process may have tuned it meanwhile
             reused = tuned is not None
             if tuned is None:
                 if why is not None and progress is not None:
@@ -348,13 +417,13 @@ def _picked(problem: Problem, options: Options, progress: Progress | None,
     warning: the pick is the run's answer, the files only spare the next call a tune."""
     try:
         result = _tune(problem, options, progress, node)
-        return result.tuned, result.path
+        return _handed(result), result.path
     except NotSaved as exc:
         if exc.result is None:
             raise
         warnings.warn(f"the loader returned uses the run's pick, which was not stored: {exc}. The next call "
                       "tunes again unless it is stored by then", NotStored, stacklevel=3)
-        return exc.result.tuned, None
+        return _handed(exc.result), None
 
 
 def _dataset_object(dataset: Any) -> Any:

@@ -54,8 +54,18 @@ def _print_result(result, form: str | None, as_json: bool, saved: bool = True, s
     what happened to each thing it stores, when not all of it could be (NotSaved.stored)."""
     if form is not None:
         click.echo(formats.render(result, form), nl=False)
+        _say_provisional(result)
     else:
         click.echo(report.as_json(result, saved, stored) if as_json else report.table(result, saved, stored))
+
+
+def _say_provisional(result) -> None:
+    """A provisional result's line (NOTE [ A provisional pick ]) on stderr, beside a --format's
+    text on stdout, which stays the line to paste."""
+    if getattr(result.tuned, "provisional", None):
+        from .events.lines import provisional_text
+
+        click.echo(f"autoloader: {provisional_text(result.tuned.provisional)}", err=True)
 
 
 class _Failure(click.ClickException):
@@ -285,6 +295,7 @@ def show_command(result, out, storage, as_json, form) -> None:
             found = show.find(resolve_out(out), result, storage)
             if form is not None:
                 click.echo(formats.render(found, form), nl=False)
+                _say_provisional(found)
             else:
                 # One result's JSON is tune --json's: its record and what the table and page say of it.
                 click.echo(show.as_json({**found.to_dict(), **report.explained(found)}) if as_json

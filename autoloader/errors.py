@@ -31,6 +31,15 @@ class NoFeasibleConfig(AutoloaderError, RuntimeError):
     exit_code = 1
 
 
+class Inconclusive(NoFeasibleConfig):
+    """Nothing could be measured, for a reason that is the machine's or the clock's, not the
+    configs': the budget ended before a trial could run or finish, or trials stalled while others
+    took the CPUs. The message says the cause and the machine's load; the same command on a
+    quieter machine, or with the budget it names, measures. Exits 5, as a busy nightly does."""
+
+    exit_code = 5
+
+
 def clip(text: str, limit: int = 1000) -> str:
     """``text`` whole when it is up to ``limit`` characters, else cut at the last word boundary
     before it and marked " ..." (never mid-word): a message shown whole where it can be, and a

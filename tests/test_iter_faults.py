@@ -52,9 +52,9 @@ def test_a_dataset_too_long_to_shuffle_is_named(out_dir, capfd):
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_a_hang_is_cut_at_the_budget(out_dir, tmp_path):
-    """A worker that hangs, a 60 s watchdog and a 20 s budget: the watchdog's timeout is clipped to
-    what is left of the budget (the hang's message says so), whether the hang meets the profile
-    of the pipeline or a trial, and the run ends near its budget."""
+    """A worker that hangs, a 60 s watchdog and a 20 s budget: the profile's watchdog is clipped to
+    what is left of the budget (the hang's message says so; a trial's is not: the wall bound ends
+    it, named a cut), num_workers=0 is measured, and the run ends near its budget."""
     events = []
     t0 = time.monotonic()
     result = tune(faulty.HangInWorker(str(tmp_path / "hung"), min_workers=1), batch_size=16, budget=20,

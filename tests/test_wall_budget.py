@@ -34,6 +34,7 @@ def test_the_clock_counts_from_the_start_it_is_given_and_clips_windows_to_what_i
     late = Clock(20.0, started=now - 16.5)
     clipped = late.window_for(SEARCH_SETTINGS, 2.0)
     assert clipped.max_window_s == pytest.approx(1.5, abs=0.1) and clipped.min_cycles == SEARCH_SETTINGS.min_cycles
+    assert clipped.extra_skip == 0, "clipped, a burst skips no batch beyond its workers' first"
     spent = Clock(20.0, started=now - 30.0)
     assert spent.over() and spent.window_for(BurstSettings(min_window_s=1.0), 2.0).max_window_s == 1.0, \
         "past the budget, the trial a run must measure still gets its minimum window"

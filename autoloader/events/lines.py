@@ -11,7 +11,7 @@ import math
 from functools import singledispatch
 
 from ..search.policy import busy_at
-from ..search.results import OK
+from ..search.results import BUDGET_ENDED, OK
 from ..search.shards import profile_note, shards_text, trial_note
 from ..errors import clip, one_line
 from .kinds import (BusyRecheck, ControlRetried, Event, FinalRound, FleetPushed, Profiled, ResultNotReused, ResultReused,
@@ -50,6 +50,13 @@ def known(x: float | None) -> bool:
 def cpus(n: float) -> str:
     """A count of CPUs with its plural right: "1 CPU", "2 CPUs", "1.5 CPUs"."""
     return f"{n:g} CPU{'' if n == 1 else 's'}"
+
+
+def provisional_text(why: str) -> str:
+    """The one line every place that hands out or shows a provisional result says (NOTE [ A
+    provisional pick ] in search/choice.py)."""
+    return (f"provisional, not judged ({why}): reused only with this line; a call on a quieter machine "
+            "tunes again")
 
 
 def others_text(others: float, usable: float) -> str:
@@ -109,7 +116,8 @@ def _warm(e: WarmStarted) -> str:
 def _retuned(e: Retuned) -> str:
     o = e.outcome
     if o.error:
-        return f"  {o.name}: FAILED {clip(one_line(o.error), 500)}"
+        said = "INCONCLUSIVE" if o.status == "inconclusive" else "FAILED"   # nothing measured, for the clock's reason
+        return f"  {o.name}: {said} {clip(one_line(o.error), 500)}"
     why = f" ({'; '.join(o.drift.reasons)})" if o.drift is not None and o.drift.reasons else ""
     load = o.drift.load if o.drift is not None else None
     if o.drift is not None and o.drift.inconclusive and load is not None and load.others_cpus is not None:
@@ -120,8 +128,9 @@ def _retuned(e: Retuned) -> str:
 @line.register(ResultReused)
 def _reused(e: ResultReused) -> str:
     t = e.tuned
+    said = f"\nautoloader: {provisional_text(t.provisional)}" if getattr(t, "provisional", None) else ""
     return (f"autoloader: using the stored result {e.path}: {t.config.key} at {rate(t.samples_per_s)} "
-            f"(tuned on {t.device}; delete it, or pass version=, to tune again)")
+            f"(tuned on {t.device}; delete it, or pass version=, to tune again){said}")
 
 
 @line.register(SettingsApplied)
@@ -131,7 +140,8 @@ def _applied(e: SettingsApplied) -> str:
     how = "reused" if e.reused else "tuned now"
     where = f"result {e.path}" if e.path else "result not stored"
     said = f"applied {settings} to {e.to}" if e.to else f"picked {settings}"
-    return f"autoloader: {said} ({how}, {rate(t.samples_per_s)}; {where})"
+    provisional = "; provisional" if getattr(t, "provisional", None) else ""
+    return f"autoloader: {said} ({how}{provisional}, {rate(t.samples_per_s)}; {where})"
 
 
 @line.register(ResultNotReused)
@@ -157,7 +167,14 @@ def _profile(e: Profiled) -> str:
     return (f"  profile [{p.seconds:.1f}s]: a sample {q['median'] * 1e3:.2f} ms (p99 {q['p99'] * 1e3:.2f}, "
             f"max {q['max'] * 1e3:.2f}; {p.sample_cpu_share:.0%} on a CPU), a batch of {p.batch_size} "
             f"{p.batch_bytes / 2**20:.1f} MiB: receive {p.recv_s * 1e3:.1f} ms{pin}, step {p.step_s * 1e3:.1f} ms, "
-            f"worker start {p.startup_s:.2f} s, {cpus(p.cpus)}{grows}{profile_note(p)}{busy}")
+            f"worker start {p.startup_s:.2f} s, {cpus(p.cpus)}{grows}{profile_note(p)}{busy}{_cut(p)}")
+
+
+def _cut(p) -> str:
+    """A profile cut at its share of the budget says so (NOTE [ A profile within its share ])."""
+    cut = getattr(p, "cut_s", None)
+    return (f"; cut at its share of the budget ({cut:.0f} s): what did not fit is skipped, for the bursts to "
+            "measure" if cut is not None else "")
 
 
 @line.register(TrialDone)
@@ -168,7 +185,7 @@ def _trial(e: TrialDone) -> str:
         interval = "(stopped early: clearly behind the best)"
     gpu = f" gpu {r.gpu_util * 100:.0f}%" if known(r.gpu_util) else ""
     what = (f"{rate(r.samples_per_s)} {interval} wait {(r.wait_fraction or 0) * 100:.0f}%{gpu}"
-            if r.status == OK else f"{r.status.upper()} {r.describe_failure()}")
+            if r.status == OK else f"{'CUT' if r.cause == BUDGET_ENDED else r.status.upper()} {r.describe_failure()}")
     best_text = f" | best {best.config.key} {rate(best.samples_per_s)}" if best else ""
     again = " (a crash can be a one-off: trying it once more)" if e.again else ""
     busy = (f" | {others_text(r.others_cpus, e.cpus)}: the figure is what the machine gives beside them"

@@ -15,6 +15,7 @@ import math
 import re
 import statistics
 
+from ..events.lines import provisional_text
 from ..search.results import OK
 from ..search.settings import knobs_of
 from ..events.lines import cpus
@@ -86,6 +87,8 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
     # The table's own caveats, from the same functions (caveats.py, which the table prints): where
     # the rate is from, the rule with the words its paired rounds support (NOTE [ Paired rounds ]
     # in search/paired.py; never a bare ratio) or why it has none, and the machine's load.
+    if tuned.provisional:
+        rows.append(("provisional", provisional_text(tuned.provisional)))
     rows += caveats(result)
     if tuned.baseline_samples_per_s:
         words = "the pick itself" if result.config.num_workers == 0 else f"the pick: {result.baseline_verdict}"

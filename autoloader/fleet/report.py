@@ -92,7 +92,8 @@ def markdown(report) -> str:
         if o.key:
             lines.append(f"- key: `{o.key}`")
         if o.error:
-            lines.append(f"- failed: {clip(o.error.splitlines()[0] if o.error.strip() else o.error, 500)}")
+            said = "nothing measured" if o.status == INCONCLUSIVE else "failed"
+            lines.append(f"- {said}: {clip(o.error.splitlines()[0] if o.error.strip() else o.error, 500)}")
             lines.append("- the last good result, if any, was kept")
         if o.warm:
             held = " (the pick held: the search stopped early)" if o.early_stop else ""

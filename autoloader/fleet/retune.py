@@ -28,7 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..api import built_problem
-from ..errors import AutoloaderError, AutoloaderWarning, NotSaved, one_line
+from ..errors import AutoloaderError, AutoloaderWarning, Inconclusive, NotSaved, one_line
 from ..events import Progress, Retuned, RetuneStarted, WarmStarted, subscriber
 from ..inputs import hardware
 from ..inputs.home import resolve_out, writable
@@ -282,6 +282,9 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
                 return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm and warm.describe())
             # Chosen but not stored: a failure of this dataset's re-tune, with its pick kept in the report.
             return _outcome(entry, exc.result, FAILED, warm, error=str(exc))
+        except Inconclusive as exc:   # nothing measured, for the machine's or the clock's reason: exit 5
+            return Outcome(entry.name, compare_mod.INCONCLUSIVE, key=key, error=str(exc),
+                           warm=warm and warm.describe())
         except AutoloaderError as exc:
             return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm and warm.describe())
         except Exception as exc:  # noqa: BLE001 - reported per dataset; the others still run

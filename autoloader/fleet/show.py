@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import usage
-from ..events.lines import rate
+from ..events.lines import provisional_text, rate
 from ..inputs import hardware
 from ..search.nodes import graph_snippet
 from ..store.door import load_result
@@ -170,6 +170,8 @@ def result_text(result: TuneResult) -> str:
     # What is handed out, as load_result checked it: keys no run sets are not shown as settings.
     lines += [f"  {k:<20} {v}" for k, v in result.config.loader_kwargs().items()]
     lines.append(f"  {'samples/s':<20} {rate(result.samples_per_s, '')}")
+    if result.tuned.provisional:
+        lines.append(f"  {'provisional':<20} {provisional_text(result.tuned.provisional)}")
     if result.tuned.baseline_samples_per_s:
         lines.append(f"  {'num_workers=0':<20} {rate(result.tuned.baseline_samples_per_s, '')}")
     inputs = result.inputs

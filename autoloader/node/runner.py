@@ -130,9 +130,9 @@ class NodeRunner:
         self.info = replies[0].info
         return self.info
 
-    def profile(self, batch_size: int, hang_timeout_s: float | None = None):
+    def profile(self, batch_size: int, hang_timeout_s: float | None = None, limit_s: float | None = None):
         """Rank 0's profile alone; the other ranks idle meanwhile (the bursts then correct it)."""
-        return self.local.profile(batch_size, hang_timeout_s)
+        return self.local.profile(batch_size, hang_timeout_s, limit_s)
 
     def measure(self, config: LoaderConfig, settings: BurstSettings,
                 hang_timeout_s: float | None = None) -> TrialResult:

@@ -9,6 +9,7 @@ protocol of NOTE [ Trial protocol ] in protocol.py:
 - ``startup``: the driver's wait for the trial process's start-up, clipped to the budget and reported;
 - ``reimport``: ``tune()``/``best_loader()`` refused in a process re-running the caller's script ('spawn');
 - ``waiting``: when a long wait says what it waits for (start-up here, a node's ranks in node/wire.py);
+- ``load``: what other processes take of the CPUs over a span (a trial, a run, best_loader's look before reuse);
 - ``protocol``: the set-up and the typed messages between the driver and the trial process;
 - ``serve``: the trial process's entry point: its set-up, then the loop serving the driver's requests;
 - ``trial``: the trial process's work: builds the dataset and the step, runs each trial;
@@ -22,4 +23,4 @@ protocol of NOTE [ Trial protocol ] in protocol.py:
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["driver", "pages", "protocol", "reimport", "waiting", "workers"]
+__all__ = ["driver", "load", "pages", "protocol", "reimport", "waiting", "workers"]

@@ -15,7 +15,7 @@ from ..events import Event
 from ..errors import clip, one_line
 from ..inputs.limits import clipped_timeout
 from ..search.burst_rule import BurstSettings
-from ..search.results import CONSTRAINT, FAILED, HANG, TrialResult
+from ..search.results import BUDGET_ENDED, CONSTRAINT, FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig
 from . import guard, serve, startup
 from .failures import death_cause, death_text
@@ -118,7 +118,7 @@ class TrialRunner:
         limit = self.setup_limit()
         if self.budget_left is not None and self.budget_left() <= 0:
             raise SetupError("the run's budget had ended, so the trial process was not started (again). Fix: "
-                             "raise --budget", usage=False)
+                             "raise --budget", usage=False, budget=True)
         context = mp.get_context("spawn")
         parent_conn, child_conn = context.Pipe()
         self._group = None
@@ -158,10 +158,11 @@ class TrialRunner:
                 return result
         raise AssertionError("unreachable: the second attempt always returns")
 
-    def profile(self, batch_size: int, hang_timeout_s: float | None = None):
+    def profile(self, batch_size: int, hang_timeout_s: float | None = None, limit_s: float | None = None):
         """The pipeline's profile from the trial process, as (Profile, None), or (None, why) when
         it could not be measured: a raise, the process's death, a breach or a hang (the tree is
-        then killed and the next trial starts a fresh one). ``hang_timeout_s`` as for ``measure``."""
+        then killed and the next trial starts a fresh one). ``hang_timeout_s`` as for ``measure``;
+        ``limit_s``: its share of the budget (NOTE [ A profile within its share ] in profiler.py)."""
         timeout = self.hang_timeout_s if hang_timeout_s is None else min(hang_timeout_s, self.hang_timeout_s)
         if self._ensure_started(LoaderConfig.make(batch_size, 0, False)) is not None:
             return None, "the trial process could not be started"
@@ -170,7 +171,8 @@ class TrialRunner:
         watch = self._watch = guard.TreeWatch(self._proc.pid)
         budget = self.max_memory - (self.info.runner_pss if self.info else 0)
         meter = LoadMeter(self._proc.pid)
-        if not self._send(ProfileRequest(batch_size, max(0, budget))):
+        # A call of the step is progress for the user's own timeout, however clipped this watchdog's is.
+        if not self._send(ProfileRequest(batch_size, max(0, budget), limit_s, self.hang_timeout_s)):
             return None, "the trial process was gone"
         outcome = self._wait(watch, t0, self._bounded(self._profile_cap(timeout)), timeout)
         if isinstance(outcome, Profiled):
@@ -326,7 +328,7 @@ class TrialRunner:
                if hang.at_bound else
                f"still running after {hang.running_s:.0f} s, past the {hang.cap_s:.0f} s a trial may take "
                "(twice the watchdog's timeout, three window caps and 30 s)")
-        return TrialResult(config, HANG, cause="hang", stalled_s=hang.quiet_s,
+        return TrialResult(config, HANG, cause=BUDGET_ENDED if hang.at_bound else "hang", stalled_s=hang.quiet_s,
                            error=f"{why}, {progress}; the trial's process tree ({hang.processes} processes) "
                                  f"was killed in {killed_in:.2f} s")
 

@@ -40,12 +40,29 @@ each figure feeds):
 # result says it. The stage also runs for MIN_SAMPLE_SECONDS at least, so its tail is sampled
 # over more than a scheduler's slice. Where schedstat is not readable the wall time stands, as
 # before, with the share of a CPU a spinning thread gets standing in for the waits.
+
+# NOTE [ A profile within its share ]
+# The profile may take at most its share of the run's budget (``limit_s``, a third: the run's
+# PROFILE_SHARE): the rest is the bursts' and the final's. What grows with the workload is the
+# step, called several times (a warm call, three timed, the thread pairs), and on a loaded
+# machine every stage. So a call of the step is progress for as long as the user's own trial
+# timeout (a thread beats the watchdog while it runs, and each call beats after it); a slow
+# sample is progress, and so is the start of the replay's workers within the share (they run
+# autoloader's own replay, which only a loaded machine slows; a worker of the user's dataset that
+# never delivers stays the watchdog's stall, so the run's first burst keeps its time); a call or a stage that would take the profile past its share is not begun: the first
+# call stands for the step when a second would not fit, and the receive's replay, the uint8
+# stage, the worker's start-up, the thread pairs and the growth stage are skipped (the bursts
+# measure what they would have). A profile cut so says it (``Profile.cut_s``). The step is
+# always called once, so a slow step is measured and its figure sizes the budget a judged tune
+# needs (search/budget.py: ``budget_words``). A call that does not return within the user's
+# timeout is a stall the watchdog judges.
 """
 
 from __future__ import annotations
 
 import random
 import statistics
+import threading
 import time
 from typing import Any, Callable
 
@@ -69,6 +86,10 @@ STEP_SECONDS = 0.5
 # The step timed call by call (its jitter on CUDA; with one thread): at most this many, this long.
 JITTER_CALLS = 16
 JITTER_SECONDS = 0.3
+# A stage is not begun with less than this left of the profile's share (NOTE [ A profile within its share ]).
+STAGE_ROOM_S = 3.0
+# The samples stage beats the watchdog at least this often while slow samples are drawn.
+BEAT_EVERY_S = 0.5
 # The main process's share timed with its threads and with one: this many pairs, this long, at most.
 THREAD_PAIRS = 6
 THREAD_SECONDS = 0.6
@@ -76,17 +97,35 @@ THREAD_SECONDS = 0.6
 
 def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[[Any], Any], device: str,
                 tensor_bytes: Callable[[Any], int], memory_of: Callable[[int], int | None],
-                beat: Callable[[], None] = lambda: None, memory_budget: int | None = None) -> Profile:
+                beat: Callable[[], None] = lambda: None, memory_budget: int | None = None,
+                limit_s: float | None = None, step_stall_s: float | None = None) -> Profile:
     """Measure the profile of ``dataset`` at ``batch_size`` (see the module docstring).
     ``consume`` is the trial's consumer (the step, or the move to the device);
     ``memory_of(pid)`` a process's PSS; ``beat()`` tells the driver's watchdog it moves;
     ``memory_budget`` the bytes the profile's own loaders may hold (the guard's ceiling still
-    watches)."""
+    watches); ``limit_s`` the profile's share of the run's budget (NOTE [ A profile within its
+    share ]), None for no limit; ``step_stall_s`` how long one call of the step is progress (the
+    user's trial timeout; None: the call beats only once it returns)."""
     import torch
     from torch.utils.data import DataLoader
     from torch.utils.data._utils.collate import default_collate
 
     t_begin = time.perf_counter()
+    cut: list[bool] = []
+
+    def within_share() -> float | None:
+        """How long a wait is progress: what is left of the share, the user's timeout at most."""
+        if limit_s is None or step_stall_s is None:
+            return step_stall_s
+        return max(0.0, min(step_stall_s, t_begin + limit_s - time.perf_counter()))
+
+    def past(more_s: float) -> bool:
+        """Whether ``more_s`` more seconds would take the profile past ``limit_s``; remembered."""
+        if limit_s is not None and time.perf_counter() - t_begin + more_s > limit_s:
+            cut.append(True)
+            return True
+        return False
+
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     collate = fixed_kwargs.get("collate_fn") or default_collate
@@ -107,7 +146,14 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         started = time.perf_counter()
         deadline = started + SAMPLE_SECONDS
 
+        beaten = [started]
+
         def more() -> bool:
+            if time.perf_counter() - beaten[0] >= BEAT_EVERY_S:   # a slow sample is progress too
+                beaten[0] = time.perf_counter()
+                beat()
+            if len(costs) >= 2 and past(0.0):   # the share is spent: the samples drawn stand
+                return False
             short = time.perf_counter() - started < MIN_SAMPLE_SECONDS and len(costs) < MAX_PROFILE_SAMPLES
             return (len(costs) < PROFILE_SAMPLES or short) and (time.perf_counter() < deadline
                                                                  or len(costs) < MIN_SAMPLES)
@@ -152,8 +198,10 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         small = collate(samples[:max(1, round(len(group) * SMALL_BATCH_SHARE))])
     except Exception:  # noqa: BLE001
         small = None
-    transfer = _transfer(batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue,
-                         small, tensor_bytes)
+    # Past the share, the loop's own pin and copies stand in for the replay, as for a batch too big.
+    transfer = None if past(STAGE_ROOM_S) else _transfer(
+        batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue, small, tensor_bytes, beat,
+        lambda call: _beating(call, beat, within_share()))
     if transfer is None:   # too big to replay here: the loop's own pin and copies stand in
         pinned = _map(batch, lambda t: t.pin_memory()) if cuda else None
         transfer = (0.0, _warm_time(lambda: _map(batch, lambda t: t.pin_memory())) if cuda else None,
@@ -166,7 +214,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     stage("transfer")
     # The batch's float32 tensors as uint8, timed against them: what the uint8 what-if asks.
     uint8 = None
-    if batch_size * sample_bytes >= BYTES_MATTER:
+    if batch_size * sample_bytes >= BYTES_MATTER and not past(STAGE_ROOM_S):
         beat()
         uint8 = uint8_cost(samples, batch, batch_size, collate, device, sync, tensor_bytes, queue, pin_local_s,
                            h2d_pinned_s, h2d_pageable_s)
@@ -175,35 +223,69 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     beat()
     # 3. the consumer on a resident batch.
     resident = _map(batch, lambda t: t.to(device)) if cuda else batch
-    consume(resident)
-    sync()
+    # A call of the step is progress up to the user's own timeout (NOTE [ A profile within its share ]).
+    w0 = time.perf_counter()
+    _beating(lambda: (consume(resident), sync()), beat, step_stall_s)
+    first_s = time.perf_counter() - w0
+    beat()   # a step of seconds beats each call: NOTE [ A profile within its share ]
     steps, t0, calls = 0, time.perf_counter(), []
-    while steps < 3 or (time.perf_counter() - t0 < STEP_SECONDS and steps < 200):
-        c0 = time.perf_counter()
-        consume(resident)
-        calls.append(time.perf_counter() - c0)
-        steps += 1
-    sync()
-    # Timed whole, waits for a CPU included: the model does not share the step's CPUs with the
-    # others' (NOTE [ Others' demand ] in search/model.py), so the step keeps the load it saw.
-    step_s = (time.perf_counter() - t0) / steps
+    if past(first_s):   # one more call would pass the share: the first call stands for the step
+        calls, step_s = [first_s], first_s
+    else:
+        while steps < 3 or (time.perf_counter() - t0 < STEP_SECONDS and steps < 200):
+            if steps and past(statistics.fmean(calls)):
+                break
+            c0 = time.perf_counter()
+            _beating(lambda: consume(resident), beat, step_stall_s)
+            calls.append(time.perf_counter() - c0)
+            steps += 1
+            beat()
+        sync()
+        # Timed whole, waits for a CPU included: the model does not share the step's CPUs with the
+        # others' (NOTE [ Others' demand ] in search/model.py), so the step keeps the load it saw.
+        step_s = (time.perf_counter() - t0) / steps
     # The step's jitter: on the CPU each call above is the step; on CUDA a call only launches
     # until the queue fills, so each is timed to its end (the shape is kept, the mean is step_s's).
-    step_samples = tuple(calls) if not cuda else _step_calls(lambda: consume(resident), sync, JITTER_CALLS)
+    step_samples = tuple(calls) if not cuda or past(2 * step_s) else _step_calls(lambda: consume(resident), sync,
+                                                                                JITTER_CALLS)
     # The main process's share of a batch (its collate and the step) with the default threads and
     # with one, in pairs (NOTE [ The main process's threads ] in search/threads.py).
     pairs: list[tuple[float, float]] = []
-    if threads > 1:
+    if threads > 1 and not past(4 * (step_s + collate_main_s)):
         group = [samples[i % len(samples)] for i in range(batch_size)]
         pairs = _thread_pairs(lambda: (collate(group), consume(resident)), sync, threads,
-                              lambda n: torch.set_num_threads(n))
+                              lambda n: torch.set_num_threads(n), beat)
     resident = None   # its device memory free before the next stage (the closures above are done with it)
     stage("consumer")
 
     beat()
+
+    def _profile(startup_s: float, worker_pss: int | None, recv_busy_s: float | None) -> Profile:
+        """The profile of what was measured: the stages before the start-up's, and its own figures."""
+        unqueued = queue.available
+        queue.close()
+        epoch_batches = None if length is None else (
+            -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size)
+        return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
+                       recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
+                       step_s=step_s, startup_s=startup_s, worker_pss=worker_pss,
+                       cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
+                       sample_cpu_share=_cpu_share(cpu_s, sum(costs), availability, unqueued),
+                       sample_delay_share=waited_s / wall_s if unqueued and wall_s > 0 else None,
+                       recv_fixed_s=recv_fixed_s, uint8=uint8,
+                       collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
+                       step_samples=step_samples, main_threads=threads,
+                       main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
+                       main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
+                       main_thread_ratios=tuple(d / o for d, o in pairs if o > 0), stage_s=tuple(stages),
+                       cut_s=limit_s if cut else None)
+
     # 4. one fresh worker's start-up, and its memory once it made a batch; then batches taken
     # while that worker is busy making the next (NOTE [ A busy worker's receive ] in search/model.py).
     batch_work = statistics.fmean(costs) * batch_size + collate_s
+    if past(batch_work + STAGE_ROOM_S):   # past the share: the bursts measure the start-up instead
+        stage("start-up")
+        return _profile(0.0, None, None)
     depth = _busy_depth(batch_size * sample_bytes, batch_work, memory_budget)
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=1, prefetch_factor=max(1, depth),
                         **{k: v for k, v in fixed_kwargs.items() if k in ("collate_fn", "worker_init_fn",
@@ -212,7 +294,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     it = iter(loader)
     recv_busy_s = None
     try:
-        next(it)
+        next(it)   # the user's dataset in a worker: a first batch that never comes is the watchdog's stall
         first = time.perf_counter() - t0
         worker_pss = next((memory_of(w.pid) for w in getattr(it, "_workers", ())), None)
         if depth >= 2:
@@ -221,22 +303,29 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         it._shutdown_workers()
         del it, loader
     stage("start-up")
-    unqueued = queue.available
-    queue.close()
-    epoch_batches = None if length is None else (
-        -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size)
-    return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
-                   recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
-                   step_s=step_s, startup_s=max(0.0, first - batch_work), worker_pss=worker_pss,
-                   cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
-                   sample_cpu_share=_cpu_share(cpu_s, sum(costs), availability, unqueued),
-                   sample_delay_share=waited_s / wall_s if unqueued and wall_s > 0 else None,
-                   recv_fixed_s=recv_fixed_s, uint8=uint8,
-                   collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
-                   step_samples=step_samples, main_threads=threads,
-                   main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
-                   main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
-                   main_thread_ratios=tuple(d / o for d, o in pairs if o > 0), stage_s=tuple(stages))
+    return _profile(max(0.0, first - batch_work), worker_pss, recv_busy_s)
+
+
+def _beating(call: Callable[[], Any], beat: Callable[[], None], stall_s: float | None) -> Any:
+    """``call()``, with ``beat()`` every BEAT_EVERY_S from a thread while it runs, for
+    ``stall_s`` at most (None: no beats). Past it, a call that does not return is the watchdog's
+    to judge: a hang is a call without progress for the user's own timeout."""
+    if stall_s is None:
+        return call()
+    until = time.perf_counter() + stall_s
+    stop = threading.Event()
+
+    def beating() -> None:
+        while not stop.wait(BEAT_EVERY_S) and time.perf_counter() < until:
+            beat()
+
+    thread = threading.Thread(target=beating, name="autoloader-profile-beat", daemon=True)
+    thread.start()
+    try:
+        return call()
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _stage_timer(stages: list[tuple[str, float]], t_begin: float) -> Callable[[str], None]:
@@ -266,7 +355,7 @@ def _drawer(dataset, length: int | None, rng: random.Random) -> tuple[Callable[[
 
 
 def _thread_pairs(share: Callable[[], Any], sync: Callable[[], None], threads: int,
-                  set_threads: Callable[[int], None]) -> list[tuple[float, float]]:
+                  set_threads: Callable[[int], None], beat: Callable[[], None] = lambda: None) -> list[tuple[float, float]]:
     """(seconds with ``threads``, seconds with one) of the main process's ``share``, in up to
     THREAD_PAIRS pairs within THREAD_SECONDS (two at least), the order alternating so that drift
     falls on both alike."""
@@ -286,6 +375,7 @@ def _thread_pairs(share: Callable[[], Any], sync: Callable[[], None], threads: i
                 pairs.append((timed(threads), one))
             else:
                 pairs.append((timed(threads), timed(1)))
+            beat()
     finally:
         set_threads(threads)
     return pairs

@@ -98,11 +98,13 @@ class DatasetInfo:
 
 
 class SetupError(Exception):
-    """The trial process could not build the dataset or step; ``usage`` says whether it is bad input."""
+    """The trial process could not build the dataset or step; ``usage`` says whether it is bad input,
+    ``budget`` whether the run's budget ended the wait (the clock's reason, not the dataset's)."""
 
-    def __init__(self, message: str, usage: bool):
+    def __init__(self, message: str, usage: bool, budget: bool = False):
         super().__init__(message)
         self.usage = usage
+        self.budget = budget
 
 
 # --- driver -> trial process ------------------------------------------------------------------
@@ -122,6 +124,8 @@ class ProfileRequest:
 
     batch_size: int
     memory_budget: int | None = None   # bytes its loaders may hold beyond the trial process
+    limit_s: float | None = None       # its share of the budget: NOTE [ A profile within its share ]
+    step_stall_s: float | None = None  # how long one call of the step is progress (the user's trial timeout)
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,8 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
         conn.send(Begin(os.getpid()))
         beat = lambda batches: conn.send(Beat(batches))  # noqa: E731
         if isinstance(message, ProfileRequest):
-            profile, error = runner.profile(message.batch_size, beat, message.memory_budget)
+            profile, error = runner.profile(message.batch_size, beat, message.memory_budget, message.limit_s,
+                                           message.step_stall_s)
             leaked = _reaped()
             if leaked is None:
                 conn.send(Profiled(None, error or FD_EXHAUSTED, leaked_workers=0))

@@ -37,7 +37,7 @@ def ready(proc, conn, limit: float, setup_timeout_s: float, note: StartNote,
             raise _died(proc, note, kill, "while building the dataset or step")
         if waited > limit:
             kill()
-            raise SetupError(_too_slow(limit, setup_timeout_s), usage=False)
+            raise SetupError(_too_slow(limit, setup_timeout_s), usage=False, budget=limit < setup_timeout_s)
         if notice is not None and notices.due(waited):
             notice(WaitingForTrialStart(waited, limit, clipped=limit < setup_timeout_s))
     try:

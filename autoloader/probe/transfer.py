@@ -73,7 +73,8 @@ def _busy_receive(it, depth: int, batch_work: float, beat: Callable[[], None],
 
 def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, sync,
               memory_budget: int | None, queue: Callable[[], float] = lambda: 0.0, small: Any = None,
-              tensor_bytes: Callable[[Any], int] | None = None) -> tuple | None:
+              tensor_bytes: Callable[[Any], int] | None = None, beat: Callable[[], None] = lambda: None,
+              waiting: Callable[[Callable[[], Any]], Any] = lambda call: call()) -> tuple | None:
     """(receive, pin, pinned copy, pageable copy, the receive's fixed part) seconds per batch, the
     pin and copies None off CUDA, the fixed part None where ``small`` (a batch of fewer samples)
     was not given or not smaller; None when even one worker's batch in flight would not fit
@@ -98,13 +99,14 @@ def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, syn
                         **{k: v for k, v in fixed_kwargs.items() if k in ("multiprocessing_context", "worker_init_fn")})
     it = iter(loader)
     try:
-        first = next(it)
+        first = waiting(lambda: next(it))   # the workers' start: progress while it lasts (``waiting``)
         if cuda:   # one untimed pin of these sizes, its block back in the cache (NOTE [ Warm pinning ])
             warm = _map(first, lambda t: t.pin_memory())
             del warm
         del first
         recv, recv_small, pins, pinned_copies, pageable_copies = [], [], [], [], []
         for i in range(count + takes_small):
+            beat()
             # Let the workers fill the queue, then time only the take.
             time.sleep(min(0.5, 0.02 + 2e-10 * batch_bytes))
             elapsed, received = _unqueued(lambda: next(it), queue)

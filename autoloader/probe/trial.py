@@ -358,9 +358,12 @@ class _Runner:
                            worker_samples=grown[0] if grown else None, worker_uss_bytes=grown[1] if grown else None,
                            worker_file_bytes=grown[2] if grown else None, pinned_bytes=pinned, **delivered)
 
-    def profile(self, batch_size: int, beat, memory_budget: int | None = None) -> tuple[Profile | None, str | None]:
+    def profile(self, batch_size: int, beat, memory_budget: int | None = None, limit_s: float | None = None,
+                step_stall_s: float | None = None) -> tuple[Profile | None, str | None]:
         """The pipeline's profile (probe/profiler.py), or why not: the dataset or step raised on the
-        way (the trials will meet and report it)."""
+        way (the trials will meet and report it). ``limit_s``: its share of the budget (NOTE [ A
+        profile within its share ]): past it, the growth and start-method stages are skipped;
+        ``step_stall_s``: how long one call of the step counts as progress."""
         from .profiler import run_profile
 
         consume = self._consumer(LoaderConfig.make(batch_size, 0, self.cuda))
@@ -370,13 +373,16 @@ class _Runner:
                                            batch_size_of, lambda: beat(0)), None
             profile = run_profile(self.dataset, self._fixed_kwargs(), batch_size, consume, self.device,
                                   tensor_bytes, lambda pid: pss(pid), beat=lambda: beat(0),
-                                  memory_budget=memory_budget)
+                                  memory_budget=memory_budget, limit_s=limit_s, step_stall_s=step_stall_s)
             t0 = time.perf_counter()
-            profile = with_growth(profile, self.dataset, self._fixed_kwargs(), self.dataset_bytes, lambda: beat(0))
+            if limit_s is not None and profile.seconds >= limit_s:
+                profile = dataclasses.replace(profile, cut_s=limit_s)
+            if profile.cut_s is None:
+                profile = with_growth(profile, self.dataset, self._fixed_kwargs(), self.dataset_bytes, lambda: beat(0))
             t1 = time.perf_counter()
             profile = with_stream(profile, self.dataset, self._fixed_kwargs(), batch_size, lambda: beat(0))
             t2 = time.perf_counter()
-            if self.setup.start_methods:   # NOTE [ What a start method costs ] in search/methods.py
+            if self.setup.start_methods and profile.cut_s is None:   # NOTE [ What a start method costs ] in search/methods.py
                 default = self.setup.worker_start_method
                 profile = with_methods(profile, self.dataset, self.setup.start_methods, default,
                                        lambda m: self._worker_kwargs(None if m == default else m), lambda: beat(0))

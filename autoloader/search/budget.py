@@ -16,8 +16,10 @@ measured so far (their start-up, their windows), so a slow workload keeps back m
 #  * every wait (the trial process's start, the profile, a trial) is cut at the wall bound less
 #    what closing the run takes (``bound_left``): the budget plus WALL_SLACK_SHARE of it, at
 #    least WALL_SLACK_MIN_S, less CLOSING_S for stopping the trial process, writing and printing.
-#    A trial cut there is ended as the watchdog ends a hang, its message saying why; a run that
-#    measured nothing by then fails saying the budget ended, with the fix.
+#    A trial cut there is ended as the watchdog ends a hang, but named a cut (results.BUDGET_ENDED),
+#    never a hang: the watchdog's own timeout is not clipped to the budget. A run that measured
+#    nothing by then is inconclusive (errors.Inconclusive, exit 5), saying the load and the budget
+#    a slow pipeline needs.
 """
 
 from __future__ import annotations
@@ -40,11 +42,46 @@ WALL_SLACK_MIN_S = 5.0
 CLOSING_S = 2.0
 # A first burst's start-up and skipped batches, before any trial has measured them.
 FIRST_OVERHEAD_S = 2.0
+# The profile's share of the budget: NOTE [ A profile within its share ] in probe/profiler.py.
+PROFILE_SHARE = 1 / 3
+# A step slower than this a batch is named, with the budget it needs, when a run measures nothing.
+SLOW_STEP_S = 1.0
+# The calls of the step a judged tune makes at least: the profile's (a warm call, three timed,
+# two thread pairs of two: 8), the two bursts of the opening (num_workers=0 and the rule: a first
+# batch, the skipped ones and a window of a few each: 6 to 8 each) and one interleaved final
+# round of the two (10).
+JUDGED_TUNE_STEPS = 32
 
 
 def wall_bound(budget_s: float) -> float:
     """The most seconds a run of ``budget_s`` may take from the command's start to its exit."""
     return budget_s + max(WALL_SLACK_SHARE * budget_s, WALL_SLACK_MIN_S)
+
+
+def profile_limit(budget_s: float, left_s: float) -> float:
+    """The seconds the profile may take: its share of the budget, and half of what is left at
+    most (the other half is the first burst's)."""
+    return max(0.0, min(PROFILE_SHARE * budget_s, left_s / 2))
+
+
+def needed_budget(step_s: float, before_s: float) -> int:
+    """The --budget a judged tune of a step of ``step_s`` a batch needs, when ``before_s`` went to
+    the trial process's start: JUDGED_TUNE_STEPS calls of the step after it, rounded up to 10 s."""
+    need = before_s + JUDGED_TUNE_STEPS * step_s
+    return int(-(-need // 10) * 10)
+
+
+def budget_words(step_s: float, samples_s: float, before_s: float) -> str | None:
+    """What a budget too short for a slow pipeline needs, in words: the step's seconds a batch
+    (``step_s``), or a batch's without workers (its samples and collate, ``samples_s``, and the
+    step) where those are the slow part, and the --budget they need (``needed_budget``); None
+    when a batch takes under SLOW_STEP_S."""
+    batch_s = step_s + samples_s
+    if batch_s < SLOW_STEP_S:
+        return None
+    what = (f"the step takes about {step_s:.0f} s a batch" if step_s >= samples_s else
+            f"a batch takes about {batch_s:.0f} s without workers (its samples, collate and the step)")
+    return f"{what}: give --budget {needed_budget(batch_s, before_s)} or more"
 
 
 class Clock:
@@ -76,9 +113,13 @@ class Clock:
 
     def window_for(self, settings: BurstSettings, overhead_s: float) -> BurstSettings:
         """``settings`` with the time cap clipped so that a burst of ``overhead_s`` beyond its
-        window ends by the budget (down to its minimum window, for the trial a run must measure)."""
+        window ends by the budget (down to its minimum window, for the trial a run must measure).
+        Clipped, the burst skips no batch beyond its workers' first: on a loaded machine or a
+        slow pipeline two batches can be seconds each, and a burst the budget's end cuts measures
+        nothing (its figure then says it: a short window's interval is wide)."""
         cap = max(settings.min_window_s, min(settings.max_window_s, self.left() - overhead_s))
-        return settings if cap >= settings.max_window_s else dataclasses.replace(settings, max_window_s=cap)
+        return settings if cap >= settings.max_window_s else dataclasses.replace(settings, max_window_s=cap,
+                                                                                  extra_skip=0)
 
     def search_left(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig],
                     rounds: int = FINAL_ROUNDS) -> float:

@@ -267,3 +267,54 @@ def rate_here(config: LoaderConfig, finals: Sequence[Finalist], history: Sequenc
         return final
     bursts = [t.samples_per_s for t in history if t.config == config and t.status == OK and t.samples_per_s]
     return max(bursts) if bursts else None
+
+
+# NOTE [ A provisional pick ]
+# A pick is judged when it met the rule in an interleaved final on a machine the others left
+# alone. A pick measured beside a busy machine's others, or one that never reached a final (its
+# rate one burst's, the rule maybe never measured), is not: reused as if tuned, it stood for
+# good (a burst of ±54% picked a config that read 0.85x the rule by hand). So such a result is
+# stored provisional, saying why (``provisional_reason``), and every place that hands it out says
+# so in one line; the loader handed out is the better-measured of the pick and the rule
+# (``handed_out``): a pick that costs more than the rule only where its rounds with the rule, or
+# its burst's interval against the rule's, put it ahead past the noise (a cheaper one, as the
+# tie rule has it). A later call on a machine no longer busy tunes again.
+
+
+def provisional_reason(pick: LoaderConfig, finals: Sequence[Finalist], busy: bool, others_cpus: float | None,
+                       cpus: float, hint: str | None = None) -> str | None:
+    """Why the pick is not judged (NOTE [ A provisional pick ]), in words, or None when it is:
+    measured on a busy machine (``busy``: others past the busy share, ``others_cpus`` of
+    ``cpus``), or never in a final. ``hint``: what would judge it (a budget), added when given."""
+    why = []
+    if busy:
+        used = f": other processes used {others_cpus:.1f} of {cpus:g} CPUs" if others_cpus is not None else ""
+        why.append(f"measured on a busy machine{used}")
+    if finalist_of(pick, finals) is None:
+        why.append("no final: its rate is one burst's")
+    if not why:
+        return None
+    return "; ".join(why) + (f"; {hint}" if hint else "")
+
+
+def handed_out(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence[Finalist],
+               history: Sequence[TrialResult]) -> LoaderConfig:
+    """The config a provisional result hands out (NOTE [ A provisional pick ]): the pick where it
+    is the rule, costs no more than the rule (the cheaper wins where nothing is judged), the rule
+    was never measured, or the pick is ahead of it past the noise (its paired rounds' interval
+    above 1, else its burst's interval wholly above the rule's); else the rule."""
+    if rule is None or pick == rule or pick.cost() <= rule.cost() or rate_here(rule, finals, history) is None:
+        return pick
+    ratio = paired(finalist_of(pick, finals), finalist_of(rule, finals))
+    if ratio is not None and ratio.judged:
+        return pick if ratio.faster else rule
+    mine, theirs = _best_burst(pick, history), _best_burst(rule, history)
+    if mine is None or theirs is None or mine.rel_interval is None or theirs.rel_interval is None:
+        return rule
+    lo = mine.samples_per_s * (1 - mine.rel_interval)
+    return pick if lo > theirs.samples_per_s * (1 + theirs.rel_interval) else rule
+
+
+def _best_burst(config: LoaderConfig, history: Sequence[TrialResult]) -> TrialResult | None:
+    bursts = [t for t in history if t.config == config and t.status == OK and t.samples_per_s and not t.pruned]
+    return max(bursts, key=lambda t: t.samples_per_s) if bursts else None

@@ -31,6 +31,9 @@ class TunedConfig(Stored):
     hardware: dict = stored(absent={})   # inputs/hardware.Hardware's fields (read by store/records.StoredHardware)
     dataset_key: str = stored(nonempty=True)
     device: str = "cpu"
+    # Why the pick is not judged (NOTE [ A provisional pick ] in choice.py), None when it is:
+    # written only when set, so a judged result's file is as before.
+    provisional: str | None = stored(None, sparse=True)
 
     def loader_kwargs(self) -> dict:
         """Keyword arguments for ``DataLoader``, the seeded ``worker_init_fn`` included."""

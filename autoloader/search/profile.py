@@ -94,6 +94,9 @@ class Profile(Stored):
     # measured (tuning/measured.py's ``fallback_profile``): the model has no curve to draw from it,
     # so no figure is predicted and no knee found.
     measured: bool = stored(True, then=("sample_quantiles",))
+    # The profile's share of the budget when it reached it, and so skipped what would pass it
+    # (NOTE [ A profile within its share ] in probe/profiler.py); None when it ran whole.
+    cut_s: float | None = stored(None, sparse=True)
 
     @property
     def batch_bytes(self) -> int:

@@ -41,12 +41,16 @@ CAUSES = {
     "sampler_error": "drawing the next indices from the sampler raised",
     "step_error": "the step raised",
     "hang": "no progress before the watchdog's timeout",
+    "budget_ended": "the run's budget ended while it ran, before the watchdog's own timeout could call it a hang",
     "error": "the trial raised",
     "loader_arguments": "DataLoader refused the fixed arguments for this config",
 }
 # A trial whose DataLoader could not be built from the user's arguments: bad input, which ends
 # the run as a usage error (NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py).
 LOADER_ARGUMENTS = "loader_arguments"
+# A trial the run's wall bound ended while it still made progress: stored as the watchdog's
+# verdict (HANG) so that a run with more budget measures it again, but named for what it was.
+BUDGET_ENDED = "budget_ended"
 
 
 @dataclass(frozen=True)

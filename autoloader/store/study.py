@@ -34,7 +34,7 @@ import warnings
 
 from ..inputs.options import Limits
 from ..search.policy import RAISED
-from ..search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
+from ..search.results import BUDGET_ENDED, CONSTRAINT, FAILED, HANG, OK, TrialResult
 from ..search.settings import SETTINGS, WORKERS
 from ..search.space import TUNED_SETTINGS, LoaderConfig, SearchSpace
 from . import durable, push, runs, validate
@@ -61,6 +61,8 @@ def stopped_by_a_raised_limit(result: TrialResult, recorded: dict | None, now: L
         return False    # stored before limits were recorded: kept, as it was
     if result.status == CONSTRAINT and result.cause in _MEMORY_CAUSES:
         return now.max_memory >= RAISED * recorded.get("max_memory", now.max_memory)
+    if result.status == HANG and result.cause == BUDGET_ENDED:
+        return True   # the budget's end, not the config's: measured again whatever the limits
     if result.status == HANG:
         return now.trial_timeout >= RAISED * recorded.get("trial_timeout", now.trial_timeout)
     return False

@@ -20,7 +20,7 @@ from typing import Callable, TextIO
 from ..errors import one_line
 from ..events import Event, Progress, subscriber
 # The table's number formats are the progress lines' own.
-from ..events.lines import gib as _gib, known as _known, mib as _mib, others_text, rate as _rate
+from ..events.lines import gib as _gib, known as _known, mib as _mib, others_text, provisional_text, rate as _rate
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
 from ..search.results import OK
@@ -96,6 +96,8 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     what = "torchdata.nodes graph" if getattr(result, "nodes", None) is not None else "DataLoader config"
     lines = ["", f"autoloader: tuned {what}", ""]
     lines += [f"  {k:<20} {v}" for k, v in kw.items()]
+    if getattr(t, "provisional", None):
+        lines += ["", f"  {provisional_text(t.provisional)}"]
     lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
                   + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
     basis = rate_basis(result)

@@ -20,8 +20,8 @@ from ..inputs import hardware
 from ..inputs.options import Options
 from ..inputs.problem import Problem
 from ..node.ranks import Ranks
-from ..search.budget import Clock
-from ..search.choice import Finalist
+from ..search.budget import Clock, budget_words
+from ..search.choice import Finalist, provisional_reason
 from ..search.config import TunedConfig
 from ..search.load import MachineLoad
 from ..search.memory import MemoryLimits
@@ -79,7 +79,9 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
                         baseline_samples_per_s=ranks.rate(baseline_rate(finals, history)),
                         knee=knee_of(strategy, history) if profile.measured else None,
                         hardware=problem.hardware.to_dict(),
-                        dataset_key=key, device=problem.device)
+                        dataset_key=key, device=problem.device,
+                        provisional=provisional_reason(pick.config, finals, load.busy, load.others_cpus,
+                                                       load.usable_cpus, budget_hint(ran, profile)))
     info = started.info
     node = ranks.record(ran.options.limits.max_memory)
     result = TuneResult(
@@ -116,6 +118,13 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
     store.complete(result)
     progress(TuneDone(result))
     return result
+
+
+def budget_hint(ran: Ran, profile: Profile) -> str | None:
+    """What would judge a provisional pick of a slow pipeline: the budget it needs (search/budget.py)."""
+    setup = next((end for what, _, end, _ in ran.timeline if what == "set-up"), 0.0)
+    said = budget_words(profile.step_s, profile.worker_batch_s(), setup)
+    return f"{said} for a judged tune" if said else None
 
 
 def since(before: TuneResult, result: TuneResult, options: Options) -> Comparison | None:

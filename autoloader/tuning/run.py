@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..errors import AutoloaderError, InputError, NoFeasibleConfig, usage
+from ..errors import AutoloaderError, Inconclusive, InputError, NoFeasibleConfig, usage
 from ..events import (ControlRetried, FleetPushed, Profiled, Progress, TrialDone, TrialsUnstored, TuneStarted,
                       WaitingForLock)
 from ..inputs import hardware
@@ -28,8 +28,9 @@ from ..node.group import Node
 from ..node.ranks import Ranks
 from ..node.runner import NodeRunner
 from ..probe.driver import TrialRunner
+from ..probe.load import LoadMeter
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
-from ..search.budget import Clock, burst_seconds, overhead_seconds, rounds_kept
+from ..search.budget import Clock, budget_words, burst_seconds, overhead_seconds, profile_limit, rounds_kept
 from ..search.choice import Finalist, best_of, choose
 from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Model
@@ -38,7 +39,7 @@ from ..search.model_first import ModelFirst
 from ..search.opening import opening_round
 from ..search.policy import SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
-from ..search.results import CONSTRAINT, LOADER_ARGUMENTS, OK, TrialResult
+from ..search.results import BUDGET_ENDED, CONSTRAINT, HANG, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.settings import open_gates
 from ..search.shards import worker_cap
 from ..search.knob import NODES
@@ -98,6 +99,9 @@ class Run:
         setup = RunnerSetup(problem.dataset, problem.step, problem.device, problem.fixed_kwargs,
                             problem.batch_sizes[0], start_methods=methods)
         self.before = None   # the previous result of the problem, once the run knows its key
+        self.measured_profile: Profile | None = None   # the profile as measured (None: not), for a run that ends empty
+        self.setup_s = 0.0   # the seconds before the profile: the trial process's start
+        self._run_meter: LoadMeter | None = None
         self.load_cpus = hardware.usable_cpus()   # the CPUs the machine's load is a share of
         # A long wait says what it waits for (probe/waiting.py): the runner reports it as an event.
         self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.bound_left,
@@ -134,11 +138,17 @@ class Run:
         problem, if any) and say what the run starts from. The study's imports run meanwhile
         (NOTE [ The study's imports while the trial process starts ] in store/storage.py)."""
         imports = warm_up()
+        meter = self._run_meter = LoadMeter(None)   # the load, for a run that measures nothing (Inconclusive says it)
         try:
             info = self.runner.start()
             self._timeline.append(("set-up", 0.0, self.clock.elapsed(), None))
             self._parts += setup_parts(info, time.monotonic() - self.clock.elapsed())
         except SetupError as exc:
+            if exc.budget and not exc.usage:
+                span = meter.stop()
+                load = (f"other processes used {span.others_cpus:.1f} of {self.load_cpus:g} CPUs meanwhile"
+                        if span is not None else "the machine's load was not read")
+                raise Inconclusive(f"nothing measured: {exc} ({load})") from None
             raise (InputError(str(exc)) if exc.usage else AutoloaderError(str(exc))) from None
         warn_batch_past_length(self.space.batch_sizes, info.length)
         warn_uncompiled(info)
@@ -202,7 +212,10 @@ class Run:
         # A profile that stalls may wait out half of what is left, no more: the one trial a run
         # must measure still has the other half (NOTE [ The budget is a wall bound ]).
         stall = clipped_timeout(self.options.limits.trial_timeout, self.clock.left() / 2)
-        profile, error = self.runner.profile(batch_size, stall)
+        # Its share of the budget, no more: NOTE [ A profile within its share ] in probe/profiler.py.
+        self.setup_s = start
+        profile, error = self.runner.profile(batch_size, stall, profile_limit(self.clock.budget, self.clock.left()))
+        self.measured_profile = profile
         self._timeline.append(("profile", start, self.clock.elapsed(), None))
         self._parts += profile_parts(profile, start)
         if profile is None:
@@ -230,9 +243,10 @@ class Run:
         return warmed(search, self.warm_start, self.space)
 
     def _limits_now(self) -> Limits:
-        """The limits the next trial runs under: the watchdog's timeout clipped to the budget left."""
-        limits = self.options.limits
-        return dataclasses.replace(limits, trial_timeout=clipped_timeout(limits.trial_timeout, self.clock.left()))
+        """The limits the next trial runs under: the user's. The watchdog's timeout is not clipped
+        to the budget: a hang is a trial that made no progress for its own timeout, and one the
+        wall bound ends while it still steps is a cut (BUDGET_ENDED: probe/driver.py), not a hang."""
+        return self.options.limits
 
     def _search(self, strategy: Strategy, started: Started) -> list[TrialResult]:
         """Measure what the strategy proposes until it stops or the time left is the final's."""
@@ -272,17 +286,62 @@ class Run:
                                     cpus=self.load_cpus, busy=self.options.thresholds.busy))
             if (self.clock.over() and measured()) or self.clock.bound_left() <= 0:
                 break   # the wall bound ends even a run that measured nothing (NOTE [ The budget is a wall bound ])
-        if not history and self.clock.bound_left() <= 0:
-            raise NoFeasibleConfig(f"no config ran: the trial process's start-up and the profile took the whole "
-                                   f"budget ({self.clock.elapsed():.0f} s of {self.clock.budget:.0f} s). Fix: raise "
-                                   "--budget (a machine others load starts processes several times slower)")
         if not measured():
-            causes = Counter(t.describe_failure() for t in history)
-            listing = "; ".join(f"{n}x {c}" for c, n in causes.most_common(5))
-            raise NoFeasibleConfig(f"no config ran: every trial failed or broke a limit ({listing or 'none ran'}). "
-                                   "Fix: what broke is named above; fix the dataset or step if they raised, "
-                                   "or raise --max-memory, --trial-timeout or --budget if a limit stopped them")
+            self._nothing_measured(history)
         return history
+
+    def _nothing_measured(self, history: Sequence[TrialResult]) -> None:
+        """Raise why no config was measured: Inconclusive (exit 5) when the clock or the machine
+        stopped it (the budget ended first, or trials stalled while others took the CPUs), with
+        the load and the budget a judged tune needs; else NoFeasibleConfig, naming what broke."""
+        load = self._load_words(history)
+        need = self._budget_needed()
+        if not history and self.clock.bound_left() <= 0:
+            raise Inconclusive(f"nothing measured: the trial process's start-up and the profile took the whole budget "
+                               f"({self.clock.elapsed():.0f} s of {self.clock.budget:.0f} s); {load}. Fix: {need}")
+        cut = [t for t in history if t.cause == BUDGET_ENDED]
+        stalled_busy = all(t.status == HANG for t in history) and self._busy(history)
+        if cut or stalled_busy:
+            what = (f"the budget ended while {', '.join(t.config.key for t in cut)} still ran" if cut else
+                    f"{len(history)} trial(s) stalled while other processes took the CPUs")
+            raise Inconclusive(f"nothing measured: {what} ({self.clock.elapsed():.0f} s of "
+                               f"{self.clock.budget:.0f} s); {load}. Fix: {need}")
+        causes = Counter(t.describe_failure() for t in history)
+        listing = "; ".join(f"{n}x {c}" for c, n in causes.most_common(5))
+        raise NoFeasibleConfig(f"no config ran: every trial failed or broke a limit ({listing or 'none ran'}). "
+                               "Fix: what broke is named above; fix the dataset or step if they raised, "
+                               "or raise --max-memory, --trial-timeout or --budget if a limit stopped them")
+
+    def _others(self, history: Sequence[TrialResult]) -> float | None:
+        """The most CPUs others took while the run measured (its profile, its trials), if read."""
+        seen = [t.others_cpus for t in history if t.others_cpus is not None]
+        if self.measured_profile is not None and self.measured_profile.others_cpus is not None:
+            seen.append(self.measured_profile.others_cpus)
+        if not seen and self._run_meter is not None:   # over the whole run, when nothing else read it
+            span = self._run_meter.stop()
+            seen += [span.others_cpus] if span is not None else []
+        return max(seen) if seen else None
+
+    def _busy(self, history: Sequence[TrialResult]) -> bool:
+        others = self._others(history)
+        return others is not None and others > self.options.thresholds.busy * self.load_cpus
+
+    def _load_words(self, history: Sequence[TrialResult]) -> str:
+        """The machine's load while the run measured, in words (NOTE [ Others on the machine ])."""
+        others = self._others(history)
+        if others is None:
+            return "the machine's load was not read"
+        busy = " (a busy machine)" if self._busy(history) else ""
+        return f"other processes used up to {others:.1f} of {self.load_cpus:g} CPUs meanwhile{busy}"
+
+    def _budget_needed(self) -> str:
+        """The fix's words: the budget a judged tune needs when the profile found a slow step."""
+        profile = self.measured_profile
+        said = budget_words(profile.step_s, profile.worker_batch_s(), self.setup_s) if profile is not None else None
+        if said is not None:
+            return said
+        return ("raise --budget (a machine others load starts processes several times slower), or run when the "
+                "machine is quieter")
 
     def _trial(self, config: LoaderConfig, info: DatasetInfo, history: Sequence[TrialResult],
                prune: bool = True) -> TrialResult:
