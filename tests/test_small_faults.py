@@ -218,3 +218,123 @@ def test_a_trial_process_that_exits_leaves_no_semaphore_to_the_tracker(release):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert run.returncode == 0, run.stderr
     assert ("leaked semaphore" in run.stderr) is not release, run.stderr
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
+class _LeakToTheLast:
+    """A dataset whose every read opens /dev/null and keeps it, until ``spare`` descriptors are
+    left under the limit it lowers on its first read in a process (to what is open then plus
+    ``headroom``): the worker's own bookkeeping, not the dataset, is what meets EMFILE."""
+
+    def __init__(self, spare: int = 1, headroom: int = 64):
+        self.spare, self.headroom, self.kept, self.room = spare, headroom, [], None
+
+    def __len__(self) -> int:
+        return 100_000
+
+    def __getitem__(self, index: int):
+        import resource
+
+        import torch
+
+        if self.room is None:   # a limit that leaves exactly ``headroom`` descriptors free (numbers under it)
+            open_now = [fd for fd in map(int, os.listdir("/proc/self/fd")) if _is_open(fd)]
+            limit = self.headroom
+            while limit - sum(fd < limit for fd in open_now) < self.headroom:
+                limit += 1
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+            self.room = self.headroom
+        if len(self.kept) < self.room - self.spare:
+            self.kept.append(open(os.devnull))
+        return torch.full((64,), float(index))
+
+
+def _leak_in_workers(hooks: bool, spare: int = 1) -> None:
+    """A trial's loader in miniature (this process stands for the trial process): one worker
+    whose dataset leaks a descriptor a sample, started with the trial's WorkerInit or none; the
+    failure as the trial reads it, printed as JSON."""
+    import json
+    import weakref
+
+    from torch.utils.data import DataLoader
+
+    from autoloader.probe.failures import describe_failure, handover_lost
+    from autoloader.probe.workers import WorkerInit, ended_out_of_descriptors
+
+    from torch.utils.data import _utils
+
+    _utils.MP_STATUS_CHECK_INTERVAL = 60.0   # the shut-down waits for the worker's exit, however loaded the machine
+    loader = DataLoader(_LeakToTheLast(spare), batch_size=16, num_workers=1, prefetch_factor=1, timeout=10,
+                        worker_init_fn=WorkerInit(os.getpid()) if hooks else None)
+    it = iter(loader)
+    refs = [weakref.ref(it)]
+    try:
+        for _ in range(50):   # 800 samples: far past the headroom
+            next(it)
+        said = {"failed": False}
+    except Exception as exc:  # noqa: BLE001 - the failure is what is looked at
+        ran_out = ended_out_of_descriptors(refs, 5.0 if handover_lost(exc) else 0.0)
+        said = {"failed": True, "ran_out": ran_out, "message": describe_failure(exc)[0]}
+    it._shutdown_workers()
+    print(json.dumps(said))
+    sys.stdout.flush()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spare", [3, 4], ids=["at-the-hand-over", "at-the-exit"])
+@pytest.mark.parametrize("hooks", [False, True], ids=["as-before", "trial-worker"])
+def test_a_worker_out_of_descriptors_says_so_without_a_traceback(tmp_path, hooks, spare):
+    """NOTE [ A worker out of file descriptors ], with one worker handing over one batch at a
+    time (so where the descriptors run out is fixed: the dataset leaves ``spare`` free for the
+    batch's storage and its hand-over). 3: the feeder thread cannot share the batch; a plain
+    worker prints the feeder's traceback and drops the batch (the loader waits to its timeout); a
+    trial's worker ends with its exit code, and the trial reads the dataset's leak with the fix,
+    at once. 4: every batch is handed over;
+    a plain worker cannot remove its temporary folder at its exit (a traceback, the folder left
+    in TMPDIR, the test's own); a trial's worker can (its reserve). Neither shows a traceback."""
+    import json
+
+    from autoloader.probe.failures import FD_EXHAUSTED_IN_WORKER
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    code = ("import sys; sys.path.insert(0, 'tests'); from test_small_faults import _leak_in_workers as f; "
+            f"f({hooks}, {spare})")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120,
+                         env={**os.environ, "TMPDIR": str(tmp)})
+    said = json.loads(run.stdout.strip().splitlines()[-1])
+    left = list(tmp.glob("pymp-*"))
+    if not hooks:   # the control: what a worker without the trial's hooks shows
+        assert "Traceback" in run.stderr and "Too many open files" in run.stderr, run.stderr[-3000:]
+        assert "timed out" in said["message"] and not said["ran_out"] if spare == 3 else left, (said, left)
+        return
+    assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr, run.stderr[-3000:]
+    assert not left, left
+    if spare == 3:
+        assert said["failed"] and "timed out" not in said["message"], said
+        assert said["ran_out"] or said["message"].startswith(FD_EXHAUSTED_IN_WORKER), said
+        assert "Fix: close each file it opens" in FD_EXHAUSTED_IN_WORKER and "ulimit -n" in FD_EXHAUSTED_IN_WORKER
+    else:
+        assert not said["failed"], said
+
+
+@pytest.mark.slow
+def test_a_dataset_that_leaks_file_descriptors_in_its_workers_is_charged_with_the_fix(tmp_path):
+    """The fault suite's case: the dataset leaks in the trial process and in its workers; every
+    trial with workers is the dataset's leak, none a crash or a hang, and no traceback is shown."""
+    run = subprocess.run([AUTOLOADER, "tune", "--dataset", "scripts.faults.datasets:leak_fds_in_workers",
+                          "--batch-size", "16", "--budget", "40", "--device", "cpu", "--trial-timeout", "10",
+                          "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert run.returncode in (0, 1), run.stderr[-3000:]
+    assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr, run.stderr[-3000:]
+    assert "a DataLoader worker of the trial ran out of file descriptors" in run.stderr, run.stderr[-3000:]
+    trials = [line for line in run.stderr.splitlines() if line.strip().startswith("trial ") and "-w0-" not in line]
+    assert trials and all("ran out of file descriptors" in line or "/s" in line for line in trials), trials
+    assert not any("HANG" in line or "trial process died" in line for line in trials), trials

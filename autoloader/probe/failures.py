@@ -8,6 +8,7 @@ driver from its exit code (``death_cause``, ``death_text``).
 
 from __future__ import annotations
 
+import errno
 import signal
 import traceback
 
@@ -61,19 +62,52 @@ def _exception_chain(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def _dead_worker_signals(chain: list[BaseException]) -> list[str]:
-    """How the DataLoader's failed workers died, from its own frames (``failed_workers``): its
-    Python-side message says only "exited unexpectedly", which hides a segfault or a bus error."""
+def _dead_worker_codes(chain: list[BaseException]) -> list[int]:
+    """How the DataLoader's failed workers ended (their exit codes, -N for signal N), from its own
+    frames (``failed_workers``): its Python-side message says only "exited unexpectedly", which
+    hides a segfault, a bus error or a worker out of file descriptors."""
     found = []
     for exc in chain:
         tb = exc.__traceback__
         while tb is not None:
             for worker in tb.tb_frame.f_locals.get("failed_workers", None) or ():
-                text = signal_name(getattr(worker, "exitcode", None), described=True)
-                if text and text not in found:
-                    found.append(text)
+                code = getattr(worker, "exitcode", None)
+                if code is not None and code not in found:
+                    found.append(code)
             tb = tb.tb_next
     return found
+
+
+def _dead_worker_signals(codes: list[int]) -> list[str]:
+    """The signals among the failed workers' exit codes, in the C library's words."""
+    return [text for text in (signal_name(code, described=True) for code in codes) if text]
+
+
+def worker_out_of_descriptors(exc: BaseException) -> bool:
+    """Whether a DataLoader worker of the trial ended with OUT_OF_DESCRIPTORS_EXIT, as DataLoader
+    saw it: its failed workers' exit codes, or the SIGCHLD handler's "exit code N"."""
+    chain = _exception_chain(exc)
+    said = f"exited unexpectedly with exit code {OUT_OF_DESCRIPTORS_EXIT}."
+    return OUT_OF_DESCRIPTORS_EXIT in _dead_worker_codes(chain) or any(said in str(e) for e in chain)
+
+
+def handover_lost(exc: BaseException) -> bool:
+    """Whether the trial process lost a batch's hand-over from a worker: an EOFError or a broken
+    connection, or anything raised while it fetched a descriptor the worker shares (its resource
+    sharer's socket gone with the worker): what a worker that ended mid-hand-over leaves, its
+    reason told by its exit code alone (``workers.ended_out_of_descriptors``)."""
+    for e in _exception_chain(exc):
+        if isinstance(e, (EOFError, ConnectionError)):
+            return True
+        tb = e.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.endswith(_SHARER):
+                return True
+            tb = tb.tb_next
+    return False
+
+
+_SHARER = "multiprocessing/resource_sharer.py"
 
 
 def describe_failure(exc: BaseException) -> tuple[str, str]:
@@ -88,7 +122,7 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     chain = _exception_chain(exc)
     texts = [f"{type(e).__name__}: {e}".strip() for e in chain]
     message = next((t for t in texts if "killed by signal" in t.lower()), texts[0])
-    signals = _dead_worker_signals(chain)
+    signals = _dead_worker_signals(_dead_worker_codes(chain))
     if signals and "killed by signal" not in message.lower():
         message = f"{message} (killed by signal: {', '.join(signals)})"
     worker = next((str(e) for e in chain if "Original Traceback" in str(e)), "")
@@ -98,22 +132,27 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     if signals:
         detail += "".join(f"\nDataLoader worker is killed by signal: {s}" for s in signals)
     first = next((line.strip() for line in message.splitlines() if line.strip()), "")
-    if out_of_descriptors(exc):
-        first = f"{FD_EXHAUSTED} ({first})"
+    if worker_out_of_descriptors(exc):   # the worker's own exception is lost with it; its exit code says why
+        return FD_EXHAUSTED_IN_WORKER, f"{detail}\n{FD_EXHAUSTED_IN_WORKER}"
+    if out_of_descriptors(exc):   # in a worker: its own exception, re-raised here
+        first = f"{FD_EXHAUSTED_IN_WORKER if worker else FD_EXHAUSTED} ({first})"
     return clip(first or type(exc).__name__, MESSAGE_LIMIT), detail
 
 
 # A dataset (or step) that opens files and never closes them runs its process out of file
 # descriptors (EMFILE); the failure is said as its own, with the fix, not as a crash.
-FD_EXHAUSTED = ("the trial process ran out of file descriptors (EMFILE: Too many open files): the dataset "
-                "(or step) opens files and does not close them. Fix: close each file it opens (with open(...) as "
-                "f:, or close it after reading), or raise the limit (ulimit -n)")
+_FD_LEAK = ("ran out of file descriptors (EMFILE: Too many open files): the dataset {who} opens files and does "
+            "not close them. Fix: close each file it opens (with open(...) as f:, or close it after reading), or "
+            "raise the limit (ulimit -n)")
+FD_EXHAUSTED = "the trial process " + _FD_LEAK.format(who="(or step)")
+# A trial's DataLoader worker that ran out ends with an exit code of its own: NOTE [ A worker out of
+# file descriptors ] in workers.py.
+FD_EXHAUSTED_IN_WORKER = "a DataLoader worker of the trial " + _FD_LEAK.format(who="(or its collate_fn)")
+OUT_OF_DESCRIPTORS_EXIT = errno.EMFILE
 
 
 def out_of_descriptors(exc: BaseException) -> bool:
     """Whether an exception (or one in its chain, or a worker's re-raised text) says EMFILE."""
-    import errno
-
     return any((isinstance(e, OSError) and e.errno == errno.EMFILE) or "too many open files" in str(e).lower()
                for e in _exception_chain(exc))
 
@@ -169,6 +208,8 @@ def classify_failure(message: str, where: str) -> str:
     both from the sampler (DataLoader's ``_next_index``).
     """
     text = message.lower()
+    if FD_EXHAUSTED_IN_WORKER.lower() in text:   # a worker's exit code said it: describe_failure
+        return "dataset_error"
     if "out of shared memory" in text or "bus error" in text or "insufficient shared memory" in text:
         return "shm_exhausted"
     if ("no space left on device" in text or "unable to allocate shared memory" in text

@@ -13,7 +13,7 @@ import traceback
 import warnings
 
 from ..search.results import FAILED, OK, TrialResult
-from .failures import FD_EXHAUSTED
+from .failures import FD_EXHAUSTED, FD_EXHAUSTED_IN_WORKER, worker_out_of_descriptors
 from .protocol import Beat, Begin, Measured, Profiled, ProfileRequest, Ready, RunnerSetup, SetupError, SetupFailed, Stop
 from .teardown import reap_absorbing_reports
 from .setup_parts import uncompiled
@@ -61,7 +61,7 @@ def _reaped() -> int | None:
 
 
 def out_of_descriptors_said(error: str | None) -> bool:
-    return bool(error) and FD_EXHAUSTED in error
+    return bool(error) and (FD_EXHAUSTED in error or FD_EXHAUSTED_IN_WORKER in error)
 
 
 def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
@@ -137,7 +137,12 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
                 return   # the descriptors the dataset leaked go with this process; the next gets a fresh one
             conn.send(Profiled(profile, error, leaked_workers=leaked))
         else:
-            result = runner.measure(message.config, message.settings, beat=beat)
+            try:
+                result = runner.measure(message.config, message.settings, beat=beat)
+            except RuntimeError as exc:   # a worker's end reported before the trial could read it
+                if not worker_out_of_descriptors(exc):
+                    raise
+                result = TrialResult(message.config, FAILED, cause="dataset_error", error=FD_EXHAUSTED_IN_WORKER)
             leaked = _reaped()
             if leaked is None:
                 if result.status == OK or not out_of_descriptors_said(result.error):

@@ -44,17 +44,28 @@ from . import guard, nodes
 from .burst import batch_size_of, tensor_bytes
 from .setup_parts import Parts, module_holds
 from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
-from .failures import classify_failure, describe_failure, failure_line, raised_os_error
+from .failures import (
+    FD_EXHAUSTED_IN_WORKER,
+    classify_failure,
+    describe_failure,
+    failure_line,
+    handover_lost,
+    raised_os_error,
+)
 from .growth import NewestIterator, anonymous_bytes, with_growth
 from .methods import with_methods
 from .protocol import BEAT_S, DatasetInfo, RunnerSetup, SetupError
 from .shards import Counted, shard_fields, with_stream
 from .teardown import half_built_iterator
-from .workers import WorkerInit, pss, shutdown_iterators
+from .workers import WorkerInit, ended_out_of_descriptors, pss, shutdown_iterators
 
 # A dataset longer than this is named when drawing its indices fails: a permutation of it is
 # gigabytes of int64.
 HUGE_LENGTH = 2**28
+# How long a trial that lost a batch's hand-over waits for its workers to end, to read from their
+# exit codes whether one ran out of file descriptors (NOTE [ A worker out of file descriptors ] in
+# workers.py): such a worker ends just after the hand-over it broke.
+HANDOVER_WAIT_S = 2.0
 
 
 class StepExited(Exception):
@@ -327,9 +338,13 @@ class _Runner:
             delivered = counted.read() if counted is not None else {}
             pinned = pinned_peak(torch) if self.cuda and config.pin_memory else None
         except Exception as exc:  # noqa: BLE001 - a crash is a result about this config
+            # First: a worker that ran out of descriptors ends now, and its end is read, not raised.
+            ran_out = ended_out_of_descriptors(iterators, HANDOVER_WAIT_S if handover_lost(exc) else 0.0)
             message, detail = describe_failure(exc)
             os_error = raised_os_error(exc)   # the environment's: re-measured on resume (store/retry.py)
             del exc
+            if ran_out and message != FD_EXHAUSTED_IN_WORKER:
+                message, detail = FD_EXHAUSTED_IN_WORKER, f"{detail}\n{FD_EXHAUSTED_IN_WORKER}"
             cause = classify_failure(detail, where[0])
             if cause == "sampler_error" and not self.iterable and len(self.dataset) > HUGE_LENGTH:
                 message += (f" (the dataset's __len__ is {len(self.dataset):,}: shuffling draws a permutation of "

@@ -10,12 +10,17 @@ NOTE [ Trial processes ] in trial.py.
 from __future__ import annotations
 
 import ctypes
+import errno
 import multiprocessing as mp
 import os
 import signal
+import sys
+import threading
 import time
 
 from . import guard
+from .failures import OUT_OF_DESCRIPTORS_EXIT
+from .teardown import MAX_REPORTS
 
 
 def die_with_parent() -> None:
@@ -103,8 +108,126 @@ class WorkerInit:
         if self.runner_pid is not None and os.getppid() != self.runner_pid:
             os._exit(1)
         set_name(WORKER_NAME)
+        end_when_out_of_descriptors()
         if self.inner is not None:
             self.inner(worker_id)
+
+
+# NOTE [ A worker out of file descriptors ]
+# A dataset that opens files in its workers and never closes them runs each worker out of file
+# descriptors (EMFILE). Then the worker's own bookkeeping fails in places Python reports on stderr
+# with a traceback, none of them the dataset's frames: the result queue's feeder thread (a batch's
+# storage is shared by descriptor; the batch is dropped and the trial process waits for it), the
+# resource sharer's thread (handing that descriptor over; the trial process reads an EOFError), and
+# the removal of the worker's temporary folder at its exit. So each trial worker (``WorkerInit``,
+# never the user's own process or loaders):
+#   - holds DESCRIPTOR_RESERVE descriptors of its own from its start, released for its own
+#     clean-up: at its exit before the temporary folder is removed, and on the first EMFILE;
+#   - takes the first EMFILE any of those report (threading.excepthook, sys.excepthook, which the
+#     resource sharer calls, sys.unraisablehook, and the queue feeder's error handler) as the end
+#     of the worker: the reserve released, its temporary folder removed, it exits with code
+#     OUT_OF_DESCRIPTORS_EXIT, printing nothing. Any other exception goes to the hook it replaced.
+# The exit code is the note to the trial process, which needs no descriptor to send: the trial
+# process charges the trial to the dataset's leak (failures.FD_EXHAUSTED_IN_WORKER) when a worker
+# ended with it, whether DataLoader saw the worker end or the trial read the EOFError before it did
+# (``ended_out_of_descriptors``).
+
+DESCRIPTOR_RESERVE = 4
+
+
+def _says_emfile(exc: BaseException | None) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def end_when_out_of_descriptors() -> None:
+    """In a trial's DataLoader worker: NOTE [ A worker out of file descriptors ]."""
+    from multiprocessing import queues, util
+
+    reserve = []
+    try:
+        for _ in range(DESCRIPTOR_RESERVE):
+            reserve.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+    except OSError:
+        pass
+
+    def release() -> None:
+        while reserve:
+            try:
+                os.close(reserve.pop())
+            except OSError:
+                pass
+
+    def end() -> None:
+        release()
+        for finalizer in list(util._finalizer_registry.values()):
+            if getattr(finalizer, "_callback", None) is util._remove_temp_dir:
+                try:
+                    finalizer()
+                except Exception:  # noqa: BLE001 - the folder is left; the worker ends all the same
+                    pass
+        os._exit(OUT_OF_DESCRIPTORS_EXIT)
+
+    thread_hook, sys_hook, unraisable_hook = threading.excepthook, sys.excepthook, sys.unraisablehook
+    feeder_error = queues.Queue._on_queue_feeder_error
+
+    def on_thread(args) -> None:
+        if _says_emfile(args.exc_value):
+            end()
+        thread_hook(args)
+
+    def on_uncaught(kind, value, tb) -> None:
+        if _says_emfile(value):
+            end()
+        sys_hook(kind, value, tb)
+
+    def on_unraisable(unraisable) -> None:
+        if _says_emfile(unraisable.exc_value):
+            end()
+        unraisable_hook(unraisable)
+
+    def on_feeder_error(exc, obj) -> None:
+        if _says_emfile(exc):
+            end()
+        feeder_error(exc, obj)
+
+    threading.excepthook, sys.excepthook, sys.unraisablehook = on_thread, on_uncaught, on_unraisable
+    queues.Queue._on_queue_feeder_error = staticmethod(on_feeder_error)
+    util.Finalize(None, release, exitpriority=0)   # before the temporary folder's removal (-100)
+
+
+def ended_out_of_descriptors(iterators: list, wait_s: float = 0.0) -> bool:
+    """Whether a worker of these iterators (weak references) of a trial that failed exited with
+    OUT_OF_DESCRIPTORS_EXIT, waiting up to ``wait_s`` for those still running to end: a worker
+    whose leak broke a batch's hand-over ends just after the trial process read the EOFError it
+    caused. The iterators' workers are dropped from the SIGCHLD registry first (the trial has
+    failed: their end is read here), and a report that came before that is absorbed and read."""
+    alive = [it for ref in iterators if (it := ref()) is not None]
+    said = f"exit code {OUT_OF_DESCRIPTORS_EXIT}."
+    found = False
+    for _ in range(MAX_REPORTS):
+        try:
+            for it in alive:
+                _unregister(it)
+            workers = [w for it in alive for w in getattr(it, "_workers", ())]
+            deadline = time.monotonic() + wait_s
+            while True:
+                codes = [w.exitcode for w in workers]
+                if found or OUT_OF_DESCRIPTORS_EXIT in codes:
+                    return True
+                if None not in codes or time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.05)
+        except RuntimeError as report:   # NOTE [ An iterator that raised while starting ] in teardown.py
+            if "DataLoader worker" not in str(report):
+                raise
+            found = found or said in str(report)
+    return found
 
 
 def shutdown_iterators(iterators: list) -> None:
@@ -116,8 +239,6 @@ def shutdown_iterators(iterators: list) -> None:
     the next config would be blamed. So each iterator is shut down explicitly (joins, then
     terminates, its workers) and its registry entry is dropped.
     """
-    from torch.utils.data._utils import signal_handling
-
     for ref in iterators:
         it = ref()
         if it is None:
@@ -128,13 +249,21 @@ def shutdown_iterators(iterators: list) -> None:
                 shutdown()
             except Exception:  # noqa: BLE001 - best effort; the reaper kills what is left
                 pass
-        if getattr(it, "_worker_pids_set", False):
-            try:
-                signal_handling._remove_worker_pids(id(it))
-            except (RuntimeError, AttributeError):
-                pass
-            it._worker_pids_set = False
+        _unregister(it)
         del it
+
+
+def _unregister(it) -> None:
+    """Drop a DataLoader iterator's workers from its SIGCHLD handler's registry: their end is
+    no longer reported by an exception wherever this process happens to be."""
+    from torch.utils.data._utils import signal_handling
+
+    if getattr(it, "_worker_pids_set", False):
+        try:
+            signal_handling._remove_worker_pids(id(it))
+        except (RuntimeError, AttributeError):
+            pass
+        it._worker_pids_set = False
 
 
 def pss(pid: int) -> int | None:
