@@ -221,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         return only(args.only, args.keyword)
     command = "python " + " ".join(shlex.quote(a) for a in ["-m", "scripts.faults", *argv])
     started = datetime.datetime.now(datetime.timezone.utc)
+    load_before = os.getloadavg()   # the suite's run times are the machine's as loaded then
     tag = uuid.uuid4().hex
     os.environ[faulty.TAG_VAR] = tag
     shm_before = faulty.shm_names()
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(out_root, ignore_errors=True)
 
     text = render(rows, kill, leftover, shm_leaks, hang_times, tt, orphans_reported, suite_s, command, started,
-                  checks, issue31_orphans)
+                  checks, issue31_orphans, loads=(load_before, os.getloadavg()))
     print(text)
     os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
     with open(args.report, "w") as fh:
@@ -331,7 +332,7 @@ def only(parts: list[str], keyword: str | None) -> int:
 
 
 def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_reported, suite_s,
-           command, started, checks=(), issue31_orphans=()) -> str:
+           command, started, checks=(), issue31_orphans=(), loads=None) -> str:
     import psutil
     import torch
 
@@ -346,6 +347,8 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
              f"torch {torch.__version__}",
              f"- every run: `--budget {BUDGET}`, `--batch-size 16` unless stated, `trial_timeout={tt:g}` s; "
              f"suite wall time {suite_s:.0f} s",
+             *([f"- load average (1, 5, 15 min; uptime's): {', '.join(f'{x:.2f}' for x in loads[0])} at the start, "
+                f"{', '.join(f'{x:.2f}' for x in loads[1])} at the end"] if loads else []),
              "",
              "## Faults by class", "",
              "Survived = the tuner completed, every failed trial names the expected cause, and the pick "
