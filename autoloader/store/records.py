@@ -130,11 +130,17 @@ class Inputs:
     # run's first seconds went (the trial process's interpreter and torch, the dataset, the step,
     # each profile stage). Empty in older results.
     parts: tuple[tuple[str, float, float], ...] = ()
+    # What set max_memory: "given" (--max-memory), "ram" (the RAM available), "cgroup" (the
+    # cgroup's room: NOTE [ Reading the cgroup ] in inputs/cgroup.py); and the cgroup's memory
+    # limit where one binds. None in older results.
+    max_memory_by: str | None = None
+    cgroup_limit: int | None = None
 
     def to_dict(self) -> dict:
         return {"step": self.step, "allow_reorder": self.allow_reorder, "max_memory": self.max_memory,
                 "shm_free": self.shm_free, "timeline": [list(mark) for mark in self.timeline],
-                "step_identity": self.step_identity, "parts": [list(part) for part in self.parts]}
+                "step_identity": self.step_identity, "parts": [list(part) for part in self.parts],
+                "max_memory_by": self.max_memory_by, "cgroup_limit": self.cgroup_limit}
 
     @classmethod
     def from_dict(cls, value: object, name: str = "inputs") -> "Inputs | None":
@@ -152,7 +158,9 @@ class Inputs:
                    checks.flag(data.get("allow_reorder"), f"{name}.allow_reorder", optional=True),
                    checks.count(data.get("max_memory"), f"{name}.max_memory"),
                    checks.count(data.get("shm_free"), f"{name}.shm_free"), tuple(timeline),
-                   checks.text(data.get("step_identity"), f"{name}.step_identity"), tuple(parts))
+                   checks.text(data.get("step_identity"), f"{name}.step_identity"), tuple(parts),
+                   checks.text(data.get("max_memory_by"), f"{name}.max_memory_by"),
+                   checks.count(data.get("cgroup_limit"), f"{name}.cgroup_limit"))
 
 
 def _marks(data: dict, name: str, key: str, shape: str) -> list[tuple[str, list]]:

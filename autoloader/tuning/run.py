@@ -169,6 +169,7 @@ class Run:
                                         fleet=given,
                                         notice=lambda line: self.progress(FleetPushed(line)))
         loaded = store.reread(self.options.limits, info.code)
+        ceiling = self.options.ceiling
         # The previous result, read before this run replaces it: its pick joins the final.
         self.before = previous(self.options.out, problem.hardware, key, self.options.storage)
         self.progress(TuneStarted(key, info, resumed=len(loaded.trials), retried=loaded.limit_raised,
@@ -177,6 +178,8 @@ class Run:
                                   moved_aside=store.moved_aside, stale=store.stale_repaired, device=problem.device,
                                   cpus=problem.hardware.cpus, ranks=self.ranks.ranks, budget=self.clock.budget,
                                   max_memory=self.options.limits.max_memory, storage=store.shown_url,
+                                  ceiling_by=ceiling.by if ceiling else None,
+                                  cgroup_limit=ceiling.cgroup.limit if ceiling and ceiling.cgroup else None,
                                   max_workers=self.space.max_workers, uncapped=self.uncapped))
         if store.write_failed:
             self.progress(TrialsUnstored(store.write_failed))
