@@ -117,7 +117,8 @@ class Run:
             # Without a final the bursts choose: only those whose forecast fits (final_configs).
             fitting = [t for t in history if t.status != OK or self.memory.fits(t.config, history)]
             fitting = fitting if any(t.status == OK for t in fitting) else history
-            pick = choose(finals, fitting, control=strategy.control, widen=load.widen, narrow=narrow)
+            pick = choose(finals, fitting, control=strategy.control, widen=load.widen, narrow=narrow,
+                          cpus=strategy.cpus)
             return self._record(started, profile, model, strategy, history, finals, pick, load)
         except AutoloaderError as exc:
             if self.store is not None and not exc.resumable:
@@ -321,12 +322,13 @@ class Run:
         chosen = final_configs(strategy.finalists(history), strategy.control, previous_pick, history,
                                lambda config: self.memory.fits(config, history), strategy.model_pick(history))
         decide = lambda finals: choose(finals, history, strategy.control,  # noqa: E731
-                                       narrow=strategy.short_of_headroom([f.config for f in finals], history))
+                                       narrow=strategy.short_of_headroom([f.config for f in finals], history),
+                                       cpus=strategy.cpus)
         finals = final.run(chosen, history, strategy.control, previous_pick, decide,
                            opening_round(history, chosen, self._own_from))
         load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
         narrow = strategy.short_of_headroom([f.config for f in finals], history)
-        finals = final.recheck(finals, history, load, strategy.control, narrow)
+        finals = final.recheck(finals, history, load, strategy.control, narrow, strategy.cpus)
         if self.before is not None and previous_pick is not None and not load.busy:   # NOTE [ Drift ]
             finals = final.settle(finals, history, previous_pick, lambda now: settled(
                 self.before, now, previous_pick, self.ranks.ranks, self.options.thresholds))
