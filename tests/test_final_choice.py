@@ -223,3 +223,12 @@ def test_without_a_final_a_burst_past_the_cores_needs_the_margin_over_num_worker
     assert choose([], history, cpus=2).config == two
     far = [trial(zero, 200.0, 0.5), trial(two, 320.0, 0.1), trial(eight, 400.0, 0.1)]
     assert choose([], far, cpus=2).config == eight
+
+
+def test_a_pick_past_the_cores_not_beaten_past_the_noise_gives_way_to_num_workers_cpus():
+    """w2 ran only in the search (a burst), the final held w8 and the rule: w8 was never held
+    against w2, so w2 is the pick, not the rule within the cores."""
+    zero, one, two, eight = cfg(0), cfg(1), cfg(2), cfg(8)
+    finals = [Finalist(eight, (330.0, 335.0, 332.0)), Finalist(one, (300.0, 303.0, 301.0))]
+    history = [trial(zero, 200.0, 0.5), trial(one, 300.0, 0.1), trial(two, 325.0, 0.1), trial(eight, 330.0, 0.1)]
+    assert choose(finals, history, control=one, cpus=2).config == two

@@ -22,9 +22,10 @@ for CPU-bound samples they share the cores and add their start and their copies.
 cores therefore stands only where num_workers = CPUs ran in the final beside it and the paired
 rounds show the pick faster beyond the noise band (one round: more than SINGLE_ROUND_MARGIN
 above it); the search measures that config whenever its pick is past the cores
-(model_first.py). Otherwise the choice is made again among the configs within the cores, the
-same rule on them: the tie rule's cheaper config can only be one that ran, so a pick past the
-cores is never handed back beside a count of workers the run did not measure.
+(model_first.py). Otherwise num_workers = CPUs is the pick (the pick's own settings where those
+ran); where it never ran (it failed, or no time was left), the choice is made again among the
+configs within the cores that ran, the same rule on them. A pick past the cores is never handed
+back beside a count of workers the run did not measure.
 """
 
 from __future__ import annotations
@@ -132,6 +133,16 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
     chosen = _choose(finals, history, control, widen, narrow)
     if cpus is None or chosen.config.num_workers <= cpus or beats_the_cores(chosen, finals, history, cpus):
         return chosen
+    # num_workers = CPUs, where it ran: the pick's own settings first, then the best-read.
+    cores = chosen.config.replace(num_workers=cpus)
+    ran = [f for f in finals if f.config.num_workers == cpus and f.rates]
+    if ran:
+        return _with_trial(next((f for f in ran if f.config == cores), max(ran, key=lambda f: f.round_median)),
+                           history)
+    bursts = [t for t in history if t.config.num_workers == cpus and t.status == OK and t.samples_per_s]
+    if bursts:
+        best = next((t for t in bursts if t.config == cores), max(bursts, key=lambda t: t.samples_per_s))
+        return Finalist(best.config, trial=best)
     inside = [f for f in finals if f.config.num_workers <= cpus]
     within = [t for t in history if t.config.num_workers <= cpus]
     if not inside and not any(t.status == OK and t.samples_per_s for t in within):
