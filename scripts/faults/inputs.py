@@ -131,7 +131,9 @@ def best_loader_main(out: str) -> int:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", AutoloaderWarning)
-        loader = best_loader(ByName(), batch_size=16, budget=10, device="cpu", out=out, trial_timeout=20)
+        # tune="before": the tune whose result cannot be stored (in the run, the loader stores it later)
+        loader = best_loader(ByName(), batch_size=16, budget=10, device="cpu", out=out, trial_timeout=20,
+                             tune="before")
     print(json.dumps({"batch_size": loader.batch_size, "num_workers": loader.num_workers,
                       "warnings": [str(w.message) for w in caught if issubclass(w.category, AutoloaderWarning)]}))
     return 0
