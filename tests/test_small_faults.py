@@ -233,8 +233,8 @@ class _LeakToTheLast:
     left under the limit it lowers on its first read in a process (to what is open then plus
     ``headroom``): the worker's own bookkeeping, not the dataset, is what meets EMFILE."""
 
-    def __init__(self, spare: int = 1, headroom: int = 64):
-        self.spare, self.headroom, self.kept, self.room = spare, headroom, [], None
+    def __init__(self, spare: int = 1, headroom: int = 64, to_the_exit: bool = False):
+        self.spare, self.headroom, self.kept, self.room, self.to_the_exit = spare, headroom, [], None, to_the_exit
 
     def __len__(self) -> int:
         return 100_000
@@ -251,12 +251,23 @@ class _LeakToTheLast:
                 limit += 1
             resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
             self.room = self.headroom
+            if self.to_the_exit:   # at the process's exit, before its temporary folder's removal: every one left
+                from multiprocessing import util
+
+                util.Finalize(None, self._take_the_rest, exitpriority=10)
         if len(self.kept) < self.room - self.spare:
             self.kept.append(open(os.devnull))
         return torch.full((64,), float(index))
 
+    def _take_the_rest(self) -> None:
+        try:
+            while True:
+                self.kept.append(open(os.devnull))
+        except OSError:
+            pass
 
-def _leak_in_workers(hooks: bool, spare: int = 1) -> None:
+
+def _leak_in_workers(hooks: bool, spare: int = 1, to_the_exit: bool = False) -> None:
     """A trial's loader in miniature (this process stands for the trial process): one worker
     whose dataset leaks a descriptor a sample, started with the trial's WorkerInit or none; the
     failure as the trial reads it, printed as JSON."""
@@ -271,7 +282,7 @@ def _leak_in_workers(hooks: bool, spare: int = 1) -> None:
     from torch.utils.data import _utils
 
     _utils.MP_STATUS_CHECK_INTERVAL = 60.0   # the shut-down waits for the worker's exit, however loaded the machine
-    loader = DataLoader(_LeakToTheLast(spare), batch_size=16, num_workers=1, prefetch_factor=1, timeout=10,
+    loader = DataLoader(_LeakToTheLast(spare, to_the_exit=to_the_exit), batch_size=16, num_workers=1, prefetch_factor=1, timeout=10,
                         worker_init_fn=WorkerInit(os.getpid()) if hooks else None)
     it = iter(loader)
     refs = [weakref.ref(it)]
@@ -288,7 +299,7 @@ def _leak_in_workers(hooks: bool, spare: int = 1) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spare", [3, 4], ids=["at-the-hand-over", "at-the-exit"])
+@pytest.mark.parametrize("spare", [3, 16], ids=["at-the-hand-over", "at-the-exit"])
 @pytest.mark.parametrize("hooks", [False, True], ids=["as-before", "trial-worker"])
 def test_a_worker_out_of_descriptors_says_so_without_a_traceback(tmp_path, hooks, spare):
     """NOTE [ A worker out of file descriptors ], with one worker handing over one batch at a
@@ -296,7 +307,7 @@ def test_a_worker_out_of_descriptors_says_so_without_a_traceback(tmp_path, hooks
     batch's storage and its hand-over). 3: the feeder thread cannot share the batch; a plain
     worker prints the feeder's traceback and drops the batch (the loader waits to its timeout); a
     trial's worker ends with its exit code, and the trial reads the dataset's leak with the fix,
-    at once. 4: every batch is handed over;
+    at once. 16: every batch is handed over, and the dataset takes the rest at the worker's exit;
     a plain worker cannot remove its temporary folder at its exit (a traceback, the folder left
     in TMPDIR, the test's own); a trial's worker can (its reserve). Neither shows a traceback."""
     import json
@@ -306,7 +317,7 @@ def test_a_worker_out_of_descriptors_says_so_without_a_traceback(tmp_path, hooks
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     code = ("import sys; sys.path.insert(0, 'tests'); from test_small_faults import _leak_in_workers as f; "
-            f"f({hooks}, {spare})")
+            f"f({hooks}, {spare}, to_the_exit={spare == 16})")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120,
                          env={**os.environ, "TMPDIR": str(tmp)})
     said = json.loads(run.stdout.strip().splitlines()[-1])
