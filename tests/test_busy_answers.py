@@ -272,7 +272,7 @@ def test_a_result_tuned_beside_spinners_is_reused_only_as_provisional_and_a_quie
     assert sum("provisional" in text for text in line(reused[0]).splitlines()) == 1
     stored = api._stored_result(api.built_problem(api._dataset_object(f"{WHERE}:small"), f"{WHERE}:small",
                                                   batch_size=8, device="cpu"), out)[0]
-    handed = handed_out(stored.config, stored.control, stored.finals, stored.trials)
+    handed = handed_out(stored.config, stored.rule, stored.finals, stored.trials)
     for loader in (first, second):
         assert (loader.num_workers, loader.batch_size) == (handed.num_workers, handed.batch_size)
     quiet = background()

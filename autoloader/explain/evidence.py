@@ -44,7 +44,7 @@ class Evidence:
     samples_per_s: float
     trials: tuple[TrialResult, ...] = ()
     finals: tuple[Finalist, ...] = ()
-    control: LoaderConfig | None = None
+    rule: LoaderConfig | None = None
     step_given: bool | None = None
     allow_reorder: bool | None = None
     max_memory: int | None = None
@@ -185,7 +185,7 @@ class Evidence:
         return cls(profile=result.profile, calibration=result.calibration or Calibration(),
                    device=result.device or "cpu", pick=result.config,
                    samples_per_s=float(result.samples_per_s) / result.ranks, trials=trials,
-                   finals=tuple(result.finals), control=result.control,
+                   finals=tuple(result.finals), rule=result.rule,
                    step_given=(inputs.step is not None) if inputs is not None else None, allow_reorder=allow,
                    max_memory=max_memory, shm_free=inputs.shm_free if inputs is not None else None,
                    ranks=result.ranks, cpus=result.hardware.cpus, knee=result.knee, tune_seconds=result.tune_seconds,

@@ -87,9 +87,9 @@ def in_flight(config: LoaderConfig, batch_bytes: int) -> int:
 def grid(cpus: int, batch_size: int, device: str, size: int | None = None, batch_bytes: int = 0,
          room: int | None = None) -> tuple[list[LoaderConfig], list[LoaderConfig]]:
     """(the grid the pick is measured against, the configs left out): no workers, a quarter of the
-    CPUs, the rule (first: the control), 1.5 per CPU with prefetch 8, 3 per CPU; duplicates
+    CPUs, the rule (first), 1.5 per CPU with prefetch 8, 3 per CPU; duplicates
     dropped, ``size`` kept; one whose batches in flight pass ``room`` bytes left out (the rule
-    never: it is the control)."""
+    never: the pick is held against it)."""
     space = search_space((batch_size,), cpus, device)
     rule = heuristic_config(space, cpus, batch_size)
     configs = [rule, rule.replace(num_workers=0), rule.replace(num_workers=max(1, cpus // 4)),
