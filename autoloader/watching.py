@@ -54,6 +54,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 import psutil
 
+from .batches import samples_in
 from .errors import usage
 from .events import Event
 from .events.lines import rate
@@ -417,19 +418,10 @@ def _ready(it: Any) -> bool | None:
 
 
 def samples_of(batch: Any, loader: Any) -> int:
-    """The samples of a batch: the first dimension of its first tensor (or array)."""
-    seen = batch
-    for _ in range(8):
-        shape = getattr(seen, "shape", None)
-        if shape is not None and len(shape) > 0:
-            return int(shape[0])
-        if isinstance(seen, dict) and seen:
-            seen = next(iter(seen.values()))
-        elif isinstance(seen, (list, tuple)) and seen:
-            seen = seen[0]
-        else:
-            break
-    size = getattr(loader, "batch_size", None)
+    """The samples of a batch (batches.samples_in), else the loader's batch size."""
+    samples, size = samples_in(batch, None), getattr(loader, "batch_size", None)
+    if samples is not None:
+        return samples
     return size if isinstance(size, int) and size > 0 else 1
 
 

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..batches import samples_in
 from ..search.burst_rule import BurstSettings
 from ..search.paired import t95   # Student's t, one table for the house (df = blocks - 1)
 
@@ -52,31 +53,6 @@ class BurstMeasurement:
     window_end_wall: float
     pruned: bool = False
     lead_s: float = 0.0     # the first batch's end to the window's start: the first clump skipped
-
-
-def batch_size_of(batch: Any) -> int:
-    """Samples in a collated batch: the leading dimension of its first tensor."""
-    if hasattr(batch, "shape") and len(getattr(batch, "shape", ())) > 0:
-        return int(batch.shape[0])
-    if isinstance(batch, dict) and batch:
-        return batch_size_of(next(iter(batch.values())))
-    if isinstance(batch, (list, tuple)) and batch:
-        first = batch[0]
-        if hasattr(first, "shape") or isinstance(first, (dict, list, tuple)):
-            return batch_size_of(first)
-        return len(batch)
-    return 1
-
-
-def tensor_bytes(obj: Any) -> int:
-    """Bytes of the tensors in a batch (dicts, lists and tuples of them)."""
-    if hasattr(obj, "element_size") and hasattr(obj, "nelement"):
-        return int(obj.element_size() * obj.nelement())
-    if isinstance(obj, dict):
-        return sum(tensor_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(tensor_bytes(v) for v in obj)
-    return 0
 
 
 class Timer:
@@ -124,7 +100,7 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
     again at each epoch end); ``consume`` is the step; ``epoch_batches`` is None for a dataset of
     unknown length. ``batch_samples(batch, index_in_epoch)`` counts a batch's samples (the
     sampler knows; the default reads the leading dimension). See NOTE [ Honest burst ]."""
-    count = batch_samples or (lambda batch, index: batch_size_of(batch))
+    count = batch_samples or (lambda batch, index: samples_in(batch))
     timer = Timer(device)
     t_begin = time.perf_counter()
     iterator = make_iterator()

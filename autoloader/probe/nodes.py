@@ -31,6 +31,7 @@ import os
 import time
 from typing import Any
 
+from ..batches import bytes_in, samples_in
 from ..errors import usage
 from ..search.knob import NODES
 from ..search.nodes import FACTORY, FACTORY_KEYWORDS, REBUILT, TORCHDATA_FIX, NodesGraph
@@ -59,7 +60,6 @@ def inspect_graph(runner):
     """The set-up's look at a graph (``_Runner.inspect``): one batch made inline, timed."""
     from ..inputs.code_digest import code_fingerprint
     from . import guard
-    from .burst import batch_size_of, tensor_bytes
     from .protocol import DatasetInfo
 
     pipeline = runner.pipeline
@@ -69,9 +69,9 @@ def inspect_graph(runner):
     except StopIteration:
         raise usage("the graph must yield at least one batch", "it yielded none", "check its source") from None
     elapsed = time.perf_counter() - t0
-    count = max(1, batch_size_of(batch))
+    count = max(1, samples_in(batch))
     memory = guard.sample_memory(os.getpid())
-    return DatasetInfo(length=None, sample_seconds=elapsed / count, sample_bytes=max(1, tensor_bytes(batch) // count),
+    return DatasetInfo(length=None, sample_seconds=elapsed / count, sample_bytes=max(1, bytes_in(batch) // count),
                        runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=runner.dataset_bytes,
                        code=code_fingerprint(pipeline.template, runner.step, {"map_fn": pipeline.chain[-1].map_fn}),
                        threads=runner.torch.get_num_threads(), nodes=pipeline.graph)
@@ -267,8 +267,7 @@ def stop(obj: Any, depth: int = 0) -> None:
             stop(child, depth + 1)
 
 
-def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, tensor_bytes, batch_size_of, beat,
-                  batches: int = 12):
+def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, beat, batches: int = 12):
     """The graph's profile: its batches made inline (no workers, no prefetch), each timed, and the
     consumer on one; one worker's start-up at the graph's method. The parts a DataLoader has and a
     graph has not (collate apart, the receive from a worker) are 0: the bursts measure the rest."""
@@ -288,7 +287,7 @@ def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, tensor_byte
             except StopIteration:
                 break
             times.append(time.perf_counter() - t0)
-            sizes.append(max(1, batch_size_of(batch)))
+            sizes.append(max(1, samples_in(batch)))
             beat()
     finally:
         stop(loader)
@@ -309,7 +308,7 @@ def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, tensor_byte
         stop(loader)
     sample_s = tuple(t / n for t, n in zip(times, sizes))
     return Profile(batch_size=config.batch_size, sample_s=sample_s, collate_s=0.0,
-                   sample_bytes=max(1, tensor_bytes(batch) // sizes[-1]), recv_s=0.0, pin_s=None,
+                   sample_bytes=max(1, bytes_in(batch) // sizes[-1]), recv_s=0.0, pin_s=None,
                    h2d_pinned_s=None, h2d_pageable_s=None, step_s=sorted(steps)[1], startup_s=startup,
                    worker_pss=None, cpus=usable_cpus(), epoch_batches=None,
                    seconds=time.perf_counter() - t_begin)

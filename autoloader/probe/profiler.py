@@ -66,10 +66,11 @@ import threading
 import time
 from typing import Any, Callable
 
+from ..batches import bytes_in, map_tensors
 from ..inputs.hardware import usable_cpus
 from ..search.profile import Profile
 from ..search.uint8 import BYTES_MATTER
-from .timing import _cpu_availability, _map, _RunQueue, _timed, _unqueued, _warm_time
+from .timing import _cpu_availability, _RunQueue, _timed, _unqueued, _warm_time
 from .transfer import _busy_depth, _busy_receive, _transfer
 from .uint8 import uint8_cost
 
@@ -96,7 +97,7 @@ THREAD_SECONDS = 0.6
 
 
 def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[[Any], Any], device: str,
-                tensor_bytes: Callable[[Any], int], memory_of: Callable[[int], int | None],
+                memory_of: Callable[[int], int | None],
                 beat: Callable[[], None] = lambda: None, memory_budget: int | None = None,
                 limit_s: float | None = None, step_stall_s: float | None = None) -> Profile:
     """Measure the profile of ``dataset`` at ``batch_size`` (see the module docstring).
@@ -182,14 +183,14 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         collate_s = elapsed * batch_size / len(group)
     finally:
         torch.set_num_threads(threads)
-    sample_bytes = max(1, tensor_bytes(batch) // len(group))
+    sample_bytes = max(1, bytes_in(batch) // len(group))
     if len(group) < batch_size:
         batch = collate([samples[i % len(samples)] for i in range(batch_size)])
     # The loop's own collate (no workers): its intra-op threads, and the batch pinned in place.
     collate_main_s, batch = _unqueued(lambda: collate([samples[i % len(samples)] for i in range(batch_size)]), queue)
     pin_local_s = None
     if cuda:
-        pin_local_s = _warm_time(lambda: _map(batch, lambda t: t.pin_memory()))
+        pin_local_s = _warm_time(lambda: map_tensors(batch, lambda t: t.pin_memory()))
 
     stages = [("samples", time.perf_counter() - t_begin)]
     beat()
@@ -200,13 +201,13 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         small = None
     # Past the share, the loop's own pin and copies stand in for the replay, as for a batch too big.
     transfer = None if past(STAGE_ROOM_S) else _transfer(
-        batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue, small, tensor_bytes, beat,
+        batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue, small, beat,
         lambda call: _beating(call, beat, within_share()))
     if transfer is None:   # too big to replay here: the loop's own pin and copies stand in
-        pinned = _map(batch, lambda t: t.pin_memory()) if cuda else None
-        transfer = (0.0, _warm_time(lambda: _map(batch, lambda t: t.pin_memory())) if cuda else None,
-                    _timed(lambda: _map(pinned, lambda t: t.to(device, non_blocking=True)), sync)[0] if cuda else None,
-                    _timed(lambda: _map(batch, lambda t: t.to(device)), sync)[0] if cuda else None)
+        pinned = map_tensors(batch, lambda t: t.pin_memory()) if cuda else None
+        transfer = (0.0, _warm_time(lambda: map_tensors(batch, lambda t: t.pin_memory())) if cuda else None,
+                    _timed(lambda: map_tensors(pinned, lambda t: t.to(device, non_blocking=True)), sync)[0] if cuda else None,
+                    _timed(lambda: map_tensors(batch, lambda t: t.to(device)), sync)[0] if cuda else None)
         del pinned
         transfer = (*transfer, None)
     recv_s, pin_s, h2d_pinned_s, h2d_pageable_s, recv_fixed_s = transfer
@@ -216,13 +217,13 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     uint8 = None
     if batch_size * sample_bytes >= BYTES_MATTER and not past(STAGE_ROOM_S):
         beat()
-        uint8 = uint8_cost(samples, batch, batch_size, collate, device, sync, tensor_bytes, queue, pin_local_s,
+        uint8 = uint8_cost(samples, batch, batch_size, collate, device, sync, queue, pin_local_s,
                            h2d_pinned_s, h2d_pageable_s)
         stage("uint8")
 
     beat()
     # 3. the consumer on a resident batch.
-    resident = _map(batch, lambda t: t.to(device)) if cuda else batch
+    resident = map_tensors(batch, lambda t: t.to(device)) if cuda else batch
     # A call of the step is progress up to the user's own timeout (NOTE [ A profile within its share ]).
     w0 = time.perf_counter()
     _beating(lambda: (consume(resident), sync()), beat, step_stall_s)

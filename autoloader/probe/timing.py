@@ -12,17 +12,6 @@ from typing import Any, Callable
 WARM_REPEATS = 2
 
 
-def _map(obj: Any, fn: Callable) -> Any:
-    if hasattr(obj, "pin_memory") and hasattr(obj, "to"):
-        return fn(obj)
-    if isinstance(obj, dict):
-        return {k: _map(v, fn) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        items = [_map(v, fn) for v in obj]
-        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
-    return obj
-
-
 class _RunQueue:
     """Seconds the calling thread has waited for a CPU so far (Linux's schedstat: time runnable
     but not running), or 0 where it cannot be read (NOTE [ A profile read under load ])."""

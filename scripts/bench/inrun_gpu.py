@@ -262,9 +262,9 @@ def run_workload(bench: Bench, name: str, args) -> None:
     step = getattr(workloads, f"{name}_step")()
     batch_size, cpus, device = spec.batch_size, usable_cpus(), args.device
     from autoloader.inputs.hardware import available_memory, shm_free
-    from autoloader.inrun.quick import tensor_bytes
+    from autoloader.batches import bytes_in
 
-    batch_bytes = tensor_bytes(next(iter(DataLoader(base, batch_size=batch_size))))
+    batch_bytes = bytes_in(next(iter(DataLoader(base, batch_size=batch_size))))
     shm = shm_free()
     room = int(min(MEMORY_SHARE * available_memory(), MEMORY_SHARE * shm if shm else float("inf")))
     configs, left_out = grid(cpus, batch_size, device, args.grid, batch_bytes, room)
