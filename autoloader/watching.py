@@ -62,7 +62,7 @@ from .explain.thresholds import BALANCED_WITHIN, CORES_FULL, HIGHLY_INPUT_BOUND,
 from .explain.verdict import PART_WORDS, level_of
 from .inputs.hardware import usable_cpus
 
-__all__ = ["Epoch", "Watch", "WatchReport", "Watched", "check", "samples_of", "watch", "workers_of"]
+__all__ = ["Epoch", "Reporting", "Watch", "WatchReport", "Watched", "check", "samples_of", "watch", "workers_of"]
 
 # The verdict classes a watch can name: explain/verdict.KINDS less what it cannot see (memory
 # limits, the copy: NOTE [ What the loop waits for ]).
@@ -170,7 +170,33 @@ class _Window:
         self.step_s += seconds
 
 
-class Watch:
+class Reporting:
+    """What a watcher keeps of its reports (its ``_reports`` list, said to ``_progress``): the
+    latest, all of them, and a new one added (``Watch`` and Lightning's ``WatchCallback``)."""
+
+    _reports: list
+    _progress: Callable | None
+
+    def report(self) -> WatchReport | None:
+        """The latest report (None before the first).
+
+        Returns:
+            The ``WatchReport`` last logged: after ``every`` steps, or the epoch's end.
+        """
+        return self._reports[-1] if self._reports else None
+
+    @property
+    def reports(self) -> tuple[WatchReport, ...]:
+        """Every report so far, in order."""
+        return tuple(self._reports)
+
+    def _emit(self, report: WatchReport) -> None:
+        self._reports.append(report)
+        if self._progress is not None:
+            self._progress(Watched(report))
+
+
+class Watch(Reporting):
     """A DataLoader, watched: iterate it as the loader (``watch``'s docstring)."""
 
     def __init__(self, loader: Iterable, every: int, progress: Callable | None):
@@ -209,24 +235,6 @@ class Watch:
     def loader(self) -> Iterable:
         """The loader watched, itself."""
         return self._loader
-
-    def report(self) -> WatchReport | None:
-        """The latest report (None before the first).
-
-        Returns:
-            The ``WatchReport`` last logged: after ``every`` steps, or the epoch's end.
-        """
-        return self._reports[-1] if self._reports else None
-
-    @property
-    def reports(self) -> tuple[WatchReport, ...]:
-        """Every report so far, in order."""
-        return tuple(self._reports)
-
-    def _emit(self, report: WatchReport) -> None:
-        self._reports.append(report)
-        if self._progress is not None:
-            self._progress(Watched(report))
 
 
 class Epoch:

@@ -23,6 +23,16 @@ def gib(n: int | None) -> str:
     return "-" if not n else f"{n / 2**30:.2f} GiB"
 
 
+def size(nbytes: float | None) -> str:
+    """Bytes as people read them: GiB, MiB or KiB to a tenth, whole bytes below; "-" for none."""
+    if nbytes is None:
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
 def mib(n: float) -> str:
     return f"{n / 2**20:,.0f} MiB"
 

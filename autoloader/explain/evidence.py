@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..errors import usage
-from ..events.lines import rate  # noqa: F401  (the one rate formatter; verdict and ceiling take it from here)
+# The one rate and size formatters (events/lines.py): verdict and ceiling take them from here.
+from ..events.lines import rate, size  # noqa: F401
 from ..search.choice import Finalist
 from ..search.knee import Knee
 from ..search.model import Calibration, Model, Prediction
@@ -304,15 +305,6 @@ def ms(seconds: float) -> str:
     if seconds >= 1:
         return f"{seconds:.2f} s"
     return f"{seconds * 1e3:.2f} ms" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
-
-
-def size(nbytes: float | None) -> str:
-    if nbytes is None:
-        return "-"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 def pct(share: float) -> str:

@@ -252,13 +252,10 @@ def stop(obj: Any, depth: int = 0) -> None:
     ``_shutdown``), root to leaves: a finished trial's workers must not run into the next one."""
     if obj is None or depth > 64:
         return
+    from .workers import shut_down
+
     it = getattr(obj, "_it", None)
-    shutdown = getattr(it, "_shutdown", None)
-    if shutdown is not None:
-        try:
-            shutdown()
-        except Exception:  # noqa: BLE001 - best effort; the reaper ends what is left
-            pass
+    shut_down(it, "_shutdown")
     if it is not None and it is not obj:
         stop(it, depth + 1)
     for attr in ("root", "source"):

@@ -107,6 +107,17 @@ class WorkerInit:
             self.inner(worker_id)
 
 
+def shut_down(obj, method: str) -> None:
+    """Call ``obj``'s shutdown ``method`` where it has one, best effort: the reaper kills what
+    it leaves."""
+    shutdown = getattr(obj, method, None)
+    if shutdown is not None:
+        try:
+            shutdown()
+        except Exception:  # noqa: BLE001 - best effort; the reaper kills what is left
+            pass
+
+
 def shutdown_iterators(iterators: list) -> None:
     """Stop a trial's DataLoader workers now, whatever state the trial left them in.
 
@@ -122,12 +133,7 @@ def shutdown_iterators(iterators: list) -> None:
         it = ref()
         if it is None:
             continue
-        shutdown = getattr(it, "_shutdown_workers", None)
-        if shutdown is not None:
-            try:
-                shutdown()
-            except Exception:  # noqa: BLE001 - best effort; the reaper kills what is left
-                pass
+        shut_down(it, "_shutdown_workers")
         if getattr(it, "_worker_pids_set", False):
             try:
                 signal_handling._remove_worker_pids(id(it))
