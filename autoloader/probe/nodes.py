@@ -36,6 +36,7 @@ from ..errors import usage
 from ..search.knob import NODES
 from ..search.nodes import FACTORY, FACTORY_KEYWORDS, REBUILT, TORCHDATA_FIX, NodesGraph
 from ..search.space import LoaderConfig
+from .timing import timed_batches
 
 __all__ = ["Pipeline", "inline", "inspect_graph", "is_nodes", "load", "stop", "torchdata_nodes"]
 
@@ -276,16 +277,12 @@ def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, beat, batch
     loader = pipeline.build(inline)
     times, sizes, batch = [], [], None
     try:
-        it = iter(loader)
-        for _ in range(batches):
-            t0 = time.perf_counter()
-            try:
-                batch = next(it)
-            except StopIteration:
-                break
-            times.append(time.perf_counter() - t0)
+        for batch, called, returned in timed_batches(iter(loader)):
+            times.append(returned - called)
             sizes.append(max(1, samples_in(batch)))
             beat()
+            if len(times) == batches:
+                break
     finally:
         stop(loader)
     if not times:

@@ -6,10 +6,22 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 # Timed calls of a pin after its untimed first (NOTE [ Warm pinning ]).
 WARM_REPEATS = 2
+
+
+def timed_batches(iterator: Any) -> Iterator[tuple[Any, float, float]]:
+    """``iterator``'s batches, each with the moments (``time.perf_counter``) its ``next`` was
+    called and returned."""
+    while True:
+        t0 = time.perf_counter()
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        yield batch, t0, time.perf_counter()
 
 
 class _RunQueue:
