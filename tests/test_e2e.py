@@ -220,8 +220,9 @@ def test_best_loader_takes_tunes_arguments_and_keeps_them_from_the_dataloader(ou
     assert os.path.isfile(os.path.join(out_dir, "study.db")), "the storage given was used"
     events = []
     again = best_loader(Tiny(256), batch_sizes=[16, 32], budget=10, device="cpu", out=out_dir,
-                        trial_timeout=30, storage=storage, progress=lambda event: events.append(event.kind))
-    assert events == ["reused", "applied"], "the stored result for these batch sizes was not found: it tuned again"
+                        trial_timeout=30, storage=storage, progress=lambda event: events.append(event))
+    assert [e.kind for e in events] == ["reused", "applied"], \
+        f"the stored result for these batch sizes was not found: it tuned again: {[e.line for e in events][:2]}"
     assert again.batch_size == loader.batch_size
 
 

@@ -213,7 +213,8 @@ def test_a_real_tune_hands_a_callback_typed_events_and_logs_each_of_them(out_dir
     closing = seen[-1]   # NOTE [ The closing line ] in api.py
     assert closing.tuned == result.tuned and not closing.reused and closing.path == result.path and closing.to is None
     assert closing.line.startswith(f"autoloader: picked batch_size=16, num_workers={result.config.num_workers}")
-    assert closing.line.endswith(f"(tuned now, {rate(result.samples_per_s)}; result {result.path})")
+    provisional = "; provisional" if result.tuned.provisional else ""   # NOTE [ A provisional pick ]
+    assert closing.line.endswith(f"(tuned now{provisional}, {rate(result.samples_per_s)}; result {result.path})")
     trials = [e for e in seen if isinstance(e, ev.TrialDone)]
     assert [e.n for e in trials] == list(range(1, len(trials) + 1))
     assert [e.result.config for e in trials] == [t.config for t in result.trials]

@@ -191,3 +191,44 @@ def test_the_choice_ranks_over_every_paired_round_the_openings_too():
     # Without the opening the final's two rounds are all there is, and they decide as before.
     bare = [Finalist(f.config, f.rates, f.waits) for f in finals]
     assert choose(bare, history, rule=rule).config == rule
+
+
+# --- past the cores (NOTE [ Past the cores ] in choice.py) -----------------------------------------
+
+def test_a_pick_past_the_cores_stands_only_beaten_past_the_noise():
+    """On 2 CPUs, 8 workers read a little ahead of 2 in rounds that disagree: a tie, and the cores
+    win it. Read clearly ahead in every round, the 8 workers stand."""
+    two, eight, one = cfg(2), cfg(8), cfg(1)
+    close = [Finalist(eight, (330.0, 316.0, 335.0)), Finalist(two, (320.0, 325.0, 318.0)),
+             Finalist(one, (250.0, 255.0, 252.0))]
+    assert choose(close, [], rule=one, cpus=2).config == two
+    clear = [Finalist(eight, (400.0, 410.0, 405.0)), Finalist(two, (320.0, 325.0, 318.0)),
+             Finalist(one, (250.0, 255.0, 252.0))]
+    assert choose(clear, [], rule=one, cpus=2).config == eight
+
+
+def test_a_pick_past_the_cores_without_num_workers_cpus_measured_is_not_handed_back():
+    """The issue's nightly run: w0, w1 and w8 measured on 2 CPUs, w2 never; w8 read best. The
+    pick is one of those within the cores that ran, never w8 beside an unmeasured w2."""
+    zero, one, eight = cfg(0), cfg(1), cfg(8)
+    finals = [Finalist(eight, (330.0, 335.0, 332.0)), Finalist(one, (300.0, 303.0, 301.0))]
+    history = [trial(zero, 200.0, 0.5), trial(one, 300.0, 0.1), trial(eight, 330.0, 0.1)]
+    assert choose(finals, history, rule=one).config == eight
+    assert choose(finals, history, rule=one, cpus=2).config == one
+
+
+def test_without_a_final_a_burst_past_the_cores_needs_the_margin_over_num_workers_cpus():
+    zero, two, eight = cfg(0), cfg(2), cfg(8)
+    history = [trial(zero, 200.0, 0.5), trial(two, 320.0, 0.1), trial(eight, 330.0, 0.1)]
+    assert choose([], history, cpus=2).config == two
+    far = [trial(zero, 200.0, 0.5), trial(two, 320.0, 0.1), trial(eight, 400.0, 0.1)]
+    assert choose([], far, cpus=2).config == eight
+
+
+def test_a_pick_past_the_cores_not_beaten_past_the_noise_gives_way_to_num_workers_cpus():
+    """w2 ran only in the search (a burst), the final held w8 and the rule: w8 was never held
+    against w2, so w2 is the pick, not the rule within the cores."""
+    zero, one, two, eight = cfg(0), cfg(1), cfg(2), cfg(8)
+    finals = [Finalist(eight, (330.0, 335.0, 332.0)), Finalist(one, (300.0, 303.0, 301.0))]
+    history = [trial(zero, 200.0, 0.5), trial(one, 300.0, 0.1), trial(two, 325.0, 0.1), trial(eight, 330.0, 0.1)]
+    assert choose(finals, history, rule=one, cpus=2).config == two

@@ -61,13 +61,15 @@ SCRIPT = """import sys
 sys.path.insert(0, {tests!r})
 from hang_workloads import Small
 from autoloader import {entry}
-{guard}{indent}result = {entry}(Small(), batch_size=16, budget={budget}, device="cpu", out={out!r})
+{guard}{indent}result = {entry}(Small(), batch_size=16, budget={budget}, device="cpu", out={out!r}{before})
 {indent}print("DONE", type(result).__name__)
 """
 
 
 def _script(path, entry: str, out: str, guarded: bool = False, budget: int = 10) -> str:
+    # best_loader tunes before the run here, as tune() does: these tests are of the trial process.
     text = SCRIPT.format(tests=TESTS_DIR, entry=entry, out=out, budget=budget,
+                         before=', tune="before"' if entry == "best_loader" else "",
                          guard='if __name__ == "__main__":\n' if guarded else "", indent="    " if guarded else "")
     path.write_text(text)
     return str(path)

@@ -246,3 +246,84 @@ def test_another_config_challenges_the_pick_in_the_final_only_from_past_a_rounds
     assert 1.05 < 1.0 + SINGLE_ROUND_MARGIN < 1.15
     assert finalists(1.05) == [pick, strategy.rule]
     assert finalists(1.15) == [pick, four, strategy.rule]
+
+
+def test_a_loose_burst_level_with_the_pick_goes_to_the_final():
+    """The issue's held-out run: the pick's burst read 318/s ±2% and another's 326/s ±26%, within
+    SINGLE_ROUND_MARGIN, yet its interval reaches far past it: it joins the final, where the cheaper
+    would otherwise have won it as a tie without reading it again (NOTE [ Loose readings ]). The
+    same point read tightly stays out, and so does a loose one well behind the pick."""
+    from autoloader.search.model import Prediction
+
+    rate = lambda c: 500.0 if c.num_workers < 2 else 1000.0 + 0.1 * c.num_workers  # noqa: E731
+    strategy = Scripted(rate, fits=lambda c, h: True)
+    strategy.calibration = lambda history: None
+    strategy.model.predict = lambda c, calib=None: Prediction(c, rate(c), rate(c), 0.0, "workers", 0.0)
+    pick = strategy.pick(strategy.predictions([])).config
+    four = pick.replace(num_workers=4)
+
+    def finalists(four_reads, four_interval):
+        history = [TrialResult(strategy.space.default_config(0), OK, samples_per_s=150.0, rel_interval=0.02),
+                   TrialResult(strategy.rule, OK, samples_per_s=300.0, rel_interval=0.02),
+                   TrialResult(pick, OK, samples_per_s=318.0, rel_interval=0.02),
+                   TrialResult(four, OK, samples_per_s=four_reads, rel_interval=four_interval)]
+        return strategy.finalists(history)
+
+    assert finalists(326.0, 0.26) == [pick, four, strategy.rule]
+    assert finalists(326.0, 0.03) == [pick, strategy.rule]
+    assert finalists(300.0, 0.26) == [pick, strategy.rule]   # 6% behind: no tie to call
+
+
+def test_a_loose_burst_challenges_a_pick_that_is_the_rule():
+    from autoloader.search.space import LoaderConfig
+    from autoloader.tuning.final import final_configs
+
+    rule, two = LoaderConfig(32, 1, False, 2, True), LoaderConfig(32, 2, False, 2, True)
+    history = [TrialResult(rule, OK, samples_per_s=318.0, rel_interval=0.02),
+               TrialResult(two, OK, samples_per_s=326.0, rel_interval=0.26)]
+    assert final_configs([two, rule], rule, None, history, pick=rule) == [two, rule]
+    tight = [history[0], TrialResult(two, OK, samples_per_s=326.0, rel_interval=0.03)]
+    assert final_configs([two, rule], rule, None, tight, pick=rule) == []
+
+
+def past_the_cores(workers):
+    """A curve that still rises past the 8 CPUs: 12 workers read 10% above 8."""
+    return 1000.0 * min(workers, 8) / 8 + (100.0 if workers >= 12 else 0.0)
+
+
+def scripted_past_the_cores():
+    from autoloader.search.model import Prediction
+
+    strategy = Scripted(lambda c: past_the_cores(c.num_workers), fits=lambda c, h: True)
+    strategy.calibration = lambda history: None
+    strategy.model.predict = lambda c, calib=None: Prediction(  # noqa: E731
+        c, past_the_cores(c.num_workers), past_the_cores(c.num_workers), 0.0, "workers", 0.0)
+    strategy.model.rate_range = lambda c, calib: (past_the_cores(c.num_workers),) * 2  # noqa: E731
+    return strategy
+
+
+def test_a_pick_past_the_cores_has_num_workers_cpus_measured_and_in_the_final():
+    strategy = scripted_past_the_cores()
+    pick = strategy.pick(strategy.predictions([])).config
+    assert pick.num_workers == 12
+    cores = pick.replace(num_workers=CPUS)
+    history = []
+    while (config := strategy.propose(history)) is not None and len(history) < 6:
+        history.append(TrialResult(config, OK, samples_per_s=past_the_cores(config.num_workers), rel_interval=0.02))
+    measured = [t.config for t in history]
+    assert cores in measured and measured.index(cores) == measured.index(pick) + 1
+    assert strategy.finalists(history)[:2] == [pick, cores]
+    assert strategy.at_cores(cores) is None and strategy.cpus == CPUS
+
+
+def test_a_warm_pick_past_the_cores_measures_num_workers_cpus_before_it_stops():
+    from autoloader.search.warm import Warmed, WarmStart
+
+    strategy = scripted_past_the_cores()
+    pick = strategy.space.default_config(12)
+    warmed = Warmed(strategy, WarmStart(pick, 1100.0, 0.02, may_stop=True), strategy.space)
+    history = []
+    while (config := warmed.propose(history)) is not None and len(history) < 8:
+        history.append(TrialResult(config, OK, samples_per_s=past_the_cores(config.num_workers), rel_interval=0.02))
+    assert pick.replace(num_workers=CPUS) in [t.config for t in history]
+    assert warmed.cpus == CPUS

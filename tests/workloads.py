@@ -206,3 +206,28 @@ def slow_step():
     def step(batch):
         time.sleep(0.25)
     return step
+
+
+class HeavyWorkers(Dataset):
+    """Each worker process holds ``worker_mib`` of its own (allocated and touched on its first
+    sample, as a per-worker cache or a decoder's state would), and each sample sleeps 5 ms (a
+    read), so more workers read faster while each costs memory: past a few, a tight memory limit
+    is passed."""
+
+    def __init__(self, worker_mib: int = 300, length: int = 4096):
+        self.worker_mib = worker_mib
+        self.length = length
+        self._held = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        if self._held is None and torch.utils.data.get_worker_info() is not None:
+            self._held = np.ones(self.worker_mib * 2**20, dtype=np.uint8)
+        time.sleep(0.005)
+        return torch.full((16,), float(index))
+
+
+def heavy_workers() -> HeavyWorkers:
+    return HeavyWorkers()

@@ -68,6 +68,9 @@ class TuneStarted(Event):
         stale: interrupted trials marked failed.
         device, cpus, ranks, budget, max_memory, storage: what the run runs on and under (the
             CPUs and the memory ceiling in bytes are one rank's share on a node).
+        ceiling_by, cgroup_limit: what set the memory ceiling ("given" by --max-memory, "ram":
+            the RAM available, "cgroup": the cgroup's room; None: not said), and the cgroup's
+            memory limit in bytes where one binds.
         max_workers, uncapped: the most workers the search tries, and what it would try were a
             stream's shards not capping it (search/shards.py); 0 where not said.
     """
@@ -89,6 +92,8 @@ class TuneStarted(Event):
     budget: float = 0.0
     max_memory: int | None = None
     storage: str | None = None
+    ceiling_by: str | None = None
+    cgroup_limit: int | None = None
     max_workers: int = 0
     uncapped: int = 0
 

@@ -93,8 +93,15 @@ def _start(e: TuneStarted) -> str:
              f"trial rates are the slowest rank's, the node's is {e.ranks}x), budget {e.budget:.0f} s"
              if e.ranks > 1 else f"{cpus(e.cpus)}, budget {e.budget:.0f} s")
     return (f"autoloader: tuning {e.key} on {e.device} ({where}, "
-            f"memory ceiling {gib(e.max_memory)}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
+            f"memory ceiling {gib(e.max_memory)}{ceiling_words(e.ceiling_by, e.cgroup_limit)}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
             f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
+
+
+def ceiling_words(by: str | None, cgroup_limit: int | None) -> str:
+    """What set the memory ceiling, as the start line and ``show`` say it ("" where not recorded)."""
+    if by == "cgroup":
+        return f", set by the cgroup's limit{f' of {gib(cgroup_limit)}' if cgroup_limit else ''}"
+    return {"given": ", set by --max-memory", "ram": ", set by the RAM available"}.get(by or "", "")
 
 
 def _start_retries(e: TuneStarted) -> str:

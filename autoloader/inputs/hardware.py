@@ -18,37 +18,31 @@ from dataclasses import dataclass
 
 import psutil
 
+from . import cgroup
+
 SHM_PATH = "/dev/shm"
 
 
 def cpu_quota() -> float | None:
-    """The CPUs' worth of time a cgroup quota allows this process (cgroup v2 ``cpu.max``, else v1's
-    CFS quota); None when no quota is set or none can be read."""
-    try:
-        with open("/sys/fs/cgroup/cpu.max") as fh:
-            quota, period = fh.read().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        pass
-    try:
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as fh:
-            quota = int(fh.read())
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as fh:
-            period = int(fh.read())
-        return quota / period if quota > 0 and period > 0 else None
-    except (OSError, ValueError):
-        return None
+    """The CPUs' worth of time the cgroup quota allows this process, the tightest over its cgroup
+    and every parent (NOTE [ Reading the cgroup ] in cgroup.py); None when no quota is set or none
+    can be read."""
+    return cgroup.read().cpu_quota
 
 
 def usable_cpus() -> int:
-    """CPUs this process may really use: its affinity set, capped by a cgroup quota (a container
-    limited to 4 CPUs' time on a 64-core host has 4), not the machine's total."""
+    """CPUs this process may really use: its affinity set, capped by the cgroup's cpuset and
+    quota at any level (a container limited to 4 CPUs' time on a 64-core host has 4) and by
+    ``os.process_cpu_count()`` where Python has it, not the machine's total."""
     try:
         count = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS has no affinity call
         count = os.cpu_count() or 1
-    quota = cpu_quota()
-    return max(1, min(count, math.ceil(quota))) if quota else count
+    process_count = getattr(os, "process_cpu_count", None)   # Python 3.13+
+    limits = cgroup.read()
+    bounds = [count, process_count() if process_count else None, limits.cpuset,
+              math.ceil(limits.cpu_quota) if limits.cpu_quota else None]
+    return max(1, min(b for b in bounds if b))
 
 
 def available_memory() -> int:

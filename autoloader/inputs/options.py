@@ -14,7 +14,7 @@ from ..errors import usage
 from ..search.policy import Thresholds
 from . import hardware
 from .home import elsewhere, resolve_out
-from .limits import check_ceiling_fits_ram
+from .limits import CGROUP_SHARE, Ceiling, check_ceiling_fits_ram, default_ceiling
 
 DEFAULT_BUDGET_S = 60.0
 DEFAULT_TRIAL_TIMEOUT_S = 60.0
@@ -95,6 +95,8 @@ class Options:
     started: float | None = None
     # Seconds of the budget kept for what the command does once the run has ended (a report page).
     kept_s: float = 0.0
+    # What set the memory ceiling (--max-memory, the RAM available, the cgroup's room); None: not said.
+    ceiling: Ceiling | None = None
 
     @classmethod
     def build(cls, budget: float, trial_timeout: float, max_memory: int | str | None, out: str | None,
@@ -115,14 +117,18 @@ class Options:
                 raise usage(f"the memory ceiling must hold the trial process and its batches, so "
                             f"{MIN_MAX_MEMORY // 2**20} MiB or more (a number without a unit counts bytes)",
                             max_memory, "write the unit, e.g. --max-memory 16G (max_memory='16G')")
-            check_ceiling_fits_ram(ceiling, max_memory, DEFAULT_MEMORY_SHARE)
+            bound = check_ceiling_fits_ram(ceiling, max_memory, DEFAULT_MEMORY_SHARE)
         else:
-            ceiling = int(DEFAULT_MEMORY_SHARE * hardware.available_memory())
+            bound = default_ceiling(DEFAULT_MEMORY_SHARE)
+            ceiling = bound.bytes
             if ceiling < MIN_MAX_MEMORY:
-                raise usage(f"the default memory ceiling, {DEFAULT_MEMORY_SHARE:.0%} of the RAM available now, must be "
+                what = (f"{DEFAULT_MEMORY_SHARE:.0%} of the RAM available now" if bound.by == "ram" else
+                        f"{CGROUP_SHARE:.0%} of what the cgroup's memory limit leaves ({bound.cgroup.path})")
+                raise usage(f"the default memory ceiling, {what}, must be "
                             f"{MIN_MAX_MEMORY // 2**20} MiB or more to hold the trial process and its batches",
                             f"{ceiling / 2**20:.0f} MiB", "free memory, or pass --max-memory (e.g. 2G)")
         if os.path.exists(out) and not os.path.isdir(out):
             raise usage("--out is the folder results are written to", out,
                         f"move the file away, or {elsewhere(out, 'naming a folder (it is made if missing), not a file')}")
-        return cls(float(budget), Limits(ceiling, float(trial_timeout)), out, storage, thresholds, started, kept_s)
+        return cls(float(budget), Limits(ceiling, float(trial_timeout)), out, storage, thresholds, started, kept_s,
+                   bound)

@@ -15,6 +15,17 @@ ahead of it in every round it has with it; when some round put the cheaper one l
 their median gap is the rounds' noise, and up to DISAGREE_TIE of it is a tie, which the cheaper
 config wins. Only between configs of one kind (``same_kind``): pinning and kept workers change
 costs a short window may not show (the epoch restarts), so those still need the narrow tie.
+
+NOTE [ Past the cores ]
+More workers than usable CPUs pays only where the workers wait (on a disk, a network, a lock):
+for CPU-bound samples they share the cores and add their start and their copies. A pick past the
+cores therefore stands only where num_workers = CPUs ran in the final beside it and the paired
+rounds show the pick faster beyond the noise band (one round: more than SINGLE_ROUND_MARGIN
+above it); the search measures that config whenever its pick is past the cores
+(model_first.py). Otherwise num_workers = CPUs is the pick (the pick's own settings where those
+ran); where it never ran (it failed, or no time was left), the choice is made again among the
+configs within the cores that ran, the same rule on them. A pick past the cores is never handed
+back beside a count of workers the run did not measure.
 """
 
 from __future__ import annotations
@@ -111,7 +122,51 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
 
 
 def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], rule: LoaderConfig | None = None,
-           widen: float = 0.0, narrow: frozenset = frozenset()) -> Finalist:
+           widen: float = 0.0, narrow: frozenset = frozenset(), cpus: int | None = None) -> Finalist:
+    """``_choose``'s pick, held within ``cpus`` usable CPUs (None: not held) unless it beat
+    num_workers = CPUs past the noise (NOTE [ Past the cores ])."""
+    chosen = _choose(finals, history, rule, widen, narrow)
+    if cpus is None or chosen.config.num_workers <= cpus or beats_the_cores(chosen, finals, history, cpus):
+        return chosen
+    # num_workers = CPUs, where it ran: the pick's own settings first, then the best-read.
+    cores = chosen.config.replace(num_workers=cpus)
+    ran = [f for f in finals if f.config.num_workers == cpus and f.rates]
+    if ran:
+        return _with_trial(next((f for f in ran if f.config == cores), max(ran, key=lambda f: f.round_median)),
+                           history)
+    bursts = [t for t in history if t.config.num_workers == cpus and t.status == OK and t.samples_per_s]
+    if bursts:
+        best = next((t for t in bursts if t.config == cores), max(bursts, key=lambda t: t.samples_per_s))
+        return Finalist(best.config, trial=best)
+    inside = [f for f in finals if f.config.num_workers <= cpus]
+    within = [t for t in history if t.config.num_workers <= cpus]
+    if not inside and not any(t.status == OK and t.samples_per_s for t in within):
+        return chosen   # nothing within the cores ran: the only measured answer stands
+    inside_rule = rule if rule is not None and rule.num_workers <= cpus else None
+    return _choose(inside, within, inside_rule, widen, narrow)
+
+
+def beats_the_cores(chosen: Finalist, finals: Sequence[Finalist], history: Sequence[TrialResult],
+                    cpus: int) -> bool:
+    """Whether ``chosen`` (past the cores) read faster than num_workers = CPUs beyond the noise:
+    on their paired rounds, the interval above 1 and not inside the band; on one round or the
+    bursts alone, past SINGLE_ROUND_MARGIN (NOTE [ Past the cores ])."""
+    rivals = [f for f in finals if f.config.num_workers == cpus and f.rates]
+    mine = finalist_of(chosen.config, finals)
+    if rivals and mine is not None:
+        rival = max(rivals, key=lambda f: f.round_median)
+        ratio = paired(mine, rival)
+        if ratio is not None and ratio.judged:
+            return ratio.faster and not ratio.within()
+        return ratio is not None and ratio.ratio > 1.0 + SINGLE_ROUND_MARGIN
+    bursts = [t.samples_per_s for t in history
+              if t.config.num_workers == cpus and t.status == OK and not t.pruned and t.samples_per_s]
+    rate = chosen.rate
+    return bool(bursts) and rate is not None and rate > max(bursts) * (1.0 + SINGLE_ROUND_MARGIN)
+
+
+def _choose(finals: Sequence[Finalist], history: Sequence[TrialResult], rule: LoaderConfig | None = None,
+            widen: float = 0.0, narrow: frozenset = frozenset()) -> Finalist:
     """The cheapest finalist that ties the best median over the paired rounds (the opening's
     too: ``Finalist.round_median``): within FINAL_TIE, within KEEPS_UP_TIE
     when both keep up and are of one kind (NOTE [ Keeping up ]), or within DISAGREE_TIE when a

@@ -18,7 +18,8 @@ not yet measured:
    long burst of many workers on a config the rule's burst alone would have ruled out;
 3. the model's pick: the cheapest config predicted within PREDICTED_TIE of the best prediction
    (cheapest over a whole run: ``LoaderConfig.cost``) among those whose memory fits, under the
-   terms the bursts so far corrected;
+   terms the bursts so far corrected, and where it has more workers than usable CPUs, the pick
+   at num_workers = CPUs (NOTE [ Past the cores ] in choice.py);
 4. the pick at each other batch size asked for (the step's work per batch changes with it,
    which only a burst shows), and the pick again once later bursts have corrected the model;
 5. a config predicted near the best that could still beat the pick over the terms no burst has
@@ -32,12 +33,14 @@ not yet measured:
 When the corrected model's pick is measured and no prediction near the best is in doubt, the
 search ends: the profile left no doubt. The final (choice.py) then re-measures the pick and the
 rule interleaved, and the cheapest that ties the best median over the paired rounds (the
-opening's too) wins. Beside them only the headroom probe (NOTE [ Headroom ]) and a config whose
-burst read past SINGLE_ROUND_MARGIN above the pick's (the best burst, the fastest prediction): a
-closer reading is within what one burst's rate moves, and each finalist costs every round its
-start, its lead and its window (a third finalist of many workers, its burst a percent from the
-pick's, adds its whole reading to every round). The rule is always among the finalists unless
-it could not run: a burst of it stopped early is no reason to leave the rule out.
+opening's too) wins. Beside them only the pick at num_workers = CPUs where the pick has more,
+the headroom probe (NOTE [ Headroom ]) and a config whose burst read past SINGLE_ROUND_MARGIN
+above the pick's (the best burst, the fastest prediction), or read level or ahead with an
+interval reaching past that margin (NOTE [ Loose readings ] in results.py): a closer, tight
+reading is within what one burst's rate moves, and each finalist costs every round its start,
+its lead and its window (a third finalist of many workers, its burst a percent from the pick's,
+adds its whole reading to every round). The rule is always among the finalists unless it could
+not run: a burst of it stopped early is no reason to leave the rule out.
 
 NOTE [ Headroom ]
 Where the step sets the pace the predicted curve is flat from few workers on, and the cheapest
@@ -68,10 +71,9 @@ from .policy import (
     MAX_FINALISTS,
     MAX_SEARCH_TRIALS,
     PREDICTED_TIE,
-    SINGLE_ROUND_MARGIN,
     UNCERTAIN_NEAR,
 )
-from .results import OK, TrialResult, best_burst
+from .results import OK, TrialResult, best_burst, challenges
 from .settings import SETTINGS
 from .space import LoaderConfig, SearchSpace
 from .strategy import Strategy
@@ -173,6 +175,14 @@ class ModelFirst(Strategy):
         roomy = [p for p in within if p.workers_busy is not None and p.workers_busy <= HEADROOM_BUSY]
         return min(roomy, key=lambda p: p.config.cost()) if roomy else cheapest
 
+    def at_cores(self, config: LoaderConfig) -> LoaderConfig | None:
+        """``config`` with one worker a usable CPU, where it has more (NOTE [ Past the cores ] in
+        choice.py); None where it has no more, or the space does not hold that many."""
+        if config.num_workers <= self.cpus:
+            return None
+        cores = config.replace(num_workers=self.cpus)
+        return cores if self.space.contains(cores) else None
+
     def headroom_probe(self, pick: Prediction) -> LoaderConfig | None:
         """Where the step sets the pace, the pick with twice its workers (at most one per CPU): a
         burst of it checks the model's flat curve, and the final weighs it (NOTE [ Headroom ])."""
@@ -220,6 +230,9 @@ class ModelFirst(Strategy):
         plan.append(self.rule)
         if now:
             plan.append(self.pick(now).config)
+            # A pick past the cores is held against num_workers = CPUs: NOTE [ Past the cores ] in choice.py.
+            cores = self.at_cores(self.pick(now).config)
+            plan += [cores] if cores is not None else []
         if now:
             # The step's work per batch changes with the batch size, which only a burst shows.
             pick = self.pick(now).config
@@ -282,8 +295,10 @@ class ModelFirst(Strategy):
 
     def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
         """Who the final re-measures: of the configs measured in full, the corrected model's pick,
-        its headroom probe where the step sets the pace, and its fastest prediction among them and
-        the best burst where their burst read past SINGLE_ROUND_MARGIN above the pick's; and the
+        the pick at num_workers = CPUs where the pick has more (NOTE [ Past the cores ] in
+        choice.py), its headroom probe where the step sets the pace, and its fastest prediction
+        among them and the best burst where their burst challenges the pick's (past
+        SINGLE_ROUND_MARGIN above it, or loose: NOTE [ Loose readings ] in results.py); and the
         rule (last), unless it failed or broke a limit."""
         # A config measured while it fitted stays out once the memory predicted for a run no
         # longer fits (the bursts since taught the per-worker overhead).
@@ -300,10 +315,14 @@ class ModelFirst(Strategy):
         # SINGLE_ROUND_MARGIN above its burst: the model ranks, and one burst's rate moves by more
         # than that margin's gaps, so a closer reading is no evidence against the pick, and a
         # third finalist costs every round (NOTE [ Model first ], the final).
+        # A challenger whose burst is loose joins as well (NOTE [ Loose readings ] in results.py).
         mine = best_burst(ok, pick.config)
         others = [max(ok, key=lambda t: t.samples_per_s).config, max(predicted, key=lambda p: p.samples_per_s).config]
-        challengers = [c for c in others if best_burst(ok, c) > mine * (1.0 + SINGLE_ROUND_MARGIN)]
-        chosen = [pick.config, *probed, *challengers]
+        challengers = [c for c in others if challenges(ok, c, mine)]
+        # A pick past the cores meets num_workers = CPUs, when measured (NOTE [ Past the cores ] in choice.py).
+        cores = self.at_cores(pick.config)
+        cored = [cores] if cores is not None and any(t.config == cores for t in ok) else []
+        chosen = [pick.config, *cored, *probed, *challengers]
         unique = [c for c in dict.fromkeys(chosen) if c != self.rule][:MAX_FINALISTS - 1]
         # The rule always, last (where the run keeps it when time is short), unless it could
         # not run: stopped early or not yet measured, the final measures it in full.

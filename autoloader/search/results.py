@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
 from .codec import Stored, stored
-from .policy import keeps_up_at
+from .policy import FINAL_TIE, SINGLE_ROUND_MARGIN, keeps_up_at
 from .space import LoaderConfig
 
 # Trial outcomes.
@@ -131,6 +132,34 @@ def best_burst(history: Sequence[TrialResult], config: LoaderConfig) -> float:
     """``config``'s best rate over its bursts measured in full (OK, not pruned); 0.0 if none."""
     return max((t.samples_per_s or 0.0 for t in history if t.config == config and t.status == OK and not t.pruned),
                default=0.0)
+
+
+def burst_reach(history: Sequence[TrialResult], config: LoaderConfig) -> float:
+    """The highest rate ``config``'s bursts measured in full leave possible: the top of their 95%
+    interval (the rate itself where a burst has none); 0.0 if none."""
+    return max((t.samples_per_s * (1.0 + (t.rel_interval if t.rel_interval is not None
+                                          and math.isfinite(t.rel_interval) else 0.0))
+                for t in history if t.config == config and t.status == OK and not t.pruned and t.samples_per_s),
+               default=0.0)
+
+
+# NOTE [ Loose readings ]
+# One burst's rate moves by more than the gaps the final must find, so a config joins the final
+# against the one it challenges (the pick, or the rule when the rule is the pick) when its burst
+# read past SINGLE_ROUND_MARGIN above it: a closer point is no evidence. But a burst whose own
+# interval is wide says less than its point: one that read level with the other (within the
+# final's tie band, FINAL_TIE) or ahead, whose interval reaches past SINGLE_ROUND_MARGIN above
+# it, may be the better config by more than a burst moves, and yet the cheaper one would win it
+# as a tie without reading it again. Such a challenger goes to the final too, where the paired
+# rounds tell the two apart. A tight reading a few percent ahead still stays out.
+def challenges(history: Sequence[TrialResult], config: LoaderConfig, mine: float) -> bool:
+    """Whether ``config``'s bursts challenge a config whose burst read ``mine``: past
+    SINGLE_ROUND_MARGIN above it, or within FINAL_TIE of it or ahead with an interval that
+    reaches past that margin (NOTE [ Loose readings ])."""
+    theirs = best_burst(history, config)
+    margin = mine * (1.0 + SINGLE_ROUND_MARGIN)
+    return theirs > margin or (mine > 0 and theirs >= mine * (1.0 - FINAL_TIE)
+                               and burst_reach(history, config) > margin)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,9 @@ class Strategy(abc.ABC):
     rule: LoaderConfig | None = None
     # Set when the search ended before its plan did, because what it measured settled the answer.
     stopped_early: bool = False
+    # The usable CPUs a pick past which must beat num_workers = CPUs (NOTE [ Past the cores ] in
+    # choice.py); None: not held.
+    cpus: int | None = None
 
     @abc.abstractmethod
     def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:

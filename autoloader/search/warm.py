@@ -97,6 +97,10 @@ class Warmed(Strategy):
         # The rule second, so that the final holds it however soon the clock ends the search.
         rule = inner.rule
         first = [warm.pick] + ([rule] if warm.may_stop and rule is not None else [])
+        # A pick past the cores is held against num_workers = CPUs (NOTE [ Past the cores ] in choice.py).
+        cpus = inner.cpus
+        if cpus is not None and warm.pick.num_workers > cpus:
+            first.append(warm.pick.replace(num_workers=cpus))
         first += list(neighbours(warm.pick, space)) if warm.neighbours else []
         self.first = list(dict.fromkeys(c for c in first if space.contains(c)))
         self.stopped_early = False
@@ -136,6 +140,10 @@ class Warmed(Strategy):
 
     def model_pick(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
         return self.inner.model_pick(history)
+
+    @property
+    def cpus(self) -> int | None:
+        return self.inner.cpus
 
     @property
     def rule(self) -> LoaderConfig | None:

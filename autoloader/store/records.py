@@ -85,6 +85,11 @@ class Inputs(Stored):
     # run's first seconds went (the trial process's interpreter and torch, the dataset, the step,
     # each profile stage). Empty in older results.
     parts: tuple[tuple[str, float, float], ...] = stored((), signed=True)
+    # What set max_memory: "given" (--max-memory), "ram" (the RAM available), "cgroup" (the
+    # cgroup's room: NOTE [ Reading the cgroup ] in inputs/cgroup.py); and the cgroup's memory
+    # limit where one binds. Absent in older results (and written only when known).
+    max_memory_by: str | None = stored(None, sparse=True, choices=("given", "ram", "cgroup"))
+    cgroup_limit: int | None = stored(None, sparse=True)
 
 
 @dataclass(frozen=True)

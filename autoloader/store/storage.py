@@ -77,10 +77,9 @@ def warm_up() -> threading.Thread:
 # NOTE [ The study's imports while the trial process starts ]
 # The run opens its study once the trial process has said what the dataset is (the study's name
 # is the problem's key). Opening it first imports Optuna, SQLAlchemy and Alembic and creates the
-# tables: about a second on a 2-core machine, 2.2-2.6 s between the set-up and the profile on the
-# GPU bench (results/benchmarks/README.md), all of it on the run's clock. The trial process's start takes far
-# longer (importing torch and the user's modules, building the dataset and step: 10-13 s on the
-# GPU), and the driver only waits for it meanwhile; so the run starts these imports in a thread
+# tables: a second or more, all of it on the run's clock. The trial process's start takes far
+# longer (importing torch and the user's modules, building the dataset and step), and the driver
+# only waits for it meanwhile; so the run starts these imports in a thread
 # (``warm_up``) before it starts the trial process, and the open that follows finds them done.
 # The thread writes nothing (the storage is in memory and thrown away) and warns of nothing: a
 # failure there is left for the real open to meet and say. Nothing is measured while it runs: the

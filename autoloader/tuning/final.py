@@ -39,8 +39,8 @@ from ..search.budget import Clock, round_seconds
 from ..search.choice import Finalist, choose, rule_settled
 from ..search.load import MachineLoad
 from ..search.policy import (BUSY_ROUNDS, FINAL_MAX_ROUNDS, FINAL_MIN_ROUNDS, FINAL_ROUNDS, FINAL_SETTINGS,
-                             SETTLE_ROUNDS, SINGLE_ROUND_MARGIN)
-from ..search.results import OK, TrialResult, best_burst
+                             SETTLE_ROUNDS)
+from ..search.results import OK, TrialResult, best_burst, challenges
 from ..search.space import LoaderConfig
 
 
@@ -55,15 +55,16 @@ def final_configs(finalists: Sequence[LoaderConfig], rule: LoaderConfig | None, 
 
     ``pick``: the strategy's own pick (Strategy.model_pick). When it is the rule, no final
     measures a pick against itself: only a finalist whose burst read more than
-    SINGLE_ROUND_MARGIN above the rule's challenges it (the bursts alone would hand that one
-    back: choice.choose), and without one there is no final."""
+    SINGLE_ROUND_MARGIN above the rule's, or whose loose burst reaches past it (NOTE [ Loose
+    readings ] in search/results.py), challenges it (the bursts alone would hand the first back:
+    choice.choose), and without one there is no final."""
     if not finalists:
         return []
     failed = {t.config for t in history if t.status != OK}
     chosen = [c for c in finalists if c not in (rule, previous)]
     if pick is not None and pick == rule and rule in finalists:
         rule_rate = best_burst(history, rule)
-        chosen = [c for c in chosen if rule_rate and best_burst(history, c) > rule_rate * (1.0 + SINGLE_ROUND_MARGIN)]
+        chosen = [c for c in chosen if rule_rate and challenges(history, c, rule_rate)]
         if not chosen and previous is None:
             return []
     if previous is not None and previous not in failed:
@@ -156,13 +157,13 @@ class Final:
                          tuple(self.taken[c]), opening.get(c)) for c, m in self.rates.items() if m]
 
     def recheck(self, finals: list[Finalist], history: Sequence[TrialResult], load: MachineLoad,
-                rule: LoaderConfig | None, narrow: frozenset) -> list[Finalist]:
+                rule: LoaderConfig | None, narrow: frozenset, cpus: int | None = None) -> list[Finalist]:
         """On a busy machine, up to BUSY_ROUNDS more rounds of the configs that decide the pick
         (the pick, the best median, or the runner-up when they are one), while the budget holds
         them (NOTE [ Others on the machine ])."""
         if not load.busy or len(finals) < 2 or min(len(f.rates) for f in finals) < 1:
             return finals
-        pick = choose(finals, history, rule, widen=load.widen, narrow=narrow).config
+        pick = choose(finals, history, rule, widen=load.widen, narrow=narrow, cpus=cpus).config
         ranked = sorted(finals, key=lambda f: -f.round_median)   # as the choice ranks them
         deciders = list(dict.fromkeys([pick] + [f.config for f in ranked]))[:2]
         for extra in range(BUSY_ROUNDS):

@@ -142,9 +142,11 @@ def since(before: TuneResult, result: TuneResult, options: Options) -> Compariso
 def inputs_of(ran: Ran, problem: Problem) -> Inputs:
     """What the explanation (explain/) needs beside the figures: whether a step was timed,
     whether reordering was allowed, the memory limits the configs were held to, when each part
-    of the run ran (seconds from its start), and the step's identity (``problem``: as started,
-    its identity known)."""
+    of the run ran (seconds from its start), the step's identity (``problem``: as started,
+    its identity known), and what set the memory ceiling."""
+    ceiling = ran.options.ceiling
     return Inputs(problem.step.name if problem.step else None, problem.allow_reorder,
                   ran.ranks.memory(ran.options.limits.max_memory), hardware.shm_free(),
                   tuple(tuple(mark) for mark in ran.timeline),
-                  problem.step_identity if problem.step else None, tuple(ran.parts))
+                  problem.step_identity if problem.step else None, tuple(ran.parts),
+                  ceiling.by if ceiling else None, ceiling.cgroup.limit if ceiling and ceiling.cgroup else None)

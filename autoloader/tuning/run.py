@@ -121,7 +121,8 @@ class Run:
             # Without a final the bursts choose: only those whose forecast fits (final_configs).
             fitting = [t for t in history if t.status != OK or self.memory.fits(t.config, history)]
             fitting = fitting if any(t.status == OK for t in fitting) else history
-            pick = choose(finals, fitting, rule=strategy.rule, widen=load.widen, narrow=narrow)
+            pick = choose(finals, fitting, rule=strategy.rule, widen=load.widen, narrow=narrow,
+                          cpus=strategy.cpus)
             return self._record(started, profile, model, strategy, history, finals, pick, load)
         except AutoloaderError as exc:
             if self.store is not None and not exc.resumable:
@@ -179,6 +180,7 @@ class Run:
                                         fleet=given,
                                         notice=lambda line: self.progress(FleetPushed(line)))
         loaded = store.reread(self.options.limits, info.code)
+        ceiling = self.options.ceiling
         # The previous result, read before this run replaces it: its pick joins the final.
         self.before = previous(self.options.out, problem.hardware, key, self.options.storage, set_aside=True)
         self.progress(TuneStarted(key, info, resumed=len(loaded.trials), retried=loaded.limit_raised,
@@ -187,6 +189,8 @@ class Run:
                                   moved_aside=store.moved_aside, stale=store.stale_repaired, device=problem.device,
                                   cpus=problem.hardware.cpus, ranks=self.ranks.ranks, budget=self.clock.budget,
                                   max_memory=self.options.limits.max_memory, storage=store.shown_url,
+                                  ceiling_by=ceiling.by if ceiling else None,
+                                  cgroup_limit=ceiling.cgroup.limit if ceiling and ceiling.cgroup else None,
                                   max_workers=self.space.max_workers, uncapped=self.uncapped))
         if store.write_failed:
             self.progress(TrialsUnstored(store.write_failed))
@@ -377,12 +381,13 @@ class Run:
         chosen = final_configs(strategy.finalists(history), strategy.rule, previous_pick, history,
                                lambda config: self.memory.fits(config, history), strategy.model_pick(history))
         decide = lambda finals: choose(finals, history, strategy.rule,  # noqa: E731
-                                       narrow=strategy.short_of_headroom([f.config for f in finals], history))
+                                       narrow=strategy.short_of_headroom([f.config for f in finals], history),
+                                       cpus=strategy.cpus)
         finals = final.run(chosen, history, strategy.rule, previous_pick, decide,
                            opening_round(history, chosen, self._own_from))
         load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
         narrow = strategy.short_of_headroom([f.config for f in finals], history)
-        finals = final.recheck(finals, history, load, strategy.rule, narrow)
+        finals = final.recheck(finals, history, load, strategy.rule, narrow, strategy.cpus)
         if self.before is not None and previous_pick is not None and not load.busy:   # NOTE [ Drift ]
             finals = final.settle(finals, history, previous_pick, lambda now: settled(
                 self.before, now, previous_pick, self.ranks.ranks, self.options.thresholds))
