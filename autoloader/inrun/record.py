@@ -136,5 +136,7 @@ def closing_line(loader: Any, path: str | None) -> str:
         wall, _, extra = cost
         line += f"; tuning cost {extra:+.1f} s of {wall:.1f} s ({extra / wall * 100:+.0f}%)"
     if loader.refused:
-        line += f"; not started, past the memory forecast: {', '.join(_short(c) for c in loader.refused)}"
+        refused = list(dict.fromkeys(loader.refused))   # a config asked for again is refused again
+        named = ", ".join(_short(c) for c in refused[:2]) + (f" and {len(refused) - 2} more" if len(refused) > 2 else "")
+        line += f"; not started, past the memory forecast: {named}"
     return line + (f"; stored {path}" if path else "; not stored")

@@ -505,12 +505,14 @@ def summary(data: dict) -> str:
 def meta(args, argv: list[str]) -> dict:
     from autoloader.inputs.hardware import usable_cpus
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
-    except OSError:
-        commit = None
-    commit = commit or os.environ.get("AUTOLOADER_BENCH_COMMIT")
+    # The caller's word first: the device's copy of the tree can carry a .git of another commit.
+    commit = os.environ.get("AUTOLOADER_BENCH_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
+        except OSError:
+            commit = None
     gpu = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "no GPU (cpu)"
     return {"gpu": gpu, "cpus": usable_cpus(), "torch": torch.__version__, "commit": commit,
             "command": "python3 -m scripts.bench.inrun_gpu " + " ".join(argv), "deadline_s": args.deadline_seconds,
