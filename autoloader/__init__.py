@@ -45,9 +45,10 @@ _PUBLIC = {
 }
 # The callback API's events (autoloader/events): what a ``progress`` callable is given.
 _PUBLIC.update({name: "events" for name in (
-    "Event", "Waiting", "TuneStarted", "TrialsUnstored", "FleetPushed", "Profiled", "ControlRetried", "TrialDone", "FinalRound",
+    "Event", "Waiting", "TuneStarted", "TrialsUnstored", "FleetPushed", "Profiled", "RuleRetried", "TrialDone", "FinalRound",
     "BusyRecheck", "TuneDone", "ResultReused", "ResultNotReused", "SettingsApplied", "WaitingForLock", "WaitingForTrialStart",
-    "WaitingForRank", "RetuneStarted", "WarmStarted", "Retuned")})
+    "WaitingForRank", "RetuneStarted", "WarmStarted", "Retuned",
+    "ControlRetried")})   # RuleRetried's name before the rule's config was called the rule (deprecated)
 
 __all__ = sorted(_PUBLIC)
 

@@ -265,7 +265,7 @@ def _handed(result: TuneResult) -> TunedConfig:
     tuned = result.tuned
     if not tuned.provisional or result.partial:
         return tuned
-    config = handed_out(tuned.config, result.control, result.finals, result.trials)
+    config = handed_out(tuned.config, result.rule, result.finals, result.trials)
     if config == tuned.config:
         return tuned
     return dataclasses.replace(tuned, config=config, knee=None, rel_interval=None,

@@ -54,6 +54,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 import psutil
 
+from .batches import samples_in
 from .errors import usage
 from .events import Event
 from .events.lines import rate
@@ -61,7 +62,7 @@ from .explain.thresholds import BALANCED_WITHIN, CORES_FULL, HIGHLY_INPUT_BOUND,
 from .explain.verdict import PART_WORDS, level_of
 from .inputs.hardware import usable_cpus
 
-__all__ = ["Epoch", "Watch", "WatchReport", "Watched", "check", "samples_of", "watch", "workers_of"]
+__all__ = ["Epoch", "Reporting", "Watch", "WatchReport", "Watched", "check", "samples_of", "watch", "workers_of"]
 
 # The verdict classes a watch can name: explain/verdict.KINDS less what it cannot see (memory
 # limits, the copy: NOTE [ What the loop waits for ]).
@@ -169,7 +170,33 @@ class _Window:
         self.step_s += seconds
 
 
-class Watch:
+class Reporting:
+    """What a watcher keeps of its reports (its ``_reports`` list, said to ``_progress``): the
+    latest, all of them, and a new one added (``Watch`` and Lightning's ``WatchCallback``)."""
+
+    _reports: list
+    _progress: Callable | None
+
+    def report(self) -> WatchReport | None:
+        """The latest report (None before the first).
+
+        Returns:
+            The ``WatchReport`` last logged: after ``every`` steps, or the epoch's end.
+        """
+        return self._reports[-1] if self._reports else None
+
+    @property
+    def reports(self) -> tuple[WatchReport, ...]:
+        """Every report so far, in order."""
+        return tuple(self._reports)
+
+    def _emit(self, report: WatchReport) -> None:
+        self._reports.append(report)
+        if self._progress is not None:
+            self._progress(Watched(report))
+
+
+class Watch(Reporting):
     """A DataLoader, watched: iterate it as the loader (``watch``'s docstring)."""
 
     def __init__(self, loader: Iterable, every: int, progress: Callable | None):
@@ -208,24 +235,6 @@ class Watch:
     def loader(self) -> Iterable:
         """The loader watched, itself."""
         return self._loader
-
-    def report(self) -> WatchReport | None:
-        """The latest report (None before the first).
-
-        Returns:
-            The ``WatchReport`` last logged: after ``every`` steps, or the epoch's end.
-        """
-        return self._reports[-1] if self._reports else None
-
-    @property
-    def reports(self) -> tuple[WatchReport, ...]:
-        """Every report so far, in order."""
-        return tuple(self._reports)
-
-    def _emit(self, report: WatchReport) -> None:
-        self._reports.append(report)
-        if self._progress is not None:
-            self._progress(Watched(report))
 
 
 class Epoch:
@@ -417,19 +426,10 @@ def _ready(it: Any) -> bool | None:
 
 
 def samples_of(batch: Any, loader: Any) -> int:
-    """The samples of a batch: the first dimension of its first tensor (or array)."""
-    seen = batch
-    for _ in range(8):
-        shape = getattr(seen, "shape", None)
-        if shape is not None and len(shape) > 0:
-            return int(shape[0])
-        if isinstance(seen, dict) and seen:
-            seen = next(iter(seen.values()))
-        elif isinstance(seen, (list, tuple)) and seen:
-            seen = seen[0]
-        else:
-            break
-    size = getattr(loader, "batch_size", None)
+    """The samples of a batch (batches.samples_in), else the loader's batch size."""
+    samples, size = samples_in(batch, None), getattr(loader, "batch_size", None)
+    if samples is not None:
+        return samples
     return size if isinstance(size, int) and size > 0 else 1
 
 

@@ -198,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
               "growth": result.profile.growth.to_dict() if result.profile and result.profile.growth else None,
               "memory": result.memory_record(), "configs": []}
     roles = [("pick", result.config, result.memory)]
-    if result.control is not None and result.control != result.config:
-        roles.append(("cpus-1 rule", result.control, result.control_memory))
+    if result.rule is not None and result.rule != result.config:
+        roles.append(("cpus-1 rule", result.rule, result.rule_memory))
     for role, config, forecast in roles:
         print(f"[memory_growth] {role}: {config.key}: {args.epochs} epoch(s)", file=sys.stderr, flush=True)
         measured = epoch_memory(dataset, config.loader_kwargs(), step, args.device, args.epochs)

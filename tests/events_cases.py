@@ -26,7 +26,7 @@ PROFILE = Profile(batch_size=16, sample_s=(0.001,) * 64, collate_s=0.0005, sampl
                   worker_pss=100 << 20, cpus=2, epoch_batches=256, seconds=2.0, sample_cpu_share=0.9,
                   others_cpus=1.5)
 LOAD = MachineLoad(2, 1.4, 1.8, 0.0, busy_spans=(BusySpan(1, 2, 1.5),))
-RESULT = TuneResult(TUNED, (TRIAL,), (), "/r.json", "/r.py", "sqlite://", 12.0, 0, 0, control=RULE)
+RESULT = TuneResult(TUNED, (TRIAL,), (), "/r.json", "/r.py", "sqlite://", 12.0, 0, 0, rule=RULE)
 
 
 def examples() -> list[ev.Event]:
@@ -42,7 +42,7 @@ def examples() -> list[ev.Event]:
         ev.FleetPushed("pushed 3 trials to the fleet storage"),
         ev.Profiled(PROFILE, cpus=2, busy=0.5),
         ev.Profiled(PROFILE, error="the profile's batch raised"),
-        ev.ControlRetried(FAILED),
+        ev.RuleRetried(FAILED),
         ev.TrialDone(1, 6, TRIAL, TRIAL, 3.0, cpus=2),
         ev.TrialDone(2, 6, FAILED, TRIAL, 4.0, again=True),
         ev.FinalRound(1, 3, (("16-3", (1200.0,)), ("16-1", ()))),

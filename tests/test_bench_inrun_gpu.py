@@ -18,7 +18,7 @@ def test_the_grid_holds_the_rule_first_and_leaves_out_what_memory_cannot_hold():
     batch = 192 << 20
     configs, left_out = inrun_gpu.grid(16, 64, "cuda", batch_bytes=batch, room=8 << 30)
     assert [inrun_gpu.short(c) for c in left_out] == ["w24 pf8 pin1 pw1", "w48 pf2 pin1 pw1"]
-    assert configs[0].num_workers == 15   # the control stays, whatever it holds
+    assert configs[0].num_workers == 15   # the rule stays, whatever it holds
     assert all(c.num_workers == 15 or inrun_gpu.in_flight(c, batch) <= 8 << 30 for c in configs)
     assert len(inrun_gpu.grid(2, 32, "cpu", size=3)[0]) == 3
 

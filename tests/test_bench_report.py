@@ -206,9 +206,9 @@ def test_the_ceiling_childs_main_process_timing_and_cap(monkeypatch):
     child = ceiling._Ceiling.__new__(ceiling._Ceiling)
     child.torch, child.cuda, child.device = torch, True, torch.device("cpu")
     child.host_batches = [(torch.zeros(8, 3, 4, 4), torch.zeros(8))] * 2
-    from autoloader.probe.burst import batch_size_of
+    from autoloader.batches import samples_in
 
-    child.batch_size_of = batch_size_of
+    child.batch_size_of = samples_in
     child._sync = lambda: None                     # no device to synchronise
     monkeypatch.setattr(ceiling, "_pinned", lambda obj, torch: ceiling._map_tensors(obj, lambda t: t.clone(), torch))
     main = child._main_copy(0.05)

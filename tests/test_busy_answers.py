@@ -114,14 +114,13 @@ def test_inconclusive_is_a_no_feasible_config_that_exits_5():
 
 @pytest.mark.slow
 def test_the_profile_beats_each_step_and_stops_at_its_share():
-    from autoloader.probe.burst import tensor_bytes
     from autoloader.probe.profiler import run_profile
     from autoloader.probe.workers import pss
     from where_workloads import Small
 
     beats = []
     t0 = time.perf_counter()
-    profile = run_profile(Small(), {}, 8, lambda batch: time.sleep(0.6), "cpu", tensor_bytes, pss,
+    profile = run_profile(Small(), {}, 8, lambda batch: time.sleep(0.6), "cpu", pss,
                           beat=lambda: beats.append(time.perf_counter()), limit_s=1.5, step_stall_s=60)
     took = time.perf_counter() - t0
     assert profile.cut_s == 1.5, profile.stage_s
@@ -131,7 +130,7 @@ def test_the_profile_beats_each_step_and_stops_at_its_share():
     assert max(gaps) < 1.0, f"a beat at least every half second or so, the step's calls included: gaps {gaps}"
     assert profile.main_default_s is None, "the thread pairs were skipped past the share"
     assert took < 1.5 + 0.6 + 3.0, took
-    whole = run_profile(Small(), {}, 8, lambda batch: None, "cpu", tensor_bytes, pss, limit_s=60)
+    whole = run_profile(Small(), {}, 8, lambda batch: None, "cpu", pss, limit_s=60)
     assert whole.cut_s is None
 
 
@@ -272,7 +271,7 @@ def test_a_result_tuned_beside_spinners_is_reused_only_as_provisional_and_a_quie
     assert sum("provisional" in text for text in line(reused[0]).splitlines()) == 1
     stored = api._stored_result(api.built_problem(api._dataset_object(f"{WHERE}:small"), f"{WHERE}:small",
                                                   batch_size=8, device="cpu"), out)[0]
-    handed = handed_out(stored.config, stored.control, stored.finals, stored.trials)
+    handed = handed_out(stored.config, stored.rule, stored.finals, stored.trials)
     for loader in (first, second):
         assert (loader.num_workers, loader.batch_size) == (handed.num_workers, handed.batch_size)
     quiet = background()

@@ -1,5 +1,5 @@
 """No config past the memory ceiling by its forecast runs in the final, the rule (the cpus-1
-control) included, and the table says so (issue 31: ``--max-memory 1.2G`` on 1M Python-object
+config) included, and the table says so (issue 31: ``--max-memory 1.2G`` on 1M Python-object
 rows ran the rule in the final though its own forecast was 1.50 GiB). At a small scale on CPU:
 rows of Python objects, whose workers copy the dataset's pages as they read (NOTE [ Copy on read ]
 in autoloader/search/growth.py), tuned once without a ceiling and then under one set between the
@@ -24,9 +24,9 @@ pytestmark = pytest.mark.slow
 def test_the_final_holds_no_config_whose_forecast_is_past_the_ceiling(tmp_path, monkeypatch):
     out = str(tmp_path / "out")
     first = tune(growth_workloads.half_rows, batch_size=64, budget=30, out=out, device="cpu", progress=False)
-    assert first.control is not None and first.control_memory is not None
+    assert first.rule is not None and first.rule_memory is not None
     main_only = max(t.peak_pss_bytes for t in first.trials if t.ok and not t.config.num_workers)
-    rule = first.control_memory.host_bytes
+    rule = first.rule_memory.host_bytes
     # Room for the main process's own readings to vary (they differ run to run by some percent).
     ceiling = max(1.2 * main_only, (main_only + rule) / 2)
     if ceiling > 0.95 * rule:
@@ -36,7 +36,7 @@ def test_the_final_holds_no_config_whose_forecast_is_past_the_ceiling(tmp_path, 
     # not kept), joins the final unmeasured, as the rule does when the search did not reach it.
     with open(first.path) as fh:
         data = json.load(fh)
-    data["config"] = first.control.replace(persistent_workers=False).loader_kwargs()
+    data["config"] = first.rule.replace(persistent_workers=False).loader_kwargs()
     with open(first.path, "w") as fh:
         json.dump(data, fh)
 
@@ -58,8 +58,8 @@ def test_the_final_holds_no_config_whose_forecast_is_past_the_ceiling(tmp_path, 
         forecast = memory.forecast(finalist.config, history).host_bytes
         assert forecast <= memory.ceiling, f"{finalist.config.key} ran in the final at a forecast {forecast} > {ceiling}"
     assert memory.forecast(second.config, history).host_bytes <= memory.ceiling, "the pick fits"
-    if second.control_memory is not None and second.control_memory.host_bytes > ceiling:
-        assert all(f.config != second.control for f in second.finals)
+    if second.rule_memory is not None and second.rule_memory.host_bytes > ceiling:
+        assert all(f.config != second.rule for f in second.finals)
         line = rule_line(second)
         assert ("is past the" in line and "ceiling: not measured in the final" in line) or "could not run" in line
         assert line in table(second)

@@ -180,7 +180,7 @@ def test_a_two_rank_tune_writes_one_node_result(out_dir):
     assert data["hardware"]["ranks"] == 2 and data["hardware"]["cpus"] == per_rank
     assert data["node"]["ranks"] == 2 and data["node"]["cpus_per_rank"] == per_rank
     assert data["config"]["num_workers"] <= MAX_WORKERS_PER_CPU * per_rank
-    assert data["control"]["num_workers"] == data["node"]["node_cpus"] - 1, "the control: node CPUs - 1 per rank"
+    assert data["rule"]["num_workers"] == data["node"]["node_cpus"] - 1, "the rule: node CPUs - 1 per rank"
     measured = [t for t in data["trials"] if t["status"] == OK]
     assert measured
     for trial in measured:

@@ -300,6 +300,6 @@ def test_a_dataset_file_reaches_spawned_workers(out_dir, tmp_path):
     with_workers = [t for t in result.trials if t.config.num_workers > 0]
     assert all(t.ok for t in with_workers), [t.describe_failure() for t in with_workers if not t.ok]
     # Spawned workers' start-up (a fresh interpreter each) may leave the search one burst; the
-    # final measures the control's workers all the same.
+    # final measures the rule's workers all the same.
     in_final = [f for f in result.finals if f.config.num_workers > 0 and f.rates]
     assert with_workers or in_final, describe(result)

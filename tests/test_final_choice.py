@@ -1,5 +1,5 @@
 """Who wins the interleaved final: the tie rules, including NOTE [ Keeping up ] (a config the
-consumer never waits on ties a best a few percent ahead), and the control."""
+consumer never waits on ties a best a few percent ahead), and the rule."""
 
 from autoloader.search.choice import Finalist, choose
 from autoloader.search.results import OK, TrialResult
@@ -61,44 +61,44 @@ def test_within_the_narrow_tie_the_cheaper_config_wins_whatever_it_waits():
     assert choose(finals, GPUBOUND).config == cfg(16)
 
 
-def test_the_control_wins_when_the_candidates_are_not_clearly_better():
+def test_the_rule_wins_when_the_candidates_are_not_clearly_better():
     # The cpus-1 rule (15 workers) against dearer candidates 1% and 1.5% ahead: a tie, and the
     # rule is the cheaper config.
-    control = Finalist(cfg(15), (3000.0, 3010.0, 2990.0), (0.3, 0.3, 0.3))
+    rule = Finalist(cfg(15), (3000.0, 3010.0, 2990.0), (0.3, 0.3, 0.3))
     finals = [Finalist(cfg(24), (3030.0, 3040.0, 3020.0), (0.3, 0.3, 0.3)),
-              Finalist(cfg(16, prefetch=8), (3045.0, 3050.0, 3040.0), (0.3, 0.3, 0.3)), control]
+              Finalist(cfg(16, prefetch=8), (3045.0, 3050.0, 3040.0), (0.3, 0.3, 0.3)), rule]
     assert choose(finals, GPUBOUND).config == cfg(15)
 
 
-def test_a_candidate_clearly_ahead_of_the_control_wins():
-    control = Finalist(cfg(15), (3000.0, 3010.0, 2990.0), (0.3, 0.3, 0.3))
+def test_a_candidate_clearly_ahead_of_the_rule_wins():
+    rule = Finalist(cfg(15), (3000.0, 3010.0, 2990.0), (0.3, 0.3, 0.3))
     ahead = Finalist(cfg(24, prefetch=8), (3200.0, 3190.0, 3210.0), (0.2, 0.2, 0.2))   # 6.6% ahead
-    assert choose([ahead, control], GPUBOUND).config == cfg(24, prefetch=8)
+    assert choose([ahead, rule], GPUBOUND).config == cfg(24, prefetch=8)
 
 
-def test_a_cheaper_candidate_that_ties_the_control_wins():
-    control = Finalist(cfg(15), (3000.0, 3010.0, 2990.0), (0.3, 0.3, 0.3))
+def test_a_cheaper_candidate_that_ties_the_rule_wins():
+    rule = Finalist(cfg(15), (3000.0, 3010.0, 2990.0), (0.3, 0.3, 0.3))
     cheaper = Finalist(cfg(8), (2990.0, 2985.0, 2995.0), (0.3, 0.3, 0.3))   # 0.3% behind, 7 workers fewer
-    assert choose([control, cheaper], GPUBOUND).config == cfg(8)
+    assert choose([rule, cheaper], GPUBOUND).config == cfg(8)
 
 
-def test_after_a_single_round_the_control_stands_unless_clearly_beaten():
+def test_after_a_single_round_the_rule_stands_unless_clearly_beaten():
     # One round shows no spread: 4.5% ahead, and cheaper, is still within one burst's noise.
-    control = Finalist(cfg(15), (728.0,), (0.97,))
+    rule = Finalist(cfg(15), (728.0,), (0.97,))
     cheaper = Finalist(cfg(0), (761.0,), (0.98,))
-    assert choose([cheaper, control], GPUBOUND, control=cfg(15)).config == cfg(15)
+    assert choose([cheaper, rule], GPUBOUND, rule=cfg(15)).config == cfg(15)
     far_ahead = Finalist(cfg(0), (1200.0,), (0.98,))   # 65% ahead: no noise reaches that
-    assert choose([far_ahead, control], GPUBOUND, control=cfg(15)).config == cfg(0)
+    assert choose([far_ahead, rule], GPUBOUND, rule=cfg(15)).config == cfg(0)
     # With two rounds or more, the usual ties decide.
     two = [Finalist(cfg(0), (761.0, 770.0), (0.98, 0.98)), Finalist(cfg(15), (728.0, 730.0), (0.97, 0.97))]
-    assert choose(two, GPUBOUND, control=cfg(15)).config == cfg(0)
+    assert choose(two, GPUBOUND, rule=cfg(15)).config == cfg(0)
 
 
-def test_without_time_for_a_final_the_bursts_count_as_one_round_against_the_control():
+def test_without_time_for_a_final_the_bursts_count_as_one_round_against_the_rule():
     history = [trial(cfg(15), 3000.0, 0.3), trial(cfg(4), 3100.0, 0.3), trial(cfg(24), 3600.0, 0.3)]
-    assert choose([], history[:2], control=cfg(15)).config == cfg(15)    # 3% ahead: noise
-    assert choose([], history, control=cfg(15)).config == cfg(24)        # 20% ahead
-    assert choose([], history[:2]).config == cfg(4)                       # no control: the bursts
+    assert choose([], history[:2], rule=cfg(15)).config == cfg(15)    # 3% ahead: noise
+    assert choose([], history, rule=cfg(15)).config == cfg(24)        # 20% ahead
+    assert choose([], history[:2]).config == cfg(4)                       # no rule: the bursts
 
 
 def test_a_cheaper_config_that_a_round_put_ahead_ties_a_best_within_the_disagree_tie():
@@ -157,9 +157,9 @@ def test_the_table_says_the_rule_was_kept_out_of_the_final_by_its_forecast(tmp_p
     from autoloader.tuning.progress import rule_line, table
 
     data = synthetic_result(str(tmp_path / "r.json"))
-    rule = data["control"]
+    rule = data["rule"]
     data["finals"] = [f for f in data["finals"] if f["config"] != rule]
-    data["control_samples_per_s"] = None
+    data["rule_samples_per_s"] = None
     ceiling = int(1.2 * 2**30)
     data["inputs"] = {**data["inputs"], "max_memory": ceiling}
     from autoloader.search.memory import MEASURED_PEAK, MemoryForecast
@@ -169,7 +169,7 @@ def test_the_table_says_the_rule_was_kept_out_of_the_final_by_its_forecast(tmp_p
         return MemoryForecast(LoaderConfig.from_dict(config), MEASURED_PEAK, int(host * 2**30), 0,
                               int(host * 2**30)).to_dict()
 
-    data["memory"] = {"pick": forecast(data["config"], 1.0), "control": forecast(rule, 1.5), "finding": None}
+    data["memory"] = {"pick": forecast(data["config"], 1.0), "rule": forecast(rule, 1.5), "finding": None}
     result = TuneResult.from_dict(json.loads(json.dumps(data)))
     line = rule_line(result)
     assert line.startswith("the rule's forecast 1.50 GiB is past the 1.20 GiB ceiling: not measured in the final")
@@ -185,12 +185,12 @@ def test_the_choice_ranks_over_every_paired_round_the_openings_too():
     finals = [Finalist(pick, (367.0, 1307.0), (0.99, 0.97), opening=1354.0),
               Finalist(rule, (986.0, 775.0), (0.9, 0.9), opening=768.0)]
     history = [trial(pick, 1354.0, 0.98), trial(rule, 768.0, 0.9)]
-    assert choose(finals, history, control=rule).config == pick
+    assert choose(finals, history, rule=rule).config == pick
     # The report's median stays that of the final's own rounds (the model is checked against it).
     assert finals[0].median == (367.0 + 1307.0) / 2 and finals[0].round_median == 1307.0
     # Without the opening the final's two rounds are all there is, and they decide as before.
     bare = [Finalist(f.config, f.rates, f.waits) for f in finals]
-    assert choose(bare, history, control=rule).config == rule
+    assert choose(bare, history, rule=rule).config == rule
 
 
 # --- past the cores (NOTE [ Past the cores ] in choice.py) -----------------------------------------
@@ -201,10 +201,10 @@ def test_a_pick_past_the_cores_stands_only_beaten_past_the_noise():
     two, eight, one = cfg(2), cfg(8), cfg(1)
     close = [Finalist(eight, (330.0, 316.0, 335.0)), Finalist(two, (320.0, 325.0, 318.0)),
              Finalist(one, (250.0, 255.0, 252.0))]
-    assert choose(close, [], control=one, cpus=2).config == two
+    assert choose(close, [], rule=one, cpus=2).config == two
     clear = [Finalist(eight, (400.0, 410.0, 405.0)), Finalist(two, (320.0, 325.0, 318.0)),
              Finalist(one, (250.0, 255.0, 252.0))]
-    assert choose(clear, [], control=one, cpus=2).config == eight
+    assert choose(clear, [], rule=one, cpus=2).config == eight
 
 
 def test_a_pick_past_the_cores_without_num_workers_cpus_measured_is_not_handed_back():
@@ -213,8 +213,8 @@ def test_a_pick_past_the_cores_without_num_workers_cpus_measured_is_not_handed_b
     zero, one, eight = cfg(0), cfg(1), cfg(8)
     finals = [Finalist(eight, (330.0, 335.0, 332.0)), Finalist(one, (300.0, 303.0, 301.0))]
     history = [trial(zero, 200.0, 0.5), trial(one, 300.0, 0.1), trial(eight, 330.0, 0.1)]
-    assert choose(finals, history, control=one).config == eight
-    assert choose(finals, history, control=one, cpus=2).config == one
+    assert choose(finals, history, rule=one).config == eight
+    assert choose(finals, history, rule=one, cpus=2).config == one
 
 
 def test_without_a_final_a_burst_past_the_cores_needs_the_margin_over_num_workers_cpus():
@@ -231,4 +231,4 @@ def test_a_pick_past_the_cores_not_beaten_past_the_noise_gives_way_to_num_worker
     zero, one, two, eight = cfg(0), cfg(1), cfg(2), cfg(8)
     finals = [Finalist(eight, (330.0, 335.0, 332.0)), Finalist(one, (300.0, 303.0, 301.0))]
     history = [trial(zero, 200.0, 0.5), trial(one, 300.0, 0.1), trial(two, 325.0, 0.1), trial(eight, 330.0, 0.1)]
-    assert choose(finals, history, control=one, cpus=2).config == two
+    assert choose(finals, history, rule=one, cpus=2).config == two

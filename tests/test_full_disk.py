@@ -41,7 +41,7 @@ def test_the_disk_fills_mid_search(tmp_path):
     # At the end: what, where, how much was free, the fix.
     assert "could not save all of it" in stderr and "could not write the result and its snippet to " + out in stderr
     assert "No space left on device" in stderr and "database or disk is full" in stderr
-    assert "0 bytes free there" in stderr
+    assert "0 B free there" in stderr
     assert "Fix: free space there, and run the same command again (it resumes" in stderr
     # The pick is printed all the same, and says it was not saved.
     assert "num_workers" in run["stdout"] and "samples/s" in run["stdout"]

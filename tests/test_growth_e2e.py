@@ -27,11 +27,11 @@ BATCH = 64
 
 
 def with_workers(result):
-    """The pick and its forecast when it has workers, else the control's (the cpus-1 rule): the
+    """The pick and its forecast when it has workers, else the rule's (the cpus-1 rule's config): the
     one config of the tune whose workers' growth an epoch can show."""
     if result.config.num_workers:
         return result.config, result.memory
-    return result.control, result.control_memory
+    return result.rule, result.rule_memory
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ never by the suite's timeout: a hang fails the test in a bounded time.
   so does a second one beside it; the guarded script tunes.
 - A dataset that never builds in the trial process ends with the budget, saying what it waits for.
 - A node tune with a rank stopped (SIGSTOP) ends naming it; Ctrl-C ends every rank with 130.
-- A resumed run measures again the failures of the environment (an OSError) and the control
+- A resumed run measures again the failures of the environment (an OSError) and the rule
   (NOTE [ Fixed outside the code ] in store/retry.py).
 - PostgreSQL storage with a full --out: the message says the same command resumes, and it does.
 """
@@ -29,11 +29,11 @@ import psutil
 import pytest
 from conftest import REPO_ROOT, TESTS_DIR
 
-from autoloader.events import ControlRetried, TrialDone, TuneStarted
+from autoloader.events import RuleRetried, TrialDone, TuneStarted
 from autoloader.search.budget import wall_bound
 from autoloader.search.results import FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig
-from autoloader.store.retry import StoredTrial, control_again, standing
+from autoloader.store.retry import StoredTrial, rule_again, standing
 from scripts.faults import datasets as faulty
 from scripts.faults.checks import orphan_last_run
 
@@ -269,26 +269,26 @@ def test_ctrl_c_on_a_node_tune_exits_130_on_every_rank(launch, tmp_path, tag):
         assert "autoloader: rank 1 of 2 interrupted" in ended[0][1], ended[0][1][-3000:]
 
 
-# --- 11. failures fixed outside the code, and the control, measured again on resume ---------------------
+# --- 11. failures fixed outside the code, and the rule, measured again on resume ---------------------
 
 A, B, C = (LoaderConfig.make(16, w, False) for w in (0, 1, 2))
 
 
-def test_a_resumed_run_sets_aside_failures_of_the_environment_and_of_the_control():
+def test_a_resumed_run_sets_aside_failures_of_the_environment_and_of_the_rule():
     env = TrialResult(B, FAILED, cause="dataset_error", error="FileNotFoundError: x", os_error=True)
     code = TrialResult(C, FAILED, cause="dataset_error", error="ValueError: y")
     ok = TrialResult(A, OK, samples_per_s=100.0)
     loaded = standing([StoredTrial(ok, None, "d"), StoredTrial(env, None, "d"), StoredTrial(code, None, "d")],
                       lambda result, limits: False, "d")
     assert loaded.trials == (ok, code) and loaded.environment == 1, "the OSError's failure is measured again"
-    assert control_again(loaded.trials, C) == ([ok], code), "the control's failure is measured again"
-    assert control_again(loaded.trials, A) == ([ok, code], None), "the control's success stands"
+    assert rule_again(loaded.trials, C) == ([ok], code), "the rule's failure is measured again"
+    assert rule_again(loaded.trials, A) == ([ok, code], None), "the rule's success stands"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["oserror", "value"])
 @pytest.mark.heavy
-def test_a_resumed_run_measures_the_restored_environment_and_the_control(kind, tmp_path, tag):
+def test_a_resumed_run_measures_the_restored_environment_and_the_rule(kind, tmp_path, tag):
     from hang_workloads import FailsUntilRestored
 
     from autoloader import tune
@@ -296,12 +296,12 @@ def test_a_resumed_run_measures_the_restored_environment_and_the_control(kind, t
     shard, out = str(tmp_path / "shard.bin"), str(tmp_path / "out")
     dataset = FailsUntilRestored(shard, kind)
     first = tune(dataset, batch_size=16, budget=30, device="cpu", out=out)
-    control = first.control
-    assert control is not None and control.num_workers >= 1
+    rule = first.rule
+    assert rule is not None and rule.num_workers >= 1
     failed = [t for t in first.trials if t.status == FAILED]
     assert failed and all(t.config.num_workers for t in failed)
     assert all(t.os_error == (kind == "oserror") for t in failed), [(t.cause, t.os_error) for t in failed]
-    assert any(t.config == control for t in failed), "the control failed in the first run"
+    assert any(t.config == rule for t in failed), "the rule failed in the first run"
     # The first run left as a killed one would be, then the file restored (no code changed).
     orphan_last_run(faulty.find_study(out))
     with open(shard, "wb") as fh:
@@ -310,16 +310,16 @@ def test_a_resumed_run_measures_the_restored_environment_and_the_control(kind, t
     second = tune(dataset, batch_size=16, budget=15, device="cpu", out=out, progress=events.append)
     start = next(e for e in events if isinstance(e, TuneStarted))
     assert start.resumed >= 1, "the killed run was resumed"
-    measured_again = [e.result for e in events if isinstance(e, TrialDone) and e.result.config == control]
-    assert measured_again and measured_again[-1].status == OK, "the control was measured in the resumed run"
+    measured_again = [e.result for e in events if isinstance(e, TrialDone) and e.result.config == rule]
+    assert measured_again and measured_again[-1].status == OK, "the rule was measured in the resumed run"
     if kind == "oserror":
         assert start.environment == len(failed), (start.environment, len(failed))
         assert not [t for t in second.trials if t.status == FAILED], "every OSError's config was measured again"
-    else:   # the code's own failures stand while the code is the same; the control's alone is measured
+    else:   # the code's own failures stand while the code is the same; the rule's alone is measured
         assert start.environment == 0
-        assert any(isinstance(e, ControlRetried) for e in events)
+        assert any(isinstance(e, RuleRetried) for e in events)
         assert [t.config for t in second.trials if t.status == FAILED] == \
-               [t.config for t in failed if t.config != control]
+               [t.config for t in failed if t.config != rule]
 
 
 # --- 12. PostgreSQL storage, a full --out: the same command resumes ---------------------------------------

@@ -404,6 +404,11 @@ def test_no_config_past_the_memory_forecast_starts(short_segments, tmp_path, mon
     assert loader.plan.readings and all(r.config.num_workers == 0 for r in loader.plan.readings)
     assert loader.refused and all(c.num_workers > 0 for c in loader.refused)
     assert loader.plan.pick is not None and loader.plan.pick.num_workers == 0
+    line = record.closing_line(loader, None)   # the refused named once each, the first two in words
+    refused = list(dict.fromkeys(loader.refused))
+    assert line.count("past the memory forecast") == 1 and len(line) < 1500, line
+    if len(refused) > 2:
+        assert f"and {len(refused) - 2} more" in line, line
     with warnings.catch_warnings():
         warnings.simplefilter("error")   # a stored record that fails its checks is a warning
         stored = autoloader.stored_result(dataset, batch_size=8, device="cpu", out=str(tmp_path))

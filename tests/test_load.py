@@ -51,9 +51,9 @@ def tuned(config=PICK, rate=1000.0) -> TunedConfig:
     return TunedConfig(config, rate, 0.03, 400.0, None, {"fingerprint": "box", "cpus": CPUS}, "ds-key", "cpu")
 
 
-def result(config=PICK, trials=(), finals=(), load=None, threads=None, control=RULE) -> TuneResult:
+def result(config=PICK, trials=(), finals=(), load=None, threads=None, rule=RULE) -> TuneResult:
     return TuneResult(tuned(config), tuple(trials), tuple(finals), "/r.json", "/r.py", "sqlite://", 12.0, 0, 0,
-                      control=control, load=load, threads=threads)
+                      rule=rule, load=load, threads=threads)
 
 
 # --- the load --------------------------------------------------------------------------------------
@@ -376,7 +376,7 @@ def test_the_final_holds_the_previous_pick_and_the_rule_even_when_short_of_time(
     assert final_configs([PICK, RULE], RULE, OLD, failed) == [PICK, RULE]
 
 
-def test_the_control_is_a_finalist_even_when_its_burst_was_stopped_early():
+def test_the_rule_is_a_finalist_even_when_its_burst_was_stopped_early():
     from autoloader.search.model import Model
     from autoloader.search.model_first import ModelFirst
     from autoloader.search.space import search_space
@@ -386,7 +386,7 @@ def test_the_control_is_a_finalist_even_when_its_burst_was_stopped_early():
                       worker_pss=None, cpus=CPUS, epoch_batches=200)
     strategy = ModelFirst(search_space((16,), CPUS, "cpu"), Model(profile, "cpu"), CPUS)
     history = [trial(LoaderConfig.make(16, 0, False), 300.0), trial(PICK, 1000.0),
-               trial(strategy.control, 200.0, pruned=True)]
-    assert strategy.finalists(history)[-1] == strategy.control
-    failed = history[:2] + [TrialResult(strategy.control, CONSTRAINT, cause="host_memory")]
-    assert strategy.control not in strategy.finalists(failed)
+               trial(strategy.rule, 200.0, pruned=True)]
+    assert strategy.finalists(history)[-1] == strategy.rule
+    failed = history[:2] + [TrialResult(strategy.rule, CONSTRAINT, cause="host_memory")]
+    assert strategy.rule not in strategy.finalists(failed)

@@ -124,7 +124,7 @@ def test_a_memory_mapped_dataset_is_tuned_without_copy_on_read_growth(tmp_path):
     growth = result.profile.growth
     assert growth is not None, "the stage ran (the dataset's table is past its floor)"
     assert not growth.found and growth.maps_file, growth
-    for forecast in (result.memory, result.control_memory):
+    for forecast in (result.memory, result.rule_memory):
         if forecast is not None and forecast.workers:
             assert forecast.basis == MEASURED_PEAK and forecast.copied_bytes == 0
     assert growth_finding(result) is None

@@ -47,7 +47,7 @@ def search(truth: Model, guess: Model, allow_reorder=False, fail=()):
 
 
 @pytest.mark.slow
-def test_it_measures_no_workers_then_the_control_then_the_corrected_models_pick():
+def test_it_measures_no_workers_then_the_rule_then_the_corrected_models_pick():
     model = Model(profile(), "cuda")
     strategy, history = search(model, model)
     configs = [t.config for t in history]
@@ -68,7 +68,7 @@ def test_a_profile_pick_the_rules_burst_rules_out_is_never_measured():
     profile_pick = ModelFirst(search_space((32,), CPUS, "cuda"), guess, CPUS)
     first = profile_pick.pick(profile_pick.predictions([])).config
     strategy, history = search(truth, guess)
-    assert first.num_workers > 0 and first != strategy.control
+    assert first.num_workers > 0 and first != strategy.rule
     assert first not in [t.config for t in history]
     best = max(history, key=lambda t: t.samples_per_s)
     truth_best = max(truth.predict(c).samples_per_s for c in strategy.configs)
@@ -95,11 +95,11 @@ def test_a_model_that_is_off_is_corrected_and_its_new_pick_measured():
 
 
 @pytest.mark.slow
-def test_the_control_is_always_a_finalist():
-    model = Model(profile(step_s=0.05), "cuda")   # the step caps everything: the control ties
+def test_the_rule_is_always_a_finalist():
+    model = Model(profile(step_s=0.05), "cuda")   # the step caps everything: the rule ties
     strategy, history = search(model, model)
     finalists = strategy.finalists(history)
-    assert strategy.control in finalists and 2 <= len(finalists) <= 4
+    assert strategy.rule in finalists and 2 <= len(finalists) <= 4
 
 
 @pytest.mark.slow
@@ -130,9 +130,9 @@ def test_out_of_order_delivery_is_never_implied():
 @pytest.mark.slow
 def test_a_config_that_failed_is_not_proposed_again_and_the_search_goes_on():
     model = Model(profile(), "cuda")
-    control = heuristic_config(search_space((32,), CPUS, "cuda"), CPUS)
-    _, history = search(model, model, fail=(control,))
-    assert sum(t.config == control for t in history) == 1
+    rule = heuristic_config(search_space((32,), CPUS, "cuda"), CPUS)
+    _, history = search(model, model, fail=(rule,))
+    assert sum(t.config == rule for t in history) == 1
     assert any(t.status == OK for t in history)
 
 
@@ -212,7 +212,7 @@ def test_a_prediction_in_doubt_is_burst_at_its_cheapest():
     pick = strategy.pick(strategy.predictions([])).config
     assert pick.num_workers == 2
     measured = [TrialResult(c, OK, samples_per_s=rate(c), steady_samples_per_s=rate(c))
-                for c in (strategy.space.default_config(0), strategy.control, pick)]
+                for c in (strategy.space.default_config(0), strategy.rule, pick)]
     doubt = strategy.propose(measured)
     near = [p.config for p in strategy.predictions(measured) if p.config not in {t.config for t in measured}
             and p.samples_per_s >= 0.95 * max(rate(c) for c in strategy.configs)]
@@ -235,17 +235,17 @@ def test_another_config_challenges_the_pick_in_the_final_only_from_past_a_rounds
     strategy.model.predict = lambda c, calib=None: Prediction(c, rate(c), rate(c), 0.0, "workers", 0.0)
     pick = strategy.pick(strategy.predictions([])).config
     four = pick.replace(num_workers=4)
-    assert pick.num_workers == 2 and four != strategy.control
+    assert pick.num_workers == 2 and four != strategy.rule
 
     def finalists(four_reads):
-        bursts = {strategy.space.default_config(0): 500.0, strategy.control: 1000.0, pick: 1000.0,
+        bursts = {strategy.space.default_config(0): 500.0, strategy.rule: 1000.0, pick: 1000.0,
                   four: 1000.0 * four_reads}
         return strategy.finalists([TrialResult(c, OK, samples_per_s=r, steady_samples_per_s=r)
                                    for c, r in bursts.items()])
 
     assert 1.05 < 1.0 + SINGLE_ROUND_MARGIN < 1.15
-    assert finalists(1.05) == [pick, strategy.control]
-    assert finalists(1.15) == [pick, four, strategy.control]
+    assert finalists(1.05) == [pick, strategy.rule]
+    assert finalists(1.15) == [pick, four, strategy.rule]
 
 
 def test_a_loose_burst_level_with_the_pick_goes_to_the_final():
@@ -264,14 +264,14 @@ def test_a_loose_burst_level_with_the_pick_goes_to_the_final():
 
     def finalists(four_reads, four_interval):
         history = [TrialResult(strategy.space.default_config(0), OK, samples_per_s=150.0, rel_interval=0.02),
-                   TrialResult(strategy.control, OK, samples_per_s=300.0, rel_interval=0.02),
+                   TrialResult(strategy.rule, OK, samples_per_s=300.0, rel_interval=0.02),
                    TrialResult(pick, OK, samples_per_s=318.0, rel_interval=0.02),
                    TrialResult(four, OK, samples_per_s=four_reads, rel_interval=four_interval)]
         return strategy.finalists(history)
 
-    assert finalists(326.0, 0.26) == [pick, four, strategy.control]
-    assert finalists(326.0, 0.03) == [pick, strategy.control]
-    assert finalists(300.0, 0.26) == [pick, strategy.control]   # 6% behind: no tie to call
+    assert finalists(326.0, 0.26) == [pick, four, strategy.rule]
+    assert finalists(326.0, 0.03) == [pick, strategy.rule]
+    assert finalists(300.0, 0.26) == [pick, strategy.rule]   # 6% behind: no tie to call
 
 
 def test_a_loose_burst_challenges_a_pick_that_is_the_rule():

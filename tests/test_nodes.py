@@ -1,6 +1,6 @@
 """torchdata.nodes graphs: the knobs in the settings table (DataLoader configs and keys as they
 were), a trial's graph built from a keyword factory and rebuilt from a given graph, the clear
-errors, and a graph tuned end to end on the CPU against its own settings as the control."""
+errors, and a graph tuned end to end on the CPU against its own settings as the rule."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from autoloader.cli import main
 from autoloader.errors import UsageError
 from autoloader.search.knob import NODES
 from autoloader.search.settings import METHOD
-from autoloader.search.nodes import FACTORY, REBUILT, NodesGraph, graph_control, graph_snippet, graph_space
+from autoloader.search.nodes import FACTORY, REBUILT, NodesGraph, graph_rule, graph_snippet, graph_space
 from autoloader.search.space import LoaderConfig, search_space
 
 
@@ -43,14 +43,14 @@ def test_a_nodes_config_names_its_knobs_and_reads_back():
     assert LoaderConfig.make(64, 2, False, loader=NODES, max_concurrent=4).max_concurrent is None
 
 
-def test_the_graph_as_given_is_the_control_and_in_the_space():
+def test_the_graph_as_given_is_the_rule_and_in_the_space():
     graph = _graph(max_concurrent=2, method="process")
-    control = graph_control(graph, 32, cuda=False)
-    assert (control.num_workers, control.method, control.max_concurrent) == (2, "process", 2)
-    space = graph_space(search_space((32,), 2, "cpu", loader=NODES), graph, control)
-    assert space.contains(control) and set(space.values(METHOD)) == {"thread", "process"}
+    rule = graph_rule(graph, 32, cuda=False)
+    assert (rule.num_workers, rule.method, rule.max_concurrent) == (2, "process", 2)
+    space = graph_space(search_space((32,), 2, "cpu", loader=NODES), graph, rule)
+    assert space.contains(rule) and set(space.values(METHOD)) == {"thread", "process"}
     # A factory's knob it does not take stays at the graph's value.
-    fixed = graph_space(search_space((32,), 2, "cpu", loader=NODES), _graph(FACTORY, takes=("num_workers",)), control)
+    fixed = graph_space(search_space((32,), 2, "cpu", loader=NODES), _graph(FACTORY, takes=("num_workers",)), rule)
     assert dict(fixed.choices)["method"] == ("process",)
 
 
@@ -121,10 +121,10 @@ def test_a_graph_is_tuned_end_to_end_and_its_pick_ties_or_beats_its_own_settings
     import nodes_workloads
 
     result = tune(nodes_workloads.make, batch_size=32, budget=60, device="cpu", out=out)
-    assert result.nodes is not None and result.config.loader == NODES and result.control.loader == NODES
-    control = next(f for f in result.finals if f.config == result.control) if result.control != result.config else None
-    if control is not None:   # measured in the same final, as the cpus-1 rule is for a DataLoader
-        assert result.samples_per_s >= control.median * (1.0 - FINAL_TIE)
+    assert result.nodes is not None and result.config.loader == NODES and result.rule.loader == NODES
+    rule = next(f for f in result.finals if f.config == result.rule) if result.rule != result.config else None
+    if rule is not None:   # measured in the same final, as the cpus-1 rule is for a DataLoader
+        assert result.samples_per_s >= rule.median * (1.0 - FINAL_TIE)
     text = table(result)
     assert "tuned torchdata.nodes graph" in text and "graph as given" in text and "loader" in text
     assert "torchdata.nodes graph tuned by autoloader" in open(result.snippet_path).read()

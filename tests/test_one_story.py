@@ -156,7 +156,7 @@ def _busy_one_burst() -> dict:
     data = copy.deepcopy(synthetic_result())
     whole = TuneResult.from_dict(data)
     burst = next(t.samples_per_s for t in whole.trials if t.config == whole.config)
-    data["finals"], data["samples_per_s"], data["control_samples_per_s"] = [], burst, None
+    data["finals"], data["samples_per_s"], data["rule_samples_per_s"] = [], burst, None
     data["load"] = {"usable_cpus": 16, "others_cpus": 12.0, "peak_others_cpus": 14.0, "steal_cpus": None,
                     "busy_trials": [{"first": 1, "last": 3, "others_cpus": 12.5}], "measured_s": 20.0}
     return data

@@ -86,11 +86,11 @@ def test_one_final_round_after_the_opening_is_judged_on_its_pairs():
     # back on the single-round margin (which would also take it here, but says nothing of how sure).
     pick, rule = Finalist(MORE, (1500.0,), opening=1490.0), Finalist(RULE, (1000.0,), opening=1000.0)
     assert rule_settled([pick, rule], MORE, RULE)
-    assert choose([pick, rule], [], control=RULE).config == MORE
+    assert choose([pick, rule], [], rule=RULE).config == MORE
     # Two pairs that disagree: unsure, and the cheaper of the two (the rule) kept.
     pick, rule = Finalist(MORE, (1300.0,), opening=1010.0), Finalist(RULE, (1000.0,), opening=1000.0)
     assert not rule_settled([pick, rule], MORE, RULE)
-    assert choose([pick, rule], [], control=RULE).config == RULE
+    assert choose([pick, rule], [], rule=RULE).config == RULE
 
 
 # --- the final it shortens or leaves out ----------------------------------------------------------

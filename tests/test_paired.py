@@ -80,19 +80,19 @@ def test_the_words_follow_the_interval():
 def test_an_indistinguishable_pair_keeps_the_cheaper_and_says_so():
     # A costlier config ahead by 5% in median, but the rounds do not agree: the rule is kept.
     dear, rule = Finalist(MORE, (1100.0, 980.0, 1075.0)), Finalist(RULE, (1000.0, 1010.0, 1000.0))
-    assert choose([dear, rule], [], control=RULE).config == RULE
+    assert choose([dear, rule], [], rule=RULE).config == RULE
     assert rule_verdict(RULE, RULE, [dear, rule]).endswith(": the cheaper of the two kept")
     # A cheaper pick the rounds cannot tell from the rule: kept, and said.
     cheap = Finalist(PICK, (1000.0, 1040.0, 990.0))
     dearer_rule = Finalist(MORE, (1010.0, 1000.0, 1010.0))
-    pick = choose([cheap, dearer_rule], [], control=MORE).config
+    pick = choose([cheap, dearer_rule], [], rule=MORE).config
     words = rule_verdict(pick, MORE, [cheap, dearer_rule])
     assert pick == PICK and words.startswith("indistinguishable from the rule (") and "cheaper of the two kept" in words
 
 
 def test_a_costlier_pick_clearly_ahead_stands():
     dear, rule = Finalist(MORE, (1200.0, 1210.0, 1190.0)), Finalist(RULE, (1000.0, 1005.0, 995.0))
-    assert choose([dear, rule], [], control=RULE).config == MORE
+    assert choose([dear, rule], [], rule=RULE).config == MORE
     assert rule_verdict(MORE, RULE, [dear, rule]) == "faster than the rule by 19-21%"
     assert rule_settled([dear, rule], MORE, RULE)
 
@@ -126,7 +126,7 @@ def test_the_final_stops_once_the_rounds_settle_the_pick_against_the_rule():
     final = Final(Clock(600), noisy, lambda e: None)
     finals = final.run([MORE, RULE], history_of(MORE, RULE), RULE, None)
     assert final.rounds == FINAL_MAX_ROUNDS
-    assert choose(finals, history_of(MORE, RULE), control=RULE).config == RULE
+    assert choose(finals, history_of(MORE, RULE), rule=RULE).config == RULE
 
 
 def test_the_final_is_capped_by_the_budget():
@@ -145,9 +145,9 @@ def test_no_final_between_a_pick_and_itself():
     # Otherwise the strategy's pick meets the rule as before.
     assert final_configs([MORE, RULE], RULE, None, history, pick=MORE) == [MORE, RULE]
     tuned = TunedConfig(RULE, 1000.0, 0.02, None, None, {"fingerprint": "box", "cpus": 8}, "k", "cpu")
-    itself = TuneResult(tuned, tuple(history), (), "", "", "", 1.0, 0, 0, control=RULE)
+    itself = TuneResult(tuned, tuple(history), (), "", "", "", 1.0, 0, 0, rule=RULE)
     assert itself.verdict == "the pick is the rule's config: no final between a pick and itself"
-    assert itself.control_ratio is None and "the pick is the rule's config" in table(itself)
+    assert itself.rule_ratio is None and "the pick is the rule's config" in table(itself)
 
 
 # --- the record -----------------------------------------------------------------------------
@@ -158,16 +158,16 @@ def test_the_result_writes_the_ratio_its_interval_the_verdict_and_the_what_ifs()
     claim = WhatIfClaim("pin_off", "No pinning", 1100.0, -0.08, -0.05, "paired", (-0.09, -0.01), 3,
                         "measured in 3 paired rounds: −9…−1%")
     result = TuneResult(TunedConfig(MORE, 1200.0, 0.02, 400.0, None, {"fingerprint": "box", "cpus": 8}, "k", "cpu"),
-                        tuple(history_of(MORE, RULE, NONE)), finals, "", "", "", 1.0, 0, 0, control=RULE,
+                        tuple(history_of(MORE, RULE, NONE)), finals, "", "", "", 1.0, 0, 0, rule=RULE,
                         what_ifs=(claim,))
     data = json.loads(json.dumps(result.to_dict()))
-    lo, hi = data["control_ratio_interval"]
-    assert lo < data["control_ratio"] < hi and data["control_ratio_rounds"] == 3
+    lo, hi = data["rule_ratio_interval"]
+    assert lo < data["rule_ratio"] < hi and data["rule_ratio_rounds"] == 3
     assert data["verdict"] == "faster than the rule by 19-21%" and data["verdict"] in table(result)
     assert data["baseline_verdict"].endswith("x as fast as num_workers=0") and "x as fast" in table(result)
     assert data["what_ifs"][0]["measured_interval"] == [-0.09, -0.01]
     back = TuneResult.from_dict(data)
-    assert back.what_ifs == (claim,) and back.control_ratio == result.control_ratio
+    assert back.what_ifs == (claim,) and back.rule_ratio == result.rule_ratio
     bad = json.loads(json.dumps(data))
     bad["what_ifs"][0]["measured_interval"] = [0.1, -0.1]
     with pytest.raises(InvalidRecord, match=r"what_ifs\[0\]\.measured_interval"):
@@ -188,17 +188,17 @@ def test_a_cpu_tune_writes_its_comparisons_with_their_intervals_and_the_table_sa
     result = tune(BusyWork(cost_s=0.002), batch_size=16, budget=40, device="cpu", out=str(tmp_path))
     with open(result.path) as fh:
         data = json.load(fh)
-    for key in ("control_ratio", "control_ratio_interval", "control_ratio_rounds", "verdict", "baseline_ratio",
+    for key in ("rule_ratio", "rule_ratio_interval", "rule_ratio_rounds", "verdict", "baseline_ratio",
                 "baseline_verdict", "what_ifs"):
         assert key in data, key
     assert data["verdict"] == result.verdict and data["verdict"] in table(result)
-    ratio = result.control_ratio
+    ratio = result.rule_ratio
     if ratio is not None and ratio.judged:
-        lo, hi = data["control_ratio_interval"]
-        assert lo <= data["control_ratio"] <= hi
+        lo, hi = data["rule_ratio_interval"]
+        assert lo <= data["rule_ratio"] <= hi
         words = "faster than" if lo > 1 else "slower than" if hi < 1 else "indistinguishable from"
         assert data["verdict"].startswith(words) or data["verdict"].startswith(f"{lo:.1f}"), data["verdict"]
-    elif result.config == result.control:
+    elif result.config == result.rule:
         assert data["verdict"].startswith("the pick is the rule's config")
     rounds = [len(f.rates) for f in result.finals]
     assert all(n <= FINAL_MAX_ROUNDS for n in rounds), rounds
@@ -216,9 +216,9 @@ def test_the_table_says_the_round_medians_where_they_rank_the_pick_and_the_rule_
     finals = (Finalist(pick, (367.0, 1307.0), opening=1354.0), Finalist(rule, (986.0, 775.0), opening=768.0))
     tuned = TunedConfig(pick, finals[0].median, 0.05, finals[0].median, None, {"fingerprint": "box", "cpus": 8},
                         "k", "cuda")
-    result = TuneResult(tuned, tuple(history_of(pick, rule)), finals, "", "", "", 1.0, 0, 0, control=rule)
+    result = TuneResult(tuned, tuple(history_of(pick, rule)), finals, "", "", "", 1.0, 0, 0, rule=rule)
     line = next(line for line in table(result).splitlines() if "cpus-1 rule" in line)
     assert "880/s" in line and "the pick 1,307/s, the rule 775/s" in line, line
     agreeing = (Finalist(pick, (1300.0, 1307.0), opening=1354.0), Finalist(rule, (986.0, 775.0), opening=768.0))
-    result = TuneResult(tuned, tuple(history_of(pick, rule)), agreeing, "", "", "", 1.0, 0, 0, control=rule)
+    result = TuneResult(tuned, tuple(history_of(pick, rule)), agreeing, "", "", "", 1.0, 0, 0, rule=rule)
     assert "over every paired round" not in table(result)

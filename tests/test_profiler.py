@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from autoloader.probe.profiler import run_profile
-from autoloader.probe.burst import tensor_bytes
 from autoloader.probe.workers import pss as _pss
 
 
@@ -32,7 +31,7 @@ class Timed(torch.utils.data.Dataset):
 
 
 def profile_of(dataset, batch_size=16):
-    return run_profile(dataset, {}, batch_size, lambda batch: None, "cpu", tensor_bytes, _pss)
+    return run_profile(dataset, {}, batch_size, lambda batch: None, "cpu", _pss)
 
 
 @pytest.mark.slow
@@ -168,7 +167,7 @@ def test_the_uint8_stage_times_the_change_against_the_float32_samples():
     data = Pixels()
     samples = [data[i] for i in range(16)]
     batch = default_collate(samples)
-    u = uint8_cost(samples, batch, 16, default_collate, "cpu", lambda: None, tensor_bytes)
+    u = uint8_cost(samples, batch, 16, default_collate, "cpu", lambda: None)
     assert u.byte_share == pytest.approx(0.25, rel=0.01)   # the labels keep their bytes
     assert min(u.loop_collate_s + u.worker_collate_s) > 0 and u.convert_s > 0 and u.rounds >= MIN_ROUNDS
     assert u.pin_s is None and u.h2d_pinned_s is None and u.h2d_pageable_s is None   # off CUDA: no pin, no copy
@@ -177,14 +176,14 @@ def test_the_uint8_stage_times_the_change_against_the_float32_samples():
     assert u.seconds < 2.0, u.seconds
     eights = [data.pool.to(torch.uint8)[i % 4] for i in range(16)]
     assert uint8_cost([(x, 0) for x in eights], default_collate([(x, 0) for x in eights]), 16, default_collate,
-                      "cpu", lambda: None, tensor_bytes) is None, "no float32 tensor: nothing to change"
+                      "cpu", lambda: None) is None, "no float32 tensor: nothing to change"
 
     def float_only(items):
         if any(x.dtype is not torch.float32 for x, _ in items):
             raise TypeError("float32 only")
         return default_collate(items)
 
-    assert uint8_cost(samples, batch, 16, float_only, "cpu", lambda: None, tensor_bytes) is None
+    assert uint8_cost(samples, batch, 16, float_only, "cpu", lambda: None) is None
 
 
 @pytest.mark.slow

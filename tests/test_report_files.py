@@ -160,7 +160,7 @@ def _malformed(base: dict) -> dict[str, dict]:
         "trials[0].wait_fraction=7": {"trials": [{**t, "wait_fraction": 7}] + base["trials"][1:]},
         "inputs.timeline=[[5]]": {"inputs": {**(base.get("inputs") or {}), "timeline": [[5]]}},
         "inputs.max_memory=-1": {"inputs": {**(base.get("inputs") or {}), "max_memory": -1}},
-        "control=5": {"control": 5}, "knee.curve=[5]": {"knee": {**(base.get("knee") or {}), "curve": [5]}},
+        "rule=5": {"rule": 5}, "knee.curve=[5]": {"knee": {**(base.get("knee") or {}), "curve": [5]}},
         "memory=[5]": {"memory": [5]}, "model_error=[{}]": {"model_error": [{}]},
         "hardware.cpus=0": {"hardware": {**base["hardware"], "cpus": 0}},
     }

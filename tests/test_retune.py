@@ -269,12 +269,12 @@ def test_bad_run_settings_are_a_bad_registry(tmp_path):
     assert result.exit_code == 2 and "budget" in result.stderr
 
 
-def test_a_warm_start_measures_the_strategys_control_second():
+def test_a_warm_start_measures_the_strategys_rule_second():
     space = SearchSpace(batch_sizes=(16,), max_workers=8, pin_memory=(False,))
-    pick, control = LoaderConfig.make(16, 4, False, 2, True), LoaderConfig.make(16, 1, False, 2, True)
+    pick, rule = LoaderConfig.make(16, 4, False, 2, True), LoaderConfig.make(16, 1, False, 2, True)
     inner = Rest(LoaderConfig.make(16, 0, False))
-    inner.control = control
+    inner.rule = rule
     strategy = Warmed(inner, WarmStart(pick, rate=1000.0, may_stop=True), space)
     history = [TrialResult(pick, OK, samples_per_s=1000.0, rel_interval=0.02)]
-    assert strategy.propose(history) == control
-    assert strategy.control == control, "the rest of the strategy is the inner one's"
+    assert strategy.propose(history) == rule
+    assert strategy.rule == rule, "the rest of the strategy is the inner one's"

@@ -164,7 +164,7 @@ def test_a_python_object_dataset_under_fork_and_spawn_is_forecast_within_a_quart
     assert {m.method for m in result.profile.methods} == {default_start_method("linux"), "spawn"}
     choice = result.start
     assert choice is not None and not choice.given and {r.method for r in choice.rows} == {"fork", "spawn"}
-    config = result.config if result.config.num_workers else result.control
+    config = result.config if result.config.num_workers else result.rule
     shown = table(result)
     assert "start method" in shown and "a worker at the epoch's end" in shown, shown
     assert "shared buffer" in shown   # the rows are Python objects: the growth finding's

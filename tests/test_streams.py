@@ -184,14 +184,13 @@ def test_each_worker_is_counted_without_changing_the_batches(method):
 
 @pytest.mark.slow
 def test_an_iterable_without_len_is_profiled():
-    from autoloader.probe.burst import tensor_bytes
     from autoloader.probe.profiler import run_profile
     from autoloader.probe.workers import pss
 
     dataset = stream_workloads.Unsharded(2000)
     with pytest.raises(TypeError):
         len(dataset)
-    profile = run_profile(dataset, {}, 32, lambda batch: None, "cpu", tensor_bytes, pss)
+    profile = run_profile(dataset, {}, 32, lambda batch: None, "cpu", pss)
     assert profile.epoch_batches is None and len(profile.sample_s) >= 16
     assert profile.sample_bytes == 4 * stream_workloads.SAMPLE + 8 and profile.worker_pss
     staged = with_stream(profile, dataset, {}, 32, lambda: None)

@@ -143,7 +143,7 @@ class Profiled(Event):
 
 
 @dataclass(frozen=True)
-class ControlRetried(Event):
+class RuleRetried(Event):
     """The cpus-1 rule's config failed in the run resumed here and is measured again, since the
     pick is held against it.
 
@@ -151,8 +151,12 @@ class ControlRetried(Event):
         result: its stored failure, a ``TrialResult``.
     """
 
+    # The kind keeps the event's first name: a two-argument callback and a log filter match on it.
     kind: ClassVar[str] = "control_again"
     result: Any
+
+
+ControlRetried = RuleRetried   # deprecated: the event's name before the rule's config was called the rule
 
 
 @dataclass(frozen=True)
@@ -396,6 +400,6 @@ class Retuned(Event):
 
 
 EVENTS: tuple[type[Event], ...] = (
-    TuneStarted, TrialsUnstored, FleetPushed, Profiled, ControlRetried, TrialDone, FinalRound, BusyRecheck, TuneDone,
+    TuneStarted, TrialsUnstored, FleetPushed, Profiled, RuleRetried, TrialDone, FinalRound, BusyRecheck, TuneDone,
     ResultReused, ResultNotReused, SettingsApplied, WaitingForLock, WaitingForTrialStart, WaitingForRank,
     RetuneStarted, WarmStarted, Retuned)

@@ -14,13 +14,23 @@ from ..search.policy import busy_at
 from ..search.results import BUDGET_ENDED, OK
 from ..search.shards import profile_note, shards_text, trial_note
 from ..errors import clip, one_line
-from .kinds import (BusyRecheck, ControlRetried, Event, FinalRound, FleetPushed, Profiled, ResultNotReused, ResultReused,
+from .kinds import (BusyRecheck, Event, FinalRound, FleetPushed, Profiled, ResultNotReused, ResultReused, RuleRetried,
                     Retuned, RetuneStarted, SettingsApplied, TrialDone, TrialsUnstored, TuneStarted, WaitingForLock,
                     WaitingForRank, WaitingForTrialStart, WarmStarted)
 
 
 def gib(n: int | None) -> str:
     return "-" if not n else f"{n / 2**30:.2f} GiB"
+
+
+def size(nbytes: float | None) -> str:
+    """Bytes as people read them: GiB, MiB or KiB to a tenth, whole bytes below; "-" for none."""
+    if nbytes is None:
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes:.0f} B"
 
 
 def mib(n: float) -> str:
@@ -239,8 +249,8 @@ def _rank(e: WaitingForRank) -> str:
             f"given up after {e.bound_s:.0f} s)")
 
 
-@line.register(ControlRetried)
-def _control_again(e: ControlRetried) -> str:
+@line.register(RuleRetried)
+def _rule_again(e: RuleRetried) -> str:
     r = e.result
     return (f"  the cpus-1 rule's config {r.config.key} failed in the run resumed here ({clip(r.describe_failure(), 500)}); "
             "measuring it again, since the pick is held against it")

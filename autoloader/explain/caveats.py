@@ -88,8 +88,8 @@ def caveats(result) -> list[tuple[str, str]]:
 
 def rule_label(result) -> str:
     """The rule's row's label: the cpus-1 rule, or a torchdata.nodes graph as it was given."""
-    control = getattr(result, "control", None)
-    return "graph as given" if control is not None and control.loader != DATALOADER else "cpus-1 rule"
+    rule = getattr(result, "rule", None)
+    return "graph as given" if rule is not None and rule.loader != DATALOADER else "cpus-1 rule"
 
 
 def _ranked_otherwise(result) -> str:
@@ -98,7 +98,7 @@ def _ranked_otherwise(result) -> str:
     ranks by (NOTE [ The opening round ] in search/opening.py): those medians, so that a pick
     shown below the rule's rate says why it was kept; else nothing."""
     finals = {f.config: f for f in getattr(result, "finals", ())}
-    pick, rule = finals.get(result.tuned.config), finals.get(getattr(result, "control", None))
+    pick, rule = finals.get(result.tuned.config), finals.get(getattr(result, "rule", None))
     if pick is None or rule is None or pick is rule:
         return ""
     if (pick.median < rule.median) == (pick.round_median < rule.round_median):
@@ -111,32 +111,32 @@ def _ranked_otherwise(result) -> str:
 def rule_line(result) -> str:
     """The table's line on the rule the tuner replaces (NOTE [ Model first ]): the verdict its
     paired rounds support (``TuneResult.verdict``), or why there is none."""
-    control, tuned = getattr(result, "control", None), result.tuned
-    if control is None:
+    rule, tuned = getattr(result, "rule", None), result.tuned
+    if rule is None:
         return "not measured: this search holds no rule"
-    rule = f"num_workers={control.num_workers}, pin_memory={control.pin_memory}, persistent"
-    if control.loader != DATALOADER:   # a torchdata.nodes graph's own settings (search/nodes.py)
-        rule = "the graph as given: " + ", ".join(f"{k}={v!r}" for k, v in control.loader_kwargs().items()
-                                                  if k not in ("loader", "batch_size"))
+    settings = f"num_workers={rule.num_workers}, pin_memory={rule.pin_memory}, persistent"
+    if rule.loader != DATALOADER:   # a torchdata.nodes graph's own settings (search/nodes.py)
+        settings = "the graph as given: " + ", ".join(f"{k}={v!r}" for k, v in rule.loader_kwargs().items()
+                                                      if k not in ("loader", "batch_size"))
     verdict = getattr(result, "verdict", None) or "the pick is the rule's config"
-    if control == tuned.config:
-        return f"{verdict} ({rule}){beaten_words(result)}"
-    median = getattr(result, "control_samples_per_s", None)
+    if rule == tuned.config:
+        return f"{verdict} ({settings}){beaten_words(result)}"
+    median = getattr(result, "rule_samples_per_s", None)
     if median:
-        return f"{_rate(median)} ({rule}) in the interleaved final; the pick: {verdict}{_ranked_otherwise(result)}"
-    trials = [tr for tr in result.trials if tr.config == control]
+        return f"{_rate(median)} ({settings}) in the interleaved final; the pick: {verdict}{_ranked_otherwise(result)}"
+    trials = [tr for tr in result.trials if tr.config == rule]
     failed = next((tr for tr in trials if tr.status != OK), None)
     if failed is not None:
-        return f"could not run here ({rule}): {clip(failed.describe_failure(), 500)}"
+        return f"could not run here ({settings}): {clip(failed.describe_failure(), 500)}"
     burst = next((tr for tr in trials if tr.status == OK and tr.samples_per_s), None)
-    forecast, inputs = getattr(result, "control_memory", None), getattr(result, "inputs", None)
+    forecast, inputs = getattr(result, "rule_memory", None), getattr(result, "inputs", None)
     ceiling = inputs.max_memory if inputs is not None else None
     if forecast is not None and ceiling and forecast.host_bytes > ceiling:   # kept out of the final: final.py
         seen = f"; its burst read {_rate(burst.samples_per_s)}" if burst is not None else ""
         return (f"the rule's forecast {_gib(forecast.host_bytes)} is past the {_gib(ceiling)} ceiling: not measured "
-                f"in the final ({rule}){seen}")
+                f"in the final ({settings}){seen}")
     if burst is not None:
         rough = " (stopped early: a rough figure)" if burst.pruned else ""
-        return (f"not in an interleaved final ({rule}): no round of it fit in the budget, so no interval; its burst "
+        return (f"not in an interleaved final ({settings}): no round of it fit in the budget, so no interval; its burst "
                 f"read {_rate(burst.samples_per_s)}{rough}")
-    return f"not measured ({rule}): the budget ended before it"
+    return f"not measured ({settings}): the budget ended before it"

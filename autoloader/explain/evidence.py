@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..errors import usage
-from ..events.lines import rate  # noqa: F401  (the one rate formatter; verdict and ceiling take it from here)
+# The one rate and size formatters (events/lines.py): verdict and ceiling take them from here.
+from ..events.lines import rate, size  # noqa: F401
 from ..search.choice import Finalist
 from ..search.knee import Knee
 from ..search.model import Calibration, Model, Prediction
@@ -44,7 +45,7 @@ class Evidence:
     samples_per_s: float
     trials: tuple[TrialResult, ...] = ()
     finals: tuple[Finalist, ...] = ()
-    control: LoaderConfig | None = None
+    rule: LoaderConfig | None = None
     step_given: bool | None = None
     allow_reorder: bool | None = None
     max_memory: int | None = None
@@ -185,7 +186,7 @@ class Evidence:
         return cls(profile=result.profile, calibration=result.calibration or Calibration(),
                    device=result.device or "cpu", pick=result.config,
                    samples_per_s=float(result.samples_per_s) / result.ranks, trials=trials,
-                   finals=tuple(result.finals), control=result.control,
+                   finals=tuple(result.finals), rule=result.rule,
                    step_given=(inputs.step is not None) if inputs is not None else None, allow_reorder=allow,
                    max_memory=max_memory, shm_free=inputs.shm_free if inputs is not None else None,
                    ranks=result.ranks, cpus=result.hardware.cpus, knee=result.knee, tune_seconds=result.tune_seconds,
@@ -304,15 +305,6 @@ def ms(seconds: float) -> str:
     if seconds >= 1:
         return f"{seconds:.2f} s"
     return f"{seconds * 1e3:.2f} ms" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
-
-
-def size(nbytes: float | None) -> str:
-    if nbytes is None:
-        return "-"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 def pct(share: float) -> str:

@@ -108,7 +108,7 @@ def _trial_rows(ex: Explanation) -> list[dict]:
         role = []
         if t.config == ev.pick:
             role.append("pick")
-        if ev.control is not None and t.config == ev.control:
+        if ev.rule is not None and t.config == ev.rule:
             role.append("rule")
         if t.config in finals:
             role.append("final")

@@ -107,9 +107,9 @@ def worker_curve(ex: Explanation) -> bytes:
         ax.axvline(ev.knee.stops_paying, color=MODEL, ls="--", lw=1)
         ax.annotate(f"knee: {ev.knee.stops_paying}", (ev.knee.stops_paying, 0.02), xycoords=("data", "axes fraction"),
                     color=MODEL, fontsize=8, xytext=(3, 0), textcoords="offset points")
-    if ev.control is not None:
-        ax.axvline(ev.control.num_workers, color=RULE, ls=":", lw=1.5)
-        ax.annotate("cpus-1 rule", (ev.control.num_workers, 0.10), xycoords=("data", "axes fraction"), color=RULE,
+    if ev.rule is not None:
+        ax.axvline(ev.rule.num_workers, color=RULE, ls=":", lw=1.5)
+        ax.annotate("cpus-1 rule", (ev.rule.num_workers, 0.10), xycoords=("data", "axes fraction"), color=RULE,
                     fontsize=8, xytext=(3, 0), textcoords="offset points")
     top = max([p.samples_per_s for p in predicted] + [t.samples_per_s for t in ev.ok_trials + rough]
               + [ev.samples_per_s])
@@ -315,7 +315,7 @@ def timeline(ex: Explanation) -> bytes:
             colour = (GREY if trial is not None and trial.pruned else
                       {OK: MEASURED, "constraint": LIMIT}.get(trial.status if trial else OK, FINAL))
         elif what == "final":
-            colour = PICK if key == ev.pick.key else RULE if ev.control is not None and key == ev.control.key else FINAL
+            colour = PICK if key == ev.pick.key else RULE if ev.rule is not None and key == ev.rule.key else FINAL
         y = lanes.get(what, 0)
         if width > 0:
             ax.barh(y, width, left=start, color=colour, height=0.6, edgecolor="white", linewidth=0.8)

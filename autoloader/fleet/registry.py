@@ -131,6 +131,14 @@ def _table(data: dict, name: str) -> dict:
     return value
 
 
+def _typed(entry: dict, key: str, kind: type, where: str, what: str, example: str, default=None):
+    """``entry[key]`` (``default`` where absent), or a UsageError where it is not ``kind``."""
+    value = entry.get(key, default)
+    if value is not None and not isinstance(value, kind):
+        raise usage(f"{where}.{key} is {what}", value, f"write e.g. {example}")
+    return value
+
+
 def _only(table: dict, allowed: set, where: str) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
@@ -164,16 +172,10 @@ def _entry(entry: dict, defaults: dict, folder: str, index: int) -> Entry:
     if not isinstance(spec, str):
         raise usage(f"{where} names its dataset as dataset = \"MODULE:ATTR\"", spec,
                     'write e.g. dataset = "autoloader.demo:images"')
-    step = entry.get("step")
-    if step is not None and not isinstance(step, str):
-        raise usage(f"{where}.step is a \"MODULE:ATTR\" string", step, 'write e.g. step = "train.py:step"')
-    options = entry.get("options", {})
-    if not isinstance(options, dict):
-        raise usage(f"{where}.options is a table of DataLoader arguments", options,
-                    "write e.g. options = { drop_last = true }")
-    sizes = entry.get("batch_sizes")
-    if sizes is not None and not isinstance(sizes, list):
-        raise usage(f"{where}.batch_sizes is a list", sizes, "write e.g. batch_sizes = [64, 128]")
+    step = _typed(entry, "step", str, where, 'a "MODULE:ATTR" string', 'step = "train.py:step"')
+    options = _typed(entry, "options", dict, where, "a table of DataLoader arguments",
+                     "options = { drop_last = true }", default={})
+    sizes = _typed(entry, "batch_sizes", list, where, "a list", "batch_sizes = [64, 128]")
     try:
         batch_sizes = batch_sizes_of(entry.get("batch_size"), sizes)
         check_loader_kwargs(options, batch_sizes, f"{where}.options entry")
@@ -184,9 +186,7 @@ def _entry(entry: dict, defaults: dict, folder: str, index: int) -> Entry:
     name = entry.get("name", spec)
     if not isinstance(name, str) or not name:
         raise usage(f"{where}.name is a non-empty string", name, 'write e.g. name = "images"')
-    version = entry.get("version")
-    if version is not None and not isinstance(version, str):
-        raise usage(f"{where}.version is a string", version, 'write e.g. version = "2026-11"')
+    version = _typed(entry, "version", str, where, "a string", 'version = "2026-11"')
     settings = {**defaults, **{k: entry[k] for k in SETTINGS if k in entry}}
     _check_settings(settings, where)
     return Entry(name, dataset, step_source, batch_sizes, version, dict(options), settings)

@@ -11,6 +11,7 @@ import time
 import warnings
 from typing import Any, Callable
 
+from ..probe.timing import timed_batches
 from ..search.space import LoaderConfig
 from .order import Batches, CurrentEpoch, draw_epoch, finish
 from .schedule import SETTLED, Plan, Reading
@@ -165,7 +166,9 @@ class InRunLoader:
                 iterator = iter(self._segment(config, batches, base_seed + segment))
             calls, got = [], []
             try:
-                for batch in _timed(iterator, calls, got, t_begin):
+                for batch, called, returned in timed_batches(iterator):
+                    calls.append(called - t_begin)
+                    got.append(returned - t_begin)
                     if len(got) == count and config.num_workers and self._worker_bytes is None:
                         self._measure_workers(iterator)
                     yield batch
@@ -198,17 +201,6 @@ class InRunLoader:
             self._report(self, None, epoch)   # still exploring: said, nothing stored
 
 
-def _timed(iterator: Any, calls: list, got: list, t_begin: float):
-    """``iterator``'s batches, each call's and each batch's moment (from ``t_begin``) recorded."""
-    while True:
-        t0 = time.perf_counter()
-        try:
-            batch = next(iterator)
-        except StopIteration:
-            return
-        got.append(time.perf_counter() - t_begin)
-        calls.append(t0 - t_begin)
-        yield batch
 
 
 def _seed_worker():

@@ -18,6 +18,7 @@ import random
 import time
 from typing import Any, Callable
 
+from ..batches import bytes_in
 from ..search.model import Model
 from ..search.model_first import ModelFirst, heuristic_config
 from ..search.profile import Profile
@@ -28,19 +29,6 @@ QUICK_SAMPLES = 64
 RECV_BYTES_PER_S = 2e9
 RECV_FIXED_S = 2e-4
 START_GUESS_S = 0.15
-
-
-def tensor_bytes(obj: Any) -> int:
-    """Bytes of the tensors and arrays in a (nested) batch."""
-    if hasattr(obj, "element_size") and hasattr(obj, "nelement"):
-        return int(obj.element_size() * obj.nelement())
-    if hasattr(obj, "nbytes"):
-        return int(obj.nbytes)
-    if isinstance(obj, dict):
-        return sum(tensor_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(tensor_bytes(v) for v in obj)
-    return 0
 
 
 def quick_profile(dataset: Any, batch_size: int, collate: Callable, cpus: int,
@@ -71,7 +59,7 @@ def quick_profile(dataset: Any, batch_size: int, collate: Callable, cpus: int,
         collate_s = (time.perf_counter() - t0) * batch_size / len(samples)
     finally:
         torch.set_num_threads(threads)
-    sample_bytes = max(1, tensor_bytes(batch) // len(samples))
+    sample_bytes = max(1, bytes_in(batch) // len(samples))
     batch_bytes = sample_bytes * batch_size
     return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
                    recv_s=RECV_FIXED_S + batch_bytes / RECV_BYTES_PER_S, pin_s=None, h2d_pinned_s=None,

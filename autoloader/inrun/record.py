@@ -3,7 +3,7 @@
 # NOTE [ What an in-run tune stores ]
 # The result is a ``TuneResult`` as a CLI tune writes it, under the same key (the dataset, its
 # batch size, the device, the fixed arguments; no step), so the next ``best_loader`` call, and
-# ``autoloader show``, find it: the pick, its rate, the rule as the control, and each finalist's
+# ``autoloader show``, find it: the pick, its rate, the rule, and each finalist's
 # rates by round as the final's (the verdict against the rule is computed from them as for any
 # result). Its rate is the loop's: samples per second of the real training loop, step included,
 # not the loader's alone. Beside it, ``in_run`` holds what the run measured: every segment read,
@@ -82,7 +82,7 @@ def result_of(loader: Any, problem: Any, out: str) -> tuple[TuneResult, dict]:
     cost = tune_cost(loader)
     result = TuneResult(tuned, (), tuple(finals), result_path(out, fingerprint, problem.key),
                         result_path(out, fingerprint, problem.key, ".py"), "", max(0.0, cost[2]) if cost else 0.0, 0, 0,
-                        control=plan.rule, dataset=dataset_record(problem), provenance=Provenance(**provenance()))
+                        rule=plan.rule, dataset=dataset_record(problem), provenance=Provenance(**provenance()))
     return result, in_run_record(loader)
 
 
@@ -136,5 +136,7 @@ def closing_line(loader: Any, path: str | None) -> str:
         wall, _, extra = cost
         line += f"; tuning cost {extra:+.1f} s of {wall:.1f} s ({extra / wall * 100:+.0f}%)"
     if loader.refused:
-        line += f"; not started, past the memory forecast: {', '.join(_short(c) for c in loader.refused)}"
+        refused = list(dict.fromkeys(loader.refused))   # a config asked for again is refused again
+        named = ", ".join(_short(c) for c in refused[:2]) + (f" and {len(refused) - 2} more" if len(refused) > 2 else "")
+        line += f"; not started, past the memory forecast: {named}"
     return line + (f"; stored {path}" if path else "; not stored")

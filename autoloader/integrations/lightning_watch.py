@@ -24,12 +24,12 @@ from typing import Any, Callable
 
 import lightning.pytorch as lightning
 
-from ..watching import Epoch, WatchReport, Watched, check, samples_of, workers_of
+from ..watching import Epoch, Reporting, WatchReport, check, samples_of, workers_of
 
 __all__ = ["WatchCallback"]
 
 
-class WatchCallback(lightning.Callback):
+class WatchCallback(Reporting, lightning.Callback):
     """A Lightning callback saying, every ``every`` steps and at each train epoch's end, what the
     fit's loop waits for (``autoloader.watch``'s reports, timed at the hooks).
 
@@ -49,19 +49,6 @@ class WatchCallback(lightning.Callback):
         self._epoch: Epoch | None = None
         self._mark = 0.0          # when the epoch started, or the last batch ended
         self._started = 0.0       # when this batch's step started
-
-    def report(self) -> WatchReport | None:
-        """The latest report (None before the first)."""
-        return self._reports[-1] if self._reports else None
-
-    @property
-    def reports(self) -> tuple[WatchReport, ...]:
-        return tuple(self._reports)
-
-    def _emit(self, report: WatchReport) -> None:
-        self._reports.append(report)
-        if self._progress is not None:
-            self._progress(Watched(report))
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         loader = getattr(trainer, "train_dataloader", None)

@@ -23,4 +23,4 @@ protocol of NOTE [ Trial protocol ] in protocol.py:
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["driver", "load", "pages", "protocol", "reimport", "waiting", "workers"]
+__all__ = ["driver", "load", "pages", "protocol", "reimport", "timing", "waiting", "workers"]

@@ -29,9 +29,10 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..batches import samples_in
 from ..search.burst_rule import BurstSettings
 from ..search.paired import t95   # Student's t, one table for the house (df = blocks - 1)
 
@@ -52,31 +53,6 @@ class BurstMeasurement:
     window_end_wall: float
     pruned: bool = False
     lead_s: float = 0.0     # the first batch's end to the window's start: the first clump skipped
-
-
-def batch_size_of(batch: Any) -> int:
-    """Samples in a collated batch: the leading dimension of its first tensor."""
-    if hasattr(batch, "shape") and len(getattr(batch, "shape", ())) > 0:
-        return int(batch.shape[0])
-    if isinstance(batch, dict) and batch:
-        return batch_size_of(next(iter(batch.values())))
-    if isinstance(batch, (list, tuple)) and batch:
-        first = batch[0]
-        if hasattr(first, "shape") or isinstance(first, (dict, list, tuple)):
-            return batch_size_of(first)
-        return len(batch)
-    return 1
-
-
-def tensor_bytes(obj: Any) -> int:
-    """Bytes of the tensors in a batch (dicts, lists and tuples of them)."""
-    if hasattr(obj, "element_size") and hasattr(obj, "nelement"):
-        return int(obj.element_size() * obj.nelement())
-    if isinstance(obj, dict):
-        return sum(tensor_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(tensor_bytes(v) for v in obj)
-    return 0
 
 
 class Timer:
@@ -117,6 +93,47 @@ class Timer:
         return self._host
 
 
+class _Epochs:
+    """The loader's batches across its epochs: at an epoch's end the next one starts, and the
+    boundary is timed."""
+
+    def __init__(self, make_iterator: Callable[[], Any]):
+        self.make_iterator = make_iterator
+        self.iterator = make_iterator()
+        self.crossed = 0
+        self.in_epoch = 0   # batches taken from the current epoch
+
+    def fetch(self) -> tuple[Any, float]:
+        """The next batch, and the seconds an epoch's boundary took before it (0.0 within one)."""
+        try:
+            item = next(self.iterator)
+            self.in_epoch += 1
+            return item, 0.0
+        except StopIteration:
+            t0 = time.perf_counter()
+            self.iterator = self.make_iterator()
+            item = next(self.iterator)
+            self.crossed += 1
+            self.in_epoch = 1
+            return item, time.perf_counter() - t0
+
+
+@dataclass
+class _Window:
+    """What the measured window read: batches and samples, each batch's steady arrival, the
+    waits for data, the boundaries crossed."""
+    start: float
+    start_wall: float
+    timer: Timer
+    samples: int = 0
+    batches: int = 0
+    boundary_s: float = 0.0
+    wait_s: float = 0.0
+    arrivals: list = field(default_factory=list)   # steady time (boundaries cut out) of each batch consumed
+    restarts: list = field(default_factory=list)
+    pruned: bool = False
+
+
 def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], num_workers: int,
               fresh_workers_each_epoch: bool, epoch_batches: int | None, device: str,
               settings: BurstSettings, batch_samples: Callable[[Any, int], int] | None = None) -> BurstMeasurement:
@@ -124,110 +141,98 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
     again at each epoch end); ``consume`` is the step; ``epoch_batches`` is None for a dataset of
     unknown length. ``batch_samples(batch, index_in_epoch)`` counts a batch's samples (the
     sampler knows; the default reads the leading dimension). See NOTE [ Honest burst ]."""
-    count = batch_samples or (lambda batch, index: batch_size_of(batch))
+    count = batch_samples or (lambda batch, index: samples_in(batch))
     timer = Timer(device)
     t_begin = time.perf_counter()
-    iterator = make_iterator()
-    batch = next(iterator)
-    consume(batch)
+    epochs = _Epochs(make_iterator)
+    first = next(epochs.iterator)   # a loader without a batch ends the burst here
+    epochs.in_epoch = 1
+    consume(first)
     timer.sync()
     startup_s = time.perf_counter() - t_begin
-    restarts: list[float] = []
-    epochs_crossed = 0
-    in_epoch = 1  # batches taken from the current epoch
-
-    def fetch():
-        """Next batch; at an epoch's end start the next epoch and time the boundary."""
-        nonlocal iterator, epochs_crossed, in_epoch
-        try:
-            item = next(iterator)
-            in_epoch += 1
-            return item, 0.0
-        except StopIteration:
-            t0 = time.perf_counter()
-            iterator = make_iterator()
-            item = next(iterator)
-            epochs_crossed += 1
-            in_epoch = 1
-            return item, time.perf_counter() - t0
-
+    # The first clump skipped: the batches every worker made at once, and a few more.
     for _ in range(num_workers + settings.extra_skip):
-        item, _ = fetch()
-        consume(item)
+        consume(epochs.fetch()[0])
     timer.sync()
+    window = _measure_window(epochs, consume, count, num_workers, epoch_batches, device, settings)
+    return _measurement(window, epochs, num_workers, fresh_workers_each_epoch, epoch_batches, startup_s,
+                        window.start - t_begin - startup_s)
 
+
+def _measure_window(epochs: _Epochs, consume: Callable[[Any], None], count: Callable[[Any, int], int],
+                    num_workers: int, epoch_batches: int | None, device: str, settings: BurstSettings) -> _Window:
+    """The measured window: batches consumed until the rate's interval is tight enough, or the
+    time cap, or the prune line (NOTE [ Honest burst ])."""
     lag = max(1, num_workers)
     floor_batches = math.ceil(settings.min_cycles * num_workers - 1e-9)  # 2.2 x 5 is 11, not 12
     min_batches = max(3 * num_workers, 8, floor_batches)  # at least two cycles of differences
-    samples = 0
-    boundary_s = 0.0
-    wait_s = 0.0
-    batches = 0
-    arrivals: list[float] = []  # steady time (boundaries cut out) at which each batch was consumed
-    pruned = False
     timer = Timer(device)  # consumer time inside the window only
-    window_start_wall = time.time()
-    window_start = chunk_start = time.perf_counter()
-    lead_s = window_start - t_begin - startup_s
+    w = _Window(start_wall=time.time(), start=time.perf_counter(), timer=timer)
+    chunk_start = w.start
     while True:
         t0 = time.perf_counter()
-        item, boundary = fetch()
+        item, boundary = epochs.fetch()
         t1 = time.perf_counter()
-        wait_s += (t1 - t0) - boundary
+        w.wait_s += (t1 - t0) - boundary
         if boundary:
-            restarts.append(boundary)
-            boundary_s += boundary
-        token = timer.start()
+            w.restarts.append(boundary)
+            w.boundary_s += boundary
+        token = w.timer.start()
         consume(item)
-        timer.stop(token)
-        samples += count(item, in_epoch)
-        batches += 1
+        w.timer.stop(token)
+        w.samples += count(item, epochs.in_epoch)
+        w.batches += 1
         now = time.perf_counter()
         chunk_done = now - chunk_start >= settings.chunk_s
         if chunk_done:
-            timer.sync()
+            w.timer.sync()
             now = chunk_start = time.perf_counter()
-        arrivals.append(now - window_start - boundary_s)
+        w.arrivals.append(now - w.start - w.boundary_s)
         if not chunk_done:
             continue
-        elapsed = now - window_start
-        rate, rel = _lagged_rate(arrivals, lag, samples / batches)
+        elapsed = now - w.start
+        rate, rel = _lagged_rate(w.arrivals, lag, w.samples / w.batches)
         # A boundary due before the time cap is waited for: short epochs are then measured,
         # not modelled.
-        to_epoch_end = ((epoch_batches - in_epoch) * elapsed / batches if epoch_batches else math.inf)
-        boundary_due = not restarts and elapsed + to_epoch_end < settings.max_window_s
-        enough = elapsed >= settings.min_window_s and batches >= min_batches and not boundary_due
-        if settings.prune_below and batches >= min_batches and rate < settings.prune_below:
-            pruned = True  # clearly behind the best so far: the search needs no more of it
+        to_epoch_end = ((epoch_batches - epochs.in_epoch) * elapsed / w.batches if epoch_batches else math.inf)
+        boundary_due = not w.restarts and elapsed + to_epoch_end < settings.max_window_s
+        enough = elapsed >= settings.min_window_s and w.batches >= min_batches and not boundary_due
+        if settings.prune_below and w.batches >= min_batches and rate < settings.prune_below:
+            w.pruned = True  # clearly behind the best so far: the search needs no more of it
         # The time cap yields to the floor of min_cycles x num_workers batches (slow batches at
         # many workers need it), up to a hard cap of three times the time cap.
-        capped = (elapsed >= settings.max_window_s and batches >= floor_batches) \
+        capped = (elapsed >= settings.max_window_s and w.batches >= floor_batches) \
             or elapsed >= 3 * settings.max_window_s
-        if (enough and rel <= settings.target_rel_interval) or capped or pruned:
-            break
-    timer.sync()
-    window_s = time.perf_counter() - window_start
-    steady_time = max(window_s - boundary_s, 1e-9)
-    steady_rate, rel_interval = _lagged_rate(arrivals, lag, samples / max(batches, 1))
+        if (enough and rel <= settings.target_rel_interval) or capped or w.pruned:
+            return w
+
+
+def _measurement(w: _Window, epochs: _Epochs, num_workers: int, fresh_workers_each_epoch: bool,
+                 epoch_batches: int | None, startup_s: float, lead_s: float) -> BurstMeasurement:
+    """The window's rates: its steady rate, and the long-run rate with an epoch's restart."""
+    w.timer.sync()
+    window_s = time.perf_counter() - w.start
+    steady_time = max(window_s - w.boundary_s, 1e-9)
+    steady_rate, rel_interval = _lagged_rate(w.arrivals, max(1, num_workers), w.samples / max(w.batches, 1))
     if not math.isfinite(steady_rate):
-        steady_rate = samples / steady_time
-    batch_interval = samples / max(batches, 1) / steady_rate
-    if restarts:
-        restart_s = max(0.0, statistics.median(restarts) - batch_interval)
+        steady_rate = w.samples / steady_time
+    batch_interval = w.samples / max(w.batches, 1) / steady_rate
+    if w.restarts:
+        restart_s = max(0.0, statistics.median(w.restarts) - batch_interval)
     else:
         # A new iterator without persistent workers pays the start-up the first one paid; kept
         # workers (or none) only refill the pipeline, which the steady rate already covers.
         restart_s = max(0.0, startup_s - batch_interval) if fresh_workers_each_epoch else 0.0
     long_rate = steady_rate
     if epoch_batches:
-        epoch_samples = epoch_batches * (samples / max(batches, 1))
+        epoch_samples = epoch_batches * (w.samples / max(w.batches, 1))
         long_rate = epoch_samples / (epoch_samples / steady_rate + restart_s)
     return BurstMeasurement(
         samples_per_s=long_rate, steady_samples_per_s=steady_rate,
-        rel_interval=rel_interval, wait_fraction=min(1.0, wait_s / steady_time),
-        consumer_fraction=min(1.0, timer.busy_seconds() / window_s), startup_s=startup_s,
-        epoch_restart_s=restart_s, batches=batches, window_s=window_s, epochs_crossed=epochs_crossed,
-        window_start_wall=window_start_wall, window_end_wall=time.time(), pruned=pruned, lead_s=lead_s)
+        rel_interval=rel_interval, wait_fraction=min(1.0, w.wait_s / steady_time),
+        consumer_fraction=min(1.0, w.timer.busy_seconds() / window_s), startup_s=startup_s,
+        epoch_restart_s=restart_s, batches=w.batches, window_s=window_s, epochs_crossed=epochs.crossed,
+        window_start_wall=w.start_wall, window_end_wall=time.time(), pruned=w.pruned, lead_s=lead_s)
 
 
 def _lagged_rate(arrivals: list[float], lag: int, samples_per_batch: float) -> tuple[float, float]:

@@ -21,8 +21,9 @@ torch's CUDA side (NOTE [ No CUDA in the driver ] in inputs/hardware.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
+
+from ..batches import map_tensors
 
 
 def release_cached_memory(torch) -> str | None:
@@ -67,14 +68,7 @@ def pinned_peak(torch) -> int | None:
 def to_device(batch: Any, device: str, non_blocking: bool) -> Any:
     """The batch with every tensor in it copied to ``device`` (dicts, lists, tuples and named
     tuples keep their type): the consumer a trial without a step uses on CUDA."""
-    if hasattr(batch, "to") and hasattr(batch, "is_pinned"):
-        return batch.to(device, non_blocking=non_blocking)
-    if isinstance(batch, Mapping):   # a dict, or a mapping such as Hugging Face's BatchEncoding
-        return {k: to_device(v, device, non_blocking) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(to_device(v, device, non_blocking) for v in batch) if not hasattr(batch, "_fields") \
-            else type(batch)(*(to_device(v, device, non_blocking) for v in batch))
-    return batch
+    return map_tensors(batch, lambda t: t.to(device, non_blocking=non_blocking))
 
 
 def nvml_bus_id(props) -> str | None:

@@ -113,14 +113,7 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
     if length < MIN_BATCHES * batch or (dataset_bytes is not None and dataset_bytes < GROWTH_MIN_DATASET):
         return None
     t0 = time.perf_counter()
-    rng = random.Random(seed)
-    # More rows than the time can read (the profile's sample cost leaves out the worker's
-    # collate and hand-over): the clock ends each phase.
-    block_rows = min(length // 4, MAX_ROWS, max((WARM_BATCHES + 4) * batch, int(4 * seconds / per)))
-    start = rng.randrange(0, length - block_rows + 1)
-    count = min(length - block_rows, MAX_ROWS, max(8 * batch, int(8 * seconds / per)))
-    others = [i if i < start else i + block_rows for i in rng.sample(range(length - block_rows), count)]
-    phases = _Phases(others[:batch], range(start, start + block_rows), others[batch:], batch)
+    phases = _phases_for(length, batch, seconds, per, seed)
     # One batch in flight a worker: once the loop has taken k batches, each worker has made its
     # share of them and is making one more, so the rows it read are known to within a batch.
     loader = DataLoader(dataset, batch_size=batch, sampler=phases, num_workers=2, prefetch_factor=1,
@@ -132,62 +125,99 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
         for _ in range(2 * WARM_BATCHES):
             next(it)
         workers = list(it._workers)
-        taken, block = 2 * WARM_BATCHES, []
-        block_end = time.perf_counter() + seconds * BLOCK_SHARE
-        gap, next_reading = seconds * BLOCK_SHARE / READINGS, 0.0
-        while True:
-            if time.perf_counter() >= next_reading:
-                reading = _readings(workers)
-                if reading is None:
-                    return None
-                block.append(((taken // 2 + 0.5) * batch, reading[1].anon - reading[0].anon))
-                next_reading = time.perf_counter() + gap
-                beat()
-            if time.perf_counter() >= block_end or phases.block_batches >= len(phases.block):
-                break
-            next(it)
-            taken += 1
-        # The reader is making a block batch still: it has read no random row yet.
-        phases.switch = True
-        last = _readings(workers)
-        if last is None or len(block) < 3:
+        found = _block_phase(it, workers, phases, batch, seconds, beat)
+        if found is None:
             return None
-        block.append(((taken // 2 + 0.5) * batch, last[1].anon - last[0].anon))
+        block, last, taken = found
         block_batches = phases.block_batches
-        points, end = [(0, last[1].anon - last[0].anon)], time.perf_counter() + seconds * (1 - BLOCK_SHARE)
-        gap = (end - time.perf_counter()) / READINGS
-        next_reading = time.perf_counter() + gap
-        control, final, read = last[0], last, 0
-        while time.perf_counter() < end:
-            try:
-                next(it)
-            except StopIteration:
-                break
-            taken += 1
-            done = taken // 2 - block_batches   # the reader's random batches made for certain
-            if done >= 1 and time.perf_counter() >= next_reading:
-                reading = _readings(workers)
-                if reading is None:
-                    break
-                control, final, read = reading[0], reading, done
-                points.append((int((done + 0.5) * batch), reading[1].anon - reading[0].anon))
-                next_reading = time.perf_counter() + gap
-                beat()
+        points, control, final, read = _random_phase(it, workers, last, taken, block_batches, batch, seconds, beat)
     finally:
         it._shutdown_workers()
         del it, loader
-    # The block's bytes a row: the slope of the reader's gain over the rows it read, fitted to
-    # every reading of the block, so that the batch in the making at each reading averages out.
-    mean_n = sum(n for n, _ in block) / len(block)
-    mean_d = sum(d for _, d in block) / len(block)
-    spread = sum((n - mean_n) ** 2 for n, _ in block)
-    row_bytes = max(0.0, sum((n - mean_n) * (d - mean_d) for n, d in block) / spread) if spread else 0.0
+    row_bytes = _slope(block)
     block_rows = block_batches * batch
     growth = fit_growth(points, block_rows, int(row_bytes * block_rows), control.uss, length, dataset_bytes,
                         seconds=time.perf_counter() - t0)
     # The mapped file's pages the reader gained over the control, by its last reading: said apart.
     return dataclasses.replace(growth, file_bytes=max(0, final[1].file - final[0].file),
                                file_samples=block_rows + read * batch)
+
+
+def _phases_for(length: int, batch: int, seconds: float, per: float, seed: int) -> _Phases:
+    """The stage's sampler: the control's rows, a contiguous block at random, and random rows
+    outside it, more than the time can read (the profile's sample cost leaves out the worker's
+    collate and hand-over): the clock ends each phase."""
+    rng = random.Random(seed)
+    block_rows = min(length // 4, MAX_ROWS, max((WARM_BATCHES + 4) * batch, int(4 * seconds / per)))
+    start = rng.randrange(0, length - block_rows + 1)
+    count = min(length - block_rows, MAX_ROWS, max(8 * batch, int(8 * seconds / per)))
+    others = [i if i < start else i + block_rows for i in rng.sample(range(length - block_rows), count)]
+    return _Phases(others[:batch], range(start, start + block_rows), others[batch:], batch)
+
+
+def _block_phase(it, workers, phases: _Phases, batch: int, seconds: float,
+                 beat: Callable[[], None]) -> tuple[list, tuple[Pages, Pages], int] | None:
+    """The reader's block, rows in order, for BLOCK_SHARE of ``seconds``: (each reading's rows
+    read and the reader's anonymous gain over the control's, the last reading, the batches
+    taken); None where a worker is gone or the block had too few readings."""
+    taken, block = 2 * WARM_BATCHES, []
+    block_end = time.perf_counter() + seconds * BLOCK_SHARE
+    gap, next_reading = seconds * BLOCK_SHARE / READINGS, 0.0
+    while True:
+        if time.perf_counter() >= next_reading:
+            reading = _readings(workers)
+            if reading is None:
+                return None
+            block.append(((taken // 2 + 0.5) * batch, reading[1].anon - reading[0].anon))
+            next_reading = time.perf_counter() + gap
+            beat()
+        if time.perf_counter() >= block_end or phases.block_batches >= len(phases.block):
+            break
+        next(it)
+        taken += 1
+    # The reader is making a block batch still: it has read no random row yet.
+    phases.switch = True
+    last = _readings(workers)
+    if last is None or len(block) < 3:
+        return None
+    block.append(((taken // 2 + 0.5) * batch, last[1].anon - last[0].anon))
+    return block, last, taken
+
+
+def _random_phase(it, workers, last: tuple[Pages, Pages], taken: int, block_batches: int, batch: int,
+                  seconds: float, beat: Callable[[], None]) -> tuple[list, Pages, tuple[Pages, Pages], int]:
+    """The reader's random rows for the rest of ``seconds``: (each reading's random rows read and
+    the reader's anonymous gain over the control's, the control's last pages, the last reading,
+    the reader's random batches at it)."""
+    points, end = [(0, last[1].anon - last[0].anon)], time.perf_counter() + seconds * (1 - BLOCK_SHARE)
+    gap = (end - time.perf_counter()) / READINGS
+    next_reading = time.perf_counter() + gap
+    control, final, read = last[0], last, 0
+    while time.perf_counter() < end:
+        try:
+            next(it)
+        except StopIteration:
+            break
+        taken += 1
+        done = taken // 2 - block_batches   # the reader's random batches made for certain
+        if done >= 1 and time.perf_counter() >= next_reading:
+            reading = _readings(workers)
+            if reading is None:
+                break
+            control, final, read = reading[0], reading, done
+            points.append((int((done + 0.5) * batch), reading[1].anon - reading[0].anon))
+            next_reading = time.perf_counter() + gap
+            beat()
+    return points, control, final, read
+
+
+def _slope(block: list) -> float:
+    """The block's bytes a row: the slope of the reader's gain over the rows it read, fitted to
+    every reading of the block, so that the batch in the making at each reading averages out."""
+    mean_n = sum(n for n, _ in block) / len(block)
+    mean_d = sum(d for _, d in block) / len(block)
+    spread = sum((n - mean_n) ** 2 for n, _ in block)
+    return max(0.0, sum((n - mean_n) * (d - mean_d) for n, d in block) / spread) if spread else 0.0
 
 
 def with_growth(profile, dataset, fixed_kwargs: dict, dataset_bytes: int | None, beat: Callable[[], None]):

@@ -31,10 +31,12 @@ import os
 import time
 from typing import Any
 
+from ..batches import bytes_in, samples_in
 from ..errors import usage
 from ..search.knob import NODES
 from ..search.nodes import FACTORY, FACTORY_KEYWORDS, REBUILT, TORCHDATA_FIX, NodesGraph
 from ..search.space import LoaderConfig
+from .timing import timed_batches
 
 __all__ = ["Pipeline", "inline", "inspect_graph", "is_nodes", "load", "stop", "torchdata_nodes"]
 
@@ -59,7 +61,6 @@ def inspect_graph(runner):
     """The set-up's look at a graph (``_Runner.inspect``): one batch made inline, timed."""
     from ..inputs.code_digest import code_fingerprint
     from . import guard
-    from .burst import batch_size_of, tensor_bytes
     from .protocol import DatasetInfo
 
     pipeline = runner.pipeline
@@ -69,9 +70,9 @@ def inspect_graph(runner):
     except StopIteration:
         raise usage("the graph must yield at least one batch", "it yielded none", "check its source") from None
     elapsed = time.perf_counter() - t0
-    count = max(1, batch_size_of(batch))
+    count = max(1, samples_in(batch))
     memory = guard.sample_memory(os.getpid())
-    return DatasetInfo(length=None, sample_seconds=elapsed / count, sample_bytes=max(1, tensor_bytes(batch) // count),
+    return DatasetInfo(length=None, sample_seconds=elapsed / count, sample_bytes=max(1, bytes_in(batch) // count),
                        runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=runner.dataset_bytes,
                        code=code_fingerprint(pipeline.template, runner.step, {"map_fn": pipeline.chain[-1].map_fn}),
                        threads=runner.torch.get_num_threads(), nodes=pipeline.graph)
@@ -252,13 +253,10 @@ def stop(obj: Any, depth: int = 0) -> None:
     ``_shutdown``), root to leaves: a finished trial's workers must not run into the next one."""
     if obj is None or depth > 64:
         return
+    from .workers import shut_down
+
     it = getattr(obj, "_it", None)
-    shutdown = getattr(it, "_shutdown", None)
-    if shutdown is not None:
-        try:
-            shutdown()
-        except Exception:  # noqa: BLE001 - best effort; the reaper ends what is left
-            pass
+    shut_down(it, "_shutdown")
     if it is not None and it is not obj:
         stop(it, depth + 1)
     for attr in ("root", "source"):
@@ -267,8 +265,7 @@ def stop(obj: Any, depth: int = 0) -> None:
             stop(child, depth + 1)
 
 
-def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, tensor_bytes, batch_size_of, beat,
-                  batches: int = 12):
+def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, beat, batches: int = 12):
     """The graph's profile: its batches made inline (no workers, no prefetch), each timed, and the
     consumer on one; one worker's start-up at the graph's method. The parts a DataLoader has and a
     graph has not (collate apart, the receive from a worker) are 0: the bursts measure the rest."""
@@ -280,16 +277,12 @@ def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, tensor_byte
     loader = pipeline.build(inline)
     times, sizes, batch = [], [], None
     try:
-        it = iter(loader)
-        for _ in range(batches):
-            t0 = time.perf_counter()
-            try:
-                batch = next(it)
-            except StopIteration:
-                break
-            times.append(time.perf_counter() - t0)
-            sizes.append(max(1, batch_size_of(batch)))
+        for batch, called, returned in timed_batches(iter(loader)):
+            times.append(returned - called)
+            sizes.append(max(1, samples_in(batch)))
             beat()
+            if len(times) == batches:
+                break
     finally:
         stop(loader)
     if not times:
@@ -309,7 +302,7 @@ def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, tensor_byte
         stop(loader)
     sample_s = tuple(t / n for t, n in zip(times, sizes))
     return Profile(batch_size=config.batch_size, sample_s=sample_s, collate_s=0.0,
-                   sample_bytes=max(1, tensor_bytes(batch) // sizes[-1]), recv_s=0.0, pin_s=None,
+                   sample_bytes=max(1, bytes_in(batch) // sizes[-1]), recv_s=0.0, pin_s=None,
                    h2d_pinned_s=None, h2d_pageable_s=None, step_s=sorted(steps)[1], startup_s=startup,
                    worker_pss=None, cpus=usable_cpus(), epoch_batches=None,
                    seconds=time.perf_counter() - t_begin)

@@ -64,12 +64,14 @@ import random
 import statistics
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..batches import bytes_in, map_tensors
 from ..inputs.hardware import usable_cpus
 from ..search.profile import Profile
 from ..search.uint8 import BYTES_MATTER
-from .timing import _cpu_availability, _map, _RunQueue, _timed, _unqueued, _warm_time
+from .timing import _cpu_availability, _RunQueue, _timed, _unqueued, _warm_time
 from .transfer import _busy_depth, _busy_receive, _transfer
 from .uint8 import uint8_cost
 
@@ -95,8 +97,46 @@ THREAD_PAIRS = 6
 THREAD_SECONDS = 0.6
 
 
+class _Share:
+    """The profile's clock against its share of the run's budget (NOTE [ A profile within its
+    share ]): ``limit_s`` None for no limit, ``step_stall_s`` the user's trial timeout."""
+
+    def __init__(self, limit_s: float | None, step_stall_s: float | None):
+        self.t_begin = time.perf_counter()
+        self.limit_s, self.step_stall_s = limit_s, step_stall_s
+        self.cut = False
+
+    def within(self) -> float | None:
+        """How long a wait is progress: what is left of the share, the user's timeout at most."""
+        if self.limit_s is None or self.step_stall_s is None:
+            return self.step_stall_s
+        return max(0.0, min(self.step_stall_s, self.t_begin + self.limit_s - time.perf_counter()))
+
+    def past(self, more_s: float) -> bool:
+        """Whether ``more_s`` more seconds would take the profile past ``limit_s``; remembered."""
+        if self.limit_s is not None and time.perf_counter() - self.t_begin + more_s > self.limit_s:
+            self.cut = True
+            return True
+        return False
+
+
+@dataclass
+class _Samples:
+    """Stage 1's readings: the samples kept (a batch's worth), each drawn sample's cost less its
+    waits for a CPU, and the thread's CPU, waited and wall seconds over them all."""
+    samples: list
+    costs: list
+    cpu_s: float
+    waited_s: float
+    wall_s: float
+    availability: list
+    collate_s: float
+    sample_bytes: int
+    batch: Any        # a whole batch of them, collated
+
+
 def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[[Any], Any], device: str,
-                tensor_bytes: Callable[[Any], int], memory_of: Callable[[int], int | None],
+                memory_of: Callable[[int], int | None],
                 beat: Callable[[], None] = lambda: None, memory_budget: int | None = None,
                 limit_s: float | None = None, step_stall_s: float | None = None) -> Profile:
     """Measure the profile of ``dataset`` at ``batch_size`` (see the module docstring).
@@ -107,39 +147,78 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     share ]), None for no limit; ``step_stall_s`` how long one call of the step is progress (the
     user's trial timeout; None: the call beats only once it returns)."""
     import torch
-    from torch.utils.data import DataLoader
     from torch.utils.data._utils.collate import default_collate
 
-    t_begin = time.perf_counter()
-    cut: list[bool] = []
-
-    def within_share() -> float | None:
-        """How long a wait is progress: what is left of the share, the user's timeout at most."""
-        if limit_s is None or step_stall_s is None:
-            return step_stall_s
-        return max(0.0, min(step_stall_s, t_begin + limit_s - time.perf_counter()))
-
-    def past(more_s: float) -> bool:
-        """Whether ``more_s`` more seconds would take the profile past ``limit_s``; remembered."""
-        if limit_s is not None and time.perf_counter() - t_begin + more_s > limit_s:
-            cut.append(True)
-            return True
-        return False
-
+    share = _Share(limit_s, step_stall_s)
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     collate = fixed_kwargs.get("collate_fn") or default_collate
     # An IterableDataset has no length and no indices: its samples are timed as its stream yields them.
     length = None if isinstance(dataset, torch.utils.data.IterableDataset) else len(dataset)
-    rng = random.Random(0)
+    threads = torch.get_num_threads()
+    queue = _RunQueue()   # NOTE [ A profile read under load ]
 
-    # 1. samples, as a worker makes them: one intra-op thread.
+    got = _sample_stage(dataset, length, batch_size, collate, queue, share, beat, torch)
+    batch, samples, sample_bytes = got.batch, got.samples, got.sample_bytes
+    # The loop's own collate (no workers): its intra-op threads, and the batch pinned in place.
+    collate_main_s, batch = _unqueued(lambda: collate([samples[i % len(samples)] for i in range(batch_size)]), queue)
+    pin_local_s = _warm_time(lambda: map_tensors(batch, lambda t: t.pin_memory())) if cuda else None
+    stages = [("samples", time.perf_counter() - share.t_begin)]
+    stage = _stage_timer(stages, share.t_begin)
+    beat()
+
+    recv_s, pin_s, h2d_pinned_s, h2d_pageable_s, recv_fixed_s = _transfer_stage(
+        samples, batch, batch_size, sample_bytes, collate, fixed_kwargs, device, sync, memory_budget, queue, share,
+        beat)
+    stage("transfer")
+    # The batch's float32 tensors as uint8, timed against them: what the uint8 what-if asks.
+    uint8 = None
+    if batch_size * sample_bytes >= BYTES_MATTER and not share.past(STAGE_ROOM_S):
+        beat()
+        uint8 = uint8_cost(samples, batch, batch_size, collate, device, sync, queue, pin_local_s,
+                           h2d_pinned_s, h2d_pageable_s)
+        stage("uint8")
+    beat()
+
+    step_s, step_samples, pairs = _consumer_stage(consume, batch, batch_size, samples, collate, collate_main_s,
+                                                  device, sync, threads, share, beat, torch)
+    stage("consumer")
+    beat()
+
+    batch_work = statistics.fmean(got.costs) * batch_size + got.collate_s
+    # Past the share, the bursts measure the start-up instead.
+    startup_s, worker_pss, recv_busy_s = (0.0, None, None) if share.past(batch_work + STAGE_ROOM_S) else \
+        _startup_stage(dataset, fixed_kwargs, batch_size, sample_bytes, batch_work, memory_budget, memory_of, queue,
+                       beat)
+    stage("start-up")
+
+    unqueued = queue.available
+    queue.close()
+    epoch_batches = None if length is None else (
+        -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size)
+    return Profile(batch_size=batch_size, sample_s=tuple(got.costs), collate_s=got.collate_s, sample_bytes=sample_bytes,
+                   recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
+                   step_s=step_s, startup_s=startup_s, worker_pss=worker_pss,
+                   cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - share.t_begin,
+                   sample_cpu_share=_cpu_share(got.cpu_s, sum(got.costs), got.availability, unqueued),
+                   sample_delay_share=got.waited_s / got.wall_s if unqueued and got.wall_s > 0 else None,
+                   recv_fixed_s=recv_fixed_s, uint8=uint8,
+                   collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
+                   step_samples=step_samples, main_threads=threads,
+                   main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
+                   main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
+                   main_thread_ratios=tuple(d / o for d, o in pairs if o > 0), stage_s=tuple(stages),
+                   cut_s=limit_s if share.cut else None)
+
+
+def _sample_stage(dataset, length: int | None, batch_size: int, collate: Callable, queue: _RunQueue, share: _Share,
+                  beat: Callable[[], None], torch) -> _Samples:
+    """1. samples, as a worker makes them (one intra-op thread), then a batch of them collated."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     samples, costs, cpu_s, waited_s, wall_s = [], [], 0.0, 0.0, 0.0
-    queue = _RunQueue()   # NOTE [ A profile read under load ]
     availability = [_cpu_availability()]
-    draw, opened = _drawer(dataset, length, rng)
+    draw, opened = _drawer(dataset, length, random.Random(0))
     if opened is not None:   # a stream's first sample: its opening, a start-up cost, not a sample's
         samples.append(opened)
     try:
@@ -152,7 +231,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
             if time.perf_counter() - beaten[0] >= BEAT_EVERY_S:   # a slow sample is progress too
                 beaten[0] = time.perf_counter()
                 beat()
-            if len(costs) >= 2 and past(0.0):   # the share is spent: the samples drawn stand
+            if len(costs) >= 2 and share.past(0.0):   # the share is spent: the samples drawn stand
                 return False
             short = time.perf_counter() - started < MIN_SAMPLE_SECONDS and len(costs) < MAX_PROFILE_SAMPLES
             return (len(costs) < PROFILE_SAMPLES or short) and (time.perf_counter() < deadline
@@ -182,61 +261,57 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         collate_s = elapsed * batch_size / len(group)
     finally:
         torch.set_num_threads(threads)
-    sample_bytes = max(1, tensor_bytes(batch) // len(group))
+    sample_bytes = max(1, bytes_in(batch) // len(group))
     if len(group) < batch_size:
         batch = collate([samples[i % len(samples)] for i in range(batch_size)])
-    # The loop's own collate (no workers): its intra-op threads, and the batch pinned in place.
-    collate_main_s, batch = _unqueued(lambda: collate([samples[i % len(samples)] for i in range(batch_size)]), queue)
-    pin_local_s = None
-    if cuda:
-        pin_local_s = _warm_time(lambda: _map(batch, lambda t: t.pin_memory()))
+    return _Samples(samples, costs, cpu_s, waited_s, wall_s, availability, collate_s, sample_bytes, batch)
 
-    stages = [("samples", time.perf_counter() - t_begin)]
-    beat()
-    # 2. transfer: the main process's receive, pin and copy of whole batches made by workers.
+
+def _transfer_stage(samples: list, batch, batch_size: int, sample_bytes: int, collate: Callable, fixed_kwargs: dict,
+                    device: str, sync, memory_budget: int | None, queue: _RunQueue, share: _Share,
+                    beat: Callable[[], None]) -> tuple:
+    """2. transfer: the main process's receive, pin and copy of whole batches made by workers:
+    (receive, pin, pinned copy, pageable copy, the receive's fixed part)."""
+    cuda = device.startswith("cuda")
+    group = samples[:batch_size]
     try:   # the receive's second size (a collate_fn may insist on whole batches: then one size)
         small = collate(samples[:max(1, round(len(group) * SMALL_BATCH_SHARE))])
     except Exception:  # noqa: BLE001
         small = None
     # Past the share, the loop's own pin and copies stand in for the replay, as for a batch too big.
-    transfer = None if past(STAGE_ROOM_S) else _transfer(
-        batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue, small, tensor_bytes, beat,
-        lambda call: _beating(call, beat, within_share()))
-    if transfer is None:   # too big to replay here: the loop's own pin and copies stand in
-        pinned = _map(batch, lambda t: t.pin_memory()) if cuda else None
-        transfer = (0.0, _warm_time(lambda: _map(batch, lambda t: t.pin_memory())) if cuda else None,
-                    _timed(lambda: _map(pinned, lambda t: t.to(device, non_blocking=True)), sync)[0] if cuda else None,
-                    _timed(lambda: _map(batch, lambda t: t.to(device)), sync)[0] if cuda else None)
-        del pinned
-        transfer = (*transfer, None)
-    recv_s, pin_s, h2d_pinned_s, h2d_pageable_s, recv_fixed_s = transfer
-    stage = _stage_timer(stages, t_begin)
-    stage("transfer")
-    # The batch's float32 tensors as uint8, timed against them: what the uint8 what-if asks.
-    uint8 = None
-    if batch_size * sample_bytes >= BYTES_MATTER and not past(STAGE_ROOM_S):
-        beat()
-        uint8 = uint8_cost(samples, batch, batch_size, collate, device, sync, tensor_bytes, queue, pin_local_s,
-                           h2d_pinned_s, h2d_pageable_s)
-        stage("uint8")
+    transfer = None if share.past(STAGE_ROOM_S) else _transfer(
+        batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue, small, beat,
+        lambda call: _beating(call, beat, share.within()))
+    if transfer is not None:
+        return transfer
+    # Too big to replay here: the loop's own pin and copies stand in.
+    pinned = map_tensors(batch, lambda t: t.pin_memory()) if cuda else None
+    return (0.0, _warm_time(lambda: map_tensors(batch, lambda t: t.pin_memory())) if cuda else None,
+            _timed(lambda: map_tensors(pinned, lambda t: t.to(device, non_blocking=True)), sync)[0] if cuda else None,
+            _timed(lambda: map_tensors(batch, lambda t: t.to(device)), sync)[0] if cuda else None, None)
 
-    beat()
-    # 3. the consumer on a resident batch.
-    resident = _map(batch, lambda t: t.to(device)) if cuda else batch
+
+def _consumer_stage(consume: Callable[[Any], Any], batch, batch_size: int, samples: list, collate: Callable,
+                    collate_main_s: float, device: str, sync, threads: int, share: _Share, beat: Callable[[], None],
+                    torch) -> tuple[float, tuple, list]:
+    """3. the consumer on a resident batch: (the step's seconds, each call's, the main process's
+    share of a batch with its threads and with one, in pairs)."""
+    cuda = device.startswith("cuda")
+    resident = map_tensors(batch, lambda t: t.to(device)) if cuda else batch
     # A call of the step is progress up to the user's own timeout (NOTE [ A profile within its share ]).
     w0 = time.perf_counter()
-    _beating(lambda: (consume(resident), sync()), beat, step_stall_s)
+    _beating(lambda: (consume(resident), sync()), beat, share.step_stall_s)
     first_s = time.perf_counter() - w0
     beat()   # a step of seconds beats each call: NOTE [ A profile within its share ]
     steps, t0, calls = 0, time.perf_counter(), []
-    if past(first_s):   # one more call would pass the share: the first call stands for the step
+    if share.past(first_s):   # one more call would pass the share: the first call stands for the step
         calls, step_s = [first_s], first_s
     else:
         while steps < 3 or (time.perf_counter() - t0 < STEP_SECONDS and steps < 200):
-            if steps and past(statistics.fmean(calls)):
+            if steps and share.past(statistics.fmean(calls)):
                 break
             c0 = time.perf_counter()
-            _beating(lambda: consume(resident), beat, step_stall_s)
+            _beating(lambda: consume(resident), beat, share.step_stall_s)
             calls.append(time.perf_counter() - c0)
             steps += 1
             beat()
@@ -246,46 +321,26 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
         step_s = (time.perf_counter() - t0) / steps
     # The step's jitter: on the CPU each call above is the step; on CUDA a call only launches
     # until the queue fills, so each is timed to its end (the shape is kept, the mean is step_s's).
-    step_samples = tuple(calls) if not cuda or past(2 * step_s) else _step_calls(lambda: consume(resident), sync,
-                                                                                JITTER_CALLS)
+    step_samples = tuple(calls) if not cuda or share.past(2 * step_s) else _step_calls(
+        lambda: consume(resident), sync, JITTER_CALLS)
     # The main process's share of a batch (its collate and the step) with the default threads and
     # with one, in pairs (NOTE [ The main process's threads ] in search/threads.py).
     pairs: list[tuple[float, float]] = []
-    if threads > 1 and not past(4 * (step_s + collate_main_s)):
+    if threads > 1 and not share.past(4 * (step_s + collate_main_s)):
         group = [samples[i % len(samples)] for i in range(batch_size)]
         pairs = _thread_pairs(lambda: (collate(group), consume(resident)), sync, threads,
                               lambda n: torch.set_num_threads(n), beat)
-    resident = None   # its device memory free before the next stage (the closures above are done with it)
-    stage("consumer")
+    return step_s, step_samples, pairs   # the resident batch's device memory freed on return
 
-    beat()
 
-    def _profile(startup_s: float, worker_pss: int | None, recv_busy_s: float | None) -> Profile:
-        """The profile of what was measured: the stages before the start-up's, and its own figures."""
-        unqueued = queue.available
-        queue.close()
-        epoch_batches = None if length is None else (
-            -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size)
-        return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
-                       recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
-                       step_s=step_s, startup_s=startup_s, worker_pss=worker_pss,
-                       cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - t_begin,
-                       sample_cpu_share=_cpu_share(cpu_s, sum(costs), availability, unqueued),
-                       sample_delay_share=waited_s / wall_s if unqueued and wall_s > 0 else None,
-                       recv_fixed_s=recv_fixed_s, uint8=uint8,
-                       collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
-                       step_samples=step_samples, main_threads=threads,
-                       main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
-                       main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
-                       main_thread_ratios=tuple(d / o for d, o in pairs if o > 0), stage_s=tuple(stages),
-                       cut_s=limit_s if cut else None)
+def _startup_stage(dataset, fixed_kwargs: dict, batch_size: int, sample_bytes: int, batch_work: float,
+                   memory_budget: int | None, memory_of: Callable[[int], int | None], queue: _RunQueue,
+                   beat: Callable[[], None]) -> tuple[float, int | None, float | None]:
+    """4. one fresh worker's start-up, and its memory once it made a batch; then batches taken
+    while that worker is busy making the next (NOTE [ A busy worker's receive ] in
+    search/model.py): (start-up seconds, the worker's PSS, the busy receive's seconds)."""
+    from torch.utils.data import DataLoader
 
-    # 4. one fresh worker's start-up, and its memory once it made a batch; then batches taken
-    # while that worker is busy making the next (NOTE [ A busy worker's receive ] in search/model.py).
-    batch_work = statistics.fmean(costs) * batch_size + collate_s
-    if past(batch_work + STAGE_ROOM_S):   # past the share: the bursts measure the start-up instead
-        stage("start-up")
-        return _profile(0.0, None, None)
     depth = _busy_depth(batch_size * sample_bytes, batch_work, memory_budget)
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=1, prefetch_factor=max(1, depth),
                         **{k: v for k, v in fixed_kwargs.items() if k in ("collate_fn", "worker_init_fn",
@@ -302,8 +357,7 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
     finally:
         it._shutdown_workers()
         del it, loader
-    stage("start-up")
-    return _profile(max(0.0, first - batch_work), worker_pss, recv_busy_s)
+    return max(0.0, first - batch_work), worker_pss, recv_busy_s
 
 
 def _beating(call: Callable[[], Any], beat: Callable[[], None], stall_s: float | None) -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..batches import map_tensors
+
 
 class Replay:
     """A dataset whose every item is a fresh copy of one collated batch (``batch_size=None``):
@@ -23,16 +25,5 @@ class Replay:
 
     def __getitem__(self, index: int) -> Any:
         if self.other is not None and self.other_from is not None and index >= self.other_from:
-            return _clone(self.other)
-        return _clone(self.batch)
-
-
-def _clone(obj: Any) -> Any:
-    if hasattr(obj, "clone"):
-        return obj.clone()
-    if isinstance(obj, dict):
-        return {k: _clone(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        items = [_clone(v) for v in obj]
-        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
-    return obj
+            return map_tensors(self.other, lambda t: t.clone())
+        return map_tensors(self.batch, lambda t: t.clone())

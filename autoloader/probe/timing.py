@@ -6,21 +6,22 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 # Timed calls of a pin after its untimed first (NOTE [ Warm pinning ]).
 WARM_REPEATS = 2
 
 
-def _map(obj: Any, fn: Callable) -> Any:
-    if hasattr(obj, "pin_memory") and hasattr(obj, "to"):
-        return fn(obj)
-    if isinstance(obj, dict):
-        return {k: _map(v, fn) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        items = [_map(v, fn) for v in obj]
-        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
-    return obj
+def timed_batches(iterator: Any) -> Iterator[tuple[Any, float, float]]:
+    """``iterator``'s batches, each with the moments (``time.perf_counter``) its ``next`` was
+    called and returned."""
+    while True:
+        t0 = time.perf_counter()
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        yield batch, t0, time.perf_counter()
 
 
 class _RunQueue:

@@ -8,8 +8,9 @@ import statistics
 import time
 from typing import Any, Callable
 
+from ..batches import bytes_in, map_tensors
 from .replay import Replay
-from .timing import _map, _timed, _unqueued
+from .timing import _timed, _unqueued
 
 # Batches taken from the replay loader's full queue; its workers and depth are kept small enough
 # that the batches in flight fit comfortably in /dev/shm.
@@ -73,7 +74,7 @@ def _busy_receive(it, depth: int, batch_work: float, beat: Callable[[], None],
 
 def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, sync,
               memory_budget: int | None, queue: Callable[[], float] = lambda: 0.0, small: Any = None,
-              tensor_bytes: Callable[[Any], int] | None = None, beat: Callable[[], None] = lambda: None,
+              beat: Callable[[], None] = lambda: None,
               waiting: Callable[[Callable[[], Any]], Any] = lambda call: call()) -> tuple | None:
     """(receive, pin, pinned copy, pageable copy, the receive's fixed part) seconds per batch, the
     pin and copies None off CUDA, the fixed part None where ``small`` (a batch of fewer samples)
@@ -92,7 +93,7 @@ def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, syn
     workers = 2 if room >= 4 else 1
     depth = max(1, min(4, room // workers - 1))
     count = TRANSFER_BATCHES if cuda else TRANSFER_BATCHES // 2
-    small_bytes = tensor_bytes(small) if small is not None and tensor_bytes is not None else 0
+    small_bytes = bytes_in(small) if small is not None else 0
     takes_small = SMALL_TAKES if 0 < small_bytes < batch_bytes else 0
     loader = DataLoader(Replay(batch, 4 * count + workers * depth + takes_small, small if takes_small else None,
                                count + 1), batch_size=None, num_workers=workers, prefetch_factor=depth,
@@ -101,7 +102,7 @@ def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, syn
     try:
         first = waiting(lambda: next(it))   # the workers' start: progress while it lasts (``waiting``)
         if cuda:   # one untimed pin of these sizes, its block back in the cache (NOTE [ Warm pinning ])
-            warm = _map(first, lambda t: t.pin_memory())
+            warm = map_tensors(first, lambda t: t.pin_memory())
             del warm
         del first
         recv, recv_small, pins, pinned_copies, pageable_copies = [], [], [], [], []
@@ -114,13 +115,13 @@ def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, syn
             if not cuda or i >= count:
                 continue
             if i % 2 == 0:
-                elapsed, pinned = _timed(lambda: _map(received, lambda t: t.pin_memory()), lambda: None)
+                elapsed, pinned = _timed(lambda: map_tensors(received, lambda t: t.pin_memory()), lambda: None)
                 pins.append(elapsed)
-                elapsed, _ = _timed(lambda: _map(pinned, lambda t: t.to(device, non_blocking=True)), sync)
+                elapsed, _ = _timed(lambda: map_tensors(pinned, lambda t: t.to(device, non_blocking=True)), sync)
                 pinned_copies.append(elapsed)
                 del pinned   # its block back in the cache before the next pin
             else:
-                elapsed, _ = _timed(lambda: _map(received, lambda t: t.to(device)), sync)
+                elapsed, _ = _timed(lambda: map_tensors(received, lambda t: t.to(device)), sync)
                 pageable_copies.append(elapsed)
     finally:
         it._shutdown_workers()

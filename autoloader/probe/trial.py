@@ -35,13 +35,13 @@ import time
 import traceback
 import weakref
 
+from ..batches import bytes_in, samples_in
 from ..inputs.content import dataset_class, dataset_fingerprint
 from ..search.burst_rule import BurstSettings
 from ..search.profile import Profile
 from ..search.results import FAILED, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig
 from . import guard, nodes
-from .burst import batch_size_of, tensor_bytes
 from .setup_parts import Parts, module_holds
 from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
 from .failures import (
@@ -163,13 +163,13 @@ class _Runner:
         length = None if self.iterable else len(self.dataset)
         # The probe's default sampler makes the first batch min(size, length) samples; reading
         # them off the batch miscounts lists of samples (their leading dimension is channels).
-        count = min(probe_size, length) if length is not None else max(1, batch_size_of(batch))
+        count = min(probe_size, length) if length is not None else max(1, samples_in(batch))
         self.parts.mark("load a first batch")
         memory = guard.sample_memory(os.getpid())
         from ..inputs.code_digest import code_fingerprint
 
         info = DatasetInfo(length=length, sample_seconds=elapsed / count,
-                           sample_bytes=max(1, tensor_bytes(batch) // count),
+                           sample_bytes=max(1, bytes_in(batch) // count),
                            runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=self.dataset_bytes,
                            fingerprint=dataset_fingerprint(self.dataset), dataset_class=dataset_class(self.dataset),
                            code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs),
@@ -384,10 +384,10 @@ class _Runner:
         consume = self._consumer(LoaderConfig.make(batch_size, 0, self.cuda))
         try:
             if self.pipeline is not None:
-                return nodes.profile_nodes(self.pipeline, nodes.inline(self, batch_size), consume, tensor_bytes,
-                                           batch_size_of, lambda: beat(0)), None
+                return nodes.profile_nodes(self.pipeline, nodes.inline(self, batch_size), consume,
+                                           lambda: beat(0)), None
             profile = run_profile(self.dataset, self._fixed_kwargs(), batch_size, consume, self.device,
-                                  tensor_bytes, lambda pid: pss(pid), beat=lambda: beat(0),
+                                  lambda pid: pss(pid), beat=lambda: beat(0),
                                   memory_budget=memory_budget, limit_s=limit_s, step_stall_s=step_stall_s)
             t0 = time.perf_counter()
             if limit_s is not None and profile.seconds >= limit_s:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from ..batches import bytes_in, map_tensors, tensors_in
 from ..search.uint8 import Uint8Cost
-from .timing import _map, _unqueued, _warm_time
+from .timing import _unqueued, _warm_time
 
 # The collate pairs: MIN_ROUNDS, then more while they end within UINT8_SECONDS of the stage's
 # start, MAX_ROUNDS at most; each side's least time stands (a wait, another process's or a
@@ -42,18 +43,11 @@ def as_uint8(obj: Any) -> tuple[Any, int]:
         seen += 1
         return t.view(torch.uint8).reshape(-1)[: t.numel()].view(t.shape)
 
-    return _map(obj, view), seen
-
-
-def _leaves(obj: Any) -> list:
-    """The tensors in a (collated) batch, in the order _map walks them."""
-    out: list = []
-    _map(obj, lambda t: out.append(t) or t)
-    return out
+    return map_tensors(obj, view), seen
 
 
 def uint8_cost(samples: list, batch: Any, batch_size: int, collate: Callable[[list], Any], device: str,
-               sync: Callable[[], None], tensor_bytes: Callable[[Any], int],
+               sync: Callable[[], None],
                queue: Callable[[], float] = lambda: 0.0, pin_local_s: float | None = None,
                h2d_pinned_s: float | None = None, h2d_pageable_s: float | None = None) -> Uint8Cost | None:
     """The change to uint8 timed (NOTE [ A quarter of the bytes ]) on ``samples`` (cycled to
@@ -72,8 +66,8 @@ def uint8_cost(samples: list, batch: Any, batch_size: int, collate: Callable[[li
         batch8 = collate(eights)
     except Exception:  # noqa: BLE001
         return None
-    float_bytes, eight_bytes = tensor_bytes(batch), tensor_bytes(batch8)
-    converted = [e for f, e in zip(_leaves(batch), _leaves(batch8))
+    float_bytes, eight_bytes = bytes_in(batch), bytes_in(batch8)
+    converted = [e for f, e in zip(tensors_in(batch), tensors_in(batch8))
                  if f.dtype is torch.float32 and e.dtype is torch.uint8]
     if float_bytes <= 0 or not converted:
         return None
@@ -104,11 +98,11 @@ def uint8_cost(samples: list, batch: Any, batch_size: int, collate: Callable[[li
     cuda = device.startswith("cuda")
     pin_pair = pinned_pair = pageable_pair = None
     if cuda:
-        pin8 = _warm_time(lambda: _map(batch8, lambda t: t.pin_memory()))
-        pinned = _map(batch8, lambda t: t.pin_memory())
-        copy8 = _warm_time(lambda: (_map(pinned, lambda t: t.to(device, non_blocking=True)), sync()))
+        pin8 = _warm_time(lambda: map_tensors(batch8, lambda t: t.pin_memory()))
+        pinned = map_tensors(batch8, lambda t: t.pin_memory())
+        copy8 = _warm_time(lambda: (map_tensors(pinned, lambda t: t.to(device, non_blocking=True)), sync()))
         del pinned
-        pageable8 = _warm_time(lambda: (_map(batch8, lambda t: t.to(device)), sync()), repeats=1)
+        pageable8 = _warm_time(lambda: (map_tensors(batch8, lambda t: t.to(device)), sync()), repeats=1)
         pin_pair = (pin_local_s, pin8) if pin_local_s else None
         pinned_pair = (h2d_pinned_s, copy8) if h2d_pinned_s else None
         pageable_pair = (h2d_pageable_s, pageable8) if h2d_pageable_s else None

@@ -230,6 +230,17 @@ def ended_out_of_descriptors(iterators: list, wait_s: float = 0.0) -> bool:
     return found
 
 
+def shut_down(obj, method: str) -> None:
+    """Call ``obj``'s shutdown ``method`` where it has one, best effort: the reaper kills what
+    it leaves."""
+    shutdown = getattr(obj, method, None)
+    if shutdown is not None:
+        try:
+            shutdown()
+        except Exception:  # noqa: BLE001 - best effort; the reaper kills what is left
+            pass
+
+
 def shutdown_iterators(iterators: list) -> None:
     """Stop a trial's DataLoader workers now, whatever state the trial left them in.
 
@@ -243,12 +254,7 @@ def shutdown_iterators(iterators: list) -> None:
         it = ref()
         if it is None:
             continue
-        shutdown = getattr(it, "_shutdown_workers", None)
-        if shutdown is not None:
-            try:
-                shutdown()
-            except Exception:  # noqa: BLE001 - best effort; the reaper kills what is left
-                pass
+        shut_down(it, "_shutdown_workers")
         _unregister(it)
         del it
 

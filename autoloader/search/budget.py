@@ -135,7 +135,7 @@ class Clock:
         return min(rounds * round_seconds(finalists, history), FINAL_RESERVE_SHARE * self.budget)
 
 
-def rounds_kept(history: Sequence[TrialResult], control: LoaderConfig | None, pick_unmeasured: bool) -> int:
+def rounds_kept(history: Sequence[TrialResult], rule: LoaderConfig | None, pick_unmeasured: bool) -> int:
     """The final rounds the search keeps time back for (``Clock.search_left``'s ``rounds``): one
     while the strategy's pick is unmeasured (Strategy.pick_unmeasured: a final without it only
     re-measures what loses); one fewer than FINAL_ROUNDS while the rule has no burst, since its
@@ -143,7 +143,7 @@ def rounds_kept(history: Sequence[TrialResult], control: LoaderConfig | None, pi
     in opening.py: it is the rule's first final reading, taken in the search); else FINAL_ROUNDS."""
     if pick_unmeasured:
         return 1
-    if control is not None and not any(t.config == control for t in history):
+    if rule is not None and not any(t.config == rule for t in history):
         return FINAL_ROUNDS - 1
     return FINAL_ROUNDS
 

@@ -121,11 +121,11 @@ def best_of(history: Sequence[TrialResult], tolerance: float = MIN_TOLERANCE) ->
     return min(within, key=lambda t: t.config.cost())
 
 
-def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: LoaderConfig | None = None,
+def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], rule: LoaderConfig | None = None,
            widen: float = 0.0, narrow: frozenset = frozenset(), cpus: int | None = None) -> Finalist:
     """``_choose``'s pick, held within ``cpus`` usable CPUs (None: not held) unless it beat
     num_workers = CPUs past the noise (NOTE [ Past the cores ])."""
-    chosen = _choose(finals, history, control, widen, narrow)
+    chosen = _choose(finals, history, rule, widen, narrow)
     if cpus is None or chosen.config.num_workers <= cpus or beats_the_cores(chosen, finals, history, cpus):
         return chosen
     # num_workers = CPUs, where it ran: the pick's own settings first, then the best-read.
@@ -142,8 +142,8 @@ def choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: 
     within = [t for t in history if t.config.num_workers <= cpus]
     if not inside and not any(t.status == OK and t.samples_per_s for t in within):
         return chosen   # nothing within the cores ran: the only measured answer stands
-    rule = control if control is not None and control.num_workers <= cpus else None
-    return _choose(inside, within, rule, widen, narrow)
+    inside_rule = rule if rule is not None and rule.num_workers <= cpus else None
+    return _choose(inside, within, inside_rule, widen, narrow)
 
 
 def beats_the_cores(chosen: Finalist, finals: Sequence[Finalist], history: Sequence[TrialResult],
@@ -165,7 +165,7 @@ def beats_the_cores(chosen: Finalist, finals: Sequence[Finalist], history: Seque
     return bool(bursts) and rate is not None and rate > max(bursts) * (1.0 + SINGLE_ROUND_MARGIN)
 
 
-def _choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control: LoaderConfig | None = None,
+def _choose(finals: Sequence[Finalist], history: Sequence[TrialResult], rule: LoaderConfig | None = None,
             widen: float = 0.0, narrow: frozenset = frozenset()) -> Finalist:
     """The cheapest finalist that ties the best median over the paired rounds (the opening's
     too: ``Finalist.round_median``): within FINAL_TIE, within KEEPS_UP_TIE
@@ -174,7 +174,7 @@ def _choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control:
     the cheapest config within noise of the best burst, or, when the rule was measured, the
     bursts taken as a final of one round.
 
-    ``control``: the rule the tuner replaces, when the final measured it. A final of a single
+    ``rule``: the config the tuner replaces, when the final measured it. A final of a single
     round shows no spread, so nothing in it can be told from noise: the rule stands unless
     another finalist reads more than SINGLE_ROUND_MARGIN above it.
 
@@ -184,13 +184,13 @@ def _choose(finals: Sequence[Finalist], history: Sequence[TrialResult], control:
     ``narrow``: configs that tie only within FINAL_TIE (NOTE [ Headroom ] in model_first.py)."""
     if not finals:
         ok = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
-        if control is None or not any(t.config == control for t in ok):
+        if rule is None or not any(t.config == rule for t in ok):
             best = best_of(history)
             return Finalist(best.config, trial=best)
         # No time was left for a final: the bursts are one round, the rule among them.
         finals = [Finalist(t.config, (t.samples_per_s,), (t.wait_fraction,) if t.wait_fraction is not None else (), t)
                   for t in ok]
-    reference = next((f for f in finals if f.config == control), None)
+    reference = next((f for f in finals if f.config == rule), None)
     # One paired round shows no spread (the opening round counts: NOTE [ The opening round ]).
     if reference is not None and min(len(f.by_round()) for f in finals) < 2:
         clear = [f for f in finals if f.median > reference.median * (1.0 + SINGLE_ROUND_MARGIN)]
@@ -254,14 +254,14 @@ def rule_settled(finals: Sequence[Finalist], pick: LoaderConfig, rule: LoaderCon
     """Whether the final's rounds settle the pick against the rule (NOTE [ Sure enough ]): the
     pick's interval over the rule excludes 1 or lies inside the band; for a pick that is the
     rule, the challenger's interval lies below 1 or inside the band (no gap in its favour left)."""
-    control = finalist_of(rule, finals)
-    if control is None:
+    rule_final = finalist_of(rule, finals)
+    if rule_final is None:
         return False
     if pick == rule:
         best = challenger(finals, rule)
-        ratio = paired(best, control)
+        ratio = paired(best, rule_final)
         return best is None or (ratio is not None and (ratio.slower or ratio.within(band)))
-    ratio = paired(finalist_of(pick, finals), control)
+    ratio = paired(finalist_of(pick, finals), rule_final)
     return ratio is not None and ratio.settled(band)
 
 
@@ -272,12 +272,12 @@ def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence
     a run with no final where both were burst (NOTE [ A final that can settle ] in tuning/final.py)."""
     if rule is None:
         return "not measured against the rule: this search holds no rule"
-    control = finalist_of(rule, finals)
+    rule_final = finalist_of(rule, finals)
     if pick == rule:
         best = challenger(finals, rule)
-        if control is None or best is None:
+        if rule_final is None or best is None:
             return "the pick is the rule's config: no final between a pick and itself"
-        ratio = paired(best, control)
+        ratio = paired(best, rule_final)
         if ratio is None or not ratio.judged:
             # The one round's figure said, so that "not judged" never hides a challenger far behind.
             read = f" and read {ratio.ratio:.2f}x of it" if ratio is not None else ""
@@ -285,7 +285,7 @@ def rule_verdict(pick: LoaderConfig, rule: LoaderConfig | None, finals: Sequence
         tie = ratio.within() or not (ratio.faster or ratio.slower)
         kept = ": the cheaper of the two kept" if tie and rule.cost() <= best.config.cost() else ""
         return f"the pick is the rule's config; {best.config.key} was {compared(ratio, 'it')}{kept}"
-    ratio = paired(finalist_of(pick, finals), control)
+    ratio = paired(finalist_of(pick, finals), rule_final)
     if ratio is None:
         burst = lambda c: any(t.config == c and t.status == OK and not t.pruned for t in history)  # noqa: E731
         if not finals and burst(pick) and burst(rule):

@@ -127,19 +127,19 @@ def lacks_headroom(prediction: Prediction) -> bool:
 
 class ModelFirst(Strategy):
     """Proposes from the model; ``fits(config)`` says whether a config's memory is predicted to fit.
-    ``control_cpus``: the CPUs the rule counts, when not ``cpus`` (one rank of a node
+    ``rule_cpus``: the CPUs the rule counts, when not ``cpus`` (one rank of a node
     counts the node's: NOTE [ Tuning a node's ranks ] in node/__init__.py)."""
 
     def __init__(self, space: SearchSpace, model: Model, cpus: int,
                  fits: Callable[[LoaderConfig, Sequence[TrialResult]], bool] | None = None,
-                 control_cpus: int | None = None, control: LoaderConfig | None = None):
+                 rule_cpus: int | None = None, rule: LoaderConfig | None = None):
         self.space = space
         self.model = model
         self.cpus = max(1, cpus)
         self.configs = candidates(space, self.cpus)
-        # ``control``: the config the final weighs the pick against, when not the cpus-1 rule (a
+        # ``rule``: the config the final weighs the pick against, when not the cpus-1 rule (a
         # torchdata.nodes graph's own settings: search/nodes.py).
-        self.control = control or heuristic_config(space, max(1, control_cpus or self.cpus))
+        self.rule = rule or heuristic_config(space, max(1, rule_cpus or self.cpus))
         self.fits = fits or (lambda config, history: True)
 
     def expected_trials(self) -> int:
@@ -227,7 +227,7 @@ class ModelFirst(Strategy):
         plan.append(self.space.default_config(0))
         # The rule before the model's pick: measured in any case, its burst corrects the terms
         # the pick rests on first (NOTE [ Model first ], 2).
-        plan.append(self.control)
+        plan.append(self.rule)
         if now:
             plan.append(self.pick(now).config)
             # A pick past the cores is held against num_workers = CPUs: NOTE [ Past the cores ] in choice.py.
@@ -323,11 +323,11 @@ class ModelFirst(Strategy):
         cores = self.at_cores(pick.config)
         cored = [cores] if cores is not None and any(t.config == cores for t in ok) else []
         chosen = [pick.config, *cored, *probed, *challengers]
-        unique = [c for c in dict.fromkeys(chosen) if c != self.control][:MAX_FINALISTS - 1]
+        unique = [c for c in dict.fromkeys(chosen) if c != self.rule][:MAX_FINALISTS - 1]
         # The rule always, last (where the run keeps it when time is short), unless it could
         # not run: stopped early or not yet measured, the final measures it in full.
-        if not any(t.config == self.control and t.status != OK for t in history):
-            unique.append(self.control)
+        if not any(t.config == self.rule and t.status != OK for t in history):
+            unique.append(self.rule)
         return unique
 
     def _measured(self, history: Sequence[TrialResult]) -> list[TrialResult]:

@@ -13,7 +13,7 @@ from .knob import NODES
 from .settings import CONCURRENCY
 from .space import LoaderConfig, SearchSpace
 
-__all__ = ["FACTORY", "NodesGraph", "REBUILT", "TORCHDATA_FIX", "graph_control", "graph_snippet", "graph_space"]
+__all__ = ["FACTORY", "NodesGraph", "REBUILT", "TORCHDATA_FIX", "graph_rule", "graph_snippet", "graph_space"]
 
 TORCHDATA_FIX = "pip install autoloader[nodes] (torchdata 0.11)"
 
@@ -51,7 +51,7 @@ class NodesGraph(Stored):
         return self.built == REBUILT or name in self.takes
 
 
-def graph_control(graph: NodesGraph, batch_size: int, cuda: bool) -> LoaderConfig:
+def graph_rule(graph: NodesGraph, batch_size: int, cuda: bool) -> LoaderConfig:
     """The graph as the user built it, measured in the final as the rule (the DataLoader's
     cpus-1 rule's place): its workers, method, order, cap, depth (2 where it has no Prefetcher:
     the trial's graph always ends in one) and pinning (only on CUDA, where PinMemory runs)."""
@@ -60,18 +60,18 @@ def graph_control(graph: NodesGraph, batch_size: int, cuda: bool) -> LoaderConfi
                              prefetch_factor=graph.prefetch_factor, pin_memory=graph.pin_memory and cuda)
 
 
-def graph_space(space: SearchSpace, graph: NodesGraph, control: LoaderConfig) -> SearchSpace:
+def graph_space(space: SearchSpace, graph: NodesGraph, rule: LoaderConfig) -> SearchSpace:
     """``space`` (a nodes space) holding the rule's values, and only them for a knob a factory
     does not take; its worker ladder reaching the rule's workers."""
     choices = dict(space.choices)
     for name, values in list(choices.items()):
-        own = control[name]
+        own = rule[name]
         if name == CONCURRENCY.name or not graph.tuned(name):
             choices[name] = tuple(dict.fromkeys(((None,) if graph.tuned(name) else ()) + (own,)))
         elif own not in values and own is not None:
             choices[name] = tuple(values) + (own,)
-    workers = space.max_workers if graph.tuned("num_workers") else control.num_workers
-    return SearchSpace(space.batch_sizes, max(workers, control.num_workers), unlocked=space.unlocked, **choices)
+    workers = space.max_workers if graph.tuned("num_workers") else rule.num_workers
+    return SearchSpace(space.batch_sizes, max(workers, rule.num_workers), unlocked=space.unlocked, **choices)
 
 
 def graph_snippet(config: LoaderConfig, graph: NodesGraph, rate: str) -> str:

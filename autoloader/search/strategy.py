@@ -21,7 +21,7 @@ class Strategy(abc.ABC):
     picks up where the killed run was."""
 
     # The rule the tuner replaces, which the final measures beside the pick (None: no rule).
-    control: LoaderConfig | None = None
+    rule: LoaderConfig | None = None
     # Set when the search ended before its plan did, because what it measured settled the answer.
     stopped_early: bool = False
     # The usable CPUs a pick past which must beat num_workers = CPUs (NOTE [ Past the cores ] in

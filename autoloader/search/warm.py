@@ -95,8 +95,8 @@ class Warmed(Strategy):
     def __init__(self, inner: Strategy, warm: WarmStart, space: SearchSpace):
         self.inner, self.warm = inner, warm
         # The rule second, so that the final holds it however soon the clock ends the search.
-        control = inner.control
-        first = [warm.pick] + ([control] if warm.may_stop and control is not None else [])
+        rule = inner.rule
+        first = [warm.pick] + ([rule] if warm.may_stop and rule is not None else [])
         # A pick past the cores is held against num_workers = CPUs (NOTE [ Past the cores ] in choice.py).
         cpus = inner.cpus
         if cpus is not None and warm.pick.num_workers > cpus:
@@ -146,8 +146,8 @@ class Warmed(Strategy):
         return self.inner.cpus
 
     @property
-    def control(self) -> LoaderConfig | None:
-        return self.inner.control
+    def rule(self) -> LoaderConfig | None:
+        return self.inner.rule
 
 
 def warmed(strategy: Strategy, warm: WarmStart | None, space: SearchSpace) -> Strategy:

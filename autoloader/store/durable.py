@@ -28,6 +28,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
+from ..events.lines import size
 from ..errors import AutoloaderWarning, NotSaved, StudyMovedAside, UsageError, clip, one_line, usage
 from ..inputs.home import elsewhere
 from .storage import masked, open_storage, open_study
@@ -78,15 +79,6 @@ def free_bytes(path: str) -> int | None:
         return None
 
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "an unknown amount"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} bytes"
-
-
 def is_disk_full(exc: BaseException) -> bool:
     """Whether an exception (or one in its chain) says the disk or the database is full."""
     seen = set()
@@ -109,7 +101,8 @@ def write_failure(what: str, where: str, exc: BaseException, url: str | None = N
     if url is not None:
         reason = scrub(reason, url)
     local = url is None or sqlite_file(url) is not None
-    free = f"; {_size(free_bytes(where))} free there" if local else ""
+    left = free_bytes(where) if local else None
+    free = f"; {'an unknown amount' if left is None else size(left)} free there" if local else ""
     return f"could not write {what} to {where} ({reason}{free})"
 
 

@@ -9,14 +9,16 @@ reads attributes and need not check.
 # NOTE [ Result formats ]
 # A result file carries ``format`` (validate.FORMAT); one without it is format 1. The fields grew
 # over formats 1 and 2 without any changing meaning: the first results held the pick, its knee,
-# trials and finals; the profile, the calibration, the prediction and the control came next,
+# trials and finals; the profile, the calibration, the prediction and the rule came next,
 # then the format itself with the dataset and the provenance, the warm start, the memory
 # forecasts, the machine's load and the threads, the what-ifs (records.py). A field a result does
 # not have is read as absent (None, or empty), so an old result reads as what it measured; a field
-# no longer written (an old ``priors`` count) is not read. What the record derives from its fields
-# (``faults``, ``profile_seconds``, ``control_samples_per_s``, ``control_ratio`` and its interval,
-# the ``verdict``...: ``then`` in its fields' declarations) is written for the file's readers and
-# computed again on reading, not read back. A complete run's mark in a shared storage holds the
+# no longer written (an old ``priors`` count) is not read; a renamed one (``control``, now
+# ``rule``, and ``memory.control``) is read under either name and written under the new. What the
+# record derives from its fields (``faults``, ``profile_seconds``, ``rule_samples_per_s``,
+# ``rule_ratio`` and its interval, the ``verdict``...: ``then`` in its fields' declarations; older
+# files wrote the rule's as ``control_*``) is written for the file's readers and computed again on
+# reading, not read back. A complete run's mark in a shared storage holds the
 # pick and its figures alone (``summary``, NOTE [ Runs in a study ] in runs.py): read, it is the
 # same record with ``partial`` set and the rest absent.
 """
@@ -61,8 +63,8 @@ def _ratio_fields(name: str, ratio: Ratio | None) -> dict:
             else None, f"{name}_rounds": ratio.rounds if ratio else 0}
 
 
-# What the file writes of the control beside it, for its readers (the record computes it again).
-_CONTROL_FIGURES = ("control_samples_per_s", ("**", lambda r: _ratio_fields("control_ratio", r.control_ratio)),
+# What the file writes of the rule beside it, for its readers (the record computes it again).
+_RULE_FIGURES = ("rule_samples_per_s", ("**", lambda r: _ratio_fields("rule_ratio", r.rule_ratio)),
                     "verdict", ("**", lambda r: _ratio_fields("baseline_ratio", r.baseline_ratio)),
                     "baseline_verdict")
 
@@ -91,8 +93,8 @@ class TuneResult(Stored):
     predicted: Prediction | None = stored(None, then=(
         ("predicted_samples_per_s", lambda r: r.predicted and r.predicted.samples_per_s),
         ("bound", lambda r: r.predicted and r.predicted.bound)))
-    # The rule the tuner replaces, measured in the final.
-    control: LoaderConfig | None = stored(None, then=_CONTROL_FIGURES)
+    # The rule the tuner replaces, measured in the final (``control`` in older files).
+    rule: LoaderConfig | None = stored(None, old=("control",), then=_RULE_FIGURES)
     what_ifs: tuple[WhatIfClaim, ...] = ()   # each change asked about: predicted, measured, how sure (records.py)
     # The predicted gain of ORDER's proposal, when its gate is closed.
     reorder_gain: float | None = stored(None, signed=True)
@@ -103,11 +105,11 @@ class TuneResult(Stored):
     warm_start: WarmStart | None = None
     # The warm start's pick held and the search ended there.
     early_stop: bool = stored(False, then=(("memory", "memory_record"),))
-    # The pick's and the control's memory over a run, as the limit judged them (NOTE [ Copy on
+    # The pick's and the rule's memory over a run, as the limit judged them (NOTE [ Copy on
     # read ] in search/growth.py): a measured peak, or a forecast at the end of an epoch; stored
     # together with the growth finding (``memory_record``).
     memory: MemoryForecast | None = stored(None, key="memory.pick", write=False)
-    control_memory: MemoryForecast | None = stored(None, key="memory.control", write=False)
+    rule_memory: MemoryForecast | None = stored(None, key="memory.rule", old=("control",), write=False)
     load: MachineLoad | None = None       # what others took of the CPUs meanwhile: NOTE [ Others on the machine ]
     threads: Threads | None = None        # the main process's torch threads: NOTE [ The main process's threads ]
     # An iterable dataset's shards and its workers' findings (search/shards.py).
@@ -166,25 +168,25 @@ class TuneResult(Stored):
         return self.tuned.knee.curve if self.tuned.knee else ()
 
     @property
-    def control_samples_per_s(self) -> float | None:
-        """The control's final median: what the rule the tuner replaces reads in this run (on a
+    def rule_samples_per_s(self) -> float | None:
+        """The rule's final median: what the config the tuner replaces reads in this run (on a
         node, the node's rate: its ranks x the slowest rank's)."""
-        median = next((f.median for f in self.finals if f.config == self.control), None)
+        median = next((f.median for f in self.finals if f.config == self.rule), None)
         return median * self.ranks if median is not None else None
 
     @property
-    def control_ratio(self) -> Ratio | None:
+    def rule_ratio(self) -> Ratio | None:
         """The pick's rate over the rule's on the final's paired rounds, with its interval
         (NOTE [ Paired rounds ] in search/paired.py); None when the pick is the rule's config or
         no round measured both."""
-        if self.control is None or self.control == self.config:
+        if self.rule is None or self.rule == self.config:
             return None
-        return paired(finalist_of(self.config, self.finals), finalist_of(self.control, self.finals))
+        return paired(finalist_of(self.config, self.finals), finalist_of(self.rule, self.finals))
 
     @property
     def verdict(self) -> str:
         """The pick against the rule in the words its interval supports (choice.rule_verdict)."""
-        return rule_verdict(self.config, self.control, self.finals, self.trials)
+        return rule_verdict(self.config, self.rule, self.finals, self.trials)
 
     def _baseline_final(self) -> Finalist | None:
         return next((f for f in self.finals if f.config.num_workers == 0 and f.rates), None)
@@ -217,12 +219,12 @@ class TuneResult(Stored):
         return reuse_problem(p.measurement_format, p.autoloader_version)
 
     def memory_record(self) -> dict | None:
-        """The result's ``memory``: the pick's forecast, the control's, and the growth finding."""
+        """The result's ``memory``: the pick's forecast, the rule's, and the growth finding."""
         if self.memory is None:
             return None
         finding = growth_finding(self.memory)
         return {"pick": self.memory.to_dict(),
-                "control": self.control_memory.to_dict() if self.control_memory is not None else None,
+                "rule": self.rule_memory.to_dict() if self.rule_memory is not None else None,
                 "finding": finding.to_dict() if finding is not None else None}
 
     def faults(self) -> dict[str, int]:

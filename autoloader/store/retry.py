@@ -9,15 +9,15 @@ again:
   by code ] in inputs/code_digest.py;
 - a failure of the environment, once, in a resumed run: NOTE [ Fixed outside the code ];
 - a crash (FLAKY_CAUSES) seen once: NOTE [ A crash counts twice ];
-- and, when the search knows its control, a stored failure of the control (``control_again``).
+- and, when the search knows its rule, a stored failure of the rule (``rule_again``).
 
 # NOTE [ Fixed outside the code ]
 # A failure can be fixed without touching the code: a file restored, a mount back, a permission
 # or an environment variable set. The code's digest does not change, so such a failure stood in
-# a resumed run, and when it was the control's (the cpus-1 rule), the pick was never measured
+# a resumed run, and when it was the rule's (the cpus-1 rule's config), the pick was never measured
 # against the rule. So a trial that failed on an OSError (``TrialResult.os_error``: the exception,
 # or the worker's, was one) is measured again by the run that resumes its study (it stands in
-# the run that measured it: the environment is as it was), and a stored failure of the control
+# the run that measured it: the environment is as it was), and a stored failure of the rule
 # is too: the final must hold the pick against the rule, so a resumed run always measures it.
 
 # NOTE [ A crash counts twice ]
@@ -103,11 +103,11 @@ def environment_failed(result: TrialResult) -> bool:
     return result.status == FAILED and result.os_error and result.cause not in FLAKY_CAUSES
 
 
-def control_again(trials: Sequence[TrialResult], control: LoaderConfig | None) -> tuple[list[TrialResult],
+def rule_again(trials: Sequence[TrialResult], rule: LoaderConfig | None) -> tuple[list[TrialResult],
                                                                                         TrialResult | None]:
-    """A resumed run's stored trials less a failure (or hang) of the control, which is measured
+    """A resumed run's stored trials less a failure (or hang) of the rule, which is measured
     again (NOTE [ Fixed outside the code ]), and that failure (None when there was none)."""
-    failed = next((t for t in trials if t.config == control and t.status in (FAILED, HANG)), None)
+    failed = next((t for t in trials if t.config == rule and t.status in (FAILED, HANG)), None)
     return [t for t in trials if t is not failed], failed
 
 

@@ -44,7 +44,7 @@ from ..search.results import OK, TrialResult, best_burst, challenges
 from ..search.space import LoaderConfig
 
 
-def final_configs(finalists: Sequence[LoaderConfig], control: LoaderConfig | None, previous: LoaderConfig | None,
+def final_configs(finalists: Sequence[LoaderConfig], rule: LoaderConfig | None, previous: LoaderConfig | None,
                   history: Sequence[TrialResult], fits: Callable[[LoaderConfig], bool] = lambda c: True,
                   pick: LoaderConfig | None = None) -> list[LoaderConfig]:
     """Who the final measures, in order: the strategy's finalists, then the previous pick (when it
@@ -61,23 +61,23 @@ def final_configs(finalists: Sequence[LoaderConfig], control: LoaderConfig | Non
     if not finalists:
         return []
     failed = {t.config for t in history if t.status != OK}
-    chosen = [c for c in finalists if c not in (control, previous)]
-    if pick is not None and pick == control and control in finalists:
-        rule = best_burst(history, control)
-        chosen = [c for c in chosen if rule and challenges(history, c, rule)]
+    chosen = [c for c in finalists if c not in (rule, previous)]
+    if pick is not None and pick == rule and rule in finalists:
+        rule_rate = best_burst(history, rule)
+        chosen = [c for c in chosen if rule_rate and challenges(history, c, rule_rate)]
         if not chosen and previous is None:
             return []
     if previous is not None and previous not in failed:
         chosen.append(previous)
-    if control is not None and control in finalists:
-        chosen.append(control)
+    if rule is not None and rule in finalists:
+        chosen.append(rule)
     return [c for c in dict.fromkeys(chosen) if fits(c)]
 
 
-def trimmed(chosen: list[LoaderConfig], control: LoaderConfig | None, previous: LoaderConfig | None) -> list[LoaderConfig]:
+def trimmed(chosen: list[LoaderConfig], rule: LoaderConfig | None, previous: LoaderConfig | None) -> list[LoaderConfig]:
     """When a round of all does not fit: the first, the previous pick and the rule, so the pick
     is never handed back unchecked against the rule, nor a nightly change unpaired."""
-    return list(dict.fromkeys([chosen[0]] + [c for c in (previous, control) if c is not None and c in chosen]))
+    return list(dict.fromkeys([chosen[0]] + [c for c in (previous, rule) if c is not None and c in chosen]))
 
 
 @dataclass
@@ -93,7 +93,7 @@ class Final:
     rounds: int = 0
     opening: dict = field(default_factory=dict)     # config -> its search burst in the opening round
 
-    def run(self, chosen: list[LoaderConfig], history: Sequence[TrialResult], control: LoaderConfig | None,
+    def run(self, chosen: list[LoaderConfig], history: Sequence[TrialResult], rule: LoaderConfig | None,
             previous: LoaderConfig | None, decide: Callable[[list[Finalist]], Finalist] | None = None,
             opening: dict | None = None) -> list[Finalist]:
         """``chosen`` re-measured interleaved, round after round while the budget has one left,
@@ -111,31 +111,31 @@ class Final:
         if len(chosen) < 2 and not (chosen and chosen == [previous]):
             return []
         if round_seconds(chosen, history) > self.clock.left() and len(chosen) > 2:
-            chosen = trimmed(chosen, control, previous)
+            chosen = trimmed(chosen, rule, previous)
         seconds = round_seconds(chosen, history)
-        settles = control in chosen and previous not in chosen
+        settles = rule in chosen and previous not in chosen
         opening = {c: t for c, t in (opening or {}).items() if c in chosen}
-        self.opening = opening if control in opening and len(opening) >= 2 else {}
+        self.opening = opening if rule in opening and len(opening) >= 2 else {}
         opened = 1 if self.opening else 0
         most = min(FINAL_MAX_ROUNDS - opened, int(self.clock.left() / seconds))
         if settles and opened and most + opened < FINAL_ROUNDS:
             self.opening = {}
             return []
-        decide = decide or (lambda finals: choose(finals, history, control))
+        decide = decide or (lambda finals: choose(finals, history, rule))
         for config in chosen:
             self.rates.setdefault(config, [])
             self.taken.setdefault(config, [])
         while self.rounds < (most if settles else min(most, FINAL_ROUNDS)) and seconds <= self.clock.left():
             self._round(chosen, most if settles else min(most, FINAL_ROUNDS))
-            if settles and self.rounds + opened >= FINAL_MIN_ROUNDS and self.settled(history, control, decide):
+            if settles and self.rounds + opened >= FINAL_MIN_ROUNDS and self.settled(history, rule, decide):
                 break
         return self.finalists(history)
 
-    def settled(self, history: Sequence[TrialResult], control: LoaderConfig | None,
+    def settled(self, history: Sequence[TrialResult], rule: LoaderConfig | None,
                 decide: Callable[[list[Finalist]], Finalist]) -> bool:
         """Whether the rounds so far settle the pick they give against the rule."""
         finals = self.finalists(history)
-        return bool(finals) and rule_settled(finals, decide(finals).config, control)
+        return bool(finals) and rule_settled(finals, decide(finals).config, rule)
 
     def _round(self, configs: Sequence[LoaderConfig], of: int) -> None:
         index = self.rounds
@@ -157,13 +157,13 @@ class Final:
                          tuple(self.taken[c]), opening.get(c)) for c, m in self.rates.items() if m]
 
     def recheck(self, finals: list[Finalist], history: Sequence[TrialResult], load: MachineLoad,
-                control: LoaderConfig | None, narrow: frozenset, cpus: int | None = None) -> list[Finalist]:
+                rule: LoaderConfig | None, narrow: frozenset, cpus: int | None = None) -> list[Finalist]:
         """On a busy machine, up to BUSY_ROUNDS more rounds of the configs that decide the pick
         (the pick, the best median, or the runner-up when they are one), while the budget holds
         them (NOTE [ Others on the machine ])."""
         if not load.busy or len(finals) < 2 or min(len(f.rates) for f in finals) < 1:
             return finals
-        pick = choose(finals, history, control, widen=load.widen, narrow=narrow, cpus=cpus).config
+        pick = choose(finals, history, rule, widen=load.widen, narrow=narrow, cpus=cpus).config
         ranked = sorted(finals, key=lambda f: -f.round_median)   # as the choice ranks them
         deciders = list(dict.fromkeys([pick] + [f.config for f in ranked]))[:2]
         for extra in range(BUSY_ROUNDS):

@@ -134,7 +134,7 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
                      f"worker{'' if t.knee.stops_paying == 1 else 's'}, peak at "
                      f"{t.knee.peak}{hurt} (the model's curve, corrected by the bursts)")
         lines.append(f"  {'curve':<20} " + ", ".join(f"{w}:{_rate(r, '')}" for w, r in t.knee.curve))
-    memory = memory_line(getattr(result, "memory", None), getattr(result, "control_memory", None))
+    memory = memory_line(getattr(result, "memory", None), getattr(result, "rule_memory", None))
     if memory:
         lines.append(f"  {'memory':<20} {memory}")
     start = getattr(result, "start", None)   # NOTE [ What a start method costs ] in search/methods.py
@@ -186,10 +186,10 @@ def report_written(written) -> str:
     return "\n".join([head] + [f"  not written: {one_line(f)}" for f in written.failed])
 
 
-def memory_line(pick, control=None) -> str | None:
+def memory_line(pick, rule=None) -> str | None:
     """One line on the workers' copy-on-read growth (NOTE [ Copy on read ] in search/growth.py),
     when the profile found it; None otherwise."""
-    shown = pick if pick is not None and pick.workers else control
+    shown = pick if pick is not None and pick.workers else rule
     if shown is not None and shown.growth is not None and not shown.growth.found and shown.growth.maps_file:
         return f"no copy-on-read growth: {shown.growth.mapped_text()}"   # NOTE [ Memory by kind ]
     if shown is None or shown.growth is None or not shown.growth.found or not shown.workers:

@@ -90,19 +90,19 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
         ran.orphans, ran.shm_leaks, profile=profile, calibration=calib,
         # Without a measured profile the model has nothing to draw a curve from: no figure is
         # predicted (the table says "not predicted"), no knee found.
-        predicted=model.predict(pick.config, calib) if profile.measured else None, control=strategy.control,
+        predicted=model.predict(pick.config, calib) if profile.measured else None, rule=strategy.rule,
         reorder_gain=reorder_gain(model, pick.config, calib, problem.allow_reorder) if profile.measured else None,
         model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
         run_id=store.run.run_id, dataset=dataset_record(problem), provenance=Provenance(**provenance()),
         warm_start=ran.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(node) if node else None,
         inputs=inputs_of(ran, problem),
         memory=memory.forecast(pick.config, history),
-        control_memory=memory.forecast(strategy.control, history) if strategy.control else None,
+        rule_memory=memory.forecast(strategy.rule, history) if strategy.rule else None,
         load=load, threads=threads_of(profile, info.threads),
         stream=stream_record(info.shards, info.shards_from, ran.uncapped, history, profile,
                              problem.hardware.cpus)
         if info.length is None and info.nodes is None else None, nodes=info.nodes,
-        start=start_choice(problem, profile, pick.config, memory, model, calib, history, strategy.control))
+        start=start_choice(problem, profile, pick.config, memory, model, calib, history, strategy.rule))
     result = dataclasses.replace(result, what_ifs=what_if_claims(result))
     before = ran.before
     if before is not None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import AutoloaderError, Inconclusive, InputError, NoFeasibleConfig, usage
-from ..events import (ControlRetried, FleetPushed, Profiled, Progress, TrialDone, TrialsUnstored, TuneStarted,
+from ..events import (FleetPushed, Profiled, Progress, RuleRetried, TrialDone, TrialsUnstored, TuneStarted,
                       WaitingForLock)
 from ..inputs import hardware
 from ..inputs.limits import clipped_timeout, warn_batch_past_length
@@ -43,14 +43,14 @@ from ..search.results import BUDGET_ENDED, CONSTRAINT, HANG, LOADER_ARGUMENTS, O
 from ..search.settings import open_gates
 from ..search.shards import worker_cap
 from ..search.knob import NODES
-from ..search.nodes import graph_control, graph_space
+from ..search.nodes import graph_rule, graph_space
 from ..search.space import LoaderConfig, search_space
 from ..search.strategy import Strategy
 from ..search.warm import WarmStart, warmed
 from ..store.history import previous
 from ..store.paths import default_storage, held, lock_path, study_name
 from ..store.result import TuneResult
-from ..store.retry import OnceMore, control_again
+from ..store.retry import OnceMore, rule_again
 from ..store.storage import warm_up
 from ..store.study import StudyStore
 from .compare import settled
@@ -121,7 +121,7 @@ class Run:
             # Without a final the bursts choose: only those whose forecast fits (final_configs).
             fitting = [t for t in history if t.status != OK or self.memory.fits(t.config, history)]
             fitting = fitting if any(t.status == OK for t in fitting) else history
-            pick = choose(finals, fitting, control=strategy.control, widen=load.widen, narrow=narrow,
+            pick = choose(finals, fitting, rule=strategy.rule, widen=load.widen, narrow=narrow,
                           cpus=strategy.cpus)
             return self._record(started, profile, model, strategy, history, finals, pick, load)
         except AutoloaderError as exc:
@@ -157,13 +157,13 @@ class Run:
         # A sharded stream gives a worker past its shards nothing to read: the search stops there.
         self.uncapped = self.space.max_workers
         self.space = self.space.capped(worker_cap(info.shards, self.uncapped))
-        self.nodes_control = None
+        self.nodes_rule = None
         if info.nodes is not None:   # NOTE [ Tuning a torchdata.nodes graph ] in probe/nodes.py
             problem = self.problem
-            self.nodes_control = graph_control(info.nodes, self.space.batch_sizes[0], problem.device.startswith("cuda"))
+            self.nodes_rule = graph_rule(info.nodes, self.space.batch_sizes[0], problem.device.startswith("cuda"))
             nodes_space = search_space(self.space.batch_sizes, problem.hardware.cpus, problem.device,
                                        open_gates(problem), loader=NODES)
-            self.space = graph_space(nodes_space, info.nodes, self.nodes_control)
+            self.space = graph_space(nodes_space, info.nodes, self.nodes_rule)
             self.uncapped = self.space.max_workers
         problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class, info.step_identity)
         key, fingerprint = problem.key, problem.hardware.fingerprint
@@ -243,7 +243,7 @@ class Run:
                                    or "batch_sampler" in fixed)
         self.space = measured_space(self.space, profile)
         search = ModelFirst(self.space, model, self.problem.hardware.cpus, self.memory.fits,
-                            control_cpus=self.ranks.node_cpus, control=self.nodes_control)
+                            rule_cpus=self.ranks.node_cpus, rule=self.nodes_rule)
         return warmed(search, self.warm_start, self.space)
 
     def _limits_now(self) -> Limits:
@@ -254,17 +254,17 @@ class Run:
 
     def _search(self, strategy: Strategy, started: Started) -> list[TrialResult]:
         """Measure what the strategy proposes until it stops or the time left is the final's."""
-        history, again = control_again(started.history, strategy.control)   # NOTE [ Fixed outside the code ]
+        history, again = rule_again(started.history, strategy.rule)   # NOTE [ Fixed outside the code ]
         if again is not None:
-            self.progress(ControlRetried(again))
+            self.progress(RuleRetried(again))
         # A resumed run measures the rule first, however little time is left: the final holds
         # the pick against it (NOTE [ Fixed outside the code ] in store/retry.py).
-        due = [strategy.control] if started.history and strategy.control is not None and not any(
-            t.config == strategy.control for t in history) else []
+        due = [strategy.rule] if started.history and strategy.rule is not None and not any(
+            t.config == strategy.rule for t in history) else []
         once = OnceMore.after(started.crashed_once)   # NOTE [ A crash counts twice ] in store/retry.py
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
         self._own_from = len(history)   # this run's own bursts from here: NOTE [ The opening round ]
-        rounds = lambda: rounds_kept(history, strategy.control, strategy.pick_unmeasured(history))  # noqa: E731
+        rounds = lambda: rounds_kept(history, strategy.rule, strategy.pick_unmeasured(history))  # noqa: E731
         while True:
             if self.clock.bound_left() <= 0:
                 break   # the set-up and the profile took it all: NOTE [ The budget is a wall bound ]
@@ -281,7 +281,7 @@ class Run:
             # the final's opening round (NOTE [ The opening round ] in search/opening.py), and a
             # pruned one leaves the final a pair short: the seconds a stopped burst saves cost a
             # whole final round more, whose interval is still wider than the opening's would be.
-            result = self._trial(config, started.info, history, prune=config != strategy.control)
+            result = self._trial(config, started.info, history, prune=config != strategy.rule)
             stands = once.stands(result)
             if stands:
                 history.append(result)
@@ -378,16 +378,16 @@ class Run:
         pick measured again while the budget allows (NOTE [ Others on the machine ])."""
         final = Final(self.clock, self._timed(final_measurement(self.runner, self._limits_now)), self.progress)
         previous_pick = self._previous_pick()
-        chosen = final_configs(strategy.finalists(history), strategy.control, previous_pick, history,
+        chosen = final_configs(strategy.finalists(history), strategy.rule, previous_pick, history,
                                lambda config: self.memory.fits(config, history), strategy.model_pick(history))
-        decide = lambda finals: choose(finals, history, strategy.control,  # noqa: E731
+        decide = lambda finals: choose(finals, history, strategy.rule,  # noqa: E731
                                        narrow=strategy.short_of_headroom([f.config for f in finals], history),
                                        cpus=strategy.cpus)
-        finals = final.run(chosen, history, strategy.control, previous_pick, decide,
+        finals = final.run(chosen, history, strategy.rule, previous_pick, decide,
                            opening_round(history, chosen, self._own_from))
         load = machine_load(self.load_cpus, profile, history, final.results, self.options.thresholds.busy)
         narrow = strategy.short_of_headroom([f.config for f in finals], history)
-        finals = final.recheck(finals, history, load, strategy.control, narrow, strategy.cpus)
+        finals = final.recheck(finals, history, load, strategy.rule, narrow, strategy.cpus)
         if self.before is not None and previous_pick is not None and not load.busy:   # NOTE [ Drift ]
             finals = final.settle(finals, history, previous_pick, lambda now: settled(
                 self.before, now, previous_pick, self.ranks.ranks, self.options.thresholds))

@@ -58,7 +58,7 @@ def measured_space(space: SearchSpace, profile) -> SearchSpace:
 
 
 def start_choice(problem, profile, config: LoaderConfig, memory, model, calib,
-                 history: Sequence, control: LoaderConfig | None = None) -> StartChoice | None:
+                 history: Sequence, rule: LoaderConfig | None = None) -> StartChoice | None:
     """What the result says about the pick's start method: the user's, honoured; or, where the
     profile measured the methods, each one's worker at the epoch's end, start-up and fit for the
     pick's other settings. None where there is nothing to say (the gate closed, no workers)."""
@@ -68,9 +68,9 @@ def start_choice(problem, profile, config: LoaderConfig, memory, model, calib,
         return StartChoice(given, default, True, config.num_workers, bool(config.persistent_workers))
     costs = getattr(profile, "methods", ()) or ()
     at = ""
-    if not config.num_workers and control is not None and control.num_workers:
+    if not config.num_workers and rule is not None and rule.num_workers:
         # The pick reads in the loop: the methods are said for the cpus-1 rule's workers.
-        config, at = control, "the cpus-1 rule"
+        config, at = rule, "the cpus-1 rule"
     if not costs or not config.num_workers:
         return None
     rows = []

@@ -130,12 +130,12 @@ class _Ceiling:
         from torch.utils.data import DataLoader
 
         from autoloader.inputs.source import Source, resolve_dataset, resolve_step
-        from autoloader.probe.burst import batch_size_of
+        from autoloader.batches import samples_in
 
         self.torch = torch
         self.settings = settings
         self.batch_size = batch_size
-        self.batch_size_of = batch_size_of
+        self.batch_size_of = samples_in
         self.dataset = resolve_dataset(Source.from_spec(dataset_spec).load(), dataset_spec)
         self.cores = len(os.sched_getaffinity(0))
         # The batches the consumer replays, moved to the device once. They are taken before the
@@ -163,7 +163,7 @@ class _Ceiling:
         # Two host batches stay for the main process's pin and copy (CUDA only).
         self.host_batches = host_batches[:2] if self.cuda else []
         del host_batches
-        self.samples_per_pass = sum(batch_size_of(b) for b in self.batches)
+        self.samples_per_pass = sum(samples_in(b) for b in self.batches)
         # Warm-up (cuDNN autotune, allocator, lazy init): two passes, synchronised.
         for _ in range(2):
             self._pass()

@@ -33,6 +33,12 @@ def short(config: LoaderConfig | None) -> str:
             f"pw{int(config.persistent_workers)}")
 
 
+def rule_field(data: dict, name: str = ""):
+    """A result file's ``rule{name}`` (the rule's config, or one of its figures), read under the
+    name older files wrote it under too (``control{name}``)."""
+    return data.get(f"rule{name}", data.get(f"control{name}"))
+
+
 def config_from_kwargs(kwargs: dict) -> LoaderConfig:
     return LoaderConfig.make(int(kwargs["batch_size"]), int(kwargs["num_workers"]), bool(kwargs["pin_memory"]),
                              kwargs.get("prefetch_factor"), bool(kwargs.get("persistent_workers", False)))

@@ -96,7 +96,7 @@ def summarise(b) -> dict:
     if b.pick in b.final and b.heuristic() in b.final and b.pick != b.heuristic():
         bench_rule = paired_ratio([(m.samples_per_s, h.samples_per_s) for m, h in zip(b.final[b.pick],
                                    b.final[b.heuristic()]) if m.status == OK and h.status == OK])
-    tuner_rule = tuner.control_ratio if tuner else None
+    tuner_rule = tuner.rule_ratio if tuner else None
     # The grid's best, chosen on the grid's long windows and scored on the final: a best the
     # final's noise did not pick, so its ratio is free of the max-of-medians bias.
     grid_best = next((c for c, roles in b.final_roles.items() if "grid#1" in roles), None)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from scripts.bench.common import config_from_kwargs, short
+from scripts.bench.common import config_from_kwargs, rule_field, short
 from scripts.bench.records import report_main
 
 
@@ -37,7 +37,7 @@ class Floor:
     run: str
     workload: str
     wall_s: float
-    judged: bool          # the verdict came with an interval (control_ratio_interval)
+    judged: bool          # the verdict came with an interval (rule_ratio_interval)
     before_s: float       # the tune's clock at its first burst
     outside_s: float      # wall time outside the tune's clock
     pick_s: float         # the pick's reading, median of its bursts and final readings
@@ -60,13 +60,13 @@ def floors(rows: list[dict]) -> list[Floor]:
     out, seen = [], set()
     for row in rows:
         data = row.get("tuner")
-        if row.get("phase") != "tuner" or not data or not data.get("control") or not row.get("wall_s"):
+        if row.get("phase") != "tuner" or not data or not rule_field(data) or not row.get("wall_s"):
             continue
         name = (row.get("run_id") or "", row.get("workload") or "")
         if name in seen:
             continue
         seen.add(name)
-        pick, rule = config_from_kwargs(data["config"]), config_from_kwargs(data["control"])
+        pick, rule = config_from_kwargs(data["config"]), config_from_kwargs(rule_field(data))
         if pick == rule:
             continue
         marks = [m for m in (data.get("inputs") or {}).get("timeline") or [] if m[0] in ("burst", "final")]
@@ -79,7 +79,7 @@ def floors(rows: list[dict]) -> list[Floor]:
         if not times[pick.key] or not times[rule.key]:
             continue
         gaps = [b[1] - a[2] for a, b in zip(marks, marks[1:])]
-        out.append(Floor(name[0], name[1], float(row["wall_s"]), bool(data.get("control_ratio_interval")),
+        out.append(Floor(name[0], name[1], float(row["wall_s"]), bool(rule_field(data, "_ratio_interval")),
                          marks[0][1], max(0.0, float(row["wall_s"]) - float(data.get("tune_seconds") or 0.0)),
                          statistics.median(times[pick.key]), statistics.median(times[rule.key]),
                          statistics.median(gaps) if gaps else 0.0, short(pick)))

@@ -87,9 +87,9 @@ def in_flight(config: LoaderConfig, batch_bytes: int) -> int:
 def grid(cpus: int, batch_size: int, device: str, size: int | None = None, batch_bytes: int = 0,
          room: int | None = None) -> tuple[list[LoaderConfig], list[LoaderConfig]]:
     """(the grid the pick is measured against, the configs left out): no workers, a quarter of the
-    CPUs, the rule (first: the control), 1.5 per CPU with prefetch 8, 3 per CPU; duplicates
+    CPUs, the rule (first), 1.5 per CPU with prefetch 8, 3 per CPU; duplicates
     dropped, ``size`` kept; one whose batches in flight pass ``room`` bytes left out (the rule
-    never: it is the control)."""
+    never: the pick is held against it)."""
     space = search_space((batch_size,), cpus, device)
     rule = heuristic_config(space, cpus, batch_size)
     configs = [rule, rule.replace(num_workers=0), rule.replace(num_workers=max(1, cpus // 4)),
@@ -262,9 +262,9 @@ def run_workload(bench: Bench, name: str, args) -> None:
     step = getattr(workloads, f"{name}_step")()
     batch_size, cpus, device = spec.batch_size, usable_cpus(), args.device
     from autoloader.inputs.hardware import available_memory, shm_free
-    from autoloader.inrun.quick import tensor_bytes
+    from autoloader.batches import bytes_in
 
-    batch_bytes = tensor_bytes(next(iter(DataLoader(base, batch_size=batch_size))))
+    batch_bytes = bytes_in(next(iter(DataLoader(base, batch_size=batch_size))))
     shm = shm_free()
     room = int(min(MEMORY_SHARE * available_memory(), MEMORY_SHARE * shm if shm else float("inf")))
     configs, left_out = grid(cpus, batch_size, device, args.grid, batch_bytes, room)
@@ -505,12 +505,14 @@ def summary(data: dict) -> str:
 def meta(args, argv: list[str]) -> dict:
     from autoloader.inputs.hardware import usable_cpus
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
-    except OSError:
-        commit = None
-    commit = commit or os.environ.get("AUTOLOADER_BENCH_COMMIT")
+    # The caller's word first: the device's copy of the tree can carry a .git of another commit.
+    commit = os.environ.get("AUTOLOADER_BENCH_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
+        except OSError:
+            commit = None
     gpu = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "no GPU (cpu)"
     return {"gpu": gpu, "cpus": usable_cpus(), "torch": torch.__version__, "commit": commit,
             "command": "python3 -m scripts.bench.inrun_gpu " + " ".join(argv), "deadline_s": args.deadline_seconds,

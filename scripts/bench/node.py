@@ -207,7 +207,7 @@ class NodeWorkload:
 
     def order(self, node_cpus: int) -> list[tuple[LoaderConfig, list[str]]]:
         """The configs in measuring order with their roles; a config two roles share is measured once."""
-        # The tuner's own control on a node: the rule on every rank (NOTE [ Tuning a node's ranks ]).
+        # The rule as the tuner holds it on a node: the same on every rank (NOTE [ Tuning a node's ranks ]).
         self.rule = heuristic_config(search_space((self.bs,), node_cpus, self.device), node_cpus)
         out: dict[LoaderConfig, list[str]] = {}
         for role, config in (("node_pick", self.tunes.get("node", {}).get("pick")),

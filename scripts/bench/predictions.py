@@ -5,7 +5,7 @@
 Runs ``autoloader tune`` of one workload ``--tunes`` times in a row (its default budget unless
 ``--budget``), then re-measures each tune's pick in ``--rounds`` fresh bursts of the final's
 length, at once, in the same process layout the tuner measured it in, and then the pick against
-the cpus-1 rule (the result's ``control``) in ``--pair-rounds`` paired rounds (the order shuffled
+the cpus-1 rule (the result's ``rule``) in ``--pair-rounds`` paired rounds (the order shuffled
 each round): their ratio's 95% interval against the one the tuner stated. ``--spinner N`` runs one
 pure-Python CPU spinner beside the N-th tune and its re-measure (the issue's busy case). Records
 go to OUT/records.jsonl (phases ``tuner`` and ``remeasure``), the table of the pick's
@@ -135,14 +135,15 @@ def _pair_rule(runner, pick, data: dict, rounds: int, records, name: str, tune: 
     from autoloader.search.paired import paired_ratio
     from autoloader.search.policy import FINAL_SETTINGS
     from autoloader.search.results import OK
+    from scripts.bench.common import rule_field
 
-    control = data.get("control")
-    stated = data.get("control_ratio_interval")
-    out = {"rule": None, "stated_ratio": data.get("control_ratio"), "stated_interval": stated,
+    stored = rule_field(data)
+    stated = rule_field(data, "_ratio_interval")
+    out = {"rule": None, "stated_ratio": rule_field(data, "_ratio"), "stated_interval": stated,
            "paired_ratio": None, "paired_interval": None, "pair_rounds": 0}
-    if not control or rounds <= 0:
+    if not stored or rounds <= 0:
         return out
-    rule = LoaderConfig.from_dict(control)
+    rule = LoaderConfig.from_dict(stored)
     out["rule"] = rule.key
     if rule == pick:
         out["paired_ratio"], out["note"] = 1.0, "the pick is the rule's config"

@@ -13,7 +13,7 @@ In order, inside ``--deadline-seconds`` (what does not fit is left out and said,
             tune finds the libraries in the page cache as the later ones do;
 2. tunes    ``autoloader tune`` of each workload as a user runs it (tuner_run.py: its default
             budget, a fresh --out), timed from outside, its phases read off its own timeline;
-3. pairs    the tuner's pick against the rule it replaces (the result's ``control``), in paired
+3. pairs    the tuner's pick against the rule it replaces (the result's ``rule``), in paired
             rounds of fresh loaders through autoloader's TrialRunner, the order shuffled each
             round, at the lean bench's final windows (1-1.5 s, 4 worker cycles): up to
             ``--rounds``, at least ``--min-rounds`` where the deadline holds them for every
@@ -297,7 +297,7 @@ def run_pairs(tunes, workloads, args, device, left, write, log) -> None:
     pairs, costs = {}, {}
     for name, outcome in tunes.items():
         result = outcome.result
-        pick, rule = outcome.pick, result.control
+        pick, rule = outcome.pick, result.rule
         if rule is None or pick == rule:
             write(workload=name, phase="pair_summary", round=None, pick=short(pick), rule=short(rule), rounds=0,
                   ratio=1.0 if rule is not None else None, interval=None,
@@ -350,6 +350,8 @@ def run_pairs(tunes, workloads, args, device, left, write, log) -> None:
 
 def render(rows: list[dict], before: list[dict], took_s: float) -> str:
     """summary.md from the run's rows (and an earlier run's, ``before``, for its tune wall times)."""
+    from scripts.bench.common import rule_field
+
     meta = next((r["meta"] for r in rows if r.get("phase") == "meta"), {})
     then = {r["workload"]: r.get("wall_s") for r in before if r.get("phase") == "tuner" and r.get("wall_s")}
     tuners = {r["workload"]: r for r in rows if r.get("phase") == "tuner"}
@@ -374,7 +376,7 @@ def render(rows: list[dict], before: list[dict], took_s: float) -> str:
         pair = pairs.get(name) or {}
         lines.append(f"| {name} | {row['wall_s']:.1f} | {_s(then.get(name))} | {parts} | {p['bursts']}, "
                      f"{p['final measurements']} | {short_kwargs(data.get('config'))} | "
-                     f"{short_kwargs(data.get('control')) if data.get('control') else '-'} | {data.get('verdict')} | "
+                     f"{short_kwargs(rule_field(data)) if rule_field(data) else '-'} | {data.get('verdict')} | "
                      f"{_pair(pair)} |")
     lines.append("")
     if walls:

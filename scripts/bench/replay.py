@@ -96,7 +96,7 @@ def replays(rows: list[dict]) -> list[Replay]:
         pick = search.pick(search.predictions(trials, calib)).config
         finals = list(tuner.finals)
         narrow = search.short_of_headroom([f.config for f in finals], trials)
-        chosen = choose(finals, trials, tuner.control, widen=tuner.load.widen if tuner.load else 0.0,
+        chosen = choose(finals, trials, tuner.rule, widen=tuner.load.widen if tuner.load else 0.0,
                         narrow=narrow).config
         out.append(Replay(f"{name[1]} ({name[0]})" if name[1] in repeated else name[1], readings, short(pick),
                           short(tuner.config), short(chosen)))

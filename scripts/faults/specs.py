@@ -141,7 +141,8 @@ def _memory_ceiling(root: str):
         data = json.loads(first.stdout)
         main_only = max(t["peak_pss_bytes"] for t in data["trials"] if t["status"] == "ok"
                         and not t["config"]["num_workers"])
-        rule = (data.get("memory") or {}).get("control", {}).get("host_bytes")
+        memory = data.get("memory") or {}
+        rule = (memory.get("rule") or memory.get("control") or {}).get("host_bytes")
         if not rule:
             check.note = "not run: the first tune made no forecast of the cpus-1 rule's memory"
             return
@@ -161,19 +162,19 @@ def _memory_ceiling(root: str):
             return
         result = json.load(open(saved))
         memory = result.get("memory") or {}
-        control = memory.get("control") or {}
+        forecast = memory.get("rule") or memory.get("control") or {}   # ``control`` before it was the rule
         said = line(second.stdout, "cpus-1 rule")
         finals = [f["config"] for f in result.get("finals") or []]
-        past = control.get("host_bytes", 0) > ceiling
+        past = forecast.get("host_bytes", 0) > ceiling
         # Kept out of the final by its forecast ("is past the ... ceiling: not measured in the final"),
         # or refused before it ran at all ("could not run here ... past the ceiling").
-        rule_kept_out = control.get("config") not in finals and (
+        rule_kept_out = forecast.get("config") not in finals and (
             ("is past the" in said and "not measured in the final" in said)
             or ("could not run" in said and "ceiling" in said))
         pick_fits = (memory.get("pick") or {}).get("host_bytes", 0) <= ceiling
         if not past:   # the readings vary run to run: this run's forecast of the rule fit after all
             check.note = (f"not run: under the {ceiling / 2**20:.0f} MiB ceiling this run forecast the rule at "
-                          f"{control.get('host_bytes', 0) / 2**20:.0f} MiB, inside it: nothing to keep out")
+                          f"{forecast.get('host_bytes', 0) / 2**20:.0f} MiB, inside it: nothing to keep out")
             return
         check.survived = rule_kept_out and pick_fits and not check.tracebacks
         check.told = (f"--max-memory {ceiling / 2**30:.2f} GiB (the main process read {main_only / 2**30:.2f} GiB, "

@@ -397,7 +397,7 @@ def render(rows, kill: KillResume, leftover, shm_leaks, hang_times, tt, orphans_
     lines += ["", "Notes:", "",
               "- Faults fire only inside DataLoader workers (or, for step faults, from a batch size up), so "
               "every study also has healthy configs; the search measures num_workers=0, the model's pick and "
-              "the cpus-1 control first (the profile before them starts one worker), so a faulty config runs "
+              "the cpus-1 rule first (the profile before them starts one worker), so a faulty config runs "
               "early.",
               "- The stored-state and bad-input checks are scripts/faults/state.py, damage.py and commands.py "
               "(show, dashboard, retune and best_loader given bad input, unwritable folders, full disks): each is one "
