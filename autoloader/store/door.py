@@ -94,7 +94,8 @@ def _setting_aside(path: str, why: str) -> None:
 
 def _left(path: str, why: str) -> None:
     warnings.warn(f"ignored the stored result {path}: {why}. It is not used, and left as it is (a tune of its "
-                  "dataset sets it aside and writes a good one)", StoredStateWarning, stacklevel=3)
+                  "dataset on the hardware it was tuned on sets it aside and writes a good one)", StoredStateWarning,
+                  stacklevel=3)
     return None
 
 
