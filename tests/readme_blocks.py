@@ -206,10 +206,9 @@ def output_claims(block: Block) -> list[tuple[str, str]]:
             claims.append(("the first trial's line", "  trial 1 of ~"))
         elif line.startswith("autoloader: tuned DataLoader config"):
             claims.append(("the table's title", line))
-        elif line.startswith("autoloader: tuned in the run over "):
-            claims.append(("the in-run tune's closing line", "autoloader: tuned in the run over "))
-        elif line.startswith("autoloader: using the stored result "):
-            claims.append(("the reuse line", "autoloader: using the stored result "))
+        # A tune in the run says what it picked once its rounds settle, which on a busy machine
+        # can be past the example's epochs: its closing line and the reuse after it are not
+        # claimed (its own tests check them: tests/test_inrun.py).
         elif line.startswith("autoloader: watch, epoch 1, "):
             claims.append(("watch's line", "autoloader: watch, epoch 1, "))
     return claims

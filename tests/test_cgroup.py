@@ -314,7 +314,7 @@ def test_inside_a_one_cpu_quota_the_tune_sees_one_cpu(tmp_path):
     assert seen.returncode == 0, seen.stderr
     assert seen.stdout.split() == ["1", "1.0"]
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "(1 CPUs, budget" in done.stderr, done.stderr[-3000:]
+    assert "(1 CPU, budget" in done.stderr, done.stderr[-3000:]
     assert json.loads(done.stdout)["hardware"]["cpus"] == 1
 
 
