@@ -227,7 +227,7 @@ def test_the_sections_code_runs(section, tmp_path, results_home):
                     f"{block.where} tuned again:\n{done.stderr[-3000:]}"
                 assert "autoloader: using the stored result " in done.stderr, done.stderr[-3000:]
                 # And closes with the settings it applied (NOTE [ The closing line ] in api.py).
-                assert re.search(r"^autoloader: applied batch_size=.* \(reused, .*; result .*\.json\)$",
+                assert re.search(r"^autoloader: applied batch_size=.* \(reused(; provisional)?, .*; result .*\.json\)$",
                                  done.stderr, re.M), done.stderr[-3000:]
         elif kind == "commands":
             for line in readme.command_lines(block):
