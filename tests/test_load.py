@@ -390,3 +390,28 @@ def test_the_rule_is_a_finalist_even_when_its_burst_was_stopped_early():
     assert strategy.finalists(history)[-1] == strategy.rule
     failed = history[:2] + [TrialResult(strategy.rule, CONSTRAINT, cause="host_memory")]
     assert strategy.rule not in strategy.finalists(failed)
+
+
+def test_a_busy_recheck_measures_num_workers_cpus_that_only_its_burst_had():
+    """The busy recheck's deciders come from the choice, which may hand back num_workers = CPUs
+    from its search burst alone where the final's pick is past the cores (NOTE [ Past the cores ]):
+    the recheck measures it paired and it joins the finalists, never a KeyError."""
+    from autoloader.search.budget import Clock
+    from autoloader.tuning.final import Final
+
+    past = LoaderConfig.make(16, 4, False, 2, True)
+    cores = LoaderConfig.make(16, CPUS, False, 2, True)
+    measured = []
+
+    def measure(config):
+        measured.append(config)
+        return trial(config, {past: 1000.0, cores: 990.0}.get(config, 600.0), others=1.9)
+
+    history = [trial(past, 1000.0, others=1.9), trial(RULE, 600.0, others=1.9), trial(cores, 990.0, others=1.9)]
+    final = Final(Clock(600.0), measure, lambda event: None)
+    finals = final.run([past, RULE], history, RULE, None)
+    assert cores not in {f.config for f in finals}
+    busy = machine_load(CPUS, None, history + final.results)
+    assert busy.busy
+    rechecked = final.recheck(finals, history, busy, RULE, frozenset(), CPUS)
+    assert cores in measured and {cores, past} <= {f.config for f in rechecked}, measured

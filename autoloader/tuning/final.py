@@ -143,8 +143,10 @@ class Final:
             result = self.measure(config)
             self.results.append(result)
             if result.status == OK:
-                self.rates[config].append(result)
-                self.taken[config].append(index)
+                # A busy recheck may take a config the final never ran: num_workers = CPUs from its
+                # burst alone (NOTE [ Past the cores ] in search/choice.py).
+                self.rates.setdefault(config, []).append(result)
+                self.taken.setdefault(config, []).append(index)
         self.rounds += 1
         self.progress(FinalRound(index + 1, of, tuple((c.key, tuple(r.samples_per_s for r in m))
                                                       for c, m in self.rates.items())))
