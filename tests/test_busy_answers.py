@@ -258,12 +258,12 @@ def test_a_result_tuned_beside_spinners_is_reused_only_as_provisional_and_a_quie
     with Burner(per_cpu=1):
         events = []
         try:
-            first = best_loader(f"{WHERE}:small", batch_size=8, budget=60, device="cpu", out=out,
+            first = best_loader(f"{WHERE}:small", batch_size=8, budget=60, device="cpu", out=out, tune="before",
                                 progress=events.append)
         except Inconclusive as exc:
             pytest.skip(f"the busy machine measured nothing within the budget (exit 5): {exc}")
         events = []
-        second = best_loader(f"{WHERE}:small", batch_size=8, budget=60, device="cpu", out=out,
+        second = best_loader(f"{WHERE}:small", batch_size=8, budget=60, device="cpu", out=out, tune="before",
                              progress=events.append)
     reused = [e for e in events if isinstance(e, ResultReused)]
     assert reused and not any(isinstance(e, ResultNotReused) for e in events), events
@@ -282,7 +282,8 @@ def test_a_result_tuned_beside_spinners_is_reused_only_as_provisional_and_a_quie
         monkeypatch.setattr(api, "_load_now", lambda: (0.0, False))
     events = []
     try:
-        best_loader(f"{WHERE}:small", batch_size=8, budget=60, device="cpu", out=out, progress=events.append)
+        best_loader(f"{WHERE}:small", batch_size=8, budget=60, device="cpu", out=out, tune="before",
+                    progress=events.append)
     except Inconclusive as exc:   # it tuned again, and the machine others load gave it nothing: said
         print(f"the tune again measured nothing: {exc}")
     again = [e for e in events if isinstance(e, ResultNotReused)]
