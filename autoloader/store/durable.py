@@ -107,16 +107,20 @@ def write_failure(what: str, where: str, exc: BaseException, url: str | None = N
 
 
 def write_fix(errors: list[BaseException], url: str | None = None, study_under_out: bool = True,
-              where: str = "") -> str:
+              where: str = "", kept: bool = True) -> str:
     """The fix for failed writes: room on the disk, a writable folder, or a storage that takes writes.
     Each says the same command resumes, which it does: a run that could not store its result is
     left as interrupted (``NotSaved.resumable``), and the next run of the problem on this host
     resumes it from its study (NOTE [ Runs in a study ] in runs.py). ``study_under_out``: the study
     is the default SQLite file under --out, so another --out would start afresh. ``where``, the
-    folder, names the variable that chose it (inputs/home.py)."""
+    folder, names the variable that chose it (inputs/home.py). ``kept``: whether the study took any
+    of this run's trials; where it took none, there is nothing to resume and the fix says so."""
     if url is not None and sqlite_file(url) is None:
         return "check that the storage takes writes, and run the same command again (it resumes)"
     room = "free space there" if any(is_disk_full(e) for e in errors) else "make the folder writable"
+    if not kept:
+        return (f"{room}, and run the same command again (it measures afresh: the study took none of this run's "
+                "trials)")
     if not study_under_out:
         return (f"{room} (or {elsewhere(where, 'elsewhere')}: the study is in the storage, not under --out), and "
                 "run the same command again (it resumes)")

@@ -32,7 +32,8 @@ def save(result, files: dict[str, str], store) -> None:
         under_out = study is not None and os.path.commonpath([study, folder]) == folder
         raise NotSaved(f"the run chose {result.config.key} ({rate(result.samples_per_s, ' samples/s')}) but could not "
                        f"save all of it: {'; '.join(problems)}. Whatever was stored before is kept. Fix: "
-                       + write_fix(errors, store.url if store.write_error else None, under_out, where), result,
+                       + write_fix(errors, store.url if store.write_error else None, under_out, where,
+                                   kept=store.write_failed is None or getattr(store, "kept", 1) > 0), result,
                        stored_lines(result, written, store.write_failed is None, store))
 
 

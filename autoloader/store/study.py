@@ -112,6 +112,7 @@ class StudyStore:
         # Set once a write failed: the study then takes no more (NOTE [ Stored state a user can trust ]).
         self.write_failed: str | None = None
         self.write_error: BaseException | None = None
+        self.kept = 0   # this run's trials the study took: none, and the same command cannot resume
         opened = durable.open_sound(url, study_name, self.sampler, given, runs.HEARTBEAT_S, runs.GRACE_S)
         self.storage, self.study, self.moved_aside = opened.storage, opened.study, opened.moved_aside
         if opened.write_error is not None:
@@ -231,6 +232,7 @@ class StudyStore:
         if beat is not None:
             beat.stop()
         self._writing(self._finish, trial, result)
+        self.kept += self.write_failed is None
         if self.fleet is not None and self.push_failed is None and self.write_failed is None:
             failed = self.fleet.push(self.study, [self.run.run_id], whole=False).failed
             if failed is not None:
