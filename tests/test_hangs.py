@@ -172,7 +172,10 @@ def test_a_dataset_that_never_builds_in_the_trial_process_ends_with_the_budget(t
     except subprocess.TimeoutExpired:
         pytest.fail("the run outlived 120 s: start-up was not bounded by the budget")
     wall = time.monotonic() - t0
-    assert done.returncode == 1, done.stderr[-3000:]
+    # Nothing measured: an error (1), or inconclusive (5) where others kept the machine busy meanwhile,
+    # which the message then says.
+    assert done.returncode == 1 or (done.returncode == 5 and "other processes used" in done.stderr), \
+        done.stderr[-3000:]
     # Said at once and while it waits, what it waits for and how long it may.
     lines = done.stderr.splitlines()
     assert re.fullmatch(r"  waiting for the trial process to start and build the dataset and step \(at most "
