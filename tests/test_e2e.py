@@ -15,6 +15,7 @@ import warnings
 import optuna
 import pytest
 
+from autoloader.search.results import BUDGET_ENDED
 from autoloader.events.lines import provisional_text
 from conftest import parallel_capacity
 from torch.utils.data import DataLoader
@@ -303,7 +304,8 @@ def test_a_dataset_file_reaches_spawned_workers(out_dir, tmp_path):
     path.write_text(DATASET_FILE)
     result = tune(f"{path}:make", batch_size=16, budget=25, device="cpu", out=out_dir,
                   multiprocessing_context="spawn")
-    with_workers = [t for t in result.trials if t.config.num_workers > 0]
+    # A burst the budget's end cut (BUDGET_ENDED: still stepping) is not a failure of the spawned workers.
+    with_workers = [t for t in result.trials if t.config.num_workers > 0 and t.cause != BUDGET_ENDED]
     assert all(t.ok for t in with_workers), [t.describe_failure() for t in with_workers if not t.ok]
     # Spawned workers' start-up (a fresh interpreter each) may leave the search one burst; the
     # final measures the rule's workers all the same.
