@@ -280,7 +280,7 @@ class Guarded:
             return self._unavailable(start_response, why)
         said = {}
 
-        def capture(status, headers, exc_info=None):
+        def capture(status, headers, *_):   # exc_info unused: a failure shows in the status
             said.update(status=status, headers=headers)
             return lambda data: None   # the body is returned, not written (bottle's way)
 

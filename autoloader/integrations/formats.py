@@ -28,11 +28,6 @@ def hf_knobs() -> list[Knob]:
     return sorted((k for k in SETTINGS if k.hf is not None), key=lambda k: k.hf.rank)
 
 
-def hf_fields() -> dict[str, str]:
-    """TrainingArguments' field for each knob it expresses but the batch size: {knob name: field}."""
-    return {k.name: k.hf.name for k in hf_knobs() if not k.hf.on_request}
-
-
 def result_settings(result: Any) -> LoaderConfig:
     """The tuned settings of ``result``, whichever form it comes in (module docstring)."""
     tuned = getattr(result, "tuned", None)         # a TuneResult

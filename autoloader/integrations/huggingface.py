@@ -12,7 +12,7 @@ The recipe::
 wrapped as the Trainer wraps it to drop the columns ``model.forward`` does not take when
 ``remove_unused_columns``), ``drop_last`` and the multiprocessing context as ``args`` say; then
 it sets the ``args.dataloader_*`` field of each tuned setting that has one
-(``formats.hf_fields()``: the worker count, pinning, persistence, prefetch depth), which the
+(``formats.hf_knobs()``: the worker count, pinning, persistence, prefetch depth), which the
 Trainer reads each time it builds a loader. Without a Trainer at hand, ``TrainingArguments(...,
 **training_arguments(result))`` takes a ``tune()`` result (or a stored one) the same way.
 
