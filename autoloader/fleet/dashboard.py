@@ -1,14 +1,10 @@
 """``autoloader dashboard``: optuna-dashboard over an autoloader storage.
 
-Every trial has its measured figures as user attributes (``store.measured_figures``: rate,
-interval, wait, memory), so optuna-dashboard's trial table shows them as they are. With
-``--storage URL`` it serves that storage, live. With ``--out DIR`` (or the results home) it
-serves a snapshot of the SQLite studies there, copied into memory (optuna-dashboard serves one
-storage, and there is one file per hardware and dataset), each opened read-only (NOTE [ A reader
-opens a study read-only ] in store/durable.py). A study file that cannot be read, or a database
-that holds no study, is left out of the snapshot with a warning naming it, and left as it is, so
-one damaged file does not hide the others;
-the address is checked before anything is served.
+Every trial's measured figures are its user attributes (``store.measured_figures``), so the trial
+table shows them. ``--storage URL`` is served live; otherwise a snapshot of the SQLite studies
+under ``--out``, copied into memory (optuna-dashboard serves one storage; there is one file per
+hardware and dataset), each opened read-only (NOTE [ A reader opens a study read-only ] in
+store/durable.py). A file that cannot be read is left out, and as it is, with a warning naming it.
 
 # NOTE [ What the dashboard shows ]
 # optuna-dashboard reads any Optuna study; autoloader's need a word to read right. The objective
@@ -30,8 +26,7 @@ import socket
 import warnings
 from dataclasses import dataclass
 
-from ..errors import AutoloaderError, AutoloaderWarning, StudySkipped, UsageError, clip, one_line, usage
-from ..search.space import LoaderConfig
+from ..errors import AutoloaderError, StudySkipped, UsageError, clip, one_line, usage
 from ..store.durable import open_reader
 from ..store.paths import study_files
 from ..events.lines import rate
@@ -90,7 +85,9 @@ def _bind_error(host: str, port: int, exc: OSError) -> UsageError:
 
 def storage_to_serve(out: str, storage: str | None) -> Served:
     if storage is not None:
-        return Served(open_reader(storage, must_exist=True), f"{_masked(storage)} (live)")
+        from ..store.storage import masked
+
+        return Served(open_reader(storage, must_exist=True), f"the storage {masked(storage)} (live)")
     files = study_files(out)
     if not files:
         raise usage("the dashboard needs a stored study", f"no <hardware>/<key>.db under {out}",
@@ -104,22 +101,20 @@ def storage_to_serve(out: str, storage: str | None) -> Served:
                           "refresh; edits made in the page are not saved)")
 
 
-def _masked(url: str) -> str:
-    from ..store.storage import masked
+def _why(exc: BaseException, width: int) -> str:
+    """What the innermost error of ``exc`` says, on one line."""
+    from ..store.durable import innermost
 
-    return f"the storage {masked(url)}"
-
-
-def _url(path: str) -> str:
-    return f"sqlite:///{os.path.abspath(path)}"
+    root = innermost(exc)
+    return f"{type(root).__name__}: {clip(one_line((str(root).splitlines() or [''])[0]), width)}"
 
 
 def _snapshot(files: list[str]) -> tuple[object, int]:
     """Every study of every file that can be read, copied into one in-memory storage, and how
-    many were copied; a file that cannot be read is skipped with a warning naming it."""
+    many were copied."""
     import optuna
 
-    from ..store.durable import innermost, not_a_study
+    from ..store.durable import not_a_study
     from ..store.storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)   # "A new study created in memory", once a study
@@ -132,7 +127,8 @@ def _snapshot(files: list[str]) -> tuple[object, int]:
                           "served", StudySkipped, stacklevel=2)
             continue
         try:
-            source = open_storage(_url(path), heartbeat_s=None, grace_s=None, read_only=True)
+            source = open_storage(f"sqlite:///{os.path.abspath(path)}", heartbeat_s=None, grace_s=None,
+                                  read_only=True)
             for name in optuna.study.get_all_study_names(storage=source):
                 if name in copied or name in optuna.study.get_all_study_names(storage=memory):
                     warnings.warn(f"the dashboard serves the study {name} once: {path} holds it too",
@@ -145,10 +141,8 @@ def _snapshot(files: list[str]) -> tuple[object, int]:
         except Exception as exc:  # noqa: BLE001 - a damaged file: SQLite, SQLAlchemy and Optuna raise many kinds
             for name in copied:   # none of a file that could not be read whole
                 optuna.delete_study(study_name=name, storage=memory)
-            root = innermost(exc)
-            why = f"{type(root).__name__}: {clip(one_line((str(root).splitlines() or [''])[0]), 300)}"
-            warnings.warn(f"the dashboard leaves out the study {path}: it cannot be read ({why}). The other "
-                          "studies are served", StudySkipped, stacklevel=2)
+            warnings.warn(f"the dashboard leaves out the study {path}: it cannot be read ({_why(exc, 300)}). The "
+                          "other studies are served", StudySkipped, stacklevel=2)
     return memory, served
 
 
@@ -173,10 +167,17 @@ def annotate(storage) -> None:
                  "names the run that measured it.", "", "| run | state | finished | stored pick | its burst |",
                  "|---|---|---|---|---|"]
         for mark in sorted(runs.runs_of(study).values(), key=lambda m: m.started_at):
-            pick = mark.summary.config if mark.summary is not None else None
-            burst = _burst_of(trials, mark.run_id, pick) if pick is not None else None
-            said = ", ".join(f"{k}={v}" for k, v in pick.loader_kwargs().items()) if pick is not None else "-"
-            said += f" at {rate(mark.summary.samples_per_s, ' samples/s')}" if mark.summary is not None else ""
+            said, burst = "-", None
+            if mark.summary is not None:
+                pick = mark.summary.config
+                settings = pick.loader_kwargs()
+                said = (", ".join(f"{k}={v}" for k, v in settings.items())
+                        + f" at {rate(mark.summary.samples_per_s, ' samples/s')}")
+                # Its burst: the run's measured trial of the pick.
+                burst = next((t for t in trials if t.state == optuna.trial.TrialState.COMPLETE
+                              and t.user_attrs.get(runs.RUN_ATTR) == mark.run_id
+                              and all(t.params.get(k, v) == v for k, v in settings.items())
+                              and t.params.get("num_workers") == pick.num_workers), None)
             lines.append(f"| `{mark.run_id}` | {mark.state} | {mark.finished_at or '-'} | {said} | "
                          f"{'#' + str(burst.number) if burst else '-'} |")
             if burst is not None:
@@ -188,21 +189,6 @@ def annotate(storage) -> None:
                   "is computed over the configs the model chose to measure, not a random sample: it describes the "
                   "search, not the space."]
         save_note(study, "\n".join(lines))
-
-
-def _burst_of(trials, run_id: str, pick: LoaderConfig):
-    """The run's measured trial of ``pick`` (its burst), or None."""
-    import optuna
-
-    from ..store import runs
-
-    settings = pick.loader_kwargs()
-    for trial in trials:
-        if trial.state == optuna.trial.TrialState.COMPLETE and trial.user_attrs.get(runs.RUN_ATTR) == run_id \
-                and all(trial.params.get(k, v) == v for k, v in settings.items()) \
-                and trial.params.get("num_workers") == pick.num_workers:
-            return trial
-    return None
 
 
 def serve(served: Served, host: str, port: int, say=None) -> None:
@@ -259,10 +245,7 @@ class Guarded:
                 connection.execute(sqlalchemy.text("SELECT 1"))
             return None
         except Exception as exc:  # noqa: BLE001 - what SQLAlchemy and the driver raise varies
-            from ..store.durable import innermost
-
-            root = innermost(exc)
-            return f"{type(root).__name__}: {clip(one_line((str(root).splitlines() or [''])[0]), 200)}"
+            return _why(exc, 200)
 
     def _state(self, why: str | None) -> None:
         with self.lock:

@@ -25,7 +25,7 @@ import os
 import signal
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..api import built_problem
 from ..errors import AutoloaderError, AutoloaderWarning, Inconclusive, NotSaved, one_line
@@ -61,7 +61,6 @@ class Outcome:
     name: str
     status: str                      # a comparison's status (tuning/compare.py) or FAILED
     key: str | None = None
-    drift: compare_mod.Comparison | None = None
     error: str | None = None
     result_path: str | None = None
     history_path: str | None = None
@@ -73,14 +72,15 @@ class Outcome:
     seconds: float | None = None
     unkept: str | None = None        # why the result's dated copy could not be written
     report_path: str | None = None   # its page (explain/page.py), with --report
+    drift: compare_mod.Comparison | None = None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "key": self.key, "error": self.error,
-                "result_path": self.result_path, "history_path": self.history_path, "warm_start": self.warm,
-                "pick": self.pick, "samples_per_s": self.samples_per_s, "trials": self.trials,
-                "early_stop": self.early_stop, "tune_seconds": self.seconds, "history_error": self.unkept,
-                "report": self.report_path,
-                "drift": self.drift.to_dict() if self.drift else None}
+        data = {_KEYS.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
+        return {**data, "drift": self.drift.to_dict() if self.drift else None}
+
+
+# The JSON's names of the fields named otherwise here.
+_KEYS = {"warm": "warm_start", "seconds": "tune_seconds", "unkept": "history_error", "report_path": "report"}
 
 
 @dataclass(frozen=True)
@@ -221,10 +221,9 @@ def read_key(entry: Entry, within_s: float):
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise KeyReadFailed(f"reading the dataset's key (building it, its length and its first, middle and "
-                                    f"last samples) did not end within its budget of {within_s:g} s; it was "
-                                    "stopped. Fix: make the dataset build and read a sample faster, or raise its "
-                                    "budget in the registry")
+                raise KeyReadFailed(f"{_READING} did not end within its budget of {within_s:g} s; it was stopped. "
+                                    "Fix: make the dataset build and read a sample faster, or raise its budget in "
+                                    "the registry")
             if mine.poll(min(left, 0.2)):
                 try:
                     status, value, said = mine.recv()
@@ -244,6 +243,9 @@ def read_key(entry: Entry, within_s: float):
     return value
 
 
+_READING = "reading the dataset's key (building it, its length and its first, middle and last samples)"
+
+
 def _ended(code: int | None) -> str:
     """Why the child reading a key ended without an answer, from its exit code."""
     if code is not None and code < 0:
@@ -251,12 +253,11 @@ def _ended(code: int | None) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return (f"the process reading the dataset's key (building it, its length and its first, middle and last "
-                f"samples) was ended by {name}: a crash in the dataset's code or a library it calls. Fix: run the "
-                "dataset alone (len(ds), ds[0], ds[len(ds) - 1]) to find it")
-    return (f"the process reading the dataset's key (building it, its length and its first, middle and last "
-            f"samples) exited with code {code} before it was done: the dataset's code (or its module) ended the "
-            "process (sys.exit or os._exit). Fix: let the dataset return, not exit, when it is built and read")
+        return (f"the process {_READING} was ended by {name}: a crash in the dataset's code or a library it calls. "
+                "Fix: run the dataset alone (len(ds), ds[0], ds[len(ds) - 1]) to find it")
+    return (f"the process {_READING} exited with code {code} before it was done: the dataset's code (or its "
+            "module) ended the process (sys.exit or os._exit). Fix: let the dataset return, not exit, when it is "
+            "built and read")
 
 
 def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, progress, pages: bool = False) -> Outcome:
@@ -277,19 +278,14 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
             warm = warm_plan(previous(out, problem.hardware, key, storage, set_aside=True), problem)
             progress(WarmStarted(entry.name, key, warm))
             result = Run(problem, options, progress, warm_start=warm.start).run()
-        except NotSaved as exc:
-            if exc.result is None:
-                return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm and warm.describe())
-            # Chosen but not stored: a failure of this dataset's re-tune, with its pick kept in the report.
-            return _outcome(entry, exc.result, FAILED, warm, error=str(exc))
-        except Inconclusive as exc:   # nothing measured, for the machine's or the clock's reason: exit 5
-            return Outcome(entry.name, compare_mod.INCONCLUSIVE, key=key, error=str(exc),
-                           warm=warm and warm.describe())
-        except AutoloaderError as exc:
-            return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm and warm.describe())
         except Exception as exc:  # noqa: BLE001 - reported per dataset; the others still run
-            return Outcome(entry.name, FAILED, key=key, error=f"{type(exc).__name__}: {exc}",
-                           warm=warm and warm.describe())
+            if isinstance(exc, NotSaved) and exc.result is not None:
+                # Chosen but not stored: a failure of this dataset's re-tune, with its pick kept in the report.
+                return _outcome(entry, exc.result, FAILED, warm, error=str(exc))
+            # Inconclusive: nothing measured, for the machine's or the clock's reason (exit 5).
+            status = compare_mod.INCONCLUSIVE if isinstance(exc, Inconclusive) else FAILED
+            error = str(exc) if isinstance(exc, AutoloaderError) else f"{type(exc).__name__}: {exc}"
+            return Outcome(entry.name, status, key=key, error=error, warm=warm and warm.describe())
     # Saved by the run: what follows is the report of it, and none of it can lose the pick.
     # The first result: a baseline, unless measured on a busy machine (then inconclusive, and no baseline).
     judged = result.since or compare_mod.compare(None, result, thresholds)
