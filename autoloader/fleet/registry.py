@@ -49,7 +49,7 @@ from ..errors import UsageError, usage
 from ..inputs.loader_args import check_loader_kwargs
 from ..inputs.problem import batch_sizes_of
 from ..inputs.source import Source, _split_spec
-from ..inputs.options import default_thresholds
+from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, default_thresholds
 from ..search.policy import Thresholds
 
 SETTINGS = ("budget", "device", "max_memory", "trial_timeout")
@@ -67,6 +67,12 @@ class Entry:
     version: str | None
     options: dict
     settings: dict          # budget, device, max_memory, trial_timeout: the defaults with its own on top
+
+    def run_options(self, out: str | None = None, storage: str | None = None, thresholds: Thresholds | None = None):
+        """Its run settings as a run takes them (``inputs.options.Options``)."""
+        get = self.settings.get
+        return Options.build(get("budget", DEFAULT_BUDGET_S), get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S),
+                             get("max_memory"), out, storage, thresholds)
 
 
 @dataclass(frozen=True)
@@ -188,25 +194,19 @@ def _entry(entry: dict, defaults: dict, folder: str, index: int) -> Entry:
         raise usage(f"{where}.name is a non-empty string", name, 'write e.g. name = "images"')
     version = _typed(entry, "version", str, where, "a string", 'version = "2026-11"')
     settings = {**defaults, **{k: entry[k] for k in SETTINGS if k in entry}}
-    _check_settings(settings, where)
-    return Entry(name, dataset, step_source, batch_sizes, version, dict(options), settings)
-
-
-def _check_settings(settings: dict, where: str) -> None:
-    """The run settings checked as a run checks them, so a bad one is a bad registry (exit 2)
-    before anything runs, not a failed dataset after the others."""
-    from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
-
+    # The run settings checked as a run checks them, so a bad one is a bad registry (exit 2)
+    # before anything runs, not a failed dataset after the others.
     device = settings.get("device")
     if device is not None and (not isinstance(device, str) or not (device in ("cpu", "cuda")
                                                                      or device.startswith("cuda:"))):
         raise usage(f"{where}: device is \"cpu\", \"cuda\" or \"cuda:N\"", device, 'write e.g. device = "cuda"')
+    checked = Entry(name, dataset, step_source, batch_sizes, version, dict(options), settings)
     try:
-        Options.build(settings.get("budget", DEFAULT_BUDGET_S), settings.get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S),
-                      settings.get("max_memory"), None, None)
+        checked.run_options()
     except UsageError as exc:
         raise usage(f"{where} must have valid run settings", {k: settings[k] for k in sorted(settings)},
                     str(exc)) from None
+    return checked
 
 
 def _spec_source(spec: str, folder: str) -> Source:

@@ -1,21 +1,16 @@
 """``autoloader retune REGISTRY``: re-tune every dataset a registry lists and report the drift.
 
-For each dataset, in order: build it in a process of its own, bounded by its budget (its key
-needs its length and content: NOTE [ Content fingerprint ]; NOTE [ A dataset's key is read in a
-process of its own ]), find its last good result on this hardware, else the nearest other hardware's
-(store/history.py), start from it (search/warm.py: the stored pick and its neighbours first, and an early
-stop when it still holds), keep the new result in the dated history, and judge the drift
-(NOTE [ Drift ] in tuning/compare.py). One dataset failing does not stop the others. The run's report
-(markdown and JSON) is written under the reports folder, dated (a name no other run has, even one
-started in the same second), and as ``latest``; the folders are checked before anything is tuned,
-and a report that still cannot be written (a disk that filled meanwhile) is printed all the same.
+Each dataset's key is read in a process of its own (NOTE [ A dataset's key is read in a process
+of its own ]); its run starts from its previous result (fleet/warm.py, store/history.py); the new
+result is kept in the dated history and its drift judged (NOTE [ Drift ] in tuning/compare.py).
+One dataset failing does not stop the others. The report is written dated (a name no other run's
+has, even one started in the same second) and as ``latest``; the folders are checked before
+anything is tuned, and a report that still cannot be written is printed all the same.
 
-Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted: the 95%
-interval of its rate now over then lies wholly outside the threshold band, or another reason,
-5 a dataset is inconclusive: measured on a busy machine, or its interval still across the band
-after the rounds the budget held (drift elsewhere wins over it), 1 a dataset failed (that wins over both), 4 the
-report could not be written (that wins over the rest: the report printed says them); 2, bad
-registry or folders, is raised before anything runs (a UsageError).
+Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted (its 95% interval
+wholly past a threshold), 5 one is inconclusive (a busy machine, or its interval across the band;
+drift elsewhere wins), 1 one failed (wins over both), 4 the report could not be written (wins over
+the rest); 2, a bad registry or folder, is a UsageError raised before anything runs.
 """
 
 from __future__ import annotations
@@ -32,7 +27,6 @@ from ..errors import AutoloaderError, AutoloaderWarning, Inconclusive, NotSaved,
 from ..events import Progress, Retuned, RetuneStarted, WarmStarted, subscriber
 from ..inputs import hardware
 from ..inputs.home import resolve_out, writable
-from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 from ..inputs.source import resolve_dataset
 from ..search.policy import Thresholds
 from ..store.durable import (
@@ -184,12 +178,10 @@ def _key_child(entry: Entry, conn) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            settings = entry.settings
             built = resolve_dataset(entry.dataset.load(), entry.dataset.name)
-            problem = built_problem(built, entry.dataset, step=entry.step, batch_sizes=entry.batch_sizes,
-                                    device=settings.get("device"), fixed_kwargs=entry.options,
-                                    version=entry.version)
-            answer = ("ok", problem)
+            answer = ("ok", built_problem(built, entry.dataset, step=entry.step, batch_sizes=entry.batch_sizes,
+                                          device=entry.settings.get("device"), fixed_kwargs=entry.options,
+                                          version=entry.version))
         except AutoloaderError as exc:
             answer = ("failed", str(exc))
         except Exception as exc:  # noqa: BLE001 - the user's dataset raised while being built
@@ -261,11 +253,8 @@ def _ended(code: int | None) -> str:
 
 
 def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, progress, pages: bool = False) -> Outcome:
-    settings = entry.settings
     try:
-        options = Options.build(settings.get("budget", DEFAULT_BUDGET_S),
-                                settings.get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S),
-                                settings.get("max_memory"), out, storage, thresholds)
+        options = entry.run_options(out, storage, thresholds)
         problem = read_key(entry, options.budget)
     except (KeyReadFailed, AutoloaderError) as exc:
         return Outcome(entry.name, FAILED, error=str(exc))
@@ -301,12 +290,13 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         except Exception as exc:  # noqa: BLE001 - the result stands; only its page is missing
             warnings.warn(AutoloaderWarning(f"{entry.name}: its report page was not written "
                                             f"({type(exc).__name__}: {one_line(exc)})"), stacklevel=2)
+    kept = unkept = None
     try:
         kept = record(out, fingerprint, key, result)
     except OSError as exc:   # the result is stored; its dated copy is not, and the report says so
-        return _outcome(entry, result, judged.status, warm, error=None, unkept=write_failure(
-            "the result's dated copy", os.path.dirname(path), exc), report_path=page, judged=judged)
-    return _outcome(entry, result, judged.status, warm, history_path=kept, report_path=page, judged=judged)
+        unkept = write_failure("the result's dated copy", os.path.dirname(path), exc)
+    return _outcome(entry, result, judged.status, warm, history_path=kept, unkept=unkept, report_path=page,
+                    judged=judged)
 
 
 def _outcome(entry: Entry, result, status: str, warm, error: str | None = None, history_path: str | None = None,

@@ -61,14 +61,6 @@ def check_dataset(dataset: Any, where: str, allow_none: bool = False) -> None:
                 "that builds it, or 'data.py:make'")
 
 
-def check_object(obj: Any, where: str, kind: str, needs: tuple[str, ...], fix: str) -> None:
-    """``obj`` has the attributes a framework's ``kind`` has (``needs``), or a clear error."""
-    missing = [name for name in needs if not hasattr(obj, name)]
-    if missing:
-        raise usage(f"{where} takes a {kind} (it reads its {', '.join(needs)})",
-                    f"{type(obj).__name__} {_short(obj)}, without {', '.join(missing)}", fix)
-
-
 def _short(obj: Any) -> str:
     text = repr(obj)
     return text if len(text) <= 80 else text[:77] + "..."
