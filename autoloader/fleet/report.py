@@ -41,11 +41,11 @@ def _change(drift, name: str, form=lambda v: "-" if v is None else f"{v}") -> st
 
 
 def _warm(outcome) -> str:
-    if outcome.warm is None:
+    if outcome.warm_start is None:
         return "-"
-    if outcome.warm.startswith("none"):
+    if outcome.warm_start.startswith("none"):
         return "none"
-    kind = "this hardware" if outcome.warm.startswith("this hardware") else "other hardware"
+    kind = "this hardware" if outcome.warm_start.startswith("this hardware") else "other hardware"
     return f"{kind}, held: stopped early" if outcome.early_stop else kind
 
 
@@ -71,7 +71,7 @@ def markdown(report) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in report.outcomes:
         warm = _warm(o)
-        time = "-" if o.seconds is None else f"{o.seconds:.0f} s"
+        time = "-" if o.tune_seconds is None else f"{o.tune_seconds:.0f} s"
         status = f"**{o.status}**" if o.status in (DRIFTED, INCONCLUSIVE, "failed") else o.status
         lines.append(f"| {o.name} | {status} | {_pick(o.pick)} | {rate(o.samples_per_s)} | {_old_pick(o.drift)} | "
                      f"{_change(o.drift, 'knee')} | {_change(o.drift, 'memory_per_worker', _mib)} | {warm} | "
@@ -84,9 +84,9 @@ def markdown(report) -> str:
             said = "nothing measured" if o.status == INCONCLUSIVE else "failed"
             lines.append(f"- {said}: {clip(o.error.splitlines()[0] if o.error.strip() else o.error, 500)}")
             lines.append("- the last good result, if any, was kept")
-        if o.warm:
+        if o.warm_start:
             held = " (the pick held: the search stopped early)" if o.early_stop else ""
-            lines.append(f"- warm start: {o.warm}{held}")
+            lines.append(f"- warm start: {o.warm_start}{held}")
         d = o.drift
         load = d.load if d is not None else None
         if load is not None and load.others_cpus is not None:
@@ -112,8 +112,8 @@ def markdown(report) -> str:
             for reason in d.reasons:
                 lines.append(f"- past a threshold: {reason}")
         if o.result_path:
-            kept = f"kept as `{o.history_path}`" if o.history_path else f"not kept in the history: {o.unkept}"
+            kept = f"kept as `{o.history_path}`" if o.history_path else f"not kept in the history: {o.history_error}"
             lines.append(f"- result: `{o.result_path}`; {kept}")
-        if o.report_path:
-            lines.append(f"- report: [{o.report_path}]({o.report_path})")
+        if o.report:
+            lines.append(f"- report: [{o.report}]({o.report})")
     return "\n".join(lines) + "\n"

@@ -58,23 +58,19 @@ class Outcome:
     error: str | None = None
     result_path: str | None = None
     history_path: str | None = None
-    warm: str | None = None          # where the run started from, in words
+    warm_start: str | None = None    # where the run started from, in words
     pick: dict | None = None
     samples_per_s: float | None = None
     trials: int = 0
     early_stop: bool = False
-    seconds: float | None = None
-    unkept: str | None = None        # why the result's dated copy could not be written
-    report_path: str | None = None   # its page (explain/page.py), with --report
+    tune_seconds: float | None = None
+    history_error: str | None = None   # why the result's dated copy could not be written
+    report: str | None = None          # its page (explain/page.py), with --report
     drift: compare_mod.Comparison | None = None
 
     def to_dict(self) -> dict:
-        data = {_KEYS.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
-        return {**data, "drift": self.drift.to_dict() if self.drift else None}
-
-
-# The JSON's names of the fields named otherwise here.
-_KEYS = {"warm": "warm_start", "seconds": "tune_seconds", "unkept": "history_error", "report_path": "report"}
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
+                "drift": self.drift.to_dict() if self.drift else None}
 
 
 @dataclass(frozen=True)
@@ -274,7 +270,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
             # Inconclusive: nothing measured, for the machine's or the clock's reason (exit 5).
             status = compare_mod.INCONCLUSIVE if isinstance(exc, Inconclusive) else FAILED
             error = str(exc) if isinstance(exc, AutoloaderError) else f"{type(exc).__name__}: {exc}"
-            return Outcome(entry.name, status, key=key, error=error, warm=warm and warm.describe())
+            return Outcome(entry.name, status, key=key, error=error, warm_start=warm and warm.describe())
     # Saved by the run: what follows is the report of it, and none of it can lose the pick.
     # The first result: a baseline, unless measured on a busy machine (then inconclusive, and no baseline).
     judged = result.since or compare_mod.compare(None, result, thresholds)
@@ -295,18 +291,16 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         kept = record(out, fingerprint, key, result)
     except OSError as exc:   # the result is stored; its dated copy is not, and the report says so
         unkept = write_failure("the result's dated copy", os.path.dirname(path), exc)
-    return _outcome(entry, result, judged.status, warm, history_path=kept, unkept=unkept, report_path=page,
+    return _outcome(entry, result, judged.status, warm, history_path=kept, history_error=unkept, report=page,
                     judged=judged)
 
 
-def _outcome(entry: Entry, result, status: str, warm, error: str | None = None, history_path: str | None = None,
-             unkept: str | None = None, report_path: str | None = None, judged=None) -> Outcome:
+def _outcome(entry: Entry, result, status: str, warm, error: str | None = None, judged=None, **kept) -> Outcome:
     judged = judged or result.since or compare_mod.Comparison(compare_mod.BASELINE)
     return Outcome(entry.name, status, key=result.tuned.dataset_key, drift=judged, error=error,
-                   result_path=result.path if error is None else None, history_path=history_path,
-                   warm=warm and warm.describe(), pick=result.config.loader_kwargs(),
-                   samples_per_s=result.samples_per_s, trials=len(result.trials), early_stop=result.early_stop,
-                   seconds=result.tune_seconds, unkept=unkept, report_path=report_path)
+                   result_path=result.path if error is None else None, warm_start=warm and warm.describe(),
+                   pick=result.config.loader_kwargs(), samples_per_s=result.samples_per_s, trials=len(result.trials),
+                   early_stop=result.early_stop, tune_seconds=result.tune_seconds, **kept)
 
 
 def write(report: RetuneReport, folder: str) -> RetuneReport:

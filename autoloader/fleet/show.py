@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..errors import usage
 from ..events.lines import provisional_text, rate
@@ -24,10 +24,10 @@ class Stored:
     """One stored result, as listed."""
     hardware: str
     key: str
-    pick: dict
+    config: dict
     samples_per_s: float
     finished_at: str | None
-    version: str | None
+    autoloader_version: str | None
     measurement_format: int | None
     where: str
     dataset: DatasetRecord | None = None
@@ -37,11 +37,8 @@ class Stored:
     device: str | None = None
 
     def to_dict(self) -> dict:
-        return {"hardware": self.hardware, "key": self.key, "config": self.pick, "samples_per_s": self.samples_per_s,
-                "finished_at": self.finished_at, "autoloader_version": self.version,
-                "measurement_format": self.measurement_format, "where": self.where,
-                "dataset": self.dataset.to_dict() if self.dataset else None, "busy": self.busy,
-                "step": self.step, "device": self.device}
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "step_known"},
+                "dataset": self.dataset.to_dict() if self.dataset else None}
 
     @property
     def what(self) -> str:
@@ -144,10 +141,6 @@ def report_beside(out: str, found: TuneResult) -> str:
     return result_path(out, found.hardware.fingerprint or "unknown", found.dataset_key)
 
 
-def _pick(kwargs: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in kwargs.items())
-
-
 def listing_text(rows: list[Stored]) -> str:
     if not rows:
         return "autoloader: nothing stored yet"
@@ -156,12 +149,10 @@ def listing_text(rows: list[Stored]) -> str:
         lines += ["", fingerprint]
         for r in (r for r in rows if r.hardware == fingerprint):
             form = r.measurement_format if r.measurement_format is not None else "?"
-            by = f"autoloader {r.version or '?'}, format {form}"
-            lines.append(f"  {r.key}")
-            lines.append(f"    {r.what}")
-            lines.append(f"    {_pick(r.pick)}")
             busy = ", measured on a busy machine (no baseline)" if r.busy else ""
-            lines.append(f"    {rate(r.samples_per_s, ' samples/s')}, tuned {r.finished_at or 'undated'}, {by}{busy}")
+            lines += [f"  {r.key}", f"    {r.what}", "    " + ", ".join(f"{k}={v}" for k, v in r.config.items()),
+                      f"    {rate(r.samples_per_s, ' samples/s')}, tuned {r.finished_at or 'undated'}, autoloader "
+                      f"{r.autoloader_version or '?'}, format {form}{busy}"]
     return "\n".join(lines[1:]) + "\n"
 
 
