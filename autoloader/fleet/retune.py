@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import warnings
 from dataclasses import dataclass, field, fields
 
@@ -90,13 +89,10 @@ class RetuneReport:
     def exit_code(self) -> int:
         if self.write_error is not None:
             return UNWRITTEN_EXIT
-        if any(o.status == FAILED for o in self.outcomes):
-            return FAILED_EXIT
-        if any(o.status == compare_mod.DRIFTED for o in self.outcomes):
-            return DRIFTED_EXIT
-        if any(o.status == compare_mod.INCONCLUSIVE for o in self.outcomes):
-            return INCONCLUSIVE_EXIT
-        return OK_EXIT
+        statuses = {o.status for o in self.outcomes}   # a failure wins over drift, drift over inconclusive
+        return next((code for status, code in ((FAILED, FAILED_EXIT), (compare_mod.DRIFTED, DRIFTED_EXIT),
+                                               (compare_mod.INCONCLUSIVE, INCONCLUSIVE_EXIT)) if status in statuses),
+                    OK_EXIT)
 
     @property
     def verdict(self) -> str:
@@ -204,21 +200,16 @@ def read_key(entry: Entry, within_s: float):
     child = context.Process(target=_key_child, args=(entry, theirs), name=f"autoloader-key-{entry.name}")
     child.start()
     theirs.close()
-    deadline = time.monotonic() + within_s
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise KeyReadFailed(f"{_READING} did not end within its budget of {within_s:g} s; it was stopped. "
-                                    "Fix: make the dataset build and read a sample faster, or raise its budget in "
-                                    "the registry")
-            if mine.poll(min(left, 0.2)):
-                try:
-                    status, value, said = mine.recv()
-                    break
-                except EOFError:   # closed with no answer: the child ended
-                    child.join(5)
-                    raise KeyReadFailed(_ended(child.exitcode)) from None
+        if not mine.poll(within_s):   # true once it answered, or ended (then recv finds the pipe closed)
+            raise KeyReadFailed(f"{_READING} did not end within its budget of {within_s:g} s; it was stopped. "
+                                "Fix: make the dataset build and read a sample faster, or raise its budget in "
+                                "the registry")
+        try:
+            status, value, said = mine.recv()
+        except EOFError:   # closed with no answer: the child ended
+            child.join(5)
+            raise KeyReadFailed(_ended(child.exitcode)) from None
     finally:
         mine.close()
         if child.is_alive():
