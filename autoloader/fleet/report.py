@@ -70,11 +70,10 @@ def markdown(report) -> str:
              "| trials | time |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in report.outcomes:
-        warm = _warm(o)
         time = "-" if o.tune_seconds is None else f"{o.tune_seconds:.0f} s"
         status = f"**{o.status}**" if o.status in (DRIFTED, INCONCLUSIVE, "failed") else o.status
         lines.append(f"| {o.name} | {status} | {_pick(o.pick)} | {rate(o.samples_per_s)} | {_old_pick(o.drift)} | "
-                     f"{_change(o.drift, 'knee')} | {_change(o.drift, 'memory_per_worker', _mib)} | {warm} | "
+                     f"{_change(o.drift, 'knee')} | {_change(o.drift, 'memory_per_worker', _mib)} | {_warm(o)} | "
                      f"{o.trials} | {time} |")
     for o in report.outcomes:
         lines += ["", f"## {o.name}", ""]
@@ -82,8 +81,8 @@ def markdown(report) -> str:
             lines.append(f"- key: `{o.key}`")
         if o.error:
             said = "nothing measured" if o.status == INCONCLUSIVE else "failed"
-            lines.append(f"- {said}: {clip(o.error.splitlines()[0] if o.error.strip() else o.error, 500)}")
-            lines.append("- the last good result, if any, was kept")
+            lines += [f"- {said}: {clip(o.error.splitlines()[0] if o.error.strip() else o.error, 500)}",
+                      "- the last good result, if any, was kept"]
         if o.warm_start:
             held = " (the pick held: the search stopped early)" if o.early_stop else ""
             lines.append(f"- warm start: {o.warm_start}{held}")
@@ -105,12 +104,11 @@ def markdown(report) -> str:
                                        if d.changes else "unchanged")
                          + (f" (a tie: the 95% interval of this run's paired rounds does not put the new pick "
                             f"{SETTINGS_TIE:.0%} ahead of the old)" if d.settings_tie else ""))
-            lines.append(f"- the old pick's rate then -> now: {_old_pick(d)}")
-            lines.append(f"- knee: {_change(d, 'knee')}; memory per worker: {_change(d, 'memory_per_worker', _mib)}")
+            lines += [f"- the old pick's rate then -> now: {_old_pick(d)}",
+                      f"- knee: {_change(d, 'knee')}; memory per worker: {_change(d, 'memory_per_worker', _mib)}"]
             if d.hardware_changes:
                 lines.append("- hardware changed: " + ", ".join(f"{f} {b} -> {a}" for f, b, a in d.hardware_changes))
-            for reason in d.reasons:
-                lines.append(f"- past a threshold: {reason}")
+            lines += [f"- past a threshold: {reason}" for reason in d.reasons]
         if o.result_path:
             kept = f"kept as `{o.history_path}`" if o.history_path else f"not kept in the history: {o.history_error}"
             lines.append(f"- result: `{o.result_path}`; {kept}")

@@ -30,14 +30,10 @@ def hf_knobs() -> list[Knob]:
 
 def result_settings(result: Any) -> LoaderConfig:
     """The tuned settings of ``result``, whichever form it comes in (module docstring)."""
-    tuned = getattr(result, "tuned", None)         # a TuneResult
-    if tuned is not None:
-        result = tuned
-    inner = getattr(result, "config", None)        # a TunedConfig
-    if isinstance(inner, LoaderConfig):
-        return inner
-    if isinstance(result, LoaderConfig):
-        return result
+    result = getattr(result, "tuned", result)   # a TuneResult's TunedConfig
+    for config in (getattr(result, "config", None), result):   # a TunedConfig's, or a LoaderConfig
+        if isinstance(config, LoaderConfig):
+            return config
     if isinstance(result, dict):
         data = result.get("config", result)       # a stored result, or its "config" alone
         if isinstance(data, dict) and _required() <= data.keys():
