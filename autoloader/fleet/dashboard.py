@@ -8,14 +8,11 @@ store/durable.py). A file that cannot be read is left out, and as it is, with a 
 
 # NOTE [ What the dashboard shows ]
 # optuna-dashboard reads any Optuna study; autoloader's need a word to read right. The objective
-# is named samples/s (every study autoloader makes says so: store/study.py). A snapshot's studies
-# get a note each (``annotate``), since a snapshot is ours to write: that it is a snapshot, whose
-# edits (notes, the create and delete buttons) are thrown away on exit; each run of the study, by
-# its id, with its state and the pick it stored; that "Best Trial" is the fastest burst, not the
-# stored pick (which the final, not stored as trials, chose), and that the pick's own burst
-# carries a note saying so; that the hyperparameter importance is computed over configs the
-# model chose, not sampled at random, so it reads the search, not the space. Optuna's log lines
-# from the copy are silenced.
+# is named samples/s (store/study.py names it in every study autoloader makes). A snapshot is
+# ours to write, so each of its studies gets a note (``annotate``): that its edits are thrown away
+# on exit; each run by its id, with its state and stored pick; that "Best Trial" is the fastest
+# burst, not the stored pick (the final chose it; the pick's own burst gets a note); that the
+# hyperparameter importance reads the search, not the space. Optuna's log lines are silenced.
 """
 
 from __future__ import annotations
@@ -53,9 +50,8 @@ def require_dashboard():
 
 
 def check_address(host: str, port: int) -> None:
-    """That the server can listen on ``host``:``port``, as it will bind (bottle's wsgiref server:
-    IPv6 when the host has a colon, the address reusable), or a usage error with the rule and the
-    fix; checked before the storage is opened and the server started."""
+    """That the server can listen on ``host``:``port``, bound as bottle's wsgiref server binds
+    (IPv6 when the host has a colon, the address reusable), or a usage error."""
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise usage("--port is a TCP port from 1 to 65535", port, "pass e.g. --port 8080")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -192,9 +188,9 @@ def annotate(storage) -> None:
 
 
 def serve(served: Served, host: str, port: int, say=None) -> None:
-    """Serve until interrupted (blocks). The address was checked (``check_address``); one taken
-    in between is the same usage error. ``say(line)``: where the lines on a storage that stopped
-    answering, and came back, go (NOTE [ A storage that stops answering ])."""
+    """Serve until interrupted; an address taken since ``check_address`` is the same usage error.
+    ``say(line)`` says a storage stopped answering, and came back (NOTE [ A storage that stops
+    answering ])."""
     import bottle
 
     app = require_dashboard().wsgi(served.storage)
@@ -208,14 +204,12 @@ def serve(served: Served, host: str, port: int, say=None) -> None:
 
 
 # NOTE [ A storage that stops answering ]
-# ``--storage URL`` is served live, so its server may stop while the page is open (a restart, an
-# outage). optuna-dashboard would then log a traceback for every request and answer 500. Each
-# request is answered by ``Guarded``: when the storage does not answer a ``SELECT 1`` (or a
-# request failed with a 500 and it then does not), the answer is a 503 with one line of text,
-# and the outage is said once, on its first request, as one line; the first request that finds
-# it answering again says so, and is served as usual (the engine's pool checks a connection
-# before it uses one, so the server coming back needs no restart here). optuna-dashboard's own
-# error log is kept to that line while the storage is down.
+# ``--storage URL`` is served live, so its server may stop while the page is open; optuna-dashboard
+# would then log a traceback and answer 500 for every request. ``Guarded`` answers each request:
+# while the storage does not answer a ``SELECT 1`` (checked first, and again after a 500), with a
+# 503 of one line; the outage is said once, as one line, and so is its end, after which requests
+# are served as usual (the engine's pool checks a connection before use: no restart needed).
+# optuna-dashboard's own error log is kept to that line while the storage is down.
 
 class Guarded:
     """A WSGI app in front of optuna-dashboard's (NOTE [ A storage that stops answering ])."""

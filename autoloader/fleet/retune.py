@@ -156,14 +156,11 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
 # NOTE [ A dataset's key is read in a process of its own ]
 # A dataset's key needs the dataset built and its length and first, middle and last samples read
 # (NOTE [ Content fingerprint ] in inputs/content.py): the user's code, which may crash in native
-# code (a segfault), exit the process (``os._exit``) or hang. ``tune`` meets all of it in its
-# trial process; ``retune`` reads each key in a spawned child of its own (``read_key``), bounded
-# by the dataset's budget, so that a dataset that crashes, exits or hangs there is a FAILED entry
-# naming its cause, the child ended, and the other datasets still run and the report is still
-# written. The key is read before the dataset's run, as it was in retune's own process: the
-# run's budget starts after it, so a dataset takes at most twice its budget. The child sends
-# back the problem (what a Run needs: the recipes, not the dataset) and the warnings the build
-# gave, which are warned here.
+# code, exit the process or hang. ``retune`` reads each key in a spawned child (``read_key``)
+# bounded by the dataset's budget, so such a dataset is a FAILED entry naming its cause, the child
+# ended, and the other datasets and the report go on. The run's budget starts once the key is
+# read, so a dataset takes at most twice its budget. The child sends back the problem (the recipes
+# a Run needs, not the dataset) and the warnings the build gave, which are warned here.
 def _key_child(entry: Entry, conn) -> None:
     """In the child: build ``entry``'s dataset, read its key, send ("ok", problem, warnings) or
     ("failed", why, warnings)."""
@@ -186,13 +183,9 @@ def _key_child(entry: Entry, conn) -> None:
     conn.close()
 
 
-class KeyReadFailed(Exception):
-    """The dataset's key could not be read: its message says why."""
-
-
 def read_key(entry: Entry, within_s: float):
     """``entry``'s problem, its key read in a spawned child bounded by ``within_s`` seconds (NOTE
-    [ A dataset's key is read in a process of its own ]); KeyReadFailed saying why not."""
+    [ A dataset's key is read in a process of its own ]); an AutoloaderError saying why not."""
     import multiprocessing as mp
 
     context = mp.get_context("spawn")
@@ -202,14 +195,14 @@ def read_key(entry: Entry, within_s: float):
     theirs.close()
     try:
         if not mine.poll(within_s):   # true once it answered, or ended (then recv finds the pipe closed)
-            raise KeyReadFailed(f"{_READING} did not end within its budget of {within_s:g} s; it was stopped. "
+            raise AutoloaderError(f"{_READING} did not end within its budget of {within_s:g} s; it was stopped. "
                                 "Fix: make the dataset build and read a sample faster, or raise its budget in "
                                 "the registry")
         try:
             status, value, said = mine.recv()
         except EOFError:   # closed with no answer: the child ended
             child.join(5)
-            raise KeyReadFailed(_ended(child.exitcode)) from None
+            raise AutoloaderError(_ended(child.exitcode)) from None
     finally:
         mine.close()
         if child.is_alive():
@@ -218,7 +211,7 @@ def read_key(entry: Entry, within_s: float):
     for category, message in said:
         warnings.warn(message, category, stacklevel=2)
     if status != "ok":
-        raise KeyReadFailed(value)
+        raise AutoloaderError(value)
     return value
 
 
@@ -243,7 +236,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
     try:
         options = entry.run_options(out, storage, thresholds)
         problem = read_key(entry, options.budget)
-    except (KeyReadFailed, AutoloaderError) as exc:
+    except AutoloaderError as exc:
         return Outcome(entry.name, FAILED, error=str(exc))
     fingerprint, key = problem.hardware.fingerprint, problem.key
     path = result_path(out, fingerprint, key)

@@ -63,9 +63,8 @@ def _row(stored: TuneResult) -> Stored:
 
 
 def _all(out: str, storage: str | None, whole: bool = False) -> list[TuneResult]:
-    """Every stored result under ``out`` that passes its checks (one that fails is warned about,
-    naming it) and, with ``storage``, every complete run's pick in its studies that ``out`` does
-    not hold already."""
+    """Every stored result under ``out`` that passes its checks and, with ``storage``, every
+    complete run's pick in its studies that ``out`` does not hold already."""
     found = [stored for path in result_files(out) if (stored := load_result(path)) is not None]
     if storage is not None:
         open_reader(storage, must_exist=True).engine.dispose()   # one that is not there is not made
@@ -75,8 +74,7 @@ def _all(out: str, storage: str | None, whole: bool = False) -> list[TuneResult]
 
 
 def listing(out: str, storage: str | None = None) -> list[Stored]:
-    """Every stored result under ``out`` (``<fingerprint>/<key>.json``) and, with ``storage``,
-    every complete run's pick in its studies; by hardware, key."""
+    """Every stored result (``_all``), by hardware and key."""
     return sorted((_row(s) for s in _all(out, storage)), key=lambda r: (r.hardware, r.key))
 
 
@@ -108,9 +106,8 @@ RESULT_FILE = ("the file must be an autoloader result that passes its checks, at
 
 def _named_file(name: str) -> TuneResult:
     """The result a file named on the command line holds, read and never written (NOTE [ A bad
-    result file ] in store/door.py): only a ``.json`` file whose checked record puts it at its
-    own path (its folder the hardware's fingerprint, its name the key) is a result; anything else
-    is refused as not an autoloader result, and left as it is."""
+    result file ] in store/door.py): only a ``.json`` file whose checked record puts it at its own
+    path (<fingerprint>/<key>.json) is a result; anything else is refused, and left as it is."""
     if not name.endswith(".json"):
         raise usage(RESULT_FILE, f"{name}: not an autoloader result (not a .json file)",
                     "pass a <key>.json that `autoloader show` lists, or its key")
