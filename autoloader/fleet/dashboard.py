@@ -241,7 +241,9 @@ class Guarded:
         except Exception as exc:  # noqa: BLE001 - what SQLAlchemy and the driver raise varies
             return _why(exc, 200)
 
-    def _state(self, why: str | None) -> None:
+    def _checked(self) -> str | None:
+        """``answers()``, its change since the last request said (once)."""
+        why = self.answers()
         with self.lock:
             if why is not None and self.down is None:
                 self.say(f"autoloader: {self.description} stopped answering ({why}); each request is answered "
@@ -249,10 +251,10 @@ class Guarded:
             elif why is None and self.down is not None:
                 self.say(f"autoloader: {self.description} answers again; serving it")
             self.down = why
+        return why
 
     def __call__(self, environ, start_response):
-        why = self.answers()
-        self._state(why)
+        why = self._checked()
         if why is not None:
             return self._unavailable(start_response, why)
         said = {}
@@ -263,8 +265,7 @@ class Guarded:
 
         body = b"".join(self.app(environ, capture))
         if said.get("status", "").startswith("500"):
-            why = self.answers()   # failed mid-request: an outage, or a fault of its own
-            self._state(why)
+            why = self._checked()   # failed mid-request: an outage, or a fault of its own
             if why is not None:
                 return self._unavailable(start_response, why)
         start_response(said.get("status", "500 Internal Server Error"), said.get("headers", []))

@@ -54,6 +54,7 @@ from ..search.policy import Thresholds
 
 SETTINGS = ("budget", "device", "max_memory", "trial_timeout")
 FLEET = ("out", "storage", "reports")
+THRESHOLDS = ("rate", "knee", "memory_per_worker", "pick", "busy")
 DATASET_KEYS = {"name", "dataset", "step", "batch_size", "batch_sizes", "version", "options", *SETTINGS}
 
 
@@ -106,15 +107,13 @@ def load(path: str) -> Registry:
 def parse(data: dict, path: str) -> Registry:
     folder = os.path.dirname(os.path.abspath(path))
     _only(data, {"fleet", "defaults", "thresholds", "datasets"}, "the registry's tables")
-    fleet = _table(data, "fleet")
-    _only(fleet, set(FLEET), "[fleet]")
+    fleet = _table(data, "fleet", FLEET)
     for key, value in fleet.items():
         if not isinstance(value, str) or not value:
             raise usage(f"[fleet] {key} is a non-empty string", value, f'write e.g. {key} = "..."')
     fleet = {k: (v if k == "storage" else os.path.join(folder, os.path.expanduser(v))) for k, v in fleet.items()}
-    defaults = _table(data, "defaults")
-    _only(defaults, set(SETTINGS), "[defaults]")
-    thresholds = _thresholds(_table(data, "thresholds"))
+    defaults = _table(data, "defaults", SETTINGS)
+    thresholds = _thresholds(_table(data, "thresholds", THRESHOLDS))
     entries = data.get("datasets")
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         raise usage("the registry lists at least one dataset as [[datasets]] tables", entries,
@@ -130,10 +129,11 @@ def parse(data: dict, path: str) -> Registry:
     return Registry(os.path.abspath(path), out, thresholds, fleet)
 
 
-def _table(data: dict, name: str) -> dict:
+def _table(data: dict, name: str, keys: tuple[str, ...]) -> dict:
     value = data.get(name, {})
     if not isinstance(value, dict):
         raise usage(f"[{name}] is a table", value, f"write it as [{name}] with key = value lines")
+    _only(value, set(keys), f"[{name}]")
     return value
 
 
@@ -153,7 +153,6 @@ def _only(table: dict, allowed: set, where: str) -> None:
 
 
 def _thresholds(table: dict) -> Thresholds:
-    _only(table, {"rate", "knee", "memory_per_worker", "pick", "busy"}, "[thresholds]")
     busy = table.get("busy")
     if busy is not None and (isinstance(busy, bool) or not isinstance(busy, (int, float)) or not 0 < busy < 1):
         raise usage("thresholds.busy is a share of the CPUs, above 0 and below 1", busy, "write e.g. busy = 0.5")

@@ -154,44 +154,39 @@ def listing_text(rows: list[Stored]) -> str:
 
 
 def result_text(result: TuneResult) -> str:
-    lines = [f"{result.dataset_key} on {result.hardware.fingerprint}", f"  from {result.where}"]
+    tuned, inputs, d, made, threads = result.tuned, result.inputs, result.dataset, result.provenance, result.threads
     # What is handed out, as load_result checked it: keys no run sets are not shown as settings.
-    lines += [f"  {k:<20} {v}" for k, v in result.config.loader_kwargs().items()]
-    lines.append(f"  {'samples/s':<20} {rate(result.samples_per_s, '')}")
-    if result.tuned.provisional:
-        lines.append(f"  {'provisional':<20} {provisional_text(result.tuned.provisional)}")
-    if result.tuned.baseline_samples_per_s:
-        lines.append(f"  {'num_workers=0':<20} {rate(result.tuned.baseline_samples_per_s, '')}")
-    inputs = result.inputs
+    rows = [*result.config.loader_kwargs().items(), ("samples/s", rate(result.samples_per_s, ""))]
+    if tuned.provisional:
+        rows.append(("provisional", provisional_text(tuned.provisional)))
+    if tuned.baseline_samples_per_s:
+        rows.append(("num_workers=0", rate(tuned.baseline_samples_per_s, "")))
     if inputs is not None:
-        lines.append(f"  {'step':<20} {(inputs.step_identity or inputs.step) or 'none'}"
-                     + (f" (given as {inputs.step})" if inputs.step_identity and inputs.step else ""))
+        rows.append(("step", f"{(inputs.step_identity or inputs.step) or 'none'}"
+                     + (f" (given as {inputs.step})" if inputs.step_identity and inputs.step else "")))
     if result.knee is not None and profiled(result):
-        lines.append(f"  {'worker knee':<20} stops paying at {result.knee.stops_paying}, peak at {result.knee.peak}")
-    d = result.dataset
+        rows.append(("worker knee", f"stops paying at {result.knee.stops_paying}, peak at {result.knee.peak}"))
     if d is not None and d != DatasetRecord():
-        lines.append(f"  {'dataset':<20} {d.name}, {d.length} samples, content {d.content}"
-                     + (f", version {d.version}" if d.version else ""))
-    made = result.provenance
+        rows.append(("dataset", f"{d.name}, {d.length} samples, content {d.content}"
+                     + (f", version {d.version}" if d.version else "")))
     form = made.measurement_format if made is not None and made.measurement_format is not None else "?"
-    lines.append(f"  {'measured':<20} {result.finished_at or 'undated'} by autoloader "
-                 f"{(made.autoloader_version if made else None) or '?'}, format {form}")
+    rows.append(("measured", f"{result.finished_at or 'undated'} by autoloader "
+                 f"{(made.autoloader_version if made else None) or '?'}, format {form}"))
     if result.trials:
-        held = " (warm start held)" if result.early_stop else ""
-        lines.append(f"  {'trials':<20} {len(result.trials)}{held}")
+        rows.append(("trials", f"{len(result.trials)}{' (warm start held)' if result.early_stop else ''}"))
     # The table's and the page's caveats, from the same function: where the rate is from, the
     # rule, the machine's load (a run's mark, which keeps the pick alone, has its load).
-    rows = caveats(result) if not result.partial else [("machine load", t) for t in load_lines(result.load)]
-    lines += [f"  {label if i == 0 or rows[i - 1][0] != label else '':<20} {text}"
-              for i, (label, text) in enumerate(rows)]
-    threads = result.threads
+    rows += caveats(result) if not result.partial else [("machine load", t) for t in load_lines(result.load)]
     if threads is not None and threads.threads:
-        lines.append(f"  {'main threads':<20} {threads.threads}"
-                     + (f"; set torch.set_num_threads(1) in the training process ({threads.slower or 0:.1f}x faster "
-                        "with one thread here)" if threads.advise else ""))
+        rows.append(("main threads", f"{threads.threads}" + (
+            f"; set torch.set_num_threads(1) in the training process ({threads.slower or 0:.1f}x faster with one "
+            "thread here)" if threads.advise else "")))
+    lines = [f"{result.dataset_key} on {result.hardware.fingerprint}", f"  from {result.where}"]
+    lines += [f"  {label if i == 0 or rows[i - 1][0] != label else '':<20} {text}"   # a label once per run of it
+              for i, (label, text) in enumerate(rows)]
     if result.nodes is not None:   # the tuned graph, as code: search/nodes.py
         lines += ["", "  the tuned torchdata.nodes graph:", ""]
-        measured = f"{rate(result.samples_per_s, ' samples/s')} on {result.tuned.device}"
+        measured = f"{rate(result.samples_per_s, ' samples/s')} on {tuned.device}"
         lines += [f"    {line}".rstrip() for line in graph_snippet(result.config, result.nodes, measured).splitlines()]
     return "\n".join(lines) + "\n"
 
