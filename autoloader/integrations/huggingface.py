@@ -31,14 +31,11 @@ __all__ = ["TrainerCollator", "training_arguments", "tune_trainer"]
 
 
 class TrainerCollator:
-    """The Trainer's collator as its train loader applies it, named by what it wraps.
-
-    The stored result's key names the DataLoader arguments by their ``repr``; the Trainer's own
-    column-dropping wrapper has none (the same text for every collator), so this one names the
-    collator inside and the columns kept, and a new collator is a new key. A batch that is a
-    mapping but no dict (a ``BatchEncoding``) is handed on as a dict: the trial's default
-    consumer moves a dict's tensors to the device, and the tensors, their pinning and their copy
-    are the same."""
+    """The Trainer's collator as its train loader applies it, named by what it wraps: the stored
+    result's key names the DataLoader arguments by their ``repr``, the same for every collator the
+    Trainer's column-dropping wrapper holds, so a new collator or columns kept is a new key. A batch
+    that is a mapping but no dict (a ``BatchEncoding``) is handed on as a dict, whose tensors the
+    trial's default consumer moves to the device (the same tensors, pinning and copy)."""
 
     def __init__(self, collate: Any, name: str):
         self.collate = collate
