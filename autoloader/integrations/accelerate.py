@@ -49,11 +49,9 @@ def tuned_loader(dataset: Any, **options):
     options.setdefault("tune", "before")
     with applying("the loader for accelerator.prepare()"):   # NOTE [ The closing line ] in api.py
         loader = best_loader(dataset, **options)
-    if not isinstance(loader.sampler, DistributedSampler):
-        return loader
-    # Only best_loader's node path puts a DistributedSampler there (the user's own sampler= is
-    # kept as given, and a sampler= that is a DistributedSampler is the user's explicit choice).
-    if "sampler" in options or "batch_sampler" in options:
+    # Only best_loader's node path puts a DistributedSampler there unless the user passed a sampler
+    # (kept as given: a DistributedSampler there is the user's explicit choice).
+    if not isinstance(loader.sampler, DistributedSampler) or "sampler" in options or "batch_sampler" in options:
         return loader
     kwargs = {**dataloader_kwargs(loader), **{k: v for k, v in options.items() if k not in _TUNE_ARGS}}
     if loader.num_workers:

@@ -72,12 +72,10 @@ def tuned_dataloader(dataset: Any, *, trainer: Any = None, batch_size: int | Non
 
 def __getattr__(name: str):
     """``TunedDataModule`` on first use, so that importing this module needs no Lightning."""
-    if name == "TunedDataModule":
-        require("lightning.pytorch", "lightning", "autoloader.integrations.lightning.TunedDataModule")
-        if "TunedDataModule" not in globals():
-            globals()["TunedDataModule"] = _data_module()
-        return globals()["TunedDataModule"]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name != "TunedDataModule":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    require("lightning.pytorch", "lightning", "autoloader.integrations.lightning.TunedDataModule")
+    return globals().setdefault(name, _data_module())
 
 
 # NOTE [ A class built on first use that pickles ]
