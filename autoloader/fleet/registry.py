@@ -83,10 +83,6 @@ class Registry:
     thresholds: Thresholds = field(default_factory=Thresholds)
     fleet: dict = field(default_factory=dict)   # out, storage, reports
 
-    @property
-    def name(self) -> str:
-        return os.path.splitext(os.path.basename(self.path))[0]
-
 
 def load(path: str) -> Registry:
     """Read and check the registry at ``path``; a UsageError names what is wrong and the fix."""

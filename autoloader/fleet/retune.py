@@ -135,7 +135,8 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
     progress = subscriber(progress) or (lambda event: None)
     out = resolve_out(out or registry.fleet.get("out"))
     storage = storage or registry.fleet.get("storage")
-    folder = reports or registry.fleet.get("reports") or os.path.join(out, "retune", registry.name)
+    named = os.path.splitext(os.path.basename(registry.path))[0]
+    folder = reports or registry.fleet.get("reports") or os.path.join(out, "retune", named)
     # Every folder and the storage checked before the first dataset is tuned: found bad after
     # the last one, they would cost the whole run's report.
     writable(out)
