@@ -189,6 +189,19 @@ def test_drift_is_judged_against_the_thresholds():
     assert judge(older, result(2, 100.0), t).status == DRIFTED
 
 
+
+def test_the_report_counts_the_machines_cpus_in_words():
+    """One CPU is "1 CPU", not "1 CPUs"; a hardware record without a count says it is unknown."""
+    from autoloader.fleet.report import markdown
+    from autoloader.fleet.retune import RetuneReport
+
+    def said(hardware: dict) -> str:
+        report = RetuneReport("fleet.toml", "t0", "t1", {"fingerprint": "box", **hardware}, Thresholds(), (), "/o")
+        return next(line for line in markdown(report).splitlines() if line.startswith("- hardware:"))
+
+    assert "(1 CPU, " in said({"cpus": 1}) and "(2 CPUs, " in said({"cpus": 2})
+    assert "(1.5 CPUs, " in said({"cpus": 1.5}) and "(? CPUs, " in said({})
+
 # --- a real retune ---------------------------------------------------------------------------------
 
 def retune_once(path, out, slowdown: str = "1") -> tuple[int, dict]:

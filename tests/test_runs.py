@@ -116,7 +116,7 @@ def test_a_shared_storage_lists_and_offers_each_machines_last_pick(tmp_path):
              "hardware": {"fingerprint": fingerprint, "cpus": cpus, "cpu_model": "x", "memory_gib": 16, "gpus": []},
              "measurement_format": 1, "finished_at": "2026-12-01T00:00:00+00:00"}, partial=True))
     rows = show.listing(str(tmp_path / "empty"), url)
-    assert [(r.hardware, r.key, r.pick["num_workers"]) for r in rows] == [("big-0x-16cpu", "ds-n100-abc", 12),
+    assert [(r.hardware, r.key, r.config["num_workers"]) for r in rows] == [("big-0x-16cpu", "ds-n100-abc", 12),
                                                                           ("mid-0x-4cpu", "ds-n100-abc", 3)]
     here = Hardware(cpus=2, cpu_model="x", memory_gib=16, gpus=())
     found = other_hardware(str(tmp_path / "empty"), here.fingerprint, "ds-n100-abc", url)

@@ -126,7 +126,7 @@ def test_the_toy_knob_reaches_the_snippet_the_page_and_the_framework_forms(toy, 
     assert all(r.exit_code == 0 for r in shown.values()), {f: r.output for f, r in shown.items()}
     assert "toy_method='spawn'" in shown["kwargs"].stdout and "toy_method='spawn'" in shown["lightning"].stdout
     assert shown["hf"].stdout.strip().endswith("dataloader_toy_method='spawn'")
-    assert formats.hf_fields()["toy_method"] == "dataloader_toy_method"
+    assert {k.name: k.hf.name for k in formats.hf_knobs()}["toy_method"] == "dataloader_toy_method"
 
 
 def test_a_knob_read_back_from_a_loader_and_a_knob_of_another_loader():

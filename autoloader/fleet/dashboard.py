@@ -1,25 +1,18 @@
 """``autoloader dashboard``: optuna-dashboard over an autoloader storage.
 
-Every trial has its measured figures as user attributes (``store.measured_figures``: rate,
-interval, wait, memory), so optuna-dashboard's trial table shows them as they are. With
-``--storage URL`` it serves that storage, live. With ``--out DIR`` (or the results home) it
-serves a snapshot of the SQLite studies there, copied into memory (optuna-dashboard serves one
-storage, and there is one file per hardware and dataset), each opened read-only (NOTE [ A reader
-opens a study read-only ] in store/durable.py). A study file that cannot be read, or a database
-that holds no study, is left out of the snapshot with a warning naming it, and left as it is, so
-one damaged file does not hide the others;
-the address is checked before anything is served.
+Every trial's measured figures are its user attributes (``store.measured_figures``), so the trial
+table shows them. ``--storage URL`` is served live; otherwise a snapshot of the SQLite studies
+under ``--out``, copied into memory (optuna-dashboard serves one storage; there is one file per
+hardware and dataset), each opened read-only (NOTE [ A reader opens a study read-only ] in
+store/durable.py). A file that cannot be read is left out, and as it is, with a warning naming it.
 
 # NOTE [ What the dashboard shows ]
 # optuna-dashboard reads any Optuna study; autoloader's need a word to read right. The objective
-# is named samples/s (every study autoloader makes says so: store/study.py). A snapshot's studies
-# get a note each (``annotate``), since a snapshot is ours to write: that it is a snapshot, whose
-# edits (notes, the create and delete buttons) are thrown away on exit; each run of the study, by
-# its id, with its state and the pick it stored; that "Best Trial" is the fastest burst, not the
-# stored pick (which the final, not stored as trials, chose), and that the pick's own burst
-# carries a note saying so; that the hyperparameter importance is computed over configs the
-# model chose, not sampled at random, so it reads the search, not the space. Optuna's log lines
-# from the copy are silenced.
+# is named samples/s (store/study.py names it in every study autoloader makes). A snapshot is
+# ours to write, so each of its studies gets a note (``annotate``): that its edits are thrown away
+# on exit; each run by its id, with its state and stored pick; that "Best Trial" is the fastest
+# burst, not the stored pick (the final chose it; the pick's own burst gets a note); that the
+# hyperparameter importance reads the search, not the space. Optuna's log lines are silenced.
 """
 
 from __future__ import annotations
@@ -30,8 +23,7 @@ import socket
 import warnings
 from dataclasses import dataclass
 
-from ..errors import AutoloaderError, AutoloaderWarning, StudySkipped, UsageError, clip, one_line, usage
-from ..search.space import LoaderConfig
+from ..errors import AutoloaderError, StudySkipped, UsageError, clip, one_line, usage
 from ..store.durable import open_reader
 from ..store.paths import study_files
 from ..events.lines import rate
@@ -58,9 +50,8 @@ def require_dashboard():
 
 
 def check_address(host: str, port: int) -> None:
-    """That the server can listen on ``host``:``port``, as it will bind (bottle's wsgiref server:
-    IPv6 when the host has a colon, the address reusable), or a usage error with the rule and the
-    fix; checked before the storage is opened and the server started."""
+    """That the server can listen on ``host``:``port``, bound as bottle's wsgiref server binds
+    (IPv6 when the host has a colon, the address reusable), or a usage error."""
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise usage("--port is a TCP port from 1 to 65535", port, "pass e.g. --port 8080")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -90,7 +81,9 @@ def _bind_error(host: str, port: int, exc: OSError) -> UsageError:
 
 def storage_to_serve(out: str, storage: str | None) -> Served:
     if storage is not None:
-        return Served(open_reader(storage, must_exist=True), f"{_masked(storage)} (live)")
+        from ..store.storage import masked
+
+        return Served(open_reader(storage, must_exist=True), f"the storage {masked(storage)} (live)")
     files = study_files(out)
     if not files:
         raise usage("the dashboard needs a stored study", f"no <hardware>/<key>.db under {out}",
@@ -104,22 +97,20 @@ def storage_to_serve(out: str, storage: str | None) -> Served:
                           "refresh; edits made in the page are not saved)")
 
 
-def _masked(url: str) -> str:
-    from ..store.storage import masked
+def _why(exc: BaseException, width: int) -> str:
+    """What the innermost error of ``exc`` says, on one line."""
+    from ..store.durable import innermost
 
-    return f"the storage {masked(url)}"
-
-
-def _url(path: str) -> str:
-    return f"sqlite:///{os.path.abspath(path)}"
+    root = innermost(exc)
+    return f"{type(root).__name__}: {clip(one_line((str(root).splitlines() or [''])[0]), width)}"
 
 
 def _snapshot(files: list[str]) -> tuple[object, int]:
     """Every study of every file that can be read, copied into one in-memory storage, and how
-    many were copied; a file that cannot be read is skipped with a warning naming it."""
+    many were copied."""
     import optuna
 
-    from ..store.durable import innermost, not_a_study
+    from ..store.durable import not_a_study
     from ..store.storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)   # "A new study created in memory", once a study
@@ -132,7 +123,8 @@ def _snapshot(files: list[str]) -> tuple[object, int]:
                           "served", StudySkipped, stacklevel=2)
             continue
         try:
-            source = open_storage(_url(path), heartbeat_s=None, grace_s=None, read_only=True)
+            source = open_storage(f"sqlite:///{os.path.abspath(path)}", heartbeat_s=None, grace_s=None,
+                                  read_only=True)
             for name in optuna.study.get_all_study_names(storage=source):
                 if name in copied or name in optuna.study.get_all_study_names(storage=memory):
                     warnings.warn(f"the dashboard serves the study {name} once: {path} holds it too",
@@ -145,10 +137,8 @@ def _snapshot(files: list[str]) -> tuple[object, int]:
         except Exception as exc:  # noqa: BLE001 - a damaged file: SQLite, SQLAlchemy and Optuna raise many kinds
             for name in copied:   # none of a file that could not be read whole
                 optuna.delete_study(study_name=name, storage=memory)
-            root = innermost(exc)
-            why = f"{type(root).__name__}: {clip(one_line((str(root).splitlines() or [''])[0]), 300)}"
-            warnings.warn(f"the dashboard leaves out the study {path}: it cannot be read ({why}). The other "
-                          "studies are served", StudySkipped, stacklevel=2)
+            warnings.warn(f"the dashboard leaves out the study {path}: it cannot be read ({_why(exc, 300)}). The "
+                          "other studies are served", StudySkipped, stacklevel=2)
     return memory, served
 
 
@@ -173,10 +163,17 @@ def annotate(storage) -> None:
                  "names the run that measured it.", "", "| run | state | finished | stored pick | its burst |",
                  "|---|---|---|---|---|"]
         for mark in sorted(runs.runs_of(study).values(), key=lambda m: m.started_at):
-            pick = mark.summary.config if mark.summary is not None else None
-            burst = _burst_of(trials, mark.run_id, pick) if pick is not None else None
-            said = ", ".join(f"{k}={v}" for k, v in pick.loader_kwargs().items()) if pick is not None else "-"
-            said += f" at {rate(mark.summary.samples_per_s, ' samples/s')}" if mark.summary is not None else ""
+            said, burst = "-", None
+            if mark.summary is not None:
+                pick = mark.summary.config
+                settings = pick.loader_kwargs()
+                said = (", ".join(f"{k}={v}" for k, v in settings.items())
+                        + f" at {rate(mark.summary.samples_per_s, ' samples/s')}")
+                # Its burst: the run's measured trial of the pick.
+                burst = next((t for t in trials if t.state == optuna.trial.TrialState.COMPLETE
+                              and t.user_attrs.get(runs.RUN_ATTR) == mark.run_id
+                              and all(t.params.get(k, v) == v for k, v in settings.items())
+                              and t.params.get("num_workers") == pick.num_workers), None)
             lines.append(f"| `{mark.run_id}` | {mark.state} | {mark.finished_at or '-'} | {said} | "
                          f"{'#' + str(burst.number) if burst else '-'} |")
             if burst is not None:
@@ -190,25 +187,10 @@ def annotate(storage) -> None:
         save_note(study, "\n".join(lines))
 
 
-def _burst_of(trials, run_id: str, pick: LoaderConfig):
-    """The run's measured trial of ``pick`` (its burst), or None."""
-    import optuna
-
-    from ..store import runs
-
-    settings = pick.loader_kwargs()
-    for trial in trials:
-        if trial.state == optuna.trial.TrialState.COMPLETE and trial.user_attrs.get(runs.RUN_ATTR) == run_id \
-                and all(trial.params.get(k, v) == v for k, v in settings.items()) \
-                and trial.params.get("num_workers") == pick.num_workers:
-            return trial
-    return None
-
-
 def serve(served: Served, host: str, port: int, say=None) -> None:
-    """Serve until interrupted (blocks). The address was checked (``check_address``); one taken
-    in between is the same usage error. ``say(line)``: where the lines on a storage that stopped
-    answering, and came back, go (NOTE [ A storage that stops answering ])."""
+    """Serve until interrupted; an address taken since ``check_address`` is the same usage error.
+    ``say(line)`` says a storage stopped answering, and came back (NOTE [ A storage that stops
+    answering ])."""
     import bottle
 
     app = require_dashboard().wsgi(served.storage)
@@ -222,14 +204,12 @@ def serve(served: Served, host: str, port: int, say=None) -> None:
 
 
 # NOTE [ A storage that stops answering ]
-# ``--storage URL`` is served live, so its server may stop while the page is open (a restart, an
-# outage). optuna-dashboard would then log a traceback for every request and answer 500. Each
-# request is answered by ``Guarded``: when the storage does not answer a ``SELECT 1`` (or a
-# request failed with a 500 and it then does not), the answer is a 503 with one line of text,
-# and the outage is said once, on its first request, as one line; the first request that finds
-# it answering again says so, and is served as usual (the engine's pool checks a connection
-# before it uses one, so the server coming back needs no restart here). optuna-dashboard's own
-# error log is kept to that line while the storage is down.
+# ``--storage URL`` is served live, so its server may stop while the page is open; optuna-dashboard
+# would then log a traceback and answer 500 for every request. ``Guarded`` answers each request:
+# while the storage does not answer a ``SELECT 1`` (checked first, and again after a 500), with a
+# 503 of one line; the outage is said once, as one line, and so is its end, after which requests
+# are served as usual (the engine's pool checks a connection before use: no restart needed).
+# optuna-dashboard's own error log is kept to that line while the storage is down.
 
 class Guarded:
     """A WSGI app in front of optuna-dashboard's (NOTE [ A storage that stops answering ])."""
@@ -259,12 +239,11 @@ class Guarded:
                 connection.execute(sqlalchemy.text("SELECT 1"))
             return None
         except Exception as exc:  # noqa: BLE001 - what SQLAlchemy and the driver raise varies
-            from ..store.durable import innermost
+            return _why(exc, 200)
 
-            root = innermost(exc)
-            return f"{type(root).__name__}: {clip(one_line((str(root).splitlines() or [''])[0]), 200)}"
-
-    def _state(self, why: str | None) -> None:
+    def _checked(self) -> str | None:
+        """``answers()``, its change since the last request said (once)."""
+        why = self.answers()
         with self.lock:
             if why is not None and self.down is None:
                 self.say(f"autoloader: {self.description} stopped answering ({why}); each request is answered "
@@ -272,22 +251,21 @@ class Guarded:
             elif why is None and self.down is not None:
                 self.say(f"autoloader: {self.description} answers again; serving it")
             self.down = why
+        return why
 
     def __call__(self, environ, start_response):
-        why = self.answers()
-        self._state(why)
+        why = self._checked()
         if why is not None:
             return self._unavailable(start_response, why)
         said = {}
 
-        def capture(status, headers, exc_info=None):
+        def capture(status, headers, *_):   # exc_info unused: a failure shows in the status
             said.update(status=status, headers=headers)
             return lambda data: None   # the body is returned, not written (bottle's way)
 
         body = b"".join(self.app(environ, capture))
         if said.get("status", "").startswith("500"):
-            why = self.answers()   # failed mid-request: an outage, or a fault of its own
-            self._state(why)
+            why = self._checked()   # failed mid-request: an outage, or a fault of its own
             if why is not None:
                 return self._unavailable(start_response, why)
         start_response(said.get("status", "500 Internal Server Error"), said.get("headers", []))

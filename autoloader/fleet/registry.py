@@ -49,11 +49,12 @@ from ..errors import UsageError, usage
 from ..inputs.loader_args import check_loader_kwargs
 from ..inputs.problem import batch_sizes_of
 from ..inputs.source import Source, _split_spec
-from ..inputs.options import default_thresholds
+from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, default_thresholds
 from ..search.policy import Thresholds
 
 SETTINGS = ("budget", "device", "max_memory", "trial_timeout")
 FLEET = ("out", "storage", "reports")
+THRESHOLDS = ("rate", "knee", "memory_per_worker", "pick", "busy")
 DATASET_KEYS = {"name", "dataset", "step", "batch_size", "batch_sizes", "version", "options", *SETTINGS}
 
 
@@ -68,6 +69,12 @@ class Entry:
     options: dict
     settings: dict          # budget, device, max_memory, trial_timeout: the defaults with its own on top
 
+    def run_options(self, out: str | None = None, storage: str | None = None, thresholds: Thresholds | None = None):
+        """Its run settings as a run takes them (``inputs.options.Options``)."""
+        get = self.settings.get
+        return Options.build(get("budget", DEFAULT_BUDGET_S), get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S),
+                             get("max_memory"), out, storage, thresholds)
+
 
 @dataclass(frozen=True)
 class Registry:
@@ -75,10 +82,6 @@ class Registry:
     entries: tuple[Entry, ...]
     thresholds: Thresholds = field(default_factory=Thresholds)
     fleet: dict = field(default_factory=dict)   # out, storage, reports
-
-    @property
-    def name(self) -> str:
-        return os.path.splitext(os.path.basename(self.path))[0]
 
 
 def load(path: str) -> Registry:
@@ -100,15 +103,13 @@ def load(path: str) -> Registry:
 def parse(data: dict, path: str) -> Registry:
     folder = os.path.dirname(os.path.abspath(path))
     _only(data, {"fleet", "defaults", "thresholds", "datasets"}, "the registry's tables")
-    fleet = _table(data, "fleet")
-    _only(fleet, set(FLEET), "[fleet]")
+    fleet = _table(data, "fleet", FLEET)
     for key, value in fleet.items():
         if not isinstance(value, str) or not value:
             raise usage(f"[fleet] {key} is a non-empty string", value, f'write e.g. {key} = "..."')
     fleet = {k: (v if k == "storage" else os.path.join(folder, os.path.expanduser(v))) for k, v in fleet.items()}
-    defaults = _table(data, "defaults")
-    _only(defaults, set(SETTINGS), "[defaults]")
-    thresholds = _thresholds(_table(data, "thresholds"))
+    defaults = _table(data, "defaults", SETTINGS)
+    thresholds = _thresholds(_table(data, "thresholds", THRESHOLDS))
     entries = data.get("datasets")
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
         raise usage("the registry lists at least one dataset as [[datasets]] tables", entries,
@@ -124,10 +125,11 @@ def parse(data: dict, path: str) -> Registry:
     return Registry(os.path.abspath(path), out, thresholds, fleet)
 
 
-def _table(data: dict, name: str) -> dict:
+def _table(data: dict, name: str, keys: tuple[str, ...]) -> dict:
     value = data.get(name, {})
     if not isinstance(value, dict):
         raise usage(f"[{name}] is a table", value, f"write it as [{name}] with key = value lines")
+    _only(value, set(keys), f"[{name}]")
     return value
 
 
@@ -147,7 +149,6 @@ def _only(table: dict, allowed: set, where: str) -> None:
 
 
 def _thresholds(table: dict) -> Thresholds:
-    _only(table, {"rate", "knee", "memory_per_worker", "pick", "busy"}, "[thresholds]")
     busy = table.get("busy")
     if busy is not None and (isinstance(busy, bool) or not isinstance(busy, (int, float)) or not 0 < busy < 1):
         raise usage("thresholds.busy is a share of the CPUs, above 0 and below 1", busy, "write e.g. busy = 0.5")
@@ -188,25 +189,19 @@ def _entry(entry: dict, defaults: dict, folder: str, index: int) -> Entry:
         raise usage(f"{where}.name is a non-empty string", name, 'write e.g. name = "images"')
     version = _typed(entry, "version", str, where, "a string", 'version = "2026-11"')
     settings = {**defaults, **{k: entry[k] for k in SETTINGS if k in entry}}
-    _check_settings(settings, where)
-    return Entry(name, dataset, step_source, batch_sizes, version, dict(options), settings)
-
-
-def _check_settings(settings: dict, where: str) -> None:
-    """The run settings checked as a run checks them, so a bad one is a bad registry (exit 2)
-    before anything runs, not a failed dataset after the others."""
-    from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
-
+    # The run settings checked as a run checks them, so a bad one is a bad registry (exit 2)
+    # before anything runs, not a failed dataset after the others.
     device = settings.get("device")
     if device is not None and (not isinstance(device, str) or not (device in ("cpu", "cuda")
                                                                      or device.startswith("cuda:"))):
         raise usage(f"{where}: device is \"cpu\", \"cuda\" or \"cuda:N\"", device, 'write e.g. device = "cuda"')
+    checked = Entry(name, dataset, step_source, batch_sizes, version, dict(options), settings)
     try:
-        Options.build(settings.get("budget", DEFAULT_BUDGET_S), settings.get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S),
-                      settings.get("max_memory"), None, None)
+        checked.run_options()
     except UsageError as exc:
         raise usage(f"{where} must have valid run settings", {k: settings[k] for k in sorted(settings)},
                     str(exc)) from None
+    return checked
 
 
 def _spec_source(spec: str, folder: str) -> Source:

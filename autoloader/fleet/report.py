@@ -8,11 +8,7 @@ from ..search.settings import SETTINGS
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version
 from ..tuning.compare import DRIFTED, INCONCLUSIVE
 from ..tuning.progress import others_text
-from ..events.lines import rate
-
-
-def _rate(value: float | None) -> str:
-    return rate(value)
+from ..events.lines import cpus, rate
 
 
 def _mib(value: float | None) -> str:
@@ -30,34 +26,26 @@ def _pick(kwargs: dict | None) -> str:
 def _old_pick(drift) -> str:
     if drift is None or drift.pick_rate_before is None:
         return "-"
-    ratio = drift.old_pick_now / drift.pick_rate_before if drift.old_pick_now is not None else None
-    interval = getattr(drift, "rate_interval", None)
-    return (f"{_rate(drift.pick_rate_before)} -> {_rate(drift.old_pick_now)}"
-            + (f" ({ratio - 1:+.0%}" if ratio is not None else "")
-            + (f", 95% {interval[0] - 1:+.0%}...{interval[1] - 1:+.0%})" if ratio is not None and interval
-               else ")" if ratio is not None else ""))
+    said = f"{rate(drift.pick_rate_before)} -> {rate(drift.old_pick_now)}"
+    if drift.old_pick_now is None:
+        return said
+    interval = drift.rate_interval
+    within = f", 95% {interval[0] - 1:+.0%}...{interval[1] - 1:+.0%}" if interval else ""
+    return f"{said} ({drift.old_pick_now / drift.pick_rate_before - 1:+.0%}{within})"
 
 
-def _knee(drift) -> str:
-    if drift is None or (drift.knee_before is None and drift.knee_after is None):
-        return "-"
-    before = "-" if drift.knee_before is None else drift.knee_before
-    after = "-" if drift.knee_after is None else drift.knee_after
-    return f"{before} -> {after}"
-
-
-def _memory(drift) -> str:
-    if drift is None or (drift.memory_per_worker_before is None and drift.memory_per_worker_after is None):
-        return "-"
-    return f"{_mib(drift.memory_per_worker_before)} -> {_mib(drift.memory_per_worker_after)}"
+def _change(drift, name: str, form=lambda v: "-" if v is None else f"{v}") -> str:
+    """``drift``'s ``<name>_before -> <name>_after`` in ``form``, or "-" where neither is known."""
+    before, after = (getattr(drift, f"{name}_{when}", None) for when in ("before", "after"))
+    return "-" if before is None and after is None else f"{form(before)} -> {form(after)}"
 
 
 def _warm(outcome) -> str:
-    if outcome.warm is None:
+    if outcome.warm_start is None:
         return "-"
-    if outcome.warm.startswith("none"):
+    if outcome.warm_start.startswith("none"):
         return "none"
-    kind = "this hardware" if outcome.warm.startswith("this hardware") else "other hardware"
+    kind = "this hardware" if outcome.warm_start.startswith("this hardware") else "other hardware"
     return f"{kind}, held: stopped early" if outcome.early_stop else kind
 
 
@@ -66,8 +54,8 @@ def markdown(report) -> str:
     gpus = ", ".join(hw.get("gpus") or []) or "no GPU"
     lines = [f"# autoloader retune: {report.registry}", "",
              f"- when: {report.started_at} to {report.finished_at}",
-             f"- hardware: `{hw.get('fingerprint')}` ({hw.get('cpus')} CPUs, {hw.get('cpu_model')}, "
-             f"{hw.get('memory_gib')} GiB, {gpus})",
+             f"- hardware: `{hw.get('fingerprint')}` ({cpus(hw['cpus']) if hw.get('cpus') else '? CPUs'}, "
+             f"{hw.get('cpu_model')}, {hw.get('memory_gib')} GiB, {gpus})",
              f"- autoloader {autoloader_version()}, measurement format {MEASUREMENT_FORMAT}",
              f"- results: `{report.out}`" + (f", storage `{report.to_dict()['storage']}`" if report.storage else ""),
              f"- thresholds: rate {report.thresholds.rate:.0%}, knee "
@@ -76,28 +64,28 @@ def markdown(report) -> str:
              f"{'counts' if report.thresholds.pick else 'ignored'}, busy past {report.thresholds.busy:.0%} of the CPUs "
              "taken by others (inconclusive)",
              f"- verdict: **{report.verdict}** (exit {report.exit_code})",
-             *([f"- this report is not stored: {report.write_error}"] if getattr(report, "write_error", None) else []),
+             *([f"- this report is not stored: {report.write_error}"] if report.write_error else []),
              "",
              "| dataset | status | pick | samples/s | old pick then -> now | knee | memory per worker | warm start "
              "| trials | time |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in report.outcomes:
-        warm = _warm(o)
-        time = "-" if o.seconds is None else f"{o.seconds:.0f} s"
+        time = "-" if o.tune_seconds is None else f"{o.tune_seconds:.0f} s"
         status = f"**{o.status}**" if o.status in (DRIFTED, INCONCLUSIVE, "failed") else o.status
-        lines.append(f"| {o.name} | {status} | {_pick(o.pick)} | {_rate(o.samples_per_s)} | {_old_pick(o.drift)} | "
-                     f"{_knee(o.drift)} | {_memory(o.drift)} | {warm} | {o.trials} | {time} |")
+        lines.append(f"| {o.name} | {status} | {_pick(o.pick)} | {rate(o.samples_per_s)} | {_old_pick(o.drift)} | "
+                     f"{_change(o.drift, 'knee')} | {_change(o.drift, 'memory_per_worker', _mib)} | {_warm(o)} | "
+                     f"{o.trials} | {time} |")
     for o in report.outcomes:
         lines += ["", f"## {o.name}", ""]
         if o.key:
             lines.append(f"- key: `{o.key}`")
         if o.error:
             said = "nothing measured" if o.status == INCONCLUSIVE else "failed"
-            lines.append(f"- {said}: {clip(o.error.splitlines()[0] if o.error.strip() else o.error, 500)}")
-            lines.append("- the last good result, if any, was kept")
-        if o.warm:
+            lines += [f"- {said}: {clip(o.error.splitlines()[0] if o.error.strip() else o.error, 500)}",
+                      "- the last good result, if any, was kept"]
+        if o.warm_start:
             held = " (the pick held: the search stopped early)" if o.early_stop else ""
-            lines.append(f"- warm start: {o.warm}{held}")
+            lines.append(f"- warm start: {o.warm_start}{held}")
         d = o.drift
         load = d.load if d is not None else None
         if load is not None and load.others_cpus is not None:
@@ -116,15 +104,14 @@ def markdown(report) -> str:
                                        if d.changes else "unchanged")
                          + (f" (a tie: the 95% interval of this run's paired rounds does not put the new pick "
                             f"{SETTINGS_TIE:.0%} ahead of the old)" if d.settings_tie else ""))
-            lines.append(f"- the old pick's rate then -> now: {_old_pick(d)}")
-            lines.append(f"- knee: {_knee(d)}; memory per worker: {_memory(d)}")
+            lines += [f"- the old pick's rate then -> now: {_old_pick(d)}",
+                      f"- knee: {_change(d, 'knee')}; memory per worker: {_change(d, 'memory_per_worker', _mib)}"]
             if d.hardware_changes:
                 lines.append("- hardware changed: " + ", ".join(f"{f} {b} -> {a}" for f, b, a in d.hardware_changes))
-            for reason in d.reasons:
-                lines.append(f"- past a threshold: {reason}")
+            lines += [f"- past a threshold: {reason}" for reason in d.reasons]
         if o.result_path:
-            kept = f"kept as `{o.history_path}`" if o.history_path else f"not kept in the history: {o.unkept}"
+            kept = f"kept as `{o.history_path}`" if o.history_path else f"not kept in the history: {o.history_error}"
             lines.append(f"- result: `{o.result_path}`; {kept}")
-        if getattr(o, "report_path", None):
-            lines.append(f"- report: [{o.report_path}]({o.report_path})")
+        if o.report:
+            lines.append(f"- report: [{o.report}]({o.report})")
     return "\n".join(lines) + "\n"

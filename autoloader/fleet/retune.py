@@ -1,21 +1,16 @@
 """``autoloader retune REGISTRY``: re-tune every dataset a registry lists and report the drift.
 
-For each dataset, in order: build it in a process of its own, bounded by its budget (its key
-needs its length and content: NOTE [ Content fingerprint ]; NOTE [ A dataset's key is read in a
-process of its own ]), find its last good result on this hardware, else the nearest other hardware's
-(store/history.py), start from it (search/warm.py: the stored pick and its neighbours first, and an early
-stop when it still holds), keep the new result in the dated history, and judge the drift
-(NOTE [ Drift ] in tuning/compare.py). One dataset failing does not stop the others. The run's report
-(markdown and JSON) is written under the reports folder, dated (a name no other run has, even one
-started in the same second), and as ``latest``; the folders are checked before anything is tuned,
-and a report that still cannot be written (a disk that filled meanwhile) is printed all the same.
+Each dataset's key is read in a process of its own (NOTE [ A dataset's key is read in a process
+of its own ]); its run starts from its previous result (fleet/warm.py, store/history.py); the new
+result is kept in the dated history and its drift judged (NOTE [ Drift ] in tuning/compare.py).
+One dataset failing does not stop the others. The report is written dated (a name no other run's
+has, even one started in the same second) and as ``latest``; the folders are checked before
+anything is tuned, and a report that still cannot be written is printed all the same.
 
-Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted: the 95%
-interval of its rate now over then lies wholly outside the threshold band, or another reason,
-5 a dataset is inconclusive: measured on a busy machine, or its interval still across the band
-after the rounds the budget held (drift elsewhere wins over it), 1 a dataset failed (that wins over both), 4 the
-report could not be written (that wins over the rest: the report printed says them); 2, bad
-registry or folders, is raised before anything runs (a UsageError).
+Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted (its 95% interval
+wholly past a threshold), 5 one is inconclusive (a busy machine, or its interval across the band;
+drift elsewhere wins), 1 one failed (wins over both), 4 the report could not be written (wins over
+the rest); 2, a bad registry or folder, is a UsageError raised before anything runs.
 """
 
 from __future__ import annotations
@@ -23,16 +18,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..api import built_problem
 from ..errors import AutoloaderError, AutoloaderWarning, Inconclusive, NotSaved, one_line
 from ..events import Progress, Retuned, RetuneStarted, WarmStarted, subscriber
 from ..inputs import hardware
 from ..inputs.home import resolve_out, writable
-from ..inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options
 from ..inputs.source import resolve_dataset
 from ..search.policy import Thresholds
 from ..store.durable import (
@@ -61,25 +54,21 @@ class Outcome:
     name: str
     status: str                      # a comparison's status (tuning/compare.py) or FAILED
     key: str | None = None
-    drift: compare_mod.Comparison | None = None
     error: str | None = None
     result_path: str | None = None
     history_path: str | None = None
-    warm: str | None = None          # where the run started from, in words
+    warm_start: str | None = None    # where the run started from, in words
     pick: dict | None = None
     samples_per_s: float | None = None
     trials: int = 0
     early_stop: bool = False
-    seconds: float | None = None
-    unkept: str | None = None        # why the result's dated copy could not be written
-    report_path: str | None = None   # its page (explain/page.py), with --report
+    tune_seconds: float | None = None
+    history_error: str | None = None   # why the result's dated copy could not be written
+    report: str | None = None          # its page (explain/page.py), with --report
+    drift: compare_mod.Comparison | None = None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "key": self.key, "error": self.error,
-                "result_path": self.result_path, "history_path": self.history_path, "warm_start": self.warm,
-                "pick": self.pick, "samples_per_s": self.samples_per_s, "trials": self.trials,
-                "early_stop": self.early_stop, "tune_seconds": self.seconds, "history_error": self.unkept,
-                "report": self.report_path,
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
                 "drift": self.drift.to_dict() if self.drift else None}
 
 
@@ -100,13 +89,10 @@ class RetuneReport:
     def exit_code(self) -> int:
         if self.write_error is not None:
             return UNWRITTEN_EXIT
-        if any(o.status == FAILED for o in self.outcomes):
-            return FAILED_EXIT
-        if any(o.status == compare_mod.DRIFTED for o in self.outcomes):
-            return DRIFTED_EXIT
-        if any(o.status == compare_mod.INCONCLUSIVE for o in self.outcomes):
-            return INCONCLUSIVE_EXIT
-        return OK_EXIT
+        statuses = {o.status for o in self.outcomes}   # a failure wins over drift, drift over inconclusive
+        return next((code for status, code in ((FAILED, FAILED_EXIT), (compare_mod.DRIFTED, DRIFTED_EXIT),
+                                               (compare_mod.INCONCLUSIVE, INCONCLUSIVE_EXIT)) if status in statuses),
+                    OK_EXIT)
 
     @property
     def verdict(self) -> str:
@@ -149,7 +135,8 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
     progress = subscriber(progress) or (lambda event: None)
     out = resolve_out(out or registry.fleet.get("out"))
     storage = storage or registry.fleet.get("storage")
-    folder = reports or registry.fleet.get("reports") or os.path.join(out, "retune", registry.name)
+    named = os.path.splitext(os.path.basename(registry.path))[0]
+    folder = reports or registry.fleet.get("reports") or os.path.join(out, "retune", named)
     # Every folder and the storage checked before the first dataset is tuned: found bad after
     # the last one, they would cost the whole run's report.
     writable(out)
@@ -170,26 +157,21 @@ def retune(registry: Registry, *, out: str | None = None, storage: str | None = 
 # NOTE [ A dataset's key is read in a process of its own ]
 # A dataset's key needs the dataset built and its length and first, middle and last samples read
 # (NOTE [ Content fingerprint ] in inputs/content.py): the user's code, which may crash in native
-# code (a segfault), exit the process (``os._exit``) or hang. ``tune`` meets all of it in its
-# trial process; ``retune`` reads each key in a spawned child of its own (``read_key``), bounded
-# by the dataset's budget, so that a dataset that crashes, exits or hangs there is a FAILED entry
-# naming its cause, the child ended, and the other datasets still run and the report is still
-# written. The key is read before the dataset's run, as it was in retune's own process: the
-# run's budget starts after it, so a dataset takes at most twice its budget. The child sends
-# back the problem (what a Run needs: the recipes, not the dataset) and the warnings the build
-# gave, which are warned here.
+# code, exit the process or hang. ``retune`` reads each key in a spawned child (``read_key``)
+# bounded by the dataset's budget, so such a dataset is a FAILED entry naming its cause, the child
+# ended, and the other datasets and the report go on. The run's budget starts once the key is
+# read, so a dataset takes at most twice its budget. The child sends back the problem (the recipes
+# a Run needs, not the dataset) and the warnings the build gave, which are warned here.
 def _key_child(entry: Entry, conn) -> None:
     """In the child: build ``entry``'s dataset, read its key, send ("ok", problem, warnings) or
     ("failed", why, warnings)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            settings = entry.settings
             built = resolve_dataset(entry.dataset.load(), entry.dataset.name)
-            problem = built_problem(built, entry.dataset, step=entry.step, batch_sizes=entry.batch_sizes,
-                                    device=settings.get("device"), fixed_kwargs=entry.options,
-                                    version=entry.version)
-            answer = ("ok", problem)
+            answer = ("ok", built_problem(built, entry.dataset, step=entry.step, batch_sizes=entry.batch_sizes,
+                                          device=entry.settings.get("device"), fixed_kwargs=entry.options,
+                                          version=entry.version))
         except AutoloaderError as exc:
             answer = ("failed", str(exc))
         except Exception as exc:  # noqa: BLE001 - the user's dataset raised while being built
@@ -202,13 +184,9 @@ def _key_child(entry: Entry, conn) -> None:
     conn.close()
 
 
-class KeyReadFailed(Exception):
-    """The dataset's key could not be read: its message says why."""
-
-
 def read_key(entry: Entry, within_s: float):
     """``entry``'s problem, its key read in a spawned child bounded by ``within_s`` seconds (NOTE
-    [ A dataset's key is read in a process of its own ]); KeyReadFailed saying why not."""
+    [ A dataset's key is read in a process of its own ]); an AutoloaderError saying why not."""
     import multiprocessing as mp
 
     context = mp.get_context("spawn")
@@ -216,22 +194,16 @@ def read_key(entry: Entry, within_s: float):
     child = context.Process(target=_key_child, args=(entry, theirs), name=f"autoloader-key-{entry.name}")
     child.start()
     theirs.close()
-    deadline = time.monotonic() + within_s
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise KeyReadFailed(f"reading the dataset's key (building it, its length and its first, middle and "
-                                    f"last samples) did not end within its budget of {within_s:g} s; it was "
-                                    "stopped. Fix: make the dataset build and read a sample faster, or raise its "
-                                    "budget in the registry")
-            if mine.poll(min(left, 0.2)):
-                try:
-                    status, value, said = mine.recv()
-                    break
-                except EOFError:   # closed with no answer: the child ended
-                    child.join(5)
-                    raise KeyReadFailed(_ended(child.exitcode)) from None
+        if not mine.poll(within_s):   # true once it answered, or ended (then recv finds the pipe closed)
+            raise AutoloaderError(f"{_READING} did not end within its budget of {within_s:g} s; it was stopped. "
+                                "Fix: make the dataset build and read a sample faster, or raise its budget in "
+                                "the registry")
+        try:
+            status, value, said = mine.recv()
+        except EOFError:   # closed with no answer: the child ended
+            child.join(5)
+            raise AutoloaderError(_ended(child.exitcode)) from None
     finally:
         mine.close()
         if child.is_alive():
@@ -240,8 +212,11 @@ def read_key(entry: Entry, within_s: float):
     for category, message in said:
         warnings.warn(message, category, stacklevel=2)
     if status != "ok":
-        raise KeyReadFailed(value)
+        raise AutoloaderError(value)
     return value
+
+
+_READING = "reading the dataset's key (building it, its length and its first, middle and last samples)"
 
 
 def _ended(code: int | None) -> str:
@@ -251,22 +226,18 @@ def _ended(code: int | None) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return (f"the process reading the dataset's key (building it, its length and its first, middle and last "
-                f"samples) was ended by {name}: a crash in the dataset's code or a library it calls. Fix: run the "
-                "dataset alone (len(ds), ds[0], ds[len(ds) - 1]) to find it")
-    return (f"the process reading the dataset's key (building it, its length and its first, middle and last "
-            f"samples) exited with code {code} before it was done: the dataset's code (or its module) ended the "
-            "process (sys.exit or os._exit). Fix: let the dataset return, not exit, when it is built and read")
+        return (f"the process {_READING} was ended by {name}: a crash in the dataset's code or a library it calls. "
+                "Fix: run the dataset alone (len(ds), ds[0], ds[len(ds) - 1]) to find it")
+    return (f"the process {_READING} exited with code {code} before it was done: the dataset's code (or its "
+            "module) ended the process (sys.exit or os._exit). Fix: let the dataset return, not exit, when it is "
+            "built and read")
 
 
 def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, progress, pages: bool = False) -> Outcome:
-    settings = entry.settings
     try:
-        options = Options.build(settings.get("budget", DEFAULT_BUDGET_S),
-                                settings.get("trial_timeout", DEFAULT_TRIAL_TIMEOUT_S),
-                                settings.get("max_memory"), out, storage, thresholds)
+        options = entry.run_options(out, storage, thresholds)
         problem = read_key(entry, options.budget)
-    except (KeyReadFailed, AutoloaderError) as exc:
+    except AutoloaderError as exc:
         return Outcome(entry.name, FAILED, error=str(exc))
     fingerprint, key = problem.hardware.fingerprint, problem.key
     path = result_path(out, fingerprint, key)
@@ -277,19 +248,14 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
             warm = warm_plan(previous(out, problem.hardware, key, storage, set_aside=True), problem)
             progress(WarmStarted(entry.name, key, warm))
             result = Run(problem, options, progress, warm_start=warm.start).run()
-        except NotSaved as exc:
-            if exc.result is None:
-                return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm and warm.describe())
-            # Chosen but not stored: a failure of this dataset's re-tune, with its pick kept in the report.
-            return _outcome(entry, exc.result, FAILED, warm, error=str(exc))
-        except Inconclusive as exc:   # nothing measured, for the machine's or the clock's reason: exit 5
-            return Outcome(entry.name, compare_mod.INCONCLUSIVE, key=key, error=str(exc),
-                           warm=warm and warm.describe())
-        except AutoloaderError as exc:
-            return Outcome(entry.name, FAILED, key=key, error=str(exc), warm=warm and warm.describe())
         except Exception as exc:  # noqa: BLE001 - reported per dataset; the others still run
-            return Outcome(entry.name, FAILED, key=key, error=f"{type(exc).__name__}: {exc}",
-                           warm=warm and warm.describe())
+            if isinstance(exc, NotSaved) and exc.result is not None:
+                # Chosen but not stored: a failure of this dataset's re-tune, with its pick kept in the report.
+                return _outcome(entry, exc.result, FAILED, warm, error=str(exc))
+            # Inconclusive: nothing measured, for the machine's or the clock's reason (exit 5).
+            status = compare_mod.INCONCLUSIVE if isinstance(exc, Inconclusive) else FAILED
+            error = str(exc) if isinstance(exc, AutoloaderError) else f"{type(exc).__name__}: {exc}"
+            return Outcome(entry.name, status, key=key, error=error, warm_start=warm and warm.describe())
     # Saved by the run: what follows is the report of it, and none of it can lose the pick.
     # The first result: a baseline, unless measured on a busy machine (then inconclusive, and no baseline).
     judged = result.since or compare_mod.compare(None, result, thresholds)
@@ -305,22 +271,21 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
         except Exception as exc:  # noqa: BLE001 - the result stands; only its page is missing
             warnings.warn(AutoloaderWarning(f"{entry.name}: its report page was not written "
                                             f"({type(exc).__name__}: {one_line(exc)})"), stacklevel=2)
+    kept = unkept = None
     try:
         kept = record(out, fingerprint, key, result)
     except OSError as exc:   # the result is stored; its dated copy is not, and the report says so
-        return _outcome(entry, result, judged.status, warm, error=None, unkept=write_failure(
-            "the result's dated copy", os.path.dirname(path), exc), report_path=page, judged=judged)
-    return _outcome(entry, result, judged.status, warm, history_path=kept, report_path=page, judged=judged)
+        unkept = write_failure("the result's dated copy", os.path.dirname(path), exc)
+    return _outcome(entry, result, judged.status, warm, history_path=kept, history_error=unkept, report=page,
+                    judged=judged)
 
 
-def _outcome(entry: Entry, result, status: str, warm, error: str | None = None, history_path: str | None = None,
-             unkept: str | None = None, report_path: str | None = None, judged=None) -> Outcome:
+def _outcome(entry: Entry, result, status: str, warm, error: str | None = None, judged=None, **kept) -> Outcome:
     judged = judged or result.since or compare_mod.Comparison(compare_mod.BASELINE)
     return Outcome(entry.name, status, key=result.tuned.dataset_key, drift=judged, error=error,
-                   result_path=result.path if error is None else None, history_path=history_path,
-                   warm=warm and warm.describe(), pick=result.config.loader_kwargs(),
-                   samples_per_s=result.samples_per_s, trials=len(result.trials), early_stop=result.early_stop,
-                   seconds=result.tune_seconds, unkept=unkept, report_path=report_path)
+                   result_path=result.path if error is None else None, warm_start=warm and warm.describe(),
+                   pick=result.config.loader_kwargs(), samples_per_s=result.samples_per_s, trials=len(result.trials),
+                   early_stop=result.early_stop, tune_seconds=result.tune_seconds, **kept)
 
 
 def write(report: RetuneReport, folder: str) -> RetuneReport:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..errors import usage
 from ..events.lines import provisional_text, rate
@@ -24,10 +24,10 @@ class Stored:
     """One stored result, as listed."""
     hardware: str
     key: str
-    pick: dict
+    config: dict
     samples_per_s: float
     finished_at: str | None
-    version: str | None
+    autoloader_version: str | None
     measurement_format: int | None
     where: str
     dataset: DatasetRecord | None = None
@@ -37,11 +37,8 @@ class Stored:
     device: str | None = None
 
     def to_dict(self) -> dict:
-        return {"hardware": self.hardware, "key": self.key, "config": self.pick, "samples_per_s": self.samples_per_s,
-                "finished_at": self.finished_at, "autoloader_version": self.version,
-                "measurement_format": self.measurement_format, "where": self.where,
-                "dataset": self.dataset.to_dict() if self.dataset else None, "busy": self.busy,
-                "step": self.step, "device": self.device}
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "step_known"},
+                "dataset": self.dataset.to_dict() if self.dataset else None}
 
     @property
     def what(self) -> str:
@@ -66,9 +63,8 @@ def _row(stored: TuneResult) -> Stored:
 
 
 def _all(out: str, storage: str | None, whole: bool = False) -> list[TuneResult]:
-    """Every stored result under ``out`` that passes its checks (one that fails is warned about,
-    naming it) and, with ``storage``, every complete run's pick in its studies that ``out`` does
-    not hold already."""
+    """Every stored result under ``out`` that passes its checks and, with ``storage``, every
+    complete run's pick in its studies that ``out`` does not hold already."""
     found = [stored for path in result_files(out) if (stored := load_result(path)) is not None]
     if storage is not None:
         open_reader(storage, must_exist=True).engine.dispose()   # one that is not there is not made
@@ -78,8 +74,7 @@ def _all(out: str, storage: str | None, whole: bool = False) -> list[TuneResult]
 
 
 def listing(out: str, storage: str | None = None) -> list[Stored]:
-    """Every stored result under ``out`` (``<fingerprint>/<key>.json``) and, with ``storage``,
-    every complete run's pick in its studies; by hardware, key."""
+    """Every stored result (``_all``), by hardware and key."""
     return sorted((_row(s) for s in _all(out, storage)), key=lambda r: (r.hardware, r.key))
 
 
@@ -111,9 +106,8 @@ RESULT_FILE = ("the file must be an autoloader result that passes its checks, at
 
 def _named_file(name: str) -> TuneResult:
     """The result a file named on the command line holds, read and never written (NOTE [ A bad
-    result file ] in store/door.py): only a ``.json`` file whose checked record puts it at its
-    own path (its folder the hardware's fingerprint, its name the key) is a result; anything else
-    is refused as not an autoloader result, and left as it is."""
+    result file ] in store/door.py): only a ``.json`` file whose checked record puts it at its own
+    path (<fingerprint>/<key>.json) is a result; anything else is refused, and left as it is."""
     if not name.endswith(".json"):
         raise usage(RESULT_FILE, f"{name}: not an autoloader result (not a .json file)",
                     "pass a <key>.json that `autoloader show` lists, or its key")
@@ -144,10 +138,6 @@ def report_beside(out: str, found: TuneResult) -> str:
     return result_path(out, found.hardware.fingerprint or "unknown", found.dataset_key)
 
 
-def _pick(kwargs: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in kwargs.items())
-
-
 def listing_text(rows: list[Stored]) -> str:
     if not rows:
         return "autoloader: nothing stored yet"
@@ -156,54 +146,47 @@ def listing_text(rows: list[Stored]) -> str:
         lines += ["", fingerprint]
         for r in (r for r in rows if r.hardware == fingerprint):
             form = r.measurement_format if r.measurement_format is not None else "?"
-            by = f"autoloader {r.version or '?'}, format {form}"
-            lines.append(f"  {r.key}")
-            lines.append(f"    {r.what}")
-            lines.append(f"    {_pick(r.pick)}")
             busy = ", measured on a busy machine (no baseline)" if r.busy else ""
-            lines.append(f"    {rate(r.samples_per_s, ' samples/s')}, tuned {r.finished_at or 'undated'}, {by}{busy}")
+            lines += [f"  {r.key}", f"    {r.what}", "    " + ", ".join(f"{k}={v}" for k, v in r.config.items()),
+                      f"    {rate(r.samples_per_s, ' samples/s')}, tuned {r.finished_at or 'undated'}, autoloader "
+                      f"{r.autoloader_version or '?'}, format {form}{busy}"]
     return "\n".join(lines[1:]) + "\n"
 
 
 def result_text(result: TuneResult) -> str:
-    lines = [f"{result.dataset_key} on {result.hardware.fingerprint}", f"  from {result.where}"]
+    tuned, inputs, d, made, threads = result.tuned, result.inputs, result.dataset, result.provenance, result.threads
     # What is handed out, as load_result checked it: keys no run sets are not shown as settings.
-    lines += [f"  {k:<20} {v}" for k, v in result.config.loader_kwargs().items()]
-    lines.append(f"  {'samples/s':<20} {rate(result.samples_per_s, '')}")
-    if result.tuned.provisional:
-        lines.append(f"  {'provisional':<20} {provisional_text(result.tuned.provisional)}")
-    if result.tuned.baseline_samples_per_s:
-        lines.append(f"  {'num_workers=0':<20} {rate(result.tuned.baseline_samples_per_s, '')}")
-    inputs = result.inputs
+    rows = [*result.config.loader_kwargs().items(), ("samples/s", rate(result.samples_per_s, ""))]
+    if tuned.provisional:
+        rows.append(("provisional", provisional_text(tuned.provisional)))
+    if tuned.baseline_samples_per_s:
+        rows.append(("num_workers=0", rate(tuned.baseline_samples_per_s, "")))
     if inputs is not None:
-        lines.append(f"  {'step':<20} {(inputs.step_identity or inputs.step) or 'none'}"
-                     + (f" (given as {inputs.step})" if inputs.step_identity and inputs.step else ""))
+        rows.append(("step", f"{(inputs.step_identity or inputs.step) or 'none'}"
+                     + (f" (given as {inputs.step})" if inputs.step_identity and inputs.step else "")))
     if result.knee is not None and profiled(result):
-        lines.append(f"  {'worker knee':<20} stops paying at {result.knee.stops_paying}, peak at {result.knee.peak}")
-    d = result.dataset
+        rows.append(("worker knee", f"stops paying at {result.knee.stops_paying}, peak at {result.knee.peak}"))
     if d is not None and d != DatasetRecord():
-        lines.append(f"  {'dataset':<20} {d.name}, {d.length} samples, content {d.content}"
-                     + (f", version {d.version}" if d.version else ""))
-    made = result.provenance
+        rows.append(("dataset", f"{d.name}, {d.length} samples, content {d.content}"
+                     + (f", version {d.version}" if d.version else "")))
     form = made.measurement_format if made is not None and made.measurement_format is not None else "?"
-    lines.append(f"  {'measured':<20} {result.finished_at or 'undated'} by autoloader "
-                 f"{(made.autoloader_version if made else None) or '?'}, format {form}")
+    rows.append(("measured", f"{result.finished_at or 'undated'} by autoloader "
+                 f"{(made.autoloader_version if made else None) or '?'}, format {form}"))
     if result.trials:
-        held = " (warm start held)" if result.early_stop else ""
-        lines.append(f"  {'trials':<20} {len(result.trials)}{held}")
+        rows.append(("trials", f"{len(result.trials)}{' (warm start held)' if result.early_stop else ''}"))
     # The table's and the page's caveats, from the same function: where the rate is from, the
     # rule, the machine's load (a run's mark, which keeps the pick alone, has its load).
-    rows = caveats(result) if not result.partial else [("machine load", t) for t in load_lines(result.load)]
-    lines += [f"  {label if i == 0 or rows[i - 1][0] != label else '':<20} {text}"
-              for i, (label, text) in enumerate(rows)]
-    threads = result.threads
+    rows += caveats(result) if not result.partial else [("machine load", t) for t in load_lines(result.load)]
     if threads is not None and threads.threads:
-        lines.append(f"  {'main threads':<20} {threads.threads}"
-                     + (f"; set torch.set_num_threads(1) in the training process ({threads.slower or 0:.1f}x faster "
-                        "with one thread here)" if threads.advise else ""))
+        rows.append(("main threads", f"{threads.threads}" + (
+            f"; set torch.set_num_threads(1) in the training process ({threads.slower or 0:.1f}x faster with one "
+            "thread here)" if threads.advise else "")))
+    lines = [f"{result.dataset_key} on {result.hardware.fingerprint}", f"  from {result.where}"]
+    lines += [f"  {label if i == 0 or rows[i - 1][0] != label else '':<20} {text}"   # a label once per run of it
+              for i, (label, text) in enumerate(rows)]
     if result.nodes is not None:   # the tuned graph, as code: search/nodes.py
         lines += ["", "  the tuned torchdata.nodes graph:", ""]
-        measured = f"{rate(result.samples_per_s, ' samples/s')} on {result.tuned.device}"
+        measured = f"{rate(result.samples_per_s, ' samples/s')} on {tuned.device}"
         lines += [f"    {line}".rstrip() for line in graph_snippet(result.config, result.nodes, measured).splitlines()]
     return "\n".join(lines) + "\n"
 

@@ -1,16 +1,11 @@
 """Framework integrations: for users whose training loop builds the DataLoader for them.
 
-* ``lightning``: ``TunedDataModule``, a LightningDataModule whose ``train_dataloader`` is tuned
-  once per hardware and dataset, then read from the stored result (DDP ranks tune together).
-* ``huggingface``: ``tune_trainer(trainer)`` sets a ``Trainer``'s four ``dataloader_*``
-  arguments from a tune of its own train dataset, collator and batch size;
-  ``training_arguments(result)`` gives them for ``TrainingArguments(**...)``.
-* ``accelerate``: ``tuned_loader(dataset, ...)``, the loader to hand ``accelerator.prepare()``.
-* ``formats``: a result as DataLoader, TrainingArguments or Lightning source, with no framework
-  imported (what ``autoloader show --format`` prints).
-
-Each framework module imports its framework only when used, and says which ``pip install``
-brings it when it is missing; nothing here is imported by ``import autoloader``.
+``lightning`` (``TunedDataModule``, ``tuned_dataloader``), ``huggingface`` (``tune_trainer``,
+``training_arguments``), ``accelerate`` (``tuned_loader``, for ``accelerator.prepare()``), and
+``formats``: a result as DataLoader, TrainingArguments or Lightning source, with no framework
+imported (what ``autoloader show --format`` prints). Each framework module imports its framework
+only when used, naming the ``pip install`` that brings it when it is missing; nothing here is
+imported by ``import autoloader``.
 """
 
 from __future__ import annotations
@@ -59,14 +54,6 @@ def check_dataset(dataset: Any, where: str, allow_none: bool = False) -> None:
                 f"{type(dataset).__name__} {_short(dataset)}",
                 "pass the training set itself (e.g. torchvision.datasets.ImageFolder('train/')), the function "
                 "that builds it, or 'data.py:make'")
-
-
-def check_object(obj: Any, where: str, kind: str, needs: tuple[str, ...], fix: str) -> None:
-    """``obj`` has the attributes a framework's ``kind`` has (``needs``), or a clear error."""
-    missing = [name for name in needs if not hasattr(obj, name)]
-    if missing:
-        raise usage(f"{where} takes a {kind} (it reads its {', '.join(needs)})",
-                    f"{type(obj).__name__} {_short(obj)}, without {', '.join(missing)}", fix)
 
 
 def _short(obj: Any) -> str:

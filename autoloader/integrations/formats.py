@@ -1,10 +1,8 @@
 """A tuned result in the forms the training frameworks take, with no framework (and no torch)
 imported: DataLoader keyword arguments, ``TrainingArguments``' ``dataloader_*`` fields, and the
-source of a Lightning ``train_dataloader``. What ``autoloader show --format`` prints.
-
-Every function takes any form a result comes in (``result_settings``): a ``TuneResult``, a
-``TunedConfig``, a ``LoaderConfig``, a stored result as read from its JSON file (or printed by
-``autoloader show --json``), a DataLoader keyword mapping, or a built DataLoader.
+source of a Lightning ``train_dataloader`` (what ``autoloader show --format`` prints). Every
+function takes a result in any form (``result_settings``): a ``TuneResult``, a ``TunedConfig``, a
+``LoaderConfig``, a stored result's JSON, a DataLoader keyword mapping, or a built DataLoader.
 """
 
 from __future__ import annotations
@@ -23,26 +21,16 @@ FORMATS = ("kwargs", "hf", "lightning")
 
 def hf_knobs() -> list[Knob]:
     """The knobs a ``TrainingArguments`` field expresses (each knob's ``hf``), in the order the
-    fields are printed. The batch size's, per_device_train_batch_size, is set by the user and
-    honoured by the tune: it comes only on request."""
+    fields are printed; the batch size's (the user's, honoured by the tune) only on request."""
     return sorted((k for k in SETTINGS if k.hf is not None), key=lambda k: k.hf.rank)
-
-
-def hf_fields() -> dict[str, str]:
-    """TrainingArguments' field for each knob it expresses but the batch size: {knob name: field}."""
-    return {k.name: k.hf.name for k in hf_knobs() if not k.hf.on_request}
 
 
 def result_settings(result: Any) -> LoaderConfig:
     """The tuned settings of ``result``, whichever form it comes in (module docstring)."""
-    tuned = getattr(result, "tuned", None)         # a TuneResult
-    if tuned is not None:
-        result = tuned
-    inner = getattr(result, "config", None)        # a TunedConfig
-    if isinstance(inner, LoaderConfig):
-        return inner
-    if isinstance(result, LoaderConfig):
-        return result
+    result = getattr(result, "tuned", result)   # a TuneResult's TunedConfig
+    for config in (getattr(result, "config", None), result):   # a TunedConfig's, or a LoaderConfig
+        if isinstance(config, LoaderConfig):
+            return config
     if isinstance(result, dict):
         data = result.get("config", result)       # a stored result, or its "config" alone
         if isinstance(data, dict) and _required() <= data.keys():
@@ -66,9 +54,8 @@ def dataloader_kwargs(result: Any) -> dict:
 
 
 def training_arguments(result: Any, *, batch_size: bool = False) -> dict:
-    """The tuned settings as ``TrainingArguments`` fields: a ``dataloader_*`` one per knob that
-    has one (``hf_knobs``; one left out at its default, ``omit_default``, is there only when the
-    pick sets it, which needs a transformers that has it). ``batch_size=True`` adds
+    """The tuned settings as ``TrainingArguments`` fields (``hf_knobs``; an ``omit_default`` knob's
+    only where the pick sets it, which needs a transformers that has it). ``batch_size=True`` adds
     ``per_device_train_batch_size``, for a tune that searched it."""
     config = result_settings(result)
     return {k.hf.name: config[k] for k in hf_knobs()
@@ -77,9 +64,7 @@ def training_arguments(result: Any, *, batch_size: bool = False) -> dict:
 
 def tuned_iterable(result: Any) -> bool:
     """Whether ``result`` was tuned on an IterableDataset (which DataLoader refuses ``shuffle``
-    for): its problem's key says so (a TuneResult, a TunedConfig, a stored result), or the
-    DataLoader's dataset is iterable. False where the form does not say (a LoaderConfig, keyword
-    arguments)."""
+    for), as its key or its DataLoader's dataset says; False where its form does not say."""
     if getattr(result, "_dataset_kind", None) == 1:   # a DataLoader over an IterableDataset
         return True
     tuned = getattr(result, "tuned", result)
@@ -88,10 +73,9 @@ def tuned_iterable(result: Any) -> bool:
 
 
 def lightning_source(result: Any, iterable: bool | None = None) -> str:
-    """Python source of a ``train_dataloader`` method with the tuned settings, to paste into a
-    LightningModule or LightningDataModule that keeps its dataset as ``self.train_dataset``;
-    shuffled unless the result was tuned on an IterableDataset (``iterable``, read from the
-    result when not given)."""
+    """Python source of a ``train_dataloader`` method with the tuned settings over
+    ``self.train_dataset``; shuffled unless tuned on an IterableDataset (``iterable``, else read
+    from the result)."""
     config = result_settings(result)
     iterable = tuned_iterable(result) if iterable is None else iterable
     args = ["self.train_dataset", *([] if iterable else ["shuffle=True"]), *_keywords(config.loader_kwargs())]
@@ -120,11 +104,9 @@ def render(result: Any, form: str) -> str:
 
 
 def _nodes_form(result: Any, form: str) -> str:
-    """A torchdata.nodes graph's pick in ``form``: no DataLoader takes its settings (``method``,
-    ``in_order``, ``max_concurrent``), so ``kwargs`` is the code that builds the tuned graph
-    (``show`` prints it too), ``lightning`` a ``train_dataloader`` that calls the graph's factory
-    with them; ``hf`` (a DataLoader's fields) and a graph given as built (no factory to call) are
-    a usage error saying what to pass instead."""
+    """A torchdata.nodes graph's pick in ``form``, which no DataLoader takes: ``kwargs`` is the code
+    that builds the tuned graph, ``lightning`` a ``train_dataloader`` calling its factory; ``hf``,
+    or ``lightning`` for a graph given built (no factory to call), is a usage error."""
     from ..search.nodes import FACTORY, graph_snippet
 
     graph = getattr(result, "nodes", None)

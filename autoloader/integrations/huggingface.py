@@ -1,30 +1,18 @@
 """Hugging Face ``Trainer``: its ``dataloader_*`` arguments, tuned for its own train loader.
 
-The recipe::
-
-    from autoloader.integrations.huggingface import tune_trainer
-    tune_trainer(trainer)          # trainer = Trainer(model=..., args=..., train_dataset=..., data_collator=...)
-    trainer.train()
-
-``tune_trainer`` tunes (or, once tuned on this machine, finds the stored result for) what
+``tune_trainer(trainer)`` tunes (or finds the stored result for) what
 ``Trainer.get_train_dataloader`` loads: ``trainer.train_dataset``, shuffled, in batches of
-``args.train_batch_size``, through the collator the Trainer applies (``trainer.data_collator``,
-wrapped as the Trainer wraps it to drop the columns ``model.forward`` does not take when
-``remove_unused_columns``), ``drop_last`` and the multiprocessing context as ``args`` say; then
-it sets the ``args.dataloader_*`` field of each tuned setting that has one
-(``formats.hf_fields()``: the worker count, pinning, persistence, prefetch depth), which the
-Trainer reads each time it builds a loader. Without a Trainer at hand, ``TrainingArguments(...,
-**training_arguments(result))`` takes a ``tune()`` result (or a stored one) the same way.
+``args.train_batch_size``, through the collator as the Trainer wraps it (dropping the columns
+``model.forward`` does not take when ``remove_unused_columns``), ``drop_last`` and the
+multiprocessing context as ``args`` say; then it sets the ``args.dataloader_*`` field of each
+tuned setting that has one (``formats.hf_knobs()``), which the Trainer reads each time it builds a
+loader. Without a Trainer, ``TrainingArguments(..., **training_arguments(result))``.
 
-The collator and the dataset reach the tuner's trial process pickled (it is started with
-spawn): a module-level function (``default_data_collator``) or a collator object of module-level
-classes (``DataCollatorWithPadding`` with its tokenizer) travels; a lambda or a closure does
-not, and ``tune_trainer`` then refuses it at once, before any trial, naming it and the fix.
-
-Under ``torchrun`` / ``accelerate launch`` every rank calls ``tune_trainer`` alike and the ranks
-tune together (NOTE [ Tuning a node's ranks ] in node/__init__.py): each trial reads a
-DistributedSampler shard per rank, as the Trainer's prepared loader reads its shard of the
-batches per rank.
+The collator and the dataset reach the trial process pickled (it is started with spawn): a
+lambda or a closure does not travel, and ``tune_trainer`` refuses it before any trial. Under
+``torchrun`` / ``accelerate launch`` the ranks tune together (NOTE [ Tuning a node's ranks ] in
+node/__init__.py), each trial reading a DistributedSampler shard per rank, as the Trainer's
+prepared loader reads its shard of the batches.
 """
 
 from __future__ import annotations
@@ -43,14 +31,11 @@ __all__ = ["TrainerCollator", "training_arguments", "tune_trainer"]
 
 
 class TrainerCollator:
-    """The Trainer's collator as its train loader applies it, named by what it wraps.
-
-    The stored result's key names the DataLoader arguments by their ``repr``; the Trainer's own
-    column-dropping wrapper has none (the same text for every collator), so this one names the
-    collator inside and the columns kept, and a new collator is a new key. A batch that is a
-    mapping but no dict (a ``BatchEncoding``) is handed on as a dict: the trial's default
-    consumer moves a dict's tensors to the device, and the tensors, their pinning and their copy
-    are the same."""
+    """The Trainer's collator as its train loader applies it, named by what it wraps: the stored
+    result's key names the DataLoader arguments by their ``repr``, the same for every collator the
+    Trainer's column-dropping wrapper holds, so a new collator or columns kept is a new key. A batch
+    that is a mapping but no dict (a ``BatchEncoding``) is handed on as a dict, whose tensors the
+    trial's default consumer moves to the device (the same tensors, pinning and copy)."""
 
     def __init__(self, collate: Any, name: str):
         self.collate = collate
@@ -67,19 +52,9 @@ class TrainerCollator:
 
 
 def trainer_inputs(trainer: Any) -> tuple[Any, dict]:
-    """(the dataset, the DataLoader arguments) that ``trainer.get_train_dataloader`` uses, less
-    the tuned settings and the sampler (the tune shuffles, as the Trainer's RandomSampler).
-
-    Args:
-        trainer: a ``transformers.Trainer`` with a train dataset.
-
-    Returns:
-        ``(dataset, fixed)``: the dataset as the Trainer reads it and the DataLoader arguments it
-        fixes (``collate_fn``, and ``drop_last``/``multiprocessing_context`` when set).
-
-    Raises:
-        UsageError: the trainer has no train dataset.
-    """
+    """(the dataset as the Trainer reads it, the DataLoader arguments it fixes) of
+    ``trainer.get_train_dataloader``, less the tuned settings and the sampler (the tune shuffles,
+    as the Trainer's RandomSampler); a UsageError when it has no train dataset."""
     args = trainer.args
     dataset = trainer.train_dataset
     if dataset is None:
@@ -106,9 +81,8 @@ def trainer_inputs(trainer: Any) -> tuple[Any, dict]:
 
 def tune_trainer(trainer: Any, **options) -> dict:
     """Tune ``trainer``'s train loader (module docstring), set its ``args``' ``dataloader_*``
-    fields (``training_arguments``; a gated knob's field, such as out-of-order delivery's, where
-    this transformers has it), and return the fields set. ``options`` are ``best_loader()``'s: ``budget``, ``step``, ``out``,
-    ``max_memory``, ``trial_timeout``, ``version``, ... The batch size is the trainer's own.
+    fields (``training_arguments``; a gated knob's field where this transformers has it), and
+    return the fields set. The batch size is the trainer's own.
 
     Args:
         trainer: a ``transformers.Trainer`` with a train dataset and a picklable collator.

@@ -1,37 +1,23 @@
 """Lightning: a tuned ``train_dataloader``, tuned once per hardware and dataset, reused after.
 
-The recipe::
-
-    from autoloader.integrations.lightning import TunedDataModule
-    data = TunedDataModule(train_set, batch_size=64)       # any best_loader() argument: budget=, step=, ...
-    trainer.fit(model, datamodule=data)
-
-``TunedDataModule`` is a ``lightning.pytorch.LightningDataModule`` whose ``train_dataloader()``
-is ``best_loader()``: the first fit on a machine tunes (within ``budget``) and stores the
-result; every later fit, in this process or another, finds it and tunes nothing. Subclass it to
-add ``setup()`` (set ``self.train_dataset`` there) or a ``val_dataloader()``; ``self.settings``
-holds the tuned DataLoader settings once ``train_dataloader()`` ran. Inside your own
-LightningModule or DataModule (``pytorch_lightning`` too), ``tuned_dataloader(dataset,
-trainer=self.trainer, batch_size=64)`` is the same loader.
+``TunedDataModule(train_set, batch_size=64)`` is a ``LightningDataModule`` whose
+``train_dataloader()`` is ``best_loader()``; ``tuned_dataloader(dataset, trainer=self.trainer,
+batch_size=64)`` is the same loader inside your own module (``pytorch_lightning`` too).
 
 # NOTE [ Lightning's ranks and samplers ]
 # * Ranks. Under DDP Lightning starts the ranks and initialises torch.distributed before it
 #   asks for ``train_dataloader()``, on every rank. ``best_loader`` then sees WORLD_SIZE > 1 and
 #   takes its node path (NOTE [ Tuning a node's ranks ] in node/__init__.py) beside Lightning's
-#   own process group: a gloo group of its own, rank 0's stored-result lookup decides for all,
-#   rank 0 searches and stores while the others run every trial with it on their shards, and
-#   every rank gets the same per-rank config. One node only: ``num_nodes > 1`` is refused here, since
-#   Lightning's launcher does not set LOCAL_WORLD_SIZE, by which the node path tells nodes apart.
+#   own process group, and every rank gets the same per-rank config. One node only:
+#   ``num_nodes > 1`` is refused here, since Lightning's launcher does not set LOCAL_WORLD_SIZE,
+#   by which the node path tells nodes apart.
 # * Samplers. With ``use_distributed_sampler=True`` (the default) and a distributed strategy,
-#   Lightning re-creates a train loader with a DistributedSampler of its own, unless the loader
-#   already has one: ``_requires_distributed_sampler`` in
-#   lightning/pytorch/trainer/connectors/data_connector.py asks ``not isinstance(dataloader.sampler,
-#   DistributedSampler)``. Under DDP ``best_loader`` hands each rank a loader on a
-#   DistributedSampler shard (num_replicas = ranks, rank = this rank, shuffled, seed 0), so
-#   Lightning leaves that loader as it is, with its tuned settings, and calls the sampler's
-#   ``set_epoch`` every epoch (fit_loop.py's ``_set_sampler_epoch``). Its seed is 0, not
-#   Lightning's PL_GLOBAL_SEED. In one process (no distributed strategy) Lightning replaces no
-#   sampler, and the loader shuffles with a plain RandomSampler, as its trials did.
+#   Lightning re-creates a train loader with a DistributedSampler of its own unless the loader
+#   already has one (``_requires_distributed_sampler`` in trainer/connectors/data_connector.py).
+#   Under DDP ``best_loader`` hands each rank a loader on a DistributedSampler shard (shuffled,
+#   seed 0, not PL_GLOBAL_SEED), so Lightning leaves it as it is, with its tuned settings, and
+#   calls its ``set_epoch`` every epoch. In one process Lightning replaces no sampler, and the
+#   loader shuffles with a plain RandomSampler, as its trials did.
 # * Seeds. The tuned loader's ``worker_init_fn`` is autoloader's ``seed_worker``; Lightning adds
 #   its own (PL_SEED_WORKERS) only to a loader that has none.
 """
@@ -42,16 +28,15 @@ from typing import Any
 
 from ..api import applying, best_loader
 from ..errors import usage
-from . import check_dataset, check_object, require
+from . import _short, check_dataset, require
 
 __all__ = ["TunedDataModule", "tuned_dataloader"]
 
 
 def tuned_dataloader(dataset: Any, *, trainer: Any = None, batch_size: int | None = None, **options):
-    """``best_loader(dataset, batch_size=..., **options)`` for a Lightning ``trainer``: on its
-    device (``trainer.strategy.root_device``, unless ``device=`` is given) and, under DDP, tuned
-    by its ranks together (NOTE [ Lightning's ranks and samplers ] below). ``options`` are
-    ``best_loader``'s: ``budget=``, ``step=``, ``out=``, ..., and DataLoader arguments.
+    """``best_loader(dataset, batch_size=..., **options)`` on ``trainer``'s device (unless
+    ``device=`` is given) and, under DDP, tuned by its ranks together (NOTE [ Lightning's ranks
+    and samplers ]).
 
     Args:
         dataset: a Dataset, a factory of one, or a ``MODULE:ATTR`` spec.
@@ -68,30 +53,29 @@ def tuned_dataloader(dataset: Any, *, trainer: Any = None, batch_size: int | Non
     """
     check_dataset(dataset, "tuned_dataloader(dataset)")
     if trainer is not None:
-        check_object(trainer, "tuned_dataloader(trainer=)", "Lightning Trainer", ("strategy", "num_nodes"),
-                     "pass trainer=self.trainer from your LightningModule or DataModule, or leave trainer out "
-                     "(then pass device='cuda' or 'cpu')")
-        nodes = getattr(trainer, "num_nodes", 1)
-        if nodes > 1:
+        missing = [name for name in ("strategy", "num_nodes") if not hasattr(trainer, name)]
+        if missing:
+            raise usage("tuned_dataloader(trainer=) takes a Lightning Trainer (it reads its strategy, num_nodes)",
+                        f"{type(trainer).__name__} {_short(trainer)}, without {', '.join(missing)}",
+                        "pass trainer=self.trainer from your LightningModule or DataModule, or leave trainer out "
+                        "(then pass device='cuda' or 'cpu')")
+        if trainer.num_nodes > 1:
             raise usage("autoloader tunes the ranks of one node together, and this Trainer spans several nodes",
-                        f"num_nodes={nodes}", "tune once with Trainer(num_nodes=1) on one node of the kind; the "
-                        "stored result then serves every node of that kind")
-        if "device" not in options:
-            kind = getattr(getattr(getattr(trainer, "strategy", None), "root_device", None), "type", None)
-            if kind in ("cuda", "cpu"):
-                options["device"] = kind
+                        f"num_nodes={trainer.num_nodes}", "tune once with Trainer(num_nodes=1) on one node of the "
+                        "kind; the stored result then serves every node of that kind")
+        kind = getattr(getattr(trainer.strategy, "root_device", None), "type", None)
+        if "device" not in options and kind in ("cuda", "cpu"):
+            options["device"] = kind
     with applying("the Lightning train loader returned"):   # NOTE [ The closing line ] in api.py
         return best_loader(dataset, batch_size=batch_size, **options)
 
 
 def __getattr__(name: str):
     """``TunedDataModule`` on first use, so that importing this module needs no Lightning."""
-    if name == "TunedDataModule":
-        require("lightning.pytorch", "lightning", "autoloader.integrations.lightning.TunedDataModule")
-        if "TunedDataModule" not in globals():
-            globals()["TunedDataModule"] = _data_module()
-        return globals()["TunedDataModule"]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name != "TunedDataModule":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    require("lightning.pytorch", "lightning", "autoloader.integrations.lightning.TunedDataModule")
+    return globals().setdefault(name, _data_module())
 
 
 # NOTE [ A class built on first use that pickles ]
@@ -107,16 +91,15 @@ def _data_module() -> type:
     from torch.utils.data import DataLoader
 
     class TunedDataModule(lightning.LightningDataModule):
-        """A LightningDataModule whose train loader is tuned once per hardware and dataset
-        (this module's docstring). ``train_dataset``: a Dataset, a zero-argument factory
-        or a ``MODULE:ATTR`` spec, or None when ``setup()`` sets ``self.train_dataset``. ``options``:
-        ``best_loader``'s arguments (``budget``, ``step``, ``out``, ``version``, ...) and DataLoader
-        arguments (``collate_fn``, ``drop_last``, ...), used in every trial.
+        """A LightningDataModule whose train loader is tuned once per hardware and dataset. Subclass
+        it for ``setup()`` (set ``self.train_dataset`` there) or a ``val_dataloader()``.
 
         Args:
-            train_dataset: the train Dataset, factory or spec; None when ``setup()`` sets it.
+            train_dataset: the train Dataset, a zero-argument factory or a ``MODULE:ATTR`` spec;
+                None when ``setup()`` sets it.
             batch_size: the batch size (``best_loader()``'s default when None).
-            **options: ``best_loader()``'s arguments and DataLoader arguments.
+            **options: ``best_loader()``'s arguments (``budget``, ``step``, ``out``, ...) and
+                DataLoader arguments (``collate_fn``, ``drop_last``, ...), used in every trial.
 
         ``train_dataloader()`` returns the tuned DataLoader and sets ``self.settings`` (its
         DataLoader settings); it raises UsageError when there is no train dataset."""

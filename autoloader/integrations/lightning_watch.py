@@ -1,20 +1,14 @@
 """``WatchCallback``: ``autoloader.watch``'s reports for a Lightning fit, timed at the hooks.
 
-    from autoloader.integrations.lightning_watch import WatchCallback
-    trainer = Trainer(..., callbacks=[WatchCallback(every=100)])
-
 Lightning builds and iterates the train loader itself, so the callback times the loop at the
-hooks every fit calls rather than at ``next()``: a batch's wait is the time from the last
-``on_train_batch_end`` to this batch's ``on_train_batch_start`` (the fit loop fetching it, moving
-it to the device and its own bookkeeping), its step the time from there to its
-``on_train_batch_end`` (``training_step``, backward, the optimizer). The epoch's first batch is
-timed from ``on_train_epoch_start`` (its wait holds the workers' start) and left out, as
-``watch`` leaves it out. The figures, the verdict and the words are ``watch``'s (NOTE [ What the
-loop waits for ] in autoloader/watching.py), except that the queues are not read (the callback
-never holds the iterator), so a wait with workers counts as the workers', and the copy to the
-device is inside the wait here, where ``watch`` counts it in the step.
-
-Importing this module imports Lightning.
+hooks every fit calls rather than at ``next()``: a batch's wait runs from the last
+``on_train_batch_end`` to its ``on_train_batch_start`` (the fit loop fetching it, moving it to the
+device, its bookkeeping), its step from there to its ``on_train_batch_end``. The epoch's first
+batch (its wait holds the workers' start) is left out, as ``watch`` leaves it out. The figures,
+verdict and words are ``watch``'s (NOTE [ What the loop waits for ] in autoloader/watching.py),
+but the queues are not read (the callback never holds the iterator), so a wait with workers
+counts as the workers', and the copy to the device is in the wait, where ``watch`` counts it in
+the step. Importing this module imports Lightning.
 """
 
 from __future__ import annotations
