@@ -254,13 +254,6 @@ class _Tree:
         return host, c.num_workers * (c.prefetch_factor or 0) * self.sample_bytes * self.samples(c)
 
 
-def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history,
-                 worker_prior: int = 0, length: int | None = None, **growth) -> tuple[int, int]:
-    """Predicted (host bytes, /dev/shm bytes) of a config before running it: ``forecast_peak``'s."""
-    f = forecast_peak(config, runner_uss, runner_pss, sample_bytes, history, worker_prior, length, **growth)
-    return f.host_bytes, f.shm_bytes
-
-
 @dataclass(frozen=True)
 class MemoryLimits:
     """The limits a config's predicted memory must meet, fixed for the run: one rank's host

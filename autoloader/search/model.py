@@ -75,7 +75,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from .codec import Stored, stored
 from .methods import method_cost
@@ -344,9 +344,6 @@ class Model:
             return 0.0
         return self._steady(config.replace(persistent_workers=True), calib)[2]
 
-    def predict_all(self, configs: Iterable[LoaderConfig], calib: Calibration = Calibration()) -> dict:
-        return {c: self.predict(c, calib) for c in configs}
-
     def rate_range(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float]:
         """The lowest and highest rate ``config`` may have while the efficiency terms no burst has
         corrected yet are off by up to UNFITTED_STEP."""
@@ -356,14 +353,6 @@ class Model:
                 rates += [self.predict(config, replace(calib, **{term: getattr(calib, term) * f})).samples_per_s
                           for f in (UNFITTED_STEP, 1 / UNFITTED_STEP)]
         return min(rates), max(rates)
-
-    def uncertainty(self, config: LoaderConfig, calib: Calibration) -> float:
-        """The relative spread of ``config``'s prediction while the efficiency terms no burst has
-        corrected yet are off by up to UNFITTED_STEP: large for a config that rests on a stage no
-        burst has measured. (A corrected term's remaining error shows in the bursts themselves.)"""
-        base = self.predict(config, calib).samples_per_s
-        low, high = self.rate_range(config, calib)
-        return (high - low) / base if base else 0.0
 
     def model_error(self, history: Sequence[TrialResult], calib: Calibration) -> list[BurstError]:
         """Predicted against measured for each burst: how well the model did."""
