@@ -1,72 +1,52 @@
 """Predicting any config's rate, wait and restart cost from the profile: NOTE [ The pipeline model ].
 
-Pure functions over a ``Profile`` (profile.py) and measured ``TrialResult``s: nothing here runs a
-loader. The search asks the model which configs are worth a burst; the bursts then correct the
-model's efficiency terms (``Calibration``, fitted in calibration.py), and the model is asked again.
+Pure functions over a ``Profile`` and measured ``TrialResult``s: the search asks the model which
+configs are worth a burst; the bursts correct its efficiency terms (``Calibration``, fitted in
+calibration.py), and the model is asked again.
 
 # NOTE [ The pipeline model ]
-# A DataLoader with workers is a three-stage pipeline, simulated here batch by batch:
-#   workers    batch k goes to worker k mod n (DataLoader's round-robin); a worker makes its
-#              batches one after another, each taking a batch time drawn from the profile's
-#              per-sample costs (batch_size draws, summed, plus collate), slowed by the share of
-#              a core it gets: when the threads that want a CPU outnumber the CPUs, each gets
-#              its share, the loop's and the pin thread's too;
-#   pin thread with pin_memory, one thread receives each batch and copies it to page-locked
-#              memory, in arrival order;
-#   main       the training loop takes the batches (in index order, or as they come with
-#              in_order=False), copies each to the device (from pageable memory this blocks) and
-#              runs the step.
-# At most prefetch_factor x n batches are out at once: batch k + prefetch x n is handed to a
-# worker only when the main loop has taken batch k. So a slow batch at the head of the in-order
-# queue stalls the loop while the other workers' finished batches wait behind it, and a deeper
-# prefetch or out-of-order delivery lets the other workers run on: the simulation shows this
-# head-of-line blocking from the sampled tail without a rule for it. Without workers the main
-# process does every stage in turn. The rate the run sees charges each epoch one restart: the
-# refill of the drained pipeline, and without persistent workers their start-up before it.
-# Two efficiency terms are fitted to the bursts as they come in: ``worker`` scales the workers'
-# batch time (a worker's sample cost differs from the profile's, which ran in the trial process)
-# and ``main`` the main process's per-batch costs. Each is fitted only from bursts the model says
-# that stage bounds, so a burst limited by the step teaches nothing about the workers.
+# A DataLoader with workers is a three-stage pipeline, simulated batch by batch (simulate.py):
+#   workers    batch k goes to worker k mod n; each batch's time is drawn from the profile's
+#              per-sample costs (batch_size draws plus collate), slowed by the share of a core
+#              its worker gets when the threads that want a CPU outnumber the CPUs;
+#   pin thread with pin_memory, copies each batch to page-locked memory, in arrival order;
+#   main       the loop takes the batches (in index order, or as they come with in_order=False),
+#              copies each to the device and runs the step.
+# At most prefetch_factor x n batches are out: batch k + prefetch x n is handed out only when the
+# loop took batch k, so a slow batch at the head of the in-order queue stalls the loop, and a
+# deeper prefetch or out-of-order delivery lets the other workers run on (head-of-line blocking,
+# from the sampled tail, without a rule for it). Without workers the loop does every stage. Each
+# epoch is charged one restart: the refill of the drained pipeline, and without persistent
+# workers their start-up. Efficiency terms (``worker``, ``main``, ``pin``, ``local``) are fitted
+# to the bursts, each only from bursts the model says that stage bounds.
 
 # NOTE [ A busy worker's receive ]
-# A worker sends a batch's tensors as shared-memory file descriptors, and the receiving process
-# fetches each descriptor from a thread in that worker (multiprocessing's resource sharer). That
-# thread needs the worker's interpreter lock, which the worker's own Python code (a __getitem__
-# in Python) holds: the take can wait until that code lets go (a sleep, I/O, a switch, or the end
-# of the batch it is making). So a batch taken while its worker makes the next one costs the
-# receiver milliseconds more than one taken from an idle worker, whatever the batch's size. The profile times both (recv_s from idle workers,
-# recv_busy_s while the worker is busy); the model charges the extra by how busy the workers
-# are. It lands on whoever receives: the pin thread with pin_memory, where it overlaps the loop,
-# or the loop itself without, where the measured wait includes it (``_term`` in calibration.py).
-# Its size depends on how the worker's threads get scheduled (it can vanish on a loaded machine),
-# so it is measured where the trials run, never assumed.
+# A worker sends a batch's tensors as shared-memory descriptors, which the receiver fetches from
+# a thread in that worker; that thread needs the worker's interpreter lock, which the worker's
+# own Python code holds while it makes the next batch. So a batch taken from a busy worker costs
+# the receiver more than one from an idle worker, whatever its size. The profile times both
+# (recv_s idle, recv_busy_s busy) where the trials run, and the model charges the extra by how
+# busy the workers are, to whoever receives: the pin thread, or the loop without one.
 
 # NOTE [ The receive's two parts ]
-# Receiving a batch costs a part that grows with its bytes (the pages mapped and touched) and a
-# part that does not (a message, and a descriptor fetched for each tensor). The profile times the
-# receive at two sizes, its batch and one of a quarter of its samples, and the line through them
-# gives the fixed part (``Profile.recv_fixed_s``); the rest scales with the bytes. So a change
-# that shrinks the bytes (uint8 batches: explain/whatif.py) or the batch moves only the part that
-# moves, where scaling the whole receive promised a quarter of it for a quarter of the bytes.
+# Receiving a batch costs a part that grows with its bytes and one that does not (a message, a
+# descriptor a tensor). The profile times the receive at two batch sizes; the line through them
+# gives the fixed part (``Profile.recv_fixed_s``), so a change that shrinks the bytes or the
+# batch moves only the part that moves.
 
 # NOTE [ Others' demand ]
-# Other processes' threads want CPUs too. The driver measures what they took during the profile
-# (``Profile.others_cpus``, O of the C usable CPUs) while the profile's one thread wanted one.
-# Where O + 1 <= C nobody waited: they wanted O. Past that the CPUs were shared, each runnable
-# thread its even share, so the profile's thread got C - O and theirs, wanting D, got O:
-# D = O / (C - O). The processor sharing below counts D beside the pipeline's own demand, so a
-# config that wants more CPUs than the others leave is predicted slower, as it runs (the
-# profile's own costs are read without its waits for a CPU: NOTE [ A profile read under load ]
-# in probe/profiler.py).
+# The driver measures what other processes took during the profile (O of the C usable CPUs)
+# while its one thread wanted one. Where O + 1 <= C nobody waited: they wanted O. Past that each
+# runnable thread got an even share, so the profile's got C - O and theirs, wanting D, got O:
+# D = O / (C - O). The processor sharing counts D beside the pipeline's own demand, so a config
+# wanting more CPUs than the others leave is predicted slower, as it runs.
 
 # NOTE [ An epoch boundary of kept workers ]
-# With persistent_workers the iterator is reset at each epoch's end: the main process tells every
-# worker to resume and waits for each one's answer, then hands out the first prefetch x n indices
-# and waits for the next epoch's first batch. So the boundary costs more than one batch's work,
-# and more with every worker (one answer each, taken like a batch). A burst that crossed a
-# boundary measured it (NOTE [ Honest burst ] in probe/burst.py); once bursts did, their
-# boundaries, fitted as a base plus a cost per worker (calibration.py), stand for the model's
-# refill. On short epochs it decides how many workers pay: each one adds to every boundary.
+# With persistent_workers the main process tells every worker to resume at an epoch's end, waits
+# for each one's answer, hands out the first prefetch x n indices and waits for the next epoch's
+# first batch: a boundary costs more than one batch's work, and more with every worker. Once
+# bursts crossed one (NOTE [ Honest burst ] in probe/burst.py), their boundaries, fitted as a
+# base plus a cost per worker (calibration.py), stand for the model's refill.
 """
 
 from __future__ import annotations
@@ -86,16 +66,15 @@ from .settings import ORDER
 from .simulate import _bound, _simulate
 from .space import LoaderConfig
 
-# The others' demand read off the profile is at most this many times the CPUs (NOTE [ Others'
-# demand ]): past it the profile's thread got too little for the share to say more.
+# The others' demand is at most this many times the CPUs (NOTE [ Others' demand ]): past it the
+# profile's thread got too little for the share to say more.
 OTHERS_DEMAND_CAP = 4.0
 
 
 @dataclass(frozen=True)
 class Calibration(Stored):
-    """Efficiency terms fitted to the bursts: multipliers of the workers' batch time and the main
-    process's per-batch costs, and the fitted start-up of ``workers`` fresh workers
-    (``startup_base + startup_per_worker x workers``)."""
+    """Efficiency terms fitted to the bursts (multipliers of each stage's time), and the fitted
+    start-up and epoch boundary (``base + per_worker x workers``)."""
 
     worker: float = stored(1.0, positive=True)
     main: float = stored(1.0, positive=True)
@@ -104,14 +83,11 @@ class Calibration(Stored):
     local: float = stored(1.0, positive=True)          # the whole per-batch time without workers (its own bursts)
     startup_base: float | None = stored(None, signed=True)
     startup_per_worker: float = stored(0.0, signed=True)
-    # An epoch boundary of kept workers, as the bursts that crossed one measured it
-    # (``restart_base + restart_per_worker x workers``; NOTE [ An epoch boundary of kept workers ]).
     restart_base: float | None = stored(None, signed=True)
     restart_per_worker: float = stored(0.0, signed=True)
     worker_fits: int = 0          # bursts the worker term was fitted from
     main_fits: int = 0            # the loop's
     pin_fits: int = 0             # the pin thread's
-
 
 
 @dataclass(frozen=True)
@@ -128,10 +104,8 @@ class Prediction(Stored):
     workers_busy: float | None = None   # the share of the time the workers are making batches (None: none)
 
 
-
 def _step_factors(profile: Profile, count: int = 512) -> list[float]:
-    """Each simulated step's time over the mean step's, drawn from the profile's timed calls
-    (seeded, like the batch pool); all 1 where the step's calls were not timed."""
+    """Each simulated step's time over the mean, drawn (seeded) from the profile's timed calls."""
     calls = [c for c in profile.step_samples if c > 0]
     if len(calls) < 2:
         return [1.0]
@@ -141,8 +115,8 @@ def _step_factors(profile: Profile, count: int = 512) -> list[float]:
 
 
 def _batch_pool(profile: Profile, batch_size: int, count: int = 512) -> list[float]:
-    """Batch times of one worker at ``batch_size``: sums of sampled per-sample costs plus collate.
-    Seeded, so every config is simulated on the same batches (their differences are not noise)."""
+    """One worker's batch times at ``batch_size``, seeded: every config is simulated on the same
+    batches, so their differences are not noise."""
     rng = random.Random(batch_size)
     costs = profile.sample_s or (0.0,)
     collate = profile.collate_s * batch_size / profile.batch_size
@@ -165,19 +139,16 @@ class Model:
         return self._pools[batch_size]
 
     def recv_s(self, batch_size: int, busy: float) -> float:
-        """Receiving one batch from a worker that is busy ``busy`` of the time (NOTE [ A busy
-        worker's receive ]): a fixed part and one that grows with the batch (NOTE [ The
-        receive's two parts ])."""
+        """Receiving one batch from a worker busy ``busy`` of the time (NOTE [ A busy worker's
+        receive ], NOTE [ The receive's two parts ])."""
         p = self.profile
         extra = max(0.0, p.recv_busy_s - p.recv_s) if p.recv_busy_s is not None else 0.0
         fixed = min(p.recv_s, p.recv_fixed_s) if p.recv_fixed_s is not None else 0.0
-        # The wait for the worker's interpreter does not grow with the batch; the copy does.
         return fixed + (p.recv_s - fixed) * batch_size / p.batch_size + min(1.0, max(0.0, busy)) * extra
 
     @property
     def others_demand(self) -> float:
-        """The CPUs other processes' threads want, from what they took during the profile
-        (NOTE [ Others' demand ]); 0 where not measured."""
+        """The CPUs other processes' threads want (NOTE [ Others' demand ]); 0 where not measured."""
         p = self.profile
         taken = p.others_cpus or 0.0
         if taken <= 0:
@@ -187,14 +158,11 @@ class Model:
         return min(OTHERS_DEMAND_CAP * p.cpus, taken / max(p.cpus - taken, p.cpus / OTHERS_DEMAND_CAP))
 
     def _shared(self, demand: float, calib: Calibration) -> float:
-        """How much slower a thread's CPU work runs when ``demand`` threads of the pipeline and
-        the others' (NOTE [ Others' demand ]) share the CPUs: 1 while they fit."""
+        """How much slower CPU work runs when ``demand`` threads and the others' share the CPUs."""
         return max(1.0, (demand + self.others_demand) / self.cpus(calib))
 
     def _stages(self, config: LoaderConfig, calib: Calibration, busy: float = 1.0) -> tuple[float, float]:
-        """(pin thread, main loop) seconds per batch at ``config``'s batch size, its workers busy
-        ``busy`` of the time. Without workers there is no pin thread: the loop pins the batch it
-        collated itself."""
+        """(pin thread, main loop) seconds per batch, the workers busy ``busy`` of the time."""
         p = self.profile
         scale = config.batch_size / p.batch_size
         step = p.step_s * scale
@@ -212,20 +180,17 @@ class Model:
         return 0.0, calib.main * (recv + (p.h2d_pageable_s or 0.0) * scale + step)
 
     def _loop_collate_s(self, batch_size: int) -> float:
-        """Collating one batch in the loop itself (no workers)."""
         p = self.profile
         collate = p.collate_main_s if p.collate_main_s is not None else p.collate_s
         return collate * batch_size / p.batch_size
 
     def cpus(self, calib: Calibration) -> float:
-        """The CPUs the pipeline really gets: the profile's usable count, or fewer where the
-        bursts showed workers stop adding throughput sooner (other threads, memory bandwidth)."""
+        """The CPUs the pipeline gets: the profile's, or fewer where the bursts fitted a cap."""
         return calib.cpus if calib.cpus is not None else self.profile.cpus
 
     def startup_s(self, workers: int, calib: Calibration, method: str | None = None) -> float:
-        """Fresh workers' start: iter() to the first batch, less that batch's own work; a start
-        method other than the default's (``method``) adds what the profile measured it to cost
-        over the default's (NOTE [ What a start method costs ] in methods.py)."""
+        """Fresh workers' start (iter() to the first batch, less its work), ``method``'s extra
+        over the default's included (NOTE [ What a start method costs ] in methods.py)."""
         if workers == 0:
             return 0.0
         if calib.startup_base is not None:
@@ -235,7 +200,6 @@ class Model:
         return base + self.method_startup_s(workers, method)
 
     def method_startup_s(self, workers: int, method: str | None) -> float:
-        """What ``method``'s workers take to start over the default's, as the profile measured."""
         if method is None:
             return 0.0
         own, default = method_cost(self.profile.methods, method), method_cost(self.profile.methods, None)
@@ -244,9 +208,8 @@ class Model:
         return max(0.0, own.startup_s(workers) - default.startup_s(workers))
 
     def refill_s(self, workers: int, busy: float, worker_s: float, calib: Calibration) -> float:
-        """An epoch boundary of kept workers: as the bursts that crossed one measured it, where
-        they did (NOTE [ An epoch boundary of kept workers ]), else the next epoch's first batch
-        (``worker_s``), made while ``workers`` busy ``busy`` of the time share the CPUs."""
+        """An epoch boundary of kept workers: as bursts measured it (NOTE [ An epoch boundary of
+        kept workers ]), else the next epoch's first batch (``worker_s``) on shared CPUs."""
         if calib.restart_base is not None:
             return max(0.0, calib.restart_base + calib.restart_per_worker * workers)
         return worker_s * self._shared(workers * busy * self.profile.sample_cpu_share + 1.0, calib)
@@ -295,22 +258,17 @@ class Model:
         return Prediction(config, rate, steady, wait, bound, restart, receive, busy_workers)
 
     def _steady(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float, float, str, float]:
-        """(seconds per batch, share of the loop in next(), workers' busy share, bound, the
-        loop's own receive share) of a config with workers; memoised apart from persistence,
-        which changes only the restarts."""
+        """(seconds per batch, the loop's wait share, workers' busy share, bound, the loop's own
+        receive share) of a config with workers, memoised."""
         key = ("steady", config, calib)
         if key in self._memo:
             return self._memo[key]
         p = self.profile
         pool = self._pool(config.batch_size)
         n = config.num_workers
-        # Processor sharing: every thread that wants a CPU (the workers' CPU part, the pin
-        # thread, the loop's own host work) gets cpus / demand of one when they outnumber the
-        # CPUs, so oversubscribed workers slow each other and the loop alike. Time a sample
-        # spends waiting (I/O, a sleep, a lock) is not slowed, which is why such workers pay past
-        # one per core.
-        # The receive depends on how busy the workers are (NOTE [ A busy worker's receive ]).
-        # Three passes, since how busy each stage is depends on the rate.
+        # Processor sharing: every thread that wants a CPU gets cpus / demand of one when they
+        # outnumber the CPUs; a sample's waits (I/O, a sleep) are not slowed, which is why such
+        # workers pay past one per core. Three passes: how busy each stage is depends on the rate.
         cpu = p.sample_cpu_share
         step_s = p.step_s * config.batch_size / p.batch_size * calib.main
         busy_main = busy_pin = busy_workers = busy_recv = 1.0
@@ -338,15 +296,14 @@ class Model:
         return out
 
     def busy_share(self, config: LoaderConfig, calib: Calibration) -> float:
-        """The share of the time ``config``'s workers are busy in the steady state, as the
-        simulation finds it (persistence aside: it changes only the restarts); 0 without workers."""
+        """The share of the time ``config``'s workers are busy in the steady state."""
         if not config.num_workers:
             return 0.0
         return self._steady(config.replace(persistent_workers=True), calib)[2]
 
     def rate_range(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float]:
-        """The lowest and highest rate ``config`` may have while the efficiency terms no burst has
-        corrected yet are off by up to UNFITTED_STEP."""
+        """``config``'s lowest and highest rate while the terms no burst corrected are off by up to
+        UNFITTED_STEP: wide for a config resting on a stage no burst measured."""
         rates = [self.predict(config, calib).samples_per_s]
         for term, fits in (("worker", calib.worker_fits), ("main", calib.main_fits), ("pin", calib.pin_fits)):
             if not fits:

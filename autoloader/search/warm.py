@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .codec import Stored, stored
-from .model import Calibration
 from .policy import HOLD_TIE, RATE_SHIFT
 from .results import OK, TrialResult
 from .settings import SETTINGS
@@ -88,9 +87,10 @@ def holds(warm: WarmStart, history: Sequence[TrialResult]) -> bool:
                    for t in history)
 
 
-class Warmed(Strategy):
-    """``inner`` with the warm start's configs first (NOTE [ Warm start ]); ``stopped_early`` says
-    whether the pick held and the search ended there. Everything else is the inner strategy's."""
+class Warmed:
+    """``inner`` (a Strategy) with the warm start's configs first (NOTE [ Warm start ]);
+    ``stopped_early`` says whether the pick held and the search ended there. Everything else is
+    the inner strategy's."""
 
     def __init__(self, inner: Strategy, warm: WarmStart, space: SearchSpace):
         self.inner, self.warm = inner, warm
@@ -120,34 +120,8 @@ class Warmed(Strategy):
                     return None
         return self.inner.propose(history)   # a pick that moved hands over to the search at once
 
-    def expected_trials(self) -> int:
-        return self.inner.expected_trials()
-
-    def curve(self, history: Sequence[TrialResult]) -> list[tuple[int, float]]:
-        return self.inner.curve(history)
-
-    def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
-        return self.inner.finalists(history)
-
-    def calibration(self, history: Sequence[TrialResult]) -> Calibration:
-        return self.inner.calibration(history)
-
-    def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
-        return self.inner.short_of_headroom(configs, history)
-
-    def pick_unmeasured(self, history: Sequence[TrialResult]) -> bool:
-        return self.inner.pick_unmeasured(history)
-
-    def model_pick(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
-        return self.inner.model_pick(history)
-
-    @property
-    def cpus(self) -> int | None:
-        return self.inner.cpus
-
-    @property
-    def rule(self) -> LoaderConfig | None:
-        return self.inner.rule
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["inner"], name)   # all but the warm start's own is the inner's
 
 
 def warmed(strategy: Strategy, warm: WarmStart | None, space: SearchSpace) -> Strategy:
