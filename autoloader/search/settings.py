@@ -2,49 +2,29 @@
 
 # NOTE [ The settings table ]
 # A knob is one ``Knob`` (knob.py) registered in ``SETTINGS``, and everything that names settings
-# iterates the table rather than spelling them:
-#   the config   ``LoaderConfig`` (space.py) holds one value per knob, in the table's order; its
-#                checks are the knobs' ``check`` and ``when`` (a worker-only knob at its default
-#                without workers), ``make`` fills what it is not told with ``start``;
-#   the key      each knob that applies adds its ``token`` (``bs128-w2-pin0-pf2-pw1``, ``-ooo``);
-#   the tie order ``LoaderConfig.cost``: the knobs' ``cost`` terms by ``tie_rank``;
-#   the space    ``SearchSpace`` holds each knob's ``domain`` for this machine (``search_space``)
-#                and offers only ``start`` of a knob whose ``gate`` the user left closed;
-#                ``candidates`` (model_first.py) enumerates the product, the worker-only knobs
-#                inside the worker ladder; a warm start steps along each knob's ``step``;
-#   the record   ``to_dict`` is every knob, ``loader_kwargs`` (the stored ``config``) those that
-#                apply (less an ``omit_default`` one at its default); codec.py checks a
-#                stored mapping with each knob's ``stored`` rule, then ``LoaderConfig.from_dict``;
-#   the outputs  the snippet, the Lightning source and ``--format kwargs`` print
-#                ``loader_kwargs``; ``--format hf`` prints each knob's ``hf`` field; the report
-#                page's trial table has a column per knob, the retune report its ``label``s, the
-#                plots its ``mark``s; a setting's change between two results is one per knob.
-# Semantics stay with the code that models them (model.py simulates out-of-order delivery,
-# memory.py prices prefetch depth), reaching the knob through its object here (``config[ORDER]``,
-# ``ORDER.proposal``, ``ORDER.gate``), so that a search for the object finds every use.
-# Adding a knob is one declaration below, registered in the table: a string-valued one (the
-# worker start method) gives ``kind=str``, a ``domain`` from ``Context.platform`` and
-# ``stored_choice``; a knob only another loader has gives ``loaders`` and a ``when`` on the
-# config's loader. The order of the declarations is the key's, so a new one goes last, keeping
-# every existing key (a knob at its default may add no token, as ``ORDER`` does).
+# iterates the table rather than spelling them: ``LoaderConfig`` (space.py) holds one value per
+# knob in the table's order, checked by their ``check`` and ``when``; the key joins their
+# ``token``s (``bs128-w2-pin0-pf2-pw1``); ``LoaderConfig.cost`` their ``cost`` by ``tie_rank``;
+# ``SearchSpace`` their ``domain`` on this machine, offering only ``start`` behind a closed
+# ``gate``; a warm start steps along their ``step``; codec.py checks a stored mapping with their
+# ``stored`` rule; the outputs print ``loader_kwargs``, each knob's ``hf`` field, ``label`` and
+# ``mark``. Semantics stay with the code that models them, reaching the knob through its object
+# here (``config[ORDER]``, ``ORDER.proposal``), so that a search for the object finds every use.
+# Adding a knob is one declaration below; the declarations' order is the key's, so a new one goes
+# last, keeping every existing key (a knob at its default may add no token, as ``ORDER`` does).
 #
 # NOTE [ The start method as a knob ]
-# ``multiprocessing_context`` (``START``) is how DataLoader starts its workers: fork (a copy of
-# the loop's process: quick, and its pages shared until written, so Python-object rows are copied
-# as they are read: NOTE [ Copy on read ] in growth.py), forkserver and spawn (a fresh interpreter
-# that unpickles its own copy of the dataset: seconds to start, no copy on read). Its value None is
-# DataLoader's own default, the start method the loop's process has (``Context.start_method``), so
-# the domain is None and the platform's other methods: every key and every keyword argument of a
-# config at the default is as it was. The search offers the others only behind its gate
-# (``--search-start-method``), since they change what the training run must do (the dataset and
-# worker_init_fn pickled to each worker, the main module re-imported), and a start method the user
-# passed is theirs: the run offers only None then, and says it (tuning/run.py). With the gate open
-# the profile measures each method's start-up and memory (probe/methods.py, search/methods.py), and
-# the model and the memory forecast read a config's method from those figures.
-# torchdata.nodes' knobs are such: ``LOADER`` names the config's loader (no token for the
-# DataLoader, so its keys stay), the knobs both loaders have list both in ``loaders``, and
-# ``METHOD`` and ``CONCURRENCY`` (ParallelMapper's alone) apply only in a nodes config; the
-# space offers a knob of another loader only its default (``Context.loader``).
+# ``multiprocessing_context`` (``START``): fork (quick, its pages shared until written: NOTE
+# [ Copy on read ] in growth.py), forkserver and spawn (a fresh interpreter that unpickles its
+# own dataset: seconds to start, no copy on read). None is DataLoader's default, the loop's
+# process's method (``Context.start_method``), so every key and keyword argument of a config at
+# the default is as it was. The others are offered only behind ``--search-start-method``, since
+# they change what the training run must do (the dataset pickled to each worker, the main module
+# re-imported); a method the user passed is theirs, and the run offers only None. With the gate
+# open the profile measures each method's start-up and memory (search/methods.py).
+# torchdata.nodes' knobs are such too: ``LOADER`` names the config's loader (no token for the
+# DataLoader), knobs both loaders have list both in ``loaders``, ``METHOD`` and ``CONCURRENCY``
+# apply only in a nodes config, and the space offers another loader's knob only its default.
 """
 
 from __future__ import annotations
@@ -74,33 +54,26 @@ from .knob import (
 
 __all__ = ["BATCH", "CONCURRENCY", "LOADER", "METHOD", "PERSISTENT", "PIN", "PREFETCH", "ORDER", "PREFETCH_CHOICES",
            "REQUIRED", "SETTINGS", "START", "START_METHODS", "TUNED_SETTINGS", "WITH_WORKERS", "WORKERS", "Context",
-           "Knob", "check_batch_size", "default_start_method", "knobs_of", "method_name", "platform_methods"]
+           "Knob", "check_batch_size", "default_start_method", "knobs_of", "platform_methods"]
 
 SETTINGS = Table()
 # The DataLoader settings autoloader tunes, in the table's order (a live view of it).
 TUNED_SETTINGS = Names(SETTINGS)
 
-# DataLoader's rule: prefetch_factor and persistent_workers (and in_order) only mean something
-# when num_workers > 0.
 WITH_WORKERS = When("num_workers > 0", lambda values: values["num_workers"] > 0)
-# A DataLoader's workers alone can persist (a ParallelMapper starts its own each epoch); the rule's
-# text is the DataLoader's, the only loader whose configs are built by hand.
+# A DataLoader's workers alone can persist (a ParallelMapper starts its own each epoch).
 DATALOADER_WORKERS = When("num_workers > 0", lambda values: values["num_workers"] > 0
                           and values.get("loader", DATALOADER) == DATALOADER)
-# ParallelMapper's own knobs: only in a nodes config, with workers.
 NODES_WORKERS = When("num_workers > 0 in a torchdata.nodes graph",
                      lambda values: values["num_workers"] > 0 and values.get("loader") == NODES)
-# Both loaders have these (ParallelMapper's num_workers and in_order, the Prefetcher's depth, the
-# PinMemory node, the Batcher's batch size).
 BOTH = frozenset({DATALOADER, NODES})
 
-# Up to 16: a deep queue lets the other workers run on while a slow batch holds the head of
-# the in-order queue; memory decides whether it fits (the guard predicts every config).
+# A deep queue lets the other workers run on past a slow batch; memory decides whether it fits.
 PREFETCH_CHOICES: tuple[int, ...] = (2, 4, 8, 16)
 
 
 def check_batch_size(size: object, fix: str = "pass --batch-size 1 or more, e.g. 128") -> int:
-    """The one check of a batch size: a positive integer (a bool is no count)."""
+    """The one check of a batch size: a positive integer."""
     if not is_count(size, 1):
         raise usage("the batch size must be a positive integer", size, fix)
     return size
@@ -160,9 +133,8 @@ PERSISTENT = SETTINGS.register(Knob(
     stored=stored_flag(False), hf=HfField("dataloader_persistent_workers", 2), step=Step(adjacent=False, rank=1),
     mark=lambda v: "" if v else "fresh"))
 
-# False lets a worker's finished batch overtake a slow one ahead of it: it changes the order of
-# batches, so it is tried only when the user allows it (its gate), and is a keyword argument only
-# when chosen (older torch has no in_order). Batches in order are cheaper at a tie.
+# False changes the order of batches, so it is tried only behind its gate, and is a keyword
+# argument only when chosen (older torch has no in_order). In order is cheaper at a tie.
 ORDER = SETTINGS.register(Knob(
     "in_order", bool, token=lambda v: "" if v else "ooo", label="in_order", tie_rank=4,
     cost=lambda v: int(not v), default=True, domain=lambda ctx: (True, False), when=WITH_WORKERS,
@@ -181,15 +153,13 @@ ORDER = SETTINGS.register(Knob(
     loaders=BOTH))
 
 
-# Which loader a config is for: the DataLoader (no token: every DataLoader key is as it was) or a
-# torchdata.nodes graph. The problem fixes it (never searched): the space offers Context.loader.
+# Which loader a config is for; the problem fixes it (never searched).
 LOADER = SETTINGS.register(Knob(
     "loader", str, token=lambda v: "" if v == DATALOADER else "nodes", label="loader", tie_rank=6,
     cost=lambda v: 0, default=DATALOADER, domain=lambda ctx: (ctx.loader,), loaders=frozenset({NODES}),
     omit_default=True, stored=stored_choice((DATALOADER, NODES))))
 
-# ParallelMapper's workers as threads (its default: no start-up, no pickling, but one GIL) or
-# processes. Threads are cheaper at a tie.
+# ParallelMapper's workers as threads (its default: one GIL) or processes; threads win a tie.
 METHOD = SETTINGS.register(Knob(
     "method", str, token=lambda v: "" if v == "thread" else "proc", label="method", tie_rank=0.5,
     cost=lambda v: int(v == "process"), default="thread",
@@ -204,9 +174,8 @@ def _check_concurrency(cap: Any) -> None:
                     "use None (ParallelMapper's 2 x num_workers) or a count")
 
 
-# ParallelMapper's cap on the items in flight: None is its default (2 x num_workers); a cap holds
-# less memory but may idle workers. ParallelMapper refuses a cap past its workers, so the knob
-# applies only with at least that many workers (below, its default).
+# ParallelMapper's cap on the items in flight (None: 2 x num_workers), which it refuses past its
+# workers: the knob applies only with at least that many.
 CONCURRENCY = SETTINGS.register(Knob(
     "max_concurrent", int, token=lambda v: "" if v is None else f"mc{v}", label="mc", tie_rank=4.5,
     cost=lambda v: int(v is not None), default=None,
@@ -228,14 +197,12 @@ START_METHODS: tuple[str, ...] = ("fork", "forkserver", "spawn")
 
 
 def platform_methods(platform: str) -> tuple[str, ...]:
-    """The start methods ``platform`` has (as multiprocessing.get_all_start_methods says): all
-    three on Linux and macOS, spawn alone on Windows."""
+    """The start methods ``platform`` has: spawn alone on Windows."""
     return ("spawn",) if platform.startswith(("win", "cygwin")) else START_METHODS
 
 
 def default_start_method(platform: str, version: tuple[int, int] | None = None) -> str:
-    """The start method a process gets when no one set one: spawn on Windows and macOS, fork on
-    Linux before Python 3.14 and forkserver from it."""
+    """The start method a process gets when no one set one."""
     if platform.startswith(("win", "cygwin", "darwin")):
         return "spawn"
     return "forkserver" if (version or tuple(sys.version_info[:2])) >= (3, 14) else "fork"
@@ -252,15 +219,7 @@ def _check_start(method: Any) -> None:
                     method, "pass e.g. multiprocessing_context='spawn'")
 
 
-def method_name(value: str | None, default: str) -> str:
-    """The start method a config's ``multiprocessing_context`` value means: its own, or ``default``
-    (the loop's process's) for None."""
-    return value or default
-
-
-# NOTE [ The start method as a knob ] above. A cheaper start wins a tie; None (the default) costs
-# nothing. Only a method other than the default is a keyword argument (omit_default), so the
-# keys and the keyword arguments of every config at the default are as they were.
+# NOTE [ The start method as a knob ]: a cheaper start wins a tie; None costs nothing.
 START = SETTINGS.register(Knob(
     "multiprocessing_context", str, token=lambda v: f"mp{v}" if v else "", label="mp", tie_rank=3.5,
     cost=lambda v: 0 if v is None else 1 + START_METHODS.index(v), default=None, domain=_start_domain,
@@ -276,7 +235,7 @@ START = SETTINGS.register(Knob(
 
 
 def _loader_method(context: Any) -> str | None:
-    # DataLoader keeps a context object (or None); the default's own is no choice of the user's.
+    # A context object (or None); the default's own is no choice of the user's.
     if context is None or isinstance(context, str):
         return context
     name = context.get_start_method() if hasattr(context, "get_start_method") else None
@@ -284,12 +243,12 @@ def _loader_method(context: Any) -> str | None:
 
 
 def knob(name: str) -> Knob:
-    """The knob of DataLoader keyword ``name`` (KeyError for one autoloader does not tune)."""
+    """The knob of DataLoader keyword ``name`` (KeyError for one not tuned)."""
     return SETTINGS[name]
 
 
 def open_gates(source: Any) -> frozenset[str]:
-    """The gate options ``source`` (a Problem, or anything with the options as attributes) opens."""
+    """The gate options ``source`` (anything with the options as attributes) opens."""
     return frozenset(k.gate.option for k in SETTINGS if k.gate is not None and getattr(source, k.gate.option, False))
 
 
