@@ -1,9 +1,5 @@
-"""The model's efficiency terms, fitted to the bursts: NOTE [ The pipeline model ] in model.py.
-
-Pure functions of a ``Model`` and measured ``TrialResult``s, giving the ``Calibration`` the model
-predicts under. Which term a burst corrects is read off the burst itself (``_term``): what its
-loop waited on, and the stage the model says holds it.
-"""
+"""The model's efficiency terms (``Calibration``), fitted to the bursts: NOTE [ The pipeline
+model ] in model.py."""
 
 from __future__ import annotations
 
@@ -19,13 +15,9 @@ from .results import OK, TrialResult
 
 
 def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
-    """Fit the efficiency terms to the measured bursts (NOTE [ The pipeline model ] in model.py). Which
-    stage a burst speaks for is read off the burst itself: a loop that waited for data was
-    held by the workers (or the pin thread, when the model says it is the slower of the two),
-    one that did not was held by the loop. Bursts without workers fit their own term. With
-    two or more worker-bound bursts at different worker counts, the CPUs the workers really
-    get are fitted too: where throughput stops growing with workers sooner than the CPU
-    count says."""
+    """Fit the efficiency terms to the measured bursts, each to the stage the burst speaks for
+    (``_term``); bursts without workers fit their own. With worker-bound bursts at two or more
+    counts, the CPUs the workers really get are fitted too."""
     measured = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
     if not measured:
         return Calibration()
@@ -35,28 +27,25 @@ def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
     if len(counts) >= 2:
         best, best_error = calib, _error(model, bound, calib)
         top = model.profile.cpus
-        # A cap shows only between the counts measured: one at or below it gives the per-worker
-        # rate, one above it the flat. A cap below them all fits their noise (15 workers read
-        # above 16, so "9 CPUs"), which the worker term already covers.
+        # A cap shows only between the counts measured; one below them all fits their noise.
         for eff in [top * f / 16 for f in range(4, 16) if counts[0] <= top * f / 16 < counts[-1]]:
             trial_calib = _fit_terms(model, measured, replace(Calibration(), cpus=eff))
             error = _error(model, bound, trial_calib)
             if error < best_error * CPU_FIT_GAIN:   # a clear improvement, not noise
                 best, best_error = trial_calib, error
         calib = best
-    # The default start method's start-ups: another method's is the profile's figure over it
-    # (Model.method_startup_s).
+    # The default start method's start-ups (another's adds Model.method_startup_s).
     starts = [(t.config.num_workers, t.startup_s) for t in measured
               if t.config.num_workers and t.startup_s and t.config.multiprocessing_context is None]
     base, per_worker = _fit_startup(starts, model.profile, calib)
-    # Epoch boundaries of kept workers, where bursts crossed one (NOTE [ An epoch boundary of kept
-    # workers ] in model.py).
+    # NOTE [ An epoch boundary of kept workers ] in model.py.
     boundaries = [(t.config.num_workers, t.epoch_restart_s) for t in measured
                   if t.config.num_workers and t.config.persistent_workers and t.epochs_crossed
                   and t.epoch_restart_s is not None]
     restart_base, restart_per_worker = _line(boundaries) if boundaries else (None, 0.0)
     return replace(calib, startup_base=base, startup_per_worker=per_worker,
                    restart_base=restart_base, restart_per_worker=restart_per_worker)
+
 
 def _fit_terms(model: Model, measured: Sequence[TrialResult], calib: Calibration) -> Calibration:
     for _ in range(3):
@@ -68,33 +57,28 @@ def _fit_terms(model: Model, measured: Sequence[TrialResult], calib: Calibration
                 continue
             term = "local" if not trial.config.num_workers else _term(trial, predicted)
             ratios[term].append(ratio)
-        calib = replace(calib, worker=_clamp(calib.worker * _geomean(ratios["worker"])),
-                        main=_clamp(calib.main * _geomean(ratios["main"])),
-                        pin=_clamp(calib.pin * _geomean(ratios["pin"])),
-                        local=_clamp(calib.local * _geomean(ratios["local"])),
-                        # A term a burst corrected stays fitted when, so corrected, the
-                        # burst speaks for another stage in the next pass.
-                        worker_fits=max(calib.worker_fits, len(ratios["worker"])),
-                        main_fits=max(calib.main_fits, len(ratios["main"])),
-                        pin_fits=max(calib.pin_fits, len(ratios["pin"])))
+        # A term a burst corrected stays fitted when, so corrected, it speaks for another stage.
+        calib = replace(calib, **{t: _clamp(getattr(calib, t) * _geomean(r)) for t, r in ratios.items()},
+                        **{f"{t}_fits": max(getattr(calib, f"{t}_fits"), len(ratios[t]))
+                           for t in ("worker", "main", "pin")})
     return calib
 
+
 def _error(model: Model, trials: Sequence[TrialResult], calib: Calibration) -> float:
-    """Squared log error of the predicted steady rates against ``trials``."""
     return sum(math.log(model.predict(t.config, calib).steady_samples_per_s
                         / (t.steady_samples_per_s or t.samples_per_s)) ** 2 for t in trials)
 
 
 def _term(trial: TrialResult, predicted: Prediction) -> str:
-    """The efficiency term a burst corrects: from its own measured wait when it has one."""
+    """The term a burst corrects: a loop that waited for data was held by the workers (or the pin
+    thread, where the model says it holds), one that did not by the loop."""
     if trial.wait_fraction is None:
         waited = predicted.bound in ("workers", "pin")
     else:
         # Less the loop's own receive, which is inside next() but is the loop's work.
         waited = trial.wait_fraction - predicted.receive_share > LOADER_BOUND_WAIT
     if not waited:
-        # The loop was fed: whatever held it was its own. Where the model said the pin thread
-        # holds it, the pin thread was faster than modelled, which only its own term corrects.
+        # Fed where the model said the pin thread holds it: the pin thread was faster than modelled.
         measured = trial.steady_samples_per_s or trial.samples_per_s or 0.0
         return "pin" if predicted.bound == "pin" and measured > predicted.steady_samples_per_s else "main"
     return "pin" if predicted.bound == "pin" else "worker"
@@ -110,8 +94,7 @@ def _clamp(value: float) -> float:
 
 
 def _fit_startup(starts: list[tuple[int, float]], profile: Profile, calib: Calibration) -> tuple[float | None, float]:
-    """Start-up against workers, least squares, from the bursts' measured start-ups (each less
-    one batch's own work); the profile's one-worker figure alone until two counts are measured."""
+    """Start-up against workers from the bursts' start-ups, each less one batch's own work."""
     if not starts:
         return None, 0.0
     batch = profile.worker_batch_s() * calib.worker
@@ -119,9 +102,8 @@ def _fit_startup(starts: list[tuple[int, float]], profile: Profile, calib: Calib
 
 
 def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """(base, cost per worker) of seconds against workers, least squares with neither below 0
-    (two bursts at nearby counts can tilt the free line past the origin: a negative base, a
-    slope of their noise); the mean alone until two worker counts are measured."""
+    """(base, cost per worker) of seconds against workers, least squares with neither below 0;
+    the mean alone until two worker counts are measured."""
     counts = {n for n, _ in points}
     mean_n = statistics.fmean(n for n, _ in points)
     mean_s = statistics.fmean(s for _, s in points)
