@@ -1,8 +1,4 @@
-"""The pipeline's steady state, simulated batch by batch: NOTE [ The pipeline model ] in model.py.
-
-Pure: batch times and stage costs in, the interval, the loop's wait and the workers' busy share
-out (``_simulate``), and the stage that caps it (``_bound``).
-"""
+"""The pipeline's steady state, simulated batch by batch: NOTE [ The pipeline model ] in model.py."""
 
 from __future__ import annotations
 
@@ -16,16 +12,12 @@ SIMULATED_BATCHES = 600
 
 def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], pin_s: float,
               main_times: list[float]) -> tuple[float, float, float]:
-    """(seconds per batch, the loop's wait share, the workers' busy share) in steady state.
+    """(seconds per batch, the loop's wait share, the workers' busy share) in steady state;
     ``main_times``: the loop's seconds for each batch in turn (cycled: the step's jitter).
 
-    NOTE [ The pipeline model ]: round-robin dispatch, prefetch x n batches out at once, a serial
-    pin stage and a serial main loop, in index order or as batches come.
-
-    The search asks this of every candidate after each burst (hundreds of configs, three passes
-    each), while the trial process waits for the next config: the loop is written for speed
-    (locals, the dispatch inlined, ``a if a >= b else b`` for ``max(a, b)``, which returns the
-    same float, ties included), and gives exactly what the plain loop gave (tests/test_simulate.py).
+    The search asks this of hundreds of configs after each burst, so the loop is written for speed
+    (locals, the dispatch inlined, ``a if a >= b else b`` for ``max(a, b)``: the same float), and
+    gives exactly what the plain loop gave (tests/test_simulate.py).
     """
     outstanding = max(1, prefetch * n)
     warm = outstanding + 2 * n + 2
