@@ -12,13 +12,9 @@ from .policy import MIN_TOLERANCE
 
 @dataclass(frozen=True)
 class Knee(Stored):
-    """The shape of throughput against ``num_workers``.
-
-    ``stops_paying``: the fewest workers whose rate is within ``tolerance`` of the best; more
-    workers than this buy nothing measurable. ``peak``: the worker count of the best rate.
-    ``starts_hurting``: the fewest workers past the peak whose rate falls below the best by
-    more than ``tolerance`` (None when the curve never falls).
-    """
+    """The shape of throughput against ``num_workers``: ``stops_paying`` the fewest workers
+    within ``tolerance`` of the best rate, ``peak`` the workers of the best, ``starts_hurting``
+    the fewest past the peak below the best by more than ``tolerance`` (None: never)."""
 
     stops_paying: int
     peak: int
@@ -28,11 +24,8 @@ class Knee(Stored):
 
 
 def find_knee(points: Iterable[tuple[int, float]], tolerance: float = MIN_TOLERANCE) -> Knee:
-    """Locate the knee of a (workers, samples/s) curve.
-
-    Repeated worker counts are merged by their median. ``tolerance`` is the relative noise
-    under which two rates count as equal; it is floored at ``MIN_TOLERANCE``.
-    """
+    """The knee of a (workers, samples/s) curve, repeated counts merged by their median;
+    ``tolerance`` (floored at MIN_TOLERANCE): the relative noise under which rates are equal."""
     by_workers: dict[int, list[float]] = {}
     for workers, rate in points:
         by_workers.setdefault(int(workers), []).append(float(rate))
