@@ -259,18 +259,20 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def _mapping(value, at, limit):
-    if not isinstance(value, dict):
-        raise InvalidRecord(f"{at} is {_shown(value)}, not a mapping")
-    return value
+def _checker(ok: Callable[[Any], bool], words: str) -> Callable:
+    """A check that passes a value ``ok`` holds, and refuses any other as not ``words``."""
+    def check(value, at, limit):
+        if not ok(value):
+            raise InvalidRecord(f"{at} is {_shown(value)}, not {words}")
+        return value
+    return check
+
+
+_mapping = _checker(lambda value: isinstance(value, dict), "a mapping")
 
 
 def _flag(rule: dict) -> Callable:
-    def check(value, at, limit):
-        if not isinstance(value, bool):
-            raise InvalidRecord(f"{at} is {_shown(value)}, not true or false")
-        return value
-    return check
+    return _checker(lambda value: isinstance(value, bool), "true or false")
 
 
 def _count(rule: dict) -> Callable:
@@ -278,12 +280,7 @@ def _count(rule: dict) -> Callable:
     least, most = rule.get("least", -MAX_FIGURE if signed else 0), rule.get("most", MAX_FIGURE)
     words = ("a whole number" if signed else "a count" + (f" of {least} or more" if least else "")
              + (f" up to {most:.0f}" if most < MAX_FIGURE else ""))
-
-    def check(value, at, limit):
-        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
-            raise InvalidRecord(f"{at} is {_shown(value)}, not {words}")
-        return value
-    return check
+    return _checker(lambda v: not isinstance(v, bool) and isinstance(v, int) and least <= v <= most, words)
 
 
 def _number(rule: dict) -> Callable:
@@ -291,15 +288,9 @@ def _number(rule: dict) -> Callable:
     low = -MAX_FIGURE if signed else 0
     words = ("a positive " if positive else "a " if signed else "a non-negative ") + "finite number" + (
         f" up to {most:.0f}" if most < MAX_FIGURE else "")
-    scalar = rule.get("scalar", False)
-
-    def check(value, at, limit):
-        if scalar and (value is None or isinstance(value, (bool, str))):
-            return value
-        if type(value) not in (int, float) or not low <= value <= most or (positive and value <= 0):
-            raise InvalidRecord(f"{at} is {_shown(value)}, not {words}")
-        return value
-    return check
+    scalar = rule.get("scalar", False)   # a setting's value: text, true or false, or null too
+    return _checker(lambda v: (scalar and (v is None or isinstance(v, (bool, str))))
+                    or (type(v) in (int, float) and low <= v <= most and not (positive and v <= 0)), words)
 
 
 def _text(rule: dict) -> Callable:
