@@ -9,7 +9,7 @@ and the /dev/shm room it has, and hands ``fits`` to the strategy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 from .codec import Stored, stored
 from .growth import Growth
@@ -148,8 +148,25 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
     def copied_at(samples: float) -> float:
         return own.copied(samples) if own is not None else growth.copied(samples, shuffled) if grows else 0.0
 
-    tree = _Tree(config, runner_uss, runner_pss, sample_bytes, history, length)
-    per_worker = tree.per_worker(lambda trial: copied_at(burst_samples(trial)))
+    def batches(c: LoaderConfig, count: int) -> int:
+        return count * sample_bytes * batch_samples(c.batch_size, length)
+
+    def in_flight(c: LoaderConfig) -> int:   # the batches in /dev/shm and in the loop's hands
+        return batches(c, c.num_workers * (c.prefetch_factor or 0) + 2)
+
+    def pinned(c: LoaderConfig, trial: TrialResult | None = None) -> int:   # NOTE [ Pinned batches ]
+        if trial is not None and trial.pinned_bytes is not None:
+            return trial.pinned_bytes
+        return pinned_bytes(c, batches(c, 1), history)
+
+    per_worker = []   # each burst's peak less the runner and its batches, a worker, less its copies
+    for trial in history:
+        c = trial.config
+        peak, base = ((trial.peak_pss_bytes, runner_pss) if trial.peak_pss_bytes
+                      else (trial.peak_host_bytes, runner_uss))
+        if peak and c.num_workers > 0:
+            over = max(0, peak - base - in_flight(c) - pinned(c, trial)) / c.num_workers
+            per_worker.append(max(0.0, over - copied_at(burst_samples(trial))))
     overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else (
         own.worker_pss_bytes if own is not None else worker_prior)
     workers = config.num_workers
@@ -163,8 +180,10 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
         else:
             copied = growth.run_copied(epoch, workers, config.persistent_workers, shuffled)
             basis = KEPT_WORKERS if config.persistent_workers and shuffled else EPOCH_END
-    pinned_now = tree.pinned(config)
-    host, shm = tree.host_shm(overhead, copied, pinned_now)
+    pinned_now = pinned(config)
+    host = runner_pss + workers * (overhead + copied) + in_flight(config) + pinned_now
+    shm = batches(config, workers * (config.prefetch_factor or 0))
+    peaks = [t.peak_pss_bytes for t in history if t.config == config and t.peak_pss_bytes]
     # A worker's own USS: the most any reading showed beside its copies.
     flat = own.worker_uss_bytes if own is not None else growth.flat_bytes if growth is not None else None
     staged = flat is not None and workers > 0
@@ -173,51 +192,7 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
     return MemoryForecast(config, basis, int(host), int(shm), int(overhead), int(copied), int(epoch_copied), share,
                           worker_bytes=int(flat + epoch_copied) if staged else None,
                           run_worker_bytes=int(flat + copied) if staged else None,
-                          measured_peak_bytes=tree.measured_peak(), growth=growth, pinned_bytes=pinned_now)
-
-
-@dataclass(frozen=True)
-class _Tree:
-    """The process tree's parts: the batches in flight, the pinned ones, and each measured
-    burst's per-worker overhead (less what ``copied`` says a worker had copied by its end)."""
-
-    config: LoaderConfig
-    runner_uss: int
-    runner_pss: int
-    sample_bytes: int
-    history: Sequence[TrialResult]
-    length: int | None
-
-    def samples(self, c: LoaderConfig) -> int:
-        return batch_samples(c.batch_size, self.length)
-
-    def in_flight(self, c: LoaderConfig) -> int:   # the batches in /dev/shm and in the loop's hands
-        return (c.num_workers * (c.prefetch_factor or 0) + 2) * self.sample_bytes * self.samples(c)
-
-    def pinned(self, c: LoaderConfig, trial: TrialResult | None = None) -> int:   # NOTE [ Pinned batches ]
-        if trial is not None and trial.pinned_bytes is not None:
-            return trial.pinned_bytes
-        return pinned_bytes(c, self.sample_bytes * self.samples(c), self.history)
-
-    def per_worker(self, copied: Callable[[TrialResult], float]) -> list[float]:
-        out = []
-        for trial in self.history:
-            c = trial.config
-            peak, base = ((trial.peak_pss_bytes, self.runner_pss) if trial.peak_pss_bytes
-                          else (trial.peak_host_bytes, self.runner_uss))
-            if peak and c.num_workers > 0:
-                over = max(0, peak - base - self.in_flight(c) - self.pinned(c, trial)) / c.num_workers
-                out.append(max(0.0, over - copied(trial)))
-        return out
-
-    def measured_peak(self) -> int | None:
-        measured = [t.peak_pss_bytes for t in self.history if t.config == self.config and t.peak_pss_bytes]
-        return max(measured) if measured else None
-
-    def host_shm(self, overhead: float, copied: float, pinned_now: int) -> tuple[float, int]:
-        c = self.config
-        host = self.runner_pss + c.num_workers * (overhead + copied) + self.in_flight(c) + pinned_now
-        return host, c.num_workers * (c.prefetch_factor or 0) * self.sample_bytes * self.samples(c)
+                          measured_peak_bytes=max(peaks, default=None), growth=growth, pinned_bytes=pinned_now)
 
 
 @dataclass(frozen=True)

@@ -242,11 +242,6 @@ def _loader_method(context: Any) -> str | None:
     return None if name == default_start_method(sys.platform) else name
 
 
-def knob(name: str) -> Knob:
-    """The knob of DataLoader keyword ``name`` (KeyError for one not tuned)."""
-    return SETTINGS[name]
-
-
 def open_gates(source: Any) -> frozenset[str]:
     """The gate options ``source`` (anything with the options as attributes) opens."""
     return frozenset(k.gate.option for k in SETTINGS if k.gate is not None and getattr(source, k.gate.option, False))
