@@ -213,18 +213,13 @@ def is_count(value: object, least: int = 0) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value >= least
 
 
-def stored_count(least: int = 0, *, optional: bool = False, rule: str | None = None):
-    """A stored count of at least ``least``; ``rule``: the words of what it must be;
-    ``optional``: null (or absent) is fine."""
+def stored_count(least: int = 0, *, optional: bool = False, rule: str = "a count"):
+    """A stored count of at least ``least`` (``rule``: those words); ``optional``: null is fine."""
     def problem(name: str, data: Mapping[str, Any]) -> str | None:
         value = data.get(name)
-        if value is None and optional:
+        if (value is None and optional) or is_count(value, least):
             return None
-        if rule is not None:
-            return None if is_count(value, least) else f"{name} is {value!r}, not {rule}"
-        if not is_count(value):
-            return f"{name} is {value!r}, not a count"
-        return None if value >= least else f"{name} is {value!r}"
+        return f"{name} is {value!r}, not {rule}"
     return problem
 
 

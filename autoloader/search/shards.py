@@ -90,30 +90,27 @@ def profile_reading(profile) -> Reading | None:
                    getattr(profile, "stream_duplicates", None))
 
 
+def _note(reading: Reading | None, duplicated: str, idle: str) -> str | None:
+    """The words on a reading (formatted with it as ``r``) of duplicates or idle workers, or None."""
+    if reading is None or not (reading.duplicated or reading.idle):
+        return None
+    return (duplicated if reading.duplicated else idle).format(r=reading)
+
+
 def trial_note(trial: TrialResult) -> str | None:
     """What one trial's workers showed, for its progress line; None when nothing is wrong."""
-    reading = trial_reading(trial)
-    if reading is None:
-        return None
-    if reading.duplicated:
-        return (f"its {reading.workers} workers made the same samples ({reading.duplicate_share:.0%} of those "
-                "digested made by another worker too): the stream is not sharded by worker")
-    if reading.idle:
-        return f"{reading.idle} of its {reading.workers} workers delivered nothing (the stream ran out of shards)"
-    return None
+    return _note(trial_reading(trial),
+                 "its {r.workers} workers made the same samples ({r.duplicate_share:.0%} of those digested made "
+                 "by another worker too): the stream is not sharded by worker",
+                 "{r.idle} of its {r.workers} workers delivered nothing (the stream ran out of shards)")
 
 
 def profile_note(profile) -> str:
     """The profile line's words on its stream stage ("" where it did not run or found nothing)."""
-    reading = profile_reading(profile)
-    if reading is None:
-        return ""
-    if reading.duplicated:
-        return (f"; its stream read by {reading.workers} workers gave each the same samples "
-                f"({reading.duplicate_share:.0%} digested twice): not sharded by worker")
-    if reading.idle:
-        return f"; its stream read by {reading.workers} workers left {reading.idle} with nothing"
-    return ""
+    return _note(profile_reading(profile),
+                 "; its stream read by {r.workers} workers gave each the same samples ({r.duplicate_share:.0%} "
+                 "digested twice): not sharded by worker",
+                 "; its stream read by {r.workers} workers left {r.idle} with nothing") or ""
 
 
 @dataclass(frozen=True)
