@@ -74,8 +74,7 @@ def stored(default: Any = _MISSING, *, key: str | None = None, old: tuple[str, .
         absent=absent)})
 
 
-_DECLARED = dict(key=None, old=(), then=(), after=None, sparse=False, flat=False, read=True, write=True, rule={},
-                 absent=_MISSING)   # a field without ``stored``
+_DECLARED = stored().metadata["stored"]   # a field without ``stored``
 
 
 class Stored:
@@ -123,8 +122,7 @@ class _Plan:
                 flat=kind if flat else None))
 
     def read(self, data: object, at: str, limit: int | None):
-        if not isinstance(data, dict):
-            raise InvalidRecord(f"{at or 'the record'} is {_shown(data)}, not a mapping")
+        _mapping(data, at or "the record", limit)
         values = {}
         for f in self.fields:
             if not f.read:
@@ -189,8 +187,7 @@ def _lookup(data: dict, f, at: str) -> tuple[object, str]:
         node = node.get(step)
         if node is None:
             return _MISSING, _at(where, f.path[-1])
-        if not isinstance(node, dict):
-            raise InvalidRecord(f"{where} is {_shown(node)}, not a mapping")
+        _mapping(node, where, None)
     for key in (f.path[-1], *f.old):
         if key in node:
             return node[key], _at(where, key)

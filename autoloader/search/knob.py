@@ -213,6 +213,14 @@ def is_count(value: object, least: int = 0) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value >= least
 
 
+def checked(ok: Callable[[Any], bool], rule: str, fix: str) -> Callable[[Any], None]:
+    """A knob's ``check``: a UsageError stating ``rule`` and ``fix`` for a value ``ok`` refuses."""
+    def check(value: Any) -> None:
+        if not ok(value):
+            raise usage(rule, value, fix)
+    return check
+
+
 def stored_count(least: int = 0, *, optional: bool = False, rule: str = "a count"):
     """A stored count of at least ``least`` (``rule``: those words); ``optional``: null is fine."""
     def problem(name: str, data: Mapping[str, Any]) -> str | None:

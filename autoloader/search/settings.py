@@ -46,6 +46,7 @@ from .knob import (
     Step,
     Table,
     When,
+    checked,
     is_count,
     stored_choice,
     stored_count,
@@ -79,17 +80,6 @@ def check_batch_size(size: object, fix: str = "pass --batch-size 1 or more, e.g.
     return size
 
 
-def _check_workers(count: object) -> None:
-    if not is_count(count):
-        raise usage("num_workers must be 0 or more", count, "use 0 or a positive count")
-
-
-def _check_prefetch(depth: Any) -> None:
-    if depth is None or depth < 1:
-        raise usage("prefetch_factor must be 1 or more when num_workers > 0", depth,
-                    "use 2 (DataLoader's default) or more")
-
-
 def _stored_batch_size(name: str, data) -> str | None:
     # A count first (its own text), then positive: a stored 0 reads "batch_size is 0".
     return stored_count()(name, data) or (f"{name} is 0" if data.get(name) == 0 else None)
@@ -103,7 +93,7 @@ BATCH = SETTINGS.register(Knob(
 
 WORKERS = SETTINGS.register(Knob(
     "num_workers", int, token=lambda v: f"w{v}", label="w", tie_rank=0, cost=lambda v: v, capacity=True,
-    check=_check_workers, stored=stored_count(), hf=HfField("dataloader_num_workers", 0),
+    check=checked(is_count, "num_workers must be 0 or more", "use 0 or a positive count"), stored=stored_count(), hf=HfField("dataloader_num_workers", 0),
     mark=lambda v: f"{v}w",
     loaders=BOTH))
 
@@ -121,7 +111,9 @@ PIN = SETTINGS.register(Knob(
 PREFETCH = SETTINGS.register(Knob(
     "prefetch_factor", int, token=lambda v: f"pf{v}", label="pf", tie_rank=1, cost=lambda v: v,
     default=None, start=2, domain=lambda ctx: PREFETCH_CHOICES, when=WITH_WORKERS, capacity=True,
-    check=_check_prefetch, stored=stored_count(1, optional=True, rule="a count of 1 or more"),
+    check=checked(lambda depth: not (depth is None or depth < 1), "prefetch_factor must be 1 or more when "
+                  "num_workers > 0", "use 2 (DataLoader's default) or more"),
+    stored=stored_count(1, optional=True, rule="a count of 1 or more"),
     hf=HfField("dataloader_prefetch_factor", 3), step=Step(adjacent=True, rank=0),
     mark=lambda v: "" if v == 2 else f"pf{v}",
     loaders=BOTH))
@@ -168,21 +160,17 @@ METHOD = SETTINGS.register(Knob(
     mark=lambda v: "proc" if v == "process" else ""))
 
 
-def _check_concurrency(cap: Any) -> None:
-    if cap is not None and not is_count(cap, 1):
-        raise usage("max_concurrent is None or 1 or more", cap,
-                    "use None (ParallelMapper's 2 x num_workers) or a count")
-
-
 # ParallelMapper's cap on the items in flight (None: 2 x num_workers), which it refuses past its
 # workers: the knob applies only with at least that many.
 CONCURRENCY = SETTINGS.register(Knob(
     "max_concurrent", int, token=lambda v: "" if v is None else f"mc{v}", label="mc", tie_rank=4.5,
     cost=lambda v: int(v is not None), default=None,
-    domain=lambda ctx: (None,), check=_check_concurrency, loaders=frozenset({NODES}),
+    domain=lambda ctx: (None,), loaders=frozenset({NODES}),
     when=When("num_workers > 0, at least max_concurrent of them, in a torchdata.nodes graph",
               lambda values: NODES_WORKERS.test(values)
               and (values.get("max_concurrent") is None or values["max_concurrent"] <= values["num_workers"])),
+    check=checked(lambda cap: cap is None or is_count(cap, 1), "max_concurrent is None or 1 or more",
+                  "use None (ParallelMapper's 2 x num_workers) or a count"),
     stored=stored_count(1, optional=True, rule="a count of 1 or more"),
     mark=lambda v: "" if v is None else f"mc{v}"))
 
@@ -213,17 +201,14 @@ def _start_domain(ctx: Context) -> tuple:
     return (None,) + tuple(m for m in platform_methods(ctx.platform) if m != default)
 
 
-def _check_start(method: Any) -> None:
-    if method is not None and method not in START_METHODS:
-        raise usage(f"multiprocessing_context is a start method's name ({', '.join(START_METHODS)}) or None",
-                    method, "pass e.g. multiprocessing_context='spawn'")
-
-
 # NOTE [ The start method as a knob ]: a cheaper start wins a tie; None costs nothing.
 START = SETTINGS.register(Knob(
     "multiprocessing_context", str, token=lambda v: f"mp{v}" if v else "", label="mp", tie_rank=3.5,
     cost=lambda v: 0 if v is None else 1 + START_METHODS.index(v), default=None, domain=_start_domain,
-    when=WITH_WORKERS, omit_default=True, check=_check_start, stored=stored_choice(START_METHODS),
+    when=WITH_WORKERS, omit_default=True, stored=stored_choice(START_METHODS),
+    check=checked(lambda method: method is None or method in START_METHODS,
+                  f"multiprocessing_context is a start method's name ({', '.join(START_METHODS)}) or None",
+                  "pass e.g. multiprocessing_context='spawn'"),
     hf=HfField("dataloader_multiprocessing_context", 5),
     from_loader=lambda loader: _loader_method(getattr(loader, "multiprocessing_context", None)),
     mark=lambda v: v or "", fixable=True,
