@@ -10,7 +10,6 @@ from typing import Sequence
 
 from .model import Calibration, Model, Prediction
 from .policy import CPU_FIT_GAIN, LOADER_BOUND_WAIT, MAX_CORRECTION
-from .profile import Profile
 from .results import OK, TrialResult
 
 
@@ -34,10 +33,12 @@ def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
             if error < best_error * CPU_FIT_GAIN:   # a clear improvement, not noise
                 best, best_error = trial_calib, error
         calib = best
-    # The default start method's start-ups (another's adds Model.method_startup_s).
-    starts = [(t.config.num_workers, t.startup_s) for t in measured
+    # The default start method's start-ups (another's adds Model.method_startup_s), each less one
+    # batch's own work.
+    batch = model.profile.worker_batch_s() * calib.worker
+    starts = [(t.config.num_workers, max(0.0, t.startup_s - batch)) for t in measured
               if t.config.num_workers and t.startup_s and t.config.multiprocessing_context is None]
-    base, per_worker = _fit_startup(starts, model.profile, calib)
+    base, per_worker = _line(starts) if starts else (None, 0.0)
     # NOTE [ An epoch boundary of kept workers ] in model.py.
     boundaries = [(t.config.num_workers, t.epoch_restart_s) for t in measured
                   if t.config.num_workers and t.config.persistent_workers and t.epochs_crossed
@@ -91,14 +92,6 @@ def _geomean(values: Sequence[float]) -> float:
 
 def _clamp(value: float) -> float:
     return min(MAX_CORRECTION, max(1.0 / MAX_CORRECTION, value))
-
-
-def _fit_startup(starts: list[tuple[int, float]], profile: Profile, calib: Calibration) -> tuple[float | None, float]:
-    """Start-up against workers from the bursts' start-ups, each less one batch's own work."""
-    if not starts:
-        return None, 0.0
-    batch = profile.worker_batch_s() * calib.worker
-    return _line([(n, max(0.0, s - batch)) for n, s in starts])
 
 
 def _line(points: list[tuple[int, float]]) -> tuple[float, float]:

@@ -179,11 +179,6 @@ class Model:
                     calib.main * ((p.h2d_pinned_s or 0.0) * scale + step))
         return 0.0, calib.main * (recv + (p.h2d_pageable_s or 0.0) * scale + step)
 
-    def _loop_collate_s(self, batch_size: int) -> float:
-        p = self.profile
-        collate = p.collate_main_s if p.collate_main_s is not None else p.collate_s
-        return collate * batch_size / p.batch_size
-
     def cpus(self, calib: Calibration) -> float:
         """The CPUs the pipeline gets: the profile's, or fewer where the bursts fitted a cap."""
         return calib.cpus if calib.cpus is not None else self.profile.cpus
@@ -228,8 +223,9 @@ class Model:
         n = config.num_workers
         if n == 0:
             # The loop makes the batch itself: its samples, and its own (threaded) collate.
+            collate = p.collate_main_s if p.collate_main_s is not None else p.collate_s
             produce = (worker_s - p.collate_s * config.batch_size / p.batch_size * calib.worker
-                       + self._loop_collate_s(config.batch_size) * calib.worker)
+                       + collate * config.batch_size / p.batch_size * calib.worker)
             # Its samples' CPU part shares the CPUs with the others' (NOTE [ Others' demand ]).
             cpu = p.sample_cpu_share
             produce *= cpu * self._shared(1.0, calib) + 1.0 - cpu
