@@ -62,19 +62,14 @@ class MemoryForecast(Stored):
 
 
 # NOTE [ Pinned batches ]
-# With pin_memory=True the loader's pin thread copies each batch a worker hands over into
-# page-locked host memory and queues it for the loop. A worker has up to prefetch_factor tasks
-# outstanding, so up to prefetch_factor x num_workers batches are in flight, and each may sit
-# pinned in the queue once its worker is done with it (when the loop is slower than the
-# workers); the loop holds one or two more (the batch the step is on, the next one). PyTorch's
-# caching host allocator rounds each request up to a power of two and keeps the blocks of freed
-# batches for the next pin, so over a run it holds the most batches ever pinned at once, each at
-# its rounded size, and page-locked memory is neither swapped nor reclaimed: a deep prefetch of
-# large batches at many workers can hold most of a host's memory (pytorch issue 97432). The
-# forecast counts (prefetch_factor x num_workers + 2) pinned batches, each the larger of the
-# batch's bytes rounded up to a power of two and what a burst at that batch size measured (its
-# allocator's peak over its batches in flight: a batch of many tensors rounds each of them),
-# and a config's own burst's peak when that was more.
+# With pin_memory=True the pin thread copies each batch into page-locked memory and queues it:
+# up to prefetch_factor x num_workers batches in flight may sit pinned, and the loop holds two
+# more. PyTorch's caching host allocator rounds each request up to a power of two and keeps freed
+# blocks, so over a run it holds the most batches ever pinned at once, each at its rounded size,
+# never swapped nor reclaimed (pytorch issue 97432). The forecast counts (prefetch_factor x
+# num_workers + 2) batches, each the larger of the batch's bytes rounded up and what a burst at
+# that batch size measured (a batch of many tensors rounds each), or the config's own burst's
+# peak when that was more.
 def pinned_batches(config: LoaderConfig) -> int:
     """Batches a config's loader may hold pinned at once (NOTE [ Pinned batches ])."""
     return config.num_workers * (config.prefetch_factor or 0) + 2 if config.pin_memory else 0
