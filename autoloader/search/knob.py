@@ -88,44 +88,29 @@ class Context:
 
 @dataclass(frozen=True, eq=False)
 class Knob:
-    """One setting autoloader tunes: NOTE [ The settings table ] in settings.py.
-
-    ``name`` the DataLoader keyword and stored key; ``kind`` its values' type; ``token`` its part
-    of ``LoaderConfig.key`` ('' for none); ``label`` its name in the retune report; ``tie_rank``
-    its place in ``LoaderConfig.cost``, ``cost`` its term there; ``default`` DataLoader's own
-    (REQUIRED: none); ``start`` the search's first (None: ``default``); ``domain`` the values
-    offered on a machine (None for the space's own axes); ``when`` when it applies (None: always;
-    else it holds ``default``, adds no token or keyword and costs nothing); ``gate`` the option
-    its other values need; ``omit_default`` no keyword at its default; ``check`` LoaderConfig's
-    rule (raises UsageError); ``stored`` what is wrong with a stored value, or None; ``hf`` its
-    ``TrainingArguments`` field; ``loaders`` the loaders that have it; ``from_loader`` its value
-    read back from a built loader (None: the attribute of its name); ``fixable`` the user may
-    pass it, honoured and not searched; ``step`` how a warm start moves it; ``mark`` its word on
-    a plot; ``capacity`` it changes only how fast batches come (policy.same_kind); ``proposal``
-    its what-if.
-    """
-    name: str
-    kind: type
-    token: Callable[[Any], str]
-    label: str
-    tie_rank: float
-    cost: Callable[[Any], Any]
-    default: Any = REQUIRED
-    start: Any = None
-    domain: Callable[[Context], tuple] | None = None
-    when: When | None = None
-    gate: Gate | None = None
-    omit_default: bool = False
-    check: Callable[[Any], None] | None = None
-    stored: Callable[[str, Mapping[str, Any]], str | None] | None = None
-    hf: HfField | None = None
-    loaders: frozenset[str] = frozenset({DATALOADER})
-    from_loader: Callable[[Any], Any] | None = None
-    step: Step | None = None
-    mark: Callable[[Any], str] = lambda value: ""
-    capacity: bool = False
-    proposal: Proposal | None = None
-    fixable: bool = False
+    """One setting autoloader tunes: NOTE [ The settings table ] in settings.py."""
+    name: str                      # the DataLoader keyword, and its stored key
+    kind: type                     # its values' type
+    token: Callable[[Any], str]    # its part of ``LoaderConfig.key`` ('' for none)
+    label: str                     # its name in the retune report
+    tie_rank: float                # its place in ``LoaderConfig.cost``
+    cost: Callable[[Any], Any]     # its term there
+    default: Any = REQUIRED        # DataLoader's own (REQUIRED: none)
+    start: Any = None              # the search's first value (None: ``default``)
+    domain: Callable[[Context], tuple] | None = None   # the values offered here (None: the space's own axes)
+    when: When | None = None       # when it applies (else it holds ``default``, no token, no keyword, no cost)
+    gate: Gate | None = None       # the option its values but ``start`` need
+    omit_default: bool = False     # no keyword argument at its default
+    check: Callable[[Any], None] | None = None   # LoaderConfig's rule (raises UsageError)
+    stored: Callable[[str, Mapping[str, Any]], str | None] | None = None   # what is wrong with a stored value
+    hf: HfField | None = None      # its ``TrainingArguments`` field
+    loaders: frozenset[str] = frozenset({DATALOADER})   # the loaders that have it
+    from_loader: Callable[[Any], Any] | None = None   # read back from a built loader (None: its attribute)
+    step: Step | None = None       # how a warm start moves it
+    mark: Callable[[Any], str] = lambda value: ""   # its word on a plot
+    capacity: bool = False         # it changes only how fast batches come (policy.same_kind)
+    proposal: Proposal | None = None   # its what-if
+    fixable: bool = False          # the user may pass it: honoured, not searched
 
     @property
     def first(self) -> Any:
