@@ -12,13 +12,11 @@ from .policy import MIN_TOLERANCE
 
 @dataclass(frozen=True)
 class Knee(Stored):
-    """The shape of throughput against ``num_workers``: ``stops_paying`` the fewest workers
-    within ``tolerance`` of the best rate, ``peak`` the workers of the best, ``starts_hurting``
-    the fewest past the peak below the best by more than ``tolerance`` (None: never)."""
+    """The shape of throughput against ``num_workers``."""
 
-    stops_paying: int
-    peak: int
-    starts_hurting: int | None
+    stops_paying: int               # the fewest workers within ``tolerance`` of the best rate
+    peak: int                       # the workers of the best rate
+    starts_hurting: int | None      # the fewest past the peak below the best by more (None: never)
     tolerance: float
     curve: tuple[tuple[int, float], ...]
 

@@ -32,20 +32,17 @@ def batch_samples(batch_size: int, length: int | None) -> int:
 
 @dataclass(frozen=True)
 class MemoryForecast(Stored):
-    """A config's predicted memory over a run, in the guard's measure (PSS summed over the tree).
-    Per worker: ``flat_bytes`` (whatever it read, PSS), ``copied_bytes`` (copied by its peak over
-    the run), ``epoch_copied_bytes`` (by its first epoch's end); ``worker_bytes``: one worker's
-    USS at its first epoch's end (None without a growth stage)."""
+    """A config's predicted memory over a run, in the guard's measure (PSS summed over the tree)."""
 
     config: LoaderConfig
     basis: str
     host_bytes: int = stored(then=("epoch_host_bytes",))
     shm_bytes: int = stored(then=("workers",))
-    flat_bytes: int
-    copied_bytes: int = 0
-    epoch_copied_bytes: int = 0
+    flat_bytes: int                  # a worker's, whatever it read (PSS)
+    copied_bytes: int = 0            # a worker's copies by its peak over the run
+    epoch_copied_bytes: int = 0      # by its first epoch's end
     samples_per_worker: int = 0
-    worker_bytes: int | None = None
+    worker_bytes: int | None = None  # a worker's USS at its first epoch's end (None: no growth stage)
     run_worker_bytes: int | None = None
     measured_peak_bytes: int | None = None   # the highest PSS this config's own bursts reached
     growth: Growth | None = stored(None, after="pinned_bytes")

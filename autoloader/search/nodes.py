@@ -27,9 +27,7 @@ FACTORY_KEYWORDS = ("batch_size", "num_workers", "method", "in_order", "max_conc
 
 @dataclass(frozen=True)
 class NodesGraph(Stored):
-    """What the user's graph holds (None: no such node); ``chain`` the node types from the root
-    down to the ParallelMapper; ``built`` FACTORY or REBUILT, ``takes`` the keywords a factory
-    takes; ``name`` what built it."""
+    """What the user's graph holds (None: no such node)."""
     num_workers: int
     method: str
     in_order: bool
@@ -37,10 +35,10 @@ class NodesGraph(Stored):
     prefetch_factor: int | None
     pin_memory: bool
     batch_size: int | None
-    chain: tuple[str, ...]
-    built: str
-    takes: tuple[str, ...]
-    name: str
+    chain: tuple[str, ...]   # the node types from the root down to the ParallelMapper
+    built: str               # FACTORY or REBUILT
+    takes: tuple[str, ...]   # the keywords a factory takes
+    name: str                # what built it
 
     def tuned(self, name: str) -> bool:
         """Whether the search may move the knob ``name``."""
