@@ -5,8 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from autoloader.search.calibration import calibrate
-from autoloader.search.model import Calibration, Model
+from autoloader.search.model import Calibration, Model, calibrate
 from autoloader.search.profile import Profile, quantile
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig

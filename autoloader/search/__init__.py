@@ -4,7 +4,7 @@ Serves ``tuning.run`` (which sequences them) and the probe and store (which carr
 Nothing here imports torch, starts a process or touches a file (a test checks it), so every
 decision can be replayed on recorded runs from records alone. The records: ``settings`` (the
 knobs, ``knob`` their form), ``space``, ``results``, ``profile``, ``config``; the prediction:
-``model``, ``simulate``, ``calibration``, ``memory``, ``growth``, ``methods``, ``threads``,
+``model`` (its simulation and calibration), ``memory``, ``growth``, ``methods``, ``threads``,
 ``uint8``; the search: ``strategy``, ``model_first``, ``warm``, ``budget``, ``burst_rule``;
 the final: ``opening``, ``paired``, ``choice``, ``knee``; the machine and the stream: ``load``,
 ``shards``; ``nodes``: a torchdata.nodes graph's; ``policy``: every threshold, a line each on

@@ -41,8 +41,7 @@ from __future__ import annotations
 import itertools
 from typing import Callable, Sequence
 
-from .calibration import calibrate
-from .model import Calibration, Model, Prediction
+from .model import Calibration, Model, Prediction, calibrate
 from .policy import (
     HEADROOM_BUSY,
     MAX_DOUBTS,

@@ -140,7 +140,7 @@ ORDER = SETTINGS.register(Knob(
                       "it, so batches come in another order (fine for shuffled training, not where order "
                       "matters); autoloader tune --allow-reorder lets the tuner choose and measure it.",
                       # The simulation sees a slow batch no longer holding up the rest, not what
-                      # delivery out of order costs (measured at -15% where it predicted +0%).
+                      # delivery out of order costs.
                       unpredicted="not predicted: measure it with --allow-reorder"),
     loaders=BOTH))
 
