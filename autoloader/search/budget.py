@@ -1,8 +1,5 @@
-"""The run's clock: how much of the budget is spent, and what the next steps will cost.
-
-The search stops when what is left, less the time kept back for the final, cannot hold another
-trial; the final runs as many rounds as what is left holds. Estimates come from the trials
-measured so far (their start-up, their windows), so a slow workload keeps back more.
+"""The run's clock: how much of the budget is spent, and what the next steps will cost (from
+the trials measured so far, so a slow workload keeps back more for the final).
 
 # NOTE [ The budget is a wall bound ]
 # A user who gives --budget 120 plans on the command ending about then. So:

@@ -6,12 +6,9 @@
 # CPUs spent busy less this run's own processes' (probe/load.py): what the others took, in CPUs'
 # worth, steal included. A measurement where they took more than BUSY_SHARE (Thresholds.busy) is
 # busy, and a run is busy when its measurements on the whole were, or its final was. Then:
-#  * the trial lines and the table say so in words, naming the trials;
-#  * the final's ties widen (policy.load_tie), since a rate moves with the others' load;
-#  * the configs that decide the pick are measured in up to BUSY_ROUNDS more interleaved rounds
-#    when the budget has the time (tuning/final.py);
-#  * a nightly comparison is inconclusive (tuning/compare.py), and the result never becomes the
-#    baseline a later run compares with (store/history.previous passes over it).
+# the trial lines and the table say so; the final's ties widen (policy.load_widening); the
+# configs that decide the pick get up to BUSY_ROUNDS more rounds (tuning/final.py); a nightly
+# comparison is inconclusive, and the result never becomes a later run's baseline.
 """
 
 from __future__ import annotations

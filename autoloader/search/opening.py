@@ -14,11 +14,9 @@ paired comparisons count it (two final rounds then give three pairs). The bursts
 * within OPENING_SPAN consecutive trials, so the round spans no longer than a final's own;
 * two configs at least.
 
-A search window differs from a final's in its cycles, not its rate, and both readings of a pair
-share one window. The rule's search burst is never pruned (tuning/run.py). The choice ranks the
-finalists over every round, the opening's too (``Finalist.round_median``), so one disturbed
-final reading does not decide; a finalist's ``median`` (the report's) stays its final rounds',
-so the model is checked against readings it was not fitted to.
+The rule's search burst is never pruned (tuning/run.py). The choice ranks the finalists over
+every round, the opening's too (``Finalist.round_median``), so one disturbed final reading does
+not decide; a finalist's ``median`` stays its final rounds', which the model was not fitted to.
 """
 
 from __future__ import annotations
