@@ -36,10 +36,10 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
-def t975(df: int) -> float:
-    """Student's t quantile at 0.975 for ``df`` (>= 1) degrees of freedom."""
+def t95(df: int) -> float:
+    """Student's t quantile at 0.975 for ``df`` degrees of freedom: infinity below one (nothing known)."""
     if df < 1:
-        raise ValueError(f"t975 needs at least 1 degree of freedom, got {df}")
+        return math.inf
     if df <= len(_T975):
         return _T975[df - 1]
     z = 1.959964
@@ -91,7 +91,7 @@ def paired_ratio(pairs: Sequence[tuple[float, float]]) -> Ratio | None:
     mean = statistics.fmean(logs)
     if len(logs) < 2:
         return Ratio(math.exp(mean), rounds=1)
-    half = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    half = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs))
 
 
@@ -140,11 +140,6 @@ def compared(r: Ratio | None, other: str, unpaired: str | None = None) -> str:
 # Bounds as plain numbers, (ratio, lo, hi), with (0, inf) where the readings show no spread.
 
 OUTSIDE, INSIDE, STRADDLES = "outside", "inside", "straddles"
-
-
-def t95(df: int) -> float:
-    """t975, and infinity below one degree of freedom (nothing known)."""
-    return math.inf if df < 1 else t975(df)
 
 
 def paired_bounds(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
