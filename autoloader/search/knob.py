@@ -135,28 +135,27 @@ class Knob:
 
 
 class Table:
-    """The knobs in declaration order: the key's, the keyword arguments', a stored mapping's."""
+    """The knobs in declaration order: the key's, the keyword arguments', a stored mapping's.
+    ``names``: their names, a live view (a knob registered later is in it)."""
 
     def __init__(self) -> None:
         self._knobs: dict[str, Knob] = {}
-        self._tuple: tuple[Knob, ...] = ()
+        self.names = self._knobs.keys()
 
     def register(self, knob: Knob) -> Knob:
         if knob.name in self._knobs:
             raise usage("each knob is declared once", knob.name, "give the new knob another name")
         self._knobs[knob.name] = knob
-        self._tuple = tuple(self._knobs.values())
         return knob
 
     def remove(self, name: str) -> None:
         del self._knobs[name]
-        self._tuple = tuple(self._knobs.values())
 
     def __iter__(self) -> Iterator[Knob]:
-        return iter(self._tuple)
+        return iter(self._knobs.values())
 
     def __len__(self) -> int:
-        return len(self._tuple)
+        return len(self._knobs)
 
     def __contains__(self, name: object) -> bool:
         return name in self._knobs
@@ -166,29 +165,10 @@ class Table:
         return self._knobs[name]
 
     def knobs(self) -> tuple[Knob, ...]:
-        return self._tuple
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._knobs)
+        return tuple(self._knobs.values())
 
     def by_tie_rank(self) -> tuple[Knob, ...]:
-        return tuple(sorted(self._tuple, key=lambda k: k.tie_rank))
-
-
-class Names(Sequence):
-    """The table's names as a live sequence (a knob registered later is in it)."""
-
-    def __init__(self, table: Table):
-        self._table = table
-
-    def __getitem__(self, index):
-        return self._table.names()[index]
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def __repr__(self) -> str:
-        return repr(self._table.names())
+        return tuple(sorted(self._knobs.values(), key=lambda k: k.tie_rank))
 
 
 # --- the rules a declaration is built from ------------------------------------------------------

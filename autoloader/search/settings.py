@@ -41,7 +41,6 @@ from .knob import (
     Gate,
     HfField,
     Knob,
-    Names,
     Proposal,
     Step,
     Table,
@@ -59,7 +58,7 @@ __all__ = ["BATCH", "CONCURRENCY", "LOADER", "METHOD", "PERSISTENT", "PIN", "PRE
 
 SETTINGS = Table()
 # The DataLoader settings autoloader tunes, in the table's order (a live view of it).
-TUNED_SETTINGS = Names(SETTINGS)
+TUNED_SETTINGS = SETTINGS.names
 
 WITH_WORKERS = When("num_workers > 0", lambda values: values["num_workers"] > 0)
 # A DataLoader's workers alone can persist (a ParallelMapper starts its own each epoch).

@@ -100,7 +100,7 @@ class LoaderConfig:
         does not apply (a worker-only knob with no workers) its default."""
         knobs = SETTINGS.knobs()
         values = {**dict(zip((k.name for k in knobs), args)), **kwargs}
-        if len(args) > len(knobs) or not values.keys() <= set(SETTINGS.names()) or \
+        if len(args) > len(knobs) or not values.keys() <= SETTINGS.names or \
                 any(k.default is REQUIRED and k.name not in values for k in knobs):
             return cls(*args, **kwargs)   # which says what is wrong
         for k in knobs:
