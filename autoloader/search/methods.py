@@ -113,16 +113,14 @@ class StartChoice(Stored):
         costs = [f"{r.method} costs {r.startup_s - quickest.startup_s:.1f} s of start-up {when}"
                  for r in self.rows if r.method != quickest.method and r.startup_s - quickest.startup_s >= 0.05]
         lines = ["; ".join(p for p in (first, ", ".join(costs)) if p)] if (first or costs) else []
-        chosen = self.row(self.chosen)
-        default = self.row(self.default)
+        chosen, default = self.row(self.chosen), self.row(self.default)
         if chosen is not None and default is not None and chosen.method != default.method:
             why = (f"{default.method} does not fit the memory limit ({gib(default.host_bytes)} forecast)"
                    if not default.fits else f"{chosen.method} was measured faster at {self.workers} workers")
             lines.append(f"the data needs {chosen.method}: {why}")
         elif chosen is not None:
-            others = [r for r in self.rows if r.method != chosen.method]
-            lighter = [r for r in others if r.worker_bytes is not None and chosen.worker_bytes is not None
-                       and r.worker_bytes < chosen.worker_bytes]
+            lighter = [r for r in self.rows if r.method != chosen.method and r.worker_bytes is not None
+                       and chosen.worker_bytes is not None and r.worker_bytes < chosen.worker_bytes]
             if lighter and self.python_rows:
                 lines.append(f"{chosen.method} it is: it fits, and starts quicker; "
                              f"{', '.join(r.method for r in lighter)} would hold less a worker, "

@@ -12,8 +12,6 @@
 # scales each cost by the ratio measured and adds the conversion to the step; unmeasured, the
 # bytes' share stands in. A share is floored at the bytes' share: a cost cannot shrink faster
 # than its bytes (a pair that reads so timed a warm cache). The samples' own work is kept.
-
-Pure: no torch, no processes, no files.
 """
 
 from __future__ import annotations
