@@ -92,9 +92,8 @@ BATCH = SETTINGS.register(Knob(
 
 WORKERS = SETTINGS.register(Knob(
     "num_workers", int, token=lambda v: f"w{v}", label="w", tie_rank=0, cost=lambda v: v, capacity=True,
-    check=checked(is_count, "num_workers must be 0 or more", "use 0 or a positive count"), stored=stored_count(), hf=HfField("dataloader_num_workers", 0),
-    mark=lambda v: f"{v}w",
-    loaders=BOTH))
+    check=checked(is_count, "num_workers must be 0 or more", "use 0 or a positive count"), stored=stored_count(),
+    hf=HfField("dataloader_num_workers", 0), mark=lambda v: f"{v}w", loaders=BOTH))
 
 # Pinning only matters for a CUDA device, so the space offers it only there.
 PIN = SETTINGS.register(Knob(
