@@ -87,8 +87,7 @@ def _stored_batch_size(name: str, data) -> str | None:
 BATCH = SETTINGS.register(Knob(
     "batch_size", int, token=lambda v: f"bs{v}", label="bs", tie_rank=5, cost=lambda v: v,
     check=check_batch_size, stored=_stored_batch_size,
-    hf=HfField("per_device_train_batch_size", 9, on_request=True), step=Step(adjacent=True, rank=3),
-    loaders=BOTH))
+    hf=HfField("per_device_train_batch_size", 9, on_request=True), step=Step(adjacent=True, rank=3), loaders=BOTH))
 
 WORKERS = SETTINGS.register(Knob(
     "num_workers", int, token=lambda v: f"w{v}", label="w", tie_rank=0, cost=lambda v: v, capacity=True,
@@ -113,8 +112,7 @@ PREFETCH = SETTINGS.register(Knob(
                   "num_workers > 0", "use 2 (DataLoader's default) or more"),
     stored=stored_count(1, optional=True, rule="a count of 1 or more"),
     hf=HfField("dataloader_prefetch_factor", 3), step=Step(adjacent=True, rank=0),
-    mark=lambda v: "" if v == 2 else f"pf{v}",
-    loaders=BOTH))
+    mark=lambda v: "" if v == 2 else f"pf{v}", loaders=BOTH))
 
 # Kept workers are cheaper over a whole run: fresh ones pay their start-up again every epoch.
 PERSISTENT = SETTINGS.register(Knob(
