@@ -47,10 +47,8 @@ class Profile(Stored):
     # Without workers, the loop's collate (all its threads) and pin (no shared pages to fault in).
     collate_main_s: float | None = None
     pin_local_s: float | None = None
-    # NOTE [ A busy worker's receive ] in model.py; None where not measured.
-    recv_busy_s: float | None = None
-    # NOTE [ Copy on read ] in growth.py; None where not measured.
-    growth: Growth | None = None
+    recv_busy_s: float | None = None   # NOTE [ A busy worker's receive ] in model.py; None: not measured
+    growth: Growth | None = None       # NOTE [ Copy on read ] in growth.py; None where not measured
     # Each step call's time (NOTE [ Headroom ] in model_first.py); empty where not measured.
     step_samples: tuple[float, ...] = ()
     # NOTE [ The main process's threads ] in threads.py.
@@ -64,22 +62,17 @@ class Profile(Stored):
     # A stream read by two workers (NOTE [ Counting what each worker delivered ] in probe/shards.py).
     stream_delivered: tuple[int, ...] = ()
     stream_duplicates: float | None = None
-    # NOTE [ What a start method costs ] in methods.py; empty where not measured.
-    methods: tuple[MethodCost, ...] = stored((), sparse=True)
+    methods: tuple[MethodCost, ...] = stored((), sparse=True)   # NOTE [ What a start method costs ]
     # The sample stage's share waiting for a CPU, taken out of every cost above (NOTE [ A profile
     # read under load ] in probe/profiler.py); None where not read.
     sample_delay_share: float | None = None
-    # NOTE [ The receive's two parts ] in model.py; None where one size was timed.
-    recv_fixed_s: float | None = None
-    # NOTE [ A quarter of the bytes ] in uint8.py; None where not timed.
-    uint8: Uint8Cost | None = stored(None, sparse=True)
-    # Each stage's wall seconds, in order (probe/profiler.py); empty in older records.
-    stage_s: tuple[tuple[str, float], ...] = ()
+    recv_fixed_s: float | None = None   # NOTE [ The receive's two parts ] in model.py; None: one size timed
+    uint8: Uint8Cost | None = stored(None, sparse=True)   # NOTE [ A quarter of the bytes ]; None: not timed
+    stage_s: tuple[tuple[str, float], ...] = ()   # each stage's wall seconds, in order (probe/profiler.py)
     # False for the stand-in when the profile could not be measured (``fallback_profile``): no
     # figure is predicted and no knee found.
     measured: bool = stored(True, then=("sample_quantiles",))
-    # Its share of the budget where it reached it (NOTE [ A profile within its share ]); None: whole.
-    cut_s: float | None = stored(None, sparse=True)
+    cut_s: float | None = stored(None, sparse=True)   # NOTE [ A profile within its share ]; None: whole
 
     @property
     def batch_bytes(self) -> int:

@@ -77,8 +77,7 @@ class TrialResult(Stored):
     # each worker delivered ] in probe/shards.py).
     worker_delivered: tuple[int, ...] | None = None
     duplicate_share: float | None = None
-    # Page-locked bytes held at the peak (NOTE [ Pinned batches ] in memory.py).
-    pinned_bytes: int | None = None
+    pinned_bytes: int | None = None         # page-locked, at the peak (NOTE [ Pinned batches ] in memory.py)
     batch_bytes: int | None = None
     batches: int = 0
     window_s: float = 0.0
@@ -88,10 +87,8 @@ class TrialResult(Stored):
     stalled_s: float | None = None          # HANG: seconds since the trial's last batch when it was ended
     cause: str | None = None
     error: str | None = None
-    # FAILED by an OSError: the environment's, so a resumed run measures it again (store/retry.py).
-    os_error: bool = False
-    # A node's trial: each rank's rate, rank 0 first (NOTE [ Tuning a node's ranks ]).
-    rank_samples_per_s: tuple[float, ...] | None = None
+    os_error: bool = False                  # FAILED by an OSError: a resumed run measures it again
+    rank_samples_per_s: tuple[float, ...] | None = None   # a node's: each rank's, rank 0 first
     # CPUs' worth over the trial (NOTE [ Others on the machine ] in load.py):
     others_cpus: float | None = None        # other processes' share of the usable CPUs, steal included
     steal_cpus: float | None = None         # the hypervisor's steal (other guests), where the kernel says
