@@ -53,8 +53,7 @@ class Growth(Stored):
     to it."""
 
     flat_bytes: int             # the control's USS at the stage's end: a worker's own, reads aside
-    # The reader's gain over the control after the block, where random reads start.
-    base_bytes: int = stored(signed=True)
+    base_bytes: int = stored(signed=True)   # the reader's gain after the block, where random reads start
     row_bytes: float            # growth per row read in order: what one row's pages hold
     block_rows: int             # rows the block read, in order
     length: int                 # rows of the dataset

@@ -50,8 +50,7 @@ class Proposal:
     value: Any
     title: str
     change: str         # what to change, exactly
-    # What the what-if says instead of a gain where the model cannot predict it; None: predicted.
-    unpredicted: str | None = None
+    unpredicted: str | None = None   # what the what-if says instead of a gain it cannot predict
 
 
 @dataclass(frozen=True)

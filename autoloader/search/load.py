@@ -41,8 +41,7 @@ class MachineLoad(Stored):
     final_others_cpus: float | None = stored(None, then=("busy",))
     busy_spans: tuple[BusySpan, ...] = stored((), key="busy_trials")
     measured_s: float = 0.0
-    # The share past which a measurement is busy (Thresholds.busy).
-    threshold: float = stored(BUSY_SHARE, positive=True)
+    threshold: float = stored(BUSY_SHARE, positive=True)   # past it a measurement is busy (Thresholds.busy)
 
     @property
     def share(self) -> float | None:

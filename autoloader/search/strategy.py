@@ -14,12 +14,9 @@ class Strategy(abc.ABC):
     """Answers everything the run asks of the search. It holds no state between calls but its
     construction: a resumed run hands it the stored history and it picks up where it was."""
 
-    # The rule the tuner replaces, which the final measures beside the pick (None: no rule).
-    rule: LoaderConfig | None = None
-    # Set when what the search measured settled the answer before its plan ended.
-    stopped_early: bool = False
-    # NOTE [ Past the cores ] in choice.py; None: not held.
-    cpus: int | None = None
+    rule: LoaderConfig | None = None   # the config the tuner replaces, measured beside the pick
+    stopped_early: bool = False        # what it measured settled the answer before its plan ended
+    cpus: int | None = None            # NOTE [ Past the cores ] in choice.py; None: not held
 
     @abc.abstractmethod
     def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
