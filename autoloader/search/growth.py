@@ -130,10 +130,8 @@ class Growth(Stored):
         # (copied row by row all epoch); so the shared part goes on falling at the pace it fell
         # between the two, toward the rows' own pages (Growth._beyond).
         last = useful[-1][0]
-        late = [(n, c) for n, c in useful if n >= last / 2] or useful[-2:]
-        if len(late) < 2:
-            late = useful[-2:]
-        rate, at = _line(late, last)
+        late = [(n, c) for n, c in useful if n >= last / 2]
+        rate, at = _line(late if len(late) >= 2 else useful[-2:], last)
         return dataclasses.replace(self, per_sample_bytes=g, ceiling_bytes=int(ceiling), last_samples=int(last),
                                    last_bytes=min(max(0.0, at), 0.99 * ceiling), last_rate=min(max(0.0, rate), g))
 
