@@ -18,7 +18,6 @@ from autoloader.search.memory import (
     MemoryForecast,
     MemoryLimits,
     forecast_peak,
-    predict_peak,
 )
 from autoloader.search.policy import GROWTH_MIN_RISE
 from autoloader.search.profile import Profile
@@ -143,7 +142,6 @@ def test_without_growth_the_forecast_is_the_measured_peaks_as_before():
         f = forecast_peak(eight, runner, runner, SAMPLE, [burst], length=LENGTH, growth=growth)
         assert f.basis == MEASURED_PEAK and f.copied_bytes == 0
         assert f.host_bytes == runner + 8 * 30 * MIB + in_flight(eight)
-    assert predict_peak(eight, runner, runner, SAMPLE, [burst], length=LENGTH) == (f.host_bytes, f.shm_bytes)
 
 
 def test_the_limit_refuses_a_config_whose_epoch_would_pass_it_and_says_why():

@@ -1,7 +1,7 @@
 """The memory prediction that keeps a config from being run when it would break the ceiling:
 it must predict in the guard's own measure (PSS), or a breach is found only by running it."""
 
-from autoloader.search.memory import predict_peak
+from autoloader.search.memory import forecast_peak
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
 
@@ -21,7 +21,8 @@ def test_predicts_in_pss_from_the_trials_pss():
     trial = TrialResult(two, OK, samples_per_s=1.0, peak_host_bytes=100 * MIB + 2 * 30 * MIB + in_flight(two),
                         peak_pss_bytes=400 * MIB + 2 * 50 * MIB + in_flight(two))
     eight = LoaderConfig.make(16, 8, False, 2, True)
-    host, shm = predict_peak(eight, 100 * MIB, 400 * MIB, SAMPLE, [trial])
+    f = forecast_peak(eight, 100 * MIB, 400 * MIB, SAMPLE, [trial])
+    host, shm = f.host_bytes, f.shm_bytes
     assert host == 400 * MIB + 8 * 50 * MIB + in_flight(eight)
     assert shm == 8 * 2 * SAMPLE * 16
 
@@ -33,6 +34,6 @@ def test_a_trial_stored_before_pss_counts_by_its_uss():
         if k != "peak_pss_bytes"})
     assert old.peak_pss_bytes is None
     eight = LoaderConfig.make(16, 8, False, 2, True)
-    host, _ = predict_peak(eight, 100 * MIB, 400 * MIB, SAMPLE, [old])
+    host = forecast_peak(eight, 100 * MIB, 400 * MIB, SAMPLE, [old]).host_bytes
     assert host == 400 * MIB + 8 * 30 * MIB + in_flight(eight)
 

@@ -5,8 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from autoloader.search.calibration import calibrate
-from autoloader.search.model import Calibration, Model
+from autoloader.search.model import Calibration, Model, calibrate
 from autoloader.search.profile import Profile, quantile
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
@@ -168,7 +167,12 @@ def test_a_prediction_resting_on_a_stage_no_burst_measured_is_the_least_certain(
                            steady_samples_per_s=model.predict(c).steady_samples_per_s) for c in (cfg(1), cfg(2))]
     calib = calibrate(model, history)
     assert calib.worker_fits == 2 and calib.main_fits == 0
-    assert model.uncertainty(cfg(12), calib) > model.uncertainty(cfg(2), calib)
+
+    def spread(config):   # the prediction's relative range over the terms no burst corrected
+        low, high = model.rate_range(config, calib)
+        return (high - low) / model.predict(config, calib).samples_per_s
+
+    assert spread(cfg(12)) > spread(cfg(2))
     assert Calibration().worker_fits == 0
 
 

@@ -18,7 +18,7 @@ from autoloader.integrations import formats
 from autoloader.search.config import TunedConfig
 from autoloader.search.knob import Context, HfField, Knob, stored_choice
 from autoloader.search.model_first import candidates
-from autoloader.search.settings import ORDER, PIN, SETTINGS, TUNED_SETTINGS, WITH_WORKERS, knob
+from autoloader.search.settings import ORDER, PIN, SETTINGS, TUNED_SETTINGS, WITH_WORKERS
 from autoloader.search.space import LoaderConfig, SearchSpace, search_space
 from autoloader.search.codec import InvalidRecord, read
 from autoloader.store.result import TuneResult
@@ -56,7 +56,7 @@ def toy():
 def test_the_table_holds_the_six_knobs_in_the_order_of_the_key():
     # The DataLoader's six, torchdata.nodes' (LOADER, METHOD, CONCURRENCY), then the start method.
     assert tuple(TUNED_SETTINGS) == NINE + ("multiprocessing_context",) == tuple(k.name for k in SETTINGS)
-    assert knob("in_order") is ORDER and SETTINGS["pin_memory"] is PIN
+    assert SETTINGS["in_order"] is ORDER and SETTINGS["pin_memory"] is PIN
     assert ORDER.gate.option == "allow_reorder" and ORDER.proposal.value is False
     with pytest.raises(ValueError, match="declared once"):
         SETTINGS.register(PIN)

@@ -1,13 +1,13 @@
-"""The pipeline simulation (search/simulate.py) is written for speed; it must give exactly what
-the plain loop of NOTE [ The pipeline model ] gives, float for float, or every prediction, pick
-and replay of a recorded run would move with an edit that meant only to save time."""
+"""The pipeline simulation (search/model.py's ``_simulate``) is written for speed; it must give
+exactly what the plain loop of NOTE [ The pipeline model ] gives, float for float, or every
+prediction, pick and replay of a recorded run would move with an edit that meant only to save time."""
 
 from __future__ import annotations
 
 import heapq
 import random
 
-from autoloader.search.simulate import SIMULATED_BATCHES, _simulate
+from autoloader.search.model import SIMULATED_BATCHES, _simulate
 
 
 def plain(n, prefetch, in_order, batch_times, pin_s, main_times):

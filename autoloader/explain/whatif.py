@@ -137,8 +137,7 @@ def uint8_profile(profile: Profile) -> Profile:
     fixed = min(profile.recv_s, profile.recv_fixed_s) if profile.recv_fixed_s is not None else 0.0
     recv = fixed + (profile.recv_s - fixed) * f
     busy = None if profile.recv_busy_s is None else recv + max(0.0, profile.recv_busy_s - profile.recv_s)
-    loop, worker = (u.loop, u.worker) if u is not None else (f, f)
-    pin, pinned, pageable = (u.pin, u.pinned_copy, u.pageable_copy) if u is not None else (f, f, f)
+    loop, worker, pin, pinned, pageable = u.shares() if u is not None else (f,) * 5
     return dataclasses.replace(profile, sample_bytes=max(1, int(profile.sample_bytes * f)), recv_s=recv,
                                recv_busy_s=busy, pin_s=by(profile.pin_s, pin), pin_local_s=by(profile.pin_local_s, pin),
                                h2d_pinned_s=by(profile.h2d_pinned_s, pinned),

@@ -1,14 +1,8 @@
-"""The run's clock: how much of the budget is spent, and what the next steps will cost.
-
-The search stops when what is left, less the time kept back for the final, cannot hold another
-trial; the final runs as many rounds as what is left holds. Estimates come from the trials
-measured so far (their start-up, their windows), so a slow workload keeps back more.
+"""The run's clock: how much of the budget is spent, and what the next steps will cost (from
+the trials measured so far, so a slow workload keeps back more for the final).
 
 # NOTE [ The budget is a wall bound ]
-# A user who gives --budget 120 plans on the command ending about then. It ran well past it: the
-# clock started only once the run was built (after the command had imported torch to ask whether
-# it was a distributed rank), the first trial ran however little was left, and the trial
-# process's exit was waited for after the result. So:
+# A user who gives --budget 120 plans on the command ending about then. So:
 #  * the clock counts from the command's start (the process's, for the `autoloader` command; the
 #    call's, for tune() and best_loader()), set-up included;
 #  * the search and the final plan to end by the budget (``left``), each burst's window clipped
@@ -34,11 +28,10 @@ from .policy import FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS, FIRST_TRI
 from .results import OK, TrialResult
 from .space import LoaderConfig
 
-# The wall bound past the budget (NOTE [ The budget is a wall bound ]): a tenth of it, 5 s at least.
+# The wall bound past the budget: a tenth of it, 5 s at least.
 WALL_SLACK_SHARE = 0.10
 WALL_SLACK_MIN_S = 5.0
-# Kept back inside the wall bound for ending the run: stopping the trial process, writing the
-# result and printing it.
+# Kept back inside the wall bound for stopping the trial process, writing and printing.
 CLOSING_S = 2.0
 # A first burst's start-up and skipped batches, before any trial has measured them.
 FIRST_OVERHEAD_S = 2.0
@@ -46,10 +39,8 @@ FIRST_OVERHEAD_S = 2.0
 PROFILE_SHARE = 1 / 3
 # A step slower than this a batch is named, with the budget it needs, when a run measures nothing.
 SLOW_STEP_S = 1.0
-# The calls of the step a judged tune makes at least: the profile's (a warm call, three timed,
-# two thread pairs of two: 8), the two bursts of the opening (num_workers=0 and the rule: a first
-# batch, the skipped ones and a window of a few each: 6 to 8 each) and one interleaved final
-# round of the two (10).
+# The calls of the step a judged tune makes at least: the profile's (8), the two bursts of the
+# opening (6 to 8 each) and one final round of the two (10).
 JUDGED_TUNE_STEPS = 32
 
 
@@ -59,23 +50,19 @@ def wall_bound(budget_s: float) -> float:
 
 
 def profile_limit(budget_s: float, left_s: float) -> float:
-    """The seconds the profile may take: its share of the budget, and half of what is left at
-    most (the other half is the first burst's)."""
+    """The profile's share of the budget, half of what is left at most (the rest is the first burst's)."""
     return max(0.0, min(PROFILE_SHARE * budget_s, left_s / 2))
 
 
 def needed_budget(step_s: float, before_s: float) -> int:
-    """The --budget a judged tune of a step of ``step_s`` a batch needs, when ``before_s`` went to
-    the trial process's start: JUDGED_TUNE_STEPS calls of the step after it, rounded up to 10 s."""
+    """The --budget a judged tune needs: ``before_s`` then JUDGED_TUNE_STEPS steps, to 10 s up."""
     need = before_s + JUDGED_TUNE_STEPS * step_s
     return int(-(-need // 10) * 10)
 
 
 def budget_words(step_s: float, samples_s: float, before_s: float) -> str | None:
-    """What a budget too short for a slow pipeline needs, in words: the step's seconds a batch
-    (``step_s``), or a batch's without workers (its samples and collate, ``samples_s``, and the
-    step) where those are the slow part, and the --budget they need (``needed_budget``); None
-    when a batch takes under SLOW_STEP_S."""
+    """What a budget too short for a slow pipeline needs, in words; None when a batch takes
+    under SLOW_STEP_S."""
     batch_s = step_s + samples_s
     if batch_s < SLOW_STEP_S:
         return None
@@ -85,8 +72,7 @@ def budget_words(step_s: float, samples_s: float, before_s: float) -> str | None
 
 
 class Clock:
-    """The budget of one tuning run, counted from ``started`` (``time.monotonic()``; default now).
-    Whoever asks what the search may still spend names who the final will measure."""
+    """The budget of one tuning run, counted from ``started`` (``time.monotonic()``; default now)."""
 
     def __init__(self, budget_s: float, started: float | None = None, kept_s: float = 0.0):
         self.budget = float(budget_s)
@@ -104,7 +90,6 @@ class Clock:
 
     @property
     def bound(self) -> float:
-        """The wall bound: the most seconds the run may take from its start to its end."""
         return wall_bound(self.budget)
 
     def bound_left(self) -> float:
@@ -113,18 +98,15 @@ class Clock:
 
     def window_for(self, settings: BurstSettings, overhead_s: float) -> BurstSettings:
         """``settings`` with the time cap clipped so that a burst of ``overhead_s`` beyond its
-        window ends by the budget (down to its minimum window, for the trial a run must measure).
-        Clipped, the burst skips no batch beyond its workers' first: on a loaded machine or a
-        slow pipeline two batches can be seconds each, and a burst the budget's end cuts measures
-        nothing (its figure then says it: a short window's interval is wide)."""
+        window ends by the budget (down to its minimum window); clipped, it skips no batch beyond
+        its workers' first (two batches can be seconds each)."""
         cap = max(settings.min_window_s, min(settings.max_window_s, self.left() - overhead_s))
         return settings if cap >= settings.max_window_s else dataclasses.replace(settings, max_window_s=cap,
                                                                                   extra_skip=0)
 
     def search_left(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig],
                     rounds: int = FINAL_ROUNDS) -> float:
-        """Time the search may still spend: what is left less the reserve for ``finalists``' final
-        of ``rounds`` rounds (one while the strategy's pick is unmeasured: Strategy.pick_unmeasured)."""
+        """What is left less the reserve for ``finalists``' final of ``rounds`` rounds."""
         return self.left() - self.finals_reserve(history, finalists, rounds)
 
     def finals_reserve(self, history: Sequence[TrialResult], finalists: Sequence[LoaderConfig],
@@ -136,11 +118,9 @@ class Clock:
 
 
 def rounds_kept(history: Sequence[TrialResult], rule: LoaderConfig | None, pick_unmeasured: bool) -> int:
-    """The final rounds the search keeps time back for (``Clock.search_left``'s ``rounds``): one
-    while the strategy's pick is unmeasured (Strategy.pick_unmeasured: a final without it only
-    re-measures what loses); one fewer than FINAL_ROUNDS while the rule has no burst, since its
-    burst, next after the pick's in the search's plan, opens the final (NOTE [ The opening round ]
-    in opening.py: it is the rule's first final reading, taken in the search); else FINAL_ROUNDS."""
+    """The final rounds the search keeps time for: one while the strategy's pick is unmeasured (a
+    final without it re-measures what loses); one fewer while the rule has no burst, since its
+    burst opens the final (NOTE [ The opening round ] in opening.py)."""
     if pick_unmeasured:
         return 1
     if rule is not None and not any(t.config == rule for t in history):
@@ -149,60 +129,49 @@ def rounds_kept(history: Sequence[TrialResult], rule: LoaderConfig | None, pick_
 
 
 def overhead_seconds(history: Sequence[TrialResult]) -> float:
-    """What a burst takes beyond its window (its workers' start, the skipped batches), typically
-    so far: the median over the measured trials, FIRST_OVERHEAD_S before any."""
+    """A burst's typical time beyond its window so far (start-up, skipped batches)."""
     spent = [t.seconds - t.window_s for t in history if t.status == OK and t.seconds and t.window_s]
     return max(0.3, statistics.median(spent)) if spent else FIRST_OVERHEAD_S
 
 
 def trial_seconds(history: Sequence[TrialResult]) -> float:
-    """The typical trial's wall time so far (the median), FIRST_TRIAL_S before any."""
+    """The typical trial's wall time so far."""
     spent = [t.seconds for t in history if t.seconds]
     return statistics.median(spent) if spent else FIRST_TRIAL_S
 
 
 def burst_seconds(config: LoaderConfig, history: Sequence[TrialResult], settings: BurstSettings) -> float:
-    """One search burst of ``config``: NOTE [ The next burst's cost ]. Never more than the typical
-    trial so far (``trial_seconds``), which it refines."""
+    """One search burst of ``config`` (NOTE [ The next burst's cost ])."""
     typical = trial_seconds(history)
     measured = [(i, t) for i, t in enumerate(history) if t.status == OK and t.seconds and t.window_s]
     if not measured:
         return typical
     workers = config.num_workers
     _, near = min(measured, key=lambda it: (abs(it[1].config.num_workers - workers), -it[0]))
-    overhead = max(0.3, near.seconds - near.window_s)
-    if workers < near.config.num_workers:
-        overhead = max(0.3, overhead * max(1, workers) / max(1, near.config.num_workers))
-    per_batch = near.window_s / near.batches if near.batches else 0.0
-    return min(typical, overhead + expected_window_s(settings, workers, per_batch))
+    fewer = max(1, workers) / near.config.num_workers if workers < near.config.num_workers else 1.0
+    return min(typical, measure_seconds(near, settings, workers, fewer))
 
 
 # NOTE [ The next burst's cost ]
-# The search goes on while what is left, less the final's reserve, holds the next burst. Reading
-# that as the typical burst so far stopped a run after one burst of 32 workers: their start-up
-# made it 17.6 s, so the 4.4 s burst without workers the plan held next did not "fit" in the 22 s
-# left, the run ended 22 s early with one config measured and no final, and that one config was
-# slower than the one never tried. Workers start one after another, so a burst's time beyond its
-# window (start-up, skipped batches) is taken from the measured burst nearest in workers, scaled
-# down by the worker counts when the next has fewer, and its window from that burst's batch rate
-# (``expected_window_s``); a burst of more workers keeps the nearest one's overhead. The typical
-# burst so far stays the ceiling, so the search never stops sooner than it did.
+# The search goes on while what is left, less the final's reserve, holds the next burst; the
+# typical burst so far overstates a burst of fewer workers (theirs start one after another). So a
+# burst's time beyond its window is the measured burst's nearest in workers, scaled down by the
+# worker counts when the next has fewer, and its window from that burst's batch rate
+# (``expected_window_s``). The typical burst so far stays the ceiling.
 
 
 def final_measure_seconds(config: LoaderConfig, history: Sequence[TrialResult]) -> float:
-    """One final measurement of ``config``, from its search trial: the same start-up and skip, and
-    a window of FINAL_SETTINGS' cap or, when batches are slow, the min_cycles x num_workers
-    batches the burst waits for (at most its hard cap of 3x). See NOTE [ Honest burst ]."""
+    """One final measurement of ``config``, from its search trial (``measure_seconds``)."""
     trial = next((t for t in history if t.config == config and t.status == OK and t.seconds), None)
     if trial is None:
         return max(1.5, min(trial_seconds(history), FINAL_SETTINGS.max_window_s + 2.0))
     return measure_seconds(trial, FINAL_SETTINGS, config.num_workers)
 
 
-def measure_seconds(trial: TrialResult, settings: BurstSettings, workers: int) -> float:
-    """One measurement at ``workers`` under ``settings``, from a measured ``trial``: its start-up
-    and skip (what it took beyond its window), and the window ``settings`` give at its batch rate."""
-    overhead = max(0.3, trial.seconds - trial.window_s)
+def measure_seconds(trial: TrialResult, settings: BurstSettings, workers: int, scale: float = 1.0) -> float:
+    """One measurement at ``workers`` under ``settings``, from a measured ``trial``: its time
+    beyond its window (times ``scale``), and the window at its batch rate."""
+    overhead = max(0.3, max(0.3, trial.seconds - trial.window_s) * scale)
     per_batch = trial.window_s / trial.batches if trial.batches else 0.0
     return overhead + expected_window_s(settings, workers, per_batch)
 

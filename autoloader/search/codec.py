@@ -1,11 +1,10 @@
 """Stored records: each declared once, read and written here.
 
-A record a result file or a study holds is a frozen dataclass deriving from ``Stored``: its
-annotations say what each field holds, and ``stored(...)`` beside a field says what its type
-alone does not (NOTE [ One declaration per stored field ]). ``to_dict`` writes it as JSON holds
-it; ``from_dict`` reads it back with every field checked, raising ``InvalidRecord`` that names
-the field by its place (``trials[3].config.num_workers is 99, ...``), the value found and what it
-must be, so whoever holds a record reads attributes and need not check. Pure: no files.
+A stored record is a frozen dataclass deriving from ``Stored``: its annotations say what each
+field holds, ``stored(...)`` what its type alone does not (NOTE [ One declaration per stored
+field ]). ``to_dict`` writes it as JSON holds it; ``from_dict`` reads it back with every field
+checked, raising ``InvalidRecord`` naming the field by its place (``trials[3].config.num_workers
+is 99, ...``), the value found and what it must be.
 
 # NOTE [ One declaration per stored field ]
 # A record is stored as a mapping of its fields in declaration order, each under its name.
@@ -30,14 +29,11 @@ must be, so whoever holds a record reads attributes and need not check. Pure: no
 # has no infinity: a number that is not finite is written null.
 #
 # NOTE [ Bounds of a stored record ]
-# A stored figure is checked for what the code that reads it needs, not only for its type: a
-# count of CPUs, a batch size or a prefetch depth sizes the loops of the model and the what-ifs
-# (a worker ladder of 4 x CPUs rungs, a simulated pool of batch-size samples), so a damaged file
-# saying 10**18 would hang a report rather than fail it. Past MAX_CPUS, MAX_BATCH_SIZE or
-# MAX_PREFETCH, far beyond any machine or loader a run measures, the record is damaged. Numbers
-# past MAX_FIGURE (in any unit autoloader stores: seconds, bytes, samples/s) would overflow the
-# arithmetic done on them, so they fail too. A config's workers are bounded by the CPUs of the
-# machine it is read for (``limit``): a file cannot widen its own limit.
+# A stored figure is checked for what the code that reads it needs: a count of CPUs, a batch size
+# or a prefetch depth sizes the model's loops, so a damaged file saying 10**18 would hang a report
+# rather than fail it. Past MAX_CPUS, MAX_BATCH_SIZE or MAX_PREFETCH, far beyond any machine or
+# loader, or any number past MAX_FIGURE (it would overflow the arithmetic), the record is damaged.
+# A config's workers are bounded by the CPUs of the machine it is read for (``limit``).
 """
 
 from __future__ import annotations
@@ -69,8 +65,7 @@ class InvalidRecord(ValueError):
 def stored(default: Any = _MISSING, *, key: str | None = None, old: tuple[str, ...] = (), then: tuple = (),
            after: str | None = None, sparse: bool = False, flat: bool = False, read: bool = True,
            write: bool = True, absent: Any = _MISSING, **rule: Any) -> Any:
-    """A stored field's declaration beyond its type: NOTE [ One declaration per stored field ].
-    ``absent``: what a record without the field reads as, where the constructor has no default."""
+    """A stored field's declaration beyond its type: NOTE [ One declaration per stored field ]."""
     unknown = set(rule) - _RULES
     if unknown:
         raise TypeError(f"stored() takes no rule {', '.join(sorted(unknown))}")
@@ -79,8 +74,7 @@ def stored(default: Any = _MISSING, *, key: str | None = None, old: tuple[str, .
         absent=absent)})
 
 
-_DECLARED = dict(key=None, old=(), then=(), after=None, sparse=False, flat=False, read=True, write=True, rule={},
-                 absent=_MISSING)   # a field without ``stored``
+_DECLARED = stored().metadata["stored"]   # a field without ``stored``
 
 
 class Stored:
@@ -92,29 +86,26 @@ class Stored:
     @classmethod
     def from_dict(cls, data: object, at: str = "", limit: int | None = None):
         """The record ``data`` holds, every field checked; ``at``: where it is, for the error's
-        words; ``limit``: the most workers a config in it may have (NOTE [ Bounds of a stored record ])."""
+        words; ``limit``: the most workers a config in it may have."""
         return read(cls, data, at, limit)
 
 
 def read(cls: type, data: object, at: str = "", limit: int | None = None):
-    """The ``cls`` record (or LoaderConfig) that ``data`` holds, or InvalidRecord naming the field
-    that is not; ``at``: where it is, ``limit``: the most workers a config in it may have."""
+    """The ``cls`` record (or LoaderConfig) that ``data`` holds (``Stored.from_dict``)."""
     if cls is LoaderConfig:
         return _config(data, at or "config", limit)
     return _plan(cls).read(data, at, limit)
 
 
 def write(record: Any) -> dict:
-    """The stored mapping of ``record``."""
     return _plan(type(record)).write(record)
 
 
 # --- the plan of a record: its fields' readers and writers, made once from its declaration ---------
 
 class _Plan:
-    """Each field of a record as stored: its ``stored`` declaration with where it is read
-    (``path``: its key, or a dotted key's steps), its ``check`` (value, at, limit) -> value and
-    its ``put`` value -> stored form."""
+    """Each field of a record as stored: its declaration, ``path`` (its key's steps), ``check``
+    (value, at, limit) -> value and ``put`` value -> stored form."""
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
@@ -131,8 +122,7 @@ class _Plan:
                 flat=kind if flat else None))
 
     def read(self, data: object, at: str, limit: int | None):
-        if not isinstance(data, dict):
-            raise InvalidRecord(f"{at or 'the record'} is {_shown(data)}, not a mapping")
+        _mapping(data, at or "the record", limit)
         values = {}
         for f in self.fields:
             if not f.read:
@@ -191,15 +181,13 @@ def _plan(cls: type) -> _Plan:
 
 
 def _lookup(data: dict, f, at: str) -> tuple[object, str]:
-    """The stored value of ``f`` (_MISSING where absent), and its place."""
     node, where = data, at
     for step in f.path[:-1]:
         where = _at(where, step)
         node = node.get(step)
         if node is None:
             return _MISSING, _at(where, f.path[-1])
-        if not isinstance(node, dict):
-            raise InvalidRecord(f"{where} is {_shown(node)}, not a mapping")
+        _mapping(node, where, None)
     for key in (f.path[-1], *f.old):
         if key in node:
             return node[key], _at(where, key)
@@ -211,7 +199,6 @@ def _at(at: str, key: str) -> str:
 
 
 def _within(at: str, exc: InvalidRecord) -> InvalidRecord:
-    """``exc``, said of the record at ``at``: a field it names is named under it."""
     text = str(exc)
     if not at:
         return exc
@@ -226,7 +213,6 @@ def _shown(value: object) -> str:
 
 
 def _unoptional(tp: Any) -> tuple[Any, bool]:
-    """The type without ``| None``, and whether it had it."""
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:
@@ -238,7 +224,6 @@ def _unoptional(tp: Any) -> tuple[Any, bool]:
 # --- each kind of value: its check and its stored form ---------------------------------------------
 
 def _kind(tp: Any, rule: dict, optional: bool) -> tuple[Callable, Callable]:
-    """(check, put) of a value of type ``tp`` under ``rule``; ``optional``: null is fine."""
     check, put = _of(tp, rule)
     return (lambda v, at, limit: None if v is None and optional else check(v, at, limit)), \
         (lambda v: None if v is None else put(v))
@@ -271,18 +256,20 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def _mapping(value, at, limit):
-    if not isinstance(value, dict):
-        raise InvalidRecord(f"{at} is {_shown(value)}, not a mapping")
-    return value
+def _checker(ok: Callable[[Any], bool], words: str) -> Callable:
+    """A check that passes a value ``ok`` holds, and refuses any other as not ``words``."""
+    def check(value, at, limit):
+        if not ok(value):
+            raise InvalidRecord(f"{at} is {_shown(value)}, not {words}")
+        return value
+    return check
+
+
+_mapping = _checker(lambda value: isinstance(value, dict), "a mapping")
 
 
 def _flag(rule: dict) -> Callable:
-    def check(value, at, limit):
-        if not isinstance(value, bool):
-            raise InvalidRecord(f"{at} is {_shown(value)}, not true or false")
-        return value
-    return check
+    return _checker(lambda value: isinstance(value, bool), "true or false")
 
 
 def _count(rule: dict) -> Callable:
@@ -290,30 +277,17 @@ def _count(rule: dict) -> Callable:
     least, most = rule.get("least", -MAX_FIGURE if signed else 0), rule.get("most", MAX_FIGURE)
     words = ("a whole number" if signed else "a count" + (f" of {least} or more" if least else "")
              + (f" up to {most:.0f}" if most < MAX_FIGURE else ""))
-
-    def check(value, at, limit):
-        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
-            raise InvalidRecord(f"{at} is {_shown(value)}, not {words}")
-        return value
-    return check
+    return _checker(lambda v: not isinstance(v, bool) and isinstance(v, int) and least <= v <= most, words)
 
 
 def _number(rule: dict) -> Callable:
-    """A finite number: non-negative, or ``positive``, or ``signed``; a ``scalar`` (a setting's
-    value as JSON holds it) may be text, true or false, or null too."""
     signed, positive, most = rule.get("signed", False), rule.get("positive", False), rule.get("most", MAX_FIGURE)
     low = -MAX_FIGURE if signed else 0
     words = ("a positive " if positive else "a " if signed else "a non-negative ") + "finite number" + (
         f" up to {most:.0f}" if most < MAX_FIGURE else "")
-    scalar = rule.get("scalar", False)
-
-    def check(value, at, limit):
-        if scalar and (value is None or isinstance(value, (bool, str))):
-            return value
-        if type(value) not in (int, float) or not low <= value <= most or (positive and value <= 0):
-            raise InvalidRecord(f"{at} is {_shown(value)}, not {words}")
-        return value
-    return check
+    scalar = rule.get("scalar", False)   # a setting's value: text, true or false, or null too
+    return _checker(lambda v: (scalar and (v is None or isinstance(v, (bool, str))))
+                    or (type(v) in (int, float) and low <= v <= most and not (positive and v <= 0)), words)
 
 
 def _text(rule: dict) -> Callable:
@@ -333,7 +307,6 @@ def _text(rule: dict) -> Callable:
 
 
 def _sequence(args: tuple, rule: dict) -> tuple[Callable, Callable]:
-    """A tuple stored as a list: ``tuple[X, ...]`` of any length, ``tuple[A, B]`` of that one."""
     fixed = not (len(args) == 2 and args[1] is Ellipsis)
     kinds = [_kind(kind, rule, optional) for kind, optional in map(_unoptional, args if fixed else args[:1])]
 
@@ -347,8 +320,7 @@ def _sequence(args: tuple, rule: dict) -> tuple[Callable, Callable]:
 
 
 def _config(value: object, at: str, limit: int | None) -> LoaderConfig:
-    """A stored config, every setting checked by its knob's rule (NOTE [ The settings table ] in
-    settings.py), within NOTE [ Bounds of a stored record ]."""
+    """A stored config, each setting checked by its knob's ``stored`` rule and within the bounds."""
     _mapping(value, at, limit)
     for knob in SETTINGS:
         problem = knob.stored(knob.name, value) if knob.stored is not None else None

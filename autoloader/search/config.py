@@ -41,9 +41,3 @@ class TunedConfig(Stored):
         if self.config.num_workers:
             kwargs["worker_init_fn"] = seeding.seed_worker
         return kwargs
-
-    @property
-    def speedup(self) -> float | None:
-        if not self.baseline_samples_per_s:
-            return None
-        return self.samples_per_s / self.baseline_samples_per_s

@@ -12,27 +12,18 @@ from .policy import MIN_TOLERANCE
 
 @dataclass(frozen=True)
 class Knee(Stored):
-    """The shape of throughput against ``num_workers``.
+    """The shape of throughput against ``num_workers``."""
 
-    ``stops_paying``: the fewest workers whose rate is within ``tolerance`` of the best; more
-    workers than this buy nothing measurable. ``peak``: the worker count of the best rate.
-    ``starts_hurting``: the fewest workers past the peak whose rate falls below the best by
-    more than ``tolerance`` (None when the curve never falls).
-    """
-
-    stops_paying: int
-    peak: int
-    starts_hurting: int | None
+    stops_paying: int               # the fewest workers within ``tolerance`` of the best rate
+    peak: int                       # the workers of the best rate
+    starts_hurting: int | None      # the fewest past the peak below the best by more (None: never)
     tolerance: float
     curve: tuple[tuple[int, float], ...]
 
 
 def find_knee(points: Iterable[tuple[int, float]], tolerance: float = MIN_TOLERANCE) -> Knee:
-    """Locate the knee of a (workers, samples/s) curve.
-
-    Repeated worker counts are merged by their median. ``tolerance`` is the relative noise
-    under which two rates count as equal; it is floored at ``MIN_TOLERANCE``.
-    """
+    """The knee of a (workers, samples/s) curve, repeated counts merged by their median;
+    ``tolerance`` (floored at MIN_TOLERANCE): the relative noise under which rates are equal."""
     by_workers: dict[int, list[float]] = {}
     for workers, rate in points:
         by_workers.setdefault(int(workers), []).append(float(rate))

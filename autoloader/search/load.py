@@ -1,21 +1,14 @@
 """How busy the machine was while a run measured: a summary of what others took.
 
 # NOTE [ Others on the machine ]
-# A rate measured where other processes run is what the machine gives beside them, and moves with
-# what they do. So the driver measures, over the profile and every trial (each burst and each
-# final round), the CPU time the usable CPUs spent busy less that of this run's own processes (the
-# driver, the trial process, its workers: probe/load.py): what the others took, in CPUs' worth,
-# the hypervisor's steal included. A measurement where they took more than BUSY_SHARE of the
-# usable CPUs (Thresholds.busy: a fleet on machines others always share may raise it) is busy,
-# and a run is busy when its measurements on the whole were, or its final (which decides the
-# pick) was. Then:
-#  * the trial lines and the table say so in words, naming the trials;
-#  * the final's ties widen (policy.load_tie), since a rate moves with the others' load;
-#  * the configs that decide the pick are measured in up to BUSY_ROUNDS more interleaved rounds
-#    when the budget has the time (tuning/final.py);
-#  * a nightly comparison is inconclusive (tuning/compare.py), and the result never becomes the
-#    baseline a later run compares with (store/history.previous passes over it).
-# Pure: the records in, a summary out.
+# A rate measured beside other processes is what the machine gives beside them, and moves with
+# what they do. So the driver measures, over the profile and every trial, the CPU time the usable
+# CPUs spent busy less this run's own processes' (probe/load.py): what the others took, in CPUs'
+# worth, steal included. A measurement where they took more than BUSY_SHARE (Thresholds.busy) is
+# busy, and a run is busy when its measurements on the whole were, or its final was. Then:
+# the trial lines and the table say so; the final's ties widen (policy.load_widening); the
+# configs that decide the pick get up to BUSY_ROUNDS more rounds (tuning/final.py); a nightly
+# comparison is inconclusive, and the result never becomes a later run's baseline.
 """
 
 from __future__ import annotations
@@ -48,8 +41,7 @@ class MachineLoad(Stored):
     final_others_cpus: float | None = stored(None, then=("busy",))
     busy_spans: tuple[BusySpan, ...] = stored((), key="busy_trials")
     measured_s: float = 0.0
-    # The share past which a measurement is busy (Thresholds.busy).
-    threshold: float = stored(BUSY_SHARE, positive=True)
+    threshold: float = stored(BUSY_SHARE, positive=True)   # past it a measurement is busy (Thresholds.busy)
 
     @property
     def share(self) -> float | None:
@@ -60,11 +52,6 @@ class MachineLoad(Stored):
         return None if self.final_others_cpus is None else self.final_others_cpus / self.usable_cpus
 
     @property
-    def tie_share(self) -> float | None:
-        """The share the final's ties widen by (policy.load_tie): the final's own, else the run's."""
-        return self.final_share if self.final_share is not None else self.share
-
-    @property
     def busy(self) -> bool:
         """The run on the whole, or its final, was busy."""
         return busy_at(self.share, self.threshold) or busy_at(self.final_share, self.threshold)
@@ -72,8 +59,8 @@ class MachineLoad(Stored):
     @property
     def widen(self) -> float:
         """How much the final's ties widen (policy.load_widening), at the final's share (else the run's)."""
-        return load_widening(self.tie_share, self.threshold) if self.busy else 0.0
-
+        share = self.final_share if self.final_share is not None else self.share
+        return load_widening(share, self.threshold) if self.busy else 0.0
 
 
 def busy_trial(trial: TrialResult, usable_cpus: float, threshold: float = BUSY_SHARE) -> bool:
@@ -102,8 +89,7 @@ def _mean(spans: Sequence[tuple[float, float]]) -> float | None:
 
 def machine_load(usable_cpus: float, profile: Profile | None, trials: Sequence[TrialResult],
                  final: Sequence[TrialResult] = (), threshold: float = BUSY_SHARE) -> MachineLoad:
-    """The summary over the profile, the search's ``trials`` and the ``final``'s measurements;
-    ``threshold``: the share past which a measurement is busy (Thresholds.busy)."""
+    """The summary over the profile, the search's ``trials`` and the ``final``'s measurements."""
     usable = max(1.0, float(usable_cpus))
 
     def spans(records: Sequence[TrialResult], field: str) -> list[tuple[float, float]]:

@@ -9,7 +9,7 @@ and the /dev/shm room it has, and hands ``fits`` to the strategy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 from .codec import Stored, stored
 from .growth import Growth
@@ -26,29 +26,23 @@ PINNED_SAID = 0.25
 
 
 def batch_samples(batch_size: int, length: int | None) -> int:
-    """Samples in the largest batch a loader makes: the batch size, or the whole dataset when
-    it is shorter (the only batch is then partial)."""
+    """Samples in the largest batch: the batch size, or the whole dataset when shorter."""
     return batch_size if length is None else max(1, min(batch_size, length))
 
 
 @dataclass(frozen=True)
 class MemoryForecast(Stored):
-    """A config's predicted memory over a run, in the guard's measure (PSS summed over the tree),
-    and the figures it is made of. Per worker: ``flat_bytes`` (what it holds whatever it read, in
-    PSS), ``copied_bytes`` (the dataset's pages it copied by its peak over the run) and
-    ``epoch_copied_bytes`` (by the end of its first epoch). ``worker_bytes``: one worker's USS at
-    the end of its first epoch, the figure a reading of a real epoch compares with (None without a
-    growth stage)."""
+    """A config's predicted memory over a run, in the guard's measure (PSS summed over the tree)."""
 
     config: LoaderConfig
     basis: str
     host_bytes: int = stored(then=("epoch_host_bytes",))
     shm_bytes: int = stored(then=("workers",))
-    flat_bytes: int
-    copied_bytes: int = 0
-    epoch_copied_bytes: int = 0
+    flat_bytes: int                  # a worker's, whatever it read (PSS)
+    copied_bytes: int = 0            # a worker's copies by its peak over the run
+    epoch_copied_bytes: int = 0      # by its first epoch's end
     samples_per_worker: int = 0
-    worker_bytes: int | None = None
+    worker_bytes: int | None = None  # a worker's USS at its first epoch's end (None: no growth stage)
     run_worker_bytes: int | None = None
     measured_peak_bytes: int | None = None   # the highest PSS this config's own bursts reached
     growth: Growth | None = stored(None, after="pinned_bytes")
@@ -60,26 +54,19 @@ class MemoryForecast(Stored):
 
     @property
     def epoch_host_bytes(self) -> int:
-        """The host figure at the end of the first epoch (below ``host_bytes`` for kept workers,
-        which go on copying in the epochs after it)."""
+        """The host figure at the first epoch's end (kept workers go on copying after it)."""
         return self.host_bytes - self.workers * (self.copied_bytes - self.epoch_copied_bytes)
 
 
-
 # NOTE [ Pinned batches ]
-# With pin_memory=True the loader's pin thread copies each batch a worker hands over into
-# page-locked host memory and queues it for the loop. A worker has up to prefetch_factor tasks
-# outstanding, so up to prefetch_factor x num_workers batches are in flight, and each may sit
-# pinned in the queue once its worker is done with it (when the loop is slower than the
-# workers); the loop holds one or two more (the batch the step is on, the next one). PyTorch's
-# caching host allocator rounds each request up to a power of two and keeps the blocks of freed
-# batches for the next pin, so over a run it holds the most batches ever pinned at once, each at
-# its rounded size, and page-locked memory is neither swapped nor reclaimed: a deep prefetch of
-# large batches at many workers can hold most of a host's memory (pytorch issue 97432). The
-# forecast counts (prefetch_factor x num_workers + 2) pinned batches, each the larger of the
-# batch's bytes rounded up to a power of two and what a burst at that batch size measured (its
-# allocator's peak over its batches in flight: a batch of many tensors rounds each of them),
-# and a config's own burst's peak when that was more.
+# With pin_memory=True the pin thread copies each batch into page-locked memory and queues it:
+# up to prefetch_factor x num_workers batches in flight may sit pinned, and the loop holds two
+# more. PyTorch's caching host allocator rounds each request up to a power of two and keeps freed
+# blocks, so over a run it holds the most batches ever pinned at once, each at its rounded size,
+# never swapped nor reclaimed (pytorch issue 97432). The forecast counts (prefetch_factor x
+# num_workers + 2) batches, each the larger of the batch's bytes rounded up and what a burst at
+# that batch size measured (a batch of many tensors rounds each), or the config's own burst's
+# peak when that was more.
 def pinned_batches(config: LoaderConfig) -> int:
     """Batches a config's loader may hold pinned at once (NOTE [ Pinned batches ])."""
     return config.num_workers * (config.prefetch_factor or 0) + 2 if config.pin_memory else 0
@@ -91,8 +78,7 @@ def pinned_block(nbytes: int) -> int:
 
 
 def pinned_bytes(config: LoaderConfig, batch_bytes: int, history: Sequence[TrialResult] = ()) -> int:
-    """Page-locked host bytes ``config`` is forecast to hold, its batches ``batch_bytes`` each
-    (NOTE [ Pinned batches ]); 0 without pinning."""
+    """Page-locked host bytes ``config`` is forecast to hold (NOTE [ Pinned batches ])."""
     batches = pinned_batches(config)
     if not batches:
         return 0
@@ -104,8 +90,7 @@ def pinned_bytes(config: LoaderConfig, batch_bytes: int, history: Sequence[Trial
 
 
 def burst_samples(trial: TrialResult) -> float:
-    """Samples each worker of a burst had read by its end: as the trial process counted them, or
-    (a trial stored before it did) the window's batches, a lower bound."""
+    """Samples each worker of a burst had read by its end (an older trial: its window's, a lower bound)."""
     c = trial.config
     if not c.num_workers:
         return 0.0
@@ -115,10 +100,8 @@ def burst_samples(trial: TrialResult) -> float:
 
 
 def burst_readings(history: Sequence[TrialResult], sample_bytes: int, length: int | None) -> list[tuple[int, int]]:
-    """(samples each worker had read, its USS) at each burst's end, less the batches it may still
-    have held (the prefetched ones it made, whose pages are its own until the loop maps them) and
-    a mapped file's pages it held (page cache, not copies: NOTE [ Memory by kind ] in
-    probe/pages.py)."""
+    """(samples each worker had read, its USS) at each burst's end, less the prefetched batches it
+    may have held and a mapped file's pages (not copies: NOTE [ Memory by kind ])."""
     out = []
     for t in history:
         c = t.config
@@ -133,141 +116,82 @@ def forecast_peak(config: LoaderConfig, runner_uss: int, runner_pss: int, sample
                   growth: Growth | None = None, epoch_samples: int | None = None,
                   shuffled: bool = True, methods: Sequence[MethodCost] = ()) -> MemoryForecast:
     """A config's predicted memory before it runs, in the guard's measure: PSS, the tree's
-    private pages plus its share of shared ones (USS left out the pages the workers share with
-    the runner, so predictions ran low and a breach was found only by running the trial).
+    private pages plus its share of shared ones (USS leaves out the pages the workers share with
+    the runner, so a breach would be found only by running the trial).
 
-    Batches in flight: each worker holds up to ``prefetch_factor`` finished batches in /dev/shm,
-    and pinning copies them into page-locked memory on top (NOTE [ Pinned batches ]). Per-worker
-    overhead (the interpreter, its first pages) is learnt from measured trials: the median, over
-    trials with workers, of (peak - runner - batches in flight, pinned ones as measured) /
-    workers, less what each worker had copied of the dataset by the burst's end when ``growth``
-    was found; a trial stored before PSS was recorded counts by its USS against the runner's
-    USS. Before any trial with workers, ``worker_prior`` (one worker's PSS as the profile saw
-    it) stands in. With growth found, each worker adds what
-    it copies over the run (NOTE [ Copy on read ] in growth.py): one epoch's share of
-    ``epoch_samples`` (``length`` when not given), or the ceiling for kept workers. A dataset of
-    ``length`` shorter than the batch size makes batches of ``length`` samples.
-
-    Per start method (NOTE [ What a start method costs ] in methods.py): only bursts of the
-    config's own method are read, and a method other than the default's, where the profile
-    measured it (``methods``), has its worker's memory and growth from those figures, not the
-    default's copy on read.
+    The runner, the batches in flight (each worker's ``prefetch_factor`` in /dev/shm, pinned ones
+    on top: NOTE [ Pinned batches ]) and each worker's overhead: the median over bursts with
+    workers of (peak - runner - batches) / workers less what each had copied by then (a burst
+    stored before PSS counts by its USS against the runner's), ``worker_prior`` before any. With
+    ``growth`` found, each worker adds what it copies over the run (NOTE [ Copy on read ]): one
+    epoch's share of ``epoch_samples`` (``length`` when not given), or the ceiling for kept
+    workers. Only bursts of the config's own start method count, and a method other than the
+    default's, where the profile measured it (``methods``), takes its worker's memory and growth
+    from those figures (NOTE [ What a start method costs ] in methods.py).
     """
     history = [t for t in history if t.config.multiprocessing_context == config.multiprocessing_context]
     own = method_cost(methods, config.multiprocessing_context) if config.multiprocessing_context else None
     if own is not None:
-        return _method_forecast(config, own, runner_uss, runner_pss, sample_bytes, history, length, epoch_samples)
-    if growth is not None:
+        growth = None
+    elif growth is not None:
         growth = growth.with_bursts(burst_readings(history, sample_bytes, length))
     grows = growth is not None and growth.found
-    tree = _Tree(config, runner_uss, runner_pss, sample_bytes, history, length)
-    per_worker = tree.per_worker(lambda trial: growth.copied(burst_samples(trial), shuffled) if grows else 0.0)
-    overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else worker_prior
-    workers = config.num_workers
-    basis, copied, epoch_copied, share = MEASURED_PEAK, 0.0, 0.0, 0
-    if grows and workers:
-        epoch = epoch_samples or length or 0
-        share = epoch // workers
-        epoch_copied = growth.copied(epoch / workers, shuffled)
-        copied = growth.run_copied(epoch, workers, config.persistent_workers, shuffled)
-        basis = KEPT_WORKERS if config.persistent_workers and shuffled else EPOCH_END
-    pinned_now = tree.pinned(config)
-    host, shm = tree.host_shm(overhead, copied, pinned_now)
-    # Per worker in USS, where the profile read its workers': a worker's own memory is the most
-    # any reading showed beside its copies (the bursts' workers ran longer than the profile's).
-    staged = growth is not None and workers > 0
-    own = 0
-    if staged:
-        own = max([growth.flat_bytes] + [u - growth.copied(n, shuffled) for n, u in
-                                         burst_readings(history, sample_bytes, length)])
-    return MemoryForecast(config, basis, int(host), int(shm), int(overhead), int(copied), int(epoch_copied), share,
-                          worker_bytes=int(own + epoch_copied) if staged else None,
-                          run_worker_bytes=int(own + copied) if staged else None,
-                          measured_peak_bytes=tree.measured_peak(), growth=growth, pinned_bytes=pinned_now)
 
+    def copied_at(samples: float) -> float:
+        return own.copied(samples) if own is not None else growth.copied(samples, shuffled) if grows else 0.0
 
-def _method_forecast(config: LoaderConfig, own: MethodCost, runner_uss: int, runner_pss: int, sample_bytes: int,
-                     history: Sequence[TrialResult], length: int | None, epoch_samples: int | None) -> MemoryForecast:
-    """``forecast_peak`` for a start method other than the default's, from its measured figures:
-    a worker's own memory (its unpickled dataset in it) from its start, and the growth its
-    readings rose by, over its share of an epoch; its own bursts' peaks, where they ran, for the
-    rest of the tree as for the default's."""
-    tree = _Tree(config, runner_uss, runner_pss, sample_bytes, history, length)
-    per_worker = tree.per_worker(lambda trial: own.copied(burst_samples(trial)))
-    overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else own.worker_pss_bytes
-    workers = config.num_workers
-    epoch = epoch_samples or length or 0
-    share = epoch // workers if workers else 0
-    copied = own.copied(epoch / workers) if workers else 0.0
-    basis = EPOCH_END if copied > 0 else MEASURED_PEAK
-    pinned_now = tree.pinned(config)
-    host, shm = tree.host_shm(overhead, copied, pinned_now)
-    flat = max([own.worker_uss_bytes] + [u - own.copied(n) for n, u in burst_readings(history, sample_bytes, length)])
-    return MemoryForecast(config, basis, int(host), int(shm), int(overhead), int(copied), int(copied), share,
-                          worker_bytes=int(flat + copied) if workers else None,
-                          run_worker_bytes=int(flat + copied) if workers else None,
-                          measured_peak_bytes=tree.measured_peak(), pinned_bytes=pinned_now)
+    def batches(c: LoaderConfig, count: int) -> int:
+        return count * sample_bytes * batch_samples(c.batch_size, length)
 
+    def in_flight(c: LoaderConfig) -> int:   # the batches in /dev/shm and in the loop's hands
+        return batches(c, c.num_workers * (c.prefetch_factor or 0) + 2)
 
-@dataclass(frozen=True)
-class _Tree:
-    """The process tree's parts both forecasts count alike: the batches in flight, the pinned
-    ones, and each measured burst's per-worker overhead (its peak less the runner and the batches,
-    over its workers, less what ``copied`` says each worker had copied by the burst's end)."""
-
-    config: LoaderConfig
-    runner_uss: int
-    runner_pss: int
-    sample_bytes: int
-    history: Sequence[TrialResult]
-    length: int | None
-
-    def samples(self, c: LoaderConfig) -> int:
-        return batch_samples(c.batch_size, self.length)
-
-    def in_flight(self, c: LoaderConfig) -> int:   # the batches in /dev/shm and in the loop's hands
-        return (c.num_workers * (c.prefetch_factor or 0) + 2) * self.sample_bytes * self.samples(c)
-
-    def pinned(self, c: LoaderConfig, trial: TrialResult | None = None) -> int:   # NOTE [ Pinned batches ]
+    def pinned(c: LoaderConfig, trial: TrialResult | None = None) -> int:   # NOTE [ Pinned batches ]
         if trial is not None and trial.pinned_bytes is not None:
             return trial.pinned_bytes
-        return pinned_bytes(c, self.sample_bytes * self.samples(c), self.history)
+        return pinned_bytes(c, batches(c, 1), history)
 
-    def per_worker(self, copied: Callable[[TrialResult], float]) -> list[float]:
-        out = []
-        for trial in self.history:
-            c = trial.config
-            peak, base = ((trial.peak_pss_bytes, self.runner_pss) if trial.peak_pss_bytes
-                          else (trial.peak_host_bytes, self.runner_uss))
-            if peak and c.num_workers > 0:
-                over = max(0, peak - base - self.in_flight(c) - self.pinned(c, trial)) / c.num_workers
-                out.append(max(0.0, over - copied(trial)))
-        return out
-
-    def measured_peak(self) -> int | None:
-        measured = [t.peak_pss_bytes for t in self.history if t.config == self.config and t.peak_pss_bytes]
-        return max(measured) if measured else None
-
-    def host_shm(self, overhead: float, copied: float, pinned_now: int) -> tuple[float, int]:
-        c = self.config
-        host = self.runner_pss + c.num_workers * (overhead + copied) + self.in_flight(c) + pinned_now
-        return host, c.num_workers * (c.prefetch_factor or 0) * self.sample_bytes * self.samples(c)
-
-
-def predict_peak(config, runner_uss: int, runner_pss: int, sample_bytes: int, history,
-                 worker_prior: int = 0, length: int | None = None, **growth) -> tuple[int, int]:
-    """Predicted (host bytes, /dev/shm bytes) of a config before running it: ``forecast_peak``'s."""
-    f = forecast_peak(config, runner_uss, runner_pss, sample_bytes, history, worker_prior, length, **growth)
-    return f.host_bytes, f.shm_bytes
+    per_worker = []   # each burst's peak less the runner and its batches, a worker, less its copies
+    for trial in history:
+        c = trial.config
+        peak, base = ((trial.peak_pss_bytes, runner_pss) if trial.peak_pss_bytes
+                      else (trial.peak_host_bytes, runner_uss))
+        if peak and c.num_workers > 0:
+            over = max(0, peak - base - in_flight(c) - pinned(c, trial)) / c.num_workers
+            per_worker.append(max(0.0, over - copied_at(burst_samples(trial))))
+    overhead = sorted(per_worker)[len(per_worker) // 2] if per_worker else (
+        own.worker_pss_bytes if own is not None else worker_prior)
+    workers = config.num_workers
+    basis, copied, epoch_copied, share = MEASURED_PEAK, 0.0, 0.0, 0
+    if workers and (own is not None or grows):
+        epoch = epoch_samples or length or 0
+        share = epoch // workers
+        epoch_copied = copied_at(epoch / workers)
+        if own is not None:
+            copied, basis = epoch_copied, EPOCH_END if epoch_copied > 0 else MEASURED_PEAK
+        else:
+            copied = growth.run_copied(epoch, workers, config.persistent_workers, shuffled)
+            basis = KEPT_WORKERS if config.persistent_workers and shuffled else EPOCH_END
+    pinned_now = pinned(config)
+    host = runner_pss + workers * (overhead + copied) + in_flight(config) + pinned_now
+    shm = batches(config, workers * (config.prefetch_factor or 0))
+    peaks = [t.peak_pss_bytes for t in history if t.config == config and t.peak_pss_bytes]
+    # A worker's own USS: the most any reading showed beside its copies.
+    flat = own.worker_uss_bytes if own is not None else growth.flat_bytes if growth is not None else None
+    staged = flat is not None and workers > 0
+    if staged:
+        flat = max([flat] + [u - copied_at(n) for n, u in burst_readings(history, sample_bytes, length)])
+    return MemoryForecast(config, basis, int(host), int(shm), int(overhead), int(copied), int(epoch_copied), share,
+                          worker_bytes=int(flat + epoch_copied) if staged else None,
+                          run_worker_bytes=int(flat + copied) if staged else None,
+                          measured_peak_bytes=max(peaks, default=None), growth=growth, pinned_bytes=pinned_now)
 
 
 @dataclass(frozen=True)
 class MemoryLimits:
     """The limits a config's predicted memory must meet, fixed for the run: one rank's host
-    ceiling (PSS) and the free /dev/shm (read when the run started), which ``ranks`` ranks' workers
-    fill together; and what the predictions start from (``forecast_peak``): the profile's
-    ``growth`` when it measured one, the samples of one epoch (``epoch_samples``, one rank's
-    shard on a node) and whether the loaders read them in a shuffled order."""
+    ceiling (PSS) and the free /dev/shm, which ``ranks`` ranks' workers fill together; and what
+    ``forecast_peak`` starts from."""
 
     ceiling: int
     shm_free: int | None

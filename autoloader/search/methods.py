@@ -2,24 +2,17 @@
 
 # NOTE [ What a start method costs ]
 # A fork worker is a copy of the loop's process: it starts in tens of milliseconds and shares
-# every page with it until one is written, so it grows as it reads Python-object rows (NOTE
-# [ Copy on read ] in growth.py), up to a copy of the pages its reads touch. A spawn worker is a
-# fresh interpreter: it imports torch and the user's modules and unpickles its own copy of the
-# dataset (seconds, serially per worker's pickling in the loop), then holds that copy from its
-# start and copies nothing more as it reads. forkserver forks each worker from a server process
-# started once, so its workers start sooner than spawn's (the server's start is paid once) and
-# hold their own unpickled dataset as spawn's do.
-# So the profile (with the start method's gate open: NOTE [ The start method as a knob ] in
-# settings.py) starts, per method, one loader of one worker and one of two, each timed from
-# iter() to its first batch (start-up: a base and a share per worker), reads the two workers'
-# memory once they made their first batches and again after reading rows at random for a moment
-# (``MethodCost``). The default method's copy on read is the growth stage's (its two workers are
-# the default's): the short read here would see only its start. For another method the readings'
-# rise is its growth, counted only where it passed GROWTH_MIN_RISE (less is the allocator's
-# settling, which an epoch does not repeat). The model adds each method's start-up over the
-# default's to a config's epoch restarts (workers not kept), and the memory forecast takes its
-# worker's memory from these figures (memory.py).
-Pure: no torch, no processes, no files.
+# every page until one is written, so it grows as it reads Python-object rows (NOTE [ Copy on
+# read ] in growth.py). A spawn worker is a fresh interpreter that unpickles its own copy of the
+# dataset (seconds), holds it from its start and copies nothing more; forkserver's workers fork
+# from a server started once, so they start sooner than spawn's and hold their own dataset too.
+# So the profile (the gate open: NOTE [ The start method as a knob ] in settings.py) starts, per
+# method, a loader of one worker and one of two, timed from iter() to the first batch, and reads
+# the workers' memory after their first batches and again after random reads (``MethodCost``).
+# The default method's copy on read is the growth stage's; another method's rise counts only past
+# GROWTH_MIN_RISE (less is the allocator settling). The model adds each method's start-up over
+# the default's to a config's epoch restarts, and the memory forecast takes a worker's memory
+# from these figures (memory.py).
 """
 
 from __future__ import annotations
@@ -59,14 +52,13 @@ class MethodCost(Stored):
 
     @property
     def per_sample_bytes(self) -> float:
-        """Growth per sample read, where the readings rose past the allocator's settling."""
+        """Growth per sample read, where the readings rose past GROWTH_MIN_RISE."""
         if self.rise_bytes < GROWTH_MIN_RISE or self.rise_samples <= 0:
             return 0.0
         return self.rise_bytes / self.rise_samples
 
     def copied(self, samples: float) -> float:
         return self.per_sample_bytes * max(0.0, samples)
-
 
 
 def method_cost(costs: Sequence[MethodCost], value: str | None) -> MethodCost | None:
@@ -79,9 +71,8 @@ def method_cost(costs: Sequence[MethodCost], value: str | None) -> MethodCost | 
 
 @dataclass(frozen=True)
 class MethodRow(Stored):
-    """The pick's config under one start method: one worker's memory at the end of an epoch (its
-    USS, None where not forecast), the tree's forecast, the start-up of the pick's workers, and
-    whether it fits the memory limits."""
+    """The pick's config under one start method: a worker's USS at an epoch's end (None: not
+    forecast), the tree's forecast, the workers' start-up, and whether it fits."""
 
     method: str
     worker_bytes: int | None
@@ -93,8 +84,7 @@ class MethodRow(Stored):
 
 @dataclass(frozen=True)
 class StartChoice(Stored):
-    """Which start method the pick uses and why: the rows per method (measured, then forecast for
-    the pick's workers), or the user's own method, honoured and not searched (``given``)."""
+    """Which start method the pick uses and why: the rows per method, or the user's own (``given``)."""
 
     chosen: str
     default: str
@@ -109,8 +99,7 @@ class StartChoice(Stored):
         return next((r for r in self.rows if r.method == method), None)
 
     def lines(self) -> list[str]:
-        """The report's words: each method's worker at the epoch's end, the start-up the others
-        cost over the cheapest, and which one the data needs."""
+        """The report's words: each method's worker, the others' start-up, the one the data needs."""
         if self.given:
             return [f"{self.chosen}, as the loader's multiprocessing_context sets it (honoured, not searched)"]
         if not self.rows:
@@ -124,16 +113,14 @@ class StartChoice(Stored):
         costs = [f"{r.method} costs {r.startup_s - quickest.startup_s:.1f} s of start-up {when}"
                  for r in self.rows if r.method != quickest.method and r.startup_s - quickest.startup_s >= 0.05]
         lines = ["; ".join(p for p in (first, ", ".join(costs)) if p)] if (first or costs) else []
-        chosen = self.row(self.chosen)
-        default = self.row(self.default)
+        chosen, default = self.row(self.chosen), self.row(self.default)
         if chosen is not None and default is not None and chosen.method != default.method:
             why = (f"{default.method} does not fit the memory limit ({gib(default.host_bytes)} forecast)"
                    if not default.fits else f"{chosen.method} was measured faster at {self.workers} workers")
             lines.append(f"the data needs {chosen.method}: {why}")
         elif chosen is not None:
-            others = [r for r in self.rows if r.method != chosen.method]
-            lighter = [r for r in others if r.worker_bytes is not None and chosen.worker_bytes is not None
-                       and r.worker_bytes < chosen.worker_bytes]
+            lighter = [r for r in self.rows if r.method != chosen.method and r.worker_bytes is not None
+                       and chosen.worker_bytes is not None and r.worker_bytes < chosen.worker_bytes]
             if lighter and self.python_rows:
                 lines.append(f"{chosen.method} it is: it fits, and starts quicker; "
                              f"{', '.join(r.method for r in lighter)} would hold less a worker, "
@@ -147,9 +134,7 @@ class StartChoice(Stored):
         return lines
 
     def shared_buffer(self) -> str | None:
-        """The what-if of a shared buffer where the rows are Python objects: held as numpy arrays
-        or Arrow, the default's workers copy nothing as they read (NOTE [ Copy on read ]), so each
-        holds its own memory alone, and the default's quick start comes with it."""
+        """The what-if of a shared buffer where the rows are Python objects (NOTE [ Copy on read ])."""
         default = self.row(self.default)
         if not self.python_rows or default is None or default.worker_bytes is None or default.copied_bytes <= 0:
             return None

@@ -1,101 +1,88 @@
 """Predicting any config's rate, wait and restart cost from the profile: NOTE [ The pipeline model ].
 
-Pure functions over a ``Profile`` (profile.py) and measured ``TrialResult``s: nothing here runs a
-loader. The search asks the model which configs are worth a burst; the bursts then correct the
-model's efficiency terms (``Calibration``, fitted in calibration.py), and the model is asked again.
+Pure functions over a ``Profile`` and measured ``TrialResult``s: the search asks the model which
+configs are worth a burst; the bursts correct its efficiency terms (``Calibration``, fitted by
+``calibrate``), and the model is asked again.
 
 # NOTE [ The pipeline model ]
-# A DataLoader with workers is a three-stage pipeline, simulated here batch by batch:
-#   workers    batch k goes to worker k mod n (DataLoader's round-robin); a worker makes its
-#              batches one after another, each taking a batch time drawn from the profile's
-#              per-sample costs (batch_size draws, summed, plus collate), slowed by the share of
-#              a core it gets: when the threads that want a CPU outnumber the CPUs, each gets
-#              its share, the loop's and the pin thread's too;
-#   pin thread with pin_memory, one thread receives each batch and copies it to page-locked
-#              memory, in arrival order;
-#   main       the training loop takes the batches (in index order, or as they come with
-#              in_order=False), copies each to the device (from pageable memory this blocks) and
-#              runs the step.
-# At most prefetch_factor x n batches are out at once: batch k + prefetch x n is handed to a
-# worker only when the main loop has taken batch k. So a slow batch at the head of the in-order
-# queue stalls the loop while the other workers' finished batches wait behind it, and a deeper
-# prefetch or out-of-order delivery lets the other workers run on: the simulation shows this
-# head-of-line blocking from the sampled tail without a rule for it. Without workers the main
-# process does every stage in turn. The rate the run sees charges each epoch one restart: the
-# refill of the drained pipeline, and without persistent workers their start-up before it.
-# Two efficiency terms are fitted to the bursts as they come in: ``worker`` scales the workers'
-# batch time (a worker's sample cost differs from the profile's, which ran in the trial process)
-# and ``main`` the main process's per-batch costs. Each is fitted only from bursts the model says
-# that stage bounds, so a burst limited by the step teaches nothing about the workers.
+# A DataLoader with workers is a three-stage pipeline, simulated batch by batch (``_simulate``):
+#   workers    batch k goes to worker k mod n; each batch's time is drawn from the profile's
+#              per-sample costs (batch_size draws plus collate), slowed by the share of a core
+#              its worker gets when the threads that want a CPU outnumber the CPUs;
+#   pin thread with pin_memory, copies each batch to page-locked memory, in arrival order;
+#   main       the loop takes the batches (in index order, or as they come with in_order=False),
+#              copies each to the device and runs the step.
+# At most prefetch_factor x n batches are out: batch k + prefetch x n is handed out only when the
+# loop took batch k, so a slow batch at the head of the in-order queue stalls the loop, and a
+# deeper prefetch or out-of-order delivery lets the other workers run on (head-of-line blocking,
+# from the sampled tail, without a rule for it). Without workers the loop does every stage. Each
+# epoch is charged one restart: the refill of the drained pipeline, and without persistent
+# workers their start-up. Efficiency terms (``worker``, ``main``, ``pin``, ``local``) are fitted
+# to the bursts, each only from bursts the model says that stage bounds.
 
 # NOTE [ A busy worker's receive ]
-# A worker sends a batch's tensors as shared-memory file descriptors, and the receiving process
-# fetches each descriptor from a thread in that worker (multiprocessing's resource sharer). That
-# thread needs the worker's interpreter lock, which the worker's own Python code (a __getitem__
-# in Python) holds: the take can wait until that code lets go (a sleep, I/O, a switch, or the end
-# of the batch it is making). So a batch taken while its worker makes the next one costs the
-# receiver milliseconds more than one taken from an idle worker, whatever the batch's size. The profile times both (recv_s from idle workers,
-# recv_busy_s while the worker is busy); the model charges the extra by how busy the workers
-# are. It lands on whoever receives: the pin thread with pin_memory, where it overlaps the loop,
-# or the loop itself without, where the measured wait includes it (``_term`` in calibration.py).
-# Its size depends on how the worker's threads get scheduled (it can vanish on a loaded machine),
-# so it is measured where the trials run, never assumed.
+# A worker sends a batch's tensors as shared-memory descriptors, which the receiver fetches from
+# a thread in that worker; that thread needs the worker's interpreter lock, which the worker's
+# own Python code holds while it makes the next batch. So a batch taken from a busy worker costs
+# the receiver more than one from an idle worker, whatever its size. The profile times both
+# (recv_s idle, recv_busy_s busy) where the trials run, and the model charges the extra by how
+# busy the workers are, to whoever receives: the pin thread, or the loop without one.
 
 # NOTE [ The receive's two parts ]
-# Receiving a batch costs a part that grows with its bytes (the pages mapped and touched) and a
-# part that does not (a message, and a descriptor fetched for each tensor). The profile times the
-# receive at two sizes, its batch and one of a quarter of its samples, and the line through them
-# gives the fixed part (``Profile.recv_fixed_s``); the rest scales with the bytes. So a change
-# that shrinks the bytes (uint8 batches: explain/whatif.py) or the batch moves only the part that
-# moves, where scaling the whole receive promised a quarter of it for a quarter of the bytes.
+# Receiving a batch costs a part that grows with its bytes and one that does not (a message, a
+# descriptor a tensor). The profile times the receive at two batch sizes; the line through them
+# gives the fixed part (``Profile.recv_fixed_s``), so a change that shrinks the bytes or the
+# batch moves only the part that moves.
 
 # NOTE [ Others' demand ]
-# Other processes' threads want CPUs too. The driver measures what they took during the profile
-# (``Profile.others_cpus``, O of the C usable CPUs) while the profile's one thread wanted one.
-# Where O + 1 <= C nobody waited: they wanted O. Past that the CPUs were shared, each runnable
-# thread its even share, so the profile's thread got C - O and theirs, wanting D, got O:
-# D = O / (C - O). The processor sharing below counts D beside the pipeline's own demand, so a
-# config that wants more CPUs than the others leave is predicted slower, as it runs (the
-# profile's own costs are read without its waits for a CPU: NOTE [ A profile read under load ]
-# in probe/profiler.py).
+# The driver measures what other processes took during the profile (O of the C usable CPUs)
+# while its one thread wanted one. Where O + 1 <= C nobody waited: they wanted O. Past that each
+# runnable thread got an even share, so the profile's got C - O and theirs, wanting D, got O:
+# D = O / (C - O). The processor sharing counts D beside the pipeline's own demand, so a config
+# wanting more CPUs than the others leave is predicted slower, as it runs.
 
 # NOTE [ An epoch boundary of kept workers ]
-# With persistent_workers the iterator is reset at each epoch's end: the main process tells every
-# worker to resume and waits for each one's answer, then hands out the first prefetch x n indices
-# and waits for the next epoch's first batch. So the boundary costs more than one batch's work,
-# and more with every worker (one answer each, taken like a batch). A burst that crossed a
-# boundary measured it (NOTE [ Honest burst ] in probe/burst.py); once bursts did, their
-# boundaries, fitted as a base plus a cost per worker (calibration.py), stand for the model's
-# refill. On short epochs it decides how many workers pay: each one adds to every boundary.
+# With persistent_workers the main process tells every worker to resume at an epoch's end, waits
+# for each one's answer, hands out the first prefetch x n indices and waits for the next epoch's
+# first batch: a boundary costs more than one batch's work, and more with every worker. Once
+# bursts crossed one (NOTE [ Honest burst ] in probe/burst.py), their boundaries, fitted as a
+# base plus a cost per worker (``calibrate``), stand for the model's refill.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 import statistics
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from .codec import Stored, stored
 from .methods import method_cost
-from .policy import UNFITTED_STEP
+from .policy import (
+    BOUND_WAIT,
+    CONSUMER_BOUND_SHARE,
+    CPU_FIT_GAIN,
+    LOADER_BOUND_WAIT,
+    MAX_CORRECTION,
+    PIN_BOUND_SHARE,
+    UNFITTED_STEP,
+)
 from .profile import Profile
 from .results import OK, BurstError, TrialResult
 from .settings import ORDER
-from .simulate import _bound, _simulate
 from .space import LoaderConfig
 
-# The others' demand read off the profile is at most this many times the CPUs (NOTE [ Others'
-# demand ]): past it the profile's thread got too little for the share to say more.
+# The others' demand is at most this many times the CPUs (NOTE [ Others' demand ]): past it the
+# profile's thread got too little for the share to say more.
 OTHERS_DEMAND_CAP = 4.0
 
 
 @dataclass(frozen=True)
 class Calibration(Stored):
-    """Efficiency terms fitted to the bursts: multipliers of the workers' batch time and the main
-    process's per-batch costs, and the fitted start-up of ``workers`` fresh workers
-    (``startup_base + startup_per_worker x workers``)."""
+    """Efficiency terms fitted to the bursts (multipliers of each stage's time), and the fitted
+    start-up and epoch boundary (``base + per_worker x workers``)."""
 
     worker: float = stored(1.0, positive=True)
     main: float = stored(1.0, positive=True)
@@ -104,14 +91,11 @@ class Calibration(Stored):
     local: float = stored(1.0, positive=True)          # the whole per-batch time without workers (its own bursts)
     startup_base: float | None = stored(None, signed=True)
     startup_per_worker: float = stored(0.0, signed=True)
-    # An epoch boundary of kept workers, as the bursts that crossed one measured it
-    # (``restart_base + restart_per_worker x workers``; NOTE [ An epoch boundary of kept workers ]).
     restart_base: float | None = stored(None, signed=True)
     restart_per_worker: float = stored(0.0, signed=True)
     worker_fits: int = 0          # bursts the worker term was fitted from
     main_fits: int = 0            # the loop's
     pin_fits: int = 0             # the pin thread's
-
 
 
 @dataclass(frozen=True)
@@ -128,10 +112,78 @@ class Prediction(Stored):
     workers_busy: float | None = None   # the share of the time the workers are making batches (None: none)
 
 
+# Batches simulated past the pipeline's warm-up; enough that a 1-in-100 slow batch shows.
+SIMULATED_BATCHES = 600
+
+
+def _simulate(n: int, prefetch: int, in_order: bool, batch_times: list[float], pin_s: float,
+              main_times: list[float]) -> tuple[float, float, float]:
+    """(seconds per batch, the loop's wait share, the workers' busy share) in steady state;
+    ``main_times``: the loop's seconds for each batch in turn (cycled: the step's jitter).
+
+    The search asks this of hundreds of configs after each burst, so the loop is written for speed
+    (locals, the dispatch inlined, ``a if a >= b else b`` for ``max(a, b)``: the same float), and
+    gives exactly what the plain loop gave (tests/test_simulate.py).
+    """
+    outstanding = max(1, prefetch * n)
+    warm = outstanding + 2 * n + 2
+    total = warm + max(SIMULATED_BATCHES, 4 * outstanding)
+    pool, mains = len(batch_times), len(main_times)
+    worker_free = [0.0] * n
+    finish: list[float] = []                # when batch k is made; batches are dispatched in order
+    ready: list[tuple[float, int]] = []     # (finish time, batch) of batches made, not yet taken
+    push, pop = heapq.heappush, heapq.heappop
+    for k in range(outstanding):            # the first tasks, all handed out at time 0
+        w = k % n
+        start = worker_free[w] if worker_free[w] > 0.0 else 0.0
+        worker_free[w] = done = start + batch_times[k % pool]
+        finish.append(done)
+        if not in_order:
+            push(ready, (done, k))
+    dispatched = outstanding
+    pin_free = main_free = 0.0
+    window_start = waited = busy = 0.0
+    for taken in range(total):
+        if in_order:
+            k = taken
+            made = finish[k]
+        else:
+            made, k = pop(ready)
+        pinned = (made if made >= pin_free else pin_free) + pin_s
+        pin_free = pinned
+        start = pinned if pinned >= main_free else main_free
+        if taken >= warm:
+            if taken == warm:
+                window_start, waited, busy = main_free, 0.0, 0.0
+            gap = pinned - main_free
+            waited += gap if gap > 0.0 else 0.0
+            busy += batch_times[k % pool]
+        main_free = start + main_times[taken % mains]
+        # The loop hands the next task to its worker as it takes a batch (round robin).
+        w = dispatched % n
+        free = worker_free[w]
+        worker_free[w] = done = (start if start >= free else free) + batch_times[dispatched % pool]
+        finish.append(done)
+        if not in_order:
+            push(ready, (done, dispatched))
+        dispatched += 1
+    span = max(main_free - window_start, 1e-12)
+    batches = total - warm
+    return span / batches, min(1.0, waited / span), min(1.0, busy / (n * span))
+
+
+def _bound(wait: float, pin_s: float, main_s: float, interval: float, step_s: float) -> str:
+    """The stage that caps a simulated pipeline: the workers when the loop waits, else the
+    slower of the pin thread and the loop (the consumer when the step is most of the loop)."""
+    if wait > BOUND_WAIT:
+        return "pin" if pin_s >= PIN_BOUND_SHARE * interval else "workers"
+    if pin_s > main_s:
+        return "pin"
+    return "consumer" if step_s >= CONSUMER_BOUND_SHARE * main_s else "main"
+
 
 def _step_factors(profile: Profile, count: int = 512) -> list[float]:
-    """Each simulated step's time over the mean step's, drawn from the profile's timed calls
-    (seeded, like the batch pool); all 1 where the step's calls were not timed."""
+    """Each simulated step's time over the mean, drawn (seeded) from the profile's timed calls."""
     calls = [c for c in profile.step_samples if c > 0]
     if len(calls) < 2:
         return [1.0]
@@ -141,8 +193,8 @@ def _step_factors(profile: Profile, count: int = 512) -> list[float]:
 
 
 def _batch_pool(profile: Profile, batch_size: int, count: int = 512) -> list[float]:
-    """Batch times of one worker at ``batch_size``: sums of sampled per-sample costs plus collate.
-    Seeded, so every config is simulated on the same batches (their differences are not noise)."""
+    """One worker's batch times at ``batch_size``, seeded: every config is simulated on the same
+    batches, so their differences are not noise."""
     rng = random.Random(batch_size)
     costs = profile.sample_s or (0.0,)
     collate = profile.collate_s * batch_size / profile.batch_size
@@ -165,19 +217,16 @@ class Model:
         return self._pools[batch_size]
 
     def recv_s(self, batch_size: int, busy: float) -> float:
-        """Receiving one batch from a worker that is busy ``busy`` of the time (NOTE [ A busy
-        worker's receive ]): a fixed part and one that grows with the batch (NOTE [ The
-        receive's two parts ])."""
+        """Receiving one batch from a worker busy ``busy`` of the time (NOTE [ A busy worker's
+        receive ], NOTE [ The receive's two parts ])."""
         p = self.profile
         extra = max(0.0, p.recv_busy_s - p.recv_s) if p.recv_busy_s is not None else 0.0
         fixed = min(p.recv_s, p.recv_fixed_s) if p.recv_fixed_s is not None else 0.0
-        # The wait for the worker's interpreter does not grow with the batch; the copy does.
         return fixed + (p.recv_s - fixed) * batch_size / p.batch_size + min(1.0, max(0.0, busy)) * extra
 
     @property
     def others_demand(self) -> float:
-        """The CPUs other processes' threads want, from what they took during the profile
-        (NOTE [ Others' demand ]); 0 where not measured."""
+        """The CPUs other processes' threads want (NOTE [ Others' demand ]); 0 where not measured."""
         p = self.profile
         taken = p.others_cpus or 0.0
         if taken <= 0:
@@ -187,14 +236,11 @@ class Model:
         return min(OTHERS_DEMAND_CAP * p.cpus, taken / max(p.cpus - taken, p.cpus / OTHERS_DEMAND_CAP))
 
     def _shared(self, demand: float, calib: Calibration) -> float:
-        """How much slower a thread's CPU work runs when ``demand`` threads of the pipeline and
-        the others' (NOTE [ Others' demand ]) share the CPUs: 1 while they fit."""
+        """How much slower CPU work runs when ``demand`` threads and the others' share the CPUs."""
         return max(1.0, (demand + self.others_demand) / self.cpus(calib))
 
     def _stages(self, config: LoaderConfig, calib: Calibration, busy: float = 1.0) -> tuple[float, float]:
-        """(pin thread, main loop) seconds per batch at ``config``'s batch size, its workers busy
-        ``busy`` of the time. Without workers there is no pin thread: the loop pins the batch it
-        collated itself."""
+        """(pin thread, main loop) seconds per batch, the workers busy ``busy`` of the time."""
         p = self.profile
         scale = config.batch_size / p.batch_size
         step = p.step_s * scale
@@ -211,21 +257,13 @@ class Model:
                     calib.main * ((p.h2d_pinned_s or 0.0) * scale + step))
         return 0.0, calib.main * (recv + (p.h2d_pageable_s or 0.0) * scale + step)
 
-    def _loop_collate_s(self, batch_size: int) -> float:
-        """Collating one batch in the loop itself (no workers)."""
-        p = self.profile
-        collate = p.collate_main_s if p.collate_main_s is not None else p.collate_s
-        return collate * batch_size / p.batch_size
-
     def cpus(self, calib: Calibration) -> float:
-        """The CPUs the pipeline really gets: the profile's usable count, or fewer where the
-        bursts showed workers stop adding throughput sooner (other threads, memory bandwidth)."""
+        """The CPUs the pipeline gets: the profile's, or fewer where the bursts fitted a cap."""
         return calib.cpus if calib.cpus is not None else self.profile.cpus
 
     def startup_s(self, workers: int, calib: Calibration, method: str | None = None) -> float:
-        """Fresh workers' start: iter() to the first batch, less that batch's own work; a start
-        method other than the default's (``method``) adds what the profile measured it to cost
-        over the default's (NOTE [ What a start method costs ] in methods.py)."""
+        """Fresh workers' start (iter() to the first batch, less its work), ``method``'s extra
+        over the default's included (NOTE [ What a start method costs ] in methods.py)."""
         if workers == 0:
             return 0.0
         if calib.startup_base is not None:
@@ -235,7 +273,6 @@ class Model:
         return base + self.method_startup_s(workers, method)
 
     def method_startup_s(self, workers: int, method: str | None) -> float:
-        """What ``method``'s workers take to start over the default's, as the profile measured."""
         if method is None:
             return 0.0
         own, default = method_cost(self.profile.methods, method), method_cost(self.profile.methods, None)
@@ -244,9 +281,8 @@ class Model:
         return max(0.0, own.startup_s(workers) - default.startup_s(workers))
 
     def refill_s(self, workers: int, busy: float, worker_s: float, calib: Calibration) -> float:
-        """An epoch boundary of kept workers: as the bursts that crossed one measured it, where
-        they did (NOTE [ An epoch boundary of kept workers ]), else the next epoch's first batch
-        (``worker_s``), made while ``workers`` busy ``busy`` of the time share the CPUs."""
+        """An epoch boundary of kept workers: as bursts measured it (NOTE [ An epoch boundary of
+        kept workers ]), else the next epoch's first batch (``worker_s``) on shared CPUs."""
         if calib.restart_base is not None:
             return max(0.0, calib.restart_base + calib.restart_per_worker * workers)
         return worker_s * self._shared(workers * busy * self.profile.sample_cpu_share + 1.0, calib)
@@ -265,8 +301,9 @@ class Model:
         n = config.num_workers
         if n == 0:
             # The loop makes the batch itself: its samples, and its own (threaded) collate.
+            collate = p.collate_main_s if p.collate_main_s is not None else p.collate_s
             produce = (worker_s - p.collate_s * config.batch_size / p.batch_size * calib.worker
-                       + self._loop_collate_s(config.batch_size) * calib.worker)
+                       + collate * config.batch_size / p.batch_size * calib.worker)
             # Its samples' CPU part shares the CPUs with the others' (NOTE [ Others' demand ]).
             cpu = p.sample_cpu_share
             produce *= cpu * self._shared(1.0, calib) + 1.0 - cpu
@@ -295,22 +332,17 @@ class Model:
         return Prediction(config, rate, steady, wait, bound, restart, receive, busy_workers)
 
     def _steady(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float, float, str, float]:
-        """(seconds per batch, share of the loop in next(), workers' busy share, bound, the
-        loop's own receive share) of a config with workers; memoised apart from persistence,
-        which changes only the restarts."""
+        """(seconds per batch, the loop's wait share, workers' busy share, bound, the loop's own
+        receive share) of a config with workers, memoised."""
         key = ("steady", config, calib)
         if key in self._memo:
             return self._memo[key]
         p = self.profile
         pool = self._pool(config.batch_size)
         n = config.num_workers
-        # Processor sharing: every thread that wants a CPU (the workers' CPU part, the pin
-        # thread, the loop's own host work) gets cpus / demand of one when they outnumber the
-        # CPUs, so oversubscribed workers slow each other and the loop alike. Time a sample
-        # spends waiting (I/O, a sleep, a lock) is not slowed, which is why such workers pay past
-        # one per core.
-        # The receive depends on how busy the workers are (NOTE [ A busy worker's receive ]).
-        # Three passes, since how busy each stage is depends on the rate.
+        # Processor sharing: every thread that wants a CPU gets cpus / demand of one when they
+        # outnumber the CPUs; a sample's waits (I/O, a sleep) are not slowed, which is why such
+        # workers pay past one per core. Three passes: how busy each stage is depends on the rate.
         cpu = p.sample_cpu_share
         step_s = p.step_s * config.batch_size / p.batch_size * calib.main
         busy_main = busy_pin = busy_workers = busy_recv = 1.0
@@ -338,18 +370,14 @@ class Model:
         return out
 
     def busy_share(self, config: LoaderConfig, calib: Calibration) -> float:
-        """The share of the time ``config``'s workers are busy in the steady state, as the
-        simulation finds it (persistence aside: it changes only the restarts); 0 without workers."""
+        """The share of the time ``config``'s workers are busy in the steady state."""
         if not config.num_workers:
             return 0.0
         return self._steady(config.replace(persistent_workers=True), calib)[2]
 
-    def predict_all(self, configs: Iterable[LoaderConfig], calib: Calibration = Calibration()) -> dict:
-        return {c: self.predict(c, calib) for c in configs}
-
     def rate_range(self, config: LoaderConfig, calib: Calibration) -> tuple[float, float]:
-        """The lowest and highest rate ``config`` may have while the efficiency terms no burst has
-        corrected yet are off by up to UNFITTED_STEP."""
+        """``config``'s lowest and highest rate while the terms no burst corrected are off by up to
+        UNFITTED_STEP: wide for a config resting on a stage no burst measured."""
         rates = [self.predict(config, calib).samples_per_s]
         for term, fits in (("worker", calib.worker_fits), ("main", calib.main_fits), ("pin", calib.pin_fits)):
             if not fits:
@@ -357,15 +385,106 @@ class Model:
                           for f in (UNFITTED_STEP, 1 / UNFITTED_STEP)]
         return min(rates), max(rates)
 
-    def uncertainty(self, config: LoaderConfig, calib: Calibration) -> float:
-        """The relative spread of ``config``'s prediction while the efficiency terms no burst has
-        corrected yet are off by up to UNFITTED_STEP: large for a config that rests on a stage no
-        burst has measured. (A corrected term's remaining error shows in the bursts themselves.)"""
-        base = self.predict(config, calib).samples_per_s
-        low, high = self.rate_range(config, calib)
-        return (high - low) / base if base else 0.0
-
     def model_error(self, history: Sequence[TrialResult], calib: Calibration) -> list[BurstError]:
         """Predicted against measured for each burst: how well the model did."""
         return [BurstError(t.config.key, self.predict(t.config, calib).samples_per_s, t.samples_per_s)
                 for t in history if t.status == OK and t.samples_per_s]
+
+
+# --- the efficiency terms, fitted to the bursts ------------------------------------------------
+
+def calibrate(model: Model, history: Sequence[TrialResult]) -> Calibration:
+    """Fit the efficiency terms to the measured bursts, each to the stage the burst speaks for
+    (``_term``); bursts without workers fit their own. With worker-bound bursts at two or more
+    counts, the CPUs the workers really get are fitted too."""
+    measured = [t for t in history if t.status == OK and t.samples_per_s and not t.pruned]
+    if not measured:
+        return Calibration()
+    calib = _fit_terms(model, measured, Calibration())
+    bound = [t for t in measured if t.config.num_workers and _term(t, model.predict(t.config, calib)) == "worker"]
+    counts = sorted({t.config.num_workers for t in bound})
+    if len(counts) >= 2:
+        best, best_error = calib, _error(model, bound, calib)
+        top = model.profile.cpus
+        # A cap shows only between the counts measured; one below them all fits their noise.
+        for eff in [top * f / 16 for f in range(4, 16) if counts[0] <= top * f / 16 < counts[-1]]:
+            trial_calib = _fit_terms(model, measured, replace(Calibration(), cpus=eff))
+            error = _error(model, bound, trial_calib)
+            if error < best_error * CPU_FIT_GAIN:   # a clear improvement, not noise
+                best, best_error = trial_calib, error
+        calib = best
+    # The default start method's start-ups (another's adds Model.method_startup_s), each less one
+    # batch's own work.
+    batch = model.profile.worker_batch_s() * calib.worker
+    starts = [(t.config.num_workers, max(0.0, t.startup_s - batch)) for t in measured
+              if t.config.num_workers and t.startup_s and t.config.multiprocessing_context is None]
+    base, per_worker = _line(starts) if starts else (None, 0.0)
+    # NOTE [ An epoch boundary of kept workers ] in model.py.
+    boundaries = [(t.config.num_workers, t.epoch_restart_s) for t in measured
+                  if t.config.num_workers and t.config.persistent_workers and t.epochs_crossed
+                  and t.epoch_restart_s is not None]
+    restart_base, restart_per_worker = _line(boundaries) if boundaries else (None, 0.0)
+    return replace(calib, startup_base=base, startup_per_worker=per_worker,
+                   restart_base=restart_base, restart_per_worker=restart_per_worker)
+
+
+def _fit_terms(model: Model, measured: Sequence[TrialResult], calib: Calibration) -> Calibration:
+    for _ in range(3):
+        ratios: dict[str, list[float]] = {"worker": [], "main": [], "pin": [], "local": []}
+        for trial in measured:
+            predicted = model.predict(trial.config, calib)
+            ratio = predicted.steady_samples_per_s / (trial.steady_samples_per_s or trial.samples_per_s)
+            if not math.isfinite(ratio) or ratio <= 0:
+                continue
+            term = "local" if not trial.config.num_workers else _term(trial, predicted)
+            ratios[term].append(ratio)
+        # A term a burst corrected stays fitted when, so corrected, it speaks for another stage.
+        calib = replace(calib, **{t: _clamp(getattr(calib, t) * _geomean(r)) for t, r in ratios.items()},
+                        **{f"{t}_fits": max(getattr(calib, f"{t}_fits"), len(ratios[t]))
+                           for t in ("worker", "main", "pin")})
+    return calib
+
+
+def _error(model: Model, trials: Sequence[TrialResult], calib: Calibration) -> float:
+    return sum(math.log(model.predict(t.config, calib).steady_samples_per_s
+                        / (t.steady_samples_per_s or t.samples_per_s)) ** 2 for t in trials)
+
+
+def _term(trial: TrialResult, predicted: Prediction) -> str:
+    """The term a burst corrects: a loop that waited for data was held by the workers (or the pin
+    thread, where the model says it holds), one that did not by the loop."""
+    if trial.wait_fraction is None:
+        waited = predicted.bound in ("workers", "pin")
+    else:
+        # Less the loop's own receive, which is inside next() but is the loop's work.
+        waited = trial.wait_fraction - predicted.receive_share > LOADER_BOUND_WAIT
+    if not waited:
+        # Fed where the model said the pin thread holds it: the pin thread was faster than modelled.
+        measured = trial.steady_samples_per_s or trial.samples_per_s or 0.0
+        return "pin" if predicted.bound == "pin" and measured > predicted.steady_samples_per_s else "main"
+    return "pin" if predicted.bound == "pin" else "worker"
+
+
+def _geomean(values: Sequence[float]) -> float:
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(statistics.median(math.log(v) for v in values)) if values else 1.0
+
+
+def _clamp(value: float) -> float:
+    return min(MAX_CORRECTION, max(1.0 / MAX_CORRECTION, value))
+
+
+def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """(base, cost per worker) of seconds against workers, least squares with neither below 0;
+    the mean alone until two worker counts are measured."""
+    counts = {n for n, _ in points}
+    mean_n = statistics.fmean(n for n, _ in points)
+    mean_s = statistics.fmean(s for _, s in points)
+    if len(counts) < 2:
+        return mean_s, 0.0
+    var = sum((n - mean_n) ** 2 for n, _ in points)
+    slope = max(0.0, sum((n - mean_n) * (s - mean_s) for n, s in points) / var)
+    if mean_s - slope * mean_n >= 0:
+        return mean_s - slope * mean_n, slope
+    # The base at its bound: the least-squares line through the origin.
+    return 0.0, sum(n * s for n, s in points) / sum(n * n for n, _ in points)

@@ -1,8 +1,6 @@
 """A torchdata.nodes graph as the search sees it: its own settings, the rule they make, the
-space its knobs span, and the source that builds the tuned graph. Pure: no torch, no torchdata.
-
-NOTE [ Tuning a torchdata.nodes graph ] in probe/nodes.py says how a trial builds the graph.
-"""
+space its knobs span, and the source that builds the tuned graph (NOTE [ Tuning a torchdata.nodes
+graph ] in probe/nodes.py says how a trial builds it)."""
 
 from __future__ import annotations
 
@@ -29,10 +27,7 @@ FACTORY_KEYWORDS = ("batch_size", "num_workers", "method", "in_order", "max_conc
 
 @dataclass(frozen=True)
 class NodesGraph(Stored):
-    """What the user's graph holds, read off it in the trial process: its ParallelMapper's
-    settings, its Prefetcher's depth (None: it has none), whether it pins, its Batcher's batch
-    size (None: it has none); ``chain`` the node types from the root down to the ParallelMapper;
-    ``built`` FACTORY or REBUILT, ``takes`` the keywords a factory takes; ``name`` what built it."""
+    """What the user's graph holds (None: no such node)."""
     num_workers: int
     method: str
     in_order: bool
@@ -40,29 +35,25 @@ class NodesGraph(Stored):
     prefetch_factor: int | None
     pin_memory: bool
     batch_size: int | None
-    chain: tuple[str, ...]
-    built: str
-    takes: tuple[str, ...]
-    name: str
+    chain: tuple[str, ...]   # the node types from the root down to the ParallelMapper
+    built: str               # FACTORY or REBUILT
+    takes: tuple[str, ...]   # the keywords a factory takes
+    name: str                # what built it
 
     def tuned(self, name: str) -> bool:
-        """Whether the search may move the knob ``name`` (a factory's keyword it does not take stays
-        at the graph's value)."""
+        """Whether the search may move the knob ``name``."""
         return self.built == REBUILT or name in self.takes
 
 
 def graph_rule(graph: NodesGraph, batch_size: int, cuda: bool) -> LoaderConfig:
-    """The graph as the user built it, measured in the final as the rule (the DataLoader's
-    cpus-1 rule's place): its workers, method, order, cap, depth (2 where it has no Prefetcher:
-    the trial's graph always ends in one) and pinning (only on CUDA, where PinMemory runs)."""
+    """The graph as the user built it, the final's rule (pinning only on CUDA, where PinMemory runs)."""
     return LoaderConfig.make(batch_size=batch_size, num_workers=graph.num_workers, loader=NODES,
                              method=graph.method, in_order=graph.in_order, max_concurrent=graph.max_concurrent,
                              prefetch_factor=graph.prefetch_factor, pin_memory=graph.pin_memory and cuda)
 
 
 def graph_space(space: SearchSpace, graph: NodesGraph, rule: LoaderConfig) -> SearchSpace:
-    """``space`` (a nodes space) holding the rule's values, and only them for a knob a factory
-    does not take; its worker ladder reaching the rule's workers."""
+    """``space`` holding the rule's values (only them for a knob a factory does not take)."""
     choices = dict(space.choices)
     for name, values in list(choices.items()):
         own = rule[name]
@@ -75,8 +66,7 @@ def graph_space(space: SearchSpace, graph: NodesGraph, rule: LoaderConfig) -> Se
 
 
 def graph_snippet(config: LoaderConfig, graph: NodesGraph, rate: str) -> str:
-    """Python source that builds the tuned graph: the factory's call, or the graph's nodes from
-    its ParallelMapper up with the tuned values."""
+    """Python source that builds the tuned graph: the factory's call, or its nodes rebuilt."""
     kw = config.loader_kwargs()
     mapper = {"num_workers": config.num_workers, "method": config.method if config.num_workers else graph.method,
               "in_order": config.in_order, "max_concurrent": config.max_concurrent}
@@ -97,25 +87,20 @@ def graph_snippet(config: LoaderConfig, graph: NodesGraph, rate: str) -> str:
              "# source, map_fn: your graph's, as it was given (nodes below the ParallelMapper unchanged).\n",
              "node = ParallelMapper(source, map_fn, " + ", ".join(f"{k}={v!r}" for k, v in mapper.items()) + ")\n"]
     depth = config.prefetch_factor if config.prefetch_factor is not None else graph.prefetch_factor
-    pinned = False
+    pin, pinned = config.pin_memory, False   # a PinMemory node at least once, below any Prefetcher
     for kind in reversed(graph.chain[:-1]):
-        if kind == "Loader":
-            continue
         if kind == "Batcher":
             lines.append(f"node = Batcher(node, batch_size={config.batch_size})  # and your drop_last\n")
-        elif kind == "PinMemory":
-            if config.pin_memory:
+        elif kind in ("PinMemory", "Prefetcher"):
+            if pin and (kind == "PinMemory" or not pinned):
                 lines.append("node = PinMemory(node)\n")
                 pinned = True
-        elif kind == "Prefetcher":
-            if config.pin_memory and not pinned:
-                lines.append("node = PinMemory(node)\n")
-                pinned = True
-            lines.append(f"node = Prefetcher(node, prefetch_factor={depth})\n")
-            depth = None
-        else:
+            if kind == "Prefetcher":
+                lines.append(f"node = Prefetcher(node, prefetch_factor={depth})\n")
+                depth = None
+        elif kind != "Loader":
             lines.append(f"node = {kind}(node, ...)  # as in your graph\n")
-    if config.pin_memory and not pinned:
+    if pin and not pinned:
         lines.append("node = PinMemory(node)\n")
     if depth is not None:
         lines.append(f"node = Prefetcher(node, prefetch_factor={depth})\n")

@@ -2,25 +2,18 @@
 
 NOTE [ Paired rounds ]
 The interleaved final measures its configs one after another in each round (A B C A B C ...), so
-the two readings of one round ran seconds apart, under the same drift: the machine's other work,
-the CPU's clock, the page cache. Their ratio cancels what the round shares, and the rounds'
-ratios scatter only by what the round does not share. So a comparison of two configs is made on
-the rounds both were measured in, and on nothing else: for each round i with readings a_i (the
-one compared) and b_i (the one compared with), d_i = log(a_i / b_i); the ratio is exp(mean d),
-and its 95% interval exp(mean d ± t(0.975, n-1) sd(d) / sqrt(n)) (Student's t: a handful of
-rounds, the sd itself estimated). One round gives no spread: its ratio is said, never judged.
-Rates from separate bursts (the search's) are not paired: they share no round, and two bursts
-minutes apart move by more than most gaps the tuner judges (policy.RATE_SHIFT), so a comparison
-resting on them says so and claims no interval.
+the two readings of one round ran seconds apart, under the same drift; their ratio cancels what
+the round shares. So two configs are compared on the rounds both were measured in, and nothing
+else: d_i = log(a_i / b_i), the ratio exp(mean d), its 95% interval exp(mean d ± t(0.975, n-1)
+sd(d) / sqrt(n)). One round gives no spread: its ratio is said, never judged. Separate bursts
+share no round and move by more than most gaps the tuner judges: a comparison resting on them
+says so and claims no interval.
 
 NOTE [ Sure enough ]
 The final adds rounds until the pick's comparison with the rule is settled (``Ratio.settled``):
-its interval lies above 1 or below it (a real gap), or inside the noise band EQUIVALENT_WITHIN
-(a tie: the same config drifts that much between two measurements in one process,
-policy.MIN_TOLERANCE, so no gap inside it is worth a worker or memory). Otherwise it is
-indistinguishable, and the cheaper of the two is kept: nothing measured supports paying more.
-
-Pure: numbers in, records out.
+its interval above or below 1 (a gap), or inside the noise band EQUIVALENT_WITHIN (a tie: the
+same config drifts that much in one process). Otherwise it is indistinguishable, and the cheaper
+of the two is kept: nothing measured supports paying more.
 """
 
 from __future__ import annotations
@@ -38,16 +31,15 @@ PAIRED, BURSTS = "paired", "bursts"
 # An interval inside 1 ± this is a tie, settled: NOTE [ Sure enough ].
 EQUIVALENT_WITHIN = MIN_TOLERANCE
 
-# Student's t at 0.975 for 1..30 degrees of freedom (any statistics table); past 30, the
-# Cornish-Fisher expansion around the normal's 1.96 (within 0.001 of the table there).
+# Student's t at 0.975 for 1..30 degrees of freedom; past 30, the Cornish-Fisher expansion.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
-def t975(df: int) -> float:
-    """Student's t quantile at 0.975 for ``df`` (>= 1) degrees of freedom."""
+def t95(df: int) -> float:
+    """Student's t quantile at 0.975 for ``df`` degrees of freedom: infinity below one (nothing known)."""
     if df < 1:
-        raise ValueError(f"t975 needs at least 1 degree of freedom, got {df}")
+        return math.inf
     if df <= len(_T975):
         return _T975[df - 1]
     z = 1.959964
@@ -56,8 +48,7 @@ def t975(df: int) -> float:
 
 @dataclass(frozen=True)
 class Ratio:
-    """One config's rate over another's, from ``rounds`` paired rounds: the ratio (the geometric
-    mean of the rounds' ratios) and its 95% interval [lo, hi]; no interval from one round."""
+    """One config's rate over another's from ``rounds`` paired rounds, with its 95% interval [lo, hi]."""
 
     ratio: float
     lo: float | None = None
@@ -77,7 +68,7 @@ class Ratio:
         return self.judged and self.hi < 1.0
 
     def within(self, band: float = EQUIVALENT_WITHIN) -> bool:
-        """The whole interval inside 1 ± ``band``: a tie however the rounds fell."""
+        """The whole interval inside 1 ± ``band``."""
         return self.judged and self.lo >= 1.0 - band and self.hi <= 1.0 + band
 
     def settled(self, band: float = EQUIVALENT_WITHIN) -> bool:
@@ -93,15 +84,14 @@ class Ratio:
 
 
 def paired_ratio(pairs: Sequence[tuple[float, float]]) -> Ratio | None:
-    """The ratio a/b over paired readings ``pairs`` [(a_i, b_i), ...]: NOTE [ Paired rounds ].
-    Readings that are not positive rates are left out; None when no pair is left."""
+    """a/b over ``pairs`` [(a_i, b_i), ...] of positive rates (NOTE [ Paired rounds ]); None if none."""
     logs = [math.log(a / b) for a, b in pairs if a and b and a > 0 and b > 0]
     if not logs:
         return None
     mean = statistics.fmean(logs)
     if len(logs) < 2:
         return Ratio(math.exp(mean), rounds=1)
-    half = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    half = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs))
 
 
@@ -111,27 +101,25 @@ def by_rounds(a: Mapping[int, float], b: Mapping[int, float]) -> Ratio | None:
 
 
 def signed_share(x: float) -> str:
-    """A share as a whole percentage with its sign, the minus a true minus: +9%, −4%."""
+    """+9%, −4% (a true minus)."""
     value = round(x * 100)
     return f"{'−' if value < 0 else '+'}{abs(value)}%"
 
 
 def signed_span(lo: float, hi: float) -> str:
-    """Two signed shares as one range, the percent sign once: −4…+9%."""
+    """−4…+9%."""
     return f"{signed_share(lo)[:-1]}…{signed_share(hi)}"
 
 
 def _span(lo: float, hi: float) -> str:
-    """Two positive shares as one range: 3-8% (a gap under 1% rounds up to 1)."""
+    """3-8% (a gap under 1% rounds up to 1)."""
     low, high = max(1, round(lo * 100)), max(1, round(hi * 100))
     return f"{low}-{high}%" if low != high else f"{low}%"
 
 
 def compared(r: Ratio | None, other: str, unpaired: str | None = None) -> str:
-    """The words a ratio of the pick over ``other`` supports, and no more: "faster than the rule
-    by 3-8%" (a gap of 2x or more as "2.1-3.4x as fast as ..."), "slower than ... by 2-5%",
-    "indistinguishable from the rule (−4…+9%)", or "one round against the rule: not judged".
-    ``unpaired``: what the run has instead when no round paired them."""
+    """The words a ratio of the pick over ``other`` supports, and no more ("faster than the rule by
+    3-8%"); ``unpaired``: what the run has instead when no round paired them."""
     if r is None:
         return f"not paired with {other} ({unpaired}): no interval" if unpaired else f"not measured against {other}"
     if not r.judged:
@@ -154,15 +142,9 @@ def compared(r: Ratio | None, other: str, unpaired: str | None = None) -> str:
 OUTSIDE, INSIDE, STRADDLES = "outside", "inside", "straddles"
 
 
-def t95(df: int) -> float:
-    """t975, and infinity below one degree of freedom (nothing known)."""
-    return math.inf if df < 1 else t975(df)
-
-
 def paired_bounds(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
-    """``a`` over ``b`` from paired readings (``a[i]`` and ``b[i]`` taken in the same round):
-    (ratio, lo, hi) as ``paired_ratio`` computes it (NOTE [ Paired rounds ]); one round shows no
-    spread: (ratio, 0, inf)."""
+    """``a`` over ``b`` from readings paired by index: ``paired_ratio`` as (ratio, lo, hi), (ratio,
+    0, inf) from one round."""
     if len(a) != len(b) or not a:
         raise ValueError(f"paired readings need as many of each, at least one: {len(a)} and {len(b)}")
     r = paired_ratio(list(zip(a, b)))
@@ -172,11 +154,9 @@ def paired_bounds(a: Sequence[float], b: Sequence[float]) -> tuple[float, float,
 
 
 def runs_ratio(now: Sequence[float], then: Sequence[float]) -> tuple[float, float, float]:
-    """One config's rate in two runs, ``now`` over ``then`` (each a run's readings): (ratio, lo,
-    hi) with a 95% interval. The runs' readings are not paired, so the interval is Student's for
-    two samples with one spread, pooled from both: the same config on the same machine is as noisy
-    in one run as in the other, and a run of one reading borrows the other's. Fewer than three
-    readings in all show no spread: (ratio, 0, inf)."""
+    """One config's rate in two runs, ``now`` over ``then``: (ratio, lo, hi), Student's two-sample
+    interval with one spread pooled from both (the same config is as noisy in either run);
+    (ratio, 0, inf) from fewer than three readings."""
     if not now or not then:
         raise ValueError(f"each run needs a reading: {len(now)} and {len(then)}")
     x, y = [math.log(v) for v in now], [math.log(v) for v in then]
@@ -190,9 +170,7 @@ def runs_ratio(now: Sequence[float], then: Sequence[float]) -> tuple[float, floa
 
 
 def against_band(lo: float, hi: float, band: float) -> str:
-    """Where a ratio's interval [lo, hi] lies against the band [1 - band, 1 + band]: OUTSIDE
-    when wholly outside it (a change), INSIDE when wholly inside (no change), STRADDLES when it
-    crosses an edge (more rounds, or nothing can be said)."""
+    """Where [lo, hi] lies against [1 - band, 1 + band]: OUTSIDE (a change), INSIDE, or STRADDLES."""
     if hi < 1 - band or lo > 1 + band:
         return OUTSIDE
     if lo >= 1 - band and hi <= 1 + band:

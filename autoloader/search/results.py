@@ -17,16 +17,12 @@ FAILED = "failed"          # crashed or raised: a fact about this config, never 
 HANG = "hang"              # the watchdog ended it
 
 # NOTE [ Keeping up ]
-# When the consumer waits in next(it) for at most KEEPS_UP_WAIT (policy.py) of a window, every
-# batch was ready before the step asked for it, so more loader capacity (workers, prefetch depth)
-# can speed the loop up by at most that share. Rates of such configs then differ by the
-# consumer's own noise, or by what extra workers cost it (CPU beside the step's launches), never
-# in favour of more of them. So the search looks for the fewest workers that keep up, and the
-# final calls a keeping-up config a tie with a best that keeps up too and reads up to
-# KEEPS_UP_TIE more, when the two are of one kind (policy.same_kind: batch size, pinning and
-# worker persistence change the step's copies and the epoch restarts, which a wait in the steady
-# window does not see). So num_workers=0, never persistent, is never tied this way with a config
-# that keeps its workers.
+# When the consumer waits in next(it) for at most KEEPS_UP_WAIT of a window, every batch was
+# ready before the step asked for it, so more loader capacity can speed the loop up by at most
+# that share: such configs' rates differ by the consumer's noise, never in favour of more
+# workers. So the final calls a keeping-up config a tie with a best that keeps up too and reads
+# up to KEEPS_UP_TIE more, when the two are of one kind (policy.same_kind: batch size, pinning
+# and persistence change costs a steady window's wait does not see).
 
 # Failure causes, as reported to the user and stored with the trial.
 CAUSES = {
@@ -46,11 +42,10 @@ CAUSES = {
     "error": "the trial raised",
     "loader_arguments": "DataLoader refused the fixed arguments for this config",
 }
-# A trial whose DataLoader could not be built from the user's arguments: bad input, which ends
-# the run as a usage error (NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py).
+# Bad input, which ends the run as a usage error (NOTE [ Fixed DataLoader arguments ]).
 LOADER_ARGUMENTS = "loader_arguments"
-# A trial the run's wall bound ended while it still made progress: stored as the watchdog's
-# verdict (HANG) so that a run with more budget measures it again, but named for what it was.
+# Ended by the wall bound while it made progress: stored as HANG (a run with more budget
+# measures it again), but named for what it was.
 BUDGET_ENDED = "budget_ended"
 
 
@@ -73,20 +68,16 @@ class TrialResult(Stored):
     peak_host_bytes: int | None = None      # summed USS of the trial process and its workers
     peak_pss_bytes: int | None = None       # summed PSS of the same: what the memory guard compares
     peak_shm_bytes: int | None = None       # /dev/shm growth during the trial
-    # At the burst's end, samples each of its workers had read (since they started) and their
-    # mean USS then: how far copy on read had grown them (NOTE [ Copy on read ] in growth.py).
+    # At the burst's end, samples each worker had read and their mean USS (NOTE [ Copy on read ]).
     worker_samples: int | None = None
     worker_uss_bytes: int | None = None
     worker_file_bytes: int | None = None    # of that USS, a mapped file's pages (NOTE [ Memory by kind ])
     gpu_peak_bytes: int | None = None
-    # An iterable dataset's trial with workers: the samples each worker made, and the share of
-    # those digested that another worker made too (NOTE [ Counting what each worker delivered ]
-    # in probe/shards.py; None where the digests cannot tell).
+    # A stream's samples each worker made, and the share another made too (NOTE [ Counting what
+    # each worker delivered ] in probe/shards.py).
     worker_delivered: tuple[int, ...] | None = None
     duplicate_share: float | None = None
-    # Page-locked host bytes the caching host allocator held at its peak (CUDA, pin_memory=True):
-    # NOTE [ Pinned batches ] in memory.py.
-    pinned_bytes: int | None = None
+    pinned_bytes: int | None = None         # page-locked, at the peak (NOTE [ Pinned batches ] in memory.py)
     batch_bytes: int | None = None
     batches: int = 0
     window_s: float = 0.0
@@ -96,14 +87,9 @@ class TrialResult(Stored):
     stalled_s: float | None = None          # HANG: seconds since the trial's last batch when it was ended
     cause: str | None = None
     error: str | None = None
-    # FAILED: the exception was an OSError (a file, a mount, a permission): the environment's, which
-    # can be fixed without changing the code, so a resumed run measures it again (store/retry.py).
-    os_error: bool = False
-    # A node's trial (node/__init__.py): each rank's own rate, rank 0 first; samples_per_s is then the
-    # node's, ranks x the slowest of these (NOTE [ Tuning a node's ranks ]).
-    rank_samples_per_s: tuple[float, ...] | None = None
-    # What the rest of the machine took while the trial ran (NOTE [ Others on the machine ] in load.py),
-    # each in CPUs' worth over the trial's wall time:
+    os_error: bool = False                  # FAILED by an OSError: a resumed run measures it again
+    rank_samples_per_s: tuple[float, ...] | None = None   # a node's: each rank's, rank 0 first
+    # CPUs' worth over the trial (NOTE [ Others on the machine ] in load.py):
     others_cpus: float | None = None        # other processes' share of the usable CPUs, steal included
     steal_cpus: float | None = None         # the hypervisor's steal (other guests), where the kernel says
     tree_cpus: float | None = None          # this run's own processes: the driver, the trial process, its workers
@@ -114,8 +100,7 @@ class TrialResult(Stored):
 
     @property
     def keeps_up(self) -> bool:
-        """Measured in full (not pruned: a short window's waits say little), and the consumer
-        waited for data at most KEEPS_UP_WAIT: NOTE [ Keeping up ]."""
+        """Measured in full, and NOTE [ Keeping up ]."""
         return self.status == OK and not self.pruned and keeps_up_at(self.wait_fraction)
 
     def _read_back(self) -> "TrialResult":
@@ -129,14 +114,13 @@ class TrialResult(Stored):
 
 
 def best_burst(history: Sequence[TrialResult], config: LoaderConfig) -> float:
-    """``config``'s best rate over its bursts measured in full (OK, not pruned); 0.0 if none."""
+    """``config``'s best rate over its bursts measured in full; 0.0 if none."""
     return max((t.samples_per_s or 0.0 for t in history if t.config == config and t.status == OK and not t.pruned),
                default=0.0)
 
 
 def burst_reach(history: Sequence[TrialResult], config: LoaderConfig) -> float:
-    """The highest rate ``config``'s bursts measured in full leave possible: the top of their 95%
-    interval (the rate itself where a burst has none); 0.0 if none."""
+    """The top of the 95% interval of ``config``'s bursts measured in full; 0.0 if none."""
     return max((t.samples_per_s * (1.0 + (t.rel_interval if t.rel_interval is not None
                                           and math.isfinite(t.rel_interval) else 0.0))
                 for t in history if t.config == config and t.status == OK and not t.pruned and t.samples_per_s),
@@ -145,17 +129,12 @@ def burst_reach(history: Sequence[TrialResult], config: LoaderConfig) -> float:
 
 # NOTE [ Loose readings ]
 # One burst's rate moves by more than the gaps the final must find, so a config joins the final
-# against the one it challenges (the pick, or the rule when the rule is the pick) when its burst
-# read past SINGLE_ROUND_MARGIN above it: a closer point is no evidence. But a burst whose own
-# interval is wide says less than its point: one that read level with the other (within the
-# final's tie band, FINAL_TIE) or ahead, whose interval reaches past SINGLE_ROUND_MARGIN above
-# it, may be the better config by more than a burst moves, and yet the cheaper one would win it
-# as a tie without reading it again. Such a challenger goes to the final too, where the paired
-# rounds tell the two apart. A tight reading a few percent ahead still stays out.
+# against the one it challenges when its burst read past SINGLE_ROUND_MARGIN above it. But a
+# burst whose interval is wide says less than its point: one that read level (within FINAL_TIE)
+# or ahead, whose interval reaches past that margin, may be better by more than a burst moves,
+# so it goes to the final too. A tight reading a few percent ahead stays out.
 def challenges(history: Sequence[TrialResult], config: LoaderConfig, mine: float) -> bool:
-    """Whether ``config``'s bursts challenge a config whose burst read ``mine``: past
-    SINGLE_ROUND_MARGIN above it, or within FINAL_TIE of it or ahead with an interval that
-    reaches past that margin (NOTE [ Loose readings ])."""
+    """Whether ``config``'s bursts challenge a config whose burst read ``mine`` (NOTE [ Loose readings ])."""
     theirs = best_burst(history, config)
     margin = mine * (1.0 + SINGLE_ROUND_MARGIN)
     return theirs > margin or (mine > 0 and theirs >= mine * (1.0 - FINAL_TIE)

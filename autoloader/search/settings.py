@@ -2,49 +2,29 @@
 
 # NOTE [ The settings table ]
 # A knob is one ``Knob`` (knob.py) registered in ``SETTINGS``, and everything that names settings
-# iterates the table rather than spelling them:
-#   the config   ``LoaderConfig`` (space.py) holds one value per knob, in the table's order; its
-#                checks are the knobs' ``check`` and ``when`` (a worker-only knob at its default
-#                without workers), ``make`` fills what it is not told with ``start``;
-#   the key      each knob that applies adds its ``token`` (``bs128-w2-pin0-pf2-pw1``, ``-ooo``);
-#   the tie order ``LoaderConfig.cost``: the knobs' ``cost`` terms by ``tie_rank``;
-#   the space    ``SearchSpace`` holds each knob's ``domain`` for this machine (``search_space``)
-#                and offers only ``start`` of a knob whose ``gate`` the user left closed;
-#                ``candidates`` (model_first.py) enumerates the product, the worker-only knobs
-#                inside the worker ladder; a warm start steps along each knob's ``step``;
-#   the record   ``to_dict`` is every knob, ``loader_kwargs`` (the stored ``config``) those that
-#                apply (less an ``omit_default`` one at its default); codec.py checks a
-#                stored mapping with each knob's ``stored`` rule, then ``LoaderConfig.from_dict``;
-#   the outputs  the snippet, the Lightning source and ``--format kwargs`` print
-#                ``loader_kwargs``; ``--format hf`` prints each knob's ``hf`` field; the report
-#                page's trial table has a column per knob, the retune report its ``label``s, the
-#                plots its ``mark``s; a setting's change between two results is one per knob.
-# Semantics stay with the code that models them (model.py simulates out-of-order delivery,
-# memory.py prices prefetch depth), reaching the knob through its object here (``config[ORDER]``,
-# ``ORDER.proposal``, ``ORDER.gate``), so that a search for the object finds every use.
-# Adding a knob is one declaration below, registered in the table: a string-valued one (the
-# worker start method) gives ``kind=str``, a ``domain`` from ``Context.platform`` and
-# ``stored_choice``; a knob only another loader has gives ``loaders`` and a ``when`` on the
-# config's loader. The order of the declarations is the key's, so a new one goes last, keeping
-# every existing key (a knob at its default may add no token, as ``ORDER`` does).
+# iterates the table rather than spelling them: ``LoaderConfig`` (space.py) holds one value per
+# knob in the table's order, checked by their ``check`` and ``when``; the key joins their
+# ``token``s (``bs128-w2-pin0-pf2-pw1``); ``LoaderConfig.cost`` their ``cost`` by ``tie_rank``;
+# ``SearchSpace`` their ``domain`` on this machine, offering only ``start`` behind a closed
+# ``gate``; a warm start steps along their ``step``; codec.py checks a stored mapping with their
+# ``stored`` rule; the outputs print ``loader_kwargs``, each knob's ``hf`` field, ``label`` and
+# ``mark``. Semantics stay with the code that models them, reaching the knob through its object
+# here (``config[ORDER]``, ``ORDER.proposal``), so that a search for the object finds every use.
+# Adding a knob is one declaration below; the declarations' order is the key's, so a new one goes
+# last, keeping every existing key (a knob at its default may add no token, as ``ORDER`` does).
 #
 # NOTE [ The start method as a knob ]
-# ``multiprocessing_context`` (``START``) is how DataLoader starts its workers: fork (a copy of
-# the loop's process: quick, and its pages shared until written, so Python-object rows are copied
-# as they are read: NOTE [ Copy on read ] in growth.py), forkserver and spawn (a fresh interpreter
-# that unpickles its own copy of the dataset: seconds to start, no copy on read). Its value None is
-# DataLoader's own default, the start method the loop's process has (``Context.start_method``), so
-# the domain is None and the platform's other methods: every key and every keyword argument of a
-# config at the default is as it was. The search offers the others only behind its gate
-# (``--search-start-method``), since they change what the training run must do (the dataset and
-# worker_init_fn pickled to each worker, the main module re-imported), and a start method the user
-# passed is theirs: the run offers only None then, and says it (tuning/run.py). With the gate open
-# the profile measures each method's start-up and memory (probe/methods.py, search/methods.py), and
-# the model and the memory forecast read a config's method from those figures.
-# torchdata.nodes' knobs are such: ``LOADER`` names the config's loader (no token for the
-# DataLoader, so its keys stay), the knobs both loaders have list both in ``loaders``, and
-# ``METHOD`` and ``CONCURRENCY`` (ParallelMapper's alone) apply only in a nodes config; the
-# space offers a knob of another loader only its default (``Context.loader``).
+# ``multiprocessing_context`` (``START``): fork (quick, its pages shared until written: NOTE
+# [ Copy on read ] in growth.py), forkserver and spawn (a fresh interpreter that unpickles its
+# own dataset: seconds to start, no copy on read). None is DataLoader's default, the loop's
+# process's method (``Context.start_method``), so every key and keyword argument of a config at
+# the default is as it was. The others are offered only behind ``--search-start-method``, since
+# they change what the training run must do (the dataset pickled to each worker, the main module
+# re-imported); a method the user passed is theirs, and the run offers only None. With the gate
+# open the profile measures each method's start-up and memory (search/methods.py).
+# torchdata.nodes' knobs are such too: ``LOADER`` names the config's loader (no token for the
+# DataLoader), knobs both loaders have list both in ``loaders``, ``METHOD`` and ``CONCURRENCY``
+# apply only in a nodes config, and the space offers another loader's knob only its default.
 """
 
 from __future__ import annotations
@@ -61,11 +41,11 @@ from .knob import (
     Gate,
     HfField,
     Knob,
-    Names,
     Proposal,
     Step,
     Table,
     When,
+    checked,
     is_count,
     stored_choice,
     stored_count,
@@ -74,47 +54,29 @@ from .knob import (
 
 __all__ = ["BATCH", "CONCURRENCY", "LOADER", "METHOD", "PERSISTENT", "PIN", "PREFETCH", "ORDER", "PREFETCH_CHOICES",
            "REQUIRED", "SETTINGS", "START", "START_METHODS", "TUNED_SETTINGS", "WITH_WORKERS", "WORKERS", "Context",
-           "Knob", "check_batch_size", "default_start_method", "knobs_of", "method_name", "platform_methods"]
+           "Knob", "check_batch_size", "default_start_method", "knobs_of", "platform_methods"]
 
 SETTINGS = Table()
 # The DataLoader settings autoloader tunes, in the table's order (a live view of it).
-TUNED_SETTINGS = Names(SETTINGS)
+TUNED_SETTINGS = SETTINGS.names
 
-# DataLoader's rule: prefetch_factor and persistent_workers (and in_order) only mean something
-# when num_workers > 0.
 WITH_WORKERS = When("num_workers > 0", lambda values: values["num_workers"] > 0)
-# A DataLoader's workers alone can persist (a ParallelMapper starts its own each epoch); the rule's
-# text is the DataLoader's, the only loader whose configs are built by hand.
+# A DataLoader's workers alone can persist (a ParallelMapper starts its own each epoch).
 DATALOADER_WORKERS = When("num_workers > 0", lambda values: values["num_workers"] > 0
                           and values.get("loader", DATALOADER) == DATALOADER)
-# ParallelMapper's own knobs: only in a nodes config, with workers.
 NODES_WORKERS = When("num_workers > 0 in a torchdata.nodes graph",
                      lambda values: values["num_workers"] > 0 and values.get("loader") == NODES)
-# Both loaders have these (ParallelMapper's num_workers and in_order, the Prefetcher's depth, the
-# PinMemory node, the Batcher's batch size).
 BOTH = frozenset({DATALOADER, NODES})
 
-# Up to 16: a deep queue lets the other workers run on while a slow batch holds the head of
-# the in-order queue; memory decides whether it fits (the guard predicts every config).
+# A deep queue lets the other workers run on past a slow batch; memory decides whether it fits.
 PREFETCH_CHOICES: tuple[int, ...] = (2, 4, 8, 16)
 
 
 def check_batch_size(size: object, fix: str = "pass --batch-size 1 or more, e.g. 128") -> int:
-    """The one check of a batch size: a positive integer (a bool is no count)."""
+    """The one check of a batch size: a positive integer."""
     if not is_count(size, 1):
         raise usage("the batch size must be a positive integer", size, fix)
     return size
-
-
-def _check_workers(count: object) -> None:
-    if not is_count(count):
-        raise usage("num_workers must be 0 or more", count, "use 0 or a positive count")
-
-
-def _check_prefetch(depth: Any) -> None:
-    if depth is None or depth < 1:
-        raise usage("prefetch_factor must be 1 or more when num_workers > 0", depth,
-                    "use 2 (DataLoader's default) or more")
 
 
 def _stored_batch_size(name: str, data) -> str | None:
@@ -125,14 +87,12 @@ def _stored_batch_size(name: str, data) -> str | None:
 BATCH = SETTINGS.register(Knob(
     "batch_size", int, token=lambda v: f"bs{v}", label="bs", tie_rank=5, cost=lambda v: v,
     check=check_batch_size, stored=_stored_batch_size,
-    hf=HfField("per_device_train_batch_size", 9, on_request=True), step=Step(adjacent=True, rank=3),
-    loaders=BOTH))
+    hf=HfField("per_device_train_batch_size", 9, on_request=True), step=Step(adjacent=True, rank=3), loaders=BOTH))
 
 WORKERS = SETTINGS.register(Knob(
     "num_workers", int, token=lambda v: f"w{v}", label="w", tie_rank=0, cost=lambda v: v, capacity=True,
-    check=_check_workers, stored=stored_count(), hf=HfField("dataloader_num_workers", 0),
-    mark=lambda v: f"{v}w",
-    loaders=BOTH))
+    check=checked(is_count, "num_workers must be 0 or more", "use 0 or a positive count"), stored=stored_count(),
+    hf=HfField("dataloader_num_workers", 0), mark=lambda v: f"{v}w", loaders=BOTH))
 
 # Pinning only matters for a CUDA device, so the space offers it only there.
 PIN = SETTINGS.register(Knob(
@@ -148,10 +108,11 @@ PIN = SETTINGS.register(Knob(
 PREFETCH = SETTINGS.register(Knob(
     "prefetch_factor", int, token=lambda v: f"pf{v}", label="pf", tie_rank=1, cost=lambda v: v,
     default=None, start=2, domain=lambda ctx: PREFETCH_CHOICES, when=WITH_WORKERS, capacity=True,
-    check=_check_prefetch, stored=stored_count(1, optional=True, rule="a count of 1 or more"),
+    check=checked(lambda depth: not (depth is None or depth < 1), "prefetch_factor must be 1 or more when "
+                  "num_workers > 0", "use 2 (DataLoader's default) or more"),
+    stored=stored_count(1, optional=True, rule="a count of 1 or more"),
     hf=HfField("dataloader_prefetch_factor", 3), step=Step(adjacent=True, rank=0),
-    mark=lambda v: "" if v == 2 else f"pf{v}",
-    loaders=BOTH))
+    mark=lambda v: "" if v == 2 else f"pf{v}", loaders=BOTH))
 
 # Kept workers are cheaper over a whole run: fresh ones pay their start-up again every epoch.
 PERSISTENT = SETTINGS.register(Knob(
@@ -160,9 +121,8 @@ PERSISTENT = SETTINGS.register(Knob(
     stored=stored_flag(False), hf=HfField("dataloader_persistent_workers", 2), step=Step(adjacent=False, rank=1),
     mark=lambda v: "" if v else "fresh"))
 
-# False lets a worker's finished batch overtake a slow one ahead of it: it changes the order of
-# batches, so it is tried only when the user allows it (its gate), and is a keyword argument only
-# when chosen (older torch has no in_order). Batches in order are cheaper at a tie.
+# False changes the order of batches, so it is tried only behind its gate, and is a keyword
+# argument only when chosen (older torch has no in_order). In order is cheaper at a tie.
 ORDER = SETTINGS.register(Knob(
     "in_order", bool, token=lambda v: "" if v else "ooo", label="in_order", tie_rank=4,
     cost=lambda v: int(not v), default=True, domain=lambda ctx: (True, False), when=WITH_WORKERS,
@@ -176,20 +136,18 @@ ORDER = SETTINGS.register(Knob(
                       "it, so batches come in another order (fine for shuffled training, not where order "
                       "matters); autoloader tune --allow-reorder lets the tuner choose and measure it.",
                       # The simulation sees a slow batch no longer holding up the rest, not what
-                      # delivery out of order costs (measured at -15% where it predicted +0%).
+                      # delivery out of order costs.
                       unpredicted="not predicted: measure it with --allow-reorder"),
     loaders=BOTH))
 
 
-# Which loader a config is for: the DataLoader (no token: every DataLoader key is as it was) or a
-# torchdata.nodes graph. The problem fixes it (never searched): the space offers Context.loader.
+# Which loader a config is for; the problem fixes it (never searched).
 LOADER = SETTINGS.register(Knob(
     "loader", str, token=lambda v: "" if v == DATALOADER else "nodes", label="loader", tie_rank=6,
     cost=lambda v: 0, default=DATALOADER, domain=lambda ctx: (ctx.loader,), loaders=frozenset({NODES}),
     omit_default=True, stored=stored_choice((DATALOADER, NODES))))
 
-# ParallelMapper's workers as threads (its default: no start-up, no pickling, but one GIL) or
-# processes. Threads are cheaper at a tie.
+# ParallelMapper's workers as threads (its default: one GIL) or processes; threads win a tie.
 METHOD = SETTINGS.register(Knob(
     "method", str, token=lambda v: "" if v == "thread" else "proc", label="method", tie_rank=0.5,
     cost=lambda v: int(v == "process"), default="thread",
@@ -198,22 +156,17 @@ METHOD = SETTINGS.register(Knob(
     mark=lambda v: "proc" if v == "process" else ""))
 
 
-def _check_concurrency(cap: Any) -> None:
-    if cap is not None and not is_count(cap, 1):
-        raise usage("max_concurrent is None or 1 or more", cap,
-                    "use None (ParallelMapper's 2 x num_workers) or a count")
-
-
-# ParallelMapper's cap on the items in flight: None is its default (2 x num_workers); a cap holds
-# less memory but may idle workers. ParallelMapper refuses a cap past its workers, so the knob
-# applies only with at least that many workers (below, its default).
+# ParallelMapper's cap on the items in flight (None: 2 x num_workers), which it refuses past its
+# workers: the knob applies only with at least that many.
 CONCURRENCY = SETTINGS.register(Knob(
     "max_concurrent", int, token=lambda v: "" if v is None else f"mc{v}", label="mc", tie_rank=4.5,
     cost=lambda v: int(v is not None), default=None,
-    domain=lambda ctx: (None,), check=_check_concurrency, loaders=frozenset({NODES}),
+    domain=lambda ctx: (None,), loaders=frozenset({NODES}),
     when=When("num_workers > 0, at least max_concurrent of them, in a torchdata.nodes graph",
               lambda values: NODES_WORKERS.test(values)
               and (values.get("max_concurrent") is None or values["max_concurrent"] <= values["num_workers"])),
+    check=checked(lambda cap: cap is None or is_count(cap, 1), "max_concurrent is None or 1 or more",
+                  "use None (ParallelMapper's 2 x num_workers) or a count"),
     stored=stored_count(1, optional=True, rule="a count of 1 or more"),
     mark=lambda v: "" if v is None else f"mc{v}"))
 
@@ -228,14 +181,12 @@ START_METHODS: tuple[str, ...] = ("fork", "forkserver", "spawn")
 
 
 def platform_methods(platform: str) -> tuple[str, ...]:
-    """The start methods ``platform`` has (as multiprocessing.get_all_start_methods says): all
-    three on Linux and macOS, spawn alone on Windows."""
+    """The start methods ``platform`` has: spawn alone on Windows."""
     return ("spawn",) if platform.startswith(("win", "cygwin")) else START_METHODS
 
 
 def default_start_method(platform: str, version: tuple[int, int] | None = None) -> str:
-    """The start method a process gets when no one set one: spawn on Windows and macOS, fork on
-    Linux before Python 3.14 and forkserver from it."""
+    """The start method a process gets when no one set one."""
     if platform.startswith(("win", "cygwin", "darwin")):
         return "spawn"
     return "forkserver" if (version or tuple(sys.version_info[:2])) >= (3, 14) else "fork"
@@ -246,25 +197,14 @@ def _start_domain(ctx: Context) -> tuple:
     return (None,) + tuple(m for m in platform_methods(ctx.platform) if m != default)
 
 
-def _check_start(method: Any) -> None:
-    if method is not None and method not in START_METHODS:
-        raise usage(f"multiprocessing_context is a start method's name ({', '.join(START_METHODS)}) or None",
-                    method, "pass e.g. multiprocessing_context='spawn'")
-
-
-def method_name(value: str | None, default: str) -> str:
-    """The start method a config's ``multiprocessing_context`` value means: its own, or ``default``
-    (the loop's process's) for None."""
-    return value or default
-
-
-# NOTE [ The start method as a knob ] above. A cheaper start wins a tie; None (the default) costs
-# nothing. Only a method other than the default is a keyword argument (omit_default), so the
-# keys and the keyword arguments of every config at the default are as they were.
+# NOTE [ The start method as a knob ]: a cheaper start wins a tie; None costs nothing.
 START = SETTINGS.register(Knob(
     "multiprocessing_context", str, token=lambda v: f"mp{v}" if v else "", label="mp", tie_rank=3.5,
     cost=lambda v: 0 if v is None else 1 + START_METHODS.index(v), default=None, domain=_start_domain,
-    when=WITH_WORKERS, omit_default=True, check=_check_start, stored=stored_choice(START_METHODS),
+    when=WITH_WORKERS, omit_default=True, stored=stored_choice(START_METHODS),
+    check=checked(lambda method: method is None or method in START_METHODS,
+                  f"multiprocessing_context is a start method's name ({', '.join(START_METHODS)}) or None",
+                  "pass e.g. multiprocessing_context='spawn'"),
     hf=HfField("dataloader_multiprocessing_context", 5),
     from_loader=lambda loader: _loader_method(getattr(loader, "multiprocessing_context", None)),
     mark=lambda v: v or "", fixable=True,
@@ -276,20 +216,15 @@ START = SETTINGS.register(Knob(
 
 
 def _loader_method(context: Any) -> str | None:
-    # DataLoader keeps a context object (or None); the default's own is no choice of the user's.
+    # A context object (or None); the default's own is no choice of the user's.
     if context is None or isinstance(context, str):
         return context
     name = context.get_start_method() if hasattr(context, "get_start_method") else None
     return None if name == default_start_method(sys.platform) else name
 
 
-def knob(name: str) -> Knob:
-    """The knob of DataLoader keyword ``name`` (KeyError for one autoloader does not tune)."""
-    return SETTINGS[name]
-
-
 def open_gates(source: Any) -> frozenset[str]:
-    """The gate options ``source`` (a Problem, or anything with the options as attributes) opens."""
+    """The gate options ``source`` (anything with the options as attributes) opens."""
     return frozenset(k.gate.option for k in SETTINGS if k.gate is not None and getattr(source, k.gate.option, False))
 
 

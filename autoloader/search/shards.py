@@ -1,10 +1,6 @@
-"""A stream's shards and what its workers delivered, as findings: the cap on the workers a
-sharded IterableDataset can use, workers left idle, and samples duplicated across workers.
-
-Pure: what the trial process counted (NOTE [ Counting what each worker delivered ] in
-probe/shards.py) and what the dataset said of its shards, in words with their fixes. The run
-caps the search's workers at the shards (``worker_cap``); the result keeps ``stream_record``;
-the table, the progress lines and the explain report say its findings.
+"""A stream's shards and what its workers delivered (NOTE [ Counting what each worker delivered ]
+in probe/shards.py), as findings with their fixes: the cap on the workers a sharded
+IterableDataset can use (``worker_cap``), workers left idle, samples duplicated across workers.
 """
 
 from __future__ import annotations
@@ -18,8 +14,7 @@ from .results import OK, TrialResult
 # Of the samples digested, this share made by another worker too is a stream read whole by each.
 DUPLICATE_SHARE = 0.5
 
-# The libraries a stream's shards are read from, by the package its class comes from
-# (probe/shards.py's ``shard_count`` names it first in ``shards_from``): each has its own fix.
+# The libraries a stream's shards are read from, by the package its class comes from.
 LIBRARIES = {"datasets": "Hugging Face", "webdataset": "webdataset", "torchdata": "torchdata", "litdata": "litdata"}
 _SHARD_FIXES = {
     "Hugging Face": ("stream it from as many files as workers (to_iterable_dataset(num_shards=K)) and split it "
@@ -41,16 +36,13 @@ IDLE_FIX = ("use no more workers than the stream has shards, or reshard it to K 
 
 
 def library(shards_from: str | None) -> str | None:
-    """The library a stream's shards come from ("Hugging Face", "webdataset"...), or None."""
     root = (shards_from or "").split(".", 1)[0]
     return LIBRARIES.get(root)
 
 
 def shard_fix(shards_from: str | None) -> str:
-    """How to shard a stream read whole by every worker, in its library's own words."""
     lib = library(shards_from)
     return GENERIC_SHARD_FIX + (f"; for {lib}: {_SHARD_FIXES[lib]}" if lib else "")
-
 
 
 def worker_cap(shards: int | None, max_workers: int) -> int:
@@ -68,7 +60,7 @@ def shards_text(shards: int | None, shards_from: str | None, cap: int, uncapped:
 
 @dataclass(frozen=True)
 class Reading:
-    """What one loader's workers delivered: ``who`` names it (a config's key, or the profile)."""
+    """What one loader's workers delivered: ``who`` names it."""
 
     who: str
     workers: int
@@ -91,7 +83,6 @@ def trial_reading(trial: TrialResult) -> Reading | None:
 
 
 def profile_reading(profile) -> Reading | None:
-    """The profile's stream stage (probe/shards.py's ``with_stream``), where it ran."""
     delivered = tuple(getattr(profile, "stream_delivered", ()) or ())
     if not delivered:
         return None
@@ -99,35 +90,32 @@ def profile_reading(profile) -> Reading | None:
                    getattr(profile, "stream_duplicates", None))
 
 
+def _note(reading: Reading | None, duplicated: str, idle: str) -> str | None:
+    """The words on a reading (formatted with it as ``r``) of duplicates or idle workers, or None."""
+    if reading is None or not (reading.duplicated or reading.idle):
+        return None
+    return (duplicated if reading.duplicated else idle).format(r=reading)
+
+
 def trial_note(trial: TrialResult) -> str | None:
     """What one trial's workers showed, for its progress line; None when nothing is wrong."""
-    reading = trial_reading(trial)
-    if reading is None:
-        return None
-    if reading.duplicated:
-        return (f"its {reading.workers} workers made the same samples ({reading.duplicate_share:.0%} of those "
-                "digested made by another worker too): the stream is not sharded by worker")
-    if reading.idle:
-        return f"{reading.idle} of its {reading.workers} workers delivered nothing (the stream ran out of shards)"
-    return None
+    return _note(trial_reading(trial),
+                 "its {r.workers} workers made the same samples ({r.duplicate_share:.0%} of those digested made "
+                 "by another worker too): the stream is not sharded by worker",
+                 "{r.idle} of its {r.workers} workers delivered nothing (the stream ran out of shards)")
 
 
 def profile_note(profile) -> str:
     """The profile line's words on its stream stage ("" where it did not run or found nothing)."""
-    reading = profile_reading(profile)
-    if reading is None:
-        return ""
-    if reading.duplicated:
-        return (f"; its stream read by {reading.workers} workers gave each the same samples "
-                f"({reading.duplicate_share:.0%} digested twice): not sharded by worker")
-    if reading.idle:
-        return f"; its stream read by {reading.workers} workers left {reading.idle} with nothing"
-    return ""
+    return _note(profile_reading(profile),
+                 "; its stream read by {r.workers} workers gave each the same samples ({r.duplicate_share:.0%} "
+                 "digested twice): not sharded by worker",
+                 "; its stream read by {r.workers} workers left {r.idle} with nothing") or ""
 
 
 @dataclass(frozen=True)
 class StreamFinding(Stored):
-    """One finding about a stream, in words with its fix: ``kind`` is shards, duplicates or idle."""
+    """One finding about a stream: ``kind`` is shards, duplicates or idle."""
 
     kind: str
     text: str
@@ -136,10 +124,9 @@ class StreamFinding(Stored):
 
 @dataclass(frozen=True)
 class Stream(Stored):
-    """The result's ``stream``: the shards the dataset said it has and the cap they put on the
-    search (``max_workers`` of the ``uncapped_max_workers`` it would try), the loaders (the
-    profile's stream stage, the trials) whose workers duplicated samples or sat idle, and each
-    finding with its fix."""
+    """The result's ``stream``: its shards and the cap they put on the search (``max_workers`` of
+    the ``uncapped_max_workers`` it would try), the loaders whose workers duplicated samples or
+    sat idle, and each finding."""
 
     shards: int | None = stored(None, least=1)
     shards_from: str | None = None
@@ -161,10 +148,8 @@ class Stream(Stored):
 
 def stream_record(shards: int | None, shards_from: str | None, uncapped: int,
                   history: Sequence[TrialResult], profile=None, cpus: float | None = None) -> Stream | None:
-    """The result's ``Stream``, from the shards the dataset said it has, the cap, and what the
-    profile's stream stage and the trials counted. None for a stream with nothing to say (a
-    map-style dataset is not asked about). ``cpus``: the usable CPUs; a stream of as many shards
-    is told no fix for more workers, which could not run at once."""
+    """The result's ``Stream``, or None for one with nothing to say; ``cpus``: the usable CPUs (a
+    stream of as many shards needs no more)."""
     readings = [r for r in [profile_reading(profile), *map(trial_reading, history)] if r is not None]
     dup = [r for r in readings if r.duplicated]
     idle = [r for r in readings if r.idle]
@@ -195,9 +180,7 @@ def stream_record(shards: int | None, shards_from: str | None, uncapped: int,
 
 
 def _more_shards(shards: int, shards_from: str | None, cpus: float | None) -> str:
-    """The fix for a stream of fewer shards than the search would try: more shards, in its
-    library's words, where more workers could run at once; "" where its shards already cover
-    the usable CPUs (no fix: more workers would only share them)."""
+    """More shards, in its library's words; "" where its shards already cover the usable CPUs."""
     if cpus is not None and shards >= cpus:
         return ""
     lib = library(shards_from)
@@ -207,5 +190,4 @@ def _more_shards(shards: int, shards_from: str | None, cpus: float | None) -> st
 
 
 def stream_lines(stream: Stream | None) -> list[str]:
-    """The stream's findings, one line each with its fix ([] without a stream)."""
     return stream.lines() if stream is not None else []

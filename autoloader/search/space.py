@@ -1,9 +1,5 @@
-"""The search space: DataLoader configurations and the pure functions that enumerate them.
-
-A config holds one value per knob of the settings table (settings.py), and every method here
-reads the knobs' declarations rather than naming them. Nothing here measures or imports torch; every function is pure so the search strategy
-and the tests can reason about candidates without running them.
-"""
+"""The search space: DataLoader configurations and the pure functions that enumerate them, each
+reading the knobs' declarations (settings.py) rather than naming them."""
 
 from __future__ import annotations
 
@@ -104,7 +100,7 @@ class LoaderConfig:
         does not apply (a worker-only knob with no workers) its default."""
         knobs = SETTINGS.knobs()
         values = {**dict(zip((k.name for k in knobs), args)), **kwargs}
-        if len(args) > len(knobs) or not values.keys() <= set(SETTINGS.names()) or \
+        if len(args) > len(knobs) or not values.keys() <= SETTINGS.names or \
                 any(k.default is REQUIRED and k.name not in values for k in knobs):
             return cls(*args, **kwargs)   # which says what is wrong
         for k in knobs:
@@ -115,25 +111,22 @@ class LoaderConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LoaderConfig":
-        """The config a ``loader_kwargs()`` or ``to_dict()`` mapping describes (the one way back);
-        a knob it does not name has DataLoader's default (KeyError for a required one)."""
+        """The config a ``loader_kwargs()`` or ``to_dict()`` mapping describes (KeyError for a
+        required knob it lacks)."""
         return cls.make(**{k.name: data[k.name] if k.default is REQUIRED else data.get(k.name, k.default)
                            for k in SETTINGS})
 
     def to_dict(self) -> dict:
-        """Every knob of the config's loader, those that do not apply included (at their
-        defaults), and any other that applies: the stored form. A DataLoader config's holds no
-        torchdata.nodes knob (theirs apply only in a nodes config; the loader's name only off
-        the DataLoader), so it is as it was; ``from_dict`` gives a knob left out its default."""
+        """The stored form: every knob of the config's loader (those that do not apply at their
+        defaults), and any other that applies; a DataLoader config's holds no nodes knob."""
         loader = self._values.get("loader", DATALOADER)
         return {name: value for name, value in self._items
                 if loader in SETTINGS[name].loaders
                 or (SETTINGS[name].applies(self._values) and not (name == "loader" and value == DATALOADER))}
 
     def loader_kwargs(self) -> dict:
-        """The keyword arguments to pass to ``torch.utils.data.DataLoader``: its knobs that apply,
-        less one left out at its default (``omit_default``). A config of another loader gives
-        that loader's knobs (the ``loader`` among them: its stored form reads back to it)."""
+        """The keyword arguments to pass to ``torch.utils.data.DataLoader`` (a config of another
+        loader: that loader's): the knobs that apply, less an ``omit_default`` one at its default."""
         loader = self._values.get("loader", DATALOADER)
         return {k.name: self._values[k.name] for k in SETTINGS if loader in k.loaders and self.applies(k)
                 and not (k.omit_default and self._values[k.name] == k.default)}
@@ -149,18 +142,14 @@ class LoaderConfig:
 
     def cost(self) -> tuple:
         """Ordering for ties, by what a config costs over a whole run: each knob's ``cost`` in
-        the order of ``tie_rank`` (fewer worker processes, shallower prefetch, no pinning, kept
-        workers, batches in order, then the batch size); a knob that does not apply costs 0."""
+        the order of ``tie_rank`` (fewer workers first); a knob that does not apply costs 0."""
         loader = self._values.get("loader", DATALOADER)
-        # Only the knobs of the config's loader and those that apply: a DataLoader config's tuple
-        # is as it was (configs compared are of one loader, so the order is the same either way).
         return tuple(k.cost(self._values[k.name]) if self.applies(k) else 0 for k in SETTINGS.by_tie_rank()
                      if loader in k.loaders or (self.applies(k) and k.name != "loader"))
 
 
 def _check_counts(knobs: Sequence[Knob], values: dict) -> None:
-    """The knobs that apply always (the batch size, the workers) first: the others' ``when``
-    reads them."""
+    # The knobs that apply always first: the others' ``when`` reads them.
     for k in knobs:
         if k.when is None and k.check is not None and k.name in values:
             k.check(values[k.name])
@@ -183,10 +172,9 @@ def _check(knobs: Sequence[Knob], values: dict) -> None:
 
 @dataclass(frozen=True, init=False)
 class SearchSpace:
-    """What may vary: ``batch_sizes`` (one value unless the user asked to search it), the workers
-    up to ``max_workers``, and each other knob's values (``choices``, by name: its domain on this
-    machine unless given, e.g. ``SearchSpace((16,), 8, pin_memory=(False,))``). ``unlocked``: the
-    gate options the user opened (a gated knob offers only its start otherwise)."""
+    """What may vary: ``batch_sizes``, the workers up to ``max_workers``, and each other knob's
+    values (``choices`` by name, its domain here unless given: ``SearchSpace((16,), 8,
+    pin_memory=(False,))``); ``unlocked``: the gate options the user opened."""
 
     batch_sizes: tuple[int, ...]
     max_workers: int
@@ -214,7 +202,7 @@ class SearchSpace:
         object.__setattr__(self, "unlocked", frozenset(unlocked))
 
     def capped(self, max_workers: int) -> "SearchSpace":
-        """The same space with at most ``max_workers`` workers (a stream's shards cap them)."""
+        """The same space with at most ``max_workers`` workers."""
         return SearchSpace(self.batch_sizes, min(self.max_workers, max_workers), unlocked=self.unlocked,
                            **dict(self.choices))
 
@@ -234,7 +222,6 @@ class SearchSpace:
         return values
 
     def first(self, knob: Knob) -> Any:
-        """The knob's start where the space offers it, else the first value it offers."""
         offered = self.offered(knob)
         return knob.first if knob.first in offered else offered[0]
 
@@ -242,8 +229,7 @@ class SearchSpace:
         return all(config[k] in self.values(k) for k in SETTINGS if config.applies(k))
 
     def default_config(self, num_workers: int, batch_size: int | None = None) -> LoaderConfig:
-        """The config the worker sweep uses: every other knob at its start where the space offers
-        it (DataLoader's prefetch default, kept workers, pinning when pinning is on the table)."""
+        """Every knob but the workers at its start where the space offers it."""
         return LoaderConfig.make(batch_size=batch_size or self.batch_sizes[0], num_workers=num_workers,
                                  **{k.name: self.first(k) for k in SETTINGS if k.domain is not None})
 
@@ -251,11 +237,8 @@ class SearchSpace:
 def search_space(batch_sizes: Sequence[int], cpus: int, device: str, unlocked: Sequence[str] = (),
                  platform: str | None = None, start_method: str | None = None,
                  loader: str = DATALOADER) -> SearchSpace:
-    """What a tuning run may vary on this machine: workers up to MAX_WORKERS_PER_CPU per CPU, and
-    each other knob over its domain here (pinning both ways on CUDA only, where it matters);
-    ``unlocked``: the gates the user opened (settings.open_gates); ``start_method``: the one the
-    loop's process starts workers with when not told (None: the platform's default); ``loader``:
-    the loader tuned (DataLoader, or a torchdata.nodes graph)."""
+    """What a tuning run may vary on this machine: workers up to MAX_WORKERS_PER_CPU per CPU, each
+    other knob over its domain here; ``unlocked``: the gates the user opened."""
     here = context(device, cpus, platform, start_method, loader)
     return SearchSpace(tuple(batch_sizes), MAX_WORKERS_PER_CPU * cpus, unlocked=unlocked,
                        **{k.name: tuple(k.domain(here)) for k in SETTINGS if k.domain is not None})

@@ -1,16 +1,13 @@
 """The main process's torch threads: what they cost its share of the loop, from the profile.
 
 # NOTE [ The main process's threads ]
-# torch runs the main process's intra-op work (its own collate without workers, a step on the
-# CPU) on get_num_threads() threads, one per CPU by default. Beside DataLoader workers or other
-# processes those threads compete for the same CPUs, and a pool whose threads are descheduled
-# waits for the slowest: the main process's share can then take several times longer with the
-# default count than with one thread. The profile times that share (the collate and the step)
-# both ways, in pairs with the order alternating (probe/profiler.py), since a step's own jitter
-# would otherwise read as a difference; when one thread reads more than THREADS_SLOWER faster in
-# the pairs' median and faster in all pairs but one, the result says so, with the figures, and
-# what to set in the training process. The tuner's own figures are measured with the default
-# count, as the training process runs unless told.
+# torch runs the main process's intra-op work (its collate without workers, a step on the CPU) on
+# one thread per CPU by default; beside workers or other processes a pool whose threads are
+# descheduled waits for the slowest, and the share can take several times longer than with one
+# thread. The profile times that share both ways, in pairs with the order alternating (a step's
+# jitter would otherwise read as a difference); when one thread reads more than THREADS_SLOWER
+# faster in the pairs' median and in all pairs but one, the result says so, and what to set. The
+# tuner's own figures are measured with the default count.
 """
 
 from __future__ import annotations
@@ -36,18 +33,15 @@ class Threads(Stored):
 
     @property
     def slower(self) -> float | None:
-        """How many times longer the share takes with the default count than with one thread."""
         if self.default_s is None or not self.one_thread_s:
             return None
         return self.default_s / self.one_thread_s
 
     @property
     def advise(self) -> bool:
-        """One thread was clearly faster: set it (NOTE [ The main process's threads ])."""
         ratios = self.ratios
         return (self.threads > 1 and len(ratios) >= 2 and statistics.median(ratios) > 1.0 + THREADS_SLOWER
                 and sum(r > 1.0 for r in ratios) >= len(ratios) - 1)
-
 
 
 def threads_of(profile: Profile | None, threads: int | None) -> Threads | None:

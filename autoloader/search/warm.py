@@ -1,20 +1,15 @@
 """The warm start: a re-tune measures the last pick first, and stops early when it still holds.
 
 # NOTE [ Warm start ]
-# A nightly re-tune mostly finds what it found the night before; a full search to say so costs
-# the whole budget. So a run may be handed a ``WarmStart``: configs measured before the search
-# proposes anything, in order: the stored pick, the strategy's rule when it has one (the config
-# the tuner replaces, which the final always holds), then the pick's neighbours (``neighbours``:
-# one step along each setting but the worker count, which is the search's to move). From this
-# hardware's own last result the run may stop there: when the stored pick re-measures within its
-# tie of the stored rate (HOLD_TIE, widened by the two readings' own intervals) and nothing
-# measured reads clearly ahead of it, the pick still holds, the search ends, and the final
-# re-measures the strategy's finalists among these as usual. Once the pick reads otherwise, the
-# search takes over at once from these measurements (the strategy takes any history). From other
-# hardware's result there is no early stop: its pick, with the worker count scaled to this
-# machine's CPUs, is only a first guess.
-# Stored trials never stand in for this run's measurements (NOTE [ Runs in a study ] in store/runs.py):
-# every warm config is measured here.
+# A nightly re-tune mostly finds what it found the night before, and a full search to say so
+# costs the whole budget. So a ``WarmStart`` measures first the stored pick, the strategy's rule,
+# then the pick's ``neighbours`` (one step along each setting but the worker count). From this
+# hardware's own last result, when the pick re-measures within its tie of the stored rate
+# (``hold_tie``) and nothing measured reads clearly ahead of it, the search ends there and the
+# final re-measures the strategy's finalists as usual; once the pick reads otherwise, the search
+# takes over at once from these measurements. From other hardware's result there is no early
+# stop: its pick, its workers scaled to this machine's CPUs, is only a first guess. Every warm
+# config is measured here (NOTE [ Runs in a study ] in store/runs.py).
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .codec import Stored, stored
-from .model import Calibration
 from .policy import HOLD_TIE, RATE_SHIFT
 from .results import OK, TrialResult
 from .settings import SETTINGS
@@ -43,9 +37,7 @@ class WarmStart(Stored):
 
 
 def neighbours(config: LoaderConfig, space: SearchSpace) -> list[LoaderConfig]:
-    """Configs one step from ``config`` along each knob's ``step`` (settings.py), in their ranks'
-    order: the prefetch depth one step up and down the space's choices, persistence and pinning
-    flipped, the batch sizes either side; never the worker count, which is the search's to move."""
+    """Configs one step from ``config`` along each knob's ``step``, in their ranks' order."""
     out = []
     stepped = sorted((k for k in SETTINGS if k.step is not None and config.applies(k)), key=lambda k: k.step.rank)
     for knob in stepped:
@@ -69,15 +61,13 @@ def scaled(config: LoaderConfig, their_cpus: int, my_cpus: int) -> LoaderConfig:
 
 
 def hold_tie(warm: WarmStart, now: TrialResult) -> float:
-    """How far the re-measured pick may be from its stored rate and still hold: HOLD_TIE, widened
-    by the two readings' intervals (a burst is noisier than a final), never past RATE_SHIFT."""
+    """HOLD_TIE, widened by the two readings' intervals (a burst is noisier than a final), up to RATE_SHIFT."""
     spread = sum(x for x in (warm.rel_interval, now.rel_interval) if x is not None and math.isfinite(x))
     return min(RATE_SHIFT, max(HOLD_TIE, spread))
 
 
 def holds(warm: WarmStart, history: Sequence[TrialResult]) -> bool:
-    """The stored pick, measured in ``history``, reads within its tie of the stored rate, and no
-    other measured config reads clearly ahead of it."""
+    """The stored pick reads within its tie of the stored rate, and nothing clearly ahead of it."""
     now = next((t for t in history if t.config == warm.pick), None)
     if now is None or now.status != OK or not now.samples_per_s or now.pruned:
         return False
@@ -88,19 +78,16 @@ def holds(warm: WarmStart, history: Sequence[TrialResult]) -> bool:
                    for t in history)
 
 
-class Warmed(Strategy):
-    """``inner`` with the warm start's configs first (NOTE [ Warm start ]); ``stopped_early`` says
-    whether the pick held and the search ended there. Everything else is the inner strategy's."""
+class Warmed:
+    """``inner`` (a Strategy) with the warm start's configs first; everything else is its own."""
 
     def __init__(self, inner: Strategy, warm: WarmStart, space: SearchSpace):
         self.inner, self.warm = inner, warm
-        # The rule second, so that the final holds it however soon the clock ends the search.
-        rule = inner.rule
-        first = [warm.pick] + ([rule] if warm.may_stop and rule is not None else [])
-        # A pick past the cores is held against num_workers = CPUs (NOTE [ Past the cores ] in choice.py).
-        cpus = inner.cpus
-        if cpus is not None and warm.pick.num_workers > cpus:
-            first.append(warm.pick.replace(num_workers=cpus))
+        # The rule second, so that the final holds it however soon the clock ends the search; a
+        # pick past the cores beside num_workers = CPUs (NOTE [ Past the cores ] in choice.py).
+        first = [warm.pick] + ([inner.rule] if warm.may_stop and inner.rule is not None else [])
+        if inner.cpus is not None and warm.pick.num_workers > inner.cpus:
+            first.append(warm.pick.replace(num_workers=inner.cpus))
         first += list(neighbours(warm.pick, space)) if warm.neighbours else []
         self.first = list(dict.fromkeys(c for c in first if space.contains(c)))
         self.stopped_early = False
@@ -120,38 +107,11 @@ class Warmed(Strategy):
                     return None
         return self.inner.propose(history)   # a pick that moved hands over to the search at once
 
-    def expected_trials(self) -> int:
-        return self.inner.expected_trials()
-
-    def curve(self, history: Sequence[TrialResult]) -> list[tuple[int, float]]:
-        return self.inner.curve(history)
-
-    def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
-        return self.inner.finalists(history)
-
-    def calibration(self, history: Sequence[TrialResult]) -> Calibration:
-        return self.inner.calibration(history)
-
-    def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
-        return self.inner.short_of_headroom(configs, history)
-
-    def pick_unmeasured(self, history: Sequence[TrialResult]) -> bool:
-        return self.inner.pick_unmeasured(history)
-
-    def model_pick(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
-        return self.inner.model_pick(history)
-
-    @property
-    def cpus(self) -> int | None:
-        return self.inner.cpus
-
-    @property
-    def rule(self) -> LoaderConfig | None:
-        return self.inner.rule
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["inner"], name)   # all but the warm start's own is the inner's
 
 
 def warmed(strategy: Strategy, warm: WarmStart | None, space: SearchSpace) -> Strategy:
-    """``strategy`` with ``warm``'s configs first, or as it is without a warm start."""
     return strategy if warm is None else Warmed(strategy, warm, space)
 
 

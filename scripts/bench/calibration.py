@@ -22,7 +22,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from autoloader.search.paired import t975
+from autoloader.search.paired import t95
 from scripts.bench.records import report_main
 
 
@@ -33,7 +33,7 @@ def interval(values: list[float]) -> tuple[float, float] | None:
     if len(logs) < 2:
         return None
     mean, sd = statistics.fmean(logs), statistics.stdev(logs)
-    half = t975(len(logs) - 1) * sd / math.sqrt(len(logs))
+    half = t95(len(logs) - 1) * sd / math.sqrt(len(logs))
     return math.exp(mean - half), math.exp(mean + half)
 
 
