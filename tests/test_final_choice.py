@@ -232,3 +232,18 @@ def test_a_pick_past_the_cores_not_beaten_past_the_noise_gives_way_to_num_worker
     finals = [Finalist(eight, (330.0, 335.0, 332.0)), Finalist(one, (300.0, 303.0, 301.0))]
     history = [trial(zero, 200.0, 0.5), trial(one, 300.0, 0.1), trial(two, 325.0, 0.1), trial(eight, 330.0, 0.1)]
     assert choose(finals, history, rule=one, cpus=2).config == two
+
+
+def test_a_pick_past_the_cores_beyond_what_num_workers_cpus_could_read_stands():
+    """A dataset whose workers wait (I/O), a short budget: w0 and w1 ran, w8 read 6x w1, w2 never
+    ran. w2 could read at most twice w1's rate, which w8 is far past: w8 stands. Within that bound
+    the choice stays within the cores."""
+    zero, one, eight = cfg(0), cfg(1), cfg(8)
+    history = [trial(zero, 844.0, 1.0), trial(one, 816.0, 1.0), trial(eight, 5097.0, 1.0)]
+    assert choose([], history, rule=one, cpus=2).config == eight, "no final: the bursts alone"
+    finals = [Finalist(eight, (5000.0, 5100.0)), Finalist(one, (809.0, 820.0))]
+    assert choose(finals, history, rule=one, cpus=2).config == eight
+    near = [trial(zero, 844.0, 1.0), trial(one, 816.0, 1.0), trial(eight, 1700.0, 1.0)]
+    assert choose([], near, rule=one, cpus=2).config.num_workers <= 2
+    assert choose([Finalist(eight, (1700.0, 1710.0)), Finalist(one, (809.0, 820.0))], near, rule=one,
+                  cpus=2).config.num_workers <= 2

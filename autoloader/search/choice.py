@@ -14,9 +14,12 @@ More workers than usable CPUs pays only where the workers wait (a disk, a networ
 pick past the cores stands only where num_workers = CPUs ran in the final beside it and the
 paired rounds show the pick faster beyond the noise band (one round: by SINGLE_ROUND_MARGIN);
 the search measures that config whenever its pick is past the cores. Otherwise num_workers =
-CPUs is the pick (the pick's own settings where those ran); where it never ran, the choice is
-made again among the configs within the cores. A pick past the cores is never handed back beside
-a count of workers the run did not measure.
+CPUs is the pick (the pick's own settings where those ran). Where it never ran, what it could
+read is bounded: k workers' output grows at most in proportion to k, so num_workers = CPUs reads
+at most CPUs/k times the best config of k (1 <= k < CPUs) that ran; a pick that read past that
+bound by SINGLE_ROUND_MARGIN stands (its workers wait, and more of them pay). Otherwise the choice
+is made again among the configs within the cores. A pick past the cores is never handed back
+beside a count of workers the run did not measure unless it beat that count's bound.
 """
 
 from __future__ import annotations
@@ -141,7 +144,18 @@ def beats_the_cores(chosen: Finalist, finals: Sequence[Finalist], history: Seque
     bursts = [t.samples_per_s for t in history
               if t.config.num_workers == cpus and t.status == OK and not t.pruned and t.samples_per_s]
     rate = chosen.rate
-    return bool(bursts) and rate is not None and rate > max(bursts) * (1.0 + SINGLE_ROUND_MARGIN)
+    if not bursts:
+        bursts = [cores_bound(history, finals, cpus)]   # never ran: what it could read at most
+    return bursts[0] is not None and rate is not None and rate > max(bursts) * (1.0 + SINGLE_ROUND_MARGIN)
+
+
+def cores_bound(history: Sequence[TrialResult], finals: Sequence[Finalist], cpus: int) -> float | None:
+    """The most num_workers = CPUs could read, from the best config of 1 <= k < CPUs workers that
+    ran, scaled by CPUs/k (NOTE [ Past the cores ]); None where none ran."""
+    rates = [(t.config.num_workers, t.samples_per_s) for t in history
+             if 1 <= t.config.num_workers < cpus and t.status == OK and not t.pruned and t.samples_per_s]
+    rates += [(f.config.num_workers, f.round_median) for f in finals if 1 <= f.config.num_workers < cpus and f.rates]
+    return max((rate * cpus / k for k, rate in rates), default=None)
 
 
 def _choose(finals: Sequence[Finalist], history: Sequence[TrialResult], rule: LoaderConfig | None = None,
