@@ -131,14 +131,12 @@ class WatchReport:
 
 
 @dataclass(frozen=True)
-class Watched(Event):
+class Watched(Event, kind="watch"):
     """A watched loop's report (``autoloader.watch``), after every N steps and at each epoch's end.
 
     Attributes:
         report: the ``WatchReport``; the event's ``line`` is its line.
     """
-
-    kind: ClassVar[str] = "watch"
     report: WatchReport
 
     @property

@@ -119,16 +119,6 @@ def _start_retries(e: TuneStarted) -> str:
     return "".join(f" ({p})" for p in parts)
 
 
-@line.register(RetuneStarted)
-def _retune(e: RetuneStarted) -> str:
-    return f"autoloader retune [{e.n}/{e.of}] {e.name}"
-
-
-@line.register(WarmStarted)
-def _warm(e: WarmStarted) -> str:
-    return f"  {e.key}: warm start {e.warm.describe()}"
-
-
 @line.register(Retuned)
 def _retuned(e: Retuned) -> str:
     o = e.outcome
@@ -159,11 +149,6 @@ def _applied(e: SettingsApplied) -> str:
     said = f"applied {settings} to {e.to}" if e.to else f"picked {settings}"
     provisional = "; provisional" if getattr(t, "provisional", None) else ""
     return f"autoloader: {said} ({how}{provisional}, {rate(t.samples_per_s)}; {where})"
-
-
-@line.register(ResultNotReused)
-def _not_reused(e: ResultNotReused) -> str:
-    return f"autoloader: tuning again: {e.why}"
 
 
 @line.register(Profiled)
@@ -256,17 +241,23 @@ def _rule_again(e: RuleRetried) -> str:
             "measuring it again, since the pick is held against it")
 
 
-@line.register(FleetPushed)
-def _fleet(e: FleetPushed) -> str:   # NOTE [ Local first ] in store/push.py
-    return f"autoloader: {e.message}"
-
-
-@line.register(TrialsUnstored)
-def _unstored(e: TrialsUnstored) -> str:
-    return f"autoloader: {e.message}; the search goes on without storing its trials"
-
-
 @line.register(FinalRound)
 def _final(e: FinalRound) -> str:
     rates = ", ".join(f"{k} {rate(v[-1]) if v else '-'}" for k, v in e.rates)
     return f"  final round {e.round} of at most {e.rounds} (interleaved): {rates}"
+
+
+# The events whose words are one template of their fields.
+_TEMPLATES = {
+    RetuneStarted: "autoloader retune [{e.n}/{e.of}] {e.name}",
+    ResultNotReused: "autoloader: tuning again: {e.why}",
+    FleetPushed: "autoloader: {e.message}",   # NOTE [ Local first ] in store/push.py
+    TrialsUnstored: "autoloader: {e.message}; the search goes on without storing its trials",
+}
+for _kind, _template in _TEMPLATES.items():
+    line.register(_kind, lambda e, template=_template: template.format(e=e))
+
+
+@line.register(WarmStarted)
+def _warm(e: WarmStarted) -> str:
+    return f"  {e.key}: warm start {e.warm.describe()}"
