@@ -2,13 +2,6 @@
 
 A thin face over the mechanics: each builds one ``Problem`` (every input checked up front), then
 either runs a tuning ``Run`` (tuning/run.py) or looks the problem's result up in the store.
-
-Inside a multi-rank launch (torchrun, or ``autoloader tune --nproc-per-node N``) every rank calls
-these alike and the node's ranks are tuned together: NOTE [ Tuning a node's ranks ] in node/__init__.py.
-
-Data flows one way: problem (inputs/) -> profile -> model -> search (search/) -> probe (probe/) ->
-results -> choice -> config -> store (store/) -> report. Only the report layer prints; progress
-reaches it through ``progress``.
 """
 
 from __future__ import annotations
@@ -150,8 +143,8 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
                   allow_reorder: bool = False, version: str | None = None, search_start_method: bool = False,
                   **fixed_loader_kwargs) -> TunedConfig | None:
     """The stored tuned config for this dataset on this machine, if one exists that this
-    autoloader measures alike (NOTE [ Measurement format ] in store/versions.py). Nothing is tuned;
-    a few samples are read for the content fingerprint.
+    autoloader measures alike (NOTE [ Measurement format ] in store/versions.py). Nothing is
+    tuned; a few samples are read for the content fingerprint.
 
     Args:
         dataset: what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec.
@@ -171,12 +164,8 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
                             batch_sizes=batch_sizes, device=device, fixed_kwargs=fixed_loader_kwargs,
                             allow_reorder=allow_reorder, version=version,
                             search_start_method=search_start_method)
-    out = resolve_out(out)
-    tuned = _stored(problem, out)[0]
-    if tuned is not None and tuned.provisional:
-        stored = _stored_result(problem, out)[0]
-        return _handed(stored) if stored is not None else None
-    return tuned
+    stored = _stored_result(problem, resolve_out(out))[0]
+    return _handed(stored) if stored is not None else None
 
 
 def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
@@ -188,8 +177,7 @@ def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
 
 
 def _step_identity(step: Any) -> str | None:
-    """The step's identity as the trial process reads it (NOTE [ A step keyed by what it is ]): of
-    the object given, or of what a spec or a registry's recipe names, imported here."""
+    """The step's identity as the trial process reads it (NOTE [ A step keyed by what it is ])."""
     from .inputs.source import Source, load_spec
 
     if step is None:
@@ -201,16 +189,11 @@ def _step_identity(step: Any) -> str | None:
     return callable_identity(step)
 
 
-def _stored(problem: Problem, out: str, set_aside: bool = False) -> tuple[TunedConfig | None, str | None]:
+def _stored_result(problem: Problem, out: str, set_aside: bool = False) -> tuple[TuneResult | None, str | None]:
     """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
-    there is none). A file that fails its checks (search/codec.py) is ignored with a warning naming it;
+    there is none). A file that fails its checks is ignored with a warning naming it;
     ``set_aside``: best_loader's, which tunes the key next, sets it aside too (NOTE [ A bad result
     file ] in store/door.py)."""
-    stored, why = _stored_result(problem, out, set_aside)
-    return (stored.tuned if stored is not None else None), why
-
-
-def _stored_result(problem: Problem, out: str, set_aside: bool = False) -> tuple[TuneResult | None, str | None]:
     path = result_path(out, problem.hardware.fingerprint, problem.key)
     stored = load_result(path, problem.hardware.cpus, problem.batch_sizes, set_aside=set_aside)
     if stored is None:
@@ -226,17 +209,14 @@ QUIET_PROBE_S = 1.0
 
 
 def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
-    """``_stored``, for ``best_loader``: a provisional result (NOTE [ A provisional pick ] in
-    search/choice.py) measured on a busy machine is not reused once the machine is no longer busy
-    (it is tuned again); where one is reused, the config handed out is the better-measured of its
-    pick and the rule. One provisional for want of a final alone is reused so: a machine no
-    quieter than it was would give the same."""
-    tuned, why = _stored(problem, out, set_aside=True)   # best_loader tunes the key next: NOTE [ A bad result file ]
-    if tuned is None or not tuned.provisional:
-        return tuned, why
-    stored, why = _stored_result(problem, out)   # its trials and final, for the config it hands out
-    if stored is None:
-        return None, why
+    """The stored config ``best_loader`` reuses, or None and why not. A provisional result
+    (NOTE [ A provisional pick ] in search/choice.py) measured on a busy machine is not reused
+    once the machine is no longer busy; where one is reused, the config handed out is the
+    better-measured of its pick and the rule (``_handed``). One provisional for want of a final
+    alone is reused so: a machine no quieter than it was would give the same."""
+    stored, why = _stored_result(problem, out, set_aside=True)   # best_loader tunes the key next
+    if stored is None or not stored.tuned.provisional:
+        return (stored.tuned if stored is not None else None), why
     others, busy = _load_now() if stored.busy else (None, True)
     if not busy:
         now = f"other processes use {others:.1f} of {problem.hardware.cpus:g} CPUs now" if others is not None else \
@@ -246,8 +226,8 @@ def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | Non
 
 
 def _load_now() -> tuple[float | None, bool]:
-    """What other processes take of the CPUs over QUIET_PROBE_S, and whether that is busy (the
-    run's own rule: NOTE [ Others on the machine ] in search/load.py)."""
+    """What other processes take of the CPUs over QUIET_PROBE_S, and whether that is busy (NOTE
+    [ Others on the machine ] in search/load.py)."""
     from .inputs.hardware import usable_cpus
     from .probe.load import LoadMeter
 
@@ -261,7 +241,7 @@ def _load_now() -> tuple[float | None, bool]:
 
 def _handed(result: TuneResult) -> TunedConfig:
     """The config a result hands out: its pick, or, for a provisional one, the rule's where the
-    pick was not measured ahead of it (search/choice.py: ``handed_out``)."""
+    pick was not measured ahead of it (``search.choice.handed_out``)."""
     tuned = result.tuned
     if not tuned.provisional or result.partial:
         return tuned
@@ -327,8 +307,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     started, _ = budget_start()   # the dataset's build and its key are the call's too (NOTE [ The budget is a wall bound ])
     refuse_reimport("best_loader()")   # before the key's lock: NOTE [ A script re-imported by spawn ]
     progress = api_progress(progress)
-    dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned
-    # The length and content are this object's, for the lookup and for the tune alike: one key.
+    dataset_obj = _dataset_object(dataset)  # built once: its length and content key the lookup and the tune
     problem = built_problem(dataset_obj, dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes,
                             device=device, fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder,
                             version=version, search_start_method=search_start_method)
@@ -340,8 +319,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     stored_at = path   # where the result is: None when this call tuned and could not store it
     reused = tuned is not None
     if node is not None:
-        # Rank 0's lookup decides for the node: all ranks tune together, or none does.
-        tuned = node.broadcast(tuned)
+        tuned = node.broadcast(tuned)   # rank 0's lookup decides: all ranks tune together, or none does
         reused = tuned is not None
         if tuned is None:
             options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
@@ -360,8 +338,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.
         options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
-        busy = (lambda holder: progress(WaitingForLock(holder, out))) \
-            if progress is not None else None
+        busy = (lambda holder: progress(WaitingForLock(holder, out))) if progress is not None else None
         waiting = time.monotonic()
         with held(path[:-len(".json")] + ".lock", busy):
             # Another's turn is not this call's budget (as Run._start counts its own lock).

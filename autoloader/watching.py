@@ -1,13 +1,5 @@
 """``watch``: what a running training loop waits for, said every N steps, changing nothing.
 
-``autoloader.watch(loader)`` wraps a DataLoader (or any iterable of batches) that a script
-already builds; the loop iterates the wrapper as it iterated the loader, and ``len``, every
-attribute (``sampler``, ``dataset``, ``batch_size``, ...) and every batch are the loader's own.
-After every ``every`` steps and at the end of each epoch it says, in one line (logger
-``"autoloader"``, or a ``progress`` callable given a ``Watched`` event), the loop's data-wait
-share, the verdict in explain/'s words and thresholds, and the most a tune is predicted to gain;
-``report()`` returns the same figures as a ``WatchReport``.
-
 The module is named ``watching`` so that ``autoloader.watch`` stays the function: importing a
 submodule binds its name on the package.
 
@@ -164,9 +156,6 @@ class _Window:
             if ready:
                 self.main_wait_s += wait
 
-    def add_step(self, seconds: float) -> None:
-        self.step_s += seconds
-
 
 class Reporting:
     """What a watcher keeps of its reports (its ``_reports`` list, said to ``_progress``): the
@@ -198,20 +187,16 @@ class Watch(Reporting):
     """A DataLoader, watched: iterate it as the loader (``watch``'s docstring)."""
 
     def __init__(self, loader: Iterable, every: int, progress: Callable | None):
-        object.__setattr__(self, "_loader", loader)
-        object.__setattr__(self, "_every", every)
-        object.__setattr__(self, "_progress", progress)
-        object.__setattr__(self, "_reports", [])
-        object.__setattr__(self, "_epoch", 0)
+        # Set past __setattr__, which sets the loader's attributes.
+        self.__dict__.update(_loader=loader, _every=every, _progress=progress, _reports=[], _epoch=0)
 
-    # --- the loader, unchanged ------------------------------------------------------------
     def __iter__(self) -> Iterator:
         return _WatchedIterator(self, iter(self._loader))
 
     def _next_epoch(self) -> int:
         """An epoch is counted at its first batch: an ``iter()`` that takes none (Lightning's
         check that a loader iterates) is none."""
-        object.__setattr__(self, "_epoch", self._epoch + 1)
+        self.__dict__["_epoch"] += 1
         return self._epoch
 
     def __len__(self) -> int:
@@ -228,7 +213,6 @@ class Watch(Reporting):
     def __repr__(self) -> str:
         return f"watch({self._loader!r}, every={self._every})"
 
-    # --- what it measured ------------------------------------------------------------------
     @property
     def loader(self) -> Iterable:
         """The loader watched, itself."""
@@ -271,7 +255,7 @@ class Epoch:
         if self.ended:
             return
         for w in (self.window, self.whole):
-            w.add_step(seconds)
+            w.step_s += seconds
         if self.step % self.every == 0:
             self._say(self.window, at_end=False)
             self.window = _Window(self.step + 1, _cpu_now())
