@@ -44,9 +44,8 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     """Measure DataLoader configs for ``dataset`` and return the fastest (ties to the cheapest).
 
     Called by every rank of a torchrun launch (WORLD_SIZE > 1), it tunes the node's ranks together:
-    all run each trial at once on their own shard and device, rank 0 searches and stores, the
-    pick is per rank, its rate the node's, and every rank returns the same result (NOTE [ Tuning
-    a node's ranks ] in node/__init__.py).
+    the pick is per rank, its rate the node's, and every rank returns the same result (NOTE
+    [ Tuning a node's ranks ] in node/__init__.py).
 
     Args:
         dataset: a Dataset, a zero-argument callable returning one, or a ``"MODULE:ATTR"`` spec.
@@ -57,36 +56,30 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
         max_memory: the host memory a config may use, in bytes or as text (``"16G"``; default
             0.6 of the RAM available when the tune starts).
         device: ``"cuda"``, ``"cuda:N"`` or ``"cpu"`` (default: CUDA when present).
-        out: where results are written (default: the results home, ``$AUTOLOADER_HOME`` or
-            ``~/.cache/autoloader``).
+        out: where results are written (default: ``$AUTOLOADER_HOME`` or ``~/.cache/autoloader``).
         storage: an Optuna storage URL for the study (default: a SQLite file under ``out``).
-        progress: None (the default) reports each step through the ``logging`` module (logger
-            ``"autoloader"``, INFO; to stderr unless the application configured logging); False
-            says nothing; a callable gets every event (``autoloader.events``), and the log gets
-            them too. A callable of the old ``(event, data)`` form still works, with a
-            DeprecationWarning.
+        progress: None (the default) logs each step (logger ``"autoloader"``, INFO; to stderr
+            unless the application configured logging); False says nothing; a callable gets every
+            event (``autoloader.events``), and the log gets them too. A callable of the old
+            ``(event, data)`` form still works, with a DeprecationWarning.
         trial_timeout: seconds a trial may go without progress before it is ended as a hang
             (default 60).
-        allow_reorder: the pick may deliver batches out of order (the gate of
-            ``search.settings.ORDER``) when that is faster; off, the result says what it would gain.
+        allow_reorder: the pick may deliver batches out of order when that is faster; off, the
+            result says what it would gain.
         version: your own label for this data, part of its key beside the content fingerprint.
-        search_start_method: measure the worker start methods (fork, forkserver, spawn) and let
-            the pick set ``multiprocessing_context`` (the gate of ``search.settings.START``); one
-            passed in ``fixed_loader_kwargs`` is honoured, not searched.
-        **fixed_loader_kwargs: passed to every DataLoader as they are (``collate_fn``,
-            ``shuffle``, ...).
+        search_start_method: measure the worker start methods and let the pick set
+            ``multiprocessing_context``; one passed in ``fixed_loader_kwargs`` is honoured.
+        **fixed_loader_kwargs: passed to every DataLoader as they are (``collate_fn``, ...).
 
     Returns:
         The run's ``TuneResult``: ``.tuned`` (a ``TunedConfig``: the settings, their rate,
-        ``loader_kwargs()``), every trial, the final, and the paths of the stored result and
-        snippet.
+        ``loader_kwargs()``), every trial, the final, and the paths of the result and snippet.
 
     Raises:
         UsageError: an input breaks a rule (the message states it, the value and the fix).
         NoFeasibleConfig: every config tried failed or broke a limit.
         Inconclusive: a NoFeasibleConfig (exit 5) when nothing could be measured for the clock's
-            or the machine's reason (the budget ended first, trials stalled while others took the
-            CPUs); its message says the cause, the load and the budget a slow step needs.
+            or the machine's reason; its message says the cause, the load and the budget needed.
         NotSaved: the run chose a config but could not store it (``exc.result`` holds the pick).
         AutoloaderError: the trial process could not build the dataset or step, or a rank of a
             node's tune was lost.
@@ -143,8 +136,7 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
                   allow_reorder: bool = False, version: str | None = None, search_start_method: bool = False,
                   **fixed_loader_kwargs) -> TunedConfig | None:
     """The stored tuned config for this dataset on this machine, if one exists that this
-    autoloader measures alike (NOTE [ Measurement format ] in store/versions.py). Nothing is
-    tuned; a few samples are read for the content fingerprint.
+    autoloader measures alike. Nothing is tuned; a few samples are read for the content fingerprint.
 
     Args:
         dataset: what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec.
@@ -264,24 +256,20 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 **fixed_loader_kwargs):
     """A ready DataLoader for ``dataset`` with the tuned settings, tuning first unless a stored
     result for this hardware and dataset exists; without one and without a ``step``, the loader
-    returned at once tunes itself in the run (``tune="run"``: NOTE [ Tuning inside the run ] in
-    inrun/__init__.py). Trials shuffle unless told otherwise, and so does
-    the returned loader.
+    returned at once tunes itself in the run (NOTE [ Tuning inside the run ]). Trials shuffle
+    unless told otherwise, and so does the returned loader.
 
-    A stored result is found under ``out`` (default: the results home, the same from any working
-    directory) by the dataset's name (its spec, or its class's module and name), its length and
-    content fingerprint (a few samples read here), ``version``, the step, the batch sizes, the
-    device and ``fixed_loader_kwargs``. Processes of one machine asking for the same problem at
-    once take turns: one tunes, the others then find its result. The ranks of a torchrun job
-    (WORLD_SIZE > 1) instead tune together, as ``tune()`` does, and each gets a loader of the
-    per-rank config on its DistributedSampler shard (call ``loader.sampler.set_epoch(epoch)``
-    each epoch, as with any DistributedSampler).
+    A stored result is found under ``out`` by the dataset's name, its length and content
+    fingerprint (a few samples read here), ``version``, the step, the batch sizes, the device and
+    ``fixed_loader_kwargs``. Processes asking for the same problem at once take turns: one tunes,
+    the others then find its result. The ranks of a torchrun job instead tune together, as
+    ``tune()`` does, and each gets a loader of the per-rank config on its DistributedSampler
+    shard (call ``loader.sampler.set_epoch(epoch)`` each epoch).
 
     Args:
         dataset: a Dataset, a factory of one, or a ``MODULE:ATTR`` spec; built once, here.
         batch_size, step, budget, batch_sizes, device, out, max_memory, storage, trial_timeout,
-            allow_reorder, version, search_start_method: as for ``tune()`` (``batch_sizes`` lets the tuner pick the
-            batch size too).
+            allow_reorder, version, search_start_method: as for ``tune()``.
         progress: as for ``tune()``; a lookup reports ``ResultReused`` or ``ResultNotReused``,
             and a wait for another process's tune of the same problem ``WaitingForLock``.
         generator: the returned DataLoader's ``generator`` (seed it for runs that repeat).

@@ -158,8 +158,7 @@ class _Window:
 
 
 class Reporting:
-    """What a watcher keeps of its reports (its ``_reports`` list, said to ``_progress``): the
-    latest, all of them, and a new one added (``Watch`` and Lightning's ``WatchCallback``)."""
+    """What a watcher (``Watch``, Lightning's ``WatchCallback``) keeps of its reports."""
 
     _reports: list
     _progress: Callable | None
@@ -220,12 +219,9 @@ class Watch(Reporting):
 
 
 class Epoch:
-    """One epoch's timings, fed by whatever times the loop (the watched iterator here, a
-    framework's hooks in integrations/), and its reports: NOTE [ What the loop waits for ].
-
-    ``first(seconds)`` for the epoch's first batch's wait; ``batch(wait, samples, ready)`` for
-    each later batch's; ``stepped(seconds)`` for the step after each later batch (a report falls
-    due here, every ``every`` batches); ``end()`` at the epoch's end."""
+    """One epoch's timings, fed by whatever times the loop (the watched iterator, a framework's
+    hooks), and its reports: ``first`` the first batch's wait, ``batch`` each later one's,
+    ``stepped`` the step after it (a report falls due every ``every`` batches), ``end``."""
 
     def __init__(self, epoch: int, every: int, workers: int | None, emit: Callable[[WatchReport], None],
                  length: int | None = None):
@@ -375,9 +371,8 @@ def _secs(seconds: float) -> str:
 # --- reading the loader and the machine, read-only -------------------------------------------------
 
 def length_of(loader: Any) -> int | None:
-    """The batches an epoch holds, where the loader knows (a map-style dataset's): the epoch then
-    ends at its last batch, for loops that stop there without calling ``next()`` again (``zip``,
-    ``range(len(loader))``, Lightning). None for an iterable dataset, whose length is a guess."""
+    """The batches an epoch holds, where the loader knows (NOTE [ What the loop waits for ], 1);
+    None for an iterable dataset, whose length is a guess."""
     if getattr(loader, "_dataset_kind", 0) == 1:   # torch's _DatasetKind.Iterable
         return None
     try:
@@ -417,7 +412,7 @@ def samples_of(batch: Any, loader: Any) -> int:
 
 def _cpu_now() -> tuple[float, float, float] | None:
     """(monotonic time, busy CPU seconds of the CPUs this process may use, CPU seconds of this
-    process and its children); None where they cannot be read."""
+    process and its children), or None."""
     try:
         try:
             allowed = sorted(os.sched_getaffinity(0))
@@ -460,23 +455,20 @@ def watch(loader: Iterable, every: int = 100, progress: Callable | bool | None =
     Iterate what it returns as the loader (``for batch in watch(loader)``): the batches, their
     order, ``len()`` and every attribute are the loader's. After every ``every`` steps and at the
     end of each epoch it reports, in one line, the share of the loop spent waiting in ``next()``
-    (measured), the verdict (input-bound in the workers or the main process, balanced, or
-    compute-bound, in ``autoloader report``'s words and thresholds) and the most a tune is
-    predicted to gain (a bound from the measured wait, never a measurement): NOTE [ What the
-    loop waits for ] in autoloader/watching.py.
+    (measured), the verdict in ``autoloader report``'s words and thresholds, and the most a tune
+    is predicted to gain (NOTE [ What the loop waits for ]).
 
     Args:
         loader: a ``torch.utils.data.DataLoader`` (or any iterable of batches: its wait is then
             counted as the workers' where it has ``num_workers``).
         every: steps between reports, a positive int; the epoch's end reports too.
-        progress: None (the default) logs each report's line (logger ``"autoloader"``, INFO, to
-            stderr when the application configured no logging); False says nothing (read
-            ``report()``); a callable of one event is given a ``Watched`` event, and the log gets it too.
+        progress: None (the default) logs each report's line (logger ``"autoloader"``, INFO);
+            False says nothing (read ``report()``); a callable of one event is given a
+            ``Watched`` event, and the log gets it too.
 
-    A ``Watch`` is not a ``DataLoader`` instance: code that asks ``isinstance`` (Lightning's
-    DistributedSampler injection under DDP, accelerate's ``prepare``) sees another iterable. Watch
-    what such code returns, or, in Lightning, use ``WatchCallback``
-    (autoloader/integrations/lightning_watch.py), timed at the hooks.
+    A ``Watch`` is not a ``DataLoader`` instance: code that asks ``isinstance`` (Lightning under
+    DDP, accelerate's ``prepare``) sees another iterable. Watch what such code returns, or, in
+    Lightning, use ``WatchCallback``, timed at the hooks.
 
     Returns:
         A ``Watch``: the loader, watched. ``.report()`` is the latest ``WatchReport``,
@@ -496,8 +488,7 @@ def watch(loader: Iterable, every: int = 100, progress: Callable | bool | None =
 
 
 def check(every: Any, progress: Any) -> Callable | None:
-    """``every`` and ``progress`` checked (``watch``'s rules), and ``progress`` as the callable the
-    reports go to (None: nowhere)."""
+    """``every`` and ``progress`` checked, and ``progress`` as the callable the reports go to."""
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise usage("every must be a positive int: the steps between reports", every,
                     "pass e.g. every=100 (the epoch's end reports as well)")
