@@ -368,8 +368,6 @@ def _secs(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
-# --- reading the loader and the machine, read-only -------------------------------------------------
-
 def length_of(loader: Any) -> int | None:
     """The batches an epoch holds, where the loader knows (NOTE [ What the loop waits for ], 1);
     None for an iterable dataset, whose length is a guess."""
@@ -446,8 +444,6 @@ def _cpu_since(start: tuple[float, float, float] | None) -> tuple[float | None, 
     # A worker that ended within the span takes its CPU time with it: the own figure is a floor.
     return max(0.0, (now[1] - start[1]) / seconds), max(0.0, (now[2] - start[2]) / seconds)
 
-
-# --- the public face ----------------------------------------------------------------------------
 
 def watch(loader: Iterable, every: int = 100, progress: Callable | bool | None = None) -> Watch:
     """Wrap a DataLoader to say what the training loop waits for, changing nothing.

@@ -2,12 +2,11 @@
 
 # NOTE [ Results home ]
 # A stored result is only useful if the next call finds it, from whichever directory the training
-# script runs in: results live in one per-user cache folder unless ``out=``/``--out`` names another: ``$AUTOLOADER_HOME`` when set, else the platform's per-user
-# cache folder as platformdirs knows it (``$XDG_CACHE_HOME/autoloader``, ``~/.cache/autoloader``
-# on Linux, ``~/Library/Caches/autoloader`` on macOS, ``%LOCALAPPDATA%\\autoloader\\Cache`` on
-# Windows). It is a cache: deleting it costs a re-tune, nothing else. A message about a folder
-# that came from one of those variables names the variable (``elsewhere``): "pass --out" would
-# not say why that folder was used.
+# script runs in: results live in one per-user cache folder unless ``out=``/``--out`` names
+# another: ``$AUTOLOADER_HOME`` when set, else the platform's per-user cache folder as platformdirs
+# knows it (``~/.cache/autoloader`` on Linux). It is a cache: deleting it costs a re-tune, nothing
+# else. A message about a folder that came from one of those variables names the variable
+# (``elsewhere``): "pass --out" would not say why that folder was used.
 """
 
 from __future__ import annotations

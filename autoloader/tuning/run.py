@@ -117,7 +117,11 @@ class Run:
             fitting = fitting if any(t.status == OK for t in fitting) else history
             pick = choose(finals, fitting, rule=strategy.rule, widen=load.widen, narrow=narrow,
                           cpus=strategy.cpus)
-            return self._record(started, profile, model, strategy, history, finals, pick, load)
+            ran = Ran(self.options, self.ranks, self.clock, self.runner.orphans, self.runner.shm_leaks,
+                      self.warm_start, self.uncapped, self.memory, tuple(self._timeline), tuple(self._parts),
+                      self.before)
+            return record(ran, started, profile, model, strategy, history, finals, pick, load, self.store,
+                          self.progress)
         except AutoloaderError as exc:
             if self.store is not None and not exc.resumable:
                 self.store.failed()   # ended, not interrupted: the next run starts afresh
@@ -167,9 +171,9 @@ class Run:
                                          holder, self.options.out, then="measuring on its own"))))
         self.clock.t0 += time.monotonic() - waiting
         # NOTE [ Local first ] in store/push.py: the study beside the result, pushed to --storage.
-        url = default_storage(self.options.out, fingerprint, key)
-        store = self.store = StudyStore(url, study_name(fingerprint, key), self.space, given=False,
-                                        fleet=self.options.storage, notice=lambda line: self.progress(FleetPushed(line)))
+        store = self.store = StudyStore(default_storage(self.options.out, fingerprint, key), study_name(fingerprint, key),
+                                        self.space, given=False, fleet=self.options.storage,
+                                        notice=lambda line: self.progress(FleetPushed(line)))
         loaded = store.reread(self.options.limits, info.code)
         ceiling = self.options.ceiling
         # The previous result, read before this run replaces it: its pick joins the final.
@@ -394,12 +398,3 @@ class Run:
             self._timeline.append(("final", start, self.clock.elapsed(), config.key))
             return result
         return timed
-
-    def _record(self, started: Started, profile: Profile, model: Model, strategy: Strategy,
-                history: Sequence[TrialResult], finals: Sequence[Finalist], pick: Finalist,
-                load: MachineLoad) -> TuneResult:
-        ran = Ran(self.options, self.ranks, self.clock, self.runner.orphans, self.runner.shm_leaks,
-                  self.warm_start, self.uncapped, self.memory, tuple(self._timeline), tuple(self._parts),
-                  self.before)
-        return record(ran, started, profile, model, strategy, history, finals, pick, load, self.store,
-                      self.progress)
