@@ -83,9 +83,7 @@ def line(event: Event) -> str | None:
 def _start(e: TuneStarted) -> str:
     info = e.info
     resumed = f", resuming {e.resumed} finished trials" if e.resumed else ""
-    stale = f" ({e.stale} interrupted trials marked failed)" if e.stale else ""
-    retried = f" ({e.retried} stopped by a limit since raised, measured again)" if e.retried else ""
-    retried += _start_retries(e)
+    stored = "".join(f" ({getattr(e, name)} {words})" for name, words in _STORED if getattr(e, name))
     length = "iterable" if info.length is None else f"{info.length:,} samples"
     length += shards_text(getattr(info, "shards", None), getattr(info, "shards_from", None), e.max_workers, e.uncapped)
     # A node's tune (node/__init__.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
@@ -94,7 +92,7 @@ def _start(e: TuneStarted) -> str:
              if e.ranks > 1 else f"{cpus(e.cpus)}, budget {e.budget:.0f} s")
     return (f"autoloader: tuning {e.key} on {e.device} ({where}, "
             f"memory ceiling {gib(e.max_memory)}{ceiling_words(e.ceiling_by, e.cgroup_limit)}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
-            f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
+            f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stored}")
 
 
 def ceiling_words(by: str | None, cgroup_limit: int | None) -> str:
@@ -104,19 +102,14 @@ def ceiling_words(by: str | None, cgroup_limit: int | None) -> str:
     return {"given": ", set by --max-memory", "ram": ", set by the RAM available"}.get(by or "", "")
 
 
-def _start_retries(e: TuneStarted) -> str:
-    """What the start line says about stored trials measured again or left out (store/retry.py)."""
-    parts = []
-    if e.code_changed:
-        parts.append(f"{e.code_changed} failed under code since changed, measured again")
-    if e.crashed_once:
-        parts.append(f"{e.crashed_once} crashed once, tried once more")
-    if e.environment:
-        parts.append(f"{e.environment} failed on an OSError (a file, a mount, a permission: fixed outside the "
-                     "code, maybe), measured again")
-    if e.invalid:
-        parts.append(f"{e.invalid} stored records invalid, ignored")
-    return "".join(f" ({p})" for p in parts)
+# The start line's words for the stored trials marked, measured again or left out (store/retry.py).
+_STORED = (("stale", "interrupted trials marked failed"),
+           ("retried", "stopped by a limit since raised, measured again"),
+           ("code_changed", "failed under code since changed, measured again"),
+           ("crashed_once", "crashed once, tried once more"),
+           ("environment", "failed on an OSError (a file, a mount, a permission: fixed outside the code, maybe), "
+                           "measured again"),
+           ("invalid", "stored records invalid, ignored"))
 
 
 @line.register(Retuned)
