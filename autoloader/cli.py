@@ -51,14 +51,14 @@ def _print_result(result, form: str | None, as_json: bool, saved: bool = True, s
     """A tune's result: in ``form`` (integrations/formats.py), as JSON, or as the table; ``stored``:
     what happened to each thing it stores, when not all of it could be (NotSaved.stored)."""
     if form is not None:
-        click.echo(formats.render(result, form), nl=False)
-        _say_provisional(result)
+        _print_form(result, form)
     else:
         click.echo(report.as_json(result, saved, stored) if as_json else report.table(result, saved, stored))
 
 
-def _say_provisional(result) -> None:
-    """A provisional result's line on stderr, beside a --format's text on stdout (the line to paste)."""
+def _print_form(result, form: str) -> None:
+    """``result`` in ``form`` on stdout (the line to paste), and a provisional one's line on stderr."""
+    click.echo(formats.render(result, form), nl=False)
     if getattr(result.tuned, "provisional", None):
         from .events.lines import provisional_text
 
@@ -285,8 +285,7 @@ def show_command(result, out, storage, as_json, form) -> None:
         else:
             found = show.find(resolve_out(out), result, storage)
             if form is not None:
-                click.echo(formats.render(found, form), nl=False)
-                _say_provisional(found)
+                _print_form(found, form)
             else:
                 # One result's JSON is tune --json's: its record and what the table and page say of it.
                 click.echo(show.as_json({**found.to_dict(), **report.explained(found)}) if as_json
