@@ -182,10 +182,9 @@ def _step_identity(step: Any) -> str | None:
 
 
 def _stored_result(problem: Problem, out: str, set_aside: bool = False) -> tuple[TuneResult | None, str | None]:
-    """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
-    there is none). A file that fails its checks is ignored with a warning naming it;
-    ``set_aside``: best_loader's, which tunes the key next, sets it aside too (NOTE [ A bad result
-    file ] in store/door.py)."""
+    """The stored result for ``problem`` under ``out``, or None and why it is not used. A file that
+    fails its checks is ignored with a warning naming it, and with ``set_aside`` (best_loader's,
+    which tunes the key next) set aside too (NOTE [ A bad result file ])."""
     path = result_path(out, problem.hardware.fingerprint, problem.key)
     stored = load_result(path, problem.hardware.cpus, problem.batch_sizes, set_aside=set_aside)
     if stored is None:
@@ -377,9 +376,8 @@ def _tunes_in_run(tune: str | None, step: Any, dataset_obj: Any, batch_sizes: An
 
 def _picked(problem: Problem, options: Options, progress: Progress | None,
             node: Node | None = None) -> tuple[TunedConfig, str | None]:
-    """The tuned config of a run for ``best_loader``, and where it was stored; one it chose but
-    could not store (a full disk) is handed out all the same (stored nowhere: None), with a
-    warning: the pick is the run's answer, the files only spare the next call a tune."""
+    """The tuned config of a run for ``best_loader``, and where it was stored (None: it could not
+    be, and the pick is handed out all the same, with a warning)."""
     try:
         result = _tune(problem, options, progress, node)
         return _handed(result), result.path

@@ -48,8 +48,7 @@ def _one_form(form: str | None, as_json: bool) -> None:
 
 
 def _print_result(result, form: str | None, as_json: bool, saved: bool = True, stored: tuple[str, ...] = ()) -> None:
-    """A tune's result: in ``form`` (integrations/formats.py), as JSON, or as the table; ``stored``:
-    what happened to each thing it stores, when not all of it could be (NotSaved.stored)."""
+    """A tune's result in ``form``, as JSON, or as the table (``stored``: NotSaved.stored)."""
     if form is not None:
         _print_form(result, form)
     else:
@@ -340,8 +339,7 @@ def dashboard_command(out, storage, host, port) -> None:
 
 @contextlib.contextmanager
 def _showing_warnings():
-    """autoloader's warnings (a stored record ignored, a study moved aside, a batch larger than
-    the dataset) shown as they come, one "Warning:" line each on stderr; others as Python would."""
+    """autoloader's warnings shown as they come, one "Warning:" line each on stderr."""
     original = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):

@@ -385,9 +385,8 @@ def workers_of(loader: Any) -> int | None:
 
 
 def _ready(it: Any) -> bool | None:
-    """Whether the batch the next ``next()`` returns is already made: in the reorder buffer, in
-    the data queue, or made and waiting for the pin thread. None where the iterator is not a
-    torch multi-process one (its queues cannot be read)."""
+    """Whether the batch the next ``next()`` returns is already made (in the reorder buffer, the
+    data queue, or waiting for the pin thread); None where the queues cannot be read."""
     try:
         info = it._task_info.get(it._rcvd_idx)
         if info is not None and len(info) == 2:
@@ -409,8 +408,7 @@ def samples_of(batch: Any, loader: Any) -> int:
 
 
 def _cpu_now() -> tuple[float, float, float] | None:
-    """(monotonic time, busy CPU seconds of the CPUs this process may use, CPU seconds of this
-    process and its children), or None."""
+    """(now, busy CPU seconds of the CPUs this process may use, this process tree's CPU seconds)."""
     try:
         try:
             allowed = sorted(os.sched_getaffinity(0))

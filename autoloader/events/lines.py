@@ -39,9 +39,8 @@ def mib(n: float) -> str:
 
 def rate(r: float | None, unit: str = "/s") -> str:
     """A rate as people read it, the one formatter of every rate autoloader prints: whole numbers
-    with thousands separators from 100/s (1,070/s), 3 significant figures below (5.3/s, 42.7/s,
-    0.42/s), where a whole number would hide a step's worth of difference; "-" for none,
-    "unbounded" for infinity. ``unit``: what follows the figure ("/s", or " samples/s")."""
+    with thousands separators from 100/s (1,070/s), 3 significant figures below (5.3/s, 0.42/s);
+    "-" for none, "unbounded" for infinity. ``unit``: what follows the figure."""
     if r is None:
         return "-"
     if math.isinf(r):
@@ -63,8 +62,7 @@ def cpus(n: float) -> str:
 
 
 def provisional_text(why: str) -> str:
-    """The one line every place that hands out or shows a provisional result says (NOTE [ A
-    provisional pick ] in search/choice.py)."""
+    """What every place that hands out or shows a provisional result says (NOTE [ A provisional pick ])."""
     return (f"provisional, not judged ({why}): reused only with this line; a call on a quieter machine "
             "tunes again")
 

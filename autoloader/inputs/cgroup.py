@@ -181,8 +181,7 @@ def _tightest(values):
 
 
 def read(proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNTINFO) -> CgroupLimits:
-    """The limits of the cgroup this process is in, v1 or v2 (NOTE [ Reading the cgroup ]), read
-    from ``proc_cgroup`` and ``mountinfo``."""
+    """The limits of the cgroup this process is in, v1 or v2 (NOTE [ Reading the cgroup ])."""
     try:
         paths, mounts = _cgroup_paths(proc_cgroup), _mounts(mountinfo)
     except OSError:

@@ -82,8 +82,7 @@ def api_progress(progress: Callable | bool | None, stacklevel: int = 3) -> Progr
 
 
 def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
-    """The human summary of a TuneResult; ``saved=False`` when not all of it could be stored, and
-    then ``stored``: what happened to each thing the run stores (NotSaved.stored), a line each."""
+    """The human summary of a TuneResult (``saved=False``: not all stored; ``stored``: NotSaved.stored)."""
     t = result.tuned
     kw = t.config.loader_kwargs()
     what = "torchdata.nodes graph" if getattr(result, "nodes", None) is not None else "DataLoader config"

@@ -62,8 +62,7 @@ class Ran:
 def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy, history: Sequence[TrialResult],
            finals: Sequence[Finalist], pick: Finalist, load: MachineLoad, store: StudyStore,
            progress: Progress) -> TuneResult:
-    """The result: the pick with its figures, compared with the previous result of the problem,
-    written, and the run marked complete (``started``: the run's ``Started``)."""
+    """The result: the pick with its figures, compared, written, and the run marked complete."""
     problem, out, ranks, memory = started.problem, ran.options.out, ran.ranks, ran.memory
     key, fingerprint = problem.key, problem.hardware.fingerprint
     calib = strategy.calibration(history)

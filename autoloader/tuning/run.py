@@ -63,8 +63,7 @@ IMPORTS_JOIN_S = 5.0
 
 @dataclass(frozen=True)
 class Started:
-    """What a run starts from: the problem with its length and content known, what the trial
-    process learnt, and the stored trials of this run that stand (a resumed run's)."""
+    """What a run starts from: the problem, keyed; what the trial process learnt; the stored trials."""
     problem: Problem
     info: DatasetInfo
     history: tuple[TrialResult, ...]
@@ -282,9 +281,8 @@ class Run:
         return history
 
     def _nothing_measured(self, history: Sequence[TrialResult]) -> None:
-        """Raise why no config was measured: Inconclusive when the clock or the machine stopped it
-        (the budget ended first, or trials stalled while others took the CPUs); else
-        NoFeasibleConfig, naming what broke."""
+        """Raise why no config was measured: Inconclusive when the clock or the machine stopped it,
+        else NoFeasibleConfig, naming what broke."""
         load = self._load_words(history)
         need = self._budget_needed()
         if not history and self.clock.bound_left() <= 0:
@@ -361,8 +359,7 @@ class Run:
 
     def _final(self, strategy: Strategy, profile: Profile,
                history: Sequence[TrialResult]) -> tuple[list[Finalist], MachineLoad]:
-        """The interleaved final (tuning/final.py), with the previous pick of this hardware in it,
-        and the machine's load over the whole run."""
+        """The interleaved final, with the previous pick in it, and the machine's load over the run."""
         final = Final(self.clock, self._timed(final_measurement(self.runner, lambda: self.options.limits)),
                       self.progress)
         previous_pick = self._previous_pick()
