@@ -1,8 +1,7 @@
 """The words of each progress event: the lines the CLI prints and the API logs.
 
-``line(event)`` dispatches on the event's type (``functools.singledispatch``: a subclass without
-words of its own gets its base's); an event with no words gives None. The final table, and the
-other words of a result, are tuning/progress.py's, which shares these number formats.
+``line(event)`` dispatches on the event's type (a subclass without words of its own gets its
+base's); an event with no words gives None. The number formats are every printed figure's.
 """
 
 from __future__ import annotations

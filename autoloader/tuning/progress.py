@@ -15,7 +15,6 @@ from typing import Callable, TextIO
 
 from ..errors import one_line
 from ..events import Event, Progress, subscriber
-# The table's number formats are the progress lines' own.
 from ..events.lines import gib as _gib, known as _known, mib as _mib, others_text, provisional_text, rate as _rate
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
