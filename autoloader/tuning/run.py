@@ -326,10 +326,8 @@ class Run:
         """The fix's words: the budget a judged tune needs when the profile found a slow step."""
         profile = self.measured_profile
         said = budget_words(profile.step_s, profile.worker_batch_s(), self.setup_s) if profile is not None else None
-        if said is not None:
-            return said
-        return ("raise --budget (a machine others load starts processes several times slower), or run when the "
-                "machine is quieter")
+        return said or ("raise --budget (a machine others load starts processes several times slower), or run "
+                        "when the machine is quieter")
 
     def _trial(self, config: LoaderConfig, info: DatasetInfo, history: Sequence[TrialResult],
                prune: bool = True) -> TrialResult:
