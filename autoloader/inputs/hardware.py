@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -71,18 +72,13 @@ def gpu_names() -> tuple[str, ...]:
     except Exception:  # noqa: BLE001 - no driver, no library: simply no GPU
         return ()
     try:
-        names = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
-            names.append(name.decode() if isinstance(name, bytes) else str(name))
-        return tuple(names)
+        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(pynvml.nvmlDeviceGetCount())]
+        return tuple(name.decode() if isinstance(name, bytes) else str(name) for name in names)
     except Exception:  # noqa: BLE001
         return ()
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def _cpu_model() -> str:
