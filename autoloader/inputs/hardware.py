@@ -72,7 +72,8 @@ def gpu_names() -> tuple[str, ...]:
     except Exception:  # noqa: BLE001 - no driver, no library: simply no GPU
         return ()
     try:
-        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(pynvml.nvmlDeviceGetCount())]
+        count = pynvml.nvmlDeviceGetCount()
+        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
         return tuple(name.decode() if isinstance(name, bytes) else str(name) for name in names)
     except Exception:  # noqa: BLE001
         return ()
