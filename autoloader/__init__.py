@@ -7,22 +7,7 @@ return (``TuneResult``, ``TunedConfig``, ``LoaderConfig``, ``TrialResult``), the
 progress events a ``progress`` callable is given (``autoloader.events``: the callback API), and
 ``watch`` (watching.py): a running loop's data-wait share and verdict, its loader unchanged.
 
-The package's folders, one concern each, in the order data flows through them:
-
-- ``inputs/``  what the user asks and the machine offers, checked once (problem, source, hardware,
-               content, limits, options, the code digest);
-- ``search/``  the pure decisions: space, profile, model, calibration, strategy, choice, knee,
-               budget, memory, policy (no torch, no processes, no files);
-- ``probe/``   measuring a config away from the caller's process (the trial process, its bursts);
-- ``store/``   what is kept: the Optuna study, the result record and its files, their checks,
-               their history;
-- ``tuning/``  one run: the sequence, the comparison with the last one, the progress printer;
-- ``fleet/``   many runs: the retune registry and report, ``show``, ``dashboard``;
-- ``node/``    the ranks of one node tuned together;
-- ``inrun/``   tuning inside the training loop: segments of the epoch under configs, paired;
-- ``events/`` the progress events and their words (the callback API), below every folder that
-               emits them;
-- ``api.py`` and ``cli.py`` on top.
+The package's folders, and what each may import: ARCHITECTURE.md.
 
 The names below load on first use, so ``import autoloader`` (or one of its pure modules) does not
 import torch.

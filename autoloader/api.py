@@ -2,13 +2,6 @@
 
 A thin face over the mechanics: each builds one ``Problem`` (every input checked up front), then
 either runs a tuning ``Run`` (tuning/run.py) or looks the problem's result up in the store.
-
-Inside a multi-rank launch (torchrun, or ``autoloader tune --nproc-per-node N``) every rank calls
-these alike and the node's ranks are tuned together: NOTE [ Tuning a node's ranks ] in node/__init__.py.
-
-Data flows one way: problem (inputs/) -> profile -> model -> search (search/) -> probe (probe/) ->
-results -> choice -> config -> store (store/) -> report. Only the report layer prints; progress
-reaches it through ``progress``.
 """
 
 from __future__ import annotations
@@ -51,9 +44,8 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     """Measure DataLoader configs for ``dataset`` and return the fastest (ties to the cheapest).
 
     Called by every rank of a torchrun launch (WORLD_SIZE > 1), it tunes the node's ranks together:
-    all run each trial at once on their own shard and device, rank 0 searches and stores, the
-    pick is per rank, its rate the node's, and every rank returns the same result (NOTE [ Tuning
-    a node's ranks ] in node/__init__.py).
+    the pick is per rank, its rate the node's, and every rank returns the same result (NOTE
+    [ Tuning a node's ranks ] in node/__init__.py).
 
     Args:
         dataset: a Dataset, a zero-argument callable returning one, or a ``"MODULE:ATTR"`` spec.
@@ -64,36 +56,30 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
         max_memory: the host memory a config may use, in bytes or as text (``"16G"``; default
             0.6 of the RAM available when the tune starts).
         device: ``"cuda"``, ``"cuda:N"`` or ``"cpu"`` (default: CUDA when present).
-        out: where results are written (default: the results home, ``$AUTOLOADER_HOME`` or
-            ``~/.cache/autoloader``).
+        out: where results are written (default: ``$AUTOLOADER_HOME`` or ``~/.cache/autoloader``).
         storage: an Optuna storage URL for the study (default: a SQLite file under ``out``).
-        progress: None (the default) reports each step through the ``logging`` module (logger
-            ``"autoloader"``, INFO; to stderr unless the application configured logging); False
-            says nothing; a callable gets every event (``autoloader.events``), and the log gets
-            them too. A callable of the old ``(event, data)`` form still works, with a
-            DeprecationWarning.
+        progress: None (the default) logs each step (logger ``"autoloader"``, INFO; to stderr
+            unless the application configured logging); False says nothing; a callable gets every
+            event (``autoloader.events``), and the log gets them too. A callable of the old
+            ``(event, data)`` form still works, with a DeprecationWarning.
         trial_timeout: seconds a trial may go without progress before it is ended as a hang
             (default 60).
-        allow_reorder: the pick may deliver batches out of order (the gate of
-            ``search.settings.ORDER``) when that is faster; off, the result says what it would gain.
+        allow_reorder: the pick may deliver batches out of order when that is faster; off, the
+            result says what it would gain.
         version: your own label for this data, part of its key beside the content fingerprint.
-        search_start_method: measure the worker start methods (fork, forkserver, spawn) and let
-            the pick set ``multiprocessing_context`` (the gate of ``search.settings.START``); one
-            passed in ``fixed_loader_kwargs`` is honoured, not searched.
-        **fixed_loader_kwargs: passed to every DataLoader as they are (``collate_fn``,
-            ``shuffle``, ...).
+        search_start_method: measure the worker start methods and let the pick set
+            ``multiprocessing_context``; one passed in ``fixed_loader_kwargs`` is honoured.
+        **fixed_loader_kwargs: passed to every DataLoader as they are (``collate_fn``, ...).
 
     Returns:
         The run's ``TuneResult``: ``.tuned`` (a ``TunedConfig``: the settings, their rate,
-        ``loader_kwargs()``), every trial, the final, and the paths of the stored result and
-        snippet.
+        ``loader_kwargs()``), every trial, the final, and the paths of the result and snippet.
 
     Raises:
         UsageError: an input breaks a rule (the message states it, the value and the fix).
         NoFeasibleConfig: every config tried failed or broke a limit.
         Inconclusive: a NoFeasibleConfig (exit 5) when nothing could be measured for the clock's
-            or the machine's reason (the budget ended first, trials stalled while others took the
-            CPUs); its message says the cause, the load and the budget a slow step needs.
+            or the machine's reason; its message says the cause, the load and the budget needed.
         NotSaved: the run chose a config but could not store it (``exc.result`` holds the pick).
         AutoloaderError: the trial process could not build the dataset or step, or a rank of a
             node's tune was lost.
@@ -150,8 +136,7 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
                   allow_reorder: bool = False, version: str | None = None, search_start_method: bool = False,
                   **fixed_loader_kwargs) -> TunedConfig | None:
     """The stored tuned config for this dataset on this machine, if one exists that this
-    autoloader measures alike (NOTE [ Measurement format ] in store/versions.py). Nothing is tuned;
-    a few samples are read for the content fingerprint.
+    autoloader measures alike. Nothing is tuned; a few samples are read for the content fingerprint.
 
     Args:
         dataset: what was given to ``tune()``: a Dataset, a factory, or a ``MODULE:ATTR`` spec.
@@ -171,12 +156,8 @@ def stored_result(dataset: Any, *, step: Any = None, batch_size: int | None = No
                             batch_sizes=batch_sizes, device=device, fixed_kwargs=fixed_loader_kwargs,
                             allow_reorder=allow_reorder, version=version,
                             search_start_method=search_start_method)
-    out = resolve_out(out)
-    tuned = _stored(problem, out)[0]
-    if tuned is not None and tuned.provisional:
-        stored = _stored_result(problem, out)[0]
-        return _handed(stored) if stored is not None else None
-    return tuned
+    stored = _stored_result(problem, resolve_out(out))[0]
+    return _handed(stored) if stored is not None else None
 
 
 def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
@@ -188,8 +169,7 @@ def built_problem(dataset_obj: Any, dataset: Any, **build) -> Problem:
 
 
 def _step_identity(step: Any) -> str | None:
-    """The step's identity as the trial process reads it (NOTE [ A step keyed by what it is ]): of
-    the object given, or of what a spec or a registry's recipe names, imported here."""
+    """The step's identity as the trial process reads it (NOTE [ A step keyed by what it is ])."""
     from .inputs.source import Source, load_spec
 
     if step is None:
@@ -201,16 +181,10 @@ def _step_identity(step: Any) -> str | None:
     return callable_identity(step)
 
 
-def _stored(problem: Problem, out: str, set_aside: bool = False) -> tuple[TunedConfig | None, str | None]:
-    """The stored result for ``problem`` under ``out``, or None and why it is not used (None when
-    there is none). A file that fails its checks (search/codec.py) is ignored with a warning naming it;
-    ``set_aside``: best_loader's, which tunes the key next, sets it aside too (NOTE [ A bad result
-    file ] in store/door.py)."""
-    stored, why = _stored_result(problem, out, set_aside)
-    return (stored.tuned if stored is not None else None), why
-
-
 def _stored_result(problem: Problem, out: str, set_aside: bool = False) -> tuple[TuneResult | None, str | None]:
+    """The stored result for ``problem`` under ``out``, or None and why it is not used. A file that
+    fails its checks is ignored with a warning naming it, and with ``set_aside`` (best_loader's,
+    which tunes the key next) set aside too (NOTE [ A bad result file ])."""
     path = result_path(out, problem.hardware.fingerprint, problem.key)
     stored = load_result(path, problem.hardware.cpus, problem.batch_sizes, set_aside=set_aside)
     if stored is None:
@@ -226,17 +200,14 @@ QUIET_PROBE_S = 1.0
 
 
 def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | None]:
-    """``_stored``, for ``best_loader``: a provisional result (NOTE [ A provisional pick ] in
-    search/choice.py) measured on a busy machine is not reused once the machine is no longer busy
-    (it is tuned again); where one is reused, the config handed out is the better-measured of its
-    pick and the rule. One provisional for want of a final alone is reused so: a machine no
-    quieter than it was would give the same."""
-    tuned, why = _stored(problem, out, set_aside=True)   # best_loader tunes the key next: NOTE [ A bad result file ]
-    if tuned is None or not tuned.provisional:
-        return tuned, why
-    stored, why = _stored_result(problem, out)   # its trials and final, for the config it hands out
-    if stored is None:
-        return None, why
+    """The stored config ``best_loader`` reuses, or None and why not. A provisional result
+    (NOTE [ A provisional pick ] in search/choice.py) measured on a busy machine is not reused
+    once the machine is no longer busy; where one is reused, the config handed out is the
+    better-measured of its pick and the rule (``_handed``). One provisional for want of a final
+    alone is reused so: a machine no quieter than it was would give the same."""
+    stored, why = _stored_result(problem, out, set_aside=True)   # best_loader tunes the key next
+    if stored is None or not stored.tuned.provisional:
+        return (stored.tuned if stored is not None else None), why
     others, busy = _load_now() if stored.busy else (None, True)
     if not busy:
         now = f"other processes use {others:.1f} of {problem.hardware.cpus:g} CPUs now" if others is not None else \
@@ -246,8 +217,8 @@ def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | Non
 
 
 def _load_now() -> tuple[float | None, bool]:
-    """What other processes take of the CPUs over QUIET_PROBE_S, and whether that is busy (the
-    run's own rule: NOTE [ Others on the machine ] in search/load.py)."""
+    """What other processes take of the CPUs over QUIET_PROBE_S, and whether that is busy (NOTE
+    [ Others on the machine ] in search/load.py)."""
     from .inputs.hardware import usable_cpus
     from .probe.load import LoadMeter
 
@@ -261,7 +232,7 @@ def _load_now() -> tuple[float | None, bool]:
 
 def _handed(result: TuneResult) -> TunedConfig:
     """The config a result hands out: its pick, or, for a provisional one, the rule's where the
-    pick was not measured ahead of it (search/choice.py: ``handed_out``)."""
+    pick was not measured ahead of it (``search.choice.handed_out``)."""
     tuned = result.tuned
     if not tuned.provisional or result.partial:
         return tuned
@@ -284,24 +255,20 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 **fixed_loader_kwargs):
     """A ready DataLoader for ``dataset`` with the tuned settings, tuning first unless a stored
     result for this hardware and dataset exists; without one and without a ``step``, the loader
-    returned at once tunes itself in the run (``tune="run"``: NOTE [ Tuning inside the run ] in
-    inrun/__init__.py). Trials shuffle unless told otherwise, and so does
-    the returned loader.
+    returned at once tunes itself in the run (NOTE [ Tuning inside the run ]). Trials shuffle
+    unless told otherwise, and so does the returned loader.
 
-    A stored result is found under ``out`` (default: the results home, the same from any working
-    directory) by the dataset's name (its spec, or its class's module and name), its length and
-    content fingerprint (a few samples read here), ``version``, the step, the batch sizes, the
-    device and ``fixed_loader_kwargs``. Processes of one machine asking for the same problem at
-    once take turns: one tunes, the others then find its result. The ranks of a torchrun job
-    (WORLD_SIZE > 1) instead tune together, as ``tune()`` does, and each gets a loader of the
-    per-rank config on its DistributedSampler shard (call ``loader.sampler.set_epoch(epoch)``
-    each epoch, as with any DistributedSampler).
+    A stored result is found under ``out`` by the dataset's name, its length and content
+    fingerprint (a few samples read here), ``version``, the step, the batch sizes, the device and
+    ``fixed_loader_kwargs``. Processes asking for the same problem at once take turns: one tunes,
+    the others then find its result. The ranks of a torchrun job instead tune together, as
+    ``tune()`` does, and each gets a loader of the per-rank config on its DistributedSampler
+    shard (call ``loader.sampler.set_epoch(epoch)`` each epoch).
 
     Args:
         dataset: a Dataset, a factory of one, or a ``MODULE:ATTR`` spec; built once, here.
         batch_size, step, budget, batch_sizes, device, out, max_memory, storage, trial_timeout,
-            allow_reorder, version, search_start_method: as for ``tune()`` (``batch_sizes`` lets the tuner pick the
-            batch size too).
+            allow_reorder, version, search_start_method: as for ``tune()``.
         progress: as for ``tune()``; a lookup reports ``ResultReused`` or ``ResultNotReused``,
             and a wait for another process's tune of the same problem ``WaitingForLock``.
         generator: the returned DataLoader's ``generator`` (seed it for runs that repeat).
@@ -327,8 +294,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     started, _ = budget_start()   # the dataset's build and its key are the call's too (NOTE [ The budget is a wall bound ])
     refuse_reimport("best_loader()")   # before the key's lock: NOTE [ A script re-imported by spawn ]
     progress = api_progress(progress)
-    dataset_obj = _dataset_object(dataset)  # built once: for the key and for the loader returned
-    # The length and content are this object's, for the lookup and for the tune alike: one key.
+    dataset_obj = _dataset_object(dataset)  # built once: its length and content key the lookup and the tune
     problem = built_problem(dataset_obj, dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes,
                             device=device, fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder,
                             version=version, search_start_method=search_start_method)
@@ -340,8 +306,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     stored_at = path   # where the result is: None when this call tuned and could not store it
     reused = tuned is not None
     if node is not None:
-        # Rank 0's lookup decides for the node: all ranks tune together, or none does.
-        tuned = node.broadcast(tuned)
+        tuned = node.broadcast(tuned)   # rank 0's lookup decides: all ranks tune together, or none does
         reused = tuned is not None
         if tuned is None:
             options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
@@ -360,8 +325,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.
         options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
-        busy = (lambda holder: progress(WaitingForLock(holder, out))) \
-            if progress is not None else None
+        busy = (lambda holder: progress(WaitingForLock(holder, out))) if progress is not None else None
         waiting = time.monotonic()
         with held(path[:-len(".json")] + ".lock", busy):
             # Another's turn is not this call's budget (as Run._start counts its own lock).
@@ -412,9 +376,8 @@ def _tunes_in_run(tune: str | None, step: Any, dataset_obj: Any, batch_sizes: An
 
 def _picked(problem: Problem, options: Options, progress: Progress | None,
             node: Node | None = None) -> tuple[TunedConfig, str | None]:
-    """The tuned config of a run for ``best_loader``, and where it was stored; one it chose but
-    could not store (a full disk) is handed out all the same (stored nowhere: None), with a
-    warning: the pick is the run's answer, the files only spare the next call a tune."""
+    """The tuned config of a run for ``best_loader``, and where it was stored (None: it could not
+    be, and the pick is handed out all the same, with a warning)."""
     try:
         result = _tune(problem, options, progress, node)
         return _handed(result), result.path

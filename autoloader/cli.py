@@ -26,15 +26,13 @@ OUT_HELP = ("Where results are written and looked up (default: $AUTOLOADER_HOME,
 
 # --fail-if-changed: the run succeeded and its result is saved, but differs from the last one.
 CHANGED_EXIT_CODE = 3
-# --fail-if-changed and retune: the run measured on a busy machine (other processes took, or
-# waited for, more than policy.BUSY_SHARE of the CPUs), or the 95% interval of its rate stayed
-# across the threshold band (NOTE [ Drift ]), so nothing can be said changed or unchanged; its
-# result is saved, marked, and never the baseline a later run compares with.
+# --fail-if-changed and retune: a busy machine, or a rate interval across the threshold band
+# (NOTE [ Drift ]): nothing can be said changed or unchanged; the result is saved, marked.
 INCONCLUSIVE_EXIT_CODE = 5
-# Ctrl-C (SIGINT): the shell's convention, 128 + the signal's number.
-INTERRUPTED_EXIT_CODE = 130
+INTERRUPTED_EXIT_CODE = 130   # Ctrl-C: the shell's 128 + SIGINT
+REPORT_NOT_WRITTEN_EXIT_CODE = 4   # as a run that could not save (NotSaved) and a retune's unwritten report
 # --report: the seconds of --budget kept for writing the page after the run (matplotlib's import
-# and the plots take seconds: about 5 on a loaded 2-CPU machine), so the command still ends within it.
+# and the plots take seconds), so the command still ends within it.
 REPORT_PAGE_S = 6.0
 
 
@@ -50,18 +48,16 @@ def _one_form(form: str | None, as_json: bool) -> None:
 
 
 def _print_result(result, form: str | None, as_json: bool, saved: bool = True, stored: tuple[str, ...] = ()) -> None:
-    """A tune's result: in ``form`` (integrations/formats.py), as JSON, or as the table; ``stored``:
-    what happened to each thing it stores, when not all of it could be (NotSaved.stored)."""
+    """A tune's result in ``form``, as JSON, or as the table (``stored``: NotSaved.stored)."""
     if form is not None:
-        click.echo(formats.render(result, form), nl=False)
-        _say_provisional(result)
+        _print_form(result, form)
     else:
         click.echo(report.as_json(result, saved, stored) if as_json else report.table(result, saved, stored))
 
 
-def _say_provisional(result) -> None:
-    """A provisional result's line (NOTE [ A provisional pick ]) on stderr, beside a --format's
-    text on stdout, which stays the line to paste."""
+def _print_form(result, form: str) -> None:
+    """``result`` in ``form`` on stdout (the line to paste), and a provisional one's line on stderr."""
+    click.echo(formats.render(result, form), nl=False)
     if getattr(result.tuned, "provisional", None):
         from .events.lines import provisional_text
 
@@ -154,11 +150,10 @@ def tune_command(dataset, step, batch_size, batch_sizes, budget, max_memory, dev
 
 
 def _command_start() -> float:
-    """When the command started (``time.monotonic()``), for --budget to count from (NOTE [ The
-    budget is a wall bound ] in search/budget.py): the process's start when this process is the
-    ``autoloader`` command (its console script, or ``python -m autoloader.cli``), so the
-    interpreter's start and the imports are spent from it too; else now (``main()`` called from
-    Python, as click's test runner does, in a process that started long before)."""
+    """When the command started, for --budget to count from (NOTE [ The budget is a wall bound ]
+    in search/budget.py): the process's start when this process is the ``autoloader`` command,
+    so the interpreter's start and the imports are spent from it too; else now (``main()`` called
+    from Python, in a process that started long before)."""
     argv0 = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if os.path.splitext(os.path.basename(argv0))[0] != "autoloader" and argv0 != os.path.abspath(__file__):
         return time.monotonic()
@@ -175,20 +170,21 @@ def _command_start() -> float:
 
 
 def _process_age() -> float | None:
-    """Seconds since this process started, on Linux from two clocks that both count from boot:
-    its start in clock ticks (/proc/self/stat, field 22) and CLOCK_BOOTTIME now, to a tick (10
-    ms). psutil's create time adds the boot time, which /proc/stat gives in whole seconds, so
-    the age it gives reads up to a second long (0.1 s on the CPU machine), and the budget was
-    spent from before the command began. None where either clock is not readable."""
+    """Seconds since this process started, from two clocks that both count from boot: its start
+    in clock ticks (/proc/self/stat, field 22) and CLOCK_BOOTTIME now. psutil's create time adds
+    the boot time in whole seconds, so its age reads up to a second long. None where either
+    clock is not readable."""
     try:
         with open("/proc/self/stat", encoding="ascii") as f:
             fields = f.read().rsplit(")", 1)[1].split()   # after the command's name, which may hold spaces
         return time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return None
+
+
 def _page_of_a_tune(result, err: bool) -> None:
-    """``tune --report``: the result is saved, so its report is written where it can be and what
-    could not be is a warning; none of it fails the tune (NOTE [ A report writes what it can ])."""
+    """``tune --report``: what of the report could not be written is a warning, never the tune's
+    failure (NOTE [ A report writes what it can ])."""
     from .errors import one_line
     from .explain.files import write_report
 
@@ -205,8 +201,6 @@ def _page_of_a_tune(result, err: bool) -> None:
     click.echo(report.report_written(written), err=err or not written.complete)
 
 
-REPORT_NOT_WRITTEN_EXIT_CODE = 4   # as a run that could not save (NotSaved) and a retune's unwritten report
-
 
 @contextlib.contextmanager
 def _library_errors():
@@ -215,13 +209,9 @@ def _library_errors():
     try:
         with _showing_warnings():
             yield
-    except UsageError as exc:
-        if not isinstance(exc, InputError):   # the command itself was mistyped: click's usage header
-            raise click.UsageError(str(exc)) from None
-        failure = _Failure(str(exc))
-        failure.exit_code = exc.exit_code
-        raise failure from None
     except AutoloaderError as exc:
+        if isinstance(exc, UsageError) and not isinstance(exc, InputError):   # mistyped: click's usage header
+            raise click.UsageError(str(exc)) from None
         failure = _Failure(str(exc))
         failure.exit_code = exc.exit_code
         raise failure from None
@@ -294,8 +284,7 @@ def show_command(result, out, storage, as_json, form) -> None:
         else:
             found = show.find(resolve_out(out), result, storage)
             if form is not None:
-                click.echo(formats.render(found, form), nl=False)
-                _say_provisional(found)
+                _print_form(found, form)
             else:
                 # One result's JSON is tune --json's: its record and what the table and page say of it.
                 click.echo(show.as_json({**found.to_dict(), **report.explained(found)}) if as_json
@@ -348,12 +337,9 @@ def dashboard_command(out, storage, host, port) -> None:
         dashboard.serve(served, host, port, say=lambda text: click.echo(text, err=True))
 
 
-
-
 @contextlib.contextmanager
 def _showing_warnings():
-    """autoloader's warnings (a stored record ignored, a study moved aside, a batch larger than
-    the dataset) shown as they come, one "Warning:" line each on stderr; others as Python would."""
+    """autoloader's warnings shown as they come, one "Warning:" line each on stderr."""
     original = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):

@@ -119,11 +119,9 @@ def pair_fix(torch_version: str, vision_version: str, error: str = "") -> str:
     if build is None and cuda_vision and vision_build is None and "libc10_cuda" in error:
         return ("install torchvision from the index your torch came from (a CPU torch beside a CUDA-built "
                 f"torchvision): pip install --force-reinstall --no-deps '{vision}' --index-url {WHEELS}/cpu")
-    if release is not None and _release(vision_version) is not None and vision != "torchvision" \
-            and _release(vision_version) != (0, release[1] + 15):
-        index = f" --index-url {WHEELS}/{build}" if build else ""
-        return f"install the torchvision of this torch: pip install --force-reinstall --no-deps '{vision}'{index}"
     index = f" --index-url {WHEELS}/{build}" if build else ""
+    if vision != "torchvision" and _release(vision_version) not in (None, (0, release[1] + 15)):
+        return f"install the torchvision of this torch: pip install --force-reinstall --no-deps '{vision}'{index}"
     pinned = f"torch=={torch_version.split('+', 1)[0]}"
     return f"install the pair together: pip install --force-reinstall '{pinned}' '{vision}'{index}"
 

@@ -19,10 +19,8 @@ class UsageError(AutoloaderError, ValueError):
 
 
 class InputError(UsageError):
-    """Bad input found by running it rather than by reading the command: the dataset or step
-    failing to build in the trial process, DataLoader refusing the arguments, a /dev/shm too small
-    for one batch. It exits 2 as bad usage does, but the command was typed right, so the CLI
-    prints no usage header above it."""
+    """Bad input found by running it rather than by reading the command (the dataset failing to
+    build, DataLoader refusing the arguments): exit 2, but the CLI prints no usage header."""
 
 
 class NoFeasibleConfig(AutoloaderError, RuntimeError):
@@ -42,8 +40,7 @@ class Inconclusive(NoFeasibleConfig):
 
 def clip(text: str, limit: int = 1000) -> str:
     """``text`` whole when it is up to ``limit`` characters, else cut at the last word boundary
-    before it and marked " ..." (never mid-word): a message shown whole where it can be, and a
-    runaway one (a dump in an exception's text) kept to a line's worth."""
+    before it and marked " ..." (a runaway message kept to a line's worth)."""
     if len(text) <= limit:
         return text
     head = text[:limit]
@@ -52,9 +49,7 @@ def clip(text: str, limit: int = 1000) -> str:
 
 
 def one_line(text: str) -> str:
-    """``text`` with its line breaks and other control characters as single spaces: what a
-    warning or a table line quotes from elsewhere (a database's report, a file's bytes) stays on
-    one line."""
+    """``text`` with its line breaks and other control characters as single spaces."""
     return " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
 
 
@@ -74,9 +69,7 @@ class NotSaved(AutoloaderError, OSError):
     def __init__(self, message: str, result=None, stored: tuple[str, ...] = ()):
         super().__init__(message)
         self.result = result
-        # What happened to each thing the run stores, a line each ("saved PATH", "not saved: PATH"...),
-        # for the table printed above the error.
-        self.stored = stored
+        self.stored = stored   # what happened to each thing the run stores, a line each ("saved PATH"...)
 
 
 class AutoloaderWarning(UserWarning):

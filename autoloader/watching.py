@@ -1,13 +1,5 @@
 """``watch``: what a running training loop waits for, said every N steps, changing nothing.
 
-``autoloader.watch(loader)`` wraps a DataLoader (or any iterable of batches) that a script
-already builds; the loop iterates the wrapper as it iterated the loader, and ``len``, every
-attribute (``sampler``, ``dataset``, ``batch_size``, ...) and every batch are the loader's own.
-After every ``every`` steps and at the end of each epoch it says, in one line (logger
-``"autoloader"``, or a ``progress`` callable given a ``Watched`` event), the loop's data-wait
-share, the verdict in explain/'s words and thresholds, and the most a tune is predicted to gain;
-``report()`` returns the same figures as a ``WatchReport``.
-
 The module is named ``watching`` so that ``autoloader.watch`` stays the function: importing a
 submodule binds its name on the package.
 
@@ -131,14 +123,12 @@ class WatchReport:
 
 
 @dataclass(frozen=True)
-class Watched(Event):
+class Watched(Event, kind="watch"):
     """A watched loop's report (``autoloader.watch``), after every N steps and at each epoch's end.
 
     Attributes:
         report: the ``WatchReport``; the event's ``line`` is its line.
     """
-
-    kind: ClassVar[str] = "watch"
     report: WatchReport
 
     @property
@@ -166,13 +156,9 @@ class _Window:
             if ready:
                 self.main_wait_s += wait
 
-    def add_step(self, seconds: float) -> None:
-        self.step_s += seconds
-
 
 class Reporting:
-    """What a watcher keeps of its reports (its ``_reports`` list, said to ``_progress``): the
-    latest, all of them, and a new one added (``Watch`` and Lightning's ``WatchCallback``)."""
+    """What a watcher (``Watch``, Lightning's ``WatchCallback``) keeps of its reports."""
 
     _reports: list
     _progress: Callable | None
@@ -200,20 +186,16 @@ class Watch(Reporting):
     """A DataLoader, watched: iterate it as the loader (``watch``'s docstring)."""
 
     def __init__(self, loader: Iterable, every: int, progress: Callable | None):
-        object.__setattr__(self, "_loader", loader)
-        object.__setattr__(self, "_every", every)
-        object.__setattr__(self, "_progress", progress)
-        object.__setattr__(self, "_reports", [])
-        object.__setattr__(self, "_epoch", 0)
+        # Set past __setattr__, which sets the loader's attributes.
+        self.__dict__.update(_loader=loader, _every=every, _progress=progress, _reports=[], _epoch=0)
 
-    # --- the loader, unchanged ------------------------------------------------------------
     def __iter__(self) -> Iterator:
         return _WatchedIterator(self, iter(self._loader))
 
     def _next_epoch(self) -> int:
         """An epoch is counted at its first batch: an ``iter()`` that takes none (Lightning's
         check that a loader iterates) is none."""
-        object.__setattr__(self, "_epoch", self._epoch + 1)
+        self.__dict__["_epoch"] += 1
         return self._epoch
 
     def __len__(self) -> int:
@@ -230,7 +212,6 @@ class Watch(Reporting):
     def __repr__(self) -> str:
         return f"watch({self._loader!r}, every={self._every})"
 
-    # --- what it measured ------------------------------------------------------------------
     @property
     def loader(self) -> Iterable:
         """The loader watched, itself."""
@@ -238,12 +219,9 @@ class Watch(Reporting):
 
 
 class Epoch:
-    """One epoch's timings, fed by whatever times the loop (the watched iterator here, a
-    framework's hooks in integrations/), and its reports: NOTE [ What the loop waits for ].
-
-    ``first(seconds)`` for the epoch's first batch's wait; ``batch(wait, samples, ready)`` for
-    each later batch's; ``stepped(seconds)`` for the step after each later batch (a report falls
-    due here, every ``every`` batches); ``end()`` at the epoch's end."""
+    """One epoch's timings, fed by whatever times the loop (the watched iterator, a framework's
+    hooks), and its reports: ``first`` the first batch's wait, ``batch`` each later one's,
+    ``stepped`` the step after it (a report falls due every ``every`` batches), ``end``."""
 
     def __init__(self, epoch: int, every: int, workers: int | None, emit: Callable[[WatchReport], None],
                  length: int | None = None):
@@ -273,7 +251,7 @@ class Epoch:
         if self.ended:
             return
         for w in (self.window, self.whole):
-            w.add_step(seconds)
+            w.step_s += seconds
         if self.step % self.every == 0:
             self._say(self.window, at_end=False)
             self.window = _Window(self.step + 1, _cpu_now())
@@ -390,12 +368,9 @@ def _secs(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
-# --- reading the loader and the machine, read-only -------------------------------------------------
-
 def length_of(loader: Any) -> int | None:
-    """The batches an epoch holds, where the loader knows (a map-style dataset's): the epoch then
-    ends at its last batch, for loops that stop there without calling ``next()`` again (``zip``,
-    ``range(len(loader))``, Lightning). None for an iterable dataset, whose length is a guess."""
+    """The batches an epoch holds, where the loader knows (NOTE [ What the loop waits for ], 1);
+    None for an iterable dataset, whose length is a guess."""
     if getattr(loader, "_dataset_kind", 0) == 1:   # torch's _DatasetKind.Iterable
         return None
     try:
@@ -410,9 +385,8 @@ def workers_of(loader: Any) -> int | None:
 
 
 def _ready(it: Any) -> bool | None:
-    """Whether the batch the next ``next()`` returns is already made: in the reorder buffer, in
-    the data queue, or made and waiting for the pin thread. None where the iterator is not a
-    torch multi-process one (its queues cannot be read)."""
+    """Whether the batch the next ``next()`` returns is already made (in the reorder buffer, the
+    data queue, or waiting for the pin thread); None where the queues cannot be read."""
     try:
         info = it._task_info.get(it._rcvd_idx)
         if info is not None and len(info) == 2:
@@ -434,8 +408,7 @@ def samples_of(batch: Any, loader: Any) -> int:
 
 
 def _cpu_now() -> tuple[float, float, float] | None:
-    """(monotonic time, busy CPU seconds of the CPUs this process may use, CPU seconds of this
-    process and its children); None where they cannot be read."""
+    """(now, busy CPU seconds of the CPUs this process may use, this process tree's CPU seconds)."""
     try:
         try:
             allowed = sorted(os.sched_getaffinity(0))
@@ -470,31 +443,26 @@ def _cpu_since(start: tuple[float, float, float] | None) -> tuple[float | None, 
     return max(0.0, (now[1] - start[1]) / seconds), max(0.0, (now[2] - start[2]) / seconds)
 
 
-# --- the public face ----------------------------------------------------------------------------
-
 def watch(loader: Iterable, every: int = 100, progress: Callable | bool | None = None) -> Watch:
     """Wrap a DataLoader to say what the training loop waits for, changing nothing.
 
     Iterate what it returns as the loader (``for batch in watch(loader)``): the batches, their
     order, ``len()`` and every attribute are the loader's. After every ``every`` steps and at the
     end of each epoch it reports, in one line, the share of the loop spent waiting in ``next()``
-    (measured), the verdict (input-bound in the workers or the main process, balanced, or
-    compute-bound, in ``autoloader report``'s words and thresholds) and the most a tune is
-    predicted to gain (a bound from the measured wait, never a measurement): NOTE [ What the
-    loop waits for ] in autoloader/watching.py.
+    (measured), the verdict in ``autoloader report``'s words and thresholds, and the most a tune
+    is predicted to gain (NOTE [ What the loop waits for ]).
 
     Args:
         loader: a ``torch.utils.data.DataLoader`` (or any iterable of batches: its wait is then
             counted as the workers' where it has ``num_workers``).
         every: steps between reports, a positive int; the epoch's end reports too.
-        progress: None (the default) logs each report's line (logger ``"autoloader"``, INFO, to
-            stderr when the application configured no logging); False says nothing (read
-            ``report()``); a callable of one event is given a ``Watched`` event, and the log gets it too.
+        progress: None (the default) logs each report's line (logger ``"autoloader"``, INFO);
+            False says nothing (read ``report()``); a callable of one event is given a
+            ``Watched`` event, and the log gets it too.
 
-    A ``Watch`` is not a ``DataLoader`` instance: code that asks ``isinstance`` (Lightning's
-    DistributedSampler injection under DDP, accelerate's ``prepare``) sees another iterable. Watch
-    what such code returns, or, in Lightning, use ``WatchCallback``
-    (autoloader/integrations/lightning_watch.py), timed at the hooks.
+    A ``Watch`` is not a ``DataLoader`` instance: code that asks ``isinstance`` (Lightning under
+    DDP, accelerate's ``prepare``) sees another iterable. Watch what such code returns, or, in
+    Lightning, use ``WatchCallback``, timed at the hooks.
 
     Returns:
         A ``Watch``: the loader, watched. ``.report()`` is the latest ``WatchReport``,
@@ -514,8 +482,7 @@ def watch(loader: Iterable, every: int = 100, progress: Callable | bool | None =
 
 
 def check(every: Any, progress: Any) -> Callable | None:
-    """``every`` and ``progress`` checked (``watch``'s rules), and ``progress`` as the callable the
-    reports go to (None: nowhere)."""
+    """``every`` and ``progress`` checked, and ``progress`` as the callable the reports go to."""
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise usage("every must be a positive int: the steps between reports", every,
                     "pass e.g. every=100 (the epoch's end reports as well)")

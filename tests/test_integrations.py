@@ -5,6 +5,7 @@ formats, and ``--format`` on the command line. Each framework's tests skip when 
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import math
@@ -332,11 +333,17 @@ def test_tune_trainer_sets_the_four_dataloader_arguments_and_the_trainer_trains(
 STORED = TunedConfig(WORKERS, 1234.0, 0.02, 400.0, None, {"fingerprint": "box", "cpus": 2}, "ds-key", "cpu")
 
 
+@dataclasses.dataclass
+class Stored:
+    """A stored result as the lookup reads it: its pick is all a reuse hands out."""
+    tuned: TunedConfig
+
+
 def reused_everywhere(monkeypatch):
     """Every lookup finds STORED (no tune, no trial process), and the events each call reports."""
     import autoloader.api as api
 
-    monkeypatch.setattr(api, "_stored", lambda problem, out, set_aside=False: (STORED, None))
+    monkeypatch.setattr(api, "_stored_result", lambda problem, out, set_aside=False: (Stored(STORED), None))
     seen: list = []
     return seen
 

@@ -339,7 +339,7 @@ def test_a_real_busy_one_burst_run_tells_one_story():
 
 
 def test_no_what_if_claims_without_a_profile():
-    from autoloader.tuning.claims import what_if_claims
+    from autoloader.tuning.record import what_if_claims
     from autoloader.tuning.measured import fallback_profile
 
     data = _busy_one_burst()

@@ -1,11 +1,8 @@
 """The progress events: one frozen dataclass per thing a run, a lookup or a re-tune reports.
 
-Each carries what its progress line says, typed; ``kind`` names it (the name the old
-``progress(event, data)`` form received) and ``line`` is the CLI's words for it (events/lines.py).
-The records they hold (``TrialResult``, ``Profile``, ``TuneResult``, ...) are named in the
-docstrings only: this module imports none of them, so ``autoloader.events`` loads without torch
-and without the folders that emit the events (which import it). Every event pickles (NOTE [ Events are plain
-records ]).
+The records they hold (``TrialResult``, ``Profile``, ...) are named in the docstrings only: this
+module imports none of them, so ``autoloader.events`` loads without torch and without the folders
+that emit the events (which import it).
 """
 
 from __future__ import annotations
@@ -34,10 +31,14 @@ class Event:
 
     kind: ClassVar[str] = "event"
 
+    def __init_subclass__(cls, kind: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if kind is not None:
+            cls.kind = kind
+
     @property
     def line(self) -> str | None:
-        """The line the CLI prints for this event (events/lines.py), or None for an event the
-        CLI says nothing about."""
+        """The line the CLI prints for this event, or None for an event the CLI says nothing about."""
         from .lines import line
 
         return line(self)
@@ -54,19 +55,19 @@ class Event:
 # --- a tuning run (tuning/run.py, tuning/final.py) ----------------------------------------------
 
 @dataclass(frozen=True)
-class TuneStarted(Event):
+class TuneStarted(Event, kind="start"):
     """The run knows its problem and has opened its study.
 
     Attributes:
         key: the problem's key (the dataset's name, length, content, batch sizes, ...).
         info: the trial process's ``probe.protocol.DatasetInfo`` (length, a sample's seconds and bytes).
         resumed: stored trials of an interrupted run taken up.
-        retried, code_changed, crashed_once, environment: stored trials measured again, by
-            reason (a limit since raised, the code changed, a crash once, an OSError: store/retry.py).
+        stale: interrupted trials marked failed.
         invalid: stored records that failed their checks, ignored.
         moved_aside: where a damaged study was moved, if one was.
-        stale: interrupted trials marked failed.
-        device, cpus, ranks, budget, max_memory, storage: what the run runs on and under (the
+        retried, code_changed, crashed_once, environment: stored trials measured again, by
+            reason (a limit since raised, the code changed, a crash once, an OSError: store/retry.py).
+        storage, device, cpus, ranks, budget, max_memory: what the run runs on and under (the
             CPUs and the memory ceiling in bytes are one rank's share on a node).
         ceiling_by, cgroup_limit: what set the memory ceiling ("given" by --max-memory, "ram":
             the RAM available, "cgroup": the cgroup's room; None: not said), and the cgroup's
@@ -74,24 +75,22 @@ class TuneStarted(Event):
         max_workers, uncapped: the most workers the search tries, and what it would try were a
             stream's shards not capping it (search/shards.py); 0 where not said.
     """
-
-    kind: ClassVar[str] = "start"
     key: str
     info: Any   # probe.protocol.DatasetInfo
     resumed: int = 0
+    stale: int = 0
+    invalid: int = 0
+    moved_aside: str | None = None
     retried: int = 0
     code_changed: int = 0
     crashed_once: int = 0
-    invalid: int = 0
     environment: int = 0
-    moved_aside: str | None = None
-    stale: int = 0
+    storage: str | None = None
     device: str = "cpu"
     cpus: int = 1
     ranks: int = 1
     budget: float = 0.0
     max_memory: int | None = None
-    storage: str | None = None
     ceiling_by: str | None = None
     cgroup_limit: int | None = None
     max_workers: int = 0
@@ -99,32 +98,28 @@ class TuneStarted(Event):
 
 
 @dataclass(frozen=True)
-class TrialsUnstored(Event):
+class TrialsUnstored(Event, kind="unstored"):
     """The study stopped taking writes; the search goes on without storing its trials.
 
     Attributes:
         message: what failed.
     """
-
-    kind: ClassVar[str] = "unstored"
     message: str
 
 
 @dataclass(frozen=True)
-class FleetPushed(Event):
+class FleetPushed(Event, kind="fleet"):
     """What the push of this run's trials to the fleet storage did, or why it could not
     (NOTE [ Local first ] in store/push.py).
 
     Attributes:
         message: the line to say.
     """
-
-    kind: ClassVar[str] = "fleet"
     message: str
 
 
 @dataclass(frozen=True)
-class Profiled(Event):
+class Profiled(Event, kind="profile"):
     """The pipeline's profile was measured.
 
     Attributes:
@@ -134,25 +129,21 @@ class Profiled(Event):
         cpus: the CPUs the machine's load is a share of.
         busy: the share of them other processes may use before a figure is called busy.
     """
-
-    kind: ClassVar[str] = "profile"
     profile: Any
     error: str | None = None
     cpus: float | None = None
     busy: float = BUSY_SHARE
 
 
+# The kind keeps the event's first name: a two-argument callback and a log filter match on it.
 @dataclass(frozen=True)
-class RuleRetried(Event):
+class RuleRetried(Event, kind="control_again"):
     """The cpus-1 rule's config failed in the run resumed here and is measured again, since the
     pick is held against it.
 
     Attributes:
         result: its stored failure, a ``TrialResult``.
     """
-
-    # The kind keeps the event's first name: a two-argument callback and a log filter match on it.
-    kind: ClassVar[str] = "control_again"
     result: Any
 
 
@@ -160,7 +151,7 @@ ControlRetried = RuleRetried   # deprecated: the event's name before the rule's 
 
 
 @dataclass(frozen=True)
-class TrialDone(Event):
+class TrialDone(Event, kind="trial"):
     """One search trial ended.
 
     Attributes:
@@ -172,8 +163,6 @@ class TrialDone(Event):
         again: a crash, to be tried once more.
         cpus, busy: as in ``Profiled``.
     """
-
-    kind: ClassVar[str] = "trial"
     n: int
     expected: int
     result: Any
@@ -185,7 +174,7 @@ class TrialDone(Event):
 
 
 @dataclass(frozen=True)
-class FinalRound(Event):
+class FinalRound(Event, kind="final"):
     """A round of the interleaved final ended.
 
     Attributes:
@@ -195,8 +184,6 @@ class FinalRound(Event):
         rates: ``(config key, rates so far)`` for each finalist, the rates in samples/s, one a
             round it ran in (``dict(event.rates)`` for a mapping).
     """
-
-    kind: ClassVar[str] = "final"
     round: int
     rounds: int
     rates: tuple[tuple[str, tuple[float, ...]], ...] = ()
@@ -207,15 +194,13 @@ class FinalRound(Event):
 
 
 @dataclass(frozen=True)
-class BusyRecheck(Event):
+class BusyRecheck(Event, kind="recheck"):
     """A busy machine: the configs that decide the pick are measured again, interleaved.
 
     Attributes:
         configs: their keys.
         load: the run's ``search.load.MachineLoad``.
     """
-
-    kind: ClassVar[str] = "recheck"
     configs: tuple[str, ...]
     load: Any
 
@@ -224,35 +209,31 @@ class BusyRecheck(Event):
 
 
 @dataclass(frozen=True)
-class TuneDone(Event):
+class TuneDone(Event, kind="done"):
     """The run ended and stored its result. The CLI prints the table instead of a line.
 
     Attributes:
         result: the ``TuneResult``, the one ``tune()`` returns.
     """
-
-    kind: ClassVar[str] = "done"
     result: Any
 
 
 # --- a lookup (api.best_loader) -----------------------------------------------------------------
 
 @dataclass(frozen=True)
-class ResultReused(Event):
+class ResultReused(Event, kind="reused"):
     """``best_loader`` found a stored result and uses it.
 
     Attributes:
         path: the result file.
         tuned: its ``TunedConfig``.
     """
-
-    kind: ClassVar[str] = "reused"
     path: str
     tuned: Any
 
 
 @dataclass(frozen=True)
-class SettingsApplied(Event):
+class SettingsApplied(Event, kind="applied"):
     """The closing line of ``tune()``, ``best_loader()`` and each framework helper: the settings,
     whether tuned now or a stored result reused, and where the result is.
 
@@ -263,8 +244,6 @@ class SettingsApplied(Event):
         to: what they were applied to (the DataLoader returned, a Trainer's arguments, ...); None
             for ``tune()``, which returns them for the caller to apply.
     """
-
-    kind: ClassVar[str] = "applied"
     tuned: Any
     reused: bool
     path: str | None
@@ -272,28 +251,24 @@ class SettingsApplied(Event):
 
 
 @dataclass(frozen=True)
-class ResultNotReused(Event):
+class ResultNotReused(Event, kind="not_reused"):
     """A stored result exists but is not used; ``best_loader`` tunes again.
 
     Attributes:
         why: its path and why (measured by an autoloader that measures differently).
     """
-
-    kind: ClassVar[str] = "not_reused"
     why: str
 
 
 # --- long waits (probe/waiting.py's schedule) ---------------------------------------------------
 
 @dataclass(frozen=True)
-class Waiting(Event):
+class Waiting(Event, kind="waiting"):
     """Base class of the long waits, each said while it lasts.
 
     Attributes:
         what: which wait ("lock", "trial_start", "rank"), a class attribute.
     """
-
-    kind: ClassVar[str] = "waiting"
     what: ClassVar[str] = "something"
 
     def legacy(self) -> tuple[str, dict]:
@@ -357,22 +332,30 @@ class WaitingForRank(Waiting):
 # --- a re-tune of a registry (fleet/retune.py) --------------------------------------------------
 
 @dataclass(frozen=True)
-class RetuneStarted(Event):
+class RetuneStarted(Event, kind="retune"):
     """The re-tune of one of the registry's datasets begins.
 
     Attributes:
         n, of: its number, from 1, and the registry's dataset count.
         name: its name in the registry.
     """
-
-    kind: ClassVar[str] = "retune"
     n: int
     of: int
     name: str
 
 
 @dataclass(frozen=True)
-class WarmStarted(Event):
+class Retuned(Event, kind="retuned"):
+    """One dataset's re-tune ended.
+
+    Attributes:
+        outcome: the ``fleet.retune.Outcome``: its status, drift, error.
+    """
+    outcome: Any
+
+
+@dataclass(frozen=True)
+class WarmStarted(Event, kind="warm"):
     """A registry's dataset is re-tuned from its warm start.
 
     Attributes:
@@ -380,23 +363,9 @@ class WarmStarted(Event):
         key: its problem's key.
         warm: the ``fleet.warm.WarmPlan``: where the run starts from, or why from nothing.
     """
-
-    kind: ClassVar[str] = "warm"
     name: str
     key: str
     warm: Any
-
-
-@dataclass(frozen=True)
-class Retuned(Event):
-    """One dataset's re-tune ended.
-
-    Attributes:
-        outcome: the ``fleet.retune.Outcome``: its status, drift, error.
-    """
-
-    kind: ClassVar[str] = "retuned"
-    outcome: Any
 
 
 EVENTS: tuple[type[Event], ...] = (

@@ -1,8 +1,7 @@
 """The words of each progress event: the lines the CLI prints and the API logs.
 
-``line(event)`` dispatches on the event's type (``functools.singledispatch``: a subclass without
-words of its own gets its base's); an event with no words gives None. The final table, and the
-other words of a result, are tuning/progress.py's, which shares these number formats.
+``line(event)`` dispatches on the event's type (a subclass without words of its own gets its
+base's); an event with no words gives None. The number formats are every printed figure's.
 """
 
 from __future__ import annotations
@@ -39,9 +38,8 @@ def mib(n: float) -> str:
 
 def rate(r: float | None, unit: str = "/s") -> str:
     """A rate as people read it, the one formatter of every rate autoloader prints: whole numbers
-    with thousands separators from 100/s (1,070/s), 3 significant figures below (5.3/s, 42.7/s,
-    0.42/s), where a whole number would hide a step's worth of difference; "-" for none,
-    "unbounded" for infinity. ``unit``: what follows the figure ("/s", or " samples/s")."""
+    with thousands separators from 100/s (1,070/s), 3 significant figures below (5.3/s, 0.42/s);
+    "-" for none, "unbounded" for infinity. ``unit``: what follows the figure."""
     if r is None:
         return "-"
     if math.isinf(r):
@@ -63,8 +61,7 @@ def cpus(n: float) -> str:
 
 
 def provisional_text(why: str) -> str:
-    """The one line every place that hands out or shows a provisional result says (NOTE [ A
-    provisional pick ] in search/choice.py)."""
+    """What every place that hands out or shows a provisional result says (NOTE [ A provisional pick ])."""
     return (f"provisional, not judged ({why}): reused only with this line; a call on a quieter machine "
             "tunes again")
 
@@ -83,9 +80,7 @@ def line(event: Event) -> str | None:
 def _start(e: TuneStarted) -> str:
     info = e.info
     resumed = f", resuming {e.resumed} finished trials" if e.resumed else ""
-    stale = f" ({e.stale} interrupted trials marked failed)" if e.stale else ""
-    retried = f" ({e.retried} stopped by a limit since raised, measured again)" if e.retried else ""
-    retried += _start_retries(e)
+    stored = "".join(f" ({getattr(e, name)} {words})" for name, words in _STORED if getattr(e, name))
     length = "iterable" if info.length is None else f"{info.length:,} samples"
     length += shards_text(getattr(info, "shards", None), getattr(info, "shards_from", None), e.max_workers, e.uncapped)
     # A node's tune (node/__init__.py): the CPUs are one rank's; trial lines give the slowest rank's rate.
@@ -94,7 +89,7 @@ def _start(e: TuneStarted) -> str:
              if e.ranks > 1 else f"{cpus(e.cpus)}, budget {e.budget:.0f} s")
     return (f"autoloader: tuning {e.key} on {e.device} ({where}, "
             f"memory ceiling {gib(e.max_memory)}{ceiling_words(e.ceiling_by, e.cgroup_limit)}): {length}, {info.sample_seconds * 1e3:.2f} ms and "
-            f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stale}{retried}")
+            f"{info.sample_bytes / 2**10:.1f} KiB a sample{resumed}{stored}")
 
 
 def ceiling_words(by: str | None, cgroup_limit: int | None) -> str:
@@ -104,29 +99,14 @@ def ceiling_words(by: str | None, cgroup_limit: int | None) -> str:
     return {"given": ", set by --max-memory", "ram": ", set by the RAM available"}.get(by or "", "")
 
 
-def _start_retries(e: TuneStarted) -> str:
-    """What the start line says about stored trials measured again or left out (store/retry.py)."""
-    parts = []
-    if e.code_changed:
-        parts.append(f"{e.code_changed} failed under code since changed, measured again")
-    if e.crashed_once:
-        parts.append(f"{e.crashed_once} crashed once, tried once more")
-    if e.environment:
-        parts.append(f"{e.environment} failed on an OSError (a file, a mount, a permission: fixed outside the "
-                     "code, maybe), measured again")
-    if e.invalid:
-        parts.append(f"{e.invalid} stored records invalid, ignored")
-    return "".join(f" ({p})" for p in parts)
-
-
-@line.register(RetuneStarted)
-def _retune(e: RetuneStarted) -> str:
-    return f"autoloader retune [{e.n}/{e.of}] {e.name}"
-
-
-@line.register(WarmStarted)
-def _warm(e: WarmStarted) -> str:
-    return f"  {e.key}: warm start {e.warm.describe()}"
+# The start line's words for the stored trials marked, measured again or left out (store/retry.py).
+_STORED = (("stale", "interrupted trials marked failed"),
+           ("retried", "stopped by a limit since raised, measured again"),
+           ("code_changed", "failed under code since changed, measured again"),
+           ("crashed_once", "crashed once, tried once more"),
+           ("environment", "failed on an OSError (a file, a mount, a permission: fixed outside the code, maybe), "
+                           "measured again"),
+           ("invalid", "stored records invalid, ignored"))
 
 
 @line.register(Retuned)
@@ -159,11 +139,6 @@ def _applied(e: SettingsApplied) -> str:
     said = f"applied {settings} to {e.to}" if e.to else f"picked {settings}"
     provisional = "; provisional" if getattr(t, "provisional", None) else ""
     return f"autoloader: {said} ({how}{provisional}, {rate(t.samples_per_s)}; {where})"
-
-
-@line.register(ResultNotReused)
-def _not_reused(e: ResultNotReused) -> str:
-    return f"autoloader: tuning again: {e.why}"
 
 
 @line.register(Profiled)
@@ -256,17 +231,23 @@ def _rule_again(e: RuleRetried) -> str:
             "measuring it again, since the pick is held against it")
 
 
-@line.register(FleetPushed)
-def _fleet(e: FleetPushed) -> str:   # NOTE [ Local first ] in store/push.py
-    return f"autoloader: {e.message}"
-
-
-@line.register(TrialsUnstored)
-def _unstored(e: TrialsUnstored) -> str:
-    return f"autoloader: {e.message}; the search goes on without storing its trials"
-
-
 @line.register(FinalRound)
 def _final(e: FinalRound) -> str:
     rates = ", ".join(f"{k} {rate(v[-1]) if v else '-'}" for k, v in e.rates)
     return f"  final round {e.round} of at most {e.rounds} (interleaved): {rates}"
+
+
+# The events whose words are one template of their fields.
+_TEMPLATES = {
+    RetuneStarted: "autoloader retune [{e.n}/{e.of}] {e.name}",
+    ResultNotReused: "autoloader: tuning again: {e.why}",
+    FleetPushed: "autoloader: {e.message}",   # NOTE [ Local first ] in store/push.py
+    TrialsUnstored: "autoloader: {e.message}; the search goes on without storing its trials",
+}
+for _kind, _template in _TEMPLATES.items():
+    line.register(_kind, lambda e, template=_template: template.format(e=e))
+
+
+@line.register(WarmStarted)
+def _warm(e: WarmStarted) -> str:
+    return f"  {e.key}: warm start {e.warm.describe()}"

@@ -33,8 +33,8 @@ NO_LIMIT = 2**62
 
 @dataclass(frozen=True)
 class MemoryRoom:
-    """The tightest memory limit over a cgroup's levels: ``limit`` bytes at ``path``, of which the
-    cgroup there already holds ``used`` (less its reclaimable page cache); ``room`` is what is left."""
+    """A cgroup level's memory limit: ``limit`` bytes at ``path``, of which it already holds
+    ``used`` (less its reclaimable page cache); ``room`` is what is left."""
     limit: int
     used: int
     path: str
@@ -46,11 +46,10 @@ class MemoryRoom:
 
 @dataclass(frozen=True)
 class CgroupLimits:
-    """What the process's cgroup allows: ``memory`` the level with the least room (None: no
-    limit), ``memory_limit`` the lowest limit of any level (a ceiling past it is refused; the
-    level with the least room need not have it), ``cpu_quota`` in CPUs' worth of time (None: no
-    quota), ``cpuset`` the count of CPUs it may run on (None: not read), each the tightest over
-    every level up to the root (NOTE [ Reading the cgroup ])."""
+    """What the process's cgroup allows, each the tightest over every level up to the root (None:
+    no limit): ``memory`` the level with the least room, ``memory_limit`` the lowest limit (the
+    level with the least room need not have it), ``cpu_quota`` in CPUs' worth of time,
+    ``cpuset`` the count of CPUs it may run on."""
     memory: MemoryRoom | None = None
     memory_limit: MemoryRoom | None = None
     cpu_quota: float | None = None
@@ -83,8 +82,8 @@ def _mounts(mountinfo: str) -> dict[str, tuple[str, str]]:
 
 
 def _levels(mount: tuple[str, str], path: str) -> list[str]:
-    """The folders of the cgroup at ``path`` (its hierarchy's own) and every parent up to the
-    mount's root, the cgroup's own first; empty where the mount does not show it."""
+    """The folders of the cgroup at ``path`` and every parent up to the mount's root, its own
+    first; empty where the mount does not show it."""
     point, root = mount
     root = root.rstrip("/")
     if root and path != root and not path.startswith(root + "/"):
@@ -182,16 +181,13 @@ def _tightest(values):
 
 
 def read(proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNTINFO) -> CgroupLimits:
-    """The limits of the cgroup this process is in, v1 or v2, every level up to the root, the
-    tightest of each (NOTE [ Reading the cgroup ]). ``proc_cgroup`` and ``mountinfo``: the files
-    to read them from (tests give a fake tree's)."""
+    """The limits of the cgroup this process is in, v1 or v2 (NOTE [ Reading the cgroup ])."""
     try:
         paths, mounts = _cgroup_paths(proc_cgroup), _mounts(mountinfo)
     except OSError:
         return CgroupLimits()
 
-    def levels(controller: str) -> list[tuple[str, bool]]:
-        """The folders to read ``controller`` at, each with whether it is v2's."""
+    def levels(controller: str) -> list[tuple[str, bool]]:   # (folder, whether it is v2's)
         if controller in paths and controller in mounts:
             return [(f, False) for f in _levels(mounts[controller], paths[controller])]
         if "" in paths and "" in mounts:

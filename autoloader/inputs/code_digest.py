@@ -2,12 +2,10 @@
 
 # NOTE [ Failures keyed by code ]
 # A trial that failed because the user's code raised (the dataset, collate_fn, sampler or step:
-# ``retry.USER_CODE_CAUSES``) says nothing about the config once that code is fixed; stored as a
-# plain fact about the config, it made every later run of the same problem fail at once, fix or
-# no fix. So each stored trial records the digest of the code it ran, and a stored failure of the
-# user's code stands only while the digest is the same (store/retry.py). The digest is computed in the
-# trial process, where the dataset and step are built (the driver never imports them, NOTE [ No
-# CUDA in the driver ]), from
+# ``retry.USER_CODE_CAUSES``) says nothing about the config once that code is fixed. So each
+# stored trial records the digest of the code it ran, and a stored failure of the user's code
+# stands only while the digest is the same (store/retry.py). The digest is computed in the trial
+# process, where the dataset and step are built (NOTE [ No CUDA in the driver ]), from
 # - the code of the dataset's class (and its bases), the step (and the factory that made it) and
 #   the callables among the fixed DataLoader arguments (collate_fn, worker_init_fn, a sampler's
 #   class): bytecode, names and constants, which do not change when only comments do;
@@ -37,10 +35,8 @@ def code_fingerprint(dataset: Any, step: Any = None, fixed_kwargs: dict | None =
     """A short hex digest of the code the dataset, the step and the fixed DataLoader arguments run
     (NOTE [ Failures keyed by code ]): equal across processes while that code is unchanged."""
     digest = hashlib.sha256()
-    objects = [type(dataset), step, *(fixed_kwargs or {}).values()]
-    for obj in objects:
-        for code in _codes_of(obj):
-            digest.update(_code_bytes(code))
+    for obj in [type(dataset), step, *(fixed_kwargs or {}).values()]:
+        _digest_code(digest, obj)
     for path in user_module_files():
         digest.update(path.encode() + b"\0")
         try:
@@ -52,16 +48,14 @@ def code_fingerprint(dataset: Any, step: Any = None, fixed_kwargs: dict | None =
 
 
 # NOTE [ A step keyed by what it is ]
-# The key named the step by its spelling: ``--step data.py:make_step`` on the CLI and
-# ``best_loader(..., step=make_step)`` from the script beside it were two problems, and the
-# second tuned again. The key now holds the step's identity: the module and qualified name of
-# the object given (the factory, when a factory is given; read where it is loaded: the trial
-# process for a spec, the caller's process for an object), and a digest of its code (bytecode,
-# names and constants, its nested functions included: a changed step is another problem, a
-# comment is not). A spec of a file is imported under the file's own name (source.py), as
-# ``import data`` names it; a script's own objects, ``__main__``'s (``__mp_main__``'s in a spawned
-# process), are named by the script's file too, so ``python train.py`` and ``train.py:make_step``
-# agree.
+# The key holds the step's identity, not its spelling, so ``--step data.py:make_step`` and
+# ``best_loader(..., step=make_step)`` are one problem: the module and qualified name of the
+# object given (the factory, when a factory is given; read where it is loaded: the trial process
+# for a spec, the caller's process for an object), and a digest of its code (bytecode, names and
+# constants, its nested functions included: a changed step is another problem, a comment is
+# not). A spec of a file is imported under the file's own name (source.py); a script's own
+# objects (``__main__``'s, ``__mp_main__``'s in a spawned process) are named by the script's
+# file too, so ``python train.py`` and ``train.py:make_step`` agree.
 
 
 def module_name(module: str | None) -> str:
@@ -83,16 +77,18 @@ def callable_identity(obj: Any) -> str:
     kind = obj if inspect.isclass(obj) or isinstance(obj, (types.FunctionType, types.MethodType)) else type(obj)
     func = getattr(kind, "__func__", kind)
     name = f"{module_name(getattr(func, '__module__', None))}.{getattr(func, '__qualname__', type(obj).__name__)}"
-    digest = hashlib.sha256()
+    return f"{name}#{_digest_code(hashlib.sha256(), obj).hexdigest()[:12]}"
+
+
+def _digest_code(digest, obj: Any):
     for code in _codes_of(obj):
         digest.update(_code_bytes(code))
-    return f"{name}#{digest.hexdigest()[:12]}"
+    return digest
 
 
 def user_module_files(modules: Iterable[types.ModuleType] | None = None) -> list[str]:
-    """The files of loaded modules that are the user's: not the standard library's, not an
-    installed package's, not autoloader's own. Sorted, so the digest does not depend on the
-    order modules were imported in."""
+    """The files of loaded modules that are the user's (not the standard library's, an installed
+    package's nor autoloader's own), sorted."""
     installed = _installed_roots()
     files = set()
     for module in list(sys.modules.values()) if modules is None else modules:
@@ -118,8 +114,8 @@ def _installed_roots() -> tuple[str, ...]:
 
 
 def _codes_of(obj: Any) -> list[types.CodeType]:
-    """The code objects behind a class (its own methods and those of its bases outside the
-    installed packages), a function, a bound method or a callable instance."""
+    """The code objects behind a class (with its bases outside the installed packages), a
+    function, a bound method or a callable instance."""
     if obj is None:
         return []
     if isinstance(obj, (types.FunctionType, types.MethodType)):

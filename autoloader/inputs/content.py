@@ -1,13 +1,11 @@
 """A cheap fingerprint of a dataset's content, so its key changes when the data does.
 
 # NOTE [ Content fingerprint ]
-# The key named a dataset by its class (or spec) and length, so a new transform, another split
-# of the same size or re-encoded files kept the old key, and the stored result answered for data
-# it never measured. The fingerprint reads a few fixed samples (the first, the middle, the last;
-# the first few of an IterableDataset) and hashes their structure, shapes, dtypes and values. It
-# is computed where the dataset is built: by ``best_loader`` and ``stored_result`` in the caller's
-# process, from the object they hand back, and by the trial process for a spec-only ``tune``; the
-# two must agree, so:
+# A dataset's key holds a fingerprint of its content, so a new transform, another split of the
+# same size or re-encoded files are new data. It reads a few fixed samples (the first, the middle,
+# the last; the first few of an IterableDataset) and hashes their structure, shapes, dtypes and
+# values, where the dataset is built: in the caller's process for ``best_loader`` and
+# ``stored_result``, in the trial process for a spec-only ``tune``; the two must agree, so:
 #  * random draws are made repeatable: the global random sources (``random``, numpy, torch) are
 #    seeded for the reads and restored after, so a random crop reads the same in every process;
 #  * floating-point values are summarised (count, mean, spread, range) to FLOAT_DIGITS
@@ -21,6 +19,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import math
@@ -33,9 +32,8 @@ _SEED = 0
 
 
 def dataset_class(dataset: Any) -> str:
-    """The dataset's class as ``module.qualname``: the name its key carries, the same whether the
-    dataset was given built, as a factory or as a spec (a script's classes are named by its file:
-    NOTE [ A step keyed by what it is ] in code_digest.py)."""
+    """The dataset's class as ``module.qualname``, the name its key carries (a script's classes
+    named by its file: NOTE [ A step keyed by what it is ])."""
     from .code_digest import module_name
 
     kind = type(dataset)
@@ -74,25 +72,22 @@ class _Raised:
         self.kind = kind
 
 
-class _repeatable_draws:
+@contextlib.contextmanager
+def _repeatable_draws():
     """Seed the global random sources for the block, and put their states back after."""
+    import numpy as np
+    import torch
 
-    def __enter__(self):
-        import numpy as np
-        import torch
-
-        self.saved = (random.getstate(), np.random.get_state(), torch.random.get_rng_state())
-        random.seed(_SEED)
-        np.random.seed(_SEED)
-        torch.manual_seed(_SEED)
-
-    def __exit__(self, *exc):
-        import numpy as np
-        import torch
-
-        random.setstate(self.saved[0])
-        np.random.set_state(self.saved[1])
-        torch.random.set_rng_state(self.saved[2])
+    saved = (random.getstate(), np.random.get_state(), torch.random.get_rng_state())
+    random.seed(_SEED)
+    np.random.seed(_SEED)
+    torch.manual_seed(_SEED)
+    try:
+        yield
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.random.set_rng_state(saved[2])
 
 
 def _float(value: float) -> str:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -24,16 +25,13 @@ SHM_PATH = "/dev/shm"
 
 
 def cpu_quota() -> float | None:
-    """The CPUs' worth of time the cgroup quota allows this process, the tightest over its cgroup
-    and every parent (NOTE [ Reading the cgroup ] in cgroup.py); None when no quota is set or none
-    can be read."""
+    """The CPUs' worth of time the cgroup quota allows this process (None: no quota)."""
     return cgroup.read().cpu_quota
 
 
 def usable_cpus() -> int:
-    """CPUs this process may really use: its affinity set, capped by the cgroup's cpuset and
-    quota at any level (a container limited to 4 CPUs' time on a 64-core host has 4) and by
-    ``os.process_cpu_count()`` where Python has it, not the machine's total."""
+    """CPUs this process may really use: its affinity set, capped by the cgroup's cpuset and quota
+    (a container limited to 4 CPUs' time on a 64-core host has 4) and ``os.process_cpu_count()``."""
     try:
         count = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS has no affinity call
@@ -51,18 +49,18 @@ def available_memory() -> int:
 
 def shm_free() -> int | None:
     """Free bytes in /dev/shm, where worker processes put the tensors they send; None without it."""
-    try:
-        return int(shutil.disk_usage(SHM_PATH).free)
-    except OSError:
-        return None
+    return _shm("free")
 
 
 def shm_used() -> int | None:
+    return _shm("used")
+
+
+def _shm(field: str) -> int | None:
     try:
-        usage = shutil.disk_usage(SHM_PATH)
+        return int(getattr(shutil.disk_usage(SHM_PATH), field))
     except OSError:
         return None
-    return int(usage.used)
 
 
 def gpu_names() -> tuple[str, ...]:
@@ -74,18 +72,14 @@ def gpu_names() -> tuple[str, ...]:
     except Exception:  # noqa: BLE001 - no driver, no library: simply no GPU
         return ()
     try:
-        names = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
-            names.append(name.decode() if isinstance(name, bytes) else str(name))
-        return tuple(names)
+        count = pynvml.nvmlDeviceGetCount()
+        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+        return tuple(name.decode() if isinstance(name, bytes) else str(name) for name in names)
     except Exception:  # noqa: BLE001
         return ()
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def _cpu_model() -> str:
@@ -103,10 +97,8 @@ def _cpu_model() -> str:
 class Hardware:
     """The facts a tuned config depends on; its fingerprint names the results folder.
 
-    ``ranks``: how many ranks of one job share the node (NOTE [ Tuning a node's ranks ] in
-    node/__init__.py). Past 1, ``cpus`` is one rank's share and the fingerprint ends in ``-{ranks}rank``,
-    so a single-rank result and an N-rank one never share a study or a file; at 1 the fingerprint
-    is what it always was."""
+    ``ranks``: how many ranks of one job share the node. Past 1, ``cpus`` is one rank's share and
+    the fingerprint ends in ``-{ranks}rank``, so single-rank and N-rank results never mix."""
 
     cpus: int
     cpu_model: str

@@ -1,15 +1,12 @@
 """The results home: where results are written and looked up unless ``out=``/``--out`` names a folder.
 
 # NOTE [ Results home ]
-# A stored result is only useful if the next call finds it, and ``best_loader`` is called from
-# wherever the training script runs: a ``results/`` folder under the working directory was a
-# new, empty store for every directory. So results live in one per-user cache folder unless
-# ``out=``/``--out`` names another: ``$AUTOLOADER_HOME`` when set, else the platform's per-user
-# cache folder as platformdirs knows it (``$XDG_CACHE_HOME/autoloader``, ``~/.cache/autoloader``
-# on Linux, ``~/Library/Caches/autoloader`` on macOS, ``%LOCALAPPDATA%\\autoloader\\Cache`` on
-# Windows). It is a cache: deleting it costs a re-tune, nothing else. A message about a folder
-# that came from one of those variables names the variable (``elsewhere``): "pass --out" would
-# not say why that folder was used.
+# A stored result is only useful if the next call finds it, from whichever directory the training
+# script runs in: results live in one per-user cache folder unless ``out=``/``--out`` names
+# another: ``$AUTOLOADER_HOME`` when set, else the platform's per-user cache folder as platformdirs
+# knows it (``~/.cache/autoloader`` on Linux). It is a cache: deleting it costs a re-tune, nothing
+# else. A message about a folder that came from one of those variables names the variable
+# (``elsewhere``): "pass --out" would not say why that folder was used.
 """
 
 from __future__ import annotations
@@ -36,8 +33,7 @@ def default_out() -> str:
 
 
 def resolve_out(out: str | None) -> str:
-    """``out`` as given, or the results home when it is None. An empty string names no folder
-    (it would write into the working directory), so it is refused."""
+    """``out`` as given, or the results home when it is None; an empty string is refused."""
     if out is None:
         return default_out()
     if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
@@ -71,9 +67,9 @@ def elsewhere(path: str, where: str = "somewhere that is") -> str:
 
 
 def writable(folder: str, what: str = "the results folder", flag: str = "--out") -> str:
-    """``folder``, made if missing, once a file could be made and removed in it; a UsageError
-    naming why not otherwise, whose fix names ``flag``, the option that chose the folder. A full disk is let through: the run goes on and ends saying what it
-    could not store (NOTE [ Stored state a user can trust ] in store/durable.py)."""
+    """``folder``, made if missing, once a file could be made and removed in it; else a UsageError
+    whose fix names ``flag``. A full disk is let through: the run ends saying what it could not
+    store (NOTE [ Stored state a user can trust ])."""
     try:
         os.makedirs(folder, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".autoloader-probe-")

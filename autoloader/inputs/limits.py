@@ -21,16 +21,14 @@ CGROUP_SHARE = 0.9
 @dataclass(frozen=True)
 class Ceiling:
     """The host-memory ceiling and what set it (``by``: "given" by --max-memory, "ram": a share
-    of the RAM available, "cgroup": the cgroup's room); ``cgroup``: the cgroup's memory limit
-    that bounds it, where there is one (NOTE [ Reading the cgroup ] in cgroup.py)."""
+    of the RAM available, "cgroup": the cgroup's room); ``cgroup``: the cgroup's limit, if any."""
     bytes: int
     by: str
     cgroup: cgroup_.MemoryRoom | None = None
 
 
 def default_ceiling(share: float) -> Ceiling:
-    """The tighter of ``share`` of the RAM available and CGROUP_SHARE of the cgroup's room (its
-    limit less what it holds, its /dev/shm pages included)."""
+    """The tighter of ``share`` of the RAM available and CGROUP_SHARE of the cgroup's room."""
     from . import hardware
 
     ram = int(share * hardware.available_memory())
@@ -41,8 +39,8 @@ def default_ceiling(share: float) -> Ceiling:
 
 
 def check_ceiling_fits_ram(ceiling: int, given: int | str, default_share: float) -> Ceiling:
-    """A ceiling above the machine's RAM, or above the cgroup's memory limit, guards nothing: the
-    OOM killer acts first. Returns the ceiling, given."""
+    """The ceiling given, refused above the machine's RAM or the cgroup's memory limit, where
+    the OOM killer acts first."""
     import psutil
 
     total = int(psutil.virtual_memory().total)
@@ -63,8 +61,7 @@ def check_ceiling_fits_ram(ceiling: int, given: int | str, default_share: float)
 
 
 def warn_batch_past_length(batch_sizes: Sequence[int], length: int | None) -> None:
-    """Warn when a batch size is larger than the dataset: each epoch is one partial batch (none
-    with drop_last), which measures start-up more than loading."""
+    """Warn when a batch size is larger than the dataset."""
     past = [size for size in batch_sizes if length is not None and size > length]
     if past:
         warnings.warn(f"batch size {', '.join(map(str, past))} is larger than the dataset ({length} samples): every "
@@ -73,12 +70,7 @@ def warn_batch_past_length(batch_sizes: Sequence[int], length: int | None) -> No
                       "length", AutoloaderWarning, stacklevel=4)
 
 
-
-
 def clipped_timeout(trial_timeout: float, left_s: float, floor_s: float = MIN_CLIPPED_TIMEOUT_S) -> float:
-    """The watchdog's timeout for the next trial: the user's, or what is left of the budget when
-    that is less (down to ``floor_s``), so that a hang cannot carry the run far past its budget.
-    A verdict under a clipped timeout records it (store.Limits), so a run with more budget
-    measures that config again (store.stopped_by_a_raised_limit). The trial process's start-up
-    is clipped the same way, with a floor of its own (probe/driver.py)."""
+    """The user's timeout, or what is left of the budget when that is less (down to ``floor_s``),
+    so that a hang cannot carry the run far past its budget."""
     return min(trial_timeout, max(left_s, floor_s))

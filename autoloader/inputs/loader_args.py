@@ -2,16 +2,13 @@
 checked before any process starts.
 
 # NOTE [ Fixed DataLoader arguments ]
-# Every trial builds its DataLoader with the user's fixed arguments. One DataLoader refuses
-# (an unknown name, ``drop_last='yes'``, ``timeout=-1``) used to raise in the trial process
-# outside a trial's error handling: the process died, the driver read a crash, tried it once
-# more (a crash counts twice) and the run ended with a crash, not with the argument named. So
-# the names are checked against DataLoader's own signature, and the common arguments' types
-# and ranges, here in the driver; what only DataLoader itself knows is met when the trial
-# process builds its first loader at set-up (``probe/trial.py``), and a loader a trial cannot
-# build ends the run as the same usage error. The driver never initialises CUDA: DataLoader's
-# signature is read from torch's source when torch is not imported yet (importing it costs
-# seconds the CLI would spend before every run).
+# Every trial builds its DataLoader with the user's fixed arguments, so one DataLoader refuses
+# (an unknown name, ``drop_last='yes'``, ``timeout=-1``) is a usage error naming it, never a
+# crash of the trial process: the names are checked against DataLoader's own signature, and the
+# common arguments' types and ranges, here in the driver; what only DataLoader itself knows is
+# met when the trial process builds its first loader at set-up (``probe/trial.py``), and ends
+# the run as the same usage error. DataLoader's signature is read from torch's source when torch
+# is not imported yet (importing it costs seconds the CLI would spend before every run).
 """
 
 from __future__ import annotations
@@ -99,9 +96,8 @@ def _check(name: str, value: object, where: str) -> None:
 
 @functools.lru_cache(maxsize=1)
 def dataloader_parameters() -> tuple[str, ...] | None:
-    """DataLoader's parameter names: from its signature when torch is imported, else read from
-    torch's source without importing it (NOTE [ Fixed DataLoader arguments ]); None when neither
-    works (the trial process's set-up then meets a wrong name)."""
+    """DataLoader's parameter names, from its signature or torch's source (NOTE [ Fixed DataLoader
+    arguments ]); None when neither works (the trial process's set-up then meets a wrong name)."""
     if "torch.utils.data" in sys.modules:
         return tuple(inspect.signature(sys.modules["torch.utils.data"].DataLoader).parameters)
     try:

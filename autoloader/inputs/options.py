@@ -19,18 +19,16 @@ from .limits import CGROUP_SHARE, Ceiling, check_ceiling_fits_ram, default_ceili
 DEFAULT_BUDGET_S = 60.0
 DEFAULT_TRIAL_TIMEOUT_S = 60.0
 MIN_BUDGET_S = 10.0
-# Share of available RAM the loader's processes may use when --max-memory is not given.
-DEFAULT_MEMORY_SHARE = 0.6
+DEFAULT_MEMORY_SHARE = 0.6   # of the RAM available, for the loader's processes, without --max-memory
 # Below this no trial fits (the trial process alone is 0.4-0.6 GB); "16" meant as 16G is 16 bytes.
 MIN_MAX_MEMORY = 256 * 2**20
-# The share of the CPUs others may take before a run is busy, on a machine that others always
-# share (NOTE [ Others on the machine ] in search/load.py); a registry's [thresholds] busy wins.
+# The share of the CPUs others may take before a run is busy (NOTE [ Others on the machine ]);
+# a registry's [thresholds] busy wins.
 BUSY_ENV = "AUTOLOADER_BUSY_SHARE"
 
 
-# When the command that called tune() started (time.monotonic()), and the seconds it keeps for
-# itself after the run, where a command says so: the budget counts from there (NOTE [ The budget
-# is a wall bound ] in search/budget.py).
+# When the command that called tune() started, and the seconds it keeps for itself after the run:
+# the budget counts from there (NOTE [ The budget is a wall bound ]).
 _COMMAND: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar("autoloader_command",
                                                                                      default=None)
 
@@ -47,15 +45,13 @@ def counted_from(started: float, kept_s: float = 0.0):
 
 
 def budget_start() -> tuple[float, float]:
-    """(when a tune called now started spending its budget, the seconds kept back after it): its
-    command's, else now and none."""
+    """(when a tune called now started spending its budget, the seconds kept back after it)."""
     command = _COMMAND.get()
     return (time.monotonic(), 0.0) if command is None else command
 
 
 def default_thresholds() -> Thresholds:
-    """The thresholds a run judges by unless a registry says: the defaults, with the busy share
-    from $AUTOLOADER_BUSY_SHARE where it is set."""
+    """The default thresholds, with the busy share from $AUTOLOADER_BUSY_SHARE where it is set."""
     text = os.environ.get(BUSY_ENV, "").strip()
     if not text:
         return Thresholds()
@@ -87,15 +83,11 @@ class Options:
     limits: Limits
     out: str
     storage: str | None
-    # What counts as a change since the previous result (a retune registry's [thresholds]).
-    thresholds: Thresholds = Thresholds()
-    # When the budget started (time.monotonic()): the command's or the call's start, so the
-    # set-up before the run's trial process starts is spent from it too (NOTE [ The budget is a
-    # wall bound ] in search/budget.py). None: when the run starts.
+    thresholds: Thresholds = Thresholds()   # what counts as a change since the previous result
+    # When the budget started (time.monotonic()), the command's or the call's start (None: the
+    # run's), and the seconds of it kept for what the command does after the run (a report page).
     started: float | None = None
-    # Seconds of the budget kept for what the command does once the run has ended (a report page).
     kept_s: float = 0.0
-    # What set the memory ceiling (--max-memory, the RAM available, the cgroup's room); None: not said.
     ceiling: Ceiling | None = None
 
     @classmethod

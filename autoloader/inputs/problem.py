@@ -1,8 +1,5 @@
-"""The tuning problem: what is loaded, how it is consumed, on which device, checked once.
-
-``tune``, ``best_loader`` and ``stored_result`` all start by building one ``Problem``: every input
-check runs here, before any process starts, and the problem's key (which names its stored study
-and result) is computed here and nowhere else.
+"""The tuning problem: what is loaded, how it is consumed, on which device, checked once before
+any process starts; its key (which names its stored study and result) is computed here alone.
 """
 
 from __future__ import annotations
@@ -42,8 +39,10 @@ def _start_methods(value: Any) -> bool | tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Problem:
-    """One tuning problem. ``length`` is the dataset's length (None for an IterableDataset, or
-    not yet known when only a spec was given: the trial process reports it, ``with_length``)."""
+    """One tuning problem. ``length``: None for an IterableDataset; not known yet when only a spec
+    was given (the trial process reports it: ``with_length``), nor ``content``, ``dataset_class``
+    and ``step_identity``, the key's names of the data, its class and the step (NOTE [ Content
+    fingerprint ], NOTE [ A step keyed by what it is ])."""
 
     dataset: Source
     step: Source | None
@@ -53,23 +52,13 @@ class Problem:
     hardware: hardware.Hardware
     length: int | None = None
     length_known: bool = False
-    # Whether batches may come out of order (the gate of search/settings.py's ORDER): it changes
-    # what the training run sees, so only the user can allow it, and it is part of the problem.
-    allow_reorder: bool = False
-    # What the data is, beyond its name and length: NOTE [ Content fingerprint ] in content.py,
-    # known with the length; and the user's own label for it (``version=``, --dataset-version).
+    allow_reorder: bool = False   # the ORDER gate: it changes what the run sees, so only the user opens it
     content: str | None = None
-    version: str | None = None
-    # The built dataset's class (``content.dataset_class``), known with the length: the name in
-    # the key, so a spec, a factory and the object they build find one stored result.
+    version: str | None = None   # the user's own label for the data (``version=``, --dataset-version)
     dataset_class: str | None = None
-    # The step's identity (``code_digest.callable_identity``), known with the length: the step in
-    # the key, so a spec and the object it names find one stored result (NOTE [ A step keyed by
-    # what it is ] in code_digest.py).
     step_identity: str | None = None
-    # Whether the search measures and picks the worker start method (the gate of settings.py's
-    # START: NOTE [ The start method as a knob ]); a start method the user passed is theirs.
-    # True: every start method of the platform; or the methods to measure, by name.
+    # The START gate (NOTE [ The start method as a knob ]): True for every start method of the
+    # platform, or the methods to measure, by name.
     search_start_method: bool | tuple[str, ...] = False
 
     @classmethod
@@ -80,8 +69,7 @@ class Problem:
               version: str | None = None, dataset_class: str | None = None,
               step_identity: str | None = None,
               search_start_method: bool | Sequence[str] = False) -> "Problem":
-        """Check every input and build the problem; raises UsageError with the rule, the value
-        and the fix."""
+        """Check every input and build the problem."""
         sizes = batch_sizes_of(batch_size, batch_sizes)
         hw = hw or hardware.detect()
         fixed = dict(fixed_kwargs or {})
@@ -98,8 +86,8 @@ class Problem:
 
     def with_length(self, length: int | None, content: str | None = None,
                     dataset_class: str | None = None, step_identity: str | None = None) -> "Problem":
-        """The problem once the dataset's length and content fingerprint are known (from the
-        trial process); what is known already is kept, so the key never changes under a problem."""
+        """The problem once the dataset's length and content are known; what is known already is
+        kept, so the key never changes under a problem."""
         if self.length_known:
             return self
         return dataclasses.replace(self, length=length, length_known=True, content=content,
@@ -140,7 +128,7 @@ def batch_sizes_of(batch_size: int | None, batch_sizes: Sequence[int] | None) ->
 
 
 def resolve_device(device: str | None, gpus: Sequence[str]) -> str:
-    """``device`` checked against the GPUs NVML sees; None means cuda when there is one."""
+    """``device`` checked against the GPUs NVML sees; None: cuda when there is one."""
     if device is None:
         return "cuda" if gpus else "cpu"
     if device not in ("cuda", "cpu") and not device.startswith("cuda:"):
@@ -157,7 +145,6 @@ def resolve_device(device: str | None, gpus: Sequence[str]) -> str:
 
 
 def _data_identity(content: str | None, version: str | None) -> str:
-    """The content fingerprint and the user's version, as they enter the key."""
     return f"|content={content}" + (f"|version={version}" if version is not None else "")
 
 

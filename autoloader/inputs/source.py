@@ -1,11 +1,10 @@
 """Where the dataset and the step come from, and how they reach a trial process.
 
 # NOTE [ Getting the dataset into a trial process ]
-# Trial processes are started with the 'spawn' method (see NOTE [ Trial processes ]), so
-# nothing is inherited: the dataset and step must be rebuilt there. A ``MODULE:ATTR`` spec (the
-# CLI's way) is re-imported in the child, which is cheap and works for any dataset, picklable or
-# not. A Python object handed to ``tune()`` is pickled instead. When it cannot be pickled the
-# tuner says so and how to fix it: a spec, or a module-level class.
+# Trial processes are started with 'spawn' (NOTE [ Trial processes ]), so the dataset and step
+# are rebuilt there: a ``MODULE:ATTR`` spec is re-imported in the child (any dataset, picklable or
+# not); an object handed to ``tune()`` is pickled, and one that cannot be is a usage error whose
+# fix is a spec or a module-level class.
 """
 
 from __future__ import annotations
@@ -112,14 +111,10 @@ def _import_module(name: str):
 
 
 def _import_by_stem(path: str):
-    """Import ``path`` as the module its file name says, with its folder put on ``sys.path``.
-
-    Processes started with 'spawn' (DataLoader workers under ``multiprocessing_context="spawn"``,
-    or by default on macOS) inherit ``sys.path`` and unpickle the dataset by its class's module
-    name, so that name must be importable there: the file's own name is, a made-up one is not.
-    None when the name is not an identifier or belongs to another module (``random.py`` next to
-    the standard library's); the caller then falls back to a private name that fork still serves.
-    """
+    """Import ``path`` as the module its file name says, with its folder put on ``sys.path``: a
+    spawned worker unpickles the dataset by its class's module name, so that name must be
+    importable there. None when the name is not an identifier or belongs to another module
+    (``random.py``); the caller then falls back to a private name that fork still serves."""
     folder = os.path.dirname(path)
     stem = os.path.splitext(os.path.basename(path))[0]
     if not stem.isidentifier():
@@ -155,8 +150,7 @@ def resolve_dataset(obj: Any, name: str):
     if not isinstance(obj, (Dataset, IterableDataset)) and callable(obj):
         if not _takes_no_args(obj):
             # A class has __getitem__ and __len__ as attributes, so it would pass for an instance
-            # below and fail at len() with a traceback from here (issue 31). A callable instance
-            # that is itself sized and indexable is a dataset that happens to be callable.
+            # below; a callable instance that is sized and indexable is a dataset.
             if inspect.isclass(obj) or not (hasattr(obj, "__getitem__") and hasattr(obj, "__len__")):
                 built = "a class is built only when its __init__" if inspect.isclass(obj) else \
                     "a callable is called only when it"

@@ -1,9 +1,7 @@
 """What changed since the previous result of the same problem: the question a nightly re-tune asks.
 
-Both ``autoloader tune --fail-if-changed`` and ``autoloader retune`` ask it, the same way: the run
-finds the previous result by one rule (``store.history.previous``: this hardware's last good
-result, else the nearest other hardware's) before its own replaces it, and ``compare`` sets the
-two side by side under ``Thresholds``.
+``tune --fail-if-changed`` and ``retune`` ask it alike: the previous result is
+``store.history.previous``'s, read before this run's replaces it.
 
 # NOTE [ Drift ]
 # A nightly re-tune asks whether the loader the training jobs use is still the right one. From
@@ -103,12 +101,10 @@ def compare(previous: TuneResult | None, current: TuneResult, thresholds: Thresh
 
 
 def readings(result: TuneResult, config: LoaderConfig) -> tuple[float, ...]:
-    """``config``'s readings in ``result`` at the node's rate: every measurement of it, its final
-    rounds and its bursts (one protocol of windows: NOTE [ Honest burst ] in probe/burst.py),
-    else, for the result's pick, its stored rate; else none."""
+    """``config``'s readings in ``result`` at the node's rate: its final rounds and its bursts (one
+    protocol of windows), else, for the result's pick, its stored rate; else none."""
     final = _final_of(result, config)
-    rates = list(final.rates) if final is not None else []
-    rates += [t.samples_per_s for t in result.trials if t.status == OK and t.samples_per_s and t.config == config]
+    rates = (list(final.rates) if final is not None else []) + _bursts(result, config)
     if not rates and config == result.config and result.samples_per_s:
         return (result.samples_per_s,)
     return tuple(r * result.ranks for r in rates if r > 0)
@@ -117,10 +113,8 @@ def readings(result: TuneResult, config: LoaderConfig) -> tuple[float, ...]:
 def settled(previous: TuneResult, finals: Sequence[Finalist], old: LoaderConfig, ranks: int,
             thresholds: Thresholds) -> bool:
     """Whether tonight's final so far decides the comparison with ``previous`` (NOTE [ Drift ]):
-    the interval of ``old``'s rate now over then (its rounds and its finalist's burst, as
-    ``readings`` counts them) lies wholly inside or outside the band, and,
-    where the best other finalist reads ahead of ``old``, their paired interval is clear of the
-    tie's edge. Nothing to measure (``old`` not in the final): settled."""
+    ``old``'s rate now over then is wholly inside or outside the band, and, where the best other
+    finalist reads ahead of ``old``, their paired interval is clear of the tie's edge."""
     mine = next((f for f in finals if f.config == old and f.rates), None)
     then = readings(previous, old)
     if mine is None or not then:
@@ -180,9 +174,7 @@ def paired_ratios(result: TuneResult, new: LoaderConfig, old: LoaderConfig) -> t
 
 
 def separated(interval: tuple[float, float] | None, tie: float = SETTINGS_TIE) -> bool:
-    """Whether paired rounds put a new pick ahead of the old past the tie: the 95% interval of
-    new over old (``paired_bounds``) wholly above 1 + ``tie``. Too few rounds (no interval): nothing
-    is shown."""
+    """Whether the 95% interval of new over old lies wholly above 1 + ``tie`` (None: too few rounds)."""
     return interval is not None and interval[0] > 1.0 + tie
 
 
@@ -226,14 +218,17 @@ def rate_of(result: TuneResult, config: LoaderConfig) -> float | None:
     final = _final_of(result, config)
     if final is not None:
         return final.median * result.ranks
-    bursts = [t.samples_per_s for t in result.trials if t.status == OK and t.samples_per_s and t.config == config]
+    bursts = _bursts(result, config)
     return max(bursts) * result.ranks if bursts else None
+
+
+def _bursts(result: TuneResult, config: LoaderConfig) -> list[float]:
+    return [t.samples_per_s for t in result.trials if t.status == OK and t.samples_per_s and t.config == config]
 
 
 def memory_per_worker(result: TuneResult) -> float | None:
     """Bytes of peak memory one more worker costs, by least squares over the measured trials'
-    worker counts (the largest peak per count); None (unmeasured) with fewer than two counts or
-    a slope that does not rise."""
+    worker counts (the largest peak per count); None with fewer than two counts."""
     peaks: dict[int, float] = {}
     for trial in result.trials:
         if trial.status == OK and trial.peak_pss_bytes:

@@ -1,32 +1,21 @@
 """The interleaved final: who it measures, how many rounds, and the busy machine's extra rounds.
 
-The final re-measures the configs that can still win (the strategy's finalists), the rule the
-tuner replaces (the rule, always last: NOTE [ Model first ]), and, when this hardware has a
-previous result, its pick: a nightly comparison then sets the previous pick against the new one
-in paired rounds of this run (NOTE [ Drift ] in compare.py). It runs rounds until they settle the
-pick against the rule (NOTE [ Sure enough ] in search/paired.py), FINAL_MIN_ROUNDS at least and
-FINAL_MAX_ROUNDS at most, while the budget holds a round; a pick that is the rule's config meets
-no final unless a burst challenged it (``final_configs``). When the machine was busy (NOTE
-[ Others on the machine ] in search/load.py), the configs that decide the pick get up to
-BUSY_ROUNDS more rounds while the budget has the time; when a nightly comparison's interval
-straddles its threshold, the previous pick and the best other finalist get up to SETTLE_ROUNDS
-more paired rounds, while the budget has the time, until it does not (NOTE [ Drift ]).
+The final re-measures the strategy's finalists, the rule (always last) and, when this hardware
+has a previous result, its pick (NOTE [ Drift ] in compare.py), in paired rounds until they
+settle the pick against the rule (NOTE [ Sure enough ] in search/paired.py), FINAL_MIN_ROUNDS to
+FINAL_MAX_ROUNDS while the budget holds a round. A busy machine (NOTE [ Others on the machine ])
+adds up to BUSY_ROUNDS of the configs that decide the pick; an undecided nightly comparison up to
+SETTLE_ROUNDS of the previous pick and the best other finalist.
 
 NOTE [ A final that can settle ]
 Where the search's bursts of the pick and the rule make the opening round (NOTE [ The opening
 round ] in search/opening.py), a final of one more round ends at two pairs: t95 with one degree
-of freedom is 12.7, so its interval settles only a gap about nine times the pairs' noise (1.5x and
-more at the few percent a round's readings scatter, and a disturbed reading widens it far
-past that). A gap that large the opening alone already shows, and the choice over the bursts as
-one round hands it back (choice.choose: a config reading SINGLE_ROUND_MARGIN above the rule wins);
-a smaller one that round would leave unsettled. So where the budget holds fewer rounds than
-bring the pairs to FINAL_ROUNDS (three: t95 4.30), the final is not begun and the run ends: the
-bursts decide as when no round fits at all, and the verdict says the rule was not paired. What
-changes is only the unsure case: a cheaper pick within the margin of the rule gives way to the
-rule (never less than the rule, unsure), where two pairs would have kept the cheaper, unsure too.
-The round not run is the budget's to keep: one round costs each finalist's start, lead and
-window again. With no opening the final runs the rounds the budget holds, as before: its first
-round is then the rule's first reading beside the pick.
+of freedom is 12.7, so its interval settles only a gap about nine times the pairs' noise, one the
+opening alone already shows (choice.choose hands it back over the bursts as one round). So where
+the budget holds fewer rounds than bring the pairs to FINAL_ROUNDS (three: t95 4.30), the final
+is not begun: the bursts decide, and the verdict says the rule was not paired. Only the unsure
+case changes: a cheaper pick within the margin of the rule gives way to the rule. With no
+opening the final runs the rounds the budget holds.
 """
 
 from __future__ import annotations
@@ -47,17 +36,13 @@ from ..search.space import LoaderConfig
 def final_configs(finalists: Sequence[LoaderConfig], rule: LoaderConfig | None, previous: LoaderConfig | None,
                   history: Sequence[TrialResult], fits: Callable[[LoaderConfig], bool] = lambda c: True,
                   pick: LoaderConfig | None = None) -> list[LoaderConfig]:
-    """Who the final measures, in order: the strategy's finalists, then the previous pick (when it
-    did not fail here), then the rule (when the strategy kept it: it could run) last. None
-    whose memory forecast is past a limit (``fits``, the run's ``MemoryLimits.fits`` on the whole
-    history), the rule and the previous pick included: a config the final measures can win, so a
-    forecast the bursts since pushed past the ceiling keeps it out (the table says so of the rule).
+    """Who the final measures, in order: the strategy's finalists, the previous pick (unless it
+    failed here), the rule (when the strategy kept it) last; none whose memory forecast is past a
+    limit (``fits``): a config the final measures can win.
 
-    ``pick``: the strategy's own pick (Strategy.model_pick). When it is the rule, no final
-    measures a pick against itself: only a finalist whose burst read more than
-    SINGLE_ROUND_MARGIN above the rule's, or whose loose burst reaches past it (NOTE [ Loose
-    readings ] in search/results.py), challenges it (the bursts alone would hand the first back:
-    choice.choose), and without one there is no final."""
+    ``pick``: the strategy's own pick. When it is the rule, only a finalist whose burst read more
+    than SINGLE_ROUND_MARGIN above the rule's, or whose loose burst reaches past it (NOTE [ Loose
+    readings ] in search/results.py), challenges it; without one there is no final."""
     if not finalists:
         return []
     failed = {t.config for t in history if t.status != OK}
@@ -75,15 +60,13 @@ def final_configs(finalists: Sequence[LoaderConfig], rule: LoaderConfig | None, 
 
 
 def trimmed(chosen: list[LoaderConfig], rule: LoaderConfig | None, previous: LoaderConfig | None) -> list[LoaderConfig]:
-    """When a round of all does not fit: the first, the previous pick and the rule, so the pick
-    is never handed back unchecked against the rule, nor a nightly change unpaired."""
+    """When a round of all does not fit: the first, the previous pick and the rule."""
     return list(dict.fromkeys([chosen[0]] + [c for c in (previous, rule) if c is not None and c in chosen]))
 
 
 @dataclass
 class Final:
-    """One run's final. ``measure(config)`` takes one final measurement (the run's runner, under
-    the limits of the moment); ``progress`` is the run's."""
+    """One run's final. ``measure(config)`` takes one final measurement."""
     clock: Clock
     measure: Callable[[LoaderConfig], TrialResult]
     progress: Progress
@@ -97,15 +80,11 @@ class Final:
             previous: LoaderConfig | None, decide: Callable[[list[Finalist]], Finalist] | None = None,
             opening: dict | None = None) -> list[Finalist]:
         """``chosen`` re-measured interleaved, round after round while the budget has one left,
-        until the rounds settle the pick (``decide``: the run's choice over the finalists so far;
-        choose by default) against the rule (NOTE [ Sure enough ]): FINAL_MIN_ROUNDS at least,
-        FINAL_MAX_ROUNDS at most, the opening round counted (``opening``: config -> its search
-        burst, ``search.opening.opening_round``; NOTE [ The opening round ]); FINAL_ROUNDS where
-        there is no rule to settle against, or a previous pick to compare (the nightly's
-        rounds). When a round of all does not fit, ``trimmed``; when not even that fits, no
-        final: the budget is a cap, and the choice then weighs the bursts as one round. Nor is a
-        final begun that would end at two pairs, the opening's and one round's (NOTE [ A final
-        that can settle ])."""
+        until the rounds settle the pick (``decide``: the run's choice) against the rule,
+        the opening round counted (``opening``: config -> its search burst; NOTE [ The opening
+        round ]); FINAL_ROUNDS where there is no rule to settle against, or a previous pick to
+        compare. When a round of all does not fit, ``trimmed``; when not even that fits, or the
+        final would end at two pairs (NOTE [ A final that can settle ]), no final."""
         # No final between a pick and itself, except the previous pick alone: a nightly
         # comparison needs its readings (NOTE [ Drift ]), and no other config is in the running.
         if len(chosen) < 2 and not (chosen and chosen == [previous]):
@@ -161,8 +140,7 @@ class Final:
     def recheck(self, finals: list[Finalist], history: Sequence[TrialResult], load: MachineLoad,
                 rule: LoaderConfig | None, narrow: frozenset, cpus: int | None = None) -> list[Finalist]:
         """On a busy machine, up to BUSY_ROUNDS more rounds of the configs that decide the pick
-        (the pick, the best median, or the runner-up when they are one), while the budget holds
-        them (NOTE [ Others on the machine ])."""
+        (the pick, the best median, or the runner-up when they are one)."""
         if not load.busy or len(finals) < 2 or min(len(f.rates) for f in finals) < 1:
             return finals
         pick = choose(finals, history, rule, widen=load.widen, narrow=narrow, cpus=cpus).config
@@ -176,13 +154,10 @@ class Final:
             self._round(deciders, self.rounds + 1)
         return self.finalists(history)
 
-
     def settle(self, finals: list[Finalist], history: Sequence[TrialResult], previous: LoaderConfig,
                settled: Callable[[list[Finalist]], bool]) -> list[Finalist]:
-        """While ``settled(finals)`` says the nightly comparison is undecided, up to SETTLE_ROUNDS
-        more rounds of ``previous``, paired with the best other finalist where that reads ahead of
-        it (whether the pick changed is then a question too), each only while the budget holds
-        it (NOTE [ Drift ] in tuning/compare.py)."""
+        """While ``settled(finals)`` is False, up to SETTLE_ROUNDS more rounds of ``previous``,
+        paired with the best other finalist where that reads ahead of it (NOTE [ Drift ])."""
         if previous not in self.rates or not finals:
             return finals
         for _ in range(SETTLE_ROUNDS):

@@ -1,7 +1,4 @@
-"""The parts of a run's result record that are plain functions of what the run measured: the
-knee, the reorder what-if's gain, the fallback profile, the dataset's record, the
-num_workers=0 baseline and the set-up's and profile's parts on the run's clock (tuning/record.py
-assembles the record from them)."""
+"""The parts of a run's result record that are plain functions of what the run measured."""
 
 from __future__ import annotations
 
@@ -21,22 +18,20 @@ from ..search.strategy import Strategy
 from ..store.records import DatasetRecord
 
 def knee_of(strategy: Strategy, history: Sequence[TrialResult]) -> Knee | None:
-    """The knee of the worker curve the strategy reports (the corrected model's, for the pick's
-    other settings)."""
+    """The knee of the worker curve the strategy reports."""
     curve = strategy.curve(history)
     return find_knee(curve) if curve else None
 
 def reorder_gain(model: Model, config: LoaderConfig, calib: Calibration, allowed: bool) -> float | None:
-    """What out-of-order delivery (``ORDER.proposal``) is predicted to gain over the pick, when the
-    user did not open its gate (it changes the order of batches, so it is never chosen silently)."""
+    """What out-of-order delivery is predicted to gain over the pick, when the user did not allow it."""
     if allowed or not config.applies(ORDER):
         return None
     base = model.predict(config, calib).samples_per_s
     return model.predict(ORDER.proposed(config), calib).samples_per_s / base - 1.0 if base else None
 
 def fallback_profile(info: DatasetInfo, batch_size: int, cpus: int) -> Profile:
-    """A profile from the set-up's one batch alone (its per-sample time and bytes), for when the
-    profile could not be measured: every other cost starts at zero, for the bursts to correct."""
+    """A profile from the set-up's one batch alone, for when the profile could not be measured:
+    every other cost starts at zero, for the bursts to correct."""
     return Profile(batch_size=batch_size, sample_s=(info.sample_seconds,), collate_s=0.0,
                    sample_bytes=info.sample_bytes, recv_s=0.0, pin_s=0.0, h2d_pinned_s=0.0, h2d_pageable_s=0.0,
                    step_s=0.0, startup_s=0.0, worker_pss=None, cpus=cpus,
@@ -53,13 +48,12 @@ def baseline_rate(finals: Sequence[Finalist], history: Sequence[TrialResult]) ->
 
 
 def setup_parts(info, since: float) -> list[tuple[str, float, float]]:
-    """The trial process's set-up parts on the run's clock: its marks are the host's monotonic
-    clock, and ``since`` is the run's start on it."""
+    """The trial process's set-up parts on the run's clock (``since``: the run's start, monotonic)."""
     return [(what, start - since, end - since) for what, start, end in getattr(info, "setup_parts", ()) or ()]
 
 
 def profile_parts(profile, start: float) -> list[tuple[str, float, float]]:
-    """The profile's stages end to end from ``start`` (the run's second its request was sent)."""
+    """The profile's stages end to end from ``start``."""
     parts, at = [], start
     for what, seconds in (profile.stage_s if profile is not None else ()):
         parts.append((f"profile: {what}", at, at + seconds))

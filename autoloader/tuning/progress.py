@@ -1,12 +1,8 @@
 """Everything autoloader prints: the progress subscribers and the final table. Nothing else prints.
 
-A run reports through typed events (autoloader/events); their words are events/lines.py's. The
-CLI prints each event's line to stderr (``ProgressPrinter``); the Python API sends the same lines
-through the ``logging`` module (``log_event``, logger ``"autoloader"``, level INFO, the event on
-the record as ``record.event``), so an application's own logging configuration decides where
-they go. Without one, they go to stderr, as Lightning's do; ``progress=False`` silences them, and
-so does ``logging.getLogger("autoloader").setLevel(logging.WARNING)``. A user's callback gets the
-events, and the log gets them as well (to stderr only if the application's logging says so).
+The CLI prints each event's line to stderr (``ProgressPrinter``); the Python API sends the same
+lines through the ``logging`` module (logger ``"autoloader"``, INFO, the event on the record as
+``record.event``), so an application's own logging configuration decides where they go.
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from typing import Callable, TextIO
 
 from ..errors import one_line
 from ..events import Event, Progress, subscriber
-# The table's number formats are the progress lines' own.
 from ..events.lines import gib as _gib, known as _known, mib as _mib, others_text, provisional_text, rate as _rate
 from ..search.growth import growth_finding
 from ..search.memory import KEPT_WORKERS
@@ -35,8 +30,7 @@ LOGGER = logging.getLogger("autoloader")
 
 
 class ProgressPrinter:
-    """The CLI's subscriber: one line per event to stderr (``event.line``; an event without a
-    line says nothing)."""
+    """The CLI's subscriber: each event's line, if it has one, to stderr."""
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stderr
@@ -48,8 +42,7 @@ class ProgressPrinter:
 
 
 def log_event(event: Event) -> None:
-    """The logging subscriber: the event's line at INFO (a line-less one, its kind at DEBUG), with
-    the event on the record as ``record.event``."""
+    """The logging subscriber: the event's line at INFO (a line-less one, its kind at DEBUG)."""
     line = event.line
     if line:
         LOGGER.info(line, extra={"event": event})
@@ -69,11 +62,10 @@ class _Logged:
 
 
 def api_progress(progress: Callable | bool | None, stacklevel: int = 3) -> Progress | None:
-    """What ``tune()``/``best_loader()`` report through: ``None`` (the default) logs each line;
-    ``False`` says nothing; a callable gets every event (autoloader/events), and the log gets it
-    too. The logger gets a handler to stderr of its own only by default, and only when the
-    application configured no logging at all. ``stacklevel``: where a deprecation points, from
-    the caller (3: the caller of ``tune()``)."""
+    """What ``tune()``/``best_loader()`` report through: ``None`` logs each line; ``False`` says
+    nothing; a callable gets every event, and the log gets it too. The logger gets a handler to
+    stderr of its own only when the application configured no logging at all. ``stacklevel``:
+    where a deprecation points, from the caller (3: the caller of ``tune()``)."""
     if progress is False:
         return None
     if progress is None or progress is True:
@@ -89,8 +81,7 @@ def api_progress(progress: Callable | bool | None, stacklevel: int = 3) -> Progr
 
 
 def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
-    """The human summary of a TuneResult; ``saved=False`` when not all of it could be stored, and
-    then ``stored``: what happened to each thing the run stores (NotSaved.stored), a line each."""
+    """The human summary of a TuneResult (``saved=False``: not all stored; ``stored``: NotSaved.stored)."""
     t = result.tuned
     kw = t.config.loader_kwargs()
     what = "torchdata.nodes graph" if getattr(result, "nodes", None) is not None else "DataLoader config"
@@ -100,9 +91,7 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
         lines += ["", f"  {provisional_text(t.provisional)}"]
     lines += ["", f"  {'samples/s':<20} {_rate(t.samples_per_s)}"
                   + (f" (±{t.rel_interval * 100:.1f}% in its burst)" if _known(t.rel_interval) and t.rel_interval else "")]
-    basis = rate_basis(result)
-    if basis:
-        lines.append(f"  {'':<20} {basis}")
+    lines += _rows("", rate_basis(result))
     ranks = getattr(result, "ranks", 1)
     if ranks > 1:   # NOTE [ Tuning a node's ranks ] in node/__init__.py
         lines.append(f"  {'node':<20} {ranks} ranks, each with this config on its shard; samples/s is the node's, "
@@ -113,9 +102,7 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
                      f"(waits {result.predicted.wait_share * 100:.0f}%)")
     elif not profiled(result) and getattr(result, "profile", None) is not None:
         lines.append(f"  {'predicted':<20} {NOT_PREDICTED}")
-    line = _verdict_line(result)
-    if line:
-        lines.append(f"  {'verdict':<20} {line}")
+    lines += _rows("verdict", _verdict_line(result))
     lines.append(f"  {rule_label(result):<20} {rule_line(result)}")
     if t.baseline_samples_per_s:
         words = getattr(result, "baseline_verdict", None)
@@ -134,27 +121,20 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
                      f"worker{'' if t.knee.stops_paying == 1 else 's'}, peak at "
                      f"{t.knee.peak}{hurt} (the model's curve, corrected by the bursts)")
         lines.append(f"  {'curve':<20} " + ", ".join(f"{w}:{_rate(r, '')}" for w, r in t.knee.curve))
-    memory = memory_line(getattr(result, "memory", None), getattr(result, "rule_memory", None))
-    if memory:
-        lines.append(f"  {'memory':<20} {memory}")
+    lines += _rows("memory", memory_line(getattr(result, "memory", None), getattr(result, "rule_memory", None)))
     start = getattr(result, "start", None)   # NOTE [ What a start method costs ] in search/methods.py
-    lines += [f"  {'start method' if i == 0 else '':<20} {text}"
-              for i, text in enumerate(start.lines() if start else [])]
-    lines += [f"  {'stream' if i == 0 else '':<20} {text}"
-              for i, text in enumerate(stream_lines(getattr(result, "stream", None)))]
+    lines += _rows("start method", *(start.lines() if start else []))
+    lines += _rows("stream", *stream_lines(getattr(result, "stream", None)))
     threads = getattr(result, "threads", None)
-    if threads is not None:
-        lines.append(f"  {'main threads':<20} {threads_line(threads)}")
-    said = profile_load_line(getattr(result, "profile", None))
-    lines += [f"  {'machine load' if i == 0 else '':<20} {text}"
-              for i, text in enumerate(load_lines(getattr(result, "load", None)) + ([said] if said else []))]
+    lines += _rows("main threads", threads_line(threads) if threads is not None else None)
+    lines += _rows("machine load", *load_lines(getattr(result, "load", None)),
+                   profile_load_line(getattr(result, "profile", None)))
     faults = result.faults()
     ok = sum(1 for tr in result.trials if tr.status == OK)
     lines.append(f"  {'trials':<20} {len(result.trials)} ({ok} measured"
                  + ("".join(f", {n} {c}" for c, n in faults.items()) if faults else "") + ")")
     lines.append(f"  {'tuning time':<20} {result.tune_seconds:.0f} s")
-    if result.since is not None:
-        lines.append(f"  {'since last':<20} {since(result.since)}")
+    lines += _rows("since last", since(result.since) if result.since is not None else None)
     if saved:
         lines += ["", f"  saved {result.path}", f"  snippet {result.snippet_path}", ""]
     elif stored:
@@ -164,8 +144,13 @@ def table(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
     return "\n".join(lines)
 
 
+def _rows(label: str, *texts: str | None) -> list[str]:
+    """A row each text said (not None nor empty), the label on the first."""
+    return [f"  {label if i == 0 else '':<20} {text}" for i, text in enumerate(t for t in texts if t)]
+
+
 def _verdict_line(result) -> str | None:
-    """What limits the run, in one line (explain/verdict.py), for a result that has a profile."""
+    """What limits the run, in one line, for a result that has a profile."""
     if getattr(result, "profile", None) is None or getattr(result, "calibration", None) is None:
         return None
     from ..explain import headline
@@ -174,8 +159,7 @@ def _verdict_line(result) -> str | None:
 
 
 def report_written(written) -> str:
-    """What of a report was written (explain/files.Written), and one line for each file that
-    could not be (NOTE [ A report writes what it can ])."""
+    """What of a report was written, and one line for each file that could not be."""
     pages = [p for p in (written.html, written.markdown) if p in written.written]
     if pages == [written.html, written.markdown]:
         head = f"autoloader: report written: {written.html} (markdown twin {written.markdown})"
@@ -187,8 +171,7 @@ def report_written(written) -> str:
 
 
 def memory_line(pick, rule=None) -> str | None:
-    """One line on the workers' copy-on-read growth (NOTE [ Copy on read ] in search/growth.py),
-    when the profile found it; None otherwise."""
+    """One line on the workers' copy-on-read growth (NOTE [ Copy on read ]), where the profile found it."""
     shown = pick if pick is not None and pick.workers else rule
     if shown is not None and shown.growth is not None and not shown.growth.found and shown.growth.maps_file:
         return f"no copy-on-read growth: {shown.growth.mapped_text()}"   # NOTE [ Memory by kind ]
@@ -213,8 +196,7 @@ def memory_line(pick, rule=None) -> str | None:
 
 
 def threads_line(threads) -> str:
-    """The main process's intra-op threads, and what to set when one thread was clearly faster
-    (NOTE [ The main process's threads ])."""
+    """The main process's intra-op threads, and what to set when one thread was clearly faster."""
     text = f"{threads.threads} torch intra-op thread{'s' if threads.threads != 1 else ''} in the main process"
     if threads.advise:
         text += (f": its share of a batch of {threads.batch_size} (collate and step) took "
@@ -255,17 +237,16 @@ def json_text(data: dict) -> str:
 
 
 def as_json(result, saved: bool = True, stored: tuple[str, ...] = ()) -> str:
-    """The whole TuneResult as one JSON object: the same shape the result file stores, with
-    ``"saved": false`` when not all of it could be stored (and ``"stored"``: what was, a line each)."""
+    """The whole TuneResult as one JSON object, the result file's shape, with ``"saved": false``
+    (and ``"stored"``) when not all of it could be stored."""
     extra = {"saved": False, **({"stored": list(stored)} if stored else {})}
     data = {**result.to_dict(), **explained(result)}
     return json.dumps(data if saved else {**data, **extra}, default=str)
 
 
 def explained(result) -> dict:
-    """The figures the table and the report page say of the run beyond its record, each from the
-    one function that computes it: the verdict's headline, the ceiling (its binding term, and
-    whether a measured rate raised it) and the caveats' rows. Empty for a record without a profile."""
+    """The figures the table and the report page say of the run beyond its record (the verdict,
+    the ceiling, the caveats). Empty for a record without a profile."""
     if getattr(result, "partial", False) or getattr(result, "profile", None) is None:
         return {}
     from ..explain import figures

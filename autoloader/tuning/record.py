@@ -1,9 +1,5 @@
 """A run's result record: assembled from what the run measured and chose, compared with the
-previous result of the problem, written, and the run marked complete.
-
-``Run`` (run.py) sequences the run and hands this module ``Ran``, the few of its own fields the
-record reads beside the search's (the clock's reading, the memory limits, the timeline), so that
-what a record holds is read in one place and the run's sequence in another.
+previous result of the problem, written, and the run marked complete; with its what-ifs.
 """
 
 from __future__ import annotations
@@ -35,13 +31,12 @@ from ..search.warm import WarmStart
 from ..store.durable import write_failure
 from ..store.history import keep
 from ..store.paths import result_path
-from ..store.records import Inputs, NodeRecord, Provenance
+from ..store.records import Inputs, NodeRecord, Provenance, WhatIfClaim
 from ..store.result import TuneResult
 from ..store.saving import save
 from ..store.snippet import snippet
 from ..store.study import StudyStore
 from ..store.versions import provenance
-from .claims import what_if_claims
 from .compare import Comparison, compare
 from .measured import baseline_rate, dataset_record, knee_of, reorder_gain
 from .start import start_choice
@@ -49,10 +44,8 @@ from .start import start_choice
 
 @dataclass(frozen=True)
 class Ran:
-    """What the record reads of the run beside the search: its options, its ranks, how long it
-    took (its clock, read as the record is made), what the trial process left behind, the memory limits the configs were held to, the
-    timeline and the parts, and the previous result of the problem (read before this one
-    replaces it)."""
+    """What the record reads of the run beside the search (``before``: the previous result of the
+    problem, read before this one replaces it)."""
     options: Options
     ranks: Ranks
     clock: Clock
@@ -69,8 +62,7 @@ class Ran:
 def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy, history: Sequence[TrialResult],
            finals: Sequence[Finalist], pick: Finalist, load: MachineLoad, store: StudyStore,
            progress: Progress) -> TuneResult:
-    """The result: the pick with its figures, compared with the previous result of the problem,
-    written, and the run marked complete (``started``: the run's ``Started``)."""
+    """The result: the pick with its figures, compared, written, and the run marked complete."""
     problem, out, ranks, memory = started.problem, ran.options.out, ran.ranks, ran.memory
     key, fingerprint = problem.key, problem.hardware.fingerprint
     calib = strategy.calibration(history)
@@ -128,8 +120,7 @@ def budget_hint(ran: Ran, profile: Profile) -> str | None:
 
 
 def since(before: TuneResult, result: TuneResult, options: Options) -> Comparison | None:
-    """``result`` against the previous one (tuning/compare.py). The pick is saved whatever
-    happens here: a comparison that fails is said, and the result stored without it."""
+    """``result`` against the previous one; one that fails is said, and the result saved without it."""
     try:
         return compare(before, result, options.thresholds)
     except Exception as exc:  # noqa: BLE001 - the search is done; its pick must not be lost to the comparison
@@ -140,13 +131,26 @@ def since(before: TuneResult, result: TuneResult, options: Options) -> Compariso
 
 
 def inputs_of(ran: Ran, problem: Problem) -> Inputs:
-    """What the explanation (explain/) needs beside the figures: whether a step was timed,
-    whether reordering was allowed, the memory limits the configs were held to, when each part
-    of the run ran (seconds from its start), the step's identity (``problem``: as started,
-    its identity known), and what set the memory ceiling."""
+    """What the explanation (explain/) needs beside the figures (``problem``: as started)."""
     ceiling = ran.options.ceiling
     return Inputs(problem.step.name if problem.step else None, problem.allow_reorder,
                   ran.ranks.memory(ran.options.limits.max_memory), hardware.shm_free(),
                   tuple(tuple(mark) for mark in ran.timeline),
                   problem.step_identity if problem.step else None, tuple(ran.parts),
                   ceiling.by if ceiling else None, ceiling.cgroup.limit if ceiling and ceiling.cgroup else None)
+
+
+def what_if_claims(result) -> tuple[WhatIfClaim, ...]:
+    """Every what-if of ``result``, predicted beside measured and how sure (``whatif.how_sure``);
+    none without a measured profile. One that fails is said, and the result saved without it."""
+    if getattr(result, "profile", None) is None or result.partial or not getattr(result.profile, "measured", True):
+        return ()
+    from ..explain import Evidence, how_sure, whatifs
+
+    try:
+        ev = Evidence.from_result(result)
+        return tuple(WhatIfClaim(w.name, w.title, w.rate * ev.ranks, w.gain, **how_sure(ev, w)) for w in whatifs(ev))
+    except Exception as exc:  # noqa: BLE001 - the search is done; its pick must not be lost to the what-ifs
+        warnings.warn(AutoloaderWarning(f"the what-ifs could not be worked out ({type(exc).__name__}: {exc}); "
+                                        "the result is saved without them"), stacklevel=2)
+        return ()

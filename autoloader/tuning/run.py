@@ -1,11 +1,7 @@
 """One tuning run: start the trial process, profile, search, run the final, choose, record.
 
-``api.tune()`` checks the inputs (``Problem``, ``Options``) and hands them to ``Run``; the run
-owns the trial process, the study and the clock, and releases the trial process however it ends.
-The profile (probe/profiler.py) feeds the model (search/model.py); the strategy
-(search/model_first.py) chooses what to measure, ``search.choice`` the pick, ``search.budget`` the
-time; a node's arithmetic is ``node.ranks.Ranks``'s; the result's record is record.py's. This
-module only sequences them.
+The run owns the trial process, the study and the clock, and releases the trial process however
+it ends; the decisions are search/'s and the record record.py's: this module only sequences them.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from ..events import (FleetPushed, Profiled, Progress, RuleRetried, TrialDone, T
                       WaitingForLock)
 from ..inputs import hardware
 from ..inputs.limits import clipped_timeout, warn_batch_past_length
-from ..inputs.options import Limits, Options
+from ..inputs.options import Options
 from ..inputs.problem import Problem
 from ..node.group import Node
 from ..node.ranks import Ranks
@@ -67,8 +63,7 @@ IMPORTS_JOIN_S = 5.0
 
 @dataclass(frozen=True)
 class Started:
-    """What a run starts from: the problem with its dataset's length and content known, what the
-    trial process learnt, and the stored trials of this run that stand (a resumed run's)."""
+    """What a run starts from: the problem, keyed; what the trial process learnt; the stored trials."""
     problem: Problem
     info: DatasetInfo
     history: tuple[TrialResult, ...]
@@ -86,8 +81,7 @@ class Run:
         self.ranks = node.ranks if node is not None else Ranks()
         self.warm_start = warm_start    # NOTE [ Warm start ] in search/warm.py
         self.clock = Clock(options.budget, options.started, options.kept_s)   # NOTE [ The budget is a wall bound ]
-        # The start method: NOTE [ The start method as a knob ] in search/settings.py.
-        unlocked, methods = start_plan(problem)
+        unlocked, methods = start_plan(problem)   # NOTE [ The start method as a knob ] in search/settings.py
         self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device, unlocked,
                                   start_method=default_method())
         self.progress: Progress = progress or (lambda event: None)
@@ -99,11 +93,10 @@ class Run:
         setup = RunnerSetup(problem.dataset, problem.step, problem.device, problem.fixed_kwargs,
                             problem.batch_sizes[0], start_methods=methods)
         self.before = None   # the previous result of the problem, once the run knows its key
-        self.measured_profile: Profile | None = None   # the profile as measured (None: not), for a run that ends empty
+        self.measured_profile: Profile | None = None   # for a run that ends empty
         self.setup_s = 0.0   # the seconds before the profile: the trial process's start
         self._run_meter: LoadMeter | None = None
         self.load_cpus = hardware.usable_cpus()   # the CPUs the machine's load is a share of
-        # A long wait says what it waits for (probe/waiting.py): the runner reports it as an event.
         self.runner = (NodeRunner(node, setup, limits.max_memory, limits.trial_timeout, self.clock.bound_left,
                                   self.progress)
                        if node is not None else
@@ -123,7 +116,11 @@ class Run:
             fitting = fitting if any(t.status == OK for t in fitting) else history
             pick = choose(finals, fitting, rule=strategy.rule, widen=load.widen, narrow=narrow,
                           cpus=strategy.cpus)
-            return self._record(started, profile, model, strategy, history, finals, pick, load)
+            ran = Ran(self.options, self.ranks, self.clock, self.runner.orphans, self.runner.shm_leaks,
+                      self.warm_start, self.uncapped, self.memory, tuple(self._timeline), tuple(self._parts),
+                      self.before)
+            return record(ran, started, profile, model, strategy, history, finals, pick, load, self.store,
+                          self.progress)
         except AutoloaderError as exc:
             if self.store is not None and not exc.resumable:
                 self.store.failed()   # ended, not interrupted: the next run starts afresh
@@ -135,9 +132,8 @@ class Run:
             self.turn.close()   # last: the next in turn starts on cores this run no longer uses
 
     def _start(self) -> Started:
-        """Start the trial process, open the study (resuming this host's interrupted run of the
-        problem, if any) and say what the run starts from. The study's imports run meanwhile
-        (NOTE [ The study's imports while the trial process starts ] in store/storage.py)."""
+        """Start the trial process, open the study (resuming an interrupted run of the problem) and
+        say what the run starts from (NOTE [ The study's imports while the trial process starts ])."""
         imports = warm_up()
         meter = self._run_meter = LoadMeter(None)   # the load, for a run that measures nothing (Inconclusive says it)
         try:
@@ -167,17 +163,15 @@ class Run:
             self.uncapped = self.space.max_workers
         problem = self.problem.with_length(info.length, info.fingerprint, info.dataset_class, info.step_identity)
         key, fingerprint = problem.key, problem.hardware.fingerprint
-        # Two tunes of one problem take turns (store/paths.held), as best_loader's do; the wait
-        # for the other's turn is not this run's budget.
+        # Two tunes of one problem take turns; the wait for the other's is not this run's budget.
         waiting = time.monotonic()
         self.turn.enter_context(held(lock_path(self.options.out, fingerprint, key),
                                      on_wait=lambda holder: self.progress(WaitingForLock(
                                          holder, self.options.out, then="measuring on its own"))))
         self.clock.t0 += time.monotonic() - waiting
         # NOTE [ Local first ] in store/push.py: the study beside the result, pushed to --storage.
-        url, given = default_storage(self.options.out, fingerprint, key), self.options.storage
-        store = self.store = StudyStore(url, study_name(fingerprint, key), self.space, given=False,
-                                        fleet=given,
+        store = self.store = StudyStore(default_storage(self.options.out, fingerprint, key), study_name(fingerprint, key),
+                                        self.space, given=False, fleet=self.options.storage,
                                         notice=lambda line: self.progress(FleetPushed(line)))
         loaded = store.reread(self.options.limits, info.code)
         ceiling = self.options.ceiling
@@ -208,9 +202,8 @@ class Run:
                 "mount), or use a smaller --batch-size")))
 
     def _profile(self, info: DatasetInfo) -> tuple[Profile, Model]:
-        """The pipeline's profile from the trial process, and the model on it; when the profile
-        could not be measured, one built from the set-up's single batch, which the bursts correct.
-        On a node the model is one rank's: its CPUs the rank's share, its epoch the rank's shard."""
+        """The pipeline's profile and the model on it (one rank's on a node); when the profile could
+        not be measured, one built from the set-up's single batch, which the bursts correct."""
         batch_size = self.problem.batch_sizes[0]
         start = self.clock.elapsed()
         # A profile that stalls may wait out half of what is left, no more: the one trial a run
@@ -229,8 +222,7 @@ class Run:
         return profile, Model(profile, self.problem.device)
 
     def _strategy(self, model: Model, profile: Profile, info: DatasetInfo) -> Strategy:
-        """The search (NOTE [ Model first ]), with the memory it may spend fixed for the run and
-        the warm start's configs first when there is one (NOTE [ Warm start ])."""
+        """The search (NOTE [ Model first ]), its memory limits fixed for the run, warm-started."""
         fixed = self.problem.fixed_kwargs
         epoch = min(info.length, profile.epoch_batches * profile.batch_size) if info.length and profile.epoch_batches \
             else info.length
@@ -245,12 +237,6 @@ class Run:
         search = ModelFirst(self.space, model, self.problem.hardware.cpus, self.memory.fits,
                             rule_cpus=self.ranks.node_cpus, rule=self.nodes_rule)
         return warmed(search, self.warm_start, self.space)
-
-    def _limits_now(self) -> Limits:
-        """The limits the next trial runs under: the user's. The watchdog's timeout is not clipped
-        to the budget: a hang is a trial that made no progress for its own timeout, and one the
-        wall bound ends while it still steps is a cut (BUDGET_ENDED: probe/driver.py), not a hang."""
-        return self.options.limits
 
     def _search(self, strategy: Strategy, started: Started) -> list[TrialResult]:
         """Measure what the strategy proposes until it stops or the time left is the final's."""
@@ -295,9 +281,8 @@ class Run:
         return history
 
     def _nothing_measured(self, history: Sequence[TrialResult]) -> None:
-        """Raise why no config was measured: Inconclusive (exit 5) when the clock or the machine
-        stopped it (the budget ended first, or trials stalled while others took the CPUs), with
-        the load and the budget a judged tune needs; else NoFeasibleConfig, naming what broke."""
+        """Raise why no config was measured: Inconclusive when the clock or the machine stopped it,
+        else NoFeasibleConfig, naming what broke."""
         load = self._load_words(history)
         need = self._budget_needed()
         if not history and self.clock.bound_left() <= 0:
@@ -331,7 +316,6 @@ class Run:
         return others is not None and others > self.options.thresholds.busy * self.load_cpus
 
     def _load_words(self, history: Sequence[TrialResult]) -> str:
-        """The machine's load while the run measured, in words (NOTE [ Others on the machine ])."""
         others = self._others(history)
         if others is None:
             return "the machine's load was not read"
@@ -342,16 +326,16 @@ class Run:
         """The fix's words: the budget a judged tune needs when the profile found a slow step."""
         profile = self.measured_profile
         said = budget_words(profile.step_s, profile.worker_batch_s(), self.setup_s) if profile is not None else None
-        if said is not None:
-            return said
-        return ("raise --budget (a machine others load starts processes several times slower), or run when the "
-                "machine is quieter")
+        return said or ("raise --budget (a machine others load starts processes several times slower), or run "
+                        "when the machine is quieter")
 
     def _trial(self, config: LoaderConfig, info: DatasetInfo, history: Sequence[TrialResult],
                prune: bool = True) -> TrialResult:
         """One search trial, recorded in the study: not run when its memory is predicted past a
         limit; stopped early when clearly behind the best so far (``prune``)."""
-        limits = self._limits_now()
+        # The watchdog's timeout is the user's, never clipped to the budget: one the wall bound
+        # ends while it still steps is a cut (BUDGET_ENDED), not a hang.
+        limits = self.options.limits
         unstored = self.store.write_failed
         trial = self.store.begin(config, limits, info.code)
         start = self.clock.elapsed()
@@ -373,10 +357,9 @@ class Run:
 
     def _final(self, strategy: Strategy, profile: Profile,
                history: Sequence[TrialResult]) -> tuple[list[Finalist], MachineLoad]:
-        """The interleaved final (tuning/final.py), with the previous pick of this hardware in it,
-        and the machine's load over the whole run; on a busy machine, the configs that decide the
-        pick measured again while the budget allows (NOTE [ Others on the machine ])."""
-        final = Final(self.clock, self._timed(final_measurement(self.runner, self._limits_now)), self.progress)
+        """The interleaved final, with the previous pick in it, and the machine's load over the run."""
+        final = Final(self.clock, self._timed(final_measurement(self.runner, lambda: self.options.limits)),
+                      self.progress)
         previous_pick = self._previous_pick()
         chosen = final_configs(strategy.finalists(history), strategy.rule, previous_pick, history,
                                lambda config: self.memory.fits(config, history), strategy.model_pick(history))
@@ -403,20 +386,10 @@ class Run:
         return pick if self.space.contains(pick) else None
 
     def _timed(self, measure):
-        """``measure`` with each final measurement put on the run's timeline (explain/ draws it)."""
+        """``measure`` with each final measurement put on the run's timeline."""
         def timed(config: LoaderConfig) -> TrialResult:
             start = self.clock.elapsed()
             result = measure(config)
             self._timeline.append(("final", start, self.clock.elapsed(), config.key))
             return result
         return timed
-
-    def _record(self, started: Started, profile: Profile, model: Model, strategy: Strategy,
-                history: Sequence[TrialResult], finals: Sequence[Finalist], pick: Finalist,
-                load: MachineLoad) -> TuneResult:
-        """The result, compared, written and the run marked complete (tuning/record.py)."""
-        ran = Ran(self.options, self.ranks, self.clock, self.runner.orphans, self.runner.shm_leaks,
-                  self.warm_start, self.uncapped, self.memory, tuple(self._timeline), tuple(self._parts),
-                  self.before)
-        return record(ran, started, profile, model, strategy, history, finals, pick, load, self.store,
-                      self.progress)

@@ -1,6 +1,5 @@
 """The worker start method in a run: whether the search offers it, which methods the profile
-measures, and the result's words on the pick's method (NOTE [ The start method as a knob ] in
-search/settings.py, NOTE [ What a start method costs ] in search/methods.py)."""
+measures, and the result's words on the pick's method (NOTE [ The start method as a knob ])."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def given_method(problem) -> str | None:
 
 
 def start_plan(problem) -> tuple[frozenset[str], tuple[str, ...]]:
-    """(the gates the search opens, the start methods the profile measures): the start method's
-    gate only where the user asked for it and did not pass a method of their own."""
+    """(the gates the search opens, the start methods the profile measures)."""
     unlocked = open_gates(problem)
     if given_method(problem) is not None:
         return unlocked - {START.gate.option}, ()
@@ -44,8 +42,7 @@ def start_plan(problem) -> tuple[frozenset[str], tuple[str, ...]]:
 
 
 def measured_space(space: SearchSpace, profile) -> SearchSpace:
-    """``space`` offering only the start methods the profile measured (the default always): a
-    method whose measurement failed (a dataset that does not pickle, for spawn) is not searched."""
+    """``space`` offering only the start methods the profile measured (the default always)."""
     offered = space.values(START)
     if len(offered) <= 1:
         return space
@@ -59,9 +56,8 @@ def measured_space(space: SearchSpace, profile) -> SearchSpace:
 
 def start_choice(problem, profile, config: LoaderConfig, memory, model, calib,
                  history: Sequence, rule: LoaderConfig | None = None) -> StartChoice | None:
-    """What the result says about the pick's start method: the user's, honoured; or, where the
-    profile measured the methods, each one's worker at the epoch's end, start-up and fit for the
-    pick's other settings. None where there is nothing to say (the gate closed, no workers)."""
+    """What the result says about the pick's start method: the user's, honoured; or each measured
+    method's worker memory, start-up and fit for the pick's other settings; None: nothing to say."""
     default = default_method()
     given = given_method(problem)
     if given is not None:
@@ -88,8 +84,7 @@ def start_choice(problem, profile, config: LoaderConfig, memory, model, calib,
 
 
 def warn_uncompiled(info) -> None:
-    """Say which packages the trial process compiled from source, what its imports took, and how
-    to cache their bytecode once (NOTE [ Imports compiled every start ] in probe/setup_parts.py)."""
+    """Warn of the packages the trial process compiled from source (NOTE [ Imports compiled every start ])."""
     names = tuple(getattr(info, "uncompiled", ()) or ())
     if not names:
         return
