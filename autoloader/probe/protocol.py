@@ -1,8 +1,7 @@
-"""What the driver (``driver.py``) and the trial process (``trial.py``) say to each other.
-
-The set-up the driver hands the trial process (``RunnerSetup``), what the trial process learns
-before any trial (``DatasetInfo``), the error when it cannot get that far (``SetupError``), and
-the messages of the pipe between them, one frozen dataclass each: NOTE [ Trial protocol ].
+"""What the driver (``driver.py``) and the trial process (``trial.py``) say to each other: the
+set-up (``RunnerSetup``), what the trial process learns before any trial (``DatasetInfo``), the
+error when it cannot get that far (``SetupError``), and the pipe's messages, one frozen
+dataclass each.
 
 # NOTE [ Trial protocol ]
 # The driver and the trial process share one multiprocessing Pipe; every message is one of the
@@ -107,21 +106,17 @@ class SetupError(Exception):
         self.budget = budget
 
 
-# --- driver -> trial process ------------------------------------------------------------------
+# --- driver -> trial process: Measure, ProfileRequest, Stop; then back: Ready, SetupFailed,
+# Begin, Beat, Measured, Profiled (NOTE [ Trial protocol ] says when each is sent) -----------------
 
 @dataclass(frozen=True)
 class Measure:
-    """Run one trial of ``config`` with the burst's stop rule ``settings``."""
-
     config: LoaderConfig
-    settings: BurstSettings
+    settings: BurstSettings   # the burst's stop rule
 
 
 @dataclass(frozen=True)
 class ProfileRequest:
-    """Measure the pipeline's profile at ``batch_size`` (probe/profiler.py). Answered like a
-    trial: Begin, Beats between its stages, then Profiled."""
-
     batch_size: int
     memory_budget: int | None = None   # bytes its loaders may hold beyond the trial process
     limit_s: float | None = None       # its share of the budget: NOTE [ A profile within its share ]
@@ -130,55 +125,38 @@ class ProfileRequest:
 
 @dataclass(frozen=True)
 class Stop:
-    """Exit: no more trials."""
+    pass
 
-
-# --- trial process -> driver ------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Ready:
-    """The dataset and step are built; trials may be sent."""
-
     info: DatasetInfo
 
 
 @dataclass(frozen=True)
 class SetupFailed:
-    """Building the dataset or step raised; the driver raises ``SetupError(message, usage)``."""
-
-    message: str
+    message: str   # the driver raises SetupError(message, usage)
     usage: bool
 
 
 @dataclass(frozen=True)
 class Begin:
-    """The trial process has taken the trial: from now on a death is this config's."""
-
-    pid: int
+    pid: int   # from now on a death is this config's
 
 
 @dataclass(frozen=True)
 class Beat:
-    """Batches are flowing: ``batches`` consumed so far in this trial."""
-
-    batches: int
+    batches: int   # consumed so far in this trial
 
 
 @dataclass(frozen=True)
 class Measured:
-    """A trial's end: its TrialResult as the trial process measured it (a result, or a failure of
-    its config), and how many of the trial's processes were still alive after its teardown and a
-    kill."""
-
-    result: TrialResult
-    leaked_workers: int
+    result: TrialResult   # as the trial process measured it (a result, or a failure of its config)
+    leaked_workers: int   # the trial's processes still alive after its teardown and a kill
 
 
 @dataclass(frozen=True)
 class Profiled:
-    """The profile's end: the Profile, or why it could not be measured (the dataset or step
-    raised on the way; the trials will meet and report it)."""
-
-    profile: Profile | None
+    profile: Profile | None   # or why it could not be measured (the trials will meet and report it)
     error: str | None
     leaked_workers: int
