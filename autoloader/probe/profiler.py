@@ -33,19 +33,19 @@ each figure feeds). Its named stages:
 
 # NOTE [ A profile within its share ]
 # The profile may take at most its share of the run's budget (``limit_s``, a third: the run's
-# PROFILE_SHARE): the rest is the bursts' and the final's. What grows with the workload is the
-# step, called several times (a warm call, three timed, the thread pairs), and on a loaded
-# machine every stage. So a call of the step is progress for as long as the user's own trial
-# timeout (a thread beats the watchdog while it runs, and each call beats after it); a slow
-# sample is progress, and so is the start of the replay's workers within the share (they run
-# autoloader's own replay, which only a loaded machine slows; a worker of the user's dataset that
-# never delivers stays the watchdog's stall, so the run's first burst keeps its time); a call or
-# a stage that would take the profile past its share is not begun: the first call stands for the step when a second would not fit, and the receive's replay, the uint8
-# stage, the worker's start-up, the thread pairs and the growth stage are skipped (the bursts
-# measure what they would have). A profile cut so says it (``Profile.cut_s``). The step is
-# always called once, so a slow step is measured and its figure sizes the budget a judged tune
-# needs (search/budget.py: ``budget_words``). A call that does not return within the user's
-# timeout is a stall the watchdog judges.
+# PROFILE_SHARE): the rest is the bursts' and the final's. What grows with the workload is the step,
+# called several times (a warm call, three timed, the thread pairs), and on a loaded machine every
+# stage. So a call of the step is progress for as long as the user's own trial timeout (a thread
+# beats the watchdog while it runs, and each call beats after it); a slow sample is progress, and so
+# is the start of the replay's workers within the share (they run autoloader's own replay, which
+# only a loaded machine slows; a worker of the user's dataset that never delivers stays the
+# watchdog's stall, so the run's first burst keeps its time); a call or a stage that would take the
+# profile past its share is not begun: the first call stands for the step when a second would not
+# fit, and the receive's replay, the uint8 stage, the worker's start-up, the thread pairs and the
+# growth stage are skipped (the bursts measure what they would have). A profile cut so says it
+# (``Profile.cut_s``). The step is always called once, so a slow step is measured and its figure
+# sizes the budget a judged tune needs (search/budget.py: ``budget_words``). A call that does not
+# return within the user's timeout is a stall the watchdog judges.
 """
 
 from __future__ import annotations

@@ -346,11 +346,11 @@ class _Runner:
             down = time.perf_counter() - down
         measured = dataclasses.asdict(m)
         window = measured.pop("window_start_wall"), measured.pop("window_end_wall")
+        grown = dict(zip(("worker_samples", "worker_uss_bytes", "worker_file_bytes"), grown or [None] * 3))
         return TrialResult(config, OK, gpu_util=self.nvml.mean_between(*window) if self.nvml else None,
                            teardown_s=down, pinned_bytes=pinned,
                            gpu_peak_bytes=int(torch.cuda.max_memory_allocated()) if self.cuda else None,
-                           **dict(zip(("worker_samples", "worker_uss_bytes", "worker_file_bytes"), grown or (None,) * 3)),
-                           **measured, **delivered)
+                           **grown, **measured, **delivered)
 
     def profile(self, batch_size: int, beat, memory_budget: int | None = None, limit_s: float | None = None,
                 step_stall_s: float | None = None) -> tuple[Profile | None, str | None]:

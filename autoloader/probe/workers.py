@@ -1,16 +1,12 @@
-"""The trial process's own processes: its DataLoader workers and their end.
-
-What the trial process (trial.py) does to the processes it starts: each worker dies with the
-runner and names itself (``WorkerInit``), a trial's workers are stopped however the trial left
-them (``shutdown_iterators``), reaped and counted when they outlive that (``reap_children``), and
-their memory read (``pss``). The runner itself dies with the driver (``die_with_parent``). Why:
-NOTE [ Trial processes ] in trial.py.
+"""The trial process's own processes (NOTE [ Trial processes ] in trial.py): each worker dies with
+the runner and names itself (``WorkerInit``), a trial's workers are stopped however the trial
+left them (``shutdown_iterators``) and reaped (``reap_children``); the runner dies with the
+driver (``die_with_parent``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import errno
 import multiprocessing as mp
 import os
 import signal
@@ -19,33 +15,31 @@ import threading
 import time
 
 from . import guard
-from .failures import OUT_OF_DESCRIPTORS_EXIT
+from .failures import OUT_OF_DESCRIPTORS_EXIT, says_emfile
 from .teardown import MAX_REPORTS
+
+
+def _prctl(*args) -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(*args)
+    except (OSError, AttributeError):
+        pass
 
 
 def die_with_parent() -> None:
     """PR_SET_PDEATHSIG: the kernel SIGKILLs us when the driver dies, even by SIGKILL."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # 1 == PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    _prctl(1, signal.SIGKILL)
 
 
 def adopt_orphans() -> None:
-    """PR_SET_CHILD_SUBREAPER: a process the dataset starts and leaves (detached with
-    start_new_session=True, or double-forked) is re-parented to this trial process when its
-    parent ends, not to init, so ``end_leftovers`` finds it."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(36, 1)  # 36 == PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
+    """PR_SET_CHILD_SUBREAPER: a process the dataset starts and leaves (detached, or
+    double-forked) is re-parented to this process, not to init, so ``end_leftovers`` finds it."""
+    _prctl(36, 1)
 
 
 def end_leftovers() -> list[str]:
-    """The processes still under this trial process when it is told to stop (the dataset's own,
-    started detached and left running): each SIGKILLed and reaped; what each was, to name it."""
+    """The processes still under this one when it is told to stop (the dataset's, left running),
+    SIGKILLed and reaped: what each was, to name it."""
     import psutil
 
     try:
@@ -64,10 +58,8 @@ def end_leftovers() -> list[str]:
 
 
 def release_semaphores() -> None:
-    """Unlink the named semaphores this process still holds (the queues and locks of loaders
-    started with forkserver or spawn), as their finalizers would at a normal exit: the trial
-    process ends with os._exit, which runs none, and the resource tracker would then warn of
-    every one as leaked."""
+    """Unlink the named semaphores still held (forkserver and spawn loaders' queues and locks) as
+    their finalizers would: os._exit runs none, and the resource tracker would call them leaked."""
     from multiprocessing import synchronize, util
 
     for finalizer in list(util._finalizer_registry.values()):
@@ -80,11 +72,7 @@ def release_semaphores() -> None:
 
 def set_name(name: str) -> None:
     """PR_SET_NAME: what ps, top and psutil's name() show, so trial processes are easy to find."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # 15 == PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
+    _prctl(15, name.encode()[:15], 0, 0, 0)
 
 
 RUNNER_NAME = "autoloader-run"
@@ -135,16 +123,6 @@ class WorkerInit:
 DESCRIPTOR_RESERVE = 4
 
 
-def _says_emfile(exc: BaseException | None) -> bool:
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
 def end_when_out_of_descriptors() -> None:
     """In a trial's DataLoader worker: NOTE [ A worker out of file descriptors ]."""
     from multiprocessing import queues, util
@@ -173,40 +151,26 @@ def end_when_out_of_descriptors() -> None:
                     pass
         os._exit(OUT_OF_DESCRIPTORS_EXIT)
 
-    thread_hook, sys_hook, unraisable_hook = threading.excepthook, sys.excepthook, sys.unraisablehook
-    feeder_error = queues.Queue._on_queue_feeder_error
+    def hooked(replaced, exc_of):
+        def hook(*args) -> None:
+            if says_emfile(exc_of(*args), text=False):
+                end()
+            replaced(*args)
+        return hook
 
-    def on_thread(args) -> None:
-        if _says_emfile(args.exc_value):
-            end()
-        thread_hook(args)
-
-    def on_uncaught(kind, value, tb) -> None:
-        if _says_emfile(value):
-            end()
-        sys_hook(kind, value, tb)
-
-    def on_unraisable(unraisable) -> None:
-        if _says_emfile(unraisable.exc_value):
-            end()
-        unraisable_hook(unraisable)
-
-    def on_feeder_error(exc, obj) -> None:
-        if _says_emfile(exc):
-            end()
-        feeder_error(exc, obj)
-
-    threading.excepthook, sys.excepthook, sys.unraisablehook = on_thread, on_uncaught, on_unraisable
-    queues.Queue._on_queue_feeder_error = staticmethod(on_feeder_error)
+    threading.excepthook = hooked(threading.excepthook, lambda args: args.exc_value)
+    sys.excepthook = hooked(sys.excepthook, lambda kind, value, tb: value)
+    sys.unraisablehook = hooked(sys.unraisablehook, lambda unraisable: unraisable.exc_value)
+    queues.Queue._on_queue_feeder_error = staticmethod(hooked(queues.Queue._on_queue_feeder_error,
+                                                              lambda exc, obj: exc))
     util.Finalize(None, release, exitpriority=0)   # before the temporary folder's removal (-100)
 
 
 def ended_out_of_descriptors(iterators: list, wait_s: float = 0.0) -> bool:
-    """Whether a worker of these iterators (weak references) of a trial that failed exited with
-    OUT_OF_DESCRIPTORS_EXIT, waiting up to ``wait_s`` for those still running to end: a worker
-    whose leak broke a batch's hand-over ends just after the trial process read the EOFError it
-    caused. The iterators' workers are dropped from the SIGCHLD registry first (the trial has
-    failed: their end is read here), and a report that came before that is absorbed and read."""
+    """Whether a worker of a failed trial's iterators (weak references) exited with
+    OUT_OF_DESCRIPTORS_EXIT, waiting up to ``wait_s`` for those still running (one whose leak broke
+    a hand-over ends just after). Their workers leave the SIGCHLD registry first, and a report
+    that came before that is absorbed and read."""
     alive = [it for ref in iterators if (it := ref()) is not None]
     said = f"exit code {OUT_OF_DESCRIPTORS_EXIT}."
     found = False
@@ -231,8 +195,7 @@ def ended_out_of_descriptors(iterators: list, wait_s: float = 0.0) -> bool:
 
 
 def shut_down(obj, method: str) -> None:
-    """Call ``obj``'s shutdown ``method`` where it has one, best effort: the reaper kills what
-    it leaves."""
+    """``obj``'s shutdown ``method`` where it has one, best effort: the reaper kills what it leaves."""
     shutdown = getattr(obj, method, None)
     if shutdown is not None:
         try:
@@ -242,14 +205,9 @@ def shut_down(obj, method: str) -> None:
 
 
 def shutdown_iterators(iterators: list) -> None:
-    """Stop a trial's DataLoader workers now, whatever state the trial left them in.
-
-    An iterator kept alive past the trial (a persistent-workers loader, a traceback) keeps its
-    workers and its entry in DataLoader's SIGCHLD registry; a worker of it dying later would
-    then raise "DataLoader worker ... is killed by signal" in the runner between trials, and
-    the next config would be blamed. So each iterator is shut down explicitly (joins, then
-    terminates, its workers) and its registry entry is dropped.
-    """
+    """Stop a trial's DataLoader workers now, whatever state the trial left them in: an iterator
+    kept alive (persistent workers, a traceback) keeps its SIGCHLD registry entry, and a worker
+    dying later would raise in the runner between trials and blame the next config."""
     for ref in iterators:
         it = ref()
         if it is None:
@@ -260,8 +218,7 @@ def shutdown_iterators(iterators: list) -> None:
 
 
 def _unregister(it) -> None:
-    """Drop a DataLoader iterator's workers from its SIGCHLD handler's registry: their end is
-    no longer reported by an exception wherever this process happens to be."""
+    """Its workers out of the SIGCHLD registry: their end no longer raises wherever we are."""
     from torch.utils.data._utils import signal_handling
 
     if getattr(it, "_worker_pids_set", False):
@@ -284,8 +241,7 @@ def pss(pid: int) -> int | None:
 
 
 def reap_children(timeout: float = 5.0) -> int:
-    """Wait for this trial's workers to exit, killing any still there after ``timeout``; reap
-    them all. Returns how many are still alive after that."""
+    """How many of this trial's workers are alive after ``timeout`` and a kill, all reaped."""
     import psutil
 
     def alive() -> list:
