@@ -1,5 +1,4 @@
-"""The burst measurement, run inside the trial process: one config's rate from a short window
-of its steady state, by the rules of NOTE [ Honest burst ].
+"""One config's rate from a short window of its steady state, in the trial process.
 
 # NOTE [ Honest burst ]
 # 1. First-batch burst: every worker builds its first batch at once, so about num_workers batches
@@ -59,9 +58,7 @@ class Timer:
     """Times the consumer: CUDA events on CUDA (queued work counts), a host clock elsewhere."""
 
     def __init__(self, device: str):
-        self.cuda = device.startswith("cuda")
-        self._pairs: list = []
-        self._host = 0.0
+        self.cuda, self._pairs, self._host = device.startswith("cuda"), [], 0.0
         if self.cuda:
             import torch
 
@@ -94,8 +91,7 @@ class Timer:
 
 
 class _Epochs:
-    """The loader's batches across its epochs: at an epoch's end the next one starts, and the
-    boundary is timed."""
+    """The loader's batches across its epochs, each boundary timed."""
 
     def __init__(self, make_iterator: Callable[[], Any]):
         self.make_iterator = make_iterator
@@ -120,8 +116,7 @@ class _Epochs:
 
 @dataclass
 class _Window:
-    """What the measured window read: batches and samples, each batch's steady arrival, the
-    waits for data, the boundaries crossed."""
+    """What the measured window read."""
     start: float
     start_wall: float
     timer: Timer
@@ -137,10 +132,10 @@ class _Window:
 def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], num_workers: int,
               fresh_workers_each_epoch: bool, epoch_batches: int | None, device: str,
               settings: BurstSettings, batch_samples: Callable[[Any, int], int] | None = None) -> BurstMeasurement:
-    """Measure one config. ``make_iterator`` returns a fresh iterator over the loader (called
-    again at each epoch end); ``consume`` is the step; ``epoch_batches`` is None for a dataset of
-    unknown length. ``batch_samples(batch, index_in_epoch)`` counts a batch's samples (the
-    sampler knows; the default reads the leading dimension). See NOTE [ Honest burst ]."""
+    """One config measured (NOTE [ Honest burst ]). ``make_iterator``: a fresh iterator over the
+    loader (again at each epoch end); ``consume``: the step; ``epoch_batches``: None for unknown
+    length; ``batch_samples(batch, index_in_epoch)`` counts a batch's samples (default: its
+    leading dimension)."""
     count = batch_samples or (lambda batch, index: samples_in(batch))
     timer = Timer(device)
     t_begin = time.perf_counter()
@@ -161,8 +156,7 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
 
 def _measure_window(epochs: _Epochs, consume: Callable[[Any], None], count: Callable[[Any, int], int],
                     num_workers: int, epoch_batches: int | None, device: str, settings: BurstSettings) -> _Window:
-    """The measured window: batches consumed until the rate's interval is tight enough, or the
-    time cap, or the prune line (NOTE [ Honest burst ])."""
+    """Batches consumed until the rate's interval is tight, the time cap, or the prune line."""
     lag = max(1, num_workers)
     floor_batches = math.ceil(settings.min_cycles * num_workers - 1e-9)  # 2.2 x 5 is 11, not 12
     min_batches = max(3 * num_workers, 8, floor_batches)  # at least two cycles of differences
@@ -236,11 +230,8 @@ def _measurement(w: _Window, epochs: _Epochs, num_workers: int, fresh_workers_ea
 
 
 def _lagged_rate(arrivals: list[float], lag: int, samples_per_batch: float) -> tuple[float, float]:
-    """(samples/s, relative 95% half-width) from batch arrival times; see NOTE [ Honest burst ].
-
-    Differences ``lag`` batches apart are averaged in contiguous blocks; the spread of the block
-    means gives the interval. The first arrival is the window's start, so it is its own point.
-    """
+    """(samples/s, relative 95% half-width) from the spread of block means of differences ``lag``
+    batches apart (NOTE [ Honest burst ]); the window's start is the first point."""
     times = [0.0, *arrivals]
     diffs = [(times[j + lag] - times[j]) / lag for j in range(len(times) - lag)]
     if len(diffs) < 2:

@@ -1,5 +1,5 @@
-"""The driver's side of a trial: ``TrialRunner`` starts the trial process (``trial.py``), sends
-it one config at a time, guards the tree's memory, keeps the watchdog, and turns every way a
+"""The driver's side of a trial: ``TrialRunner`` starts the trial process (``trial.py``) and waits
+for its start-up (the user told what the wait is for), sends it one config at a time, guards the tree's memory, keeps the watchdog, and turns every way a
 trial can end into a TrialResult. The messages are NOTE [ Trial protocol ] in protocol.py.
 """
 
@@ -7,28 +7,35 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
+import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..events import Event
+from ..events import Event, WaitingForTrialStart
 from ..errors import clip, one_line
 from ..inputs.limits import clipped_timeout
 from ..search.burst_rule import BurstSettings
 from ..search.results import BUDGET_ENDED, CONSTRAINT, FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig
-from . import guard, serve, startup
-from .failures import death_cause, death_text
+from . import guard, serve
+from .failures import death_cause, death_text, exit_text
 from .load import LoadMeter, Span
 from .protocol import (Beat, Begin, DatasetInfo, Measure, Measured, Profiled, ProfileRequest, RunnerSetup, SetupError,
                        SetupFailed, Stop)
 from .reimport import TRIAL_PROCESS_NAME, StartNote, refuse_reimport
+from .waiting import Notices
 
 # What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here.
 __all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "RunnerSetup", "SetupError", "TrialRunner"]
 
 SETUP_TIMEOUT_S = 600.0
 _KILL_S = 5.0   # how long a killed trial process is waited for
+# Start-up clipped to the budget's end (NOTE [ The budget is a wall bound ] in search/budget.py)
+# still gets this long, inside the time the run keeps back for closing: a restart late in a run
+# is refused at once rather than waited for past the bound.
+MIN_CLIPPED_SETUP_S = 1.0
 
 
 # How a trial ended when it sent no result (NOTE [ Trial protocol ]); TrialRunner._wait returns one.
@@ -92,11 +99,11 @@ class TrialRunner:
         clipped to what is left before the run's wall bound."""
         if self.budget_left is None:
             return self.setup_timeout_s
-        return clipped_timeout(self.setup_timeout_s, self.budget_left(), startup.MIN_CLIPPED_SETUP_S)
+        return clipped_timeout(self.setup_timeout_s, self.budget_left(), MIN_CLIPPED_SETUP_S)
 
     def start(self) -> DatasetInfo:
         """Start the trial process and wait for its Ready, at most ``setup_limit()`` seconds,
-        telling ``notice`` meanwhile what it waits for (``startup.ready``)."""
+        telling ``notice`` meanwhile what it waits for (``_ready``)."""
         refuse_reimport("a tune")   # NOTE [ A script re-imported by spawn ] in reimport.py
         limit = self.setup_limit()
         if self.budget_left is not None and self.budget_left() <= 0:
@@ -114,7 +121,7 @@ class TrialRunner:
             child_conn.close()
             self._conn = parent_conn
             self._watch = guard.TreeWatch(self._proc.pid)
-            message = startup.ready(self._proc, parent_conn, limit, self.setup_timeout_s, note, self.notice,
+            message = _ready(self._proc, parent_conn, limit, self.setup_timeout_s, note, self.notice,
                                     self._kill)
         finally:
             note.close()
@@ -347,3 +354,65 @@ class TrialRunner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _ready(proc, conn, limit: float, setup_timeout_s: float, note: StartNote,
+          notice: Callable[[Event], None] | None, kill: Callable[[], None]):
+    """The trial process's answer to its set-up (Ready or SetupFailed: NOTE [ Trial protocol ], step
+    1), or SetupError when it died first (with its own message when it left one: NOTE [ A script
+    re-imported by spawn ] in reimport.py) or had not answered within ``limit`` seconds
+    (``setup_timeout_s`` clipped to the budget when less). ``kill`` kills its tree."""
+    t0 = time.monotonic()
+    # Said at once, then as the wait goes on: the command's first line, so a start-up of seconds
+    # (a fresh interpreter importing torch and the dataset) is not a silent one.
+    notices = Notices(next_s=0.0)
+    while not conn.poll(0.2):
+        waited = time.monotonic() - t0
+        if not proc.is_alive():
+            raise _died(proc, note, kill, "while building the dataset or step")
+        if waited > limit:
+            kill()
+            raise SetupError(_too_slow(limit, setup_timeout_s), usage=False, budget=limit < setup_timeout_s)
+        if notice is not None and notices.due(waited):
+            notice(WaitingForTrialStart(waited, limit, clipped=limit < setup_timeout_s))
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        raise _died(proc, note, kill, "while starting") from None
+
+
+def _died(proc, note: StartNote, kill: Callable[[], None], when: str) -> SetupError:
+    proc.join(timeout=2.0)
+    code = proc.exitcode
+    kill()
+    own = note.read()
+    if own is not None:
+        return SetupError(own, usage=True)
+    return SetupError(f"the trial process died {when} ({exit_text(code)})" + (_main_script_hint() if code == 1 else ""),
+                      usage=False)
+
+
+def _too_slow(limit: float, setup_timeout_s: float) -> str:
+    lazily = ("do the slow part lazily (open or decode files in __getitem__, not in __init__), or build the "
+              "dataset once, save it, and have --dataset load the saved copy")
+    if limit < setup_timeout_s:
+        return (f"starting the trial process and building the dataset and step must end within the budget "
+                f"(they had {limit:.0f} s left of it, a fresh interpreter importing torch and your modules "
+                "included), and they had not finished; the trial process was stopped. "
+                "Fix: raise --budget (a loaded machine starts processes several times slower), or " + lazily)
+    return (f"starting the trial process and building the dataset and step must take under "
+            f"{setup_timeout_s:.0f} s, and they had not finished; the trial process was stopped. Fix: " + lazily)
+
+
+def _main_script_hint() -> str:
+    """A likely cause when the trial process dies while starting and left no message of its own:
+    'spawn' re-runs the caller's script in the new process (NOTE [ A script re-imported by
+    spawn ] in reimport.py), and something at its module level failed there."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    spec = getattr(main, "__spec__", None)
+    if not path or (spec is not None and spec.name.endswith("__main__")):
+        return ""
+    return (f". If {os.path.basename(path)} calls tune() at module level, put the call under "
+            "`if __name__ == \"__main__\":` (the trial process re-imports that script); the "
+            "trial process's own error is on stderr above")

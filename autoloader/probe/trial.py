@@ -47,8 +47,7 @@ from .growth import NewestIterator, anonymous_bytes, with_growth
 from .methods import with_methods
 from .protocol import BEAT_S, DatasetInfo, RunnerSetup, SetupError
 from .shards import Counted, shard_fields, with_stream
-from .teardown import half_built_iterator
-from .workers import WorkerInit, ended_out_of_descriptors, pss, shutdown_iterators
+from .workers import WorkerInit, ended_out_of_descriptors, half_built_iterator, pss, shutdown_iterators
 
 # A dataset longer than this is named when drawing its indices fails (a permutation: GBs of int64).
 HUGE_LENGTH = 2**28
