@@ -17,6 +17,7 @@ import psutil
 from ..errors import AutoloaderError, usage
 from ..events import Event
 from ..inputs import hardware
+from ..probe.load import affinity
 from . import wire
 from .ranks import Ranks
 
@@ -185,7 +186,8 @@ def joined() -> Node | None:
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     views = [None] * world
     me = psutil.Process()
-    dist.all_gather_object(views, (_affinity(), hardware.usable_cpus(), (me.pid, me.create_time())), group=group)
+    dist.all_gather_object(views, (frozenset(affinity()), hardware.usable_cpus(), (me.pid, me.create_time())),
+                           group=group)
     node_cpus, rank_cpus = node_share([v[0] for v in views], [v[1] for v in views], hardware.cpu_quota())
     _joined = Node(rank, world, local_rank, node_cpus, rank_cpus, group, [v[2] for v in views])
     return _joined
@@ -206,13 +208,6 @@ def _end_process_group() -> None:
             dist.destroy_process_group()
     except Exception:  # noqa: BLE001 - at exit, a group already gone is fine
         pass
-
-
-def _affinity() -> frozenset[int]:
-    try:
-        return frozenset(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity call: every CPU
-        return frozenset(range(os.cpu_count() or 1))
 
 
 def node_share(affinities: list[frozenset[int]], own: list[int], quota: float | None) -> tuple[int, int]:

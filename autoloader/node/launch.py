@@ -26,12 +26,6 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:
-    from ..probe.workers import die_with_parent as die
-
-    die()
-
-
 @contextlib.contextmanager
 def launched(nproc: int):
     """This process as rank 0 of ``nproc`` ranks on this machine, the others started here as
@@ -39,6 +33,8 @@ def launched(nproc: int):
     (PR_SET_PDEATHSIG), are waited for on the way out and killed if they linger; a rank that
     exited with an error is an AutoloaderError naming it, unless one is already on its way."""
     import torch.distributed as dist
+
+    from ..probe.workers import die_with_parent
 
     port = _free_port()
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc),
@@ -49,7 +45,7 @@ def launched(nproc: int):
         for rank in range(1, nproc):
             procs.append(subprocess.Popen([sys.executable, "-m", "autoloader.node"],
                                           env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent))
+                                          stdin=subprocess.DEVNULL, preexec_fn=die_with_parent))
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=nproc,
                                 timeout=group.JOIN_TIMEOUT)
         yield

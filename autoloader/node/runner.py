@@ -17,7 +17,6 @@ from ..search.results import FAILED, OK, TrialResult
 from ..search.space import LoaderConfig
 from .group import GAP_S, Node, RankLost
 from .protocol import Measure, Outcome, Reply, Start, Stop
-from .ranks import rank_ceiling
 
 
 def rank_runner(node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float,
@@ -26,7 +25,7 @@ def rank_runner(node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s:
     """This rank's TrialRunner: its shard, its device, its share of the memory ceiling, and the
     run's budget, which bounds its start-up."""
     mine = dataclasses.replace(setup, shard=(node.rank, node.world), device=node.device(setup.device))
-    return TrialRunner(mine, max_memory=rank_ceiling(max_memory, node.world), hang_timeout_s=hang_timeout_s,
+    return TrialRunner(mine, max_memory=node.ranks.memory(max_memory), hang_timeout_s=hang_timeout_s,
                        budget_left=budget_left, notice=notice)
 
 
@@ -59,6 +58,11 @@ def _measured(runner: TrialRunner | None, command: Measure) -> Reply:
     return Reply(result=result, orphans=runner.orphans, shm_leaks=runner.shm_leaks)
 
 
+# A node trial's figures that are the largest rank's: NOTE [ Tuning a node's ranks ].
+_LARGEST = ("wait_fraction", "startup_s", "epoch_restart_s", "peak_host_bytes", "peak_pss_bytes", "peak_shm_bytes",
+            "gpu_peak_bytes")
+
+
 def node_result(config: LoaderConfig, results: list[TrialResult]) -> TrialResult:
     """One node trial from every rank's, rank 0 first (NOTE [ Tuning a node's ranks ]): the
     first failing rank's failure, naming it; else the slowest rank's rate, with every rank's."""
@@ -72,10 +76,6 @@ def node_result(config: LoaderConfig, results: list[TrialResult]) -> TrialResult
     rates = [r.samples_per_s or 0.0 for r in results]
     slow = results[min(range(world), key=rates.__getitem__)]
 
-    def largest(name: str):
-        values = [getattr(r, name) for r in results if getattr(r, name) is not None]
-        return max(values) if values else None
-
     # Each rank's meter counts the other ranks among the machine's others (probe/load.py): rank 0's,
     # less what the other ranks' own trees took, is what the rest of the machine took.
     others = results[0].others_cpus
@@ -84,11 +84,9 @@ def node_result(config: LoaderConfig, results: list[TrialResult]) -> TrialResult
     return dataclasses.replace(
         slow, config=config, others_cpus=others, steal_cpus=results[0].steal_cpus,
         tree_cpus=sum(r.tree_cpus or 0.0 for r in results) if results[0].tree_cpus is not None else None,
-        wait_fraction=largest("wait_fraction"), startup_s=largest("startup_s"),
-        epoch_restart_s=largest("epoch_restart_s"), peak_host_bytes=largest("peak_host_bytes"),
-        peak_pss_bytes=largest("peak_pss_bytes"), peak_shm_bytes=largest("peak_shm_bytes"),
-        gpu_peak_bytes=largest("gpu_peak_bytes"), seconds=max(r.seconds for r in results),
-        pruned=any(r.pruned for r in results), rank_samples_per_s=tuple(rates))
+        seconds=max(r.seconds for r in results), pruned=any(r.pruned for r in results),
+        rank_samples_per_s=tuple(rates), **{name: max((v for r in results if (v := getattr(r, name)) is not None),
+                                                      default=None) for name in _LARGEST})
 
 
 class NodeRunner:

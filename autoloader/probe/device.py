@@ -1,8 +1,5 @@
-"""What a trial does with the GPU besides running the step: copy batches to it, return the
-memory it cached once the trial ends, and read its utilisation from NVML.
-
-Used only inside the trial process (``trial.py``), which owns CUDA; the driver never imports
-torch's CUDA side (NOTE [ No CUDA in the driver ] in inputs/hardware.py).
+"""A trial's GPU besides the step, in the trial process alone (NOTE [ No CUDA in the driver ] in
+inputs/hardware.py): batches copied to it, its cached memory returned, its utilisation from NVML.
 
 # NOTE [ Pinned memory outlives its trial ]
 # PyTorch's caching host allocator keeps every page-locked block it ever handed out, for the
@@ -27,9 +24,8 @@ from ..batches import map_tensors
 
 
 def release_cached_memory(torch) -> str | None:
-    """Return the trial's cached device and pinned host memory (NOTE [ Pinned memory outlives its
-    trial ]); None, or the CUDA error that stopped it (the context is then unusable).
-    ``_host_emptyCache`` is private; a torch without it keeps its cache."""
+    """The trial's cached device and pinned host memory returned (NOTE [ Pinned memory outlives its
+    trial ]); None, or the CUDA error that stopped it (the context is then unusable)."""
     try:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -42,7 +38,6 @@ def release_cached_memory(torch) -> str | None:
 
 
 def reset_pinned_peak(torch) -> None:
-    """Start the caching host allocator's peak afresh (a torch without the statistics: nothing)."""
     reset = getattr(torch.cuda, "reset_peak_host_memory_stats", None)
     if reset is not None:
         try:
@@ -52,9 +47,8 @@ def reset_pinned_peak(torch) -> None:
 
 
 def pinned_peak(torch) -> int | None:
-    """The page-locked bytes the caching host allocator held at its peak since the last reset,
-    blocks rounded as it hands them out (NOTE [ Pinned batches ] in search/memory.py); None
-    where torch keeps no such statistics."""
+    """The caching host allocator's peak since the reset, in its blocks (NOTE [ Pinned batches ] in
+    search/memory.py); None where torch keeps no such statistics."""
     stats = getattr(torch.cuda, "host_memory_stats", None)
     if stats is None:
         return None
@@ -66,15 +60,13 @@ def pinned_peak(torch) -> int | None:
 
 
 def to_device(batch: Any, device: str, non_blocking: bool) -> Any:
-    """The batch with every tensor in it copied to ``device`` (dicts, lists, tuples and named
-    tuples keep their type): the consumer a trial without a step uses on CUDA."""
+    """The consumer of a trial without a step on CUDA."""
     return map_tensors(batch, lambda t: t.to(device, non_blocking=non_blocking))
 
 
 def nvml_bus_id(props) -> str | None:
-    """The PCI address NVML looks a GPU up by ("domain:bus:device.function", hexadecimal) from
-    torch's device properties, or None when they lack one. Torch gives the three numbers apart:
-    its ``pci_bus_id`` is the bus alone, which NVML rejects, and no utilisation could be read."""
+    """The PCI address NVML finds a GPU by, from torch's device properties (their ``pci_bus_id`` is
+    the bus alone, which NVML rejects); None when they lack one."""
     parts = [getattr(props, f"pci_{name}_id", None) for name in ("domain", "bus", "device")]
     if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
         return None

@@ -1,6 +1,7 @@
-"""The driver's side of a trial: ``TrialRunner`` starts the trial process (``trial.py``) and waits
-for its start-up (the user told what the wait is for), sends it one config at a time, guards the tree's memory, keeps the watchdog, and turns every way a
-trial can end into a TrialResult. The messages are NOTE [ Trial protocol ] in protocol.py.
+"""The driver's side of a trial: ``TrialRunner`` starts the trial process (``trial.py``), waits for
+its start-up (telling the user what for), sends it one config at a time, guards the tree's
+memory, keeps the watchdog, and turns every way a trial can end into a TrialResult (NOTE [ Trial
+protocol ] in protocol.py).
 """
 
 from __future__ import annotations

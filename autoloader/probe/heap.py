@@ -1,6 +1,5 @@
-"""What a dataset's memory is held in, read in the trial process before the growth stage: large
-buffers, which forked workers read without copying, or Python objects, which they copy as they
-read them (NOTE [ Copy on read ] in search/growth.py).
+"""What a dataset's memory is held in, read before the growth stage: large buffers, which forked
+workers read without copying, or objects, which they copy (NOTE [ Copy on read ] in search/growth.py).
 
 # NOTE [ A heap of buffers copies nothing ]
 # The growth stage (probe/growth.py) runs two workers for seconds to see whether reading rows
@@ -37,9 +36,7 @@ _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType
 
 
 @dataclass(frozen=True)
-class Held:
-    """The walk's reading: bytes in large anonymous buffers reachable from the dataset, and the
-    objects visited besides them."""
+class Held:   # bytes in large anonymous buffers reachable from the dataset, and the objects besides
     buffer_bytes: int
     objects: int
 
@@ -91,8 +88,8 @@ def held_in(root: object, limit: int = WALK_LIMIT) -> Held | None:
 
 
 def copies_nothing(dataset: object, dataset_bytes: int | None, floor: int) -> bool:
-    """Whether the heap the dataset added is, but for less than ``floor``, in large buffers (NOTE
-    [ A heap of buffers copies nothing ]): the growth stage has nothing to find."""
+    """Whether the dataset's heap is, but for less than ``floor``, in large buffers: the growth
+    stage has nothing to find (NOTE [ A heap of buffers copies nothing ])."""
     if dataset_bytes is None:
         return False
     held = held_in(dataset)

@@ -1,5 +1,4 @@
-"""A process's private memory by kind, from /proc/<pid>/smaps: what copy on read copies apart
-from what a mapped file's pages hold.
+"""A process's private memory by kind, from /proc/<pid>/smaps.
 
 # NOTE [ Memory by kind ]
 # A worker's private memory (USS: the pages no other process maps) is of three kinds, and only
@@ -32,8 +31,6 @@ _HEX = frozenset("0123456789abcdef")
 
 @dataclass(frozen=True)
 class Pages:
-    """One process's private bytes by kind (NOTE [ Memory by kind ])."""
-
     anon: int    # anonymous: its own allocations and what it copied
     file: int    # a mapped regular file's page cache, mapped by it alone so far
     shmem: int   # shared-memory files: batches in flight
@@ -44,7 +41,7 @@ class Pages:
 
 
 def private_pages(pid: int | str = "self") -> Pages | None:
-    """``pid``'s private memory by kind, None when it is gone (or the kernel has no smaps)."""
+    """None when it is gone (or the kernel has no smaps)."""
     try:
         with open(f"/proc/{pid}/smaps") as fh:
             text = fh.read()
@@ -54,7 +51,6 @@ def private_pages(pid: int | str = "self") -> Pages | None:
 
 
 def parse_smaps(text: str) -> Pages:
-    """The kinds of a /proc/<pid>/smaps text (NOTE [ Memory by kind ])."""
     anon = file = shmem = 0
     kind, private, dirty, anonymous = None, 0, 0, 0
 

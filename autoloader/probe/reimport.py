@@ -1,5 +1,4 @@
-"""A script's module-level ``tune()`` or ``best_loader()`` met again in a process that
-multiprocessing started with 'spawn': NOTE [ A script re-imported by spawn ].
+"""A script's module-level ``tune()`` or ``best_loader()`` met again in a process 'spawn' started.
 
 # NOTE [ A script re-imported by spawn ]
 # 'spawn' (the trial process's start method, and the default on macOS and Windows) starts a fresh
@@ -35,7 +34,6 @@ _environ_lock = threading.Lock()
 
 
 def _preparing() -> bool:
-    """Whether this process is a multiprocessing child still running its parent's main module."""
     import multiprocessing as mp
 
     if getattr(mp.current_process(), "_inheriting", False):
@@ -50,7 +48,6 @@ def _preparing() -> bool:
 
 
 def _script() -> str:
-    """The main script being re-run: its path, or its module name when it ran with ``-m``."""
     main = sys.modules.get("__mp_main__") or sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if path:
@@ -80,7 +77,6 @@ def refuse_reimport(entry: str) -> None:
 
 
 def _leave_note(message: str) -> bool:
-    """Write ``message`` for the driver when this is its trial process; whether it was written."""
     import multiprocessing as mp
 
     path = os.environ.get(NOTE_VAR)
@@ -95,8 +91,8 @@ def _leave_note(message: str) -> bool:
 
 
 class StartNote:
-    """The driver's side: a file named in the trial process's environment while it is started,
-    read back when it died while starting (``read``), removed by ``close``."""
+    """The driver's side: a file named in the trial process's environment while it starts, read
+    back when it died while starting."""
 
     def __init__(self):
         fd, self.path = tempfile.mkstemp(prefix="autoloader-start-", suffix=".txt")
@@ -104,8 +100,7 @@ class StartNote:
 
     @contextlib.contextmanager
     def passed(self):
-        """NOTE_VAR names the file in the environment of a process started in the block ('spawn'
-        gives the child a copy of this process's environment as it starts)."""
+        """NOTE_VAR names the file to a process started in the block ('spawn' copies the environment)."""
         with _environ_lock:
             before = os.environ.get(NOTE_VAR)
             os.environ[NOTE_VAR] = self.path

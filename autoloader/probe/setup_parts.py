@@ -1,7 +1,5 @@
-"""The trial process's set-up as it is timed and looked at: its parts, each (what, start, end)
-(``Parts``, read back in ``DatasetInfo.setup_parts``), whether a dataset was built at its module's
-import (``module_holds``), and which packages it imported with no bytecode cached (``uncompiled``).
-"""
+"""The trial process's set-up, timed and looked at: its parts (``Parts``), whether a dataset was
+built at its module's import (``module_holds``), which packages have no bytecode (``uncompiled``)."""
 
 from __future__ import annotations
 
@@ -23,8 +21,8 @@ UNCOMPILED_CHECKED = ("torch", "torchvision", "numpy")
 
 
 def uncompiled(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The packages among UNCOMPILED_CHECKED and ``extra`` imported here whose bytecode is not
-    cached where this interpreter looks for it (NOTE [ Imports compiled every start ])."""
+    """The packages among UNCOMPILED_CHECKED and ``extra`` imported here with no bytecode cached
+    where this interpreter looks (NOTE [ Imports compiled every start ])."""
     import importlib.util
     import sys
 
@@ -51,9 +49,8 @@ def module_holds(factory, dataset) -> bool:
 
 
 class Parts:
-    """The set-up's parts as they end, each (what, start, end) in ``time.monotonic()`` seconds
-    (one clock for every process of the host, so the driver places them on its run's clock): the
-    first from ``began`` (when the driver started this process) or, without it, from now."""
+    """The set-up's parts as they end, each (what, start, end) in ``time.monotonic()`` seconds (the
+    host's one clock), the first from ``began`` (when the driver started this process) or now."""
 
     def __init__(self, began: float | None = None):
         self.marks: list[tuple[str, float, float]] = []
