@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import os
 import time
 from typing import Any
 
@@ -42,7 +41,7 @@ __all__ = ["Pipeline", "inline", "inspect_graph", "is_nodes", "load", "stop", "t
 
 
 def load(source) -> Any:
-    """The dataset spec's object; a module that needs torchdata, missing here, is a usage error."""
+    """The dataset spec's object; a module that needs torchdata, missing, is a usage error."""
     try:
         return source.load()
     except ModuleNotFoundError as exc:
@@ -53,15 +52,13 @@ def load(source) -> Any:
 
 
 def inline(runner, batch_size: int | None = None) -> LoaderConfig:
-    """The graph's config without workers, at ``batch_size`` (the set-up's probe size if None)."""
+    """The graph's config without workers, at ``batch_size`` (None: the set-up's probe size)."""
     return LoaderConfig.make(batch_size or runner.setup.probe_batch_size, 0, False, loader=NODES)
 
 
 def inspect_graph(runner):
     """The set-up's look at a graph (``_Runner.inspect``): one batch made inline, timed."""
     from ..inputs.code_digest import code_fingerprint
-    from . import guard
-    from .protocol import DatasetInfo
 
     pipeline = runner.pipeline
     t0 = time.perf_counter()
@@ -69,13 +66,8 @@ def inspect_graph(runner):
         batch = pipeline.first_batch(inline(runner))
     except StopIteration:
         raise usage("the graph must yield at least one batch", "it yielded none", "check its source") from None
-    elapsed = time.perf_counter() - t0
-    count = max(1, samples_in(batch))
-    memory = guard.sample_memory(os.getpid())
-    return DatasetInfo(length=None, sample_seconds=elapsed / count, sample_bytes=max(1, bytes_in(batch) // count),
-                       runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=runner.dataset_bytes,
-                       code=code_fingerprint(pipeline.template, runner.step, {"map_fn": pipeline.chain[-1].map_fn}),
-                       threads=runner.torch.get_num_threads(), nodes=pipeline.graph)
+    return runner.info(batch, time.perf_counter() - t0, max(1, samples_in(batch)), length=None, nodes=pipeline.graph,
+                       code=code_fingerprint(pipeline.template, runner.step, {"map_fn": pipeline.chain[-1].map_fn}))
 
 
 def torchdata_nodes():
@@ -93,8 +85,7 @@ def _from_torchdata(obj: Any) -> bool:
 
 
 def _keywords(fn: Any) -> tuple[str, ...] | None:
-    """The knob keywords a callable takes (all of them for **kwargs), None for a callable that
-    takes none of them."""
+    """The knob keywords a callable takes (all of them for **kwargs), None for none."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -114,10 +105,9 @@ def is_nodes(obj: Any) -> bool:
 
 
 def given_graph(obj: Any) -> Any:
-    """What the trial process tunes for the object a dataset spec gave: a zero-argument factory
-    (a function, not a class or a Dataset) is called once here, and a torchdata.nodes graph it
-    returns is the graph (the README offers such a factory); a factory of anything else is
-    handed on as a factory of what it returned, for resolve_dataset's checks and their words."""
+    """What the trial process tunes for a dataset spec's object: a zero-argument factory (a
+    function, not a class or a Dataset) is called here, and a graph it returns is the graph;
+    anything else it returned is handed on as a factory of it, for resolve_dataset's checks."""
     if _from_torchdata(obj) or isinstance(obj, type) or not callable(obj) or _keywords(obj) is not None \
             or (hasattr(obj, "__getitem__") and hasattr(obj, "__len__")) or hasattr(obj, "__iter__"):
         return obj
@@ -132,9 +122,8 @@ def given_graph(obj: Any) -> Any:
 
 
 def _chain(root: Any, tn) -> list:
-    """The nodes from ``root`` down to the ParallelMapper tuned (usage error: none): the one
-    nearest the root with workers, else the deepest (a ``Mapper`` is a ParallelMapper of no
-    workers, so the nearest would often be a collate's)."""
+    """The nodes from ``root`` down to the ParallelMapper tuned (usage error: none): the nearest
+    with workers, else the deepest (a ``Mapper``, a collate's often, has no workers)."""
     chain, node, seen, mappers = [], root, [], []
     while node is not None and len(chain) < 256:
         chain.append(node)
@@ -152,8 +141,8 @@ def _chain(root: Any, tn) -> list:
 
 
 def _mapper(tn, old, source, **changes):
-    """``old``, a ParallelMapper, made anew over ``source`` (with ``changes``): it builds its
-    workers' iterator in __init__, so its attributes cannot just be set."""
+    """``old``, a ParallelMapper, made anew over ``source`` with ``changes`` (its __init__ builds
+    its workers' iterator: its attributes cannot just be set)."""
     src, map_fn = old.source, old.map_fn
     if old.prebatch is not None:   # ParallelMapper wrapped them itself: give it the originals
         src, map_fn = src.source, map_fn.map_fn
@@ -249,8 +238,8 @@ class Pipeline:
 
 
 def stop(obj: Any, depth: int = 0) -> None:
-    """Stop the threads and processes of a graph's iterators now (each node's ``_it`` that has a
-    ``_shutdown``), root to leaves: a finished trial's workers must not run into the next one."""
+    """A graph's iterators' threads and processes stopped now, root to leaves: a finished trial's
+    workers must not run into the next one."""
     if obj is None or depth > 64:
         return
     from .workers import shut_down
@@ -266,9 +255,8 @@ def stop(obj: Any, depth: int = 0) -> None:
 
 
 def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, beat, batches: int = 12):
-    """The graph's profile: its batches made inline (no workers, no prefetch), each timed, and the
-    consumer on one; one worker's start-up at the graph's method. The parts a DataLoader has and a
-    graph has not (collate apart, the receive from a worker) are 0: the bursts measure the rest."""
+    """The graph's profile: its batches made inline, each timed, the consumer on one, one worker's
+    start-up at the graph's method; the parts a graph has not (collate apart, the receive) 0."""
     from ..search.profile import Profile
     from .profiler import usable_cpus
 

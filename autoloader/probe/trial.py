@@ -151,18 +151,21 @@ class _Runner:
         # them off the batch miscounts lists of samples (their leading dimension is channels).
         count = min(probe_size, length) if length is not None else max(1, samples_in(batch))
         self.parts.mark("load a first batch")
-        memory = guard.sample_memory(os.getpid())
         from ..inputs.code_digest import code_fingerprint
 
-        info = DatasetInfo(length=length, sample_seconds=elapsed / count,
-                           sample_bytes=max(1, bytes_in(batch) // count),
-                           runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=self.dataset_bytes,
-                           fingerprint=dataset_fingerprint(self.dataset), dataset_class=dataset_class(self.dataset),
-                           code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs),
-                           threads=self.torch.get_num_threads(), step_identity=self.step_identity,
-                           **shard_fields(self.dataset, self.iterable))
+        info = self.info(batch, elapsed, count, length=length, fingerprint=dataset_fingerprint(self.dataset),
+                         dataset_class=dataset_class(self.dataset), step_identity=self.step_identity,
+                         code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs),
+                         **shard_fields(self.dataset, self.iterable))
         self.parts.mark("fingerprint the dataset and code")
         return info
+
+    def info(self, batch, seconds: float, count: int, **fields) -> DatasetInfo:
+        """What the set-up learned, from a first batch of ``count`` samples made in ``seconds``."""
+        memory = guard.sample_memory(os.getpid())
+        return DatasetInfo(sample_seconds=seconds / count, sample_bytes=max(1, bytes_in(batch) // count),
+                           runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=self.dataset_bytes,
+                           threads=self.torch.get_num_threads(), **fields)
 
     def _check_loader(self) -> None:
         """The first trial's DataLoader built, not iterated: an argument only DataLoader refuses is

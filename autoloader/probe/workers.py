@@ -95,12 +95,8 @@ WORKER_NAME = "autoloader-wkr"
 
 
 class WorkerInit:
-    """The trial's ``worker_init_fn``: the worker dies with the runner, then the user's own runs.
-
-    A DataLoader worker notices a dead parent only at its next queue poll, and one that hangs or
-    spins never does; so each worker asks the kernel for SIGKILL when the runner dies, and exits
-    at once if the runner died before it could ask.
-    """
+    """The trial's ``worker_init_fn``: the worker dies with the runner (a worker that hangs or spins
+    never polls its queue to notice), at once if it already did; then the user's own runs."""
 
     def __init__(self, runner_pid: int | None, inner=None):
         self.runner_pid = runner_pid  # the worker's parent when forked; None for forkserver/spawn
