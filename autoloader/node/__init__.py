@@ -1,16 +1,12 @@
-"""The ranks of one node, tuned together: one study, one result, for N ranks sharing one machine.
+"""The ranks of one node, tuned together: one study, one result, for N ranks sharing one machine,
+for ``tuning.run``, the API in every rank of a torchrun launch, and ``--nproc-per-node``:
 
-Serves ``tuning.run`` (rank 0's run drives every rank through ``runner.NodeRunner``) and the API
-(``api.tune``/``best_loader`` in every rank of a torchrun launch, ``group.joined``), and the CLI's
-``--nproc-per-node`` (``launch.launched`` starts the other ranks as ``python -m autoloader.node``).
-
-- ``group``: this process's place in the node (``Node``, ``joined``): its rank, the CPUs each rank
-  may use, and the gloo group the ranks talk through.
-- ``ranks``: ``Ranks``, the arithmetic of one rank's share and the node's figures, the same for a
-  single rank, so the run never multiplies by the rank count itself.
-- ``protocol``: the commands rank 0 broadcasts and the replies it gathers.
-- ``wire``: every message between ranks, each wait bounded and watched (NOTE [ Bounded waits between ranks ]).
-- ``runner``: ``NodeRunner``, rank 0's TrialRunner for the whole node, and ``serve``, the others' loop.
+- ``group``: this process's place in the node (``Node``, ``joined``): its rank, its CPUs, the gloo group;
+- ``ranks``: ``Ranks``, one rank's share and the node's figures (one rank's the same), so the run
+  never multiplies by the rank count itself;
+- ``protocol``, ``wire``: the commands and replies, and every message between ranks, each wait
+  bounded and watched;
+- ``runner``: ``NodeRunner``, rank 0's TrialRunner for the whole node, and ``serve``, the others' loop;
 - ``launch``: ``autoloader tune --nproc-per-node N`` starting the other ranks.
 
 # NOTE [ Tuning a node's ranks ]

@@ -28,9 +28,8 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def launched(nproc: int):
-    """This process as rank 0 of ``nproc`` ranks on this machine, the others started here as
-    ``python -m autoloader.node`` (each serves, then exits). The ranks die with this process
-    (PR_SET_PDEATHSIG), are waited for on the way out and killed if they linger; a rank that
+    """This process as rank 0 of ``nproc`` ranks, the others started here (each serves, then exits).
+    They die with this process, are waited for on the way out and killed if they linger; one that
     exited with an error is an AutoloaderError naming it, unless one is already on its way."""
     import torch.distributed as dist
 
@@ -69,8 +68,7 @@ def launched(nproc: int):
 
 
 def _reaped(proc: subprocess.Popen, timeout_s: float) -> int:
-    """The rank's exit code, once it exited; killed when it does not within ``timeout_s``, or at
-    once when it is stopped (it would never exit)."""
+    """The rank's exit code; killed past ``timeout_s``, or at once when stopped (it would never exit)."""
     from .wire import Peer
 
     deadline = time.monotonic() + timeout_s
@@ -84,9 +82,8 @@ def _reaped(proc: subprocess.Popen, timeout_s: float) -> int:
 
 
 def rank_main() -> int:
-    """A rank ``launched`` started: join, serve rank 0, exit 0 when its run succeeded, 130 when
-    interrupted (as rank 0 does); a lost rank 0 is said on stderr (rank 0's own errors, which
-    every rank raises, rank 0 prints)."""
+    """A rank ``launched`` started: join, serve rank 0, exit as rank 0 does (0, or 130 when
+    interrupted); a lost rank 0 is said on stderr (rank 0 prints its own errors)."""
     import torch.distributed as dist
 
     node = None

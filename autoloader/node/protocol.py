@@ -13,9 +13,7 @@ from ..search.space import LoaderConfig
 
 
 @dataclass(frozen=True)
-class Start:
-    """Start this rank's TrialRunner for ``setup`` (made this rank's: its shard and device)."""
-
+class Start:   # this rank's TrialRunner for ``setup``, made this rank's: its shard and device
     setup: RunnerSetup
     max_memory: int       # the node's ceiling; a rank's guard gets its share
     hang_timeout_s: float
@@ -30,15 +28,12 @@ class Measure:
 
 
 @dataclass(frozen=True)
-class Stop:
-    """No more commands: ``serve`` returns."""
+class Stop:   # no more commands: ``serve`` returns
+    pass
 
 
 @dataclass(frozen=True)
-class Reply:
-    """A rank's answer: its DatasetInfo (to _Start) or trial (to _Measure), or why it could not
-    start, and its runner's leftover counts so far."""
-
+class Reply:   # to Start or Measure, with the runner's leftover counts so far
     info: DatasetInfo | None = None
     result: TrialResult | None = None
     setup_error: tuple[str, bool] | None = None   # (message, usage)
@@ -47,9 +42,7 @@ class Reply:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What rank 0's run ended with, for every rank to return or raise."""
-
+class Outcome:   # what rank 0's run ended with, for every rank to return or raise
     result: Any = None
     error: BaseException | None = None
 

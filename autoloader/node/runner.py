@@ -22,15 +22,13 @@ from .protocol import Measure, Outcome, Reply, Start, Stop
 def rank_runner(node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float,
                 budget_left: Callable[[], float] | None = None,
                 notice: Callable[[Event], None] | None = None) -> TrialRunner:
-    """This rank's TrialRunner: its shard, its device, its share of the memory ceiling, and the
-    run's budget, which bounds its start-up."""
+    """This rank's TrialRunner: its shard, its device, its share of the memory ceiling."""
     mine = dataclasses.replace(setup, shard=(node.rank, node.world), device=node.device(setup.device))
     return TrialRunner(mine, max_memory=node.ranks.memory(max_memory), hang_timeout_s=hang_timeout_s,
                        budget_left=budget_left, notice=notice)
 
 
 def _budget_left(left_s: float | None) -> Callable[[], float] | None:
-    """What is left of rank 0's budget, as a rank > 0 counts it from the Start that said it."""
     if left_s is None:
         return None
     deadline = time.monotonic() + left_s
@@ -64,8 +62,7 @@ _LARGEST = ("wait_fraction", "startup_s", "epoch_restart_s", "peak_host_bytes", 
 
 
 def node_result(config: LoaderConfig, results: list[TrialResult]) -> TrialResult:
-    """One node trial from every rank's, rank 0 first (NOTE [ Tuning a node's ranks ]): the
-    first failing rank's failure, naming it; else the slowest rank's rate, with every rank's."""
+    """One node trial from every rank's, rank 0 first (NOTE [ Tuning a node's ranks ])."""
     world = len(results)
     failed = [rank for rank, r in enumerate(results) if r.status != OK]
     if failed:
@@ -90,8 +87,7 @@ def node_result(config: LoaderConfig, results: list[TrialResult]) -> TrialResult
 
 
 class NodeRunner:
-    """Rank 0's handle on every rank's trial process: TrialRunner's interface, each call run by
-    all ranks at once (NOTE [ Tuning a node's ranks ]). ``max_memory`` is the node's."""
+    """TrialRunner's interface, each call run by all ranks at once; ``max_memory`` is the node's."""
 
     def __init__(self, node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float,
                  budget_left: Callable[[], float] | None = None, notice: Callable[[Event], None] | None = None):
@@ -111,8 +107,7 @@ class NodeRunner:
         return self.local.shm_leaks + sum(s for _, s in self._counts.values())
 
     def start(self) -> DatasetInfo:
-        """Every rank's trial process started at once; rank 0 then profiles while the others wait
-        (their patience for the next command: NOTE [ Bounded waits between ranks ] in wire.py)."""
+        """Every rank's trial process started at once; rank 0 then profiles while the others wait."""
         local = self.local
         setup = local.setup_limit()
         sent = time.monotonic()
@@ -129,7 +124,6 @@ class NodeRunner:
         return self.info
 
     def profile(self, batch_size: int, hang_timeout_s: float | None = None, limit_s: float | None = None):
-        """Rank 0's profile alone; the other ranks idle meanwhile (the bursts then correct it)."""
         return self.local.profile(batch_size, hang_timeout_s, limit_s)
 
     def measure(self, config: LoaderConfig, settings: BurstSettings,
@@ -145,9 +139,8 @@ class NodeRunner:
         return node_result(config, [reply.result for reply in replies])
 
     def close(self) -> None:
-        """This rank's trial process closed, then the others' ``serve`` ended (they close theirs
-        meanwhile). A lost node is not raised here: the run's own outcome (an interruption, an
-        error) is on its way, and a run that succeeded meets the loss at its Outcome."""
+        """This rank's trial process closed, then the others' ``serve`` ended. A lost node is not
+        raised here: the run's outcome is on its way (a success meets the loss at its Outcome)."""
         try:
             self.local.close()
         finally:
@@ -156,7 +149,7 @@ class NodeRunner:
 
 
 def serve(node: Node) -> None:
-    """Ranks > 0: run rank 0's commands on this rank's own TrialRunner until _Stop."""
+    """Ranks > 0: rank 0's commands run on this rank's own TrialRunner until Stop."""
     runner: TrialRunner | None = None
     try:
         while True:
@@ -178,8 +171,8 @@ def serve(node: Node) -> None:
 
 
 def on_node(node: Node, work: Callable[[], Any] | None) -> Any:
-    """Rank 0 runs ``work`` (the tune, driving the others through a NodeRunner); the other
-    ranks ``serve`` it; then every rank returns rank 0's result, or raises its error."""
+    """Rank 0 runs ``work`` (the tune) while the others ``serve`` it; then every rank returns rank
+    0's result, or raises its error."""
     if node.rank != 0:
         serve(node)
         outcome = node.broadcast()
@@ -200,7 +193,6 @@ def on_node(node: Node, work: Callable[[], Any] | None) -> Any:
 
 
 def _portable(exc: BaseException) -> BaseException:
-    """``exc`` as the other ranks can unpickle it; an AutoloaderError with its text otherwise."""
     try:
         pickle.loads(pickle.dumps(exc))
         return exc

@@ -1,4 +1,4 @@
-"""Bounded waits between a node's ranks: NOTE [ Bounded waits between ranks ].
+"""Bounded waits between a node's ranks.
 
 # NOTE [ Bounded waits between ranks ]
 # Rank 0 sends each command to every rank and waits for each rank's reply; the other ranks wait
@@ -58,7 +58,6 @@ class Lost(Exception):
 
 @dataclass(frozen=True)
 class Peer:
-    """The rank at the other end: its number, and its process on this machine (pid, start time)."""
 
     rank: int
     world: int
@@ -88,7 +87,6 @@ class Peer:
 
 
 def send(obj: Any, dst: int, group, timeout_s: float) -> None:
-    """Send ``obj`` to rank ``dst`` (blocking: the helper's side)."""
     import torch
     import torch.distributed as dist
 
@@ -101,7 +99,6 @@ def send(obj: Any, dst: int, group, timeout_s: float) -> None:
 
 
 def recv(src: int, group, timeout_s: float) -> Any:
-    """The next object rank ``src`` sends (blocking: the helper's side)."""
     import torch
     import torch.distributed as dist
 
@@ -115,9 +112,8 @@ def recv(src: int, group, timeout_s: float) -> Any:
 
 def waited(exchange: Callable[[float], Any], peer: Peer, bound_s: float, task: str,
            notice: Callable[[Event], None] | None = None) -> Any:
-    """``exchange(timeout_s)`` (a ``send`` or ``recv``) run in a helper thread, watched here:
-    its result, or Lost when it failed, the peer is gone or stopped, or ``bound_s`` passed.
-    ``task``: a key of TASKS, what the peer is waited for."""
+    """``exchange(timeout_s)`` (a ``send`` or ``recv``) in a helper thread, watched here: its
+    result, or Lost; ``task``: a key of TASKS, what the peer is waited for."""
     box: dict = {}
 
     def run() -> None:
@@ -143,7 +139,6 @@ def waited(exchange: Callable[[float], Any], peer: Peer, bound_s: float, task: s
 
 
 def settle(timeout_s: float = SETTLE_S) -> None:
-    """Give the helpers left blocked (a wait that ended early) up to ``timeout_s`` to end."""
     deadline = time.monotonic() + timeout_s
     while _abandoned:
         _abandoned[0].join(max(0.0, deadline - time.monotonic()))
