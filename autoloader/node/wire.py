@@ -1,30 +1,26 @@
 """Bounded waits between a node's ranks.
 
 # NOTE [ Bounded waits between ranks ]
-# Rank 0 sends each command to every rank and waits for each rank's reply; the other ranks wait
-# for rank 0's next command (NOTE [ Tuning a node's ranks ] in node/__init__.py). A gloo
-# collective waits as long as the group's timeout (set for the join, where ranks may arrive far
-# apart), so a rank that stopped answering (kill -STOP, a deadlock) held the others for half an
-# hour, saying nothing, and a collective blocked in C++ let no Ctrl-C through. So every message
-# is a point-to-point send or receive of one pickled object (its length, then its bytes), done
-# in a helper thread while the caller's thread watches four things:
-# * the bound: what the peer was asked to do, from the run's own limits, which are clipped to
-#   the budget (a start-up: the set-up's limit; a trial: the most a trial may take, a restart
-#   included; the next command: the most rank 0 may spend before it, which rank 0 sends with
-#   each command), plus MARGIN_S. Past it, the node is lost (RankLost, naming the rank);
-# * the peer's process: every rank is on this machine (a node's tune is one node), so its pid
-#   tells at once when it is gone, or stopped (SIGSTOP, a debugger) for STOPPED_S;
-# * the time: past probe/waiting.py's FIRST_S, the wait is reported through ``notice``, naming
-#   the rank and what it was asked to do (rank 0 only: the others wait for rank 0's own work,
-#   which its progress lines describe);
+# Rank 0 sends each command to every rank and waits for each reply; the others wait for rank 0's
+# next command (NOTE [ Tuning a node's ranks ] in node/__init__.py). A gloo collective waits for
+# the group's timeout (the join's), so a rank that stopped answering would hold the others silent
+# for half an hour, and one blocked in C++ lets no Ctrl-C through. So every message is a
+# point-to-point send or receive of one pickled object (its length, then its bytes), in a helper
+# thread, while the caller's thread watches:
+# * the bound: what the peer was asked to do, from the run's limits clipped to the budget (a
+#   start-up: the set-up's limit; a trial: the most one may take, a restart included; the next
+#   command: the most rank 0 may spend before it, sent with each command), plus MARGIN_S. Past it,
+#   the node is lost (RankLost, naming the rank);
+# * the peer's process: every rank is on this machine, so its pid tells at once when it is gone,
+#   or stopped (SIGSTOP, a debugger) for STOPPED_S;
+# * the time: past probe/waiting.py's FIRST_S, rank 0 reports the wait through ``notice``, naming
+#   the rank and its task (the others wait for rank 0's own work, which its progress lines say);
 # * Ctrl-C: the caller's thread sleeps in Python, so KeyboardInterrupt arrives at once.
 # gloo closes the pair after a timed-out wait, so the helper waits once, for the whole bound. A
-# wait that ends early leaves its helper blocked until then; the node is lost and nothing is sent
-# or received on it again (an interrupted wait leaves it too: the next message from that peer is
-# the helper's, and the ones after it are in order). A helper still blocked in gloo when the
-# group is destroyed or the interpreter exits aborts the process ("terminate called without an
-# active exception"), so ``settle`` gives such helpers SETTLE_S to end (a peer that exits ends
-# them: its sockets close) before the group goes, at exit and where the group is destroyed.
+# wait that ends early leaves its helper blocked; the node is lost and nothing is sent or received
+# on it again. A helper still blocked in gloo when the group is destroyed or the interpreter exits
+# aborts the process, so ``settle`` gives such helpers SETTLE_S to end (a peer that exits ends
+# them) before the group goes, at exit and where the group is destroyed.
 """
 
 from __future__ import annotations

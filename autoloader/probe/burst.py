@@ -4,19 +4,16 @@
 # 1. First-batch burst: every worker builds its first batch at once, so about num_workers batches
 #    arrive together after start. We skip num_workers + 2 batches after the first and count a
 #    window of at least 2 * num_workers batches.
-# 2. Clumped arrivals: workers that started together finish their batches together, so batches
-#    arrive in clumps of about num_workers, one clump per worker cycle. A window that is not a
-#    whole number of cycles then over- or under-counts by up to a clump (in a window of two
-#    cycles, up to half its batches). So the per-batch interval is estimated from differences
-#    taken num_workers batches apart, t[j + L] - t[j] with L = num_workers: each spans one cycle
-#    of the same worker, whatever the phase. Its interval comes from block means of those
-#    differences. Every ~0.2 s the device is synchronised so queued GPU work is paid in the window.
-#    We stop when the interval is narrow enough or the time cap is hit, but not before the window
-#    holds ``min_cycles`` worker cycles (min_cycles x num_workers batches; 2 by default), up to a
-#    hard cap of 3x the time cap. A window of c cycles yields (c - 1) x num_workers lagged
-#    differences; with many workers on slow batches a time cap alone ends the window after a
-#    cycle or two, too few differences to average out one late clump, so such configs' rates
-#    would move widely from one measurement to the next.
+# 2. Clumped arrivals: workers that started together finish together, so batches arrive in clumps
+#    of about num_workers, one per worker cycle, and a window not a whole number of cycles over- or
+#    under-counts by up to a clump. So the per-batch interval comes from differences taken
+#    L = num_workers batches apart, t[j + L] - t[j] (each spans one cycle of the same worker,
+#    whatever the phase), its interval from block means of them. Every ~0.2 s the device is
+#    synchronised so queued GPU work is paid in the window. We stop when the interval is narrow
+#    enough or at the time cap, but not before the window holds ``min_cycles`` worker cycles
+#    (2 by default), up to a hard cap of 3x the time cap: c cycles yield (c - 1) x num_workers
+#    differences, and a cycle or two of slow batches at many workers cannot average out one late
+#    clump.
 # 3. Epoch boundaries: the time from StopIteration to the next epoch's first batch is cut out of
 #    the steady window and kept as a measured restart cost. The long-run rate charges one restart
 #    per epoch: measured when the window crossed one, else modelled from start-up (a new iterator

@@ -2,18 +2,16 @@
 inputs/hardware.py): batches copied to it, its cached memory returned, its utilisation from NVML.
 
 # NOTE [ Pinned memory outlives its trial ]
-# PyTorch's caching host allocator keeps every page-locked block it ever handed out, for the
-# process's life: the pin thread's copies of up to num_workers x prefetch_factor batches in flight
-# stay with the trial process after their trial. Measured one after another in one process, each
-# config's peak would carry the pinned batches of every larger config before it, so the process
-# grows with the largest config it has run, not with the config being measured. That teaches
-# predict_peak too high a per-worker cost and can let the guard stop a small config for a large
-# one's cache. So each trial's caches are released when the trial ends, and the next trial's
-# pinned allocations start from empty, as a fresh training process's do; allocating them anew is
-# a start-up cost, which the batches the burst skips (NOTE [ Honest burst ]) are there to absorb.
-# A CUDA error the trial left behind (a device-side assert in the step, say) surfaces here, in
-# the synchronise. It must not replace the trial's own result, and the CUDA context is now
-# unusable, so the trial process ends after reporting it and the next trial gets a fresh one.
+# PyTorch's caching host allocator keeps every page-locked block it handed out for the process's
+# life: the pin thread's copies of up to num_workers x prefetch_factor batches stay after their
+# trial. One config after another in one process, each peak would carry every larger config's
+# pinned batches before it, teaching predict_peak too high a per-worker cost and letting the guard
+# stop a small config for a large one's cache. So each trial's caches are released when it ends,
+# and the next trial's pinned allocations start from empty, as a fresh training process's do (a
+# start-up cost the burst's skipped batches absorb: NOTE [ Honest burst ]). A CUDA error the trial
+# left behind (a device-side assert in the step) surfaces here, in the synchronise: it must not
+# replace the trial's own result, and the context is unusable, so the trial process ends after
+# reporting it and the next trial gets a fresh one.
 """
 
 from __future__ import annotations

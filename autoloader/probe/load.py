@@ -5,17 +5,14 @@ below it; a reaped child is charged to its parent) is what the others took. The 
 time (the hypervisor's other guests) is busy time too, and kept apart as well.
 
 # NOTE [ Runnable others count at what they want ]
-# CPU time taken under-reads a neighbour that wants more than it gets: two spinning processes
-# beside a trial that keeps 3 processes busy on 2 CPUs get 2/5 of them, 0.8 CPUs, and the machine
-# reads "under half busy" while the trial itself got 3/5 of what it would alone. So what the
-# others waited on a run queue counts too: each thread's wait so far is in
-# /proc/PID/task/TID/schedstat (its second field, in ns); the meter reads every thread at the
-# start and at the end, and what the threads outside this run's tree (the driver, the trial
-# process and its descendants, at either end) waited meanwhile is added to what they took,
-# capped at the usable CPUs. A thread of this run that started and ended within the span is in
-# neither reading, so the run's own oversubscription is never charged to others; another's
-# thread that ended within it is lost (an under-read of a short task). Where the kernel has no
-# such file (not Linux), only the CPU taken is counted.
+# CPU time taken under-reads a neighbour that wants more than it gets (two spinners beside a
+# trial keeping 3 processes busy on 2 CPUs get 0.8 CPUs, while the trial got 3/5 of what it would
+# alone). So what the others waited on a run queue counts too: each thread's wait is in
+# /proc/PID/task/TID/schedstat (its second field, in ns), read for every thread at the start and
+# the end; what threads outside this run's tree (at either end) waited meanwhile is added to what
+# they took, capped at the usable CPUs. A thread of this run that lived within the span is in
+# neither reading, so the run's own oversubscription is never charged to others (another's thread
+# that ended within it is lost). Without such files (not Linux), only the CPU taken counts.
 """
 
 from __future__ import annotations

@@ -2,23 +2,20 @@
 
 # NOTE [ Tuning a torchdata.nodes graph ]
 # A graph (a ``Loader`` or its root ``BaseNode``), a zero-argument factory of one, or a factory
-# taking the knobs as keywords (``make(num_workers=..., method=..., in_order=...,
-# max_concurrent=..., prefetch_factor=..., pin_memory=..., batch_size=...)``, any subset, with
-# defaults) is tuned like a Dataset: ``--dataset mod:attr`` or tune()'s first argument. Its own
-# settings are read off the graph it gives (``NodesGraph``: the ParallelMapper nearest the root,
-# the Prefetcher and PinMemory above it, the Batcher's batch size) and measured in the final as
-# the rule (search/nodes.py), in the place of the DataLoader's cpus-1 rule.
+# taking the knobs as keywords (``make(num_workers=..., method=..., in_order=..., max_concurrent=...,
+# prefetch_factor=..., pin_memory=..., batch_size=...)``, any subset, with defaults) is tuned like
+# a Dataset. Its own settings are read off the graph (``NodesGraph``: the ParallelMapper nearest
+# the root, the Prefetcher and PinMemory above it, the Batcher's batch size) and measured in the
+# final as the rule (search/nodes.py), in the place of the DataLoader's cpus-1 rule.
 # A trial's graph is built per config:
 #   a keyword factory is called with the config's values for the keywords it takes (the others
 #   stay the graph's): the user's own code builds it, so any node works; the robust way;
 #   a graph, or a zero-argument factory's, is rebuilt from its parts: everything below the
-#   ParallelMapper is reused as it is (reset() restarts it each epoch), the ParallelMapper is made
-#   anew with the config's knobs (ParallelMapper builds its workers' iterator in __init__, so its
-#   attributes cannot just be set), a Prefetcher and a Batcher above it anew with the config's
-#   depth and batch size, PinMemory kept or dropped as the config pins (added under the top
-#   Prefetcher when the config pins and the graph has none), any other node above it copied with
-#   its source replaced (a node of several sources there needs a factory); a graph without a
-#   Prefetcher gets one at the config's depth on top.
+#   ParallelMapper reused (reset() restarts it each epoch), the ParallelMapper made anew with the
+#   config's knobs, a Prefetcher and a Batcher above it anew with its depth and batch size,
+#   PinMemory kept or dropped as it pins (added under the top Prefetcher when it pins and the graph
+#   has none), any other node above copied with its source replaced (one of several sources needs
+#   a factory); a graph without a Prefetcher gets one at the config's depth on top.
 # The ParallelMapper's workers are threads or processes of the trial process (never a DataLoader's),
 # started per epoch (the Loader resets the graph), and stopped after each trial (``stop``).
 """

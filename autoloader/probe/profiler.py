@@ -17,35 +17,30 @@ each figure feeds). Its named stages:
             batches taken from a full queue while it makes the next (a busy worker's receive).
 
 # NOTE [ A profile read under load ]
-# Where other processes want the CPUs, the profile's thread waits in the run queue now and then:
-# a few milliseconds at a time, at moments no one chooses. A stage of short samples lasts a
-# fraction of a second, so whether a wait lands in it is luck, and one 25 ms wait inside a 0.1 s
-# stage doubles its mean: the same tune then predicts rates far apart from one run to the next.
-# So each timed sample, collate and receive is read less the time its thread spent waiting for a
-# CPU (Linux's per-thread schedstat, ``_RunQueue``): what the call costs when it runs, whatever
-# the others did meanwhile. (The step is timed whole: the model does not share its CPUs.)
-# The others' load itself is not lost: the driver measures what they took over the profile
-# (``Profile.others_cpus``), and the model shares the CPUs with them (NOTE [ Others' demand ] in
-# search/model.py). The share of the stage spent waiting is kept (``sample_delay_share``) and the
-# result says it. The stage also runs for MIN_SAMPLE_SECONDS at least, so its tail is sampled
-# over more than a scheduler's slice. Where schedstat is not readable the wall time stands, as
-# before, with the share of a CPU a spinning thread gets standing in for the waits.
+# Where other processes want the CPUs, the profile's thread waits in the run queue now and then,
+# a few milliseconds at a time, at moments no one chooses: whether a wait lands in a stage of short
+# samples is luck, and one can double its mean. So each timed sample, collate and receive is read
+# less the time its thread waited for a CPU (Linux's per-thread schedstat, ``_RunQueue``): what the
+# call costs when it runs. (The step is timed whole: the model does not share its CPUs.) The
+# others' load is not lost: the driver measures what they took (``Profile.others_cpus``), and the
+# model shares the CPUs with them (NOTE [ Others' demand ] in search/model.py). The stage's share
+# spent waiting is kept (``sample_delay_share``). The stage runs for MIN_SAMPLE_SECONDS at least,
+# so its tail spans more than a scheduler's slice. Where schedstat is not readable the wall time
+# stands, with the share of a CPU a spinning thread gets standing in for the waits.
 
 # NOTE [ A profile within its share ]
-# The profile may take at most its share of the run's budget (``limit_s``, a third: the run's
-# PROFILE_SHARE): the rest is the bursts' and the final's. What grows with the workload is the step,
-# called several times (a warm call, three timed, the thread pairs), and on a loaded machine every
-# stage. So a call of the step is progress for as long as the user's own trial timeout (a thread
-# beats the watchdog while it runs, and each call beats after it); a slow sample is progress, and so
-# is the start of the replay's workers within the share (they run autoloader's own replay, which
-# only a loaded machine slows; a worker of the user's dataset that never delivers stays the
-# watchdog's stall, so the run's first burst keeps its time); a call or a stage that would take the
-# profile past its share is not begun: the first call stands for the step when a second would not
-# fit, and the receive's replay, the uint8 stage, the worker's start-up, the thread pairs and the
-# growth stage are skipped (the bursts measure what they would have). A profile cut so says it
-# (``Profile.cut_s``). The step is always called once, so a slow step is measured and its figure
-# sizes the budget a judged tune needs (search/budget.py: ``budget_words``). A call that does not
-# return within the user's timeout is a stall the watchdog judges.
+# The profile may take at most its share of the run's budget (``limit_s``: the run's
+# PROFILE_SHARE); the rest is the bursts' and the final's. What grows with the workload is the step,
+# called several times, and on a loaded machine every stage. So a call of the step is progress for
+# as long as the user's own trial timeout (a thread beats the watchdog while it runs, and each call
+# beats after it); a slow sample is progress, and so is the start of the replay's workers within
+# the share (autoloader's own replay; a worker of the user's dataset that never delivers stays the
+# watchdog's stall). A call or a stage that would take the profile past its share is not begun: the
+# first call stands for the step when a second would not fit, and the receive's replay, the uint8
+# stage, the worker's start-up, the thread pairs and the growth stage are skipped (the bursts
+# measure what they would have); the profile says it was cut (``Profile.cut_s``). The step is always
+# called once, so its figure sizes the budget a judged tune needs (search/budget.py). A call that
+# does not return within the user's timeout is a stall the watchdog judges.
 """
 
 from __future__ import annotations

@@ -5,32 +5,28 @@ dataclass each.
 
 # NOTE [ Trial protocol ]
 # The driver and the trial process share one multiprocessing Pipe; every message is one of the
-# dataclasses below, pickled by the pipe. In order:
+# dataclasses below, pickled. In order:
 # 1. Set-up. The trial process builds the dataset and the step and answers once: Ready(info), or
-#    SetupFailed(message, usage) when that raised. The driver waits setup_timeout_s for it; a
-#    trial process that dies first, or does not answer in time, is a SetupError (when it is
-#    a restart before a trial, that trial is FAILED: the process could not be restarted).
-# 2. Trials, one at a time. The driver sends Measure(config, settings). The trial process
-#    answers Begin(pid) before it builds the loader, Beat(batches) while batches flow, then
-#    Measured(result, leaked_workers): the trial's TrialResult as the trial process measured it
-#    (the driver adds what it saw of the tree: memory, /dev/shm, the wall time), and how many of
-#    its processes outlived the teardown and even a kill (the driver counts them as orphans).
-#    ProfileRequest(batch_size) is served the same way, before the first trial: Begin, Beats
-#    between the profile's stages, then Profiled(profile, error, leaked_workers).
+#    SetupFailed(message, usage) when that raised. A trial process that dies first, or does not
+#    answer within setup_timeout_s, is a SetupError (a restart before a trial: that trial FAILED).
+# 2. Trials, one at a time. To Measure(config, settings) the trial process answers Begin(pid)
+#    before it builds the loader, Beat(batches) while batches flow, then Measured(result,
+#    leaked_workers): its TrialResult (the driver adds what it saw of the tree: memory, /dev/shm,
+#    the wall time) and how many of its processes outlived the teardown and a kill (orphans).
+#    ProfileRequest is served the same way, before the first trial: Begin, Beats between the
+#    profile's stages, then Profiled(profile, error, leaked_workers).
 # 3. Stop() asks the trial process to exit; the driver then kills what is left of its tree.
-# The trial process may also exit on its own after a Result: a CUDA error left its context
+# The trial process may also exit on its own after a result: a CUDA error left its context
 # unusable (NOTE [ Pinned memory outlives its trial ] in device.py).
-# A pipe that breaks during a trial (EOF, or the process gone and nothing left to read) means
-# the trial process died. Before Begin, it died of something that came before this trial (a
-# late signal from the last trial's workers, a process that ended itself after its last
-# Result): the driver starts a new trial process and sends the same Measure once more. After
-# Begin, it died running this config: the trial is FAILED, named from the exit code
-# (failures.death_cause). The second attempt is the last: dying before Begin again, it is FAILED.
-# The heartbeat: the trial process sends Beat at most every BEAT_S while batches flow, and once
-# more when the burst ends, so the teardown that follows gets a whole watchdog timeout. Begin
-# and each Beat tell the driver's watchdog the trial moved; no message for hang_timeout_s is a
-# hang (NOTE [ The watchdog times stalls ] in driver.py), and the last Beat's count of batches
-# says in the report how far the trial got.
+# A pipe that breaks during a trial (EOF, or the process gone and nothing left to read) means it
+# died. Before Begin, of something that came before this trial (a late signal from the last
+# trial's workers, a process that ended itself): the driver starts a new one and sends the same
+# Measure once more, the last attempt. After Begin, or before it again, the trial is FAILED, named
+# from the exit code (failures.death_cause).
+# The heartbeat: Beat at most every BEAT_S while batches flow, and once more when the burst ends,
+# so the teardown gets a whole watchdog timeout. Begin and each Beat tell the watchdog the trial
+# moved; no message for hang_timeout_s is a hang (NOTE [ The watchdog times stalls ] in driver.py),
+# and the last Beat's count says how far the trial got.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """A script's module-level ``tune()`` or ``best_loader()`` met again in a process 'spawn' started.
 
 # NOTE [ A script re-imported by spawn ]
-# 'spawn' (the trial process's start method, and the default on macOS and Windows) starts a fresh
-# interpreter and runs the caller's main script there once more, as ``__mp_main__``, so that what
-# was pickled by reference (a Dataset class defined in the script) can be found. Whatever the
-# script does at module level runs again in the child. A script that calls best_loader() outside
-# ``if __name__ == "__main__":`` called it again in autoloader's own trial process, which then
-# waited on the key's file lock its parent held until the set-up's timeout blamed the dataset;
-# tune() met multiprocessing's refusal to start a process while bootstrapping. So both first ask
-# whether this process is still preparing its main module (multiprocessing marks the process
-# ``_inheriting`` from the moment it reads its preparation data until its target is about to run;
-# a frame of spawn's main-module fix-up on the stack says the same) and raise a UsageError naming
-# the script and the guard. The trial process dies of it before it has its pipe to the driver,
-# so it also writes its message into a file the driver named in its environment (NOTE_VAR) for
-# the driver to read when the trial process died while starting.
+# 'spawn' (the trial process's start method, and the default on macOS and Windows) runs the
+# caller's main script once more in the fresh interpreter, as ``__mp_main__``, so that what was
+# pickled by reference can be found; whatever it does at module level runs again. A best_loader()
+# outside ``if __name__ == "__main__":`` would then wait in the trial process on the key's lock its
+# parent holds until the set-up's timeout blamed the dataset; a tune() would meet multiprocessing's
+# refusal to start a process while bootstrapping. So both first ask whether this process still
+# prepares its main module (multiprocessing marks it ``_inheriting`` until its target is about to
+# run; a frame of spawn's main-module fix-up says the same) and raise a UsageError naming the
+# script and the guard. The trial process dies of it before it has its pipe, so it also writes the
+# message into a file the driver named in its environment (NOTE_VAR), read when it died starting.
 """
 
 from __future__ import annotations

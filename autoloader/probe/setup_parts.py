@@ -7,16 +7,13 @@ import os
 import time
 
 # NOTE [ Imports compiled every start ]
-# Python caches each module's compiled bytecode beside its source (or under PYTHONPYCACHEPREFIX)
-# the first time it imports it, and later interpreters load that. Where no cache can be written
-# (PYTHONDONTWRITEBYTECODE=1, common in container images, with packages installed by a tool that
-# does not compile them, uv's default; or a read-only install), every fresh interpreter compiles
-# torch's and torchvision's thousands of modules again, seconds of every start.
-# The trial process is such an interpreter, started by every tune (and again after a crash), so
-# after its imports it looks for the bytecode of the packages that cost the most, and the tune
-# says which it compiled and how to compile them once, beside their sources (read whatever
-# PYTHONDONTWRITEBYTECODE says; PYTHONPYCACHEPREFIX is no fix: it moves every cache, the standard
-# library's too, so that is then compiled at each start).
+# Python caches each module's bytecode beside its source the first time it imports it. Where no
+# cache can be written (PYTHONDONTWRITEBYTECODE=1, common in container images, with packages a tool
+# installed uncompiled, uv's default; or a read-only install), every fresh interpreter compiles
+# torch's thousands of modules again, seconds of every start. The trial process is one, started by
+# every tune, so after its imports it looks for the bytecode of the costliest packages, and the tune
+# says which it compiled and how to compile them once, beside their sources (PYTHONPYCACHEPREFIX is
+# no fix: it moves every cache, the standard library's too).
 UNCOMPILED_CHECKED = ("torch", "torchvision", "numpy")
 
 

@@ -2,23 +2,19 @@
 worker of a burst delivered (what that means for the pick: search/shards.py).
 
 # NOTE [ Counting what each worker delivered ]
-# An IterableDataset decides itself what each worker reads: the loader runs one copy of its
-# __iter__ in every worker, and each yields what it yields. A stream that shards by
-# get_worker_info() (or by its files, as Hugging Face datasets, webdataset and litdata do) gives
-# each worker its part; one that does not gives every worker the whole stream, so the loop gets
-# each sample once per worker, at a rate that counts the copies; a stream of fewer shards than
-# workers leaves the rest idle (datasets stops them with a warning printed inside the workers).
-# The loop cannot tell: its batches come whole. So a trial of an iterable dataset with workers
-# wraps the collate_fn (``Counted``): in a worker it adds the samples it is handed to that
-# worker's slot of a table in shared memory and digests the first DIGESTS of them, then returns
-# what the user's collate_fn (or default_collate) returns, the batch untouched. The table is a
-# RawArray made before the workers start (inherited under fork, handed to spawn and forkserver
-# workers with their arguments); each worker writes only its own slot, so no lock is needed.
-# After the burst the trial process reads it (``read``): the samples each worker made (none:
-# idle) and the share of the digested samples another worker made too (the same content read
-# twice). A digest is of content (blake2b over each tensor's shape, dtype and up to
-# DIGEST_ELEMENTS of its values, spread over it), so a stream whose samples repeat within one
-# worker (a constant tensor) cannot tell copies from repeats: it reports no share.
+# An IterableDataset decides itself what each worker reads: each worker runs its own __iter__. A
+# stream that shards by get_worker_info() (or by its files: Hugging Face datasets, webdataset,
+# litdata) gives each worker its part; one that does not gives every worker the whole stream, at a
+# rate that counts the copies; fewer shards than workers leave the rest idle. The loop cannot tell:
+# its batches come whole. So a trial of an iterable dataset with workers wraps the collate_fn
+# (``Counted``): in a worker it adds the samples it is handed to that worker's slot of a table in
+# shared memory and digests the first DIGESTS of them, then returns the user's collate_fn's (or
+# default_collate's) batch untouched. The table is a RawArray made before the workers start
+# (inherited under fork, handed to spawn and forkserver workers); each worker writes only its own
+# slot, so no lock is needed. After the burst the trial process reads the samples each worker made
+# (none: idle) and the share of the digested samples another worker made too. A digest is of
+# content (blake2b over each tensor's shape, dtype and up to DIGEST_ELEMENTS of its values), so a
+# stream whose samples repeat within one worker cannot tell copies from repeats: no share.
 """
 
 from __future__ import annotations

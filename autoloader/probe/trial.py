@@ -4,23 +4,18 @@ and the step once, then measures one config per Measure (NOTE [ Trial protocol ]
 # NOTE [ Trial processes ]
 # A trial can segfault, exhaust /dev/shm, trip the OOM killer or hang; none of that may take the
 # driver (the search, its storage, the user's process) with it. So trials run in a child process,
-# the runner, started with 'spawn': a clean interpreter that inherits no threads, locks or CUDA
-# state from the driver (see NOTE [ Getting the dataset into a trial process ] in inputs/source.py).
-# One runner serves many trials so the import, the dataset build and the step factory (a model
-# on the GPU) are paid once; after a crash, a kill or a hang the driver kills the runner's whole
-# tree and starts a new one. The runner is what a training process looks like: it owns CUDA and
-# its DataLoader workers are started the DataLoader's way (fork on Linux, unless the user passes
-# multiprocessing_context), and they must not touch CUDA, exactly as in the user's own run.
-# The driver never initialises CUDA (NOTE [ No CUDA in the driver ] in inputs/hardware.py). The runner
-# puts itself in a process group of its own and asks the kernel to kill it when the driver dies
-# (PR_SET_PDEATHSIG), and its workers ask the same of the runner (``WorkerInit``), so neither a
-# killed driver nor a killed runner leaves workers behind, even hung ones. Both name themselves
-# (``autoloader-run``, ``autoloader-wkr`` in ps). The driver kills a tree by its group, its
-# descendants and every process its guard saw in it (a crashed runner's workers are no longer
-# its children), and never signals a group that is not the runner's own. A trial ends as a
-# result about its config, never as an exception (``driver.TrialRunner``). What the two
-# processes say to each other, and what the driver concludes when the runner dies mid-trial:
-# see NOTE [ Trial protocol ] in protocol.py.
+# the runner, started with 'spawn' (no threads, locks or CUDA state inherited: NOTE [ Getting the
+# dataset into a trial process ] in inputs/source.py). One runner serves many trials, so the
+# imports, the dataset and the step are built once; after a crash, a kill or a hang the driver
+# kills its whole tree and starts a new one. The runner is a training process: it owns CUDA (the
+# driver never does: NOTE [ No CUDA in the driver ] in inputs/hardware.py), and its DataLoader
+# workers start the DataLoader's way (fork on Linux, unless multiprocessing_context says) and must
+# not touch CUDA, as in the user's run. The runner leads a process group of its own and dies with
+# the driver (PR_SET_PDEATHSIG), its workers with it (``WorkerInit``), so no kill leaves workers
+# behind, even hung ones; both name themselves (``autoloader-run``, ``autoloader-wkr``). The driver
+# kills a tree by its group, its descendants and every process its guard saw in it (a crashed
+# runner's workers are no longer its children), never a group not the runner's own. A trial ends as
+# a result about its config, never as an exception; the two speak NOTE [ Trial protocol ].
 """
 
 from __future__ import annotations

@@ -5,17 +5,14 @@ runner dies with the driver (``die_with_parent``).
 
 # NOTE [ An iterator that raised while starting ]
 # With workers, ``iter(loader)`` starts the workers, registers their pids with DataLoader's
-# SIGCHLD handler, and only then asks the sampler for the first indices to hand out. When that
-# raises (a sampler's __iter__, or shuffling a dataset whose __len__ is too large to permute),
-# the half-built iterator is never returned, so the trial cannot shut it down as it does every
-# other, and its workers stay registered: once they were reaped, the SIGCHLD handler raised
-# "DataLoader worker ... is killed by signal" wherever the trial process happened to be, the
-# process died with that traceback on the user's terminal, and the trial was blamed on "the trial
-# process died" (and on __getitem__ without workers, where the same fault surfaces at the first
-# batch). So the half-built iterator is found in the exception's frames and shut down like any
-# other (``half_built_iterator``), the cause is named from the frames (``failures.classify_
-# failure``: "sampler_error"), and a late SIGCHLD report while the trial's leftovers are reaped
-# is absorbed (``reap_absorbing_reports``): that trial has its result, and the process lives on.
+# SIGCHLD handler, and only then asks the sampler for the first indices. When that raises (a
+# sampler's __iter__, or shuffling a dataset too long to permute), the half-built iterator is
+# never returned to be shut down, and once its workers are reaped the SIGCHLD handler raises
+# "DataLoader worker ... is killed by signal" wherever the trial process is, killing it. So the
+# half-built iterator is found in the exception's frames and shut down like any other
+# (``half_built_iterator``), the cause is named from the frames ("sampler_error"), and a late
+# SIGCHLD report while the trial's leftovers are reaped is absorbed (``reap_absorbing_reports``):
+# that trial has its result, and the process lives on.
 """
 
 from __future__ import annotations
@@ -114,22 +111,20 @@ class WorkerInit:
 
 # NOTE [ A worker out of file descriptors ]
 # A dataset that opens files in its workers and never closes them runs each worker out of file
-# descriptors (EMFILE). Then the worker's own bookkeeping fails in places Python reports on stderr
-# with a traceback, none of them the dataset's frames: the result queue's feeder thread (a batch's
-# storage is shared by descriptor; the batch is dropped and the trial process waits for it), the
-# resource sharer's thread (handing that descriptor over; the trial process reads an EOFError), and
-# the removal of the worker's temporary folder at its exit. So each trial worker (``WorkerInit``,
-# never the user's own process or loaders):
-#   - holds DESCRIPTOR_RESERVE descriptors of its own from its start, released for its own
-#     clean-up: at its exit before the temporary folder is removed, and on the first EMFILE;
+# descriptors (EMFILE). Then the worker's own bookkeeping fails where Python reports it on stderr,
+# none of it the dataset's frames: the result queue's feeder thread (the batch is dropped and the
+# trial process waits for it), the resource sharer's thread (the trial process reads an EOFError),
+# the removal of its temporary folder at exit. So each trial worker (``WorkerInit``, never the
+# user's own process or loaders):
+#   - holds DESCRIPTOR_RESERVE descriptors from its start, released for its own clean-up: at its
+#     exit before the temporary folder is removed, and on the first EMFILE;
 #   - takes the first EMFILE any of those report (threading.excepthook, sys.excepthook, which the
-#     resource sharer calls, sys.unraisablehook, and the queue feeder's error handler) as the end
-#     of the worker: the reserve released, its temporary folder removed, it exits with code
-#     OUT_OF_DESCRIPTORS_EXIT, printing nothing. Any other exception goes to the hook it replaced.
-# The exit code is the note to the trial process, which needs no descriptor to send: the trial
-# process charges the trial to the dataset's leak (failures.FD_EXHAUSTED_IN_WORKER) when a worker
-# ended with it, whether DataLoader saw the worker end or the trial read the EOFError before it did
-# (``ended_out_of_descriptors``).
+#     resource sharer calls, sys.unraisablehook, the queue feeder's error handler) as its end: the
+#     reserve released, its temporary folder removed, it exits with OUT_OF_DESCRIPTORS_EXIT,
+#     printing nothing. Any other exception goes to the hook it replaced.
+# The exit code is the note to the trial process (it needs no descriptor): the trial is charged to
+# the dataset's leak (failures.FD_EXHAUSTED_IN_WORKER) when a worker ended with it, whether
+# DataLoader saw the end or the trial read the EOFError first (``ended_out_of_descriptors``).
 
 DESCRIPTOR_RESERVE = 4
 
