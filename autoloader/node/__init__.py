@@ -4,9 +4,9 @@ for ``tuning.run``, the API in every rank of a torchrun launch, and ``--nproc-pe
 - ``group``: this process's place in the node (``Node``, ``joined``): its rank, its CPUs, the gloo group;
 - ``ranks``: ``Ranks``, one rank's share and the node's figures (one rank's the same), so the run
   never multiplies by the rank count itself;
-- ``protocol``, ``wire``: the commands and replies, and every message between ranks, each wait
-  bounded and watched;
-- ``runner``: ``NodeRunner``, rank 0's TrialRunner for the whole node, and ``serve``, the others' loop;
+- ``wire``: every message between ranks, each wait bounded and watched;
+- ``runner``: ``NodeRunner``, rank 0's TrialRunner for the whole node, ``serve``, the others' loop,
+  and the commands and replies between them;
 - ``launch``: ``autoloader tune --nproc-per-node N`` starting the other ranks.
 
 # NOTE [ Tuning a node's ranks ]

@@ -99,7 +99,7 @@ class Node:
         """Rank 0: end the other ranks' ``serve`` (once)."""
         if self.rank == 0 and not self.stopped and self.lost is None:
             self.stopped = True
-            from .protocol import Stop
+            from .runner import Stop
 
             self.broadcast(Stop())
 

@@ -1,5 +1,6 @@
-"""Rank 0's handle on every rank's trial process (``NodeRunner``) and the other ranks' loop
-(``serve``, ``on_node``): NOTE [ Tuning a node's ranks ] in node/__init__.py."""
+"""Rank 0's handle on every rank's trial process (``NodeRunner``), the other ranks' loop (``serve``,
+``on_node``), and what they say to each other: rank 0 broadcasts a command, every rank gathers
+back a Reply (NOTE [ Tuning a node's ranks ] in node/__init__.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import dataclasses
 import pickle
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import AutoloaderError
@@ -16,7 +18,41 @@ from ..search.burst_rule import BurstSettings
 from ..search.results import FAILED, OK, TrialResult
 from ..search.space import LoaderConfig
 from .group import GAP_S, Node, RankLost
-from .protocol import Measure, Outcome, Reply, Start, Stop
+
+
+@dataclass(frozen=True)
+class Start:   # this rank's TrialRunner for ``setup``, made this rank's: its shard and device
+    setup: RunnerSetup
+    max_memory: int       # the node's ceiling; a rank's guard gets its share
+    hang_timeout_s: float
+    budget_left_s: float | None = None   # of rank 0's run, as it sent this: bounds each rank's start-up
+
+
+@dataclass(frozen=True)
+class Measure:
+    config: LoaderConfig
+    settings: BurstSettings
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class Stop:   # no more commands: ``serve`` returns
+    pass
+
+
+@dataclass(frozen=True)
+class Reply:   # to Start or Measure, with the runner's leftover counts so far
+    info: DatasetInfo | None = None
+    result: TrialResult | None = None
+    setup_error: tuple[str, bool] | None = None   # (message, usage)
+    orphans: int = 0
+    shm_leaks: int = 0
+
+
+@dataclass(frozen=True)
+class Outcome:   # what rank 0's run ended with, for every rank to return or raise
+    result: Any = None
+    error: BaseException | None = None
 
 
 def rank_runner(node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float,

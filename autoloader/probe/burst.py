@@ -62,19 +62,18 @@ class Timer:
             self._torch = torch
 
     def start(self):
-        if self.cuda:
-            event = self._torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
+        return self._event() if self.cuda else time.perf_counter()
 
     def stop(self, token) -> None:
         if self.cuda:
-            end = self._torch.cuda.Event(enable_timing=True)
-            end.record()
-            self._pairs.append((token, end))
+            self._pairs.append((token, self._event()))
         else:
             self._host += time.perf_counter() - token
+
+    def _event(self):
+        event = self._torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
 
     def sync(self) -> None:
         if self.cuda:
