@@ -359,10 +359,9 @@ class TrialRunner:
 
 def _ready(proc, conn, limit: float, setup_timeout_s: float, note: StartNote,
           notice: Callable[[Event], None] | None, kill: Callable[[], None]):
-    """The trial process's answer to its set-up (Ready or SetupFailed: NOTE [ Trial protocol ], step
-    1), or SetupError when it died first (with its own message when it left one: NOTE [ A script
-    re-imported by spawn ] in reimport.py) or had not answered within ``limit`` seconds
-    (``setup_timeout_s`` clipped to the budget when less). ``kill`` kills its tree."""
+    """Ready or SetupFailed (NOTE [ Trial protocol ], step 1), or SetupError when the trial process
+    died first (with its own message if it left one: NOTE [ A script re-imported by spawn ]) or
+    did not answer within ``limit`` seconds (``setup_timeout_s``, or less: the budget's)."""
     t0 = time.monotonic()
     # Said at once, then as the wait goes on: the command's first line, so a start-up of seconds
     # (a fresh interpreter importing torch and the dataset) is not a silent one.

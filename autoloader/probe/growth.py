@@ -81,12 +81,10 @@ def _readings(workers) -> tuple[Pages, Pages] | None:
 def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: int | None,
                    beat: Callable[[], None] = lambda: None, seconds: float = GROWTH_SECONDS,
                    seed: int = 0, sample_bytes: int = 0) -> Growth | None:
-    """Two fresh workers, made alike: the control reads the same rows batch after batch, the
-    reader a contiguous block for BLOCK_SHARE of ``seconds``, then rows at random. The reader's
-    anonymous gain over the control's (which shows the workers' own allocations alike), against
-    the rows it read, is what reading new rows copied, fitted in search/growth.py; a mapped
-    file's pages are kept apart (``file_bytes``). None for an iterable dataset, one too short, or
-    one that added too little to the trial process's memory."""
+    """Two fresh workers: the control reads the same rows again and again, the reader a block for
+    BLOCK_SHARE of ``seconds``, then rows at random; the reader's anonymous gain over the
+    control's, against the rows it read, is what reading copied (fitted in search/growth.py; a
+    mapped file's pages apart). None for an iterable, short or small dataset."""
     from torch.utils.data import DataLoader
 
     try:

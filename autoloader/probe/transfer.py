@@ -61,10 +61,8 @@ def _busy_depth(batch_bytes: int, batch_work: float, memory_budget: int | None) 
 
 def _busy_receive(it, depth: int, batch_work: float, beat: Callable[[], None],
                   queue: Callable[[], float] = lambda: 0.0) -> float | None:
-    """The median take of a batch that waited in the queue while the one worker made the next.
-    Each cycle lets the worker fill the queue (``depth`` batches), then takes them one after
-    another: the first take finds the worker idle and hands it a new index, so every later take
-    meets it busy."""
+    """The median take of a batch that waited while the one worker made the next: each cycle lets
+    it fill the queue (``depth`` batches), then takes them; every take after the first meets it busy."""
     takes: list[float] = []
     deadline = time.perf_counter() + BUSY_SECONDS
     # A pause before each take lets the worker wake to its new index and get going (on a busy

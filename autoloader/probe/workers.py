@@ -174,9 +174,8 @@ def end_when_out_of_descriptors() -> None:
 
 def ended_out_of_descriptors(iterators: list, wait_s: float = 0.0) -> bool:
     """Whether a worker of a failed trial's iterators (weak references) exited with
-    OUT_OF_DESCRIPTORS_EXIT, waiting up to ``wait_s`` for those still running (one whose leak broke
-    a hand-over ends just after). Their workers leave the SIGCHLD registry first, and a report
-    that came before that is absorbed and read."""
+    OUT_OF_DESCRIPTORS_EXIT, waiting up to ``wait_s`` for those still running; a SIGCHLD report
+    before they leave the registry is absorbed and read."""
     alive = [it for ref in iterators if (it := ref()) is not None]
     said = f"exit code {OUT_OF_DESCRIPTORS_EXIT}."
     found = False
