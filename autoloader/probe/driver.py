@@ -283,6 +283,7 @@ class TrialRunner:
                              at_bound=at_bound and quiet <= timeout)
 
     def _ended(self, config: LoaderConfig, outcome: _Died | _Breach | _Hung) -> TrialResult:
+        """The result of a trial that ended without one of its own."""
         if isinstance(outcome, _Died):
             return TrialResult(config, FAILED, cause=death_cause(outcome.exitcode), error=death_text(outcome.exitcode))
         if isinstance(outcome, _Breach):
@@ -290,10 +291,7 @@ class TrialRunner:
             return TrialResult(config, CONSTRAINT, cause="host_memory",
                                error=f"{sample.pss / 2**30:.2f} GiB across {sample.processes} processes passed the "
                                      f"{self.max_memory / 2**30:.2f} GiB ceiling; trial stopped")
-        return self._hang(config, outcome)
-
-    def _hang(self, config: LoaderConfig, hang: _Hung) -> TrialResult:
-        """Called right after the kill, which it times."""
+        hang = outcome   # the watchdog's: called right after the kill, which it times
         killed_in = time.monotonic() - hang.detected_at
         progress = f"after {hang.batches} batches" if hang.batches else "and no batch at all"
         clipped = (f", clipped from {self.hang_timeout_s:g} s to what was left of the budget"
