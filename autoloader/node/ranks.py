@@ -27,7 +27,6 @@ class Ranks:
         return rank_rate * self.ranks if rank_rate is not None else None
 
     def memory(self, max_memory: int) -> int:
-        """One rank's share of the node's memory ceiling."""
         return max_memory // max(1, self.ranks)
 
     def shm(self, one_rank_bytes: int) -> int:

@@ -112,7 +112,6 @@ class _Epochs:
 
 @dataclass
 class _Window:
-    """What the measured window read."""
     start: float
     start_wall: float
     timer: Timer

@@ -58,7 +58,6 @@ def pinned_peak(torch) -> int | None:
 
 
 def to_device(batch: Any, device: str, non_blocking: bool) -> Any:
-    """The consumer of a trial without a step on CUDA."""
     return map_tensors(batch, lambda t: t.to(device, non_blocking=non_blocking))
 
 

@@ -283,7 +283,6 @@ class TrialRunner:
                              at_bound=at_bound and quiet <= timeout)
 
     def _ended(self, config: LoaderConfig, outcome: _Died | _Breach | _Hung) -> TrialResult:
-        """The result of a trial that ended without one of its own."""
         if isinstance(outcome, _Died):
             return TrialResult(config, FAILED, cause=death_cause(outcome.exitcode), error=death_text(outcome.exitcode))
         if isinstance(outcome, _Breach):
