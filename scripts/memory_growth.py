@@ -26,7 +26,7 @@ import tempfile
 import time
 
 from autoloader.probe import guard
-from autoloader.probe.growth import uss
+from autoloader.probe.pages import private_pages
 
 SAMPLE_S = 0.2
 KEEP_EVERY_S = 1.0
@@ -63,7 +63,7 @@ def _child(conn, dataset_spec: str, step_spec: str | None, device: str, kwargs: 
             consume(batch)
             if k == batches:   # every sample read; the workers are still there
                 workers = [w.pid for w in getattr(it, "_workers", ())]
-                readings = [r for r in (uss(pid) for pid in workers) if r is not None]
+                readings = [p.uss for p in (private_pages(pid) for pid in workers) if p is not None]
                 end = {"worker_uss": readings, "tree": guard.sample_memory(os.getpid()).__dict__}
         if cuda:
             torch.cuda.synchronize()

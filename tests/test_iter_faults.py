@@ -1,5 +1,5 @@
 """An exception inside ``iter(loader)`` (NOTE [ An iterator that raised while starting ] in
-probe/teardown.py): named as the sampler's, with and without workers, and the trial process
+probe/workers.py): named as the sampler's, with and without workers, and the trial process
 lives on; and a hang cannot carry a run far past its budget."""
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import psutil
 from ..errors import AutoloaderError, usage
 from ..events import Event
 from ..inputs import hardware
+from ..probe.load import affinity
 from . import wire
 from .ranks import Ranks
 
@@ -32,9 +33,7 @@ GAP_S = 60.0
 
 
 class Node:
-    """This process's place in a node's tune: its rank, the node's size, the CPUs each rank may
-    use, and the gloo group the ranks talk through (NOTE [ Tuning a node's ranks ]). ``pids``:
-    every rank's (pid, process start time), rank 0 first."""
+    """This process's place in a node's tune; ``pids``: every rank's (pid, start time), rank 0 first."""
 
     def __init__(self, rank: int, world: int, local_rank: int, node_cpus: int, rank_cpus: int, group: Any,
                  pids: list | None = None):
@@ -49,22 +48,18 @@ class Node:
 
     @property
     def ranks(self) -> Ranks:
-        """The node's arithmetic (node/ranks.py)."""
         return Ranks(self.world, self.node_cpus, self.rank_cpus)
 
     def device(self, device: str) -> str:
-        """This rank's device: its own GPU, cuda:LOCAL_RANK, on CUDA."""
         return f"cuda:{self.local_rank}" if device.startswith("cuda") else device
 
     def hardware(self, hw: hardware.Hardware) -> hardware.Hardware:
-        """The hardware one rank of this node sees: its share of the CPUs, and the rank count."""
         return dataclasses.replace(hw, cpus=self.rank_cpus, ranks=self.world)
 
     def broadcast(self, obj: Any = None, then_s: float | None = None,
                   notice: Callable[[Event], None] | None = None) -> Any:
-        """Rank 0's ``obj`` on every rank. Rank 0 says with it how long its next one may take
-        (``then_s``, seconds after a rank starts waiting for it; GAP_S when not said). A gloo send
-        completes once its receiver is waiting for it, which each rank is soon after its reply."""
+        """Rank 0's ``obj`` on every rank, with how long its next one may take (``then_s``, from when
+        a rank starts waiting; GAP_S when not said). A gloo send completes once its receiver waits."""
         if self.rank == 0:
             for rank in range(1, self.world):
                 self._waited(lambda t, r=rank: wire.send((obj, then_s), r, self.group, t), rank,
@@ -76,10 +71,8 @@ class Node:
 
     def gather(self, obj: Any, until: float | None = None, task: str = "trial",
                notice: Callable[[Event], None] | None = None) -> list | None:
-        """Every rank's ``obj``, rank 0 first, on rank 0; None elsewhere. Rank 0 waits for each
-        until ``until`` (``time.monotonic()``) and MARGIN_S more, telling ``notice`` meanwhile. The
-        others' replies are taken once rank 0's own part is done: each may wait that long, which
-        the command said (``patience``)."""
+        """Every rank's ``obj``, rank 0 first, on rank 0 (None elsewhere), which waits for each until
+        ``until`` and MARGIN_S more; the others may wait that long to send, as the command said."""
         if self.rank != 0:
             self._waited(lambda t: wire.send(obj, 0, self.group, t), 0, self.patience, "reply")
             return None
@@ -91,7 +84,6 @@ class Node:
         return out
 
     def _waited(self, exchange, peer: int, bound_s: float, task: str, notice=None):
-        """One bounded exchange with rank ``peer`` (wire.waited), or RankLost naming it."""
         if self.lost is not None:
             raise RankLost(self.lost)
         pid, started = self.pids[peer]
@@ -107,20 +99,18 @@ class Node:
         """Rank 0: end the other ranks' ``serve`` (once)."""
         if self.rank == 0 and not self.stopped and self.lost is None:
             self.stopped = True
-            from .protocol import Stop
+            from .runner import Stop
 
             self.broadcast(Stop())
 
 
 class RankLost(AutoloaderError):
-    """A rank of the node's tune died or stopped answering: the tune cannot go on. The run is
-    left as interrupted, so the same command resumes it."""
+    """A rank died or stopped answering: the tune cannot go on; left as interrupted, it resumes."""
 
     resumable = True
 
 
 def check_nproc(nproc: object, device: str, gpus: int, cpus: int) -> int:
-    """``--nproc-per-node`` checked: a whole number from 1 to the CPUs, and to the GPUs on CUDA."""
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise usage("--nproc-per-node is how many ranks share this node, a whole number of 1 or more", nproc,
                     "pass e.g. --nproc-per-node 8 (one rank per GPU), or leave it out for one rank")
@@ -148,15 +138,13 @@ _joined: Node | None = None
 
 
 def joined() -> Node | None:
-    """The node this process is one rank of, once torch.distributed is up (it is initialised
-    here, with gloo, when the launcher's environment says WORLD_SIZE > 1 and nobody has yet);
-    None outside a multi-rank launch. Every rank must call it: it joins a group and gathers the
-    ranks' CPUs."""
+    """The node this process is one rank of (torch.distributed initialised here, with gloo, when
+    WORLD_SIZE > 1 says so and nobody has yet); None outside a multi-rank launch. Every rank must
+    call it: it joins a group and gathers the ranks' CPUs."""
     global _joined
     if "torch.distributed" not in sys.modules and _env_world() <= 1:
-        # Nobody can have initialised a process group without importing torch.distributed, and
-        # no launcher says this is a rank: not a rank. Importing torch to find that out costs the
-        # CLI seconds of its budget before the trial process even starts.
+        # No group can be up without torch.distributed imported, and no launcher says this is a
+        # rank: importing torch to find out would cost the CLI seconds of its budget.
         return None
     import torch.distributed as dist
 
@@ -185,14 +173,14 @@ def joined() -> Node | None:
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     views = [None] * world
     me = psutil.Process()
-    dist.all_gather_object(views, (_affinity(), hardware.usable_cpus(), (me.pid, me.create_time())), group=group)
+    dist.all_gather_object(views, (frozenset(affinity()), hardware.usable_cpus(), (me.pid, me.create_time())),
+                           group=group)
     node_cpus, rank_cpus = node_share([v[0] for v in views], [v[1] for v in views], hardware.cpu_quota())
     _joined = Node(rank, world, local_rank, node_cpus, rank_cpus, group, [v[2] for v in views])
     return _joined
 
 
 def forget() -> None:
-    """Drop the node this process joined (its group was destroyed: ``launch.launched``)."""
     global _joined
     _joined = None
 
@@ -208,16 +196,9 @@ def _end_process_group() -> None:
         pass
 
 
-def _affinity() -> frozenset[int]:
-    try:
-        return frozenset(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity call: every CPU
-        return frozenset(range(os.cpu_count() or 1))
-
-
 def node_share(affinities: list[frozenset[int]], own: list[int], quota: float | None) -> tuple[int, int]:
-    """(the node's usable CPUs, one rank's): the union of the ranks' affinity capped by the
-    quota, and that // ranks, or the narrowest rank's own usable CPUs if fewer; at least 1."""
+    """(the node's usable CPUs: the ranks' affinities capped by the quota, one rank's: that // ranks,
+    or the narrowest rank's own if fewer; at least 1)."""
     node = len(frozenset().union(*affinities)) or 1
     if quota:
         node = max(1, min(node, math.ceil(quota)))

@@ -26,19 +26,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:
-    from ..probe.workers import die_with_parent as die
-
-    die()
-
-
 @contextlib.contextmanager
 def launched(nproc: int):
-    """This process as rank 0 of ``nproc`` ranks on this machine, the others started here as
-    ``python -m autoloader.node`` (each serves, then exits). The ranks die with this process
-    (PR_SET_PDEATHSIG), are waited for on the way out and killed if they linger; a rank that
+    """This process as rank 0 of ``nproc`` ranks, the others started here (each serves, then exits).
+    They die with this process, are waited for on the way out and killed if they linger; one that
     exited with an error is an AutoloaderError naming it, unless one is already on its way."""
     import torch.distributed as dist
+
+    from ..probe.workers import die_with_parent
 
     port = _free_port()
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc),
@@ -49,7 +44,7 @@ def launched(nproc: int):
         for rank in range(1, nproc):
             procs.append(subprocess.Popen([sys.executable, "-m", "autoloader.node"],
                                           env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent))
+                                          stdin=subprocess.DEVNULL, preexec_fn=die_with_parent))
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=nproc,
                                 timeout=group.JOIN_TIMEOUT)
         yield
@@ -73,8 +68,7 @@ def launched(nproc: int):
 
 
 def _reaped(proc: subprocess.Popen, timeout_s: float) -> int:
-    """The rank's exit code, once it exited; killed when it does not within ``timeout_s``, or at
-    once when it is stopped (it would never exit)."""
+    """The rank's exit code; killed past ``timeout_s``, or at once when stopped (it would never exit)."""
     from .wire import Peer
 
     deadline = time.monotonic() + timeout_s
@@ -88,9 +82,8 @@ def _reaped(proc: subprocess.Popen, timeout_s: float) -> int:
 
 
 def rank_main() -> int:
-    """A rank ``launched`` started: join, serve rank 0, exit 0 when its run succeeded, 130 when
-    interrupted (as rank 0 does); a lost rank 0 is said on stderr (rank 0's own errors, which
-    every rank raises, rank 0 prints)."""
+    """A rank ``launched`` started: join, serve rank 0, exit as rank 0 does (0, or 130 when
+    interrupted); a lost rank 0 is said on stderr (rank 0 prints its own errors)."""
     import torch.distributed as dist
 
     node = None

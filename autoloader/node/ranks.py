@@ -10,12 +10,6 @@ from dataclasses import dataclass
 from ..search.profile import Profile
 
 
-def rank_ceiling(max_memory: int, ranks: int) -> int:
-    """One rank's share of the node's memory ceiling."""
-    return max_memory // max(1, ranks)
-
-
-
 @dataclass(frozen=True)
 class Ranks:
     """``ranks`` ranks on a node of ``node_cpus`` usable CPUs, ``rank_cpus`` for each."""
@@ -33,8 +27,7 @@ class Ranks:
         return rank_rate * self.ranks if rank_rate is not None else None
 
     def memory(self, max_memory: int) -> int:
-        """One rank's share of the node's memory ceiling."""
-        return rank_ceiling(max_memory, self.ranks)
+        return max_memory // max(1, self.ranks)
 
     def shm(self, one_rank_bytes: int) -> int:
         """/dev/shm the node's ranks fill together, from one rank's."""

@@ -1,5 +1,6 @@
-"""Rank 0's handle on every rank's trial process (``NodeRunner``) and the other ranks' loop
-(``serve``, ``on_node``): NOTE [ Tuning a node's ranks ] in node/__init__.py."""
+"""Rank 0's handle on every rank's trial process (``NodeRunner``), the other ranks' loop (``serve``,
+``on_node``), and what they say to each other: rank 0 broadcasts a command, every rank gathers
+back a Reply (NOTE [ Tuning a node's ranks ] in node/__init__.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import dataclasses
 import pickle
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import AutoloaderError
@@ -16,22 +18,53 @@ from ..search.burst_rule import BurstSettings
 from ..search.results import FAILED, OK, TrialResult
 from ..search.space import LoaderConfig
 from .group import GAP_S, Node, RankLost
-from .protocol import Measure, Outcome, Reply, Start, Stop
-from .ranks import rank_ceiling
+
+
+@dataclass(frozen=True)
+class Start:   # this rank's TrialRunner for ``setup``, made this rank's: its shard and device
+    setup: RunnerSetup
+    max_memory: int       # the node's ceiling; a rank's guard gets its share
+    hang_timeout_s: float
+    budget_left_s: float | None = None   # of rank 0's run, as it sent this: bounds each rank's start-up
+
+
+@dataclass(frozen=True)
+class Measure:
+    config: LoaderConfig
+    settings: BurstSettings
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class Stop:   # no more commands: ``serve`` returns
+    pass
+
+
+@dataclass(frozen=True)
+class Reply:   # to Start or Measure, with the runner's leftover counts so far
+    info: DatasetInfo | None = None
+    result: TrialResult | None = None
+    setup_error: tuple[str, bool] | None = None   # (message, usage)
+    orphans: int = 0
+    shm_leaks: int = 0
+
+
+@dataclass(frozen=True)
+class Outcome:   # what rank 0's run ended with, for every rank to return or raise
+    result: Any = None
+    error: BaseException | None = None
 
 
 def rank_runner(node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float,
                 budget_left: Callable[[], float] | None = None,
                 notice: Callable[[Event], None] | None = None) -> TrialRunner:
-    """This rank's TrialRunner: its shard, its device, its share of the memory ceiling, and the
-    run's budget, which bounds its start-up."""
+    """This rank's TrialRunner: its shard, its device, its share of the memory ceiling."""
     mine = dataclasses.replace(setup, shard=(node.rank, node.world), device=node.device(setup.device))
-    return TrialRunner(mine, max_memory=rank_ceiling(max_memory, node.world), hang_timeout_s=hang_timeout_s,
+    return TrialRunner(mine, max_memory=node.ranks.memory(max_memory), hang_timeout_s=hang_timeout_s,
                        budget_left=budget_left, notice=notice)
 
 
 def _budget_left(left_s: float | None) -> Callable[[], float] | None:
-    """What is left of rank 0's budget, as a rank > 0 counts it from the Start that said it."""
     if left_s is None:
         return None
     deadline = time.monotonic() + left_s
@@ -59,9 +92,13 @@ def _measured(runner: TrialRunner | None, command: Measure) -> Reply:
     return Reply(result=result, orphans=runner.orphans, shm_leaks=runner.shm_leaks)
 
 
+# A node trial's figures that are the largest rank's: NOTE [ Tuning a node's ranks ].
+_LARGEST = ("wait_fraction", "startup_s", "epoch_restart_s", "peak_host_bytes", "peak_pss_bytes", "peak_shm_bytes",
+            "gpu_peak_bytes")
+
+
 def node_result(config: LoaderConfig, results: list[TrialResult]) -> TrialResult:
-    """One node trial from every rank's, rank 0 first (NOTE [ Tuning a node's ranks ]): the
-    first failing rank's failure, naming it; else the slowest rank's rate, with every rank's."""
+    """One node trial from every rank's, rank 0 first (NOTE [ Tuning a node's ranks ])."""
     world = len(results)
     failed = [rank for rank, r in enumerate(results) if r.status != OK]
     if failed:
@@ -72,10 +109,6 @@ def node_result(config: LoaderConfig, results: list[TrialResult]) -> TrialResult
     rates = [r.samples_per_s or 0.0 for r in results]
     slow = results[min(range(world), key=rates.__getitem__)]
 
-    def largest(name: str):
-        values = [getattr(r, name) for r in results if getattr(r, name) is not None]
-        return max(values) if values else None
-
     # Each rank's meter counts the other ranks among the machine's others (probe/load.py): rank 0's,
     # less what the other ranks' own trees took, is what the rest of the machine took.
     others = results[0].others_cpus
@@ -84,16 +117,13 @@ def node_result(config: LoaderConfig, results: list[TrialResult]) -> TrialResult
     return dataclasses.replace(
         slow, config=config, others_cpus=others, steal_cpus=results[0].steal_cpus,
         tree_cpus=sum(r.tree_cpus or 0.0 for r in results) if results[0].tree_cpus is not None else None,
-        wait_fraction=largest("wait_fraction"), startup_s=largest("startup_s"),
-        epoch_restart_s=largest("epoch_restart_s"), peak_host_bytes=largest("peak_host_bytes"),
-        peak_pss_bytes=largest("peak_pss_bytes"), peak_shm_bytes=largest("peak_shm_bytes"),
-        gpu_peak_bytes=largest("gpu_peak_bytes"), seconds=max(r.seconds for r in results),
-        pruned=any(r.pruned for r in results), rank_samples_per_s=tuple(rates))
+        seconds=max(r.seconds for r in results), pruned=any(r.pruned for r in results),
+        rank_samples_per_s=tuple(rates), **{name: max((v for r in results if (v := getattr(r, name)) is not None),
+                                                      default=None) for name in _LARGEST})
 
 
 class NodeRunner:
-    """Rank 0's handle on every rank's trial process: TrialRunner's interface, each call run by
-    all ranks at once (NOTE [ Tuning a node's ranks ]). ``max_memory`` is the node's."""
+    """TrialRunner's interface, each call run by all ranks at once; ``max_memory`` is the node's."""
 
     def __init__(self, node: Node, setup: RunnerSetup, max_memory: int, hang_timeout_s: float,
                  budget_left: Callable[[], float] | None = None, notice: Callable[[Event], None] | None = None):
@@ -113,8 +143,7 @@ class NodeRunner:
         return self.local.shm_leaks + sum(s for _, s in self._counts.values())
 
     def start(self) -> DatasetInfo:
-        """Every rank's trial process started at once; rank 0 then profiles while the others wait
-        (their patience for the next command: NOTE [ Bounded waits between ranks ] in wire.py)."""
+        """Every rank's trial process started at once; rank 0 then profiles while the others wait."""
         local = self.local
         setup = local.setup_limit()
         sent = time.monotonic()
@@ -131,7 +160,6 @@ class NodeRunner:
         return self.info
 
     def profile(self, batch_size: int, hang_timeout_s: float | None = None, limit_s: float | None = None):
-        """Rank 0's profile alone; the other ranks idle meanwhile (the bursts then correct it)."""
         return self.local.profile(batch_size, hang_timeout_s, limit_s)
 
     def measure(self, config: LoaderConfig, settings: BurstSettings,
@@ -147,9 +175,8 @@ class NodeRunner:
         return node_result(config, [reply.result for reply in replies])
 
     def close(self) -> None:
-        """This rank's trial process closed, then the others' ``serve`` ended (they close theirs
-        meanwhile). A lost node is not raised here: the run's own outcome (an interruption, an
-        error) is on its way, and a run that succeeded meets the loss at its Outcome."""
+        """This rank's trial process closed, then the others' ``serve`` ended. A lost node is not
+        raised here: the run's outcome is on its way (a success meets the loss at its Outcome)."""
         try:
             self.local.close()
         finally:
@@ -158,7 +185,7 @@ class NodeRunner:
 
 
 def serve(node: Node) -> None:
-    """Ranks > 0: run rank 0's commands on this rank's own TrialRunner until _Stop."""
+    """Ranks > 0: rank 0's commands run on this rank's own TrialRunner until Stop."""
     runner: TrialRunner | None = None
     try:
         while True:
@@ -180,8 +207,8 @@ def serve(node: Node) -> None:
 
 
 def on_node(node: Node, work: Callable[[], Any] | None) -> Any:
-    """Rank 0 runs ``work`` (the tune, driving the others through a NodeRunner); the other
-    ranks ``serve`` it; then every rank returns rank 0's result, or raises its error."""
+    """Rank 0 runs ``work`` (the tune) while the others ``serve`` it; then every rank returns rank
+    0's result, or raises its error."""
     if node.rank != 0:
         serve(node)
         outcome = node.broadcast()
@@ -202,7 +229,6 @@ def on_node(node: Node, work: Callable[[], Any] | None) -> Any:
 
 
 def _portable(exc: BaseException) -> BaseException:
-    """``exc`` as the other ranks can unpickle it; an AutoloaderError with its text otherwise."""
     try:
         pickle.loads(pickle.dumps(exc))
         return exc

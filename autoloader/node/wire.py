@@ -1,30 +1,26 @@
-"""Bounded waits between a node's ranks: NOTE [ Bounded waits between ranks ].
+"""Bounded waits between a node's ranks.
 
 # NOTE [ Bounded waits between ranks ]
-# Rank 0 sends each command to every rank and waits for each rank's reply; the other ranks wait
-# for rank 0's next command (NOTE [ Tuning a node's ranks ] in node/__init__.py). A gloo
-# collective waits as long as the group's timeout (set for the join, where ranks may arrive far
-# apart), so a rank that stopped answering (kill -STOP, a deadlock) held the others for half an
-# hour, saying nothing, and a collective blocked in C++ let no Ctrl-C through. So every message
-# is a point-to-point send or receive of one pickled object (its length, then its bytes), done
-# in a helper thread while the caller's thread watches four things:
-# * the bound: what the peer was asked to do, from the run's own limits, which are clipped to
-#   the budget (a start-up: the set-up's limit; a trial: the most a trial may take, a restart
-#   included; the next command: the most rank 0 may spend before it, which rank 0 sends with
-#   each command), plus MARGIN_S. Past it, the node is lost (RankLost, naming the rank);
-# * the peer's process: every rank is on this machine (a node's tune is one node), so its pid
-#   tells at once when it is gone, or stopped (SIGSTOP, a debugger) for STOPPED_S;
-# * the time: past probe/waiting.py's FIRST_S, the wait is reported through ``notice``, naming
-#   the rank and what it was asked to do (rank 0 only: the others wait for rank 0's own work,
-#   which its progress lines describe);
+# Rank 0 sends each command to every rank and waits for each reply; the others wait for rank 0's
+# next command (NOTE [ Tuning a node's ranks ] in node/__init__.py). A gloo collective waits for
+# the group's timeout (the join's), so a rank that stopped answering would hold the others silent
+# for half an hour, and one blocked in C++ lets no Ctrl-C through. So every message is a
+# point-to-point send or receive of one pickled object (its length, then its bytes), in a helper
+# thread, while the caller's thread watches:
+# * the bound: what the peer was asked to do, from the run's limits clipped to the budget (a
+#   start-up: the set-up's limit; a trial: the most one may take, a restart included; the next
+#   command: the most rank 0 may spend before it, sent with each command), plus MARGIN_S. Past it,
+#   the node is lost (RankLost, naming the rank);
+# * the peer's process: every rank is on this machine, so its pid tells at once when it is gone,
+#   or stopped (SIGSTOP, a debugger) for STOPPED_S;
+# * the time: past probe/waiting.py's FIRST_S, rank 0 reports the wait through ``notice``, naming
+#   the rank and its task (the others wait for rank 0's own work, which its progress lines say);
 # * Ctrl-C: the caller's thread sleeps in Python, so KeyboardInterrupt arrives at once.
 # gloo closes the pair after a timed-out wait, so the helper waits once, for the whole bound. A
-# wait that ends early leaves its helper blocked until then; the node is lost and nothing is sent
-# or received on it again (an interrupted wait leaves it too: the next message from that peer is
-# the helper's, and the ones after it are in order). A helper still blocked in gloo when the
-# group is destroyed or the interpreter exits aborts the process ("terminate called without an
-# active exception"), so ``settle`` gives such helpers SETTLE_S to end (a peer that exits ends
-# them: its sockets close) before the group goes, at exit and where the group is destroyed.
+# wait that ends early leaves its helper blocked; the node is lost and nothing is sent or received
+# on it again. A helper still blocked in gloo when the group is destroyed or the interpreter exits
+# aborts the process, so ``settle`` gives such helpers SETTLE_S to end (a peer that exits ends
+# them) before the group goes, at exit and where the group is destroyed.
 """
 
 from __future__ import annotations
@@ -58,7 +54,6 @@ class Lost(Exception):
 
 @dataclass(frozen=True)
 class Peer:
-    """The rank at the other end: its number, and its process on this machine (pid, start time)."""
 
     rank: int
     world: int
@@ -88,7 +83,6 @@ class Peer:
 
 
 def send(obj: Any, dst: int, group, timeout_s: float) -> None:
-    """Send ``obj`` to rank ``dst`` (blocking: the helper's side)."""
     import torch
     import torch.distributed as dist
 
@@ -101,7 +95,6 @@ def send(obj: Any, dst: int, group, timeout_s: float) -> None:
 
 
 def recv(src: int, group, timeout_s: float) -> Any:
-    """The next object rank ``src`` sends (blocking: the helper's side)."""
     import torch
     import torch.distributed as dist
 
@@ -115,9 +108,8 @@ def recv(src: int, group, timeout_s: float) -> Any:
 
 def waited(exchange: Callable[[float], Any], peer: Peer, bound_s: float, task: str,
            notice: Callable[[Event], None] | None = None) -> Any:
-    """``exchange(timeout_s)`` (a ``send`` or ``recv``) run in a helper thread, watched here:
-    its result, or Lost when it failed, the peer is gone or stopped, or ``bound_s`` passed.
-    ``task``: a key of TASKS, what the peer is waited for."""
+    """``exchange(timeout_s)`` (a ``send`` or ``recv``) in a helper thread, watched here: its
+    result, or Lost; ``task``: a key of TASKS, what the peer is waited for."""
     box: dict = {}
 
     def run() -> None:
@@ -143,7 +135,6 @@ def waited(exchange: Callable[[float], Any], peer: Peer, bound_s: float, task: s
 
 
 def settle(timeout_s: float = SETTLE_S) -> None:
-    """Give the helpers left blocked (a wait that ended early) up to ``timeout_s`` to end."""
     deadline = time.monotonic() + timeout_s
     while _abandoned:
         _abandoned[0].join(max(0.0, deadline - time.monotonic()))

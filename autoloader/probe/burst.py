@@ -1,23 +1,19 @@
-"""The burst measurement, run inside the trial process: one config's rate from a short window
-of its steady state, by the rules of NOTE [ Honest burst ].
+"""One config's rate from a short window of its steady state, in the trial process.
 
 # NOTE [ Honest burst ]
 # 1. First-batch burst: every worker builds its first batch at once, so about num_workers batches
 #    arrive together after start. We skip num_workers + 2 batches after the first and count a
 #    window of at least 2 * num_workers batches.
-# 2. Clumped arrivals: workers that started together finish their batches together, so batches
-#    arrive in clumps of about num_workers, one clump per worker cycle. A window that is not a
-#    whole number of cycles then over- or under-counts by up to a clump (in a window of two
-#    cycles, up to half its batches). So the per-batch interval is estimated from differences
-#    taken num_workers batches apart, t[j + L] - t[j] with L = num_workers: each spans one cycle
-#    of the same worker, whatever the phase. Its interval comes from block means of those
-#    differences. Every ~0.2 s the device is synchronised so queued GPU work is paid in the window.
-#    We stop when the interval is narrow enough or the time cap is hit, but not before the window
-#    holds ``min_cycles`` worker cycles (min_cycles x num_workers batches; 2 by default), up to a
-#    hard cap of 3x the time cap. A window of c cycles yields (c - 1) x num_workers lagged
-#    differences; with many workers on slow batches a time cap alone ends the window after a
-#    cycle or two, too few differences to average out one late clump, so such configs' rates
-#    would move widely from one measurement to the next.
+# 2. Clumped arrivals: workers that started together finish together, so batches arrive in clumps
+#    of about num_workers, one per worker cycle, and a window not a whole number of cycles over- or
+#    under-counts by up to a clump. So the per-batch interval comes from differences taken
+#    L = num_workers batches apart, t[j + L] - t[j] (each spans one cycle of the same worker,
+#    whatever the phase), its interval from block means of them. Every ~0.2 s the device is
+#    synchronised so queued GPU work is paid in the window. We stop when the interval is narrow
+#    enough or at the time cap, but not before the window holds ``min_cycles`` worker cycles
+#    (2 by default), up to a hard cap of 3x the time cap: c cycles yield (c - 1) x num_workers
+#    differences, and a cycle or two of slow batches at many workers cannot average out one late
+#    clump.
 # 3. Epoch boundaries: the time from StopIteration to the next epoch's first batch is cut out of
 #    the steady window and kept as a measured restart cost. The long-run rate charges one restart
 #    per epoch: measured when the window crossed one, else modelled from start-up (a new iterator
@@ -59,28 +55,25 @@ class Timer:
     """Times the consumer: CUDA events on CUDA (queued work counts), a host clock elsewhere."""
 
     def __init__(self, device: str):
-        self.cuda = device.startswith("cuda")
-        self._pairs: list = []
-        self._host = 0.0
+        self.cuda, self._pairs, self._host = device.startswith("cuda"), [], 0.0
         if self.cuda:
             import torch
 
             self._torch = torch
 
     def start(self):
-        if self.cuda:
-            event = self._torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
+        return self._event() if self.cuda else time.perf_counter()
 
     def stop(self, token) -> None:
         if self.cuda:
-            end = self._torch.cuda.Event(enable_timing=True)
-            end.record()
-            self._pairs.append((token, end))
+            self._pairs.append((token, self._event()))
         else:
             self._host += time.perf_counter() - token
+
+    def _event(self):
+        event = self._torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
 
     def sync(self) -> None:
         if self.cuda:
@@ -94,8 +87,7 @@ class Timer:
 
 
 class _Epochs:
-    """The loader's batches across its epochs: at an epoch's end the next one starts, and the
-    boundary is timed."""
+    """The loader's batches across its epochs, each boundary timed."""
 
     def __init__(self, make_iterator: Callable[[], Any]):
         self.make_iterator = make_iterator
@@ -120,8 +112,6 @@ class _Epochs:
 
 @dataclass
 class _Window:
-    """What the measured window read: batches and samples, each batch's steady arrival, the
-    waits for data, the boundaries crossed."""
     start: float
     start_wall: float
     timer: Timer
@@ -137,10 +127,10 @@ class _Window:
 def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], num_workers: int,
               fresh_workers_each_epoch: bool, epoch_batches: int | None, device: str,
               settings: BurstSettings, batch_samples: Callable[[Any, int], int] | None = None) -> BurstMeasurement:
-    """Measure one config. ``make_iterator`` returns a fresh iterator over the loader (called
-    again at each epoch end); ``consume`` is the step; ``epoch_batches`` is None for a dataset of
-    unknown length. ``batch_samples(batch, index_in_epoch)`` counts a batch's samples (the
-    sampler knows; the default reads the leading dimension). See NOTE [ Honest burst ]."""
+    """One config measured (NOTE [ Honest burst ]). ``make_iterator``: a fresh iterator over the
+    loader (again at each epoch end); ``consume``: the step; ``epoch_batches``: None for unknown
+    length; ``batch_samples(batch, index_in_epoch)`` counts a batch's samples (default: its
+    leading dimension)."""
     count = batch_samples or (lambda batch, index: samples_in(batch))
     timer = Timer(device)
     t_begin = time.perf_counter()
@@ -161,8 +151,7 @@ def run_burst(make_iterator: Callable[[], Any], consume: Callable[[Any], None], 
 
 def _measure_window(epochs: _Epochs, consume: Callable[[Any], None], count: Callable[[Any, int], int],
                     num_workers: int, epoch_batches: int | None, device: str, settings: BurstSettings) -> _Window:
-    """The measured window: batches consumed until the rate's interval is tight enough, or the
-    time cap, or the prune line (NOTE [ Honest burst ])."""
+    """Batches consumed until the rate's interval is tight, the time cap, or the prune line."""
     lag = max(1, num_workers)
     floor_batches = math.ceil(settings.min_cycles * num_workers - 1e-9)  # 2.2 x 5 is 11, not 12
     min_batches = max(3 * num_workers, 8, floor_batches)  # at least two cycles of differences
@@ -236,11 +225,8 @@ def _measurement(w: _Window, epochs: _Epochs, num_workers: int, fresh_workers_ea
 
 
 def _lagged_rate(arrivals: list[float], lag: int, samples_per_batch: float) -> tuple[float, float]:
-    """(samples/s, relative 95% half-width) from batch arrival times; see NOTE [ Honest burst ].
-
-    Differences ``lag`` batches apart are averaged in contiguous blocks; the spread of the block
-    means gives the interval. The first arrival is the window's start, so it is its own point.
-    """
+    """(samples/s, relative 95% half-width) from the spread of block means of differences ``lag``
+    batches apart (NOTE [ Honest burst ]); the window's start is the first point."""
     times = [0.0, *arrivals]
     diffs = [(times[j + lag] - times[j]) / lag for j in range(len(times) - lag)]
     if len(diffs) < 2:

@@ -1,22 +1,17 @@
-"""What a trial does with the GPU besides running the step: copy batches to it, return the
-memory it cached once the trial ends, and read its utilisation from NVML.
-
-Used only inside the trial process (``trial.py``), which owns CUDA; the driver never imports
-torch's CUDA side (NOTE [ No CUDA in the driver ] in inputs/hardware.py).
+"""A trial's GPU besides the step, in the trial process alone (NOTE [ No CUDA in the driver ] in
+inputs/hardware.py): batches copied to it, its cached memory returned, its utilisation from NVML.
 
 # NOTE [ Pinned memory outlives its trial ]
-# PyTorch's caching host allocator keeps every page-locked block it ever handed out, for the
-# process's life: the pin thread's copies of up to num_workers x prefetch_factor batches in flight
-# stay with the trial process after their trial. Measured one after another in one process, each
-# config's peak would carry the pinned batches of every larger config before it, so the process
-# grows with the largest config it has run, not with the config being measured. That teaches
-# predict_peak too high a per-worker cost and can let the guard stop a small config for a large
-# one's cache. So each trial's caches are released when the trial ends, and the next trial's
-# pinned allocations start from empty, as a fresh training process's do; allocating them anew is
-# a start-up cost, which the batches the burst skips (NOTE [ Honest burst ]) are there to absorb.
-# A CUDA error the trial left behind (a device-side assert in the step, say) surfaces here, in
-# the synchronise. It must not replace the trial's own result, and the CUDA context is now
-# unusable, so the trial process ends after reporting it and the next trial gets a fresh one.
+# PyTorch's caching host allocator keeps every page-locked block it handed out for the process's
+# life: the pin thread's copies of up to num_workers x prefetch_factor batches stay after their
+# trial. One config after another in one process, each peak would carry every larger config's
+# pinned batches before it, teaching predict_peak too high a per-worker cost and letting the guard
+# stop a small config for a large one's cache. So each trial's caches are released when it ends,
+# and the next trial's pinned allocations start from empty, as a fresh training process's do (a
+# start-up cost the burst's skipped batches absorb: NOTE [ Honest burst ]). A CUDA error the trial
+# left behind (a device-side assert in the step) surfaces here, in the synchronise: it must not
+# replace the trial's own result, and the context is unusable, so the trial process ends after
+# reporting it and the next trial gets a fresh one.
 """
 
 from __future__ import annotations
@@ -27,9 +22,8 @@ from ..batches import map_tensors
 
 
 def release_cached_memory(torch) -> str | None:
-    """Return the trial's cached device and pinned host memory (NOTE [ Pinned memory outlives its
-    trial ]); None, or the CUDA error that stopped it (the context is then unusable).
-    ``_host_emptyCache`` is private; a torch without it keeps its cache."""
+    """The trial's cached device and pinned host memory returned (NOTE [ Pinned memory outlives its
+    trial ]); None, or the CUDA error that stopped it (the context is then unusable)."""
     try:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -42,7 +36,6 @@ def release_cached_memory(torch) -> str | None:
 
 
 def reset_pinned_peak(torch) -> None:
-    """Start the caching host allocator's peak afresh (a torch without the statistics: nothing)."""
     reset = getattr(torch.cuda, "reset_peak_host_memory_stats", None)
     if reset is not None:
         try:
@@ -52,9 +45,8 @@ def reset_pinned_peak(torch) -> None:
 
 
 def pinned_peak(torch) -> int | None:
-    """The page-locked bytes the caching host allocator held at its peak since the last reset,
-    blocks rounded as it hands them out (NOTE [ Pinned batches ] in search/memory.py); None
-    where torch keeps no such statistics."""
+    """The caching host allocator's peak since the reset, in its blocks (NOTE [ Pinned batches ] in
+    search/memory.py); None where torch keeps no such statistics."""
     stats = getattr(torch.cuda, "host_memory_stats", None)
     if stats is None:
         return None
@@ -66,15 +58,12 @@ def pinned_peak(torch) -> int | None:
 
 
 def to_device(batch: Any, device: str, non_blocking: bool) -> Any:
-    """The batch with every tensor in it copied to ``device`` (dicts, lists, tuples and named
-    tuples keep their type): the consumer a trial without a step uses on CUDA."""
     return map_tensors(batch, lambda t: t.to(device, non_blocking=non_blocking))
 
 
 def nvml_bus_id(props) -> str | None:
-    """The PCI address NVML looks a GPU up by ("domain:bus:device.function", hexadecimal) from
-    torch's device properties, or None when they lack one. Torch gives the three numbers apart:
-    its ``pci_bus_id`` is the bus alone, which NVML rejects, and no utilisation could be read."""
+    """The PCI address NVML finds a GPU by, from torch's device properties (their ``pci_bus_id`` is
+    the bus alone, which NVML rejects); None when they lack one."""
     parts = [getattr(props, f"pci_{name}_id", None) for name in ("domain", "bus", "device")]
     if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
         return None

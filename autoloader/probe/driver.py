@@ -1,68 +1,59 @@
-"""The driver's side of a trial: ``TrialRunner`` starts the trial process (``trial.py``), sends
-it one config at a time, guards the tree's memory, keeps the watchdog, and turns every way a
-trial can end into a TrialResult. The messages are NOTE [ Trial protocol ] in protocol.py.
+"""The driver's side of a trial: ``TrialRunner`` starts the trial process (``trial.py``), waits for
+its start-up (telling the user what for), sends it one config at a time, guards the tree's
+memory, keeps the watchdog, and turns every way a trial can end into a TrialResult (NOTE [ Trial
+protocol ] in protocol.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
+import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..events import Event
+from ..events import Event, WaitingForTrialStart
 from ..errors import clip, one_line
 from ..inputs.limits import clipped_timeout
 from ..search.burst_rule import BurstSettings
 from ..search.results import BUDGET_ENDED, CONSTRAINT, FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig
-from . import guard, serve, startup
-from .failures import death_cause, death_text
+from . import guard, serve
+from .failures import death_cause, death_text, exit_text
 from .load import LoadMeter, Span
-from .protocol import (
-    Beat,
-    Begin,
-    DatasetInfo,
-    Measure,
-    Measured,
-    Profiled,
-    ProfileRequest,
-    RunnerSetup,
-    SetupError,
-    SetupFailed,
-    Stop,
-)
+from .protocol import (Beat, Begin, DatasetInfo, Measure, Measured, Profiled, ProfileRequest, RunnerSetup, SetupError,
+                       SetupFailed, Stop)
 from .reimport import TRIAL_PROCESS_NAME, StartNote, refuse_reimport
+from .waiting import Notices
 
 # What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here.
 __all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "RunnerSetup", "SetupError", "TrialRunner"]
 
 SETUP_TIMEOUT_S = 600.0
 _KILL_S = 5.0   # how long a killed trial process is waited for
+# Start-up clipped to the budget's end (NOTE [ The budget is a wall bound ] in search/budget.py)
+# still gets this long, inside the time the run keeps back for closing: a restart late in a run
+# is refused at once rather than waited for past the bound.
+MIN_CLIPPED_SETUP_S = 1.0
 
 
 # How a trial ended when it sent no result (NOTE [ Trial protocol ]); TrialRunner._wait returns one.
 
 @dataclass(frozen=True)
-class _Died:
-    """The trial process died: the pipe broke, or the process is gone and nothing is left to read."""
-
+class _Died:   # the pipe broke, or the process is gone and nothing is left to read
     exitcode: int | None
     begun: bool  # it had sent Begin: the death is this config's
 
 
 @dataclass(frozen=True)
-class _Breach:
-    """The tree's memory (PSS, summed) passed the ceiling."""
-
+class _Breach:   # the tree's memory (PSS, summed) passed the ceiling
     sample: guard.MemorySample
 
 
 @dataclass(frozen=True)
-class _Hung:
-    """The watchdog fired: no progress for hang_timeout_s, or the trial ran past its cap."""
-
+class _Hung:   # no progress for hang_timeout_s, or the trial ran past its cap
     quiet_s: float      # since the last progress (Begin or Beat; the Measure, before either)
     running_s: float    # since the Measure was sent
     cap_s: float
@@ -105,15 +96,15 @@ class TrialRunner:
         self._watch: guard.TreeWatch | None = None
 
     def setup_limit(self) -> float:
-        """The seconds the trial process may take to start and build the dataset and step: the
-        set-up's timeout, clipped to what is left before the run's wall bound (``budget_left``)."""
+        """The seconds the trial process may take to start and build the dataset and step,
+        clipped to what is left before the run's wall bound."""
         if self.budget_left is None:
             return self.setup_timeout_s
-        return clipped_timeout(self.setup_timeout_s, self.budget_left(), startup.MIN_CLIPPED_SETUP_S)
+        return clipped_timeout(self.setup_timeout_s, self.budget_left(), MIN_CLIPPED_SETUP_S)
 
     def start(self) -> DatasetInfo:
         """Start the trial process and wait for its Ready, at most ``setup_limit()`` seconds,
-        telling ``notice`` meanwhile what it waits for (``startup.ready``)."""
+        telling ``notice`` meanwhile what it waits for (``_ready``)."""
         refuse_reimport("a tune")   # NOTE [ A script re-imported by spawn ] in reimport.py
         limit = self.setup_limit()
         if self.budget_left is not None and self.budget_left() <= 0:
@@ -131,7 +122,7 @@ class TrialRunner:
             child_conn.close()
             self._conn = parent_conn
             self._watch = guard.TreeWatch(self._proc.pid)
-            message = startup.ready(self._proc, parent_conn, limit, self.setup_timeout_s, note, self.notice,
+            message = _ready(self._proc, parent_conn, limit, self.setup_timeout_s, note, self.notice,
                                     self._kill)
         finally:
             note.close()
@@ -144,26 +135,18 @@ class TrialRunner:
 
     def measure(self, config: LoaderConfig, settings: BurstSettings,
                 hang_timeout_s: float | None = None) -> TrialResult:
-        """Run one trial and return its result, whatever happens to the trial process.
-        ``hang_timeout_s``: this trial's watchdog timeout when shorter than the runner's own
-        (the run clips it to what is left of its budget; the hang's message says so).
-
-        A trial process that dies before its Begin did not die of this config: it is restarted
-        and the trial sent once more (NOTE [ Trial protocol ]).
-        """
-        timeout = self.hang_timeout_s if hang_timeout_s is None else min(hang_timeout_s, self.hang_timeout_s)
-        for attempt in (1, 2):
-            result = self._attempt(config, settings, attempt == 1, timeout)
-            if result is not None:
-                return result
-        raise AssertionError("unreachable: the second attempt always returns")
+        """One trial's result, whatever happens to the trial process. ``hang_timeout_s``: this
+        trial's watchdog timeout when shorter than the runner's own (the run clips it to what is
+        left of its budget). A trial process that dies before its Begin did not die of this
+        config: it is restarted and the trial sent once more (NOTE [ Trial protocol ])."""
+        timeout = self._timeout(hang_timeout_s)
+        return self._attempt(config, settings, True, timeout) or self._attempt(config, settings, False, timeout)
 
     def profile(self, batch_size: int, hang_timeout_s: float | None = None, limit_s: float | None = None):
-        """The pipeline's profile from the trial process, as (Profile, None), or (None, why) when
-        it could not be measured: a raise, the process's death, a breach or a hang (the tree is
-        then killed and the next trial starts a fresh one). ``hang_timeout_s`` as for ``measure``;
-        ``limit_s``: its share of the budget (NOTE [ A profile within its share ] in profiler.py)."""
-        timeout = self.hang_timeout_s if hang_timeout_s is None else min(hang_timeout_s, self.hang_timeout_s)
+        """(Profile, None), or (None, why) when it could not be measured: a raise, the process's
+        death, a breach or a hang (the tree is then killed). ``hang_timeout_s`` as for
+        ``measure``; ``limit_s``: NOTE [ A profile within its share ] in profiler.py."""
+        timeout = self._timeout(hang_timeout_s)
         if self._ensure_started(LoaderConfig.make(batch_size, 0, False)) is not None:
             return None, "the trial process could not be started"
         t0 = time.monotonic()
@@ -188,9 +171,8 @@ class TrialRunner:
         return None, self._ended(LoaderConfig.make(batch_size, 0, False), outcome).error
 
     def longest_measure(self, settings: BurstSettings, hang_timeout_s: float | None = None) -> float:
-        """The most seconds ``measure`` may take: a start, a first attempt whose process died
-        before its Begin (so within the watchdog's timeout), a restart and a whole second
-        attempt, with their kills. A node's rank 0 waits this long for the others' trials."""
+        """The most seconds ``measure`` may take (a node's rank 0 waits this long for the others'):
+        a start, a first attempt dead before its Begin, a restart and a whole second attempt."""
         timeout = self._timeout(hang_timeout_s)
         return 2 * self.setup_limit() + timeout + self._cap(settings, timeout) + 2 * _KILL_S
 
@@ -202,8 +184,7 @@ class TrialRunner:
         return self.hang_timeout_s if hang_timeout_s is None else min(hang_timeout_s, self.hang_timeout_s)
 
     @staticmethod
-    def _profile_cap(timeout: float) -> float:
-        """The most seconds the profile may take once sent: its stages each report progress."""
+    def _profile_cap(timeout: float) -> float:   # once sent: its stages each report progress
         return 2 * timeout + 60.0
 
     def _ensure_started(self, config: LoaderConfig) -> TrialResult | None:
@@ -220,8 +201,7 @@ class TrialRunner:
 
     def _attempt(self, config: LoaderConfig, settings: BurstSettings, retry_allowed: bool,
                  timeout: float) -> TrialResult | None:
-        """One try at a trial; None when the trial process died before it began this trial and
-        one more try is allowed (NOTE [ Trial protocol ])."""
+        """One try; None when the trial process died before its Begin and one more is allowed."""
         failed = self._ensure_started(config)
         if failed is not None:
             return failed
@@ -247,7 +227,7 @@ class TrialRunner:
         return self._seen(result, watch, t0, span)
 
     def _send(self, message) -> bool:
-        """Send ``message`` to the trial process; False, its tree killed, when it is gone."""
+        """False, its tree killed, when the trial process is gone."""
         try:
             self._conn.send(message)
         except (BrokenPipeError, OSError):
@@ -260,20 +240,18 @@ class TrialRunner:
     # when batches are slow), so a timeout on the whole trial ended slow, healthy trials as
     # hangs whenever it was set below that. A trial that keeps delivering but never ends (a
     # livelock) still meets a generous cap on the whole.
-    def _cap(self, settings: BurstSettings, timeout: float) -> float:
-        """The most seconds a trial may take, however steadily it delivers."""
+    def _cap(self, settings: BurstSettings, timeout: float) -> float:   # however steadily it delivers
         return 2 * timeout + 3 * settings.max_window_s + 30.0
 
     def _bounded(self, cap: float) -> tuple[float, bool]:
-        """(the cap, whether it is the run's wall bound): a trial's own cap, or what is left
-        before the wall bound when that comes first."""
+        """(the cap, or what is left before the run's wall bound if sooner; whether it is that)."""
         left = self.budget_left() if self.budget_left is not None else cap
         return (cap, False) if cap <= left else (max(0.0, left), True)
 
     def _wait(self, watch: guard.TreeWatch, t0: float, bounded: tuple[float, bool],
               timeout: float) -> Measured | Profiled | _Died | _Breach | _Hung:
-        """Read the trial's messages while guarding its tree, until the trial ends one way or
-        another: its result, the process's death, a memory breach, or the watchdog. Kills nothing."""
+        """The trial's messages read while guarding its tree, until its result, the process's
+        death, a memory breach, or the watchdog. Kills nothing."""
         begun, last_progress, batches = False, t0, 0
         cap, at_bound = bounded
         while True:
@@ -305,7 +283,6 @@ class TrialRunner:
                              at_bound=at_bound and quiet <= timeout)
 
     def _ended(self, config: LoaderConfig, outcome: _Died | _Breach | _Hung) -> TrialResult:
-        """The result of a trial that ended without one of its own: a death, a breach, a hang."""
         if isinstance(outcome, _Died):
             return TrialResult(config, FAILED, cause=death_cause(outcome.exitcode), error=death_text(outcome.exitcode))
         if isinstance(outcome, _Breach):
@@ -313,10 +290,7 @@ class TrialRunner:
             return TrialResult(config, CONSTRAINT, cause="host_memory",
                                error=f"{sample.pss / 2**30:.2f} GiB across {sample.processes} processes passed the "
                                      f"{self.max_memory / 2**30:.2f} GiB ceiling; trial stopped")
-        return self._hang(config, outcome)
-
-    def _hang(self, config: LoaderConfig, hang: _Hung) -> TrialResult:
-        """The watchdog's report; called right after the kill, which it times."""
+        hang = outcome   # the watchdog's: called right after the kill, which it times
         killed_in = time.monotonic() - hang.detected_at
         progress = f"after {hang.batches} batches" if hang.batches else "and no batch at all"
         clipped = (f", clipped from {self.hang_timeout_s:g} s to what was left of the budget"
@@ -333,8 +307,8 @@ class TrialRunner:
                                  f"was killed in {killed_in:.2f} s")
 
     def _seen(self, result: TrialResult, watch: guard.TreeWatch, t0: float, span: Span | None) -> TrialResult:
-        """The trial's result with what the driver saw of its tree and the machine: memory,
-        /dev/shm, wall time, and the CPU others took meanwhile (NOTE [ Others on the machine ])."""
+        """With what the driver saw: memory, /dev/shm, wall time, the CPU others took meanwhile
+        (NOTE [ Others on the machine ])."""
         config = result.config
         load = {} if span is None else {"others_cpus": span.others_cpus, "steal_cpus": span.steal_cpus,
                                         "tree_cpus": span.tree_cpus}
@@ -348,8 +322,8 @@ class TrialRunner:
         return self._proc.exitcode
 
     def _kill(self) -> None:
-        """Kill the runner's whole tree: its group, its descendants, and every process the
-        guard saw in it (a crashed runner's workers are no longer its children)."""
+        """The runner's whole tree: its group, its descendants, and every process the guard saw
+        in it (a crashed runner's workers are no longer its children)."""
         if self._proc is None:
             return
         if self._proc.pid is not None:
@@ -378,3 +352,64 @@ class TrialRunner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _ready(proc, conn, limit: float, setup_timeout_s: float, note: StartNote,
+          notice: Callable[[Event], None] | None, kill: Callable[[], None]):
+    """Ready or SetupFailed (NOTE [ Trial protocol ], step 1), or SetupError when the trial process
+    died first (with its own message if it left one: NOTE [ A script re-imported by spawn ]) or
+    did not answer within ``limit`` seconds (``setup_timeout_s``, or less: the budget's)."""
+    t0 = time.monotonic()
+    # Said at once, then as the wait goes on: the command's first line, so a start-up of seconds
+    # (a fresh interpreter importing torch and the dataset) is not a silent one.
+    notices = Notices(next_s=0.0)
+    while not conn.poll(0.2):
+        waited = time.monotonic() - t0
+        if not proc.is_alive():
+            raise _died(proc, note, kill, "while building the dataset or step")
+        if waited > limit:
+            kill()
+            raise SetupError(_too_slow(limit, setup_timeout_s), usage=False, budget=limit < setup_timeout_s)
+        if notice is not None and notices.due(waited):
+            notice(WaitingForTrialStart(waited, limit, clipped=limit < setup_timeout_s))
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        raise _died(proc, note, kill, "while starting") from None
+
+
+def _died(proc, note: StartNote, kill: Callable[[], None], when: str) -> SetupError:
+    proc.join(timeout=2.0)
+    code = proc.exitcode
+    kill()
+    own = note.read()
+    if own is not None:
+        return SetupError(own, usage=True)
+    return SetupError(f"the trial process died {when} ({exit_text(code)})" + (_main_script_hint() if code == 1 else ""),
+                      usage=False)
+
+
+def _too_slow(limit: float, setup_timeout_s: float) -> str:
+    lazily = ("do the slow part lazily (open or decode files in __getitem__, not in __init__), or build the "
+              "dataset once, save it, and have --dataset load the saved copy")
+    if limit < setup_timeout_s:
+        return (f"starting the trial process and building the dataset and step must end within the budget "
+                f"(they had {limit:.0f} s left of it, a fresh interpreter importing torch and your modules "
+                "included), and they had not finished; the trial process was stopped. "
+                "Fix: raise --budget (a loaded machine starts processes several times slower), or " + lazily)
+    return (f"starting the trial process and building the dataset and step must take under "
+            f"{setup_timeout_s:.0f} s, and they had not finished; the trial process was stopped. Fix: " + lazily)
+
+
+def _main_script_hint() -> str:
+    """A likely cause when the trial process dies while starting and left no message of its own:
+    'spawn' re-runs the caller's script in the new process (NOTE [ A script re-imported by
+    spawn ] in reimport.py), and something at its module level failed there."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    spec = getattr(main, "__spec__", None)
+    if not path or (spec is not None and spec.name.endswith("__main__")):
+        return ""
+    return (f". If {os.path.basename(path)} calls tune() at module level, put the call under "
+            "`if __name__ == \"__main__\":` (the trial process re-imports that script); the "
+            "trial process's own error is on stderr above")

@@ -1,9 +1,6 @@
-"""Naming how a trial failed: from the exception a trial raised, or from how its process died.
-
-A trial's failure is stored as a cause (a key of ``results.CAUSES``) and a message for the user.
-An exception raised in the trial process is described there (``describe_failure``) and its
-cause named from the text (``classify_failure``); a trial process that died is named by the
-driver from its exit code (``death_cause``, ``death_text``).
+"""Naming how a trial failed, as a cause (a key of ``results.CAUSES``) and a message: from the
+exception it raised in the trial process (``describe_failure``, ``classify_failure``), or from
+the exit code of a trial process that died (``death_cause``, ``death_text``, in the driver).
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ _SHM_MARKERS = ("/dev/shm", "shm", "shared memory", "torch_", "semlock", "sem_op
 
 
 def signal_name(exitcode: int | None, described: bool = False) -> str | None:
-    """The signal that ended a process, from multiprocessing's exit code (-N for signal N):
-    its name ("SIGSEGV"), or described, the C library's words for it ("Segmentation fault");
-    None when the process exited rather than being signalled."""
+    """The signal of multiprocessing's exit code (-N for signal N): its name ("SIGSEGV"), or the C
+    library's words ("Segmentation fault") when ``described``; None for an exit."""
     if exitcode is None or exitcode >= 0:
         return None
     number = -exitcode
@@ -35,18 +31,15 @@ def signal_name(exitcode: int | None, described: bool = False) -> str | None:
 
 
 def exit_text(exitcode: int | None) -> str:
-    """How a process ended, for a message: its signal's name, or its exit code."""
     return signal_name(exitcode) or f"exit code {exitcode}"
 
 
 def death_cause(exitcode: int | None) -> str:
-    """The cause of a trial whose trial process died: a bus error is what touching a page of a
-    full /dev/shm raises; anything else is the process killed or crashed."""
+    """A bus error is what touching a page of a full /dev/shm raises; else it was killed or crashed."""
     return "shm_exhausted" if exitcode == -signal.SIGBUS else "runner_killed"
 
 
 def death_text(exitcode: int | None) -> str:
-    """The message of a trial whose trial process died, with the usual reason for its signal."""
     why = {-signal.SIGKILL: ": the kernel's OOM killer, or another process",
            -signal.SIGSEGV: ": a native library in the dataset or step crashed",
            -signal.SIGBUS: ": /dev/shm is likely full"}.get(exitcode or 0, "")
@@ -63,9 +56,8 @@ def _exception_chain(exc: BaseException) -> list[BaseException]:
 
 
 def _dead_worker_codes(chain: list[BaseException]) -> list[int]:
-    """How the DataLoader's failed workers ended (their exit codes, -N for signal N), from its own
-    frames (``failed_workers``): its Python-side message says only "exited unexpectedly", which
-    hides a segfault, a bus error or a worker out of file descriptors."""
+    """The failed workers' exit codes, from DataLoader's own frames (``failed_workers``): its
+    message says only "exited unexpectedly", which hides a segfault or a bus error."""
     found = []
     for exc in chain:
         tb = exc.__traceback__
@@ -78,24 +70,18 @@ def _dead_worker_codes(chain: list[BaseException]) -> list[int]:
     return found
 
 
-def _dead_worker_signals(codes: list[int]) -> list[str]:
-    """The signals among the failed workers' exit codes, in the C library's words."""
-    return [text for text in (signal_name(code, described=True) for code in codes) if text]
-
-
 def worker_out_of_descriptors(exc: BaseException) -> bool:
-    """Whether a DataLoader worker of the trial ended with OUT_OF_DESCRIPTORS_EXIT, as DataLoader
-    saw it: its failed workers' exit codes, or the SIGCHLD handler's "exit code N"."""
+    """Whether a worker ended with OUT_OF_DESCRIPTORS_EXIT, as DataLoader saw it: its failed
+    workers' exit codes, or the SIGCHLD handler's "exit code N"."""
     chain = _exception_chain(exc)
     said = f"exited unexpectedly with exit code {OUT_OF_DESCRIPTORS_EXIT}."
     return OUT_OF_DESCRIPTORS_EXIT in _dead_worker_codes(chain) or any(said in str(e) for e in chain)
 
 
 def handover_lost(exc: BaseException) -> bool:
-    """Whether the trial process lost a batch's hand-over from a worker: an EOFError or a broken
-    connection, or anything raised while it fetched a descriptor the worker shares (its resource
-    sharer's socket gone with the worker): what a worker that ended mid-hand-over leaves, its
-    reason told by its exit code alone (``workers.ended_out_of_descriptors``)."""
+    """Whether a batch's hand-over from a worker was lost: an EOFError, a broken connection, or a
+    raise while fetching a descriptor the worker shares (its resource sharer gone with it): what
+    a worker that ended mid-hand-over leaves (``workers.ended_out_of_descriptors``)."""
     for e in _exception_chain(exc):
         if isinstance(e, (EOFError, ConnectionError)):
             return True
@@ -111,18 +97,14 @@ _SHARER = "multiprocessing/resource_sharer.py"
 
 
 def describe_failure(exc: BaseException) -> tuple[str, str]:
-    """(what to tell the user, what to classify) for an exception raised in a trial.
-
-    The message is the most specific in the chain: the SIGCHLD handler's "killed by signal:
-    Segmentation fault" over the "exited unexpectedly" wrapped around it, and for an exception
-    re-raised from a worker, the worker's own last line. The classification text is the whole
-    chain with full tracebacks (a collate_fn frame deep in the stack decides collate vs
-    __getitem__) plus how dead workers died.
-    """
+    """(what to tell the user, what to classify) for an exception raised in a trial: the chain's
+    most specific message ("killed by signal: ..." over "exited unexpectedly", a worker's own last
+    line), and the whole chain with full tracebacks (a collate_fn frame decides collate vs
+    __getitem__) plus how dead workers died."""
     chain = _exception_chain(exc)
     texts = [f"{type(e).__name__}: {e}".strip() for e in chain]
     message = next((t for t in texts if "killed by signal" in t.lower()), texts[0])
-    signals = _dead_worker_signals(_dead_worker_codes(chain))
+    signals = [text for text in (signal_name(c, described=True) for c in _dead_worker_codes(chain)) if text]
     if signals and "killed by signal" not in message.lower():
         message = f"{message} (killed by signal: {', '.join(signals)})"
     worker = next((str(e) for e in chain if "Original Traceback" in str(e)), "")
@@ -134,7 +116,7 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     first = next((line.strip() for line in message.splitlines() if line.strip()), "")
     if worker_out_of_descriptors(exc):   # the worker's own exception is lost with it; its exit code says why
         return FD_EXHAUSTED_IN_WORKER, f"{detail}\n{FD_EXHAUSTED_IN_WORKER}"
-    if out_of_descriptors(exc):   # in a worker: its own exception, re-raised here
+    if says_emfile(exc):   # in a worker: its own exception, re-raised here
         first = f"{FD_EXHAUSTED_IN_WORKER if worker else FD_EXHAUSTED} ({first})"
     return clip(first or type(exc).__name__, MESSAGE_LIMIT), detail
 
@@ -151,17 +133,15 @@ FD_EXHAUSTED_IN_WORKER = "a DataLoader worker of the trial " + _FD_LEAK.format(w
 OUT_OF_DESCRIPTORS_EXIT = errno.EMFILE
 
 
-def out_of_descriptors(exc: BaseException) -> bool:
-    """Whether an exception (or one in its chain, or a worker's re-raised text) says EMFILE."""
-    return any((isinstance(e, OSError) and e.errno == errno.EMFILE) or "too many open files" in str(e).lower()
-               for e in _exception_chain(exc))
+def says_emfile(exc: BaseException | None, text: bool = True) -> bool:
+    """Whether an exception or one in its chain is EMFILE, or (``text``) says so: a worker's re-raised."""
+    return any((isinstance(e, OSError) and e.errno == errno.EMFILE)
+               or (text and "too many open files" in str(e).lower()) for e in _exception_chain(exc))
 
 
 def _worker_message(text: str) -> str:
-    """A worker's exception as DataLoader re-raised it ("Caught X in DataLoader worker process
-    N. Original Traceback ...", the traceback in the text): the cause's own line ("X: what it
-    said", the first line after the traceback's last frame), whole, and where it came from;
-    none of the traceback."""
+    """A worker's exception as DataLoader re-raised it ("Caught X in DataLoader worker process N.
+    Original Traceback ..."): the cause's own line, whole, and where it came from."""
     head, _, rest = text.strip().partition("Original Traceback")
     head = head.strip().replace("Caught ", "").rstrip(".")
     lines = rest.splitlines()[1:]
@@ -174,15 +154,13 @@ def _worker_message(text: str) -> str:
 
 
 def failure_line(exc: BaseException) -> str:
-    """The one line a failure is told in (``describe_failure``'s message): for a profile that
-    failed as for a trial."""
+    """``describe_failure``'s message: for a profile that failed as for a trial."""
     return describe_failure(exc)[0]
 
 
 def raised_os_error(exc: BaseException) -> bool:
-    """Whether a trial's exception was an OSError (a missing file, a mount gone, a permission),
-    anywhere in its chain or as the worker's own exception that DataLoader re-raised: a failure
-    of the environment, which can be fixed without changing the code (store/retry.py)."""
+    """Whether a trial's exception was an OSError anywhere in its chain, or a worker's that
+    DataLoader re-raised: the environment's, fixed without changing the code (store/retry.py)."""
     import builtins
 
     for e in _exception_chain(exc):
@@ -199,14 +177,9 @@ def raised_os_error(exc: BaseException) -> bool:
 
 
 def classify_failure(message: str, where: str) -> str:
-    """Name the cause of an exception raised in a trial from where it came and what it says.
-
-    ``where`` is "iter" (starting the loader), "next" (fetching a batch) or "step" (the
-    consumer). ``message`` is best the whole exception chain with full tracebacks
-    (``describe_failure``'s detail): a worker's exception arrives re-raised with the worker's
-    traceback in its text, and the frames tell a collate_fn failure from a __getitem__ one, and
-    both from the sampler (DataLoader's ``_next_index``).
-    """
+    """The cause of an exception raised in a trial, from ``where`` ("iter", "next" or "step") and
+    ``message``, best ``describe_failure``'s detail: the frames in a worker's re-raised traceback
+    tell collate_fn from __getitem__, and both from the sampler (DataLoader's ``_next_index``)."""
     text = message.lower()
     if FD_EXHAUSTED_IN_WORKER.lower() in text:   # a worker's exit code said it: describe_failure
         return "dataset_error"

@@ -1,11 +1,7 @@
-"""Measuring copy on read in the trial process: the dataset's memory as built, two fresh workers'
-USS against the rows one of them read (the profile's growth stage), and a burst's workers at its
-end.
-
-Why and what the figures mean: NOTE [ Copy on read ] in search/growth.py; each reading is split
-by kind (NOTE [ Memory by kind ] in probe/pages.py), and only anonymous pages count as copies.
-Runs in the trial process, which knows its workers' pids and counts the batches it took; nothing here runs in
-the driver.
+"""Measuring copy on read in the trial process (NOTE [ Copy on read ] in search/growth.py): the
+dataset's memory as built, two fresh workers' memory against the rows one of them read (the
+profile's growth stage), and a burst's workers at its end; only anonymous pages count as copies
+(NOTE [ Memory by kind ] in probe/pages.py).
 """
 
 from __future__ import annotations
@@ -40,8 +36,8 @@ BURST_WORKERS = 4
 
 
 def anonymous_bytes(pid: int | str = "self") -> int | None:
-    """A process's anonymous memory (its heap: what a forked worker can come to copy), from
-    /proc/<pid>/smaps_rollup; None where the kernel has no such file."""
+    """A process's anonymous memory (its heap: what a forked worker can come to copy); None where
+    the kernel has no smaps_rollup."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as fh:
             for line in fh:
@@ -52,17 +48,10 @@ def anonymous_bytes(pid: int | str = "self") -> int | None:
     return None
 
 
-def uss(pid: int) -> int | None:
-    """One process's private memory (USS) of every kind, None when it is gone."""
-    pages = private_pages(pid)
-    return None if pages is None else pages.uss
-
-
 class _Phases:
-    """The stage's sampler, batch by batch: even batches (the control worker's) read the same
-    ``control`` rows every time, odd ones (the reader's) the block's rows in order until
-    ``switch`` is set, then the random rows. The loop draws a batch's indices when it hands its
-    task to a worker, so a switch set between two batches taken makes every later task random."""
+    """The stage's sampler: even batches (the control worker's) read the ``control`` rows every
+    time, odd ones (the reader's) the block's rows in order until ``switch``, then random rows
+    (indices are drawn as a task is handed out: every task after a switch is random)."""
 
     def __init__(self, control: list[int], block: range, others: list[int], batch: int):
         self.control = control
@@ -85,7 +74,6 @@ class _Phases:
 
 
 def _readings(workers) -> tuple[Pages, Pages] | None:
-    """(control's pages, reader's pages) by kind, read back to back."""
     control, reader = private_pages(workers[0].pid), private_pages(workers[1].pid)
     return None if control is None or reader is None else (control, reader)
 
@@ -93,14 +81,10 @@ def _readings(workers) -> tuple[Pages, Pages] | None:
 def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: int | None,
                    beat: Callable[[], None] = lambda: None, seconds: float = GROWTH_SECONDS,
                    seed: int = 0, sample_bytes: int = 0) -> Growth | None:
-    """Two fresh workers, made alike: the control reads the same rows batch after batch, the
-    reader a contiguous block of rows for BLOCK_SHARE of ``seconds``, then rows at random. What
-    the reader's anonymous pages gained over the control's, against the rows it read, is what
-    reading new rows copied (a mapped file's pages it gained are the page cache's, not copies:
-    NOTE [ Memory by kind ] in probe/pages.py; they are kept apart, as ``file_bytes``): a worker's own allocations also land on pages it shares with the main process
-    (free memory the main process left in its heap), which the control shows alike. The growth
-    is fitted to that (search/growth.py). None when there is nothing to measure: an iterable
-    dataset, one too short, or one that added too little to the trial process's memory."""
+    """Two fresh workers: the control reads the same rows again and again, the reader a block for
+    BLOCK_SHARE of ``seconds``, then rows at random; the reader's anonymous gain over the
+    control's, against the rows it read, is what reading copied (fitted in search/growth.py; a
+    mapped file's pages apart). None for an iterable, short or small dataset."""
     from torch.utils.data import DataLoader
 
     try:
@@ -144,9 +128,8 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
 
 
 def _phases_for(length: int, batch: int, seconds: float, per: float, seed: int) -> _Phases:
-    """The stage's sampler: the control's rows, a contiguous block at random, and random rows
-    outside it, more than the time can read (the profile's sample cost leaves out the worker's
-    collate and hand-over): the clock ends each phase."""
+    """The control's rows, a block at random, and random rows outside it, more than the time can
+    read (the clock ends each phase)."""
     rng = random.Random(seed)
     block_rows = min(length // 4, MAX_ROWS, max((WARM_BATCHES + 4) * batch, int(4 * seconds / per)))
     start = rng.randrange(0, length - block_rows + 1)
@@ -157,9 +140,8 @@ def _phases_for(length: int, batch: int, seconds: float, per: float, seed: int) 
 
 def _block_phase(it, workers, phases: _Phases, batch: int, seconds: float,
                  beat: Callable[[], None]) -> tuple[list, tuple[Pages, Pages], int] | None:
-    """The reader's block, rows in order, for BLOCK_SHARE of ``seconds``: (each reading's rows
-    read and the reader's anonymous gain over the control's, the last reading, the batches
-    taken); None where a worker is gone or the block had too few readings."""
+    """The block, for BLOCK_SHARE of ``seconds``: (each reading's rows and the reader's gain, the
+    last reading, the batches taken); None where a worker is gone or too few readings."""
     taken, block = 2 * WARM_BATCHES, []
     block_end = time.perf_counter() + seconds * BLOCK_SHARE
     gap, next_reading = seconds * BLOCK_SHARE / READINGS, 0.0
@@ -186,9 +168,8 @@ def _block_phase(it, workers, phases: _Phases, batch: int, seconds: float,
 
 def _random_phase(it, workers, last: tuple[Pages, Pages], taken: int, block_batches: int, batch: int,
                   seconds: float, beat: Callable[[], None]) -> tuple[list, Pages, tuple[Pages, Pages], int]:
-    """The reader's random rows for the rest of ``seconds``: (each reading's random rows read and
-    the reader's anonymous gain over the control's, the control's last pages, the last reading,
-    the reader's random batches at it)."""
+    """The random rows for the rest of ``seconds``: (each reading's rows and the reader's gain, the
+    control's last pages, the last reading, the reader's random batches at it)."""
     points, end = [(0, last[1].anon - last[0].anon)], time.perf_counter() + seconds * (1 - BLOCK_SHARE)
     gap = (end - time.perf_counter()) / READINGS
     next_reading = time.perf_counter() + gap
@@ -212,8 +193,7 @@ def _random_phase(it, workers, last: tuple[Pages, Pages], taken: int, block_batc
 
 
 def _slope(block: list) -> float:
-    """The block's bytes a row: the slope of the reader's gain over the rows it read, fitted to
-    every reading of the block, so that the batch in the making at each reading averages out."""
+    """The block's bytes a row: the slope over every reading (the batch in the making averages out)."""
     mean_n = sum(n for n, _ in block) / len(block)
     mean_d = sum(d for _, d in block) / len(block)
     spread = sum((n - mean_n) ** 2 for n, _ in block)
@@ -221,10 +201,8 @@ def _slope(block: list) -> float:
 
 
 def with_growth(profile, dataset, fixed_kwargs: dict, dataset_bytes: int | None, beat: Callable[[], None]):
-    """The profile with its growth stage (``measure_growth``) added, or as it was when the stage
-    could not be measured (the trials meet and report whatever stopped it) or has nothing to find:
-    the dataset's heap is held in large buffers (NOTE [ A heap of buffers copies nothing ] in
-    heap.py)."""
+    """The profile with its growth stage, or as it was where that failed (the trials meet it) or has
+    nothing to find (NOTE [ A heap of buffers copies nothing ] in heap.py)."""
     beat()
     try:
         if copies_nothing(dataset, dataset_bytes, GROWTH_MIN_DATASET):
@@ -239,8 +217,8 @@ def with_growth(profile, dataset, fixed_kwargs: dict, dataset_bytes: int | None,
 
 
 class NewestIterator:
-    """A burst's newest iterator and the batches taken from it: how far its workers read (an
-    iterator made at an epoch boundary brings fresh workers, which have read nothing)."""
+    """A burst's newest iterator (one made at an epoch boundary has fresh workers) and the batches
+    taken from it: how far its workers read."""
 
     def __init__(self):
         self.it, self.batches = None, 0
@@ -252,9 +230,8 @@ class NewestIterator:
         self.it = None
 
     def point(self, config) -> tuple[int, int, int] | None:
-        """(samples each worker had read, their mean USS, the mean of it that is a mapped file's
-        pages: NOTE [ Memory by kind ]), at the burst's end: they had made the batches taken and,
-        on average, half of those in flight. None without workers."""
+        """(samples each worker had read: the batches taken and half of those in flight, their mean
+        USS, its mean mapped file's pages) at the burst's end; None without workers."""
         workers = list(getattr(self.it, "_workers", None) or ())[:BURST_WORKERS]
         if not workers or not config.num_workers:
             return None

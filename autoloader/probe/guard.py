@@ -1,8 +1,5 @@
-"""Watching a trial's process tree from the driver: memory, /dev/shm, killing, leaks.
-
-Runs in the driver, not the trial process, so sampling never competes with the measured loop
-for the trial's GIL, and a trial that blows up cannot stop its own guard.
-"""
+"""Watching a trial's process tree from the driver (never competing with the measured loop for
+its GIL, never stopped by a trial that blows up): memory, /dev/shm, killing, leaks."""
 
 from __future__ import annotations
 
@@ -25,12 +22,12 @@ class MemorySample:
     processes: int
 
 
-def tree(pid: int) -> list[psutil.Process]:
-    """The process and all its descendants that are still alive."""
+def tree(pid: int | psutil.Process) -> list[psutil.Process]:
+    """The process (by pid, or one seen before) and all its descendants that are still alive."""
     try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
+        root = pid if isinstance(pid, psutil.Process) else psutil.Process(pid)
+        return [root, *root.children(recursive=True)] if root.is_running() else []
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return []
 
 
@@ -49,15 +46,6 @@ def _sample(procs: list[psutil.Process]) -> MemorySample:
         pss += getattr(info, "pss", info.uss)
         count += 1
     return MemorySample(uss, pss, count)
-
-
-def _alive_with_children(proc: psutil.Process) -> list[psutil.Process]:
-    try:
-        if not proc.is_running():
-            return []
-        return [proc, *proc.children(recursive=True)]
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return []
 
 
 def gone(proc: psutil.Process) -> bool:
@@ -79,23 +67,18 @@ def _pid_alive(pid: int) -> bool:
 
 def kill_tree(pid: int, timeout: float = 5.0, group: int | None = None,
               also: Iterable[psutil.Process] = ()) -> list[int]:
-    """SIGKILL the process, its process group and every descendant; return pids still alive.
-
-    ``also``: processes seen in the tree earlier (a dead runner's workers are no longer its
-    children). The group (``group``, or ``pid``'s own) is signalled only when ``pid`` leads a
-    group of its own (the runner calls setpgrp first thing) and it is not our own group: a
-    runner that died before setpgrp still sits in the caller's group, and killing that group
-    would kill the user's process and shell.
-    Descendants are collected before anything is killed, since a killed parent's children are
-    re-parented and can no longer be found from it. Zombies count as dead: they hold no memory
-    and are reaped by whoever adopted them.
-    """
+    """SIGKILL the process, its process group and every descendant, and ``also`` the processes
+    seen in the tree earlier (a dead runner's workers are no longer its children); the pids
+    still alive. The group is signalled only when ``pid`` leads one of its own that is not ours:
+    a runner dead before its setpgrp sits in the caller's group, with the user's shell.
+    Descendants are collected before any kill (a killed parent's children are re-parented);
+    zombies count as dead."""
     procs = tree(pid)
     known = {p.pid for p in procs}
     for proc in also:  # psutil checks each is still the process it saw, so a reused pid is safe
         if proc.pid not in known:
             known.add(proc.pid)
-            procs.extend(_alive_with_children(proc))
+            procs.extend(tree(proc))
     try:
         if group is None:
             group = os.getpgid(pid)
@@ -108,7 +91,7 @@ def kill_tree(pid: int, timeout: float = 5.0, group: int | None = None,
 
 
 def kill_all(procs: Iterable[psutil.Process], timeout: float = 5.0) -> list[psutil.Process]:
-    """SIGKILL each process, then wait up to ``timeout`` for all to be gone; return the rest."""
+    """SIGKILL each process, then wait up to ``timeout`` for all to be gone; the rest."""
     alive = list(procs)
     for proc in alive:
         try:
@@ -135,16 +118,10 @@ _TORCH_SEGMENT = re.compile(r"^torch_(\d+)_")
 
 
 def clean_shm(before: set[str], pids: Iterable[int]) -> list[str]:
-    """Unlink and return the /dev/shm segments a finished trial's processes left behind.
-
-    torch names a segment ``torch_<creator pid>_...`` and unlinks it as soon as the receiver
-    has it (file-descriptor sharing), so a name that appeared during the trial and whose
-    creator is now dead was left by a process killed in between: nobody will unlink it. Such
-    names are removed. A live creator's names are left alone, whether it is the runner (whose
-    own segments may be in use under the file-system sharing strategy) or another program.
-    ``pids``: the trial tree's processes, for the record of whose leak it was.
-    """
-    pids = set(pids)
+    """The /dev/shm segments a finished trial's processes left behind, unlinked: torch names a
+    segment ``torch_<creator pid>_...`` and unlinks it once the receiver has it, so a new name
+    whose creator is dead was left by a process killed in between. A live creator's names are
+    left alone (the runner's may be in use under the file-system sharing strategy)."""
     leaked = []
     for name in sorted(shm_entries() - before):
         match = _TORCH_SEGMENT.match(name)

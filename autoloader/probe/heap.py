@@ -1,21 +1,16 @@
-"""What a dataset's memory is held in, read in the trial process before the growth stage: large
-buffers, which forked workers read without copying, or Python objects, which they copy as they
-read them (NOTE [ Copy on read ] in search/growth.py).
+"""What a dataset's memory is held in, read before the growth stage: large buffers, which forked
+workers read without copying, or objects, which they copy (NOTE [ Copy on read ] in search/growth.py).
 
 # NOTE [ A heap of buffers copies nothing ]
 # The growth stage (probe/growth.py) runs two workers for seconds to see whether reading rows
 # copies pages. Reading a row writes the reference count of each object it touches; a row of a
-# numpy array, a tensor or one bytes buffer touches one object header for the whole array, never
-# the buffer's pages, which it only reads. So where the heap the dataset added (the trial
-# process's anonymous memory, ``dataset_bytes``) is, but for less than GROWTH_MIN_DATASET, in
-# such buffers, there is nothing for the stage to find, and it is not run: what the dataset holds
-# as objects is then below the floor that already keeps small datasets out of it.
-# ``held_in`` walks the objects reachable from the dataset (its attributes, their containers),
-# never into classes, modules or functions (they reach the whole interpreter), and counts each
-# buffer once by its owner. It gives up past WALK_LIMIT objects (a heap of that many objects is
-# what copy on read is about: the stage runs), on a numpy array of objects (its rows are objects),
-# and where it meets a mapped file (np.memmap, mmap): the stage then runs as before, and says
-# what reading the file did to a worker (NOTE [ Memory by kind ] in pages.py).
+# numpy array, a tensor or one bytes buffer touches one header for the whole array, never the
+# buffer's pages. So where the heap the dataset added (``dataset_bytes``) is, but for less than
+# GROWTH_MIN_DATASET, in such buffers, the stage has nothing to find and is not run.
+# ``held_in`` walks the objects reachable from the dataset, never into classes, modules or
+# functions (they reach the whole interpreter), and counts each buffer once by its owner. It gives
+# up (the stage then runs) past WALK_LIMIT objects, on a numpy array of objects, and on a mapped
+# file (np.memmap, mmap: NOTE [ Memory by kind ] in pages.py).
 """
 
 from __future__ import annotations
@@ -37,9 +32,7 @@ _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType
 
 
 @dataclass(frozen=True)
-class Held:
-    """The walk's reading: bytes in large anonymous buffers reachable from the dataset, and the
-    objects visited besides them."""
+class Held:   # bytes in large anonymous buffers reachable from the dataset, and the objects besides
     buffer_bytes: int
     objects: int
 
@@ -91,8 +84,8 @@ def held_in(root: object, limit: int = WALK_LIMIT) -> Held | None:
 
 
 def copies_nothing(dataset: object, dataset_bytes: int | None, floor: int) -> bool:
-    """Whether the heap the dataset added is, but for less than ``floor``, in large buffers (NOTE
-    [ A heap of buffers copies nothing ]): the growth stage has nothing to find."""
+    """Whether the dataset's heap is, but for less than ``floor``, in large buffers: the growth
+    stage has nothing to find (NOTE [ A heap of buffers copies nothing ])."""
     if dataset_bytes is None:
         return False
     held = held_in(dataset)

@@ -1,26 +1,18 @@
-"""What the rest of the machine takes while a trial runs, measured from the driver.
-
-NOTE [ Others on the machine ] in search/load.py says what the figures mean; this module takes
-them. A ``LoadMeter`` is started before the driver sends a trial (or the profile) and read when
-the answer comes: the CPU time the usable CPUs spent busy over that span, less the CPU time of
-this run's own processes (the driver, the trial process and every process below it), is what the
-others took. Processes of the tree that ended meanwhile are not lost: a parent that reaps a child
-is charged its time (``children_user``/``children_system``), and the driver, which reaps the
-trial process, is counted with its own children. The kernel's steal time (what the hypervisor
-gave other guests) is busy time too, and is kept apart as well.
+"""What the rest of the machine takes while a trial runs, measured from the driver (NOTE [ Others
+on the machine ] in search/load.py says what the figures mean). Over a ``LoadMeter``'s span, the
+usable CPUs' busy time less this run's own processes' (the driver, the trial process and all
+below it; a reaped child is charged to its parent) is what the others took. The kernel's steal
+time (the hypervisor's other guests) is busy time too, and kept apart as well.
 
 # NOTE [ Runnable others count at what they want ]
-# CPU time taken under-reads a neighbour that wants more than it gets: two spinning processes
-# beside a trial that keeps 3 processes busy on 2 CPUs get 2/5 of them, 0.8 CPUs, and the machine
-# reads "under half busy" while the trial itself got 3/5 of what it would alone. So what the
-# others waited on a run queue counts too: each thread's wait so far is in
-# /proc/PID/task/TID/schedstat (its second field, in ns); the meter reads every thread at the
-# start and at the end, and what the threads outside this run's tree (the driver, the trial
-# process and its descendants, at either end) waited meanwhile is added to what they took,
-# capped at the usable CPUs. A thread of this run that started and ended within the span is in
-# neither reading, so the run's own oversubscription is never charged to others; another's
-# thread that ended within it is lost (an under-read of a short task). Where the kernel has no
-# such file (not Linux), only the CPU taken is counted.
+# CPU time taken under-reads a neighbour that wants more than it gets (two spinners beside a
+# trial keeping 3 processes busy on 2 CPUs get 0.8 CPUs, while the trial got 3/5 of what it would
+# alone). So what the others waited on a run queue counts too: each thread's wait is in
+# /proc/PID/task/TID/schedstat (its second field, in ns), read for every thread at the start and
+# the end; what threads outside this run's tree (at either end) waited meanwhile is added to what
+# they took, capped at the usable CPUs. A thread of this run that lived within the span is in
+# neither reading, so the run's own oversubscription is never charged to others (another's thread
+# that ended within it is lost). Without such files (not Linux), only the CPU taken counts.
 """
 
 from __future__ import annotations
@@ -53,8 +45,7 @@ class Span:
 
 
 def _waits() -> dict[tuple[int, int], int]:
-    """Every thread's time so far waiting on a run queue, in ns, by (pid, tid); empty where the
-    kernel does not say."""
+    """Every thread's run-queue wait so far, in ns, by (pid, tid); empty where the kernel says none."""
     found = {}
     for path in glob.glob("/proc/[0-9]*/task/[0-9]*/schedstat"):
         parts = path.split("/")
@@ -67,11 +58,11 @@ def _waits() -> dict[tuple[int, int], int]:
 
 
 def _mine(pid: int | None) -> set[int]:
-    """This run's pids now: the driver and the tree under ``pid``."""
     return {os.getpid(), *(p.pid for p in tree(pid))} if pid is not None else {os.getpid()}
 
 
-def _watched() -> list[int]:
+def affinity() -> list[int]:
+    """The CPUs this process may run on."""
     try:
         return sorted(os.sched_getaffinity(0))
     except AttributeError:   # no affinity call: every CPU
@@ -79,8 +70,7 @@ def _watched() -> list[int]:
 
 
 def _system(cpus: list[int]) -> tuple[float, float]:
-    """(busy, steal) CPU seconds so far over ``cpus`` (all CPUs when the per-CPU list does not
-    line up with their numbers)."""
+    """(busy, steal) CPU seconds so far over ``cpus`` (all, when the per-CPU list does not line up)."""
     per = psutil.cpu_times(percpu=True)
     rows = [per[i] for i in cpus] if len(per) == (os.cpu_count() or len(per)) and max(cpus) < len(per) \
         else [psutil.cpu_times()]
@@ -97,8 +87,7 @@ def _cpu(proc: psutil.Process) -> float:
 
 
 def tree_cpu(pid: int | None) -> float:
-    """CPU seconds so far of the driver (this process, with the children it reaped) and of the
-    tree under ``pid`` (each with the children it reaped)."""
+    """CPU seconds so far of the driver and the tree under ``pid``, each with the children it reaped."""
     total = _cpu(psutil.Process())
     if pid is not None:
         total += sum(_cpu(p) for p in tree(pid))
@@ -106,14 +95,13 @@ def tree_cpu(pid: int | None) -> float:
 
 
 class LoadMeter:
-    """Started when a span begins (``LoadMeter(pid)``, ``pid`` the trial process), read once it
-    ends (``stop()``). ``usable``: the CPUs this run may use (hardware.usable_cpus); where a cgroup
-    quota holds it below the CPUs it may run on, the others take from it only what they use past
-    the spare ones."""
+    """Started when a span begins (``pid``: the trial process), read once it ends (``stop()``).
+    ``usable``: the CPUs this run may use; below the CPUs it may run on (a cgroup quota), the
+    others take from it only what they use past the spare ones."""
 
     def __init__(self, pid: int | None, usable: float | None = None):
         self.pid = pid
-        self.cpus = _watched()
+        self.cpus = affinity()
         self.usable = float(usable or hardware.usable_cpus())
         self.t0 = time.monotonic()
         self.busy0, self.steal0 = _system(self.cpus)
@@ -122,7 +110,7 @@ class LoadMeter:
         self.waits0 = _waits()
 
     def stop(self) -> Span | None:
-        """The span since the meter started; None when it was too short to say anything."""
+        """None when too short to say anything."""
         seconds = time.monotonic() - self.t0
         if seconds < MIN_SPAN_S:
             return None

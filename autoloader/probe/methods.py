@@ -1,8 +1,5 @@
-"""Measuring the worker start methods in the trial process: each method's start-up and one
-worker's memory, as the profile's last stage where the start method's gate is open.
-
-Why and what the figures mean: NOTE [ What a start method costs ] in search/methods.py. Runs in
-the trial process, which knows its workers' pids; nothing here runs in the driver.
+"""The profile's last stage where the start method's gate is open, in the trial process: each
+worker start method's start-up and memory (NOTE [ What a start method costs ] in search/methods.py).
 """
 
 from __future__ import annotations
@@ -33,11 +30,9 @@ def _mean(values: Sequence[int]) -> int:
 
 def measure_method(dataset, kwargs: dict, method: str, default: bool, sample_s: float,
                    beat: Callable[[], None] = lambda: None) -> MethodCost | None:
-    """One method's figures: a loader of two workers started with ``method`` (shuffled, small
-    batches), the times from iter() to its first and second batch (each worker's start, less a
-    batch's work), both workers' memory after WARM_BATCHES batches each, and again after
-    READ_SECONDS of random reads. ``kwargs``: the user's fixed arguments a worker needs
-    (collate_fn, worker_init_fn). None when the loader ended before the readings."""
+    """Two workers started with ``method``: iter() to their first batches (less a batch's work),
+    their memory after WARM_BATCHES batches each and after READ_SECONDS of random reads. None
+    when the loader ended before the readings."""
     from torch.utils.data import DataLoader
 
     t_begin = time.perf_counter()
@@ -83,10 +78,8 @@ def measure_method(dataset, kwargs: dict, method: str, default: bool, sample_s: 
 
 def with_methods(profile, dataset, methods: Sequence[str], default: str, kwargs_of: Callable[[str], dict],
                  beat: Callable[[], None]):
-    """The profile with each of ``methods`` measured (``measure_method``; ``default``, the loop's
-    own, first), or as it was for one that could not be: a method that fails here (a dataset that
-    does not pickle, for spawn) is met and reported by its trials. ``kwargs_of(method)``: the
-    user's arguments a worker of that method takes."""
+    """The profile with each of ``methods`` measured (``default`` first); one that fails here (a
+    dataset that does not pickle, for spawn) is met and reported by its trials."""
     try:
         length = len(dataset)
     except TypeError:

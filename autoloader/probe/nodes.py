@@ -2,23 +2,20 @@
 
 # NOTE [ Tuning a torchdata.nodes graph ]
 # A graph (a ``Loader`` or its root ``BaseNode``), a zero-argument factory of one, or a factory
-# taking the knobs as keywords (``make(num_workers=..., method=..., in_order=...,
-# max_concurrent=..., prefetch_factor=..., pin_memory=..., batch_size=...)``, any subset, with
-# defaults) is tuned like a Dataset: ``--dataset mod:attr`` or tune()'s first argument. Its own
-# settings are read off the graph it gives (``NodesGraph``: the ParallelMapper nearest the root,
-# the Prefetcher and PinMemory above it, the Batcher's batch size) and measured in the final as
-# the rule (search/nodes.py), in the place of the DataLoader's cpus-1 rule.
+# taking the knobs as keywords (``make(num_workers=..., method=..., in_order=..., max_concurrent=...,
+# prefetch_factor=..., pin_memory=..., batch_size=...)``, any subset, with defaults) is tuned like
+# a Dataset. Its own settings are read off the graph (``NodesGraph``: the ParallelMapper nearest
+# the root, the Prefetcher and PinMemory above it, the Batcher's batch size) and measured in the
+# final as the rule (search/nodes.py), in the place of the DataLoader's cpus-1 rule.
 # A trial's graph is built per config:
 #   a keyword factory is called with the config's values for the keywords it takes (the others
 #   stay the graph's): the user's own code builds it, so any node works; the robust way;
 #   a graph, or a zero-argument factory's, is rebuilt from its parts: everything below the
-#   ParallelMapper is reused as it is (reset() restarts it each epoch), the ParallelMapper is made
-#   anew with the config's knobs (ParallelMapper builds its workers' iterator in __init__, so its
-#   attributes cannot just be set), a Prefetcher and a Batcher above it anew with the config's
-#   depth and batch size, PinMemory kept or dropped as the config pins (added under the top
-#   Prefetcher when the config pins and the graph has none), any other node above it copied with
-#   its source replaced (a node of several sources there needs a factory); a graph without a
-#   Prefetcher gets one at the config's depth on top.
+#   ParallelMapper reused (reset() restarts it each epoch), the ParallelMapper made anew with the
+#   config's knobs, a Prefetcher and a Batcher above it anew with its depth and batch size,
+#   PinMemory kept or dropped as it pins (added under the top Prefetcher when it pins and the graph
+#   has none), any other node above copied with its source replaced (one of several sources needs
+#   a factory); a graph without a Prefetcher gets one at the config's depth on top.
 # The ParallelMapper's workers are threads or processes of the trial process (never a DataLoader's),
 # started per epoch (the Loader resets the graph), and stopped after each trial (``stop``).
 """
@@ -27,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import os
 import time
 from typing import Any
 
@@ -42,7 +38,7 @@ __all__ = ["Pipeline", "inline", "inspect_graph", "is_nodes", "load", "stop", "t
 
 
 def load(source) -> Any:
-    """The dataset spec's object; a module that needs torchdata, missing here, is a usage error."""
+    """The dataset spec's object; a module that needs torchdata, missing, is a usage error."""
     try:
         return source.load()
     except ModuleNotFoundError as exc:
@@ -53,15 +49,13 @@ def load(source) -> Any:
 
 
 def inline(runner, batch_size: int | None = None) -> LoaderConfig:
-    """The graph's config without workers, at ``batch_size`` (the set-up's probe size if None)."""
+    """The graph's config without workers, at ``batch_size`` (None: the set-up's probe size)."""
     return LoaderConfig.make(batch_size or runner.setup.probe_batch_size, 0, False, loader=NODES)
 
 
 def inspect_graph(runner):
     """The set-up's look at a graph (``_Runner.inspect``): one batch made inline, timed."""
     from ..inputs.code_digest import code_fingerprint
-    from . import guard
-    from .protocol import DatasetInfo
 
     pipeline = runner.pipeline
     t0 = time.perf_counter()
@@ -69,13 +63,8 @@ def inspect_graph(runner):
         batch = pipeline.first_batch(inline(runner))
     except StopIteration:
         raise usage("the graph must yield at least one batch", "it yielded none", "check its source") from None
-    elapsed = time.perf_counter() - t0
-    count = max(1, samples_in(batch))
-    memory = guard.sample_memory(os.getpid())
-    return DatasetInfo(length=None, sample_seconds=elapsed / count, sample_bytes=max(1, bytes_in(batch) // count),
-                       runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=runner.dataset_bytes,
-                       code=code_fingerprint(pipeline.template, runner.step, {"map_fn": pipeline.chain[-1].map_fn}),
-                       threads=runner.torch.get_num_threads(), nodes=pipeline.graph)
+    return runner.info(batch, time.perf_counter() - t0, max(1, samples_in(batch)), length=None, nodes=pipeline.graph,
+                       code=code_fingerprint(pipeline.template, runner.step, {"map_fn": pipeline.chain[-1].map_fn}))
 
 
 def torchdata_nodes():
@@ -93,8 +82,7 @@ def _from_torchdata(obj: Any) -> bool:
 
 
 def _keywords(fn: Any) -> tuple[str, ...] | None:
-    """The knob keywords a callable takes (all of them for **kwargs), None for a callable that
-    takes none of them."""
+    """The knob keywords a callable takes (all of them for **kwargs), None for none."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -114,10 +102,9 @@ def is_nodes(obj: Any) -> bool:
 
 
 def given_graph(obj: Any) -> Any:
-    """What the trial process tunes for the object a dataset spec gave: a zero-argument factory
-    (a function, not a class or a Dataset) is called once here, and a torchdata.nodes graph it
-    returns is the graph (the README offers such a factory); a factory of anything else is
-    handed on as a factory of what it returned, for resolve_dataset's checks and their words."""
+    """What the trial process tunes for a dataset spec's object: a zero-argument factory (a
+    function, not a class or a Dataset) is called here, and a graph it returns is the graph;
+    anything else it returned is handed on as a factory of it, for resolve_dataset's checks."""
     if _from_torchdata(obj) or isinstance(obj, type) or not callable(obj) or _keywords(obj) is not None \
             or (hasattr(obj, "__getitem__") and hasattr(obj, "__len__")) or hasattr(obj, "__iter__"):
         return obj
@@ -132,9 +119,8 @@ def given_graph(obj: Any) -> Any:
 
 
 def _chain(root: Any, tn) -> list:
-    """The nodes from ``root`` down to the ParallelMapper tuned (usage error: none): the one
-    nearest the root with workers, else the deepest (a ``Mapper`` is a ParallelMapper of no
-    workers, so the nearest would often be a collate's)."""
+    """The nodes from ``root`` down to the ParallelMapper tuned (usage error: none): the nearest
+    with workers, else the deepest (a ``Mapper``, a collate's often, has no workers)."""
     chain, node, seen, mappers = [], root, [], []
     while node is not None and len(chain) < 256:
         chain.append(node)
@@ -152,8 +138,8 @@ def _chain(root: Any, tn) -> list:
 
 
 def _mapper(tn, old, source, **changes):
-    """``old``, a ParallelMapper, made anew over ``source`` (with ``changes``): it builds its
-    workers' iterator in __init__, so its attributes cannot just be set."""
+    """``old``, a ParallelMapper, made anew over ``source`` with ``changes`` (its __init__ builds
+    its workers' iterator: its attributes cannot just be set)."""
     src, map_fn = old.source, old.map_fn
     if old.prebatch is not None:   # ParallelMapper wrapped them itself: give it the originals
         src, map_fn = src.source, map_fn.map_fn
@@ -249,8 +235,8 @@ class Pipeline:
 
 
 def stop(obj: Any, depth: int = 0) -> None:
-    """Stop the threads and processes of a graph's iterators now (each node's ``_it`` that has a
-    ``_shutdown``), root to leaves: a finished trial's workers must not run into the next one."""
+    """A graph's iterators' threads and processes stopped now, root to leaves: a finished trial's
+    workers must not run into the next one."""
     if obj is None or depth > 64:
         return
     from .workers import shut_down
@@ -266,9 +252,8 @@ def stop(obj: Any, depth: int = 0) -> None:
 
 
 def profile_nodes(pipeline: Pipeline, config: LoaderConfig, consume, beat, batches: int = 12):
-    """The graph's profile: its batches made inline (no workers, no prefetch), each timed, and the
-    consumer on one; one worker's start-up at the graph's method. The parts a DataLoader has and a
-    graph has not (collate apart, the receive from a worker) are 0: the bursts measure the rest."""
+    """The graph's profile: its batches made inline, each timed, the consumer on one, one worker's
+    start-up at the graph's method; the parts a graph has not (collate apart, the receive) 0."""
     from ..search.profile import Profile
     from .profiler import usable_cpus
 

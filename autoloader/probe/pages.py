@@ -1,23 +1,18 @@
-"""A process's private memory by kind, from /proc/<pid>/smaps: what copy on read copies apart
-from what a mapped file's pages hold.
+"""A process's private memory by kind, from /proc/<pid>/smaps.
 
 # NOTE [ Memory by kind ]
 # A worker's private memory (USS: the pages no other process maps) is of three kinds, and only
 # one of them is a copy:
-# - anonymous pages (the heap, arenas, the stack, and pages written in a private file mapping):
-#   the worker's own allocations and the pages it copied from the main process by writing to
-#   them, reference counts included (NOTE [ Copy on read ] in search/growth.py). Only these grow
-#   a worker's memory by copies of the dataset, and only they are forecast as its growth;
-# - pages of a mapped regular file (an np.memmap, Arrow's memory-mapped tables, a weights file):
-#   the kernel's page cache, mapped into the worker as it reads. A page only this worker reads
-#   counts as private, so its USS grows with the file's rows it read, yet nothing was copied: the
-#   pages are the cache's, one copy for every process that maps them, clean (or written back)
-#   and reclaimed under memory pressure. Dirty or clean says nothing here: a file written a
-#   moment ago holds dirty pages in the cache until writeback, mapped read-only all the same;
+# - anonymous pages (the heap, arenas, the stack, pages written in a private file mapping): its own
+#   allocations and the pages it copied from the main process by writing to them, reference counts
+#   included (NOTE [ Copy on read ] in search/growth.py). Only these are forecast as its growth;
+# - pages of a mapped regular file (an np.memmap, Arrow's memory-mapped tables): the kernel's page
+#   cache, mapped in as it reads. A page only this worker reads counts as private, yet nothing was
+#   copied: one cached copy serves every process that maps it, reclaimed under memory pressure
+#   (dirty or clean says nothing: a file just written holds dirty pages until writeback);
 # - pages of shared-memory files (/dev/shm, memfd): the batches a worker made and hands over.
-# smaps_rollup sums the kinds together (its Private_Dirty holds a just-written file's pages as
-# well as copies), so the mappings are read one by one: a mapping with no inode is anonymous; in
-# a file's mapping its ``Anonymous`` pages (written in a private mapping, so dirty) are copies
+# smaps_rollup sums the kinds together, so the mappings are read one by one: one with no inode is
+# anonymous; in a file's mapping its ``Anonymous`` pages (written in a private mapping) are copies
 # and the rest the file's.
 """
 
@@ -32,8 +27,6 @@ _HEX = frozenset("0123456789abcdef")
 
 @dataclass(frozen=True)
 class Pages:
-    """One process's private bytes by kind (NOTE [ Memory by kind ])."""
-
     anon: int    # anonymous: its own allocations and what it copied
     file: int    # a mapped regular file's page cache, mapped by it alone so far
     shmem: int   # shared-memory files: batches in flight
@@ -44,7 +37,7 @@ class Pages:
 
 
 def private_pages(pid: int | str = "self") -> Pages | None:
-    """``pid``'s private memory by kind, None when it is gone (or the kernel has no smaps)."""
+    """None when it is gone (or the kernel has no smaps)."""
     try:
         with open(f"/proc/{pid}/smaps") as fh:
             text = fh.read()
@@ -54,7 +47,6 @@ def private_pages(pid: int | str = "self") -> Pages | None:
 
 
 def parse_smaps(text: str) -> Pages:
-    """The kinds of a /proc/<pid>/smaps text (NOTE [ Memory by kind ])."""
     anon = file = shmem = 0
     kind, private, dirty, anonymous = None, 0, 0, 0
 

@@ -1,61 +1,46 @@
-"""The profile, measured in the trial process: each part of the pipeline on its own.
+"""The profile, measured in the trial process: each part of the pipeline on its own, a few
+seconds once per run, before any burst (NOTE [ The pipeline model ] in search/model.py says what
+each figure feeds). Its named stages:
 
-A few seconds, once per run, before any burst (NOTE [ The pipeline model ] in search/model.py says what
-each figure feeds):
-
-1. samples  ``dataset[i]`` for random indices (an IterableDataset's stream in its order, its
-            first sample untimed: the opening), one at a time with one intra-op thread (as a
-            DataLoader worker runs), until PROFILE_SAMPLES or SAMPLE_SECONDS: the per-sample
-            cost as a distribution, since its tail decides prefetch depth and in-order blocking,
-            and the share of it spent on a CPU (thread time over wall time); each cost less the
-            time the thread waited for a CPU (NOTE [ A profile read under load ]); then
-            ``collate_fn`` over one batch of them, and the bytes of a sample;
-2. transfer the main process's side of a worker's batch: batches made by replaying one collated
-            batch through a few workers, taken once the queue is full so that only the receive
-            is timed, alternately with a batch of a quarter of the samples (the receive as a
-            fixed cost and one per byte); then pinning each and copying it to the device,
-            pinned and pageable; where the batch is large (BYTES_MATTER) and holds float32
-            tensors, the same samples as uint8 collated, pinned, copied and converted back on
-            the device, against the float32 ones (NOTE [ A quarter of the bytes ] in
-            search/uint8.py);
-3. consumer the step on a batch already on the device, repeated: the ceiling from above, and
-            each call's time (the step's jitter); then, where torch runs several intra-op
-            threads, the main process's share (its own collate and the step) with them and with
-            one, in pairs;
-4. start-up one fresh worker's iter() to first batch, less the batch's own work, and that
-            worker's memory (PSS) once it has made a batch; then batches taken from a full
-            queue while that worker is busy making the next (a busy worker's receive).
+1. samples  ``dataset[i]`` at random indices (a stream in its order, its first sample untimed),
+            one intra-op thread as in a worker, until PROFILE_SAMPLES or SAMPLE_SECONDS: the
+            per-sample cost as a distribution (its tail decides prefetch depth and in-order
+            blocking) and its share on a CPU; then ``collate_fn`` over a batch, a sample's bytes;
+2. transfer one collated batch replayed through a few workers, only the receive timed, at two
+            sizes (a fixed cost and one per byte); then pin and copy, pinned and pageable; and
+            where the batch is large (BYTES_MATTER) and float32, the same as uint8 (NOTE [ A
+            quarter of the bytes ] in search/uint8.py);
+3. consumer the step on a resident batch, repeated: the ceiling from above and each call's time
+            (its jitter); where torch runs several intra-op threads, the main process's share
+            with them and with one, in pairs;
+4. start-up one fresh worker's iter() to first batch, less the batch's work, and its PSS; then
+            batches taken from a full queue while it makes the next (a busy worker's receive).
 
 # NOTE [ A profile read under load ]
-# Where other processes want the CPUs, the profile's thread waits in the run queue now and then:
-# a few milliseconds at a time, at moments no one chooses. A stage of short samples lasts a
-# fraction of a second, so whether a wait lands in it is luck, and one 25 ms wait inside a 0.1 s
-# stage doubles its mean: the same tune then predicts rates far apart from one run to the next.
-# So each timed sample, collate and receive is read less the time its thread spent waiting for a
-# CPU (Linux's per-thread schedstat, ``_RunQueue``): what the call costs when it runs, whatever
-# the others did meanwhile. (The step is timed whole: the model does not share its CPUs.)
-# The others' load itself is not lost: the driver measures what they took over the profile
-# (``Profile.others_cpus``), and the model shares the CPUs with them (NOTE [ Others' demand ] in
-# search/model.py). The share of the stage spent waiting is kept (``sample_delay_share``) and the
-# result says it. The stage also runs for MIN_SAMPLE_SECONDS at least, so its tail is sampled
-# over more than a scheduler's slice. Where schedstat is not readable the wall time stands, as
-# before, with the share of a CPU a spinning thread gets standing in for the waits.
+# Where other processes want the CPUs, the profile's thread waits in the run queue now and then,
+# a few milliseconds at a time, at moments no one chooses: whether a wait lands in a stage of short
+# samples is luck, and one can double its mean. So each timed sample, collate and receive is read
+# less the time its thread waited for a CPU (Linux's per-thread schedstat, ``_RunQueue``): what the
+# call costs when it runs. (The step is timed whole: the model does not share its CPUs.) The
+# others' load is not lost: the driver measures what they took (``Profile.others_cpus``), and the
+# model shares the CPUs with them (NOTE [ Others' demand ] in search/model.py). The stage's share
+# spent waiting is kept (``sample_delay_share``). The stage runs for MIN_SAMPLE_SECONDS at least,
+# so its tail spans more than a scheduler's slice. Where schedstat is not readable the wall time
+# stands, with the share of a CPU a spinning thread gets standing in for the waits.
 
 # NOTE [ A profile within its share ]
-# The profile may take at most its share of the run's budget (``limit_s``, a third: the run's
-# PROFILE_SHARE): the rest is the bursts' and the final's. What grows with the workload is the
-# step, called several times (a warm call, three timed, the thread pairs), and on a loaded
-# machine every stage. So a call of the step is progress for as long as the user's own trial
-# timeout (a thread beats the watchdog while it runs, and each call beats after it); a slow
-# sample is progress, and so is the start of the replay's workers within the share (they run
-# autoloader's own replay, which only a loaded machine slows; a worker of the user's dataset that
-# never delivers stays the watchdog's stall, so the run's first burst keeps its time); a call or a stage that would take the profile past its share is not begun: the first
-# call stands for the step when a second would not fit, and the receive's replay, the uint8
+# The profile may take at most its share of the run's budget (``limit_s``: the run's
+# PROFILE_SHARE); the rest is the bursts' and the final's. What grows with the workload is the step,
+# called several times, and on a loaded machine every stage. So a call of the step is progress for
+# as long as the user's own trial timeout (a thread beats the watchdog while it runs, and each call
+# beats after it); a slow sample is progress, and so is the start of the replay's workers within
+# the share (autoloader's own replay; a worker of the user's dataset that never delivers stays the
+# watchdog's stall). A call or a stage that would take the profile past its share is not begun: the
+# first call stands for the step when a second would not fit, and the receive's replay, the uint8
 # stage, the worker's start-up, the thread pairs and the growth stage are skipped (the bursts
-# measure what they would have). A profile cut so says it (``Profile.cut_s``). The step is
-# always called once, so a slow step is measured and its figure sizes the budget a judged tune
-# needs (search/budget.py: ``budget_words``). A call that does not return within the user's
-# timeout is a stall the watchdog judges.
+# measure what they would have); the profile says it was cut (``Profile.cut_s``). The step is always
+# called once, so its figure sizes the budget a judged tune needs (search/budget.py). A call that
+# does not return within the user's timeout is a stall the watchdog judges.
 """
 
 from __future__ import annotations
@@ -97,14 +82,22 @@ THREAD_PAIRS = 6
 THREAD_SECONDS = 0.6
 
 
-class _Share:
-    """The profile's clock against its share of the run's budget (NOTE [ A profile within its
-    share ]): ``limit_s`` None for no limit, ``step_stall_s`` the user's trial timeout."""
+class _Run:
+    """One profile's inputs and clocks, read by every stage; ``limit_s`` and ``step_stall_s``:
+    NOTE [ A profile within its share ]."""
 
-    def __init__(self, limit_s: float | None, step_stall_s: float | None):
-        self.t_begin = time.perf_counter()
-        self.limit_s, self.step_stall_s = limit_s, step_stall_s
-        self.cut = False
+    def __init__(self, dataset, fixed_kwargs: dict, batch_size: int, device: str, memory_budget: int | None,
+                 beat: Callable[[], None], limit_s: float | None, step_stall_s: float | None):
+        import torch
+        from torch.utils.data._utils.collate import default_collate
+
+        self.t_begin, self.stages, self.cut = time.perf_counter(), [], False
+        self.dataset, self.fixed_kwargs, self.batch_size, self.device = dataset, fixed_kwargs, batch_size, device
+        self.memory_budget, self.beat, self.limit_s, self.step_stall_s = memory_budget, beat, limit_s, step_stall_s
+        self.torch, self.threads, self.cuda = torch, torch.get_num_threads(), device.startswith("cuda")
+        self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
+        self.collate = fixed_kwargs.get("collate_fn") or default_collate
+        self.queue = _RunQueue()   # NOTE [ A profile read under load ]
 
     def within(self) -> float | None:
         """How long a wait is progress: what is left of the share, the user's timeout at most."""
@@ -118,6 +111,13 @@ class _Share:
             self.cut = True
             return True
         return False
+
+    def staged(self, name: str) -> None:
+        """The stage ``name`` ended: the seconds since the last one did."""
+        self.stages.append((name, time.perf_counter() - self.t_begin - sum(s for _, s in self.stages)))
+
+    def cycled(self, samples: list) -> list:
+        return [samples[i % len(samples)] for i in range(self.batch_size)]
 
 
 @dataclass
@@ -139,106 +139,72 @@ def run_profile(dataset, fixed_kwargs: dict, batch_size: int, consume: Callable[
                 memory_of: Callable[[int], int | None],
                 beat: Callable[[], None] = lambda: None, memory_budget: int | None = None,
                 limit_s: float | None = None, step_stall_s: float | None = None) -> Profile:
-    """Measure the profile of ``dataset`` at ``batch_size`` (see the module docstring).
-    ``consume`` is the trial's consumer (the step, or the move to the device);
-    ``memory_of(pid)`` a process's PSS; ``beat()`` tells the driver's watchdog it moves;
-    ``memory_budget`` the bytes the profile's own loaders may hold (the guard's ceiling still
-    watches); ``limit_s`` the profile's share of the run's budget (NOTE [ A profile within its
-    share ]), None for no limit; ``step_stall_s`` how long one call of the step is progress (the
-    user's trial timeout; None: the call beats only once it returns)."""
-    import torch
-    from torch.utils.data._utils.collate import default_collate
-
-    share = _Share(limit_s, step_stall_s)
-    cuda = device.startswith("cuda")
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    collate = fixed_kwargs.get("collate_fn") or default_collate
+    """The profile of ``dataset`` at ``batch_size``, stage by stage (the module docstring).
+    ``consume``: the trial's consumer; ``memory_of(pid)``: a process's PSS; ``beat()``: tells the
+    watchdog it moves; ``memory_budget``: the bytes its own loaders may hold; ``limit_s`` and
+    ``step_stall_s``: NOTE [ A profile within its share ] (None: no limit; beats only on return)."""
+    run = _Run(dataset, fixed_kwargs, batch_size, device, memory_budget, beat, limit_s, step_stall_s)
     # An IterableDataset has no length and no indices: its samples are timed as its stream yields them.
-    length = None if isinstance(dataset, torch.utils.data.IterableDataset) else len(dataset)
-    threads = torch.get_num_threads()
-    queue = _RunQueue()   # NOTE [ A profile read under load ]
-
-    got = _sample_stage(dataset, length, batch_size, collate, queue, share, beat, torch)
-    batch, samples, sample_bytes = got.batch, got.samples, got.sample_bytes
+    length = None if isinstance(dataset, run.torch.utils.data.IterableDataset) else len(dataset)
+    got = _sample_stage(run, length)
     # The loop's own collate (no workers): its intra-op threads, and the batch pinned in place.
-    collate_main_s, batch = _unqueued(lambda: collate([samples[i % len(samples)] for i in range(batch_size)]), queue)
-    pin_local_s = _warm_time(lambda: map_tensors(batch, lambda t: t.pin_memory())) if cuda else None
-    stages = [("samples", time.perf_counter() - share.t_begin)]
-    stage = _stage_timer(stages, share.t_begin)
+    collate_main_s, batch = _unqueued(lambda: run.collate(run.cycled(got.samples)), run.queue)
+    pin_local_s = _warm_time(lambda: map_tensors(batch, lambda t: t.pin_memory())) if run.cuda else None
+    run.staged("samples")
     beat()
-
-    recv_s, pin_s, h2d_pinned_s, h2d_pageable_s, recv_fixed_s = _transfer_stage(
-        samples, batch, batch_size, sample_bytes, collate, fixed_kwargs, device, sync, memory_budget, queue, share,
-        beat)
-    stage("transfer")
-    # The batch's float32 tensors as uint8, timed against them: what the uint8 what-if asks.
-    uint8 = None
-    if batch_size * sample_bytes >= BYTES_MATTER and not share.past(STAGE_ROOM_S):
+    moved = _transfer_stage(run, got, batch)
+    run.staged("transfer")
+    uint8 = None   # the batch's float32 tensors as uint8, timed against them: what the uint8 what-if asks
+    if batch_size * got.sample_bytes >= BYTES_MATTER and not run.past(STAGE_ROOM_S):
         beat()
-        uint8 = uint8_cost(samples, batch, batch_size, collate, device, sync, queue, pin_local_s,
-                           h2d_pinned_s, h2d_pageable_s)
-        stage("uint8")
+        uint8 = uint8_cost(got.samples, batch, batch_size, run.collate, device, run.sync, run.queue, pin_local_s,
+                           moved["h2d_pinned_s"], moved["h2d_pageable_s"])
+        run.staged("uint8")
     beat()
-
-    step_s, step_samples, pairs = _consumer_stage(consume, batch, batch_size, samples, collate, collate_main_s,
-                                                  device, sync, threads, share, beat, torch)
-    stage("consumer")
+    consumer = _consumer_stage(run, consume, batch, got.samples, collate_main_s)
+    run.staged("consumer")
     beat()
-
-    batch_work = statistics.fmean(got.costs) * batch_size + got.collate_s
-    # Past the share, the bursts measure the start-up instead.
-    startup_s, worker_pss, recv_busy_s = (0.0, None, None) if share.past(batch_work + STAGE_ROOM_S) else \
-        _startup_stage(dataset, fixed_kwargs, batch_size, sample_bytes, batch_work, memory_budget, memory_of, queue,
-                       beat)
-    stage("start-up")
-
-    unqueued = queue.available
-    queue.close()
+    startup = _startup_stage(run, got, memory_of)
+    run.staged("start-up")
+    unqueued = run.queue.available
+    run.queue.close()
     epoch_batches = None if length is None else (
         -(-length // batch_size) if not fixed_kwargs.get("drop_last") else length // batch_size)
-    return Profile(batch_size=batch_size, sample_s=tuple(got.costs), collate_s=got.collate_s, sample_bytes=sample_bytes,
-                   recv_s=recv_s, pin_s=pin_s, h2d_pinned_s=h2d_pinned_s, h2d_pageable_s=h2d_pageable_s,
-                   step_s=step_s, startup_s=startup_s, worker_pss=worker_pss,
-                   cpus=usable_cpus(), epoch_batches=epoch_batches, seconds=time.perf_counter() - share.t_begin,
+    return Profile(batch_size=batch_size, sample_s=tuple(got.costs), collate_s=got.collate_s,
+                   sample_bytes=got.sample_bytes, cpus=usable_cpus(), epoch_batches=epoch_batches,
+                   seconds=time.perf_counter() - run.t_begin,
                    sample_cpu_share=_cpu_share(got.cpu_s, sum(got.costs), got.availability, unqueued),
                    sample_delay_share=got.waited_s / got.wall_s if unqueued and got.wall_s > 0 else None,
-                   recv_fixed_s=recv_fixed_s, uint8=uint8,
-                   collate_main_s=collate_main_s, pin_local_s=pin_local_s, recv_busy_s=recv_busy_s,
-                   step_samples=step_samples, main_threads=threads,
-                   main_default_s=statistics.median(d for d, _ in pairs) if pairs else None,
-                   main_one_thread_s=statistics.median(o for _, o in pairs) if pairs else None,
-                   main_thread_ratios=tuple(d / o for d, o in pairs if o > 0), stage_s=tuple(stages),
-                   cut_s=limit_s if share.cut else None)
+                   uint8=uint8, collate_main_s=collate_main_s, pin_local_s=pin_local_s, main_threads=run.threads,
+                   stage_s=tuple(run.stages), cut_s=limit_s if run.cut else None, **moved, **consumer, **startup)
 
 
-def _sample_stage(dataset, length: int | None, batch_size: int, collate: Callable, queue: _RunQueue, share: _Share,
-                  beat: Callable[[], None], torch) -> _Samples:
+def _sample_stage(run: _Run, length: int | None) -> _Samples:
     """1. samples, as a worker makes them (one intra-op thread), then a batch of them collated."""
-    threads = torch.get_num_threads()
+    torch, batch_size = run.torch, run.batch_size
     torch.set_num_threads(1)
     samples, costs, cpu_s, waited_s, wall_s = [], [], 0.0, 0.0, 0.0
     availability = [_cpu_availability()]
-    draw, opened = _drawer(dataset, length, random.Random(0))
+    draw, opened = _drawer(run.dataset, length, random.Random(0))
     if opened is not None:   # a stream's first sample: its opening, a start-up cost, not a sample's
         samples.append(opened)
     try:
         started = time.perf_counter()
         deadline = started + SAMPLE_SECONDS
-
         beaten = [started]
 
         def more() -> bool:
             if time.perf_counter() - beaten[0] >= BEAT_EVERY_S:   # a slow sample is progress too
                 beaten[0] = time.perf_counter()
-                beat()
-            if len(costs) >= 2 and share.past(0.0):   # the share is spent: the samples drawn stand
+                run.beat()
+            if len(costs) >= 2 and run.past(0.0):   # the share is spent: the samples drawn stand
                 return False
             short = time.perf_counter() - started < MIN_SAMPLE_SECONDS and len(costs) < MAX_PROFILE_SAMPLES
             return (len(costs) < PROFILE_SAMPLES or short) and (time.perf_counter() < deadline
                                                                  or len(costs) < MIN_SAMPLES)
 
         while more():
-            q0 = queue()
+            q0 = run.queue()
             t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 sample = draw()
@@ -246,7 +212,7 @@ def _sample_stage(dataset, length: int | None, batch_size: int, collate: Callabl
                 break
             wall = time.perf_counter() - t0
             cpu_s += time.thread_time() - c0
-            waited = min(wall, max(0.0, queue() - q0))
+            waited = min(wall, max(0.0, run.queue() - q0))
             costs.append(wall - waited)
             waited_s += waited
             wall_s += wall
@@ -257,61 +223,56 @@ def _sample_stage(dataset, length: int | None, batch_size: int, collate: Callabl
             costs.append(time.perf_counter() - t0)
         availability.append(_cpu_availability())
         group = samples[:batch_size]
-        elapsed, batch = _unqueued(lambda: collate(group), queue)
+        elapsed, batch = _unqueued(lambda: run.collate(group), run.queue)
         collate_s = elapsed * batch_size / len(group)
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(run.threads)
     sample_bytes = max(1, bytes_in(batch) // len(group))
     if len(group) < batch_size:
-        batch = collate([samples[i % len(samples)] for i in range(batch_size)])
+        batch = run.collate(run.cycled(samples))
     return _Samples(samples, costs, cpu_s, waited_s, wall_s, availability, collate_s, sample_bytes, batch)
 
 
-def _transfer_stage(samples: list, batch, batch_size: int, sample_bytes: int, collate: Callable, fixed_kwargs: dict,
-                    device: str, sync, memory_budget: int | None, queue: _RunQueue, share: _Share,
-                    beat: Callable[[], None]) -> tuple:
-    """2. transfer: the main process's receive, pin and copy of whole batches made by workers:
-    (receive, pin, pinned copy, pageable copy, the receive's fixed part)."""
-    cuda = device.startswith("cuda")
-    group = samples[:batch_size]
+def _transfer_stage(run: _Run, got: _Samples, batch) -> dict:
+    """2. transfer: the main process's receive, pin and copy of whole batches made by workers."""
+    samples, group = got.samples, got.samples[:run.batch_size]
     try:   # the receive's second size (a collate_fn may insist on whole batches: then one size)
-        small = collate(samples[:max(1, round(len(group) * SMALL_BATCH_SHARE))])
+        small = run.collate(samples[:max(1, round(len(group) * SMALL_BATCH_SHARE))])
     except Exception:  # noqa: BLE001
         small = None
-    # Past the share, the loop's own pin and copies stand in for the replay, as for a batch too big.
-    transfer = None if share.past(STAGE_ROOM_S) else _transfer(
-        batch, batch_size * sample_bytes, fixed_kwargs, device, sync, memory_budget, queue, small, beat,
-        lambda call: _beating(call, beat, share.within()))
-    if transfer is not None:
-        return transfer
-    # Too big to replay here: the loop's own pin and copies stand in.
-    pinned = map_tensors(batch, lambda t: t.pin_memory()) if cuda else None
-    return (0.0, _warm_time(lambda: map_tensors(batch, lambda t: t.pin_memory())) if cuda else None,
-            _timed(lambda: map_tensors(pinned, lambda t: t.to(device, non_blocking=True)), sync)[0] if cuda else None,
-            _timed(lambda: map_tensors(batch, lambda t: t.to(device)), sync)[0] if cuda else None, None)
+    # Past the share, or too big to replay here: the loop's own pin and copies stand in.
+    moved = None if run.past(STAGE_ROOM_S) else _transfer(
+        batch, run.batch_size * got.sample_bytes, run.fixed_kwargs, run.device, run.sync, run.memory_budget,
+        run.queue, small, run.beat, lambda call: _beating(call, run.beat, run.within()))
+    if moved is None:
+        cuda, device = run.cuda, run.device
+        pinned = map_tensors(batch, lambda t: t.pin_memory()) if cuda else None
+        moved = (0.0, _warm_time(lambda: map_tensors(batch, lambda t: t.pin_memory())) if cuda else None,
+                 _timed(lambda: map_tensors(pinned, lambda t: t.to(device, non_blocking=True)), run.sync)[0]
+                 if cuda else None,
+                 _timed(lambda: map_tensors(batch, lambda t: t.to(device)), run.sync)[0] if cuda else None, None)
+    return dict(zip(("recv_s", "pin_s", "h2d_pinned_s", "h2d_pageable_s", "recv_fixed_s"), moved))
 
 
-def _consumer_stage(consume: Callable[[Any], Any], batch, batch_size: int, samples: list, collate: Callable,
-                    collate_main_s: float, device: str, sync, threads: int, share: _Share, beat: Callable[[], None],
-                    torch) -> tuple[float, tuple, list]:
-    """3. the consumer on a resident batch: (the step's seconds, each call's, the main process's
-    share of a batch with its threads and with one, in pairs)."""
-    cuda = device.startswith("cuda")
-    resident = map_tensors(batch, lambda t: t.to(device)) if cuda else batch
+def _consumer_stage(run: _Run, consume: Callable[[Any], Any], batch, samples: list, collate_main_s: float) -> dict:
+    """3. the consumer on a resident batch: the step's seconds, each call's, and the main
+    process's share of a batch with its threads and with one, in pairs."""
+    beat, sync, stall_s = run.beat, run.sync, run.step_stall_s
+    resident = map_tensors(batch, lambda t: t.to(run.device)) if run.cuda else batch
     # A call of the step is progress up to the user's own timeout (NOTE [ A profile within its share ]).
     w0 = time.perf_counter()
-    _beating(lambda: (consume(resident), sync()), beat, share.step_stall_s)
+    _beating(lambda: (consume(resident), sync()), beat, stall_s)
     first_s = time.perf_counter() - w0
     beat()   # a step of seconds beats each call: NOTE [ A profile within its share ]
     steps, t0, calls = 0, time.perf_counter(), []
-    if share.past(first_s):   # one more call would pass the share: the first call stands for the step
+    if run.past(first_s):   # one more call would pass the share: the first call stands for the step
         calls, step_s = [first_s], first_s
     else:
         while steps < 3 or (time.perf_counter() - t0 < STEP_SECONDS and steps < 200):
-            if steps and share.past(statistics.fmean(calls)):
+            if steps and run.past(statistics.fmean(calls)):
                 break
             c0 = time.perf_counter()
-            _beating(lambda: consume(resident), beat, share.step_stall_s)
+            _beating(lambda: consume(resident), beat, stall_s)
             calls.append(time.perf_counter() - c0)
             steps += 1
             beat()
@@ -321,30 +282,34 @@ def _consumer_stage(consume: Callable[[Any], Any], batch, batch_size: int, sampl
         step_s = (time.perf_counter() - t0) / steps
     # The step's jitter: on the CPU each call above is the step; on CUDA a call only launches
     # until the queue fills, so each is timed to its end (the shape is kept, the mean is step_s's).
-    step_samples = tuple(calls) if not cuda or share.past(2 * step_s) else _step_calls(
+    step_samples = tuple(calls) if not run.cuda or run.past(2 * step_s) else _step_calls(
         lambda: consume(resident), sync, JITTER_CALLS)
     # The main process's share of a batch (its collate and the step) with the default threads and
     # with one, in pairs (NOTE [ The main process's threads ] in search/threads.py).
     pairs: list[tuple[float, float]] = []
-    if threads > 1 and not share.past(4 * (step_s + collate_main_s)):
-        group = [samples[i % len(samples)] for i in range(batch_size)]
-        pairs = _thread_pairs(lambda: (collate(group), consume(resident)), sync, threads,
-                              lambda n: torch.set_num_threads(n), beat)
-    return step_s, step_samples, pairs   # the resident batch's device memory freed on return
+    if run.threads > 1 and not run.past(4 * (step_s + collate_main_s)):
+        group = run.cycled(samples)
+        pairs = _thread_pairs(lambda: (run.collate(group), consume(resident)), sync, run.threads,
+                              run.torch.set_num_threads, beat)
+    return {"step_s": step_s, "step_samples": step_samples,   # the resident batch's memory freed on return
+            "main_default_s": statistics.median(d for d, _ in pairs) if pairs else None,
+            "main_one_thread_s": statistics.median(o for _, o in pairs) if pairs else None,
+            "main_thread_ratios": tuple(d / o for d, o in pairs if o > 0)}
 
 
-def _startup_stage(dataset, fixed_kwargs: dict, batch_size: int, sample_bytes: int, batch_work: float,
-                   memory_budget: int | None, memory_of: Callable[[int], int | None], queue: _RunQueue,
-                   beat: Callable[[], None]) -> tuple[float, int | None, float | None]:
+def _startup_stage(run: _Run, got: _Samples, memory_of: Callable[[int], int | None]) -> dict:
     """4. one fresh worker's start-up, and its memory once it made a batch; then batches taken
-    while that worker is busy making the next (NOTE [ A busy worker's receive ] in
-    search/model.py): (start-up seconds, the worker's PSS, the busy receive's seconds)."""
+    while that worker is busy making the next (NOTE [ A busy worker's receive ] in search/model.py).
+    Past the share, skipped: the bursts measure the start-up instead."""
     from torch.utils.data import DataLoader
 
-    depth = _busy_depth(batch_size * sample_bytes, batch_work, memory_budget)
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=1, prefetch_factor=max(1, depth),
-                        **{k: v for k, v in fixed_kwargs.items() if k in ("collate_fn", "worker_init_fn",
-                                                                          "multiprocessing_context")})
+    batch_work = statistics.fmean(got.costs) * run.batch_size + got.collate_s
+    if run.past(batch_work + STAGE_ROOM_S):
+        return {"startup_s": 0.0, "worker_pss": None, "recv_busy_s": None}
+    depth = _busy_depth(run.batch_size * got.sample_bytes, batch_work, run.memory_budget)
+    loader = DataLoader(run.dataset, batch_size=run.batch_size, num_workers=1, prefetch_factor=max(1, depth),
+                        **{k: v for k, v in run.fixed_kwargs.items() if k in ("collate_fn", "worker_init_fn",
+                                                                              "multiprocessing_context")})
     t0 = time.perf_counter()
     it = iter(loader)
     recv_busy_s = None
@@ -353,11 +318,11 @@ def _startup_stage(dataset, fixed_kwargs: dict, batch_size: int, sample_bytes: i
         first = time.perf_counter() - t0
         worker_pss = next((memory_of(w.pid) for w in getattr(it, "_workers", ())), None)
         if depth >= 2:
-            recv_busy_s = _busy_receive(it, depth, batch_work, beat, queue)
+            recv_busy_s = _busy_receive(it, depth, batch_work, run.beat, run.queue)
     finally:
         it._shutdown_workers()
         del it, loader
-    return max(0.0, first - batch_work), worker_pss, recv_busy_s
+    return {"startup_s": max(0.0, first - batch_work), "worker_pss": worker_pss, "recv_busy_s": recv_busy_s}
 
 
 def _beating(call: Callable[[], Any], beat: Callable[[], None], stall_s: float | None) -> Any:
@@ -382,26 +347,17 @@ def _beating(call: Callable[[], Any], beat: Callable[[], None], stall_s: float |
         thread.join()
 
 
-def _stage_timer(stages: list[tuple[str, float]], t_begin: float) -> Callable[[str], None]:
-    """``stage(name)`` appends the seconds since the last stage ended (``stages`` holds one)."""
-    def stage(name: str) -> None:
-        stages.append((name, time.perf_counter() - t_begin - sum(s for _, s in stages)))
-    return stage
-
-
 def _cpu_share(cpu_s: float, cost_s: float, availability: list[float], unqueued: bool) -> float:
-    """The share of a sample's cost spent on a CPU: its thread time over its cost. With the run
-    queue's waits taken out of the cost (``unqueued``) that is all; else the wall time holds them,
-    and the share of a CPU a spinning thread got here stands in (NOTE [ A profile read under load ])."""
+    """A sample's share of its cost on a CPU: thread time over cost; where the cost holds the run
+    queue's waits, over the share a spinning thread got (NOTE [ A profile read under load ])."""
     if cost_s <= 0:
         return 1.0
     return min(1.0, cpu_s / cost_s / (1.0 if unqueued else statistics.fmean(availability)))
 
 
 def _drawer(dataset, length: int | None, rng: random.Random) -> tuple[Callable[[], Any], Any]:
-    """(a call that returns the next sample to time, and a stream's first sample or None): a
-    map-style dataset's samples at random indices, an iterable one's in the order its stream
-    yields them (opened here, its first sample taken untimed; StopIteration when it ends)."""
+    """(the next sample to time, a stream's first sample or None): a map-style dataset at random
+    indices, an iterable one in its stream's order (its first sample taken untimed)."""
     if length is not None:
         return (lambda: dataset[rng.randrange(length)]), None
     stream = iter(dataset)
@@ -409,10 +365,9 @@ def _drawer(dataset, length: int | None, rng: random.Random) -> tuple[Callable[[
 
 
 def _thread_pairs(share: Callable[[], Any], sync: Callable[[], None], threads: int,
-                  set_threads: Callable[[int], None], beat: Callable[[], None] = lambda: None) -> list[tuple[float, float]]:
-    """(seconds with ``threads``, seconds with one) of the main process's ``share``, in up to
-    THREAD_PAIRS pairs within THREAD_SECONDS (two at least), the order alternating so that drift
-    falls on both alike."""
+                  set_threads: Callable[[int], None], beat: Callable[[], None]) -> list[tuple[float, float]]:
+    """(seconds with ``threads``, with one) of ``share``, up to THREAD_PAIRS pairs within
+    THREAD_SECONDS (two at least), the order alternating so that drift falls on both alike."""
     def timed(n: int) -> float:
         set_threads(n)
         t0 = time.perf_counter()
@@ -445,5 +400,3 @@ def _step_calls(call: Callable[[], Any], sync: Callable[[], None], most: int) ->
         sync()
         times.append(time.perf_counter() - t0)
     return tuple(times)
-
-

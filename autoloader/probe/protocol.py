@@ -1,37 +1,32 @@
-"""What the driver (``driver.py``) and the trial process (``trial.py``) say to each other.
-
-The set-up the driver hands the trial process (``RunnerSetup``), what the trial process learns
-before any trial (``DatasetInfo``), the error when it cannot get that far (``SetupError``), and
-the messages of the pipe between them, one frozen dataclass each: NOTE [ Trial protocol ].
+"""What the driver (``driver.py``) and the trial process (``trial.py``) say to each other: the
+set-up (``RunnerSetup``), what the trial process learns before any trial (``DatasetInfo``), the
+error when it cannot get that far (``SetupError``), and the pipe's messages, one frozen
+dataclass each.
 
 # NOTE [ Trial protocol ]
 # The driver and the trial process share one multiprocessing Pipe; every message is one of the
-# dataclasses below, pickled by the pipe. In order:
+# dataclasses below, pickled. In order:
 # 1. Set-up. The trial process builds the dataset and the step and answers once: Ready(info), or
-#    SetupFailed(message, usage) when that raised. The driver waits setup_timeout_s for it; a
-#    trial process that dies first, or does not answer in time, is a SetupError (when it is
-#    a restart before a trial, that trial is FAILED: the process could not be restarted).
-# 2. Trials, one at a time. The driver sends Measure(config, settings). The trial process
-#    answers Begin(pid) before it builds the loader, Beat(batches) while batches flow, then
-#    Measured(result, leaked_workers): the trial's TrialResult as the trial process measured it
-#    (the driver adds what it saw of the tree: memory, /dev/shm, the wall time), and how many of
-#    its processes outlived the teardown and even a kill (the driver counts them as orphans).
-#    ProfileRequest(batch_size) is served the same way, before the first trial: Begin, Beats
-#    between the profile's stages, then Profiled(profile, error, leaked_workers).
+#    SetupFailed(message, usage) when that raised. A trial process that dies first, or does not
+#    answer within setup_timeout_s, is a SetupError (a restart before a trial: that trial FAILED).
+# 2. Trials, one at a time. To Measure(config, settings) the trial process answers Begin(pid)
+#    before it builds the loader, Beat(batches) while batches flow, then Measured(result,
+#    leaked_workers): its TrialResult (the driver adds what it saw of the tree: memory, /dev/shm,
+#    the wall time) and how many of its processes outlived the teardown and a kill (orphans).
+#    ProfileRequest is served the same way, before the first trial: Begin, Beats between the
+#    profile's stages, then Profiled(profile, error, leaked_workers).
 # 3. Stop() asks the trial process to exit; the driver then kills what is left of its tree.
-# The trial process may also exit on its own after a Result: a CUDA error left its context
+# The trial process may also exit on its own after a result: a CUDA error left its context
 # unusable (NOTE [ Pinned memory outlives its trial ] in device.py).
-# A pipe that breaks during a trial (EOF, or the process gone and nothing left to read) means
-# the trial process died. Before Begin, it died of something that came before this trial (a
-# late signal from the last trial's workers, a process that ended itself after its last
-# Result): the driver starts a new trial process and sends the same Measure once more. After
-# Begin, it died running this config: the trial is FAILED, named from the exit code
-# (failures.death_cause). The second attempt is the last: dying before Begin again, it is FAILED.
-# The heartbeat: the trial process sends Beat at most every BEAT_S while batches flow, and once
-# more when the burst ends, so the teardown that follows gets a whole watchdog timeout. Begin
-# and each Beat tell the driver's watchdog the trial moved; no message for hang_timeout_s is a
-# hang (NOTE [ The watchdog times stalls ] in driver.py), and the last Beat's count of batches
-# says in the report how far the trial got.
+# A pipe that breaks during a trial (EOF, or the process gone and nothing left to read) means it
+# died. Before Begin, of something that came before this trial (a late signal from the last
+# trial's workers, a process that ended itself): the driver starts a new one and sends the same
+# Measure once more, the last attempt. After Begin, or before it again, the trial is FAILED, named
+# from the exit code (failures.death_cause).
+# The heartbeat: Beat at most every BEAT_S while batches flow, and once more when the burst ends,
+# so the teardown gets a whole watchdog timeout. Begin and each Beat tell the watchdog the trial
+# moved; no message for hang_timeout_s is a hang (NOTE [ The watchdog times stalls ] in driver.py),
+# and the last Beat's count says how far the trial got.
 """
 
 from __future__ import annotations
@@ -107,21 +102,17 @@ class SetupError(Exception):
         self.budget = budget
 
 
-# --- driver -> trial process ------------------------------------------------------------------
+# --- driver -> trial process: Measure, ProfileRequest, Stop; then back: Ready, SetupFailed,
+# Begin, Beat, Measured, Profiled (NOTE [ Trial protocol ] says when each is sent) -----------------
 
 @dataclass(frozen=True)
 class Measure:
-    """Run one trial of ``config`` with the burst's stop rule ``settings``."""
-
     config: LoaderConfig
-    settings: BurstSettings
+    settings: BurstSettings   # the burst's stop rule
 
 
 @dataclass(frozen=True)
 class ProfileRequest:
-    """Measure the pipeline's profile at ``batch_size`` (probe/profiler.py). Answered like a
-    trial: Begin, Beats between its stages, then Profiled."""
-
     batch_size: int
     memory_budget: int | None = None   # bytes its loaders may hold beyond the trial process
     limit_s: float | None = None       # its share of the budget: NOTE [ A profile within its share ]
@@ -130,55 +121,38 @@ class ProfileRequest:
 
 @dataclass(frozen=True)
 class Stop:
-    """Exit: no more trials."""
+    pass
 
-
-# --- trial process -> driver ------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Ready:
-    """The dataset and step are built; trials may be sent."""
-
     info: DatasetInfo
 
 
 @dataclass(frozen=True)
 class SetupFailed:
-    """Building the dataset or step raised; the driver raises ``SetupError(message, usage)``."""
-
-    message: str
+    message: str   # the driver raises SetupError(message, usage)
     usage: bool
 
 
 @dataclass(frozen=True)
 class Begin:
-    """The trial process has taken the trial: from now on a death is this config's."""
-
-    pid: int
+    pid: int   # from now on a death is this config's
 
 
 @dataclass(frozen=True)
 class Beat:
-    """Batches are flowing: ``batches`` consumed so far in this trial."""
-
-    batches: int
+    batches: int   # consumed so far in this trial
 
 
 @dataclass(frozen=True)
 class Measured:
-    """A trial's end: its TrialResult as the trial process measured it (a result, or a failure of
-    its config), and how many of the trial's processes were still alive after its teardown and a
-    kill."""
-
-    result: TrialResult
-    leaked_workers: int
+    result: TrialResult   # as the trial process measured it (a result, or a failure of its config)
+    leaked_workers: int   # the trial's processes still alive after its teardown and a kill
 
 
 @dataclass(frozen=True)
 class Profiled:
-    """The profile's end: the Profile, or why it could not be measured (the dataset or step
-    raised on the way; the trials will meet and report it)."""
-
-    profile: Profile | None
+    profile: Profile | None   # or why it could not be measured (the trials will meet and report it)
     error: str | None
     leaked_workers: int

@@ -1,20 +1,16 @@
-"""A script's module-level ``tune()`` or ``best_loader()`` met again in a process that
-multiprocessing started with 'spawn': NOTE [ A script re-imported by spawn ].
+"""A script's module-level ``tune()`` or ``best_loader()`` met again in a process 'spawn' started.
 
 # NOTE [ A script re-imported by spawn ]
-# 'spawn' (the trial process's start method, and the default on macOS and Windows) starts a fresh
-# interpreter and runs the caller's main script there once more, as ``__mp_main__``, so that what
-# was pickled by reference (a Dataset class defined in the script) can be found. Whatever the
-# script does at module level runs again in the child. A script that calls best_loader() outside
-# ``if __name__ == "__main__":`` called it again in autoloader's own trial process, which then
-# waited on the key's file lock its parent held until the set-up's timeout blamed the dataset;
-# tune() met multiprocessing's refusal to start a process while bootstrapping. So both first ask
-# whether this process is still preparing its main module (multiprocessing marks the process
-# ``_inheriting`` from the moment it reads its preparation data until its target is about to run;
-# a frame of spawn's main-module fix-up on the stack says the same) and raise a UsageError naming
-# the script and the guard. The trial process dies of it before it has its pipe to the driver,
-# so it also writes its message into a file the driver named in its environment (NOTE_VAR) for
-# the driver to read when the trial process died while starting.
+# 'spawn' (the trial process's start method, and the default on macOS and Windows) runs the
+# caller's main script once more in the fresh interpreter, as ``__mp_main__``, so that what was
+# pickled by reference can be found; whatever it does at module level runs again. A best_loader()
+# outside ``if __name__ == "__main__":`` would then wait in the trial process on the key's lock its
+# parent holds until the set-up's timeout blamed the dataset; a tune() would meet multiprocessing's
+# refusal to start a process while bootstrapping. So both first ask whether this process still
+# prepares its main module (multiprocessing marks it ``_inheriting`` until its target is about to
+# run; a frame of spawn's main-module fix-up says the same) and raise a UsageError naming the
+# script and the guard. The trial process dies of it before it has its pipe, so it also writes the
+# message into a file the driver named in its environment (NOTE_VAR), read when it died starting.
 """
 
 from __future__ import annotations
@@ -35,7 +31,6 @@ _environ_lock = threading.Lock()
 
 
 def _preparing() -> bool:
-    """Whether this process is a multiprocessing child still running its parent's main module."""
     import multiprocessing as mp
 
     if getattr(mp.current_process(), "_inheriting", False):
@@ -50,7 +45,6 @@ def _preparing() -> bool:
 
 
 def _script() -> str:
-    """The main script being re-run: its path, or its module name when it ran with ``-m``."""
     main = sys.modules.get("__mp_main__") or sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if path:
@@ -80,7 +74,6 @@ def refuse_reimport(entry: str) -> None:
 
 
 def _leave_note(message: str) -> bool:
-    """Write ``message`` for the driver when this is its trial process; whether it was written."""
     import multiprocessing as mp
 
     path = os.environ.get(NOTE_VAR)
@@ -95,8 +88,8 @@ def _leave_note(message: str) -> bool:
 
 
 class StartNote:
-    """The driver's side: a file named in the trial process's environment while it is started,
-    read back when it died while starting (``read``), removed by ``close``."""
+    """The driver's side: a file named in the trial process's environment while it starts, read
+    back when it died while starting."""
 
     def __init__(self):
         fd, self.path = tempfile.mkstemp(prefix="autoloader-start-", suffix=".txt")
@@ -104,8 +97,7 @@ class StartNote:
 
     @contextlib.contextmanager
     def passed(self):
-        """NOTE_VAR names the file in the environment of a process started in the block ('spawn'
-        gives the child a copy of this process's environment as it starts)."""
+        """NOTE_VAR names the file to a process started in the block ('spawn' copies the environment)."""
         with _environ_lock:
             before = os.environ.get(NOTE_VAR)
             os.environ[NOTE_VAR] = self.path

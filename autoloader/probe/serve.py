@@ -15,43 +15,30 @@ import warnings
 from ..search.results import FAILED, OK, TrialResult
 from .failures import FD_EXHAUSTED, FD_EXHAUSTED_IN_WORKER, worker_out_of_descriptors
 from .protocol import Beat, Begin, Measured, Profiled, ProfileRequest, Ready, RunnerSetup, SetupError, SetupFailed, Stop
-from .teardown import reap_absorbing_reports
 from .setup_parts import uncompiled
 from .trial import _Runner
-from .workers import (
-    RUNNER_NAME,
-    adopt_orphans,
-    die_with_parent,
-    end_leftovers,
-    reap_children,
-    release_semaphores,
-    set_name,
-)
+from .workers import (RUNNER_NAME, adopt_orphans, die_with_parent, end_leftovers, reap_absorbing_reports, reap_children,
+                      release_semaphores, set_name)
 
 
-def _top_packages(setup: RunnerSetup) -> tuple[str, ...]:
-    """The top-level packages of the dataset's and the step's modules, where named by a spec."""
+def _uncompiled(setup: RunnerSetup) -> tuple[str, ...]:
+    """``uncompiled`` of the usual packages and the dataset's and step's top-level packages, where
+    a spec names them; a failure of its own is nothing found, never the user's."""
     names = []
     for source in (setup.dataset, setup.step):
         spec = getattr(source, "spec", None)
         module = spec.rpartition(":")[0] if isinstance(spec, str) else ""
         if module and not module.endswith(".py") and os.sep not in module:
             names.append(module.split(".")[0])
-    return tuple(names)
-
-
-def _uncompiled(setup: RunnerSetup) -> tuple[str, ...]:
-    """``trial.uncompiled`` for this set-up; a failure of its own is nothing found, never the user's."""
     try:
-        return uncompiled(_top_packages(setup))
+        return uncompiled(tuple(names))
     except Exception:  # noqa: BLE001 - a look at the import caches, not the user's code
         return ()
 
 
 def _reaped() -> int | None:
-    """The trial's workers reaped (``reap_children``): how many were left alive, or None when
-    this process has no file descriptor left to look for them with (EMFILE: the dataset's leak,
-    FD_EXHAUSTED), which ends this process."""
+    """How many of the trial's workers were left alive once reaped; None when this process has no
+    file descriptor left to look for them (EMFILE: FD_EXHAUSTED), which ends it."""
     try:
         return reap_absorbing_reports(reap_children)
     except OSError as exc:
@@ -60,15 +47,10 @@ def _reaped() -> int | None:
         return None
 
 
-def out_of_descriptors_said(error: str | None) -> bool:
-    return bool(error) and (FD_EXHAUSTED in error or FD_EXHAUSTED_IN_WORKER in error)
-
-
 def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
-    """The trial process's entry point: set up, answer Ready, then serve Measure messages until
-    Stop or a broken pipe (NOTE [ Trial protocol ] in protocol.py). ``began``: when the driver
-    started this process (``time.monotonic()``, one clock for every process of the host), where
-    the set-up's first part is timed from."""
+    """Set up, answer Ready, then serve until Stop or a broken pipe (NOTE [ Trial protocol ] in
+    protocol.py). ``began``: when the driver started this process (``time.monotonic()``, one
+    clock for every process of the host), where the set-up's first part is timed from."""
     os.setpgrp()
     die_with_parent()
     adopt_orphans()
@@ -132,10 +114,8 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
             profile, error = runner.profile(message.batch_size, beat, message.memory_budget, message.limit_s,
                                            message.step_stall_s)
             leaked = _reaped()
-            if leaked is None:
-                conn.send(Profiled(None, error or FD_EXHAUSTED, leaked_workers=0))
-                return   # the descriptors the dataset leaked go with this process; the next gets a fresh one
-            conn.send(Profiled(profile, error, leaked_workers=leaked))
+            answer = Profiled(profile, error, leaked) if leaked is not None else \
+                Profiled(None, error or FD_EXHAUSTED, 0)
         else:
             try:
                 result = runner.measure(message.config, message.settings, beat=beat)
@@ -144,11 +124,12 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
                     raise
                 result = TrialResult(message.config, FAILED, cause="dataset_error", error=FD_EXHAUSTED_IN_WORKER)
             leaked = _reaped()
-            if leaked is None:
-                if result.status == OK or not out_of_descriptors_said(result.error):
-                    result = TrialResult(result.config, FAILED, cause="dataset_error", error=FD_EXHAUSTED)
-                conn.send(Measured(result, leaked_workers=0))
-                return   # the descriptors the dataset leaked go with this process; the next gets a fresh one
-            conn.send(Measured(result, leaked_workers=leaked))
+            said = result.error and (FD_EXHAUSTED in result.error or FD_EXHAUSTED_IN_WORKER in result.error)
+            if leaked is None and (result.status == OK or not said):
+                result = TrialResult(result.config, FAILED, cause="dataset_error", error=FD_EXHAUSTED)
+            answer = Measured(result, leaked or 0)
+        conn.send(answer)
+        if leaked is None:
+            return   # the descriptors the dataset leaked go with this process; the next gets a fresh one
         if runner.cuda_broken:
             return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process

@@ -1,7 +1,5 @@
-"""The trial process's set-up as it is timed and looked at: its parts, each (what, start, end)
-(``Parts``, read back in ``DatasetInfo.setup_parts``), whether a dataset was built at its module's
-import (``module_holds``), and which packages it imported with no bytecode cached (``uncompiled``).
-"""
+"""The trial process's set-up, timed and looked at: its parts (``Parts``), whether a dataset was
+built at its module's import (``module_holds``), which packages have no bytecode (``uncompiled``)."""
 
 from __future__ import annotations
 
@@ -9,22 +7,19 @@ import os
 import time
 
 # NOTE [ Imports compiled every start ]
-# Python caches each module's compiled bytecode beside its source (or under PYTHONPYCACHEPREFIX)
-# the first time it imports it, and later interpreters load that. Where no cache can be written
-# (PYTHONDONTWRITEBYTECODE=1, common in container images, with packages installed by a tool that
-# does not compile them, uv's default; or a read-only install), every fresh interpreter compiles
-# torch's and torchvision's thousands of modules again, seconds of every start.
-# The trial process is such an interpreter, started by every tune (and again after a crash), so
-# after its imports it looks for the bytecode of the packages that cost the most, and the tune
-# says which it compiled and how to compile them once, beside their sources (read whatever
-# PYTHONDONTWRITEBYTECODE says; PYTHONPYCACHEPREFIX is no fix: it moves every cache, the standard
-# library's too, so that is then compiled at each start).
+# Python caches each module's bytecode beside its source the first time it imports it. Where no
+# cache can be written (PYTHONDONTWRITEBYTECODE=1, common in container images, with packages a tool
+# installed uncompiled, uv's default; or a read-only install), every fresh interpreter compiles
+# torch's thousands of modules again, seconds of every start. The trial process is one, started by
+# every tune, so after its imports it looks for the bytecode of the costliest packages, and the tune
+# says which it compiled and how to compile them once, beside their sources (PYTHONPYCACHEPREFIX is
+# no fix: it moves every cache, the standard library's too).
 UNCOMPILED_CHECKED = ("torch", "torchvision", "numpy")
 
 
 def uncompiled(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The packages among UNCOMPILED_CHECKED and ``extra`` imported here whose bytecode is not
-    cached where this interpreter looks for it (NOTE [ Imports compiled every start ])."""
+    """The packages among UNCOMPILED_CHECKED and ``extra`` imported here with no bytecode cached
+    where this interpreter looks (NOTE [ Imports compiled every start ])."""
     import importlib.util
     import sys
 
@@ -51,9 +46,8 @@ def module_holds(factory, dataset) -> bool:
 
 
 class Parts:
-    """The set-up's parts as they end, each (what, start, end) in ``time.monotonic()`` seconds
-    (one clock for every process of the host, so the driver places them on its run's clock): the
-    first from ``began`` (when the driver started this process) or, without it, from now."""
+    """The set-up's parts as they end, each (what, start, end) in ``time.monotonic()`` seconds (the
+    host's one clock), the first from ``began`` (when the driver started this process) or now."""
 
     def __init__(self, began: float | None = None):
         self.marks: list[tuple[str, float, float]] = []

@@ -1,25 +1,20 @@
 """Streams in the trial process: how many shards an IterableDataset says it has, and what each
-worker of a burst delivered (NOTE [ Counting what each worker delivered ]). What the counts
-mean for the pick is search/shards.py's.
+worker of a burst delivered (what that means for the pick: search/shards.py).
 
 # NOTE [ Counting what each worker delivered ]
-# An IterableDataset decides itself what each worker reads: the loader runs one copy of its
-# __iter__ in every worker, and each yields what it yields. A stream that shards by
-# get_worker_info() (or by its files, as Hugging Face datasets, webdataset and litdata do) gives
-# each worker its part; one that does not gives every worker the whole stream, so the loop gets
-# each sample once per worker, at a rate that counts the copies; a stream of fewer shards than
-# workers leaves the rest idle (datasets stops them with a warning printed inside the workers).
-# The loop cannot tell: its batches come whole. So a trial of an iterable dataset with workers
-# wraps the collate_fn (``Counted``): in a worker it adds the samples it is handed to that
-# worker's slot of a table in shared memory and digests the first DIGESTS of them, then returns
-# what the user's collate_fn (or default_collate) returns, the batch untouched. The table is a
-# RawArray made before the workers start (inherited under fork, handed to spawn and forkserver
-# workers with their arguments); each worker writes only its own slot, so no lock is needed.
-# After the burst the trial process reads it (``read``): the samples each worker made (none:
-# idle) and the share of the digested samples another worker made too (the same content read
-# twice). A digest is of content (blake2b over each tensor's shape, dtype and up to
-# DIGEST_ELEMENTS of its values, spread over it), so a stream whose samples repeat within one
-# worker (a constant tensor) cannot tell copies from repeats: it reports no share.
+# An IterableDataset decides itself what each worker reads: each worker runs its own __iter__. A
+# stream that shards by get_worker_info() (or by its files: Hugging Face datasets, webdataset,
+# litdata) gives each worker its part; one that does not gives every worker the whole stream, at a
+# rate that counts the copies; fewer shards than workers leave the rest idle. The loop cannot tell:
+# its batches come whole. So a trial of an iterable dataset with workers wraps the collate_fn
+# (``Counted``): in a worker it adds the samples it is handed to that worker's slot of a table in
+# shared memory and digests the first DIGESTS of them, then returns the user's collate_fn's (or
+# default_collate's) batch untouched. The table is a RawArray made before the workers start
+# (inherited under fork, handed to spawn and forkserver workers); each worker writes only its own
+# slot, so no lock is needed. After the burst the trial process reads the samples each worker made
+# (none: idle) and the share of the digested samples another worker made too. A digest is of
+# content (blake2b over each tensor's shape, dtype and up to DIGEST_ELEMENTS of its values), so a
+# stream whose samples repeat within one worker cannot tell copies from repeats: no share.
 """
 
 from __future__ import annotations
@@ -44,12 +39,10 @@ STAGE_SECONDS = 3.0
 
 
 def shard_count(dataset: Any) -> tuple[int, str] | None:
-    """(the shards an iterable dataset says it has, where it says so), or None: ``num_shards``
-    or ``n_shards`` (Hugging Face datasets' IterableDataset, and any stream that names them),
-    or the shard list a webdataset pipeline starts from (not a resampled one, which draws
-    shards at random for ever). Where, under the library the dataset's class comes from when it
-    is one the advice knows ("datasets.IterableDataset.n_shards", "webdataset.WebDataset's
-    SimpleShardList"), so that the advice names that library's own fix (search/shards.py)."""
+    """(the shards an iterable dataset says it has, where it says so), or None: ``num_shards`` or
+    ``n_shards`` (Hugging Face datasets', any stream's), or a webdataset pipeline's shard list
+    (not a resampled one's). Where, under the library when the advice knows it
+    ("datasets.IterableDataset.n_shards"), so that it names that library's own fix."""
     root = (type(dataset).__module__ or "").split(".", 1)[0]
     where = f"{root}." if root in LIBRARIES else ""
     for name in ("num_shards", "n_shards"):
@@ -69,7 +62,6 @@ def shard_count(dataset: Any) -> tuple[int, str] | None:
 
 
 def shard_fields(dataset: Any, iterable: bool) -> dict:
-    """DatasetInfo's ``shards`` and ``shards_from`` for ``dataset`` (none for a map-style one)."""
     found = shard_count(dataset) if iterable else None
     return {"shards": found[0], "shards_from": found[1]} if found else {}
 
@@ -98,8 +90,7 @@ def _digest(sample: Any, h) -> None:
 
 
 def digest(sample: Any) -> int:
-    """A sample's content digest, as a signed 64-bit integer (NOTE [ Counting what each worker
-    delivered ])."""
+    """A sample's content digest, a signed 64-bit integer (NOTE [ Counting what each worker delivered ])."""
     h = hashlib.blake2b(digest_size=8)
     _digest(sample, h)
     return int.from_bytes(h.digest(), "little", signed=True)
@@ -107,7 +98,7 @@ def digest(sample: Any) -> int:
 
 class Counted:
     """A collate_fn that counts and digests, per worker, the samples it collates, then collates
-    them as ``collate`` does (NOTE [ Counting what each worker delivered ])."""
+    them as ``collate`` does."""
 
     def __init__(self, collate: Callable | None, workers: int):
         from torch.utils.data import default_collate
@@ -118,7 +109,6 @@ class Counted:
 
     @classmethod
     def for_trial(cls, iterable: bool, collate: Callable | None, workers: int) -> "Counted | None":
-        """The counting collate_fn of a trial, for an iterable dataset's workers only."""
         return cls(collate, workers) if iterable and workers else None
 
     def __call__(self, samples):
@@ -136,9 +126,7 @@ class Counted:
         return self.collate(samples)
 
     def read(self) -> dict:
-        """TrialResult's ``worker_delivered`` (samples each worker made) and ``duplicate_share``
-        (the share of digested samples another worker made too; None where the digests cannot
-        tell)."""
+        """TrialResult's ``worker_delivered`` and ``duplicate_share``."""
         counts, digests = [], []
         for w in range(self.workers):
             base = w * _SLOT
@@ -148,9 +136,8 @@ class Counted:
 
 
 def duplicate_share(digests: list[list[int]]) -> float | None:
-    """Of the digests of workers that made samples, the share another worker made too; None with
-    fewer than two such workers, or where a worker's own samples repeat (half or more of its
-    digests alike: content that repeats cannot tell copies)."""
+    """The share of the workers' digests another worker made too; None with fewer than two workers
+    that made samples, or where one's own repeat (half or more alike: they cannot tell copies)."""
     made = [d for d in digests if d]
     if len(made) < 2 or any(len(set(d)) < len(d) / 2 for d in made):
         return None
@@ -163,11 +150,9 @@ def duplicate_share(digests: list[list[int]]) -> float | None:
 
 
 def with_stream(profile, dataset, fixed_kwargs: dict, batch_size: int, beat: Callable[[], None]):
-    """The profile with its stream stage: an iterable dataset read by two workers through the
-    counting collate_fn (NOTE [ Counting what each worker delivered ]), a few batches, so that
-    a stream every worker reads whole, or one too few shards leave idle, is seen whatever
-    configs the search goes on to measure. The profile as it was for a map-style dataset, or
-    where the stage raised (the trials meet it)."""
+    """The profile with its stream stage: an iterable dataset read by two workers through
+    ``Counted``, a few batches, so that a stream every worker reads whole, or too few shards, is
+    seen whatever configs the search measures; as it was for a map-style dataset, or a raise."""
     from torch.utils.data import DataLoader, IterableDataset
 
     if not isinstance(dataset, IterableDataset):

@@ -13,8 +13,7 @@ WARM_REPEATS = 2
 
 
 def timed_batches(iterator: Any) -> Iterator[tuple[Any, float, float]]:
-    """``iterator``'s batches, each with the moments (``time.perf_counter``) its ``next`` was
-    called and returned."""
+    """``iterator``'s batches, each with the moments its ``next`` was called and returned."""
     while True:
         t0 = time.perf_counter()
         try:
@@ -50,8 +49,8 @@ class _RunQueue:
 
 
 def _cpu_availability(spins: int = 3, spin_s: float = 0.02) -> float:
-    """The share of wall time this thread gets on a CPU while it wants one: a busy machine
-    deschedules it, and a sample's wait would then read as time spent off the CPU."""
+    """The share of wall time this thread gets on a CPU while it wants one (a busy machine
+    deschedules it)."""
     shares = []
     for _ in range(spins):
         t0, c0 = time.perf_counter(), time.thread_time()
@@ -76,8 +75,6 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[float, Any]
 # pin of the same sizes, and with each pinned batch released before the next pin, so that its
 # block is back in the cache.
 def _warm_time(fn: Callable[[], Any], repeats: int = WARM_REPEATS) -> float:
-    """The median seconds of ``fn()`` after one untimed call, each result released before the
-    next call (NOTE [ Warm pinning ])."""
     out = fn()
     del out
     times = []

@@ -9,7 +9,6 @@ import time
 from typing import Any, Callable
 
 from ..batches import bytes_in, map_tensors
-from .replay import Replay
 from .timing import _timed, _unqueued
 
 # Batches taken from the replay loader's full queue; its workers and depth are kept small enough
@@ -26,18 +25,34 @@ BUSY_SECONDS = 1.0
 BUSY_FILL_MARGIN = 1.5
 
 
+class Replay:
+    """A dataset whose every item is a fresh copy of one collated batch (``batch_size=None``), so
+    that the workers only copy and send and the main process's receive is what is timed; from
+    item ``other_from`` on, copies of ``other`` (a smaller batch: the receive's second size)."""
+
+    def __init__(self, batch: Any, length: int, other: Any = None, other_from: int | None = None):
+        self.batch, self.length, self.other, self.other_from = batch, length, other, other_from
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> Any:
+        if self.other is not None and self.other_from is not None and index >= self.other_from:
+            return map_tensors(self.other, lambda t: t.clone())
+        return map_tensors(self.batch, lambda t: t.clone())
+
+
 def _room(batch_bytes: int, memory_budget: int | None) -> int:
-    """How many batches the profile's loaders may hold in flight: SHM_SHARE of the free /dev/shm
-    or of ``memory_budget``, each batch held twice (the worker's copy and the one it sends)."""
+    """Batches the profile's loaders may hold in flight: SHM_SHARE of the free /dev/shm or of
+    ``memory_budget``, each held twice (the worker's copy and the one it sends)."""
     from ..inputs.hardware import shm_free
 
     return int(min(shm_free() or 2**31, memory_budget or 2**62) * SHM_SHARE) // max(1, 2 * batch_bytes)
 
 
 def _busy_depth(batch_bytes: int, batch_work: float, memory_budget: int | None) -> int:
-    """The start-up loader's prefetch depth for the busy receive: batches a cycle fills and then
-    takes, so each take after the first meets the worker busy; 0 (not measured) when the batches
-    in flight would not fit comfortably or one cycle would take too long."""
+    """The busy receive's prefetch depth (0: not measured, when it would not fit or a cycle would
+    take too long)."""
     depth = min(BUSY_DEPTH, _room(batch_bytes, memory_budget) - 1)
     if depth < 2 or depth * batch_work * BUSY_FILL_MARGIN > BUSY_SECONDS:
         return 0
@@ -46,10 +61,8 @@ def _busy_depth(batch_bytes: int, batch_work: float, memory_budget: int | None) 
 
 def _busy_receive(it, depth: int, batch_work: float, beat: Callable[[], None],
                   queue: Callable[[], float] = lambda: 0.0) -> float | None:
-    """The median take of a batch that waited in the queue while the one worker made the next.
-    Each cycle lets the worker fill the queue (``depth`` batches), then takes them one after
-    another: the first take finds the worker idle and hands it a new index, so every later take
-    meets it busy."""
+    """The median take of a batch that waited while the one worker made the next: each cycle lets
+    it fill the queue (``depth`` batches), then takes them; every take after the first meets it busy."""
     takes: list[float] = []
     deadline = time.perf_counter() + BUSY_SECONDS
     # A pause before each take lets the worker wake to its new index and get going (on a busy
@@ -57,8 +70,7 @@ def _busy_receive(it, depth: int, batch_work: float, beat: Callable[[], None],
     gap = min(batch_work / (2 * depth), 0.005)
     fill = depth * batch_work * BUSY_FILL_MARGIN + 0.005
     # A cycle after the first only where it ends inside BUSY_SECONDS: one begun just before the
-    # deadline ran the stage to nearly twice it (1.6 s of a 192 MiB batch's profile, for 3 takes
-    # more of a receive the first 3 had read).
+    # deadline would run the stage to nearly twice it.
     while len(takes) < BUSY_TAKES and (not takes or time.perf_counter() + fill + depth * gap <= deadline):
         time.sleep(fill)
         try:
@@ -76,13 +88,10 @@ def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, syn
               memory_budget: int | None, queue: Callable[[], float] = lambda: 0.0, small: Any = None,
               beat: Callable[[], None] = lambda: None,
               waiting: Callable[[Callable[[], Any]], Any] = lambda call: call()) -> tuple | None:
-    """(receive, pin, pinned copy, pageable copy, the receive's fixed part) seconds per batch, the
-    pin and copies None off CUDA, the fixed part None where ``small`` (a batch of fewer samples)
-    was not given or not smaller; None when even one worker's batch in flight would not fit
-    ``memory_budget`` or /dev/shm (each batch in flight is held twice: the worker's copy and the
-    one it sends). The receive is timed on ``count`` batches of ``batch``, then SMALL_TAKES of
-    ``small``: the two sizes' medians give its fixed cost and its cost per byte (NOTE [ The
-    receive's two parts ] in search/model.py)."""
+    """(receive, pin, pinned copy, pageable copy, the receive's fixed part) seconds per batch: the
+    pin and copies None off CUDA, the fixed part None without a smaller ``small``; None when one
+    worker's batches in flight would not fit (``_room``). The receive is timed on batches of
+    ``batch``, then SMALL_TAKES of ``small``: NOTE [ The receive's two parts ] in search/model.py."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -136,8 +145,7 @@ def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, syn
 
 
 def receive_fixed(full_s: float, full_bytes: int, small_s: float, small_bytes: int) -> float:
-    """The fixed part of a receive of ``full_s`` seconds: the line through the two sizes' takes,
-    at no bytes; within [0, full_s] (a small batch that read slower is noise: all fixed)."""
+    """The line through the two sizes' takes, at no bytes; within [0, full_s]."""
     if full_bytes <= small_bytes:
         return full_s
     per_byte = max(0.0, (full_s - small_s) / (full_bytes - small_bytes))

@@ -1,29 +1,21 @@
-"""The trial process: where configs are measured, away from the driver.
-
-``driver.TrialRunner`` starts it (``serve.main`` is its entry point, ``_Runner`` here its work); it builds the dataset and the
-step once, then measures one config per Measure message (NOTE [ Trial protocol ] in
-protocol.py). Nothing here runs in the driver.
+"""The trial process's work (``_Runner``; ``serve.main`` is its entry point): it builds the dataset
+and the step once, then measures one config per Measure (NOTE [ Trial protocol ] in protocol.py).
 
 # NOTE [ Trial processes ]
 # A trial can segfault, exhaust /dev/shm, trip the OOM killer or hang; none of that may take the
 # driver (the search, its storage, the user's process) with it. So trials run in a child process,
-# the runner, started with 'spawn': a clean interpreter that inherits no threads, locks or CUDA
-# state from the driver (see NOTE [ Getting the dataset into a trial process ] in inputs/source.py).
-# One runner serves many trials so the import, the dataset build and the step factory (a model
-# on the GPU) are paid once; after a crash, a kill or a hang the driver kills the runner's whole
-# tree and starts a new one. The runner is what a training process looks like: it owns CUDA and
-# its DataLoader workers are started the DataLoader's way (fork on Linux, unless the user passes
-# multiprocessing_context), and they must not touch CUDA, exactly as in the user's own run.
-# The driver never initialises CUDA (NOTE [ No CUDA in the driver ] in inputs/hardware.py). The runner
-# puts itself in a process group of its own and asks the kernel to kill it when the driver dies
-# (PR_SET_PDEATHSIG), and its workers ask the same of the runner (``WorkerInit``), so neither a
-# killed driver nor a killed runner leaves workers behind, even hung ones. Both name themselves
-# (``autoloader-run``, ``autoloader-wkr`` in ps). The driver kills a tree by its group, its
-# descendants and every process its guard saw in it (a crashed runner's workers are no longer
-# its children), and never signals a group that is not the runner's own. A trial ends as a
-# result about its config, never as an exception (``driver.TrialRunner``). What the two
-# processes say to each other, and what the driver concludes when the runner dies mid-trial:
-# see NOTE [ Trial protocol ] in protocol.py.
+# the runner, started with 'spawn' (no threads, locks or CUDA state inherited: NOTE [ Getting the
+# dataset into a trial process ] in inputs/source.py). One runner serves many trials, so the
+# imports, the dataset and the step are built once; after a crash, a kill or a hang the driver
+# kills its whole tree and starts a new one. The runner is a training process: it owns CUDA (the
+# driver never does: NOTE [ No CUDA in the driver ] in inputs/hardware.py), and its DataLoader
+# workers start the DataLoader's way (fork on Linux, unless multiprocessing_context says) and must
+# not touch CUDA, as in the user's run. The runner leads a process group of its own and dies with
+# the driver (PR_SET_PDEATHSIG), its workers with it (``WorkerInit``), so no kill leaves workers
+# behind, even hung ones; both name themselves (``autoloader-run``, ``autoloader-wkr``). The driver
+# kills a tree by its group, its descendants and every process its guard saw in it (a crashed
+# runner's workers are no longer its children), never a group not the runner's own. A trial ends as
+# a result about its config, never as an exception; the two speak NOTE [ Trial protocol ].
 """
 
 from __future__ import annotations
@@ -44,23 +36,15 @@ from ..search.space import LoaderConfig
 from . import guard, nodes
 from .setup_parts import Parts, module_holds
 from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
-from .failures import (
-    FD_EXHAUSTED_IN_WORKER,
-    classify_failure,
-    describe_failure,
-    failure_line,
-    handover_lost,
-    raised_os_error,
-)
+from .failures import (FD_EXHAUSTED_IN_WORKER, classify_failure, describe_failure, failure_line, handover_lost,
+                       raised_os_error)
 from .growth import NewestIterator, anonymous_bytes, with_growth
 from .methods import with_methods
 from .protocol import BEAT_S, DatasetInfo, RunnerSetup, SetupError
 from .shards import Counted, shard_fields, with_stream
-from .teardown import half_built_iterator
-from .workers import WorkerInit, ended_out_of_descriptors, pss, shutdown_iterators
+from .workers import WorkerInit, ended_out_of_descriptors, half_built_iterator, pss, shutdown_iterators
 
-# A dataset longer than this is named when drawing its indices fails: a permutation of it is
-# gigabytes of int64.
+# A dataset longer than this is named when drawing its indices fails (a permutation: GBs of int64).
 HUGE_LENGTH = 2**28
 # How long a trial that lost a batch's hand-over waits for its workers to end, to read from their
 # exit codes whether one ran out of file descriptors (NOTE [ A worker out of file descriptors ] in
@@ -69,8 +53,7 @@ HANDOVER_WAIT_S = 2.0
 
 
 class StepExited(Exception):
-    """The step raised KeyboardInterrupt or SystemExit: a failure of the step (step_error), named
-    as the step's, not the end of the trial process."""
+    """The step raised KeyboardInterrupt or SystemExit: a step_error, not the trial process's end."""
 
     def __init__(self, exc: BaseException):
         said = f"({exc})" if str(exc) else "()"
@@ -79,8 +62,8 @@ class StepExited(Exception):
 
 
 class _Runner:
-    """The trial process's state, built once: the dataset, the step, the device. ``inspect`` and
-    ``warm_up`` run before any trial; ``measure`` runs one."""
+    """The dataset, the step, the device, built once; ``inspect`` and ``warm_up`` run before any
+    trial, ``measure`` runs one."""
 
     def __init__(self, setup: RunnerSetup, began: float | None = None):
         self.parts = Parts(began)
@@ -101,12 +84,10 @@ class _Runner:
         if self.cuda and ":" in self.device:
             # Events, synchronize and memory statistics act on the current device: make it ours.
             torch.cuda.set_device(self.device)
-        # What the dataset adds to this process's heap: all a forked worker could come to copy.
-        # A factory's module is imported first and the heap read after it: the module's imports
-        # (torchvision's, say: 100 MiB and more) are not the dataset's rows, and counted as the
-        # dataset they sent every tune through the growth stage (GROWTH_MIN_DATASET). A dataset
-        # built at the module's import (named itself, or returned by a factory as one of the
-        # module's own names) counts the module with it: the two cannot be told apart.
+        # What the dataset adds to this process's heap: all a forked worker could come to copy. A
+        # factory's module is imported first and the heap read after it: its imports are not the
+        # dataset's rows (GROWTH_MIN_DATASET). A dataset built at the module's import counts the
+        # module with it: the two cannot be told apart.
         before = anonymous_bytes()
         loaded = nodes.load(setup.dataset)
         self.parts.mark("import the dataset's module")
@@ -165,22 +146,25 @@ class _Runner:
         # them off the batch miscounts lists of samples (their leading dimension is channels).
         count = min(probe_size, length) if length is not None else max(1, samples_in(batch))
         self.parts.mark("load a first batch")
-        memory = guard.sample_memory(os.getpid())
         from ..inputs.code_digest import code_fingerprint
 
-        info = DatasetInfo(length=length, sample_seconds=elapsed / count,
-                           sample_bytes=max(1, bytes_in(batch) // count),
-                           runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=self.dataset_bytes,
-                           fingerprint=dataset_fingerprint(self.dataset), dataset_class=dataset_class(self.dataset),
-                           code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs),
-                           threads=self.torch.get_num_threads(), step_identity=self.step_identity,
-                           **shard_fields(self.dataset, self.iterable))
+        info = self.info(batch, elapsed, count, length=length, fingerprint=dataset_fingerprint(self.dataset),
+                         dataset_class=dataset_class(self.dataset), step_identity=self.step_identity,
+                         code=code_fingerprint(self.dataset, self.step, self.setup.fixed_kwargs),
+                         **shard_fields(self.dataset, self.iterable))
         self.parts.mark("fingerprint the dataset and code")
         return info
 
+    def info(self, batch, seconds: float, count: int, **fields) -> DatasetInfo:
+        """What the set-up learned, from a first batch of ``count`` samples made in ``seconds``."""
+        memory = guard.sample_memory(os.getpid())
+        return DatasetInfo(sample_seconds=seconds / count, sample_bytes=max(1, bytes_in(batch) // count),
+                           runner_uss=memory.uss, runner_pss=memory.pss, dataset_bytes=self.dataset_bytes,
+                           threads=self.torch.get_num_threads(), **fields)
+
     def _check_loader(self) -> None:
-        """Build (not iterate) the first trial's DataLoader: an argument only DataLoader refuses is a
-        usage error at set-up (NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py)."""
+        """The first trial's DataLoader built, not iterated: an argument only DataLoader refuses is
+        a usage error (NOTE [ Fixed DataLoader arguments ] in inputs/loader_args.py)."""
         config = LoaderConfig.make(self.setup.probe_batch_size, 0, False)
         try:
             self._loader(config)
@@ -198,16 +182,14 @@ class _Runner:
         return DataLoader(self.dataset, **config.loader_kwargs(), **fixed)
 
     def _refused(self, config: LoaderConfig, exc: Exception) -> str:
-        """Why no DataLoader of ``config`` could be built with the user's arguments: rule, got, fix."""
         given = sorted(self.setup.fixed_kwargs)
         return (f"the DataLoader arguments given ({', '.join(given) or 'none'}) must build a DataLoader with "
                 f"{config.key} (got {type(exc).__name__}: {exc}). Fix: change or drop the argument DataLoader "
                 "names (see torch.utils.data.DataLoader's documentation)")
 
     def _sample_counter(self, config: LoaderConfig, epoch_batches: int | None):
-        """Samples per batch from the sampler's arithmetic: a collate_fn's output may have no
-        leading batch dimension to count (lists, detection-style tuples). None (count the
-        batch) when a user sampler decides."""
+        """Samples per batch from the sampler's arithmetic (a collate_fn's output may have no
+        leading dimension to count); None (count the batch) when a user sampler decides."""
         fixed = self.setup.fixed_kwargs
         if "batch_sampler" in fixed or "sampler" in fixed:
             return None
@@ -217,9 +199,8 @@ class _Runner:
         return lambda batch, index: last if epoch_batches and index == epoch_batches else size
 
     def warm_up(self) -> None:
-        """Run the consumer on one full batch before any trial, so one-time costs (cuDNN's
-        algorithm search, lazy initialisation, allocator growth) are not charged to the first
-        config. A failure here is left for the trials to meet and report."""
+        """The consumer on one batch before any trial: one-time costs (cuDNN's algorithm search,
+        lazy initialisation) are not the first config's. A failure is left for the trials."""
         from torch.utils.data import DataLoader
 
         fixed = {k: v for k, v in self.setup.fixed_kwargs.items() if k == "collate_fn"}
@@ -236,8 +217,8 @@ class _Runner:
         self.parts.mark("warm the step up")
 
     def _fixed_kwargs(self, workers: int | None = None, method: str | None = None) -> dict:
-        """The user's arguments as a trial's loader of ``workers`` workers takes them, its workers
-        started by ``method`` (a config's start method; None: the user's, else the default)."""
+        """The user's arguments for a loader of ``workers`` workers started by ``method`` (None:
+        the user's, else the default)."""
         from ..seeding import seed_worker
 
         fixed = dict(self.setup.fixed_kwargs)
@@ -260,13 +241,11 @@ class _Runner:
         return fixed
 
     def _worker_kwargs(self, method: str | None) -> dict:
-        """What a worker of ``method`` needs of the user's arguments: the collate and the init."""
         fixed = self._fixed_kwargs(None, method)
         return {k: v for k, v in fixed.items() if k in ("collate_fn", "worker_init_fn")}
 
     def _rank_length(self) -> int | None:
-        """Samples one epoch of this trial process's loaders holds: the dataset's, or its rank's
-        shard's (DistributedSampler pads the shards to equal length)."""
+        """An epoch's samples: the dataset's, or its rank's shard's (padded to equal length)."""
         if self.iterable:
             return None
         if self.setup.shard is None:
@@ -275,9 +254,8 @@ class _Runner:
         return -(-len(self.dataset) // world)
 
     def measure(self, config: LoaderConfig, settings: BurstSettings, beat=None) -> TrialResult:
-        """One trial, as its TrialResult (the driver adds what it saw of the tree: memory, time).
-        ``beat(batches)`` is called at most every ``BEAT_S`` while batches flow, so the driver's
-        watchdog can tell how long a trial has made no progress."""
+        """One trial's TrialResult (the driver adds what it saw of the tree); ``beat(batches)`` at
+        most every ``BEAT_S`` while batches flow, for the driver's watchdog."""
         from .burst import run_burst
 
         torch = self.torch
@@ -363,22 +341,19 @@ class _Runner:
             if self.cuda:
                 self.cuda_broken = release_cached_memory(torch)
             down = time.perf_counter() - down
-        gpu_util = self.nvml.mean_between(m.window_start_wall, m.window_end_wall) if self.nvml else None
-        return TrialResult(config, OK, samples_per_s=m.samples_per_s, steady_samples_per_s=m.steady_samples_per_s,
-                           rel_interval=m.rel_interval, wait_fraction=m.wait_fraction,
-                           consumer_fraction=m.consumer_fraction, gpu_util=gpu_util, startup_s=m.startup_s,
-                           epoch_restart_s=m.epoch_restart_s, lead_s=m.lead_s, teardown_s=down,
+        measured = dataclasses.asdict(m)
+        window = measured.pop("window_start_wall"), measured.pop("window_end_wall")
+        grown = dict(zip(("worker_samples", "worker_uss_bytes", "worker_file_bytes"), grown or [None] * 3))
+        return TrialResult(config, OK, gpu_util=self.nvml.mean_between(*window) if self.nvml else None,
+                           teardown_s=down, pinned_bytes=pinned,
                            gpu_peak_bytes=int(torch.cuda.max_memory_allocated()) if self.cuda else None,
-                           batches=m.batches, window_s=m.window_s, epochs_crossed=m.epochs_crossed, pruned=m.pruned,
-                           worker_samples=grown[0] if grown else None, worker_uss_bytes=grown[1] if grown else None,
-                           worker_file_bytes=grown[2] if grown else None, pinned_bytes=pinned, **delivered)
+                           **grown, **measured, **delivered)
 
     def profile(self, batch_size: int, beat, memory_budget: int | None = None, limit_s: float | None = None,
                 step_stall_s: float | None = None) -> tuple[Profile | None, str | None]:
-        """The pipeline's profile (probe/profiler.py), or why not: the dataset or step raised on the
-        way (the trials will meet and report it). ``limit_s``: its share of the budget (NOTE [ A
-        profile within its share ]): past it, the growth and start-method stages are skipped;
-        ``step_stall_s``: how long one call of the step counts as progress."""
+        """(the profile, None) or (None, why): the dataset or step raised on the way. Past
+        ``limit_s`` (NOTE [ A profile within its share ]) the growth and start-method stages are
+        skipped; ``step_stall_s``: how long one call of the step counts as progress."""
         from .profiler import run_profile
 
         consume = self._consumer(LoaderConfig.make(batch_size, 0, self.cuda))

@@ -11,17 +11,13 @@ from ..search.uint8 import Uint8Cost
 from .timing import _unqueued, _warm_time
 
 # The collate pairs: MIN_ROUNDS, then more while they end within UINT8_SECONDS of the stage's
-# start, MAX_ROUNDS at most; each side's least time stands (a wait, another process's or a
-# thread's, only adds). The shrink the pairs give is the what-if's gain, and the least of two or
-# three rounds moved it by half from one profile to the next (results/benchmarks/README.md), so
-# four at least. The pin, copies and conversion after them take a few warm calls of a
-# quarter-size batch.
+# start, MAX_ROUNDS at most; each side's least time stands (a wait only adds). Their shrink is
+# the what-if's gain, which fewer rounds leave unsteady.
 UINT8_SECONDS = 0.4
 MIN_ROUNDS = 4
 MAX_ROUNDS = 8
 # A worker's one-thread collate costs per sample, so its pairs collate this share of the batch's
-# samples (two at least) and are scaled to the batch: a whole one-thread collate of a 192 MiB
-# batch takes 0.14 s a side.
+# samples (two at least) and are scaled to the batch.
 WORKER_SHARE = 1 / 16
 # Off CUDA the conversion runs on the loop's CPUs: timed on this share of each tensor's rows and
 # scaled (an elementwise pass costs per element; on a device the whole batch is cheap).
@@ -29,9 +25,8 @@ CPU_CONVERT_SHARE = 1 / 8
 
 
 def as_uint8(obj: Any) -> tuple[Any, int]:
-    """(``obj`` with each contiguous float32 tensor seen as uint8 of the same shape, the count
-    seen so): a view of the tensor's first quarter of bytes, no copy (its values are whatever
-    those bytes hold, which no copy or collate looks at)."""
+    """(``obj`` with each contiguous float32 tensor seen as uint8 of its shape, how many): a view
+    of its first quarter of bytes, no copy (no copy or collate looks at the values)."""
     import torch
 
     seen = 0
@@ -50,10 +45,9 @@ def uint8_cost(samples: list, batch: Any, batch_size: int, collate: Callable[[li
                sync: Callable[[], None],
                queue: Callable[[], float] = lambda: 0.0, pin_local_s: float | None = None,
                h2d_pinned_s: float | None = None, h2d_pageable_s: float | None = None) -> Uint8Cost | None:
-    """The change to uint8 timed (NOTE [ A quarter of the bytes ]) on ``samples`` (cycled to
-    ``batch_size``), ``batch`` their float32 batch as collated: None where the samples hold no
-    contiguous float32 tensor or ``collate`` will not take the uint8 ones. ``pin_local_s`` and the
-    copies are the profile's float32 figures, each timed warm as the uint8 ones are here."""
+    """The change to uint8 timed (NOTE [ A quarter of the bytes ]) on ``samples`` cycled to
+    ``batch_size`` against ``batch``, their float32 batch, whose warm pin and copies the profile
+    gives; None where no contiguous float32 tensor is held or ``collate`` refuses uint8 ones."""
     import torch
 
     t_begin = time.perf_counter()

@@ -1,16 +1,23 @@
-"""The trial process's own processes: its DataLoader workers and their end.
+"""The trial process's own processes (NOTE [ Trial processes ] in trial.py): each worker dies with
+the runner and names itself (``WorkerInit``), a trial's workers are stopped however the trial
+left them (``shutdown_iterators``, ``half_built_iterator``) and reaped (``reap_children``); the
+runner dies with the driver (``die_with_parent``).
 
-What the trial process (trial.py) does to the processes it starts: each worker dies with the
-runner and names itself (``WorkerInit``), a trial's workers are stopped however the trial left
-them (``shutdown_iterators``), reaped and counted when they outlive that (``reap_children``), and
-their memory read (``pss``). The runner itself dies with the driver (``die_with_parent``). Why:
-NOTE [ Trial processes ] in trial.py.
+# NOTE [ An iterator that raised while starting ]
+# With workers, ``iter(loader)`` starts the workers, registers their pids with DataLoader's
+# SIGCHLD handler, and only then asks the sampler for the first indices. When that raises (a
+# sampler's __iter__, or shuffling a dataset too long to permute), the half-built iterator is
+# never returned to be shut down, and once its workers are reaped the SIGCHLD handler raises
+# "DataLoader worker ... is killed by signal" wherever the trial process is, killing it. So the
+# half-built iterator is found in the exception's frames and shut down like any other
+# (``half_built_iterator``), the cause is named from the frames ("sampler_error"), and a late
+# SIGCHLD report while the trial's leftovers are reaped is absorbed (``reap_absorbing_reports``):
+# that trial has its result, and the process lives on.
 """
 
 from __future__ import annotations
 
 import ctypes
-import errno
 import multiprocessing as mp
 import os
 import signal
@@ -18,34 +25,33 @@ import sys
 import threading
 import time
 
+from typing import Callable
+
 from . import guard
-from .failures import OUT_OF_DESCRIPTORS_EXIT
-from .teardown import MAX_REPORTS
+from .failures import OUT_OF_DESCRIPTORS_EXIT, says_emfile
+
+
+def _prctl(*args) -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(*args)
+    except (OSError, AttributeError):
+        pass
 
 
 def die_with_parent() -> None:
     """PR_SET_PDEATHSIG: the kernel SIGKILLs us when the driver dies, even by SIGKILL."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # 1 == PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    _prctl(1, signal.SIGKILL)
 
 
 def adopt_orphans() -> None:
-    """PR_SET_CHILD_SUBREAPER: a process the dataset starts and leaves (detached with
-    start_new_session=True, or double-forked) is re-parented to this trial process when its
-    parent ends, not to init, so ``end_leftovers`` finds it."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(36, 1)  # 36 == PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
+    """PR_SET_CHILD_SUBREAPER: a process the dataset starts and leaves (detached, or
+    double-forked) is re-parented to this process, not to init, so ``end_leftovers`` finds it."""
+    _prctl(36, 1)
 
 
 def end_leftovers() -> list[str]:
-    """The processes still under this trial process when it is told to stop (the dataset's own,
-    started detached and left running): each SIGKILLed and reaped; what each was, to name it."""
+    """The processes still under this one when it is told to stop (the dataset's, left running),
+    SIGKILLed and reaped: what each was, to name it."""
     import psutil
 
     try:
@@ -64,10 +70,8 @@ def end_leftovers() -> list[str]:
 
 
 def release_semaphores() -> None:
-    """Unlink the named semaphores this process still holds (the queues and locks of loaders
-    started with forkserver or spawn), as their finalizers would at a normal exit: the trial
-    process ends with os._exit, which runs none, and the resource tracker would then warn of
-    every one as leaked."""
+    """Unlink the named semaphores still held (forkserver and spawn loaders' queues and locks) as
+    their finalizers would: os._exit runs none, and the resource tracker would call them leaked."""
     from multiprocessing import synchronize, util
 
     for finalizer in list(util._finalizer_registry.values()):
@@ -80,11 +84,7 @@ def release_semaphores() -> None:
 
 def set_name(name: str) -> None:
     """PR_SET_NAME: what ps, top and psutil's name() show, so trial processes are easy to find."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # 15 == PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
+    _prctl(15, name.encode()[:15], 0, 0, 0)
 
 
 RUNNER_NAME = "autoloader-run"
@@ -92,12 +92,8 @@ WORKER_NAME = "autoloader-wkr"
 
 
 class WorkerInit:
-    """The trial's ``worker_init_fn``: the worker dies with the runner, then the user's own runs.
-
-    A DataLoader worker notices a dead parent only at its next queue poll, and one that hangs or
-    spins never does; so each worker asks the kernel for SIGKILL when the runner dies, and exits
-    at once if the runner died before it could ask.
-    """
+    """The trial's ``worker_init_fn``: the worker dies with the runner (a worker that hangs or spins
+    never polls its queue to notice), at once if it already did; then the user's own runs."""
 
     def __init__(self, runner_pid: int | None, inner=None):
         self.runner_pid = runner_pid  # the worker's parent when forked; None for forkserver/spawn
@@ -115,34 +111,22 @@ class WorkerInit:
 
 # NOTE [ A worker out of file descriptors ]
 # A dataset that opens files in its workers and never closes them runs each worker out of file
-# descriptors (EMFILE). Then the worker's own bookkeeping fails in places Python reports on stderr
-# with a traceback, none of them the dataset's frames: the result queue's feeder thread (a batch's
-# storage is shared by descriptor; the batch is dropped and the trial process waits for it), the
-# resource sharer's thread (handing that descriptor over; the trial process reads an EOFError), and
-# the removal of the worker's temporary folder at its exit. So each trial worker (``WorkerInit``,
-# never the user's own process or loaders):
-#   - holds DESCRIPTOR_RESERVE descriptors of its own from its start, released for its own
-#     clean-up: at its exit before the temporary folder is removed, and on the first EMFILE;
+# descriptors (EMFILE). Then the worker's own bookkeeping fails where Python reports it on stderr,
+# none of it the dataset's frames: the result queue's feeder thread (the batch is dropped and the
+# trial process waits for it), the resource sharer's thread (the trial process reads an EOFError),
+# the removal of its temporary folder at exit. So each trial worker (``WorkerInit``, never the
+# user's own process or loaders):
+#   - holds DESCRIPTOR_RESERVE descriptors from its start, released for its own clean-up: at its
+#     exit before the temporary folder is removed, and on the first EMFILE;
 #   - takes the first EMFILE any of those report (threading.excepthook, sys.excepthook, which the
-#     resource sharer calls, sys.unraisablehook, and the queue feeder's error handler) as the end
-#     of the worker: the reserve released, its temporary folder removed, it exits with code
-#     OUT_OF_DESCRIPTORS_EXIT, printing nothing. Any other exception goes to the hook it replaced.
-# The exit code is the note to the trial process, which needs no descriptor to send: the trial
-# process charges the trial to the dataset's leak (failures.FD_EXHAUSTED_IN_WORKER) when a worker
-# ended with it, whether DataLoader saw the worker end or the trial read the EOFError before it did
-# (``ended_out_of_descriptors``).
+#     resource sharer calls, sys.unraisablehook, the queue feeder's error handler) as its end: the
+#     reserve released, its temporary folder removed, it exits with OUT_OF_DESCRIPTORS_EXIT,
+#     printing nothing. Any other exception goes to the hook it replaced.
+# The exit code is the note to the trial process (it needs no descriptor): the trial is charged to
+# the dataset's leak (failures.FD_EXHAUSTED_IN_WORKER) when a worker ended with it, whether
+# DataLoader saw the end or the trial read the EOFError first (``ended_out_of_descriptors``).
 
 DESCRIPTOR_RESERVE = 4
-
-
-def _says_emfile(exc: BaseException | None) -> bool:
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 def end_when_out_of_descriptors() -> None:
@@ -173,40 +157,25 @@ def end_when_out_of_descriptors() -> None:
                     pass
         os._exit(OUT_OF_DESCRIPTORS_EXIT)
 
-    thread_hook, sys_hook, unraisable_hook = threading.excepthook, sys.excepthook, sys.unraisablehook
-    feeder_error = queues.Queue._on_queue_feeder_error
+    def hooked(replaced, exc_of):
+        def hook(*args) -> None:
+            if says_emfile(exc_of(*args), text=False):
+                end()
+            replaced(*args)
+        return hook
 
-    def on_thread(args) -> None:
-        if _says_emfile(args.exc_value):
-            end()
-        thread_hook(args)
-
-    def on_uncaught(kind, value, tb) -> None:
-        if _says_emfile(value):
-            end()
-        sys_hook(kind, value, tb)
-
-    def on_unraisable(unraisable) -> None:
-        if _says_emfile(unraisable.exc_value):
-            end()
-        unraisable_hook(unraisable)
-
-    def on_feeder_error(exc, obj) -> None:
-        if _says_emfile(exc):
-            end()
-        feeder_error(exc, obj)
-
-    threading.excepthook, sys.excepthook, sys.unraisablehook = on_thread, on_uncaught, on_unraisable
-    queues.Queue._on_queue_feeder_error = staticmethod(on_feeder_error)
+    threading.excepthook = hooked(threading.excepthook, lambda args: args.exc_value)
+    sys.excepthook = hooked(sys.excepthook, lambda kind, value, tb: value)
+    sys.unraisablehook = hooked(sys.unraisablehook, lambda unraisable: unraisable.exc_value)
+    queues.Queue._on_queue_feeder_error = staticmethod(hooked(queues.Queue._on_queue_feeder_error,
+                                                              lambda exc, obj: exc))
     util.Finalize(None, release, exitpriority=0)   # before the temporary folder's removal (-100)
 
 
 def ended_out_of_descriptors(iterators: list, wait_s: float = 0.0) -> bool:
-    """Whether a worker of these iterators (weak references) of a trial that failed exited with
-    OUT_OF_DESCRIPTORS_EXIT, waiting up to ``wait_s`` for those still running to end: a worker
-    whose leak broke a batch's hand-over ends just after the trial process read the EOFError it
-    caused. The iterators' workers are dropped from the SIGCHLD registry first (the trial has
-    failed: their end is read here), and a report that came before that is absorbed and read."""
+    """Whether a worker of a failed trial's iterators (weak references) exited with
+    OUT_OF_DESCRIPTORS_EXIT, waiting up to ``wait_s`` for those still running; a SIGCHLD report
+    before they leave the registry is absorbed and read."""
     alive = [it for ref in iterators if (it := ref()) is not None]
     said = f"exit code {OUT_OF_DESCRIPTORS_EXIT}."
     found = False
@@ -223,7 +192,7 @@ def ended_out_of_descriptors(iterators: list, wait_s: float = 0.0) -> bool:
                 if None not in codes or time.monotonic() >= deadline:
                     return False
                 time.sleep(0.05)
-        except RuntimeError as report:   # NOTE [ An iterator that raised while starting ] in teardown.py
+        except RuntimeError as report:   # NOTE [ An iterator that raised while starting ]
             if "DataLoader worker" not in str(report):
                 raise
             found = found or said in str(report)
@@ -231,8 +200,7 @@ def ended_out_of_descriptors(iterators: list, wait_s: float = 0.0) -> bool:
 
 
 def shut_down(obj, method: str) -> None:
-    """Call ``obj``'s shutdown ``method`` where it has one, best effort: the reaper kills what
-    it leaves."""
+    """``obj``'s shutdown ``method`` where it has one, best effort: the reaper kills what it leaves."""
     shutdown = getattr(obj, method, None)
     if shutdown is not None:
         try:
@@ -242,14 +210,9 @@ def shut_down(obj, method: str) -> None:
 
 
 def shutdown_iterators(iterators: list) -> None:
-    """Stop a trial's DataLoader workers now, whatever state the trial left them in.
-
-    An iterator kept alive past the trial (a persistent-workers loader, a traceback) keeps its
-    workers and its entry in DataLoader's SIGCHLD registry; a worker of it dying later would
-    then raise "DataLoader worker ... is killed by signal" in the runner between trials, and
-    the next config would be blamed. So each iterator is shut down explicitly (joins, then
-    terminates, its workers) and its registry entry is dropped.
-    """
+    """Stop a trial's DataLoader workers now, whatever state the trial left them in: an iterator
+    kept alive (persistent workers, a traceback) keeps its SIGCHLD registry entry, and a worker
+    dying later would raise in the runner between trials and blame the next config."""
     for ref in iterators:
         it = ref()
         if it is None:
@@ -260,8 +223,7 @@ def shutdown_iterators(iterators: list) -> None:
 
 
 def _unregister(it) -> None:
-    """Drop a DataLoader iterator's workers from its SIGCHLD handler's registry: their end is
-    no longer reported by an exception wherever this process happens to be."""
+    """Its workers out of the SIGCHLD registry: their end no longer raises wherever we are."""
     from torch.utils.data._utils import signal_handling
 
     if getattr(it, "_worker_pids_set", False):
@@ -284,8 +246,7 @@ def pss(pid: int) -> int | None:
 
 
 def reap_children(timeout: float = 5.0) -> int:
-    """Wait for this trial's workers to exit, killing any still there after ``timeout``; reap
-    them all. Returns how many are still alive after that."""
+    """How many of this trial's workers are alive after ``timeout`` and a kill, all reaped."""
     import psutil
 
     def alive() -> list:
@@ -299,3 +260,35 @@ def reap_children(timeout: float = 5.0) -> int:
     still = guard.kill_all(leftover, timeout)
     mp.active_children()  # reaps the workers multiprocessing started (no zombies left)
     return len(still)
+
+
+# How many late SIGCHLD reports one reap may absorb: one per worker of the largest trial is
+# plenty; past it something keeps killing workers, and the trial process is let die.
+MAX_REPORTS = 256
+
+
+def half_built_iterator(exc: BaseException):
+    """The DataLoader iterator whose construction raised ``exc`` (found as ``self`` in the
+    frames of its ``__init__``), or None."""
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        candidate = tb.tb_frame.f_locals.get("self")
+        if isinstance(candidate, _BaseDataLoaderIter):
+            found = candidate
+        tb = tb.tb_next
+    return found
+
+
+def reap_absorbing_reports(reap: Callable[[], int]) -> int:
+    """``reap()``, run again when DataLoader's SIGCHLD handler interrupts it with a report about
+    a worker of the trial just ended (NOTE [ An iterator that raised while starting ])."""
+    for _ in range(MAX_REPORTS):
+        try:
+            return reap()
+        except RuntimeError as exc:
+            if "DataLoader worker" not in str(exc):
+                raise
+    return reap()
