@@ -24,6 +24,7 @@ import os
 import warnings
 
 from ..search.codec import InvalidRecord
+from .durable import aside_name
 from .result import TuneResult
 from .validate import FORMAT, StoredStateWarning
 
@@ -35,32 +36,51 @@ def load_result(path: str, cpus: int | None = None, batch_sizes: tuple[int, ...]
     result file ]). ``cpus`` and ``batch_sizes``: this machine's usable CPUs and the problem's
     batch sizes, which bound what a result handed out here may say. ``set_aside``: a tune reading
     its own key's result, which sets a damaged one aside; a reader leaves it where it is."""
-    _set_aside = _setting_aside if set_aside else _left
+    try:
+        return _read(path, cpus, batch_sizes)
+    except _Unusable as exc:
+        why, damaged = exc.args
+    if not damaged:
+        then = "; a new tune replaces it (move it aside to keep it)"
+    elif set_aside:
+        moved = _aside(path)
+        then = "; " + (f"set aside as {moved}" if moved else "it could not be set aside (the folder refused the "
+                       "rename); move it away to keep it") + ", and a new tune of its dataset writes a good one"
+    else:
+        then = (", and left as it is (a tune of its dataset on the hardware it was tuned on sets it aside and writes "
+                "a good one)")
+    warnings.warn(f"ignored the stored result {path}: {why}. It is not used{then}", StoredStateWarning, stacklevel=2)
+    return None
+
+
+class _Unusable(Exception):
+    """Why a result file cannot be used, and whether it is damaged (a tune sets it aside)."""
+
+
+def _read(path: str, cpus: int | None, batch_sizes: tuple[int, ...] | None) -> TuneResult | None:
     try:
         with open(path) as fh:
             text = fh.read()
     except (FileNotFoundError, NotADirectoryError):   # none there (a part of the path is a file)
         return None
     except IsADirectoryError:
-        return _ignored(path, "it is a folder, not a file")
-    except (OSError, UnicodeDecodeError) as exc:
-        if isinstance(exc, UnicodeDecodeError):
-            return _set_aside(path, f"it is not text ({exc})")
-        return _ignored(path, f"it cannot be read ({exc})")
+        raise _Unusable("it is a folder, not a file", False) from None
+    except UnicodeDecodeError as exc:
+        raise _Unusable(f"it is not text ({exc})", True) from None
+    except OSError as exc:
+        raise _Unusable(f"it cannot be read ({exc})", False) from None
     try:
         data = json.loads(text)
     except ValueError as exc:
-        return _set_aside(path, f"it is not JSON ({exc})")
+        raise _Unusable(f"it is not JSON ({exc})", True) from None
     except RecursionError:   # nested past what Python's parser walks: no run writes that
-        return _set_aside(path, "it is nested deeper than any result")
+        raise _Unusable("it is nested deeper than any result", True) from None
     try:
         return TuneResult.from_dict(data, path, cpus, batch_sizes)
-    except InvalidRecord as exc:
-        if _newer(data):
-            return _ignored(path, str(exc))
-        return _set_aside(path, str(exc))
+    except InvalidRecord as exc:   # written by a newer autoloader: good, for that one
+        raise _Unusable(str(exc), not _newer(data)) from None
     except RecursionError:
-        return _set_aside(path, "it is nested deeper than any result")
+        raise _Unusable("it is nested deeper than any result", True) from None
 
 
 def _newer(data: object) -> bool:
@@ -68,38 +88,12 @@ def _newer(data: object) -> bool:
     return isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > FORMAT
 
 
-def set_aside(path: str) -> str | None:
-    """Rename the file at ``path`` to ``<path>.corrupt-<UTC time>`` (``-2``, ``-3``... when taken);
-    the new path, or None when it could not be renamed (gone meanwhile, or a read-only folder)."""
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    target, n = f"{path}.corrupt-{stamp}", 1
-    while os.path.lexists(target):
-        n += 1
-        target = f"{path}.corrupt-{stamp}-{n}"
+def _aside(path: str) -> str | None:
+    """Rename the file at ``path`` to ``<path>.corrupt-<UTC time>``; the new path, or None when it
+    could not be renamed (gone meanwhile, or a read-only folder)."""
+    target = aside_name(path, datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
     try:
         os.rename(path, target)
     except OSError:
         return None
     return target
-
-
-def _setting_aside(path: str, why: str) -> None:
-    moved = set_aside(path)
-    where = (f"set aside as {moved}" if moved else "it could not be set aside (the folder refused the rename); "
-             "move it away to keep it")
-    warnings.warn(f"ignored the stored result {path}: {why}. It is not used; {where}, and a new tune of its "
-                  "dataset writes a good one", StoredStateWarning, stacklevel=3)
-    return None
-
-
-def _left(path: str, why: str) -> None:
-    warnings.warn(f"ignored the stored result {path}: {why}. It is not used, and left as it is (a tune of its "
-                  "dataset on the hardware it was tuned on sets it aside and writes a good one)", StoredStateWarning,
-                  stacklevel=3)
-    return None
-
-
-def _ignored(path: str, why: str) -> None:
-    warnings.warn(f"ignored the stored result {path}: {why}. It is not used; a new tune replaces it "
-                  "(move it aside to keep it)", StoredStateWarning, stacklevel=3)
-    return None
