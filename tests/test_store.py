@@ -43,11 +43,11 @@ def test_a_result_file_gets_the_usual_permissions(tmp_path):
     import os
     import stat
 
-    from autoloader.store.study import atomic_write
+    from autoloader.store.durable import atomic_write_all
 
     old = os.umask(0o022)
     try:
-        atomic_write(str(tmp_path / "result.json"), "{}")
+        atomic_write_all({str(tmp_path / "result.json"): "{}"})
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "result.json").st_mode) == 0o644

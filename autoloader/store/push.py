@@ -21,11 +21,10 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 from . import durable, runs
-from .storage import masked, open_storage, open_study
+from .storage import masked, name_metric, open_storage, open_study
 
 LOCAL_ATTR = "autoloader_local_trial"       # a pushed trial's number in the study it was measured in
 FLEET_PREFIX = "autoloader_fleet:"          # local study attribute: where a run's trials go
@@ -34,14 +33,14 @@ RESULT_PREFIX = "autoloader_result:"        # study attribute: a complete run's 
 
 @dataclass(frozen=True)
 class Pushed:
-    """One push: trials copied, and the failure (None when everything asked for is there)."""
+    """Trials copied, and the failure (None when everything asked for is there)."""
     trials: int = 0
     failed: str | None = None
 
 
 class Fleet:
-    """The fleet's study ``name`` in ``url``, opened once (a usage error when it cannot be: the
-    same as any storage a run cannot open), and what of the local study it already holds."""
+    """The fleet's study ``name`` in ``url``, opened once (a usage error when it cannot be), and
+    what of the local study it already holds."""
 
     def __init__(self, url: str, name: str, sampler):
         import optuna
@@ -54,14 +53,10 @@ class Fleet:
             self.study = open_study(storage, name, sampler)
             self.held = {_tag(t) for t in self.study.get_trials(deepcopy=False)} - {None}
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
-            if getattr(storage, "engine", None) is not None:
-                storage.engine.dispose()
+            durable.dispose(storage)
             raise durable.open_error(url, True, exc) from None
         self.storage = storage
-        if self.study.metric_names is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                self.study.set_metric_names(["samples/s"])
+        name_metric(self.study)
 
     def push(self, local, run_ids: list[str], whole: bool) -> Pushed:
         """Copy the finished trials of ``run_ids`` from the ``local`` study that the fleet's does
@@ -99,9 +94,7 @@ class Fleet:
             intermediate_values=trial.intermediate_values, trial_id=0)
 
     def close(self) -> None:
-        engine = getattr(self.storage, "engine", None)
-        if engine is not None:
-            engine.dispose()
+        durable.dispose(self.storage)
 
 
 def _tag(trial) -> tuple[str, int] | None:
@@ -110,8 +103,7 @@ def _tag(trial) -> tuple[str, int] | None:
 
 
 def pending(local, shown: str) -> list[str]:
-    """The runs of the ``local`` study bound for the storage shown as ``shown`` that are not all
-    there yet (NOTE [ Local first ])."""
+    """The runs of the ``local`` study bound for the storage ``shown`` that are not all there yet."""
     return [name[len(FLEET_PREFIX):] for name, value in local.user_attrs.items()
             if name.startswith(FLEET_PREFIX) and isinstance(value, dict) and value.get("to") == shown
             and not value.get("done")]

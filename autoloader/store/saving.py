@@ -1,8 +1,5 @@
-"""Saving a run: its result and snippet written, and a NotSaved saying what could not be.
-
-NOTE [ Stored state a user can trust ] in durable.py says what a failed write leaves; the
-table above the error says what happened to each thing the run stores (``stored_lines``).
-"""
+"""Saving a run: its result and snippet written, and a NotSaved saying what could not be
+(NOTE [ Stored state a user can trust ] in durable.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +11,7 @@ from ..events.lines import rate
 
 
 def save(result, files: dict[str, str], store) -> None:
-    """Write the run's files (``atomic_write_all``); raise NotSaved, carrying ``result``, when
-    they or the study (``store.write_failed``) could not be written."""
+    """Write the run's files; raise NotSaved, carrying ``result``, when they or the study could not be."""
     problems = [store.write_failed] if store.write_failed else []
     errors = [store.write_error] if store.write_error else []
     where = os.path.dirname(next(iter(files), "")) or "."
@@ -37,9 +33,8 @@ def save(result, files: dict[str, str], store) -> None:
 
 
 def stored_lines(result, files: bool, study: bool, store, pushed: bool | None = None) -> tuple[str, ...]:
-    """What happened to each thing a run stores, a line each, for the table above a NotSaved:
-    the result and its snippet (written together or not at all), the study, and the fleet's
-    storage (``pushed``: None when the run has none; NOTE [ Local first ] in push.py)."""
+    """What happened to each thing a run stores, a line each, for the table above a NotSaved
+    (``pushed``: None when the run has no fleet's storage)."""
     lines = [f"saved {result.path}" if files else f"not saved: {result.path}",
              f"snippet {result.snippet_path}" if files else f"snippet not saved: {result.snippet_path}",
              f"study {store.where}" if study else f"study not saved: {store.where}"]
