@@ -1,8 +1,5 @@
-"""What holds the run: the step, the loader, or both, decided once: NOTE [ One bound ].
-
-Pure: a function of the ``Evidence``. The verdict's class and headline (verdict.py) and the
-ceiling's sentence (ceiling.py) both read ``bound(ev)``, so the table's verdict line and the
-report's page cannot name different limits for one run.
+"""What holds the run: the step, the loader, or both, decided once (NOTE [ One bound ]), so that the
+verdict (verdict.py) and the ceiling's sentence (ceiling.py) cannot name different limits. Pure.
 
 # NOTE [ One bound ]
 # The measured wait share comes first: it is what the run saw, where the stage rates are the
@@ -32,11 +29,8 @@ STEP, LOADER, BOTH = "step", "loader", "both"
 
 @dataclass(frozen=True)
 class Bound:
-    """What holds the run (``holds``: "step", "loader" or "both") and the figures it was decided
-    from: the wait share (and where it is from), the supply part that caps the loader and the rate
-    it alone allows (``supply_part``, ``supply_rate``), the step's rate, and ``part``: the part
-    that holds it when the loader does (cores, workers, main, copy: the supply part, or the loop's
-    own receive or copy when it does not wait)."""
+    """What holds the run and the figures it was decided from. ``part``: the part that holds it when
+    the loader does (the supply part, or the loop's own receive or copy when it does not wait)."""
 
     holds: str
     part: str
@@ -50,8 +44,7 @@ class Bound:
 
     @property
     def kind(self) -> str:
-        """The verdict's class, memory aside (verdict.py overrides it when a limit kept a faster
-        config out)."""
+        """The verdict's class, memory aside (verdict.py's to say)."""
         return {STEP: "compute", BOTH: "balanced"}.get(self.holds, f"input/{self.part}")
 
 
@@ -77,9 +70,8 @@ def bound(ev: Evidence) -> Bound:
 
 
 def supply_part(st: Stages) -> str:
-    """Which part of supply caps the pick (NOTE [ The verdict ], 2): the slowest of making batches
-    (the workers), the main process's receive and pin (the pin thread; without one the loop, whose
-    receive, copy and step run one after another) and the copy to the device."""
+    """Which part of supply caps the pick (NOTE [ The verdict ], 2): the slowest of the workers, the
+    main process's receive and pin (without a pin thread, the loop) and the copy to the device."""
     if st.workers == 0:
         return "main"
     caps = {"workers": st.supply_rate, "main": st.main_rate if st.pin_thread else st.loop_rate}

@@ -16,17 +16,17 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 
+from ..store.durable import atomic_write_all, write_failure
 from . import explain
 from .page import render_html, render_markdown
 
 
 @dataclass(frozen=True)
 class Written:
-    """Where a result's report goes (``html``, ``markdown``, ``plots``), what of it was written
-    (``written``: paths) and what could not be (``failed``: one sentence each, what, where, why)."""
+    """Where a result's report goes, what of it was written (paths) and what could not be (one
+    sentence each: what, where, why)."""
     html: str
     markdown: str
     plots: str
@@ -39,15 +39,13 @@ class Written:
 
 
 def report_paths(result_path: str) -> dict[str, str]:
-    """Where the report of the result at ``result_path`` goes: beside it."""
     stem = result_path[:-len(".json")] if result_path.endswith(".json") else result_path
     return {"html": stem + ".html", "markdown": stem + ".md", "plots": stem + ".plots"}
 
 
 def write_report(result_path: str, result) -> Written:
-    """Explain ``result`` (the record of the result stored at ``result_path``, a ``TuneResult``),
-    draw its plots and write the page, its markdown twin and the PNGs beside the result, each
-    that can be (NOTE [ A report writes what it can ])."""
+    """Explain ``result`` (the ``TuneResult`` stored at ``result_path``) and write its page, its
+    markdown twin and the PNGs beside it, each that can be (NOTE [ A report writes what it can ])."""
     from .plots import draw
 
     explained = explain(result)
@@ -78,7 +76,7 @@ def _write_plots(paths: dict[str, str], plots: dict, written: list, failed: list
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
-        failed.append(_failure("the plots", folder, exc) + "; the page has them inline")
+        failed.append(write_failure("the plots", folder, exc) + "; the page has them inline")
         return {}
     files = {}
     for name, (caption, png) in plots.items():
@@ -93,36 +91,12 @@ def _write_plots(paths: dict[str, str], plots: dict, written: list, failed: list
 
 
 def _put(path: str, content: bytes, what: str) -> str | None:
-    """``content`` at ``path`` (``_atomic``); None when written, else what could not be and why."""
+    """``content`` at ``path`` (a link there replaced, not written through); None when written,
+    else what could not be and why."""
     if os.path.isdir(path) and not os.path.islink(path):
         return f"could not write {what} to {path}: a folder is there (move it away to have the file written)"
     try:
-        _atomic(path, content)
+        atomic_write_all({path: content})
     except OSError as exc:
-        return _failure(what, path, exc)
+        return write_failure(what, path, exc)
     return None
-
-
-def _failure(what: str, path: str, exc: OSError) -> str:
-    from ..store.durable import write_failure
-
-    return write_failure(what, path, exc)
-
-
-def _atomic(path: str, content: bytes) -> None:
-    """Write ``content`` to a temporary file beside ``path``, then rename it over ``path``: a link
-    at ``path`` is replaced, not written through."""
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".report-")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)   # as open() would make it, not mkstemp's owner-only
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -1,7 +1,4 @@
-"""What limits the run, in the order people who tune by hand reason: NOTE [ The verdict ].
-
-Pure: a function of the ``Evidence`` (and, for the closing advice, the what-ifs), no files, no
-printing.
+"""What limits the run, in the order people who tune by hand reason: NOTE [ The verdict ]. Pure.
 
 # NOTE [ The verdict ]
 # 1. Data supply: the share of the loop spent waiting for its next batch (the pick's, measured in
@@ -33,6 +30,7 @@ printing.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -55,8 +53,8 @@ LOADER_CHANGES = (*(k.proposal.name for k in SETTINGS if k.proposal is not None)
 
 @dataclass(frozen=True)
 class Finding:
-    """One step of the reasoning: its topic (supply, part, memory, compute), what it found, with
-    its numbers, how sure (measured, profiled, predicted), and whether it is what limits."""
+    """One step of the reasoning: its topic (supply, part, memory, compute), what it found, how sure
+    (measured, profiled, predicted), and whether it is what limits."""
 
     topic: str
     title: str
@@ -65,8 +63,7 @@ class Finding:
     limits: bool = False
 
     def to_dict(self) -> dict:
-        return {"topic": self.topic, "title": self.title, "text": self.text, "source": self.source,
-                "limits": self.limits}
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -83,10 +80,8 @@ class Verdict:
     lost_to_memory: float | None = None   # the predicted gain a memory limit kept out
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "level": self.level, "wait_share": self.wait_share,
-                "wait_source": self.wait_source, "headline": self.headline, "paragraph": self.paragraph,
-                "findings": [f.to_dict() for f in self.findings], "step_given": self.step_given,
-                "lost_to_memory": self.lost_to_memory}
+        said = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "stages"}
+        return {**said, "findings": [f.to_dict() for f in self.findings]}
 
 
 def level_of(wait: float) -> str:
@@ -98,8 +93,7 @@ def level_of(wait: float) -> str:
 
 
 def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
-    """The verdict on ``ev``'s pick; ``whatifs`` (whatif.py) close the paragraph with what to change.
-    What holds the run is ``bound(ev)``'s (NOTE [ One bound ]), which the ceiling reads too."""
+    """The verdict on ``ev``'s pick; ``whatifs`` (whatif.py) close the paragraph with what to change."""
     if not ev.profiled:
         return _unprofiled(ev)
     b = bound(ev)
@@ -112,9 +106,7 @@ def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
     findings = (_supply_finding(ev, st, wait, wait_source, where, level),
                 _part_finding(ev, st, b.supply_part, kind.startswith("input/")),
                 memory_finding,
-                _compute_finding(ev, st, kind in ("compute", "balanced")),
-                *(Finding("stream", "The stream's shards and workers", text, MEASURED, limits=False)
-                  for text in stream_lines(ev.stream)))
+                _compute_finding(ev, st, kind in ("compute", "balanced")), *_stream(ev))
     headline = _headline(ev, st, kind, level, wait, wait_source, b.supply_rate, lost)
     # The headline has the wait already; the supply finding adds only what qualifies it.
     told = [_no_step(ev).strip()] + [f.text for f in findings[1:] if f.limits]
@@ -127,12 +119,10 @@ UNPROFILED = "unprofiled"
 
 
 def _unprofiled(ev: Evidence) -> Verdict:
-    """The verdict where the profile was not measured (search/profile.py's ``measured``): the
-    stages were never timed, so which part holds the run is not told apart, and nothing is
-    predicted; the measured wait share alone is said."""
+    """The verdict where the profile was not measured: the measured wait share alone is said."""
     st = stages(ev)
     wait, where = ev.measured_wait()
-    how = {"final": "measured over the final's rounds", "burst": "measured in its burst"}.get(where, "")
+    how = _HOW.get(where, "")
     if wait is None:
         headline = ("Not told: the profile was not measured and no wait share was measured, so nothing says what "
                     "holds the run.")
@@ -144,11 +134,17 @@ def _unprofiled(ev: Evidence) -> Verdict:
     text = ("The profile was not measured: no stage was timed, so the model has no curve, no knee and no "
             "prediction; the figures here are the bursts' and the final's. Tune again to profile it.")
     findings = (Finding("supply", "Data supply", headline, MEASURED, limits=wait >= MODERATELY_INPUT_BOUND),
-                Finding("part", "The profile", text, MEASURED),
-                *(Finding("stream", "The stream's shards and workers", line, MEASURED)
-                  for line in stream_lines(ev.stream)))
+                Finding("part", "The profile", text, MEASURED), *_stream(ev))
     paragraph = " ".join(t for t in (headline, text, _no_step(ev).strip()) if t)
     return Verdict(UNPROFILED, level, wait, MEASURED, headline, paragraph, findings, st, ev.step_given)
+
+
+_HOW = {"final": "measured over the final's rounds", "burst": "measured in its burst"}
+
+
+def _stream(ev: Evidence) -> tuple[Finding, ...]:
+    return tuple(Finding("stream", "The stream's shards and workers", line, MEASURED)
+                 for line in stream_lines(ev.stream))
 
 
 def _at_most(ev: Evidence, r: float) -> str:
@@ -161,8 +157,7 @@ def _at_most(ev: Evidence, r: float) -> str:
 
 
 def _capping(ev: Evidence, r: float) -> str:
-    """The headline's cap of the part that holds the run, beside what the run measured where the
-    two part (the cap is the model's figure, the rate the run's own)."""
+    """The headline's cap of the part that holds the run, beside what the run measured where the two part."""
     measured = ev.samples_per_s
     if not measured or abs(r / measured - 1.0) <= 0.1:
         return rate(r)
@@ -172,8 +167,8 @@ def _capping(ev: Evidence, r: float) -> str:
 
 
 def _more_workers(ev: Evidence) -> str:
-    """What the run measured of more workers than its pick, so that a verdict of workers never
-    calls its own pick short of them without the figures: the best such burst, or that none ran."""
+    """What the run measured of more workers than its pick (the best such burst), so that a verdict of
+    workers never calls its own pick short of them without the figures."""
     more = [t for t in ev.ok_trials if t.config.num_workers > ev.pick.num_workers]
     if not more:
         return "no config of more workers was measured"
@@ -185,9 +180,8 @@ def _more_workers(ev: Evidence) -> str:
 
 
 def _step_text(ev: Evidence, st: Stages, of: bool = False) -> str:
-    """The step's time a batch (``of``: "a batch of N"): the profile's figure (the one its line
-    prints), and the one the bursts corrected it to where they moved it, so that no surface
-    gives another step."""
+    """The step's time a batch (``of``: "a batch of N"): the profile's, and where the bursts moved it
+    the corrected one, so that no surface gives another step."""
     p = ev.profile
     profiled = p.step_s * st.batch_size / p.batch_size
     batch = f"a batch of {st.batch_size}" if of else "a batch"
@@ -221,7 +215,7 @@ def _no_step(ev: Evidence) -> str:
 
 
 def _supply_finding(ev, st, wait, source, where, level) -> Finding:
-    how = {"final": "measured over the final's rounds", "burst": "measured in its burst"}.get(where, "predicted")
+    how = _HOW.get(where, "predicted")
     own = (" It includes the loop's own receive: without a pin thread the loop takes each batch from its worker "
            "inside next()." if st.workers and not st.pin_thread else "")
     return Finding("supply", "Data supply",
@@ -361,9 +355,8 @@ def _compute_finding(ev: Evidence, st: Stages, limits: bool) -> Finding:
 
 
 def _threads_note(ev: Evidence) -> str:
-    """Where one intra-op thread ran the main process's share clearly faster than the default
-    count (NOTE [ The main process's threads ] in search/threads.py), the step's time is partly
-    its threads waiting for each other: what to set, with the profile's figures."""
+    """What to set where one intra-op thread ran the main process's share clearly faster (NOTE
+    [ The main process's threads ] in search/threads.py)."""
     threads = threads_of(ev.profile, None)
     if threads is None or not threads.advise:
         return ""
@@ -422,8 +415,8 @@ def _advice(kind: str, whatifs: Sequence) -> str:
 
 def beaten(result) -> tuple[str, float] | None:
     """The measurement that read highest over the pick's own rate, as (what, ratio): num_workers=0's
-    (the table's own row) or another config's full burst; None when nothing measured read higher.
-    A claim that nothing beat the pick must hold against every figure the run printed."""
+    or another config's full burst; None when nothing did. A claim that nothing beat the pick must
+    hold against every figure the run printed."""
     tuned = result.tuned
     if not tuned.samples_per_s:
         return None
