@@ -77,10 +77,6 @@ class Evidence:
         return min(MAX_WORKERS_PER_CPU * self.search_cpus, self.shard_cap or MAX_WORKERS_PER_CPU * self.search_cpus)
 
     @property
-    def batch_sizes(self) -> tuple[int, ...]:
-        return tuple(sorted({self.pick.batch_size, *(t.config.batch_size for t in self.trials)}))
-
-    @property
     def predicted(self) -> Prediction:
         return self.model.predict(self.pick, self.calibration)
 
@@ -223,10 +219,6 @@ class Stages:
     @property
     def cores_full(self) -> bool:
         return self.workers > 0 and self.cpu_demand >= CORES_FULL * self.cpus
-
-    @property
-    def main_s(self) -> float:
-        return self.receive_s + self.pin_s
 
 
 def stages(ev: Evidence) -> Stages:

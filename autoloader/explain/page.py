@@ -1,10 +1,6 @@
-"""The report a person opens: one self-contained HTML page and its markdown twin, beside the result.
-
-``render_html`` and ``render_markdown`` build the text (the plots embedded as base64 PNG in the
-page; the markdown links the same PNGs, written beside it); ``files.write_report`` writes it next
-to the result file: ``<key>.html``, ``<key>.md`` and ``<key>.plots/``. The page loads nothing from
-the network: no external CSS, script or font. Every text from the record (a dataset's name, an
-error a trial raised) is escaped in both: the markdown twin is rendered as HTML by most viewers.
+"""The report a person opens: one self-contained HTML page (its plots inline, nothing loaded from
+the network) and its markdown twin (linking the PNGs written beside it; files.py writes them).
+Every text from the record is escaped in both: most viewers render markdown as HTML.
 """
 
 from __future__ import annotations
@@ -15,10 +11,9 @@ import math
 import re
 import statistics
 
-from ..events.lines import provisional_text
+from ..events.lines import cpus, provisional_text
 from ..search.results import OK
 from ..search.settings import knobs_of
-from ..events.lines import cpus
 from . import Explanation, explain
 from .caveats import NOT_PREDICTED, caveats
 from .evidence import pct, rate
@@ -84,9 +79,7 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
                  + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
     rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks) if ev.profiled
                  else NOT_PREDICTED))
-    # The table's own caveats, from the same functions (caveats.py, which the table prints): where
-    # the rate is from, the rule with the words its paired rounds support (NOTE [ Paired rounds ]
-    # in search/paired.py; never a bare ratio) or why it has none, and the machine's load.
+    # The table's own caveats (caveats.py): the rule's words, never a bare ratio.
     if tuned.provisional:
         rows.append(("provisional", provisional_text(tuned.provisional)))
     rows += caveats(result)
@@ -148,7 +141,7 @@ def _header(result) -> tuple[str, str]:
 
 
 def render_html(result, ex: Explanation, plots: dict[str, tuple[str, bytes]]) -> str:
-    """The page of ``result`` (its record, a ``TuneResult``) explained as ``ex``."""
+    """The page of ``result`` (a ``TuneResult``) explained as ``ex``."""
     title, meta = _header(result)
     v = ex.verdict
     out = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
@@ -199,7 +192,6 @@ def render_html(result, ex: Explanation, plots: dict[str, tuple[str, bytes]]) ->
 def _whatif_rows(ex: Explanation) -> tuple[list[dict], list[dict]]:
     helping, not_helping = [], []
     for w in ex.whatifs:
-        # How sure, in words (whatif.how_sure): a measured gain's paired interval, or why it has none.
         row = {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks), "gain": w.gain_text(),
                "source": w.source, "sure": how_sure(ex.evidence, w)["sure"], "how": w.change,
                "code": "your code" if w.needs_code else "settings"}
@@ -241,21 +233,19 @@ def _finals_html(ex: Explanation) -> str:
     return "\n".join(out) + f"</table><p>{_e(_MEDIANS)}</p>"
 
 
-# The final's table shows both medians: the final's own (the rate reported, which the model is
-# checked against) and the one over every paired round, the opening's too, which the choice ranks
-# by (NOTE [ The opening round ] in search/opening.py).
+# Both medians: the final's own (the rate reported) and the one the choice ranks by (NOTE [ The
+# opening round ] in search/opening.py).
 _MEDIANS = ("median: of the final's own rounds (the rate reported); median over every round: the opening "
             "round's too (the search's burst), which is what the choice ranks by.")
 
 
 def _rounds(final) -> str:
-    """A finalist's rates, the opening round's (its search burst) first where there is one."""
+    """A finalist's rates, the opening round's first."""
     opening = [f"{rate(final.opening)} (opening)"] if final.opening else []
     return ", ".join(opening + [rate(r) for r in final.rates])
 
 
 def _sure_md(row) -> str:
-    """The markdown's "how sure" cell: the source's word, unless the sentence already opens with it."""
     return row["sure"] if row["sure"].startswith(row["source"]) else f"{row['source']}: {row['sure']}"
 
 
@@ -267,16 +257,13 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
 
 def render_markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]],
                     plots_left_out: str | None = None) -> str:
-    """The page's twin, its text escaped as HTML outside the code block (``_md_escaped``);
-    ``plot_files``: name -> (title, path relative to the markdown file); ``plots_left_out``: the
-    plots folder, when its PNGs could not be written (the page has them inline)."""
+    """The page's twin; ``plot_files``: name -> (title, path relative to the markdown file);
+    ``plots_left_out``: the plots folder, when its PNGs could not be written."""
     return _md_escaped(_markdown(result, ex, plot_files, plots_left_out))
 
 
 def _md_escaped(text: str) -> str:
-    """``text`` with ``<``, ``>`` and ``&`` escaped outside its fenced code blocks, so that a
-    name like ``<script>`` reads as text where markdown passes HTML through (inside a fence it
-    is shown as written)."""
+    """``text`` with ``<``, ``>`` and ``&`` escaped outside its fenced code blocks."""
     out, fenced = [], False
     for line in text.split("\n"):
         if line.startswith("```"):

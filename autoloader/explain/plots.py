@@ -1,8 +1,5 @@
 """The report's plots, as PNG bytes: matplotlib's Agg backend, one Figure each, no pyplot state.
-
-Every plot says which of its marks are measured (the bursts, the final) and which predicted (the
-model's lines), in its legend. matplotlib is the ``[report]`` extra: ``require()`` says so when
-it is missing.
+Every plot's legend says which of its marks are measured and which predicted.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ WIDTH, HEIGHT, DPI = 7.2, 4.3, 110
 
 
 def require():
-    """matplotlib, or a UsageError with the install line."""
+    """matplotlib, or a UsageError with the install line (the ``[report]`` extra)."""
     try:
         import matplotlib
     except ImportError:
@@ -49,20 +46,17 @@ def _png(fig) -> bytes:
     return out.getvalue()
 
 
-def _legend(ax, ncol: int = 3, **kwargs) -> None:
-    """The legend under the plot, where it covers no mark."""
-    handles, labels = kwargs.pop("handles", None), None
-    if handles is None:
-        handles, labels = ax.get_legend_handles_labels()
-    else:
-        labels = [h.get_label() for h in handles]
-    ax.figure.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=7, frameon=False)
-
-
-def _thousands(ax):
-    from matplotlib.ticker import FuncFormatter
-
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+def _done(fig, ax, xlabel: str, ylabel: str | None, title: str, ncol: int = 3, handles=None, grid: str = "both"):
+    """The plot's labels, title and grid, its legend under it (where it covers no mark), as PNG."""
+    ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    handles = handles or ax.get_legend_handles_labels()[0]
+    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncol=ncol, fontsize=7,
+               frameon=False)
+    ax.grid(alpha=0.25, axis=grid)
+    return _png(fig)
 
 
 def _curve(ex: Explanation):
@@ -72,9 +66,8 @@ def _curve(ex: Explanation):
 
 
 def worker_curve(ex: Explanation) -> bytes:
-    """The model's rate along the worker ladder at the pick's settings (its band where a term no
-    burst corrected leaves it in doubt), the bursts and final medians measured, the knee, the
-    rule, the pick and the ceiling."""
+    """The model's rate along the worker ladder at the pick's settings (with its doubt), the bursts
+    and final medians measured, the knee, the rule, the pick and the ceiling."""
     ev = ex.evidence
     fig, ax = _figure()
     configs, predicted = _curve(ex)
@@ -103,14 +96,12 @@ def worker_curve(ex: Explanation) -> bytes:
                     fmt="D", ms=7, color=FINAL, capsize=3, label="final medians (measured, min-max)")
     ax.plot([ev.pick.num_workers], [ev.samples_per_s], marker="*", ms=16, color=PICK, mec=MEASURED,
             ls="none", label=f"pick: {rate(ev.samples_per_s)}", zorder=5)
-    if ev.knee is not None:
-        ax.axvline(ev.knee.stops_paying, color=MODEL, ls="--", lw=1)
-        ax.annotate(f"knee: {ev.knee.stops_paying}", (ev.knee.stops_paying, 0.02), xycoords=("data", "axes fraction"),
-                    color=MODEL, fontsize=8, xytext=(3, 0), textcoords="offset points")
-    if ev.rule is not None:
-        ax.axvline(ev.rule.num_workers, color=RULE, ls=":", lw=1.5)
-        ax.annotate("cpus-1 rule", (ev.rule.num_workers, 0.10), xycoords=("data", "axes fraction"), color=RULE,
-                    fontsize=8, xytext=(3, 0), textcoords="offset points")
+    marks = [(ev.knee.stops_paying, f"knee: {ev.knee.stops_paying}", 0.02, MODEL, "--", 1)] if ev.knee else []
+    marks += [(ev.rule.num_workers, "cpus-1 rule", 0.10, RULE, ":", 1.5)] if ev.rule is not None else []
+    for x, label, y, color, ls, lw in marks:
+        ax.axvline(x, color=color, ls=ls, lw=lw)
+        ax.annotate(label, (x, y), xycoords=("data", "axes fraction"), color=color, fontsize=8, xytext=(3, 0),
+                    textcoords="offset points")
     top = max([p.samples_per_s for p in predicted] + [t.samples_per_s for t in ev.ok_trials + rough]
               + [ev.samples_per_s])
     ceiling = ex.ceiling.value
@@ -121,25 +112,20 @@ def worker_curve(ex: Explanation) -> bytes:
         ax.annotate(f"ceiling {rate(ceiling)} ({ex.ceiling.binding}), off the chart", (0.99, 0.97),
                     xycoords="axes fraction", ha="right", va="top", fontsize=8, color=LIMIT)
     ax.set_ylim(0, top * 1.15)
-    ax.set_xlabel("num_workers")
-    ax.set_ylabel("samples/s")
-    _thousands(ax)
-    ax.set_title("Throughput against workers", fontsize=10)
-    _legend(ax, ncol=2)
-    ax.grid(alpha=0.25)
-    return _png(fig)
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    return _done(fig, ax, "num_workers", "samples/s", "Throughput against workers", ncol=2)
 
 
 def _same_settings(a, b) -> bool:
-    """The same config but for the worker count: every other knob equal where it applies to both
-    (a knob that needs workers says nothing of a config without them)."""
+    """The same config but for the worker count: every other knob equal where it applies to both."""
     return all(a[k] == b[k] for k in SETTINGS
                if k is not WORKERS and (k.when is None or a.applies(k) and b.applies(k)))
 
 
 def wait_share(ex: Explanation) -> bytes:
-    """The loop's share waiting for data against workers: the model's line, the bursts' and the
-    final's measured shares, and TensorFlow's input-bound bands."""
+    """The loop's share waiting for data against workers, with TensorFlow's input-bound bands."""
     ev = ex.evidence
     fig, ax = _figure()
     configs, predicted = _curve(ex)
@@ -165,21 +151,15 @@ def wait_share(ex: Explanation) -> bytes:
                 ms=7, color=FINAL, label="final medians (measured)")
     ax.axvline(ev.pick.num_workers, color=PICK, lw=1.5, label=f"pick ({ev.pick.num_workers} workers)")
     ax.set_ylim(0, 105)
-    ax.set_xlabel("num_workers")
-    ax.set_ylabel("% of the loop waiting for data")
-    title = "The step's wait for data against workers"
-    if ev.step_given is False:
-        title += " (no --step: the loader alone)"
-    ax.set_title(title, fontsize=10)
-    _legend(ax)
-    ax.grid(alpha=0.25)
-    return _png(fig)
+    alone = " (no --step: the loader alone)" if ev.step_given is False else ""
+    return _done(fig, ax, "num_workers", "% of the loop waiting for data",
+                 f"The step's wait for data against workers{alone}")
 
 
 def memory(ex: Explanation) -> bytes:
-    """Peak host memory (PSS), /dev/shm and device memory of every measured trial against workers,
-    the host line the bursts imply (least squares, drawn across the worker range), the limits, and
-    the configs a limit kept out. A limit far above everything is named, not drawn."""
+    """Every measured trial's peak host (PSS), /dev/shm and device memory against workers, the host
+    line the bursts imply (least squares), the limits (named, not drawn, far above everything), and
+    the configs a limit kept out."""
     ev = ex.evidence
     fig, ax = _figure()
     gib = 2**30
@@ -222,12 +202,7 @@ def memory(ex: Explanation) -> bytes:
                 label="kept out by memory (not run)")
     ax.axvline(ev.pick.num_workers, color=PICK, lw=1.5, label="pick")
     ax.set_ylim(0, max(top, 0.1) * 1.18)
-    ax.set_xlabel("num_workers")
-    ax.set_ylabel("GiB")
-    ax.set_title("Peak memory against workers", fontsize=10)
-    _legend(ax)
-    ax.grid(alpha=0.25)
-    return _png(fig)
+    return _done(fig, ax, "num_workers", "GiB", "Peak memory against workers")
 
 
 def predicted_vs_measured(ex: Explanation) -> bytes:
@@ -275,13 +250,8 @@ def predicted_vs_measured(ex: Explanation) -> bytes:
         axis.set_minor_formatter(NullFormatter())
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
-    ax.set_xlabel("measured samples/s")
-    ax.set_ylabel("predicted samples/s")
-    ax.set_title(f"Predicted against measured: median error {statistics.median(errors) * 100:.0f}% "
-                 f"over {len(errors)}", fontsize=10)
-    _legend(ax)
-    ax.grid(alpha=0.25)
-    return _png(fig)
+    return _done(fig, ax, "measured samples/s", "predicted samples/s",
+                 f"Predicted against measured: median error {statistics.median(errors) * 100:.0f}% over {len(errors)}")
 
 
 def _short(config) -> str:
@@ -291,9 +261,8 @@ def _short(config) -> str:
 
 
 def timeline(ex: Explanation) -> bytes:
-    """The run in time: the set-up (the trial process, the dataset), the profile, each burst
-    (coloured by its outcome), each final measurement (the pick's, the rule's, the others'),
-    as the run recorded them; a result without the record is drawn from the trials' durations."""
+    """The run in time: the set-up, the profile, each burst (coloured by its outcome) and each final
+    measurement, as the run recorded them (else from the trials' durations)."""
     ev = ex.evidence
     fig, ax = _figure()
     lanes = {"set-up": 3, "profile": 2, "burst": 1, "final": 0}
@@ -331,16 +300,13 @@ def timeline(ex: Explanation) -> bytes:
     ax.set_yticks(list(lanes.values()), list(lanes.keys()))
     ax.set_xlim(0, total * 1.03 or 1.0)
     ax.set_ylim(-0.6, 3.6)
-    ax.set_xlabel(f"seconds from the run's start ({note})")
     from matplotlib.patches import Patch
 
     legend = [Patch(color=MEASURED, label="burst"), Patch(color=GREY, label="stopped early / set-up"),
               Patch(color=LIMIT, label="kept out by a limit"), Patch(color=PICK, label="final: the pick"),
               Patch(color=RULE, label="final: the rule"), Patch(color=FINAL, label="final: other / failed")]
-    _legend(ax, handles=legend)
-    ax.set_title(f"The run: {total:.0f} s", fontsize=10)
-    ax.grid(alpha=0.25, axis="x")
-    return _png(fig)
+    return _done(fig, ax, f"seconds from the run's start ({note})", None, f"The run: {total:.0f} s",
+                 handles=legend, grid="x")
 
 
 PLOTS = (("worker_curve", "Throughput against workers", worker_curve),
@@ -350,15 +316,12 @@ PLOTS = (("worker_curve", "Throughput against workers", worker_curve),
          ("timeline", "The run's timeline", timeline))
 
 
-# Past this many bursts a plot draws an even sample of them (every k-th in the run's order, and
-# the pick's first), and its timeline every k-th burst's mark: matplotlib's time grows with every mark
-# and label, and a result of thousands of trials would take minutes to draw. The page's table
-# still lists every trial.
+# Past this many bursts a plot draws every k-th of them (and the pick's first): matplotlib's time
+# grows with every mark, and thousands of trials would take minutes. The page's table lists all.
 PLOT_TRIALS = 300
 
 
 def sampled(ex: Explanation) -> Explanation:
-    """``ex`` with at most about PLOT_TRIALS of its trials (and their timeline marks), for the plots."""
     import dataclasses
 
     ev = ex.evidence
@@ -378,8 +341,7 @@ MODEL_PLOTS = ("worker_curve", "wait_share", "predicted_vs_measured")
 
 
 def draw(ex: Explanation) -> dict[str, tuple[str, bytes]]:
-    """Every plot: name -> (title, PNG bytes); of a sample of the trials past PLOT_TRIALS, the
-    model's left out where the profile was not measured."""
+    """Every plot: name -> (title, PNG bytes); the model's left out where the profile was not measured."""
     ex = sampled(ex)
     return {name: (title, fn(ex)) for name, title, fn in PLOTS
             if ex.evidence.profiled or name not in MODEL_PLOTS}

@@ -2,29 +2,20 @@
 
 # NOTE [ The verdict ]
 # 1. Data supply: the share of the loop spent waiting for its next batch (the pick's, measured in
-#    the final or its burst; the model's where neither measured it). TensorFlow's input-pipeline
-#    analyzer's convention: highly input-bound at HIGHLY_INPUT_BOUND, moderately at
-#    MODERATELY_INPUT_BOUND. Without --step the loop only moves each batch to the device, so the
-#    share is the loader's alone, against a step that costs nothing.
-# 2. Which part of supply: the stage the model says caps the pick (its ``bound``), named for what
-#    a person can change: the workers filling the cores ("cores"), too few workers for the cores
-#    ("workers"), the main process's receive and pin ("main": the pin thread, or the loop itself
-#    without one, or with num_workers=0 the loop making every batch), the copy to the device
-#    ("copy"). A loop that does not wait but spends most of its time on its own receive or copy is
-#    held by that part too.
+#    the final or its burst; else the model's), against TensorFlow's input-pipeline analyzer's
+#    HIGHLY_INPUT_BOUND and MODERATELY_INPUT_BOUND. Without --step the loop only moves each batch
+#    to the device: the share is the loader's alone.
+# 2. Which part of supply caps the pick, named for what a person can change: the workers filling
+#    the cores ("cores"), too few workers ("workers"), the main process's receive and pin ("main":
+#    the pin thread, else the loop itself), the copy to the device ("copy").
 # 3. Memory: a config kept out by a limit (host ceiling, /dev/shm, CUDA memory) that the model
 #    predicts MEMORY_COSTS faster than the pick: the limit, not the loader, holds the run.
-# 4. Compute: the loop is fed (it waits under MODERATELY_INPUT_BOUND) and the step is most of its
-#    time. Balanced only when the loop does wait (MODERATELY_INPUT_BOUND or more) and the slowest
-#    supply stage and the step are within BALANCED_WITHIN of each other: neither alone limits.
-#    Which of these holds is decided once, in bound.py (NOTE [ One bound ]): the ceiling's
-#    sentence reads the same decision.
-# 5. Without a measured profile (the stand-in from the set-up's one batch) no stage was timed:
-#    the verdict says the measured wait share alone ("unprofiled"), nothing predicted.
-# Each figure says how sure it is: measured (bursts, final), profiled (timed by the profile,
-# scaled by the efficiency terms the bursts fitted) or predicted (the model's simulation). A
-# part's cap is never shown below the rate the run measured without saying the profile
-# under-timed it; a step's time is the profile's, with the bursts' correction beside it; a
+# 4. Loader, compute or balanced: decided once, in bound.py (NOTE [ One bound ]), which the
+#    ceiling's sentence reads too.
+# 5. Without a measured profile no stage was timed: the measured wait share alone ("unprofiled").
+# Each figure says how sure it is: measured, profiled (scaled by the terms the bursts fitted) or
+# predicted. A part's cap is never shown below the rate the run measured without saying the
+# profile under-timed it; a step's time is the profile's, with the bursts' correction beside it; a
 # verdict of too few workers gives what the run measured of more, never calling its own pick short.
 """
 
@@ -114,7 +105,6 @@ def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
     return Verdict(kind, level, wait, wait_source, headline, paragraph, findings, st, ev.step_given, lost)
 
 
-# The class of a run whose profile was not measured: only the measured wait share is told.
 UNPROFILED = "unprofiled"
 
 
@@ -148,7 +138,7 @@ def _stream(ev: Evidence) -> tuple[Finding, ...]:
 
 
 def _at_most(ev: Evidence, r: float) -> str:
-    """A part's cap, "X at most": never a cap below what the run measured without saying so."""
+    """A part's cap, never below what the run measured without saying so."""
     measured = ev.samples_per_s
     if measured and r < measured * 0.99:
         return (f"{rate(r)} at most as profiled, below the {rate(measured)} the run measured (the profile "
@@ -238,7 +228,6 @@ def _step_words(ev: Evidence, st: Stages) -> str:
 
 
 def _cpus_words(ev: Evidence, st: Stages) -> str:
-    """The CPUs the pipeline gets, and where that figure is from when the bursts revised it."""
     counted = ev.profile.cpus
     text = cpus(st.cpus)
     if ev.calibration.cpus is not None and abs(st.cpus - counted) > 0.01:
@@ -299,7 +288,6 @@ def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
 
 
 def _memory(ev: Evidence) -> tuple[str | None, Finding, float | None]:
-    """Whether a memory limit holds the run, and the memory finding."""
     base = ev.predicted.samples_per_s
     lost, worst = None, None
     for t in ev.kept_out():
@@ -386,8 +374,7 @@ def _headline(ev, st, kind, level, wait, source, supply, lost) -> str:
             return (f"Input-bound {words}, capping it at {_capping(ev, supply)}: the loop does not wait for data "
                     f"({waits}) but spends more of its time {doing} each batch than in the step.")
         if st.workers == 0 and level != "not input-bound":
-            # Made in the loop between steps, batches take the loop's time rather than cap a
-            # supply beside it: the wait share is the figure, not a rate.
+            # Made in the loop between steps: the wait share is the figure, not a rate.
             return f"{level.capitalize()} {words}, between steps ({waits})."
         more = f"; {_more_workers(ev)}" if part == "workers" else ""
         return f"{level.capitalize()} {words}, capping it at {_capping(ev, supply)} ({waits}{more})."
@@ -430,7 +417,6 @@ def beaten(result) -> tuple[str, float] | None:
 
 
 def beaten_words(result) -> str:
-    """", nothing measured beat it", or what did read higher (``beaten``)."""
     over = beaten(result)
     if over is None:
         return ", nothing measured beat it"

@@ -19,7 +19,7 @@ import os
 from .door import load_result
 from .paths import result_files, result_path, split_study_name
 from .result import TuneResult
-from .durable import atomic_write_all
+from .durable import write_new
 
 
 def history_dir(out: str, fingerprint: str, key: str) -> str:
@@ -39,16 +39,9 @@ def keep(out: str, fingerprint: str, key: str, stored: TuneResult) -> str | None
 
 
 def record(out: str, fingerprint: str, key: str, result: TuneResult) -> str:
-    """Keep ``result`` (a finished one) in the dated history; returns its path."""
-    stamp = _stamp(result)
-    folder = history_dir(out, fingerprint, key)
-    path = os.path.join(folder, f"{stamp}.json")
-    n = 1
-    while os.path.exists(path):
-        n += 1
-        path = os.path.join(folder, f"{stamp}-{n}.json")
-    atomic_write_all({path: json.dumps(result.to_dict(), indent=2, default=str) + "\n"})
-    return path
+    """Keep ``result`` (a finished one) in the dated history, as ``<stamp>.json`` or ``<stamp>-N.json``."""
+    text = json.dumps(result.to_dict(), indent=2, default=str) + "\n"
+    return write_new(history_dir(out, fingerprint, key), _stamp(result), (".json",), lambda _: {".json": text})[".json"]
 
 
 def last_good(out: str, fingerprint: str, key: str, cpus: int | None = None,
