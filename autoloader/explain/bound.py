@@ -2,8 +2,7 @@
 verdict (verdict.py) and the ceiling's sentence (ceiling.py) cannot name different limits. Pure.
 
 # NOTE [ One bound ]
-# The measured wait share comes first: it is what the run saw, where the stage rates are the
-# profile's figures scaled by the fitted terms (NOTE [ The verdict ] in verdict.py).
+# The measured wait share comes first: it is what the run saw (the stage rates are figures).
 # 1. The loop waits HIGHLY_INPUT_BOUND or more, or MODERATELY_INPUT_BOUND or more with the
 #    limiting supply part clearly slower than the step (past BALANCED_WITHIN): the loader holds it.
 # 2. The loop is fed, but spends more of its time on its own receive or copy than in the step:
@@ -11,9 +10,8 @@ verdict (verdict.py) and the ceiling's sentence (ceiling.py) cannot name differe
 # 3. The loop waits MODERATELY_INPUT_BOUND or more and the supply part and the step are within
 #    BALANCED_WITHIN of each other: both hold it (balanced), and speeding either alone gains little.
 # 4. Otherwise the loop is fed (it waits under MODERATELY_INPUT_BOUND) and the step is most of its
-#    time: the step holds it, however close the loader's predicted supply is. A loop that does not
-#    wait is not held by its loader; that a faster step would soon meet the loader is the
-#    what-ifs' to say ("a step 2x as fast"), not the verdict's.
+#    time: the step holds it, however close the loader's predicted supply is (that a faster step
+#    would soon meet the loader is the what-ifs' to say).
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """The report's files, written beside the result: ``<key>.html``, ``<key>.md`` and ``<key>.plots/``.
 
 # NOTE [ A report writes what it can ]
-# A report is written from a result that is already stored, so nothing it does may cost the
-# result or the pick: each file is written on its own (atomically: a reader never sees half of
-# one, and a failed write leaves what was there), and one that cannot be written (a read-only or
-# full folder, a folder where the page should be) is said, by name and reason, while the others
-# are still written. The page is self-contained (its plots inline), so it is written whatever
-# became of the PNGs; the markdown twin links the PNGs only when they were written. Nothing is
-# written through a symbolic link out of the result's folder: a ``<key>.plots`` that is a link
-# is not followed (the PNGs are then left out, and the page still has them), and a page or PNG
-# that is a link is replaced by the file, never written through. ``write_report`` returns what
-# was written and what was not; the caller says both (``tuning.progress.report_written``).
+# A report is written from a result already stored, so nothing it does may cost the result: each
+# file is written on its own, atomically, and one that cannot be written is said, by name and
+# reason, while the others are still written. The page is self-contained (its plots inline), so
+# it is written whatever became of the PNGs; the markdown twin links them only when they were
+# written. Nothing is written through a symbolic link out of the result's folder: a
+# ``<key>.plots`` that is a link is not followed, and a page or PNG that is a link is replaced.
 """
 
 from __future__ import annotations

@@ -174,11 +174,9 @@ def memory(ex: Explanation) -> bytes:
             top = max(top, max(y for _, y in points))
     host = [(t.config.num_workers, t.peak_pss_bytes / gib) for t in trials if t.peak_pss_bytes]
     if len({n for n, _ in host}) >= 2:
-        mean_n = statistics.fmean(n for n, _ in host)
-        mean_y = statistics.fmean(y for _, y in host)
-        slope = (sum((n - mean_n) * (y - mean_y) for n, y in host) / sum((n - mean_n) ** 2 for n, _ in host))
+        slope, intercept = statistics.linear_regression(*zip(*host))
         xs = [0, ev.max_workers]
-        ys = [mean_y + slope * (x - mean_n) for x in xs]
+        ys = [intercept + slope * x for x in xs]
         ax.plot(xs, ys, color=MEASURED, ls="--", lw=1, alpha=0.6,
                 label=f"host line through the bursts: {slope * 1024:,.0f} MiB a worker")
         top = max(top, max(ys))

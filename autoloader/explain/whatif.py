@@ -36,7 +36,8 @@ from ..search.profile import Profile
 from ..search.settings import ORDER, PIN, SETTINGS
 from ..search.space import LoaderConfig
 from .evidence import MEASURED, PREDICTED, Evidence, size
-from .thresholds import BYTES_MATTER, FASTER_STEP, MORE_CPUS, SMALLER_BATCHES, UINT8_BYTES, WORTH_CHANGING
+from ..search.uint8 import BYTES_MATTER, UINT8_BYTES
+from .thresholds import FASTER_STEP, MORE_CPUS, SMALLER_BATCHES, WORTH_CHANGING
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,14 @@
 
 # NOTE [ A bad result file ]
 # A result file is read whole and checked field by field (TuneResult.from_dict) before anything
-# uses it: the previous result a tune compares with, the warm start, ``show``, ``report``, a
-# retune's history. One that fails (not JSON, a field no run writes, a bound it breaks) is a
+# uses it. One that fails (not JSON, a field no run writes, a bound it breaks) is a
 # StoredStateWarning naming the file and the field, and the result is absent. A reader (``show``,
 # ``report``, ``dashboard``, every listing, ``stored_result``) leaves the file as it is: a command
-# that reads never writes, and a file named on its command line may be anything. Only a tune
-# (``tune``, ``best_loader``, ``retune``), reading its own key's result (``set_aside=True``), sets
-# a damaged one aside: renamed to ``<name>.corrupt-<UTC time>`` beside it (nothing is deleted;
-# the name no longer ends in .json, so no reader globs it again), and the run measures afresh and
-# writes a good one. So a damaged file costs one warning, never the tune after it, and never
-# every later tune of its key. A file that is there but not one to set aside is only ignored,
-# by tunes too: a folder where the file should be, one that cannot be read, and one written by a
-# newer autoloader (it is good, for that autoloader).
+# that reads never writes. Only a tune reading its own key's result (``set_aside=True``) sets a
+# damaged one aside, renamed to ``<name>.corrupt-<UTC time>`` beside it (no longer a .json, so no
+# reader globs it again), and writes a good one: a damaged file costs one warning, never a tune.
+# A folder where the file should be, a file that cannot be read, and one written by a newer
+# autoloader (good, for that autoloader) are only ignored, by tunes too.
 """
 
 from __future__ import annotations
@@ -31,11 +27,9 @@ from .validate import FORMAT, StoredStateWarning
 
 def load_result(path: str, cpus: int | None = None, batch_sizes: tuple[int, ...] | None = None, *,
                 set_aside: bool = False) -> TuneResult | None:
-    """The result file at ``path`` as its checked record (its ``where`` the path), or None when
-    there is none; None with a warning naming the file when it cannot be used (NOTE [ A bad
-    result file ]). ``cpus`` and ``batch_sizes``: this machine's usable CPUs and the problem's
-    batch sizes, which bound what a result handed out here may say. ``set_aside``: a tune reading
-    its own key's result, which sets a damaged one aside; a reader leaves it where it is."""
+    """The result file at ``path`` as its checked record, or None when there is none or, with a
+    warning naming it, when it cannot be used (NOTE [ A bad result file ]). ``cpus`` and
+    ``batch_sizes``: TuneResult.from_dict's; ``set_aside``: a tune reading its own key's result."""
     try:
         return _read(path, cpus, batch_sizes)
     except _Unusable as exc:

@@ -1,22 +1,18 @@
 """A fleet's storage written local first: every run records in its own SQLite study, then pushes.
 
 # NOTE [ Local first ]
-# With ``--storage URL`` (a fleet's PostgreSQL, or any storage other than the study beside the
-# result) a run still records every trial in the local study (``<fingerprint>/<key>.db`` beside
-# the result, NOTE [ Nothing lost ] in study.py) and copies the finished ones to the fleet's
-# study of the same name: each as the trial ended, and all of it again when the run completes,
-# with the run's mark and its whole result (study attribute RESULT_PREFIX + run id, so that
-# ``report --storage`` can explain a result the storage alone holds). A copy is tagged with its
-# run's id (RUN_ATTR, as every trial is) and its number in the local study (LOCAL_ATTR), and a
-# trial whose tag the fleet's study holds is not copied again: a push made twice adds nothing.
-# The local study remembers which runs are to go to which storage (FLEET_PREFIX + run id: the
-# storage's masked URL, and whether all of the run is there), so a storage that stopped taking
-# writes costs the fleet nothing: the run goes on measuring and recording locally (after the
-# first failed push it tries again only when it completes), ends as any run that could not
-# store all of it does (NotSaved, exit 4, its result file written), and the next run on this
-# host with the same ``--storage`` pushes what was kept before it measures. Nothing RUNNING is
-# ever in the fleet's study, so no process there fails another's live trial; a driver killed
-# mid-trial leaves its trial in the local study, where the next run repairs it and resumes.
+# With ``--storage URL`` (any storage other than the study beside the result) a run still records
+# every trial in the local study (NOTE [ Nothing lost ] in study.py) and copies the finished ones
+# to the fleet's study of the same name: each as the trial ended, and all of it again when the
+# run completes, with the run's mark and its whole result (RESULT_PREFIX + run id, so that
+# ``report --storage`` can explain it). A copy is tagged with its run's id and its number in the
+# local study (LOCAL_ATTR); a trial whose tag the fleet's study holds is not copied again, so a
+# push made twice adds nothing. The local study remembers which runs go to which storage
+# (FLEET_PREFIX + run id), so a storage that stopped taking writes costs the fleet nothing: the
+# run goes on recording locally (after a failed push it tries again only when it completes), ends
+# as any run that could not store all of it does (NotSaved, exit 4), and the next run on this host
+# with the same ``--storage`` pushes what was kept before it measures. Nothing RUNNING is ever in
+# the fleet's study, so no process there fails another's live trial.
 """
 
 from __future__ import annotations
@@ -59,8 +55,8 @@ class Fleet:
         name_metric(self.study)
 
     def push(self, local, run_ids: list[str], whole: bool) -> Pushed:
-        """Copy the finished trials of ``run_ids`` from the ``local`` study that the fleet's does
-        not hold; ``whole``: their marks and stored results too. Never raises for the storage."""
+        """Copy the finished trials of ``run_ids`` the fleet's study does not hold; ``whole``: their
+        marks and results too. Never raises for the storage."""
         state = self.optuna.trial.TrialState
         copied = 0
         try:
@@ -86,7 +82,6 @@ class Fleet:
         return Pushed(copied)
 
     def _copy(self, trial):
-        """The local trial as a finished trial of the fleet's study, tagged (LOCAL_ATTR)."""
         return self.optuna.trial.FrozenTrial(
             number=0, state=trial.state, value=None, values=trial.values, datetime_start=trial.datetime_start,
             datetime_complete=trial.datetime_complete, params=trial.params, distributions=trial.distributions,
