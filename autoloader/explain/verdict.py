@@ -289,13 +289,8 @@ def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
 
 def _memory(ev: Evidence) -> tuple[str | None, Finding, float | None]:
     base = ev.predicted.samples_per_s
-    lost, worst = None, None
-    for t in ev.kept_out():
-        if base <= 0:
-            break
-        gain = ev.model.predict(t.config, ev.calibration).samples_per_s / base - 1.0
-        if lost is None or gain > lost:
-            lost, worst = gain, t
+    gains = [(ev.model.predict(t.config, ev.calibration).samples_per_s / base - 1.0, t) for t in ev.kept_out()]
+    lost, worst = max(gains, key=lambda g: g[0], default=(None, None)) if base > 0 else (None, None)
     pick_trial = next((t for t in ev.ok_trials if t.config == ev.pick), None)
     parts = []
     if pick_trial is not None:

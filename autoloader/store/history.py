@@ -143,10 +143,4 @@ def hardware_distance(a, b) -> float:
 
 def nearest(hardware, found: list[TuneResult]) -> TuneResult | None:
     """The result from the machine most like ``hardware``; the newest among equals."""
-    if not found:
-        return None
-    return min(found, key=lambda s: (hardware_distance(hardware, s.hardware), _negated(s.finished_at or "")))
-
-
-def _negated(text: str) -> tuple:
-    return tuple(-ord(c) for c in text)
+    return max(found, key=lambda s: (-hardware_distance(hardware, s.hardware), s.finished_at or ""), default=None)

@@ -140,15 +140,14 @@ def write_mark(study, mark: RunMark) -> None:
 def pick_run(study) -> tuple[RunMark, bool]:
     """This process's run (NOTE [ Runs in a study ]): the newest interrupted run of this host whose
     owner is gone, taken over, else a new one; its mark, and whether it was resumed."""
-    me = this_owner()
     orphaned = [m for m in runs_of(study).values() if m.state == RUNNING and m.owner.gone()]
-    if orphaned:
-        mark = dataclasses.replace(max(orphaned, key=lambda m: m.started_at), owner=me)
-        write_mark(study, mark)
-        return mark, True
-    mark = RunMark(uuid.uuid4().hex[:12], me, RUNNING, now_iso())
+    mark = dataclasses.replace(max(orphaned, key=lambda m: m.started_at), owner=this_owner()) if orphaned else new_run()
     write_mark(study, mark)
-    return mark, False
+    return mark, bool(orphaned)
+
+
+def new_run() -> RunMark:
+    return RunMark(uuid.uuid4().hex[:12], this_owner(), RUNNING, now_iso())
 
 
 def fail_stale_trials(study, runs: dict[str, RunMark]) -> int:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import uuid
 import warnings
 
 from ..inputs.options import Limits
@@ -95,8 +94,7 @@ class StudyStore:
         self.stale_repaired = self._writing(lambda: runs.fail_stale_trials(self.study, runs.runs_of(self.study))) or 0
         picked = self._writing(runs.pick_run, self.study)
         # A study that takes no writes still needs a run of its own to keep its trials apart.
-        self.run, self.resumed_run = picked or (runs.RunMark(uuid.uuid4().hex[:12], runs.this_owner(), runs.RUNNING,
-                                                             now_iso()), False)
+        self.run, self.resumed_run = picked or (runs.new_run(), False)
         if self.fleet is not None:
             self._writing(push.bound, self.study, self.run.run_id, self.fleet.shown, False)
             self._push_kept()
