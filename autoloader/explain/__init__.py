@@ -29,11 +29,6 @@ class Explanation:
     whatifs: tuple[WhatIf, ...]
     ceiling: Ceiling
 
-    def to_dict(self) -> dict:
-        best = top(self.whatifs)
-        return {"verdict": self.verdict.to_dict(), "whatifs": [w.to_dict() for w in self.whatifs],
-                "top_whatif": best.to_dict() if best else None, "ceiling": self.ceiling.to_dict()}
-
 
 def explain(result) -> Explanation:
     """The whole explanation of a result's record (a ``TuneResult``) or of ``Evidence``."""

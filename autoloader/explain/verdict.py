@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -53,9 +52,6 @@ class Finding:
     source: str
     limits: bool = False
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 @dataclass(frozen=True)
 class Verdict:
@@ -69,10 +65,6 @@ class Verdict:
     stages: Stages
     step_given: bool | None
     lost_to_memory: float | None = None   # the predicted gain a memory limit kept out
-
-    def to_dict(self) -> dict:
-        said = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "stages"}
-        return {**said, "findings": [f.to_dict() for f in self.findings]}
 
 
 def level_of(wait: float) -> str:

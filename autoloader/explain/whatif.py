@@ -66,10 +66,6 @@ class WhatIf:
     def predicted(self) -> bool:
         return self.unpredicted is None
 
-    @property
-    def predicted_gain(self) -> float | None:
-        return self.gain if self.predicted else None
-
     def gain_text(self) -> str:
         text = f"{self.gain * 100:+.0f}%" if self.predicted else self.unpredicted
         return text + (f" (measured {self.measured_gain * 100:+.0f}%)" if self.measured_gain is not None else "")
@@ -88,14 +84,6 @@ class WhatIf:
     def helps(self) -> bool:
         return self.best_gain >= WORTH_CHANGING
 
-    def to_dict(self) -> dict:
-        return {"name": self.name, "title": self.title, "change": self.change, "config": self.config.loader_kwargs(),
-                "base_rate": self.base_rate, "rate": self.rate, "gain": self.predicted_gain,
-                "predicted": self.predicted, "unpredicted": self.unpredicted,
-                "measured_gain": self.measured_gain, "source": self.source, "needs_code": self.needs_code,
-                "measured_config": self.measured_config.loader_kwargs() if self.measured_config else None,
-                "base_config": self.base_config.loader_kwargs() if self.base_config else None,
-                "helps": self.helps}
 
 
 def ladder(config: LoaderConfig, cpus: int, max_workers: int, batch_size: int | None = None) -> list[LoaderConfig]:
