@@ -98,13 +98,8 @@ def _trial_rows(ex: Explanation) -> list[dict]:
     columns = [k.name for k in knobs_of(ev.pick.loader)]   # the knobs of the loader tuned
     for index, t in enumerate(ev.trials, 1):
         kw = t.config.to_dict()
-        role = []
-        if t.config == ev.pick:
-            role.append("pick")
-        if ev.rule is not None and t.config == ev.rule:
-            role.append("rule")
-        if t.config in finals:
-            role.append("final")
+        role = [r for r, on in (("pick", t.config == ev.pick), ("rule", t.config == ev.rule),
+                                ("final", t.config in finals)) if on]
         outcome = "stopped early" if t.pruned else t.status
         if t.status != OK:
             outcome += f": {t.describe_failure()}"

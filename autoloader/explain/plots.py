@@ -307,11 +307,13 @@ def timeline(ex: Explanation) -> bytes:
                  handles=legend, grid="x")
 
 
-PLOTS = (("worker_curve", "Throughput against workers", worker_curve),
-         ("wait_share", "The step's wait for data", wait_share),
-         ("memory", "Peak memory", memory),
-         ("predicted_vs_measured", "Predicted against measured", predicted_vs_measured),
-         ("timeline", "The run's timeline", timeline))
+# Each plot: its title, its drawer, and whether it draws the model's curve (none where the profile
+# was not measured).
+PLOTS = {"worker_curve": ("Throughput against workers", worker_curve, True),
+         "wait_share": ("The step's wait for data", wait_share, True),
+         "memory": ("Peak memory", memory, False),
+         "predicted_vs_measured": ("Predicted against measured", predicted_vs_measured, True),
+         "timeline": ("The run's timeline", timeline, False)}
 
 
 # Past this many bursts a plot draws every k-th of them (and the pick's first): matplotlib's time
@@ -334,12 +336,7 @@ def sampled(ex: Explanation) -> Explanation:
     return dataclasses.replace(ex, evidence=dataclasses.replace(ev, trials=trials, timeline=timeline))
 
 
-# The plots that draw the model's curve: none where the profile was not measured (no curve to draw).
-MODEL_PLOTS = ("worker_curve", "wait_share", "predicted_vs_measured")
-
-
 def draw(ex: Explanation) -> dict[str, tuple[str, bytes]]:
     """Every plot: name -> (title, PNG bytes); the model's left out where the profile was not measured."""
     ex = sampled(ex)
-    return {name: (title, fn(ex)) for name, title, fn in PLOTS
-            if ex.evidence.profiled or name not in MODEL_PLOTS}
+    return {name: (title, fn(ex)) for name, (title, fn, model) in PLOTS.items() if ex.evidence.profiled or not model}

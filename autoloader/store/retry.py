@@ -28,6 +28,7 @@ again:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -72,10 +73,7 @@ def standing(stored: Sequence[StoredTrial], limit_raised: Callable[[TrialResult,
     """Each config's newest result, unless one of the module's exceptions puts it aside.
     ``limit_raised(result, recorded_limits)`` is the limits' rule (study.py)."""
     newest = {s.result.config: i for i, s in enumerate(stored)}
-    crashes: dict[LoaderConfig, int] = {}
-    for s in stored:
-        if _is_crash(s.result):
-            crashes[s.result.config] = crashes.get(s.result.config, 0) + 1
+    crashes = Counter(s.result.config for s in stored if _is_crash(s.result))
     trials, raised, changed, once, environment = [], 0, 0, [], 0
     for i, s in enumerate(stored):
         if newest[s.result.config] != i:
