@@ -39,8 +39,7 @@ def explain(result) -> Explanation:
 
 
 def headline(result) -> str | None:
-    """The verdict of a result's record in one line (no what-ifs: cheap enough for every table),
-    or None without a profile."""
+    """The verdict of a result's record in one line (no what-ifs: cheap enough for every table)."""
     if getattr(result, "profile", None) is None:
         return None
     return verdict(Evidence.from_result(result)).headline
@@ -51,8 +50,7 @@ def _said(v: Verdict) -> dict:
 
 
 def figures(result) -> dict:
-    """The verdict's and the ceiling's figures of a result's record (no what-ifs: cheap enough for
-    every JSON), for the JSON's ``explained`` block."""
+    """The verdict's and the ceiling's figures of a result's record, for the JSON's ``explained``."""
     ev = Evidence.from_result(result)
     return {**_said(verdict(ev)), "ceiling": ceiling(ev).to_dict()}
 

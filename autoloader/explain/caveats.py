@@ -70,8 +70,7 @@ def rate_basis(result) -> str | None:
 
 
 def caveats(result) -> list[tuple[str, str]]:
-    """What qualifies the pick's figures, as (label, text) rows: where its rate is from, the rule it
-    replaces and the machine's load."""
+    """What qualifies the pick's figures, as (label, text) rows."""
     rows = [("samples/s from", basis) for basis in [rate_basis(result)] if basis]
     rows.append((rule_label(result), rule_line(result)))
     said = profile_load_line(getattr(result, "profile", None))

@@ -84,8 +84,7 @@ class Evidence:
         return max((t.samples_per_s for t in self.ok_trials if t.config == config), default=None)
 
     def measured_rate(self, config: LoaderConfig) -> tuple[float | None, str]:
-        """``config``'s rate in this run and where it is from: its final median, else its best
-        full burst; (None, "") when the run did not measure it."""
+        """``config``'s rate in this run and where it is from: its final median, else its best burst."""
         final = next((f for f in self.finals if f.config == config and f.rates), None)
         if final is not None:
             return final.median, "final"
@@ -144,8 +143,7 @@ class Evidence:
         return (trial.wait_fraction, "burst") if trial is not None else (None, "")
 
     def kept_out(self) -> list[TrialResult]:
-        """Trials a memory limit kept out: predicted or measured past the host ceiling or /dev/shm,
-        or out of CUDA memory."""
+        """Trials a memory limit kept out (host, /dev/shm or CUDA memory)."""
         memory = ("predicted_memory", "host_memory", "shm_exhausted", "cuda_oom", "worker_killed")
         return [t for t in self.trials if t.status != OK and t.cause in memory]
 

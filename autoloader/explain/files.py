@@ -60,8 +60,7 @@ def write_report(result_path: str, result) -> Written:
 
 
 def _write_plots(paths: dict[str, str], plots: dict, written: list, failed: list) -> dict[str, tuple[str, str]]:
-    """The PNGs into ``<key>.plots/``: name -> (caption, path relative to the markdown), or {} when
-    the folder could not be had (a link out of it, a file there, an unwritable folder)."""
+    """The PNGs into ``<key>.plots/``: name -> (caption, path relative to the markdown), or {}."""
     folder = paths["plots"]
     if not plots:
         return {}
@@ -87,8 +86,7 @@ def _write_plots(paths: dict[str, str], plots: dict, written: list, failed: list
 
 
 def _put(path: str, content: bytes, what: str) -> str | None:
-    """``content`` at ``path`` (a link there replaced, not written through); None when written,
-    else what could not be and why."""
+    """``content`` at ``path``; None when written, else what could not be and why."""
     if os.path.isdir(path) and not os.path.islink(path):
         return f"could not write {what} to {path}: a folder is there (move it away to have the file written)"
     try:

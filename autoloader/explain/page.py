@@ -14,7 +14,7 @@ import statistics
 from ..events.lines import cpus, provisional_text
 from ..search.results import OK
 from ..search.settings import knobs_of
-from . import Explanation, explain
+from . import Explanation
 from .caveats import NOT_PREDICTED, caveats
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING

@@ -66,8 +66,7 @@ def _curve(ex: Explanation):
 
 
 def worker_curve(ex: Explanation) -> bytes:
-    """The model's rate along the worker ladder at the pick's settings (with its doubt), the bursts
-    and final medians measured, the knee, the rule, the pick and the ceiling."""
+    """The model's rate along the worker ladder at the pick's settings, and what the run measured."""
     ev = ex.evidence
     fig, ax = _figure()
     configs, predicted = _curve(ex)
@@ -259,8 +258,7 @@ def _short(config) -> str:
 
 
 def timeline(ex: Explanation) -> bytes:
-    """The run in time: the set-up, the profile, each burst (coloured by its outcome) and each final
-    measurement, as the run recorded them (else from the trials' durations)."""
+    """The run in time, as it recorded it (else from the trials' durations)."""
     ev = ex.evidence
     fig, ax = _figure()
     lanes = {"set-up": 3, "profile": 2, "burst": 1, "final": 0}

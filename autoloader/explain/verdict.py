@@ -43,8 +43,7 @@ LOADER_CHANGES = (*(k.proposal.name for k in SETTINGS if k.proposal is not None)
 
 @dataclass(frozen=True)
 class Finding:
-    """One step of the reasoning: its topic (supply, part, memory, compute), what it found, how sure
-    (measured, profiled, predicted), and whether it is what limits."""
+    """One step of the reasoning: its topic, what it found, how sure, and whether it is what limits."""
 
     topic: str
     title: str
@@ -330,8 +329,7 @@ def _compute_finding(ev: Evidence, st: Stages, limits: bool) -> Finding:
 
 
 def _threads_note(ev: Evidence) -> str:
-    """What to set where one intra-op thread ran the main process's share clearly faster (NOTE
-    [ The main process's threads ] in search/threads.py)."""
+    """What to set where one intra-op thread ran clearly faster (NOTE [ The main process's threads ])."""
     threads = threads_of(ev.profile, None)
     if threads is None or not threads.advise:
         return ""

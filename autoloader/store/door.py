@@ -83,8 +83,7 @@ def _newer(data: object) -> bool:
 
 
 def _aside(path: str) -> str | None:
-    """Rename the file at ``path`` to ``<path>.corrupt-<UTC time>``; the new path, or None when it
-    could not be renamed (gone meanwhile, or a read-only folder)."""
+    """Rename the file at ``path`` to ``<path>.corrupt-<UTC time>``; the new path, or None."""
     target = aside_name(path, datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
     try:
         os.rename(path, target)

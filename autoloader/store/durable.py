@@ -29,7 +29,7 @@ import warnings
 from dataclasses import dataclass
 
 from ..events.lines import size
-from ..errors import AutoloaderWarning, NotSaved, StudyMovedAside, UsageError, clip, one_line, usage
+from ..errors import StudyMovedAside, UsageError, clip, one_line, usage
 from ..inputs.home import elsewhere
 from .storage import masked, open_storage, open_study
 
@@ -62,11 +62,8 @@ def sqlite_file(url: str) -> str | None:
 def free_bytes(path: str) -> int | None:
     """Free bytes on the file system that holds ``path`` (or its nearest existing folder)."""
     path = os.path.abspath(path)
-    while path and not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
     try:
         return int(shutil.disk_usage(path).free)
     except OSError:
@@ -161,8 +158,7 @@ def quick_check(path: str) -> str | None:
 
 
 def move_aside(path: str, why: str) -> str:
-    """Rename a study that cannot be read (and its journal files) to ``PATH.corrupt-<time>``,
-    warn with the new name, and return it."""
+    """Rename a study that cannot be read (and its journals) to ``PATH.corrupt-<time>``, and warn."""
     target = aside_name(path, datetime.datetime.now().strftime("%Y%m%dT%H%M%S"))
     os.replace(path, target)
     for suffix in ("-journal", "-wal", "-shm"):
@@ -303,8 +299,7 @@ OPTUNA_TABLES = ("studies", "trials", "version_info")
 
 
 def not_a_study(path: str) -> str | None:
-    """Why the SQLite file at ``path`` holds no Optuna study (read read-only), or None (also for no
-    SQLite database: opening it says what it is)."""
+    """Why the SQLite file at ``path`` holds no Optuna study (read read-only), or None."""
     from urllib.parse import quote
 
     try:
@@ -360,8 +355,7 @@ def storage_errors() -> tuple[type[BaseException], ...]:
 # --- writing the result -------------------------------------------------------------------------
 
 def _synced(folder: str, content: str | bytes) -> str:
-    """A temporary copy of ``content`` in ``folder``, synced, as readable as any other file the user
-    writes (mkstemp makes it 0600); its path."""
+    """A synced temporary copy of ``content`` in ``folder``, as readable as a file the user writes."""
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
     try:
         umask = os.umask(0)

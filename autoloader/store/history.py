@@ -111,8 +111,7 @@ def stored_picks(storage: str, key: str | None = None, whole: bool = False) -> l
 
 
 def _whole(study, run_id: str, pick: TuneResult) -> TuneResult:
-    """The whole result run ``run_id`` pushed beside its mark, or ``pick`` when there is none or it
-    fails its checks (a warning names it and the field)."""
+    """The whole result run ``run_id`` pushed beside its mark, else ``pick``."""
     import warnings
 
     from ..search.codec import InvalidRecord

@@ -94,8 +94,7 @@ def held(path: str, on_wait: Callable[[int | None], None] | None = None):
 
 
 def _refuse_link(path: str) -> None:
-    """An InputError for a lock file that is a symbolic link or a folder: the lock would open, and
-    make, a file elsewhere."""
+    """An InputError for a lock file that is a link or a folder: the lock would make a file elsewhere."""
     from ..errors import InputError, usage
 
     if os.path.islink(path) or os.path.isdir(path):

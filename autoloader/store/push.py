@@ -35,8 +35,7 @@ class Pushed:
 
 
 class Fleet:
-    """The fleet's study ``name`` in ``url``, opened once (a usage error when it cannot be), and
-    what of the local study it already holds."""
+    """The fleet's study ``name`` in ``url``, and what of the local study it already holds."""
 
     def __init__(self, url: str, name: str, sampler):
         import optuna

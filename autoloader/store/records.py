@@ -25,8 +25,7 @@ class StoredHardware(Stored):
 
 @dataclass(frozen=True)
 class DatasetRecord(Stored):
-    """What was tuned: the dataset's name, its class, its length, its content fingerprint and the
-    user's version label (NOTE [ Content fingerprint ] in inputs/content.py)."""
+    """What was tuned: the dataset's name, class, length, content (NOTE [ Content fingerprint ]) and version."""
     name: str | None = None
     dataset_class: str | None = stored(None, key="class")
     length: int | None = None

@@ -178,8 +178,7 @@ def fail_stale_trials(study, runs: dict[str, RunMark]) -> int:
 
 
 def make_fixed_sampler():
-    """A sampler that hands back the values set on it: the config this process measures (the
-    study's enqueue queue is shared by every process on the storage)."""
+    """A sampler that hands back the config set on it (the study's queue is every process's)."""
     import optuna
 
     class FixedSampler(optuna.samplers.BaseSampler):

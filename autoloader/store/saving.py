@@ -33,8 +33,7 @@ def save(result, files: dict[str, str], store) -> None:
 
 
 def stored_lines(result, files: bool, study: bool, store, pushed: bool | None = None) -> tuple[str, ...]:
-    """What happened to each thing a run stores, a line each, for the table above a NotSaved
-    (``pushed``: None when the run has no fleet's storage)."""
+    """What happened to each thing a run stores, a line each (``pushed``: None without a fleet)."""
     lines = [f"saved {result.path}" if files else f"not saved: {result.path}",
              f"snippet {result.snippet_path}" if files else f"snippet not saved: {result.snippet_path}",
              f"study {store.where}" if study else f"study not saved: {store.where}"]

@@ -56,8 +56,7 @@ def _importable(module: str) -> bool:
 
 
 def warm_up() -> threading.Thread:
-    """Import Optuna's storage in a daemon thread: NOTE [ The study's imports while the trial
-    process starts ]."""
+    """Import Optuna's storage in a thread (NOTE [ The study's imports while the trial process starts ])."""
     def imports() -> None:
         try:
             import optuna.storages

@@ -176,8 +176,7 @@ class StudyStore:
         return trial
 
     def finish(self, trial, result: TrialResult) -> None:
-        """Record ``result`` for a trial ``begin`` opened (nothing when it returned None), and push
-        it to the fleet's storage, unless a push already failed this run (NOTE [ Local first ])."""
+        """Record ``result`` for a trial ``begin`` opened, and push it (NOTE [ Local first ])."""
         if trial is None:
             return
         beat = self._beats.pop(trial.number, None)
