@@ -8,7 +8,7 @@ import pytest
 
 from autoloader.errors import UsageError
 from autoloader.explain import KINDS, benchmark_row, explain, headline
-from autoloader.explain.bound import bound
+from autoloader.explain.verdict import bound
 from autoloader.explain.ceiling import ceiling
 from autoloader.explain.evidence import Evidence
 from autoloader.explain.page import render_markdown
@@ -44,7 +44,7 @@ def test_each_bottleneck_class_is_named(kind):
 
 @pytest.mark.parametrize("kind", (*KINDS, "fed"))
 def test_the_verdict_and_the_ceiling_name_one_bound(kind):
-    """The verdict's class and the ceiling's sentence read one decision (bound.py): the report
+    """The verdict's class and the ceiling's sentence read one decision (verdict.bound): the report
     cannot say the step holds the run beside a verdict that says anything else."""
     ev = case(kind)
     v, c = verdict(ev), ceiling(ev)
@@ -356,7 +356,7 @@ def test_a_main_process_level_with_full_cores_is_the_cores():
     same sharing), the cores are named: more CPUs lift both, no loader setting lifts either."""
     import dataclasses
 
-    from autoloader.explain.bound import supply_part
+    from autoloader.explain.verdict import supply_part
     from autoloader.explain.evidence import Stages
 
     level = Stages(batch_size=256, batch_bytes=75 * 2**20, workers=15, worker_s=0.9, receive_s=0.05,

@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 
 from ..events.lines import cpus
-from .bound import BOTH, LOADER, STEP, bound
 from .evidence import Evidence, pct, rate
+from .verdict import BOTH, LOADER, STEP, bound
 
 
 _OWNER = {"step": "step's", "cores": "cores'"}
@@ -97,7 +97,7 @@ class Ceiling:
                 f"{terms}.{self._holds()}")
 
     def _holds(self) -> str:
-        """What holds the run, as the verdict decided it (bound.py), so the two never disagree."""
+        """What holds the run, as the verdict decided it, so the two never disagree."""
         waited = f" (the loop waited {pct(self.wait)} for data)" if self.wait is not None else ""
         return {STEP: f" The step holds the run: the loader keeps up{waited}.",
                 LOADER: f" The loader holds the run{waited}: the verdict names the part.",

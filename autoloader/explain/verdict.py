@@ -10,13 +10,25 @@
 #    the pin thread, else the loop itself), the copy to the device ("copy").
 # 3. Memory: a config kept out by a limit (host ceiling, /dev/shm, CUDA memory) that the model
 #    predicts MEMORY_COSTS faster than the pick: the limit, not the loader, holds the run.
-# 4. Loader, compute or balanced: decided once, in bound.py (NOTE [ One bound ]), which the
-#    ceiling's sentence reads too.
+# 4. Loader, compute or balanced: NOTE [ One bound ].
 # 5. Without a measured profile no stage was timed: the measured wait share alone ("unprofiled").
 # Each figure says how sure it is: measured, profiled (scaled by the terms the bursts fitted) or
 # predicted. A part's cap is never shown below the rate the run measured without saying the
 # profile under-timed it; a step's time is the profile's, with the bursts' correction beside it; a
 # verdict of too few workers gives what the run measured of more, never calling its own pick short.
+
+# NOTE [ One bound ]
+# What holds the run is decided once (``bound``), so that the verdict and the ceiling's sentence
+# cannot name different limits. The measured wait share comes first: it is what the run saw.
+# 1. The loop waits HIGHLY_INPUT_BOUND or more, or MODERATELY_INPUT_BOUND or more with the
+#    limiting supply part clearly slower than the step (past BALANCED_WITHIN): the loader holds it.
+# 2. The loop is fed, but spends more of its time on its own receive or copy than in the step:
+#    the loader holds it, in that part (the main process's receive, or the copy).
+# 3. The loop waits MODERATELY_INPUT_BOUND or more and the supply part and the step are within
+#    BALANCED_WITHIN of each other: both hold it (balanced), and speeding either alone gains little.
+# 4. Otherwise the loop is fed (it waits under MODERATELY_INPUT_BOUND) and the step is most of its
+#    time: the step holds it, however close the loader's predicted supply is (that a faster step
+#    would soon meet the loader is the what-ifs' to say).
 """
 
 from __future__ import annotations
@@ -30,10 +42,82 @@ from ..search.results import OK
 from ..search.settings import SETTINGS
 from ..search.shards import stream_lines
 from ..search.threads import threads_of
-from .bound import bound, supply_rate
 from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size, stages
-from .thresholds import (BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE, MEMORY_COSTS,
-                         MODERATELY_INPUT_BOUND)
+from .thresholds import (BALANCED_WITHIN, BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE,
+                         MEMORY_COSTS, MODERATELY_INPUT_BOUND, PARTS_TIE)
+
+STEP, LOADER, BOTH = "step", "loader", "both"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What holds the run and the figures it was decided from. ``part``: the part that holds it when
+    the loader does (the supply part, or the loop's own receive or copy when it does not wait)."""
+
+    holds: str
+    part: str
+    supply_part: str
+    wait: float
+    wait_source: str          # measured or predicted
+    where: str                # "final", "burst", or "" where predicted
+    supply_rate: float
+    step_rate: float
+    stages: Stages
+
+    @property
+    def kind(self) -> str:
+        """The verdict's class, memory aside (verdict.py's to say)."""
+        return {STEP: "compute", BOTH: "balanced"}.get(self.holds, f"input/{self.part}")
+
+
+def bound(ev: Evidence) -> Bound:
+    """What holds ``ev``'s pick (NOTE [ One bound ])."""
+    st = stages(ev)
+    measured, where = ev.measured_wait()
+    wait, source = (measured, MEASURED) if measured is not None else (ev.predicted.wait_share, PREDICTED)
+    capping = supply_part(st)
+    part, supply = capping, supply_rate(st, capping)
+    close = (math.isfinite(st.step_rate) and supply > 0
+             and abs(math.log(supply / st.step_rate)) <= math.log(1.0 + BALANCED_WITHIN))
+    if wait >= HIGHLY_INPUT_BOUND or (wait >= MODERATELY_INPUT_BOUND and not close):
+        holds = LOADER
+    elif st.loop_host_s > st.step_s:
+        # Fed, but the loop spends more of its time on its own receive or copy than in the step.
+        holds, part = LOADER, "copy" if st.copy_s >= st.loop_host_s - st.copy_s else "main"
+    elif wait >= MODERATELY_INPUT_BOUND:
+        holds = BOTH
+    else:
+        holds = STEP
+    return Bound(holds, part, capping, wait, source, where, supply, st.step_rate, st)
+
+
+def supply_part(st: Stages) -> str:
+    """Which part of supply caps the pick (NOTE [ The verdict ], 2): the slowest of the workers, the
+    main process's receive and pin (without a pin thread, the loop) and the copy to the device."""
+    if st.workers == 0:
+        return "main"
+    caps = {"workers": st.supply_rate, "main": st.main_rate if st.pin_thread else st.loop_rate}
+    if st.pin_thread:
+        caps["copy"] = st.copy_rate
+    part = min(caps, key=caps.get)
+    if part != "workers" and st.cores_full and caps["workers"] <= caps[part] * (1.0 + PARTS_TIE):
+        part = "workers"   # level with the cores full: the cores hold both (PARTS_TIE)
+    if part == "main" and not st.pin_thread and st.copy_s > st.receive_s:
+        part = "copy"
+    return "cores" if part == "workers" and st.cores_full else part
+
+
+def supply_rate(st: Stages, part: str) -> float:
+    """The rate the limiting supply part alone allows."""
+    if st.workers == 0:
+        per_batch = st.worker_s + st.pin_s + st.copy_s
+        return st.batch_size / per_batch if per_batch > 0 else math.inf
+    if part in ("cores", "workers"):
+        return st.supply_rate
+    if st.pin_thread:
+        return st.main_rate if part == "main" else st.copy_rate
+    return st.loop_rate
+
 
 KINDS = ("input/cores", "input/workers", "input/main", "input/copy", "memory/host", "memory/shm", "memory/device",
          "compute", "balanced")
@@ -67,11 +151,8 @@ class Verdict:
 
 
 def level_of(wait: float) -> str:
-    if wait >= HIGHLY_INPUT_BOUND:
-        return "highly input-bound"
-    if wait >= MODERATELY_INPUT_BOUND:
-        return "moderately input-bound"
-    return "not input-bound"
+    return ("highly input-bound" if wait >= HIGHLY_INPUT_BOUND else
+            "moderately input-bound" if wait >= MODERATELY_INPUT_BOUND else "not input-bound")
 
 
 def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
@@ -81,10 +162,8 @@ def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
     b = bound(ev)
     st, wait, wait_source, where = b.stages, b.wait, b.wait_source, b.where
     level = level_of(wait)
-    kind = b.kind
     memory_kind, memory_finding, lost = _memory(ev)
-    if memory_kind is not None:
-        kind = memory_kind
+    kind = memory_kind or b.kind
     findings = (_supply_finding(ev, st, wait, wait_source, where, level),
                 _part_finding(ev, st, b.supply_part, kind.startswith("input/")),
                 memory_finding,
