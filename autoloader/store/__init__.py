@@ -7,4 +7,4 @@ are written (``durable``, ``saving``), the earlier results (``history``) and the
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
 __all__ = ["comparison", "door", "durable", "history", "paths", "push", "records", "result", "retry", "runs",
-           "saving", "snippet", "storage", "study", "validate", "versions"]
+           "saving", "snippet", "storage", "study", "versions"]

@@ -19,10 +19,10 @@ import json
 import os
 import warnings
 
+from ..errors import StoredStateWarning
 from ..search.codec import InvalidRecord
 from .durable import aside_name
-from .result import TuneResult
-from .validate import FORMAT, StoredStateWarning
+from .result import FORMAT, TuneResult
 
 
 def load_result(path: str, cpus: int | None = None, batch_sizes: tuple[int, ...] | None = None, *,

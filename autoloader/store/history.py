@@ -116,7 +116,7 @@ def _whole(study, run_id: str, pick: TuneResult) -> TuneResult:
 
     from ..search.codec import InvalidRecord
     from .push import RESULT_PREFIX
-    from .validate import StoredStateWarning
+    from ..errors import StoredStateWarning
 
     data = study.user_attrs.get(RESULT_PREFIX + run_id)
     if data is None:

@@ -3,7 +3,8 @@ and ``tune --json``'s), read by the codec with every field checked (NOTE [ One d
 stored field ] in search/codec.py): a bad one is an ``InvalidRecord`` naming it.
 
 # NOTE [ Result formats ]
-# A result file carries ``format`` (validate.FORMAT); one without it is format 1. Fields were added
+# A result file and a study's trial carry ``format`` (FORMAT); one without it is format 1 (format 2
+# added the field itself and, in the study, the digest of the code a trial ran). Fields were added
 # over the formats (records.py's among them), none changed meaning. A field a result lacks reads as
 # absent (None, or empty), so an old result reads as what it measured; a field no longer written
 # (an old ``priors`` count) is not read; a renamed one (``control``, now ``rule``, and
@@ -39,8 +40,28 @@ from ..search.threads import Threads
 from ..search.warm import WarmStart
 from .comparison import Comparison
 from .records import DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
-from .validate import FORMAT, record_format
 from .versions import reuse_problem
+
+FORMAT = 2
+
+
+def record_format(data: object) -> int:
+    """The record's format (1 when absent); InvalidRecord for no mapping, or a format not read here."""
+    if not isinstance(data, dict):
+        raise InvalidRecord(f"the record is {type(data).__name__}, not a mapping")
+    fmt = data.get("format", 1)
+    if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt < 1:
+        raise InvalidRecord(f"format {fmt!r} is not a format number")
+    if fmt > FORMAT:
+        raise InvalidRecord(f"format {fmt} was written by a newer autoloader (this one reads 1 to {FORMAT})")
+    return fmt
+
+
+def trial_record(data: object, max_workers: int | None = None) -> TrialResult:
+    """The TrialResult a study's record holds, or InvalidRecord saying what is wrong with it."""
+    record_format(data)
+    return read(TrialResult, data, limit=max_workers)
+
 
 # What a complete run's mark keeps of its result (NOTE [ Runs in a study ] in runs.py).
 SUMMARY = ("config", "samples_per_s", "rel_interval", "baseline_samples_per_s", "knee", "hardware", "dataset_key",
@@ -241,4 +262,4 @@ class TuneResult(Stored):
         return replace(self, finals=tuple(replace(f, trial=by_config.get(f.config)) for f in self.finals))
 
 
-__all__ = ["SUMMARY", "InvalidRecord", "TuneResult"]
+__all__ = ["FORMAT", "SUMMARY", "InvalidRecord", "TuneResult", "record_format", "trial_record"]

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import psutil
 
+from ..errors import StoredStateWarning
 from ..search.codec import InvalidRecord, Stored, read, stored
 from .result import TuneResult
-from .validate import StoredStateWarning
 from .versions import now_iso
 
 RUN_ATTR = "autoloader_run"

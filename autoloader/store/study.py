@@ -20,13 +20,14 @@ import json
 import math
 import warnings
 
+from ..errors import StoredStateWarning
 from ..inputs.options import Limits
 from ..search.policy import RAISED
 from ..search.results import BUDGET_ENDED, CONSTRAINT, FAILED, HANG, OK, TrialResult
 from ..search.settings import SETTINGS, WORKERS
 from ..search.space import TUNED_SETTINGS, LoaderConfig, SearchSpace
-from . import durable, push, runs, validate
-from .result import TuneResult
+from . import durable, push, runs
+from .result import FORMAT, InvalidRecord, TuneResult, trial_record
 from .retry import History, StoredTrial, standing
 from .storage import masked, name_metric
 from .versions import now_iso
@@ -135,10 +136,10 @@ class StudyStore:
 
     def _valid(self, trial, data) -> TrialResult | None:
         try:
-            return validate.trial_record(data)
-        except validate.InvalidRecord as exc:
+            return trial_record(data)
+        except InvalidRecord as exc:
             warnings.warn(f"ignored trial {trial.number} of the study {self.where}: {exc}; its config is "
-                          "measured again if the search comes to it", validate.StoredStateWarning, stacklevel=3)
+                          "measured again if the search comes to it", StoredStateWarning, stacklevel=3)
             return None
 
     def _finished(self):
@@ -278,7 +279,7 @@ class StudyStore:
 
 
 def _record(result: TrialResult) -> dict:
-    return {**result.to_dict(), "format": validate.FORMAT}
+    return {**result.to_dict(), "format": FORMAT}
 
 
 def _limits_record(recorded: object) -> bool:
