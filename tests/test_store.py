@@ -109,15 +109,18 @@ def test_history_keeps_each_configs_newest_result_and_counts_a_retry_once(tmp_pa
     interrupted(store)
 
     store = StudyStore(url, "demo", space)
-    history, retried = store.history(loose)
+    loaded = store.reread(loose)
+    history, retried = list(loaded.trials), loaded.limit_raised
     assert store.resumed_run and [r.config for r in history] == [two] and retried == 1
 
     store.finish(store.begin(four, loose), TrialResult(four, OK, samples_per_s=150.0))
     interrupted(store)
     store = StudyStore(url, "demo", space)
-    history, retried = store.history(loose)
+    loaded = store.reread(loose)
+    history, retried = list(loaded.trials), loaded.limit_raised
     assert [(r.config, r.status) for r in history] == [(two, OK), (four, OK)] and retried == 0
     # Back to the tight ceiling: the newest result stands; the old verdict does not come back.
     interrupted(store)
-    history, retried = StudyStore(url, "demo", space).history(tight)
+    loaded = StudyStore(url, "demo", space).reread(tight)
+    history, retried = list(loaded.trials), loaded.limit_raised
     assert [(r.config, r.status) for r in history] == [(two, OK), (four, OK)] and retried == 0

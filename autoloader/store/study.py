@@ -209,33 +209,27 @@ class StudyStore:
             self.notice(f"pushed {pushed.trials} trials that earlier runs kept in {self.where} to {self.fleet.shown}")
 
     def _finish(self, trial, result: TrialResult) -> None:
+        attrs = {RESULT_ATTR: _record(result), **measured_figures(result)}
+        measured = result.status in (OK, CONSTRAINT)
+        assert measured or result.status in (FAILED, HANG)
+        # Past a limit: a completed trial with a violated constraint, so samplers avoid the region.
+        violated, value = 0.0 if result.status == OK else 1.0, (result.samples_per_s or 0.0) if measured else None
         try:
-            self._tell(trial, result)
+            for name, v in attrs.items():
+                trial.set_user_attr(name, v)
+            if measured:
+                trial.set_constraint("memory", violated)
+            self.study.tell(trial, value, state=None if measured else self.optuna.trial.TrialState.FAIL)
         except self.optuna.exceptions.UpdateFinishedTrialError:
             # Another process failed it as stale (its beats were held up past the grace period):
             # the measurement is added as a finished trial of its own, so nothing measured is lost.
-            attrs = {**trial.user_attrs, RESULT_ATTR: _record(result), **measured_figures(result)}
             state = self.optuna.trial.TrialState
-            measured = result.status in (OK, CONSTRAINT)
             frozen = self.optuna.trial.create_trial(
-                state=state.COMPLETE if measured else state.FAIL,
-                value=(result.samples_per_s or 0.0) if measured else None,
-                params=trial.params, distributions=trial.distributions, user_attrs=attrs)
+                state=state.COMPLETE if measured else state.FAIL, value=value, params=trial.params,
+                distributions=trial.distributions, user_attrs={**trial.user_attrs, **attrs})
             if measured:
-                frozen.set_constraint("memory", 0.0 if result.status == OK else 1.0)
+                frozen.set_constraint("memory", violated)
             self.study.add_trial(frozen)
-
-    def _tell(self, trial, result: TrialResult) -> None:
-        trial.set_user_attr(RESULT_ATTR, _record(result))
-        for name, value in measured_figures(result).items():
-            trial.set_user_attr(name, value)
-        if result.status in (OK, CONSTRAINT):
-            # Past a limit: a completed trial with a violated constraint, so samplers avoid the region.
-            trial.set_constraint("memory", 0.0 if result.status == OK else 1.0)
-            self.study.tell(trial, result.samples_per_s or 0.0)
-        else:
-            assert result.status in (FAILED, HANG)
-            self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
 
     def complete(self, result: TuneResult) -> None:
         """Mark this run complete, with its pick (NOTE [ Runs in a study ]); with a fleet, keep the
