@@ -11,7 +11,7 @@
 #   writing, and the run resumes it (``quick_check``).
 # - A write that fails (a full disk, a storage gone read-only) does not end the run: the study
 #   stops taking writes, the search goes on in memory, and the run ends with its pick reported
-#   and ``NotSaved`` naming what failed, where, and how much was free (saving.py). What SQLite
+#   and ``NotSaved`` naming what failed, where, and how much was free (study.save). What SQLite
 #   committed before stays as it was (a failed transaction is rolled back), and so does a result
 #   file that could not be replaced (``atomic_write_all``).
 """

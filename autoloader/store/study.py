@@ -11,6 +11,8 @@ the study named ``<fingerprint>/<key>`` in any storage (paths.py).
 # trial's config is never re-run (the strategy sees it in the history), but for retry.py's
 # exceptions. A record that fails validation is left out with a warning, a study that cannot be
 # read is moved aside (NOTE [ Stored state a user can trust ] in durable.py).
+
+``save`` writes a run's result and snippet, and raises NotSaved saying what could not be stored.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import warnings
 
-from ..errors import StoredStateWarning
+from ..errors import NotSaved, StoredStateWarning
 from ..inputs.options import Limits
 from ..search.policy import RAISED
 from ..search.results import BUDGET_ENDED, CONSTRAINT, FAILED, HANG, OK, TrialResult
@@ -248,9 +251,6 @@ class StudyStore:
             for run_id in runs_bound:
                 self._writing(push.bound, self.study, run_id, self.fleet.shown, True)
             return
-        from ..errors import NotSaved
-        from .saving import stored_lines
-
         raise NotSaved(f"the run chose {result.config.key} ({rate(result.samples_per_s, ' samples/s')}) and saved it "
                        f"here, but could not push it: {pushed.failed}. Its trials and result are kept in the study "
                        f"{self.where}, and the next run with --storage {self.fleet.shown} pushes them before it "
@@ -270,6 +270,40 @@ class StudyStore:
         durable.dispose(self.storage)
         if self.fleet is not None:
             self.fleet.close()
+
+
+def save(result, files: dict[str, str], store) -> None:
+    """Write the run's files; raise NotSaved, carrying ``result``, when they or the study could not be."""
+    problems = [store.write_failed] if store.write_failed else []
+    errors = [store.write_error] if store.write_error else []
+    where = os.path.dirname(next(iter(files), "")) or "."
+    written = True
+    try:
+        durable.atomic_write_all(files)
+    except OSError as exc:
+        problems.append(durable.write_failure("the result and its snippet", where, exc))
+        errors.append(exc)
+        written = False
+    if problems:
+        study = durable.sqlite_file(store.url)
+        folder = os.path.abspath(os.path.dirname(os.path.dirname(next(iter(files), "")) or "."))
+        under_out = study is not None and os.path.commonpath([study, folder]) == folder
+        raise NotSaved(f"the run chose {result.config.key} ({rate(result.samples_per_s, ' samples/s')}) but could not "
+                       f"save all of it: {'; '.join(problems)}. Whatever was stored before is kept. Fix: "
+                       + durable.write_fix(errors, store.url if store.write_error else None, under_out, where), result,
+                       stored_lines(result, written, store.write_failed is None, store))
+
+
+def stored_lines(result, files: bool, study: bool, store, pushed: bool | None = None) -> tuple[str, ...]:
+    """What happened to each thing a run stores, a line each (``pushed``: None without a fleet)."""
+    lines = [f"saved {result.path}" if files else f"not saved: {result.path}",
+             f"snippet {result.snippet_path}" if files else f"snippet not saved: {result.snippet_path}",
+             f"study {store.where}" if study else f"study not saved: {store.where}"]
+    if pushed is not None:
+        lines.append(f"pushed to {store.shown_url}" if pushed else
+                     f"not pushed to {store.shown_url}: the study above keeps it, and the next run with this "
+                     "--storage pushes it")
+    return tuple(lines)
 
 
 def _record(result: TrialResult) -> dict:

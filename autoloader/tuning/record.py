@@ -37,9 +37,8 @@ from ..store.history import keep
 from ..store.paths import result_path
 from ..store.records import Inputs, NodeRecord, Provenance
 from ..store.result import TuneResult
-from ..store.saving import save
 from ..store.snippet import snippet
-from ..store.study import StudyStore
+from ..store.study import StudyStore, save
 from ..store.versions import provenance
 from .claims import what_if_claims
 from .compare import Comparison, compare
