@@ -33,9 +33,8 @@ def load_lines(load) -> list[str]:
     steal = f", steal {load.steal_cpus:.2f}" if load.steal_cpus else ""
     lines = [f"{others_text(load.others_cpus, load.usable_cpus)} on average while the run measured{steal}"
              + (f", {load.final_others_cpus:.1f} during the final" if load.final_others_cpus is not None else "")]
-    for span in load.busy_spans:
-        lines.append(f"{others_text(span.others_cpus, load.usable_cpus)} during {_trials(span.first, span.last)}: "
-                     "these figures are what the machine gives while they run")
+    lines += [f"{others_text(span.others_cpus, load.usable_cpus)} during {_trials(span.first, span.last)}: "
+              "these figures are what the machine gives while they run" for span in load.busy_spans]
     if load.busy:
         widened = (f"the final's ties widened by {load.widen * 100:.0f} points where its rounds disagree; "
                    if load.final_others_cpus is not None else "")
@@ -61,9 +60,8 @@ def profile_load_line(profile) -> str | None:
 
 def rate_basis(result) -> str | None:
     """Where the pick's rate is from when no interleaved final measured it; None where the final did."""
-    if getattr(result, "partial", False):
-        return None
-    if any(f.config == result.tuned.config and f.rates for f in getattr(result, "finals", ())):
+    if getattr(result, "partial", False) or any(f.config == result.tuned.config and f.rates
+                                                 for f in getattr(result, "finals", ())):
         return None
     return ("from one burst, no final: no interleaved round measured the pick beside another, so its rate has "
             "no paired comparison")

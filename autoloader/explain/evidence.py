@@ -253,10 +253,9 @@ def stages(ev: Evidence) -> Stages:
             share = max(1.0, demand / cpus)
     receive = model.recv_s(bs, busy) if n else 0.0
     receive_idle = model.recv_s(bs, 0.0) if n else 0.0
-    free = dataclasses.replace(p, recv_s=0.0, recv_busy_s=None, pin_s=0.0 if p.pin_s is not None else None,
-                               pin_local_s=0.0 if p.pin_local_s is not None else None,
-                               h2d_pinned_s=0.0 if p.h2d_pinned_s is not None else None,
-                               h2d_pageable_s=0.0 if p.h2d_pageable_s is not None else None, step_s=0.0)
+    zeroed = {k: None if getattr(p, k) is None else 0.0
+              for k in ("pin_s", "pin_local_s", "h2d_pinned_s", "h2d_pageable_s")}
+    free = dataclasses.replace(p, recv_s=0.0, recv_busy_s=None, step_s=0.0, **zeroed)
     supply = Model(free, ev.device).predict(config, c).steady_samples_per_s
     step = c.main * p.step_s * scale
     receive_s, pin_s, copy_s = term * receive * share, term * pin * share, c.main * copy * share
@@ -274,10 +273,8 @@ def _rate(batch_size: int, seconds: float) -> float:
 
 def ms(seconds: float) -> str:
     """A duration: 0.42 ms, 36.1 ms, 1.90 s, 12.3 s."""
-    if seconds >= 10:
-        return f"{seconds:.1f} s"
     if seconds >= 1:
-        return f"{seconds:.2f} s"
+        return f"{seconds:.1f} s" if seconds >= 10 else f"{seconds:.2f} s"
     return f"{seconds * 1e3:.2f} ms" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
 
 
