@@ -88,13 +88,11 @@ class Ceiling:
             step = "the step on resident batches (unbounded: it took no measurable time)"
         terms = (f"the lower of {step} and {cpus(self.cpus)} x one worker's {rate(self.one_worker_rate)} "
                  f"({rate(self.workers_rate)}): the {_OWNER[self.binding]} term is the lower")
-        if self.raised:
-            # A ceiling below what the run measured would be no ceiling: the profile under-timed a term.
-            return (f"The tuned {rate(self.tuned)} is {self.gap:.2f} of the ceiling, {rate(self.value)}: the highest "
-                    f"rate this run measured, since the profile's terms read lower ({terms}, {rate(self.terms)}): "
-                    f"the profile under-timed them.{self._holds()}")
+        # A ceiling below what the run measured would be no ceiling: the profile under-timed a term.
+        why = (f"the highest rate this run measured, since the profile's terms read lower ({terms}, "
+               f"{rate(self.terms)}): the profile under-timed them" if self.raised else terms)
         return (f"The tuned {rate(self.tuned)} is {self.gap:.2f} of the ceiling, {rate(self.value)}: "
-                f"{terms}.{self._holds()}")
+                f"{why}.{self._holds()}")
 
     def _holds(self) -> str:
         """What holds the run, as the verdict decided it, so the two never disagree."""

@@ -184,26 +184,21 @@ def render_html(result, ex: Explanation, plots: dict[str, tuple[str, bytes]]) ->
     return "\n".join(out) + "\n"
 
 
-def _whatif_rows(ex: Explanation) -> tuple[list[dict], list[dict]]:
-    helping, not_helping = [], []
-    for w in ex.whatifs:
-        row = {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks), "gain": w.gain_text(),
-               "source": w.source, "sure": how_sure(ex.evidence, w)["sure"], "how": w.change,
-               "code": "your code" if w.needs_code else "settings"}
-        (helping if w.helps else not_helping).append(row)
-    return helping, not_helping
+def _whatif_rows(ex: Explanation) -> list[tuple[str, list[dict]]]:
+    """The what-ifs' rows, under their heading: those predicted to help, then the rest (if any)."""
+    rows = [(w.helps, {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks), "gain": w.gain_text(),
+                       "source": w.source, "sure": how_sure(ex.evidence, w)["sure"], "how": w.change,
+                       "code": "your code" if w.needs_code else "settings"}) for w in ex.whatifs]
+    groups = (("Predicted to help", [r for helps, r in rows if helps]),
+              ("Considered, not predicted to help", [r for helps, r in rows if not helps]))
+    return [(title, group) for title, group in groups if group]
 
 
 def _whatif_table_html(ex: Explanation) -> str:
-    helping, not_helping = _whatif_rows(ex)
-    best = top(ex.whatifs)
-    out = []
-    if best is None:
-        out.append(f"<p>No change the model was asked about is predicted to gain {pct(WORTH_CHANGING)} or more.</p>")
+    out = [] if top(ex.whatifs) else [f"<p>No change the model was asked about is predicted to gain "
+                                      f"{pct(WORTH_CHANGING)} or more.</p>"]
     out.append(f"<p>{_GAINS}</p>")
-    for title, rows in (("Predicted to help", helping), ("Considered, not predicted to help", not_helping)):
-        if not rows:
-            continue
+    for title, rows in _whatif_rows(ex):
         out.append(f"<h3>{_e(title)}</h3><table class='whatifs'><tr><th>change</th><th>rate</th><th>gain</th>"
                    "<th>how sure</th><th>what to change</th></tr>")
         out += [f"<tr><td>{_e(r['change'])}</td><td class='num'>{_e(r['rate'])}</td><td class='num'>{_e(r['gain'])}"
@@ -278,17 +273,13 @@ def _markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]], p
               f"**{v.kind}**: {v.paragraph}", ""]
     lines += [f"{i}. **{f.title}** ({f.source}{', limits' if f.limits else ''}): {f.text}"
               for i, f in enumerate(v.findings, 1)]
-    helping, not_helping = _whatif_rows(ex)
-    lines += ["", "## What would help", "",
-              _GAINS.replace("<i>", "*").replace("</i>", "*"), ""]
-    for heading, rows in (("Predicted to help", helping), ("Considered, not predicted to help", not_helping)):
-        if rows:
-            lines += [f"### {heading}", ""]
-            lines += _md_table(["change", "rate", "gain", "how sure", "what to change"],
-                               [[r["change"], r["rate"], r["gain"], _sure_md(r),
-                                 f"{r['how']} ({r['code']})"]
-                                for r in rows])
-            lines.append("")
+    lines += ["", "## What would help", "", _GAINS.replace("<i>", "*").replace("</i>", "*"), ""]
+    for heading, rows in _whatif_rows(ex):
+        lines += [f"### {heading}", ""]
+        lines += _md_table(["change", "rate", "gain", "how sure", "what to change"],
+                           [[r["change"], r["rate"], r["gain"], _sure_md(r), f"{r['how']} ({r['code']})"]
+                            for r in rows])
+        lines.append("")
     lines += ["## The ceiling and the gap", "", c.sentence(), "", "## Plots", ""]
     lines += [f"![{caption}]({path})\n" for caption, path in plot_files.values()]
     if plots_left_out:

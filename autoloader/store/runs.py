@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -208,10 +209,8 @@ class Heartbeat:
 
     def _beat(self) -> None:
         while True:
-            try:
+            with contextlib.suppress(Exception):   # a missed beat is retried; a dead storage fails the tell
                 self.storage.record_heartbeat(self.trial_id)
-            except Exception:  # noqa: BLE001 - a missed beat is retried; a dead storage fails the tell
-                pass
             if self.stopped.wait(self.interval_s):
                 return
 
