@@ -136,18 +136,16 @@ def wait_share(ex: Explanation) -> bytes:
             transform=ax.get_yaxis_transform(), ha="right", fontsize=7, color="#9a6a00")
     ax.plot([c.num_workers for c in configs], [p.wait_share * 100 for p in predicted], color=MODEL, lw=2,
             label="model (predicted)")
-    measured = [t for t in ev.ok_trials if t.wait_fraction is not None]
-    if measured:
-        ax.plot([t.config.num_workers for t in measured], [t.wait_fraction * 100 for t in measured], "o", ms=6,
-                color=MEASURED, label="bursts (measured)")
-    rough = [t for t in ev.pruned_trials if t.wait_fraction is not None]
-    if rough:
-        ax.plot([t.config.num_workers for t in rough], [t.wait_fraction * 100 for t in rough], "o", ms=6,
-                mfc="white", mec=GREY, label="bursts stopped early (rough)")
-    finals = [f for f in ev.finals if f.waits]
-    if finals:
-        ax.plot([f.config.num_workers for f in finals], [statistics.median(f.waits) * 100 for f in finals], "D",
-                ms=7, color=FINAL, label="final medians (measured)")
+    bursts = [(t, t.wait_fraction) for t in ev.ok_trials if t.wait_fraction is not None]
+    rough = [(t, t.wait_fraction) for t in ev.pruned_trials if t.wait_fraction is not None]
+    finals = [(f, statistics.median(f.waits)) for f in ev.finals if f.waits]
+    for points, marker, style, label in ((bursts, "o", dict(ms=6, color=MEASURED), "bursts (measured)"),
+                                         (rough, "o", dict(ms=6, mfc="white", mec=GREY),
+                                          "bursts stopped early (rough)"),
+                                         (finals, "D", dict(ms=7, color=FINAL), "final medians (measured)")):
+        if points:
+            ax.plot([x.config.num_workers for x, _ in points], [y * 100 for _, y in points], marker, label=label,
+                    **style)
     ax.axvline(ev.pick.num_workers, color=PICK, lw=1.5, label=f"pick ({ev.pick.num_workers} workers)")
     ax.set_ylim(0, 105)
     alone = " (no --step: the loader alone)" if ev.step_given is False else ""
@@ -220,8 +218,9 @@ def predicted_vs_measured(ex: Explanation) -> bytes:
     ax.plot(line, line, color=MEASURED, lw=1, label="predicted = measured")
     ax.fill_between(line, [x * 0.9 for x in line], [x * 1.1 for x in line], color=MODEL, alpha=0.10,
                     label="within 10%")
-    for kind, marker, color in (("burst", "o", MEASURED), ("burst stopped early", "o", GREY), ("final", "D", FINAL)):
-        plural = {"burst": "bursts", "burst stopped early": "bursts stopped early", "final": "final medians"}[kind]
+    for kind, plural, marker, color in (("burst", "bursts", "o", MEASURED),
+                                        ("burst stopped early", "bursts stopped early", "o", GREY),
+                                        ("final", "final medians", "D", FINAL)):
         chosen = [(m, p, c) for m, p, c, k in points if k == kind]
         if chosen:
             ax.plot([m for m, _, _ in chosen], [p for _, p, _ in chosen], marker, ls="none", ms=6, color=color,
