@@ -22,10 +22,6 @@ def profiled(result) -> bool:
     return profile is not None and getattr(profile, "measured", True)
 
 
-def _trials(first: int, last: int) -> str:
-    return f"trial {first}" if first == last else f"trials {first}-{last}"
-
-
 def load_lines(load) -> list[str]:
     """What the machine's load (a search.load.MachineLoad) says, in words: NOTE [ Others on the machine ]."""
     if load is None or load.others_cpus is None:
@@ -33,8 +29,9 @@ def load_lines(load) -> list[str]:
     steal = f", steal {load.steal_cpus:.2f}" if load.steal_cpus else ""
     lines = [f"{others_text(load.others_cpus, load.usable_cpus)} on average while the run measured{steal}"
              + (f", {load.final_others_cpus:.1f} during the final" if load.final_others_cpus is not None else "")]
-    lines += [f"{others_text(span.others_cpus, load.usable_cpus)} during {_trials(span.first, span.last)}: "
-              "these figures are what the machine gives while they run" for span in load.busy_spans]
+    lines += [f"{others_text(span.others_cpus, load.usable_cpus)} during "
+              + (f"trial {span.first}" if span.first == span.last else f"trials {span.first}-{span.last}")
+              + ": these figures are what the machine gives while they run" for span in load.busy_spans]
     if load.busy:
         widened = (f"the final's ties widened by {load.widen * 100:.0f} points where its rounds disagree; "
                    if load.final_others_cpus is not None else "")

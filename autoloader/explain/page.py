@@ -235,10 +235,6 @@ def _rounds(final) -> str:
     return ", ".join(opening + [rate(r) for r in final.rates])
 
 
-def _sure_md(row) -> str:
-    return row["sure"] if row["sure"].startswith(row["source"]) else f"{row['source']}: {row['sure']}"
-
-
 def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
     clean = lambda x: str(x).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     return (["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
@@ -277,8 +273,8 @@ def _markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]], p
     for heading, rows in _whatif_rows(ex):
         lines += [f"### {heading}", ""]
         lines += _md_table(["change", "rate", "gain", "how sure", "what to change"],
-                           [[r["change"], r["rate"], r["gain"], _sure_md(r), f"{r['how']} ({r['code']})"]
-                            for r in rows])
+                           [[r["change"], r["rate"], r["gain"], r["sure"] if r["sure"].startswith(r["source"])
+                             else f"{r['source']}: {r['sure']}", f"{r['how']} ({r['code']})"] for r in rows])
         lines.append("")
     lines += ["## The ceiling and the gap", "", c.sentence(), "", "## Plots", ""]
     lines += [f"![{caption}]({path})\n" for caption, path in plot_files.values()]

@@ -291,23 +291,10 @@ def _contention(st: Stages) -> str:
             f"thread runs at 1/{st.share:.1f} of a core, this one too)")
 
 
-def _step_words(ev: Evidence, st: Stages) -> str:
-    if ev.step_given is False:
-        return "the step costs nothing (no --step)"
-    return f"the step could take {rate(st.step_rate)}"
-
-
-def _cpus_words(ev: Evidence, st: Stages) -> str:
-    counted = ev.profile.cpus
-    text = cpus(st.cpus)
-    if ev.calibration.cpus is not None and abs(st.cpus - counted) > 0.01:
-        text += f" the pipeline really gets (the bursts' fit; {counted:g} are usable)"
-    return text
-
-
 def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
     p, n, bs = ev.profile, st.workers, st.batch_size
-    others = _step_words(ev, st)
+    others = ("the step costs nothing (no --step)" if ev.step_given is False
+              else f"the step could take {rate(st.step_rate)}")
     if n == 0:
         steps = [f"{ms(st.worker_s)} for its samples and collate"]
         steps += [f"{ms(st.pin_s)} to pin"] if st.pin_s else []
@@ -328,8 +315,12 @@ def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
         each = f"{rate(one)}" + (f"; {note}" if note else "")
         many = n != 1
         who = f"{n} workers each make" if many else "1 worker makes"
+        # The CPUs the pipeline gets, and where that figure is from when the bursts revised it.
+        revised = ev.calibration.cpus is not None and abs(st.cpus - p.cpus) > 0.01
+        gets = cpus(st.cpus) + (f" the pipeline really gets (the bursts' fit; {p.cpus:g} are usable)"
+                                if revised else "")
         text = (f"{who} a batch of {bs} in {ms(st.worker_s)} ({each}) and want{'' if many else 's'} "
-                f"{st.cpu_demand:.1f} of the {_cpus_words(ev, st)}{share}; {'together they' if many else 'so it'} "
+                f"{st.cpu_demand:.1f} of the {gets}{share}; {'together they' if many else 'so it'} "
                 f"make{'' if many else 's'} {rate(st.supply_rate)} (predicted), while the main process could take "
                 f"{rate(st.main_rate)} and {others}.")
         text += (" The cores are full: more workers only share them." if part == "cores" else
@@ -379,7 +370,8 @@ def _memory(ev: Evidence) -> tuple[str | None, Finding, float | None]:
         kept = (f" {len(ev.kept_out())} config(s) were kept out by memory, none predicted "
                 f"{pct(MEMORY_COSTS)} faster than the pick." if ev.kept_out() else " Nothing was kept out by memory.")
         return None, Finding("memory", "Memory", peaks + kept, MEASURED), lost
-    where = _where(worst)
+    shm = worst.cause == "shm_exhausted" or "/dev/shm" in (worst.error or "")
+    where = "device" if worst.cause == "cuda_oom" else "shm" if shm else "host"
     fix = {"host": "raise --max-memory (or free host memory), or cut per-worker memory (copy-on-read Python "
                    "objects: keep samples in numpy arrays)",
            "shm": "enlarge /dev/shm (docker run --shm-size=16g), or fewer bytes a batch",
@@ -387,14 +379,6 @@ def _memory(ev: Evidence) -> tuple[str | None, Finding, float | None]:
     text = (f"{worst.config.key} was kept out ({worst.describe_failure()}); the model predicts it {lost * 100:+.0f}% "
             f"over the pick. The fix: {fix}. " + peaks)
     return f"memory/{where}", Finding("memory", "Memory", text, PREDICTED, limits=True), lost
-
-
-def _where(trial) -> str:
-    if trial.cause == "cuda_oom":
-        return "device"
-    if trial.cause == "shm_exhausted" or "/dev/shm" in (trial.error or ""):
-        return "shm"
-    return "host"
 
 
 def _compute_finding(ev: Evidence, st: Stages, limits: bool) -> Finding:

@@ -126,8 +126,11 @@ class StudyStore:
         for trial, data in self._finished():
             if trial.user_attrs.get(runs.RUN_ATTR) != self.run.run_id:
                 continue
-            result = self._valid(trial, data)
-            if result is None:
+            try:
+                result = trial_record(data)
+            except InvalidRecord as exc:
+                warnings.warn(f"ignored trial {trial.number} of the study {self.where}: {exc}; its config is "
+                              "measured again if the search comes to it", StoredStateWarning, stacklevel=2)
                 invalid += 1
                 continue
             recorded = trial.user_attrs.get(LIMITS_ATTR)
@@ -136,14 +139,6 @@ class StudyStore:
                                       digest if isinstance(digest, str) else None))
         return standing(stored, lambda result, recorded: stopped_by_a_raised_limit(result, recorded, limits),
                         code, invalid)
-
-    def _valid(self, trial, data) -> TrialResult | None:
-        try:
-            return trial_record(data)
-        except InvalidRecord as exc:
-            warnings.warn(f"ignored trial {trial.number} of the study {self.where}: {exc}; its config is "
-                          "measured again if the search comes to it", StoredStateWarning, stacklevel=3)
-            return None
 
     def _finished(self):
         for trial in self.study.get_trials(deepcopy=False):
