@@ -131,8 +131,8 @@ def test_opening_a_postgresql_study_never_fails_another_tuners_live_trial(postgr
     other = second.begin(four, limits)
     first.finish(trial, TrialResult(two, OK, samples_per_s=100.0))
     second.finish(other, TrialResult(four, OK, samples_per_s=200.0))
-    assert [r.config for r in first.history(limits)[0]] == [two]
-    assert [r.config for r in second.history(limits)[0]] == [four]
+    assert [r.config for r in first.reread(limits).trials] == [two]
+    assert [r.config for r in second.reread(limits).trials] == [four]
     for store in (first, second):
         store.close()
 

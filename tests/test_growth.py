@@ -23,7 +23,7 @@ from autoloader.search.policy import GROWTH_MIN_RISE
 from autoloader.search.profile import Profile
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
-from autoloader.store import validate
+from autoloader.store.result import InvalidRecord, trial_record
 from autoloader.tuning.progress import memory_line
 
 MIB = 2**20
@@ -182,9 +182,9 @@ def test_the_growth_crosses_in_the_profile_and_the_trial_record():
     back = Profile.from_dict(profile.to_dict())
     assert back.growth == g
     t = trial(LoaderConfig.make(64, 2, False, 2, False), 600 * MIB, samples=3000, uss=40 * MIB)
-    assert validate.trial_record(t.to_dict()) == t
-    with pytest.raises(validate.InvalidRecord, match="worker_samples"):
-        validate.trial_record({**t.to_dict(), "worker_samples": -1})
+    assert trial_record(t.to_dict()) == t
+    with pytest.raises(InvalidRecord, match="worker_samples"):
+        trial_record({**t.to_dict(), "worker_samples": -1})
 
 
 def test_rows_of_two_kinds_of_pages_go_on_at_the_later_rate():

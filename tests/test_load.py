@@ -29,7 +29,7 @@ from autoloader.search.space import LoaderConfig
 from autoloader.search.threads import Threads
 from autoloader.store.history import previous, record
 from autoloader.store.records import StoredHardware
-from autoloader.store.validate import InvalidRecord, trial_record
+from autoloader.store.result import InvalidRecord, trial_record
 from autoloader.tuning.compare import DRIFTED, INCONCLUSIVE, UNCHANGED, compare, memory_per_worker, separated
 from autoloader.tuning.final import final_configs, trimmed
 from autoloader.events import TrialDone

@@ -19,7 +19,7 @@ from autoloader.store.comparison import Comparison
 from autoloader.store.door import load_result
 from autoloader.store.records import NodeRecord
 from autoloader.store.result import SUMMARY, TuneResult
-from autoloader.store.validate import StoredStateWarning
+from autoloader.errors import StoredStateWarning
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "results")
 RESULTS = sorted(glob.glob(os.path.join(FIXTURES, "format*.json")))

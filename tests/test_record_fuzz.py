@@ -32,7 +32,7 @@ from autoloader.store import runs
 from autoloader.store.door import load_result
 from autoloader.store.history import previous, stored_picks
 from autoloader.store.result import TuneResult
-from autoloader.store.validate import StoredStateWarning
+from autoloader.errors import StoredStateWarning
 from autoloader.tuning.compare import compare
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "results")

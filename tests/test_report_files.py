@@ -141,7 +141,7 @@ def test_a_read_only_or_full_folder_is_said_and_the_result_untouched(tmp_path, m
         assert what in done.stdout, what
     assert after == data, "the result is untouched"
     left = set(done.stderr.split("Fix:")[-1].split()) if mount == "ro" else set()
-    assert not any(n.endswith((".html", ".md")) or n.startswith(".report-") for n in left), left
+    assert not any(n.endswith((".html", ".md")) or n.startswith((".report-", ".tmp-")) for n in left), left
 
 
 # The fields of the report crash, each a record that must be refused at the door or

@@ -39,8 +39,8 @@ def test_opening_a_study_never_fails_another_tuners_live_trial(tmp_path):
     other = second.begin(FOUR, LIMITS)
     first.finish(trial, measured(TWO))                # no UpdateFinishedTrialError
     second.finish(other, measured(FOUR))
-    assert [r.config for r in first.history(LIMITS)[0]] == [TWO], "each takes its own trial only"
-    assert [r.config for r in second.history(LIMITS)[0]] == [FOUR]
+    assert [r.config for r in first.reread(LIMITS).trials] == [TWO], "each takes its own trial only"
+    assert [r.config for r in second.reread(LIMITS).trials] == [FOUR]
     states = [t.state for t in first.study.get_trials(deepcopy=False)]
     assert states == [optuna.trial.TrialState.COMPLETE] * 2
 
@@ -53,13 +53,13 @@ def test_a_new_run_after_a_complete_one_starts_empty_and_keeps_its_trials(tmp_pa
     store.complete(TuneResult.from_dict({"config": TWO.loader_kwargs(), "samples_per_s": 500.0,
                                          "dataset_key": "key"}, partial=True))
     again = StudyStore(url, "hw/key", SPACE)
-    assert not again.resumed_run and again.history(LIMITS) == ([], 0)
+    assert not again.resumed_run and not again.reread(LIMITS).trials and not again.reread(LIMITS).limit_raised
     assert len(again.study.get_trials(deepcopy=False)) == 1, "the complete run's trial stays in the study"
     # A run that ended in an error is not resumed either.
     again.finish(again.begin(FOUR, LIMITS), measured(FOUR))
     again.failed()
     third = StudyStore(url, "hw/key", SPACE)
-    assert not third.resumed_run and third.history(LIMITS) == ([], 0)
+    assert not third.resumed_run and not third.reread(LIMITS).trials and not third.reread(LIMITS).limit_raised
     assert len(third.study.get_trials(deepcopy=False)) == 2
 
 
@@ -73,7 +73,7 @@ def test_an_interrupted_run_is_resumed_and_its_running_trial_failed_at_once(tmp_
     interrupted(store)
     again = StudyStore(url, "hw/key", SPACE)
     assert again.resumed_run and again.run.run_id == store.run.run_id and again.stale_repaired == 1
-    assert [r.config for r in again.history(LIMITS)[0]] == [TWO], "its finished trial is kept"
+    assert [r.config for r in again.reread(LIMITS).trials] == [TWO], "its finished trial is kept"
     assert again.run.owner == runs.this_owner()
 
 
@@ -92,7 +92,7 @@ def test_a_measurement_told_after_a_stale_repair_is_kept(tmp_path):
     trial = store.begin(TWO, LIMITS)
     store.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)   # another process's repair
     store.finish(trial, measured(TWO, 123.0))
-    assert [(r.config, r.samples_per_s) for r in store.history(LIMITS)[0]] == [(TWO, 123.0)]
+    assert [(r.config, r.samples_per_s) for r in store.reread(LIMITS).trials] == [(TWO, 123.0)]
 
 
 @pytest.mark.slow

@@ -43,11 +43,11 @@ def test_a_result_file_gets_the_usual_permissions(tmp_path):
     import os
     import stat
 
-    from autoloader.store.study import atomic_write
+    from autoloader.store.durable import atomic_write_all
 
     old = os.umask(0o022)
     try:
-        atomic_write(str(tmp_path / "result.json"), "{}")
+        atomic_write_all({str(tmp_path / "result.json"): "{}"})
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "result.json").st_mode) == 0o644
@@ -109,15 +109,18 @@ def test_history_keeps_each_configs_newest_result_and_counts_a_retry_once(tmp_pa
     interrupted(store)
 
     store = StudyStore(url, "demo", space)
-    history, retried = store.history(loose)
+    loaded = store.reread(loose)
+    history, retried = list(loaded.trials), loaded.limit_raised
     assert store.resumed_run and [r.config for r in history] == [two] and retried == 1
 
     store.finish(store.begin(four, loose), TrialResult(four, OK, samples_per_s=150.0))
     interrupted(store)
     store = StudyStore(url, "demo", space)
-    history, retried = store.history(loose)
+    loaded = store.reread(loose)
+    history, retried = list(loaded.trials), loaded.limit_raised
     assert [(r.config, r.status) for r in history] == [(two, OK), (four, OK)] and retried == 0
     # Back to the tight ceiling: the newest result stands; the old verdict does not come back.
     interrupted(store)
-    history, retried = StudyStore(url, "demo", space).history(tight)
+    loaded = StudyStore(url, "demo", space).reread(tight)
+    history, retried = list(loaded.trials), loaded.limit_raised
     assert [(r.config, r.status) for r in history] == [(two, OK), (four, OK)] and retried == 0

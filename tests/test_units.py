@@ -1,6 +1,6 @@
 """Sub-second unit tests of the rules the tuning runs lean on, without a trial process: which
 stored verdicts stand (store/retry.py), what the clock keeps back (search/budget.py), what a
-stored record must hold (store/validate.py), and that the pure part imports no torch, probe or
+stored record must hold (store/result.py), and that the pure part imports no torch, probe or
 store."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from autoloader.search.policy import (
 )
 from autoloader.search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from autoloader.search.space import LoaderConfig
-from autoloader.store import validate
-from autoloader.store.result import TuneResult
+from autoloader.errors import StoredStateWarning
+from autoloader.store.result import InvalidRecord, TuneResult, trial_record
 from autoloader.store.door import load_result
 from autoloader.store.retry import OnceMore, StoredTrial, code_changed, standing
 
@@ -119,7 +119,7 @@ def test_the_clock_keeps_back_the_finals_rounds_up_to_a_share_of_the_budget():
         "while the pick is unmeasured the search may spend the reserve down to one round"
 
 
-# --- store/validate.py: what a stored record must hold -----------------------------------------------------
+# --- store/result.py: what a stored record must hold -----------------------------------------------------
 
 def result_record(**changes) -> dict:
     data = {"format": 2, "config": {"batch_size": 16, "num_workers": 2, "pin_memory": False, "prefetch_factor": 2,
@@ -139,7 +139,7 @@ def result_record(**changes) -> dict:
     ({"knee": {"stops_paying": 1}}, "peak is None"),
 ], ids=["inf", "bool", "negative", "newer", "hardware", "key", "batch", "workers-past-the-cpus", "pin", "knee"])
 def test_a_result_record_that_no_run_wrote_is_refused_with_what_is_wrong(change, says):
-    with pytest.raises(validate.InvalidRecord, match=says):
+    with pytest.raises(InvalidRecord, match=says):
         TuneResult.from_dict(result_record(**change))
 
 
@@ -153,13 +153,13 @@ def test_a_sound_result_record_reads_back_and_the_one_reader_warns_on_a_bad_file
     assert stored.where == str(good) and stored.tuned == tuned
     assert stored.hardware.fingerprint == "box" and stored.hardware.cpus == 2
     assert load_result(str(tmp_path / "missing.json")) is None
-    with pytest.warns(validate.StoredStateWarning, match="ignored the stored result .*bad.json: samples_per_s.*left as it is"):
+    with pytest.warns(StoredStateWarning, match="ignored the stored result .*bad.json: samples_per_s.*left as it is"):
         assert load_result(str(bad)) is None
     assert bad.exists() and not list(tmp_path.glob("bad.json.corrupt-*")), "a reader leaves it where it is"
-    with pytest.warns(validate.StoredStateWarning, match="ignored the stored result .*bad.json: samples_per_s.*set aside"):
+    with pytest.warns(StoredStateWarning, match="ignored the stored result .*bad.json: samples_per_s.*set aside"):
         assert load_result(str(bad), set_aside=True) is None
     assert not bad.exists() and len(list(tmp_path.glob("bad.json.corrupt-*"))) == 1, "set aside beside it"
-    with pytest.warns(validate.StoredStateWarning, match="a folder"):
+    with pytest.warns(StoredStateWarning, match="a folder"):
         assert load_result(str(tmp_path)) is None
     assert tmp_path.is_dir(), "a folder is only ignored"
 
@@ -167,11 +167,11 @@ def test_a_sound_result_record_reads_back_and_the_one_reader_warns_on_a_bad_file
 def test_a_trial_record_is_checked_field_by_field():
     record = {"format": 2, "config": {"batch_size": 16, "num_workers": 0, "pin_memory": False}, "status": OK,
               "samples_per_s": 10.0, "batches": 4}
-    assert validate.trial_record(record).samples_per_s == 10.0
+    assert trial_record(record).samples_per_s == 10.0
     for change, says in (({"status": "great"}, "status"), ({"batches": -1}, "batches"),
                          ({"samples_per_s": None}, "samples_per_s"), ({"pruned": "no"}, "pruned")):
-        with pytest.raises(validate.InvalidRecord, match=says):
-            validate.trial_record({**record, **change})
+        with pytest.raises(InvalidRecord, match=says):
+            trial_record({**record, **change})
 
 
 # --- the pure part ----------------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ FORBIDDEN = ("torch", "multiprocessing", "subprocess", "psutil", "click", "optun
 # The report layer's pure part (explain/): records in, records out, from the search's records and
 # errors alone; its plots and page (matplotlib, files) are not in it.
 EXPLAIN = "autoloader/explain"
-EXPLAIN_PURE = ("__init__", "evidence", "bound", "verdict", "whatif", "ceiling", "thresholds")
+EXPLAIN_PURE = ("__init__", "evidence", "verdict", "whatif", "ceiling", "thresholds")
 EXPLAIN_MAY_IMPORT = ("autoloader.search", "autoloader.errors", "autoloader.events.lines", *(f"autoloader.explain.{m}" for m in EXPLAIN_PURE[1:]))
 
 

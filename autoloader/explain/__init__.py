@@ -1,17 +1,9 @@
 """Telling the engineer why, and what to change: the verdict, the what-ifs, the ceiling, the report.
 
-Whom it serves:
-- a person reading a run: ``autoloader report RESULT`` and ``tune --report`` write an HTML page
-  and a markdown twin beside the result (``page.py``, with ``plots.py``'s PNGs);
-- the CLI table's one verdict line (``tuning.progress.table`` calls ``headline``);
-- a benchmark script tabulating many runs: ``benchmark_row(result)`` gives the verdict's class
-  and the top what-if with its predicted gain.
-
-Each takes a result's record (a ``TuneResult``: what ``tune()`` returns, or a stored result's JSON
-read by ``TuneResult.from_dict``, which checks it) or, for ``explain``, ``Evidence``.
-
-``evidence``, ``verdict``, ``whatif`` and ``ceiling`` are pure (records in, records out: no torch,
-no files, no printing); ``plots`` draws with matplotlib; ``page`` renders and writes the files.
+Each takes a result's record (a ``TuneResult``) or, for ``explain``, ``Evidence``: the CLI table's
+verdict line (``headline``), the JSON's ``explained`` block (``figures``), a benchmark's row
+(``benchmark_row``) and the report (``page`` and ``plots``, written by ``files``). ``evidence``,
+``verdict``, ``whatif`` and ``ceiling`` are pure: records in, records out.
 """
 
 from __future__ import annotations
@@ -37,11 +29,6 @@ class Explanation:
     whatifs: tuple[WhatIf, ...]
     ceiling: Ceiling
 
-    def to_dict(self) -> dict:
-        best = top(self.whatifs)
-        return {"verdict": self.verdict.to_dict(), "whatifs": [w.to_dict() for w in self.whatifs],
-                "top_whatif": best.to_dict() if best else None, "ceiling": self.ceiling.to_dict()}
-
 
 def explain(result) -> Explanation:
     """The whole explanation of a result's record (a ``TuneResult``) or of ``Evidence``."""
@@ -52,32 +39,28 @@ def explain(result) -> Explanation:
 
 
 def headline(result) -> str | None:
-    """The verdict of a result's record in one line (no what-ifs: cheap enough for every table),
-    or None for a result without a profile."""
+    """The verdict of a result's record in one line (no what-ifs: cheap enough for every table)."""
     if getattr(result, "profile", None) is None:
         return None
     return verdict(Evidence.from_result(result)).headline
 
 
+def _said(v: Verdict) -> dict:
+    return {"kind": v.kind, "headline": v.headline, "wait_share": v.wait_share, "wait_source": v.wait_source}
+
+
 def figures(result) -> dict:
-    """The verdict's and the ceiling's figures of a result's record, as the table and the page
-    say them (no what-ifs: cheap enough for every JSON), for the JSON's ``explained`` block."""
+    """The verdict's and the ceiling's figures of a result's record, for the JSON's ``explained``."""
     ev = Evidence.from_result(result)
-    v = verdict(ev)
-    return {"kind": v.kind, "headline": v.headline, "wait_share": v.wait_share, "wait_source": v.wait_source,
-            "ceiling": ceiling(ev).to_dict()}
+    return {**_said(verdict(ev)), "ceiling": ceiling(ev).to_dict()}
 
 
 def benchmark_row(result) -> dict:
-    """For a benchmark's table, of a result's record: the verdict's class and headline, the top
-    what-if (its name and predicted gain, and its measured gain where the run measured it) and
-    the gap to the ceiling."""
+    """For a benchmark's table: the verdict's class and headline, the top what-if (its name, its
+    predicted gain, and its measured gain where the run measured it) and the gap to the ceiling."""
     explained = explain(result)
-    best = top(explained.whatifs)
-    return {"kind": explained.verdict.kind, "level": explained.verdict.level,
-            "wait_share": explained.verdict.wait_share, "wait_source": explained.verdict.wait_source,
-            "headline": explained.verdict.headline,
-            "top_whatif": best.name if best else None, "top_title": best.title if best else None,
-            "top_gain": best.gain if best else None, "top_measured_gain": best.measured_gain if best else None,
-            "ceiling": explained.ceiling.to_dict()["ceiling"], "ceiling_binding": explained.ceiling.binding,
-            "gap": explained.ceiling.gap}
+    best, c = top(explained.whatifs), explained.ceiling
+    return {**_said(explained.verdict), "level": explained.verdict.level,
+            "top_whatif": best and best.name, "top_title": best and best.title, "top_gain": best and best.gain,
+            "top_measured_gain": best and best.measured_gain,
+            "ceiling": c.to_dict()["ceiling"], "ceiling_binding": c.binding, "gap": c.gap}

@@ -1,10 +1,6 @@
-"""What qualifies a run's figures, in words the table, the report page, ``show`` and the JSON
-share: where the pick's rate is from ("from one burst, no final"), the rule it replaces (with the
-interval its paired rounds support, or why none), the machine's load, and "not predicted" where
-the profile was not measured. Each is computed here once; tuning/progress.py prints them in the
-table, page.py puts them on the page, fleet/show.py in ``show``.
-
-Pure: a function of a result's record (read by its attributes), no files, no printing.
+"""What qualifies a run's figures, in the words the table (tuning/progress.py), the report page,
+``show`` and the JSON share: where the pick's rate is from, the rule it replaces, the machine's
+load, and "not predicted" where the profile was not measured. Pure.
 """
 
 from __future__ import annotations
@@ -21,13 +17,9 @@ NOT_PREDICTED = ("not predicted: the profile was not measured, so the model has 
 
 
 def profiled(result) -> bool:
-    """Whether the run measured its profile (a stand-in from one batch is not one: search/profile.py)."""
+    """Whether the run measured its profile (a stand-in from one batch is not one)."""
     profile = getattr(result, "profile", None)
     return profile is not None and getattr(profile, "measured", True)
-
-
-def _trials(first: int, last: int) -> str:
-    return f"trial {first}" if first == last else f"trials {first}-{last}"
 
 
 def load_lines(load) -> list[str]:
@@ -37,9 +29,9 @@ def load_lines(load) -> list[str]:
     steal = f", steal {load.steal_cpus:.2f}" if load.steal_cpus else ""
     lines = [f"{others_text(load.others_cpus, load.usable_cpus)} on average while the run measured{steal}"
              + (f", {load.final_others_cpus:.1f} during the final" if load.final_others_cpus is not None else "")]
-    for span in load.busy_spans:
-        lines.append(f"{others_text(span.others_cpus, load.usable_cpus)} during {_trials(span.first, span.last)}: "
-                     "these figures are what the machine gives while they run")
+    lines += [f"{others_text(span.others_cpus, load.usable_cpus)} during "
+              + (f"trial {span.first}" if span.first == span.last else f"trials {span.first}-{span.last}")
+              + ": these figures are what the machine gives while they run" for span in load.busy_spans]
     if load.busy:
         widened = (f"the final's ties widened by {load.widen * 100:.0f} points where its rounds disagree; "
                    if load.final_others_cpus is not None else "")
@@ -53,8 +45,7 @@ PROFILE_WAIT_SAID = 0.05
 
 
 def profile_load_line(profile) -> str | None:
-    """What the others' load did to the profile, and what was done about it (NOTE [ A profile
-    read under load ] in probe/profiler.py); None where it waited little or was not read."""
+    """What the others' load did to the profile (NOTE [ A profile read under load ]), where it did."""
     share = getattr(profile, "sample_delay_share", None)
     if share is None or share < PROFILE_WAIT_SAID:
         return None
@@ -65,20 +56,16 @@ def profile_load_line(profile) -> str | None:
 
 
 def rate_basis(result) -> str | None:
-    """Where the pick's rate is from when no interleaved final measured it ("from one burst, no
-    final"), said by the table and the page alike; None where the final did."""
-    if getattr(result, "partial", False):
-        return None
-    if any(f.config == result.tuned.config and f.rates for f in getattr(result, "finals", ())):
+    """Where the pick's rate is from when no interleaved final measured it; None where the final did."""
+    if getattr(result, "partial", False) or any(f.config == result.tuned.config and f.rates
+                                                 for f in getattr(result, "finals", ())):
         return None
     return ("from one burst, no final: no interleaved round measured the pick beside another, so its rate has "
             "no paired comparison")
 
 
 def caveats(result) -> list[tuple[str, str]]:
-    """What qualifies the pick's figures, as (label, text) rows: where its rate is from, the rule
-    it replaces (``rule_line``, with its interval or why none) and the machine's load. The table
-    prints these lines and the report page its rows, from these same functions."""
+    """What qualifies the pick's figures, as (label, text) rows."""
     rows = [("samples/s from", basis) for basis in [rate_basis(result)] if basis]
     rows.append((rule_label(result), rule_line(result)))
     said = profile_load_line(getattr(result, "profile", None))
@@ -93,10 +80,9 @@ def rule_label(result) -> str:
 
 
 def _ranked_otherwise(result) -> str:
-    """Where the final's own medians (the rates the table shows) put the pick and the rule in the
-    other order than their medians over every paired round, the opening's too, which the choice
-    ranks by (NOTE [ The opening round ] in search/opening.py): those medians, so that a pick
-    shown below the rule's rate says why it was kept; else nothing."""
+    """Where the final's own medians put the pick and the rule in the other order than their medians
+    over every paired round, which the choice ranks by (NOTE [ The opening round ]): those medians,
+    so that a pick shown below the rule's rate says why it was kept."""
     finals = {f.config: f for f in getattr(result, "finals", ())}
     pick, rule = finals.get(result.tuned.config), finals.get(getattr(result, "rule", None))
     if pick is None or rule is None or pick is rule:
@@ -109,8 +95,7 @@ def _ranked_otherwise(result) -> str:
 
 
 def rule_line(result) -> str:
-    """The table's line on the rule the tuner replaces (NOTE [ Model first ]): the verdict its
-    paired rounds support (``TuneResult.verdict``), or why there is none."""
+    """The line on the rule the tuner replaces: the verdict its paired rounds support, or why none."""
     rule, tuned = getattr(result, "rule", None), result.tuned
     if rule is None:
         return "not measured: this search holds no rule"

@@ -1,14 +1,11 @@
 """The ceiling and the gap: how far the tuned rate is from what the step and the cores allow.
 
-Pure. ``ceiling = min(step rate on resident batches, cpus x one worker's rate)``, both terms from
-the profile as it measured them (no efficiency term fitted by the bursts): the step cannot go
-faster than its own time on a batch already where it runs, and the workers together cannot make
-batches faster than every usable core making them. A ceiling is never below a rate the run
-measured: where the terms read lower, the profile under-timed one, and the ceiling is the highest
-measured rate, which the sentence says (``raised``). The gap, tuned / ceiling, says how much room
-any change to the loader, the data or the machine has before one of the two stops it. Which of
-the two terms is lower is arithmetic (``binding``); what holds the run is ``bound(ev)``'s
-(NOTE [ One bound ] in bound.py), the verdict's own decision, which the sentence says.
+Pure. ``ceiling = min(step rate on resident batches, cpus x one worker's rate)``, both terms as the
+profile measured them: the step cannot beat its own time on a resident batch, nor the workers
+every usable core making batches. A ceiling is never below a rate the run measured: where the
+terms read lower, the profile under-timed one, and the ceiling is the highest measured rate
+(``raised``). The gap, tuned / ceiling, is the room any change has before one of the two stops it.
+What holds the run is ``bound(ev)``'s (NOTE [ One bound ]), which the sentence says.
 """
 
 from __future__ import annotations
@@ -17,8 +14,8 @@ import math
 from dataclasses import dataclass
 
 from ..events.lines import cpus
-from .bound import BOTH, LOADER, STEP, bound
 from .evidence import Evidence, pct, rate
+from .verdict import BOTH, LOADER, STEP, bound
 
 
 _OWNER = {"step": "step's", "cores": "cores'"}
@@ -43,23 +40,18 @@ class Ceiling:
 
     @property
     def terms(self) -> float:
-        """The lower of the profile's two terms."""
         return min(self.step_rate, self.workers_rate)
 
     @property
     def raised(self) -> bool:
-        """The profile's terms read below a rate the run measured: they under-timed something, and
-        the ceiling is that rate instead."""
         return self.measured > self.terms
 
     @property
     def value(self) -> float:
-        """The ceiling: the profile's lower term, never below a rate the run measured."""
         return max(self.terms, self.measured)
 
     @property
     def binding(self) -> str:
-        """Which term is the ceiling: "step" or "cores"."""
         return "step" if self.step_rate <= self.workers_rate else "cores"
 
     @property
@@ -68,16 +60,14 @@ class Ceiling:
         return self.tuned / self.value if math.isfinite(self.value) and self.value > 0 else None
 
     def to_dict(self) -> dict:
-        finite = lambda x: x if math.isfinite(x) else None  # noqa: E731
-        if not self.profiled:
-            return {"ceiling": None, "step_rate": None, "one_worker_rate": None, "cpus": self.cpus,
-                    "workers_rate": None, "binding": None, "tuned": self.tuned, "gap": None, "holds": self.holds,
-                    "raised_to_measured": False, "profiled": False}
-        return {"ceiling": finite(self.value), "step_rate": finite(self.step_rate),
-                "one_worker_rate": finite(self.one_worker_rate), "cpus": self.cpus,
-                "workers_rate": finite(self.workers_rate), "binding": self.binding, "tuned": self.tuned,
-                "gap": self.gap, "holds": self.holds, "raised_to_measured": self.raised, "profiled": True,
-                "step_rate_corrected": finite(self.step_corrected) if self.step_corrected is not None else None}
+        p = self.profiled
+        finite = lambda x: x if p and x is not None and math.isfinite(x) else None  # noqa: E731
+        out = {"ceiling": finite(self.value), "step_rate": finite(self.step_rate),
+               "one_worker_rate": finite(self.one_worker_rate), "cpus": self.cpus,
+               "workers_rate": finite(self.workers_rate), "binding": self.binding if p else None,
+               "tuned": self.tuned, "gap": self.gap if p else None, "holds": self.holds,
+               "raised_to_measured": p and self.raised, "profiled": p}
+        return {**out, "step_rate_corrected": finite(self.step_corrected)} if p else out
 
     def sentence(self) -> str:
         if not self.profiled:
@@ -98,26 +88,18 @@ class Ceiling:
             step = "the step on resident batches (unbounded: it took no measurable time)"
         terms = (f"the lower of {step} and {cpus(self.cpus)} x one worker's {rate(self.one_worker_rate)} "
                  f"({rate(self.workers_rate)}): the {_OWNER[self.binding]} term is the lower")
-        if self.raised:
-            # A ceiling below what the run measured would be no ceiling: the profile under-timed a term.
-            return (f"The tuned {rate(self.tuned)} is {self.gap:.2f} of the ceiling, {rate(self.value)}: the highest "
-                    f"rate this run measured, since the profile's terms read lower ({terms}, {rate(self.terms)}): "
-                    f"the profile under-timed them.{self._holds()}")
+        # A ceiling below what the run measured would be no ceiling: the profile under-timed a term.
+        why = (f"the highest rate this run measured, since the profile's terms read lower ({terms}, "
+               f"{rate(self.terms)}): the profile under-timed them" if self.raised else terms)
         return (f"The tuned {rate(self.tuned)} is {self.gap:.2f} of the ceiling, {rate(self.value)}: "
-                f"{terms}.{self._holds()}")
+                f"{why}.{self._holds()}")
 
     def _holds(self) -> str:
-        """What holds the run, as the verdict decided it (bound.py), so the two never disagree."""
-        if self.holds is None:
-            return ""
+        """What holds the run, as the verdict decided it, so the two never disagree."""
         waited = f" (the loop waited {pct(self.wait)} for data)" if self.wait is not None else ""
-        if self.holds == STEP:
-            return f" The step holds the run: the loader keeps up{waited}."
-        if self.holds == LOADER:
-            return f" The loader holds the run{waited}: the verdict names the part."
-        if self.holds == BOTH:
-            return f" The step and the loader hold it together{waited}: neither alone limits."
-        return ""
+        return {STEP: f" The step holds the run: the loader keeps up{waited}.",
+                LOADER: f" The loader holds the run{waited}: the verdict names the part.",
+                BOTH: f" The step and the loader hold it together{waited}: neither alone limits."}.get(self.holds, "")
 
 
 def ceiling(ev: Evidence) -> Ceiling:

@@ -1,9 +1,6 @@
-"""What a run knows about its pipeline, gathered for the explanation: ``Evidence`` and ``Stages``.
-
-Pure: built from a result's record (``Evidence.from_result``: a ``TuneResult``, read by its
-attributes) or directly from records, and read by the verdict, the what-ifs and the ceiling. The
-stage figures come from the profile, scaled by the efficiency terms the bursts fitted
-(NOTE [ The pipeline model ] in search/model.py); the rates, from the model itself.
+"""What a run knows about its pipeline, for the explanation: ``Evidence`` and ``Stages``. Pure.
+The stage figures are the profile's, scaled by the efficiency terms the bursts fitted (NOTE [ The
+pipeline model ] in search/model.py); the rates, the model's.
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..errors import usage
-# The one rate and size formatters (events/lines.py): verdict and ceiling take them from here.
 from ..events.lines import rate, size  # noqa: F401
 from ..search.choice import Finalist
 from ..search.knee import Knee
@@ -35,8 +31,7 @@ MEASURED, PROFILED, PREDICTED = "measured", "profiled", "predicted"
 @dataclass(frozen=True)
 class Evidence:
     """One run's pick, profile, fitted terms and measurements. ``samples_per_s``: the run's own
-    figure for the pick, per rank (the final's median, else its burst). ``step_given``,
-    ``allow_reorder``, ``max_memory``, ``shm_free``: None where the result does not record them."""
+    figure for the pick, per rank. None where the result does not record a figure."""
 
     profile: Profile
     calibration: Calibration
@@ -54,10 +49,9 @@ class Evidence:
     cpus: int | None = None          # the machine's usable CPUs as the search counted them
     knee: Knee | None = None
     tune_seconds: float | None = None
-    # When each part of the run ran: (what, start s, end s, config key) with what one of set-up,
-    # profile, burst, final; empty where the result does not record it.
+    # When each part of the run ran: (what, start s, end s, config key), what one of set-up,
+    # profile, burst, final.
     timeline: tuple[tuple[str, float, float, str | None], ...] = ()
-    # An iterable dataset's shards and its workers' findings (search/shards.py's stream_record).
     stream: Stream | None = None
 
     @cached_property
@@ -83,38 +77,31 @@ class Evidence:
         return min(MAX_WORKERS_PER_CPU * self.search_cpus, self.shard_cap or MAX_WORKERS_PER_CPU * self.search_cpus)
 
     @property
-    def batch_sizes(self) -> tuple[int, ...]:
-        return tuple(sorted({self.pick.batch_size, *(t.config.batch_size for t in self.trials)}))
-
-    @property
     def predicted(self) -> Prediction:
         return self.model.predict(self.pick, self.calibration)
 
+    def _burst(self, config: LoaderConfig) -> float | None:
+        return max((t.samples_per_s for t in self.ok_trials if t.config == config), default=None)
+
     def measured_rate(self, config: LoaderConfig) -> tuple[float | None, str]:
-        """``config``'s rate in this run and where it is from: its final median, else its best
-        full burst; (None, "") when the run did not measure it."""
+        """``config``'s rate in this run and where it is from: its final median, else its best burst."""
         final = next((f for f in self.finals if f.config == config and f.rates), None)
         if final is not None:
             return final.median, "final"
-        bursts = [t.samples_per_s for t in self.ok_trials if t.config == config]
-        return (max(bursts), "burst") if bursts else (None, "")
+        burst = self._burst(config)
+        return (burst, "burst") if burst is not None else (None, "")
 
     def measured_gain(self, config: LoaderConfig) -> float | None:
-        """``config``'s measured rate over the pick's, in the same protocol (both in the final,
-        else both as bursts); None when the run did not measure both alike."""
+        """``config``'s measured rate over the pick's, both in the final, else both as bursts."""
         mine, theirs = self.measured_rate(self.pick), self.measured_rate(config)
         if mine[1] == theirs[1] == "final":
             return theirs[0] / mine[0] - 1.0
-        burst_pick = [t.samples_per_s for t in self.ok_trials if t.config == self.pick]
-        burst_other = [t.samples_per_s for t in self.ok_trials if t.config == config]
-        if burst_pick and burst_other:
-            return max(burst_other) / max(burst_pick) - 1.0
-        return None
+        pick, other = self._burst(self.pick), self._burst(config)
+        return other / pick - 1.0 if pick is not None and other is not None else None
 
     def measured_nearby(self, config: LoaderConfig) -> tuple[LoaderConfig, float] | None:
-        """For a worker count the model favours: the measured config nearest it among those at the
-        pick's other settings with workers on the same side of the pick's count, and its measured
-        gain over the pick (the final's, else the bursts'); None when the run measured none."""
+        """The measured config nearest ``config``'s worker count at the pick's other settings, its
+        workers on the same side of the pick's, and its measured gain; None when there is none."""
         def same(c):
             return all(c[k] == config[k] for k in SETTINGS if k is not WORKERS)
 
@@ -129,12 +116,11 @@ class Evidence:
 
     @property
     def profiled(self) -> bool:
-        """Whether the run measured its profile (not the stand-in from one batch: search/profile.py)."""
+        """Whether the run measured its profile (not the stand-in from one batch)."""
         return getattr(self.profile, "measured", True)
 
     def measured_best(self) -> float:
-        """The highest rate this run measured, per rank: the pick's own figure, every full burst,
-        every final's median. No ceiling is below it (ceiling.py)."""
+        """The highest rate this run measured, per rank; no ceiling is below it (ceiling.py)."""
         rates = [self.samples_per_s, *(t.samples_per_s for t in self.ok_trials),
                  *(f.median for f in self.finals if f.rates)]
         return max((r for r in rates if r), default=0.0)
@@ -145,12 +131,11 @@ class Evidence:
 
     @cached_property
     def pruned_trials(self) -> tuple[TrialResult, ...]:
-        """Bursts stopped early, clearly behind the best: their rates are rough."""
+        """Bursts stopped early: their rates are rough."""
         return tuple(t for t in self.trials if t.status == OK and t.samples_per_s and t.pruned)
 
     def measured_wait(self) -> tuple[float | None, str]:
-        """The pick's measured wait share and where it is from (the final's rounds' median, else
-        its burst)."""
+        """The pick's measured wait share and where it is from (the final's median, else its burst)."""
         final = next((f for f in self.finals if f.config == self.pick and f.waits), None)
         if final is not None:
             return statistics.median(final.waits), "final"
@@ -158,16 +143,13 @@ class Evidence:
         return (trial.wait_fraction, "burst") if trial is not None else (None, "")
 
     def kept_out(self) -> list[TrialResult]:
-        """Trials a memory limit kept out: predicted or measured past the host ceiling or /dev/shm,
-        or out of CUDA memory."""
+        """Trials a memory limit kept out (host, /dev/shm or CUDA memory)."""
         memory = ("predicted_memory", "host_memory", "shm_exhausted", "cuda_oom", "worker_killed")
         return [t for t in self.trials if t.status != OK and t.cause in memory]
 
     @classmethod
     def from_result(cls, result) -> "Evidence":
-        """The evidence of a result: a ``TuneResult`` (store/result.py), as ``tune()`` returns it
-        or ``TuneResult.from_dict`` reads it, its fields checked; read by its attributes alone,
-        so that this module needs no store."""
+        """The evidence of a ``TuneResult``, read by its attributes alone (this module needs no store)."""
         if getattr(result, "profile", None) is None:
             raise usage("an explanation needs the run's profile, which every result of the model-first search "
                         "stores", "a result without 'profile'",
@@ -196,7 +178,7 @@ class Evidence:
 
 
 def _ceiling_from(trials) -> int | None:
-    """The host ceiling as a trial kept out by it quotes it (older results record no limits)."""
+    """The host ceiling a trial kept out by it quotes (older results record no limits)."""
     for t in trials:
         match = re.search(r"> ([0-9.]+) GiB ceiling", t.error or "") if t.status == CONSTRAINT else None
         if match:
@@ -206,8 +188,7 @@ def _ceiling_from(trials) -> int | None:
 
 @dataclass(frozen=True)
 class Stages:
-    """Each part of the pipeline at the pick: seconds per batch (profiled, scaled by the fitted
-    efficiency terms) and the rate it alone would allow, in samples/s."""
+    """Each part of the pipeline at the pick: seconds per batch and the rate it alone would allow."""
 
     batch_size: int
     batch_bytes: int
@@ -237,15 +218,10 @@ class Stages:
     def cores_full(self) -> bool:
         return self.workers > 0 and self.cpu_demand >= CORES_FULL * self.cpus
 
-    @property
-    def main_s(self) -> float:
-        return self.receive_s + self.pin_s
-
 
 def stages(ev: Evidence) -> Stages:
-    """The stage figures of ``ev``'s pick. Host work (receive, pin, copy) is slowed as the model
-    slows it when the threads that want a CPU outnumber the CPUs (processor sharing: NOTE [ The
-    pipeline model ] in search/model.py); the step is not (a GPU step's time is not the CPU's)."""
+    """The stage figures of ``ev``'s pick. Host work (receive, pin, copy) is slowed as the model slows
+    it when threads outnumber the CPUs (NOTE [ The pipeline model ]); the step is not."""
     p, c, config = ev.profile, ev.calibration, ev.pick
     model = ev.model
     bs, n = config.batch_size, config.num_workers
@@ -265,10 +241,8 @@ def stages(ev: Evidence) -> Stages:
     cpu = p.sample_cpu_share
     share, busy = 1.0, 0.0
     if n and math.isfinite(interval) and interval > 0:
-        # The workers' busy share as the model's simulation found it, then the processor sharing
-        # it implies, as the model computes it: every thread that wants a CPU (the workers' CPU
-        # part, the loop's and the pin thread's host work while busy) gets cpus / demand of one
-        # when they outnumber the CPUs.
+        # The processor sharing the workers' busy share implies, as the model computes it: every
+        # thread that wants a CPU gets cpus / demand of one when they outnumber the CPUs.
         busy = model.busy_share(config, c)
         receive = model.recv_s(bs, busy)
         pin_thread = term * (receive + pin) if pinned else 0.0
@@ -279,10 +253,9 @@ def stages(ev: Evidence) -> Stages:
             share = max(1.0, demand / cpus)
     receive = model.recv_s(bs, busy) if n else 0.0
     receive_idle = model.recv_s(bs, 0.0) if n else 0.0
-    free = dataclasses.replace(p, recv_s=0.0, recv_busy_s=None, pin_s=0.0 if p.pin_s is not None else None,
-                               pin_local_s=0.0 if p.pin_local_s is not None else None,
-                               h2d_pinned_s=0.0 if p.h2d_pinned_s is not None else None,
-                               h2d_pageable_s=0.0 if p.h2d_pageable_s is not None else None, step_s=0.0)
+    zeroed = {k: None if getattr(p, k) is None else 0.0
+              for k in ("pin_s", "pin_local_s", "h2d_pinned_s", "h2d_pageable_s")}
+    free = dataclasses.replace(p, recv_s=0.0, recv_busy_s=None, step_s=0.0, **zeroed)
     supply = Model(free, ev.device).predict(config, c).steady_samples_per_s
     step = c.main * p.step_s * scale
     receive_s, pin_s, copy_s = term * receive * share, term * pin * share, c.main * copy * share
@@ -300,10 +273,8 @@ def _rate(batch_size: int, seconds: float) -> float:
 
 def ms(seconds: float) -> str:
     """A duration: 0.42 ms, 36.1 ms, 1.90 s, 12.3 s."""
-    if seconds >= 10:
-        return f"{seconds:.1f} s"
     if seconds >= 1:
-        return f"{seconds:.2f} s"
+        return f"{seconds:.1f} s" if seconds >= 10 else f"{seconds:.2f} s"
     return f"{seconds * 1e3:.2f} ms" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
 
 

@@ -1,32 +1,28 @@
 """The report's files, written beside the result: ``<key>.html``, ``<key>.md`` and ``<key>.plots/``.
 
 # NOTE [ A report writes what it can ]
-# A report is written from a result that is already stored, so nothing it does may cost the
-# result or the pick: each file is written on its own (atomically: a reader never sees half of
-# one, and a failed write leaves what was there), and one that cannot be written (a read-only or
-# full folder, a folder where the page should be) is said, by name and reason, while the others
-# are still written. The page is self-contained (its plots inline), so it is written whatever
-# became of the PNGs; the markdown twin links the PNGs only when they were written. Nothing is
-# written through a symbolic link out of the result's folder: a ``<key>.plots`` that is a link
-# is not followed (the PNGs are then left out, and the page still has them), and a page or PNG
-# that is a link is replaced by the file, never written through. ``write_report`` returns what
-# was written and what was not; the caller says both (``tuning.progress.report_written``).
+# A report is written from a result already stored, so nothing it does may cost the result: each
+# file is written on its own, atomically, and one that cannot be written is said, by name and
+# reason, while the others are still written. The page is self-contained (its plots inline), so
+# it is written whatever became of the PNGs; the markdown twin links them only when they were
+# written. Nothing is written through a symbolic link out of the result's folder: a
+# ``<key>.plots`` that is a link is not followed, and a page or PNG that is a link is replaced.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 
+from ..store.durable import atomic_write_all, write_failure
 from . import explain
 from .page import render_html, render_markdown
 
 
 @dataclass(frozen=True)
 class Written:
-    """Where a result's report goes (``html``, ``markdown``, ``plots``), what of it was written
-    (``written``: paths) and what could not be (``failed``: one sentence each, what, where, why)."""
+    """Where a result's report goes, what of it was written (paths) and what could not be (one
+    sentence each: what, where, why)."""
     html: str
     markdown: str
     plots: str
@@ -39,15 +35,13 @@ class Written:
 
 
 def report_paths(result_path: str) -> dict[str, str]:
-    """Where the report of the result at ``result_path`` goes: beside it."""
     stem = result_path[:-len(".json")] if result_path.endswith(".json") else result_path
     return {"html": stem + ".html", "markdown": stem + ".md", "plots": stem + ".plots"}
 
 
 def write_report(result_path: str, result) -> Written:
-    """Explain ``result`` (the record of the result stored at ``result_path``, a ``TuneResult``),
-    draw its plots and write the page, its markdown twin and the PNGs beside the result, each
-    that can be (NOTE [ A report writes what it can ])."""
+    """Explain ``result`` (the ``TuneResult`` stored at ``result_path``) and write its page, its
+    markdown twin and the PNGs beside it, each that can be (NOTE [ A report writes what it can ])."""
     from .plots import draw
 
     explained = explain(result)
@@ -66,8 +60,7 @@ def write_report(result_path: str, result) -> Written:
 
 
 def _write_plots(paths: dict[str, str], plots: dict, written: list, failed: list) -> dict[str, tuple[str, str]]:
-    """The PNGs into ``<key>.plots/``: name -> (caption, path relative to the markdown), or {} when
-    the folder could not be had (a link out of it, a file there, an unwritable folder)."""
+    """The PNGs into ``<key>.plots/``: name -> (caption, path relative to the markdown), or {}."""
     folder = paths["plots"]
     if not plots:
         return {}
@@ -78,7 +71,7 @@ def _write_plots(paths: dict[str, str], plots: dict, written: list, failed: list
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
-        failed.append(_failure("the plots", folder, exc) + "; the page has them inline")
+        failed.append(write_failure("the plots", folder, exc) + "; the page has them inline")
         return {}
     files = {}
     for name, (caption, png) in plots.items():
@@ -93,36 +86,11 @@ def _write_plots(paths: dict[str, str], plots: dict, written: list, failed: list
 
 
 def _put(path: str, content: bytes, what: str) -> str | None:
-    """``content`` at ``path`` (``_atomic``); None when written, else what could not be and why."""
+    """``content`` at ``path``; None when written, else what could not be and why."""
     if os.path.isdir(path) and not os.path.islink(path):
         return f"could not write {what} to {path}: a folder is there (move it away to have the file written)"
     try:
-        _atomic(path, content)
+        atomic_write_all({path: content})
     except OSError as exc:
-        return _failure(what, path, exc)
+        return write_failure(what, path, exc)
     return None
-
-
-def _failure(what: str, path: str, exc: OSError) -> str:
-    from ..store.durable import write_failure
-
-    return write_failure(what, path, exc)
-
-
-def _atomic(path: str, content: bytes) -> None:
-    """Write ``content`` to a temporary file beside ``path``, then rename it over ``path``: a link
-    at ``path`` is replaced, not written through."""
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".report-")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)   # as open() would make it, not mkstemp's owner-only
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -1,10 +1,6 @@
-"""The report a person opens: one self-contained HTML page and its markdown twin, beside the result.
-
-``render_html`` and ``render_markdown`` build the text (the plots embedded as base64 PNG in the
-page; the markdown links the same PNGs, written beside it); ``files.write_report`` writes it next
-to the result file: ``<key>.html``, ``<key>.md`` and ``<key>.plots/``. The page loads nothing from
-the network: no external CSS, script or font. Every text from the record (a dataset's name, an
-error a trial raised) is escaped in both: the markdown twin is rendered as HTML by most viewers.
+"""The report a person opens: one self-contained HTML page (its plots inline, nothing loaded from
+the network) and its markdown twin (linking the PNGs written beside it; files.py writes them).
+Every text from the record is escaped in both: most viewers render markdown as HTML.
 """
 
 from __future__ import annotations
@@ -15,11 +11,10 @@ import math
 import re
 import statistics
 
-from ..events.lines import provisional_text
+from ..events.lines import cpus, provisional_text
 from ..search.results import OK
 from ..search.settings import knobs_of
-from ..events.lines import cpus
-from . import Explanation, explain
+from . import Explanation
 from .caveats import NOT_PREDICTED, caveats
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
@@ -84,9 +79,7 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
                  + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
     rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks) if ev.profiled
                  else NOT_PREDICTED))
-    # The table's own caveats, from the same functions (caveats.py, which the table prints): where
-    # the rate is from, the rule with the words its paired rounds support (NOTE [ Paired rounds ]
-    # in search/paired.py; never a bare ratio) or why it has none, and the machine's load.
+    # The table's own caveats (caveats.py): the rule's words, never a bare ratio.
     if tuned.provisional:
         rows.append(("provisional", provisional_text(tuned.provisional)))
     rows += caveats(result)
@@ -105,13 +98,8 @@ def _trial_rows(ex: Explanation) -> list[dict]:
     columns = [k.name for k in knobs_of(ev.pick.loader)]   # the knobs of the loader tuned
     for index, t in enumerate(ev.trials, 1):
         kw = t.config.to_dict()
-        role = []
-        if t.config == ev.pick:
-            role.append("pick")
-        if ev.rule is not None and t.config == ev.rule:
-            role.append("rule")
-        if t.config in finals:
-            role.append("final")
+        role = [r for r, on in (("pick", t.config == ev.pick), ("rule", t.config == ev.rule),
+                                ("final", t.config in finals)) if on]
         outcome = "stopped early" if t.pruned else t.status
         if t.status != OK:
             outcome += f": {t.describe_failure()}"
@@ -148,7 +136,7 @@ def _header(result) -> tuple[str, str]:
 
 
 def render_html(result, ex: Explanation, plots: dict[str, tuple[str, bytes]]) -> str:
-    """The page of ``result`` (its record, a ``TuneResult``) explained as ``ex``."""
+    """The page of ``result`` (a ``TuneResult``) explained as ``ex``."""
     title, meta = _header(result)
     v = ex.verdict
     out = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
@@ -196,27 +184,21 @@ def render_html(result, ex: Explanation, plots: dict[str, tuple[str, bytes]]) ->
     return "\n".join(out) + "\n"
 
 
-def _whatif_rows(ex: Explanation) -> tuple[list[dict], list[dict]]:
-    helping, not_helping = [], []
-    for w in ex.whatifs:
-        # How sure, in words (whatif.how_sure): a measured gain's paired interval, or why it has none.
-        row = {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks), "gain": w.gain_text(),
-               "source": w.source, "sure": how_sure(ex.evidence, w)["sure"], "how": w.change,
-               "code": "your code" if w.needs_code else "settings"}
-        (helping if w.helps else not_helping).append(row)
-    return helping, not_helping
+def _whatif_rows(ex: Explanation) -> list[tuple[str, list[dict]]]:
+    """The what-ifs' rows, under their heading: those predicted to help, then the rest (if any)."""
+    rows = [(w.helps, {"change": w.title, "rate": rate(w.rate * ex.evidence.ranks), "gain": w.gain_text(),
+                       "source": w.source, "sure": how_sure(ex.evidence, w)["sure"], "how": w.change,
+                       "code": "your code" if w.needs_code else "settings"}) for w in ex.whatifs]
+    groups = (("Predicted to help", [r for helps, r in rows if helps]),
+              ("Considered, not predicted to help", [r for helps, r in rows if not helps]))
+    return [(title, group) for title, group in groups if group]
 
 
 def _whatif_table_html(ex: Explanation) -> str:
-    helping, not_helping = _whatif_rows(ex)
-    best = top(ex.whatifs)
-    out = []
-    if best is None:
-        out.append(f"<p>No change the model was asked about is predicted to gain {pct(WORTH_CHANGING)} or more.</p>")
+    out = [] if top(ex.whatifs) else [f"<p>No change the model was asked about is predicted to gain "
+                                      f"{pct(WORTH_CHANGING)} or more.</p>"]
     out.append(f"<p>{_GAINS}</p>")
-    for title, rows in (("Predicted to help", helping), ("Considered, not predicted to help", not_helping)):
-        if not rows:
-            continue
+    for title, rows in _whatif_rows(ex):
         out.append(f"<h3>{_e(title)}</h3><table class='whatifs'><tr><th>change</th><th>rate</th><th>gain</th>"
                    "<th>how sure</th><th>what to change</th></tr>")
         out += [f"<tr><td>{_e(r['change'])}</td><td class='num'>{_e(r['rate'])}</td><td class='num'>{_e(r['gain'])}"
@@ -241,22 +223,16 @@ def _finals_html(ex: Explanation) -> str:
     return "\n".join(out) + f"</table><p>{_e(_MEDIANS)}</p>"
 
 
-# The final's table shows both medians: the final's own (the rate reported, which the model is
-# checked against) and the one over every paired round, the opening's too, which the choice ranks
-# by (NOTE [ The opening round ] in search/opening.py).
+# Both medians: the final's own (the rate reported) and the one the choice ranks by (NOTE [ The
+# opening round ] in search/opening.py).
 _MEDIANS = ("median: of the final's own rounds (the rate reported); median over every round: the opening "
             "round's too (the search's burst), which is what the choice ranks by.")
 
 
 def _rounds(final) -> str:
-    """A finalist's rates, the opening round's (its search burst) first where there is one."""
+    """A finalist's rates, the opening round's first."""
     opening = [f"{rate(final.opening)} (opening)"] if final.opening else []
     return ", ".join(opening + [rate(r) for r in final.rates])
-
-
-def _sure_md(row) -> str:
-    """The markdown's "how sure" cell: the source's word, unless the sentence already opens with it."""
-    return row["sure"] if row["sure"].startswith(row["source"]) else f"{row['source']}: {row['sure']}"
 
 
 def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
@@ -267,16 +243,13 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
 
 def render_markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]],
                     plots_left_out: str | None = None) -> str:
-    """The page's twin, its text escaped as HTML outside the code block (``_md_escaped``);
-    ``plot_files``: name -> (title, path relative to the markdown file); ``plots_left_out``: the
-    plots folder, when its PNGs could not be written (the page has them inline)."""
+    """The page's twin; ``plot_files``: name -> (title, path relative to the markdown file);
+    ``plots_left_out``: the plots folder, when its PNGs could not be written."""
     return _md_escaped(_markdown(result, ex, plot_files, plots_left_out))
 
 
 def _md_escaped(text: str) -> str:
-    """``text`` with ``<``, ``>`` and ``&`` escaped outside its fenced code blocks, so that a
-    name like ``<script>`` reads as text where markdown passes HTML through (inside a fence it
-    is shown as written)."""
+    """``text`` with ``<``, ``>`` and ``&`` escaped outside its fenced code blocks."""
     out, fenced = [], False
     for line in text.split("\n"):
         if line.startswith("```"):
@@ -296,17 +269,13 @@ def _markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]], p
               f"**{v.kind}**: {v.paragraph}", ""]
     lines += [f"{i}. **{f.title}** ({f.source}{', limits' if f.limits else ''}): {f.text}"
               for i, f in enumerate(v.findings, 1)]
-    helping, not_helping = _whatif_rows(ex)
-    lines += ["", "## What would help", "",
-              _GAINS.replace("<i>", "*").replace("</i>", "*"), ""]
-    for heading, rows in (("Predicted to help", helping), ("Considered, not predicted to help", not_helping)):
-        if rows:
-            lines += [f"### {heading}", ""]
-            lines += _md_table(["change", "rate", "gain", "how sure", "what to change"],
-                               [[r["change"], r["rate"], r["gain"], _sure_md(r),
-                                 f"{r['how']} ({r['code']})"]
-                                for r in rows])
-            lines.append("")
+    lines += ["", "## What would help", "", _GAINS.replace("<i>", "*").replace("</i>", "*"), ""]
+    for heading, rows in _whatif_rows(ex):
+        lines += [f"### {heading}", ""]
+        lines += _md_table(["change", "rate", "gain", "how sure", "what to change"],
+                           [[r["change"], r["rate"], r["gain"], r["sure"] if r["sure"].startswith(r["source"])
+                             else f"{r['source']}: {r['sure']}", f"{r['how']} ({r['code']})"] for r in rows])
+        lines.append("")
     lines += ["## The ceiling and the gap", "", c.sentence(), "", "## Plots", ""]
     lines += [f"![{caption}]({path})\n" for caption, path in plot_files.values()]
     if plots_left_out:

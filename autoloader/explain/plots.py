@@ -1,8 +1,5 @@
 """The report's plots, as PNG bytes: matplotlib's Agg backend, one Figure each, no pyplot state.
-
-Every plot says which of its marks are measured (the bursts, the final) and which predicted (the
-model's lines), in its legend. matplotlib is the ``[report]`` extra: ``require()`` says so when
-it is missing.
+Every plot's legend says which of its marks are measured and which predicted.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ WIDTH, HEIGHT, DPI = 7.2, 4.3, 110
 
 
 def require():
-    """matplotlib, or a UsageError with the install line."""
+    """matplotlib, or a UsageError with the install line (the ``[report]`` extra)."""
     try:
         import matplotlib
     except ImportError:
@@ -49,20 +46,17 @@ def _png(fig) -> bytes:
     return out.getvalue()
 
 
-def _legend(ax, ncol: int = 3, **kwargs) -> None:
-    """The legend under the plot, where it covers no mark."""
-    handles, labels = kwargs.pop("handles", None), None
-    if handles is None:
-        handles, labels = ax.get_legend_handles_labels()
-    else:
-        labels = [h.get_label() for h in handles]
-    ax.figure.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=7, frameon=False)
-
-
-def _thousands(ax):
-    from matplotlib.ticker import FuncFormatter
-
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+def _done(fig, ax, xlabel: str, ylabel: str | None, title: str, ncol: int = 3, handles=None, grid: str = "both"):
+    """The plot's labels, title and grid, its legend under it (where it covers no mark), as PNG."""
+    ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    handles = handles or ax.get_legend_handles_labels()[0]
+    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncol=ncol, fontsize=7,
+               frameon=False)
+    ax.grid(alpha=0.25, axis=grid)
+    return _png(fig)
 
 
 def _curve(ex: Explanation):
@@ -72,9 +66,7 @@ def _curve(ex: Explanation):
 
 
 def worker_curve(ex: Explanation) -> bytes:
-    """The model's rate along the worker ladder at the pick's settings (its band where a term no
-    burst corrected leaves it in doubt), the bursts and final medians measured, the knee, the
-    rule, the pick and the ceiling."""
+    """The model's rate along the worker ladder at the pick's settings, and what the run measured."""
     ev = ex.evidence
     fig, ax = _figure()
     configs, predicted = _curve(ex)
@@ -103,14 +95,12 @@ def worker_curve(ex: Explanation) -> bytes:
                     fmt="D", ms=7, color=FINAL, capsize=3, label="final medians (measured, min-max)")
     ax.plot([ev.pick.num_workers], [ev.samples_per_s], marker="*", ms=16, color=PICK, mec=MEASURED,
             ls="none", label=f"pick: {rate(ev.samples_per_s)}", zorder=5)
-    if ev.knee is not None:
-        ax.axvline(ev.knee.stops_paying, color=MODEL, ls="--", lw=1)
-        ax.annotate(f"knee: {ev.knee.stops_paying}", (ev.knee.stops_paying, 0.02), xycoords=("data", "axes fraction"),
-                    color=MODEL, fontsize=8, xytext=(3, 0), textcoords="offset points")
-    if ev.rule is not None:
-        ax.axvline(ev.rule.num_workers, color=RULE, ls=":", lw=1.5)
-        ax.annotate("cpus-1 rule", (ev.rule.num_workers, 0.10), xycoords=("data", "axes fraction"), color=RULE,
-                    fontsize=8, xytext=(3, 0), textcoords="offset points")
+    marks = [(ev.knee.stops_paying, f"knee: {ev.knee.stops_paying}", 0.02, MODEL, "--", 1)] if ev.knee else []
+    marks += [(ev.rule.num_workers, "cpus-1 rule", 0.10, RULE, ":", 1.5)] if ev.rule is not None else []
+    for x, label, y, color, ls, lw in marks:
+        ax.axvline(x, color=color, ls=ls, lw=lw)
+        ax.annotate(label, (x, y), xycoords=("data", "axes fraction"), color=color, fontsize=8, xytext=(3, 0),
+                    textcoords="offset points")
     top = max([p.samples_per_s for p in predicted] + [t.samples_per_s for t in ev.ok_trials + rough]
               + [ev.samples_per_s])
     ceiling = ex.ceiling.value
@@ -121,25 +111,20 @@ def worker_curve(ex: Explanation) -> bytes:
         ax.annotate(f"ceiling {rate(ceiling)} ({ex.ceiling.binding}), off the chart", (0.99, 0.97),
                     xycoords="axes fraction", ha="right", va="top", fontsize=8, color=LIMIT)
     ax.set_ylim(0, top * 1.15)
-    ax.set_xlabel("num_workers")
-    ax.set_ylabel("samples/s")
-    _thousands(ax)
-    ax.set_title("Throughput against workers", fontsize=10)
-    _legend(ax, ncol=2)
-    ax.grid(alpha=0.25)
-    return _png(fig)
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    return _done(fig, ax, "num_workers", "samples/s", "Throughput against workers", ncol=2)
 
 
 def _same_settings(a, b) -> bool:
-    """The same config but for the worker count: every other knob equal where it applies to both
-    (a knob that needs workers says nothing of a config without them)."""
+    """The same config but for the worker count: every other knob equal where it applies to both."""
     return all(a[k] == b[k] for k in SETTINGS
                if k is not WORKERS and (k.when is None or a.applies(k) and b.applies(k)))
 
 
 def wait_share(ex: Explanation) -> bytes:
-    """The loop's share waiting for data against workers: the model's line, the bursts' and the
-    final's measured shares, and TensorFlow's input-bound bands."""
+    """The loop's share waiting for data against workers, with TensorFlow's input-bound bands."""
     ev = ex.evidence
     fig, ax = _figure()
     configs, predicted = _curve(ex)
@@ -151,35 +136,27 @@ def wait_share(ex: Explanation) -> bytes:
             transform=ax.get_yaxis_transform(), ha="right", fontsize=7, color="#9a6a00")
     ax.plot([c.num_workers for c in configs], [p.wait_share * 100 for p in predicted], color=MODEL, lw=2,
             label="model (predicted)")
-    measured = [t for t in ev.ok_trials if t.wait_fraction is not None]
-    if measured:
-        ax.plot([t.config.num_workers for t in measured], [t.wait_fraction * 100 for t in measured], "o", ms=6,
-                color=MEASURED, label="bursts (measured)")
-    rough = [t for t in ev.pruned_trials if t.wait_fraction is not None]
-    if rough:
-        ax.plot([t.config.num_workers for t in rough], [t.wait_fraction * 100 for t in rough], "o", ms=6,
-                mfc="white", mec=GREY, label="bursts stopped early (rough)")
-    finals = [f for f in ev.finals if f.waits]
-    if finals:
-        ax.plot([f.config.num_workers for f in finals], [statistics.median(f.waits) * 100 for f in finals], "D",
-                ms=7, color=FINAL, label="final medians (measured)")
+    bursts = [(t, t.wait_fraction) for t in ev.ok_trials if t.wait_fraction is not None]
+    rough = [(t, t.wait_fraction) for t in ev.pruned_trials if t.wait_fraction is not None]
+    finals = [(f, statistics.median(f.waits)) for f in ev.finals if f.waits]
+    for points, marker, style, label in ((bursts, "o", dict(ms=6, color=MEASURED), "bursts (measured)"),
+                                         (rough, "o", dict(ms=6, mfc="white", mec=GREY),
+                                          "bursts stopped early (rough)"),
+                                         (finals, "D", dict(ms=7, color=FINAL), "final medians (measured)")):
+        if points:
+            ax.plot([x.config.num_workers for x, _ in points], [y * 100 for _, y in points], marker, label=label,
+                    **style)
     ax.axvline(ev.pick.num_workers, color=PICK, lw=1.5, label=f"pick ({ev.pick.num_workers} workers)")
     ax.set_ylim(0, 105)
-    ax.set_xlabel("num_workers")
-    ax.set_ylabel("% of the loop waiting for data")
-    title = "The step's wait for data against workers"
-    if ev.step_given is False:
-        title += " (no --step: the loader alone)"
-    ax.set_title(title, fontsize=10)
-    _legend(ax)
-    ax.grid(alpha=0.25)
-    return _png(fig)
+    alone = " (no --step: the loader alone)" if ev.step_given is False else ""
+    return _done(fig, ax, "num_workers", "% of the loop waiting for data",
+                 f"The step's wait for data against workers{alone}")
 
 
 def memory(ex: Explanation) -> bytes:
-    """Peak host memory (PSS), /dev/shm and device memory of every measured trial against workers,
-    the host line the bursts imply (least squares, drawn across the worker range), the limits, and
-    the configs a limit kept out. A limit far above everything is named, not drawn."""
+    """Every measured trial's peak host (PSS), /dev/shm and device memory against workers, the host
+    line the bursts imply (least squares), the limits (named, not drawn, far above everything), and
+    the configs a limit kept out."""
     ev = ex.evidence
     fig, ax = _figure()
     gib = 2**30
@@ -194,11 +171,9 @@ def memory(ex: Explanation) -> bytes:
             top = max(top, max(y for _, y in points))
     host = [(t.config.num_workers, t.peak_pss_bytes / gib) for t in trials if t.peak_pss_bytes]
     if len({n for n, _ in host}) >= 2:
-        mean_n = statistics.fmean(n for n, _ in host)
-        mean_y = statistics.fmean(y for _, y in host)
-        slope = (sum((n - mean_n) * (y - mean_y) for n, y in host) / sum((n - mean_n) ** 2 for n, _ in host))
+        slope, intercept = statistics.linear_regression(*zip(*host))
         xs = [0, ev.max_workers]
-        ys = [mean_y + slope * (x - mean_n) for x in xs]
+        ys = [intercept + slope * x for x in xs]
         ax.plot(xs, ys, color=MEASURED, ls="--", lw=1, alpha=0.6,
                 label=f"host line through the bursts: {slope * 1024:,.0f} MiB a worker")
         top = max(top, max(ys))
@@ -222,12 +197,7 @@ def memory(ex: Explanation) -> bytes:
                 label="kept out by memory (not run)")
     ax.axvline(ev.pick.num_workers, color=PICK, lw=1.5, label="pick")
     ax.set_ylim(0, max(top, 0.1) * 1.18)
-    ax.set_xlabel("num_workers")
-    ax.set_ylabel("GiB")
-    ax.set_title("Peak memory against workers", fontsize=10)
-    _legend(ax)
-    ax.grid(alpha=0.25)
-    return _png(fig)
+    return _done(fig, ax, "num_workers", "GiB", "Peak memory against workers")
 
 
 def predicted_vs_measured(ex: Explanation) -> bytes:
@@ -248,8 +218,9 @@ def predicted_vs_measured(ex: Explanation) -> bytes:
     ax.plot(line, line, color=MEASURED, lw=1, label="predicted = measured")
     ax.fill_between(line, [x * 0.9 for x in line], [x * 1.1 for x in line], color=MODEL, alpha=0.10,
                     label="within 10%")
-    for kind, marker, color in (("burst", "o", MEASURED), ("burst stopped early", "o", GREY), ("final", "D", FINAL)):
-        plural = {"burst": "bursts", "burst stopped early": "bursts stopped early", "final": "final medians"}[kind]
+    for kind, plural, marker, color in (("burst", "bursts", "o", MEASURED),
+                                        ("burst stopped early", "bursts stopped early", "o", GREY),
+                                        ("final", "final medians", "D", FINAL)):
         chosen = [(m, p, c) for m, p, c, k in points if k == kind]
         if chosen:
             ax.plot([m for m, _, _ in chosen], [p for _, p, _ in chosen], marker, ls="none", ms=6, color=color,
@@ -275,13 +246,8 @@ def predicted_vs_measured(ex: Explanation) -> bytes:
         axis.set_minor_formatter(NullFormatter())
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
-    ax.set_xlabel("measured samples/s")
-    ax.set_ylabel("predicted samples/s")
-    ax.set_title(f"Predicted against measured: median error {statistics.median(errors) * 100:.0f}% "
-                 f"over {len(errors)}", fontsize=10)
-    _legend(ax)
-    ax.grid(alpha=0.25)
-    return _png(fig)
+    return _done(fig, ax, "measured samples/s", "predicted samples/s",
+                 f"Predicted against measured: median error {statistics.median(errors) * 100:.0f}% over {len(errors)}")
 
 
 def _short(config) -> str:
@@ -291,9 +257,7 @@ def _short(config) -> str:
 
 
 def timeline(ex: Explanation) -> bytes:
-    """The run in time: the set-up (the trial process, the dataset), the profile, each burst
-    (coloured by its outcome), each final measurement (the pick's, the rule's, the others'),
-    as the run recorded them; a result without the record is drawn from the trials' durations."""
+    """The run in time, as it recorded it (else from the trials' durations)."""
     ev = ex.evidence
     fig, ax = _figure()
     lanes = {"set-up": 3, "profile": 2, "burst": 1, "final": 0}
@@ -331,34 +295,30 @@ def timeline(ex: Explanation) -> bytes:
     ax.set_yticks(list(lanes.values()), list(lanes.keys()))
     ax.set_xlim(0, total * 1.03 or 1.0)
     ax.set_ylim(-0.6, 3.6)
-    ax.set_xlabel(f"seconds from the run's start ({note})")
     from matplotlib.patches import Patch
 
     legend = [Patch(color=MEASURED, label="burst"), Patch(color=GREY, label="stopped early / set-up"),
               Patch(color=LIMIT, label="kept out by a limit"), Patch(color=PICK, label="final: the pick"),
               Patch(color=RULE, label="final: the rule"), Patch(color=FINAL, label="final: other / failed")]
-    _legend(ax, handles=legend)
-    ax.set_title(f"The run: {total:.0f} s", fontsize=10)
-    ax.grid(alpha=0.25, axis="x")
-    return _png(fig)
+    return _done(fig, ax, f"seconds from the run's start ({note})", None, f"The run: {total:.0f} s",
+                 handles=legend, grid="x")
 
 
-PLOTS = (("worker_curve", "Throughput against workers", worker_curve),
-         ("wait_share", "The step's wait for data", wait_share),
-         ("memory", "Peak memory", memory),
-         ("predicted_vs_measured", "Predicted against measured", predicted_vs_measured),
-         ("timeline", "The run's timeline", timeline))
+# Each plot: its title, its drawer, and whether it draws the model's curve (none where the profile
+# was not measured).
+PLOTS = {"worker_curve": ("Throughput against workers", worker_curve, True),
+         "wait_share": ("The step's wait for data", wait_share, True),
+         "memory": ("Peak memory", memory, False),
+         "predicted_vs_measured": ("Predicted against measured", predicted_vs_measured, True),
+         "timeline": ("The run's timeline", timeline, False)}
 
 
-# Past this many bursts a plot draws an even sample of them (every k-th in the run's order, and
-# the pick's first), and its timeline every k-th burst's mark: matplotlib's time grows with every mark
-# and label, and a result of thousands of trials would take minutes to draw. The page's table
-# still lists every trial.
+# Past this many bursts a plot draws every k-th of them (and the pick's first): matplotlib's time
+# grows with every mark, and thousands of trials would take minutes. The page's table lists all.
 PLOT_TRIALS = 300
 
 
 def sampled(ex: Explanation) -> Explanation:
-    """``ex`` with at most about PLOT_TRIALS of its trials (and their timeline marks), for the plots."""
     import dataclasses
 
     ev = ex.evidence
@@ -373,13 +333,7 @@ def sampled(ex: Explanation) -> Explanation:
     return dataclasses.replace(ex, evidence=dataclasses.replace(ev, trials=trials, timeline=timeline))
 
 
-# The plots that draw the model's curve: none where the profile was not measured (no curve to draw).
-MODEL_PLOTS = ("worker_curve", "wait_share", "predicted_vs_measured")
-
-
 def draw(ex: Explanation) -> dict[str, tuple[str, bytes]]:
-    """Every plot: name -> (title, PNG bytes); of a sample of the trials past PLOT_TRIALS, the
-    model's left out where the profile was not measured."""
+    """Every plot: name -> (title, PNG bytes); the model's left out where the profile was not measured."""
     ex = sampled(ex)
-    return {name: (title, fn(ex)) for name, title, fn in PLOTS
-            if ex.evidence.profiled or name not in MODEL_PLOTS}
+    return {name: (title, fn(ex)) for name, (title, fn, model) in PLOTS.items() if ex.evidence.profiled or not model}

@@ -1,34 +1,34 @@
-"""What limits the run, in the order people who tune by hand reason: NOTE [ The verdict ].
-
-Pure: a function of the ``Evidence`` (and, for the closing advice, the what-ifs), no files, no
-printing.
+"""What limits the run, in the order people who tune by hand reason: NOTE [ The verdict ]. Pure.
 
 # NOTE [ The verdict ]
 # 1. Data supply: the share of the loop spent waiting for its next batch (the pick's, measured in
-#    the final or its burst; the model's where neither measured it). TensorFlow's input-pipeline
-#    analyzer's convention: highly input-bound at HIGHLY_INPUT_BOUND, moderately at
-#    MODERATELY_INPUT_BOUND. Without --step the loop only moves each batch to the device, so the
-#    share is the loader's alone, against a step that costs nothing.
-# 2. Which part of supply: the stage the model says caps the pick (its ``bound``), named for what
-#    a person can change: the workers filling the cores ("cores"), too few workers for the cores
-#    ("workers"), the main process's receive and pin ("main": the pin thread, or the loop itself
-#    without one, or with num_workers=0 the loop making every batch), the copy to the device
-#    ("copy"). A loop that does not wait but spends most of its time on its own receive or copy is
-#    held by that part too.
+#    the final or its burst; else the model's), against TensorFlow's input-pipeline analyzer's
+#    HIGHLY_INPUT_BOUND and MODERATELY_INPUT_BOUND. Without --step the loop only moves each batch
+#    to the device: the share is the loader's alone.
+# 2. Which part of supply caps the pick, named for what a person can change: the workers filling
+#    the cores ("cores"), too few workers ("workers"), the main process's receive and pin ("main":
+#    the pin thread, else the loop itself), the copy to the device ("copy").
 # 3. Memory: a config kept out by a limit (host ceiling, /dev/shm, CUDA memory) that the model
 #    predicts MEMORY_COSTS faster than the pick: the limit, not the loader, holds the run.
-# 4. Compute: the loop is fed (it waits under MODERATELY_INPUT_BOUND) and the step is most of its
-#    time. Balanced only when the loop does wait (MODERATELY_INPUT_BOUND or more) and the slowest
-#    supply stage and the step are within BALANCED_WITHIN of each other: neither alone limits.
-#    Which of these holds is decided once, in bound.py (NOTE [ One bound ]): the ceiling's
-#    sentence reads the same decision.
-# 5. Without a measured profile (the stand-in from the set-up's one batch) no stage was timed:
-#    the verdict says the measured wait share alone ("unprofiled"), nothing predicted.
-# Each figure says how sure it is: measured (bursts, final), profiled (timed by the profile,
-# scaled by the efficiency terms the bursts fitted) or predicted (the model's simulation). A
-# part's cap is never shown below the rate the run measured without saying the profile
-# under-timed it; a step's time is the profile's, with the bursts' correction beside it; a
+# 4. Loader, compute or balanced: NOTE [ One bound ].
+# 5. Without a measured profile no stage was timed: the measured wait share alone ("unprofiled").
+# Each figure says how sure it is: measured, profiled (scaled by the terms the bursts fitted) or
+# predicted. A part's cap is never shown below the rate the run measured without saying the
+# profile under-timed it; a step's time is the profile's, with the bursts' correction beside it; a
 # verdict of too few workers gives what the run measured of more, never calling its own pick short.
+
+# NOTE [ One bound ]
+# What holds the run is decided once (``bound``), so that the verdict and the ceiling's sentence
+# cannot name different limits. The measured wait share comes first: it is what the run saw.
+# 1. The loop waits HIGHLY_INPUT_BOUND or more, or MODERATELY_INPUT_BOUND or more with the
+#    limiting supply part clearly slower than the step (past BALANCED_WITHIN): the loader holds it.
+# 2. The loop is fed, but spends more of its time on its own receive or copy than in the step:
+#    the loader holds it, in that part (the main process's receive, or the copy).
+# 3. The loop waits MODERATELY_INPUT_BOUND or more and the supply part and the step are within
+#    BALANCED_WITHIN of each other: both hold it (balanced), and speeding either alone gains little.
+# 4. Otherwise the loop is fed (it waits under MODERATELY_INPUT_BOUND) and the step is most of its
+#    time: the step holds it, however close the loader's predicted supply is (that a faster step
+#    would soon meet the loader is the what-ifs' to say).
 """
 
 from __future__ import annotations
@@ -42,10 +42,82 @@ from ..search.results import OK
 from ..search.settings import SETTINGS
 from ..search.shards import stream_lines
 from ..search.threads import threads_of
-from .bound import bound, supply_rate
 from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size, stages
-from .thresholds import (BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE, MEMORY_COSTS,
-                         MODERATELY_INPUT_BOUND)
+from .thresholds import (BALANCED_WITHIN, BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE,
+                         MEMORY_COSTS, MODERATELY_INPUT_BOUND, PARTS_TIE)
+
+STEP, LOADER, BOTH = "step", "loader", "both"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What holds the run and the figures it was decided from. ``part``: the part that holds it when
+    the loader does (the supply part, or the loop's own receive or copy when it does not wait)."""
+
+    holds: str
+    part: str
+    supply_part: str
+    wait: float
+    wait_source: str          # measured or predicted
+    where: str                # "final", "burst", or "" where predicted
+    supply_rate: float
+    step_rate: float
+    stages: Stages
+
+    @property
+    def kind(self) -> str:
+        """The verdict's class, memory aside (verdict.py's to say)."""
+        return {STEP: "compute", BOTH: "balanced"}.get(self.holds, f"input/{self.part}")
+
+
+def bound(ev: Evidence) -> Bound:
+    """What holds ``ev``'s pick (NOTE [ One bound ])."""
+    st = stages(ev)
+    measured, where = ev.measured_wait()
+    wait, source = (measured, MEASURED) if measured is not None else (ev.predicted.wait_share, PREDICTED)
+    capping = supply_part(st)
+    part, supply = capping, supply_rate(st, capping)
+    close = (math.isfinite(st.step_rate) and supply > 0
+             and abs(math.log(supply / st.step_rate)) <= math.log(1.0 + BALANCED_WITHIN))
+    if wait >= HIGHLY_INPUT_BOUND or (wait >= MODERATELY_INPUT_BOUND and not close):
+        holds = LOADER
+    elif st.loop_host_s > st.step_s:
+        # Fed, but the loop spends more of its time on its own receive or copy than in the step.
+        holds, part = LOADER, "copy" if st.copy_s >= st.loop_host_s - st.copy_s else "main"
+    elif wait >= MODERATELY_INPUT_BOUND:
+        holds = BOTH
+    else:
+        holds = STEP
+    return Bound(holds, part, capping, wait, source, where, supply, st.step_rate, st)
+
+
+def supply_part(st: Stages) -> str:
+    """Which part of supply caps the pick (NOTE [ The verdict ], 2): the slowest of the workers, the
+    main process's receive and pin (without a pin thread, the loop) and the copy to the device."""
+    if st.workers == 0:
+        return "main"
+    caps = {"workers": st.supply_rate, "main": st.main_rate if st.pin_thread else st.loop_rate}
+    if st.pin_thread:
+        caps["copy"] = st.copy_rate
+    part = min(caps, key=caps.get)
+    if part != "workers" and st.cores_full and caps["workers"] <= caps[part] * (1.0 + PARTS_TIE):
+        part = "workers"   # level with the cores full: the cores hold both (PARTS_TIE)
+    if part == "main" and not st.pin_thread and st.copy_s > st.receive_s:
+        part = "copy"
+    return "cores" if part == "workers" and st.cores_full else part
+
+
+def supply_rate(st: Stages, part: str) -> float:
+    """The rate the limiting supply part alone allows."""
+    if st.workers == 0:
+        per_batch = st.worker_s + st.pin_s + st.copy_s
+        return st.batch_size / per_batch if per_batch > 0 else math.inf
+    if part in ("cores", "workers"):
+        return st.supply_rate
+    if st.pin_thread:
+        return st.main_rate if part == "main" else st.copy_rate
+    return st.loop_rate
+
 
 KINDS = ("input/cores", "input/workers", "input/main", "input/copy", "memory/host", "memory/shm", "memory/device",
          "compute", "balanced")
@@ -55,18 +127,13 @@ LOADER_CHANGES = (*(k.proposal.name for k in SETTINGS if k.proposal is not None)
 
 @dataclass(frozen=True)
 class Finding:
-    """One step of the reasoning: its topic (supply, part, memory, compute), what it found, with
-    its numbers, how sure (measured, profiled, predicted), and whether it is what limits."""
+    """One step of the reasoning: its topic, what it found, how sure, and whether it is what limits."""
 
     topic: str
     title: str
     text: str
     source: str
     limits: bool = False
-
-    def to_dict(self) -> dict:
-        return {"topic": self.topic, "title": self.title, "text": self.text, "source": self.source,
-                "limits": self.limits}
 
 
 @dataclass(frozen=True)
@@ -82,39 +149,25 @@ class Verdict:
     step_given: bool | None
     lost_to_memory: float | None = None   # the predicted gain a memory limit kept out
 
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "level": self.level, "wait_share": self.wait_share,
-                "wait_source": self.wait_source, "headline": self.headline, "paragraph": self.paragraph,
-                "findings": [f.to_dict() for f in self.findings], "step_given": self.step_given,
-                "lost_to_memory": self.lost_to_memory}
-
 
 def level_of(wait: float) -> str:
-    if wait >= HIGHLY_INPUT_BOUND:
-        return "highly input-bound"
-    if wait >= MODERATELY_INPUT_BOUND:
-        return "moderately input-bound"
-    return "not input-bound"
+    return ("highly input-bound" if wait >= HIGHLY_INPUT_BOUND else
+            "moderately input-bound" if wait >= MODERATELY_INPUT_BOUND else "not input-bound")
 
 
 def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
-    """The verdict on ``ev``'s pick; ``whatifs`` (whatif.py) close the paragraph with what to change.
-    What holds the run is ``bound(ev)``'s (NOTE [ One bound ]), which the ceiling reads too."""
+    """The verdict on ``ev``'s pick; ``whatifs`` (whatif.py) close the paragraph with what to change."""
     if not ev.profiled:
         return _unprofiled(ev)
     b = bound(ev)
     st, wait, wait_source, where = b.stages, b.wait, b.wait_source, b.where
     level = level_of(wait)
-    kind = b.kind
     memory_kind, memory_finding, lost = _memory(ev)
-    if memory_kind is not None:
-        kind = memory_kind
+    kind = memory_kind or b.kind
     findings = (_supply_finding(ev, st, wait, wait_source, where, level),
                 _part_finding(ev, st, b.supply_part, kind.startswith("input/")),
                 memory_finding,
-                _compute_finding(ev, st, kind in ("compute", "balanced")),
-                *(Finding("stream", "The stream's shards and workers", text, MEASURED, limits=False)
-                  for text in stream_lines(ev.stream)))
+                _compute_finding(ev, st, kind in ("compute", "balanced")), *_stream(ev))
     headline = _headline(ev, st, kind, level, wait, wait_source, b.supply_rate, lost)
     # The headline has the wait already; the supply finding adds only what qualifies it.
     told = [_no_step(ev).strip()] + [f.text for f in findings[1:] if f.limits]
@@ -122,17 +175,14 @@ def verdict(ev: Evidence, whatifs: Sequence = ()) -> Verdict:
     return Verdict(kind, level, wait, wait_source, headline, paragraph, findings, st, ev.step_given, lost)
 
 
-# The class of a run whose profile was not measured: only the measured wait share is told.
 UNPROFILED = "unprofiled"
 
 
 def _unprofiled(ev: Evidence) -> Verdict:
-    """The verdict where the profile was not measured (search/profile.py's ``measured``): the
-    stages were never timed, so which part holds the run is not told apart, and nothing is
-    predicted; the measured wait share alone is said."""
+    """The verdict where the profile was not measured: the measured wait share alone is said."""
     st = stages(ev)
     wait, where = ev.measured_wait()
-    how = {"final": "measured over the final's rounds", "burst": "measured in its burst"}.get(where, "")
+    how = _HOW.get(where, "")
     if wait is None:
         headline = ("Not told: the profile was not measured and no wait share was measured, so nothing says what "
                     "holds the run.")
@@ -144,15 +194,21 @@ def _unprofiled(ev: Evidence) -> Verdict:
     text = ("The profile was not measured: no stage was timed, so the model has no curve, no knee and no "
             "prediction; the figures here are the bursts' and the final's. Tune again to profile it.")
     findings = (Finding("supply", "Data supply", headline, MEASURED, limits=wait >= MODERATELY_INPUT_BOUND),
-                Finding("part", "The profile", text, MEASURED),
-                *(Finding("stream", "The stream's shards and workers", line, MEASURED)
-                  for line in stream_lines(ev.stream)))
+                Finding("part", "The profile", text, MEASURED), *_stream(ev))
     paragraph = " ".join(t for t in (headline, text, _no_step(ev).strip()) if t)
     return Verdict(UNPROFILED, level, wait, MEASURED, headline, paragraph, findings, st, ev.step_given)
 
 
+_HOW = {"final": "measured over the final's rounds", "burst": "measured in its burst"}
+
+
+def _stream(ev: Evidence) -> tuple[Finding, ...]:
+    return tuple(Finding("stream", "The stream's shards and workers", line, MEASURED)
+                 for line in stream_lines(ev.stream))
+
+
 def _at_most(ev: Evidence, r: float) -> str:
-    """A part's cap, "X at most": never a cap below what the run measured without saying so."""
+    """A part's cap, never below what the run measured without saying so."""
     measured = ev.samples_per_s
     if measured and r < measured * 0.99:
         return (f"{rate(r)} at most as profiled, below the {rate(measured)} the run measured (the profile "
@@ -161,8 +217,7 @@ def _at_most(ev: Evidence, r: float) -> str:
 
 
 def _capping(ev: Evidence, r: float) -> str:
-    """The headline's cap of the part that holds the run, beside what the run measured where the
-    two part (the cap is the model's figure, the rate the run's own)."""
+    """The headline's cap of the part that holds the run, beside what the run measured where the two part."""
     measured = ev.samples_per_s
     if not measured or abs(r / measured - 1.0) <= 0.1:
         return rate(r)
@@ -172,8 +227,8 @@ def _capping(ev: Evidence, r: float) -> str:
 
 
 def _more_workers(ev: Evidence) -> str:
-    """What the run measured of more workers than its pick, so that a verdict of workers never
-    calls its own pick short of them without the figures: the best such burst, or that none ran."""
+    """What the run measured of more workers than its pick (the best such burst), so that a verdict of
+    workers never calls its own pick short of them without the figures."""
     more = [t for t in ev.ok_trials if t.config.num_workers > ev.pick.num_workers]
     if not more:
         return "no config of more workers was measured"
@@ -185,9 +240,8 @@ def _more_workers(ev: Evidence) -> str:
 
 
 def _step_text(ev: Evidence, st: Stages, of: bool = False) -> str:
-    """The step's time a batch (``of``: "a batch of N"): the profile's figure (the one its line
-    prints), and the one the bursts corrected it to where they moved it, so that no surface
-    gives another step."""
+    """The step's time a batch (``of``: "a batch of N"): the profile's, and where the bursts moved it
+    the corrected one, so that no surface gives another step."""
     p = ev.profile
     profiled = p.step_s * st.batch_size / p.batch_size
     batch = f"a batch of {st.batch_size}" if of else "a batch"
@@ -221,7 +275,7 @@ def _no_step(ev: Evidence) -> str:
 
 
 def _supply_finding(ev, st, wait, source, where, level) -> Finding:
-    how = {"final": "measured over the final's rounds", "burst": "measured in its burst"}.get(where, "predicted")
+    how = _HOW.get(where, "predicted")
     own = (" It includes the loop's own receive: without a pin thread the loop takes each batch from its worker "
            "inside next()." if st.workers and not st.pin_thread else "")
     return Finding("supply", "Data supply",
@@ -237,24 +291,10 @@ def _contention(st: Stages) -> str:
             f"thread runs at 1/{st.share:.1f} of a core, this one too)")
 
 
-def _step_words(ev: Evidence, st: Stages) -> str:
-    if ev.step_given is False:
-        return "the step costs nothing (no --step)"
-    return f"the step could take {rate(st.step_rate)}"
-
-
-def _cpus_words(ev: Evidence, st: Stages) -> str:
-    """The CPUs the pipeline gets, and where that figure is from when the bursts revised it."""
-    counted = ev.profile.cpus
-    text = cpus(st.cpus)
-    if ev.calibration.cpus is not None and abs(st.cpus - counted) > 0.01:
-        text += f" the pipeline really gets (the bursts' fit; {counted:g} are usable)"
-    return text
-
-
 def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
     p, n, bs = ev.profile, st.workers, st.batch_size
-    others = _step_words(ev, st)
+    others = ("the step costs nothing (no --step)" if ev.step_given is False
+              else f"the step could take {rate(st.step_rate)}")
     if n == 0:
         steps = [f"{ms(st.worker_s)} for its samples and collate"]
         steps += [f"{ms(st.pin_s)} to pin"] if st.pin_s else []
@@ -275,8 +315,12 @@ def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
         each = f"{rate(one)}" + (f"; {note}" if note else "")
         many = n != 1
         who = f"{n} workers each make" if many else "1 worker makes"
+        # The CPUs the pipeline gets, and where that figure is from when the bursts revised it.
+        revised = ev.calibration.cpus is not None and abs(st.cpus - p.cpus) > 0.01
+        gets = cpus(st.cpus) + (f" the pipeline really gets (the bursts' fit; {p.cpus:g} are usable)"
+                                if revised else "")
         text = (f"{who} a batch of {bs} in {ms(st.worker_s)} ({each}) and want{'' if many else 's'} "
-                f"{st.cpu_demand:.1f} of the {_cpus_words(ev, st)}{share}; {'together they' if many else 'so it'} "
+                f"{st.cpu_demand:.1f} of the {gets}{share}; {'together they' if many else 'so it'} "
                 f"make{'' if many else 's'} {rate(st.supply_rate)} (predicted), while the main process could take "
                 f"{rate(st.main_rate)} and {others}.")
         text += (" The cores are full: more workers only share them." if part == "cores" else
@@ -305,15 +349,9 @@ def _part_finding(ev: Evidence, st: Stages, part: str, limits: bool) -> Finding:
 
 
 def _memory(ev: Evidence) -> tuple[str | None, Finding, float | None]:
-    """Whether a memory limit holds the run, and the memory finding."""
     base = ev.predicted.samples_per_s
-    lost, worst = None, None
-    for t in ev.kept_out():
-        if base <= 0:
-            break
-        gain = ev.model.predict(t.config, ev.calibration).samples_per_s / base - 1.0
-        if lost is None or gain > lost:
-            lost, worst = gain, t
+    gains = [(ev.model.predict(t.config, ev.calibration).samples_per_s / base - 1.0, t) for t in ev.kept_out()]
+    lost, worst = max(gains, key=lambda g: g[0], default=(None, None)) if base > 0 else (None, None)
     pick_trial = next((t for t in ev.ok_trials if t.config == ev.pick), None)
     parts = []
     if pick_trial is not None:
@@ -332,7 +370,8 @@ def _memory(ev: Evidence) -> tuple[str | None, Finding, float | None]:
         kept = (f" {len(ev.kept_out())} config(s) were kept out by memory, none predicted "
                 f"{pct(MEMORY_COSTS)} faster than the pick." if ev.kept_out() else " Nothing was kept out by memory.")
         return None, Finding("memory", "Memory", peaks + kept, MEASURED), lost
-    where = _where(worst)
+    shm = worst.cause == "shm_exhausted" or "/dev/shm" in (worst.error or "")
+    where = "device" if worst.cause == "cuda_oom" else "shm" if shm else "host"
     fix = {"host": "raise --max-memory (or free host memory), or cut per-worker memory (copy-on-read Python "
                    "objects: keep samples in numpy arrays)",
            "shm": "enlarge /dev/shm (docker run --shm-size=16g), or fewer bytes a batch",
@@ -340,14 +379,6 @@ def _memory(ev: Evidence) -> tuple[str | None, Finding, float | None]:
     text = (f"{worst.config.key} was kept out ({worst.describe_failure()}); the model predicts it {lost * 100:+.0f}% "
             f"over the pick. The fix: {fix}. " + peaks)
     return f"memory/{where}", Finding("memory", "Memory", text, PREDICTED, limits=True), lost
-
-
-def _where(trial) -> str:
-    if trial.cause == "cuda_oom":
-        return "device"
-    if trial.cause == "shm_exhausted" or "/dev/shm" in (trial.error or ""):
-        return "shm"
-    return "host"
 
 
 def _compute_finding(ev: Evidence, st: Stages, limits: bool) -> Finding:
@@ -361,9 +392,7 @@ def _compute_finding(ev: Evidence, st: Stages, limits: bool) -> Finding:
 
 
 def _threads_note(ev: Evidence) -> str:
-    """Where one intra-op thread ran the main process's share clearly faster than the default
-    count (NOTE [ The main process's threads ] in search/threads.py), the step's time is partly
-    its threads waiting for each other: what to set, with the profile's figures."""
+    """What to set where one intra-op thread ran clearly faster (NOTE [ The main process's threads ])."""
     threads = threads_of(ev.profile, None)
     if threads is None or not threads.advise:
         return ""
@@ -393,8 +422,7 @@ def _headline(ev, st, kind, level, wait, source, supply, lost) -> str:
             return (f"Input-bound {words}, capping it at {_capping(ev, supply)}: the loop does not wait for data "
                     f"({waits}) but spends more of its time {doing} each batch than in the step.")
         if st.workers == 0 and level != "not input-bound":
-            # Made in the loop between steps, batches take the loop's time rather than cap a
-            # supply beside it: the wait share is the figure, not a rate.
+            # Made in the loop between steps: the wait share is the figure, not a rate.
             return f"{level.capitalize()} {words}, between steps ({waits})."
         more = f"; {_more_workers(ev)}" if part == "workers" else ""
         return f"{level.capitalize()} {words}, capping it at {_capping(ev, supply)} ({waits}{more})."
@@ -422,8 +450,8 @@ def _advice(kind: str, whatifs: Sequence) -> str:
 
 def beaten(result) -> tuple[str, float] | None:
     """The measurement that read highest over the pick's own rate, as (what, ratio): num_workers=0's
-    (the table's own row) or another config's full burst; None when nothing measured read higher.
-    A claim that nothing beat the pick must hold against every figure the run printed."""
+    or another config's full burst; None when nothing did. A claim that nothing beat the pick must
+    hold against every figure the run printed."""
     tuned = result.tuned
     if not tuned.samples_per_s:
         return None
@@ -437,7 +465,6 @@ def beaten(result) -> tuple[str, float] | None:
 
 
 def beaten_words(result) -> str:
-    """", nothing measured beat it", or what did read higher (``beaten``)."""
     over = beaten(result)
     if over is None:
         return ", nothing measured beat it"

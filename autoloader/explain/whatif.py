@@ -1,27 +1,22 @@
-"""What would help, and by how much: the model asked about changes beyond the run's configs.
+"""What would help, and by how much: the model asked about changes beyond the run's configs. Pure.
 
-Pure. Each what-if changes the profile (fewer bytes, more CPUs, a faster step, a smaller batch)
-or the pick's settings (out-of-order delivery, no pinning, another worker count) and asks the
-model (NOTE [ The pipeline model ] in search/model.py) for the rate, under the efficiency terms the
-bursts fitted. A change to the data or the machine may move the best worker count, so those are
-asked along the worker ladder at the pick's other settings (as a re-tune would), and their gain is
-taken over the better of the pick and the model's best along the same ladder unchanged, so that no
-what-if claims the worker count's own gain. A change that the run measured (both configs in the
-final, or both as bursts) says "measured", with the measured gain beside the predicted one.
+Each what-if changes the profile (fewer bytes, more CPUs, a faster step, a smaller batch) or the
+pick's settings and asks the model (NOTE [ The pipeline model ] in search/model.py) for the rate,
+under the efficiency terms the bursts fitted. A change to the data or the machine may move the
+best worker count, so those are asked along the worker ladder, and their gain is taken over the
+better of the pick and the model's best along the same ladder unchanged: no what-if claims the
+worker count's own gain. A change the run measured says "measured", beside the prediction.
 
 # NOTE [ What the run measured stands ]
-# A what-if asked along the ladder reads the model at worker counts the run may have measured. Where
-# the model's worker terms are unfitted (the bursts with workers were stopped early, which
-# calibrate nothing), it can read a worker count several times faster than a burst of it
-# measured, and the what-if would then take its gain over a base the run had measured false,
-# while the pick the user runs is another (results/benchmarks/README.md, "Evidence behind
-# mechanisms in the code", has the case). So at a count the run measured slower
+# Where the model's worker terms are unfitted (the bursts with workers were stopped early), it can
+# read a worker count several times faster than a burst of it measured, and a what-if along the
+# ladder would take its gain over a base the run measured false (results/benchmarks/README.md,
+# "Evidence behind mechanisms in the code", has the case). So at a count the run measured slower
 # than the model says (there, or at the nearest count it measured on the same side of the pick's:
-# ``_measured``, as the workers what-if reads it), the model's figure is scaled down to the
-# measured standing (``standing``): the unchanged ladder's best and every change's rate at that
-# count alike, since a change to the bytes, the CPUs or the step leaves the stage the model
-# misread there.
-# The run measured faster than the model says raises nothing: the model's figure stands.
+# ``_measured``), the model's figure is scaled down to the measured standing (``standing``): the
+# unchanged ladder's best and every change's rate at that count alike, since a change to the
+# bytes, the CPUs or the step leaves the stage the model misread there. A count the run measured
+# faster than the model says raises nothing: the model's figure stands.
 """
 
 from __future__ import annotations
@@ -41,13 +36,14 @@ from ..search.profile import Profile
 from ..search.settings import ORDER, PIN, SETTINGS
 from ..search.space import LoaderConfig
 from .evidence import MEASURED, PREDICTED, Evidence, size
-from .thresholds import BYTES_MATTER, FASTER_STEP, MORE_CPUS, SMALLER_BATCHES, UINT8_BYTES, WORTH_CHANGING
+from ..search.uint8 import BYTES_MATTER, UINT8_BYTES
+from .thresholds import FASTER_STEP, MORE_CPUS, SMALLER_BATCHES, WORTH_CHANGING
 
 
 @dataclass(frozen=True)
 class WhatIf:
     name: str             # uint8, smaller_batch, more_cpus, faster_step, workers_past_cores, workers, or
-                          # the name of a knob's proposal (settings.py: ORDER's, PIN's pin_off)
+                          # a knob's proposal's (settings.py)
     title: str
     change: str           # what to change, exactly (the code, where it needs the user's)
     config: LoaderConfig  # the config the predicted rate is for
@@ -56,11 +52,10 @@ class WhatIf:
     needs_code: bool
     measured_gain: float | None = None
     measured_config: LoaderConfig | None = None   # where the measured gain is from, when not ``config``
-    # Where the model cannot predict the change (Proposal.unpredicted), what to say instead of the
-    # gain; the model's own figure stays in ``rate`` but counts for nothing.
+    # Where the model cannot predict the change, what to say instead of the gain (``rate`` then
+    # counts for nothing).
     unpredicted: str | None = None
-    # The config ``base_rate`` is the model's rate of, where not the pick: a what-if asked along the
-    # ladder takes its gain over the model's best there unchanged when that beats the pick.
+    # The config ``base_rate`` is the model's rate of, where not the pick (the ladder's best).
     base_config: LoaderConfig | None = None
 
     @property
@@ -71,13 +66,7 @@ class WhatIf:
     def predicted(self) -> bool:
         return self.unpredicted is None
 
-    @property
-    def predicted_gain(self) -> float | None:
-        """The model's gain, None where it cannot predict the change."""
-        return self.gain if self.predicted else None
-
     def gain_text(self) -> str:
-        """The gain in words: the prediction (or why there is none), and the measurement beside it."""
         text = f"{self.gain * 100:+.0f}%" if self.predicted else self.unpredicted
         return text + (f" (measured {self.measured_gain * 100:+.0f}%)" if self.measured_gain is not None else "")
 
@@ -87,7 +76,6 @@ class WhatIf:
 
     @property
     def best_gain(self) -> float:
-        """The gain to judge it by: measured where the run measured it, else predicted."""
         if self.measured_gain is not None:
             return self.measured_gain
         return self.gain if self.predicted else 0.0
@@ -96,41 +84,27 @@ class WhatIf:
     def helps(self) -> bool:
         return self.best_gain >= WORTH_CHANGING
 
-    def to_dict(self) -> dict:
-        return {"name": self.name, "title": self.title, "change": self.change, "config": self.config.loader_kwargs(),
-                "base_rate": self.base_rate, "rate": self.rate, "gain": self.predicted_gain,
-                "predicted": self.predicted, "unpredicted": self.unpredicted,
-                "measured_gain": self.measured_gain, "source": self.source, "needs_code": self.needs_code,
-                "measured_config": self.measured_config.loader_kwargs() if self.measured_config else None,
-                "base_config": self.base_config.loader_kwargs() if self.base_config else None,
-                "helps": self.helps}
 
 
 def ladder(config: LoaderConfig, cpus: int, max_workers: int, batch_size: int | None = None) -> list[LoaderConfig]:
-    """``config`` at every worker count the search asks about (model_first.worker_ladder), its
-    other settings kept (DataLoader's prefetch default and kept workers where it has none)."""
-    # A knob the config holds at its default only for want of workers starts where make() starts it
-    # (ladder_config).
+    """``config`` at every worker count the search asks about (model_first.worker_ladder)."""
     return [ladder_config(config, n, batch_size) for n in worker_ladder(cpus, max_workers)]
 
 
 def best(model: Model, calib: Calibration, configs: Iterable[LoaderConfig],
          standing: Callable[[LoaderConfig], float] = lambda c: 1.0) -> tuple[LoaderConfig, float]:
-    """The cheapest config predicted within PREDICTED_TIE of the best, as the search picks
-    (ModelFirst.pick), and its rate; each rate times its worker count's ``standing``."""
+    """The cheapest config predicted within PREDICTED_TIE of the best, as the search picks, and its
+    rate; each rate times its worker count's ``standing``."""
     rated = [(c, model.predict(c, calib).samples_per_s * standing(c)) for c in configs]
     top = max(r for _, r in rated)
     return min(((c, r) for c, r in rated if r >= top * (1.0 - PREDICTED_TIE)), key=lambda cr: cr[0].cost())
 
 
 def uint8_profile(profile: Profile) -> Profile:
-    """The profile with uint8 batches in place of float32 (NOTE [ A quarter of the bytes ] in
-    search/uint8.py): each cost that moves the batch's bytes (collate, pin, copy) scaled by what the
-    profile measured the change to cost (the bytes' share where it did not time it), the
-    receive's per-byte part by the bytes (NOTE [ The receive's two parts ] in search/model.py:
-    the fixed part is not, nor the busy worker's extra wait for its interpreter, NOTE [ A busy
-    worker's receive ]), and the conversion back to float32 added to the step. The samples' own
-    work is kept."""
+    """The profile with uint8 batches in place of float32 (NOTE [ A quarter of the bytes ]): each
+    cost that moves the batch's bytes scaled by what the profile measured the change to cost (else
+    the bytes' share), the receive's per-byte part alone (NOTE [ The receive's two parts ]), and
+    the conversion back to float32 added to the step."""
     u = profile.uint8
     f = u.byte_share if u is not None else UINT8_BYTES
     by = lambda x, ratio: None if x is None else x * ratio  # noqa: E731
@@ -214,10 +188,8 @@ def whatifs(ev: Evidence) -> list[WhatIf]:
 
 
 def standing(ev: Evidence, base: float) -> Callable[[LoaderConfig], float]:
-    """Each worker count's measured standing (NOTE [ What the run measured stands ]): the rate the
-    run measured at that count (at the pick's other settings; else at the nearest count it measured
-    on the same side of the pick's, as ``_measured``) over the pick's, against the model's figure
-    for it, at most 1; 1 where the run measured nothing there, or at the pick's count."""
+    """Each worker count's measured standing (NOTE [ What the run measured stands ]): its measured
+    rate against the model's figure, at most 1; 1 where the run measured nothing, and at the pick's."""
     memo: dict[int, float] = {}
 
     def factor(config: LoaderConfig) -> float:
@@ -235,15 +207,14 @@ def standing(ev: Evidence, base: float) -> Callable[[LoaderConfig], float]:
 
 
 def ladder_config(config: LoaderConfig, workers: int, batch_size: int | None = None) -> LoaderConfig:
-    """``config`` at ``workers`` as the ladder makes it (``ladder``)."""
+    """``config`` at ``workers``, a knob it holds only for want of workers where make() starts it."""
     kept = {k.name: config[k] if config.applies(k) else k.first for k in SETTINGS}
     return LoaderConfig.make(**{**kept, "batch_size": batch_size or config.batch_size, "num_workers": workers})
 
 
 def _proposal(ev: Evidence, knob: Knob, base: float) -> list[WhatIf]:
-    """The knob's proposal (its declaration's what-if) for the pick, where the knob applies, can
-    take another value on this device, and the pick holds another: measured only when the run
-    could have measured it (the knob's gate, if any, open)."""
+    """The knob's proposal for the pick, where the knob applies, can take another value on this device
+    and the pick holds another; measured only where the knob's gate, if any, was open."""
     p, pick = knob.proposal, ev.pick
     if not pick.applies(knob) or pick[knob] == p.value or len(knob.domain(Context(ev.device))) < 2:
         return []
@@ -255,9 +226,8 @@ def _proposal(ev: Evidence, knob: Knob, base: float) -> list[WhatIf]:
 
 
 def _measured(ev: Evidence, config: LoaderConfig) -> tuple[float | None, LoaderConfig | None]:
-    """A worker count's measured gain: at that count where the run measured it, else at the nearest
-    count it measured on the same side of the pick's (the model's favourite count was put to the
-    test there: a measured loss there outweighs a predicted gain here)."""
+    """A worker count's measured gain: there, else at the nearest count measured on the same side of
+    the pick's (a measured loss there outweighs a predicted gain here)."""
     exact = ev.measured_gain(config)
     if exact is not None:
         return exact, None
@@ -279,11 +249,9 @@ def top(items: Sequence[WhatIf]) -> WhatIf | None:
 
 
 def how_sure(ev: Evidence, w: WhatIf) -> dict:
-    """How sure ``w`` is, as the result stores it (store.records.WhatIfClaim's fields past the
-    prediction): a measured gain from the final's paired rounds of the changed config and the
-    pick where the final measured both (with its 95% interval: NOTE [ Paired rounds ] in
-    search/paired.py), else from separate bursts (a figure, no interval), else predicted only,
-    with the model's range; ``sure``: that in words."""
+    """How sure ``w`` is, as the result stores it (WhatIfClaim's fields past the prediction): a gain
+    measured in the final's paired rounds (NOTE [ Paired rounds ]), else in separate bursts, else
+    predicted only, with the model's range; ``sure``: that in words."""
     where = w.measured_config or w.config
     ratio = paired(finalist_of(where, ev.finals), finalist_of(ev.pick, ev.finals)) if where != ev.pick else None
     nearby = f" at num_workers={where.num_workers}" if w.measured_config is not None else ""

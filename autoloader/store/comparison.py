@@ -9,6 +9,7 @@ from typing import NamedTuple
 from ..search.codec import Stored, stored
 from ..search.load import MachineLoad
 from ..search.paired import INSIDE, OUTSIDE, STRADDLES, against_band
+from .records import ordered
 
 BASELINE, NEW_HARDWARE, UNCHANGED, DRIFTED = "baseline", "new hardware", "unchanged", "drifted"
 INCONCLUSIVE = "inconclusive"
@@ -71,10 +72,6 @@ class Comparison(Stored):
         return bool(self.reasons)
 
     @property
-    def drifted(self) -> bool:
-        return self.status == DRIFTED
-
-    @property
     def inconclusive(self) -> bool:
         return self.status == INCONCLUSIVE
 
@@ -88,10 +85,9 @@ class Comparison(Stored):
         return None
 
     def rate_against(self, threshold: float) -> str | None:
-        """Where the rate's interval lies against the band 1 +- ``threshold`` (search/paired.py):
-        OUTSIDE, INSIDE or STRADDLES; None when no rate was compared. A comparison stored before
-        intervals were (no ``rate_interval``, a ``rate_noise``) is judged as it was then: past
-        both the threshold and its noise, else inside."""
+        """Where the rate's interval lies against the band 1 +- ``threshold``: OUTSIDE, INSIDE or
+        STRADDLES; None when no rate was compared. One stored before intervals (a ``rate_noise``)
+        is judged as it was then: past both the threshold and its noise, else inside."""
         if self.rate_ratio is None:
             return None
         if self.rate_interval is not None:
@@ -116,8 +112,4 @@ class Comparison(Stored):
         return self.memory_per_worker_after / self.memory_per_worker_before
 
     def _read_back(self) -> Comparison:
-        for name in ("rate_interval", "pick_interval"):
-            pair = getattr(self, name)
-            if pair is not None and pair[0] > pair[1]:
-                raise ValueError(f"{name} is {list(pair)!r}, not [lo, hi] with lo <= hi")
-        return self
+        return ordered(self, "rate_interval", "pick_interval")

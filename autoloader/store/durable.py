@@ -11,7 +11,7 @@
 #   writing, and the run resumes it (``quick_check``).
 # - A write that fails (a full disk, a storage gone read-only) does not end the run: the study
 #   stops taking writes, the search goes on in memory, and the run ends with its pick reported
-#   and ``NotSaved`` naming what failed, where, and how much was free (``save``, in saving.py). What SQLite
+#   and ``NotSaved`` naming what failed, where, and how much was free (study.save). What SQLite
 #   committed before stays as it was (a failed transaction is rolled back), and so does a result
 #   file that could not be replaced (``atomic_write_all``).
 """
@@ -29,7 +29,7 @@ import warnings
 from dataclasses import dataclass
 
 from ..events.lines import size
-from ..errors import AutoloaderWarning, NotSaved, StudyMovedAside, UsageError, clip, one_line, usage
+from ..errors import StudyMovedAside, UsageError, clip, one_line, usage
 from ..inputs.home import elsewhere
 from .storage import masked, open_storage, open_study
 
@@ -44,17 +44,11 @@ def scrub(text: str, url: str) -> str:
     except Exception:  # noqa: BLE001
         match = re.search(r"://[^:/@]*:([^@]*)@", url)
         password = match.group(1) if match else None
-    for secret in {password, _quoted(password)} - {None, ""}:
-        text = text.replace(secret, "***")
-    return text
-
-
-def _quoted(password: str | None) -> str | None:
-    if password is None:
-        return None
     from urllib.parse import quote
 
-    return quote(password, safe="")
+    for secret in {password, password and quote(password, safe="")} - {None, ""}:
+        text = text.replace(secret, "***")
+    return text
 
 
 def sqlite_file(url: str) -> str | None:
@@ -68,38 +62,50 @@ def sqlite_file(url: str) -> str | None:
 def free_bytes(path: str) -> int | None:
     """Free bytes on the file system that holds ``path`` (or its nearest existing folder)."""
     path = os.path.abspath(path)
-    while path and not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
     try:
         return int(shutil.disk_usage(path).free)
     except OSError:
         return None
 
 
-def is_disk_full(exc: BaseException) -> bool:
-    """Whether an exception (or one in its chain) says the disk or the database is full."""
+def _chain(exc: BaseException | None):
+    """``exc`` and the exceptions under it, outermost first (Optuna wraps what SQLite or the OS said)."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        text = str(exc).lower()
-        if "disk is full" in text or "no space left" in text or "disk quota" in text:
-            return True
+        yield exc
         exc = exc.__cause__ or exc.__context__
-    return False
+
+
+def _full(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            or any(s in text for s in ("disk is full", "no space left", "disk quota")))
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an exception (or one in its chain) says the disk or the database is full."""
+    return any(_full(e) for e in _chain(exc))
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """The deepest exception in ``exc``'s chain: what SQLite or the OS said, under Optuna's wrapper."""
+    *_, root = _chain(exc)
+    return root
+
+
+def _why(exc: BaseException, url: str | None = None) -> str:
+    """The innermost error, its type and first line (cut at a word), the URL's password masked."""
+    root = innermost(exc)
+    why = f"{type(root).__name__}: {clip(one_line((str(root).splitlines() or [''])[0]), 300)}".rstrip(": ")
+    return why if url is None else scrub(why, url)
 
 
 def write_failure(what: str, where: str, exc: BaseException, url: str | None = None) -> str:
-    """What could not be written, where, why (the innermost error: Optuna's own wrapper says
-    little) and, on a local disk, how much was free there."""
-    root = innermost(exc)
-    reason = f"{type(root).__name__}: {_first_line(root)}".rstrip(": ")
-    if url is not None:
-        reason = scrub(reason, url)
+    """What could not be written, where, why and, on a local disk, how much was free there."""
+    reason = _why(exc, url)
     local = url is None or sqlite_file(url) is not None
     left = free_bytes(where) if local else None
     free = f"; {'an unknown amount' if left is None else size(left)} free there" if local else ""
@@ -108,13 +114,11 @@ def write_failure(what: str, where: str, exc: BaseException, url: str | None = N
 
 def write_fix(errors: list[BaseException], url: str | None = None, study_under_out: bool = True,
               where: str = "", kept: bool = True) -> str:
-    """The fix for failed writes: room on the disk, a writable folder, or a storage that takes writes.
-    Each says the same command resumes, which it does: a run that could not store its result is
-    left as interrupted (``NotSaved.resumable``), and the next run of the problem on this host
-    resumes it from its study (NOTE [ Runs in a study ] in runs.py). ``study_under_out``: the study
-    is the default SQLite file under --out, so another --out would start afresh. ``where``, the
-    folder, names the variable that chose it (inputs/home.py). ``kept``: whether the study took any
-    of this run's trials; where it took none, there is nothing to resume and the fix says so."""
+    """The fix for failed writes: room on the disk, a writable folder, or a storage that takes writes;
+    then the same command, which resumes (NOTE [ Runs in a study ] in runs.py). ``study_under_out``:
+    the study is the default SQLite file under --out, so another --out would start afresh. ``kept``:
+    whether the study took any of this run's trials; where it took none, nothing resumes, and the
+    fix says so."""
     if url is not None and sqlite_file(url) is None:
         return "check that the storage takes writes, and run the same command again (it resumes)"
     room = "free space there" if any(is_disk_full(e) for e in errors) else "make the folder writable"
@@ -128,33 +132,13 @@ def write_fix(errors: list[BaseException], url: str | None = None, study_under_o
             "--out it would start afresh)")
 
 
-def _first_line(exc: BaseException) -> str:
-    """An error's first line, on one line (a decoding error quotes the bytes it met) and cut at a
-    word when it runs on."""
-    return clip(one_line((str(exc).splitlines() or [""])[0]), 300)
-
-
-def innermost(exc: BaseException) -> BaseException:
-    """The deepest exception in ``exc``'s chain: what SQLite or the OS said, under Optuna's wrapper."""
-    seen = set()
-    while id(exc) not in seen and (exc.__cause__ or exc.__context__) is not None:
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return exc
-
-
 def is_corrupt(exc: BaseException) -> bool:
     """Whether opening or reading a study failed because the file's content is bad, not because
-    of access (a lock, permissions, a full disk: those are not repaired by moving it aside).
-    Optuna wraps what SQLite or its own decoding raised, so the whole chain is read."""
-    chain, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
+    of access (a lock, permissions, a full disk: moving it aside repairs none of those)."""
+    chain = list(_chain(exc))
     texts = [str(e).lower() for e in chain]
     if any(s in t for t in texts for s in ("locked", "readonly", "read-only", "permission", "unable to open")) \
-            or any(is_disk_full(e) for e in chain):
+            or any(_full(e) for e in chain):
         return False
     if any(isinstance(e, (ValueError, TypeError, KeyError, AttributeError)) for e in chain):
         return True  # a record Optuna or SQLite could not decode (JSON, text, a distribution)
@@ -164,10 +148,8 @@ def is_corrupt(exc: BaseException) -> bool:
 
 def quick_check(path: str) -> str | None:
     """SQLite's own structural check of the file at ``path``: None when sound, else what it found.
-    Opened for writing, as SQLite recovers: a writer killed mid-transaction (kill -9) leaves a hot
-    journal, which the next connection that may write rolls back first, and which a read-only one
-    cannot read past ("attempt to write a readonly database"). A lock or the file's permissions
-    are no damage: None, and opening the study then says what is wrong."""
+    Opened for writing, so that a hot journal a killed writer left is rolled back first (a
+    read-only connection cannot read past it). A lock or the file's permissions are no damage."""
     try:
         connection = sqlite3.connect(path, timeout=30)
         try:
@@ -181,14 +163,8 @@ def quick_check(path: str) -> str | None:
 
 
 def move_aside(path: str, why: str) -> str:
-    """Rename a study that cannot be read (and its journal files) to ``PATH.corrupt-<time>``,
-    warn with the new name, and return it."""
-    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
-    target = f"{path}.corrupt-{stamp}"
-    n = 1
-    while os.path.exists(target):
-        n += 1
-        target = f"{path}.corrupt-{stamp}-{n}"
+    """Rename a study that cannot be read (and its journals) to ``PATH.corrupt-<time>``, and warn."""
+    target = aside_name(path, datetime.datetime.now().strftime("%Y%m%dT%H%M%S"))
     os.replace(path, target)
     for suffix in ("-journal", "-wal", "-shm"):
         if os.path.exists(path + suffix):
@@ -196,6 +172,22 @@ def move_aside(path: str, why: str) -> str:
     warnings.warn(f"the study {path} could not be read ({why}); it was moved aside to {target}, kept as it "
                   "was, and this run starts a fresh study", StudyMovedAside, stacklevel=3)
     return target
+
+
+def aside_name(path: str, stamp: str) -> str:
+    """``<path>.corrupt-<stamp>``, or with ``-2``, ``-3``... where that is taken."""
+    target, n = f"{path}.corrupt-{stamp}", 1
+    while os.path.lexists(target):
+        n += 1
+        target = f"{path}.corrupt-{stamp}-{n}"
+    return target
+
+
+def dispose(storage) -> None:
+    """Close a storage's database connections (a pooled one keeps a SQLite file open)."""
+    engine = getattr(storage, "engine", None)
+    if engine is not None:
+        engine.dispose()
 
 
 # --- opening a study that can be trusted ---------------------------------------------------------
@@ -206,8 +198,8 @@ class Unreadable(Exception):
 
 @dataclass(frozen=True)
 class Opened:
-    """A study opened by ``open_sound``: its storage, the study, where a damaged file was moved
-    (None when none was), and the error that left it in memory (None when it is stored)."""
+    """A study opened by ``open_sound``: where a damaged file was moved, and the error that left
+    it in memory (None when it is stored)."""
     storage: object
     study: object
     moved_aside: str | None = None
@@ -215,9 +207,8 @@ class Opened:
 
 
 def open_sound(url: str, name: str, sampler, given: bool, heartbeat_s: int, grace_s: int) -> Opened:
-    """The study ``name`` in ``url`` (NOTE [ Stored state a user can trust ]): a SQLite file that
-    cannot be read is moved aside and a fresh study started; one that cannot be created on a full
-    disk leaves an in-memory study; any other failure is a usage error (``open_error``)."""
+    """The study ``name`` in ``url`` (NOTE [ Stored state a user can trust ]); a study that cannot
+    be created on a full disk is in memory; any other failure is a usage error (``open_error``)."""
     import optuna
 
     path = sqlite_file(url)
@@ -239,14 +230,10 @@ def open_sound(url: str, name: str, sampler, given: bool, heartbeat_s: int, grac
         except UsageError:
             raise
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
-            engine = getattr(storage, "engine", None)
-            if engine is not None:
-                engine.dispose()    # its connections hold the file a retry may move aside
+            dispose(storage)    # its connections hold the file a retry may move aside
             if path is not None and attempt == 1 and os.path.isfile(path) \
                     and (isinstance(exc, Unreadable) or is_corrupt(exc)):
-                root = innermost(exc)
-                why = (f"SQLite's quick_check: {exc}" if isinstance(exc, Unreadable) else
-                       scrub(f"{type(root).__name__}: {_first_line(root)}", url))
+                why = f"SQLite's quick_check: {exc}" if isinstance(exc, Unreadable) else _why(exc, url)
                 moved = move_aside(path, why)
                 continue
             if is_disk_full(exc):
@@ -275,32 +262,27 @@ _CONNECT_FAILURES = (
 
 
 def connect_failure(url: str, exc: BaseException) -> UsageError | None:
-    """An InputError saying why a database server could not be connected to (a password rejected,
-    a connection refused...) with the fix for that cause, password masked; None for a SQLite URL,
-    or a failure that is not one of these."""
-    if sqlite_file(url) is not None or url.startswith("sqlite"):
+    """An InputError saying why a database server refused the connection, with the fix for that
+    cause; None for a SQLite URL, or a failure that is not one of these."""
+    if url.startswith("sqlite"):
         return None
     from ..errors import InputError
 
-    root = innermost(exc)
-    text = str(root).lower()
+    text = str(innermost(exc)).lower()
     for needles, cause, fix in _CONNECT_FAILURES:
         if any(n in text for n in needles):
-            why = scrub(f"{type(root).__name__}: {_first_line(root)}", url)
             return InputError(str(usage(f"the storage must accept this run's connection; could not connect: {cause}",
-                                        masked(url), f"{fix}; then run the same command again ({why})")))
+                                        masked(url), f"{fix}; then run the same command again ({_why(exc, url)})")))
     return None
 
 
 def open_error(url: str, given: bool, exc: BaseException) -> UsageError:
     """The usage error for a storage Optuna cannot open, password masked; the fix depends on
-    whether the user named it (--storage) or it is the default SQLite file under --out. A server
-    that could not be connected to is an InputError naming the cause (``connect_failure``)."""
+    whether the user named it (--storage) or it is the default SQLite file under --out."""
     unreachable = connect_failure(url, exc)
     if unreachable is not None:
         return unreachable
-    root = innermost(exc)
-    why = scrub(f"{type(root).__name__}: {_first_line(root)}", url)
+    why = _why(exc, url)
     if given:
         return usage("the study's storage must be a database URL Optuna can open (--storage)", masked(url),
                      f"use e.g. sqlite:///results/study.db (the directory must be writable), or leave --storage "
@@ -322,8 +304,7 @@ OPTUNA_TABLES = ("studies", "trials", "version_info")
 
 
 def not_a_study(path: str) -> str | None:
-    """Why the SQLite file at ``path`` holds no Optuna study (its tables, read read-only), or
-    None when it has Optuna's tables (or is no SQLite database: opening it says what it is)."""
+    """Why the SQLite file at ``path`` holds no Optuna study (read read-only), or None."""
     from urllib.parse import quote
 
     try:
@@ -343,11 +324,8 @@ def not_a_study(path: str) -> str | None:
 
 def open_reader(url: str, must_exist: bool, read_only: bool = True):
     """A storage opened to read what it holds (``show``, ``dashboard``, the fleet's picks): a
-    usage error when Optuna cannot open or read it, and with ``must_exist`` when it is a SQLite
-    file that is not there (opening it would make an empty one, which holds nothing to show).
-    ``read_only``: a SQLite file is opened read-only, and one without Optuna's tables is refused
-    as not a study, untouched (NOTE [ A reader opens a study read-only ]); False: a tune's check
-    of the storage it is about to write."""
+    usage error when Optuna cannot open or read it, or (``must_exist``) a SQLite file is not there.
+    ``read_only``: NOTE [ A reader opens a study read-only ]; False: a tune's check of its storage."""
     import optuna
 
     path = sqlite_file(url)
@@ -367,13 +345,12 @@ def open_reader(url: str, must_exist: bool, read_only: bool = True):
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
-        if getattr(storage, "engine", None) is not None:
-            storage.engine.dispose()
+        dispose(storage)
         raise open_error(url, True, exc) from None
 
 
 def storage_errors() -> tuple[type[BaseException], ...]:
-    """What a failed write to a study raises: a full disk, a storage gone, a database error."""
+    """What a failed write to a study raises."""
     import optuna
     import sqlalchemy.exc
 
@@ -382,25 +359,33 @@ def storage_errors() -> tuple[type[BaseException], ...]:
 
 # --- writing the result -------------------------------------------------------------------------
 
-def atomic_write_all(files: dict[str, str]) -> None:
-    """Write each ``path: text`` so that a reader never sees half of one, even if we are killed
-    mid-write: every temporary copy is written and synced before any is put in place, so a write
-    that fails (a full disk) leaves every file as it was."""
+def _synced(folder: str, content: str | bytes) -> str:
+    """A synced temporary copy of ``content`` in ``folder``, as readable as a file the user writes."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "wb" if isinstance(content, bytes) else "w") as fh:
+            fh.write(content)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_write_all(files: dict[str, str | bytes]) -> None:
+    """Write each ``path: content`` so that a reader never sees half of one, even if we are killed
+    mid-write: every copy is written and synced before any is put in place (a link at a path is
+    replaced, not written through), so a write that fails leaves every file as it was."""
     done: list[tuple[str, str]] = []
     try:
-        for path, text in files.items():
+        for path, content in files.items():
             folder = os.path.dirname(path) or "."
             os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-            done.append((tmp, path))
-            # mkstemp makes the file 0600; a result file is as readable as any other the user writes.
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(fd, 0o666 & ~umask)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
+            done.append((_synced(folder, content), path))
         for tmp, path in done:
             os.replace(tmp, path)
     except BaseException:
@@ -411,11 +396,10 @@ def atomic_write_all(files: dict[str, str]) -> None:
 
 
 def write_new(folder: str, stem: str, suffixes: tuple[str, ...], texts) -> dict[str, str]:
-    """Write files ``<stem><suffix>`` under ``folder`` under a stem no other writer has: ``stem``,
-    else ``stem-2``, ``stem-3``... ``texts(paths)`` gives each suffix's text once the names are
-    known (a text may say where it is); the first suffix claims the stem by a hard link of its
-    finished copy, which fails when the name is taken, so two writers at once never replace each
-    other's file and a reader never sees half of one. The paths, by suffix."""
+    """Write files ``<stem><suffix>`` under ``folder`` under a stem no other writer has (``stem``,
+    else ``stem-2``...); ``texts(paths)`` gives each suffix's text once the names are known. The
+    first suffix claims the stem by a hard link of its finished copy, which fails when the name is
+    taken, so two writers never replace each other's file. The paths, by suffix."""
     os.makedirs(folder, exist_ok=True)
     for n in range(1, 10_000):
         name = stem if n == 1 else f"{stem}-{n}"
@@ -432,16 +416,8 @@ def write_new(folder: str, stem: str, suffixes: tuple[str, ...], texts) -> dict[
 
 def _claim(path: str, text: str) -> bool:
     """Put ``text`` at ``path`` unless something is there already; whether it was put."""
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    tmp = _synced(os.path.dirname(path) or ".", text)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
         try:
             os.link(tmp, path)
         except FileExistsError:

@@ -1,7 +1,5 @@
-"""Where results live under the results folder: each result's files, the study's name, the
-globs that find them, and the lock that makes processes take turns (the folder itself, the
-results home, is inputs/home.py's).
-"""
+"""Where results live under the results folder (inputs/home.py's): each result's files, the
+study's name, the globs that find them, and the lock that makes processes take turns."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ def result_path(out: str, fingerprint: str, key: str, suffix: str = ".json") -> 
 
 
 def result_files(out: str, key: str | None = None) -> list[str]:
-    """Every stored result file under ``out`` (``<fingerprint>/<key>.json``), of ``key`` alone when
-    given: the one place results are globbed for."""
+    """Every stored result file under ``out``, of ``key`` alone when given (the one glob for them)."""
     return sorted(glob.glob(os.path.join(glob.escape(out), "*", glob.escape(key) + ".json" if key else "*.json")))
 
 
@@ -35,8 +32,7 @@ def default_storage(out: str, fingerprint: str, key: str) -> str:
 
 
 def study_name(fingerprint: str, key: str) -> str:
-    """One study per hardware and problem, so a storage shared by a fleet never mixes machines'
-    measurements: ``<hardware-fingerprint>/<dataset-key>``."""
+    """One study per hardware and problem, so a fleet's storage never mixes machines' measurements."""
     return f"{fingerprint}/{key}"
 
 
@@ -53,19 +49,16 @@ _HELD: set[tuple[int, str]] = set()
 
 
 def lock_path(out: str, fingerprint: str, key: str) -> str:
-    """The file whose lock makes processes tuning one problem into ``out`` take turns."""
     return result_path(out, fingerprint, key, ".lock")
 
 
 @contextlib.contextmanager
 def held(path: str, on_wait: Callable[[int | None], None] | None = None):
-    """An exclusive lock on ``path`` (made if missing) for the block: processes on this machine
-    that tune the same problem into the same folder take turns, so the second finds the first's
-    result, or measures after it, instead of measuring beside it on the same cores. Released by
-    the operating system however the holder ends (filelock: flock on POSIX, msvcrt's lock on
-    Windows). ``on_wait(pid)`` is called once when another process holds it (the holder's pid,
-    which it writes beside the lock, or None), before waiting for it. When no lock file can be
-    made on a full disk it does nothing: the run goes on (and says what it could not store)."""
+    """An exclusive lock on ``path`` for the block: processes tuning one problem into one folder
+    take turns, so the second finds the first's result instead of measuring beside it on the same
+    cores. The operating system releases it however the holder ends (filelock). ``on_wait(pid)``
+    is called once, with the holder's pid (or None), before waiting. On a full disk it does
+    nothing: the run goes on (and says what it could not store)."""
     from filelock import FileLock, Timeout
 
     mine = (threading.get_ident(), os.path.abspath(path))
@@ -101,8 +94,7 @@ def held(path: str, on_wait: Callable[[int | None], None] | None = None):
 
 
 def _refuse_link(path: str) -> None:
-    """A lock file is autoloader's own, made where it is: one that is a symbolic link (or a
-    folder) would have the lock open, and make, a file elsewhere. An InputError naming it."""
+    """An InputError for a lock file that is a link or a folder: the lock would make a file elsewhere."""
     from ..errors import InputError, usage
 
     if os.path.islink(path) or os.path.isdir(path):
@@ -113,7 +105,6 @@ def _refuse_link(path: str) -> None:
 
 
 def _holder(path: str) -> int | None:
-    """The pid the lock's holder wrote beside it, or None."""
     try:
         with open(path + ".pid") as fh:
             text = fh.read().strip()

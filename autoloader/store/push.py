@@ -1,31 +1,26 @@
 """A fleet's storage written local first: every run records in its own SQLite study, then pushes.
 
 # NOTE [ Local first ]
-# With ``--storage URL`` (a fleet's PostgreSQL, or any storage other than the study beside the
-# result) a run still records every trial in the local study (``<fingerprint>/<key>.db`` beside
-# the result, NOTE [ Nothing lost ] in study.py) and copies the finished ones to the fleet's
-# study of the same name: each as the trial ended, and all of it again when the run completes,
-# with the run's mark and its whole result (study attribute RESULT_PREFIX + run id, so that
-# ``report --storage`` can explain a result the storage alone holds). A copy is tagged with its
-# run's id (RUN_ATTR, as every trial is) and its number in the local study (LOCAL_ATTR), and a
-# trial whose tag the fleet's study holds is not copied again: a push made twice adds nothing.
-# The local study remembers which runs are to go to which storage (FLEET_PREFIX + run id: the
-# storage's masked URL, and whether all of the run is there), so a storage that stopped taking
-# writes costs the fleet nothing: the run goes on measuring and recording locally (after the
-# first failed push it tries again only when it completes), ends as any run that could not
-# store all of it does (NotSaved, exit 4, its result file written), and the next run on this
-# host with the same ``--storage`` pushes what was kept before it measures. Nothing RUNNING is
-# ever in the fleet's study, so no process there fails another's live trial; a driver killed
-# mid-trial leaves its trial in the local study, where the next run repairs it and resumes.
+# With ``--storage URL`` (any storage other than the study beside the result) a run still records
+# every trial in the local study (NOTE [ Nothing lost ] in study.py) and copies the finished ones
+# to the fleet's study of the same name: each as the trial ended, and all of it again when the
+# run completes, with the run's mark and its whole result (RESULT_PREFIX + run id, so that
+# ``report --storage`` can explain it). A copy is tagged with its run's id and its number in the
+# local study (LOCAL_ATTR); a trial whose tag the fleet's study holds is not copied again, so a
+# push made twice adds nothing. The local study remembers which runs go to which storage
+# (FLEET_PREFIX + run id), so a storage that stopped taking writes costs the fleet nothing: the
+# run goes on recording locally (after a failed push it tries again only when it completes), ends
+# as any run that could not store all of it does (NotSaved, exit 4), and the next run on this host
+# with the same ``--storage`` pushes what was kept before it measures. Nothing RUNNING is ever in
+# the fleet's study, so no process there fails another's live trial.
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 from . import durable, runs
-from .storage import masked, open_storage, open_study
+from .storage import masked, name_metric, open_storage, open_study
 
 LOCAL_ATTR = "autoloader_local_trial"       # a pushed trial's number in the study it was measured in
 FLEET_PREFIX = "autoloader_fleet:"          # local study attribute: where a run's trials go
@@ -34,14 +29,13 @@ RESULT_PREFIX = "autoloader_result:"        # study attribute: a complete run's 
 
 @dataclass(frozen=True)
 class Pushed:
-    """One push: trials copied, and the failure (None when everything asked for is there)."""
+    """Trials copied, and the failure (None when everything asked for is there)."""
     trials: int = 0
     failed: str | None = None
 
 
 class Fleet:
-    """The fleet's study ``name`` in ``url``, opened once (a usage error when it cannot be: the
-    same as any storage a run cannot open), and what of the local study it already holds."""
+    """The fleet's study ``name`` in ``url``, and what of the local study it already holds."""
 
     def __init__(self, url: str, name: str, sampler):
         import optuna
@@ -54,18 +48,14 @@ class Fleet:
             self.study = open_study(storage, name, sampler)
             self.held = {_tag(t) for t in self.study.get_trials(deepcopy=False)} - {None}
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
-            if getattr(storage, "engine", None) is not None:
-                storage.engine.dispose()
+            durable.dispose(storage)
             raise durable.open_error(url, True, exc) from None
         self.storage = storage
-        if self.study.metric_names is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                self.study.set_metric_names(["samples/s"])
+        name_metric(self.study)
 
     def push(self, local, run_ids: list[str], whole: bool) -> Pushed:
-        """Copy the finished trials of ``run_ids`` from the ``local`` study that the fleet's does
-        not hold; ``whole``: their marks and stored results too. Never raises for the storage."""
+        """Copy the finished trials of ``run_ids`` the fleet's study does not hold; ``whole``: their
+        marks and results too. Never raises for the storage."""
         state = self.optuna.trial.TrialState
         copied = 0
         try:
@@ -91,7 +81,6 @@ class Fleet:
         return Pushed(copied)
 
     def _copy(self, trial):
-        """The local trial as a finished trial of the fleet's study, tagged (LOCAL_ATTR)."""
         return self.optuna.trial.FrozenTrial(
             number=0, state=trial.state, value=None, values=trial.values, datetime_start=trial.datetime_start,
             datetime_complete=trial.datetime_complete, params=trial.params, distributions=trial.distributions,
@@ -99,9 +88,7 @@ class Fleet:
             intermediate_values=trial.intermediate_values, trial_id=0)
 
     def close(self) -> None:
-        engine = getattr(self.storage, "engine", None)
-        if engine is not None:
-            engine.dispose()
+        durable.dispose(self.storage)
 
 
 def _tag(trial) -> tuple[str, int] | None:
@@ -110,8 +97,7 @@ def _tag(trial) -> tuple[str, int] | None:
 
 
 def pending(local, shown: str) -> list[str]:
-    """The runs of the ``local`` study bound for the storage shown as ``shown`` that are not all
-    there yet (NOTE [ Local first ])."""
+    """The runs of the ``local`` study bound for the storage ``shown`` that are not all there yet."""
     return [name[len(FLEET_PREFIX):] for name, value in local.user_attrs.items()
             if name.startswith(FLEET_PREFIX) and isinstance(value, dict) and value.get("to") == shown
             and not value.get("done")]

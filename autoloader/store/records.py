@@ -1,12 +1,6 @@
 """The result's own small records: the hardware it was measured on, the dataset, how and when it
-was measured, a node's arithmetic, what the run was given and each what-if's claim. Each is
-declared once and read and written by the codec (search/codec.py). Pure.
-
-A result's ``what_ifs`` says, for each change the explanation asked the model about (explain/
-whatif.py), the rate and gain predicted, the gain measured where the run measured the change, and
-on what that measurement rests: paired rounds of the final give the gain a 95% interval (NOTE
-[ Paired rounds ] in search/paired.py); separate bursts give a figure, never an interval
-(``WhatIfClaim``; tuning/claims.py makes them).
+was measured, a node's arithmetic, what the run was given and each what-if's claim (made by
+tuning/claims.py). Each is declared once and read and written by the codec (search/codec.py).
 """
 
 from __future__ import annotations
@@ -19,10 +13,8 @@ from ..search.paired import BURSTS, PAIRED
 
 @dataclass(frozen=True)
 class StoredHardware(Stored):
-    """The machine a result was measured on, as the result says it (inputs/hardware.Hardware's
-    fields): the fingerprint names its folder and study, its CPU count scales a warm start, the
-    rest places it among its siblings (store/history.hardware_distance). A field an older result
-    does not record is None."""
+    """The machine a result was measured on (inputs/hardware.Hardware's fields); None where an
+    older result does not record one."""
     fingerprint: str = stored(absent=None, pattern=(r"[^/]+", "a hardware fingerprint"))   # None: not recorded
     cpus: int | None = stored(None, least=1, most=MAX_CPUS)
     cpu_model: str | None = None
@@ -33,8 +25,7 @@ class StoredHardware(Stored):
 
 @dataclass(frozen=True)
 class DatasetRecord(Stored):
-    """What was tuned: the dataset's name, its class, its length, its content fingerprint and the
-    user's version label (NOTE [ Content fingerprint ] in inputs/content.py)."""
+    """What was tuned: the dataset's name, class, length, content (NOTE [ Content fingerprint ]) and version."""
     name: str | None = None
     dataset_class: str | None = stored(None, key="class")
     length: int | None = None
@@ -44,8 +35,7 @@ class DatasetRecord(Stored):
 
 @dataclass(frozen=True)
 class Provenance(Stored):
-    """How and when a result was measured (NOTE [ Measurement format ] in store/versions.py); a
-    result stores these three at its top level."""
+    """How and when a result was measured (NOTE [ Measurement format ]), at the result's top level."""
     measurement_format: int | None = None
     autoloader_version: str | None = None
     # It names a history file: a time as results are dated (ISO 8601), nothing else.
@@ -71,34 +61,29 @@ class NodeRecord(Stored):
 @dataclass(frozen=True)
 class Inputs(Stored):
     """What the run was given that its figures do not say (explain/ and ``show`` read it): the
-    step's name as given (a spec, or the object's module and name; None: no step), whether
-    reordering was allowed, the memory limits the configs were held to, when each part of the run
-    ran: (what, start s, end s, config key or None), and the step's identity, what its key holds
-    (``module.qualname#digest``: NOTE [ A step keyed by what it is ]; None in older results)."""
+    step's name as given (None: no step), whether reordering was allowed, the memory limits, when
+    each part ran (what, start s, end s, config key or None), and the step's identity
+    (``module.qualname#digest``: NOTE [ A step keyed by what it is ])."""
     step: str | None = None
     allow_reorder: bool | None = None
     max_memory: int | None = None
     shm_free: int | None = None
     timeline: tuple[tuple[str, float, float, str | None], ...] = ()
     step_identity: str | None = None
-    # The set-up's and the profile's parts, (what, start s, end s) from the run's start: where the
-    # run's first seconds went (the trial process's interpreter and torch, the dataset, the step,
-    # each profile stage). Empty in older results.
+    # The set-up's and the profile's parts, (what, start s, end s) from the run's start.
     parts: tuple[tuple[str, float, float], ...] = stored((), signed=True)
-    # What set max_memory: "given" (--max-memory), "ram" (the RAM available), "cgroup" (the
-    # cgroup's room: NOTE [ Reading the cgroup ] in inputs/cgroup.py); and the cgroup's memory
-    # limit where one binds. Absent in older results (and written only when known).
+    # What set max_memory: --max-memory, the RAM available or the cgroup's room (NOTE [ Reading the
+    # cgroup ]); and the cgroup's memory limit where one binds. Written only when known.
     max_memory_by: str | None = stored(None, sparse=True, choices=("given", "ram", "cgroup"))
     cgroup_limit: int | None = stored(None, sparse=True)
 
 
 @dataclass(frozen=True)
 class WhatIfClaim(Stored):
-    """``name``: the what-if's (explain/whatif.py's WhatIf.name); ``change``: what it changes,
-    in words; ``predicted_gain``: over the pick's predicted rate; ``measured_gain``: the
-    measured config over the pick, where measured (``measured_from``: PAIRED or BURSTS), with
-    ``measured_interval`` [lo, hi] of the gain from ``rounds`` paired rounds (None from one
-    round or from bursts); ``sure``: all of that in words, as the report prints it."""
+    """One what-if (explain/whatif.py) as the result keeps it: the gain predicted over the pick's
+    predicted rate; the gain measured where the run measured it (``measured_from``), with a 95%
+    interval [lo, hi] from ``rounds`` paired rounds (NOTE [ Paired rounds ]; None from one round
+    or from separate bursts); ``sure``: all of that in words, as the report prints it."""
 
     name: str
     change: str
@@ -111,6 +96,13 @@ class WhatIfClaim(Stored):
     sure: str = ""
 
     def _read_back(self) -> WhatIfClaim:
-        if self.measured_interval and self.measured_interval[0] > self.measured_interval[1]:
-            raise ValueError(f"measured_interval is {list(self.measured_interval)!r}, not [low, high]")
-        return self
+        return ordered(self, "measured_interval")
+
+
+def ordered(record, *names: str):
+    """``record``, unless an interval of it (``names``) is not [lo, hi] with lo <= hi: a ValueError."""
+    for name in names:
+        pair = getattr(record, name)
+        if pair is not None and pair[0] > pair[1]:
+            raise ValueError(f"{name} is {list(pair)!r}, not [lo, hi] with lo <= hi")
+    return record

@@ -1,26 +1,19 @@
-"""``TuneResult``: what a tuning run returns and stores, read and written by itself.
-
-``to_dict()`` is the result file's JSON (and ``tune --json``'s); ``TuneResult.from_dict(data)``
-reads any format a run has written (NOTE [ Result formats ]), every field checked as it is read
-by the codec (NOTE [ One declaration per stored field ] in search/codec.py): a bad one is an
-``InvalidRecord`` naming it, never a record with a bad field in it, so whoever holds a TuneResult
-reads attributes and need not check.
+"""``TuneResult``: what a tuning run returns and stores (``to_dict()`` is the result file's JSON
+and ``tune --json``'s), read by the codec with every field checked (NOTE [ One declaration per
+stored field ] in search/codec.py): a bad one is an ``InvalidRecord`` naming it.
 
 # NOTE [ Result formats ]
-# A result file carries ``format`` (validate.FORMAT); one without it is format 1. The fields grew
-# over formats 1 and 2 without any changing meaning: the first results held the pick, its knee,
-# trials and finals; the profile, the calibration, the prediction and the rule came next,
-# then the format itself with the dataset and the provenance, the warm start, the memory
-# forecasts, the machine's load and the threads, the what-ifs (records.py). A field a result does
-# not have is read as absent (None, or empty), so an old result reads as what it measured; a field
-# no longer written (an old ``priors`` count) is not read; a renamed one (``control``, now
-# ``rule``, and ``memory.control``) is read under either name and written under the new. What the
-# record derives from its fields (``faults``, ``profile_seconds``, ``rule_samples_per_s``,
-# ``rule_ratio`` and its interval, the ``verdict``...: ``then`` in its fields' declarations; older
-# files wrote the rule's as ``control_*``) is written for the file's readers and computed again on
-# reading, not read back. A complete run's mark in a shared storage holds the
-# pick and its figures alone (``summary``, NOTE [ Runs in a study ] in runs.py): read, it is the
-# same record with ``partial`` set and the rest absent.
+# A result file and a study's trial carry ``format`` (FORMAT); one without it is format 1 (format 2
+# added the field itself and, in the study, the digest of the code a trial ran). Fields were added
+# over the formats (records.py's among them), none changed meaning. A field a result lacks reads as
+# absent (None, or empty), so an old result reads as what it measured; a field no longer written
+# (an old ``priors`` count) is not read; a renamed one (``control``, now ``rule``, and
+# ``memory.control``) is read under either name and written under the new. What the record derives
+# from its fields (``then`` in their declarations: ``faults``, ``rule_ratio``, the ``verdict``...;
+# older files wrote the rule's as ``control_*``) is written for the file's readers and computed
+# again on reading, not read back. A complete run's mark holds the pick and its figures alone
+# (``summary``, NOTE [ Runs in a study ] in runs.py): read, it is the same record with
+# ``partial`` set and the rest absent.
 """
 
 from __future__ import annotations
@@ -32,7 +25,6 @@ from ..search.choice import Finalist, finalist_of, paired, rule_verdict
 from ..search.codec import InvalidRecord, Stored, read, stored
 from ..search.config import TunedConfig
 from ..search.growth import growth_finding
-from ..search.knee import Knee
 from ..search.load import MachineLoad
 from ..search.memory import MemoryForecast
 from ..search.methods import StartChoice
@@ -48,8 +40,28 @@ from ..search.threads import Threads
 from ..search.warm import WarmStart
 from .comparison import Comparison
 from .records import DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
-from .validate import FORMAT, record_format
 from .versions import reuse_problem
+
+FORMAT = 2
+
+
+def record_format(data: object) -> int:
+    """The record's format (1 when absent); InvalidRecord for no mapping, or a format not read here."""
+    if not isinstance(data, dict):
+        raise InvalidRecord(f"the record is {type(data).__name__}, not a mapping")
+    fmt = data.get("format", 1)
+    if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt < 1:
+        raise InvalidRecord(f"format {fmt!r} is not a format number")
+    if fmt > FORMAT:
+        raise InvalidRecord(f"format {fmt} was written by a newer autoloader (this one reads 1 to {FORMAT})")
+    return fmt
+
+
+def trial_record(data: object, max_workers: int | None = None) -> TrialResult:
+    """The TrialResult a study's record holds, or InvalidRecord saying what is wrong with it."""
+    record_format(data)
+    return read(TrialResult, data, limit=max_workers)
+
 
 # What a complete run's mark keeps of its result (NOTE [ Runs in a study ] in runs.py).
 SUMMARY = ("config", "samples_per_s", "rel_interval", "baseline_samples_per_s", "knee", "hardware", "dataset_key",
@@ -57,8 +69,7 @@ SUMMARY = ("config", "samples_per_s", "rel_interval", "baseline_samples_per_s", 
 
 
 def _ratio_fields(name: str, ratio: Ratio | None) -> dict:
-    """A ratio as the file writes it: the ratio, its interval [lo, hi] (null from one round)
-    and the paired rounds it rests on."""
+    """The ratio, its interval [lo, hi] (null from one round) and its paired rounds."""
     return {name: ratio.ratio if ratio else None, f"{name}_interval": list(ratio.interval) if ratio and ratio.judged
             else None, f"{name}_rounds": ratio.rounds if ratio else 0}
 
@@ -67,6 +78,16 @@ def _ratio_fields(name: str, ratio: Ratio | None) -> dict:
 _RULE_FIGURES = ("rule_samples_per_s", ("**", lambda r: _ratio_fields("rule_ratio", r.rule_ratio)),
                     "verdict", ("**", lambda r: _ratio_fields("baseline_ratio", r.baseline_ratio)),
                     "baseline_verdict")
+
+
+class _OfTuned:
+    """An attribute the result reads from its ``tuned`` (the pick and its figures)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, result, owner=None):
+        return self if result is None else getattr(result.tuned, self.name)
 
 
 @dataclass(frozen=True)
@@ -135,21 +156,8 @@ class TuneResult(Stored):
         own comparison (if any) decided something (NOTE [ Drift ] in tuning/compare.py)."""
         return not self.busy and not (self.since is not None and self.since.inconclusive)
 
-    @property
-    def config(self) -> LoaderConfig:
-        return self.tuned.config
-
-    @property
-    def samples_per_s(self) -> float:
-        return self.tuned.samples_per_s
-
-    @property
-    def dataset_key(self) -> str:
-        return self.tuned.dataset_key
-
-    @property
-    def device(self) -> str:
-        return self.tuned.device
+    # LoaderConfig, float, str, str, Knee | None
+    config, samples_per_s, dataset_key, device, knee = (_OfTuned() for _ in range(5))
 
     @property
     def hardware(self) -> StoredHardware:
@@ -160,25 +168,19 @@ class TuneResult(Stored):
         return self.provenance.finished_at if self.provenance is not None else None
 
     @property
-    def knee(self) -> Knee | None:
-        return self.tuned.knee
-
-    @property
     def curve(self) -> tuple[tuple[int, float], ...]:
         return self.tuned.knee.curve if self.tuned.knee else ()
 
     @property
     def rule_samples_per_s(self) -> float | None:
-        """The rule's final median: what the config the tuner replaces reads in this run (on a
-        node, the node's rate: its ranks x the slowest rank's)."""
+        """The rule's final median (on a node, the node's rate: ranks x the slowest rank's)."""
         median = next((f.median for f in self.finals if f.config == self.rule), None)
         return median * self.ranks if median is not None else None
 
     @property
     def rule_ratio(self) -> Ratio | None:
-        """The pick's rate over the rule's on the final's paired rounds, with its interval
-        (NOTE [ Paired rounds ] in search/paired.py); None when the pick is the rule's config or
-        no round measured both."""
+        """The pick's rate over the rule's on the final's paired rounds (NOTE [ Paired rounds ]);
+        None when the pick is the rule's config or no round measured both."""
         if self.rule is None or self.rule == self.config:
             return None
         return paired(finalist_of(self.config, self.finals), finalist_of(self.rule, self.finals))
@@ -188,15 +190,13 @@ class TuneResult(Stored):
         """The pick against the rule in the words its interval supports (choice.rule_verdict)."""
         return rule_verdict(self.config, self.rule, self.finals, self.trials)
 
-    def _baseline_final(self) -> Finalist | None:
-        return next((f for f in self.finals if f.config.num_workers == 0 and f.rates), None)
-
     @property
     def baseline_ratio(self) -> Ratio | None:
         """The pick over num_workers=0 on their paired rounds, when the final measured both."""
         if self.config.num_workers == 0:
             return None
-        return paired(finalist_of(self.config, self.finals), self._baseline_final())
+        baseline = next((f for f in self.finals if f.config.num_workers == 0 and f.rates), None)
+        return paired(finalist_of(self.config, self.finals), baseline)
 
     @property
     def baseline_verdict(self) -> str | None:
@@ -213,8 +213,7 @@ class TuneResult(Stored):
         return self.node.ranks if self.node else 1
 
     def measured_differently(self) -> str | None:
-        """Why this autoloader cannot compare with or reuse the record (NOTE [ Measurement format ]
-        in store/versions.py), or None."""
+        """Why this autoloader cannot compare with or reuse the record (NOTE [ Measurement format ])."""
         p = self.provenance or Provenance()
         return reuse_problem(p.measurement_format, p.autoloader_version)
 
@@ -244,13 +243,10 @@ class TuneResult(Stored):
     @classmethod
     def from_dict(cls, data: object, where: str = "", cpus: int | None = None,
                   batch_sizes: tuple[int, ...] | None = None, partial: bool = False) -> TuneResult:
-        """The record ``data`` holds (a result file's JSON, or a run's mark's summary with
-        ``partial``), every field checked; InvalidRecord naming the field that is not what a run
-        writes. ``cpus``: this machine's usable CPUs and ``batch_sizes``: the problem's, which
-        bound what a result handed out here may say: its configs' workers MAX_WORKERS_PER_CPU of
-        ``cpus`` whatever the file says its own were, so a file cannot widen its own limit
-        (without them, the result's own hardware bounds it), its batch size one its key was tuned
-        for. ``where``: where it was read from, kept on the record."""
+        """The record ``data`` holds (a result file's JSON; a run's mark's summary with ``partial``),
+        every field checked: InvalidRecord naming the one that is not what a run writes. ``cpus``
+        (this machine's usable CPUs, else the file's own) bounds its configs' workers, so a file
+        cannot widen its own limit; ``batch_sizes``: those its key was tuned for."""
         record_format(data)
         own = read(StoredHardware, data.get("hardware", {}), "hardware")
         limit = MAX_WORKERS_PER_CPU * (cpus or own.cpus or 0) or None
@@ -261,10 +257,9 @@ class TuneResult(Stored):
         return replace(result, where=where, partial=partial)
 
     def _read_back(self) -> TuneResult:
-        """Each final with the last measured search trial of its config (the record does not
-        repeat it): what ``Finalist.rate`` falls back on."""
+        """Each final with its config's last measured trial, which ``Finalist.rate`` falls back on."""
         by_config = {t.config: t for t in self.trials if t.status == OK}
         return replace(self, finals=tuple(replace(f, trial=by_config.get(f.config)) for f in self.finals))
 
 
-__all__ = ["SUMMARY", "InvalidRecord", "TuneResult"]
+__all__ = ["FORMAT", "SUMMARY", "InvalidRecord", "TuneResult", "record_format", "trial_record"]

@@ -12,25 +12,23 @@ again:
 - and, when the search knows its rule, a stored failure of the rule (``rule_again``).
 
 # NOTE [ Fixed outside the code ]
-# A failure can be fixed without touching the code: a file restored, a mount back, a permission
-# or an environment variable set. The code's digest does not change, so such a failure stood in
-# a resumed run, and when it was the rule's (the cpus-1 rule's config), the pick was never measured
-# against the rule. So a trial that failed on an OSError (``TrialResult.os_error``: the exception,
-# or the worker's, was one) is measured again by the run that resumes its study (it stands in
-# the run that measured it: the environment is as it was), and a stored failure of the rule
-# is too: the final must hold the pick against the rule, so a resumed run always measures it.
+# A failure can be fixed without touching the code (a file restored, a mount back, a permission
+# or a variable set), and the code's digest does not change. So a trial that failed on an OSError
+# (``TrialResult.os_error``: its exception, or the worker's) is measured again by the run that
+# resumes its study (in the run that measured it, it stands: the environment is as it was), and
+# so is a stored failure of the rule: the final must hold the pick against the rule.
 
 # NOTE [ A crash counts twice ]
 # A worker killed by a signal, a segfault or a trial process that died can be a one-off (the OOM
-# killer chose it because something else grew, a race in native code), and a verdict stored once
-# is never revisited. So a config's crash stands only once it happened twice: the first is
-# recorded in the study but kept out of the history the strategy sees, so the strategy (which
-# decides from the history alone) proposes the same config again at once; a second crash counts.
-# A run killed between the two leaves one crash stored, which the next run treats the same way.
+# killer's choice, a race in native code). So a config's crash stands only once it happened twice:
+# the first is recorded in the study but kept out of the history the strategy sees, so the
+# strategy proposes the same config again at once; a second crash counts. A run killed between
+# the two leaves one crash stored, which the next run treats the same way.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -63,9 +61,8 @@ class History:
 
 
 def code_changed(result: TrialResult, recorded: str | None, now: str | None) -> bool:
-    """Whether ``result`` is a failure of the user's code that ran other code than ``now``. A
-    record without a digest (stored before they were recorded) ran code that cannot be known, so
-    it counts as changed: measuring once more costs one trial, keeping it could cost the run."""
+    """Whether ``result`` is a failure of the user's code that ran other code than ``now`` (one
+    without a digest counts as changed: measuring once more costs one trial)."""
     if now is None or result.status != FAILED or result.cause not in USER_CODE_CAUSES:
         return False
     return recorded != now
@@ -76,10 +73,7 @@ def standing(stored: Sequence[StoredTrial], limit_raised: Callable[[TrialResult,
     """Each config's newest result, unless one of the module's exceptions puts it aside.
     ``limit_raised(result, recorded_limits)`` is the limits' rule (study.py)."""
     newest = {s.result.config: i for i, s in enumerate(stored)}
-    crashes: dict[LoaderConfig, int] = {}
-    for s in stored:
-        if _is_crash(s.result):
-            crashes[s.result.config] = crashes.get(s.result.config, 0) + 1
+    crashes = Counter(s.result.config for s in stored if _is_crash(s.result))
     trials, raised, changed, once, environment = [], 0, 0, [], 0
     for i, s in enumerate(stored):
         if newest[s.result.config] != i:
@@ -98,15 +92,14 @@ def standing(stored: Sequence[StoredTrial], limit_raised: Callable[[TrialResult,
 
 
 def environment_failed(result: TrialResult) -> bool:
-    """A failure of the environment (an OSError), not a crash (which has a rule of its own):
-    NOTE [ Fixed outside the code ]."""
+    """A failure on an OSError, not a crash: NOTE [ Fixed outside the code ]."""
     return result.status == FAILED and result.os_error and result.cause not in FLAKY_CAUSES
 
 
 def rule_again(trials: Sequence[TrialResult], rule: LoaderConfig | None) -> tuple[list[TrialResult],
                                                                                         TrialResult | None]:
     """A resumed run's stored trials less a failure (or hang) of the rule, which is measured
-    again (NOTE [ Fixed outside the code ]), and that failure (None when there was none)."""
+    again, and that failure (NOTE [ Fixed outside the code ])."""
     failed = next((t for t in trials if t.config == rule and t.status in (FAILED, HANG)), None)
     return [t for t in trials if t is not failed], failed
 
@@ -117,8 +110,7 @@ def _is_crash(result: TrialResult) -> bool:
 
 @dataclass
 class OnceMore:
-    """In a run: whether a finished trial enters the history now (NOTE [ A crash counts twice ]).
-    ``crashed`` starts with the configs whose one crash is stored."""
+    """Whether a finished trial enters the history now (NOTE [ A crash counts twice ])."""
     crashed: set = field(default_factory=set)
 
     @classmethod

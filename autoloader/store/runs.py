@@ -1,22 +1,19 @@
 """A study's runs: which tuning run measured each trial, which runs are complete, who is alive.
 
 # NOTE [ Runs in a study ]
-# One study (one hardware fingerprint x one problem) is written by many runs: tonight's re-tune
-# after last night's, a re-run after a kill, the ranks of a torchrun job, a fleet's machines of
-# one kind sharing a PostgreSQL storage. What each may take from the others differs:
+# One study (one hardware fingerprint x one problem) is written by many runs (re-tunes, a re-run
+# after a kill, a torchrun job's ranks, a fleet's machines of one kind). What each may take from
+# the others:
 #  * every trial carries the id of the run that measured it (trial attribute RUN_ATTR), and every
 #    run has a mark (study attribute RUN_PREFIX + id): who owns it (host, pid, process start),
 #    and, once its result is written, that it is complete and what it picked;
 #  * a run's history, the measurements it decides on, is its own trials only. A new run starts
 #    empty, unless it resumes an interrupted run of its own: one on this host whose owner process
-#    is gone and that neither completed nor failed (``pick_run``; a run that ended in an error
-#    is marked failed, and is not resumed). Then that run's finished trials are kept,
-#    nothing measured is lost, and its trials left RUNNING are failed at once (no one is left to
-#    finish them);
-#  * complete runs' trials stay in the study, the record of what was measured (optuna-dashboard
-#    shows them), but never stand in for a measurement of a later run, so a re-tune after the
-#    data changed measures the data as it is now; a re-tune starts from the previous result's
-#    pick instead (NOTE [ Warm start ] in search/warm.py), which it measures again;
+#    is gone and that neither completed nor failed (``pick_run``). Then that run's finished
+#    trials are kept, and its trials left RUNNING are failed at once (no one is left to finish them);
+#  * complete runs' trials stay in the study, the record of what was measured, but never stand in
+#    for a measurement of a later run, so a re-tune measures the data as it is now (it starts from
+#    the previous pick instead: NOTE [ Warm start ] in search/warm.py);
 #  * a trial is opened with values only this process knows (``FixedSampler``), never through
 #    the study's shared queue of enqueued trials, so a process can only take its own trial;
 #  * a live trial's driver beats (``Heartbeat``, Optuna's heartbeat table); a RUNNING trial of
@@ -26,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -37,9 +35,9 @@ from dataclasses import dataclass
 
 import psutil
 
+from ..errors import StoredStateWarning
 from ..search.codec import InvalidRecord, Stored, read, stored
 from .result import TuneResult
-from .validate import StoredStateWarning
 from .versions import now_iso
 
 RUN_ATTR = "autoloader_run"
@@ -52,8 +50,7 @@ RUNNING, COMPLETE, FAILED = "running", "complete", "failed"
 
 @dataclass(frozen=True)
 class Owner(Stored):
-    """The process that owns a run: its host (name and machine id), the boot it ran in, its pid
-    and the time the process started."""
+    """The process that owns a run: its host, pid, start time and boot."""
     host: str
     pid: int
     started: float
@@ -61,7 +58,7 @@ class Owner(Stored):
 
     def gone(self) -> bool:
         """Known dead: on this host, and from an earlier boot or no process with its pid and start
-        time is left. On another host it cannot be known here: never gone (its heartbeats tell)."""
+        time is left (another host's: never; its heartbeats tell)."""
         if self.host != _host():
             return False
         if self.boot and _boot() and self.boot != _boot():
@@ -87,8 +84,7 @@ def _read(path: str) -> str:
 
 
 def _host() -> str:
-    """This machine: its name, and its machine id where there is one (two machines of a fleet may
-    share a name such as "localhost"; a pid is only meaningful on its own machine)."""
+    """This machine: its name, and its machine id where there is one (two machines may share a name)."""
     machine = _read("/etc/machine-id")
     return f"{socket.gethostname()}/{machine[:12]}" if machine else socket.gethostname()
 
@@ -99,8 +95,7 @@ def _boot() -> str:
 
 @dataclass(frozen=True)
 class RunMark(Stored):
-    """One run's mark in its study. ``summary``: a complete run's pick, the partial record of its
-    result (TuneResult.summary: config, rate, hardware, dataset, format, version)."""
+    """One run's mark in its study. ``summary``: a complete run's pick (TuneResult.summary)."""
     run_id: str = stored(write=False)   # the mark's name in the study holds it
     owner: Owner
     state: str
@@ -110,9 +105,8 @@ class RunMark(Stored):
 
     @classmethod
     def from_dict(cls, run_id: str, data: dict, where: str = "") -> "RunMark | None":
-        """The mark stored as ``data``; None for one this version did not write. A pick that
-        fails its checks is a warning naming the study (``where``) and the field, and the mark
-        is kept without it (its owner and state still say who ran and whether it completed)."""
+        """The mark stored as ``data``; None for one this version did not write. A pick that fails
+        its checks is a warning naming the study (``where``) and the field, the mark kept without it."""
         try:
             mark = read(cls, {**data, "run_id": run_id})
         except InvalidRecord:
@@ -130,8 +124,7 @@ class RunMark(Stored):
 
 
 def runs_of(study, where: str | None = None) -> dict[str, RunMark]:
-    """Every run's mark in ``study``, by run id; ``where`` names the study in a warning (default:
-    its name)."""
+    """Every run's mark in ``study``, by run id; ``where`` names the study in a warning."""
     marks = {}
     for name, value in study.user_attrs.items():
         if name.startswith(RUN_PREFIX) and isinstance(value, dict):
@@ -146,25 +139,22 @@ def write_mark(study, mark: RunMark) -> None:
 
 
 def pick_run(study) -> tuple[RunMark, bool]:
-    """This process's run: the newest interrupted run of this host whose owner is gone, taken
-    over (resumed), else a new one. Returns its mark (now owned by this process) and whether it
-    was resumed. NOTE [ Runs in a study ]."""
-    me = this_owner()
+    """This process's run (NOTE [ Runs in a study ]): the newest interrupted run of this host whose
+    owner is gone, taken over, else a new one; its mark, and whether it was resumed."""
     orphaned = [m for m in runs_of(study).values() if m.state == RUNNING and m.owner.gone()]
-    if orphaned:
-        mark = dataclasses.replace(max(orphaned, key=lambda m: m.started_at), owner=me)
-        write_mark(study, mark)
-        return mark, True
-    mark = RunMark(uuid.uuid4().hex[:12], me, RUNNING, now_iso())
+    mark = dataclasses.replace(max(orphaned, key=lambda m: m.started_at), owner=this_owner()) if orphaned else new_run()
     write_mark(study, mark)
-    return mark, False
+    return mark, bool(orphaned)
+
+
+def new_run() -> RunMark:
+    return RunMark(uuid.uuid4().hex[:12], this_owner(), RUNNING, now_iso())
 
 
 def fail_stale_trials(study, runs: dict[str, RunMark]) -> int:
-    """Fail the RUNNING trials no live process will finish; how many were failed. Those of runs
-    whose owner is known dead go at once; the rest only once Optuna's heartbeat says their driver
-    stopped beating (``optuna.storages.fail_stale_trials``, after GRACE_S), or, never claimed by a
-    run, once they are GRACE_S old."""
+    """Fail the RUNNING trials no live process will finish; how many. Those of runs whose owner is
+    known dead go at once; the rest once their driver stopped beating for GRACE_S (Optuna's
+    ``fail_stale_trials``), or, never claimed by a run, once they are UNCLAIMED_S old."""
     import optuna
 
     state = optuna.trial.TrialState
@@ -189,9 +179,7 @@ def fail_stale_trials(study, runs: dict[str, RunMark]) -> int:
 
 
 def make_fixed_sampler():
-    """A sampler that hands back the values set on it: the config this process measures. The
-    study's enqueue queue is shared by every process on the storage (one could take another's
-    trial); this sampler is not."""
+    """A sampler that hands back the config set on it (the study's queue is every process's)."""
     import optuna
 
     class FixedSampler(optuna.samplers.BaseSampler):
@@ -211,8 +199,7 @@ def make_fixed_sampler():
 
 
 class Heartbeat:
-    """Beats for one RUNNING trial from a thread of the driver until ``stop`` (Optuna's heartbeat
-    table, read by ``fail_stale_trials`` in other processes)."""
+    """Beats for one RUNNING trial from a thread of the driver until ``stop``."""
 
     def __init__(self, storage, trial_id: int, interval_s: float = HEARTBEAT_S):
         self.storage, self.trial_id, self.interval_s = storage, trial_id, interval_s
@@ -222,10 +209,8 @@ class Heartbeat:
 
     def _beat(self) -> None:
         while True:
-            try:
+            with contextlib.suppress(Exception):   # a missed beat is retried; a dead storage fails the tell
                 self.storage.record_heartbeat(self.trial_id)
-            except Exception:  # noqa: BLE001 - a missed beat is retried; a dead storage fails the tell
-                pass
             if self.stopped.wait(self.interval_s):
                 return
 

@@ -15,9 +15,8 @@ _ORDER = {False: "It shuffles,\n    as the trials did, unless given shuffle=, sa
 
 
 def snippet(tuned: TunedConfig, nodes: NodesGraph | None = None) -> str:
-    """Python source that defines ``seed_worker`` and ``make_loader(dataset)`` without
-    importing autoloader (the seeding module is copied in whole: one source of truth); for a
-    torchdata.nodes graph (``nodes``), the source that builds the tuned graph."""
+    """Python source that defines ``seed_worker`` and ``make_loader(dataset)`` without importing
+    autoloader (seeding.py copied in whole); for a torchdata.nodes graph, the source that builds it."""
     if nodes is not None:
         return graph_snippet(tuned.config, nodes, f"{tuned.samples_per_s:,.0f} samples/s on {tuned.device}")
     kwargs = ", ".join(f"{k}={v!r}" for k, v in tuned.config.loader_kwargs().items())

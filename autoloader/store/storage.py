@@ -7,8 +7,8 @@
 # mix with them. SQLAlchemy 2 reads a bare ``postgresql://`` as the psycopg2 driver; autoloader
 # installs psycopg 3 (the ``postgres`` extra), so such a URL is read as ``postgresql+psycopg://``
 # when psycopg2 is absent. Heartbeats are on for every storage (NOTE [ Runs in a study ] in
-# runs.py). Two processes opening a new database at once can race on creating its tables; the
-# loser tries again.
+# runs.py). Two processes opening a new database at once race on creating its tables; the loser
+# tries again.
 """
 
 from __future__ import annotations
@@ -39,9 +39,7 @@ def driver_url(url: str) -> str:
 
 
 def masked(url: str) -> str:
-    """``url`` with its password shown as ``***``, for messages, reports and stored results:
-    SQLAlchemy's own rendering, and for a string SQLAlchemy cannot parse, anything between
-    ``://user:`` and ``@`` masked."""
+    """``url`` with its password shown as ``***`` (SQLAlchemy's rendering, else by pattern)."""
     try:
         from sqlalchemy.engine import make_url
 
@@ -58,9 +56,7 @@ def _importable(module: str) -> bool:
 
 
 def warm_up() -> threading.Thread:
-    """Import Optuna's storage and SQLAlchemy's SQLite dialect in a thread of their own, by
-    opening an in-memory storage that is thrown away: NOTE [ The study's imports while the trial
-    process starts ]. Returns the thread (a daemon: nothing waits for it)."""
+    """Import Optuna's storage in a thread (NOTE [ The study's imports while the trial process starts ])."""
     def imports() -> None:
         try:
             import optuna.storages
@@ -75,51 +71,49 @@ def warm_up() -> threading.Thread:
 
 
 # NOTE [ The study's imports while the trial process starts ]
-# The run opens its study once the trial process has said what the dataset is (the study's name
-# is the problem's key). Opening it first imports Optuna, SQLAlchemy and Alembic and creates the
-# tables: a second or more, all of it on the run's clock. The trial process's start takes far
-# longer (importing torch and the user's modules, building the dataset and step), and the driver
-# only waits for it meanwhile; so the run starts these imports in a thread
-# (``warm_up``) before it starts the trial process, and the open that follows finds them done.
-# The thread writes nothing (the storage is in memory and thrown away) and warns of nothing: a
-# failure there is left for the real open to meet and say. Nothing is measured while it runs: the
-# profile starts only after the study is open.
+# The run opens its study once the trial process has said what the dataset is (its name is the
+# problem's key); opening it imports Optuna, SQLAlchemy and Alembic, on the run's clock. The
+# driver only waits while the trial process starts, so the run starts these imports in a thread
+# (``warm_up``, opening an in-memory storage it throws away) before it starts the trial process.
+# The thread writes nothing and warns of nothing: a failure is left for the real open to say.
+# Nothing is measured while it runs: the profile starts only after the study is open.
 
 
 def open_storage(url: str, heartbeat_s: int | None, grace_s: int | None, read_only: bool = False):
     """An ``optuna.storages.RDBStorage`` for ``url``, with heartbeats every ``heartbeat_s`` (None:
-    off, for readers). ``read_only``: a SQLite file opened by a reader (NOTE [ A reader opens a
-    study read-only ] in durable.py): SQLite's ``mode=ro``, no table made; any other URL as
-    without. Raises what Optuna and SQLAlchemy raise (the caller turns it into a usage error)
-    after OPEN_ATTEMPTS tries."""
+    off, for readers); ``read_only``: NOTE [ A reader opens a study read-only ] in durable.py.
+    Raises what Optuna and SQLAlchemy raise after OPEN_ATTEMPTS tries."""
     import optuna
 
     url = driver_url(url)
     read_only = read_only and url.startswith("sqlite")   # another database: opened as before (its tables made)
     if read_only:
         url = read_only_url(url)
-    if url.startswith("sqlite"):
-        engine_kwargs = {"connect_args": {"timeout": 30}}
-    elif url.startswith("postgresql"):
-        engine_kwargs = {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}}
-    else:
-        engine_kwargs = None
-    for attempt in range(1, OPEN_ATTEMPTS + 1):
+    engine_kwargs = ({"connect_args": {"timeout": 30}} if url.startswith("sqlite") else
+                     {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}} if url.startswith("postgresql")
+                     else None)
+
+    def make():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_s,
+                                              grace_period=grace_s, skip_table_creation=read_only)
+    return _tried(make, 0.5)
+
+
+def _tried(make, pause_s: float):
+    """``make()``, tried OPEN_ATTEMPTS times: two processes creating one database's tables (or one
+    study) at once race, and the loser finds them made the next time."""
+    for attempt in range(1, OPEN_ATTEMPTS):
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_s,
-                                                  grace_period=grace_s, skip_table_creation=read_only)
-        except Exception:  # noqa: BLE001 - a table-creation race looks like any database error
-            if attempt == OPEN_ATTEMPTS:
-                raise
-            time.sleep(0.5 * attempt)
-    raise AssertionError("unreachable")
+            return make()
+        except Exception:  # noqa: BLE001 - a creation race looks like any database error
+            time.sleep(pause_s * attempt)
+    return make()
 
 
 def read_only_url(url: str) -> str:
-    """A ``sqlite:///PATH`` URL as SQLite's read-only URI (``file:PATH?mode=ro``): nothing opened
-    through it can write the file (no table, no journal rolled back). Any other URL as it is."""
+    """A ``sqlite:///PATH`` URL as SQLite's read-only URI (``file:PATH?mode=ro``); another as it is."""
     from urllib.parse import quote
 
     match = re.match(r"(sqlite(?:\+\w+)?):///([^?]+)", url)
@@ -132,12 +126,15 @@ def open_study(storage, name: str, sampler):
     """The study ``name`` in ``storage``, made if missing (by this process or a racing one)."""
     import optuna
 
-    for attempt in range(1, OPEN_ATTEMPTS + 1):
-        try:
-            return optuna.create_study(study_name=name, storage=storage, direction="maximize",
-                                       load_if_exists=True, sampler=sampler)
-        except Exception:  # noqa: BLE001 - two creators at once: one loses, and loads it next time
-            if attempt == OPEN_ATTEMPTS:
-                raise
-            time.sleep(0.2 * attempt)
-    raise AssertionError("unreachable")
+    return _tried(lambda: optuna.create_study(study_name=name, storage=storage, direction="maximize",
+                                              load_if_exists=True, sampler=sampler), 0.2)
+
+
+def name_metric(study) -> None:
+    """Name the study's objective "samples/s" (what optuna-dashboard shows), where it has no name."""
+    import optuna
+
+    if study.metric_names is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(["samples/s"])

@@ -1,27 +1,18 @@
-"""Where results live: the Optuna study (every trial, resumable) and the tuned-config JSON.
-
-Layout under the results directory (``--out``, default the results home: NOTE [ Results home ]
-in inputs/home.py)::
-
-    <hardware-fingerprint>/<dataset-key>.json   the tuned config and its figures
-    <hardware-fingerprint>/<dataset-key>.py     the self-contained DataLoader snippet
-    <hardware-fingerprint>/<dataset-key>.db     the study (SQLite), unless --storage names another
-
-The study is named ``<hardware-fingerprint>/<dataset-key>`` (``paths.study_name``) in any storage.
+"""The Optuna study behind a problem, every trial of it, beside its result and snippet:
+``<out>/<fingerprint>/<key>.json``, ``.py`` and ``.db`` (unless --storage names another storage),
+the study named ``<fingerprint>/<key>`` in any storage (paths.py).
 
 # NOTE [ Nothing lost ]
 # Each trial is told to the study the moment it ends, with its whole TrialResult as a user
 # attribute, so a driver killed at any moment (SIGKILL included) loses at most the trial in
-# flight. SQLite commits are atomic, so there is no torn record to repair. A run killed before
+# flight; SQLite commits are atomic, so there is no torn record to repair. A run killed before
 # its result was written is resumed by the next run on its host (NOTE [ Runs in a study ] in
-# runs.py): its trials left RUNNING are marked FAIL, and their configs are measured again
-# (nothing finished was lost). Within a run a finished trial's config is never re-run: the
-# strategy sees it in the history. The exceptions are retry.py's: a limit's verdict (memory
-# ceiling, watchdog) once that limit is raised, a failure of the user's code once it changed
-# (each trial records its limits and its code's digest), and a config's first crash. Records are
-# validated on load (validate.py); one that fails is left out with a warning, a file that cannot
-# be read at all is moved aside, and a write that fails leaves the run going without storing
-# (NOTE [ Stored state a user can trust ] in durable.py).
+# runs.py): its trials left RUNNING are failed and measured again. Within a run a finished
+# trial's config is never re-run (the strategy sees it in the history), but for retry.py's
+# exceptions. A record that fails validation is left out with a warning, a study that cannot be
+# read is moved aside (NOTE [ Stored state a user can trust ] in durable.py).
+
+``save`` writes a run's result and snippet, and raises NotSaved saying what could not be stored.
 """
 
 from __future__ import annotations
@@ -29,18 +20,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import uuid
+import os
 import warnings
 
+from ..errors import NotSaved, StoredStateWarning
 from ..inputs.options import Limits
 from ..search.policy import RAISED
 from ..search.results import BUDGET_ENDED, CONSTRAINT, FAILED, HANG, OK, TrialResult
 from ..search.settings import SETTINGS, WORKERS
 from ..search.space import TUNED_SETTINGS, LoaderConfig, SearchSpace
-from . import durable, push, runs, validate
-from .result import TuneResult
+from . import durable, push, runs
+from .result import FORMAT, InvalidRecord, TuneResult, trial_record
 from .retry import History, StoredTrial, standing
-from .storage import masked
+from .storage import masked, name_metric
 from .versions import now_iso
 from ..events.lines import rate
 
@@ -54,9 +46,8 @@ _MEMORY_CAUSES = ("host_memory", "predicted_memory")
 
 def stopped_by_a_raised_limit(result: TrialResult, recorded: dict | None, now: Limits) -> bool:
     """Whether ``result`` is a limit's verdict (memory ceiling, watchdog) given under a limit that
-    ``now`` raises by RAISED or more. Such a verdict says nothing about the config under the new
-    limit, so it is measured again: without this, raising --max-memory as the error advises reran
-    nothing. A failure of the config itself (a crash, a raise, /dev/shm) stands whatever the limits."""
+    ``now`` raises by RAISED or more: it says nothing of the config under the new limit. A failure
+    of the config itself (a crash, a raise, /dev/shm) stands whatever the limits."""
     if not recorded:
         return False    # stored before limits were recorded: kept, as it was
     if result.status == CONSTRAINT and result.cause in _MEMORY_CAUSES:
@@ -68,28 +59,12 @@ def stopped_by_a_raised_limit(result: TrialResult, recorded: dict | None, now: L
     return False
 
 
-def atomic_write(path: str, text: str) -> None:
-    """Write a file so a reader never sees half of it, even if we are killed mid-write."""
-    durable.atomic_write_all({path: text})
-
-
-def read_json(path: str) -> dict | None:
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
-
-
 class StudyStore:
-    """The Optuna study behind one tuning problem: the record of every trial.
-
-    The study records; it does not choose. The search's strategy picks each config and the trial
-    is opened with exactly those parameters by this process's own sampler (``runs.make_fixed_sampler``;
-    the study's enqueue queue is shared by every process on the storage). The parameters are
-    still suggested with their full ranges, and each trial's measured figures are attributes, so
-    optuna-dashboard and other Optuna tools read the study as usual. Many runs may write one
-    study; this store's history is its own run's (NOTE [ Runs in a study ] in runs.py)."""
+    """The Optuna study behind one tuning problem: the record of every trial. It records; it does
+    not choose: each trial is opened with the strategy's config by this process's own sampler
+    (``runs.make_fixed_sampler``), its parameters suggested with their full ranges and its figures
+    as attributes, so Optuna's tools read the study as usual. Its history is its own run's (NOTE
+    [ Runs in a study ] in runs.py)."""
 
     def __init__(self, url: str, study_name: str, space: SearchSpace, given: bool = True, fleet: str | None = None,
                  notice=None):
@@ -119,22 +94,15 @@ class StudyStore:
             self._write_failed(opened.write_error)
         self._study_id = self.storage.get_study_id_from_name(study_name)
         self._beats: dict[int, runs.Heartbeat] = {}
-        if self.study.metric_names is None:   # what optuna-dashboard calls the objective
-            self._writing(self._name_metric)
+        self._writing(name_metric, self.study)
         # NOTE [ Runs in a study ]: repair what dead runs left, then take this process's run.
         self.stale_repaired = self._writing(lambda: runs.fail_stale_trials(self.study, runs.runs_of(self.study))) or 0
         picked = self._writing(runs.pick_run, self.study)
         # A study that takes no writes still needs a run of its own to keep its trials apart.
-        self.run, self.resumed_run = picked or (runs.RunMark(uuid.uuid4().hex[:12], runs.this_owner(), runs.RUNNING,
-                                                             now_iso()), False)
+        self.run, self.resumed_run = picked or (runs.new_run(), False)
         if self.fleet is not None:
             self._writing(push.bound, self.study, self.run.run_id, self.fleet.shown, False)
             self._push_kept()
-
-    def _name_metric(self) -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", self.optuna.exceptions.ExperimentalWarning)
-            self.study.set_metric_names(["samples/s"])
 
     def _writing(self, write, *args):
         """``write(*args)``, unless a write already failed; a failure is remembered, not raised."""
@@ -152,24 +120,18 @@ class StudyStore:
         self.write_failed = durable.write_failure("the study", self.where, exc, self.url)
         self.write_error = exc
 
-    def history(self, limits: Limits, code: str | None = None) -> tuple[list[TrialResult], int]:
-        """This run's standing result of each config (NOTE [ Runs in a study ]), in order, and how
-        many were left out because a limit that stopped them has since been raised: ``reread``
-        without its other counts."""
-        loaded = self.reread(limits, code)
-        return list(loaded.trials), loaded.limit_raised
-
     def reread(self, limits: Limits, code: str | None = None) -> History:
-        """This run's stored trials that stand (retry.py): each config's newest finished result,
-        unless a limit that stopped it has since been raised, the user's code that failed has
-        changed (``code``: the digest now; None keeps such failures), or it is a config's one
-        crash. A record that fails validation is left out with a warning naming it."""
+        """This run's stored trials that stand (retry.py; ``code``: the digest now, None keeps the
+        failures of the user's code). A record that fails validation is left out with a warning."""
         stored, invalid = [], 0
         for trial, data in self._finished():
             if trial.user_attrs.get(runs.RUN_ATTR) != self.run.run_id:
                 continue
-            result = self._valid(trial, data)
-            if result is None:
+            try:
+                result = trial_record(data)
+            except InvalidRecord as exc:
+                warnings.warn(f"ignored trial {trial.number} of the study {self.where}: {exc}; its config is "
+                              "measured again if the search comes to it", StoredStateWarning, stacklevel=2)
                 invalid += 1
                 continue
             recorded = trial.user_attrs.get(LIMITS_ATTR)
@@ -179,15 +141,6 @@ class StudyStore:
         return standing(stored, lambda result, recorded: stopped_by_a_raised_limit(result, recorded, limits),
                         code, invalid)
 
-    def _valid(self, trial, data) -> TrialResult | None:
-        """The trial's record checked (validate.py), or None, with a warning naming it."""
-        try:
-            return validate.trial_record(data)
-        except validate.InvalidRecord as exc:
-            warnings.warn(f"ignored trial {trial.number} of the study {self.where}: {exc}; its config is "
-                          "measured again if the search comes to it", validate.StoredStateWarning, stacklevel=3)
-            return None
-
     def _finished(self):
         for trial in self.study.get_trials(deepcopy=False):
             data = trial.user_attrs.get(RESULT_ATTR)
@@ -195,9 +148,8 @@ class StudyStore:
                 yield trial, data
 
     def begin(self, config: LoaderConfig, limits: Limits, code: str | None = None):
-        """Open a trial for ``config`` under ``limits``, running the code of digest ``code``
-        (RUNNING until ``finish``, its driver beating meanwhile): a crash mid-trial leaves a stale
-        record that the next open fails. None when the study takes no more writes."""
+        """Open a trial for ``config`` under ``limits``, running the code of digest ``code`` (RUNNING
+        until ``finish``, its driver beating meanwhile); None when the study takes no more writes."""
         return self._writing(self._begin, config, limits, code)
 
     def _begin(self, config: LoaderConfig, limits: Limits, code: str | None):
@@ -224,8 +176,7 @@ class StudyStore:
         return trial
 
     def finish(self, trial, result: TrialResult) -> None:
-        """Record ``result`` for a trial ``begin`` opened (nothing when it returned None), and push
-        it to the fleet's storage, unless a push already failed this run (NOTE [ Local first ])."""
+        """Record ``result`` for a trial ``begin`` opened, and push it (NOTE [ Local first ])."""
         if trial is None:
             return
         beat = self._beats.pop(trial.number, None)
@@ -234,11 +185,15 @@ class StudyStore:
         self._writing(self._finish, trial, result)
         self.kept += self.write_failed is None
         if self.fleet is not None and self.push_failed is None and self.write_failed is None:
-            failed = self.fleet.push(self.study, [self.run.run_id], whole=False).failed
-            if failed is not None:
-                self.push_failed = failed
-                self.notice(f"{failed}; the search goes on, recording its trials in {self.where}, which the end of "
-                            "this run, or the next run with this --storage, pushes")
+            self._push_failed(self.fleet.push(self.study, [self.run.run_id], whole=False).failed)
+
+    def _push_failed(self, failed: str | None) -> bool:
+        """Whether a push failed; the first failure is said, and the run pushes no more until its end."""
+        if failed is not None:
+            self.push_failed = failed
+            self.notice(f"{failed}; the search goes on, recording its trials in {self.where}, which the end of "
+                        "this run, or the next run with this --storage, pushes")
+        return failed is not None
 
     def _push_kept(self) -> None:
         """Push what earlier runs bound for this fleet kept locally (an outage), before measuring."""
@@ -246,10 +201,7 @@ class StudyStore:
         if not kept and not self.resumed_run:
             return
         pushed = self.fleet.push(self.study, kept + [self.run.run_id], whole=True)
-        if pushed.failed is not None:   # it opened a moment ago: gone since, as mid-run
-            self.push_failed = pushed.failed
-            self.notice(f"{pushed.failed}; the search goes on, recording its trials in {self.where}, which the end "
-                        "of this run, or the next run with this --storage, pushes")
+        if self._push_failed(pushed.failed):   # it opened a moment ago: gone since, as mid-run
             return
         for run_id in kept:
             self._writing(push.bound, self.study, run_id, self.fleet.shown, True)
@@ -257,42 +209,31 @@ class StudyStore:
             self.notice(f"pushed {pushed.trials} trials that earlier runs kept in {self.where} to {self.fleet.shown}")
 
     def _finish(self, trial, result: TrialResult) -> None:
+        attrs = {RESULT_ATTR: _record(result), **measured_figures(result)}
+        measured = result.status in (OK, CONSTRAINT)
+        assert measured or result.status in (FAILED, HANG)
+        # Past a limit: a completed trial with a violated constraint, so samplers avoid the region.
+        violated, value = 0.0 if result.status == OK else 1.0, (result.samples_per_s or 0.0) if measured else None
         try:
-            self._tell(trial, result)
+            for name, v in attrs.items():
+                trial.set_user_attr(name, v)
+            if measured:
+                trial.set_constraint("memory", violated)
+            self.study.tell(trial, value, state=None if measured else self.optuna.trial.TrialState.FAIL)
         except self.optuna.exceptions.UpdateFinishedTrialError:
             # Another process failed it as stale (its beats were held up past the grace period):
             # the measurement is added as a finished trial of its own, so nothing measured is lost.
-            attrs = {**trial.user_attrs, RESULT_ATTR: _record(result), **measured_figures(result)}
             state = self.optuna.trial.TrialState
-            measured = result.status in (OK, CONSTRAINT)
             frozen = self.optuna.trial.create_trial(
-                state=state.COMPLETE if measured else state.FAIL,
-                value=(result.samples_per_s or 0.0) if measured else None,
-                params=trial.params, distributions=trial.distributions, user_attrs=attrs)
+                state=state.COMPLETE if measured else state.FAIL, value=value, params=trial.params,
+                distributions=trial.distributions, user_attrs={**trial.user_attrs, **attrs})
             if measured:
-                frozen.set_constraint("memory", 0.0 if result.status == OK else 1.0)
+                frozen.set_constraint("memory", violated)
             self.study.add_trial(frozen)
 
-    def _tell(self, trial, result: TrialResult) -> None:
-        trial.set_user_attr(RESULT_ATTR, _record(result))
-        for name, value in measured_figures(result).items():
-            trial.set_user_attr(name, value)
-        state = self.optuna.trial.TrialState
-        if result.status == OK:
-            trial.set_constraint("memory", 0.0)
-            self.study.tell(trial, result.samples_per_s)
-        elif result.status == CONSTRAINT:
-            # A completed trial with a violated constraint, so samplers learn to avoid the region.
-            trial.set_constraint("memory", 1.0)
-            self.study.tell(trial, result.samples_per_s or 0.0)
-        else:
-            assert result.status in (FAILED, HANG)
-            self.study.tell(trial, state=state.FAIL)
-
     def complete(self, result: TuneResult) -> None:
-        """Mark this run complete, with its pick (``TuneResult.summary()``): from now on its
-        trials are no run's history (NOTE [ Runs in a study ]). With a fleet, the whole result is
-        kept beside the mark and all of the run pushed; NotSaved when it could not be."""
+        """Mark this run complete, with its pick (NOTE [ Runs in a study ]); with a fleet, keep the
+        whole result beside the mark and push all of the run (NotSaved when it could not be)."""
         summary = result if result.partial else result.summary()
         self._writing(runs.write_mark, self.study, dataclasses.replace(self.run, state=runs.COMPLETE,
                                                                       finished_at=now_iso(), summary=summary))
@@ -307,9 +248,6 @@ class StudyStore:
             for run_id in runs_bound:
                 self._writing(push.bound, self.study, run_id, self.fleet.shown, True)
             return
-        from ..errors import NotSaved
-        from .saving import stored_lines
-
         raise NotSaved(f"the run chose {result.config.key} ({rate(result.samples_per_s, ' samples/s')}) and saved it "
                        f"here, but could not push it: {pushed.failed}. Its trials and result are kept in the study "
                        f"{self.where}, and the next run with --storage {self.fleet.shown} pushes them before it "
@@ -322,21 +260,52 @@ class StudyStore:
                                                                       finished_at=now_iso()))
 
     def close(self) -> None:
-        """Stop the trials' beats and close the database connections (a pooled connection keeps
-        a SQLite file open)."""
+        """Stop the trials' beats and close the database connections."""
         for beat in self._beats.values():
             beat.stop()
         self._beats.clear()
-        engine = getattr(self.storage, "engine", None)
-        if engine is not None:
-            engine.dispose()
+        durable.dispose(self.storage)
         if self.fleet is not None:
             self.fleet.close()
 
 
+def save(result, files: dict[str, str], store) -> None:
+    """Write the run's files; raise NotSaved, carrying ``result``, when they or the study could not be."""
+    problems = [store.write_failed] if store.write_failed else []
+    errors = [store.write_error] if store.write_error else []
+    where = os.path.dirname(next(iter(files), "")) or "."
+    written = True
+    try:
+        durable.atomic_write_all(files)
+    except OSError as exc:
+        problems.append(durable.write_failure("the result and its snippet", where, exc))
+        errors.append(exc)
+        written = False
+    if problems:
+        study = durable.sqlite_file(store.url)
+        folder = os.path.abspath(os.path.dirname(os.path.dirname(next(iter(files), "")) or "."))
+        under_out = study is not None and os.path.commonpath([study, folder]) == folder
+        raise NotSaved(f"the run chose {result.config.key} ({rate(result.samples_per_s, ' samples/s')}) but could not "
+                       f"save all of it: {'; '.join(problems)}. Whatever was stored before is kept. Fix: "
+                       + durable.write_fix(errors, store.url if store.write_error else None, under_out, where,
+                                           kept=store.write_failed is None or store.kept > 0), result,
+                       stored_lines(result, written, store.write_failed is None, store))
+
+
+def stored_lines(result, files: bool, study: bool, store, pushed: bool | None = None) -> tuple[str, ...]:
+    """What happened to each thing a run stores, a line each (``pushed``: None without a fleet)."""
+    lines = [f"saved {result.path}" if files else f"not saved: {result.path}",
+             f"snippet {result.snippet_path}" if files else f"snippet not saved: {result.snippet_path}",
+             f"study {store.where}" if study else f"study not saved: {store.where}"]
+    if pushed is not None:
+        lines.append(f"pushed to {store.shown_url}" if pushed else
+                     f"not pushed to {store.shown_url}: the study above keeps it, and the next run with this "
+                     "--storage pushes it")
+    return tuple(lines)
+
+
 def _record(result: TrialResult) -> dict:
-    """A trial's stored record: its TrialResult, with the record's format (validate.FORMAT)."""
-    return {**result.to_dict(), "format": validate.FORMAT}
+    return {**result.to_dict(), "format": FORMAT}
 
 
 def _limits_record(recorded: object) -> bool:
@@ -346,8 +315,7 @@ def _limits_record(recorded: object) -> bool:
 
 
 def measured_figures(result: TrialResult) -> dict:
-    """A trial's measured figures as flat attributes, for optuna-dashboard's table (the whole
-    record is under RESULT_ATTR)."""
+    """A trial's measured figures as flat attributes, for optuna-dashboard's table."""
     figures = {"status": result.status, "cause": result.cause, "samples_per_s": result.samples_per_s,
                "rel_interval": result.rel_interval, "wait_fraction": result.wait_fraction,
                "gpu_util": result.gpu_util, "seconds": result.seconds,

@@ -1,13 +1,12 @@
 """Which autoloader measured a stored result, and whether this one may reuse it.
 
 # NOTE [ Measurement format ]
-# A stored rate is only comparable with a new one when both were measured the same way: the
-# burst's windows and stop rule, what a trial charges (epoch starts, start-up), what the final
-# re-measures. MEASUREMENT_FORMAT names that way; it is raised whenever a change makes rates (or
-# picks) measured before and after it disagree, and every result records it with the version of
-# autoloader that wrote it. A result of another format is not reused silently: ``best_loader``
-# tunes again, a comparison says it cannot compare, a warm start starts from scratch, and each
-# says why (``reuse_problem``).
+# A stored rate is only comparable with a new one when both were measured the same way (the
+# burst's windows and stop rule, what a trial charges, what the final re-measures).
+# MEASUREMENT_FORMAT names that way; it is raised whenever a change makes rates (or picks) before
+# and after it disagree, and every result records it with autoloader's version. A result of
+# another format is not reused silently: ``best_loader`` tunes again, a comparison says it cannot
+# compare, a warm start starts from scratch, and each says why (``reuse_problem``).
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ from __future__ import annotations
 import datetime
 
 MEASUREMENT_FORMAT = 1
-# The name autoloader is installed under (``pip install torch-autoloader``; the import name and the
-# command are ``autoloader``: the distribution name ``autoloader`` on the public index is another
-# project's).
+# The name autoloader is installed under (``autoloader`` on the public index is another project).
 DISTRIBUTION = "torch-autoloader"
 
 
@@ -33,7 +30,7 @@ def autoloader_version() -> str:
 
 
 def now_iso() -> str:
-    """The time now in UTC, to the second, ISO 8601 (what results and reports are dated with)."""
+    """The time now in UTC, to the second, ISO 8601."""
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
 
 
@@ -44,8 +41,7 @@ def provenance() -> dict:
 
 
 def reuse_problem(found: int | None, version: str | None) -> str | None:
-    """Why a stored result, measured in format ``found`` (None: not recorded) by autoloader
-    ``version``, may not be reused by this autoloader, or None."""
+    """Why a result measured in format ``found`` by autoloader ``version`` may not be reused here."""
     if found == MEASUREMENT_FORMAT:
         return None
     by = version or "an autoloader that did not record its version"

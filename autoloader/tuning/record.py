@@ -33,9 +33,8 @@ from ..store.history import keep
 from ..store.paths import result_path
 from ..store.records import Inputs, NodeRecord, Provenance, WhatIfClaim
 from ..store.result import TuneResult
-from ..store.saving import save
 from ..store.snippet import snippet
-from ..store.study import StudyStore
+from ..store.study import StudyStore, save
 from ..store.versions import provenance
 from .compare import Comparison, compare
 from .measured import baseline_rate, dataset_record, knee_of, reorder_gain
