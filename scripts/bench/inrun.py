@@ -121,7 +121,8 @@ def one_run(index: int, dataset, args) -> dict:
             record["in_run"]["later_epochs_s"].append(epoch(loader, step)[0])
         if hasattr(loader, "plan"):
             record["in_run"]["segments"] = [r.to_dict() for r in loader.plan.readings]
-            record["in_run"]["segment_batches"] = loader.plan.segment
+            record["in_run"]["steps"] = getattr(loader.plan, "steps", None)
+            record["in_run"]["finalists"] = [c.loader_kwargs() for c in loader.plan.finalists]
             record["in_run"]["why"] = loader.plan.why
         pick = loader.plan.pick if hasattr(loader, "plan") else None
         record["in_run"]["pick"] = pick.loader_kwargs() if pick is not None else None
