@@ -319,6 +319,16 @@ def test_a_candidate_does_not_start_where_the_epoch_cannot_hold_it():
     assert config == _w(6) and round_ == 0
 
 
+def test_the_runs_epochs_given_weigh_the_steps_and_a_bad_count_is_refused():
+    loader = _in_process(Counted(80), batch_size=8)
+    assert loader._run_left(5) is None   # not known: the epoch's rest
+    loader.expect(3)
+    iter(loader)   # the first epoch begins
+    assert loader._run_left(5) == 5 + 2 * 10
+    with pytest.raises(autoloader.UsageError, match="epochs"):
+        tuned(DataLoader(Counted(80), batch_size=8), epochs=0)
+
+
 def test_the_best_reads_first():
     plan = Plan(_w(4), _w(4), 64)
     assert plan.state == CLIMB and plan.next(1000, 1000)[0] == _w(4)
@@ -344,8 +354,12 @@ def test_tuned_loader_keeps_order_and_ends_every_segments_workers(short_segments
     reference = DataLoader(Counted(1200), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(2))
     for _ in range(2):
         assert _indices(loader) == _indices(reference)
-    assert len({r.config for r in loader.plan.readings}) >= 2
+    readings = loader.plan.readings
+    assert len({r.config for r in readings}) >= 2
     assert loader.plan.state == SETTLED
+    # Going back to the best after a candidate's reading starts no workers: they were kept.
+    assert any(not r.started and r.config.num_workers and r.config != before.config
+               for before, r in zip(readings, readings[1:])), [(r.config.num_workers, r.started) for r in readings]
     del loader
     gc.collect()
     assert not _children()

@@ -25,8 +25,9 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 #   * deeper prefetch, where the loop still waits on a config with workers.
 # After each pair the candidate is judged on its pairs (``compare``: the mean log ratio of the
 # steady rates; its error the larger of the blocks' spread and the pairs' spread, never under
-# DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, and the climb steps
-# on from it; one whose interval stays under MIN_GAIN ends its direction; between, another pair,
+# DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
+# least (one pair cannot see the drift between its readings), and the climb steps on from it; one
+# whose interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between, another pair,
 # at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept. A step down wins where
 # it is not measured slower by more than MIN_GAIN (fewer workers for the same rate), or where
 # the pairs still cannot tell and its mean is within MIN_GAIN: the cheaper again. While a
@@ -419,13 +420,15 @@ class Plan:
         if not math.isfinite(se):
             return None
         lo, hi = d - Z * se, d + Z * se
+        # One pair cannot see the drift between two readings: a win waits for a second.
+        paired = len(pairs) >= 2
         if direction == DOWN:
-            if lo > math.log(1.0 - MIN_GAIN):
+            if paired and lo > math.log(1.0 - MIN_GAIN):
                 return "win"
             return "lose" if hi < 0.0 else None
-        if lo > 0.0 and d > math.log(1.0 + MIN_GAIN):
+        if paired and lo > 0.0 and d > math.log(1.0 + MIN_GAIN):
             return "win"
-        return "lose" if hi < math.log(1.0 + MIN_GAIN) else None
+        return "lose" if hi < math.log(1.0 + MIN_GAIN) and (paired or hi < 0.0) else None
 
     def _settle(self, pick: LoaderConfig, why: str) -> None:
         self.pick, self.why, self.state, self.candidate = pick, why, SETTLED, None
