@@ -249,10 +249,16 @@ def test_the_climb_steps_up_while_it_pays_and_stops_where_a_step_does_not():
 
 
 def test_the_climb_steps_down_where_no_step_up_pays():
-    # The loop's step shares the CPUs: each worker past the first slows it.
+    # The loop's step shares the CPUs: each worker past the first slows it. No workers first.
     plan, asked = _climb(lambda c: 100.0 - 10.0 * max(0, c.num_workers - 1), _w(4), max_workers=8)
     assert plan.state == SETTLED and plan.pick.num_workers in (0, 1), (plan.pick, plan.why)
-    assert [c.num_workers for c in dict.fromkeys(asked)][:3] == [4, 6, 2]
+    assert [c.num_workers for c in dict.fromkeys(asked)][:3] == [4, 6, 0]
+
+
+def test_a_step_down_to_no_workers_that_loses_halves_the_workers_next():
+    plan, asked = _climb(lambda c: 100.0 if c.num_workers == 3 else 80.0 if c.num_workers else 40.0, _w(6),
+                         max_workers=8)
+    assert [c.num_workers for c in dict.fromkeys(asked)][:4] == [6, 8, 0, 3] and plan.pick.num_workers == 3
 
 
 def test_a_candidate_within_the_noise_keeps_the_cheaper():
@@ -263,14 +269,15 @@ def test_a_candidate_within_the_noise_keeps_the_cheaper():
 def test_the_stop_rule_weighs_a_step_over_the_rest_of_the_run():
     def opened(run_left):
         plan = Plan(_w(4), _w(4), 64)
-        config, _ = plan.next(200, 1000, run_left)
+        config, _ = plan.next(60, 1000, run_left)
         plan.done(_reading(config, 50.0, batches=200))   # the loop waits 10% of the time
-        return plan, plan.next(200, 1000, run_left)[0]
+        return plan, plan.next(60, 1000, run_left)[0]
 
-    plan, config = opened(None)            # only the epoch's 200 batches left: 4 s
+    plan, config = opened(None)            # only the epoch's 60 batches left: 1.2 s
     assert plan.state == SETTLED and config == _w(4) and "repay" in plan.why
-    plan, config = opened(200 + 20 * 1000)  # 20 more epochs: a step may repay its start
-    assert plan.state == CLIMB and config.num_workers == 6
+    plan, config = opened(60 + 20 * 1000)   # 20 more epochs: a step may repay its start
+    assert plan.state == CLIMB and plan.candidate == _w(6)
+    assert config == _w(4)   # (it reads next epoch: this one's rest cannot hold its reading)
 
 
 def test_no_step_up_where_the_loop_does_not_wait():

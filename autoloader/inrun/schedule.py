@@ -20,8 +20,8 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # then the candidate, so that each pair shares the machine's drift). The steps, in order:
 #   * up: STEP times the workers (at least one more), within the space's maximum and the memory
 #     forecast (a config past it never starts; the step shrinks to one that fits);
-#   * down, only where no step up paid: half the workers, to none (workers that take the CPUs the
-#     step needs can slow the loop);
+#   * down, only where no step up paid: no workers first (the loop making its own batches frees
+#     every CPU a worker takes from the step), then, where that lost, half the workers;
 #   * deeper prefetch, where the loop still waits on a config with workers.
 # After each pair the candidate is judged on its pairs (``compare``: the mean log ratio of the
 # steady rates; its error the larger of the blocks' spread and the pairs' spread, never under
@@ -41,8 +41,10 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # those batches times (1 - 1/g), g the ratio the step may bring: for more workers or deeper
 # prefetch at most 1/(1 - the best's wait share) (they can only take back the time the loop
 # waits), and no more than the last step's measured ratio in that direction (STEP_PRIOR before
-# one); for a step down DOWN_PRIOR. Its cost: a worker start (the slowest measured, or
-# START_GUESS_S) and LOSS_SHARE of a reading. A step that does not repay is not taken, nor any
+# one); for a step down the same ratio, whatever the wait (workers that take the CPUs the step
+# needs, or batches that cost the loop more to receive than to make, slow it while it waits). Its
+# cost: a worker start where it has workers (the slowest measured, or START_GUESS_S) and
+# LOSS_SHARE of a reading. A step that does not repay is not taken, nor any
 # step after MAX_STEPS; then the best is the pick and reads on. A candidate does not start where
 # the epoch's rest cannot hold its reading: the best reads the rest, and the candidate comes next
 # epoch.
@@ -71,7 +73,6 @@ STEP = 1.5
 PAIRS_PER_STEP = 3
 MAX_STEPS = 8
 STEP_PRIOR = 1.3
-DOWN_PRIOR = 1.05
 WAIT_FLOOR = 0.03
 LOSS_SHARE = 0.3
 START_GUESS_S = 0.5
@@ -310,8 +311,11 @@ class Plan:
             if self.steps >= most:
                 self.why = f"{most} steps read"
                 return None
-            config = (self.neighbour or self._step)(self.best, self.direction)
             tried = {r.config for r in self.readings}
+            config = (self.neighbour or self._step)(self.best, self.direction)
+            none = self.best.replace(num_workers=0)
+            if self.direction == DOWN and self.neighbour is None and self.best.num_workers and none not in tried:
+                config = none   # the loop making its own batches first: it frees every CPU a worker takes
             if config is not None and config not in tried:
                 if self.worth(config, self.direction, run_left):
                     return config
@@ -343,12 +347,12 @@ class Plan:
         if best is None:
             return True
         if direction == DOWN:
-            g = DOWN_PRIOR
+            g = self._gains.get(DOWN, STEP_PRIOR)
         else:
             wait = best.wait_share
             g = 1.0 if wait < WAIT_FLOOR else min(self._gains.get(direction, STEP_PRIOR), 1.0 / max(1e-9, 1.0 - wait))
         gain = run_left * best.cycle_s * (1.0 - 1.0 / g) if g > 1.0 else 0.0
-        return gain > self.start_s() + LOSS_SHARE * SEGMENT_S
+        return gain > (self.start_s() if config.num_workers else 0.0) + LOSS_SHARE * SEGMENT_S
 
     # --- when a reading ends ----------------------------------------------------------------
     def cut(self, reading: Reading) -> bool:
@@ -402,11 +406,11 @@ class Plan:
         self.steps += 1
         if verdict == "win":
             d = compare(self._pairs)[0]
-            self._gains[self.direction] = math.exp(d) if self.direction != DOWN else DOWN_PRIOR
+            self._gains[self.direction] = max(math.exp(d), 1.0 + MIN_GAIN)
             self._won.add(self.direction)
             self.best, self._best_last = self.candidate, reading
-        else:
-            self._advance()
+        elif not (self.direction == DOWN and not self.candidate.num_workers and self.best.num_workers > 1):
+            self._advance()   # (no workers lost: the step down halves the workers next)
         self.candidate, self._pairs = None, []
 
     @staticmethod
