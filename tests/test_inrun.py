@@ -210,7 +210,7 @@ def test_a_reading_rates_its_steady_part_and_reads_the_step():
 
 def test_a_step_up_grows_the_workers_within_the_space_and_the_memory_forecast():
     fits = lambda c: c.num_workers <= 10
-    assert step(_w(4), UP, 16, (2, 4, 8, 16), fits).num_workers == 6
+    assert step(_w(4), UP, 16, (2, 4, 8, 16), fits).num_workers == 8
     assert step(_w(8), UP, 16, (2, 4, 8, 16), fits).num_workers == 10   # 12 is past the forecast
     assert step(_w(10), UP, 16, (2, 4, 8, 16), fits) is None
     assert step(_w(15), UP, 16, (2, 4, 8, 16), lambda c: True).num_workers == 16
@@ -242,8 +242,7 @@ def _saturating(config):
 def test_the_climb_steps_up_while_it_pays_and_stops_where_a_step_does_not():
     plan, asked = _climb(_saturating, _w(4))
     workers = [c.num_workers for c in dict.fromkeys(asked)]
-    assert workers[:6] == [4, 6, 9, 14, 21, 32], workers
-    assert plan.pick.num_workers in (48, 64) or plan.pick.num_workers >= 32
+    assert workers[:5] == [4, 8, 16, 32, 64], workers
     assert plan.pick.num_workers >= 32 and plan.state == SETTLED, plan.why
     assert all(c.num_workers <= 64 for c in asked)
 
@@ -252,7 +251,7 @@ def test_the_climb_steps_down_where_no_step_up_pays():
     # The loop's step shares the CPUs: each worker past the first slows it. No workers first.
     plan, asked = _climb(lambda c: 100.0 - 10.0 * max(0, c.num_workers - 1), _w(4), max_workers=8)
     assert plan.state == SETTLED and plan.pick.num_workers in (0, 1), (plan.pick, plan.why)
-    assert [c.num_workers for c in dict.fromkeys(asked)][:3] == [4, 6, 0]
+    assert [c.num_workers for c in dict.fromkeys(asked)][:3] == [4, 8, 0]
 
 
 def test_a_step_down_to_no_workers_that_loses_halves_the_workers_next():
@@ -276,7 +275,7 @@ def test_the_stop_rule_weighs_a_step_over_the_rest_of_the_run():
     plan, config = opened(None)            # only the epoch's 60 batches left: 1.2 s
     assert plan.state == SETTLED and config == _w(4) and "repay" in plan.why
     plan, config = opened(60 + 20 * 1000)   # 20 more epochs: a step may repay its start
-    assert plan.state == CLIMB and plan.candidate == _w(6)
+    assert plan.state == CLIMB and plan.candidate == _w(8)
     assert config == _w(4)   # (it reads next epoch: this one's rest cannot hold its reading)
 
 
@@ -300,7 +299,7 @@ def test_a_candidate_clearly_behind_ends_its_reading_early():
     plan = Plan(_w(4), _w(4), 64)
     plan.done(_reading(_w(4), 100.0, batches=300, jitter=0.05))
     candidate, _ = plan.next(10**5, 10**5, 10**7)
-    assert candidate == _w(6)
+    assert candidate == _w(8)
     slow = _reading(candidate, 40.0, batches=40, jitter=0.05, lead=1)   # 1 s in: behind, and far
     assert slow.steady_s < schedule.SEGMENT_S and plan.cut(slow)
     alike = _reading(candidate, 101.0, batches=40, jitter=0.05, lead=1)
@@ -323,7 +322,7 @@ def test_a_candidate_does_not_start_where_the_epoch_cannot_hold_it():
     config, round_ = plan.next(50, 1000, 10**7)   # 0.5 s left in this epoch
     assert config == _w(4) and round_ is None and plan.state == CLIMB
     config, round_ = plan.next(1000, 1000, 10**7)
-    assert config == _w(6) and round_ == 0
+    assert config == _w(8) and round_ == 0
 
 
 def test_the_runs_epochs_given_weigh_the_steps_and_a_bad_count_is_refused():
