@@ -3,9 +3,9 @@
 # NOTE [ What an in-run tune stores ]
 # The result is a ``TuneResult`` as a CLI tune writes it, under the same key (the dataset, its
 # batch size, the device, the fixed arguments; no step), so the next ``best_loader`` call, and
-# ``autoloader show``, find it: the pick, its rate, the rule, and each finalist's
-# rates by round as the final's (the verdict against the rule is computed from them as for any
-# result). Its rate is the loop's: samples per second of the real training loop, step included,
+# ``autoloader show``, find it: the pick, its rate, the rule, and each config the climb read with
+# its rates by pair, as the final's by round (the verdict against the rule is computed from them
+# as for any result, where the climb read the rule). Its rate is the loop's: samples per second of the real training loop, step included,
 # not the loader's alone. Beside it, ``in_run`` holds what the run measured: every segment read,
 # the pick's rate and wait share over the rest of its epoch, the tuned epochs' wall time and the
 # cost of tuning (that time less what the pick's measured pace takes for the same batches and one
