@@ -323,6 +323,9 @@ def test_a_candidate_does_not_start_where_the_epoch_cannot_hold_it():
     assert config == _w(4) and round_ is None and plan.state == CLIMB
     config, round_ = plan.next(1000, 1000, 10**7)
     assert config == _w(8) and round_ == 0
+    short = Plan(_w(4), _w(4), 64)   # epochs shorter than a reading: the candidate reads at an epoch's start
+    short.done(_reading(_w(4), 100.0, batches=300, jitter=0.05))
+    assert short.next(20, 50, 10**7)[0] == _w(4) and short.next(50, 50, 10**7)[0] == _w(8)
 
 
 def test_the_runs_epochs_given_weigh_the_steps_and_a_bad_count_is_refused():
@@ -358,8 +361,10 @@ def test_tuned_loader_keeps_order_and_ends_every_segments_workers(short_segments
                        generator=torch.Generator().manual_seed(2))
     loader = tuned(plain, out=str(tmp_path), progress=False)
     reference = DataLoader(Counted(1200), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(2))
-    for _ in range(2):
+    for epoch in range(6):   # until settled (the climb's pairs can span epochs), two epochs at least
         assert _indices(loader) == _indices(reference)
+        if epoch and loader.plan.state == SETTLED:
+            break
     readings = loader.plan.readings
     assert len({r.config for r in readings}) >= 2
     assert loader.plan.state == SETTLED

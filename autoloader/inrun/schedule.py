@@ -47,7 +47,7 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # LOSS_SHARE of a reading. A step that does not repay is not taken, nor any
 # step after MAX_STEPS; then the best is the pick and reads on. A candidate does not start where
 # the epoch's rest cannot hold its reading: the best reads the rest, and the candidate comes next
-# epoch.
+# epoch (at its start, even where a whole epoch is shorter: its reading then ends with it).
 """
 
 from __future__ import annotations
@@ -291,8 +291,8 @@ class Plan:
             if self.candidate is None:
                 self._settle(self.best, self.why or "no step left")
                 return self.best, None
-        if not self._room(left):
-            return self.best, None   # the rest of the epoch: the candidate reads next epoch
+        if left < total and not self._room(left):
+            return self.best, None   # the rest of the epoch: the candidate reads next epoch (a whole one: now)
         return self.candidate, self.rounds_done
 
     def alive(self) -> set[LoaderConfig]:
