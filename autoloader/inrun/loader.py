@@ -82,6 +82,8 @@ class InRunLoader:
         self.tuned_epochs = 0                       # epochs in which configs other than the pick's ran
         self.final: Reading | None = None           # the pick's reading over the rest of its epoch
         self._alive: dict[LoaderConfig, Any] = {}  # each config's loader whose workers are kept
+        # Held here: an epoch's generator closed at the interpreter's exit outlives module globals.
+        self._ended = _ended
         self._kept = None
         self._report = report
         self.reported = False
@@ -153,7 +155,7 @@ class InRunLoader:
     def _end(self, keep: set) -> None:
         """End the loaders of configs not in ``keep``, their workers joined."""
         for config in [c for c in self._alive if c not in keep]:
-            _ended(self._alive.pop(config))
+            self._ended(self._alive.pop(config))
 
     def _kept_loader(self, seed: int):
         """The pick's own DataLoader for the epochs after tuning: the one it read with, where it
@@ -166,7 +168,7 @@ class InRunLoader:
                 self._kept = alive
             else:
                 if alive is not None:
-                    _ended(alive)
+                    self._ended(alive)
                 self._kept = self._loader(pick, seed, kept=True)
         return self._kept
 
@@ -188,7 +190,6 @@ class InRunLoader:
         return self._epoch(drawn, base_seed, epoch)
 
     def _epoch(self, drawn: Any, base_seed: int, epoch: int):
-        ended = _ended   # held here: a generator closed at the interpreter's exit outlives module globals
         plan, total, pos, opened = self.plan, len(self), 0, 0
         began = time.perf_counter()
         tuned_here = plan.state != SETTLED
