@@ -526,6 +526,17 @@ def test_no_config_past_the_memory_forecast_starts(short_segments, tmp_path, mon
     assert stored is not None and stored.config == loader.plan.pick
 
 
+def test_the_memory_forecast_counts_the_bests_kept_workers_beside_a_candidate():
+    from autoloader.inrun.loader import WORKER_GUESS_BYTES
+
+    limit = int(4.5 * WORKER_GUESS_BYTES)   # four workers fit alone, not beside two kept ones
+    loader = InRunLoader(DataLoader(Counted(80), batch_size=8), Stub(_w(2), [_w(2), _w(4)]), max_memory=limit)
+    assert loader.plan.best == _w(2)
+    assert not loader.fits(_w(4)) and _w(4) in loader.refused
+    loader.plan.best = _w(0)
+    assert loader.fits(_w(4))
+
+
 def test_an_epoch_that_ends_still_exploring_says_so(tmp_path, caplog):
     """A loop whose epoch ends before the tune settles hears it: how far it got and who leads,
     and nothing is stored yet (the closing line comes once settled)."""
