@@ -20,8 +20,9 @@ import autoloader
 from autoloader.inrun import in_run_loader, tuned
 from autoloader.inrun.loader import InRunLoader
 from autoloader.inrun.samples import SeededSamples
-from autoloader.inrun.schedule import ROUNDS, SETTLED, WARM, Plan, Reading
-from autoloader.search.space import LoaderConfig
+from autoloader.inrun import schedule
+from autoloader.inrun.schedule import CLIMB, DOWN, SETTLED, UP, Plan, Reading, compare, step
+from autoloader.search.space import LoaderConfig, SearchSpace
 
 
 class Counted(Dataset):
@@ -46,27 +47,35 @@ W0_PIN = LoaderConfig.make(batch_size=8, num_workers=0, pin_memory=True)
 
 
 class Stub:
-    """A proposer without a profile: the start and the finalists given."""
+    """A proposer without a profile: the start given, and each step up the next config of
+    ``climb`` (none past its end)."""
 
-    def __init__(self, start, finalists, rule=None):
-        self.profile, self._start, self._finalists = None, start, finalists
-        self.rule = rule or finalists[0]
+    def __init__(self, start, climb, rule=None):
+        self.profile, self._start, self._climb = None, start, list(climb)
+        self.rule = rule or climb[0]
+        self.space = SearchSpace((8,), 0)
         self.fits = lambda c: True
 
     def start(self):
         return self._start
 
-    def finalists(self, step_s, start):
-        return list(self._finalists)
+    def neighbour(self, best, direction):
+        if direction != UP or best not in self._climb:
+            return None
+        i = self._climb.index(best)
+        return self._climb[i + 1] if i + 1 < len(self._climb) else None
 
 
 @pytest.fixture
 def short_segments(monkeypatch):
-    """Segments of a few batches, whatever they take: an in-process epoch is a few milliseconds."""
-    from autoloader.inrun import schedule
-
-    monkeypatch.setattr(schedule, "segment_batches", lambda warm, total, finalists: 4)
-    monkeypatch.setattr(schedule, "WARM_BATCHES", (4, 4))
+    """Readings of a few batches, whatever they take (an in-process epoch is a few milliseconds),
+    every step worth its cost, and two steps at most."""
+    monkeypatch.setattr(schedule, "SEGMENT_S", 0.0)
+    monkeypatch.setattr(schedule, "MIN_STEADY_BATCHES", 4)
+    monkeypatch.setattr(schedule, "READ_CYCLES", 1)
+    monkeypatch.setattr(schedule, "START_GUESS_S", 0.0)
+    monkeypatch.setattr(schedule, "MAX_STEPS", 2)
+    monkeypatch.setattr(Plan, "worth", lambda self, config, direction, run_left: True)
 
 
 def _in_process(dataset, start=W0, finalists=(W0, W0_PIN), **plain):
@@ -168,18 +177,27 @@ def test_seeded_batches_are_bit_for_bit_those_of_a_fixed_config(short_segments):
 
 # --- the schedule (pure) -----------------------------------------------------------------------
 
-def _reading(config, rate_batches_per_s, round_=None, batches=20, start_s=0.05):
+def _reading(config, rate_batches_per_s, round_=None, batches=20, start_s=0.05, jitter=0.0, seed=0, **kw):
+    """A reading at ``rate_batches_per_s`` (8 samples a batch), each batch's time off by up to
+    ``jitter`` of a cycle."""
+    import random
+
+    rng = random.Random(seed)
     cycle = 1.0 / rate_batches_per_s
-    calls = [start_s + i * cycle for i in range(batches)]
-    return Reading(config, round_, [8] * batches, calls, [c + cycle * 0.1 for c in calls], start_s + batches * cycle)
+    calls, t = [], start_s
+    for _ in range(batches):
+        calls.append(t)
+        t += cycle * (1.0 + jitter * (2 * rng.random() - 1))
+    return Reading(config, round_, [8] * batches, calls, [c + cycle * 0.1 for c in calls], t, **kw)
+
+
+def _w(n, pf=2):
+    return LoaderConfig.make(batch_size=8, num_workers=n, pin_memory=False, prefetch_factor=pf if n else None,
+                             persistent_workers=bool(n))
 
 
 A = LoaderConfig.make(batch_size=8, num_workers=1, pin_memory=False)
 B = LoaderConfig.make(batch_size=8, num_workers=2, pin_memory=False)
-
-
-def _plan(finalists=(A, B)):
-    return Plan(A, A, lambda warm: list(finalists))
 
 
 def test_a_reading_rates_its_steady_part_and_reads_the_step():
@@ -190,53 +208,140 @@ def test_a_reading_rates_its_steady_part_and_reads_the_step():
     assert r.switch_s == pytest.approx(0.05, abs=1e-6)
 
 
-def test_a_clear_gap_settles_on_the_faster():
-    plan = _plan()
-    plan.done(_reading(A, 50.0), 4000, 5000)
-    assert plan.state == ROUNDS and plan.finalists == [A, B]
-    left = 3000
-    for round_, (ra, rb) in enumerate([(50, 80), (51, 81), (49, 79)]):
-        for config, rate in [(A, ra), (B, rb)]:
-            left -= plan.segment
-            plan.done(_reading(config, rate, round_, plan.segment), left, 5000)
+def test_a_step_up_grows_the_workers_within_the_space_and_the_memory_forecast():
+    fits = lambda c: c.num_workers <= 10
+    assert step(_w(4), UP, 16, (2, 4, 8, 16), fits).num_workers == 8
+    assert step(_w(8), UP, 16, (2, 4, 8, 16), fits).num_workers == 10   # 12 is past the forecast
+    assert step(_w(10), UP, 16, (2, 4, 8, 16), fits) is None
+    assert step(_w(15), UP, 16, (2, 4, 8, 16), lambda c: True).num_workers == 16
+    assert step(_w(0), UP, 16, (2, 4, 8, 16), fits).num_workers == 1
+    assert step(_w(4), DOWN, 16, (2, 4, 8, 16), fits).num_workers == 2
+    assert step(_w(1), DOWN, 16, (2, 4, 8, 16), fits).num_workers == 0
+    assert step(_w(4), schedule.DEEPER, 16, (2, 4, 8, 16), fits).prefetch_factor == 8
+
+
+def _climb(rate_of, start, max_workers=64, run_left=10**6, epoch=10**6, jitter=0.02, limit=60):
+    """Run a plan against a loop whose rate (batches/s) is ``rate_of(config)``: readings long
+    enough to be cut by time, each a little noisy. Returns the plan and the readings it asked for."""
+    plan = Plan(start, start, max_workers)
+    asked = []
+    for i in range(limit):
+        config, _ = plan.next(epoch, epoch, run_left)
         if plan.state == SETTLED:
             break
-    assert plan.state == SETTLED and plan.pick == B and plan.why == "settled"
+        asked.append(config)
+        plan.done(_reading(config, rate_of(config), batches=400, jitter=jitter, seed=i))
+    return plan, asked
 
 
-def test_a_tie_goes_to_the_cheaper():
-    plan = _plan()
-    plan.done(_reading(A, 50.0), 4000, 5000)
-    for round_, (ra, rb) in enumerate([(50, 50.2), (50.1, 49.9), (50, 50.1), (49.9, 50)]):
-        for config, rate in [(A, ra), (B, rb)]:
-            plan.done(_reading(config, rate, round_, plan.segment), 3000, 5000)
-        if plan.state == SETTLED:
-            break
-    assert plan.state == SETTLED and plan.pick == A
+def _saturating(config):
+    """More workers pay up to 40, then the rate is flat; deeper prefetch does not pay."""
+    return 10.0 * min(config.num_workers, 40) + 5.0
 
 
-def test_exploring_stops_when_another_round_cannot_repay_it():
-    plan = _plan()
-    plan.done(_reading(A, 50.0), 100, 5000)
-    for round_, (ra, rb) in enumerate([(50, 60), (50, 45)]):   # noisy: not settled
-        for config, rate in [(A, ra), (B, rb)]:
-            plan.done(_reading(config, rate, round_, plan.segment, start_s=2.0), 10, 5000)
-    assert plan.state == SETTLED and "cannot repay" in plan.why
+def test_the_climb_steps_up_while_it_pays_and_stops_where_a_step_does_not():
+    plan, asked = _climb(_saturating, _w(4))
+    workers = [c.num_workers for c in dict.fromkeys(asked)]
+    assert workers[:5] == [4, 8, 16, 32, 64], workers
+    assert plan.pick.num_workers >= 32 and plan.state == SETTLED, plan.why
+    assert all(c.num_workers <= 64 for c in asked)
 
 
-def test_a_round_that_does_not_fit_the_epoch_goes_on_next_epoch():
-    plan = _plan()
-    plan.done(_reading(A, 5.0, batches=8), 92, 100)
-    assert plan.segment == 12
-    config, count, round_ = plan.next(60, 100)   # past EXPLORE_SHARE of the epoch
-    assert plan.state == ROUNDS and round_ is None and count == 60   # the leader reads the rest
-    config, count, round_ = plan.next(100, 100)
-    assert round_ == 0 and count == plan.segment
+def test_the_climb_steps_down_where_no_step_up_pays():
+    # The loop's step shares the CPUs: each worker past the first slows it. No workers first.
+    plan, asked = _climb(lambda c: 100.0 - 10.0 * max(0, c.num_workers - 1), _w(4), max_workers=8)
+    assert plan.state == SETTLED and plan.pick.num_workers in (0, 1), (plan.pick, plan.why)
+    assert [c.num_workers for c in dict.fromkeys(asked)][:3] == [4, 8, 0]
 
 
-def test_the_warm_segment_comes_first():
-    plan = _plan()
-    assert plan.state == WARM and plan.next(1000, 1000)[0] == A
+def test_a_step_down_to_no_workers_that_loses_halves_the_workers_next():
+    plan, asked = _climb(lambda c: 100.0 if c.num_workers == 3 else 80.0 if c.num_workers else 40.0, _w(6),
+                         max_workers=8)
+    assert [c.num_workers for c in dict.fromkeys(asked)][:4] == [6, 8, 0, 3] and plan.pick.num_workers == 3
+
+
+def test_a_candidate_within_the_noise_keeps_the_cheaper():
+    plan, asked = _climb(lambda c: 50.0, _w(4), jitter=0.6)
+    assert plan.pick == _w(4) or plan.pick.num_workers < 4, plan.pick
+
+
+def test_the_stop_rule_weighs_a_step_over_the_rest_of_the_run():
+    def opened(run_left):
+        plan = Plan(_w(4), _w(4), 64)
+        config, _ = plan.next(60, 1000, run_left)
+        plan.done(_reading(config, 50.0, batches=200))   # the loop waits 10% of the time
+        return plan, plan.next(60, 1000, run_left)[0]
+
+    plan, config = opened(None)            # only the epoch's 60 batches left: 1.2 s
+    assert plan.state == SETTLED and config == _w(4) and "repay" in plan.why
+    plan, config = opened(60 + 20 * 1000)   # 20 more epochs: a step may repay its start
+    assert plan.state == CLIMB and plan.candidate == _w(8)
+    assert config == _w(4)   # (it reads next epoch: this one's rest cannot hold its reading)
+
+
+def test_no_step_up_where_the_loop_does_not_wait():
+    plan = Plan(_w(4), _w(4), 64)
+    reading = _reading(_w(4), 50.0, batches=200)
+    reading.got = list(reading.calls)   # never waits: the step sets the pace
+    plan.done(reading)
+    config, _ = plan.next(10**5, 10**5, 10**7)
+    assert config.num_workers < 4 or plan.state == SETTLED
+
+
+def test_a_reading_is_cut_by_time_and_worker_cycles_not_a_batch_count():
+    plan = Plan(_w(16), _w(16), 64)
+    assert not plan.cut(_reading(_w(16), 100.0, batches=40))    # 0.4 s: too short to read
+    assert not plan.cut(_reading(_w(16), 20.0, batches=50))     # 2.5 s but three worker cycles
+    assert plan.cut(_reading(_w(16), 100.0, batches=300))       # 3 s, 18 cycles
+
+
+def test_a_candidate_clearly_behind_ends_its_reading_early():
+    plan = Plan(_w(4), _w(4), 64)
+    plan.done(_reading(_w(4), 100.0, batches=300, jitter=0.05))
+    candidate, _ = plan.next(10**5, 10**5, 10**7)
+    assert candidate == _w(8)
+    slow = _reading(candidate, 40.0, batches=40, jitter=0.05, lead=1)   # 1 s in: behind, and far
+    assert slow.steady_s < schedule.SEGMENT_S and plan.cut(slow)
+    alike = _reading(candidate, 101.0, batches=40, jitter=0.05, lead=1)
+    assert not plan.cut(alike)
+    assert not plan.cut(_reading(_w(4), 40.0, batches=40, lead=1))   # the best's own reading reads on
+
+
+def test_compare_is_paired_and_says_its_noise():
+    quiet = [(_reading(B, 100.0, batches=200, jitter=0.01, seed=i), _reading(A, 120.0, batches=200, jitter=0.01,
+                                                                              seed=10 + i)) for i in range(2)]
+    d, se = compare(quiet)
+    assert d == pytest.approx(0.1823, abs=0.02) and se < 0.05
+    noisy = [(_reading(B, 100.0, batches=200, jitter=0.9, seed=3), _reading(A, 120.0, batches=200, jitter=0.9, seed=4))]
+    assert compare(noisy)[1] > se
+
+
+def test_a_candidate_does_not_start_where_the_epoch_cannot_hold_it():
+    plan = Plan(_w(4), _w(4), 64)
+    plan.done(_reading(_w(4), 100.0, batches=300, jitter=0.05))
+    config, round_ = plan.next(50, 1000, 10**7)   # 0.5 s left in this epoch
+    assert config == _w(4) and round_ is None and plan.state == CLIMB
+    config, round_ = plan.next(1000, 1000, 10**7)
+    assert config == _w(8) and round_ == 0
+    short = Plan(_w(4), _w(4), 64)   # epochs shorter than a reading: the candidate reads at an epoch's start
+    short.done(_reading(_w(4), 100.0, batches=300, jitter=0.05))
+    assert short.next(20, 50, 10**7)[0] == _w(4) and short.next(50, 50, 10**7)[0] == _w(8)
+
+
+def test_the_runs_epochs_given_weigh_the_steps_and_a_bad_count_is_refused():
+    loader = _in_process(Counted(80), batch_size=8)
+    assert loader._run_left(5) is None   # not known: the epoch's rest
+    loader.expect(3)
+    iter(loader)   # the first epoch begins
+    assert loader._run_left(5) == 5 + 2 * 10
+    with pytest.raises(autoloader.UsageError, match="epochs"):
+        tuned(DataLoader(Counted(80), batch_size=8), epochs=0)
+
+
+def test_the_best_reads_first():
+    plan = Plan(_w(4), _w(4), 64)
+    assert plan.state == CLIMB and plan.next(1000, 1000)[0] == _w(4)
+    assert plan.alive() == {_w(4)}
 
 
 # --- with worker processes -----------------------------------------------------------------------
@@ -256,10 +361,16 @@ def test_tuned_loader_keeps_order_and_ends_every_segments_workers(short_segments
                        generator=torch.Generator().manual_seed(2))
     loader = tuned(plain, out=str(tmp_path), progress=False)
     reference = DataLoader(Counted(1200), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(2))
-    for _ in range(2):
+    for epoch in range(6):   # until settled (the climb's pairs can span epochs), two epochs at least
         assert _indices(loader) == _indices(reference)
-    assert len({r.config for r in loader.plan.readings}) >= 2
+        if epoch and loader.plan.state == SETTLED:
+            break
+    readings = loader.plan.readings
+    assert len({r.config for r in readings}) >= 2
     assert loader.plan.state == SETTLED
+    # Going back to the best after a candidate's reading starts no workers: they were kept.
+    assert any(not r.started and r.config.num_workers and r.config != before.config
+               for before, r in zip(readings, readings[1:])), [(r.config.num_workers, r.started) for r in readings]
     del loader
     gc.collect()
     assert not _children()
@@ -413,6 +524,17 @@ def test_no_config_past_the_memory_forecast_starts(short_segments, tmp_path, mon
         warnings.simplefilter("error")   # a stored record that fails its checks is a warning
         stored = autoloader.stored_result(dataset, batch_size=8, device="cpu", out=str(tmp_path))
     assert stored is not None and stored.config == loader.plan.pick
+
+
+def test_the_memory_forecast_counts_the_bests_kept_workers_beside_a_candidate():
+    from autoloader.inrun.loader import WORKER_GUESS_BYTES
+
+    limit = int(4.5 * WORKER_GUESS_BYTES)   # four workers fit alone, not beside two kept ones
+    loader = InRunLoader(DataLoader(Counted(80), batch_size=8), Stub(_w(2), [_w(2), _w(4)]), max_memory=limit)
+    assert loader.plan.best == _w(2)
+    assert not loader.fits(_w(4)) and _w(4) in loader.refused
+    loader.plan.best = _w(0)
+    assert loader.fits(_w(4))
 
 
 def test_an_epoch_that_ends_still_exploring_says_so(tmp_path, caplog):

@@ -9,12 +9,14 @@
 #     ``len()``, ``drop_last``, ``DistributedSampler.set_epoch``, a ``break``, an exception in the
 #     loop and a second ``iter()`` behave as with a plain DataLoader (each ``iter()`` is an epoch);
 #   * readings: the epoch is read in segments, one config each, timed at the loop: the time in
-#     ``next()`` and between the calls (the real step); the finalists are paired round by round as
-#     the final pairs them, and exploring stops when settled or when it cannot repay its cost in
-#     the rest of the epoch (NOTE [ Segments of the epoch ], NOTE [ When exploring stops ] in
-#     schedule.py);
-#   * workers: a segment's workers are ended and joined before the next segment starts; a config
-#     whose memory forecast is past the limit never starts;
+#     ``next()`` and between the calls (the real step); a hill-climb over the workers (and the
+#     prefetch) from the start reads the best so far and one step from it in pairs, and exploring
+#     stops when no step pays or none can repay its cost in the rest of the run (NOTE [ Segments
+#     of the epoch ], NOTE [ The climb ], NOTE [ When exploring stops ] in schedule.py);
+#   * workers: the best's and the candidate's workers are kept between their segments; any
+#     other config's are ended and joined before the next segment starts, and all of them on a
+#     ``break`` or an exception; a config whose memory forecast (beside the best's kept workers)
+#     is past the limit never starts;
 #   * seeds: with ``sample_seed``, each sample is made under a seed of (seed, epoch, index) alone,
 #     and the batches are bit for bit those of any fixed config (NOTE [ Seeding per sample ]);
 #   * the result: stored under the problem's key as a CLI tune stores its own, with what the run
@@ -52,13 +54,22 @@ def refusal(dataset: Any) -> str | None:
     return None
 
 
+def check_epochs(epochs: Any, where: str) -> None:
+    """A run's epochs: None or a whole number of 1 or more."""
+    from ..errors import usage
+
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
+        raise usage(f"{where} is the run's epochs: a whole number of 1 or more, or None when not known", epochs,
+                    "pass the epochs your loop reads, e.g. epochs=10, or leave it out")
+
+
 def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = None, sample_seed: int | None = None,
                   worker_init_fn: Any = None, multiprocessing_context: Any = None, timeout: float = 0,
-                  max_memory: int | None = None, profile_seconds: float | None = None):
+                  max_memory: int | None = None, profile_seconds: float | None = None, epochs: int | None = None):
     """The in-run tuning loader over the reference DataLoader ``plain`` (its dataset, sampler,
     batch sampler, collate, generator): NOTE [ Tuning inside the run ]. ``problem``: the key it
     stores under, in ``out`` (None: nothing is stored); ``progress``: False says nothing, else the
-    closing line goes to the ``autoloader`` logger."""
+    closing line goes to the ``autoloader`` logger; ``epochs``: the run's, where known."""
     from ..inputs.hardware import available_memory
     from ..inputs.options import DEFAULT_MEMORY_SHARE
     from ..tuning.progress import api_progress
@@ -87,7 +98,7 @@ def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = 
     limit = max_memory if max_memory is not None else int(DEFAULT_MEMORY_SHARE * available_memory())
     loader = InRunLoader(plain, proposer, sample_seed=sample_seed, worker_init_fn=worker_init_fn,
                          multiprocessing_context=multiprocessing_context, timeout=timeout, max_memory=limit,
-                         report=report)
+                         epochs=epochs, report=report)
     if say:
         start = ", ".join(f"{k}={v}" for k, v in loader.plan.start.loader_kwargs().items() if k != "batch_size")
         if profile is None:
@@ -101,7 +112,8 @@ def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = 
 
 
 def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = None, out: str | None = None,
-          max_memory: int | str | None = None, progress: Any = None, version: str | None = None):
+          max_memory: int | str | None = None, progress: Any = None, version: str | None = None,
+          epochs: int | None = None):
     """An existing DataLoader's in-run tuning loader: the same dataset, batch size, sampler (or
     batch sampler), collate, ``drop_last`` and generator, its worker settings tuned over the first
     epoch(s) of the loop and stored (NOTE [ Tuning inside the run ]).
@@ -117,13 +129,16 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
             of the RAM available now).
         progress: False says nothing; otherwise the closing line is logged (logger ``autoloader``).
         version: your label for this data, part of its key.
+        epochs: the epochs the run will read, where known: a step of the tune is weighed against
+            what it may gain over them (default: the current epoch's rest).
 
     Returns:
         An ``InRunLoader``: iterate it as the loader (``len()``, ``sampler``, ``batch_size``,
         ``dataset`` as it had them).
 
     Raises:
-        UsageError: ``loader`` is not a DataLoader, reads an IterableDataset, or has no batching.
+        UsageError: ``loader`` is not a DataLoader, reads an IterableDataset, or has no batching,
+            or ``epochs`` is not a positive whole number.
     """
     from torch.utils.data import DataLoader
     from torch.utils.data._utils.collate import default_collate
@@ -136,6 +151,7 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
     if not isinstance(loader, DataLoader):
         raise usage("tuned() takes a torch.utils.data.DataLoader", type(loader).__name__,
                     "pass the DataLoader your script builds: loader = autoloader.tuned(loader)")
+    check_epochs(epochs, "tuned(epochs=)")
     why = refusal(loader.dataset)
     if why is not None:
         raise usage(f"tuned() reads a map-style dataset in segments: {why}", type(loader.dataset).__name__,
@@ -161,4 +177,4 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
     limit = parse_size(max_memory) if max_memory is not None else None
     return in_run_loader(plain, problem, home, progress=progress, sample_seed=sample_seed,
                          worker_init_fn=loader.worker_init_fn, multiprocessing_context=loader.multiprocessing_context,
-                         timeout=loader.timeout, max_memory=limit)
+                         timeout=loader.timeout, max_memory=limit, epochs=epochs)

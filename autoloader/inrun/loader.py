@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ..probe.timing import timed_batches
 from ..search.space import LoaderConfig
-from .order import Batches, CurrentEpoch, draw_epoch, finish
+from .order import Feed, draw_epoch, finish
 from .schedule import SETTLED, Plan, Reading
 from .samples import SeededSamples
 
@@ -21,12 +21,15 @@ from .samples import SeededSamples
 WORKER_GUESS_BYTES = 256 << 20
 
 
-def _ended(iterator: Any) -> None:
-    """End a segment's iterator now, its workers joined (a plain DataLoader's iterator does the
+def _ended(loader: Any) -> None:
+    """End a config's loader now, its kept workers joined (a plain DataLoader's iterator does the
     same when it is collected; a switch cannot wait for that)."""
+    iterator = getattr(loader, "_iterator", None)
     shutdown = getattr(iterator, "_shutdown_workers", None)
     if shutdown is not None:
         shutdown()
+    if iterator is not None:
+        loader._iterator = None
 
 
 def _worker_pids(iterator: Any) -> list[int]:
@@ -40,13 +43,15 @@ class InRunLoader:
 
     Built by ``best_loader(..., tune="run")`` or ``autoloader.tuned(loader)``; not meant to be
     built directly. ``plain``: the reference DataLoader (no workers) whose sampler, batch sampler,
-    collate and length this loader uses; ``proposer`` (quick.py) the model's configs;
+    collate and length this loader uses; ``proposer`` (quick.py) the start, the rule and the space;
+    ``epochs``: the run's epochs, where known (the stop rule weighs a step over them);
     ``report(tune, final)``: called when the pick is settled and again when its epoch ends;
     ``report(tune, None, epoch)`` at the end of an epoch that ended still exploring."""
 
     def __init__(self, plain: Any, proposer: Any, *, sample_seed: int | None = None,
                  worker_init_fn: Callable | None = None, multiprocessing_context: Any = None, timeout: float = 0,
-                 max_memory: int | None = None, report: Callable[["InRunLoader", bool], None] | None = None):
+                 max_memory: int | None = None, epochs: int | None = None,
+                 report: Callable[["InRunLoader", bool], None] | None = None):
         self.plain = plain
         self.dataset = plain.dataset
         self.batch_size = plain.batch_size
@@ -64,23 +69,32 @@ class InRunLoader:
         self._max_memory = max_memory
         self._worker_bytes: int | None = None
         self.refused: list[LoaderConfig] = []      # configs the memory forecast kept from starting
+        self.plan: Plan | None = None
         proposer.fits = self.fits
         start = proposer.start()
         if not self.fits(start):
             start = start.replace(num_workers=0)
-        self.plan = Plan(start, proposer.rule,
-                         lambda warm: proposer.finalists(warm.step_s, self.plan.start))
+        self.plan = Plan(start, proposer.rule, proposer.space.max_workers, fits=self.fits,
+                         neighbour=getattr(proposer, "neighbour", None))
+        self.run_epochs = epochs
         self.epochs = 0
         self.epoch_s: list[float] = []             # each whole epoch's wall time, from iter() to its end
-        self.tuned_epochs = 0                       # epochs in which segments other than the pick's ran
+        self.tuned_epochs = 0                       # epochs in which configs other than the pick's ran
         self.final: Reading | None = None           # the pick's reading over the rest of its epoch
+        self._alive: dict[LoaderConfig, Any] = {}  # each config's loader whose workers are kept
+        # Held here: an epoch's generator closed at the interpreter's exit outlives module globals.
+        self._ended = _ended
         self._kept = None
-        self._current = CurrentEpoch(len(plain), keyed=sample_seed is not None)
         self._report = report
         self.reported = False
 
     def __len__(self) -> int:
         return len(self.plain)
+
+    def expect(self, epochs: int | None) -> None:
+        """Say how many epochs the run will read (None: unknown); the stop rule weighs a step's
+        gain over them (NOTE [ When exploring stops ] in schedule.py)."""
+        self.run_epochs = epochs
 
     # --- memory --------------------------------------------------------------------------------
     def forecast(self, config: LoaderConfig) -> int:
@@ -93,18 +107,24 @@ class InRunLoader:
         return workers * (self._worker_bytes or WORKER_GUESS_BYTES) + in_flight + batch
 
     def fits(self, config: LoaderConfig) -> bool:
-        """Within the memory limit; one that is not never starts (it is listed in ``refused``).
-        Without workers a config starts no process and holds one batch: it always fits."""
-        if not config.num_workers or self._max_memory is None or self.forecast(config) <= self._max_memory:
+        """Within the memory limit, beside the best's kept workers; one that is not never starts
+        (it is listed in ``refused``). Without workers a config starts no process and holds one
+        batch: it always fits."""
+        if not config.num_workers or self._max_memory is None:
+            return True
+        best = self.plan.best if self.plan is not None else None
+        beside = self.forecast(best) if best is not None and best != config and best.num_workers else 0
+        if self.forecast(config) + beside <= self._max_memory:
             return True
         if config not in self.refused:
             self.refused.append(config)
         return False
 
-    def _measure_workers(self, iterator: Any) -> None:
+    def _measure_workers(self, loader: Any) -> None:
         from ..probe.pages import private_pages
 
-        sizes = [p.uss for p in (private_pages(pid) for pid in _worker_pids(iterator)) if p is not None]
+        sizes = [p.uss for p in (private_pages(pid) for pid in _worker_pids(getattr(loader, "_iterator", None)))
+                 if p is not None]
         if sizes:
             self._worker_bytes = max(sizes)
 
@@ -117,29 +137,46 @@ class InRunLoader:
             if self._context is not None:
                 kwargs["multiprocessing_context"] = self._context
             if not kept:
-                kwargs["persistent_workers"] = False   # a segment's workers end with it
+                kwargs["persistent_workers"] = True   # kept while tuning: a switch back costs no start
         else:
             for name in ("prefetch_factor", "persistent_workers", "multiprocessing_context", "in_order"):
                 kwargs.pop(name, None)
         return kwargs
 
-    def _segment(self, config: LoaderConfig, batches: Batches, seed: int):
+    def _loader(self, config: LoaderConfig, seed: int, kept: bool = False):
+        """A DataLoader with ``config`` over a ``Feed`` of the epochs."""
         import torch
         from torch.utils.data import DataLoader
 
-        return DataLoader(self._made, batch_sampler=batches, collate_fn=self.collate_fn, timeout=self._timeout,
-                          generator=torch.Generator().manual_seed(seed), **self._kwargs(config, kept=False))
+        return DataLoader(self._made, batch_sampler=Feed(len(self), keyed=self.sample_seed is not None),
+                          collate_fn=self.collate_fn, timeout=self._timeout,
+                          generator=torch.Generator().manual_seed(seed), **self._kwargs(config, kept))
+
+    def _end(self, keep: set) -> None:
+        """End the loaders of configs not in ``keep``, their workers joined."""
+        for config in [c for c in self._alive if c not in keep]:
+            self._ended(self._alive.pop(config))
 
     def _kept_loader(self, seed: int):
-        """The pick's own DataLoader for the epochs after tuning, its workers kept where it says."""
-        import torch
-        from torch.utils.data import DataLoader
-
+        """The pick's own DataLoader for the epochs after tuning: the one it read with, where it
+        keeps its workers (or has none); else a fresh one, its workers made afresh each epoch."""
         if self._kept is None:
-            self._kept = DataLoader(self._made, batch_sampler=self._current, collate_fn=self.collate_fn,
-                                    timeout=self._timeout, generator=torch.Generator().manual_seed(seed),
-                                    **self._kwargs(self.plan.pick, kept=True))
+            pick = self.plan.pick
+            alive = self._alive.pop(pick, None)
+            self._end(set())
+            if alive is not None and (not pick.num_workers or pick.persistent_workers):
+                self._kept = alive
+            else:
+                if alive is not None:
+                    self._ended(alive)
+                self._kept = self._loader(pick, seed, kept=True)
         return self._kept
+
+    def _run_left(self, left: int) -> int | None:
+        """Batches the run reads after this point, where its epochs are known."""
+        if self.run_epochs is None:
+            return None
+        return left + max(0, self.run_epochs - self.epochs) * len(self)
 
     # --- iteration -----------------------------------------------------------------------------
     def __iter__(self):
@@ -147,48 +184,71 @@ class InRunLoader:
         epoch = self.epochs
         self.epochs += 1
         if self.plan.state == SETTLED and self.reported:
-            self._current.set(drawn, epoch)
-            return iter(self._kept_loader(base_seed))
+            loader = self._kept_loader(base_seed)
+            loader.batch_sampler.open(drawn, epoch)
+            return iter(loader)
         return self._epoch(drawn, base_seed, epoch)
 
     def _epoch(self, drawn: Any, base_seed: int, epoch: int):
-        ended = _ended   # held here: a generator closed at the interpreter's exit outlives module globals
-        total, pos, segment = len(self), 0, 0
+        plan, total, pos, opened = self.plan, len(self), 0, 0
         began = time.perf_counter()
-        tuned_here = self.plan.state != SETTLED
-        while pos < total:
-            config, count, round_ = self.plan.next(total - pos, total)
-            count = max(1, min(count, total - pos))
-            batches = Batches(drawn, count, epoch, self.sample_seed is not None)
-            t_begin = time.perf_counter()
-            with warnings.catch_warnings():   # the worker count's warning, once per segment otherwise
-                warnings.filterwarnings("ignore", message="This DataLoader will create")
-                iterator = iter(self._segment(config, batches, base_seed + segment))
-            calls, got = [], []
-            try:
+        tuned_here = plan.state != SETTLED
+        normal = False
+        try:
+            while pos < total:
+                config = self._ask(total - pos)
+                self._end(plan.alive() | {config})
+                loader = self._alive.get(config)
+                started = loader is None or getattr(loader, "_iterator", None) is None
+                if loader is None:
+                    loader = self._alive[config] = self._loader(config, base_seed + opened)
+                opened += 1
+                feed = loader.batch_sampler
+                feed.open(drawn, epoch, limit=total - pos)
+                t_begin = time.perf_counter()
+                with warnings.catch_warnings():   # the worker count's warning, once per loader otherwise
+                    warnings.filterwarnings("ignore", message="This DataLoader will create")
+                    iterator = iter(loader)
+                reading = _Open(config, t_begin, 0, lead=None, started=started)
+                served = 0
                 for batch, called, returned in timed_batches(iterator):
-                    calls.append(called - t_begin)
-                    got.append(returned - t_begin)
-                    if len(got) == count and config.num_workers and self._worker_bytes is None:
-                        self._measure_workers(iterator)
+                    if reading is not None and plan.state != SETTLED and reading.due():
+                        partial = reading.close(called, feed.sizes, cut=True)
+                        if plan.cut(partial):
+                            self._take(partial, was=plan.state)
+                            if self._ask(total - pos - served) == config:
+                                reading = _Open(config, called, served, lead=0, started=False)
+                            else:
+                                feed.stop()   # what the loader holds is served, in order: its drain
+                                reading = None
+                    if reading is not None:
+                        reading.add(called, returned, dry=feed.dry)
+                        if config.num_workers and self._worker_bytes is None and served == 2 * config.num_workers:
+                            self._measure_workers(loader)
+                    served += 1
+                    if pos + served == total:
+                        # The epoch's last batch: its books are closed before it is handed over,
+                        # as a loop that knows the length (Lightning's) asks for no batch after it.
+                        if reading is not None and reading.calls:
+                            self._take(reading.close(returned, feed.sizes), was=plan.state)
+                        reading = None
+                        normal = True
+                        self._epoch_ended(drawn, began, epoch, tuned_here)
                     yield batch
-                end = time.perf_counter() - t_begin
-            finally:
-                ended(iterator)
-            if not got:   # the sampler gave fewer batches than its length said
-                break
-            reading = Reading(config, round_, batches.sizes[:len(got)], calls, got, end,
-                              shutdown_s=time.perf_counter() - t_begin - end)
-            pos += len(got)
-            segment += 1
-            was = self.plan.state
-            self.plan.done(reading, total - pos, total)
-            if was == SETTLED:
-                self.final = reading
-            elif self.plan.state == SETTLED and self._report is not None:
-                self._report(self, False)   # stored as soon as settled: a loop that stops early keeps it
-            if len(got) < count:
-                break
+                end = time.perf_counter()
+                if reading is not None and reading.calls:
+                    self._take(reading.close(end, feed.sizes), was=plan.state)
+                pos += served
+                if not served or (feed.dry and pos < total):   # the sampler gave fewer batches than its length said
+                    break
+            if not normal:
+                normal = True
+                self._epoch_ended(drawn, began, epoch, tuned_here)
+        finally:
+            if not normal:   # a break or an exception in the loop: no workers outlive it
+                self._end(set())
+
+    def _epoch_ended(self, drawn: Any, began: float, epoch: int, tuned_here: bool) -> None:
         finish(drawn)
         if tuned_here:
             self.tuned_epochs += 1
@@ -200,11 +260,56 @@ class InRunLoader:
         elif self.plan.state != SETTLED and self._report is not None:
             self._report(self, None, epoch)   # still exploring: said, nothing stored
 
+    def _ask(self, left: int) -> LoaderConfig:
+        """The config that reads next (the plan may settle in answering)."""
+        was = self.plan.state
+        config, _ = self.plan.next(left, len(self), self._run_left(left))
+        self._settled(was)
+        return config
 
+    def _take(self, reading: Reading, was: str) -> None:
+        """Hand ``reading`` to the plan; the pick's reading after it settled is ``final``."""
+        self.plan.done(reading)
+        if was == SETTLED:
+            self.final = reading
+        self._settled(was)
+
+    def _settled(self, was: str) -> None:
+        if was != SETTLED and self.plan.state == SETTLED and self._report is not None:
+            self._report(self, False)   # stored as soon as settled: a loop that stops early keeps it
+
+
+class _Open:
+    """A reading in progress: the loop's times from ``t0``, its batches from ``first`` of its
+    feed's opening; ``steady_end`` set where its feed ran dry."""
+
+    def __init__(self, config: LoaderConfig, t0: float, first: int, lead: int | None, started: bool):
+        self.config, self.t0, self.first, self.lead, self.started = config, t0, first, lead, started
+        self.calls: list[float] = []
+        self.got: list[float] = []
+        self.steady_end: int | None = None
+
+    def add(self, called: float, returned: float, dry: bool) -> None:
+        if dry and self.steady_end is None:
+            self.steady_end = len(self.got)
+        self.calls.append(called - self.t0)
+        self.got.append(returned - self.t0)
+
+    def due(self) -> bool:
+        """Whether to ask if it has read enough: each batch at first, then at a thirty-second of
+        its length (the check reads the whole reading)."""
+        n = len(self.got)
+        return n > 0 and (n < 64 or n % (n // 32) == 0)
+
+    def close(self, end: float, sizes: list[int], cut: bool = False) -> Reading:
+        """The reading up to ``end`` (a cut one: all of it before its drain)."""
+        n = len(self.got)
+        steady_end = self.steady_end if self.steady_end is not None else n if cut or self.lead == 0 else None
+        return Reading(self.config, None, sizes[self.first:self.first + n], self.calls[:], self.got[:],
+                       end - self.t0, lead=self.lead, steady_end=steady_end, started=self.started)
 
 
 def _seed_worker():
     from ..seeding import seed_worker
 
     return seed_worker
-

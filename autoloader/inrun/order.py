@@ -1,4 +1,4 @@
-"""An epoch's order, drawn once, and the slices of it each segment's DataLoader reads.
+"""An epoch's order, drawn once, and the stretches of it each config's DataLoader reads.
 
 # NOTE [ One order, many loaders ]
 # In-run tuning reads an epoch in segments, each under its own DataLoader (its own workers). For
@@ -7,17 +7,19 @@
 # ``iter()``, as a plain DataLoader's iterator draws it: the batch sampler's iterator is made, the
 # base seed drawn from the loader's generator (one draw, as ``_BaseDataLoaderIter`` does), then the
 # batch sampler is read to its end (a RandomSampler's permutation comes after the base seed on a
-# shared generator, as in a plain DataLoader). Each segment's DataLoader gets a batch sampler over
-# the next slice of that list (``Batches``) and a private generator seeded from the drawn base seed,
-# so the user's generator advances exactly as a plain DataLoader's and the next epoch's order is
-# the same too. ``DistributedSampler.set_epoch`` acts as usual: the sampler is read at each iter().
+# shared generator, as in a plain DataLoader). Each config's DataLoader gets a batch sampler that
+# pulls the next batches of that iterator as the loader asks (``Feed``), and a private generator
+# seeded from the drawn base seed, so the user's generator advances exactly as a plain
+# DataLoader's and the next epoch's order is the same too. A reading ends by stopping its feed:
+# the loader serves the batches it already pulled, in order, before the next config pulls on, so
+# no batch is skipped or read twice whenever a reading ends. ``DistributedSampler.set_epoch`` acts as usual: the sampler is read at each iter().
 # The reference is a DataLoader whose iterator is made afresh each epoch (no kept workers): one
 # with kept workers draws its base seed once, not each epoch.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 
 def draw_epoch(index_sampler: Any, generator: Any) -> tuple[Any, int]:
@@ -32,29 +34,41 @@ def draw_epoch(index_sampler: Any, generator: Any) -> tuple[Any, int]:
     return batches, base_seed
 
 
-class Batches:
-    """A batch sampler over the next ``count`` batches of an epoch's batch sampler iterator
-    ``source``, pulled as the segment's loader asks (never ahead of a plain loader's own pulls);
-    each index paired with ``epoch`` when ``keyed`` (NOTE [ Seeding per sample ] in samples.py).
-    ``sizes``: each batch's samples, as pulled."""
+class Feed:
+    """The batch sampler of one config's DataLoader: the next batches of an epoch's batch sampler
+    iterator (``open``), pulled as the loader asks (never ahead of a plain loader's own pulls),
+    until ``limit`` batches, the source's end (``dry``) or ``stop()``; each index paired with the
+    epoch when ``keyed`` (NOTE [ Seeding per sample ] in samples.py). A loader with kept workers
+    reads a new opening at each ``iter()``; ``sizes``: each batch's samples this opening, as pulled."""
 
-    def __init__(self, source: Any, count: int, epoch: int = 0, keyed: bool = False):
-        self.source, self.count = source, count
-        self.epoch = epoch
-        self.keyed = keyed
+    def __init__(self, length: int, keyed: bool = False):
+        self.length, self.keyed = length, keyed
+        self.open(iter(()), 0)
+
+    def open(self, source: Any, epoch: int, limit: int | None = None) -> None:
+        self.source, self.epoch, self.limit = source, epoch, limit
+        self.stopped = self.dry = False
         self.sizes: list[int] = []
 
+    def stop(self) -> None:
+        """Pull nothing more: the loader serves what it holds, then ends its epoch."""
+        self.stopped = True
+
     def __iter__(self):
-        for _ in range(self.count):
+        while not self.stopped:
+            if self.limit is not None and len(self.sizes) >= self.limit:
+                self.dry = True
+                return
             batch = next(self.source, None)
             if batch is None:
+                self.dry = True
                 return
             batch = list(batch)
             self.sizes.append(len(batch))
             yield [(self.epoch, i) for i in batch] if self.keyed else batch
 
     def __len__(self) -> int:
-        return self.count
+        return self.length if self.limit is None else self.limit
 
 
 def finish(source: Any) -> None:
@@ -62,22 +76,3 @@ def finish(source: Any) -> None:
     does (a RandomSampler draws from the generator there too)."""
     for _ in source:
         pass
-
-
-class CurrentEpoch:
-    """The batch sampler of a kept loader (the pick, after tuning): the epoch its owner drew last
-    (a batch sampler's iterator, read as the loader reads it), taken afresh at each iter() so a
-    loader with kept workers follows the epochs."""
-
-    def __init__(self, length: int, keyed: bool = False):
-        self.source, self.epoch, self.keyed, self.length = iter(()), 0, keyed, length
-
-    def set(self, source: Any, epoch: int) -> None:
-        self.source, self.epoch = source, epoch
-
-    def __iter__(self):
-        for batch in self.source:
-            yield [(self.epoch, i) for i in batch] if self.keyed else list(batch)
-
-    def __len__(self) -> int:
-        return self.length

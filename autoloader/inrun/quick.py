@@ -1,4 +1,4 @@
-"""The quick profile an in-run tune starts from, and the model's finalists once the step is read.
+"""The quick profile an in-run tune starts from, and the model's guess it climbs from.
 
 # NOTE [ The quick profile ]
 # The full profile (probe/profiler.py) runs in a trial process for seconds: too long before a
@@ -6,8 +6,8 @@
 # segment, here in the caller's process with one intra-op thread (as a worker runs): a few
 # samples' cost (at most QUICK_SECONDS), one collate, a sample's bytes. The rest of the model's
 # inputs it does not measure: the receive is estimated from the batch's bytes (RECV_BYTES_PER_S),
-# a worker's start is START_GUESS_S, and the step is the loop's own, read off the warm segment.
-# These guesses only order the finalists; the segments measure every config that is chosen. When
+# a worker's start is START_GUESS_S, and the step is not known yet. These guesses only choose
+# where the climb starts (NOTE [ The climb ] in schedule.py); the loop measures every config read. When
 # the first sample alone takes past QUICK_SECONDS the profile stops there and the rule starts.
 """
 
@@ -70,8 +70,8 @@ def quick_profile(dataset: Any, batch_size: int, collate: Callable, cpus: int,
 
 @dataclasses.dataclass
 class Proposer:
-    """The model's configs for this loop: a start before the step is known, and the finalists
-    once the warm segment has read it. ``fits(config)``: its memory is within the forecast."""
+    """The model's start for this loop, before the step is known, and the space the climb may
+    cover. ``fits(config)``: its memory is within the forecast."""
 
     profile: Profile | None
     space: SearchSpace
@@ -95,38 +95,6 @@ class Proposer:
         strategy = self._strategy(0.0)
         within = [p for p in strategy.predictions([]) if p.config.num_workers <= self.cpus]
         return strategy.pick(within).config if within else self.rule
-
-    def finalists(self, step_s: float, start: LoaderConfig) -> list[LoaderConfig]:
-        """The model's pick with the loop's step, the rule, and no workers (where the step wants
-        the CPUs the workers would take, the loop making its own batches can win: the search
-        measures it first for that reason, NOTE [ Model first ]); where two of those are one
-        config, the pick with more workers where the step sets the pace (NOTE [ Headroom ] in
-        search/model_first.py), else the next best worker count predicted. At most three, each
-        within the memory forecast."""
-        none = self.rule.replace(num_workers=0)
-        out: list[LoaderConfig] = [self.rule, none]
-        if self.profile is not None:
-            strategy = self._strategy(step_s)
-            predictions = strategy.predictions([])
-            if predictions:
-                pick = strategy.pick(predictions)
-                out.insert(0, pick.config)
-                more = strategy.headroom_probe(pick)
-                if more is None:   # the next best worker count the model rates
-                    others = [p for p in predictions
-                              if p.config.num_workers not in (pick.config.num_workers, 0, self.rule.num_workers)]
-                    more = max(others, key=lambda p: p.samples_per_s).config if others else None
-                if more is not None:
-                    out.append(more)
-        else:
-            out.insert(0, start)
-        # A segment's workers end with it, so two configs apart only in keeping them read alike:
-        # the first stands for both.
-        alike: dict = {}
-        for config in out:
-            key = config.replace(persistent_workers=True) if config.num_workers else config
-            alike.setdefault(key, config)
-        return [c for c in alike.values() if self.fits(c)][:3]
 
 
 def space_for(batch_size: int, cpus: int, device: str) -> SearchSpace:

@@ -3,9 +3,9 @@
 # NOTE [ What an in-run tune stores ]
 # The result is a ``TuneResult`` as a CLI tune writes it, under the same key (the dataset, its
 # batch size, the device, the fixed arguments; no step), so the next ``best_loader`` call, and
-# ``autoloader show``, find it: the pick, its rate, the rule, and each finalist's
-# rates by round as the final's (the verdict against the rule is computed from them as for any
-# result). Its rate is the loop's: samples per second of the real training loop, step included,
+# ``autoloader show``, find it: the pick, its rate, the rule, and each config the climb read with
+# its rates by pair, as the final's by round (the verdict against the rule is computed from them
+# as for any result, where the climb read the rule). Its rate is the loop's: samples per second of the real training loop, step included,
 # not the loader's alone. Beside it, ``in_run`` holds what the run measured: every segment read,
 # the pick's rate and wait share over the rest of its epoch, the tuned epochs' wall time and the
 # cost of tuning (that time less what the pick's measured pace takes for the same batches and one
@@ -32,6 +32,7 @@ from ..store.snippet import snippet
 from ..store.versions import provenance
 from ..tuning.measured import dataset_record
 from ..store.result import TuneResult
+from . import schedule
 
 LOGGER = logging.getLogger("autoloader")
 
@@ -51,8 +52,9 @@ def in_run_record(loader: Any) -> dict:
     plan, final = loader.plan, loader.final
     cost = tune_cost(loader)
     return {"segments": [r.to_dict() for r in plan.readings],
-            "finalists": [c.loader_kwargs() for c in plan.finalists], "segment_batches": plan.segment,
-            "rounds": plan.rounds_done, "why": plan.why, "start": plan.start.loader_kwargs(),
+            "finalists": [c.loader_kwargs() for c in plan.finalists], "segment_s": schedule.SEGMENT_S,
+            "rounds": plan.rounds_done, "steps": plan.steps, "why": plan.why, "start": plan.start.loader_kwargs(),
+            "run_epochs": loader.run_epochs,
             "refused_by_memory": [c.loader_kwargs() for c in loader.refused],
             "pick_samples_per_s": final.rate if final is not None else plan.median(plan.pick),
             "pick_wait_share": final.wait_share if final is not None else None,
@@ -118,16 +120,18 @@ def unsettled_line(loader: Any, epoch: int) -> str:
 def closing_line(loader: Any, path: str | None) -> str:
     """What was tried, what was picked, what it cost: one line."""
     plan, final = loader.plan, loader.final
-    tried = "; ".join(f"{_short(c)}{' (the rule)' if c == plan.rule else ''}" for c in plan.finalists)
-    if plan.start not in plan.finalists:
-        tried = f"{_short(plan.start)} (start); " + tried
-    against = plan.rule if plan.pick != plan.rule else next((c for c in plan.finalists if c != plan.pick), None)
+    tried = "; ".join(f"{_short(c)}{' (start)' if c == plan.start else ''}{' (the rule)' if c == plan.rule else ''}"
+                      for c in plan.finalists)
+    paired = [c for c in plan.finalists if c != plan.pick and by_rounds(plan.rates(plan.pick), plan.rates(c))]
+    against = plan.rule if plan.rule in paired else plan.start if plan.start in paired else \
+        (paired[-1] if paired else None)
     words = ""
     if against is not None:
         name = "the rule" if against == plan.rule else _short(against)
         words = "; " + compared(by_rounds(plan.rates(plan.pick), plan.rates(against)), name)
-    line = (f"autoloader: tuned in the run over {loader.tuned_epochs} epoch(s): tried {tried} "
-            f"({plan.rounds_done} paired rounds of {plan.segment} batches; {plan.why}); picked {_short(plan.pick)}{words}")
+    line = (f"autoloader: tuned in the run over {loader.tuned_epochs} epoch(s): tried {tried}, climbing from the "
+            f"start ({plan.rounds_done} paired readings of {schedule.SEGMENT_S:g} s or more; {plan.why}); "
+            f"picked {_short(plan.pick)}{words}")
     if final is not None:
         line += (f"; the pick in the loop: {final.rate:,.0f} samples/s, waiting {final.wait_share * 100:.0f}% "
                  f"of the time")

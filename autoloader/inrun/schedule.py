@@ -1,32 +1,53 @@
-"""The in-run schedule: which config reads which segment of the epoch, and when to stop.
+"""The in-run schedule: which config reads the loop next, for how long, and when to stop.
 
 Pure: readings in, decisions out (no torch, no processes, no files).
 
 # NOTE [ Segments of the epoch ]
-# The loop itself is the benchmark: each segment is a run of consecutive batches under one config,
+# The loop itself is the benchmark: a reading is a run of consecutive batches under one config,
 # read at the loop (``Reading``: the time spent in ``next()`` and between the calls, which is the
-# real step). In order:
-#   1. warm: the start config (the model's guess from the quick profile, or the rule) reads the
-#      first batches; the loop's step is read off it, and the model is asked again with it for the
-#      finalists (its pick, the rule, and the pick with more workers where the step sets the pace);
-#   2. rounds: each finalist reads one segment per round, the order turned each round, and the
-#      rounds pair them as the final pairs its readings (NOTE [ Paired rounds ] in search/paired.py);
-#   3. settled: the pick reads the rest of the epoch, and later epochs.
-# A segment's rate is its steady part: the batches after its lead (the first wave of workers,
-# which a start makes all at once) and before its tail (served from queues filled meanwhile). What
-# a segment took past its steady pace is its switch: a worker start and a ramp.
+# real step). Its rate is its steady part: after its lead (the first wave of workers a start or a
+# resume makes at once) and before its drain (batches served from the queues after its feed
+# stopped or ran dry). A reading lasts until its steady part holds SEGMENT_S seconds and
+# READ_CYCLES worker cycles (each worker delivering that many batches): sized by time, not batches,
+# so that every config's rate is read over as many of its own cycles. Its noise is read from
+# inside it: the steady part cut into blocks of a worker cycle or more, the spread of their log
+# rates. A config that reads on after its reading ends (the best, or the pick) keeps its loader
+# and workers: only a switch to another config stops the feed and drains.
+#
+# NOTE [ The climb ]
+# From the start config (the quick profile's guess, or the rule), a hill-climb as tf.data's
+# autotune climbs: the best so far and one candidate one step from it read in pairs (the best,
+# then the candidate, so that each pair shares the machine's drift). The steps, in order:
+#   * up: STEP times the workers (at least one more), within the space's maximum and the memory
+#     forecast (a config past it never starts; the step shrinks to one that fits);
+#   * down, only where no step up paid: no workers first (the loop making its own batches frees
+#     every CPU a worker takes from the step), then, where that lost, half the workers;
+#   * deeper prefetch, where the loop still waits on a config with workers.
+# After each pair the candidate is judged on its pairs (``compare``: the mean log ratio of the
+# steady rates; its error the larger of the blocks' spread and the pairs' spread, never under
+# DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
+# least (one pair cannot see the drift between its readings), and the climb steps on from it; one
+# whose interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between, another pair,
+# at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept. A step down wins where
+# it is not measured slower by more than MIN_GAIN (fewer workers for the same rate), or where
+# the pairs still cannot tell and its mean is within MIN_GAIN: the cheaper again. While a
+# candidate reads, its reading ends early once it is behind the best past EARLY_Z errors (a
+# sequential check on its blocks so far) or far behind (under FAR_BEHIND of the best's rate). The
+# best's workers stay alive while a candidate reads, so going back costs no start.
 #
 # NOTE [ When exploring stops ]
-# After each round from the second: the best median leads, and the pick is the cheapest finalist
-# not measured slower than it (a tie, or a gap the rounds cannot yet tell, goes to the cheaper:
-# nothing measured supports paying more). Exploring stops when every comparison is settled (a gap
-# either way, or a tie within EQUIVALENT_WITHIN), when MAX_ROUNDS are read, or when another round
-# cannot repay itself in the rest of the epoch: the gain it expects (the pick's time over the
-# batches left, at the best ratio a challenger reads over the pick so far: none where all read
-# slower) is less than what it costs (each finalist's switch, and the slower finalists' extra time
-# over their segments). The expected ratio, not its interval's edge: on a loaded machine the edge
-# stays wide for many rounds, and rounds that cannot tell two configs apart keep the cheaper. Exploring never
-# takes more than EXPLORE_SHARE of an epoch; what does not fit goes on in the next epoch.
+# Before each step, the gain it may bring is weighed against its cost over the rest of the run
+# (the epochs the caller said, else the current epoch's rest): the gain is the best's time over
+# those batches times (1 - 1/g), g the ratio the step may bring: for more workers or deeper
+# prefetch at most 1/(1 - the best's wait share) (they can only take back the time the loop
+# waits), and no more than the last step's measured ratio in that direction (STEP_PRIOR before
+# one); for a step down the same ratio, whatever the wait (workers that take the CPUs the step
+# needs, or batches that cost the loop more to receive than to make, slow it while it waits). Its
+# cost: a worker start where it has workers (the slowest measured, or START_GUESS_S) and
+# LOSS_SHARE of a reading. A step that does not repay is not taken, nor any
+# step after MAX_STEPS; then the best is the pick and reads on. A candidate does not start where
+# the epoch's rest cannot hold its reading: the best reads the rest, and the candidate comes next
+# epoch (at its start, even where a whole epoch is shorter: its reading then ends with it).
 """
 
 from __future__ import annotations
@@ -36,25 +57,36 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..search.paired import Ratio, by_rounds
+from ..search.settings import PREFETCH_CHOICES
 from ..search.space import LoaderConfig
 
-MAX_ROUNDS = 6
-EXPLORE_SHARE = 0.5
-# A segment lasts at least this long, and long enough that its switch is at most SWITCH_SHARE of it.
-MIN_SEGMENT_S = 1.0
-SWITCH_SHARE = 0.1
-MIN_SEGMENT_BATCHES = 12
-MAX_SEGMENT_BATCHES = 400
-WARM_BATCHES = (8, 64)
-WARM_SHARE = 0.04
+SEGMENT_S = 1.5
+READ_CYCLES = 4
+MIN_STEADY_BATCHES = 8
+BLOCKS = 8
+Z = 2.0
+EARLY_Z = 3.0
+FAR_BEHIND = 0.5
+DRIFT = 0.02
+MIN_GAIN = 0.03
+STEP = 2.0
+PAIRS_PER_STEP = 3
+MAX_STEPS = 8
+STEP_PRIOR = 1.3
+WAIT_FLOOR = 0.03
+LOSS_SHARE = 0.3
+START_GUESS_S = 0.5
+# A candidate's reading, its start and lead included, lasts at most this many SEGMENT_S.
+CANDIDATE_SEGMENTS = 4
 
-WARM, ROUNDS, SETTLED = "warm", "rounds", "settled"
+CLIMB, SETTLED = "climb", "settled"
+UP, DOWN, DEEPER = "up", "down", "deeper"
+BEST, CANDIDATE = "best", "candidate"
 
 
 def lead(config: LoaderConfig, batches: int) -> int:
-    """Batches at a segment's start (and end) left out of its steady rate: the first wave of
-    workers and what their queues hold; one without workers (its first batch's own start)."""
+    """Batches at a reading's start left out of its steady rate: the first wave of workers and
+    what their queues hold; one without workers (its first batch's own start)."""
     if not config.num_workers:
         return min(1, max(0, batches - 2))
     depth = config.num_workers * (config.prefetch_factor or 2)
@@ -63,9 +95,11 @@ def lead(config: LoaderConfig, batches: int) -> int:
 
 @dataclass
 class Reading:
-    """One segment read at the loop. Times are the loop's clock, seconds from the segment's
-    ``iter()``: ``calls[i]`` when the loop asked for batch i, ``got[i]`` when it had it;
-    ``end`` when it asked again after the last one."""
+    """One reading at the loop. Times are the loop's clock, seconds from the reading's start:
+    ``calls[i]`` when the loop asked for batch i, ``got[i]`` when it had it; ``end`` when it asked
+    again after the last one. ``lead``: batches left out at its start (None: ``lead()``, as after
+    a start); ``steady_end``: the batch its drain starts at (None: a drain as deep as its queues
+    at its end); ``started``: its workers were started for it (its switch is a start)."""
 
     config: LoaderConfig
     round: int | None
@@ -73,7 +107,10 @@ class Reading:
     calls: Sequence[float]
     got: Sequence[float]
     end: float
-    shutdown_s: float = 0.0       # ending its workers, after ``end``
+    shutdown_s: float = 0.0
+    lead: int | None = None
+    steady_end: int | None = None
+    started: bool = True
 
     @property
     def batches(self) -> int:
@@ -81,16 +118,25 @@ class Reading:
 
     def _window(self) -> tuple[int, int]:
         n = self.batches
-        k = lead(self.config, n)
-        tail = k if self.config.num_workers else 0
+        k = min(lead(self.config, n) if self.lead is None else self.lead, max(0, n - 1))
+        if self.steady_end is not None:
+            return k, max(k + 1, min(n, self.steady_end))
+        tail = lead(self.config, n) if self.config.num_workers else 0
         return k, max(k + 1, n - tail)
+
+    def _at(self, i: int) -> float:
+        return self.calls[i] if i < self.batches else self.end
 
     @property
     def steady_s(self) -> float:
         """Seconds from the loop's call for the first steady batch to its call after the last."""
         a, b = self._window()
-        stop = self.calls[b] if b < self.batches else self.end
-        return max(1e-9, stop - self.calls[a])
+        return max(1e-9, self._at(b) - self.calls[a]) if self.batches else 1e-9
+
+    @property
+    def steady_batches(self) -> int:
+        a, b = self._window()
+        return max(0, min(b, self.batches) - a)
 
     @property
     def steady_samples(self) -> int:
@@ -100,19 +146,18 @@ class Reading:
     @property
     def rate(self) -> float:
         """Samples per second over the steady part."""
-        return self.steady_samples / self.steady_s
+        return self.steady_samples / self.steady_s if self.batches else 0.0
 
     @property
     def cycle_s(self) -> float:
         """Seconds per batch over the steady part."""
-        a, b = self._window()
-        return self.steady_s / max(1, b - a)
+        return self.steady_s / max(1, self.steady_batches)
 
     @property
     def wait_share(self) -> float:
         """The share of the steady part the loop spent waiting in ``next()``."""
         a, b = self._window()
-        return min(1.0, sum(self.got[i] - self.calls[i] for i in range(a, b)) / self.steady_s)
+        return min(1.0, sum(self.got[i] - self.calls[i] for i in range(a, min(b, self.batches))) / self.steady_s)
 
     @property
     def step_s(self) -> float:
@@ -126,137 +171,285 @@ class Reading:
 
     @property
     def switch_s(self) -> float:
-        """What the segment took past its steady pace: its start, its ramp and its workers' end."""
+        """What the reading took past its steady pace: its start and its ramp."""
         return max(0.0, self.end - self.batches * self.cycle_s) + self.shutdown_s
+
+    def blocks(self) -> list[float]:
+        """The log rates of the steady part's blocks (NOTE [ Segments of the epoch ]): at most
+        BLOCKS, each a worker cycle or more; none where fewer than two fit."""
+        a, b = self._window()
+        b = min(b, self.batches)
+        size = max(1, self.config.num_workers, math.ceil((b - a) / BLOCKS))
+        count = (b - a) // size
+        if count < 2:
+            return []
+        out = []
+        for j in range(count):
+            lo, hi = a + j * size, a + (j + 1) * size
+            seconds = self._at(hi) - self.calls[lo]
+            if seconds <= 0:
+                return []
+            out.append(math.log(sum(self.samples[lo:hi]) / seconds))
+        return out
+
+    def variance(self) -> float | None:
+        """The variance of the reading's log rate (its blocks' spread over their count), or None."""
+        logs = self.blocks()
+        return statistics.variance(logs) / len(logs) if len(logs) >= 2 else None
 
     def to_dict(self) -> dict:
         return {"config": self.config.loader_kwargs(), "round": self.round, "batches": self.batches,
                 "samples_per_s": self.rate, "wait_share": self.wait_share, "step_s": self.step_s,
-                "wall_s": self.wall_s, "switch_s": self.switch_s}
+                "wall_s": self.wall_s, "switch_s": self.switch_s, "started": self.started}
+
+
+def compare(pairs: Sequence[tuple[Reading, Reading]]) -> tuple[float, float] | None:
+    """(the mean log ratio of each pair's second over its first, its standard error): the error
+    is the larger of the readings' own (their blocks) and the pairs' spread, at least DRIFT over
+    the pairs' root; an infinite error where a reading is too short to have one."""
+    ds, vs = [], []
+    for first, second in pairs:
+        if first.rate <= 0 or second.rate <= 0:
+            continue
+        ds.append(math.log(second.rate / first.rate))
+        v1, v2 = first.variance(), second.variance()
+        vs.append(math.inf if v1 is None or v2 is None else v1 + v2)
+    n = len(ds)
+    if not n:
+        return None
+    within = statistics.fmean(vs) / n
+    between = statistics.variance(ds) / n if n >= 2 else 0.0
+    return statistics.fmean(ds), math.sqrt(max(within, between, DRIFT ** 2 / n))
+
+
+def step(best: LoaderConfig, direction: str, max_workers: int, prefetch: Sequence[int],
+         fits: Callable[[LoaderConfig], bool]) -> LoaderConfig | None:
+    """The config one step from ``best`` in ``direction`` (NOTE [ The climb ]), or None."""
+    n = best.num_workers
+    if direction == UP:
+        m = min(max_workers, max(n + 1, math.ceil(n * STEP)))
+        while m > n:
+            config = best.replace(num_workers=m) if n else best.replace(num_workers=m, persistent_workers=True)
+            if fits(config):
+                return config
+            m = n + (m - n) // 2
+        return None
+    if direction == DOWN:
+        return best.replace(num_workers=n // 2) if n else None
+    if direction == DEEPER and n:
+        choices = sorted(prefetch)
+        now = best.prefetch_factor or 2
+        deeper = [p for p in choices if p > now]
+        if deeper:
+            config = best.replace(prefetch_factor=deeper[min(1, len(deeper) - 1)])
+            return config if fits(config) else None
+    return None
 
 
 @dataclass
 class Plan:
-    """The schedule of one in-run tune (NOTE [ Segments of the epoch ]). ``propose(warm)``: the
-    finalists once the warm reading says what the step takes (the rule among them)."""
+    """The schedule of one in-run tune (NOTE [ The climb ]). ``fits(config)``: within the memory
+    forecast; ``neighbour(best, direction)``: the next step (default ``step`` within
+    ``max_workers`` and ``prefetch``)."""
 
     start: LoaderConfig
     rule: LoaderConfig
-    propose: Callable[[Reading], Sequence[LoaderConfig]]
-    max_rounds: int = MAX_ROUNDS
-    state: str = WARM
-    finalists: list[LoaderConfig] = field(default_factory=list)
+    max_workers: int
+    fits: Callable[[LoaderConfig], bool] = lambda config: True
+    neighbour: Callable[[LoaderConfig, str], LoaderConfig | None] | None = None
+    prefetch: Sequence[int] = PREFETCH_CHOICES
+    max_steps: int | None = None   # None: MAX_STEPS
+    state: str = CLIMB
     readings: list[Reading] = field(default_factory=list)
-    segment: int = 0              # batches a round's segment reads
-    rounds_done: int = 0
+    rounds_done: int = 0          # pairs read
+    steps: int = 0                # candidates judged
     pick: LoaderConfig | None = None
     why: str = ""
-    _turn: int = 0                # the finalist whose segment is next in the current round
+    direction: str | None = UP
+    candidate: LoaderConfig | None = None
+    best: LoaderConfig | None = None
+    _due: str = BEST
+    _best_last: Reading | None = None
+    _pairs: list = field(default_factory=list)
+    _gains: dict = field(default_factory=dict)
+    _won: set = field(default_factory=set)
+
+    def __post_init__(self):
+        self.best = self.best or self.start
 
     # --- what runs next --------------------------------------------------------------------
-    def next(self, left: int, total: int) -> tuple[LoaderConfig, int, int | None]:
-        """The next segment: its config, its batches (at most ``left``) and its round (None
-        outside the rounds)."""
-        if self.state == WARM:
-            low, high = WARM_BATCHES
-            return self.start, min(left, max(low, min(high, math.ceil(total * WARM_SHARE)))), None
+    def next(self, left: int, total: int, run_left: int | None = None) -> tuple[LoaderConfig, int | None]:
+        """The config that reads next, and its round (None outside the pairs). ``left``: the
+        epoch's batches to come; ``run_left``: the run's (None: the epoch's). Asked again
+        before anything is read, it answers the same."""
         if self.state == SETTLED:
-            return self.pick, left, None
-        order = self._order(self.rounds_done)
-        if left < self.segment or not self._fits_epoch(left, total):
-            # The round does not fit what is left of this epoch: the leader reads the rest
-            # unpaired, and the rounds go on next epoch.
-            return self.leader(), left, None
-        return order[self._turn], self.segment, self.rounds_done
+            return self.pick, None
+        if self._due == BEST or self._best_last is None:
+            return self.best, self.rounds_done
+        if self.candidate is None:
+            self.candidate = self._choose(left if run_left is None else run_left)
+            if self.candidate is None:
+                self._settle(self.best, self.why or "no step left")
+                return self.best, None
+        if left < total and not self._room(left):
+            return self.best, None   # the rest of the epoch: the candidate reads next epoch (a whole one: now)
+        return self.candidate, self.rounds_done
 
-    def _fits_epoch(self, left: int, total: int) -> bool:
-        """Explore no further than EXPLORE_SHARE of an epoch, the warm segment counted
-        (NOTE [ When exploring stops ])."""
-        return (total - left) + self.segment <= max(self.segment, EXPLORE_SHARE * total)
+    def alive(self) -> set[LoaderConfig]:
+        """The configs whose workers are worth keeping now: the best and the candidate."""
+        if self.state == SETTLED:
+            return {self.pick}
+        return {c for c in (self.best, self.candidate) if c is not None}
 
-    def _order(self, r: int) -> list[LoaderConfig]:
-        n = len(self.finalists)
-        return [self.finalists[(i + r) % n] for i in range(n)]
+    def _room(self, left: int) -> bool:
+        cycle = self._best_last.cycle_s if self._best_last is not None else 0.0
+        return left * cycle >= 2 * SEGMENT_S + self.start_s()
+
+    def _choose(self, run_left: int) -> LoaderConfig | None:
+        while self.direction is not None:
+            most = MAX_STEPS if self.max_steps is None else self.max_steps
+            if self.steps >= most:
+                self.why = f"{most} steps read"
+                return None
+            tried = {r.config for r in self.readings}
+            config = (self.neighbour or self._step)(self.best, self.direction)
+            none = self.best.replace(num_workers=0)
+            if self.direction == DOWN and self.neighbour is None and self.best.num_workers and none not in tried:
+                config = none   # the loop making its own batches first: it frees every CPU a worker takes
+            if config is not None and config not in tried:
+                if self.worth(config, self.direction, run_left):
+                    return config
+                self.why = "no further step can repay its cost in the rest of the run"
+            self._advance()
+        self.why = self.why or "no step paid"
+        return None
+
+    def _step(self, best: LoaderConfig, direction: str) -> LoaderConfig | None:
+        return step(best, direction, self.max_workers, self.prefetch, self.fits)
+
+    def _advance(self) -> None:
+        if self.direction == UP:
+            self.direction = DEEPER if UP in self._won else DOWN
+        elif self.direction == DOWN:
+            self.direction = DEEPER
+        else:
+            self.direction = None
+
+    def start_s(self) -> float:
+        """A worker start: the slowest measured, START_GUESS_S before one."""
+        started = [r.switch_s for r in self.readings if r.started and r.config.num_workers]
+        return max(started) if started else START_GUESS_S
+
+    def worth(self, config: LoaderConfig, direction: str, run_left: int) -> bool:
+        """Whether a step to ``config`` may repay its cost over ``run_left`` batches (NOTE [ When
+        exploring stops ])."""
+        best = self._best_last
+        if best is None:
+            return True
+        if direction == DOWN:
+            g = self._gains.get(DOWN, STEP_PRIOR)
+        else:
+            wait = best.wait_share
+            g = 1.0 if wait < WAIT_FLOOR else min(self._gains.get(direction, STEP_PRIOR), 1.0 / max(1e-9, 1.0 - wait))
+        gain = run_left * best.cycle_s * (1.0 - 1.0 / g) if g > 1.0 else 0.0
+        return gain > (self.start_s() if config.num_workers else 0.0) + LOSS_SHARE * SEGMENT_S
+
+    # --- when a reading ends ----------------------------------------------------------------
+    def cut(self, reading: Reading) -> bool:
+        """Whether ``reading``, in progress, has read enough (NOTE [ Segments of the epoch ]), or
+        is a candidate clearly behind (NOTE [ The climb ])."""
+        if self.state == SETTLED:
+            return False
+        enough = (reading.steady_s >= SEGMENT_S
+                  and reading.steady_batches >= max(MIN_STEADY_BATCHES, READ_CYCLES * reading.config.num_workers))
+        if enough:
+            return True
+        if reading.config != self.candidate or self._best_last is None:
+            return False
+        if reading.wall_s >= CANDIDATE_SEGMENTS * SEGMENT_S and reading.steady_batches >= 2:
+            return True
+        return self.behind(reading)
+
+    def behind(self, reading: Reading) -> bool:
+        """The sequential check: the candidate's reading so far behind the best's last past
+        EARLY_Z errors, or under FAR_BEHIND of its rate."""
+        if len(reading.blocks()) < 2 or self._best_last is None:
+            return False
+        if reading.rate < FAR_BEHIND * self._best_last.rate:
+            return True
+        read = compare([(self._best_last, reading)])
+        return read is not None and math.isfinite(read[1]) and read[0] + EARLY_Z * read[1] < 0.0
 
     # --- what a reading changes -------------------------------------------------------------
-    def done(self, reading: Reading, left: int, total: int) -> None:
-        """Take ``reading`` (``left``: the epoch's batches after it)."""
+    def done(self, reading: Reading) -> None:
+        """Take ``reading`` (its round set here where it pairs)."""
         self.readings.append(reading)
-        if self.state == WARM:
-            self.finalists = list(dict.fromkeys(self.propose(reading)))
-            if len(self.finalists) < 2:
-                self._settle(self.finalists[0] if self.finalists else self.start, "one config fits")
-                return
-            self.segment = segment_batches(reading, total, len(self.finalists))
-            self.state = ROUNDS
+        if self.state == SETTLED:
             return
-        if self.state != ROUNDS or reading.round is None:
+        if reading.config != self.candidate or self._due == BEST or self._best_last is None:
+            if reading.config == self.best:
+                self._best_last = reading
+                self._due = CANDIDATE
             return
-        self._turn += 1
-        if self._turn < len(self.finalists):
-            return
-        self._turn = 0
+        before = self._best_last
+        if before.round is None:
+            before.round = self.rounds_done
+        reading.round = self.rounds_done
         self.rounds_done += 1
-        if self.rounds_done < 2:
+        self._pairs.append((before, reading))
+        self._due = BEST
+        verdict = self.judge(self._pairs, self.direction)
+        if verdict is None and len(self._pairs) < PAIRS_PER_STEP:
             return
-        pick, ratios = self.judge()
-        if all(r is not None and r.settled() for r in ratios.values()):
-            self._settle(pick, "settled")
-        elif self.rounds_done >= self.max_rounds:
-            self._settle(pick, f"{self.max_rounds} rounds read")
-        elif not self.repays(pick, left):
-            self._settle(pick, "another round cannot repay its cost in the rest of the epoch")
+        if verdict is None and self.direction == DOWN and compare(self._pairs)[0] > math.log(1.0 - MIN_GAIN):
+            verdict = "win"   # still within the noise: the cheaper
+        self.steps += 1
+        if verdict == "win":
+            d = compare(self._pairs)[0]
+            self._gains[self.direction] = max(math.exp(d), 1.0 + MIN_GAIN)
+            self._won.add(self.direction)
+            self.best, self._best_last = self.candidate, reading
+        elif not (self.direction == DOWN and not self.candidate.num_workers and self.best.num_workers > 1):
+            self._advance()   # (no workers lost: the step down halves the workers next)
+        self.candidate, self._pairs = None, []
+
+    @staticmethod
+    def judge(pairs: Sequence[tuple[Reading, Reading]], direction: str | None) -> str | None:
+        """"win", "lose", or None (undecided) for a candidate read in ``pairs`` against the best
+        (NOTE [ The climb ])."""
+        read = compare(pairs)
+        if read is None:
+            return "lose"
+        d, se = read
+        if not math.isfinite(se):
+            return None
+        lo, hi = d - Z * se, d + Z * se
+        # One pair cannot see the drift between two readings: a win waits for a second.
+        paired = len(pairs) >= 2
+        if direction == DOWN:
+            if paired and lo > math.log(1.0 - MIN_GAIN):
+                return "win"
+            return "lose" if hi < 0.0 else None
+        if paired and lo > 0.0 and d > math.log(1.0 + MIN_GAIN):
+            return "win"
+        return "lose" if hi < math.log(1.0 + MIN_GAIN) and (paired or hi < 0.0) else None
 
     def _settle(self, pick: LoaderConfig, why: str) -> None:
-        self.pick, self.why, self.state = pick, why, SETTLED
+        self.pick, self.why, self.state, self.candidate = pick, why, SETTLED, None
+
+    # --- what was read ------------------------------------------------------------------------
+    @property
+    def finalists(self) -> list[LoaderConfig]:
+        """Every config read, in the order first read."""
+        return list(dict.fromkeys(r.config for r in self.readings))
 
     def rates(self, config: LoaderConfig) -> dict[int, float]:
         return {r.round: r.rate for r in self.readings if r.config == config and r.round is not None}
 
     def median(self, config: LoaderConfig) -> float:
-        rates = list(self.rates(config).values())
+        rates = list(self.rates(config).values()) or [r.rate for r in self.readings if r.config == config]
         return statistics.median(rates) if rates else 0.0
 
     def leader(self) -> LoaderConfig:
-        """The best median so far (the start before any round)."""
-        measured = [f for f in self.finalists if self.rates(f)]
-        return max(measured, key=self.median) if measured else self.start
-
-    def judge(self) -> tuple[LoaderConfig, dict[LoaderConfig, Ratio | None]]:
-        """The pick and each other finalist's ratio over it (NOTE [ When exploring stops ])."""
-        best = self.leader()
-        vs_best = {f: by_rounds(self.rates(f), self.rates(best)) for f in self.finalists if f != best}
-        tied = [best] + [f for f, r in vs_best.items() if r is not None and not r.slower]
-        pick = min(tied, key=lambda c: c.cost())
-        return pick, {f: by_rounds(self.rates(f), self.rates(pick)) for f in self.finalists if f != pick}
-
-    def repays(self, pick: LoaderConfig, left: int) -> bool:
-        """Whether another round could gain more than it costs (NOTE [ When exploring stops ])."""
-        rate = self.median(pick)
-        if rate <= 0:
-            return True
-        per_batch = statistics.fmean(r.samples[0] for r in self.readings if r.samples)
-        cost = 0.0
-        for f in self.finalists:
-            own = [r for r in self.readings if r.config == f and r.round is not None]
-            cost += statistics.median(r.switch_s for r in own) if own else 0.0
-            if f != pick and self.median(f) > 0:
-                cost += self.segment * per_batch * max(0.0, 1 / self.median(f) - 1 / rate)
-        ratios = [r.ratio for f in self.finalists if f != pick
-                  for r in [by_rounds(self.rates(f), self.rates(pick))] if r is not None]
-        best = max(ratios, default=1.0)
-        after = max(0, left - len(self.finalists) * self.segment)
-        gain = after * per_batch / rate * (1.0 - 1.0 / best) if best > 1.0 else 0.0
-        return gain > cost
-
-
-def segment_batches(warm: Reading, total: int, finalists: int) -> int:
-    """A round's segment: MIN_SEGMENT_S and 1/SWITCH_SHARE switches long at the warm cycle where
-    two rounds of them fit EXPLORE_SHARE of the epoch; shorter to fit, but never under
-    MIN_SEGMENT_BATCHES, half a MIN_SEGMENT_S, or four switches (the rounds then span epochs), and
-    never past the epoch (a segment that long is an epoch of its own)."""
-    cycle = max(warm.cycle_s, 1e-6)
-    wanted = max(MIN_SEGMENT_S, warm.switch_s / SWITCH_SHARE) / cycle
-    floor = max(MIN_SEGMENT_BATCHES, 0.5 * MIN_SEGMENT_S / cycle, 4 * warm.switch_s / cycle)
-    fit = EXPLORE_SHARE * total / (2 * finalists)
-    return int(min(MAX_SEGMENT_BATCHES, total, math.ceil(max(floor, min(wanted, fit)))))
+        """The best so far."""
+        return self.best

@@ -67,7 +67,11 @@ def tuned_dataloader(dataset: Any, *, trainer: Any = None, batch_size: int | Non
         if "device" not in options and kind in ("cuda", "cpu"):
             options["device"] = kind
     with applying("the Lightning train loader returned"):   # NOTE [ The closing line ] in api.py
-        return best_loader(dataset, batch_size=batch_size, **options)
+        loader = best_loader(dataset, batch_size=batch_size, **options)
+    epochs = getattr(trainer, "max_epochs", None)
+    if hasattr(loader, "expect") and isinstance(epochs, int) and epochs > 0:
+        loader.expect(epochs)   # tuned in the run: its steps are weighed over the trainer's epochs
+    return loader
 
 
 def __getattr__(name: str):

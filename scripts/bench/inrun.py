@@ -121,7 +121,8 @@ def one_run(index: int, dataset, args) -> dict:
             record["in_run"]["later_epochs_s"].append(epoch(loader, step)[0])
         if hasattr(loader, "plan"):
             record["in_run"]["segments"] = [r.to_dict() for r in loader.plan.readings]
-            record["in_run"]["segment_batches"] = loader.plan.segment
+            record["in_run"]["steps"] = getattr(loader.plan, "steps", None)
+            record["in_run"]["finalists"] = [c.loader_kwargs() for c in loader.plan.finalists]
             record["in_run"]["why"] = loader.plan.why
         pick = loader.plan.pick if hasattr(loader, "plan") else None
         record["in_run"]["pick"] = pick.loader_kwargs() if pick is not None else None
@@ -195,8 +196,52 @@ def summary(runs: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def combined(folders: list[str]) -> str:
+    """One table over the runs of several ``--out`` folders (one code each, alternated with a
+    control's: ``NAME-i`` folders grouped by NAME), each group's epoch-1 ratio paired over its runs."""
+    from autoloader.search.paired import paired_ratio
+
+    groups: dict[str, list] = {}
+    for folder in folders:
+        name = os.path.basename(folder.rstrip("/")).rsplit("-", 1)[0]
+        for r in json.load(open(os.path.join(folder, "runs.json"))):
+            groups.setdefault(name, []).append((os.path.basename(folder.rstrip("/")), r))
+    short = lambda kw: (f"w{kw.get('num_workers')}" + (f" pf{kw['prefetch_factor']}" if kw.get("num_workers") else "")) \
+        if kw else "-"
+    lines = ["| run | load avg (1 min) before/after | first batch s | epoch 1 in-run s | epoch 1 pick s | in-run / pick "
+             "| in-run pick | CLI pick | in-run pick's epoch / CLI pick's |", "|---|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for name, runs in groups.items():
+        pairs = []
+        for label, r in runs:
+            i, p = r["in_run"], r.get("pick_from_start") or {}
+            ratio = i["epoch_s"] / p["epoch_s"] if p.get("epoch_s") else None
+            if ratio is not None:
+                pairs.append((i["epoch_s"], p["epoch_s"]))
+            versus = "-"
+            if r.get("paired_epochs"):
+                v = paired_ratio([(e["in_run"], e["cli"]) for e in r["paired_epochs"]])
+                versus = f"{v.ratio:.3f}"
+            elif r.get("cli", {}).get("pick") and i.get("pick") and r["cli"]["pick"] == i["pick"]:
+                versus = "the same config"
+            lines.append(f"| {label} | {r['load_before'][0]:.1f}/{r['load_after'][0]:.1f} | {i['first_batch_s']:.2f} | "
+                         f"{i['epoch_s']:.1f} | {p.get('epoch_s', 0):.1f} | {'-' if ratio is None else f'{ratio:.3f}'} | "
+                         f"{short(i.get('pick'))} | {short(r['cli'].get('pick'))} | {versus} |")
+        ratio = paired_ratio(pairs)
+        if ratio is not None:
+            span = f" (95% {ratio.lo:.3f}-{ratio.hi:.3f}, {ratio.rounds} runs)" if ratio.judged else " (one run)"
+            verdicts.append(f"- {name}: epoch 1 in-run over epoch 1 with the pick from the start {ratio.ratio:.3f}x{span}")
+    return "\n".join(lines + [""] + verdicts) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--combine":
+        print(combined(argv[1:]))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     epilog="--combine FOLDER...: one table over earlier --out folders")
     parser.add_argument("--out", required=True)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--clips", type=int, default=ARGS["clips"])
@@ -216,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(runs, fh, indent=2, default=str)
         print(json.dumps({k: runs[-1][k] for k in ("in_run", "pick_from_start", "cli") if k in runs[-1]},
                          default=str), flush=True)
-    command = "PYTHONPATH=. python -m scripts.bench.inrun " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "PYTHONPATH=. python -m scripts.bench.inrun " + " ".join(argv)
     text = summary(runs, command)
     with open(os.path.join(args.out, "summary.md"), "w") as fh:
         fh.write(text)
