@@ -350,7 +350,7 @@ def test_postgresql_storage_with_a_full_out_is_told_the_same_command_measures_af
     first = full_disk.in_private_tmpfs("1m", out, 0, command, cwd=REPO_ROOT)
     assert first["returncode"] == 4, first["stderr"][-3000:]
     assert "Traceback" not in first["stderr"]
-    # NOTE [ Local first ] in store/push.py: the study is the local one under the full --out, which
+    # NOTE [ Local first ] in store/study.py: the study is the local one under the full --out, which
     # took none of the run's trials, so the fix does not promise a resume.
     assert ("Fix: free space there, and run the same command again (it measures afresh: the study took none of "
             "this run's trials)") in first["stderr"], first["stderr"][-3000:]

@@ -15,7 +15,7 @@ import pytest
 from autoloader.search.profile import Profile
 from autoloader.search.results import TrialResult
 from autoloader.search.codec import InvalidRecord
-from autoloader.store.comparison import Comparison
+from autoloader.store.records import Comparison
 from autoloader.store.door import load_result
 from autoloader.store.records import NodeRecord
 from autoloader.store.result import SUMMARY, TuneResult

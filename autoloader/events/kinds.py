@@ -110,7 +110,7 @@ class TrialsUnstored(Event, kind="unstored"):
 @dataclass(frozen=True)
 class FleetPushed(Event, kind="fleet"):
     """What the push of this run's trials to the fleet storage did, or why it could not
-    (NOTE [ Local first ] in store/push.py).
+    (NOTE [ Local first ] in store/study.py).
 
     Attributes:
         message: the line to say.

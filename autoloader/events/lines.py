@@ -241,7 +241,7 @@ def _final(e: FinalRound) -> str:
 _TEMPLATES = {
     RetuneStarted: "autoloader retune [{e.n}/{e.of}] {e.name}",
     ResultNotReused: "autoloader: tuning again: {e.why}",
-    FleetPushed: "autoloader: {e.message}",   # NOTE [ Local first ] in store/push.py
+    FleetPushed: "autoloader: {e.message}",   # NOTE [ Local first ] in store/study.py
     TrialsUnstored: "autoloader: {e.message}; the search goes on without storing its trials",
 }
 for _kind, _template in _TEMPLATES.items():

@@ -38,8 +38,7 @@ from ..search.shards import Stream
 from ..search.space import LoaderConfig
 from ..search.threads import Threads
 from ..search.warm import WarmStart
-from .comparison import Comparison
-from .records import DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
+from .records import Comparison, DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
 from .versions import reuse_problem
 
 FORMAT = 2

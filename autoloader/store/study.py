@@ -12,6 +12,22 @@ the study named ``<fingerprint>/<key>`` in any storage (paths.py).
 # exceptions. A record that fails validation is left out with a warning, a study that cannot be
 # read is moved aside (NOTE [ Stored state a user can trust ] in durable.py).
 
+A fleet's storage is written local first: every run records in its own SQLite study, then pushes.
+
+# NOTE [ Local first ]
+# With ``--storage URL`` (any storage other than the study beside the result) a run still records
+# every trial in the local study (NOTE [ Nothing lost ]) and copies the finished ones
+# to the fleet's study of the same name: each as the trial ended, and all of it again when the
+# run completes, with the run's mark and its whole result (RESULT_PREFIX + run id, so that
+# ``report --storage`` can explain it). A copy is tagged with its run's id and its number in the
+# local study (LOCAL_ATTR); a trial whose tag the fleet's study holds is not copied again, so a
+# push made twice adds nothing. The local study remembers which runs go to which storage
+# (FLEET_PREFIX + run id), so a storage that stopped taking writes costs the fleet nothing: the
+# run goes on recording locally (after a failed push it tries again only when it completes), ends
+# as any run that could not store all of it does (NotSaved, exit 4), and the next run on this host
+# with the same ``--storage`` pushes what was kept before it measures. Nothing RUNNING is ever in
+# the fleet's study, so no process there fails another's live trial.
+
 ``save`` writes a run's result and snippet, and raises NotSaved saying what could not be stored.
 """
 
@@ -29,10 +45,10 @@ from ..search.policy import RAISED
 from ..search.results import BUDGET_ENDED, CONSTRAINT, FAILED, HANG, OK, TrialResult
 from ..search.settings import SETTINGS, WORKERS
 from ..search.space import TUNED_SETTINGS, LoaderConfig, SearchSpace
-from . import durable, push, runs
+from . import durable, runs
 from .result import FORMAT, InvalidRecord, TuneResult, trial_record
 from .retry import History, StoredTrial, standing
-from .storage import masked, name_metric
+from .storage import masked, name_metric, open_storage, open_study
 from .versions import now_iso
 from ..events.lines import rate
 
@@ -42,6 +58,9 @@ CODE_ATTR = "autoloader_code"   # NOTE [ Failures keyed by code ] in inputs/code
 # Verdicts a limit gave, not the config: each is retried once that limit is raised by
 # policy.RAISED or more.
 _MEMORY_CAUSES = ("host_memory", "predicted_memory")
+LOCAL_ATTR = "autoloader_local_trial"       # a pushed trial's number in the study it was measured in
+FLEET_PREFIX = "autoloader_fleet:"          # local study attribute: where a run's trials go
+RESULT_PREFIX = "autoloader_result:"        # study attribute: a complete run's whole result
 
 
 def stopped_by_a_raised_limit(result: TrialResult, recorded: dict | None, now: Limits) -> bool:
@@ -75,11 +94,11 @@ class StudyStore:
         self.space = space
         self.url = url
         self.sampler = runs.make_fixed_sampler()
-        # NOTE [ Local first ] in push.py: ``url`` is the local study, ``fleet`` where it is pushed.
+        # NOTE [ Local first ]: ``url`` is the local study, ``fleet`` where it is pushed.
         if fleet is not None and durable.sqlite_file(fleet) is not None \
                 and durable.sqlite_file(fleet) == durable.sqlite_file(url):
             fleet = None   # --storage names the local study itself: nothing to push to
-        self.fleet = push.Fleet(fleet, study_name, self.sampler) if fleet is not None else None
+        self.fleet = Fleet(fleet, study_name, self.sampler) if fleet is not None else None
         self.notice = notice or (lambda line: None)
         self.push_failed: str | None = None
         self.shown_url = masked(fleet or url)
@@ -101,7 +120,7 @@ class StudyStore:
         # A study that takes no writes still needs a run of its own to keep its trials apart.
         self.run, self.resumed_run = picked or (runs.new_run(), False)
         if self.fleet is not None:
-            self._writing(push.bound, self.study, self.run.run_id, self.fleet.shown, False)
+            self._writing(bound, self.study, self.run.run_id, self.fleet.shown, False)
             self._push_kept()
 
     def _writing(self, write, *args):
@@ -197,14 +216,14 @@ class StudyStore:
 
     def _push_kept(self) -> None:
         """Push what earlier runs bound for this fleet kept locally (an outage), before measuring."""
-        kept = [r for r in push.pending(self.study, self.fleet.shown) if r != self.run.run_id]
+        kept = [r for r in pending(self.study, self.fleet.shown) if r != self.run.run_id]
         if not kept and not self.resumed_run:
             return
         pushed = self.fleet.push(self.study, kept + [self.run.run_id], whole=True)
         if self._push_failed(pushed.failed):   # it opened a moment ago: gone since, as mid-run
             return
         for run_id in kept:
-            self._writing(push.bound, self.study, run_id, self.fleet.shown, True)
+            self._writing(bound, self.study, run_id, self.fleet.shown, True)
         if pushed.trials:
             self.notice(f"pushed {pushed.trials} trials that earlier runs kept in {self.where} to {self.fleet.shown}")
 
@@ -240,13 +259,13 @@ class StudyStore:
         if self.fleet is None or self.write_failed is not None:
             return
         if not result.partial:
-            self._writing(self.study.set_user_attr, push.RESULT_PREFIX + self.run.run_id,
+            self._writing(self.study.set_user_attr, RESULT_PREFIX + self.run.run_id,
                           json.loads(json.dumps(result.to_dict(), default=str)))
-        runs_bound = list(dict.fromkeys(push.pending(self.study, self.fleet.shown) + [self.run.run_id]))
+        runs_bound = list(dict.fromkeys(pending(self.study, self.fleet.shown) + [self.run.run_id]))
         pushed = self.fleet.push(self.study, runs_bound, whole=True)
         if pushed.failed is None:
             for run_id in runs_bound:
-                self._writing(push.bound, self.study, run_id, self.fleet.shown, True)
+                self._writing(bound, self.study, run_id, self.fleet.shown, True)
             return
         raise NotSaved(f"the run chose {result.config.key} ({rate(result.samples_per_s, ' samples/s')}) and saved it "
                        f"here, but could not push it: {pushed.failed}. Its trials and result are kept in the study "
@@ -323,3 +342,84 @@ def measured_figures(result: TrialResult) -> dict:
                "peak_shm_mib": result.peak_shm_bytes / 2**20 if result.peak_shm_bytes else None}
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in figures.items()
             if v is not None and not (isinstance(v, float) and not math.isfinite(v))}
+
+
+@dataclasses.dataclass(frozen=True)
+class Pushed:
+    """Trials copied, and the failure (None when everything asked for is there)."""
+    trials: int = 0
+    failed: str | None = None
+
+
+class Fleet:
+    """The fleet's study ``name`` in ``url``, and what of the local study it already holds."""
+
+    def __init__(self, url: str, name: str, sampler):
+        import optuna
+
+        self.url, self.name, self.shown = url, name, masked(url)
+        self.optuna = optuna
+        storage = None
+        try:
+            storage = open_storage(url, heartbeat_s=None, grace_s=None)
+            self.study = open_study(storage, name, sampler)
+            self.held = {_tag(t) for t in self.study.get_trials(deepcopy=False)} - {None}
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy/Optuna raise many kinds
+            durable.dispose(storage)
+            raise durable.open_error(url, True, exc) from None
+        self.storage = storage
+        name_metric(self.study)
+
+    def push(self, local, run_ids: list[str], whole: bool) -> Pushed:
+        """Copy the finished trials of ``run_ids`` the fleet's study does not hold; ``whole``: their
+        marks and results too. Never raises for the storage."""
+        state = self.optuna.trial.TrialState
+        copied = 0
+        try:
+            for trial in local.get_trials(deepcopy=False):
+                run_id = trial.user_attrs.get(runs.RUN_ATTR)
+                tag = (run_id, trial.number)
+                if run_id not in run_ids or trial.state == state.RUNNING or tag in self.held:
+                    continue
+                self.study.add_trial(self._copy(trial))
+                self.held.add(tag)
+                copied += 1
+            if whole:
+                attrs = local.user_attrs
+                for run_id in run_ids:
+                    for key in (runs.RUN_PREFIX + run_id, RESULT_PREFIX + run_id):
+                        if key in attrs and self.study.user_attrs.get(key) != attrs[key]:
+                            self.study.set_user_attr(key, attrs[key])
+        except Exception as exc:  # noqa: BLE001 - filtered just below
+            if not isinstance(exc, durable.storage_errors()):
+                raise
+            return Pushed(copied, durable.write_failure("the trials", f"{self.shown} (study {self.name})", exc,
+                                                        self.url))
+        return Pushed(copied)
+
+    def _copy(self, trial):
+        return self.optuna.trial.FrozenTrial(
+            number=0, state=trial.state, value=None, values=trial.values, datetime_start=trial.datetime_start,
+            datetime_complete=trial.datetime_complete, params=trial.params, distributions=trial.distributions,
+            user_attrs={**trial.user_attrs, LOCAL_ATTR: trial.number}, system_attrs=trial.system_attrs,
+            intermediate_values=trial.intermediate_values, trial_id=0)
+
+    def close(self) -> None:
+        durable.dispose(self.storage)
+
+
+def _tag(trial) -> tuple[str, int] | None:
+    run_id, number = trial.user_attrs.get(runs.RUN_ATTR), trial.user_attrs.get(LOCAL_ATTR)
+    return (run_id, number) if isinstance(run_id, str) and isinstance(number, int) else None
+
+
+def pending(local, shown: str) -> list[str]:
+    """The runs of the ``local`` study bound for the storage ``shown`` that are not all there yet."""
+    return [name[len(FLEET_PREFIX):] for name, value in local.user_attrs.items()
+            if name.startswith(FLEET_PREFIX) and isinstance(value, dict) and value.get("to") == shown
+            and not value.get("done")]
+
+
+def bound(local, run_id: str, shown: str, done: bool) -> None:
+    """Record in the ``local`` study that ``run_id`` goes to ``shown`` (``done``: all of it is there)."""
+    local.set_user_attr(FLEET_PREFIX + run_id, {"to": shown, "done": done})

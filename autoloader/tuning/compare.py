@@ -50,7 +50,7 @@ from ..search.paired import STRADDLES, against_band, paired_bounds, runs_ratio
 from ..search.policy import MEMORY_FLOOR, SETTINGS_TIE, Thresholds
 from ..search.results import OK
 from ..search.space import TUNED_SETTINGS, LoaderConfig
-from ..store.comparison import BASELINE, DRIFTED, INCONCLUSIVE, NEW_HARDWARE, UNCHANGED, Change, Comparison
+from ..store.records import BASELINE, DRIFTED, INCONCLUSIVE, NEW_HARDWARE, UNCHANGED, Change, Comparison
 from ..store.result import TuneResult
 
 __all__ = ["BASELINE", "DRIFTED", "INCONCLUSIVE", "NEW_HARDWARE", "UNCHANGED", "Change", "Comparison", "compare",

@@ -169,7 +169,7 @@ class Run:
                                      on_wait=lambda holder: self.progress(WaitingForLock(
                                          holder, self.options.out, then="measuring on its own"))))
         self.clock.t0 += time.monotonic() - waiting
-        # NOTE [ Local first ] in store/push.py: the study beside the result, pushed to --storage.
+        # NOTE [ Local first ] in store/study.py: the study beside the result, pushed to --storage.
         store = self.store = StudyStore(default_storage(self.options.out, fingerprint, key), study_name(fingerprint, key),
                                         self.space, given=False, fleet=self.options.storage,
                                         notice=lambda line: self.progress(FleetPushed(line)))
