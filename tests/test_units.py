@@ -71,7 +71,7 @@ def test_a_crash_stands_once_seen_twice():
     twice = standing([StoredTrial(failed(A, "worker_killed")), StoredTrial(failed(A, "worker_killed"))],
                      lambda r, lim: False, code=None)
     assert [t.cause for t in twice.trials] == ["worker_killed"]
-    tracker = OnceMore.after([B])
+    tracker = OnceMore({B})
     assert not tracker.stands(failed(A, "runner_killed")), "a first crash: tried once more"
     assert tracker.stands(failed(A, "runner_killed")), "the second counts"
     assert tracker.stands(failed(B, "worker_segfault")), "one crash already stored: this is the second"

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 from ..search.results import FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig
@@ -112,10 +112,6 @@ def _is_crash(result: TrialResult) -> bool:
 class OnceMore:
     """Whether a finished trial enters the history now (NOTE [ A crash counts twice ])."""
     crashed: set = field(default_factory=set)
-
-    @classmethod
-    def after(cls, configs: Iterable[LoaderConfig]) -> "OnceMore":
-        return cls(set(configs))
 
     def stands(self, result: TrialResult) -> bool:
         """False for a config's first crash (it is tried once more); True otherwise."""

@@ -247,7 +247,7 @@ class Run:
         # the pick against it (NOTE [ Fixed outside the code ] in store/retry.py).
         due = [strategy.rule] if started.history and strategy.rule is not None and not any(
             t.config == strategy.rule for t in history) else []
-        once = OnceMore.after(started.crashed_once)   # NOTE [ A crash counts twice ] in store/retry.py
+        once = OnceMore(set(started.crashed_once))   # NOTE [ A crash counts twice ] in store/retry.py
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
         self._own_from = len(history)   # this run's own bursts from here: NOTE [ The opening round ]
         rounds = lambda: rounds_kept(history, strategy.rule, strategy.pick_unmeasured(history))  # noqa: E731
