@@ -9,15 +9,13 @@ import time
 from typing import Callable, Sequence
 
 from ..search.methods import MethodCost
+from .growth import STAGE_BATCH, WARM_BATCHES
 from .pages import private_pages
 from .workers import pss
 
-# Samples a batch of the stage's loaders: small, so that the first batch's own work is little
-# beside a worker's start-up, and the readings of the rows read lie close together.
-STAGE_BATCH = 32
-# Batches the loaders make before the first memory reading (their allocators settle), and the
-# seconds of random reads between the two readings.
-WARM_BATCHES = 4
+# The growth stage's batch (small: the first batch's own work is little beside a worker's
+# start-up) and warm batches (the allocators settle) serve here too. Seconds of random reads
+# between the two memory readings:
 READ_SECONDS = 1.0
 # The stage's loaders: two workers, one batch in flight each, so the second batch is the second
 # worker's (in order): its arrival times the second worker's start.
