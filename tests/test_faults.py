@@ -513,7 +513,7 @@ def test_clean_shm_unlinks_only_what_dead_trial_processes_left():
     for name in (leaked, foreign):
         open(os.path.join("/dev/shm", name), "wb").close()
     try:
-        removed = guard.clean_shm(before, pids={dead.pid})
+        removed = guard.clean_shm(before)
         assert removed == [leaked]
         assert not os.path.exists(os.path.join("/dev/shm", leaked))
         assert os.path.exists(os.path.join("/dev/shm", foreign))

@@ -160,14 +160,14 @@ class TrialRunner:
         outcome = self._wait(watch, t0, self._bounded(self._profile_cap(timeout)), timeout)
         if isinstance(outcome, Profiled):
             self.orphans += outcome.leaked_workers
-            self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+            self.shm_leaks += len(guard.clean_shm(shm_before))
             span = meter.stop()
             profile = outcome.profile
             if profile is not None and span is not None:
                 profile = dataclasses.replace(profile, others_cpus=span.others_cpus, steal_cpus=span.steal_cpus)
             return profile, outcome.error
         self._kill()
-        self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+        self.shm_leaks += len(guard.clean_shm(shm_before))
         return None, self._ended(LoaderConfig.make(batch_size, 0, False), outcome).error
 
     def longest_measure(self, settings: BurstSettings, hang_timeout_s: float | None = None) -> float:
@@ -223,7 +223,7 @@ class TrialRunner:
             if isinstance(outcome, _Died) and not outcome.begun and retry_allowed:
                 return None  # it died of something that came before this trial
             result = self._ended(config, outcome)
-        self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+        self.shm_leaks += len(guard.clean_shm(shm_before))
         return self._seen(result, watch, t0, span)
 
     def _send(self, message) -> bool:
