@@ -114,13 +114,13 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
             return None
         block, last, taken = found
         block_batches = phases.block_batches
-        points, control, final, read = _random_phase(it, workers, last, taken, block_batches, batch, seconds, beat)
+        points, final, read = _random_phase(it, workers, last, taken, block_batches, batch, seconds, beat)
     finally:
         it._shutdown_workers()
         del it, loader
     row_bytes = _slope(block)
     block_rows = block_batches * batch
-    growth = fit_growth(points, block_rows, int(row_bytes * block_rows), control.uss, length, dataset_bytes,
+    growth = fit_growth(points, block_rows, int(row_bytes * block_rows), final[0].uss, length, dataset_bytes,
                         seconds=time.perf_counter() - t0)
     # The mapped file's pages the reader gained over the control, by its last reading: said apart.
     return dataclasses.replace(growth, file_bytes=max(0, final[1].file - final[0].file),
@@ -167,13 +167,13 @@ def _block_phase(it, workers, phases: _Phases, batch: int, seconds: float,
 
 
 def _random_phase(it, workers, last: tuple[Pages, Pages], taken: int, block_batches: int, batch: int,
-                  seconds: float, beat: Callable[[], None]) -> tuple[list, Pages, tuple[Pages, Pages], int]:
+                  seconds: float, beat: Callable[[], None]) -> tuple[list, tuple[Pages, Pages], int]:
     """The random rows for the rest of ``seconds``: (each reading's rows and the reader's gain, the
-    control's last pages, the last reading, the reader's random batches at it)."""
+    last reading, the reader's random batches at it)."""
     points, end = [(0, last[1].anon - last[0].anon)], time.perf_counter() + seconds * (1 - BLOCK_SHARE)
     gap = (end - time.perf_counter()) / READINGS
     next_reading = time.perf_counter() + gap
-    control, final, read = last[0], last, 0
+    final, read = last, 0
     while time.perf_counter() < end:
         try:
             next(it)
@@ -185,11 +185,11 @@ def _random_phase(it, workers, last: tuple[Pages, Pages], taken: int, block_batc
             reading = _readings(workers)
             if reading is None:
                 break
-            control, final, read = reading[0], reading, done
+            final, read = reading, done
             points.append((int((done + 0.5) * batch), reading[1].anon - reading[0].anon))
             next_reading = time.perf_counter() + gap
             beat()
-    return points, control, final, read
+    return points, final, read
 
 
 def _slope(block: list) -> float:
