@@ -243,7 +243,7 @@ def test_a_slow_trial_that_keeps_delivering_is_not_a_hang():
     # every ~30 ms, so progress never stops for long; a timeout on the whole trial ended it as a hang.
     from autoloader.inputs.source import Source
     from autoloader.probe.driver import RunnerSetup, TrialRunner
-    from autoloader.search.burst_rule import BurstSettings
+    from autoloader.search.policy import BurstSettings
     from autoloader.search.space import LoaderConfig
 
     setup = RunnerSetup(Source.from_object(faulty.Tiny(length=4096, sleep_s=0.002), "dataset"), None, "cpu", {}, 16)

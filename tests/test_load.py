@@ -26,7 +26,7 @@ from autoloader.search.policy import BUSY_SHARE, LOAD_TIE, Thresholds
 from autoloader.search.profile import Profile
 from autoloader.search.results import CONSTRAINT, OK, TrialResult
 from autoloader.search.space import LoaderConfig
-from autoloader.search.threads import Threads
+from autoloader.search.profile import Threads
 from autoloader.store.history import previous, record
 from autoloader.store.records import StoredHardware
 from autoloader.store.result import InvalidRecord, trial_record

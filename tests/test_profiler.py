@@ -134,7 +134,7 @@ def test_the_receive_s_fixed_part_is_the_line_through_two_sizes_at_no_bytes():
     assert receive_fixed(0.004, 1000, 0.001, 1000) == 0.004                  # one size: no line
 
 
-# --- the uint8 stage: NOTE [ A quarter of the bytes ] in search/uint8.py ---------------------------
+# --- the uint8 stage: NOTE [ A quarter of the bytes ] in search/profile.py ---------------------------
 
 class Pixels(torch.utils.data.Dataset):
     """3x256x256 float32 images (768 KiB) and a label, views of a small pool: 12 MiB a batch of 16."""

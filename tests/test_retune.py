@@ -21,7 +21,7 @@ from autoloader.search.model import Calibration
 from autoloader.search.policy import Thresholds
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace
-from autoloader.search.strategy import Strategy
+from autoloader.search.model_first import Strategy
 from autoloader.search.warm import Warmed, WarmStart
 from autoloader.store.result import TuneResult
 from autoloader.tuning.compare import (

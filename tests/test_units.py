@@ -21,7 +21,7 @@ from autoloader.search.budget import (
     round_seconds,
     trial_seconds,
 )
-from autoloader.search.burst_rule import BurstSettings, expected_window_s
+from autoloader.search.policy import BurstSettings, expected_window_s
 from autoloader.search.policy import (
     FINAL_RESERVE_SHARE,
     FINAL_ROUNDS,

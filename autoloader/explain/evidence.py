@@ -15,7 +15,7 @@ from functools import cached_property
 from ..errors import usage
 from ..events.lines import rate, size  # noqa: F401
 from ..search.choice import Finalist
-from ..search.knee import Knee
+from ..search.config import Knee
 from ..search.model import Calibration, Model, Prediction
 from ..search.policy import MAX_WORKERS_PER_CPU
 from ..search.profile import Profile

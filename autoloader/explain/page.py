@@ -224,7 +224,7 @@ def _finals_html(ex: Explanation) -> str:
 
 
 # Both medians: the final's own (the rate reported) and the one the choice ranks by (NOTE [ The
-# opening round ] in search/opening.py).
+# opening round ] in search/choice.py).
 _MEDIANS = ("median: of the final's own rounds (the rate reported); median over every round: the opening "
             "round's too (the search's burst), which is what the choice ranks by.")
 

@@ -41,7 +41,7 @@ from ..events.lines import cpus
 from ..search.results import OK
 from ..search.settings import SETTINGS
 from ..search.shards import stream_lines
-from ..search.threads import threads_of
+from ..search.profile import threads_of
 from .evidence import MEASURED, PREDICTED, PROFILED, Evidence, Stages, ms, pct, rate, size, stages
 from .thresholds import (BALANCED_WITHIN, BUSY_RECEIVE, CONTENDED, CORRECTED, HIGHLY_INPUT_BOUND, MEMORY_CLOSE,
                          MEMORY_COSTS, MODERATELY_INPUT_BOUND, PARTS_TIE)

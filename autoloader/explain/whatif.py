@@ -36,7 +36,7 @@ from ..search.profile import Profile
 from ..search.settings import ORDER, PIN, SETTINGS
 from ..search.space import LoaderConfig
 from .evidence import MEASURED, PREDICTED, Evidence, size
-from ..search.uint8 import BYTES_MATTER, UINT8_BYTES
+from ..search.profile import BYTES_MATTER, UINT8_BYTES
 from .thresholds import FASTER_STEP, MORE_CPUS, SMALLER_BATCHES, WORTH_CHANGING
 
 

@@ -9,7 +9,7 @@ each figure feeds). Its named stages:
 2. transfer one collated batch replayed through a few workers, only the receive timed, at two
             sizes (a fixed cost and one per byte); then pin and copy, pinned and pageable; and
             where the batch is large (BYTES_MATTER) and float32, the same as uint8 (NOTE [ A
-            quarter of the bytes ] in search/uint8.py);
+            quarter of the bytes ] in search/profile.py);
 3. consumer the step on a resident batch, repeated: the ceiling from above and each call's time
             (its jitter); where torch runs several intra-op threads, the main process's share
             with them and with one, in pairs;
@@ -55,7 +55,7 @@ from typing import Any, Callable
 from ..batches import bytes_in, map_tensors
 from ..inputs.hardware import usable_cpus
 from ..search.profile import Profile
-from ..search.uint8 import BYTES_MATTER
+from ..search.profile import BYTES_MATTER
 from .timing import _cpu_availability, _RunQueue, _timed, _unqueued, _warm_time
 from .transfer import _busy_depth, _busy_receive, _transfer
 from .uint8 import uint8_cost
@@ -285,7 +285,7 @@ def _consumer_stage(run: _Run, consume: Callable[[Any], Any], batch, samples: li
     step_samples = tuple(calls) if not run.cuda or run.past(2 * step_s) else _step_calls(
         lambda: consume(resident), sync, JITTER_CALLS)
     # The main process's share of a batch (its collate and the step) with the default threads and
-    # with one, in pairs (NOTE [ The main process's threads ] in search/threads.py).
+    # with one, in pairs (NOTE [ The main process's threads ] in search/profile.py).
     pairs: list[tuple[float, float]] = []
     if run.threads > 1 and not run.past(4 * (step_s + collate_main_s)):
         group = run.cycled(samples)

@@ -36,7 +36,7 @@ import multiprocessing as mp
 from dataclasses import dataclass
 
 from ..inputs.source import Source
-from ..search.burst_rule import BurstSettings
+from ..search.policy import BurstSettings
 from ..search.nodes import NodesGraph
 from ..search.profile import Profile
 from ..search.results import TrialResult

@@ -29,7 +29,7 @@ import weakref
 
 from ..batches import bytes_in, samples_in
 from ..inputs.content import dataset_class, dataset_fingerprint
-from ..search.burst_rule import BurstSettings
+from ..search.policy import BurstSettings
 from ..search.profile import Profile
 from ..search.results import FAILED, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig

@@ -1,5 +1,5 @@
 """The profile's uint8 stage (probe/profiler.py): the batch's float32 tensors as uint8, timed
-against them on the run's own samples: NOTE [ A quarter of the bytes ] in search/uint8.py."""
+against them on the run's own samples: NOTE [ A quarter of the bytes ] in search/profile.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from typing import Any, Callable
 
 from ..batches import bytes_in, map_tensors, tensors_in
-from ..search.uint8 import Uint8Cost
+from ..search.profile import Uint8Cost
 from .timing import _unqueued, _warm_time
 
 # The collate pairs: MIN_ROUNDS, then more while they end within UINT8_SECONDS of the stage's

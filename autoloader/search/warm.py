@@ -23,7 +23,7 @@ from .policy import HOLD_TIE, RATE_SHIFT
 from .results import OK, TrialResult
 from .settings import SETTINGS
 from .space import LoaderConfig, SearchSpace
-from .strategy import Strategy
+from .model_first import Strategy
 
 
 @dataclass(frozen=True)

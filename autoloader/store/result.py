@@ -36,7 +36,7 @@ from ..search.profile import Profile
 from ..search.results import OK, BurstError, TrialResult
 from ..search.shards import Stream
 from ..search.space import LoaderConfig
-from ..search.threads import Threads
+from ..search.profile import Threads
 from ..search.warm import WarmStart
 from .records import Comparison, DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
 from .versions import reuse_problem

@@ -9,7 +9,7 @@ SETTLE_ROUNDS of the previous pick and the best other finalist.
 
 NOTE [ A final that can settle ]
 Where the search's bursts of the pick and the rule make the opening round (NOTE [ The opening
-round ] in search/opening.py), a final of one more round ends at two pairs: t95 with one degree
+round ] in search/choice.py), a final of one more round ends at two pairs: t95 with one degree
 of freedom is 12.7, so its interval settles only a gap about nine times the pairs' noise, one the
 opening alone already shows (choice.choose hands it back over the bursts as one round). So where
 the budget holds fewer rounds than bring the pairs to FINAL_ROUNDS (three: t95 4.30), the final

@@ -8,13 +8,13 @@ from ..inputs.problem import Problem
 from ..probe.protocol import DatasetInfo
 
 from ..search.choice import Finalist
-from ..search.knee import Knee, find_knee
+from ..search.config import Knee, find_knee
 from ..search.model import Calibration, Model
 from ..search.profile import Profile
 from ..search.results import OK, TrialResult
 from ..search.settings import ORDER
 from ..search.space import LoaderConfig
-from ..search.strategy import Strategy
+from ..search.model_first import Strategy
 from ..store.records import DatasetRecord
 
 def knee_of(strategy: Strategy, history: Sequence[TrialResult]) -> Knee | None:

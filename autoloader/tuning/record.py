@@ -25,8 +25,8 @@ from ..search.model import Model
 from ..search.profile import Profile
 from ..search.results import TrialResult
 from ..search.shards import stream_record
-from ..search.strategy import Strategy
-from ..search.threads import threads_of
+from ..search.model_first import Strategy
+from ..search.profile import threads_of
 from ..search.warm import WarmStart
 from ..store.durable import write_failure
 from ..store.history import keep

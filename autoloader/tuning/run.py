@@ -32,7 +32,7 @@ from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Model
 from ..search.load import MachineLoad, machine_load
 from ..search.model_first import ModelFirst
-from ..search.opening import opening_round
+from ..search.choice import opening_round
 from ..search.policy import SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import BUDGET_ENDED, CONSTRAINT, HANG, LOADER_ARGUMENTS, OK, TrialResult
@@ -41,7 +41,7 @@ from ..search.shards import worker_cap
 from ..search.knob import NODES
 from ..search.nodes import graph_rule, graph_space
 from ..search.space import LoaderConfig, search_space
-from ..search.strategy import Strategy
+from ..search.model_first import Strategy
 from ..search.warm import WarmStart, warmed
 from ..store.history import previous
 from ..store.paths import default_storage, held, lock_path, study_name
@@ -264,7 +264,7 @@ class Run:
                     < burst_seconds(config, history, SEARCH_SETTINGS):
                 break
             # The rule's burst is measured in full, however far behind: beside the pick's it makes
-            # the final's opening round (NOTE [ The opening round ] in search/opening.py), and a
+            # the final's opening round (NOTE [ The opening round ] in search/choice.py), and a
             # pruned one leaves the final a pair short: the seconds a stopped burst saves cost a
             # whole final round more, whose interval is still wider than the opening's would be.
             result = self._trial(config, started.info, history, prune=config != strategy.rule)
