@@ -361,7 +361,7 @@ class WarmStarted(Event, kind="warm"):
     Attributes:
         name: its name in the registry.
         key: its problem's key.
-        warm: the ``fleet.warm.WarmPlan``: where the run starts from, or why from nothing.
+        warm: the ``fleet.retune.WarmPlan``: where the run starts from, or why from nothing.
     """
     name: str
     key: str

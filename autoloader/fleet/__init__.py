@@ -1,6 +1,6 @@
-"""Many runs, and what they left: the CLI's ``retune`` (``registry``: the TOML file of datasets a
-machine re-tunes each night; ``warm``: where each starts from; ``report``: the markdown report of
-what drifted), ``show`` (the stored results, listed or one in full) and ``dashboard``
+"""Many runs, and what they left: the CLI's ``retune``, each run from where it left off
+(``registry``: the TOML file of datasets a machine re-tunes each night; ``report``: the markdown
+report of what drifted), ``show`` (the stored results, listed or one in full) and ``dashboard``
 (optuna-dashboard over the studies).
 """
 

@@ -1,11 +1,12 @@
 """``autoloader retune REGISTRY``: re-tune every dataset a registry lists and report the drift.
 
 Each dataset's key is read in a process of its own (NOTE [ A dataset's key is read in a process
-of its own ]); its run starts from its previous result (fleet/warm.py, store/history.py); the new
-result is kept in the dated history and its drift judged (NOTE [ Drift ] in tuning/compare.py).
-One dataset failing does not stop the others. The report is written dated (a name no other run's
-has, even one started in the same second) and as ``latest``; the folders are checked before
-anything is tuned, and a report that still cannot be written is printed all the same.
+of its own ]); its run starts from its previous result (``warm_plan``, store/history.py, NOTE
+[ Warm start ] in search/warm.py); the new result is kept in the dated history and its drift
+judged (NOTE [ Drift ] in tuning/compare.py). One dataset failing does not stop the others. The
+report is written dated (a name no other run's has, even one started in the same second) and as
+``latest``; the folders are checked before anything is tuned, and a report that still cannot be
+written is printed all the same.
 
 Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted (its 95% interval
 wholly past a threshold), 5 one is inconclusive (a busy machine, or its interval across the band;
@@ -24,10 +25,12 @@ from dataclasses import dataclass, field, fields
 from ..api import built_problem
 from ..errors import AutoloaderError, AutoloaderWarning, Inconclusive, NotSaved, one_line
 from ..events import Progress, Retuned, RetuneStarted, WarmStarted, subscriber
+from ..events.lines import rate
 from ..inputs import hardware
 from ..inputs.home import resolve_out, writable
 from ..inputs.source import resolve_dataset
 from ..search.policy import Thresholds
+from ..search.warm import WarmStart, scaled
 from ..store.durable import (
     atomic_write_all,
     is_disk_full,
@@ -37,12 +40,12 @@ from ..store.durable import (
 )
 from ..store.history import previous, record
 from ..store.paths import held, result_path
+from ..store.result import TuneResult
 from ..store.storage import masked
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version, now_iso
 from ..tuning import compare as compare_mod
 from ..tuning.run import Run
 from .registry import Entry, Registry
-from .warm import plan as warm_plan
 
 OK_EXIT, FAILED_EXIT, DRIFTED_EXIT, UNWRITTEN_EXIT, INCONCLUSIVE_EXIT = 0, 1, 3, 4, 5
 FAILED = "failed"
@@ -112,7 +115,7 @@ class RetuneReport:
 
 def retune(registry: Registry, *, out: str | None = None, storage: str | None = None, reports: str | None = None,
            progress: Progress | None = None, pages: bool = False) -> RetuneReport:
-    """Re-tune every dataset of ``registry``, each from where it left off (fleet/warm.py), and
+    """Re-tune every dataset of ``registry``, each from where it left off (``warm_plan``), and
     write the report of what drifted; the options given here win over its [fleet] table. A
     dataset whose re-tune fails is a failed entry of the report, never the end of the others.
 
@@ -318,3 +321,35 @@ def write(report: RetuneReport, folder: str) -> RetuneReport:
         return RetuneReport(**{**report.__dict__, "paths": kept,
                                "write_error": f"{write_failure('the report', folder, exc)}. Fix: {fix}"})
     return written
+
+
+@dataclass(frozen=True)
+class WarmPlan:
+    """Where a re-tune starts from and why, in words for its report."""
+    start: WarmStart | None
+    source: str | None = None
+    why_not: str | None = None
+
+    def describe(self) -> str:
+        if self.start is None:
+            return f"none: {self.why_not}"
+        kind = "this hardware's last result" if self.start.may_stop else "the nearest other hardware's result"
+        return f"{kind} ({self.source}): {self.start.pick.key} at {rate(self.start.rate)}"
+
+
+def warm_plan(base: TuneResult | None, problem) -> WarmPlan:
+    """The warm start from ``base`` (the previous result, by ``store.history.previous``'s rule),
+    for ``problem``."""
+    if base is None:
+        return WarmPlan(None, why_not="no earlier result for this dataset")
+    differently = base.measured_differently()
+    if differently is not None:
+        return WarmPlan(None, base.where, why_not=differently)
+    pick, hw = base.config, base.hardware
+    same = hw.fingerprint == problem.hardware.fingerprint
+    if not same:
+        pick = scaled(pick, int(hw.cpus or problem.hardware.cpus), problem.hardware.cpus)
+    if pick.batch_size not in problem.batch_sizes:
+        pick = pick.replace(batch_size=problem.batch_sizes[0])
+    return WarmPlan(WarmStart(pick, base.samples_per_s, base.tuned.rel_interval, may_stop=same,
+                              neighbours=same), base.where)
