@@ -243,8 +243,7 @@ def retune_command(registry, out, storage, reports, as_json, quiet, write_pages)
     (it is printed all the same). The registry's format is in autoloader/fleet/registry.py and
     the README."""
     from .fleet import registry as registry_mod
-    from .fleet.report import markdown
-    from .fleet.retune import retune
+    from .fleet.retune import markdown, retune
 
     with _library_errors():
         if write_pages:

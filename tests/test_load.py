@@ -16,7 +16,7 @@ from burner import Burner
 
 from autoloader.errors import UsageError
 from autoloader.fleet.registry import _thresholds
-from autoloader.fleet.report import markdown
+from autoloader.fleet.retune import markdown
 from autoloader.fleet.retune import INCONCLUSIVE_EXIT, Outcome, RetuneReport
 from autoloader.search.choice import Finalist, choose
 from autoloader.search.config import TunedConfig

@@ -192,7 +192,7 @@ def test_drift_is_judged_against_the_thresholds():
 
 def test_the_report_counts_the_machines_cpus_in_words():
     """One CPU is "1 CPU", not "1 CPUs"; a hardware record without a count says it is unknown."""
-    from autoloader.fleet.report import markdown
+    from autoloader.fleet.retune import markdown
     from autoloader.fleet.retune import RetuneReport
 
     def said(hardware: dict) -> str:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from autoloader.cli import main
 from autoloader.explain import explain
 from autoloader.explain.page import render_html, render_markdown
-from autoloader.fleet.report import _pick
+from autoloader.fleet.retune import _pick
 from autoloader.integrations import formats
 from autoloader.search.config import TunedConfig
 from autoloader.search.knob import Context, HfField, Knob, stored_choice
