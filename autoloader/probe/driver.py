@@ -16,7 +16,7 @@ from typing import Callable
 
 from ..events import Event, WaitingForTrialStart
 from ..errors import clip, one_line
-from ..inputs.limits import clipped_timeout
+from ..inputs.options import clipped_timeout
 from ..search.policy import BurstSettings
 from ..search.results import BUDGET_ENDED, CONSTRAINT, FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig

@@ -17,7 +17,7 @@ from ..errors import AutoloaderError, Inconclusive, InputError, NoFeasibleConfig
 from ..events import (FleetPushed, Profiled, Progress, RuleRetried, TrialDone, TrialsUnstored, TuneStarted,
                       WaitingForLock)
 from ..inputs import hardware
-from ..inputs.limits import clipped_timeout, warn_batch_past_length
+from ..inputs.options import clipped_timeout, warn_batch_past_length
 from ..inputs.options import Options
 from ..inputs.problem import Problem
 from ..node.group import Node
