@@ -260,7 +260,7 @@ class ResultNotReused(Event, kind="not_reused"):
     why: str
 
 
-# --- long waits (probe/waiting.py's schedule) ---------------------------------------------------
+# --- long waits (probe/driver.py's schedule) ---------------------------------------------------
 
 @dataclass(frozen=True)
 class Waiting(Event, kind="waiting"):

@@ -194,7 +194,7 @@ def _recheck(e: BusyRecheck) -> str:
             f"the pick measured again, interleaved: {', '.join(e.configs)}")
 
 
-# A long wait, said while it lasts (probe/waiting.py): for another process's tune of the same
+# A long wait, said while it lasts (probe/driver.py): for another process's tune of the same
 # dataset, the trial process's start-up, or a rank of a node's tune.
 
 @line.register(WaitingForLock)

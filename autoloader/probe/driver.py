@@ -26,10 +26,10 @@ from .load import LoadMeter, Span
 from .protocol import (Beat, Begin, DatasetInfo, Measure, Measured, Profiled, ProfileRequest, RunnerSetup, SetupError,
                        SetupFailed, Stop)
 from .reimport import TRIAL_PROCESS_NAME, StartNote, refuse_reimport
-from .waiting import Notices
 
-# What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here.
-__all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "RunnerSetup", "SetupError", "TrialRunner"]
+# What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here (and the
+# schedule of a long wait's notices, node/wire.py's too).
+__all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "Notices", "RunnerSetup", "SetupError", "TrialRunner"]
 
 SETUP_TIMEOUT_S = 600.0
 _KILL_S = 5.0   # how long a killed trial process is waited for
@@ -83,7 +83,7 @@ class TrialRunner:
         # Seconds any wait may still take before the run's wall bound (NOTE [ The budget is a wall
         # bound ] in search/budget.py): the start-up, the profile and each trial are cut there.
         self.budget_left = budget_left
-        self.notice = notice             # told what a long start-up waits for (probe/waiting.py)
+        self.notice = notice             # told what a long start-up waits for (``Notices``)
         self.max_memory = max_memory
         self.hang_timeout_s = hang_timeout_s
         self.setup_timeout_s = setup_timeout_s
@@ -413,3 +413,25 @@ def _main_script_hint() -> str:
     return (f". If {os.path.basename(path)} calls tune() at module level, put the call under "
             "`if __name__ == \"__main__\":` (the trial process re-imports that script); the "
             "trial process's own error is on stderr above")
+
+
+# A long wait says what it waits for: the trial process's start-up and a node's ranks (node/wire.py)
+# report it through their ``notice`` callback once it passes FIRST_S, then every EVERY_S, as an
+# event (autoloader/events); the words are events/lines.py's.
+FIRST_S = 5.0    # a healthy start-up or rank is usually done by then: past it, the user is told
+EVERY_S = 15.0   # and told again this often while the wait goes on
+
+
+@dataclass
+class Notices:
+    """Whether a wait of ``waited`` seconds is due its next notice (one per call that says so)."""
+
+    next_s: float = FIRST_S
+
+    def due(self, waited: float) -> bool:
+        if waited < self.next_s:
+            return False
+        # A notice said at once (next_s=0: the trial process's start) is followed by the usual
+        # one at FIRST_S, then one every EVERY_S.
+        self.next_s = FIRST_S if waited < FIRST_S else waited + EVERY_S
+        return True
