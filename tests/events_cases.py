@@ -11,7 +11,7 @@ from autoloader.search.load import BusySpan, MachineLoad
 from autoloader.search.profile import Profile
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
-from autoloader.search.warm import WarmStart
+from autoloader.search.model_first import WarmStart
 from autoloader.tuning.compare import Comparison
 from autoloader.store.result import TuneResult
 

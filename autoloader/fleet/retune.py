@@ -3,7 +3,7 @@
 
 Each dataset's key is read in a process of its own (NOTE [ A dataset's key is read in a process
 of its own ]); its run starts from its previous result (``warm_plan``, store/history.py, NOTE
-[ Warm start ] in search/warm.py); the new result is kept in the dated history and its drift
+[ Warm start ] in search/model_first.py); the new result is kept in the dated history and its drift
 judged (NOTE [ Drift ] in tuning/compare.py). One dataset failing does not stop the others. The
 report is written dated (a name no other run's has, even one started in the same second) and as
 ``latest``; the folders are checked before anything is tuned, and a report that still cannot be
@@ -32,7 +32,7 @@ from ..inputs.home import resolve_out, writable
 from ..inputs.source import resolve_dataset
 from ..search.policy import SETTINGS_TIE, Thresholds
 from ..search.settings import SETTINGS
-from ..search.warm import WarmStart, scaled
+from ..search.model_first import WarmStart, scaled
 from ..store.durable import (
     atomic_write_all,
     is_disk_full,

@@ -203,7 +203,7 @@ def same_kind(a, b) -> bool:
     return all(a[k] == b[k] for k in SETTINGS if not k.capacity)
 
 
-# --- warm starts: NOTE [ Warm start ] in warm.py ----------------------------------------------
+# --- warm starts: NOTE [ Warm start ] in model_first.py ---------------------------------------
 
 # A re-tune's stored pick holds within this share of its stored rate (widened: ``warm.hold_tie``).
 HOLD_TIE = 0.05

@@ -37,7 +37,7 @@ from ..search.results import OK, BurstError, TrialResult
 from ..search.shards import Stream
 from ..search.space import LoaderConfig
 from ..search.profile import Threads
-from ..search.warm import WarmStart
+from ..search.model_first import WarmStart
 from .records import Comparison, DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
 from .versions import reuse_problem
 

@@ -27,7 +27,7 @@ from ..search.results import TrialResult
 from ..search.shards import stream_record
 from ..search.model_first import Strategy
 from ..search.profile import threads_of
-from ..search.warm import WarmStart
+from ..search.model_first import WarmStart
 from ..store.durable import write_failure
 from ..store.history import keep
 from ..store.paths import result_path

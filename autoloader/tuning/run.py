@@ -42,7 +42,7 @@ from ..search.knob import NODES
 from ..search.nodes import graph_rule, graph_space
 from ..search.space import LoaderConfig, search_space
 from ..search.model_first import Strategy
-from ..search.warm import WarmStart, warmed
+from ..search.model_first import WarmStart, warmed
 from ..store.history import previous
 from ..store.paths import default_storage, held, lock_path, study_name
 from ..store.result import TuneResult
@@ -79,7 +79,7 @@ class Run:
                  warm_start: WarmStart | None = None, node: Node | None = None):
         self.problem, self.options = problem, options
         self.ranks = node.ranks if node is not None else Ranks()
-        self.warm_start = warm_start    # NOTE [ Warm start ] in search/warm.py
+        self.warm_start = warm_start    # NOTE [ Warm start ] in search/model_first.py
         self.clock = Clock(options.budget, options.started, options.kept_s)   # NOTE [ The budget is a wall bound ]
         unlocked, methods = start_plan(problem)   # NOTE [ The start method as a knob ] in search/settings.py
         self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device, unlocked,
