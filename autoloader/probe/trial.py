@@ -39,8 +39,7 @@ from . import guard, nodes
 from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
 from .failures import (FD_EXHAUSTED_IN_WORKER, classify_failure, describe_failure, failure_line, handover_lost,
                        raised_os_error)
-from .growth import NewestIterator, anonymous_bytes, with_growth
-from .methods import with_methods
+from .growth import NewestIterator, anonymous_bytes, with_growth, with_methods
 from .protocol import BEAT_S, DatasetInfo, RunnerSetup, SetupError
 from .shards import Counted, shard_fields, with_stream
 from .workers import WorkerInit, ended_out_of_descriptors, half_built_iterator, pss, shutdown_iterators
