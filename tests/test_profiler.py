@@ -150,7 +150,7 @@ class Pixels(torch.utils.data.Dataset):
 
 
 def test_a_float32_tensor_is_seen_as_uint8_of_its_shape_without_a_copy():
-    from autoloader.probe.uint8 import as_uint8
+    from autoloader.probe.profiler import as_uint8
 
     image = torch.rand(3, 8, 8)
     (view, label), seen = as_uint8((image, torch.tensor(3)))
@@ -162,7 +162,7 @@ def test_a_float32_tensor_is_seen_as_uint8_of_its_shape_without_a_copy():
 def test_the_uint8_stage_times_the_change_against_the_float32_samples():
     from torch.utils.data._utils.collate import default_collate
 
-    from autoloader.probe.uint8 import MIN_ROUNDS, uint8_cost
+    from autoloader.probe.profiler import MIN_ROUNDS, uint8_cost
 
     data = Pixels()
     samples = [data[i] for i in range(16)]

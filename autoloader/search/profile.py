@@ -18,7 +18,7 @@ the loop (``Threads``), and uint8 batches in place of float32 as the profile tim
 # bytes: what a batch costs per sample and per call (the loop's threaded collate, a copy to the
 # device) does not shrink, and the step gets new work: converting every element back to float32
 # (``x.float().div_(255)``). So where a batch is large enough (BYTES_MATTER) and holds float32
-# tensors, the profile times the change on the run's own samples (probe/uint8.py): each tensor
+# tensors, the profile times the change on the run's own samples (probe/profiler.py): each tensor
 # seen as uint8 of the same shape (a view, no copy), collated with the loop's threads and with
 # one (a worker's), pinned and copied pinned and pageable, each side warm beside the other in
 # alternating pairs, and the conversion where the step runs. The what-if (explain/whatif.py)
