@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..errors import clip
 from ..events.lines import cpus as _cpus, gib as _gib, others_text, rate as _rate
-from ..search.knob import DATALOADER
+from ..search.settings import DATALOADER
 from ..search.results import OK
 from .verdict import beaten_words
 

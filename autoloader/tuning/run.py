@@ -38,7 +38,7 @@ from ..search.profile import Profile
 from ..search.results import BUDGET_ENDED, CONSTRAINT, HANG, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.settings import open_gates
 from ..search.shards import worker_cap
-from ..search.knob import NODES
+from ..search.settings import NODES
 from ..search.nodes import graph_rule, graph_space
 from ..search.space import LoaderConfig, search_space
 from ..search.model_first import Strategy
