@@ -2,7 +2,7 @@
 
 Each takes a result's record (a ``TuneResult``) or, for ``explain``, ``Evidence``: the CLI table's
 verdict line (``headline``), the JSON's ``explained`` block (``figures``), a benchmark's row
-(``benchmark_row``) and the report (``page`` and ``plots``, written by ``files``). ``evidence``,
+(``benchmark_row``) and the report (``page``, which writes it, and ``plots``). ``evidence``,
 ``verdict``, ``whatif`` and ``ceiling`` are pure: records in, records out.
 """
 
@@ -18,7 +18,7 @@ from .whatif import WhatIf, how_sure, top, whatifs
 # The folder's public face: the explanation's records and functions, and the modules that write
 # the page and its plots. tests/test_units.py checks every import across folders against it.
 __all__ = ["KINDS", "Ceiling", "Evidence", "Explanation", "Verdict", "WhatIf", "beaten", "beaten_words",
-           "benchmark_row", "caveats", "explain", "figures", "files", "headline", "how_sure", "page", "plots",
+           "benchmark_row", "caveats", "explain", "figures", "headline", "how_sure", "page", "plots",
            "thresholds", "verdict", "whatifs"]
 
 

@@ -268,7 +268,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
     judged = result.since or compare_mod.compare(None, result, thresholds)
     page = None
     if pages:
-        from ..explain.files import write_report
+        from ..explain.page import write_report
 
         try:
             written = write_report(result.path, result)
