@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from autoloader import events as ev
-from autoloader.fleet.retune import Outcome
-from autoloader.fleet.retune import WarmPlan
+from autoloader.fleet.retune import Outcome, WarmPlan
 from autoloader.probe.protocol import DatasetInfo
 from autoloader.search.config import TunedConfig
 from autoloader.search.load import BusySpan, MachineLoad

@@ -10,9 +10,8 @@ from autoloader.explain.whatif import standing, uint8_profile
 from autoloader.search.choice import Finalist
 from autoloader.search.model import Model
 from autoloader.search.policy import PREDICTED_TIE
-from autoloader.search.profile import Profile
+from autoloader.search.profile import UINT8_BYTES, Profile, Uint8Cost, share
 from autoloader.search.space import LoaderConfig
-from autoloader.search.profile import UINT8_BYTES, Uint8Cost, share
 
 from explain_cases import case, evidence
 from test_explain import ladder_base, ladder_configs, one

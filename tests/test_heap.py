@@ -10,8 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from autoloader.probe.growth import with_growth
-from autoloader.probe.growth import BUFFER_MIN, copies_nothing, held_in
+from autoloader.probe.growth import BUFFER_MIN, copies_nothing, held_in, with_growth
 from autoloader.search.policy import GROWTH_MIN_DATASET
 
 MIB = 2**20

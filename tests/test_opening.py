@@ -9,8 +9,8 @@ import json
 import pytest
 
 from autoloader.search.budget import Clock, round_seconds, rounds_kept
-from autoloader.search.choice import Finalist, choose, paired, rule_settled
-from autoloader.search.choice import OPENING_ROUND, OPENING_SPAN, opening_round
+from autoloader.search.choice import (OPENING_ROUND, OPENING_SPAN, Finalist, choose, opening_round, paired,
+                                      rule_settled)
 from autoloader.search.policy import FINAL_ROUNDS
 from autoloader.search.results import CONSTRAINT, FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig

@@ -21,8 +21,7 @@ from autoloader.search.model import Calibration
 from autoloader.search.policy import Thresholds
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace
-from autoloader.search.model_first import Strategy
-from autoloader.search.model_first import Warmed, WarmStart
+from autoloader.search.model_first import Strategy, WarmStart, Warmed
 from autoloader.store.result import TuneResult
 from autoloader.tuning.compare import (
     BASELINE,

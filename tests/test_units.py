@@ -21,13 +21,8 @@ from autoloader.search.budget import (
     round_seconds,
     trial_seconds,
 )
-from autoloader.search.policy import BurstSettings, expected_window_s
-from autoloader.search.policy import (
-    FINAL_RESERVE_SHARE,
-    FINAL_ROUNDS,
-    FINAL_SETTINGS,
-    FIRST_TRIAL_S,
-)
+from autoloader.search.policy import (FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS, FIRST_TRIAL_S,
+                                      BurstSettings, expected_window_s)
 from autoloader.search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from autoloader.errors import StoredStateWarning

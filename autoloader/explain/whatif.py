@@ -31,11 +31,10 @@ from ..search.model import Calibration, Model
 from ..search.model_first import worker_ladder
 from ..search.paired import BURSTS, PAIRED, signed_span
 from ..search.policy import MAX_WORKERS_PER_CPU, PREDICTED_TIE
-from ..search.profile import Profile
+from ..search.profile import BYTES_MATTER, UINT8_BYTES, Profile
 from ..search.settings import ORDER, PIN, SETTINGS, Context, Knob
 from ..search.space import LoaderConfig
 from .evidence import MEASURED, PREDICTED, Evidence, size
-from ..search.profile import BYTES_MATTER, UINT8_BYTES
 from .thresholds import FASTER_STEP, MORE_CPUS, SMALLER_BATCHES, WORTH_CHANGING
 
 

@@ -23,8 +23,8 @@ import statistics
 import time
 from typing import Sequence
 
-from .policy import BurstSettings, expected_window_s
-from .policy import FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS, FIRST_TRIAL_S
+from .policy import (FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS, FIRST_TRIAL_S, BurstSettings,
+                     expected_window_s)
 from .results import OK, TrialResult
 from .space import LoaderConfig
 

@@ -32,11 +32,10 @@ from ..search.model import Calibration, Prediction
 from ..search.nodes import NodesGraph
 from ..search.paired import Ratio, compared
 from ..search.policy import MAX_WORKERS_PER_CPU
-from ..search.profile import Profile
+from ..search.profile import Profile, Threads
 from ..search.results import OK, BurstError, TrialResult
 from ..search.shards import Stream
 from ..search.space import LoaderConfig
-from ..search.profile import Threads
 from ..search.model_first import WarmStart
 from .records import Comparison, DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
 from .versions import reuse_problem

@@ -22,12 +22,10 @@ from ..search.config import TunedConfig
 from ..search.load import MachineLoad
 from ..search.memory import MemoryLimits
 from ..search.model import Model
-from ..search.profile import Profile
+from ..search.model_first import Strategy, WarmStart
+from ..search.profile import Profile, threads_of
 from ..search.results import TrialResult
 from ..search.shards import stream_record
-from ..search.model_first import Strategy
-from ..search.profile import threads_of
-from ..search.model_first import WarmStart
 from ..store.durable import write_failure
 from ..store.history import keep
 from ..store.paths import result_path

@@ -17,8 +17,7 @@ from ..errors import AutoloaderError, Inconclusive, InputError, NoFeasibleConfig
 from ..events import (FleetPushed, Profiled, Progress, RuleRetried, TrialDone, TrialsUnstored, TuneStarted,
                       WaitingForLock)
 from ..inputs import hardware
-from ..inputs.options import clipped_timeout, warn_batch_past_length
-from ..inputs.options import Options
+from ..inputs.options import Options, clipped_timeout, warn_batch_past_length
 from ..inputs.problem import Problem
 from ..node.group import Node
 from ..node.ranks import Ranks
@@ -27,22 +26,18 @@ from ..probe.driver import TrialRunner
 from ..probe.load import LoadMeter
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
 from ..search.budget import Clock, budget_words, burst_seconds, overhead_seconds, profile_limit, rounds_kept
-from ..search.choice import Finalist, best_of, choose
+from ..search.choice import Finalist, best_of, choose, opening_round
 from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Model
 from ..search.load import MachineLoad, machine_load
-from ..search.model_first import ModelFirst
-from ..search.choice import opening_round
+from ..search.model_first import ModelFirst, Strategy, WarmStart, warmed
 from ..search.policy import SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
 from ..search.results import BUDGET_ENDED, CONSTRAINT, HANG, LOADER_ARGUMENTS, OK, TrialResult
-from ..search.settings import open_gates
+from ..search.settings import NODES, open_gates
 from ..search.shards import worker_cap
-from ..search.settings import NODES
 from ..search.nodes import graph_rule, graph_space
 from ..search.space import LoaderConfig, search_space
-from ..search.model_first import Strategy
-from ..search.model_first import WarmStart, warmed
 from ..store.history import previous
 from ..store.paths import default_storage, held, lock_path, study_name
 from ..store.result import TuneResult
