@@ -177,7 +177,7 @@ FORBIDDEN = ("torch", "multiprocessing", "subprocess", "psutil", "click", "optun
 # The report layer's pure part (explain/): records in, records out, from the search's records and
 # errors alone; its plots and page (matplotlib, files) are not in it.
 EXPLAIN = "autoloader/explain"
-EXPLAIN_PURE = ("__init__", "evidence", "verdict", "whatif", "ceiling", "thresholds")
+EXPLAIN_PURE = ("__init__", "evidence", "verdict", "whatif", "thresholds")
 EXPLAIN_MAY_IMPORT = ("autoloader.search", "autoloader.errors", "autoloader.events.lines", *(f"autoloader.explain.{m}" for m in EXPLAIN_PURE[1:]))
 
 

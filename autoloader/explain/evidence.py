@@ -120,7 +120,7 @@ class Evidence:
         return getattr(self.profile, "measured", True)
 
     def measured_best(self) -> float:
-        """The highest rate this run measured, per rank; no ceiling is below it (ceiling.py)."""
+        """The highest rate this run measured, per rank; no ceiling is below it (whatif.py)."""
         rates = [self.samples_per_s, *(t.samples_per_s for t in self.ok_trials),
                  *(f.median for f in self.finals if f.rates)]
         return max((r for r in rates if r), default=0.0)
