@@ -8,9 +8,10 @@ benchmark. The caller never initialises CUDA; the trial process does all the mea
   what other processes take of the CPUs over a span;
 - ``reimport``: ``tune()``/``best_loader()`` refused in a process re-running the caller's script;
 - ``serve``, ``trial``, ``workers``: the trial process's entry point and loop, its work (the dataset,
-  the step, each trial), and its DataLoader workers (their death with it, their end, their memory);
+  the step, each trial, its GPU), and its DataLoader workers (their death with it, their end, their
+  memory);
 - ``burst``, ``profiler``: one config's measurement, and the profile of the pipeline's parts;
-- ``device``, ``failures``: the trial's GPU helpers, and how a failed trial is named.
+- ``failures``: how a failed trial is named.
 """
 
 # The folder's public face: the modules other folders (and users) import from it; the others are

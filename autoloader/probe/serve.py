@@ -131,4 +131,4 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
         if leaked is None:
             return   # the descriptors the dataset leaked go with this process; the next gets a fresh one
         if runner.cuda_broken:
-            return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process
+            return  # NOTE [ Pinned memory outlives its trial ] in trial.py: the next trial gets a fresh process
