@@ -9,7 +9,7 @@ never by the suite's timeout: a hang fails the test in a bounded time.
 - A dataset that never builds in the trial process ends with the budget, saying what it waits for.
 - A node tune with a rank stopped (SIGSTOP) ends naming it; Ctrl-C ends every rank with 130.
 - A resumed run measures again the failures of the environment (an OSError) and the rule
-  (NOTE [ Fixed outside the code ] in store/retry.py).
+  (NOTE [ Fixed outside the code ] in store/study.py).
 - PostgreSQL storage with a full --out: the message says the same command resumes, and it does.
 """
 
@@ -33,7 +33,7 @@ from autoloader.events import RuleRetried, TrialDone, TuneStarted
 from autoloader.search.budget import wall_bound
 from autoloader.search.results import FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig
-from autoloader.store.retry import StoredTrial, rule_again, standing
+from autoloader.store.study import StoredTrial, rule_again, standing
 from scripts.faults import datasets as faulty
 from scripts.faults.checks import orphan_last_run
 

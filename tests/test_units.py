@@ -1,5 +1,5 @@
 """Sub-second unit tests of the rules the tuning runs lean on, without a trial process: which
-stored verdicts stand (store/retry.py), what the clock keeps back (search/budget.py), what a
+stored verdicts stand (store/study.py), what the clock keeps back (search/budget.py), what a
 stored record must hold (store/result.py), and that the pure part imports no torch, probe or
 store."""
 
@@ -28,7 +28,7 @@ from autoloader.search.space import LoaderConfig
 from autoloader.errors import StoredStateWarning
 from autoloader.store.result import InvalidRecord, TuneResult, trial_record
 from autoloader.store.door import load_result
-from autoloader.store.retry import OnceMore, StoredTrial, code_changed, standing
+from autoloader.store.study import OnceMore, StoredTrial, code_changed, standing
 
 A, B, C = (LoaderConfig.make(16, w, False) for w in (1, 2, 4))
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,7 +42,7 @@ def failed(config, cause) -> TrialResult:
     return TrialResult(config, FAILED, cause=cause, error="boom")
 
 
-# --- store/retry.py: which stored verdicts stand -----------------------------------------------------------
+# --- store/study.py: which stored verdicts stand -----------------------------------------------------------
 
 def test_each_configs_newest_result_stands():
     stored = [StoredTrial(ok(A, 100.0)), StoredTrial(ok(B)), StoredTrial(ok(A, 200.0))]

@@ -66,7 +66,7 @@ class TuneStarted(Event, kind="start"):
         invalid: stored records that failed their checks, ignored.
         moved_aside: where a damaged study was moved, if one was.
         retried, code_changed, crashed_once, environment: stored trials measured again, by
-            reason (a limit since raised, the code changed, a crash once, an OSError: store/retry.py).
+            reason (a limit since raised, the code changed, a crash once, an OSError: store/study.py).
         storage, device, cpus, ranks, budget, max_memory: what the run runs on and under (the
             CPUs and the memory ceiling in bytes are one rank's share on a node).
         ceiling_by, cgroup_limit: what set the memory ceiling ("given" by --max-memory, "ram":

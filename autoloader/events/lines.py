@@ -99,7 +99,7 @@ def ceiling_words(by: str | None, cgroup_limit: int | None) -> str:
     return {"given": ", set by --max-memory", "ram": ", set by the RAM available"}.get(by or "", "")
 
 
-# The start line's words for the stored trials marked, measured again or left out (store/retry.py).
+# The start line's words for the stored trials marked, measured again or left out (store/study.py).
 _STORED = (("stale", "interrupted trials marked failed"),
            ("retried", "stopped by a limit since raised, measured again"),
            ("code_changed", "failed under code since changed, measured again"),

@@ -333,7 +333,7 @@ class _Runner:
             # First: a worker that ran out of descriptors ends now, and its end is read, not raised.
             ran_out = ended_out_of_descriptors(iterators, HANDOVER_WAIT_S if handover_lost(exc) else 0.0)
             message, detail = describe_failure(exc)
-            os_error = raised_os_error(exc)   # the environment's: re-measured on resume (store/retry.py)
+            os_error = raised_os_error(exc)   # the environment's: re-measured on resume (store/study.py)
             del exc
             if ran_out and message != FD_EXHAUSTED_IN_WORKER:
                 message, detail = FD_EXHAUSTED_IN_WORKER, f"{detail}\n{FD_EXHAUSTED_IN_WORKER}"

@@ -8,9 +8,9 @@ the study named ``<fingerprint>/<key>`` in any storage (paths.py).
 # flight; SQLite commits are atomic, so there is no torn record to repair. A run killed before
 # its result was written is resumed by the next run on its host (NOTE [ Runs in a study ] in
 # runs.py): its trials left RUNNING are failed and measured again. Within a run a finished
-# trial's config is never re-run (the strategy sees it in the history), but for retry.py's
-# exceptions. A record that fails validation is left out with a warning, a study that cannot be
-# read is moved aside (NOTE [ Stored state a user can trust ] in durable.py).
+# trial's config is never re-run (the strategy sees it in the history), but for the exceptions
+# below. A record that fails validation is left out with a warning, a study that cannot be read
+# is moved aside (NOTE [ Stored state a user can trust ] in durable.py).
 
 A fleet's storage is written local first: every run records in its own SQLite study, then pushes.
 
@@ -29,6 +29,31 @@ A fleet's storage is written local first: every run records in its own SQLite st
 # the fleet's study, so no process there fails another's live trial.
 
 ``save`` writes a run's result and snippet, and raises NotSaved saying what could not be stored.
+
+Which stored verdicts still stand, and which configs are measured again: a finished trial is a
+fact about its config and is not re-run (NOTE [ Nothing lost ]), with these exceptions, each
+counted so the progress line can say why a config runs again:
+- a limit's verdict (memory ceiling, watchdog) once that limit is raised
+  (``stopped_by_a_raised_limit``);
+- a failure of the user's code (USER_CODE_CAUSES) once that code changed: NOTE [ Failures keyed
+  by code ] in inputs/code_digest.py;
+- a failure of the environment, once, in a resumed run: NOTE [ Fixed outside the code ];
+- a crash (FLAKY_CAUSES) seen once: NOTE [ A crash counts twice ];
+- and, when the search knows its rule, a stored failure of the rule (``rule_again``).
+
+# NOTE [ Fixed outside the code ]
+# A failure can be fixed without touching the code (a file restored, a mount back, a permission
+# or a variable set), and the code's digest does not change. So a trial that failed on an OSError
+# (``TrialResult.os_error``: its exception, or the worker's) is measured again by the run that
+# resumes its study (in the run that measured it, it stands: the environment is as it was), and
+# so is a stored failure of the rule: the final must hold the pick against the rule.
+
+# NOTE [ A crash counts twice ]
+# A worker killed by a signal, a segfault or a trial process that died can be a one-off (the OOM
+# killer's choice, a race in native code). So a config's crash stands only once it happened twice:
+# the first is recorded in the study but kept out of the history the strategy sees, so the
+# strategy proposes the same config again at once; a second crash counts. A run killed between
+# the two leaves one crash stored, which the next run treats the same way.
 """
 
 from __future__ import annotations
@@ -38,6 +63,9 @@ import json
 import math
 import os
 import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from ..errors import NotSaved, StoredStateWarning
 from ..inputs.options import Limits
@@ -47,7 +75,6 @@ from ..search.settings import SETTINGS, WORKERS
 from ..search.space import TUNED_SETTINGS, LoaderConfig, SearchSpace
 from . import durable, runs
 from .result import FORMAT, InvalidRecord, TuneResult, trial_record
-from .retry import History, StoredTrial, standing
 from .storage import masked, name_metric, open_storage, open_study
 from .versions import now_iso
 from ..events.lines import rate
@@ -140,7 +167,7 @@ class StudyStore:
         self.write_error = exc
 
     def reread(self, limits: Limits, code: str | None = None) -> History:
-        """This run's stored trials that stand (retry.py; ``code``: the digest now, None keeps the
+        """This run's stored trials that stand (``standing``; ``code``: the digest now, None keeps the
         failures of the user's code). A record that fails validation is left out with a warning."""
         stored, invalid = [], 0
         for trial, data in self._finished():
@@ -344,7 +371,7 @@ def measured_figures(result: TrialResult) -> dict:
             if v is not None and not (isinstance(v, float) and not math.isfinite(v))}
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Pushed:
     """Trials copied, and the failure (None when everything asked for is there)."""
     trials: int = 0
@@ -423,3 +450,89 @@ def pending(local, shown: str) -> list[str]:
 def bound(local, run_id: str, shown: str, done: bool) -> None:
     """Record in the ``local`` study that ``run_id`` goes to ``shown`` (``done``: all of it is there)."""
     local.set_user_attr(FLEET_PREFIX + run_id, {"to": shown, "done": done})
+
+
+# Failures the user's code caused: they stand only while that code is unchanged.
+USER_CODE_CAUSES = frozenset({"dataset_error", "collate_error", "sampler_error", "step_error", "error"})
+# Crashes that can be one-offs: they stand once seen twice for a config.
+FLAKY_CAUSES = frozenset({"worker_killed", "worker_segfault", "runner_killed"})
+
+
+@dataclass(frozen=True)
+class StoredTrial:
+    """One finished trial as the study holds it: its result, the limits and the code it ran under."""
+    result: TrialResult
+    limits: dict | None = None
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class History:
+    """The stored trials that stand, in order, and how many were left out and why."""
+    trials: tuple[TrialResult, ...] = ()
+    limit_raised: int = 0       # a limit's verdict under a limit since raised
+    code_changed: int = 0       # a failure of the user's code, which has changed since
+    crashed_once: tuple[LoaderConfig, ...] = ()   # configs with one crash: tried once more
+    invalid: int = 0            # records that failed validation (warned about, ignored)
+    environment: int = 0        # a failure of the environment (an OSError): NOTE [ Fixed outside the code ]
+
+
+def code_changed(result: TrialResult, recorded: str | None, now: str | None) -> bool:
+    """Whether ``result`` is a failure of the user's code that ran other code than ``now`` (one
+    without a digest counts as changed: measuring once more costs one trial)."""
+    if now is None or result.status != FAILED or result.cause not in USER_CODE_CAUSES:
+        return False
+    return recorded != now
+
+
+def standing(stored: Sequence[StoredTrial], limit_raised: Callable[[TrialResult, dict | None], bool],
+             code: str | None, invalid: int = 0) -> History:
+    """Each config's newest result, unless one of the module's exceptions puts it aside.
+    ``limit_raised(result, recorded_limits)`` is the limits' rule (``stopped_by_a_raised_limit``)."""
+    newest = {s.result.config: i for i, s in enumerate(stored)}
+    crashes = Counter(s.result.config for s in stored if _is_crash(s.result))
+    trials, raised, changed, once, environment = [], 0, 0, [], 0
+    for i, s in enumerate(stored):
+        if newest[s.result.config] != i:
+            continue    # superseded: measured again since
+        if limit_raised(s.result, s.limits):
+            raised += 1
+        elif code_changed(s.result, s.code, code):
+            changed += 1
+        elif _is_crash(s.result) and crashes[s.result.config] < 2:
+            once.append(s.result.config)
+        elif environment_failed(s.result):
+            environment += 1
+        else:
+            trials.append(s.result)
+    return History(tuple(trials), raised, changed, tuple(once), invalid, environment)
+
+
+def environment_failed(result: TrialResult) -> bool:
+    """A failure on an OSError, not a crash: NOTE [ Fixed outside the code ]."""
+    return result.status == FAILED and result.os_error and result.cause not in FLAKY_CAUSES
+
+
+def rule_again(trials: Sequence[TrialResult], rule: LoaderConfig | None) -> tuple[list[TrialResult],
+                                                                                        TrialResult | None]:
+    """A resumed run's stored trials less a failure (or hang) of the rule, which is measured
+    again, and that failure (NOTE [ Fixed outside the code ])."""
+    failed = next((t for t in trials if t.config == rule and t.status in (FAILED, HANG)), None)
+    return [t for t in trials if t is not failed], failed
+
+
+def _is_crash(result: TrialResult) -> bool:
+    return result.status == FAILED and result.cause in FLAKY_CAUSES
+
+
+@dataclass
+class OnceMore:
+    """Whether a finished trial enters the history now (NOTE [ A crash counts twice ])."""
+    crashed: set = field(default_factory=set)
+
+    def stands(self, result: TrialResult) -> bool:
+        """False for a config's first crash (it is tried once more); True otherwise."""
+        if not _is_crash(result) or result.config in self.crashed:
+            return True
+        self.crashed.add(result.config)
+        return False

@@ -41,9 +41,8 @@ from ..search.space import LoaderConfig, search_space
 from ..store.history import previous
 from ..store.paths import default_storage, held, lock_path, study_name
 from ..store.result import TuneResult
-from ..store.retry import OnceMore, rule_again
+from ..store.study import OnceMore, StudyStore, rule_again
 from ..store.storage import warm_up
-from ..store.study import StudyStore
 from .compare import settled
 from .measured import fallback_profile, profile_parts, setup_parts
 from .final import Final, final_configs, final_measurement
@@ -239,10 +238,10 @@ class Run:
         if again is not None:
             self.progress(RuleRetried(again))
         # A resumed run measures the rule first, however little time is left: the final holds
-        # the pick against it (NOTE [ Fixed outside the code ] in store/retry.py).
+        # the pick against it (NOTE [ Fixed outside the code ] in store/study.py).
         due = [strategy.rule] if started.history and strategy.rule is not None and not any(
             t.config == strategy.rule for t in history) else []
-        once = OnceMore(set(started.crashed_once))   # NOTE [ A crash counts twice ] in store/retry.py
+        once = OnceMore(set(started.crashed_once))   # NOTE [ A crash counts twice ] in store/study.py
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
         self._own_from = len(history)   # this run's own bursts from here: NOTE [ The opening round ]
         rounds = lambda: rounds_kept(history, strategy.rule, strategy.pick_unmeasured(history))  # noqa: E731
