@@ -126,7 +126,7 @@ def test_a_profile_beside_spinners_reads_its_samples_without_their_waits():
 
 
 def test_the_receive_s_fixed_part_is_the_line_through_two_sizes_at_no_bytes():
-    from autoloader.probe.transfer import receive_fixed
+    from autoloader.probe.profiler import receive_fixed
 
     assert receive_fixed(0.004, 4000, 0.0025, 1000) == pytest.approx(0.002)
     assert receive_fixed(0.004, 4000, 0.005, 1000) == pytest.approx(0.004)   # the small one slower: all fixed
@@ -196,7 +196,7 @@ def test_the_profile_times_uint8_only_for_a_large_float32_batch():
 def test_the_busy_receive_begins_no_cycle_that_would_end_past_its_seconds():
     # Each cycle lets the worker fill a queue of 2 batches of 0.15 s work (0.455 s), then takes:
     # two cycles end inside BUSY_SECONDS, a third would end at about 1.4 s, so it is not begun.
-    from autoloader.probe.transfer import BUSY_SECONDS, _busy_receive
+    from autoloader.probe.profiler import BUSY_SECONDS, _busy_receive
 
     began = time.perf_counter()
     takes = _busy_receive(iter(range(100)), 2, 0.15, lambda: None)
