@@ -218,7 +218,7 @@ def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | Non
 
 def _load_now() -> tuple[float | None, bool]:
     """What other processes take of the CPUs over QUIET_PROBE_S, and whether that is busy (NOTE
-    [ Others on the machine ] in search/load.py)."""
+    [ Others on the machine ] in search/results.py)."""
     from .inputs.hardware import usable_cpus
     from .probe.load import LoadMeter
 

@@ -19,11 +19,10 @@ from autoloader.fleet.registry import _thresholds
 from autoloader.fleet.retune import INCONCLUSIVE_EXIT, Outcome, RetuneReport, markdown
 from autoloader.search.choice import Finalist, choose
 from autoloader.search.config import TunedConfig
-from autoloader.search.load import MachineLoad, busy_spans, machine_load
+from autoloader.search.results import CONSTRAINT, OK, MachineLoad, TrialResult, busy_spans, machine_load
 from autoloader.search.paired import INSIDE, OUTSIDE, STRADDLES, against_band, paired_bounds, runs_ratio
 from autoloader.search.policy import BUSY_SHARE, LOAD_TIE, Thresholds
 from autoloader.search.profile import Profile, Threads
-from autoloader.search.results import CONSTRAINT, OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from autoloader.store.history import previous, record
 from autoloader.store.records import StoredHardware

@@ -125,7 +125,7 @@ KEEPS_UP_TIE = 0.05
 # NOTE [ Rounds that disagree ] in choice.py.
 DISAGREE_TIE = 0.05
 
-# --- the machine's load: NOTE [ Others on the machine ] in search/load.py ---------------------
+# --- the machine's load: NOTE [ Others on the machine ] in search/results.py ---------------------
 
 # Others taking more than this share of the usable CPUs make a measurement busy: the loader got
 # less than half of what it would alone, so its figures are the machine's beside them.

@@ -81,7 +81,7 @@ class Profile(Stored):
     main_default_s: float | None = None         # the median of the pairs, with the default threads
     main_one_thread_s: float | None = None      # and with one
     main_thread_ratios: tuple[float, ...] = stored((), positive=True)  # each pair's default over one-thread time
-    # What the rest of the machine took during the profile: NOTE [ Others on the machine ] in load.py.
+    # What the rest of the machine took during the profile: NOTE [ Others on the machine ] in results.py.
     others_cpus: float | None = None
     steal_cpus: float | None = None
     # A stream read by two workers (NOTE [ Counting what each worker delivered ] in probe/shards.py).

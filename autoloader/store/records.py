@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..search.codec import MAX_CPUS, Stored, stored
-from ..search.load import MachineLoad
+from ..search.results import MachineLoad
 from ..search.paired import BURSTS, INSIDE, OUTSIDE, PAIRED, STRADDLES, against_band
 
 

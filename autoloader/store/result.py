@@ -25,7 +25,7 @@ from ..search.choice import Finalist, finalist_of, paired, rule_verdict
 from ..search.codec import InvalidRecord, Stored, read, stored
 from ..search.config import TunedConfig
 from ..search.growth import growth_finding
-from ..search.load import MachineLoad
+from ..search.results import OK, BurstError, MachineLoad, TrialResult
 from ..search.memory import MemoryForecast
 from ..search.methods import StartChoice
 from ..search.model import Calibration, Prediction
@@ -33,7 +33,6 @@ from ..search.nodes import NodesGraph
 from ..search.paired import Ratio, compared
 from ..search.policy import MAX_WORKERS_PER_CPU
 from ..search.profile import Profile, Threads
-from ..search.results import OK, BurstError, TrialResult
 from ..search.shards import Stream
 from ..search.space import LoaderConfig
 from ..search.model_first import WarmStart

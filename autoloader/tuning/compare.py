@@ -32,7 +32,7 @@
 # worker curve, is judged only when the thresholds ask. Figures measured in another measurement
 # format (NOTE [ Measurement format ] in store/versions.py) cannot be compared: that is said, and
 # is a reason, since nothing can be said to be unchanged.
-# Tonight's run measured on a busy machine (NOTE [ Others on the machine ] in search/load.py) is
+# Tonight's run measured on a busy machine (NOTE [ Others on the machine ] in search/results.py) is
 # inconclusive, whatever it found: its figures are what the machine gave beside the others. What
 # went past a threshold is kept as ``set_aside`` for the report. An inconclusive result, busy or
 # undecided, is marked so that no later run compares with it (TuneResult.conclusive,

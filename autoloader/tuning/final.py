@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from ..events import BusyRecheck, FinalRound, Progress
 from ..search.budget import Clock, round_seconds
 from ..search.choice import Finalist, choose, rule_settled
-from ..search.load import MachineLoad
+from ..search.results import OK, MachineLoad, TrialResult, best_burst, challenges
 from ..search.policy import (BUSY_ROUNDS, FINAL_MAX_ROUNDS, FINAL_MIN_ROUNDS, FINAL_ROUNDS, FINAL_SETTINGS,
                              SETTLE_ROUNDS)
-from ..search.results import OK, TrialResult, best_burst, challenges
 from ..search.space import LoaderConfig
 
 

@@ -19,12 +19,11 @@ from ..node.ranks import Ranks
 from ..search.budget import Clock, budget_words
 from ..search.choice import Finalist, provisional_reason
 from ..search.config import TunedConfig
-from ..search.load import MachineLoad
+from ..search.results import MachineLoad, TrialResult
 from ..search.memory import MemoryLimits
 from ..search.model import Model
 from ..search.model_first import Strategy, WarmStart
 from ..search.profile import Profile, threads_of
-from ..search.results import TrialResult
 from ..search.shards import stream_record
 from ..store.durable import write_failure
 from ..store.history import keep

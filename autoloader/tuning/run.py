@@ -29,11 +29,11 @@ from ..search.budget import Clock, budget_words, burst_seconds, overhead_seconds
 from ..search.choice import Finalist, best_of, choose, opening_round
 from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Model
-from ..search.load import MachineLoad, machine_load
+from ..search.results import (BUDGET_ENDED, CONSTRAINT, HANG, LOADER_ARGUMENTS, OK, MachineLoad, TrialResult,
+                              machine_load)
 from ..search.model_first import ModelFirst, Strategy, WarmStart, warmed
 from ..search.policy import SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
-from ..search.results import BUDGET_ENDED, CONSTRAINT, HANG, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.settings import NODES, open_gates
 from ..search.shards import worker_cap
 from ..search.nodes import graph_rule, graph_space
