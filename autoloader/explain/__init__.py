@@ -17,7 +17,7 @@ from .whatif import Ceiling, WhatIf, ceiling, how_sure, top, whatifs
 # The folder's public face: the explanation's records and functions, and the modules that write
 # the page and its plots. tests/test_units.py checks every import across folders against it.
 __all__ = ["KINDS", "Ceiling", "Evidence", "Explanation", "Verdict", "WhatIf", "beaten", "beaten_words",
-           "benchmark_row", "caveats", "explain", "figures", "headline", "how_sure", "page", "plots",
+           "benchmark_row", "explain", "figures", "headline", "how_sure", "page", "plots",
            "thresholds", "verdict", "whatifs"]
 
 

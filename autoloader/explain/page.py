@@ -27,7 +27,7 @@ from ..search.results import OK
 from ..search.settings import knobs_of
 from ..store.durable import atomic_write_all, write_failure
 from . import Explanation, explain
-from .caveats import NOT_PREDICTED, caveats
+from .verdict import NOT_PREDICTED, caveats
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
 from .whatif import how_sure, top
@@ -91,7 +91,7 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
                  + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
     rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks) if ev.profiled
                  else NOT_PREDICTED))
-    # The table's own caveats (caveats.py): the rule's words, never a bare ratio.
+    # The table's own caveats (verdict.py): the rule's words, never a bare ratio.
     if tuned.provisional:
         rows.append(("provisional", provisional_text(tuned.provisional)))
     rows += caveats(result)
