@@ -45,8 +45,7 @@ from ..store.paths import held, result_path
 from ..store.result import TuneResult
 from ..store.storage import masked
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version, now_iso
-from ..tuning import compare as compare_mod
-from ..tuning.compare import DRIFTED, INCONCLUSIVE
+from ..tuning.compare import BASELINE, DRIFTED, INCONCLUSIVE, Comparison, compare
 from ..tuning.progress import others_text
 from ..tuning.run import Run
 from .registry import Entry, Registry
@@ -72,7 +71,7 @@ class Outcome:
     tune_seconds: float | None = None
     history_error: str | None = None   # why the result's dated copy could not be written
     report: str | None = None          # its page (explain/page.py), with --report
-    drift: compare_mod.Comparison | None = None
+    drift: Comparison | None = None
 
     def to_dict(self) -> dict:
         return {**{f.name: getattr(self, f.name) for f in fields(self)},
@@ -265,7 +264,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
             return Outcome(entry.name, status, key=key, error=error, warm_start=warm and warm.describe())
     # Saved by the run: what follows is the report of it, and none of it can lose the pick.
     # The first result: a baseline, unless measured on a busy machine (then inconclusive, and no baseline).
-    judged = result.since or compare_mod.compare(None, result, thresholds)
+    judged = result.since or compare(None, result, thresholds)
     page = None
     if pages:
         from ..explain.page import write_report
@@ -288,7 +287,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
 
 
 def _outcome(entry: Entry, result, status: str, warm, error: str | None = None, judged=None, **kept) -> Outcome:
-    judged = judged or result.since or compare_mod.Comparison(compare_mod.BASELINE)
+    judged = judged or result.since or Comparison(BASELINE)
     return Outcome(entry.name, status, key=result.tuned.dataset_key, drift=judged, error=error,
                    result_path=result.path if error is None else None, warm_start=warm and warm.describe(),
                    pick=result.config.loader_kwargs(), samples_per_s=result.samples_per_s, trials=len(result.trials),
