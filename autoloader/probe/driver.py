@@ -461,8 +461,6 @@ _environ_lock = threading.Lock()
 
 
 def _preparing() -> bool:
-    import multiprocessing as mp
-
     if getattr(mp.current_process(), "_inheriting", False):
         return True
     frame = sys._getframe(1)
@@ -504,8 +502,6 @@ def refuse_reimport(entry: str) -> None:
 
 
 def _leave_note(message: str) -> bool:
-    import multiprocessing as mp
-
     path = os.environ.get(NOTE_VAR)
     if not path or mp.current_process().name != TRIAL_PROCESS_NAME:
         return False

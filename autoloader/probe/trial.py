@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import sys
 import time
 import traceback
 import weakref
@@ -433,7 +434,6 @@ def uncompiled(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The packages among UNCOMPILED_CHECKED and ``extra`` imported here with no bytecode cached
     where this interpreter looks (NOTE [ Imports compiled every start ])."""
     import importlib.util
-    import sys
 
     found = []
     for name in dict.fromkeys(UNCOMPILED_CHECKED + extra):
@@ -451,8 +451,6 @@ def uncompiled(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
 
 def module_holds(factory, dataset) -> bool:
     """Whether ``dataset`` is one of the names of ``factory``'s module (built at its import)."""
-    import sys
-
     module = sys.modules.get(getattr(factory, "__module__", None) or "")
     return module is not None and any(value is dataset for value in vars(module).values())
 
