@@ -22,7 +22,7 @@ from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, 
 from .inputs.problem import Problem
 from .node.group import Node, joined
 from .node.runner import on_node
-from .probe.reimport import refuse_reimport
+from .probe.driver import refuse_reimport
 from .search.choice import handed_out, rate_here
 from .search.config import TunedConfig
 from .store.paths import held, result_path
@@ -85,7 +85,7 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
             node's tune was lost.
     """
     started, kept = budget_start()     # NOTE [ The budget is a wall bound ] in search/budget.py
-    refuse_reimport("tune()")   # NOTE [ A script re-imported by spawn ] in probe/reimport.py
+    refuse_reimport("tune()")   # NOTE [ A script re-imported by spawn ] in probe/driver.py
     problem = Problem.build(dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes, device=device,
                             fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder, version=version,
                             search_start_method=search_start_method)
@@ -218,7 +218,7 @@ def _reusable(problem: Problem, out: str) -> tuple[TunedConfig | None, str | Non
 
 def _load_now() -> tuple[float | None, bool]:
     """What other processes take of the CPUs over QUIET_PROBE_S, and whether that is busy (NOTE
-    [ Others on the machine ] in search/load.py)."""
+    [ Others on the machine ] in search/results.py)."""
     from .inputs.hardware import usable_cpus
     from .probe.load import LoadMeter
 

@@ -186,7 +186,7 @@ def _page_of_a_tune(result, err: bool) -> None:
     """``tune --report``: what of the report could not be written is a warning, never the tune's
     failure (NOTE [ A report writes what it can ])."""
     from .errors import one_line
-    from .explain.files import write_report
+    from .explain.page import write_report
 
     try:
         with _showing_warnings():
@@ -243,8 +243,7 @@ def retune_command(registry, out, storage, reports, as_json, quiet, write_pages)
     (it is printed all the same). The registry's format is in autoloader/fleet/registry.py and
     the README."""
     from .fleet import registry as registry_mod
-    from .fleet.report import markdown
-    from .fleet.retune import retune
+    from .fleet.retune import markdown, retune
 
     with _library_errors():
         if write_pages:
@@ -300,7 +299,7 @@ def report_command(result, out, storage) -> None:
     the ceiling, plots and every trial, as a self-contained HTML page and a markdown twin. Runs no
     trial. Needs the [report] extra (matplotlib). Exit 4 when a file of it could not be written
     (a read-only or full folder): the others are written, and each one that was not is named."""
-    from .explain.files import write_report
+    from .explain.page import write_report
     from .explain.plots import require
     from .fleet import show
     from .inputs.home import resolve_out

@@ -44,7 +44,7 @@ def _child(conn, dataset_spec: str, step_spec: str | None, device: str, kwargs: 
     from torch.utils.data import DataLoader
 
     from autoloader.inputs.source import load_spec, resolve_dataset, resolve_step
-    from autoloader.probe.device import to_device
+    from autoloader.probe.trial import to_device
     from autoloader.seeding import seed_worker
 
     dataset = resolve_dataset(load_spec(dataset_spec), dataset_spec)

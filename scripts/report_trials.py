@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from explain_cases import synthetic_result  # noqa: E402
 
-from autoloader.explain.files import write_report  # noqa: E402
+from autoloader.explain.page import write_report  # noqa: E402
 from autoloader.store.result import TuneResult  # noqa: E402
 
 

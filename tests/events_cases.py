@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from autoloader import events as ev
-from autoloader.fleet.retune import Outcome
-from autoloader.fleet.warm import WarmPlan
+from autoloader.fleet.retune import Outcome, WarmPlan
 from autoloader.probe.protocol import DatasetInfo
 from autoloader.search.config import TunedConfig
-from autoloader.search.load import BusySpan, MachineLoad
+from autoloader.search.results import OK, BusySpan, MachineLoad, TrialResult
 from autoloader.search.profile import Profile
-from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
-from autoloader.search.warm import WarmStart
+from autoloader.search.model_first import WarmStart
 from autoloader.tuning.compare import Comparison
 from autoloader.store.result import TuneResult
 

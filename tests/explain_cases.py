@@ -11,7 +11,7 @@ import random
 
 from autoloader.explain.evidence import Evidence
 from autoloader.search.choice import Finalist
-from autoloader.search.knee import find_knee
+from autoloader.search.config import find_knee
 from autoloader.search.model import Calibration, Model
 from autoloader.search.profile import Profile
 from autoloader.search.results import CONSTRAINT, OK, TrialResult

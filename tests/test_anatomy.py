@@ -1,7 +1,7 @@
 """Where a tune's time goes: the set-up's and the profile's parts recorded in the result, each
 burst's lead and teardown; the dataset's heap read without its factory module's imports (so a
 small dataset skips the growth stage); and the imports compiled from source, found and said
-(NOTE [ Imports compiled every start ] in autoloader/probe/setup_parts.py)."""
+(NOTE [ Imports compiled every start ] in autoloader/probe/trial.py)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_stored_parts_are_checked():
 
 
 def _uncompiled_in_fresh_interpreter(folder, env) -> str:
-    code = ("import coldpkg; from autoloader.probe.setup_parts import uncompiled; "
+    code = ("import coldpkg; from autoloader.probe.trial import uncompiled; "
             "print(','.join(uncompiled(('coldpkg',))))")
     done = subprocess.run([sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True,
                           timeout=120)

@@ -132,7 +132,7 @@ class FakeRunner:
 
 
 def test_the_deadline_skips_variants_and_cuts_final_rounds_that_cannot_fit(tmp_path, monkeypatch):
-    from autoloader.search.burst_rule import BurstSettings
+    from autoloader.search.policy import BurstSettings
 
     clock = FakeClock()
     monkeypatch.setattr(harness.time, "monotonic", clock)
@@ -242,7 +242,7 @@ def fake_tuner(clock, picks, seconds=60.0):
 
 
 def test_the_deadline_holds_back_stability_tunes_that_cannot_fit(tmp_path, monkeypatch):
-    from autoloader.search.burst_rule import BurstSettings
+    from autoloader.search.policy import BurstSettings
 
     clock = FakeClock()
     monkeypatch.setattr(harness.time, "monotonic", clock)

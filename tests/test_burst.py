@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from autoloader.probe.burst import run_burst
-from autoloader.search.burst_rule import BurstSettings, expected_window_s
+from autoloader.search.policy import BurstSettings, expected_window_s
 
 SAMPLES = 8
 

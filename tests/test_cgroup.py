@@ -15,8 +15,8 @@ import pytest
 from conftest import REPO_ROOT, WORKLOADS
 
 from autoloader.errors import UsageError
-from autoloader.inputs import cgroup, hardware, limits
-from autoloader.inputs.options import Options
+from autoloader.inputs import cgroup, hardware
+from autoloader.inputs.options import CGROUP_SHARE, Options
 
 GIB = 2**30
 UNLIMITED_V1 = "9223372036854771712"
@@ -160,7 +160,7 @@ def test_the_default_ceiling_is_the_tighter_of_ram_and_the_cgroups_room(monkeypa
     fake_limits(monkeypatch, int(1.5 * GIB), GIB // 4)
     options = Options.build(60, 60, None, str(tmp_path / "out"), None)
     assert options.ceiling.by == "cgroup"
-    assert options.limits.max_memory == int(limits.CGROUP_SHARE * (int(1.5 * GIB) - GIB // 4))
+    assert options.limits.max_memory == int(CGROUP_SHARE * (int(1.5 * GIB) - GIB // 4))
     assert options.limits.max_memory <= 1.5 * GIB
     fake_limits(monkeypatch, 64 * GIB, GIB)
     options = Options.build(60, 60, None, str(tmp_path / "out"), None)

@@ -241,7 +241,7 @@ def test_a_loader_a_trial_cannot_build_is_a_failure_about_the_argument_not_a_cra
     from autoloader.inputs.source import Source
     from autoloader.probe.protocol import RunnerSetup, SetupError
     from autoloader.probe.trial import _Runner
-    from autoloader.search.burst_rule import BurstSettings
+    from autoloader.search.policy import BurstSettings
     from autoloader.search.results import LOADER_ARGUMENTS
     from autoloader.search.space import LoaderConfig
 

@@ -15,7 +15,7 @@ import torch
 from workloads import GlobalDraws, Tiny
 
 from autoloader import LoaderConfig, TunedConfig, seed_worker
-from autoloader.search.knee import find_knee
+from autoloader.search.config import find_knee
 from autoloader.store.snippet import snippet
 
 HARDWARE = {"cpus": 2, "cpu_model": "test cpu", "memory_gib": 16, "gpus": [],

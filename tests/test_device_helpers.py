@@ -1,10 +1,10 @@
-"""The trial process's GPU-only helpers (probe/device.py), driven on the CPU with stand-ins (CI
+"""The trial process's GPU-only helpers (probe/trial.py), driven on the CPU with stand-ins (CI
 has no GPU): releasing a trial's cached memory, and finding the trial's GPU in NVML for its
 utilisation."""
 
 from types import SimpleNamespace
 
-from autoloader.probe.device import nvml_bus_id, pinned_peak, release_cached_memory, reset_pinned_peak
+from autoloader.probe.trial import nvml_bus_id, pinned_peak, release_cached_memory, reset_pinned_peak
 
 
 def test_a_trial_releases_the_pinned_blocks_it_cached():

@@ -243,12 +243,12 @@ def test_one_rate_formatter_keeps_three_significant_figures_under_100_per_s():
     """events/lines.rate is every printed rate's (the table, the verdict, the report, the fleet):
     a slow step's 5.3/s and 7.1/s are told apart, not both printed 5/s and 7/s."""
     from autoloader.explain import evidence
-    from autoloader.fleet import report
+    from autoloader.fleet import retune
 
     assert [rate(r) for r in (5.3, 7.14, 0.4231, 42.66, 99.94, 100.4, 1234.5, 0.0)] == [
         "5.3/s", "7.14/s", "0.423/s", "42.7/s", "99.9/s", "100/s", "1,234/s", "0/s"]
     assert rate(None) == "-" and rate(float("inf")) == "unbounded" and rate(5.3, " samples/s") == "5.3 samples/s"
-    assert evidence.rate is rate and report.rate is rate
+    assert evidence.rate is rate and retune.rate is rate
 
 
 def test_every_event_the_readme_lists_is_importable_from_autoloader_and_every_event_is_listed():

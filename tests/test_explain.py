@@ -9,7 +9,7 @@ import pytest
 from autoloader.errors import UsageError
 from autoloader.explain import KINDS, benchmark_row, explain, headline
 from autoloader.explain.verdict import bound
-from autoloader.explain.ceiling import ceiling
+from autoloader.explain.whatif import ceiling
 from autoloader.explain.evidence import Evidence
 from autoloader.explain.page import render_markdown
 from autoloader.explain.thresholds import HIGHLY_INPUT_BOUND, MODERATELY_INPUT_BOUND, WORTH_CHANGING

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from autoloader.cli import main
 from autoloader.explain import explain
-from autoloader.explain.files import report_paths, write_report
+from autoloader.explain.page import report_paths, write_report
 from autoloader.store.result import TuneResult
 
 from conftest import WORKLOADS

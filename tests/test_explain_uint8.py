@@ -1,5 +1,5 @@
 """The uint8 what-if as the profile timed the change (NOTE [ A quarter of the bytes ] in
-search/uint8.py), and the run's measured worker counts standing over the model's along the
+search/profile.py), and the run's measured worker counts standing over the model's along the
 ladder (NOTE [ What the run measured stands ] in explain/whatif.py)."""
 
 import dataclasses
@@ -10,9 +10,8 @@ from autoloader.explain.whatif import standing, uint8_profile
 from autoloader.search.choice import Finalist
 from autoloader.search.model import Model
 from autoloader.search.policy import PREDICTED_TIE
-from autoloader.search.profile import Profile
+from autoloader.search.profile import UINT8_BYTES, Profile, Uint8Cost, share
 from autoloader.search.space import LoaderConfig
-from autoloader.search.uint8 import UINT8_BYTES, Uint8Cost, share
 
 from explain_cases import case, evidence
 from test_explain import ladder_base, ladder_configs, one

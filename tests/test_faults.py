@@ -243,7 +243,7 @@ def test_a_slow_trial_that_keeps_delivering_is_not_a_hang():
     # every ~30 ms, so progress never stops for long; a timeout on the whole trial ended it as a hang.
     from autoloader.inputs.source import Source
     from autoloader.probe.driver import RunnerSetup, TrialRunner
-    from autoloader.search.burst_rule import BurstSettings
+    from autoloader.search.policy import BurstSettings
     from autoloader.search.space import LoaderConfig
 
     setup = RunnerSetup(Source.from_object(faulty.Tiny(length=4096, sleep_s=0.002), "dataset"), None, "cpu", {}, 16)
@@ -513,7 +513,7 @@ def test_clean_shm_unlinks_only_what_dead_trial_processes_left():
     for name in (leaked, foreign):
         open(os.path.join("/dev/shm", name), "wb").close()
     try:
-        removed = guard.clean_shm(before, pids={dead.pid})
+        removed = guard.clean_shm(before)
         assert removed == [leaked]
         assert not os.path.exists(os.path.join("/dev/shm", leaked))
         assert os.path.exists(os.path.join("/dev/shm", foreign))

@@ -1,6 +1,6 @@
 """A fleet's PostgreSQL storage stopped and started again under the commands that use it: the
 dashboard (NOTE [ A storage that stops answering ] in autoloader/fleet/dashboard.py), and tunes
-that write local first and push to it (NOTE [ Local first ] in autoloader/store/push.py). Each
+that write local first and push to it (NOTE [ Local first ] in autoloader/store/study.py). Each
 test has a real server of its own (scripts/faults/pgserver.py), paused mid-way."""
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def test_the_dashboard_answers_a_stopped_storage_with_a_503_and_one_line_then_re
     import optuna
 
     from autoloader.store.storage import driver_url
+    from autoloader.store.study import LOCAL_ATTR
 
     study = optuna.create_study(study_name="hw/key", storage=driver_url(server.url))
     study.add_trial(optuna.trial.create_trial(value=1.0))
@@ -117,13 +118,14 @@ def _fleet_trials(url: str) -> dict[str, list]:
     """The fleet's trials by run: their local numbers (NOTE [ Local first ])."""
     import optuna
 
-    from autoloader.store import push, runs
+    from autoloader.store import runs
     from autoloader.store.storage import driver_url
+    from autoloader.store.study import LOCAL_ATTR
 
     by_run: dict[str, list] = {}
     for name in optuna.study.get_all_study_names(storage=driver_url(url)):
         for trial in optuna.load_study(study_name=name, storage=driver_url(url)).get_trials(deepcopy=False):
-            by_run.setdefault(trial.user_attrs.get(runs.RUN_ATTR), []).append(trial.user_attrs.get(push.LOCAL_ATTR))
+            by_run.setdefault(trial.user_attrs.get(runs.RUN_ATTR), []).append(trial.user_attrs.get(LOCAL_ATTR))
     return by_run
 
 

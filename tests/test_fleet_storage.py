@@ -186,7 +186,7 @@ def test_a_driver_killed_mid_trial_leaves_nothing_that_blocks_the_next(postgres,
     assert result["samples_per_s"] > 0
     fleet = open_study(storage)
     assert optuna.trial.TrialState.RUNNING not in {t.state for t in fleet.get_trials(deepcopy=False)}
-    from autoloader.store.push import LOCAL_ATTR
+    from autoloader.store.study import LOCAL_ATTR
 
     def of_the_run(study):
         return sorted((t.user_attrs.get(LOCAL_ATTR, t.number), t.state) for t in study.get_trials(deepcopy=False)

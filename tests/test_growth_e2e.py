@@ -111,7 +111,7 @@ def test_a_limit_between_the_bursts_peak_and_the_epochs_keeps_the_pick_under_it(
 
 def test_rows_held_as_arrays_are_forecast_flat(tmp_path):
     """Their heap is one array: the stage has nothing to find and is not run (NOTE [ A heap of
-    buffers copies nothing ] in autoloader/probe/heap.py; the stage itself tells them apart:
+    buffers copies nothing ] in autoloader/probe/growth.py; the stage itself tells them apart:
     test_the_stage_tells_rows_of_objects_from_arrays)."""
     result = tune(growth_workloads.arrays, batch_size=BATCH, budget=10.0, out=str(tmp_path))
     assert result.profile.growth is None

@@ -9,7 +9,7 @@ never by the suite's timeout: a hang fails the test in a bounded time.
 - A dataset that never builds in the trial process ends with the budget, saying what it waits for.
 - A node tune with a rank stopped (SIGSTOP) ends naming it; Ctrl-C ends every rank with 130.
 - A resumed run measures again the failures of the environment (an OSError) and the rule
-  (NOTE [ Fixed outside the code ] in store/retry.py).
+  (NOTE [ Fixed outside the code ] in store/study.py).
 - PostgreSQL storage with a full --out: the message says the same command resumes, and it does.
 """
 
@@ -33,7 +33,7 @@ from autoloader.events import RuleRetried, TrialDone, TuneStarted
 from autoloader.search.budget import wall_bound
 from autoloader.search.results import FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig
-from autoloader.store.retry import StoredTrial, rule_again, standing
+from autoloader.store.study import StoredTrial, rule_again, standing
 from scripts.faults import datasets as faulty
 from scripts.faults.checks import orphan_last_run
 
@@ -350,7 +350,7 @@ def test_postgresql_storage_with_a_full_out_is_told_the_same_command_measures_af
     first = full_disk.in_private_tmpfs("1m", out, 0, command, cwd=REPO_ROOT)
     assert first["returncode"] == 4, first["stderr"][-3000:]
     assert "Traceback" not in first["stderr"]
-    # NOTE [ Local first ] in store/push.py: the study is the local one under the full --out, which
+    # NOTE [ Local first ] in store/study.py: the study is the local one under the full --out, which
     # took none of the run's trials, so the fix does not promise a resume.
     assert ("Fix: free space there, and run the same command again (it measures afresh: the study took none of "
             "this run's trials)") in first["stderr"], first["stderr"][-3000:]

@@ -1,5 +1,5 @@
 """What a dataset's heap is held in (NOTE [ A heap of buffers copies nothing ] in
-autoloader/probe/heap.py): large buffers are counted once by their owner, and the walk gives up
+autoloader/probe/growth.py): large buffers are counted once by their owner, and the walk gives up
 where copy on read could be at work (many objects, an array of objects) or a mapped file is read.
 Each is checked against a dataset built here; the growth stage runs for rows of objects and is
 skipped for rows in an array (tests/test_growth_e2e.py tunes both)."""
@@ -10,8 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from autoloader.probe.growth import with_growth
-from autoloader.probe.heap import BUFFER_MIN, copies_nothing, held_in
+from autoloader.probe.growth import BUFFER_MIN, copies_nothing, held_in, with_growth
 from autoloader.search.policy import GROWTH_MIN_DATASET
 
 MIB = 2**20

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from autoloader.search.knee import Knee, find_knee
+from autoloader.search.config import Knee, find_knee
 from autoloader.search.policy import MIN_TOLERANCE
 
 

@@ -16,25 +16,21 @@ from burner import Burner
 
 from autoloader.errors import UsageError
 from autoloader.fleet.registry import _thresholds
-from autoloader.fleet.report import markdown
-from autoloader.fleet.retune import INCONCLUSIVE_EXIT, Outcome, RetuneReport
+from autoloader.fleet.retune import INCONCLUSIVE_EXIT, Outcome, RetuneReport, markdown
 from autoloader.search.choice import Finalist, choose
 from autoloader.search.config import TunedConfig
-from autoloader.search.load import MachineLoad, busy_spans, machine_load
+from autoloader.search.results import CONSTRAINT, OK, MachineLoad, TrialResult, busy_spans, machine_load
 from autoloader.search.paired import INSIDE, OUTSIDE, STRADDLES, against_band, paired_bounds, runs_ratio
 from autoloader.search.policy import BUSY_SHARE, LOAD_TIE, Thresholds
-from autoloader.search.profile import Profile
-from autoloader.search.results import CONSTRAINT, OK, TrialResult
+from autoloader.search.profile import Profile, Threads
 from autoloader.search.space import LoaderConfig
-from autoloader.search.threads import Threads
 from autoloader.store.history import previous, record
 from autoloader.store.records import StoredHardware
-from autoloader.store.result import InvalidRecord, trial_record
+from autoloader.store.result import InvalidRecord, TuneResult, trial_record
 from autoloader.tuning.compare import DRIFTED, INCONCLUSIVE, UNCHANGED, compare, memory_per_worker, separated
 from autoloader.tuning.final import final_configs, trimmed
 from autoloader.events import TrialDone
 from autoloader.tuning.progress import ProgressPrinter, table
-from autoloader.store.result import TuneResult
 
 CPUS = 2
 PICK = LoaderConfig.make(16, 3, False, 2, True)

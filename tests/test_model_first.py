@@ -317,7 +317,7 @@ def test_a_pick_past_the_cores_has_num_workers_cpus_measured_and_in_the_final():
 
 
 def test_a_warm_pick_past_the_cores_measures_num_workers_cpus_before_it_stops():
-    from autoloader.search.warm import Warmed, WarmStart
+    from autoloader.search.model_first import Warmed, WarmStart
 
     strategy = scripted_past_the_cores()
     pick = strategy.space.default_config(12)

@@ -12,8 +12,7 @@ from click.testing import CliRunner
 from autoloader.cli import main
 
 from autoloader.errors import UsageError
-from autoloader.search.knob import NODES
-from autoloader.search.settings import METHOD
+from autoloader.search.settings import METHOD, NODES
 from autoloader.search.nodes import FACTORY, REBUILT, NodesGraph, graph_rule, graph_snippet, graph_space
 from autoloader.search.space import LoaderConfig, search_space
 

@@ -1,4 +1,4 @@
-"""The final's opening round (NOTE [ The opening round ] in search/opening.py, NOTE [ A final that
+"""The final's opening round (NOTE [ The opening round ] in search/choice.py, NOTE [ A final that
 can settle ] in tuning/final.py): which search bursts make it, the pairs it adds, the final it
 shortens or leaves out, and the reserve the search keeps for the rule's burst."""
 
@@ -9,8 +9,8 @@ import json
 import pytest
 
 from autoloader.search.budget import Clock, round_seconds, rounds_kept
-from autoloader.search.choice import Finalist, choose, paired, rule_settled
-from autoloader.search.opening import OPENING_ROUND, OPENING_SPAN, opening_round
+from autoloader.search.choice import (OPENING_ROUND, OPENING_SPAN, Finalist, choose, opening_round, paired,
+                                      rule_settled)
 from autoloader.search.policy import FINAL_ROUNDS
 from autoloader.search.results import CONSTRAINT, FAILED, OK, TrialResult
 from autoloader.search.space import LoaderConfig

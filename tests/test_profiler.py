@@ -126,7 +126,7 @@ def test_a_profile_beside_spinners_reads_its_samples_without_their_waits():
 
 
 def test_the_receive_s_fixed_part_is_the_line_through_two_sizes_at_no_bytes():
-    from autoloader.probe.transfer import receive_fixed
+    from autoloader.probe.profiler import receive_fixed
 
     assert receive_fixed(0.004, 4000, 0.0025, 1000) == pytest.approx(0.002)
     assert receive_fixed(0.004, 4000, 0.005, 1000) == pytest.approx(0.004)   # the small one slower: all fixed
@@ -134,7 +134,7 @@ def test_the_receive_s_fixed_part_is_the_line_through_two_sizes_at_no_bytes():
     assert receive_fixed(0.004, 1000, 0.001, 1000) == 0.004                  # one size: no line
 
 
-# --- the uint8 stage: NOTE [ A quarter of the bytes ] in search/uint8.py ---------------------------
+# --- the uint8 stage: NOTE [ A quarter of the bytes ] in search/profile.py ---------------------------
 
 class Pixels(torch.utils.data.Dataset):
     """3x256x256 float32 images (768 KiB) and a label, views of a small pool: 12 MiB a batch of 16."""
@@ -150,7 +150,7 @@ class Pixels(torch.utils.data.Dataset):
 
 
 def test_a_float32_tensor_is_seen_as_uint8_of_its_shape_without_a_copy():
-    from autoloader.probe.uint8 import as_uint8
+    from autoloader.probe.profiler import as_uint8
 
     image = torch.rand(3, 8, 8)
     (view, label), seen = as_uint8((image, torch.tensor(3)))
@@ -162,7 +162,7 @@ def test_a_float32_tensor_is_seen_as_uint8_of_its_shape_without_a_copy():
 def test_the_uint8_stage_times_the_change_against_the_float32_samples():
     from torch.utils.data._utils.collate import default_collate
 
-    from autoloader.probe.uint8 import MIN_ROUNDS, uint8_cost
+    from autoloader.probe.profiler import MIN_ROUNDS, uint8_cost
 
     data = Pixels()
     samples = [data[i] for i in range(16)]
@@ -196,7 +196,7 @@ def test_the_profile_times_uint8_only_for_a_large_float32_batch():
 def test_the_busy_receive_begins_no_cycle_that_would_end_past_its_seconds():
     # Each cycle lets the worker fill a queue of 2 batches of 0.15 s work (0.455 s), then takes:
     # two cycles end inside BUSY_SECONDS, a third would end at about 1.4 s, so it is not begun.
-    from autoloader.probe.transfer import BUSY_SECONDS, _busy_receive
+    from autoloader.probe.profiler import BUSY_SECONDS, _busy_receive
 
     began = time.perf_counter()
     takes = _busy_receive(iter(range(100)), 2, 0.15, lambda: None)

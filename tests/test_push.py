@@ -1,4 +1,4 @@
-"""Local first (NOTE [ Local first ] in autoloader/store/push.py), on SQLite files for speed: the
+"""Local first (NOTE [ Local first ] in autoloader/store/study.py), on SQLite files for speed: the
 local study records, the fleet's gets every finished trial tagged with its run, a push made twice
 adds nothing, what a failed push kept is pushed by the next run, and nothing RUNNING is pushed.
 tests/test_fleet_outage.py does it against a real PostgreSQL server stopped mid-run."""
@@ -12,10 +12,10 @@ import pytest
 
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace
-from autoloader.store import push, runs
+from autoloader.store import runs
 from autoloader.store.history import stored_picks
 from autoloader.store.result import TuneResult
-from autoloader.store.study import Limits, StudyStore
+from autoloader.store.study import LOCAL_ATTR, RESULT_PREFIX, Fleet, Limits, StudyStore, bound, pending
 
 SPACE = SearchSpace((16,), 8, pin_memory=(False,))
 LIMITS = Limits(2**30, 60.0)
@@ -42,7 +42,7 @@ def _fleet(url: str) -> optuna.Study:
 
 
 def _tags(study: optuna.Study) -> list:
-    return [(t.user_attrs[runs.RUN_ATTR], t.user_attrs[push.LOCAL_ATTR]) for t in study.get_trials(deepcopy=False)]
+    return [(t.user_attrs[runs.RUN_ATTR], t.user_attrs[LOCAL_ATTR]) for t in study.get_trials(deepcopy=False)]
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def test_every_finished_trial_is_pushed_tagged_once_and_nothing_running(urls):
     assert {t.user_attrs["samples_per_s"] for t in study.get_trials(deepcopy=False)} == {100.0, 101.0, 102.0}
     assert runs.runs_of(study)[store.run.run_id].state == runs.COMPLETE, "the mark is pushed"
     # Pushed again, from a fresh open: nothing added.
-    again = push.Fleet(fleet, NAME, runs.make_fixed_sampler())
+    again = Fleet(fleet, NAME, runs.make_fixed_sampler())
     assert again.push(store.study, [store.run.run_id], whole=True).trials == 0
     assert len(_fleet(fleet).get_trials(deepcopy=False)) == 3
     # The storage's pick is the run's whole result, as the door read it.
@@ -107,7 +107,7 @@ def test_what_a_failed_push_kept_is_pushed_by_the_next_run(urls, monkeypatch):
     assert sorted(_tags(_fleet(fleet))) == [(first, 0), (first, 1), (first, 2)]
     assert runs.runs_of(_fleet(fleet))[first].state == runs.COMPLETE
     assert told and "pushed 2 trials" in told[0]
-    assert push.pending(nxt.study, nxt.fleet.shown) == [nxt.run.run_id], "the earlier run is all there now"
+    assert pending(nxt.study, nxt.fleet.shown) == [nxt.run.run_id], "the earlier run is all there now"
     nxt.close()
 
 
@@ -116,9 +116,9 @@ def test_a_run_bound_for_another_storage_is_not_pushed_here(urls, tmp_path):
     store = StudyStore(local, NAME, SPACE, fleet=fleet)
     store.close()
     # The local study names a run bound for another storage, never pushed: left alone.
-    push.bound(store.study, "otherrun0000", "postgresql://elsewhere/db", False)
+    bound(store.study, "otherrun0000", "postgresql://elsewhere/db", False)
     other = StudyStore(local, NAME, SPACE, fleet=f"sqlite:///{tmp_path / 'second.db'}")
-    assert push.pending(other.study, "postgresql://elsewhere/db") == ["otherrun0000"]
+    assert pending(other.study, "postgresql://elsewhere/db") == ["otherrun0000"]
     other.close()
 
 
@@ -137,7 +137,7 @@ def test_the_result_kept_beside_the_mark_is_json(urls):
     _measure(store, 1)
     result = _result(store)
     store.complete(result)
-    kept = store.study.user_attrs[push.RESULT_PREFIX + store.run.run_id]
+    kept = store.study.user_attrs[RESULT_PREFIX + store.run.run_id]
     assert json.loads(json.dumps(kept)) == json.loads(json.dumps(result.to_dict(), default=str))
     assert TuneResult.from_dict(kept).tuned.config == result.config
     store.close()

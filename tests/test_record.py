@@ -15,9 +15,8 @@ import pytest
 from autoloader.search.profile import Profile
 from autoloader.search.results import TrialResult
 from autoloader.search.codec import InvalidRecord
-from autoloader.store.comparison import Comparison
+from autoloader.store.records import Comparison, NodeRecord
 from autoloader.store.door import load_result
-from autoloader.store.records import NodeRecord
 from autoloader.store.result import SUMMARY, TuneResult
 from autoloader.errors import StoredStateWarning
 

@@ -25,7 +25,7 @@ from autoloader.errors import UsageError
 from autoloader.explain import explain
 from autoloader.explain.page import render_html, render_markdown
 from autoloader.fleet import show
-from autoloader.fleet.warm import plan
+from autoloader.fleet.retune import warm_plan
 from autoloader.inputs.hardware import Hardware
 from autoloader.integrations import formats
 from autoloader.store import runs
@@ -173,7 +173,7 @@ def _use(found: TuneResult) -> None:
     compare(found, GOOD)      # a retune's comparison: tonight's run against the stored result
     compare(GOOD, found)
     here = Hardware(CPUS, "x", 16, ())
-    plan(found, SimpleNamespace(hardware=here, batch_sizes=BATCH_SIZES))
+    warm_plan(found, SimpleNamespace(hardware=here, batch_sizes=BATCH_SIZES))
 
 
 def _report(found: TuneResult) -> None:

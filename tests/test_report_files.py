@@ -1,5 +1,5 @@
 """The report's files under bad folders (NOTE [ A report writes what it can ] in
-autoloader/explain/files.py): a read-only or full folder, a folder where the page goes, a
+autoloader/explain/page.py): a read-only or full folder, a folder where the page goes, a
 ``.plots`` that is a symbolic link out of --out; ``tune --report`` never fails the saved tune; a
 dataset named ``<script>`` is text in the markdown twin as in the page; every malformed field the
 issue found goes through the door before the report reads it."""
@@ -18,8 +18,7 @@ from click.testing import CliRunner
 
 from autoloader.cli import main
 from autoloader.explain import explain
-from autoloader.explain.files import report_paths, write_report
-from autoloader.explain.page import render_html, render_markdown
+from autoloader.explain.page import render_html, render_markdown, report_paths, write_report
 from autoloader.store.result import TuneResult
 
 from conftest import REPO_ROOT

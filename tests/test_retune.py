@@ -21,8 +21,7 @@ from autoloader.search.model import Calibration
 from autoloader.search.policy import Thresholds
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace
-from autoloader.search.strategy import Strategy
-from autoloader.search.warm import Warmed, WarmStart
+from autoloader.search.model_first import Strategy, WarmStart, Warmed
 from autoloader.store.result import TuneResult
 from autoloader.tuning.compare import (
     BASELINE,
@@ -192,7 +191,7 @@ def test_drift_is_judged_against_the_thresholds():
 
 def test_the_report_counts_the_machines_cpus_in_words():
     """One CPU is "1 CPU", not "1 CPUs"; a hardware record without a count says it is unknown."""
-    from autoloader.fleet.report import markdown
+    from autoloader.fleet.retune import markdown
     from autoloader.fleet.retune import RetuneReport
 
     def said(hardware: dict) -> str:

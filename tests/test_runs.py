@@ -100,7 +100,7 @@ def test_a_shared_storage_lists_and_offers_each_machines_last_pick(tmp_path):
     """What a machine new to a fleet starts from, and what `autoloader show --storage` lists: the
     complete runs' picks recorded in the storage's studies, nearest hardware first."""
     from autoloader.fleet import show
-    from autoloader.fleet.warm import plan
+    from autoloader.fleet.retune import warm_plan
     from autoloader.inputs.hardware import Hardware
     from autoloader.inputs.problem import Problem
     from autoloader.store.history import nearest, other_hardware
@@ -123,7 +123,7 @@ def test_a_shared_storage_lists_and_offers_each_machines_last_pick(tmp_path):
     base = nearest(here, found)
     assert base.hardware.fingerprint == "mid-0x-4cpu" and base.where.endswith("#mid-0x-4cpu/ds-n100-abc")
     problem = Problem.build("mod:ds", batch_size=16, device="cpu", hw=here, length=100, length_known=True)
-    warm = plan(base, problem)
+    warm = warm_plan(base, problem)
     assert warm.start.pick.num_workers == 2, "3 workers on 4 CPUs: 2 on this machine's 2"
     assert not warm.start.may_stop and "nearest other hardware" in warm.describe()
 

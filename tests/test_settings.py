@@ -13,12 +13,12 @@ from click.testing import CliRunner
 from autoloader.cli import main
 from autoloader.explain import explain
 from autoloader.explain.page import render_html, render_markdown
-from autoloader.fleet.report import _pick
+from autoloader.fleet.retune import _pick
 from autoloader.integrations import formats
 from autoloader.search.config import TunedConfig
-from autoloader.search.knob import Context, HfField, Knob, stored_choice
 from autoloader.search.model_first import candidates
-from autoloader.search.settings import ORDER, PIN, SETTINGS, TUNED_SETTINGS, WITH_WORKERS
+from autoloader.search.settings import (ORDER, PIN, SETTINGS, TUNED_SETTINGS, WITH_WORKERS, Context, HfField, Knob,
+                                        stored_choice)
 from autoloader.search.space import LoaderConfig, SearchSpace, search_space
 from autoloader.search.codec import InvalidRecord, read
 from autoloader.store.result import TuneResult

@@ -96,7 +96,7 @@ def test_show_storage_of_a_server_that_is_down_says_so_without_a_usage_header():
 def _nodes_result(built: str):
     from types import SimpleNamespace
 
-    from autoloader.search.knob import NODES
+    from autoloader.search.settings import NODES
     from autoloader.search.nodes import NodesGraph
     from autoloader.search.space import LoaderConfig
 
@@ -140,7 +140,7 @@ def test_a_zero_argument_factory_of_a_nodes_graph_is_tuned(tmp_path):
     import nodes_workloads
 
     from autoloader import tune
-    from autoloader.search.knob import NODES
+    from autoloader.search.settings import NODES
 
     result = tune(nodes_workloads.graph, batch_size=32, budget=40, device="cpu", out=str(tmp_path / "out"),
                   progress=False)

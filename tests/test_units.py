@@ -1,5 +1,5 @@
 """Sub-second unit tests of the rules the tuning runs lean on, without a trial process: which
-stored verdicts stand (store/retry.py), what the clock keeps back (search/budget.py), what a
+stored verdicts stand (store/study.py), what the clock keeps back (search/budget.py), what a
 stored record must hold (store/result.py), and that the pure part imports no torch, probe or
 store."""
 
@@ -21,19 +21,14 @@ from autoloader.search.budget import (
     round_seconds,
     trial_seconds,
 )
-from autoloader.search.burst_rule import BurstSettings, expected_window_s
-from autoloader.search.policy import (
-    FINAL_RESERVE_SHARE,
-    FINAL_ROUNDS,
-    FINAL_SETTINGS,
-    FIRST_TRIAL_S,
-)
+from autoloader.search.policy import (FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS, FIRST_TRIAL_S,
+                                      BurstSettings, expected_window_s)
 from autoloader.search.results import CONSTRAINT, FAILED, HANG, OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from autoloader.errors import StoredStateWarning
 from autoloader.store.result import InvalidRecord, TuneResult, trial_record
 from autoloader.store.door import load_result
-from autoloader.store.retry import OnceMore, StoredTrial, code_changed, standing
+from autoloader.store.study import OnceMore, StoredTrial, code_changed, standing
 
 A, B, C = (LoaderConfig.make(16, w, False) for w in (1, 2, 4))
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,7 +42,7 @@ def failed(config, cause) -> TrialResult:
     return TrialResult(config, FAILED, cause=cause, error="boom")
 
 
-# --- store/retry.py: which stored verdicts stand -----------------------------------------------------------
+# --- store/study.py: which stored verdicts stand -----------------------------------------------------------
 
 def test_each_configs_newest_result_stands():
     stored = [StoredTrial(ok(A, 100.0)), StoredTrial(ok(B)), StoredTrial(ok(A, 200.0))]
@@ -71,7 +66,7 @@ def test_a_crash_stands_once_seen_twice():
     twice = standing([StoredTrial(failed(A, "worker_killed")), StoredTrial(failed(A, "worker_killed"))],
                      lambda r, lim: False, code=None)
     assert [t.cause for t in twice.trials] == ["worker_killed"]
-    tracker = OnceMore.after([B])
+    tracker = OnceMore({B})
     assert not tracker.stands(failed(A, "runner_killed")), "a first crash: tried once more"
     assert tracker.stands(failed(A, "runner_killed")), "the second counts"
     assert tracker.stands(failed(B, "worker_segfault")), "one crash already stored: this is the second"
@@ -182,7 +177,7 @@ FORBIDDEN = ("torch", "multiprocessing", "subprocess", "psutil", "click", "optun
 # The report layer's pure part (explain/): records in, records out, from the search's records and
 # errors alone; its plots and page (matplotlib, files) are not in it.
 EXPLAIN = "autoloader/explain"
-EXPLAIN_PURE = ("__init__", "evidence", "verdict", "whatif", "ceiling", "thresholds")
+EXPLAIN_PURE = ("__init__", "evidence", "verdict", "whatif", "thresholds")
 EXPLAIN_MAY_IMPORT = ("autoloader.search", "autoloader.errors", "autoloader.events.lines", *(f"autoloader.explain.{m}" for m in EXPLAIN_PURE[1:]))
 
 

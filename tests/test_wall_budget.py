@@ -12,8 +12,7 @@ import time
 import pytest
 
 from autoloader.search.budget import CLOSING_S, Clock, burst_seconds, trial_seconds, wall_bound
-from autoloader.search.burst_rule import BurstSettings
-from autoloader.search.policy import SEARCH_SETTINGS
+from autoloader.search.policy import SEARCH_SETTINGS, BurstSettings
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig
 from conftest import REPO_ROOT, WORKLOADS

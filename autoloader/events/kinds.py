@@ -66,7 +66,7 @@ class TuneStarted(Event, kind="start"):
         invalid: stored records that failed their checks, ignored.
         moved_aside: where a damaged study was moved, if one was.
         retried, code_changed, crashed_once, environment: stored trials measured again, by
-            reason (a limit since raised, the code changed, a crash once, an OSError: store/retry.py).
+            reason (a limit since raised, the code changed, a crash once, an OSError: store/study.py).
         storage, device, cpus, ranks, budget, max_memory: what the run runs on and under (the
             CPUs and the memory ceiling in bytes are one rank's share on a node).
         ceiling_by, cgroup_limit: what set the memory ceiling ("given" by --max-memory, "ram":
@@ -110,7 +110,7 @@ class TrialsUnstored(Event, kind="unstored"):
 @dataclass(frozen=True)
 class FleetPushed(Event, kind="fleet"):
     """What the push of this run's trials to the fleet storage did, or why it could not
-    (NOTE [ Local first ] in store/push.py).
+    (NOTE [ Local first ] in store/study.py).
 
     Attributes:
         message: the line to say.
@@ -260,7 +260,7 @@ class ResultNotReused(Event, kind="not_reused"):
     why: str
 
 
-# --- long waits (probe/waiting.py's schedule) ---------------------------------------------------
+# --- long waits (probe/driver.py's schedule) ---------------------------------------------------
 
 @dataclass(frozen=True)
 class Waiting(Event, kind="waiting"):
@@ -361,7 +361,7 @@ class WarmStarted(Event, kind="warm"):
     Attributes:
         name: its name in the registry.
         key: its problem's key.
-        warm: the ``fleet.warm.WarmPlan``: where the run starts from, or why from nothing.
+        warm: the ``fleet.retune.WarmPlan``: where the run starts from, or why from nothing.
     """
     name: str
     key: str

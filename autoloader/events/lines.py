@@ -99,7 +99,7 @@ def ceiling_words(by: str | None, cgroup_limit: int | None) -> str:
     return {"given": ", set by --max-memory", "ram": ", set by the RAM available"}.get(by or "", "")
 
 
-# The start line's words for the stored trials marked, measured again or left out (store/retry.py).
+# The start line's words for the stored trials marked, measured again or left out (store/study.py).
 _STORED = (("stale", "interrupted trials marked failed"),
            ("retried", "stopped by a limit since raised, measured again"),
            ("code_changed", "failed under code since changed, measured again"),
@@ -194,7 +194,7 @@ def _recheck(e: BusyRecheck) -> str:
             f"the pick measured again, interleaved: {', '.join(e.configs)}")
 
 
-# A long wait, said while it lasts (probe/waiting.py): for another process's tune of the same
+# A long wait, said while it lasts (probe/driver.py): for another process's tune of the same
 # dataset, the trial process's start-up, or a rank of a node's tune.
 
 @line.register(WaitingForLock)
@@ -241,7 +241,7 @@ def _final(e: FinalRound) -> str:
 _TEMPLATES = {
     RetuneStarted: "autoloader retune [{e.n}/{e.of}] {e.name}",
     ResultNotReused: "autoloader: tuning again: {e.why}",
-    FleetPushed: "autoloader: {e.message}",   # NOTE [ Local first ] in store/push.py
+    FleetPushed: "autoloader: {e.message}",   # NOTE [ Local first ] in store/study.py
     TrialsUnstored: "autoloader: {e.message}; the search goes on without storing its trials",
 }
 for _kind, _template in _TEMPLATES.items():

@@ -15,7 +15,7 @@ from functools import cached_property
 from ..errors import usage
 from ..events.lines import rate, size  # noqa: F401
 from ..search.choice import Finalist
-from ..search.knee import Knee
+from ..search.config import Knee
 from ..search.model import Calibration, Model, Prediction
 from ..search.policy import MAX_WORKERS_PER_CPU
 from ..search.profile import Profile
@@ -120,7 +120,7 @@ class Evidence:
         return getattr(self.profile, "measured", True)
 
     def measured_best(self) -> float:
-        """The highest rate this run measured, per rank; no ceiling is below it (ceiling.py)."""
+        """The highest rate this run measured, per rank; no ceiling is below it (whatif.py)."""
         rates = [self.samples_per_s, *(t.samples_per_s for t in self.ok_trials),
                  *(f.median for f in self.finals if f.rates)]
         return max((r for r in rates if r), default=0.0)

@@ -1,6 +1,15 @@
 """The report a person opens: one self-contained HTML page (its plots inline, nothing loaded from
-the network) and its markdown twin (linking the PNGs written beside it; files.py writes them).
-Every text from the record is escaped in both: most viewers render markdown as HTML.
+the network) and its markdown twin (linking the PNGs written beside it). Every text from the
+record is escaped in both: most viewers render markdown as HTML. ``write_report`` writes them
+beside the result: ``<key>.html``, ``<key>.md`` and ``<key>.plots/``.
+
+# NOTE [ A report writes what it can ]
+# A report is written from a result already stored, so nothing it does may cost the result: each
+# file is written on its own, atomically, and one that cannot be written is said, by name and
+# reason, while the others are still written. The page is self-contained (its plots inline), so
+# it is written whatever became of the PNGs; the markdown twin links them only when they were
+# written. Nothing is written through a symbolic link out of the result's folder: a
+# ``<key>.plots`` that is a link is not followed, and a page or PNG that is a link is replaced.
 """
 
 from __future__ import annotations
@@ -8,14 +17,17 @@ from __future__ import annotations
 import base64
 import html
 import math
+import os
 import re
 import statistics
+from dataclasses import dataclass
 
 from ..events.lines import cpus, provisional_text
 from ..search.results import OK
 from ..search.settings import knobs_of
-from . import Explanation
-from .caveats import NOT_PREDICTED, caveats
+from ..store.durable import atomic_write_all, write_failure
+from . import Explanation, explain
+from .verdict import NOT_PREDICTED, caveats
 from .evidence import pct, rate
 from .thresholds import WORTH_CHANGING
 from .whatif import how_sure, top
@@ -79,7 +91,7 @@ def _pick_rows(result, ex: Explanation) -> list[tuple[str, str]]:
                  + (f" ±{interval * 100:.1f}%" if interval and math.isfinite(interval) else "")))
     rows.append(("samples/s (the model's)", rate(ev.predicted.samples_per_s * ev.ranks) if ev.profiled
                  else NOT_PREDICTED))
-    # The table's own caveats (caveats.py): the rule's words, never a bare ratio.
+    # The table's own caveats (verdict.py): the rule's words, never a bare ratio.
     if tuned.provisional:
         rows.append(("provisional", provisional_text(tuned.provisional)))
     rows += caveats(result)
@@ -224,7 +236,7 @@ def _finals_html(ex: Explanation) -> str:
 
 
 # Both medians: the final's own (the rate reported) and the one the choice ranks by (NOTE [ The
-# opening round ] in search/opening.py).
+# opening round ] in search/choice.py).
 _MEDIANS = ("median: of the final's own rounds (the rate reported); median over every round: the opening "
             "round's too (the search's burst), which is what the choice ranks by.")
 
@@ -293,3 +305,80 @@ def _markdown(result, ex: Explanation, plot_files: dict[str, tuple[str, str]], p
                            [[f.config.key, _rounds(f), rate(f.median), rate(f.round_median)] for f in finals])
         lines += ["", _MEDIANS]
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Written:
+    """Where a result's report goes, what of it was written (paths) and what could not be (one
+    sentence each: what, where, why)."""
+    html: str
+    markdown: str
+    plots: str
+    written: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed
+
+
+def report_paths(result_path: str) -> dict[str, str]:
+    stem = result_path[:-len(".json")] if result_path.endswith(".json") else result_path
+    return {"html": stem + ".html", "markdown": stem + ".md", "plots": stem + ".plots"}
+
+
+def write_report(result_path: str, result) -> Written:
+    """Explain ``result`` (the ``TuneResult`` stored at ``result_path``) and write its page, its
+    markdown twin and the PNGs beside it, each that can be (NOTE [ A report writes what it can ])."""
+    from .plots import draw
+
+    explained = explain(result)
+    plots = draw(explained)
+    paths = report_paths(result_path)
+    written, failed = [], []
+    files = _write_plots(paths, plots, written, failed)
+    for what, path, render in (("the report page", paths["html"], lambda: render_html(result, explained, plots)),
+                               ("its markdown twin", paths["markdown"],
+                                lambda: render_markdown(result, explained, files,
+                                                        plots_left_out=None if files or not plots
+                                                        else os.path.basename(paths["plots"])))):
+        problem = _put(path, render().encode(), what)
+        (failed.append(problem) if problem else written.append(path))
+    return Written(paths["html"], paths["markdown"], paths["plots"], tuple(written), tuple(failed))
+
+
+def _write_plots(paths: dict[str, str], plots: dict, written: list, failed: list) -> dict[str, tuple[str, str]]:
+    """The PNGs into ``<key>.plots/``: name -> (caption, path relative to the markdown), or {}."""
+    folder = paths["plots"]
+    if not plots:
+        return {}
+    if os.path.islink(folder):
+        failed.append(f"the plots were not written to {folder}: it is a symbolic link (to {os.readlink(folder)}), "
+                      "which a report does not follow out of the result's folder; the page has the plots inline")
+        return {}
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        failed.append(write_failure("the plots", folder, exc) + "; the page has them inline")
+        return {}
+    files = {}
+    for name, (caption, png) in plots.items():
+        target = os.path.join(folder, f"{name}.png")
+        problem = _put(target, png, "the plots")
+        if problem:
+            failed.append(problem + "; the page has them inline")
+            return {}   # the twin links all of them or none
+        written.append(target)
+        files[name] = (caption, os.path.relpath(target, os.path.dirname(paths["markdown"]) or "."))
+    return files
+
+
+def _put(path: str, content: bytes, what: str) -> str | None:
+    """``content`` at ``path``; None when written, else what could not be and why."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        return f"could not write {what} to {path}: a folder is there (move it away to have the file written)"
+    try:
+        atomic_write_all({path: content})
+    except OSError as exc:
+        return write_failure(what, path, exc)
+    return None

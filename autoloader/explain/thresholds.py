@@ -37,7 +37,7 @@ MEMORY_CLOSE = 0.8
 # A change is offered as help when the model predicts at least this gain: under it the gain is
 # within the noise of one measurement (policy.MIN_TOLERANCE) and not worth a change to code.
 WORTH_CHANGING = 0.03
-# The uint8 what-if's two (BYTES_MATTER, UINT8_BYTES) are search/uint8.py's: the profile reads them too.
+# The uint8 what-if's two (BYTES_MATTER, UINT8_BYTES) are search/profile.py's: the profile reads them too.
 # "More CPUs" and "a faster step" are asked as doubling: a change a person can make (a larger
 # instance, mixed precision), and far enough to show where the next limit is.
 MORE_CPUS = 2.0

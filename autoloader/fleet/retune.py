@@ -1,11 +1,13 @@
-"""``autoloader retune REGISTRY``: re-tune every dataset a registry lists and report the drift.
+"""``autoloader retune REGISTRY``: re-tune every dataset a registry lists and report the drift
+(``markdown``: one table for the run, then a section per dataset).
 
 Each dataset's key is read in a process of its own (NOTE [ A dataset's key is read in a process
-of its own ]); its run starts from its previous result (fleet/warm.py, store/history.py); the new
-result is kept in the dated history and its drift judged (NOTE [ Drift ] in tuning/compare.py).
-One dataset failing does not stop the others. The report is written dated (a name no other run's
-has, even one started in the same second) and as ``latest``; the folders are checked before
-anything is tuned, and a report that still cannot be written is printed all the same.
+of its own ]); its run starts from its previous result (``warm_plan``, store/history.py, NOTE
+[ Warm start ] in search/model_first.py); the new result is kept in the dated history and its drift
+judged (NOTE [ Drift ] in tuning/compare.py). One dataset failing does not stop the others. The
+report is written dated (a name no other run's has, even one started in the same second) and as
+``latest``; the folders are checked before anything is tuned, and a report that still cannot be
+written is printed all the same.
 
 Exit codes (``RetuneReport.exit_code``): 0 nothing drifted, 3 a dataset drifted (its 95% interval
 wholly past a threshold), 5 one is inconclusive (a busy machine, or its interval across the band;
@@ -22,12 +24,15 @@ import warnings
 from dataclasses import dataclass, field, fields
 
 from ..api import built_problem
-from ..errors import AutoloaderError, AutoloaderWarning, Inconclusive, NotSaved, one_line
+from ..errors import AutoloaderError, AutoloaderWarning, Inconclusive, NotSaved, clip, one_line
 from ..events import Progress, Retuned, RetuneStarted, WarmStarted, subscriber
+from ..events.lines import cpus, rate
 from ..inputs import hardware
 from ..inputs.home import resolve_out, writable
 from ..inputs.source import resolve_dataset
-from ..search.policy import Thresholds
+from ..search.policy import SETTINGS_TIE, Thresholds
+from ..search.settings import SETTINGS
+from ..search.model_first import WarmStart, scaled
 from ..store.durable import (
     atomic_write_all,
     is_disk_full,
@@ -37,12 +42,13 @@ from ..store.durable import (
 )
 from ..store.history import previous, record
 from ..store.paths import held, result_path
+from ..store.result import TuneResult
 from ..store.storage import masked
 from ..store.versions import MEASUREMENT_FORMAT, autoloader_version, now_iso
-from ..tuning import compare as compare_mod
+from ..tuning.compare import BASELINE, DRIFTED, INCONCLUSIVE, Comparison, compare
+from ..tuning.progress import others_text
 from ..tuning.run import Run
 from .registry import Entry, Registry
-from .warm import plan as warm_plan
 
 OK_EXIT, FAILED_EXIT, DRIFTED_EXIT, UNWRITTEN_EXIT, INCONCLUSIVE_EXIT = 0, 1, 3, 4, 5
 FAILED = "failed"
@@ -65,7 +71,7 @@ class Outcome:
     tune_seconds: float | None = None
     history_error: str | None = None   # why the result's dated copy could not be written
     report: str | None = None          # its page (explain/page.py), with --report
-    drift: compare_mod.Comparison | None = None
+    drift: Comparison | None = None
 
     def to_dict(self) -> dict:
         return {**{f.name: getattr(self, f.name) for f in fields(self)},
@@ -90,8 +96,8 @@ class RetuneReport:
         if self.write_error is not None:
             return UNWRITTEN_EXIT
         statuses = {o.status for o in self.outcomes}   # a failure wins over drift, drift over inconclusive
-        return next((code for status, code in ((FAILED, FAILED_EXIT), (compare_mod.DRIFTED, DRIFTED_EXIT),
-                                               (compare_mod.INCONCLUSIVE, INCONCLUSIVE_EXIT)) if status in statuses),
+        return next((code for status, code in ((FAILED, FAILED_EXIT), (DRIFTED, DRIFTED_EXIT),
+                                               (INCONCLUSIVE, INCONCLUSIVE_EXIT)) if status in statuses),
                     OK_EXIT)
 
     @property
@@ -112,7 +118,7 @@ class RetuneReport:
 
 def retune(registry: Registry, *, out: str | None = None, storage: str | None = None, reports: str | None = None,
            progress: Progress | None = None, pages: bool = False) -> RetuneReport:
-    """Re-tune every dataset of ``registry``, each from where it left off (fleet/warm.py), and
+    """Re-tune every dataset of ``registry``, each from where it left off (``warm_plan``), and
     write the report of what drifted; the options given here win over its [fleet] table. A
     dataset whose re-tune fails is a failed entry of the report, never the end of the others.
 
@@ -253,15 +259,15 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
                 # Chosen but not stored: a failure of this dataset's re-tune, with its pick kept in the report.
                 return _outcome(entry, exc.result, FAILED, warm, error=str(exc))
             # Inconclusive: nothing measured, for the machine's or the clock's reason (exit 5).
-            status = compare_mod.INCONCLUSIVE if isinstance(exc, Inconclusive) else FAILED
+            status = INCONCLUSIVE if isinstance(exc, Inconclusive) else FAILED
             error = str(exc) if isinstance(exc, AutoloaderError) else f"{type(exc).__name__}: {exc}"
             return Outcome(entry.name, status, key=key, error=error, warm_start=warm and warm.describe())
     # Saved by the run: what follows is the report of it, and none of it can lose the pick.
     # The first result: a baseline, unless measured on a busy machine (then inconclusive, and no baseline).
-    judged = result.since or compare_mod.compare(None, result, thresholds)
+    judged = result.since or compare(None, result, thresholds)
     page = None
     if pages:
-        from ..explain.files import write_report
+        from ..explain.page import write_report
 
         try:
             written = write_report(result.path, result)
@@ -281,7 +287,7 @@ def _one(entry: Entry, out: str, storage: str | None, thresholds: Thresholds, pr
 
 
 def _outcome(entry: Entry, result, status: str, warm, error: str | None = None, judged=None, **kept) -> Outcome:
-    judged = judged or result.since or compare_mod.Comparison(compare_mod.BASELINE)
+    judged = judged or result.since or Comparison(BASELINE)
     return Outcome(entry.name, status, key=result.tuned.dataset_key, drift=judged, error=error,
                    result_path=result.path if error is None else None, warm_start=warm and warm.describe(),
                    pick=result.config.loader_kwargs(), samples_per_s=result.samples_per_s, trials=len(result.trials),
@@ -293,8 +299,6 @@ def write(report: RetuneReport, folder: str) -> RetuneReport:
     in the same second get ``STAMP`` and ``STAMP-2``) and as ``latest``; the report with its
     paths, or with ``write_error`` saying what could not be written, for the caller to print it
     all the same."""
-    from .report import markdown
-
     stamp = report.started_at.replace(":", "").replace("-", "").replace("+0000", "Z")
 
     def placed(dated: dict[str, str]) -> RetuneReport:
@@ -318,3 +322,141 @@ def write(report: RetuneReport, folder: str) -> RetuneReport:
         return RetuneReport(**{**report.__dict__, "paths": kept,
                                "write_error": f"{write_failure('the report', folder, exc)}. Fix: {fix}"})
     return written
+
+
+@dataclass(frozen=True)
+class WarmPlan:
+    """Where a re-tune starts from and why, in words for its report."""
+    start: WarmStart | None
+    source: str | None = None
+    why_not: str | None = None
+
+    def describe(self) -> str:
+        if self.start is None:
+            return f"none: {self.why_not}"
+        kind = "this hardware's last result" if self.start.may_stop else "the nearest other hardware's result"
+        return f"{kind} ({self.source}): {self.start.pick.key} at {rate(self.start.rate)}"
+
+
+def warm_plan(base: TuneResult | None, problem) -> WarmPlan:
+    """The warm start from ``base`` (the previous result, by ``store.history.previous``'s rule),
+    for ``problem``."""
+    if base is None:
+        return WarmPlan(None, why_not="no earlier result for this dataset")
+    differently = base.measured_differently()
+    if differently is not None:
+        return WarmPlan(None, base.where, why_not=differently)
+    pick, hw = base.config, base.hardware
+    same = hw.fingerprint == problem.hardware.fingerprint
+    if not same:
+        pick = scaled(pick, int(hw.cpus or problem.hardware.cpus), problem.hardware.cpus)
+    if pick.batch_size not in problem.batch_sizes:
+        pick = pick.replace(batch_size=problem.batch_sizes[0])
+    return WarmPlan(WarmStart(pick, base.samples_per_s, base.tuned.rel_interval, may_stop=same,
+                              neighbours=same), base.where)
+
+
+def _mib(value: float | None) -> str:
+    """Bytes in MiB; a value not measured, or one that cannot be (a negative cost), as unmeasured."""
+    return "unmeasured" if value is None or value < 0 else f"{value / 2**20:,.0f} MiB"
+
+
+def _pick(kwargs: dict | None) -> str:
+    if not kwargs:
+        return "-"
+    label = {k.name: k.label for k in SETTINGS}
+    return " ".join(f"{label.get(k, k)}={int(v) if isinstance(v, bool) else v}" for k, v in kwargs.items())
+
+
+def _old_pick(drift) -> str:
+    if drift is None or drift.pick_rate_before is None:
+        return "-"
+    said = f"{rate(drift.pick_rate_before)} -> {rate(drift.old_pick_now)}"
+    if drift.old_pick_now is None:
+        return said
+    interval = drift.rate_interval
+    within = f", 95% {interval[0] - 1:+.0%}...{interval[1] - 1:+.0%}" if interval else ""
+    return f"{said} ({drift.old_pick_now / drift.pick_rate_before - 1:+.0%}{within})"
+
+
+def _change(drift, name: str, form=lambda v: "-" if v is None else f"{v}") -> str:
+    """``drift``'s ``<name>_before -> <name>_after`` in ``form``, or "-" where neither is known."""
+    before, after = (getattr(drift, f"{name}_{when}", None) for when in ("before", "after"))
+    return "-" if before is None and after is None else f"{form(before)} -> {form(after)}"
+
+
+def _warm(outcome) -> str:
+    if outcome.warm_start is None:
+        return "-"
+    if outcome.warm_start.startswith("none"):
+        return "none"
+    kind = "this hardware" if outcome.warm_start.startswith("this hardware") else "other hardware"
+    return f"{kind}, held: stopped early" if outcome.early_stop else kind
+
+
+def markdown(report) -> str:
+    hw = report.hardware
+    gpus = ", ".join(hw.get("gpus") or []) or "no GPU"
+    lines = [f"# autoloader retune: {report.registry}", "",
+             f"- when: {report.started_at} to {report.finished_at}",
+             f"- hardware: `{hw.get('fingerprint')}` ({cpus(hw['cpus']) if hw.get('cpus') else '? CPUs'}, "
+             f"{hw.get('cpu_model')}, {hw.get('memory_gib')} GiB, {gpus})",
+             f"- autoloader {autoloader_version()}, measurement format {MEASUREMENT_FORMAT}",
+             f"- results: `{report.out}`" + (f", storage `{report.to_dict()['storage']}`" if report.storage else ""),
+             f"- thresholds: rate {report.thresholds.rate:.0%}, knee "
+             f"{'not judged' if report.thresholds.knee is None else f'{report.thresholds.knee} workers'}, memory per "
+             f"worker {report.thresholds.memory_per_worker:.0%}, pick change "
+             f"{'counts' if report.thresholds.pick else 'ignored'}, busy past {report.thresholds.busy:.0%} of the CPUs "
+             "taken by others (inconclusive)",
+             f"- verdict: **{report.verdict}** (exit {report.exit_code})",
+             *([f"- this report is not stored: {report.write_error}"] if report.write_error else []),
+             "",
+             "| dataset | status | pick | samples/s | old pick then -> now | knee | memory per worker | warm start "
+             "| trials | time |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for o in report.outcomes:
+        time = "-" if o.tune_seconds is None else f"{o.tune_seconds:.0f} s"
+        status = f"**{o.status}**" if o.status in (DRIFTED, INCONCLUSIVE, "failed") else o.status
+        lines.append(f"| {o.name} | {status} | {_pick(o.pick)} | {rate(o.samples_per_s)} | {_old_pick(o.drift)} | "
+                     f"{_change(o.drift, 'knee')} | {_change(o.drift, 'memory_per_worker', _mib)} | {_warm(o)} | "
+                     f"{o.trials} | {time} |")
+    for o in report.outcomes:
+        lines += ["", f"## {o.name}", ""]
+        if o.key:
+            lines.append(f"- key: `{o.key}`")
+        if o.error:
+            said = "nothing measured" if o.status == INCONCLUSIVE else "failed"
+            lines += [f"- {said}: {clip(o.error.splitlines()[0] if o.error.strip() else o.error, 500)}",
+                      "- the last good result, if any, was kept"]
+        if o.warm_start:
+            held = " (the pick held: the search stopped early)" if o.early_stop else ""
+            lines.append(f"- warm start: {o.warm_start}{held}")
+        d = o.drift
+        load = d.load if d is not None else None
+        if load is not None and load.others_cpus is not None:
+            lines.append(f"- machine: {others_text(load.others_cpus, load.usable_cpus)} while it measured"
+                         + (" (busy: inconclusive, kept but never the baseline)" if load.busy else ""))
+        if d is not None and d.inconclusive:
+            why = "on a busy machine" if d.load is not None and d.load.busy else (d.undecided or "too noisy")
+            lines.append(f"- inconclusive ({why}): nothing can be said changed or unchanged, and this result is "
+                         "never the baseline" + (f" (would have been: {'; '.join(d.set_aside)})" if d.set_aside else ""))
+        if d is not None and d.status == "baseline":
+            lines.append("- the first result for this dataset: nothing to compare with")
+        elif d is not None and d.previous_path is not None:
+            if d.previous_path:
+                lines.append(f"- compared with: `{d.previous_path}` ({d.previous_finished_at or 'undated'})")
+            lines.append("- pick: " + (", ".join(f"{c.setting} {c.before} -> {c.after}" for c in d.changes)
+                                       if d.changes else "unchanged")
+                         + (f" (a tie: the 95% interval of this run's paired rounds does not put the new pick "
+                            f"{SETTINGS_TIE:.0%} ahead of the old)" if d.settings_tie else ""))
+            lines += [f"- the old pick's rate then -> now: {_old_pick(d)}",
+                      f"- knee: {_change(d, 'knee')}; memory per worker: {_change(d, 'memory_per_worker', _mib)}"]
+            if d.hardware_changes:
+                lines.append("- hardware changed: " + ", ".join(f"{f} {b} -> {a}" for f, b, a in d.hardware_changes))
+            lines += [f"- past a threshold: {reason}" for reason in d.reasons]
+        if o.result_path:
+            kept = f"kept as `{o.history_path}`" if o.history_path else f"not kept in the history: {o.history_error}"
+            lines.append(f"- result: `{o.result_path}`; {kept}")
+        if o.report:
+            lines.append(f"- report: [{o.report}]({o.report})")
+    return "\n".join(lines) + "\n"

@@ -16,7 +16,7 @@ from ..store.history import stored_picks
 from ..store.paths import result_files, result_path, split_study_name
 from ..store.records import DatasetRecord
 from ..store.result import TuneResult
-from ..explain.caveats import caveats, load_lines, profiled
+from ..explain.verdict import caveats, load_lines, profiled
 
 
 @dataclass(frozen=True)

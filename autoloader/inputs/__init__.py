@@ -6,5 +6,4 @@ and the fix.
 
 # The folder's public face: the modules other folders (and users) import from it; the others are
 # its own. tests/test_units.py checks every import across folders against it.
-__all__ = ["code_digest", "content", "hardware", "home", "limits", "loader_args", "options", "problem",
-           "source"]
+__all__ = ["code_digest", "content", "hardware", "home", "loader_args", "options", "problem", "source"]

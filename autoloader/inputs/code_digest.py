@@ -4,7 +4,7 @@
 # A trial that failed because the user's code raised (the dataset, collate_fn, sampler or step:
 # ``retry.USER_CODE_CAUSES``) says nothing about the config once that code is fixed. So each
 # stored trial records the digest of the code it ran, and a stored failure of the user's code
-# stands only while the digest is the same (store/retry.py). The digest is computed in the trial
+# stands only while the digest is the same (store/study.py). The digest is computed in the trial
 # process, where the dataset and step are built (NOTE [ No CUDA in the driver ]), from
 # - the code of the dataset's class (and its bases), the step (and the factory that made it) and
 #   the callables among the fixed DataLoader arguments (collate_fn, worker_init_fn, a sampler's

@@ -11,8 +11,7 @@ from typing import Any
 
 from ..errors import usage
 from ..search.config import iterable_key
-from ..search.knob import NODES, REQUIRED, Knob
-from ..search.settings import SETTINGS
+from ..search.settings import NODES, REQUIRED, SETTINGS, Knob
 from ..search.space import LoaderConfig
 
 # The forms ``render`` knows: the one list (cli.py's ``--format`` choices read it).

@@ -40,14 +40,3 @@ class Ranks:
         epoch = profile.epoch_batches
         return dataclasses.replace(profile, cpus=rank_cpus,
                                    epoch_batches=-(-epoch // self.ranks) if epoch else epoch)
-
-    def record(self, max_memory: int) -> dict | None:
-        """What a node's result says of the node: how its figures were made (None for one rank)."""
-        if not self.node:
-            return None
-        return {"ranks": self.ranks, "node_cpus": self.node_cpus, "cpus_per_rank": self.rank_cpus,
-                "max_memory_per_rank": self.memory(max_memory),
-                "config": "per rank: every rank runs this DataLoader on its DistributedSampler shard",
-                "samples_per_s": "the node's: ranks x the slowest rank's; trials and finals list the slowest "
-                                 "rank's (rank_samples_per_s: every rank's)",
-                "profile": "rank 0's alone"}

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ..errors import AutoloaderError
 from ..events import Event
 from ..probe.driver import DatasetInfo, RunnerSetup, SetupError, TrialRunner
-from ..search.burst_rule import BurstSettings
+from ..search.policy import BurstSettings
 from ..search.results import FAILED, OK, TrialResult
 from ..search.space import LoaderConfig
 from .group import GAP_S, Node, RankLost

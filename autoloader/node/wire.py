@@ -13,7 +13,7 @@
 #   the node is lost (RankLost, naming the rank);
 # * the peer's process: every rank is on this machine, so its pid tells at once when it is gone,
 #   or stopped (SIGSTOP, a debugger) for STOPPED_S;
-# * the time: past probe/waiting.py's FIRST_S, rank 0 reports the wait through ``notice``, naming
+# * the time: past probe/driver.py's FIRST_S, rank 0 reports the wait through ``notice``, naming
 #   the rank and its task (the others wait for rank 0's own work, which its progress lines say);
 # * Ctrl-C: the caller's thread sleeps in Python, so KeyboardInterrupt arrives at once.
 # gloo closes the pair after a timed-out wait, so the helper waits once, for the whole bound. A
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..events import Event, WaitingForRank
-from ..probe.waiting import Notices
+from ..probe.driver import Notices
 
 MARGIN_S = 30.0    # beyond the peer's own bound: pickling, scheduling on a loaded machine, the reply
 STOPPED_S = 10.0   # a peer stopped this long is taken as lost

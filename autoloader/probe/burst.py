@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..batches import samples_in
-from ..search.burst_rule import BurstSettings
+from ..search.policy import BurstSettings
 from ..search.paired import t95   # Student's t, one table for the house (df = blocks - 1)
 
 

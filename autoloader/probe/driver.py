@@ -1,23 +1,39 @@
 """The driver's side of a trial: ``TrialRunner`` starts the trial process (``trial.py``), waits for
 its start-up (telling the user what for), sends it one config at a time, guards the tree's
 memory, keeps the watchdog, and turns every way a trial can end into a TrialResult (NOTE [ Trial
-protocol ] in protocol.py).
+protocol ] in protocol.py). A script's module-level ``tune()`` or ``best_loader()`` met again in
+a process 'spawn' started is refused (``refuse_reimport``).
+
+# NOTE [ A script re-imported by spawn ]
+# 'spawn' (the trial process's start method, and the default on macOS and Windows) runs the
+# caller's main script once more in the fresh interpreter, as ``__mp_main__``, so that what was
+# pickled by reference can be found; whatever it does at module level runs again. A best_loader()
+# outside ``if __name__ == "__main__":`` would then wait in the trial process on the key's lock its
+# parent holds until the set-up's timeout blamed the dataset; a tune() would meet multiprocessing's
+# refusal to start a process while bootstrapping. So both first ask whether this process still
+# prepares its main module (multiprocessing marks it ``_inheriting`` until its target is about to
+# run; a frame of spawn's main-module fix-up says the same) and raise a UsageError naming the
+# script and the guard. The trial process dies of it before it has its pipe, so it also writes the
+# message into a file the driver named in its environment (NOTE_VAR), read when it died starting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing as mp
 import os
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from ..events import Event, WaitingForTrialStart
-from ..errors import clip, one_line
-from ..inputs.limits import clipped_timeout
-from ..search.burst_rule import BurstSettings
+from ..errors import clip, one_line, usage
+from ..inputs.options import clipped_timeout
+from ..search.policy import BurstSettings
 from ..search.results import BUDGET_ENDED, CONSTRAINT, FAILED, HANG, TrialResult
 from ..search.space import LoaderConfig
 from . import guard, serve
@@ -25,11 +41,11 @@ from .failures import death_cause, death_text, exit_text
 from .load import LoadMeter, Span
 from .protocol import (Beat, Begin, DatasetInfo, Measure, Measured, Profiled, ProfileRequest, RunnerSetup, SetupError,
                        SetupFailed, Stop)
-from .reimport import TRIAL_PROCESS_NAME, StartNote, refuse_reimport
-from .waiting import Notices
 
-# What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here.
-__all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "RunnerSetup", "SetupError", "TrialRunner"]
+# What a user of TrialRunner needs, RunnerSetup and SetupError included, comes from here (and the
+# schedule of a long wait's notices, node/wire.py's too, and the re-import guard, the API's too).
+__all__ = ["SETUP_TIMEOUT_S", "DatasetInfo", "Notices", "RunnerSetup", "SetupError", "TrialRunner",
+           "refuse_reimport"]
 
 SETUP_TIMEOUT_S = 600.0
 _KILL_S = 5.0   # how long a killed trial process is waited for
@@ -83,7 +99,7 @@ class TrialRunner:
         # Seconds any wait may still take before the run's wall bound (NOTE [ The budget is a wall
         # bound ] in search/budget.py): the start-up, the profile and each trial are cut there.
         self.budget_left = budget_left
-        self.notice = notice             # told what a long start-up waits for (probe/waiting.py)
+        self.notice = notice             # told what a long start-up waits for (``Notices``)
         self.max_memory = max_memory
         self.hang_timeout_s = hang_timeout_s
         self.setup_timeout_s = setup_timeout_s
@@ -105,7 +121,7 @@ class TrialRunner:
     def start(self) -> DatasetInfo:
         """Start the trial process and wait for its Ready, at most ``setup_limit()`` seconds,
         telling ``notice`` meanwhile what it waits for (``_ready``)."""
-        refuse_reimport("a tune")   # NOTE [ A script re-imported by spawn ] in reimport.py
+        refuse_reimport("a tune")   # NOTE [ A script re-imported by spawn ]
         limit = self.setup_limit()
         if self.budget_left is not None and self.budget_left() <= 0:
             raise SetupError("the run's budget had ended, so the trial process was not started (again). Fix: "
@@ -160,14 +176,14 @@ class TrialRunner:
         outcome = self._wait(watch, t0, self._bounded(self._profile_cap(timeout)), timeout)
         if isinstance(outcome, Profiled):
             self.orphans += outcome.leaked_workers
-            self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+            self.shm_leaks += len(guard.clean_shm(shm_before))
             span = meter.stop()
             profile = outcome.profile
             if profile is not None and span is not None:
                 profile = dataclasses.replace(profile, others_cpus=span.others_cpus, steal_cpus=span.steal_cpus)
             return profile, outcome.error
         self._kill()
-        self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+        self.shm_leaks += len(guard.clean_shm(shm_before))
         return None, self._ended(LoaderConfig.make(batch_size, 0, False), outcome).error
 
     def longest_measure(self, settings: BurstSettings, hang_timeout_s: float | None = None) -> float:
@@ -223,7 +239,7 @@ class TrialRunner:
             if isinstance(outcome, _Died) and not outcome.begun and retry_allowed:
                 return None  # it died of something that came before this trial
             result = self._ended(config, outcome)
-        self.shm_leaks += len(guard.clean_shm(shm_before, watch.pids))
+        self.shm_leaks += len(guard.clean_shm(shm_before))
         return self._seen(result, watch, t0, span)
 
     def _send(self, message) -> bool:
@@ -404,7 +420,7 @@ def _too_slow(limit: float, setup_timeout_s: float) -> str:
 def _main_script_hint() -> str:
     """A likely cause when the trial process dies while starting and left no message of its own:
     'spawn' re-runs the caller's script in the new process (NOTE [ A script re-imported by
-    spawn ] in reimport.py), and something at its module level failed there."""
+    spawn ] in driver.py), and something at its module level failed there."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     spec = getattr(main, "__spec__", None)
@@ -413,3 +429,119 @@ def _main_script_hint() -> str:
     return (f". If {os.path.basename(path)} calls tune() at module level, put the call under "
             "`if __name__ == \"__main__\":` (the trial process re-imports that script); the "
             "trial process's own error is on stderr above")
+
+
+# A long wait says what it waits for: the trial process's start-up and a node's ranks (node/wire.py)
+# report it through their ``notice`` callback once it passes FIRST_S, then every EVERY_S, as an
+# event (autoloader/events); the words are events/lines.py's.
+FIRST_S = 5.0    # a healthy start-up or rank is usually done by then: past it, the user is told
+EVERY_S = 15.0   # and told again this often while the wait goes on
+
+
+@dataclass
+class Notices:
+    """Whether a wait of ``waited`` seconds is due its next notice (one per call that says so)."""
+
+    next_s: float = FIRST_S
+
+    def due(self, waited: float) -> bool:
+        if waited < self.next_s:
+            return False
+        # A notice said at once (next_s=0: the trial process's start) is followed by the usual
+        # one at FIRST_S, then one every EVERY_S.
+        self.next_s = FIRST_S if waited < FIRST_S else waited + EVERY_S
+        return True
+
+
+NOTE_VAR = "AUTOLOADER_START_NOTE"
+TRIAL_PROCESS_NAME = "autoloader-runner"   # the trial process's multiprocessing name, set before its main runs
+# spawn.py's functions that run the main module in a new process (forkserver's preload uses the last).
+_FIXUPS = frozenset({"_fixup_main_from_path", "_fixup_main_from_name", "import_main_path"})
+_environ_lock = threading.Lock()
+
+
+def _preparing() -> bool:
+    if getattr(mp.current_process(), "_inheriting", False):
+        return True
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _FIXUPS and os.path.basename(os.path.dirname(code.co_filename)) == "multiprocessing":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _script() -> str:
+    main = sys.modules.get("__mp_main__") or sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path:
+        return path
+    spec = getattr(main, "__spec__", None)
+    return getattr(spec, "name", None) or "the main script"
+
+
+def refuse_reimport(entry: str) -> None:
+    """Raise a UsageError when ``entry`` (``"tune()"``, ``"best_loader()"``) is called while this
+    process re-runs its parent's main script (NOTE [ A script re-imported by spawn ])."""
+    if not _preparing():
+        return
+    script = _script()
+    name = os.path.basename(script)
+    error = usage(f"{entry} must not run when a new process re-imports the main script: multiprocessing's "
+                  f"'spawn' runs {name}'s module-level code again in every process it starts, autoloader's "
+                  f"trial process among them, where {entry} would start another tune",
+                  f"{entry} at module level of {script}",
+                  f"put the call, and the code that uses its result, under `if __name__ == \"__main__\":` in "
+                  f"{name} (or in a function called from there)")
+    if _leave_note(str(error)):
+        # autoloader's own trial process: the driver raises the error in the user's process, so
+        # this one ends quietly (SystemExit passes a script's ``except Exception`` too).
+        raise SystemExit(1)
+    raise error
+
+
+def _leave_note(message: str) -> bool:
+    path = os.environ.get(NOTE_VAR)
+    if not path or mp.current_process().name != TRIAL_PROCESS_NAME:
+        return False
+    try:
+        with open(path, "w") as fh:
+            fh.write(message)
+    except OSError:
+        return False   # the driver then reports the death with its generic hint
+    return True
+
+
+class StartNote:
+    """The driver's side: a file named in the trial process's environment while it starts, read
+    back when it died while starting."""
+
+    def __init__(self):
+        fd, self.path = tempfile.mkstemp(prefix="autoloader-start-", suffix=".txt")
+        os.close(fd)
+
+    @contextlib.contextmanager
+    def passed(self):
+        """NOTE_VAR names the file to a process started in the block ('spawn' copies the environment)."""
+        with _environ_lock:
+            before = os.environ.get(NOTE_VAR)
+            os.environ[NOTE_VAR] = self.path
+            try:
+                yield
+            finally:
+                if before is None:
+                    os.environ.pop(NOTE_VAR, None)
+                else:
+                    os.environ[NOTE_VAR] = before
+
+    def read(self) -> str | None:
+        try:
+            with open(self.path) as fh:
+                return fh.read().strip() or None
+        except OSError:
+            return None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)

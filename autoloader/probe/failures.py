@@ -160,7 +160,7 @@ def failure_line(exc: BaseException) -> str:
 
 def raised_os_error(exc: BaseException) -> bool:
     """Whether a trial's exception was an OSError anywhere in its chain, or a worker's that
-    DataLoader re-raised: the environment's, fixed without changing the code (store/retry.py)."""
+    DataLoader re-raised: the environment's, fixed without changing the code (store/study.py)."""
     import builtins
 
     for e in _exception_chain(exc):

@@ -1,20 +1,39 @@
 """Measuring copy on read in the trial process (NOTE [ Copy on read ] in search/growth.py): the
 dataset's memory as built, two fresh workers' memory against the rows one of them read (the
 profile's growth stage), and a burst's workers at its end; only anonymous pages count as copies
-(NOTE [ Memory by kind ] in probe/pages.py).
+(NOTE [ Memory by kind ] in probe/pages.py). Before the stage, what the dataset's memory is
+held in: large buffers, which forked workers read without copying, or objects, which they copy.
+After it, where the start method's gate is open, each start method's start-up and memory.
+
+# NOTE [ A heap of buffers copies nothing ]
+# The growth stage runs two workers for seconds to see whether reading rows copies pages. Reading
+# a row writes the reference count of each object it touches; a row of a numpy array, a tensor or
+# one bytes buffer touches one header for the whole array, never the buffer's pages. So where the
+# heap the dataset added (``dataset_bytes``) is, but for less than GROWTH_MIN_DATASET, in such
+# buffers, the stage has nothing to find and is not run. ``held_in`` walks the objects reachable
+# from the dataset, never into classes, modules or functions (they reach the whole interpreter),
+# and counts each buffer once by its owner. It gives up (the stage then runs) past WALK_LIMIT
+# objects, on a numpy array of objects, and on a mapped file (np.memmap, mmap: NOTE [ Memory by
+# kind ] in pages.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
+import mmap
 import random
+import sys
 import time
-from typing import Callable
+import types
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from ..search.growth import Growth, fit_growth
+from ..search.methods import MethodCost
 from ..search.policy import GROWTH_MIN_DATASET
-from .heap import copies_nothing
 from .pages import Pages, private_pages
+from .workers import pss
 
 # The stage's most seconds, both phases; the contiguous block's share of them.
 GROWTH_SECONDS = 2.5
@@ -114,13 +133,13 @@ def measure_growth(dataset, fixed_kwargs: dict, sample_s: float, dataset_bytes: 
             return None
         block, last, taken = found
         block_batches = phases.block_batches
-        points, control, final, read = _random_phase(it, workers, last, taken, block_batches, batch, seconds, beat)
+        points, final, read = _random_phase(it, workers, last, taken, block_batches, batch, seconds, beat)
     finally:
         it._shutdown_workers()
         del it, loader
     row_bytes = _slope(block)
     block_rows = block_batches * batch
-    growth = fit_growth(points, block_rows, int(row_bytes * block_rows), control.uss, length, dataset_bytes,
+    growth = fit_growth(points, block_rows, int(row_bytes * block_rows), final[0].uss, length, dataset_bytes,
                         seconds=time.perf_counter() - t0)
     # The mapped file's pages the reader gained over the control, by its last reading: said apart.
     return dataclasses.replace(growth, file_bytes=max(0, final[1].file - final[0].file),
@@ -167,13 +186,13 @@ def _block_phase(it, workers, phases: _Phases, batch: int, seconds: float,
 
 
 def _random_phase(it, workers, last: tuple[Pages, Pages], taken: int, block_batches: int, batch: int,
-                  seconds: float, beat: Callable[[], None]) -> tuple[list, Pages, tuple[Pages, Pages], int]:
+                  seconds: float, beat: Callable[[], None]) -> tuple[list, tuple[Pages, Pages], int]:
     """The random rows for the rest of ``seconds``: (each reading's rows and the reader's gain, the
-    control's last pages, the last reading, the reader's random batches at it)."""
+    last reading, the reader's random batches at it)."""
     points, end = [(0, last[1].anon - last[0].anon)], time.perf_counter() + seconds * (1 - BLOCK_SHARE)
     gap = (end - time.perf_counter()) / READINGS
     next_reading = time.perf_counter() + gap
-    control, final, read = last[0], last, 0
+    final, read = last, 0
     while time.perf_counter() < end:
         try:
             next(it)
@@ -185,11 +204,11 @@ def _random_phase(it, workers, last: tuple[Pages, Pages], taken: int, block_batc
             reading = _readings(workers)
             if reading is None:
                 break
-            control, final, read = reading[0], reading, done
+            final, read = reading, done
             points.append((int((done + 0.5) * batch), reading[1].anon - reading[0].anon))
             next_reading = time.perf_counter() + gap
             beat()
-    return points, control, final, read
+    return points, final, read
 
 
 def _slope(block: list) -> float:
@@ -202,7 +221,7 @@ def _slope(block: list) -> float:
 
 def with_growth(profile, dataset, fixed_kwargs: dict, dataset_bytes: int | None, beat: Callable[[], None]):
     """The profile with its growth stage, or as it was where that failed (the trials meet it) or has
-    nothing to find (NOTE [ A heap of buffers copies nothing ] in heap.py)."""
+    nothing to find (NOTE [ A heap of buffers copies nothing ])."""
     beat()
     try:
         if copies_nothing(dataset, dataset_bytes, GROWTH_MIN_DATASET):
@@ -242,3 +261,162 @@ class NewestIterator:
         samples = (self.batches + in_flight) * config.batch_size / config.num_workers
         return (int(samples), int(sum(r.uss for r in readings) / len(readings)),
                 int(sum(r.file for r in readings) / len(readings)))
+
+
+# Objects the walk visits before it gives up: a dataset of rows held as objects has more.
+WALK_LIMIT = 100_000
+# A bytes-like object this large is a buffer (its header is one page of many); smaller ones count
+# as objects.
+BUFFER_MIN = 64 * 1024
+
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+           types.CodeType, types.FrameType)
+
+
+@dataclass(frozen=True)
+class Held:   # bytes in large anonymous buffers reachable from the dataset, and the objects besides
+    buffer_bytes: int
+    objects: int
+
+
+def held_in(root: object, limit: int = WALK_LIMIT) -> Held | None:
+    """What ``root`` holds in large buffers (NOTE [ A heap of buffers copies nothing ]); None where
+    the walk cannot tell: past ``limit`` objects, an array of objects, or a mapped file."""
+    np = sys.modules.get("numpy")
+    torch = sys.modules.get("torch")
+    owners: dict[int, int] = {}     # a buffer's owner -> its bytes
+    seen: set[int] = set()
+    stack = [root]
+    objects = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, _OPAQUE):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, mmap.mmap):
+            return None
+        if np is not None and isinstance(obj, np.ndarray):
+            if obj.dtype.hasobject or isinstance(obj, np.memmap):
+                return None
+            base = obj
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            if isinstance(base.base, mmap.mmap) or isinstance(base, np.memmap):
+                return None
+            if base.base is not None:   # a view of another object's buffer: that object is walked
+                stack.append(base.base)
+            else:
+                owners[id(base)] = base.nbytes
+            continue
+        if torch is not None and isinstance(obj, torch.Tensor):
+            if obj.device.type == "cpu" and not obj.is_sparse:
+                storage = obj.untyped_storage()
+                owners[storage.data_ptr()] = storage.nbytes()
+            continue
+        if isinstance(obj, (bytes, bytearray, memoryview, str)):
+            size = obj.nbytes if isinstance(obj, memoryview) else len(obj)
+            if size >= BUFFER_MIN:
+                owners[id(obj)] = size
+                continue
+        objects += 1
+        if objects > limit:
+            return None
+        stack.extend(gc.get_referents(obj))
+    return Held(sum(owners.values()), objects)
+
+
+def copies_nothing(dataset: object, dataset_bytes: int | None, floor: int) -> bool:
+    """Whether the dataset's heap is, but for less than ``floor``, in large buffers: the growth
+    stage has nothing to find (NOTE [ A heap of buffers copies nothing ])."""
+    if dataset_bytes is None:
+        return False
+    held = held_in(dataset)
+    return held is not None and dataset_bytes - held.buffer_bytes < floor
+
+
+# --- The profile's last stage where the start method's gate is open: each worker start method's
+# start-up and memory (NOTE [ What a start method costs ] in search/methods.py). The growth stage's
+# batch (small: the first batch's own work is little beside a worker's start-up) and warm batches
+# (the allocators settle) serve here too. Seconds of random reads between the two memory readings:
+READ_SECONDS = 1.0
+# The stage's loaders: two workers, one batch in flight each, so the second batch is the second
+# worker's (in order): its arrival times the second worker's start.
+METHOD_WORKERS = 2
+
+
+def _mean(values: Sequence[int]) -> int:
+    return int(sum(values) / len(values)) if values else 0
+
+
+def measure_method(dataset, kwargs: dict, method: str, default: bool, sample_s: float,
+                   beat: Callable[[], None] = lambda: None) -> MethodCost | None:
+    """Two workers started with ``method``: iter() to their first batches (less a batch's work),
+    their memory after WARM_BATCHES batches each and after READ_SECONDS of random reads. None
+    when the loader ended before the readings."""
+    from torch.utils.data import DataLoader
+
+    t_begin = time.perf_counter()
+    batch = STAGE_BATCH
+    work = batch * max(0.0, sample_s)
+    loader = DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=METHOD_WORKERS, prefetch_factor=1,
+                        multiprocessing_context=None if default else method, **kwargs)
+    t0 = time.perf_counter()
+    it = iter(loader)
+    try:
+        next(it)
+        first = time.perf_counter() - t0
+        next(it)
+        second = time.perf_counter() - t0
+        beat()
+        for _ in range(METHOD_WORKERS * WARM_BATCHES):
+            next(it)
+        workers = list(getattr(it, "_workers", ()))
+        start = [private_pages(w.pid) for w in workers]
+        start_pss = [pss(w.pid) for w in workers]
+        if any(p is None for p in start) or any(p is None for p in start_pss):
+            return None
+        taken, end_at = 0, time.perf_counter() + READ_SECONDS
+        while time.perf_counter() < end_at:
+            try:
+                next(it)
+            except StopIteration:
+                break
+            taken += 1
+        beat()
+        end = [private_pages(w.pid) for w in workers]
+        if any(p is None for p in end):
+            return None
+    finally:
+        it._shutdown_workers()
+        del it, loader
+    rise = _mean([e.anon for e in end]) - _mean([s.anon for s in start])
+    return MethodCost(method, default, startup=((1, max(0.0, first - work)), (2, max(0.0, second - 2 * work))),
+                      worker_uss_bytes=_mean([s.uss for s in start]), worker_pss_bytes=_mean(start_pss),
+                      rise_bytes=max(0, rise), rise_samples=taken * batch // METHOD_WORKERS,
+                      seconds=time.perf_counter() - t_begin)
+
+
+def with_methods(profile, dataset, methods: Sequence[str], default: str, kwargs_of: Callable[[str], dict],
+                 beat: Callable[[], None]):
+    """The profile with each of ``methods`` measured (``default`` first); one that fails here (a
+    dataset that does not pickle, for spawn) is met and reported by its trials."""
+    try:
+        length = len(dataset)
+    except TypeError:
+        return profile
+    if length < 4 * METHOD_WORKERS * (WARM_BATCHES + 2) * STAGE_BATCH:
+        return profile
+    costs, seconds = [], 0.0
+    for method in [default] + [m for m in methods if m != default]:
+        beat()
+        try:
+            cost = measure_method(dataset, kwargs_of(method), method, method == default, profile.sample_median_s,
+                                  beat)
+        except Exception:  # noqa: BLE001 - the trials of this method meet and report it
+            cost = None
+        if cost is not None:
+            costs.append(cost)
+            seconds += cost.seconds
+    if not costs:
+        return profile
+    return dataclasses.replace(profile, methods=tuple(costs), seconds=profile.seconds + seconds)

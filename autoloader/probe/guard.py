@@ -117,7 +117,7 @@ def shm_entries() -> set[str]:
 _TORCH_SEGMENT = re.compile(r"^torch_(\d+)_")
 
 
-def clean_shm(before: set[str], pids: Iterable[int]) -> list[str]:
+def clean_shm(before: set[str]) -> list[str]:
     """The /dev/shm segments a finished trial's processes left behind, unlinked: torch names a
     segment ``torch_<creator pid>_...`` and unlinks it once the receiver has it, so a new name
     whose creator is dead was left by a process killed in between. A live creator's names are

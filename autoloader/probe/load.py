@@ -1,5 +1,5 @@
 """What the rest of the machine takes while a trial runs, measured from the driver (NOTE [ Others
-on the machine ] in search/load.py says what the figures mean). Over a ``LoadMeter``'s span, the
+on the machine ] in search/results.py says what the figures mean). Over a ``LoadMeter``'s span, the
 usable CPUs' busy time less this run's own processes' (the driver, the trial process and all
 below it; a reaped child is charged to its parent) is what the others took. The kernel's steal
 time (the hypervisor's other guests) is busy time too, and kept apart as well.

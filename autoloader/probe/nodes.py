@@ -29,7 +29,7 @@ from typing import Any
 
 from ..batches import bytes_in, samples_in
 from ..errors import usage
-from ..search.knob import NODES
+from ..search.settings import NODES
 from ..search.nodes import FACTORY, FACTORY_KEYWORDS, REBUILT, TORCHDATA_FIX, NodesGraph
 from ..search.space import LoaderConfig
 from .timing import timed_batches

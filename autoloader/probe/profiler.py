@@ -9,7 +9,7 @@ each figure feeds). Its named stages:
 2. transfer one collated batch replayed through a few workers, only the receive timed, at two
             sizes (a fixed cost and one per byte); then pin and copy, pinned and pageable; and
             where the batch is large (BYTES_MATTER) and float32, the same as uint8 (NOTE [ A
-            quarter of the bytes ] in search/uint8.py);
+            quarter of the bytes ] in search/profile.py);
 3. consumer the step on a resident batch, repeated: the ceiling from above and each call's time
             (its jitter); where torch runs several intra-op threads, the main process's share
             with them and with one, in pairs;
@@ -52,13 +52,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..batches import bytes_in, map_tensors
+from ..batches import bytes_in, map_tensors, tensors_in
 from ..inputs.hardware import usable_cpus
-from ..search.profile import Profile
-from ..search.uint8 import BYTES_MATTER
+from ..search.profile import BYTES_MATTER, Profile, Uint8Cost
 from .timing import _cpu_availability, _RunQueue, _timed, _unqueued, _warm_time
-from .transfer import _busy_depth, _busy_receive, _transfer
-from .uint8 import uint8_cost
 
 PROFILE_SAMPLES = 256
 SAMPLE_SECONDS = 1.5
@@ -285,7 +282,7 @@ def _consumer_stage(run: _Run, consume: Callable[[Any], Any], batch, samples: li
     step_samples = tuple(calls) if not run.cuda or run.past(2 * step_s) else _step_calls(
         lambda: consume(resident), sync, JITTER_CALLS)
     # The main process's share of a batch (its collate and the step) with the default threads and
-    # with one, in pairs (NOTE [ The main process's threads ] in search/threads.py).
+    # with one, in pairs (NOTE [ The main process's threads ] in search/profile.py).
     pairs: list[tuple[float, float]] = []
     if run.threads > 1 and not run.past(4 * (step_s + collate_main_s)):
         group = run.cycled(samples)
@@ -400,3 +397,252 @@ def _step_calls(call: Callable[[], Any], sync: Callable[[], None], most: int) ->
         sync()
         times.append(time.perf_counter() - t0)
     return tuple(times)
+
+
+# --- The uint8 stage: the batch's float32 tensors as uint8, timed against them on the run's own
+# samples (NOTE [ A quarter of the bytes ] in search/profile.py).
+# The collate pairs: MIN_ROUNDS, then more while they end within UINT8_SECONDS of the stage's
+# start, MAX_ROUNDS at most; each side's least time stands (a wait only adds). Their shrink is
+# the what-if's gain, which fewer rounds leave unsteady.
+UINT8_SECONDS = 0.4
+MIN_ROUNDS = 4
+MAX_ROUNDS = 8
+# A worker's one-thread collate costs per sample, so its pairs collate this share of the batch's
+# samples (two at least) and are scaled to the batch.
+WORKER_SHARE = 1 / 16
+# Off CUDA the conversion runs on the loop's CPUs: timed on this share of each tensor's rows and
+# scaled (an elementwise pass costs per element; on a device the whole batch is cheap).
+CPU_CONVERT_SHARE = 1 / 8
+
+
+def as_uint8(obj: Any) -> tuple[Any, int]:
+    """(``obj`` with each contiguous float32 tensor seen as uint8 of its shape, how many): a view
+    of its first quarter of bytes, no copy (no copy or collate looks at the values)."""
+    import torch
+
+    seen = 0
+
+    def view(t):
+        nonlocal seen
+        if t.dtype is not torch.float32 or not t.is_contiguous() or t.dim() == 0 or t.numel() == 0:
+            return t
+        seen += 1
+        return t.view(torch.uint8).reshape(-1)[: t.numel()].view(t.shape)
+
+    return map_tensors(obj, view), seen
+
+
+def uint8_cost(samples: list, batch: Any, batch_size: int, collate: Callable[[list], Any], device: str,
+               sync: Callable[[], None],
+               queue: Callable[[], float] = lambda: 0.0, pin_local_s: float | None = None,
+               h2d_pinned_s: float | None = None, h2d_pageable_s: float | None = None) -> Uint8Cost | None:
+    """The change to uint8 timed (NOTE [ A quarter of the bytes ]) on ``samples`` cycled to
+    ``batch_size`` against ``batch``, their float32 batch, whose warm pin and copies the profile
+    gives; None where no contiguous float32 tensor is held or ``collate`` refuses uint8 ones."""
+    import torch
+
+    t_begin = time.perf_counter()
+    group = [samples[i % len(samples)] for i in range(batch_size)]
+    viewed = [as_uint8(s) for s in group]
+    if not any(n for _, n in viewed):
+        return None
+    eights = [s for s, _ in viewed]
+    try:   # untimed: a collate_fn that insists on float32 says so here, and the first one warms up
+        batch8 = collate(eights)
+    except Exception:  # noqa: BLE001
+        return None
+    float_bytes, eight_bytes = bytes_in(batch), bytes_in(batch8)
+    converted = [e for f, e in zip(tensors_in(batch), tensors_in(batch8))
+                 if f.dtype is torch.float32 and e.dtype is torch.uint8]
+    if float_bytes <= 0 or not converted:
+        return None
+
+    # Alternating pairs (the order swapped each round, so drift falls on both alike), each side
+    # less its waits for a CPU (NOTE [ A profile read under load ]).
+    k = max(2, min(batch_size, round(batch_size * WORKER_SHARE)))
+    loop: dict[bool, list[float]] = {False: [], True: []}
+    one: dict[bool, list[float]] = {False: [], True: []}
+    threads = torch.get_num_threads()
+    rounds, round_s = 0, 0.0
+    while rounds < MIN_ROUNDS or (rounds < MAX_ROUNDS and time.perf_counter() - t_begin + round_s <= UINT8_SECONDS):
+        r0 = time.perf_counter()
+        for eight in ((False, True) if rounds % 2 == 0 else (True, False)):
+            items = eights if eight else group
+            loop[eight].append(_unqueued(lambda: collate(items), queue)[0])
+            torch.set_num_threads(1)
+            try:
+                part = items[:k]
+                one[eight].append(_unqueued(lambda: collate(part), queue)[0] * batch_size / k)
+            finally:
+                torch.set_num_threads(threads)
+        rounds += 1
+        round_s = time.perf_counter() - r0
+    loop_pair = (min(loop[False]), min(loop[True]))
+    one_pair = (min(one[False]), min(one[True]))
+
+    cuda = device.startswith("cuda")
+    pin_pair = pinned_pair = pageable_pair = None
+    if cuda:
+        pin8 = _warm_time(lambda: map_tensors(batch8, lambda t: t.pin_memory()))
+        pinned = map_tensors(batch8, lambda t: t.pin_memory())
+        copy8 = _warm_time(lambda: (map_tensors(pinned, lambda t: t.to(device, non_blocking=True)), sync()))
+        del pinned
+        pageable8 = _warm_time(lambda: (map_tensors(batch8, lambda t: t.to(device)), sync()), repeats=1)
+        pin_pair = (pin_local_s, pin8) if pin_local_s else None
+        pinned_pair = (h2d_pinned_s, copy8) if h2d_pinned_s else None
+        pageable_pair = (h2d_pageable_s, pageable8) if h2d_pageable_s else None
+        resident = [t.to(device) for t in converted]
+        convert_s = _warm_time(lambda: ([t.float().div_(255.0) for t in resident], sync()))
+        del resident
+        torch.cuda.empty_cache()
+    else:
+        rows = [t[: max(1, int(t.shape[0] * CPU_CONVERT_SHARE))] for t in converted]
+        share = sum(r.numel() for r in rows) / max(1, sum(t.numel() for t in converted))
+        convert_s = _warm_time(lambda: [r.float().div_(255.0) for r in rows]) / share
+    return Uint8Cost(byte_share=eight_bytes / float_bytes, loop_collate_s=loop_pair, worker_collate_s=one_pair,
+                     pin_s=pin_pair, h2d_pinned_s=pinned_pair, h2d_pageable_s=pageable_pair, convert_s=convert_s,
+                     rounds=rounds, seconds=time.perf_counter() - t_begin)
+
+
+# --- The receive: batches made by workers, taken by the main process (stages 2 and 4): from idle
+# workers at two sizes (NOTE [ The receive's two parts ] in search/model.py), and from a worker busy
+# making the next (NOTE [ A busy worker's receive ]).
+# Batches taken from the replay loader's full queue; its workers and depth are kept small enough
+# that the batches in flight fit comfortably in /dev/shm.
+TRANSFER_BATCHES = 6
+# Takes of the smaller batch after them (NOTE [ The receive's two parts ] in search/model.py).
+SMALL_TAKES = 3
+SHM_SHARE = 0.25
+# The busy receive: at most this deep a queue, this many takes, this long in all; a cycle waits
+# this many times the expected fill before it takes.
+BUSY_DEPTH = 4
+BUSY_TAKES = 6
+BUSY_SECONDS = 1.0
+BUSY_FILL_MARGIN = 1.5
+
+
+class Replay:
+    """A dataset whose every item is a fresh copy of one collated batch (``batch_size=None``), so
+    that the workers only copy and send and the main process's receive is what is timed; from
+    item ``other_from`` on, copies of ``other`` (a smaller batch: the receive's second size)."""
+
+    def __init__(self, batch: Any, length: int, other: Any = None, other_from: int | None = None):
+        self.batch, self.length, self.other, self.other_from = batch, length, other, other_from
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> Any:
+        if self.other is not None and self.other_from is not None and index >= self.other_from:
+            return map_tensors(self.other, lambda t: t.clone())
+        return map_tensors(self.batch, lambda t: t.clone())
+
+
+def _room(batch_bytes: int, memory_budget: int | None) -> int:
+    """Batches the profile's loaders may hold in flight: SHM_SHARE of the free /dev/shm or of
+    ``memory_budget``, each held twice (the worker's copy and the one it sends)."""
+    from ..inputs.hardware import shm_free
+
+    return int(min(shm_free() or 2**31, memory_budget or 2**62) * SHM_SHARE) // max(1, 2 * batch_bytes)
+
+
+def _busy_depth(batch_bytes: int, batch_work: float, memory_budget: int | None) -> int:
+    """The busy receive's prefetch depth (0: not measured, when it would not fit or a cycle would
+    take too long)."""
+    depth = min(BUSY_DEPTH, _room(batch_bytes, memory_budget) - 1)
+    if depth < 2 or depth * batch_work * BUSY_FILL_MARGIN > BUSY_SECONDS:
+        return 0
+    return depth
+
+
+def _busy_receive(it, depth: int, batch_work: float, beat: Callable[[], None],
+                  queue: Callable[[], float] = lambda: 0.0) -> float | None:
+    """The median take of a batch that waited while the one worker made the next: each cycle lets
+    it fill the queue (``depth`` batches), then takes them; every take after the first meets it busy."""
+    takes: list[float] = []
+    deadline = time.perf_counter() + BUSY_SECONDS
+    # A pause before each take lets the worker wake to its new index and get going (on a busy
+    # machine that takes a moment); the pauses together stay well inside one batch's work.
+    gap = min(batch_work / (2 * depth), 0.005)
+    fill = depth * batch_work * BUSY_FILL_MARGIN + 0.005
+    # A cycle after the first only where it ends inside BUSY_SECONDS: one begun just before the
+    # deadline would run the stage to nearly twice it.
+    while len(takes) < BUSY_TAKES and (not takes or time.perf_counter() + fill + depth * gap <= deadline):
+        time.sleep(fill)
+        try:
+            next(it)
+            for _ in range(depth - 1):
+                time.sleep(gap)
+                takes.append(_unqueued(lambda: next(it), queue)[0])
+        except StopIteration:
+            break
+        beat()
+    return statistics.median(takes) if takes else None
+
+
+def _transfer(batch: Any, batch_bytes: int, fixed_kwargs: dict, device: str, sync,
+              memory_budget: int | None, queue: Callable[[], float] = lambda: 0.0, small: Any = None,
+              beat: Callable[[], None] = lambda: None,
+              waiting: Callable[[Callable[[], Any]], Any] = lambda call: call()) -> tuple | None:
+    """(receive, pin, pinned copy, pageable copy, the receive's fixed part) seconds per batch: the
+    pin and copies None off CUDA, the fixed part None without a smaller ``small``; None when one
+    worker's batches in flight would not fit (``_room``). The receive is timed on batches of
+    ``batch``, then SMALL_TAKES of ``small``: NOTE [ The receive's two parts ] in search/model.py."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    cuda = device.startswith("cuda")
+    room = _room(batch_bytes, memory_budget)
+    if room < 2:
+        return None
+    workers = 2 if room >= 4 else 1
+    depth = max(1, min(4, room // workers - 1))
+    count = TRANSFER_BATCHES if cuda else TRANSFER_BATCHES // 2
+    small_bytes = bytes_in(small) if small is not None else 0
+    takes_small = SMALL_TAKES if 0 < small_bytes < batch_bytes else 0
+    loader = DataLoader(Replay(batch, 4 * count + workers * depth + takes_small, small if takes_small else None,
+                               count + 1), batch_size=None, num_workers=workers, prefetch_factor=depth,
+                        **{k: v for k, v in fixed_kwargs.items() if k in ("multiprocessing_context", "worker_init_fn")})
+    it = iter(loader)
+    try:
+        first = waiting(lambda: next(it))   # the workers' start: progress while it lasts (``waiting``)
+        if cuda:   # one untimed pin of these sizes, its block back in the cache (NOTE [ Warm pinning ])
+            warm = map_tensors(first, lambda t: t.pin_memory())
+            del warm
+        del first
+        recv, recv_small, pins, pinned_copies, pageable_copies = [], [], [], [], []
+        for i in range(count + takes_small):
+            beat()
+            # Let the workers fill the queue, then time only the take.
+            time.sleep(min(0.5, 0.02 + 2e-10 * batch_bytes))
+            elapsed, received = _unqueued(lambda: next(it), queue)
+            (recv if i < count else recv_small).append(elapsed)
+            if not cuda or i >= count:
+                continue
+            if i % 2 == 0:
+                elapsed, pinned = _timed(lambda: map_tensors(received, lambda t: t.pin_memory()), lambda: None)
+                pins.append(elapsed)
+                elapsed, _ = _timed(lambda: map_tensors(pinned, lambda t: t.to(device, non_blocking=True)), sync)
+                pinned_copies.append(elapsed)
+                del pinned   # its block back in the cache before the next pin
+            else:
+                elapsed, _ = _timed(lambda: map_tensors(received, lambda t: t.to(device)), sync)
+                pageable_copies.append(elapsed)
+    finally:
+        it._shutdown_workers()
+        del it, loader
+    if cuda:
+        torch.cuda.empty_cache()
+    median = statistics.median
+    full = median(recv)
+    fixed = receive_fixed(full, batch_bytes, median(recv_small), small_bytes) if recv_small else None
+    return (full, median(pins) if pins else None, median(pinned_copies) if pinned_copies else None,
+            median(pageable_copies) if pageable_copies else None, fixed)
+
+
+def receive_fixed(full_s: float, full_bytes: int, small_s: float, small_bytes: int) -> float:
+    """The line through the two sizes' takes, at no bytes; within [0, full_s]."""
+    if full_bytes <= small_bytes:
+        return full_s
+    per_byte = max(0.0, (full_s - small_s) / (full_bytes - small_bytes))
+    return min(full_s, max(0.0, full_s - per_byte * full_bytes))

@@ -17,7 +17,7 @@ dataclass each.
 #    profile's stages, then Profiled(profile, error, leaked_workers).
 # 3. Stop() asks the trial process to exit; the driver then kills what is left of its tree.
 # The trial process may also exit on its own after a result: a CUDA error left its context
-# unusable (NOTE [ Pinned memory outlives its trial ] in device.py).
+# unusable (NOTE [ Pinned memory outlives its trial ] in trial.py).
 # A pipe that breaks during a trial (EOF, or the process gone and nothing left to read) means it
 # died. Before Begin, of something that came before this trial (a late signal from the last
 # trial's workers, a process that ended itself): the driver starts a new one and sends the same
@@ -36,7 +36,7 @@ import multiprocessing as mp
 from dataclasses import dataclass
 
 from ..inputs.source import Source
-from ..search.burst_rule import BurstSettings
+from ..search.policy import BurstSettings
 from ..search.nodes import NodesGraph
 from ..search.profile import Profile
 from ..search.results import TrialResult

@@ -15,8 +15,7 @@ import warnings
 from ..search.results import FAILED, OK, TrialResult
 from .failures import FD_EXHAUSTED, FD_EXHAUSTED_IN_WORKER, worker_out_of_descriptors
 from .protocol import Beat, Begin, Measured, Profiled, ProfileRequest, Ready, RunnerSetup, SetupError, SetupFailed, Stop
-from .setup_parts import uncompiled
-from .trial import _Runner
+from .trial import _Runner, uncompiled
 from .workers import (RUNNER_NAME, adopt_orphans, die_with_parent, end_leftovers, reap_absorbing_reports, reap_children,
                       release_semaphores, set_name)
 
@@ -132,4 +131,4 @@ def main(conn, setup: RunnerSetup, began: float | None = None) -> None:
         if leaked is None:
             return   # the descriptors the dataset leaked go with this process; the next gets a fresh one
         if runner.cuda_broken:
-            return  # NOTE [ Pinned memory outlives its trial ] in device.py: the next trial gets a fresh process
+            return  # NOTE [ Pinned memory outlives its trial ] in trial.py: the next trial gets a fresh process

@@ -1,5 +1,9 @@
 """The trial process's work (``_Runner``; ``serve.main`` is its entry point): it builds the dataset
 and the step once, then measures one config per Measure (NOTE [ Trial protocol ] in protocol.py).
+Its set-up is timed and looked at: its parts (``Parts``), whether a dataset was built at its
+module's import (``module_holds``), which packages have no bytecode (``uncompiled``).
+Its GPU besides the step (NOTE [ No CUDA in the driver ] in inputs/hardware.py): batches copied
+to it, its cached memory returned, its utilisation from NVML.
 
 # NOTE [ Trial processes ]
 # A trial can segfault, exhaust /dev/shm, trip the OOM killer or hang; none of that may take the
@@ -16,6 +20,18 @@ and the step once, then measures one config per Measure (NOTE [ Trial protocol ]
 # kills a tree by its group, its descendants and every process its guard saw in it (a crashed
 # runner's workers are no longer its children), never a group not the runner's own. A trial ends as
 # a result about its config, never as an exception; the two speak NOTE [ Trial protocol ].
+
+# NOTE [ Pinned memory outlives its trial ]
+# PyTorch's caching host allocator keeps every page-locked block it handed out for the process's
+# life: the pin thread's copies of up to num_workers x prefetch_factor batches stay after their
+# trial. One config after another in one process, each peak would carry every larger config's
+# pinned batches before it, teaching predict_peak too high a per-worker cost and letting the guard
+# stop a small config for a large one's cache. So each trial's caches are released when it ends,
+# and the next trial's pinned allocations start from empty, as a fresh training process's do (a
+# start-up cost the burst's skipped batches absorb: NOTE [ Honest burst ]). A CUDA error the trial
+# left behind (a device-side assert in the step) surfaces here, in the synchronise: it must not
+# replace the trial's own result, and the context is unusable, so the trial process ends after
+# reporting it and the next trial gets a fresh one.
 """
 
 from __future__ import annotations
@@ -23,23 +39,22 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import sys
 import time
 import traceback
 import weakref
+from typing import Any
 
-from ..batches import bytes_in, samples_in
+from ..batches import bytes_in, map_tensors, samples_in
 from ..inputs.content import dataset_class, dataset_fingerprint
-from ..search.burst_rule import BurstSettings
+from ..search.policy import BurstSettings
 from ..search.profile import Profile
 from ..search.results import FAILED, LOADER_ARGUMENTS, OK, TrialResult
 from ..search.space import LoaderConfig
 from . import guard, nodes
-from .setup_parts import Parts, module_holds
-from .device import NvmlUtil, pinned_peak, release_cached_memory, reset_pinned_peak, to_device
 from .failures import (FD_EXHAUSTED_IN_WORKER, classify_failure, describe_failure, failure_line, handover_lost,
                        raised_os_error)
-from .growth import NewestIterator, anonymous_bytes, with_growth
-from .methods import with_methods
+from .growth import NewestIterator, anonymous_bytes, with_growth, with_methods
 from .protocol import BEAT_S, DatasetInfo, RunnerSetup, SetupError
 from .shards import Counted, shard_fields, with_stream
 from .workers import WorkerInit, ended_out_of_descriptors, half_built_iterator, pss, shutdown_iterators
@@ -113,7 +128,7 @@ class _Runner:
             self.parts.mark("build the step")
         self.nvml = NvmlUtil() if self.cuda else None
         # Set when a trial left CUDA unusable: this process then ends after its result
-        # (NOTE [ Pinned memory outlives its trial ] in device.py).
+        # (NOTE [ Pinned memory outlives its trial ]).
         self.cuda_broken: str | None = None
 
     def inspect(self) -> DatasetInfo:
@@ -319,7 +334,7 @@ class _Runner:
             # First: a worker that ran out of descriptors ends now, and its end is read, not raised.
             ran_out = ended_out_of_descriptors(iterators, HANDOVER_WAIT_S if handover_lost(exc) else 0.0)
             message, detail = describe_failure(exc)
-            os_error = raised_os_error(exc)   # the environment's: re-measured on resume (store/retry.py)
+            os_error = raised_os_error(exc)   # the environment's: re-measured on resume (store/study.py)
             del exc
             if ran_out and message != FD_EXHAUSTED_IN_WORKER:
                 message, detail = FD_EXHAUSTED_IN_WORKER, f"{detail}\n{FD_EXHAUSTED_IN_WORKER}"
@@ -403,3 +418,132 @@ class _Runner:
         non_blocking = config.pin_memory
         return lambda batch: to_device(batch, self.device, non_blocking)
 
+
+# NOTE [ Imports compiled every start ]
+# Python caches each module's bytecode beside its source the first time it imports it. Where no
+# cache can be written (PYTHONDONTWRITEBYTECODE=1, common in container images, with packages a tool
+# installed uncompiled, uv's default; or a read-only install), every fresh interpreter compiles
+# torch's thousands of modules again, seconds of every start. The trial process is one, started by
+# every tune, so after its imports it looks for the bytecode of the costliest packages, and the tune
+# says which it compiled and how to compile them once, beside their sources (PYTHONPYCACHEPREFIX is
+# no fix: it moves every cache, the standard library's too).
+UNCOMPILED_CHECKED = ("torch", "torchvision", "numpy")
+
+
+def uncompiled(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The packages among UNCOMPILED_CHECKED and ``extra`` imported here with no bytecode cached
+    where this interpreter looks (NOTE [ Imports compiled every start ])."""
+    import importlib.util
+
+    found = []
+    for name in dict.fromkeys(UNCOMPILED_CHECKED + extra):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if not path or not path.endswith(".py"):
+            continue
+        try:
+            cached = importlib.util.cache_from_source(path)
+        except (NotImplementedError, ValueError):
+            continue
+        if not os.path.exists(cached):
+            found.append(name)
+    return tuple(found)
+
+
+def module_holds(factory, dataset) -> bool:
+    """Whether ``dataset`` is one of the names of ``factory``'s module (built at its import)."""
+    module = sys.modules.get(getattr(factory, "__module__", None) or "")
+    return module is not None and any(value is dataset for value in vars(module).values())
+
+
+class Parts:
+    """The set-up's parts as they end, each (what, start, end) in ``time.monotonic()`` seconds (the
+    host's one clock), the first from ``began`` (when the driver started this process) or now."""
+
+    def __init__(self, began: float | None = None):
+        self.marks: list[tuple[str, float, float]] = []
+        self.last = began if began is not None else time.monotonic()
+
+    def mark(self, what: str) -> None:
+        now = time.monotonic()
+        self.marks.append((what, self.last, now))
+        self.last = now
+
+
+def release_cached_memory(torch) -> str | None:
+    """The trial's cached device and pinned host memory returned (NOTE [ Pinned memory outlives its
+    trial ]); None, or the CUDA error that stopped it (the context is then unusable)."""
+    try:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        empty_host = getattr(torch._C, "_host_emptyCache", None)
+        if empty_host is not None:
+            empty_host()
+    except Exception as exc:  # noqa: BLE001 - reported by the caller, never raised over a result
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def reset_pinned_peak(torch) -> None:
+    reset = getattr(torch.cuda, "reset_peak_host_memory_stats", None)
+    if reset is not None:
+        try:
+            reset()
+        except Exception:  # noqa: BLE001 - the figure is then the process's peak, an upper bound
+            pass
+
+
+def pinned_peak(torch) -> int | None:
+    """The caching host allocator's peak since the reset, in its blocks (NOTE [ Pinned batches ] in
+    search/memory.py); None where torch keeps no such statistics."""
+    stats = getattr(torch.cuda, "host_memory_stats", None)
+    if stats is None:
+        return None
+    try:
+        value = stats().get("allocated_bytes.peak")
+    except Exception:  # noqa: BLE001 - no figure rather than no result
+        return None
+    return int(value) if value is not None else None
+
+
+def to_device(batch: Any, device: str, non_blocking: bool) -> Any:
+    return map_tensors(batch, lambda t: t.to(device, non_blocking=non_blocking))
+
+
+def nvml_bus_id(props) -> str | None:
+    """The PCI address NVML finds a GPU by, from torch's device properties (their ``pci_bus_id`` is
+    the bus alone, which NVML rejects); None when they lack one."""
+    parts = [getattr(props, f"pci_{name}_id", None) for name in ("domain", "bus", "device")]
+    if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+        return None
+    domain, bus, device = parts
+    return f"{domain:08x}:{bus:02x}:{device:02x}.0"
+
+
+class NvmlUtil:
+    """GPU utilisation from NVML's own sample buffer, averaged over exactly the burst window."""
+
+    def __init__(self):
+        self.handle = None
+        try:
+            import pynvml
+            import torch
+
+            pynvml.nvmlInit()
+            self.pynvml = pynvml
+            bus_id = nvml_bus_id(torch.cuda.get_device_properties(torch.cuda.current_device()))
+            # Without a PCI address, no handle: torch's device index is not NVML's when
+            # CUDA_VISIBLE_DEVICES reorders or hides GPUs, and another GPU's figure would mislead.
+            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id) if bus_id is not None else None
+        except Exception:  # noqa: BLE001 - NVML is a second opinion: absent is fine
+            self.handle = None
+
+    def mean_between(self, start_wall: float, end_wall: float) -> float | None:
+        if self.handle is None:
+            return None
+        try:
+            _, samples = self.pynvml.nvmlDeviceGetSamples(
+                self.handle, self.pynvml.NVML_GPU_UTILIZATION_SAMPLES, int(start_wall * 1e6))
+        except Exception:  # noqa: BLE001
+            return None
+        values = [s.sampleValue.uiVal for s in samples if start_wall * 1e6 <= s.timeStamp <= end_wall * 1e6]
+        return sum(values) / len(values) / 100.0 if values else None

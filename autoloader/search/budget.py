@@ -23,8 +23,8 @@ import statistics
 import time
 from typing import Sequence
 
-from .burst_rule import BurstSettings, expected_window_s
-from .policy import FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS, FIRST_TRIAL_S
+from .policy import (FINAL_RESERVE_SHARE, FINAL_ROUNDS, FINAL_SETTINGS, FIRST_TRIAL_S, BurstSettings,
+                     expected_window_s)
 from .results import OK, TrialResult
 from .space import LoaderConfig
 
@@ -120,7 +120,7 @@ class Clock:
 def rounds_kept(history: Sequence[TrialResult], rule: LoaderConfig | None, pick_unmeasured: bool) -> int:
     """The final rounds the search keeps time for: one while the strategy's pick is unmeasured (a
     final without it re-measures what loses); one fewer while the rule has no burst, since its
-    burst opens the final (NOTE [ The opening round ] in opening.py)."""
+    burst opens the final (NOTE [ The opening round ] in choice.py)."""
     if pick_unmeasured:
         return 1
     if rule is not None and not any(t.config == rule for t in history):

@@ -1,4 +1,5 @@
-"""The search: predict every config from the profile, spend bursts only to confirm.
+"""The search: predict every config from the profile, spend bursts only to confirm. Choosing the
+next config is kept apart from running it (``Strategy``: the run measures what is chosen).
 
 NOTE [ Model first ]
 A burst's rate moves by more than the differences the search must find, so the model ranks
@@ -34,26 +35,87 @@ cannot see is left to headroom: a pick bound by the consumer is the cheapest wit
 workers are busy at most HEADROOM_BUSY of the time. The search also measures the pick with twice
 its workers (``headroom_probe``, at most one per CPU) and the final holds both. A cheaper
 finalist short of headroom ties only within FINAL_TIE (``short_of_headroom``).
+
+The warm start: a re-tune measures the last pick first, and stops early when it still holds.
+
+NOTE [ Warm start ]
+A nightly re-tune mostly finds what it found the night before, and a full search to say so
+costs the whole budget. So a ``WarmStart`` measures first the stored pick, the strategy's rule,
+then the pick's ``neighbours`` (one step along each setting but the worker count). From this
+hardware's own last result, when the pick re-measures within its tie of the stored rate
+(``hold_tie``) and nothing measured reads clearly ahead of it, the search ends there and the
+final re-measures the strategy's finalists as usual; once the pick reads otherwise, the search
+takes over at once from these measurements. From other hardware's result there is no early
+stop: its pick, its workers scaled to this machine's CPUs, is only a first guess. Every warm
+config is measured here (NOTE [ Runs in a study ] in store/runs.py).
 """
 
 from __future__ import annotations
 
+import abc
 import itertools
+import math
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from .codec import Stored, stored
 from .model import Calibration, Model, Prediction, calibrate
 from .policy import (
     HEADROOM_BUSY,
+    HOLD_TIE,
     MAX_DOUBTS,
     MAX_FINALISTS,
     MAX_SEARCH_TRIALS,
     PREDICTED_TIE,
+    RATE_SHIFT,
     UNCERTAIN_NEAR,
 )
 from .results import OK, TrialResult, best_burst, challenges
 from .settings import SETTINGS
 from .space import LoaderConfig, SearchSpace
-from .strategy import Strategy
+
+
+class Strategy(abc.ABC):
+    """Answers everything the run asks of the search. It holds no state between calls but its
+    construction: a resumed run hands it the stored history and it picks up where it was."""
+
+    rule: LoaderConfig | None = None   # the config the tuner replaces, measured beside the pick
+    stopped_early: bool = False        # what it measured settled the answer before its plan ended
+    cpus: int | None = None            # NOTE [ Past the cores ] in choice.py; None: not held
+
+    @abc.abstractmethod
+    def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
+        """The next config to try, or None when the strategy has nothing more worth measuring.
+        Must never return a config already in ``history``."""
+
+    @abc.abstractmethod
+    def expected_trials(self) -> int:
+        """About how many trials a run takes, for progress lines."""
+
+    @abc.abstractmethod
+    def curve(self, history: Sequence[TrialResult]) -> list[tuple[int, float]]:
+        """(workers, rate) points of the worker curve in ``history``, for the knee."""
+
+    @abc.abstractmethod
+    def finalists(self, history: Sequence[TrialResult]) -> list[LoaderConfig]:
+        """Who the interleaved final re-measures, the rule last when it is among them."""
+
+    @abc.abstractmethod
+    def calibration(self, history: Sequence[TrialResult]) -> Calibration:
+        """The model's efficiency terms as the bursts in ``history`` fitted them."""
+
+    def pick_unmeasured(self, history: Sequence[TrialResult]) -> bool:
+        """Whether its pick has no burst yet and is expected to beat every measured one (the search
+        may then spend the final's reserve down to one round: budget.rounds_kept)."""
+        return False
+
+    def model_pick(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
+        """Its own pick from ``history`` before the final (None when it does not say)."""
+        return None
+
+    def short_of_headroom(self, configs: Sequence[LoaderConfig], history: Sequence[TrialResult]) -> frozenset:
+        """Of ``configs``, those the final ties only narrowly (NOTE [ Headroom ])."""
+        return frozenset()
 
 
 def heuristic_config(space: SearchSpace, cpus: int, batch_size: int | None = None) -> LoaderConfig:
@@ -278,3 +340,92 @@ class ModelFirst(Strategy):
         pick = self.pick(now).config
         return [(n, self.model.predict(pick.replace(num_workers=n), calib).samples_per_s)
                 for n in worker_ladder(self.cpus, self.space.max_workers)]
+
+
+@dataclass(frozen=True)
+class WarmStart(Stored):
+    """What a run measures first (NOTE [ Warm start ])."""
+    pick: LoaderConfig               # the stored pick (scaled to this machine when from another)
+    rate: float = stored(key="samples_per_s", positive=True)   # its stored rate
+    rel_interval: float | None = None
+    may_stop: bool = False           # this hardware's own result: an early stop is allowed
+    neighbours: bool = stored(True, read=False, write=False)   # measure the pick's neighbours too
+
+
+def neighbours(config: LoaderConfig, space: SearchSpace) -> list[LoaderConfig]:
+    """Configs one step from ``config`` along each knob's ``step``, in their ranks' order."""
+    out = []
+    stepped = sorted((k for k in SETTINGS if k.step is not None and config.applies(k)), key=lambda k: k.step.rank)
+    for knob in stepped:
+        value, offered = config[knob], space.offered(knob)
+        if knob.step.adjacent:
+            ordered = sorted(offered)
+            if value in ordered:
+                at = ordered.index(value)
+                out += [config.replace(**{knob.name: ordered[i]})
+                        for i in (at - 1, at + 1) if 0 <= i < len(ordered)]
+        else:
+            out += [config.replace(**{knob.name: v}) for v in offered if v != value]
+    return [c for c in out if space.contains(c) and c != config]
+
+
+def scaled(config: LoaderConfig, their_cpus: int, my_cpus: int) -> LoaderConfig:
+    """Another machine's pick with its worker count in proportion to this machine's CPUs."""
+    if not config.num_workers:
+        return config
+    return config.replace(num_workers=max(1, round(config.num_workers * my_cpus / max(1, their_cpus))))
+
+
+def hold_tie(warm: WarmStart, now: TrialResult) -> float:
+    """HOLD_TIE, widened by the two readings' intervals (a burst is noisier than a final), up to RATE_SHIFT."""
+    spread = sum(x for x in (warm.rel_interval, now.rel_interval) if x is not None and math.isfinite(x))
+    return min(RATE_SHIFT, max(HOLD_TIE, spread))
+
+
+def holds(warm: WarmStart, history: Sequence[TrialResult]) -> bool:
+    """The stored pick reads within its tie of the stored rate, and nothing clearly ahead of it."""
+    now = next((t for t in history if t.config == warm.pick), None)
+    if now is None or now.status != OK or not now.samples_per_s or now.pruned:
+        return False
+    tie = hold_tie(warm, now)
+    if abs(now.samples_per_s / warm.rate - 1) > tie:
+        return False
+    return not any(t.status == OK and t.samples_per_s and t.samples_per_s > now.samples_per_s * (1 + tie)
+                   for t in history)
+
+
+class Warmed:
+    """``inner`` (a Strategy) with the warm start's configs first; everything else is its own."""
+
+    def __init__(self, inner: Strategy, warm: WarmStart, space: SearchSpace):
+        self.inner, self.warm = inner, warm
+        # The rule second, so that the final holds it however soon the clock ends the search; a
+        # pick past the cores beside num_workers = CPUs (NOTE [ Past the cores ] in choice.py).
+        first = [warm.pick] + ([inner.rule] if warm.may_stop and inner.rule is not None else [])
+        if inner.cpus is not None and warm.pick.num_workers > inner.cpus:
+            first.append(warm.pick.replace(num_workers=inner.cpus))
+        first += list(neighbours(warm.pick, space)) if warm.neighbours else []
+        self.first = list(dict.fromkeys(c for c in first if space.contains(c)))
+        self.stopped_early = False
+
+    def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
+        if self.first and self.first[0] == self.warm.pick:
+            done = {t.config for t in history}
+            if self.warm.pick not in done:
+                return self.warm.pick
+            if holds(self.warm, history):
+                # The pick still reads as it did: its neighbours, then (this hardware) the end.
+                for config in self.first[1:]:
+                    if config not in done:
+                        return config
+                if self.warm.may_stop:
+                    self.stopped_early = True
+                    return None
+        return self.inner.propose(history)   # a pick that moved hands over to the search at once
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["inner"], name)   # all but the warm start's own is the inner's
+
+
+def warmed(strategy: Strategy, warm: WarmStart | None, space: SearchSpace) -> Strategy:
+    return strategy if warm is None else Warmed(strategy, warm, space)

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .codec import Stored
-from .knob import NODES
-from .settings import CONCURRENCY
+from .settings import CONCURRENCY, NODES
 from .space import LoaderConfig, SearchSpace
 
 __all__ = ["FACTORY", "NodesGraph", "REBUILT", "TORCHDATA_FIX", "graph_rule", "graph_snippet", "graph_space"]

@@ -136,7 +136,7 @@ def compared(r: Ratio | None, other: str, unpaired: str | None = None) -> str:
     return f"indistinguishable from {other} ({signed_span(r.lo - 1.0, r.hi - 1.0)})"
 
 
-# --- The nightly's comparisons (tuning/compare.py, store/comparison.py: NOTE [ Drift ]) ----------
+# --- The nightly's comparisons (tuning/compare.py, store/records.py: NOTE [ Drift ]) ----------
 # Bounds as plain numbers, (ratio, lo, hi), with (0, inf) where the readings show no spread.
 
 OUTSIDE, INSIDE, STRADDLES = "outside", "inside", "straddles"

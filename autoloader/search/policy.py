@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .burst_rule import BurstSettings
 from .settings import SETTINGS
 
 # --- noise: when two rates are a tie ---------------------------------------------------------
@@ -44,6 +43,35 @@ PRUNE_MARGIN = 0.8
 FIRST_TRIAL_S = 6.0
 # A healthy trial's first batch (worker start-up included) fits in this, however clipped.
 MIN_CLIPPED_TIMEOUT_S = 5.0
+
+
+# A burst's stop rule, and the time it takes: the probe's burst (probe/burst.py) measures under
+# these settings and the run's clock (budget.py) plans by them (NOTE [ Honest burst ] in
+# probe/burst.py explains the rule).
+@dataclass(frozen=True)
+class BurstSettings:
+    """The stop rule of one burst."""
+
+    min_window_s: float = 1.0
+    max_window_s: float = 5.0
+    min_cycles: float = 2.0
+    """Worker cycles (num_workers batches each) a window holds before the time cap may end it:
+    below 2, a window yields fewer lagged differences than workers."""
+    target_rel_interval: float = 0.03
+    chunk_s: float = 0.2
+    extra_skip: int = 2
+    prune_below: float | None = None
+    """Stop early once the rate reads below this (policy.prune_line): the search only needs to
+    know a config loses. None measures in full."""
+
+
+def expected_window_s(settings: BurstSettings, num_workers: int, batch_interval_s: float) -> float:
+    """The longest window ``settings`` give a config that delivers a batch every
+    ``batch_interval_s``: the time cap, or min_cycles worker cycles when those take longer,
+    within the hard cap of three time caps."""
+    cycles = settings.min_cycles * num_workers * batch_interval_s
+    return min(max(settings.max_window_s, cycles), 3 * settings.max_window_s)
+
 
 # Windows hold at least 3 worker cycles in the search, 4 in the final (NOTE [ Honest burst ] in
 # probe/burst.py); their caps are short beside a burst's cost around its window: a burst corrects
@@ -97,7 +125,7 @@ KEEPS_UP_TIE = 0.05
 # NOTE [ Rounds that disagree ] in choice.py.
 DISAGREE_TIE = 0.05
 
-# --- the machine's load: NOTE [ Others on the machine ] in search/load.py ---------------------
+# --- the machine's load: NOTE [ Others on the machine ] in search/results.py ---------------------
 
 # Others taking more than this share of the usable CPUs make a measurement busy: the loader got
 # less than half of what it would alone, so its figures are the machine's beside them.
@@ -107,7 +135,7 @@ LOAD_TIE = 0.10
 # Extra interleaved rounds, at most, for the configs that decide a busy run's pick.
 BUSY_ROUNDS = 2
 
-# --- threads: NOTE [ The main process's threads ] in search/threads.py ------------------------
+# --- threads: NOTE [ The main process's threads ] in search/profile.py ------------------------
 
 # One intra-op thread reading less than this much faster is the timer's noise.
 THREADS_SLOWER = 0.2
@@ -175,7 +203,7 @@ def same_kind(a, b) -> bool:
     return all(a[k] == b[k] for k in SETTINGS if not k.capacity)
 
 
-# --- warm starts: NOTE [ Warm start ] in warm.py ----------------------------------------------
+# --- warm starts: NOTE [ Warm start ] in model_first.py ---------------------------------------
 
 # A re-tune's stored pick holds within this share of its stored rate (widened: ``warm.hold_tie``).
 HOLD_TIE = 0.05

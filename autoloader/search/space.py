@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..errors import usage
-from .knob import DATALOADER, REQUIRED, Knob
 from .policy import MAX_WORKERS_PER_CPU
-from .settings import BATCH, PREFETCH_CHOICES, SETTINGS, TUNED_SETTINGS, WORKERS, check_batch_size, context
+from .settings import (BATCH, DATALOADER, PREFETCH_CHOICES, REQUIRED, SETTINGS, TUNED_SETTINGS, WORKERS, Knob,
+                       check_batch_size, context)
 
 __all__ = ["LoaderConfig", "PREFETCH_CHOICES", "SearchSpace", "TUNED_SETTINGS", "check_batch_size",
            "parse_batch_sizes", "search_space"]

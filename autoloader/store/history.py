@@ -84,7 +84,7 @@ def previous(out: str, hardware, key: str, storage: str | None = None, set_aside
 def stored_picks(storage: str, key: str | None = None, whole: bool = False) -> list[TuneResult]:
     """Each autoloader study's newest complete run's pick in ``storage`` (of ``key`` alone, when
     given), where ``<storage>#<study>``. ``whole``: the run's whole result where the storage holds
-    it (NOTE [ Local first ] in push.py), else its pick."""
+    it (NOTE [ Local first ] in study.py), else its pick."""
     import optuna
 
     from . import runs
@@ -115,7 +115,7 @@ def _whole(study, run_id: str, pick: TuneResult) -> TuneResult:
     import warnings
 
     from ..search.codec import InvalidRecord
-    from .push import RESULT_PREFIX
+    from .study import RESULT_PREFIX
     from ..errors import StoredStateWarning
 
     data = study.user_attrs.get(RESULT_PREFIX + run_id)

@@ -25,21 +25,18 @@ from ..search.choice import Finalist, finalist_of, paired, rule_verdict
 from ..search.codec import InvalidRecord, Stored, read, stored
 from ..search.config import TunedConfig
 from ..search.growth import growth_finding
-from ..search.load import MachineLoad
+from ..search.results import OK, BurstError, MachineLoad, TrialResult
 from ..search.memory import MemoryForecast
 from ..search.methods import StartChoice
 from ..search.model import Calibration, Prediction
 from ..search.nodes import NodesGraph
 from ..search.paired import Ratio, compared
 from ..search.policy import MAX_WORKERS_PER_CPU
-from ..search.profile import Profile
-from ..search.results import OK, BurstError, TrialResult
+from ..search.profile import Profile, Threads
 from ..search.shards import Stream
 from ..search.space import LoaderConfig
-from ..search.threads import Threads
-from ..search.warm import WarmStart
-from .comparison import Comparison
-from .records import DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
+from ..search.model_first import WarmStart
+from .records import Comparison, DatasetRecord, Inputs, NodeRecord, Provenance, StoredHardware, WhatIfClaim
 from .versions import reuse_problem
 
 FORMAT = 2

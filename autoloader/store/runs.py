@@ -13,7 +13,7 @@
 #    trials are kept, and its trials left RUNNING are failed at once (no one is left to finish them);
 #  * complete runs' trials stay in the study, the record of what was measured, but never stand in
 #    for a measurement of a later run, so a re-tune measures the data as it is now (it starts from
-#    the previous pick instead: NOTE [ Warm start ] in search/warm.py);
+#    the previous pick instead: NOTE [ Warm start ] in search/model_first.py);
 #  * a trial is opened with values only this process knows (``FixedSampler``), never through
 #    the study's shared queue of enqueued trials, so a process can only take its own trial;
 #  * a live trial's driver beats (``Heartbeat``, Optuna's heartbeat table); a RUNNING trial of

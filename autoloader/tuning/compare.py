@@ -32,7 +32,7 @@
 # worker curve, is judged only when the thresholds ask. Figures measured in another measurement
 # format (NOTE [ Measurement format ] in store/versions.py) cannot be compared: that is said, and
 # is a reason, since nothing can be said to be unchanged.
-# Tonight's run measured on a busy machine (NOTE [ Others on the machine ] in search/load.py) is
+# Tonight's run measured on a busy machine (NOTE [ Others on the machine ] in search/results.py) is
 # inconclusive, whatever it found: its figures are what the machine gave beside the others. What
 # went past a threshold is kept as ``set_aside`` for the report. An inconclusive result, busy or
 # undecided, is marked so that no later run compares with it (TuneResult.conclusive,
@@ -50,7 +50,7 @@ from ..search.paired import STRADDLES, against_band, paired_bounds, runs_ratio
 from ..search.policy import MEMORY_FLOOR, SETTINGS_TIE, Thresholds
 from ..search.results import OK
 from ..search.space import TUNED_SETTINGS, LoaderConfig
-from ..store.comparison import BASELINE, DRIFTED, INCONCLUSIVE, NEW_HARDWARE, UNCHANGED, Change, Comparison
+from ..store.records import BASELINE, DRIFTED, INCONCLUSIVE, NEW_HARDWARE, UNCHANGED, Change, Comparison
 from ..store.result import TuneResult
 
 __all__ = ["BASELINE", "DRIFTED", "INCONCLUSIVE", "NEW_HARDWARE", "UNCHANGED", "Change", "Comparison", "compare",

@@ -9,7 +9,7 @@ SETTLE_ROUNDS of the previous pick and the best other finalist.
 
 NOTE [ A final that can settle ]
 Where the search's bursts of the pick and the rule make the opening round (NOTE [ The opening
-round ] in search/opening.py), a final of one more round ends at two pairs: t95 with one degree
+round ] in search/choice.py), a final of one more round ends at two pairs: t95 with one degree
 of freedom is 12.7, so its interval settles only a gap about nine times the pairs' noise, one the
 opening alone already shows (choice.choose hands it back over the bursts as one round). So where
 the budget holds fewer rounds than bring the pairs to FINAL_ROUNDS (three: t95 4.30), the final
@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from ..events import BusyRecheck, FinalRound, Progress
 from ..search.budget import Clock, round_seconds
 from ..search.choice import Finalist, choose, rule_settled
-from ..search.load import MachineLoad
+from ..search.results import OK, MachineLoad, TrialResult, best_burst, challenges
 from ..search.policy import (BUSY_ROUNDS, FINAL_MAX_ROUNDS, FINAL_MIN_ROUNDS, FINAL_ROUNDS, FINAL_SETTINGS,
                              SETTLE_ROUNDS)
-from ..search.results import OK, TrialResult, best_burst, challenges
 from ..search.space import LoaderConfig
 
 

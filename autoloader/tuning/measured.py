@@ -6,21 +6,22 @@ from typing import Sequence
 
 from ..inputs.problem import Problem
 from ..probe.protocol import DatasetInfo
-
 from ..search.choice import Finalist
-from ..search.knee import Knee, find_knee
+from ..search.config import Knee, find_knee
 from ..search.model import Calibration, Model
+from ..search.model_first import Strategy
 from ..search.profile import Profile
 from ..search.results import OK, TrialResult
 from ..search.settings import ORDER
 from ..search.space import LoaderConfig
-from ..search.strategy import Strategy
 from ..store.records import DatasetRecord
+
 
 def knee_of(strategy: Strategy, history: Sequence[TrialResult]) -> Knee | None:
     """The knee of the worker curve the strategy reports."""
     curve = strategy.curve(history)
     return find_knee(curve) if curve else None
+
 
 def reorder_gain(model: Model, config: LoaderConfig, calib: Calibration, allowed: bool) -> float | None:
     """What out-of-order delivery is predicted to gain over the pick, when the user did not allow it."""
@@ -28,6 +29,7 @@ def reorder_gain(model: Model, config: LoaderConfig, calib: Calibration, allowed
         return None
     base = model.predict(config, calib).samples_per_s
     return model.predict(ORDER.proposed(config), calib).samples_per_s / base - 1.0 if base else None
+
 
 def fallback_profile(info: DatasetInfo, batch_size: int, cpus: int) -> Profile:
     """A profile from the set-up's one batch alone, for when the profile could not be measured:
@@ -37,9 +39,11 @@ def fallback_profile(info: DatasetInfo, batch_size: int, cpus: int) -> Profile:
                    step_s=0.0, startup_s=0.0, worker_pss=None, cpus=cpus,
                    epoch_batches=-(-info.length // batch_size) if info.length else None, measured=False)
 
+
 def dataset_record(problem: Problem) -> DatasetRecord:
     return DatasetRecord(problem.dataset.name, problem.dataset_class, problem.length, problem.content,
                          problem.version)
+
 
 def baseline_rate(finals: Sequence[Finalist], history: Sequence[TrialResult]) -> float | None:
     """num_workers=0's rate in the same protocol as the pick: the final's when it was there."""

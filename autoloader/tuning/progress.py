@@ -21,8 +21,8 @@ from ..search.memory import KEPT_WORKERS
 from ..search.results import OK
 from ..search.settings import ORDER
 from ..search.shards import stream_lines
-# The caveats' words are explain's, shared with the page and show: NOTE in explain/caveats.py.
-from ..explain.caveats import (NOT_PREDICTED, caveats, load_lines, profile_load_line, profiled,  # noqa: F401
+# The caveats' words are explain's, shared with the page and show: NOTE in explain/verdict.py.
+from ..explain.verdict import (NOT_PREDICTED, caveats, load_lines, profile_load_line, profiled,  # noqa: F401
                                rate_basis, rule_label, rule_line)
 
 

@@ -19,15 +19,12 @@ from ..node.ranks import Ranks
 from ..search.budget import Clock, budget_words
 from ..search.choice import Finalist, provisional_reason
 from ..search.config import TunedConfig
-from ..search.load import MachineLoad
+from ..search.results import MachineLoad, TrialResult
 from ..search.memory import MemoryLimits
 from ..search.model import Model
-from ..search.profile import Profile
-from ..search.results import TrialResult
+from ..search.model_first import Strategy, WarmStart
+from ..search.profile import Profile, threads_of
 from ..search.shards import stream_record
-from ..search.strategy import Strategy
-from ..search.threads import threads_of
-from ..search.warm import WarmStart
 from ..store.durable import write_failure
 from ..store.history import keep
 from ..store.paths import result_path
@@ -74,7 +71,8 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
                         provisional=provisional_reason(pick.config, finals, load.busy, load.others_cpus,
                                                        load.usable_cpus, budget_hint(ran, profile)))
     info = started.info
-    node = ranks.record(ran.options.limits.max_memory)
+    node = NodeRecord(ranks.ranks, ranks.node_cpus, ranks.rank_cpus,
+                      ranks.memory(ran.options.limits.max_memory)) if ranks.node else None
     result = TuneResult(
         tuned, tuple(history), tuple(finals), result_path(out, fingerprint, key),
         result_path(out, fingerprint, key, ".py"), store.shown_url, ran.clock.elapsed(), len(started.history),
@@ -85,7 +83,7 @@ def record(ran: Ran, started, profile: Profile, model: Model, strategy: Strategy
         reorder_gain=reorder_gain(model, pick.config, calib, problem.allow_reorder) if profile.measured else None,
         model_error=tuple(model.model_error(history, calib)), study=store.study.study_name,
         run_id=store.run.run_id, dataset=dataset_record(problem), provenance=Provenance(**provenance()),
-        warm_start=ran.warm_start, early_stop=strategy.stopped_early, node=NodeRecord.from_dict(node) if node else None,
+        warm_start=ran.warm_start, early_stop=strategy.stopped_early, node=node,
         inputs=inputs_of(ran, problem),
         memory=memory.forecast(pick.config, history),
         rule_memory=memory.forecast(strategy.rule, history) if strategy.rule else None,

@@ -17,8 +17,7 @@ from ..errors import AutoloaderError, Inconclusive, InputError, NoFeasibleConfig
 from ..events import (FleetPushed, Profiled, Progress, RuleRetried, TrialDone, TrialsUnstored, TuneStarted,
                       WaitingForLock)
 from ..inputs import hardware
-from ..inputs.limits import clipped_timeout, warn_batch_past_length
-from ..inputs.options import Options
+from ..inputs.options import Options, clipped_timeout, warn_batch_past_length
 from ..inputs.problem import Problem
 from ..node.group import Node
 from ..node.ranks import Ranks
@@ -27,28 +26,23 @@ from ..probe.driver import TrialRunner
 from ..probe.load import LoadMeter
 from ..probe.protocol import DatasetInfo, RunnerSetup, SetupError
 from ..search.budget import Clock, budget_words, burst_seconds, overhead_seconds, profile_limit, rounds_kept
-from ..search.choice import Finalist, best_of, choose
+from ..search.choice import Finalist, best_of, choose, opening_round
 from ..search.memory import MemoryLimits, batch_samples
 from ..search.model import Model
-from ..search.load import MachineLoad, machine_load
-from ..search.model_first import ModelFirst
-from ..search.opening import opening_round
+from ..search.results import (BUDGET_ENDED, CONSTRAINT, HANG, LOADER_ARGUMENTS, OK, MachineLoad, TrialResult,
+                              machine_load)
+from ..search.model_first import ModelFirst, Strategy, WarmStart, warmed
 from ..search.policy import SEARCH_SETTINGS, prune_line
 from ..search.profile import Profile
-from ..search.results import BUDGET_ENDED, CONSTRAINT, HANG, LOADER_ARGUMENTS, OK, TrialResult
-from ..search.settings import open_gates
+from ..search.settings import NODES, open_gates
 from ..search.shards import worker_cap
-from ..search.knob import NODES
 from ..search.nodes import graph_rule, graph_space
 from ..search.space import LoaderConfig, search_space
-from ..search.strategy import Strategy
-from ..search.warm import WarmStart, warmed
 from ..store.history import previous
 from ..store.paths import default_storage, held, lock_path, study_name
 from ..store.result import TuneResult
-from ..store.retry import OnceMore, rule_again
+from ..store.study import OnceMore, StudyStore, rule_again
 from ..store.storage import warm_up
-from ..store.study import StudyStore
 from .compare import settled
 from .measured import fallback_profile, profile_parts, setup_parts
 from .final import Final, final_configs, final_measurement
@@ -79,7 +73,7 @@ class Run:
                  warm_start: WarmStart | None = None, node: Node | None = None):
         self.problem, self.options = problem, options
         self.ranks = node.ranks if node is not None else Ranks()
-        self.warm_start = warm_start    # NOTE [ Warm start ] in search/warm.py
+        self.warm_start = warm_start    # NOTE [ Warm start ] in search/model_first.py
         self.clock = Clock(options.budget, options.started, options.kept_s)   # NOTE [ The budget is a wall bound ]
         unlocked, methods = start_plan(problem)   # NOTE [ The start method as a knob ] in search/settings.py
         self.space = search_space(problem.batch_sizes, problem.hardware.cpus, problem.device, unlocked,
@@ -169,7 +163,7 @@ class Run:
                                      on_wait=lambda holder: self.progress(WaitingForLock(
                                          holder, self.options.out, then="measuring on its own"))))
         self.clock.t0 += time.monotonic() - waiting
-        # NOTE [ Local first ] in store/push.py: the study beside the result, pushed to --storage.
+        # NOTE [ Local first ] in store/study.py: the study beside the result, pushed to --storage.
         store = self.store = StudyStore(default_storage(self.options.out, fingerprint, key), study_name(fingerprint, key),
                                         self.space, given=False, fleet=self.options.storage,
                                         notice=lambda line: self.progress(FleetPushed(line)))
@@ -244,10 +238,10 @@ class Run:
         if again is not None:
             self.progress(RuleRetried(again))
         # A resumed run measures the rule first, however little time is left: the final holds
-        # the pick against it (NOTE [ Fixed outside the code ] in store/retry.py).
+        # the pick against it (NOTE [ Fixed outside the code ] in store/study.py).
         due = [strategy.rule] if started.history and strategy.rule is not None and not any(
             t.config == strategy.rule for t in history) else []
-        once = OnceMore.after(started.crashed_once)   # NOTE [ A crash counts twice ] in store/retry.py
+        once = OnceMore(set(started.crashed_once))   # NOTE [ A crash counts twice ] in store/study.py
         measured = lambda: any(t.status == OK for t in history)  # noqa: E731
         self._own_from = len(history)   # this run's own bursts from here: NOTE [ The opening round ]
         rounds = lambda: rounds_kept(history, strategy.rule, strategy.pick_unmeasured(history))  # noqa: E731
@@ -264,7 +258,7 @@ class Run:
                     < burst_seconds(config, history, SEARCH_SETTINGS):
                 break
             # The rule's burst is measured in full, however far behind: beside the pick's it makes
-            # the final's opening round (NOTE [ The opening round ] in search/opening.py), and a
+            # the final's opening round (NOTE [ The opening round ] in search/choice.py), and a
             # pruned one leaves the final a pair short: the seconds a stopped burst saves cost a
             # whole final round more, whose interval is still wider than the opening's would be.
             result = self._trial(config, started.info, history, prune=config != strategy.rule)

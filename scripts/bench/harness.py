@@ -30,7 +30,7 @@ from autoloader.inputs.source import Source
 from autoloader.probe.driver import TrialRunner
 from autoloader.probe.protocol import RunnerSetup, SetupError
 from autoloader.search.budget import measure_seconds
-from autoloader.search.burst_rule import BurstSettings
+from autoloader.search.policy import BurstSettings
 from autoloader.search.model_first import heuristic_config
 from autoloader.search.results import OK, TrialResult
 from autoloader.search.space import LoaderConfig, SearchSpace, search_space

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from autoloader.search.burst_rule import BurstSettings
+from autoloader.search.policy import BurstSettings
 
 GRIDS = ("full", "lean")
 FULL_SWEEP = (0, 2, 4, 8, 12, 16, 24)

@@ -127,7 +127,7 @@ def anatomy_lines(tuners: dict) -> list[str]:
 
 def _bytecode_line(bytecode: dict | None) -> str:
     """Whether this run's interpreters compiled their imports (NOTE [ Imports compiled every start ]
-    in autoloader/probe/setup_parts.py): it moves every tune's set-up by seconds. quick_gpu.sh compiles
+    in autoloader/probe/trial.py): it moves every tune's set-up by seconds. quick_gpu.sh compiles
     them once where the machine ships no bytecode (bytecode.txt: the imports before and after)."""
     if not bytecode or not bytecode.get("PYTHONDONTWRITEBYTECODE"):
         return "- bytecode: Python's own caches"

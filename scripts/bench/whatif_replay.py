@@ -8,7 +8,7 @@ For every what-if in the records (phase ``whatif_summary``): the config and gain
 (as recorded), the config and gain the report predicts now from the same tuner result (its
 profile, bursts and final), and the gain measured (the median of the paired rounds' ratios, with
 a 95% interval), with how far the prediction is: (1 + predicted) / (1 + measured) - 1. Whether
-the profile timed the change (NOTE [ A quarter of the bytes ] in autoloader/search/uint8.py):
+the profile timed the change (NOTE [ A quarter of the bytes ] in autoloader/search/profile.py):
 where it did not (records made before it did), the bytes' share stands in for it now as well.
 
 Then each side's batch as the bench measured it, split by the bursts' own shares into the loop's

@@ -5,7 +5,7 @@
   line, the dashboard's log saying it once, and answering again when the server is back;
 - the server stopped after a tune's first finished trial: the run goes on locally and exits 4
   (its result saved, the table saying what was not pushed); the server back, the next run pushes
-  the trials kept, then its own, nothing twice (NOTE [ Local first ] in autoloader/store/push.py).
+  the trials kept, then its own, nothing twice (NOTE [ Local first ] in autoloader/store/study.py).
   Lost: trials the first run finished that never reach the fleet, a result not saved;
 - ``report KEY --storage URL`` from another --out, for a result the storage alone holds.
 
@@ -62,6 +62,7 @@ def _dashboard(server: pgserver.Server):
         import optuna
 
         from autoloader.store.storage import driver_url
+    from autoloader.store.study import LOCAL_ATTR
 
         study = optuna.create_study(study_name="hw/key", storage=driver_url(server.url))
         study.add_trial(optuna.trial.create_trial(value=1.0))
@@ -121,13 +122,14 @@ def _fleet_trials(url: str) -> dict[str, list]:
     """The fleet's trials by run: their numbers in the local study they were measured in."""
     import optuna
 
-    from autoloader.store import push, runs
+    from autoloader.store import runs
     from autoloader.store.storage import driver_url
+    from autoloader.store.study import LOCAL_ATTR
 
     by_run: dict[str, list] = {}
     for name in optuna.study.get_all_study_names(storage=driver_url(url)):
         for trial in optuna.load_study(study_name=name, storage=driver_url(url)).get_trials(deepcopy=False):
-            by_run.setdefault(trial.user_attrs.get(runs.RUN_ATTR), []).append(trial.user_attrs.get(push.LOCAL_ATTR))
+            by_run.setdefault(trial.user_attrs.get(runs.RUN_ATTR), []).append(trial.user_attrs.get(LOCAL_ATTR))
     return by_run
 
 

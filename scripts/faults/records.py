@@ -195,7 +195,7 @@ def _report_into(base: str, mount: str, says: str):
 
 def _page_a_folder(base: str):
     def body(check: Check) -> None:
-        from autoloader.explain.files import report_paths
+        from autoloader.explain.page import report_paths
 
         out, path = _copy(base, check.name)
         paths = report_paths(path)
@@ -218,7 +218,7 @@ def _page_a_folder(base: str):
 
 def _script_in_name(base: str):
     def body(check: Check) -> None:
-        from autoloader.explain.files import report_paths
+        from autoloader.explain.page import report_paths
 
         _, path = _copy(base, check.name)
         data = json.load(open(path))
@@ -240,7 +240,7 @@ def _script_in_name(base: str):
 
 def _plots_link(base: str, root: str):
     def body(check: Check) -> None:
-        from autoloader.explain.files import report_paths
+        from autoloader.explain.page import report_paths
 
         _, path = _copy(base, check.name)
         outside = os.path.join(root, "outside-out")
