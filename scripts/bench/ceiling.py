@@ -16,7 +16,7 @@ loop: ``cap`` names the lowest of the three (consumer, cores, main). The ceiling
 shared/BENCHMARK.md defines it.
 
 The child is started with 'spawn' and owns CUDA; the bench's main process never touches CUDA (see
-NOTE [ No CUDA in the driver ] in autoloader/hardware.py). It builds everything and warms up while
+NOTE [ No CUDA in the driver ] in autoloader/inputs/hardware.py). It builds everything and warms up while
 the trial runner of the same workload starts (both are set-up, nothing is being measured), says
 "ready", and measures only when told "go", after the workload's other measurements, so it never
 runs alongside one.

@@ -14,7 +14,7 @@ fi
 python3 -c "import optuna, torch" || { echo "optuna or torch cannot be imported: carry their wheels in .whl"; exit 2; }
 # The GPU machine sets PYTHONDONTWRITEBYTECODE=1 and its torch has no bytecode: every fresh
 # interpreter (each tune's trial process) compiled torch and torchvision again, seconds of each
-# set-up (NOTE [ Imports compiled every start ] in autoloader/probe/setup_parts.py). The bench does what
+# set-up (NOTE [ Imports compiled every start ] in autoloader/probe/trial.py). The bench does what
 # the tune's warning tells a user: compile them once, beside their sources (an interpreter reads
 # that bytecode whatever PYTHONDONTWRITEBYTECODE says). BYTECODE=0 keeps the machine as it is.
 if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] && [ "${BYTECODE:-1}" = 1 ]; then

@@ -15,7 +15,7 @@ A stability check alone (a --stability workload not in --workloads) runs the tun
 the picks only. Time: variants run only while what must still follow fits the workload budget;
 tunes, variants, final rounds that the run's deadline cannot hold are not begun. The main process
 never initialises CUDA: the runner and the ceiling child own it, the GPU is found through NVML
-(NOTE [ No CUDA in the driver ] in autoloader/hardware.py).
+(NOTE [ No CUDA in the driver ] in autoloader/inputs/hardware.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 Each tuner run's JSON in the records holds its profile and its bursts. This rebuilds the model of
 that profile with the code checked out now, calibrates it on those bursts as the tuner does
-(NOTE [ Model first ] in autoloader/model_first.py), and sets its prediction of every config the
+(NOTE [ Model first ] in autoloader/search/model_first.py), and sets its prediction of every config the
 bench measured (the grid's long windows, the final's medians) against the measurement. So a
 change to the model or its calibration can be judged on runs already made, before a GPU run: the
 same records, the code before and after. It cannot say what the changed search would have

@@ -86,7 +86,7 @@ def run_check(check: Check, body: Callable[[Check], None]) -> Check:
 def orphan_last_run(db: str) -> None:
     """Leave the SQLite study at ``db`` as a driver SIGKILLed mid-run would: its newest run still
     marked running and its owner gone (another process start), so the next run resumes it
-    (NOTE [ Runs in a study ] in autoloader/runs.py)."""
+    (NOTE [ Runs in a study ] in autoloader/store/runs.py)."""
     import dataclasses
 
     import optuna
