@@ -26,7 +26,7 @@ from conftest import REPO_ROOT
 from integration_workloads import Points, Tokens, linear_module, tiny_bert, tiny_tokenizer
 
 SETTINGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-TUNE = dict(budget=10, trial_timeout=20, tune="before")   # a tune apart (the in-run one: its own test)
+TUNE = dict(budget=20, trial_timeout=20, tune="before")   # a tune apart (the in-run one: its own test)
 
 
 def settings_of(loader) -> dict:
