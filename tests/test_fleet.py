@@ -115,9 +115,9 @@ def test_the_content_fingerprint_is_the_same_in_a_fresh_process():
 def test_a_retune_after_the_data_changed_measures_it_again(out_dir, monkeypatch):
     """A complete run's trials are not this run's measurements: after the data got four
     times slower every trial of the new run reads the new speed, and the change is flagged."""
-    first = tune(Paced(cost_s=0.002), batch_size=16, budget=10, device="cpu", out=out_dir)
+    first = tune(Paced(cost_s=0.002), batch_size=16, budget=20, device="cpu", out=out_dir)
     monkeypatch.setenv(SLOWDOWN_ENV, "4")
-    second = tune(Paced(cost_s=0.002), batch_size=16, budget=10, device="cpu", out=out_dir)
+    second = tune(Paced(cost_s=0.002), batch_size=16, budget=20, device="cpu", out=out_dir)
     assert second.tuned.dataset_key == first.tuned.dataset_key, "same data, same key: only its speed changed"
     assert second.resumed_trials == 0
     # This run's own measurements read the data as it is now: its profile's sample cost, and every
