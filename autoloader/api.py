@@ -261,9 +261,9 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     A stored result is found under ``out`` by the dataset's name, its length and content
     fingerprint (a few samples read here), ``version``, the step, the batch sizes, the device and
     ``fixed_loader_kwargs``. Processes asking for the same problem at once take turns: one tunes,
-    the others then find its result. The ranks of a torchrun job instead tune together, as
-    ``tune()`` does, and each gets a loader of the per-rank config on its DistributedSampler
-    shard (call ``loader.sampler.set_epoch(epoch)`` each epoch).
+    the others then find its result. The ranks of a torchrun job instead tune together (in the
+    run, or before it as ``tune()`` does), and each gets a loader of the per-rank config on its
+    DistributedSampler shard (call ``loader.sampler.set_epoch(epoch)`` each epoch).
 
     Args:
         dataset: a Dataset, a factory of one, or a ``MODULE:ATTR`` spec; built once, here.
@@ -275,8 +275,9 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
         tune: with no stored result, ``"run"`` returns a loader that tunes itself over the first
             epoch(s) of the loop and stores its pick; ``"before"`` tunes first, apart, as
             ``tune()`` does. Default: ``"run"`` without a ``step``, ``"before"`` with one. The run
-            falls back to before (saying why) for an IterableDataset, several batch sizes, a
-            torchrun launch, or a tuned knob fixed in ``fixed_loader_kwargs``.
+            falls back to before (saying why) for an IterableDataset, several batch sizes, or a
+            tuned knob fixed in ``fixed_loader_kwargs``. Under torchrun the ranks tune in the run
+            together (NOTE [ Ranks in the run ] in inrun/ranks.py).
         sample_seed: in the run, seed each sample from (seed, epoch, index), so its random
             transforms do not depend on the worker or the config (NOTE [ Seeding per sample ]).
         **fixed_loader_kwargs: go to the returned DataLoader (and to every trial) unchanged.
@@ -308,6 +309,15 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
     if node is not None:
         tuned = node.broadcast(tuned)   # rank 0's lookup decides: all ranks tune together, or none does
         reused = tuned is not None
+        said = progress if node.rank == 0 else None
+        if tuned is None and _tunes_in_run(tune, step, dataset_obj, batch_sizes, fixed_loader_kwargs, said):
+            from .inrun.build import from_arguments
+
+            if why is not None and said is not None:
+                said(ResultNotReused(why))
+            return from_arguments(dataset_obj, problem, writable(out), batch_size=problem.batch_sizes[0],
+                                  generator=generator, fixed=fixed_loader_kwargs, progress=said,
+                                  sample_seed=sample_seed, max_memory=max_memory, node=node)
         if tuned is None:
             options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
             if why is not None and progress is not None and node.rank == 0:

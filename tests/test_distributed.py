@@ -11,9 +11,12 @@ import multiprocessing as mp
 import os
 import subprocess
 import sys
+import time
 
 import pytest
+import torch
 from click.testing import CliRunner
+from torch.utils.data import Dataset
 from conftest import REPO_ROOT, WORKLOADS
 
 from autoloader.cli import main
@@ -214,7 +217,7 @@ def _best_loader_as_rank(rank: int, port: int, out: str) -> None:
     from autoloader import best_loader
 
     os.environ.update(_ranks_env(port, rank, 2))
-    loader = best_loader(Tiny(256), batch_size=16, budget=10, device="cpu", out=out)
+    loader = best_loader(Tiny(256), batch_size=16, budget=10, device="cpu", out=out, tune="before")
     sampler = loader.sampler
     with open(os.path.join(out, f"rank{rank}.json"), "w") as fh:
         json.dump({"kwargs": {"num_workers": loader.num_workers, "batch_size": loader.batch_size},
@@ -233,3 +236,103 @@ def test_best_loader_on_two_ranks_tunes_once_and_shards(out_dir):
     assert [(s["rank"], s["replicas"], s["samples"]) for s in seen] == [(0, 2, 128), (1, 2, 128)]
     folders = [f for f in os.listdir(out_dir) if os.path.isdir(os.path.join(out_dir, f))]
     assert len(folders) == 1 and folders[0].endswith("-2rank")
+
+
+# --- tuning in the run under torchrun: NOTE [ Ranks in the run ] in inrun/ranks.py ---------------------------
+
+class _Paced(Dataset):
+    """Sample i is i (in a row of 4), after ``cost_s`` of sleep: a rank's pace of its own."""
+
+    def __init__(self, length: int, cost_s: float):
+        self.length, self.cost_s = length, cost_s
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        time.sleep(self.cost_s)
+        return torch.full((4,), float(index))
+
+
+def _short_readings() -> None:
+    """Readings of a few batches and every step worth its cost (as tests/test_inrun.py's fixture)."""
+    from autoloader.inrun import schedule
+
+    schedule.SEGMENT_S, schedule.MIN_STEADY_BATCHES, schedule.READ_CYCLES = 0.0, 4, 1
+    schedule.START_GUESS_S, schedule.MAX_STEPS = 0.0, 2
+    schedule.Plan.worth = lambda self, config, direction, run_left: True
+
+
+def _in_run_as_rank(rank: int, port: int, out: str) -> None:
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    from autoloader import best_loader, tuned
+
+    os.environ.update(_ranks_env(port, rank, 2))
+    _short_readings()
+    data = _Paced(480, 0.0005 * (1 + 2 * rank))   # rank 1 is the slower: the node's pace
+    sampler = DistributedSampler(data, num_replicas=2, rank=rank, shuffle=True, seed=3)
+    loader = tuned(DataLoader(data, batch_size=8, sampler=sampler), device="cpu", out=os.path.join(out, "tuned"),
+                   progress=False, epochs=3)
+    epochs = []
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        read = [int(i) for batch in loader for i in batch[:, 0].tolist()]
+        epochs.append({"read": read, "shard": list(iter(sampler))})
+    plan = loader.plan
+    other = best_loader(_Paced(64, 0.0), batch_size=8, device="cpu", out=os.path.join(out, "best"), progress=False)
+    first = [int(i) for batch in other for i in batch[:, 0].tolist()]
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as fh:
+        json.dump({"epochs": epochs, "state": plan.state, "pick": plan.pick.key,
+                   "readings": [(r.config.key, r.batches, r.rate) for r in plan.readings],
+                   "best_loader": type(other).__name__, "best_sampler": type(other.sampler).__name__,
+                   "best_first_epoch": first, "best_shard": list(iter(other.sampler))}, fh)
+
+
+@two_cpus
+@pytest.mark.slow
+def test_ranks_tuning_in_the_run_read_one_schedule_and_pick_one_config(out_dir):
+    _spawned(_in_run_as_rank, 2, out_dir, timeout=150.0)
+    seen = [json.load(open(os.path.join(out_dir, f"rank{rank}.json"))) for rank in (0, 1)]
+    for s in seen:
+        assert s["state"] == "settled"
+        assert all(e["read"] == e["shard"] for e in s["epochs"]), "each rank reads its shard, in order, each epoch"
+        assert s["best_loader"] == "InRunLoader" and s["best_sampler"] == "DistributedSampler"
+        assert s["best_first_epoch"] == s["best_shard"]
+    assert sorted(seen[0]["epochs"][0]["read"] + seen[1]["epochs"][0]["read"]) == list(range(480))
+    # One schedule: the same configs for as many batches, and the same reading of each (the
+    # slower rank's, handed to both plans); one pick.
+    assert seen[0]["readings"] == seen[1]["readings"] and len({k for k, _, _ in seen[0]["readings"]}) >= 2
+    assert seen[0]["pick"] == seen[1]["pick"]
+    stored = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(out_dir, "tuned")) for f in fs
+              if f.endswith(".json")]
+    assert len(stored) == 1 and os.path.basename(os.path.dirname(stored[0])).endswith("-2rank"), stored
+    record = json.load(open(stored[0]))
+    assert record["node"]["ranks"] == 2
+    assert record["samples_per_s"] == pytest.approx(2 * record["in_run"]["pick_samples_per_s"])
+
+
+def _uneven_as_rank(rank: int, port: int, out: str) -> None:
+    from torch.utils.data import DataLoader
+
+    from autoloader import tuned
+    from autoloader.errors import UsageError
+
+    os.environ.update(_ranks_env(port, rank, 2))
+    try:
+        tuned(DataLoader(_Paced(64 + 16 * rank, 0.0), batch_size=8), device="cpu", out=out, progress=False)
+        said = "no error"
+    except UsageError as exc:
+        said = str(exc)
+    with open(os.path.join(out, f"rank{rank}.txt"), "w") as fh:
+        fh.write(said)
+
+
+@two_cpus
+@pytest.mark.slow
+def test_ranks_whose_epochs_differ_are_told_to_shard(out_dir):
+    _spawned(_uneven_as_rank, 2, out_dir, timeout=120.0)
+    for rank in (0, 1):
+        said = open(os.path.join(out_dir, f"rank{rank}.txt")).read()
+        assert "epochs of 8, 10 batches" in said and "DistributedSampler" in said, said

@@ -21,7 +21,9 @@
 #     and the batches are bit for bit those of any fixed config (NOTE [ Seeding per sample ]);
 #   * the result: stored under the problem's key as a CLI tune stores its own, with what the run
 #     measured, and said in one closing line (NOTE [ What an in-run tune stores ] in record.py).
-#     After the pick's epoch the loader is the pick's own DataLoader (its workers kept if it says).
+#     After the pick's epoch the loader is the pick's own DataLoader (its workers kept if it says);
+#   * ranks: under torchrun the node's ranks read one schedule and pick one config (NOTE [ Ranks
+#     in the run ] in ranks.py).
 # An IterableDataset, or a loader without automatic batching, has no order to slice: those are
 # refused here (best_loader tunes them before the run).
 """
@@ -65,40 +67,54 @@ def check_epochs(epochs: Any, where: str) -> None:
 
 def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = None, sample_seed: int | None = None,
                   worker_init_fn: Any = None, multiprocessing_context: Any = None, timeout: float = 0,
-                  max_memory: int | None = None, profile_seconds: float | None = None, epochs: int | None = None):
+                  max_memory: int | None = None, profile_seconds: float | None = None, epochs: int | None = None,
+                  node: Any = None):
     """The in-run tuning loader over the reference DataLoader ``plain`` (its dataset, sampler,
     batch sampler, collate, generator): NOTE [ Tuning inside the run ]. ``problem``: the key it
     stores under, in ``out`` (None: nothing is stored); ``progress``: False says nothing, else the
-    closing line goes to the ``autoloader`` logger; ``epochs``: the run's, where known."""
+    closing line goes to the ``autoloader`` logger; ``epochs``: the run's, where known; ``node``:
+    the torchrun node this process is a rank of (node/group.py's ``joined()``), or None;
+    ``max_memory``: the node's, shared by its ranks."""
     from ..inputs.hardware import available_memory
     from ..inputs.options import DEFAULT_MEMORY_SHARE
     from ..tuning.progress import api_progress
     from .loader import InRunLoader
+    from ..errors import usage
     from .quick import QUICK_SECONDS, Proposer, quick_profile, space_for
+    from .ranks import Alone, Together
     from .record import LOGGER, closing_line, store, unsettled_line
 
+    ranks = Together(node) if node is not None else Alone()
+    lengths = ranks.every(len(plain))
+    if len(set(lengths)) > 1:
+        raise usage("the ranks tune in the run together, switching configs at the same batch, so their epochs "
+                    "must be as long", f"epochs of {', '.join(str(n) for n in lengths)} batches on ranks "
+                    f"0-{len(lengths) - 1}", "give every rank's loader a DistributedSampler (as torchrun "
+                    "training does), or tune before the run: best_loader(..., tune='before')")
     cpus = problem.hardware.cpus
     batch_size = plain.batch_size or len(next(iter(plain.batch_sampler)))
     profile = quick_profile(plain.dataset, batch_size, plain.collate_fn, cpus,
                             QUICK_SECONDS if profile_seconds is None else profile_seconds) \
-        if profile_seconds != 0 else None
+        if profile_seconds != 0 and ranks.rank == 0 else None
+    profile = ranks.shared(profile)   # rank 0's: one start, one forecast (NOTE [ Ranks in the run ])
     proposer = Proposer(profile, space_for(batch_size, cpus, problem.device), cpus, problem.device,
                         fits=lambda config: True)
-    say = api_progress(progress) is not None if progress is not False else False
+    say = (api_progress(progress) is not None if progress is not False else False) and ranks.rank == 0
 
     def report(loader, final: bool | None, epoch: int | None = None) -> None:
         if final is None:
             if say:
                 LOGGER.info(unsettled_line(loader, epoch))
             return
-        path = store(loader, problem, out) if out is not None else None
+        path = store(loader, problem, out, node) if out is not None and ranks.rank == 0 else None
         if final and say:
             LOGGER.info(closing_line(loader, path))
 
     limit = max_memory if max_memory is not None else int(DEFAULT_MEMORY_SHARE * available_memory())
+    limit = ranks.least(limit // ranks.world)
     loader = InRunLoader(plain, proposer, sample_seed=sample_seed, worker_init_fn=worker_init_fn,
                          multiprocessing_context=multiprocessing_context, timeout=timeout, max_memory=limit,
-                         epochs=epochs, report=report)
+                         epochs=epochs, report=report, ranks=ranks)
     if say:
         start = ", ".join(f"{k}={v}" for k, v in loader.plan.start.loader_kwargs().items() if k != "batch_size")
         if profile is None:
@@ -126,7 +142,7 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
             without one is tuned on the CPU, as PyTorch ignores its pinning there).
         out: the results home (default: ``$AUTOLOADER_HOME`` or ``~/.cache/autoloader``).
         max_memory: the memory the configs may add (bytes or text such as ``"8G"``; default 0.6
-            of the RAM available now).
+            of the RAM available now); under torchrun the node's, each rank taking its share.
         progress: False says nothing; otherwise the closing line is logged (logger ``autoloader``).
         version: your label for this data, part of its key.
         epochs: the epochs the run will read, where known: a step of the tune is weighed against
@@ -134,19 +150,25 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
 
     Returns:
         An ``InRunLoader``: iterate it as the loader (``len()``, ``sampler``, ``batch_size``,
-        ``dataset`` as it had them).
+        ``dataset`` as it had them). Under torchrun (every rank calls ``tuned``, each with its
+        DistributedSampler) the ranks read one schedule and pick one config together (NOTE [ Ranks
+        in the run ] in inrun/ranks.py).
 
     Raises:
         UsageError: ``loader`` is not a DataLoader, reads an IterableDataset, or has no batching,
-            or ``epochs`` is not a positive whole number.
+            or ``epochs`` is not a positive whole number, or (under torchrun) the ranks' epochs are not
+            as long.
     """
     from torch.utils.data import DataLoader
     from torch.utils.data._utils.collate import default_collate
+
+    import dataclasses
 
     from ..api import built_problem
     from ..errors import usage
     from ..inputs.hardware import parse_size
     from ..inputs.home import resolve_out, writable
+    from ..node.group import joined
 
     if not isinstance(loader, DataLoader):
         raise usage("tuned() takes a torch.utils.data.DataLoader", type(loader).__name__,
@@ -173,8 +195,11 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
     size = plain.batch_size or len(next(iter(plain.batch_sampler)))
     problem = built_problem(loader.dataset, loader.dataset, batch_size=size, device=device, fixed_kwargs=fixed,
                             version=version)
+    node = joined()
+    if node is not None:   # one rank's view: its share of the CPUs, the node's key (NOTE [ Ranks in the run ])
+        problem = dataclasses.replace(problem, hardware=node.hardware(problem.hardware))
     home = writable(resolve_out(out))
     limit = parse_size(max_memory) if max_memory is not None else None
     return in_run_loader(plain, problem, home, progress=progress, sample_seed=sample_seed,
                          worker_init_fn=loader.worker_init_fn, multiprocessing_context=loader.multiprocessing_context,
-                         timeout=loader.timeout, max_memory=limit, epochs=epochs)
+                         timeout=loader.timeout, max_memory=limit, epochs=epochs, node=node)

@@ -15,7 +15,6 @@ KEPT = frozenset({"collate_fn", "drop_last", "shuffle", "sampler", "batch_sample
 
 def why_not_in_run(dataset: Any, batch_sizes: Any, fixed: dict) -> str | None:
     """Why ``best_loader`` with these arguments tunes before the run, or None (it tunes in it)."""
-    from ..node.group import joined
     from . import refusal
 
     why = refusal(dataset)
@@ -23,8 +22,6 @@ def why_not_in_run(dataset: Any, batch_sizes: Any, fixed: dict) -> str | None:
         return why
     if batch_sizes is not None and len(batch_sizes) > 1:
         return "several batch sizes: a run keeps one"
-    if joined() is not None:
-        return "a torchrun launch: the ranks' in-run readings are not yet agreed into one pick"
     tuned = sorted(k for k in fixed if k in SETTINGS and k not in KEPT)
     if tuned:
         return f"{', '.join(tuned)} fixed by the caller"
@@ -35,10 +32,11 @@ def why_not_in_run(dataset: Any, batch_sizes: Any, fixed: dict) -> str | None:
 
 
 def from_arguments(dataset: Any, problem: Any, out: str, *, batch_size: int, generator: Any, fixed: dict,
-                   progress: Any, sample_seed: int | None, max_memory: Any):
+                   progress: Any, sample_seed: int | None, max_memory: Any, node: Any = None):
     """The in-run loader ``best_loader`` returns: its reference DataLoader as ``best_loader``
-    would build it (shuffled unless a sampler or ``shuffle`` says otherwise). ``progress``:
-    best_loader's, already resolved (None says nothing; else the closing line is logged)."""
+    would build it (shuffled unless a sampler or ``shuffle`` says otherwise; under torchrun,
+    ``node``, this rank's DistributedSampler shard). ``progress``: best_loader's, already
+    resolved (None says nothing; else the closing line is logged)."""
     from torch.utils.data import DataLoader
 
     from ..inputs.hardware import parse_size
@@ -47,6 +45,11 @@ def from_arguments(dataset: Any, problem: Any, out: str, *, batch_size: int, gen
     kwargs = {k: fixed[k] for k in ("collate_fn", "drop_last", "shuffle", "sampler", "batch_sampler") if k in fixed}
     if not {"sampler", "batch_sampler"} & kwargs.keys():
         kwargs.setdefault("shuffle", True)
+        if node is not None:   # this rank's shard, as best_loader's loader tuned before the run reads it
+            from torch.utils.data.distributed import DistributedSampler
+
+            kwargs["sampler"] = DistributedSampler(dataset, num_replicas=node.world, rank=node.rank,
+                                                   shuffle=bool(kwargs.pop("shuffle")))
     if "batch_sampler" in kwargs:
         plain = DataLoader(dataset, generator=generator, **kwargs)
     else:
@@ -55,4 +58,4 @@ def from_arguments(dataset: Any, problem: Any, out: str, *, batch_size: int, gen
                          sample_seed=sample_seed, worker_init_fn=fixed.get("worker_init_fn"),
                          multiprocessing_context=fixed.get("multiprocessing_context"),
                          timeout=fixed.get("timeout", 0),
-                         max_memory=parse_size(max_memory) if max_memory is not None else None)
+                         max_memory=parse_size(max_memory) if max_memory is not None else None, node=node)

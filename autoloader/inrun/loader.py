@@ -14,6 +14,7 @@ from typing import Any, Callable
 from ..probe.timing import timed_batches
 from ..search.space import LoaderConfig
 from .order import Feed, draw_epoch, finish
+from .ranks import Alone
 from .schedule import SETTLED, Plan, Reading
 from .samples import SeededSamples
 
@@ -46,12 +47,14 @@ class InRunLoader:
     collate and length this loader uses; ``proposer`` (quick.py) the start, the rule and the space;
     ``epochs``: the run's epochs, where known (the stop rule weighs a step over them);
     ``report(tune, final)``: called when the pick is settled and again when its epoch ends;
-    ``report(tune, None, epoch)`` at the end of an epoch that ended still exploring."""
+    ``report(tune, None, epoch)`` at the end of an epoch that ended still exploring; ``ranks``:
+    the torchrun ranks reading one schedule with this one (NOTE [ Ranks in the run ] in
+    ranks.py; default: this process alone)."""
 
     def __init__(self, plain: Any, proposer: Any, *, sample_seed: int | None = None,
                  worker_init_fn: Callable | None = None, multiprocessing_context: Any = None, timeout: float = 0,
                  max_memory: int | None = None, epochs: int | None = None,
-                 report: Callable[["InRunLoader", bool], None] | None = None):
+                 report: Callable[["InRunLoader", bool], None] | None = None, ranks: Alone | None = None):
         self.plain = plain
         self.dataset = plain.dataset
         self.batch_size = plain.batch_size
@@ -67,7 +70,9 @@ class InRunLoader:
         self._timeout = timeout
         self._proposer = proposer
         self._max_memory = max_memory
-        self._worker_bytes: int | None = None
+        self._worker_bytes: int | None = None      # the largest worker measured (by any rank)
+        self._measured: int | None = None          # this process's own worker, once measured
+        self._ranks = ranks or Alone()
         self.refused: list[LoaderConfig] = []      # configs the memory forecast kept from starting
         self.plan: Plan | None = None
         proposer.fits = self.fits
@@ -126,7 +131,7 @@ class InRunLoader:
         sizes = [p.uss for p in (private_pages(pid) for pid in _worker_pids(getattr(loader, "_iterator", None)))
                  if p is not None]
         if sizes:
-            self._worker_bytes = max(sizes)
+            self._measured = max(sizes)
 
     # --- loaders -------------------------------------------------------------------------------
     def _kwargs(self, config: LoaderConfig, kept: bool) -> dict:
@@ -214,7 +219,7 @@ class InRunLoader:
                 for batch, called, returned in timed_batches(iterator):
                     if reading is not None and plan.state != SETTLED and reading.due():
                         partial = reading.close(called, feed.sizes, cut=True)
-                        if plan.cut(partial):
+                        if self._ranks.cut(plan.cut(partial)):
                             self._take(partial, was=plan.state)
                             if self._ask(total - pos - served) == config:
                                 reading = _Open(config, called, served, lead=0, started=False)
@@ -223,7 +228,7 @@ class InRunLoader:
                                 reading = None
                     if reading is not None:
                         reading.add(called, returned, dry=feed.dry)
-                        if config.num_workers and self._worker_bytes is None and served == 2 * config.num_workers:
+                        if config.num_workers and self._measured is None and served == 2 * config.num_workers:
                             self._measure_workers(loader)
                     served += 1
                     if pos + served == total:
@@ -268,7 +273,11 @@ class InRunLoader:
         return config
 
     def _take(self, reading: Reading, was: str) -> None:
-        """Hand ``reading`` to the plan; the pick's reading after it settled is ``final``."""
+        """Hand ``reading`` to the plan (the node's, under torchrun: every rank hands its own at
+        the same batch); the pick's reading after it settled is ``final``."""
+        reading, worker_bytes = self._ranks.reading(reading, self._measured)
+        if worker_bytes is not None:
+            self._worker_bytes = worker_bytes
         self.plan.done(reading)
         if was == SETTLED:
             self.final = reading

@@ -27,7 +27,8 @@ from ..search.config import TunedConfig
 from ..search.paired import by_rounds, compared
 from ..store.durable import atomic_write_all
 from ..store.paths import result_path
-from ..store.records import Provenance
+from ..node.ranks import Ranks
+from ..store.records import NodeRecord, Provenance
 from ..store.snippet import snippet
 from ..store.versions import provenance
 from ..tuning.measured import dataset_record
@@ -64,8 +65,10 @@ def in_run_record(loader: Any) -> dict:
             "profile_seconds": loader._proposer.profile.seconds if loader._proposer.profile is not None else None}
 
 
-def result_of(loader: Any, problem: Any, out: str) -> tuple[TuneResult, dict]:
-    """The stored record of ``loader``'s tune (NOTE [ What an in-run tune stores ])."""
+def result_of(loader: Any, problem: Any, out: str, node: Any = None) -> tuple[TuneResult, dict]:
+    """The stored record of ``loader``'s tune (NOTE [ What an in-run tune stores ]); under
+    torchrun (``node``: node/group.py's ``Node``) the node's, its rates the ranks' together as a
+    node's tune before the run stores them (the slowest rank's times the ranks)."""
     plan, final = loader.plan, loader.final
     finals = []
     for config in plan.finalists:
@@ -77,20 +80,24 @@ def result_of(loader: Any, problem: Any, out: str) -> tuple[TuneResult, dict]:
                                    rounds=tuple(rounds)))
     baseline = next((plan.median(c) for c in plan.finalists if c.num_workers == 0 and plan.rates(c)), None)
     rate = final.rate if final is not None else plan.median(plan.pick)
-    tuned = TunedConfig(config=plan.pick, samples_per_s=rate, rel_interval=None, baseline_samples_per_s=baseline,
+    ranks = node.ranks if node is not None else Ranks()
+    tuned = TunedConfig(config=plan.pick, samples_per_s=ranks.rate(rate), rel_interval=None,
+                        baseline_samples_per_s=ranks.rate(baseline),
                         knee=None, hardware=problem.hardware.to_dict(), dataset_key=problem.key,
                         device=problem.device)
     fingerprint = problem.hardware.fingerprint
     cost = tune_cost(loader)
     result = TuneResult(tuned, (), tuple(finals), result_path(out, fingerprint, problem.key),
                         result_path(out, fingerprint, problem.key, ".py"), "", max(0.0, cost[2]) if cost else 0.0, 0, 0,
-                        rule=plan.rule, dataset=dataset_record(problem), provenance=Provenance(**provenance()))
+                        rule=plan.rule, dataset=dataset_record(problem), provenance=Provenance(**provenance()),
+                        node=NodeRecord(ranks.ranks, ranks.node_cpus, ranks.rank_cpus, loader._max_memory)
+                        if ranks.node else None)
     return result, in_run_record(loader)
 
 
-def store(loader: Any, problem: Any, out: str) -> str | None:
+def store(loader: Any, problem: Any, out: str, node: Any = None) -> str | None:
     """Write the result and its snippet; None, with a NotStored warning, when they cannot be."""
-    result, extra = result_of(loader, problem, out)
+    result, extra = result_of(loader, problem, out, node)
     data = {**result.to_dict(), "in_run": extra}
     try:
         atomic_write_all({result.snippet_path: snippet(result.tuned),
