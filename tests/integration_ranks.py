@@ -3,7 +3,7 @@ test_integrations.py (``python tests/integration_ranks.py OUT REPORT``).
 
 Lightning's ``strategy="ddp"`` starts rank 1 by running this same command again (its subprocess
 launcher), so each rank runs ``main`` and writes what it saw to ``REPORT.<rank>.json``:
-* two fits with a ``TunedDataModule``: the first tunes (the ranks together), the second finds
+* two fits with a ``TunedDataModule``: the first tunes (the ranks together, before the run), the second finds
   the stored result (no progress event); after each, the train loader Lightning used, its
   sampler and whether it is the very loader ``train_dataloader()`` returned;
 * accelerate's ``prepare_data_loader`` for two processes over ``best_loader``'s rank loader and
@@ -20,7 +20,7 @@ import sys
 from integration_workloads import Points, linear_module
 
 SETTINGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-OPTIONS = dict(batch_size=32, budget=10, trial_timeout=20)
+OPTIONS = dict(batch_size=32, budget=10, trial_timeout=20, tune="before")   # the node's tune before the run
 
 
 def dataset() -> Points:

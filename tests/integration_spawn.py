@@ -1,9 +1,12 @@
-"""Two ranks under Lightning's ``strategy="ddp_spawn"`` with a ``TunedDataModule``: run as a script
-by test_integrations.py (``python tests/integration_spawn.py OUT REPORT``).
+"""Two ranks under Lightning's ``strategy="ddp_spawn"`` with a ``TunedDataModule`` tuned in the run:
+run as a script by test_integrations.py (``python tests/integration_spawn.py OUT REPORT``).
 
 ``ddp_spawn`` pickles the model and the datamodule to each rank's new process, so both are
-module-level classes here; each rank writes what it trained with to ``REPORT.<rank>.json`` when
-its fit ends: the train loader's settings, its sampler and the datamodule's tuned settings.
+module-level classes here. Without a ``step=`` the ranks tune in the run together (NOTE [ Ranks in
+the run ] in autoloader/inrun/ranks.py), over readings kept short here (set at import, so in every
+rank's process). Each rank writes what it trained with to ``REPORT.<rank>.json`` when its fit
+ends: the train loader's type, its schedule (each reading's config, batches and rate), its pick,
+its sampler, and the sample indices each epoch's steps saw.
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ import sys
 import lightning
 import torch
 
+from autoloader.inrun import schedule
 from autoloader.integrations.lightning import TunedDataModule
 from integration_workloads import Points
 
-SETTINGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+EPOCHS = 3
+schedule.SEGMENT_S, schedule.MIN_STEADY_BATCHES, schedule.READ_CYCLES = 0.05, 4, 1
+schedule.START_GUESS_S, schedule.MAX_STEPS = 0.0, 2
+schedule.Plan.worth = lambda self, config, direction, run_left: True
 
 
 class Linear(lightning.LightningModule):
@@ -27,9 +34,14 @@ class Linear(lightning.LightningModule):
         super().__init__()
         self.report = report
         self.layer = torch.nn.Linear(8, 1)
+        self.seen: list[list[int]] = []
+
+    def on_train_epoch_start(self):
+        self.seen.append([])
 
     def training_step(self, batch, batch_index):
-        x, y, _ = batch
+        x, y, index = batch
+        self.seen[-1] += [int(i) for i in index.tolist()]
         return torch.nn.functional.mse_loss(self.layer(x), y)
 
     def configure_optimizers(self):
@@ -38,20 +50,22 @@ class Linear(lightning.LightningModule):
     def on_train_end(self):
         used = self.trainer.train_dataloader
         sampler = used.sampler
-        record = {"rank": self.global_rank, "world": self.trainer.world_size,
-                  "used": {k: getattr(used, k) for k in SETTINGS}, "settings": self.trainer.datamodule.settings,
+        plan = getattr(used, "plan", None)
+        record = {"rank": self.global_rank, "world": self.trainer.world_size, "loader": type(used).__name__,
+                  "state": plan.state if plan else None, "pick": plan.pick.key if plan and plan.pick else None,
+                  "readings": [(r.config.key, r.batches, r.rate) for r in plan.readings] if plan else None,
                   "sampler": type(sampler).__name__, "num_replicas": getattr(sampler, "num_replicas", None),
-                  "sampler_rank": getattr(sampler, "rank", None)}
+                  "sampler_rank": getattr(sampler, "rank", None), "sampler_epoch": getattr(sampler, "epoch", None),
+                  "seen": self.seen}
         with open(f"{self.report}.{self.global_rank}.json", "w") as f:
             json.dump(record, f)
 
 
 def main(out: str, report: str) -> None:
     torch.manual_seed(0)
-    data = TunedDataModule(Points(cost_s=0.0005), batch_size=32, out=out, budget=60, trial_timeout=20)
-    trainer = lightning.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_epochs=1,
-                                limit_train_batches=3, logger=False, enable_checkpointing=False,
-                                enable_progress_bar=False, enable_model_summary=False)
+    data = TunedDataModule(Points(length=4096, cost_s=0.0005), batch_size=32, out=out)
+    trainer = lightning.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_epochs=EPOCHS, logger=False,
+                                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(Linear(report), datamodule=data)
 
 

@@ -235,7 +235,7 @@ def test_lightning_ddp_ranks_tune_together_and_keep_their_sampler_and_accelerate
 
 @pytest.mark.slow
 @pytest.mark.heavy
-def test_lightning_ddp_spawn_pickles_the_datamodule_to_its_ranks_which_tune_together(tmp_path):
+def test_lightning_ddp_spawn_ranks_tune_in_the_run_together(tmp_path):
     """Two ``ddp_spawn`` ranks on the CPU (gloo) run tests/integration_spawn.py: see its docstring."""
     pytest.importorskip("lightning")
     report = str(tmp_path / "report")
@@ -247,13 +247,20 @@ def test_lightning_ddp_spawn_pickles_the_datamodule_to_its_ranks_which_tune_toge
     assert "Can't pickle" not in done.stderr
     stored = only_result(tmp_path / "out")
     assert stored["hardware"]["fingerprint"].endswith("-2rank"), "the spawned ranks tuned together"
-    pick = LoaderConfig.from_dict(stored["config"])
+    assert stored["node"]["ranks"] == 2 and "in_run" in stored
+    seen = []
     for rank in (0, 1):
         with open(f"{report}.{rank}.json") as f:
-            seen = json.load(f)
-        assert seen["world"] == 2 and seen["used"] == full(pick), seen
-        assert seen["settings"] == pick.loader_kwargs()
-        assert seen["sampler"] == "DistributedSampler" and seen["num_replicas"] == 2 and seen["sampler_rank"] == rank
+            seen.append(json.load(f))
+    for rank, s in enumerate(seen):
+        assert s["world"] == 2 and s["loader"] == "InRunLoader" and s["state"] == "settled", s["state"]
+        assert s["sampler"] == "DistributedSampler" and s["num_replicas"] == 2 and s["sampler_rank"] == rank
+        assert s["pick"] == LoaderConfig.from_dict(stored["config"]).key
+        assert len(s["seen"]) == 3 and all(len(e) == 2048 for e in s["seen"]), [len(e) for e in s["seen"]]
+    for epoch in range(3):
+        assert sorted(seen[0]["seen"][epoch] + seen[1]["seen"][epoch]) == list(range(4096)), "each sample once"
+    assert seen[0]["readings"] == seen[1]["readings"], "one schedule: the same readings on both ranks"
+    assert len({key for key, _, _ in seen[0]["readings"]}) >= 2
 
 
 # --- Hugging Face Trainer -----------------------------------------------------------------------
