@@ -17,6 +17,7 @@ import pgserver
 import pytest
 from conftest import REPO_ROOT
 
+from autoloader.errors import UsageError
 from autoloader.store import runs
 from autoloader.store import study as study_attr
 from autoloader.store.result import TuneResult
@@ -148,6 +149,36 @@ def test_two_processes_into_one_postgresql_study_land_every_trial(postgres, tmp_
     assert results[0]["study"] == results[1]["study"] == f"{results[0]['hardware']['fingerprint']}/" \
                                                          f"{results[0]['dataset_key']}"
     assert_every_trial_landed(open_study(postgres), results)
+
+
+@pytest.mark.slow
+def test_readers_leave_a_postgresql_database_without_a_study_as_it_is(postgres, tmp_path):
+    """NOTE [ A reader opens a study read-only ]: show and the dashboard pointed at an
+    application's database refuse it, and the fleet's picks find none; no table is made."""
+    import sqlalchemy
+
+    from autoloader.fleet.dashboard import storage_to_serve
+    from autoloader.store.history import stored_picks
+
+    storage = postgres.rsplit("/", 1)[0] + "/shop"
+    admin = sqlalchemy.create_engine(driver_url(postgres), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text("CREATE DATABASE shop"))
+    admin.dispose()
+    shop = sqlalchemy.create_engine(driver_url(storage), isolation_level="AUTOCOMMIT")
+    with shop.connect() as conn:
+        conn.execute(sqlalchemy.text("CREATE TABLE orders (id integer)"))
+    try:
+        done = subprocess.run([AUTOLOADER, "show", "--out", str(tmp_path / "out"), "--storage", storage],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+        assert "not a study" in done.stderr and "it holds orders" in done.stderr and "left as it is" in done.stderr
+        with pytest.raises(UsageError, match="not a study"):
+            storage_to_serve(str(tmp_path / "out"), storage)
+        assert stored_picks(storage) == []
+        assert sqlalchemy.inspect(shop).get_table_names() == ["orders"], "a reader made tables"
+    finally:
+        shop.dispose()
 
 
 @pytest.mark.slow

@@ -298,8 +298,9 @@ def open_error(url: str, given: bool, exc: BaseException) -> UsageError:
 # never writes, and the file it is pointed at may be an application's database. A file without
 # Optuna's tables is "not a study" and is left as it is, byte for byte; so is a study a killed
 # writer left mid-transaction (its hot journal is for the next tune to roll back: a read-only
-# connection cannot, and says so). A tune's own check of its --storage (``read_only=False``)
-# opens it as the tune will.
+# connection cannot, and says so). Another database (PostgreSQL, MySQL) is asked for its table
+# names first, and one without Optuna's is "not a study" alike: Optuna opening it would make
+# its tables. A tune's own check of its --storage (``read_only=False``) opens it as the tune will.
 OPTUNA_TABLES = ("studies", "trials", "version_info")
 
 
@@ -315,6 +316,30 @@ def not_a_study(path: str) -> str | None:
             connection.close()
     except sqlite3.Error:
         return None
+    return _not_optuna(tables)
+
+
+def not_a_study_database(url: str) -> str | None:
+    """Why the database at ``url`` (not SQLite) holds no Optuna study, or None (one that cannot be
+    reached is left for Optuna's open to say). Reads its table names; makes nothing."""
+    import sqlalchemy
+
+    from .storage import driver_url
+
+    url = driver_url(url)
+    connect = {"connect_timeout": 10} if url.startswith("postgresql") else {}
+    try:
+        engine = sqlalchemy.create_engine(url, connect_args=connect)
+        try:
+            tables = sorted(sqlalchemy.inspect(engine).get_table_names())
+        finally:
+            engine.dispose()
+    except Exception:  # noqa: BLE001 - unreachable, refused, a driver missing: Optuna's open says which
+        return None
+    return _not_optuna(tables)
+
+
+def _not_optuna(tables: list[str]) -> str | None:
     missing = [t for t in OPTUNA_TABLES if t not in tables]
     if not missing:
         return None
@@ -333,7 +358,7 @@ def open_reader(url: str, must_exist: bool, read_only: bool = True):
         raise usage("--storage must name a storage that exists, to read what it holds", masked(url),
                     "pass the sqlite:///PATH of a study file that exists (autoloader tune writes them beside "
                     "its results), or a database URL of the fleet's storage")
-    if read_only and path is not None and (why := not_a_study(path)) is not None:
+    if read_only and (why := not_a_study(path) if path is not None else not_a_study_database(url)) is not None:
         raise usage("--storage must name an Optuna study, to read what it holds", f"{masked(url)}: {why}; it is "
                     "left as it is", "pass the sqlite:///PATH of a study file autoloader tune wrote (a <key>.db "
                     "beside its result), or a database URL of the fleet's storage")

@@ -88,12 +88,14 @@ def stored_picks(storage: str, key: str | None = None, whole: bool = False) -> l
     import optuna
 
     from . import runs
-    from .durable import not_a_study, open_reader, sqlite_file
+    from .durable import not_a_study, not_a_study_database, open_reader, sqlite_file
     from .storage import masked
 
     path = sqlite_file(storage)
     if path is not None and (not os.path.isfile(path) or not_a_study(path) is not None):
         return []   # nothing stored there yet: a reader does not make the file, nor its tables
+    if path is None and not_a_study_database(storage) is not None:
+        return []   # nor another database's tables
     opened = open_reader(storage, must_exist=False)   # a reader: no trial of its own
     picks = []
     for name in optuna.study.get_all_study_names(storage=opened):

@@ -86,8 +86,7 @@ def open_storage(url: str, heartbeat_s: int | None, grace_s: int | None, read_on
     import optuna
 
     url = driver_url(url)
-    read_only = read_only and url.startswith("sqlite")   # another database: opened as before (its tables made)
-    if read_only:
+    if read_only:   # SQLite's read-only URI; another database: no table made (its reader checked they are there)
         url = read_only_url(url)
     engine_kwargs = ({"connect_args": {"timeout": 30}} if url.startswith("sqlite") else
                      {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}} if url.startswith("postgresql")
