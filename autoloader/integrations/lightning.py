@@ -7,8 +7,10 @@ batch_size=64)`` is the same loader inside your own module (``pytorch_lightning`
 # NOTE [ Lightning's ranks and samplers ]
 # * Ranks. Under DDP Lightning starts the ranks and initialises torch.distributed before it
 #   asks for ``train_dataloader()``, on every rank. ``best_loader`` then sees WORLD_SIZE > 1 and
-#   takes its node path (NOTE [ Tuning a node's ranks ] in node/__init__.py) beside Lightning's
-#   own process group, and every rank gets the same per-rank config. One node only:
+#   takes its node path beside Lightning's own process group: the ranks tune in the run together
+#   (NOTE [ Ranks in the run ] in inrun/ranks.py), or before it with a ``step=`` or
+#   ``tune="before"`` (NOTE [ Tuning a node's ranks ] in node/__init__.py); every rank gets the
+#   same per-rank config. One node only:
 #   ``num_nodes > 1`` is refused here, since Lightning's launcher does not set LOCAL_WORLD_SIZE,
 #   by which the node path tells nodes apart.
 # * Samplers. With ``use_distributed_sampler=True`` (the default) and a distributed strategy,
@@ -16,7 +18,8 @@ batch_size=64)`` is the same loader inside your own module (``pytorch_lightning`
 #   already has one (``_requires_distributed_sampler`` in trainer/connectors/data_connector.py).
 #   Under DDP ``best_loader`` hands each rank a loader on a DistributedSampler shard (shuffled,
 #   seed 0, not PL_GLOBAL_SEED), so Lightning leaves it as it is, with its tuned settings, and
-#   calls its ``set_epoch`` every epoch. In one process Lightning replaces no sampler, and the
+#   calls its ``set_epoch`` every epoch (the in-run loader's ``sampler`` too: it is no
+#   DataLoader, and Lightning re-creates none but a DataLoader). In one process Lightning replaces no sampler, and the
 #   loader shuffles with a plain RandomSampler, as its trials did.
 # * Seeds. The tuned loader's ``worker_init_fn`` is autoloader's ``seed_worker``; Lightning adds
 #   its own (PL_SEED_WORKERS) only to a loader that has none.
