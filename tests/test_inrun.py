@@ -260,6 +260,35 @@ def test_a_step_down_to_no_workers_that_loses_halves_the_workers_next():
     assert [c.num_workers for c in dict.fromkeys(asked)][:4] == [6, 8, 0, 3] and plan.pick.num_workers == 3
 
 
+def test_an_undecided_step_up_that_read_a_gain_tries_the_halfway_workers_once():
+    # The pairs one H100 run read of w64 against w32 on heavytail (results/inrun/gpu-20261206-night-h100):
+    # +24%, +0.7%, +6%: a gain on the mean, undecided over three pairs; the grid's best had 48 workers.
+    plan = Plan(_w(32, 4), _w(15), 64)
+    for i, ratio in enumerate((1.24, 1.007, 1.062)):
+        assert plan.next(10**6, 10**6, 10**7)[0] == _w(32, 4)
+        plan.done(_reading(_w(32, 4), 100.0, batches=400, seed=2 * i))
+        assert plan.next(10**6, 10**6, 10**7)[0] == _w(64, 4)
+        plan.done(_reading(_w(64, 4), 100.0 * ratio, batches=400, seed=2 * i + 1))
+    assert plan.next(10**6, 10**6, 10**7)[0] == _w(32, 4)
+    plan.done(_reading(_w(32, 4), 100.0, batches=400, seed=9))
+    assert plan.next(10**6, 10**6, 10**7)[0] == _w(48, 4)
+    # Where the halfway workers win clearly, the climb keeps them; the halfway step is not taken again.
+    for i in range(3):
+        plan.done(_reading(_w(48, 4), 125.0, batches=400, seed=20 + i))
+        if plan.candidate is None:
+            break
+        assert plan.next(10**6, 10**6, 10**7)[0] == _w(32, 4)
+        plan.done(_reading(_w(32, 4), 100.0, batches=400, seed=30 + i))
+        assert plan.next(10**6, 10**6, 10**7)[0] == _w(48, 4)
+    assert plan.best == _w(48, 4)
+    assert all(c.num_workers in (32, 48, 64) for c in plan.finalists)
+
+
+def test_a_step_up_that_read_no_gain_tries_no_halfway_workers():
+    plan, asked = _climb(lambda c: 50.0, _w(8), max_workers=32, jitter=0.6)
+    assert 12 not in [c.num_workers for c in asked], [c.num_workers for c in dict.fromkeys(asked)]
+
+
 def test_a_candidate_within_the_noise_keeps_the_cheaper():
     plan, asked = _climb(lambda c: 50.0, _w(4), jitter=0.6)
     assert plan.pick == _w(4) or plan.pick.num_workers < 4, plan.pick

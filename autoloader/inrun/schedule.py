@@ -28,7 +28,10 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
 # least (one pair cannot see the drift between its readings), and the climb steps on from it; one
 # whose interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between, another pair,
-# at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept. A step down wins where
+# at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept, except once: a step up
+# left undecided whose mean read a gain past MIN_GAIN is followed by the halfway step (the workers
+# between the best's and the candidate's), since a doubling can overshoot where the gain levels off
+# (or where more workers start to cost), and the point between may win clearly. A step down wins where
 # it is not measured slower by more than MIN_GAIN (fewer workers for the same rate), or where
 # the pairs still cannot tell and its mean is within MIN_GAIN: the cheaper again. While a
 # candidate reads, its reading ends early once it is behind the best past EARLY_Z errors (a
@@ -273,6 +276,7 @@ class Plan:
     _pairs: list = field(default_factory=list)
     _gains: dict = field(default_factory=dict)
     _won: set = field(default_factory=set)
+    _halved: set = field(default_factory=set)
 
     def __post_init__(self):
         self.best = self.best or self.start
@@ -404,14 +408,30 @@ class Plan:
         if verdict is None and self.direction == DOWN and compare(self._pairs)[0] > math.log(1.0 - MIN_GAIN):
             verdict = "win"   # still within the noise: the cheaper
         self.steps += 1
+        half = self._halfway() if verdict is None else None
         if verdict == "win":
             d = compare(self._pairs)[0]
             self._gains[self.direction] = max(math.exp(d), 1.0 + MIN_GAIN)
             self._won.add(self.direction)
             self.best, self._best_last = self.candidate, reading
+        elif half is not None:
+            self._halved.add(self.direction)
+            self.candidate, self._pairs = half, []   # read next, against the best (NOTE [ The climb ])
+            return
         elif not (self.direction == DOWN and not self.candidate.num_workers and self.best.num_workers > 1):
             self._advance()   # (no workers lost: the step down halves the workers next)
         self.candidate, self._pairs = None, []
+
+    def _halfway(self) -> LoaderConfig | None:
+        """After an undecided step up that read a gain past MIN_GAIN: the workers halfway between
+        the best's and the candidate's, once a direction (NOTE [ The climb ]); else None."""
+        if self.direction != UP or UP in self._halved or compare(self._pairs)[0] <= math.log(1.0 + MIN_GAIN):
+            return None
+        n = (self.best.num_workers + self.candidate.num_workers) // 2
+        if n <= self.best.num_workers or n >= self.candidate.num_workers:
+            return None
+        config = self.candidate.replace(num_workers=n)
+        return config if config not in {r.config for r in self.readings} and self.fits(config) else None
 
     @staticmethod
     def judge(pairs: Sequence[tuple[Reading, Reading]], direction: str | None) -> str | None:
