@@ -20,6 +20,7 @@ from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out, writable
 from .inputs.options import DEFAULT_BUDGET_S, DEFAULT_TRIAL_TIMEOUT_S, Options, budget_start, default_thresholds
 from .inputs.problem import Problem
+from .inrun import check_epochs
 from .node.group import Node, joined
 from .node.runner import on_node
 from .probe.driver import refuse_reimport
@@ -251,7 +252,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 storage: str | None = None, trial_timeout: float = DEFAULT_TRIAL_TIMEOUT_S,
                 progress: Progress | bool | None = None, generator=None, allow_reorder: bool = False,
                 version: str | None = None, search_start_method: bool = False,
-                tune: str | None = None, sample_seed: int | None = None,
+                tune: str | None = None, sample_seed: int | None = None, epochs: int | None = None,
                 **fixed_loader_kwargs):
     """A ready DataLoader for ``dataset`` with the tuned settings, tuning first unless a stored
     result for this hardware and dataset exists; without one and without a ``step``, the loader
@@ -280,6 +281,8 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
             together (NOTE [ Ranks in the run ] in inrun/ranks.py).
         sample_seed: in the run, seed each sample from (seed, epoch, index), so its random
             transforms do not depend on the worker or the config (NOTE [ Seeding per sample ]).
+        epochs: in the run, the epochs the loop will read, where known: a step of the tune is
+            weighed against what it may gain over them (default: the current epoch's rest).
         **fixed_loader_kwargs: go to the returned DataLoader (and to every trial) unchanged.
 
     Returns:
@@ -294,6 +297,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
 
     started, _ = budget_start()   # the dataset's build and its key are the call's too (NOTE [ The budget is a wall bound ])
     refuse_reimport("best_loader()")   # before the key's lock: NOTE [ A script re-imported by spawn ]
+    check_epochs(epochs, "best_loader(epochs=)")
     progress = api_progress(progress)
     dataset_obj = _dataset_object(dataset)  # built once: its length and content key the lookup and the tune
     problem = built_problem(dataset_obj, dataset, step=step, batch_size=batch_size, batch_sizes=batch_sizes,
@@ -317,7 +321,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 said(ResultNotReused(why))
             return from_arguments(dataset_obj, problem, writable(out), batch_size=problem.batch_sizes[0],
                                   generator=generator, fixed=fixed_loader_kwargs, progress=said,
-                                  sample_seed=sample_seed, max_memory=max_memory, node=node)
+                                  sample_seed=sample_seed, max_memory=max_memory, node=node, epochs=epochs)
         if tuned is None:
             options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
             if why is not None and progress is not None and node.rank == 0:
@@ -330,7 +334,7 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
             progress(ResultNotReused(why))
         return from_arguments(dataset_obj, problem, writable(out), batch_size=problem.batch_sizes[0],
                               generator=generator, fixed=fixed_loader_kwargs, progress=progress,
-                              sample_seed=sample_seed, max_memory=max_memory)
+                              sample_seed=sample_seed, max_memory=max_memory, epochs=epochs)
     elif tuned is None:
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.

@@ -365,6 +365,14 @@ def test_the_runs_epochs_given_weigh_the_steps_and_a_bad_count_is_refused():
     assert loader._run_left(5) == 5 + 2 * 10
     with pytest.raises(autoloader.UsageError, match="epochs"):
         tuned(DataLoader(Counted(80), batch_size=8), epochs=0)
+    with pytest.raises(autoloader.UsageError, match=r"best_loader\(epochs=\)"):
+        autoloader.best_loader(Counted(80), batch_size=8, epochs="3")
+
+
+def test_best_loader_passes_the_runs_epochs_to_the_in_run_loader(tmp_path):
+    loader = autoloader.best_loader(Counted(80), batch_size=8, device="cpu", out=str(tmp_path), epochs=4,
+                                    progress=False)
+    assert loader.run_epochs == 4
 
 
 def test_the_best_reads_first():

@@ -32,7 +32,8 @@ def why_not_in_run(dataset: Any, batch_sizes: Any, fixed: dict) -> str | None:
 
 
 def from_arguments(dataset: Any, problem: Any, out: str, *, batch_size: int, generator: Any, fixed: dict,
-                   progress: Any, sample_seed: int | None, max_memory: Any, node: Any = None):
+                   progress: Any, sample_seed: int | None, max_memory: Any, node: Any = None,
+                   epochs: int | None = None):
     """The in-run loader ``best_loader`` returns: its reference DataLoader as ``best_loader``
     would build it (shuffled unless a sampler or ``shuffle`` says otherwise; under torchrun,
     ``node``, this rank's DistributedSampler shard). ``progress``: best_loader's, already
@@ -58,4 +59,5 @@ def from_arguments(dataset: Any, problem: Any, out: str, *, batch_size: int, gen
                          sample_seed=sample_seed, worker_init_fn=fixed.get("worker_init_fn"),
                          multiprocessing_context=fixed.get("multiprocessing_context"),
                          timeout=fixed.get("timeout", 0),
-                         max_memory=parse_size(max_memory) if max_memory is not None else None, node=node)
+                         max_memory=parse_size(max_memory) if max_memory is not None else None, node=node,
+                         epochs=epochs)
