@@ -110,7 +110,7 @@ def one_run(index: int, dataset, args) -> dict:
     with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as cli_home:
         step = make_step()
         called = time.perf_counter()
-        loader = autoloader.best_loader(dataset, batch_size=64, device="cpu", out=home,
+        loader = autoloader.best_loader(dataset, batch_size=64, device="cpu", out=home, epochs=args.epochs,
                                         generator=torch.Generator().manual_seed(index))
         built = time.perf_counter() - called
         wall, first, n = epoch(loader, step)
@@ -249,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=60.0)
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--max-epochs", type=int, default=3, help="epochs the in-run tune may span")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="best_loader(epochs=): the run's epochs the tune weighs a step over (default: not said)")
     args = parser.parse_args(argv)
     ARGS.update(clips=args.clips, length=args.length)
     os.environ[SIZES] = f"{args.clips},{args.length}"
