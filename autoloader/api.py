@@ -94,7 +94,7 @@ def tune(dataset: Any, *, step: Any = None, batch_size: int | None = None,
     writable(options.out)   # before the trial process starts, not after its set-up
     node = joined()
     progress = api_progress(progress)
-    result = _tune(_on(problem, node), options, progress, node)
+    result = _tune(as_rank(problem, node), options, progress, node)
     if progress is not None and (node is None or node.rank == 0):
         progress(SettingsApplied(result.tuned, reused=False, path=result.path))
     return result
@@ -121,7 +121,7 @@ def applying(to: str) -> Iterator[None]:
         _APPLIED_TO.reset(token)
 
 
-def _on(problem: Problem, node: Node | None) -> Problem:
+def as_rank(problem: Problem, node: Node | None) -> Problem:
     """The problem as one rank of ``node`` sees it (its share of the CPUs, the rank count)."""
     return problem if node is None else dataclasses.replace(problem, hardware=node.hardware(problem.hardware))
 
@@ -304,37 +304,30 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                             device=device, fixed_kwargs=fixed_loader_kwargs, allow_reorder=allow_reorder,
                             version=version, search_start_method=search_start_method)
     node = joined()
-    problem = _on(problem, node)
+    problem = as_rank(problem, node)
     out = resolve_out(out)
     path = result_path(out, problem.hardware.fingerprint, problem.key)
     tuned, why = _reusable(problem, out)
     stored_at = path   # where the result is: None when this call tuned and could not store it
     reused = tuned is not None
+    said = progress if node is None or node.rank == 0 else None   # a node's lines are rank 0's
     if node is not None:
         tuned = node.broadcast(tuned)   # rank 0's lookup decides: all ranks tune together, or none does
         reused = tuned is not None
-        said = progress if node.rank == 0 else None
-        if tuned is None and _tunes_in_run(tune, step, dataset_obj, batch_sizes, fixed_loader_kwargs, said):
-            from .inrun.build import from_arguments
-
-            if why is not None and said is not None:
-                said(ResultNotReused(why))
-            return from_arguments(dataset_obj, problem, writable(out), batch_size=problem.batch_sizes[0],
-                                  generator=generator, fixed=fixed_loader_kwargs, progress=said,
-                                  sample_seed=sample_seed, max_memory=max_memory, node=node, epochs=epochs)
-        if tuned is None:
-            options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
-            if why is not None and progress is not None and node.rank == 0:
-                progress(ResultNotReused(why))
-            tuned, stored_at = _picked(problem, options, progress, node)
-    elif tuned is None and _tunes_in_run(tune, step, dataset_obj, batch_sizes, fixed_loader_kwargs, progress):
+    if tuned is None and _tunes_in_run(tune, step, dataset_obj, batch_sizes, fixed_loader_kwargs, said):
         from .inrun.build import from_arguments
 
-        if why is not None and progress is not None:
-            progress(ResultNotReused(why))
+        if why is not None and said is not None:
+            said(ResultNotReused(why))
         return from_arguments(dataset_obj, problem, writable(out), batch_size=problem.batch_sizes[0],
-                              generator=generator, fixed=fixed_loader_kwargs, progress=progress,
-                              sample_seed=sample_seed, max_memory=max_memory, epochs=epochs)
+                              generator=generator, fixed=fixed_loader_kwargs, progress=said,
+                              sample_seed=sample_seed, max_memory=max_memory, node=node, epochs=epochs)
+    if node is not None:
+        if tuned is None:
+            options = Options.build(budget, trial_timeout, max_memory, writable(out), storage, started=started)
+            if why is not None and said is not None:
+                said(ResultNotReused(why))
+            tuned, stored_at = _picked(problem, options, progress, node)
     elif tuned is None:
         # A stored result is read from a folder this run cannot write (a shared read-only cache),
         # but a tune must write its lock, study and result there.
@@ -354,8 +347,8 @@ def best_loader(dataset: Any, *, batch_size: int | None = None, step: Any = None
                 progress(ResultReused(path, tuned))
     elif progress is not None:
         progress(ResultReused(path, tuned))
-    if progress is not None and (node is None or node.rank == 0):   # NOTE [ The closing line ]
-        progress(SettingsApplied(tuned, reused=reused, path=stored_at, to=_APPLIED_TO.get() or RETURNED))
+    if said is not None:   # NOTE [ The closing line ]
+        said(SettingsApplied(tuned, reused=reused, path=stored_at, to=_APPLIED_TO.get() or RETURNED))
     kwargs = {**tuned.loader_kwargs(), **fixed_loader_kwargs}
     if not tuned.config.num_workers:
         kwargs.pop("multiprocessing_context", None)   # DataLoader refuses one without workers

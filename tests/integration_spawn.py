@@ -17,14 +17,12 @@ import sys
 import lightning
 import torch
 
-from autoloader.inrun import schedule
 from autoloader.integrations.lightning import TunedDataModule
 from integration_workloads import Points
+from short_readings import short_readings
 
 EPOCHS = 3
-schedule.SEGMENT_S, schedule.MIN_STEADY_BATCHES, schedule.READ_CYCLES = 0.05, 4, 1
-schedule.START_GUESS_S, schedule.MAX_STEPS = 0.0, 2
-schedule.Plan.worth = lambda self, config, direction, run_left: True
+short_readings(segment_s=0.05)
 
 
 class Linear(lightning.LightningModule):

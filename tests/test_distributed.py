@@ -11,12 +11,9 @@ import multiprocessing as mp
 import os
 import subprocess
 import sys
-import time
 
 import pytest
-import torch
 from click.testing import CliRunner
-from torch.utils.data import Dataset
 from conftest import REPO_ROOT, WORKLOADS
 
 from autoloader.cli import main
@@ -240,38 +237,18 @@ def test_best_loader_on_two_ranks_tunes_once_and_shards(out_dir):
 
 # --- tuning in the run under torchrun: NOTE [ Ranks in the run ] in inrun/ranks.py ---------------------------
 
-class _Paced(Dataset):
-    """Sample i is i (in a row of 4), after ``cost_s`` of sleep: a rank's pace of its own."""
-
-    def __init__(self, length: int, cost_s: float):
-        self.length, self.cost_s = length, cost_s
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int):
-        time.sleep(self.cost_s)
-        return torch.full((4,), float(index))
-
-
-def _short_readings() -> None:
-    """Readings of a few batches and every step worth its cost (as tests/test_inrun.py's fixture)."""
-    from autoloader.inrun import schedule
-
-    schedule.SEGMENT_S, schedule.MIN_STEADY_BATCHES, schedule.READ_CYCLES = 0.0, 4, 1
-    schedule.START_GUESS_S, schedule.MAX_STEPS = 0.0, 2
-    schedule.Plan.worth = lambda self, config, direction, run_left: True
-
-
 def _in_run_as_rank(rank: int, port: int, out: str) -> None:
     from torch.utils.data import DataLoader
     from torch.utils.data.distributed import DistributedSampler
 
+    from headroom_workloads import OneMs
+    from short_readings import short_readings
+
     from autoloader import best_loader, tuned
 
     os.environ.update(_ranks_env(port, rank, 2))
-    _short_readings()
-    data = _Paced(480, 0.0005 * (1 + 2 * rank))   # rank 1 is the slower: the node's pace
+    short_readings()
+    data = OneMs(480, 0.0005 * (1 + 2 * rank))   # rank 1 is the slower: the node's pace
     sampler = DistributedSampler(data, num_replicas=2, rank=rank, shuffle=True, seed=3)
     loader = tuned(DataLoader(data, batch_size=8, sampler=sampler), device="cpu", out=os.path.join(out, "tuned"),
                    progress=False, epochs=3)
@@ -281,7 +258,7 @@ def _in_run_as_rank(rank: int, port: int, out: str) -> None:
         read = [int(i) for batch in loader for i in batch[:, 0].tolist()]
         epochs.append({"read": read, "shard": list(iter(sampler))})
     plan = loader.plan
-    other = best_loader(_Paced(64, 0.0), batch_size=8, device="cpu", out=os.path.join(out, "best"), progress=False)
+    other = best_loader(OneMs(64, 0.0), batch_size=8, device="cpu", out=os.path.join(out, "best"), progress=False)
     first = [int(i) for batch in other for i in batch[:, 0].tolist()]
     with open(os.path.join(out, f"rank{rank}.json"), "w") as fh:
         json.dump({"epochs": epochs, "state": plan.state, "pick": plan.pick.key,
@@ -316,12 +293,14 @@ def test_ranks_tuning_in_the_run_read_one_schedule_and_pick_one_config(out_dir):
 def _uneven_as_rank(rank: int, port: int, out: str) -> None:
     from torch.utils.data import DataLoader
 
+    from headroom_workloads import OneMs
+
     from autoloader import tuned
     from autoloader.errors import UsageError
 
     os.environ.update(_ranks_env(port, rank, 2))
     try:
-        tuned(DataLoader(_Paced(64 + 16 * rank, 0.0), batch_size=8), device="cpu", out=out, progress=False)
+        tuned(DataLoader(OneMs(64 + 16 * rank, 0.0), batch_size=8), device="cpu", out=out, progress=False)
         said = "no error"
     except UsageError as exc:
         said = str(exc)

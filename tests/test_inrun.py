@@ -23,6 +23,7 @@ from autoloader.inrun.samples import SeededSamples
 from autoloader.inrun import schedule
 from autoloader.inrun.schedule import CLIMB, DOWN, SETTLED, UP, Plan, Reading, compare, step
 from autoloader.search.space import LoaderConfig, SearchSpace
+from short_readings import short_readings
 
 
 class Counted(Dataset):
@@ -70,12 +71,7 @@ class Stub:
 def short_segments(monkeypatch):
     """Readings of a few batches, whatever they take (an in-process epoch is a few milliseconds),
     every step worth its cost, and two steps at most."""
-    monkeypatch.setattr(schedule, "SEGMENT_S", 0.0)
-    monkeypatch.setattr(schedule, "MIN_STEADY_BATCHES", 4)
-    monkeypatch.setattr(schedule, "READ_CYCLES", 1)
-    monkeypatch.setattr(schedule, "START_GUESS_S", 0.0)
-    monkeypatch.setattr(schedule, "MAX_STEPS", 2)
-    monkeypatch.setattr(Plan, "worth", lambda self, config, direction, run_left: True)
+    short_readings(monkeypatch.setattr)
 
 
 def _in_process(dataset, start=W0, finalists=(W0, W0_PIN), **plain):

@@ -75,11 +75,11 @@ def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = 
     closing line goes to the ``autoloader`` logger; ``epochs``: the run's, where known; ``node``:
     the torchrun node this process is a rank of (node/group.py's ``joined()``), or None;
     ``max_memory``: the node's, shared by its ranks."""
+    from ..errors import usage
     from ..inputs.hardware import available_memory
     from ..inputs.options import DEFAULT_MEMORY_SHARE
     from ..tuning.progress import api_progress
     from .loader import InRunLoader
-    from ..errors import usage
     from .quick import QUICK_SECONDS, Proposer, quick_profile, space_for
     from .ranks import Alone, Together
     from .record import LOGGER, closing_line, store, unsettled_line
@@ -162,9 +162,7 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
     from torch.utils.data import DataLoader
     from torch.utils.data._utils.collate import default_collate
 
-    import dataclasses
-
-    from ..api import built_problem
+    from ..api import as_rank, built_problem
     from ..errors import usage
     from ..inputs.hardware import parse_size
     from ..inputs.home import resolve_out, writable
@@ -196,8 +194,7 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
     problem = built_problem(loader.dataset, loader.dataset, batch_size=size, device=device, fixed_kwargs=fixed,
                             version=version)
     node = joined()
-    if node is not None:   # one rank's view: its share of the CPUs, the node's key (NOTE [ Ranks in the run ])
-        problem = dataclasses.replace(problem, hardware=node.hardware(problem.hardware))
+    problem = as_rank(problem, node)   # one rank's view: its share of the CPUs, the node's key
     home = writable(resolve_out(out))
     limit = parse_size(max_memory) if max_memory is not None else None
     return in_run_loader(plain, problem, home, progress=progress, sample_seed=sample_seed,

@@ -22,12 +22,12 @@ import warnings
 from typing import Any
 
 from ..errors import NotStored
+from ..node.ranks import Ranks
 from ..search.choice import Finalist
 from ..search.config import TunedConfig
 from ..search.paired import by_rounds, compared
 from ..store.durable import atomic_write_all
 from ..store.paths import result_path
-from ..node.ranks import Ranks
 from ..store.records import NodeRecord, Provenance
 from ..store.snippet import snippet
 from ..store.versions import provenance

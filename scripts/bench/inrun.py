@@ -161,6 +161,13 @@ def one_run(index: int, dataset, args) -> dict:
     return record
 
 
+def short(kw: dict | None) -> str:
+    """A config's loader arguments as the tables name it (``w2 pf2``), or ``-``."""
+    if not kw:
+        return "-"
+    return f"w{kw.get('num_workers')}" + (f" pf{kw['prefetch_factor']}" if kw.get("num_workers") else "")
+
+
 def summary(runs: list[dict], command: str) -> str:
     from autoloader.search.paired import paired_ratio
 
@@ -178,7 +185,6 @@ def summary(runs: list[dict], command: str) -> str:
         ratio = i["epoch_s"] / p["epoch_s"]
         if p:
             pairs.append((i["epoch_s"], p["epoch_s"]))
-        short = lambda kw: f"w{kw.get('num_workers')}" + (f" pf{kw['prefetch_factor']}" if kw and kw.get("num_workers") else "") if kw else "-"
         cost = (i.get("stored") or {}).get("tuning_cost_s")
         lines.append(f"| {r['run']} | {r['load_before'][0]:.1f}/{r['load_after'][0]:.1f} | {i['first_batch_s']:.2f} | "
                      f"{i['epoch_s']:.1f} | {p['epoch_s']:.1f} | {ratio:.3f} | {short(i['pick'])} | "
@@ -206,8 +212,6 @@ def combined(folders: list[str]) -> str:
         name = os.path.basename(folder.rstrip("/")).rsplit("-", 1)[0]
         for r in json.load(open(os.path.join(folder, "runs.json"))):
             groups.setdefault(name, []).append((os.path.basename(folder.rstrip("/")), r))
-    short = lambda kw: (f"w{kw.get('num_workers')}" + (f" pf{kw['prefetch_factor']}" if kw.get("num_workers") else "")) \
-        if kw else "-"
     lines = ["| run | load avg (1 min) before/after | first batch s | epoch 1 in-run s | epoch 1 pick s | in-run / pick "
              "| in-run pick | CLI pick | in-run pick's epoch / CLI pick's |", "|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
