@@ -39,12 +39,10 @@ submodule binds its name on the package.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Iterable, Iterator
 
-import psutil
 
 from .batches import samples_in
 from .errors import usage
@@ -53,6 +51,7 @@ from .events.lines import rate
 from .explain.thresholds import BALANCED_WITHIN, CORES_FULL, HIGHLY_INPUT_BOUND, MODERATELY_INPUT_BOUND, WORTH_CHANGING
 from .explain.verdict import PART_WORDS, level_of
 from .inputs.hardware import usable_cpus
+from .probe.load import cpu_mark, cpus_since
 
 __all__ = ["Epoch", "Reporting", "Watch", "WatchReport", "Watched", "check", "samples_of", "watch", "workers_of"]
 
@@ -60,8 +59,6 @@ __all__ = ["Epoch", "Reporting", "Watch", "WatchReport", "Watched", "check", "sa
 # limits, the copy: NOTE [ What the loop waits for ]).
 WATCH_KINDS = ("input/cores", "input/workers", "input/main", "compute", "balanced")
 PREDICTED = "predicted"
-# /proc/stat's fields that are time a CPU was busy (as probe/load.py reads them).
-_BUSY = ("user", "nice", "system", "irq", "softirq", "steal")
 
 
 @dataclass(frozen=True)
@@ -233,7 +230,7 @@ class Epoch:
 
     def first(self, seconds: float) -> None:
         self.step = 1
-        cpu = _cpu_now()
+        cpu = cpu_mark()
         self.window, self.whole = _Window(2, cpu), _Window(2, cpu)
         self.whole.first_batch_s = self.window.first_batch_s = seconds
 
@@ -254,7 +251,7 @@ class Epoch:
             w.step_s += seconds
         if self.step % self.every == 0:
             self._say(self.window, at_end=False)
-            self.window = _Window(self.step + 1, _cpu_now())
+            self.window = _Window(self.step + 1, cpu_mark())
 
     def end(self) -> None:
         if self.whole is not None and not self.ended:
@@ -309,7 +306,7 @@ class _WatchedIterator:
 def _report(w: _Window, epoch: int, last: int, batches: int, at_end: bool, workers: int | None) -> WatchReport:
     total = w.wait_s + w.step_s
     wait = w.wait_s / total if total > 0 else 0.0
-    busy, own = _cpu_since(w.cpu0)
+    busy, own = cpus_since(w.cpu0)
     cpus = usable_cpus()
     main_share = w.main_wait_s / w.wait_s if workers and w.read and w.wait_s > 0 else None
     kind = _kind(wait, workers, main_share, busy, cpus)
@@ -405,42 +402,6 @@ def samples_of(batch: Any, loader: Any) -> int:
     if samples is not None:
         return samples
     return size if isinstance(size, int) and size > 0 else 1
-
-
-def _cpu_now() -> tuple[float, float, float] | None:
-    """(now, busy CPU seconds of the CPUs this process may use, this process tree's CPU seconds)."""
-    try:
-        try:
-            allowed = sorted(os.sched_getaffinity(0))
-        except AttributeError:
-            allowed = list(range(os.cpu_count() or 1))
-        per = psutil.cpu_times(percpu=True)
-        rows = [per[i] for i in allowed] if max(allowed) < len(per) else per
-        busy = sum(getattr(row, f, 0.0) for row in rows for f in _BUSY)
-        me = psutil.Process()
-        own = 0.0
-        for proc in [me, *me.children(recursive=True)]:
-            try:
-                t = proc.cpu_times()
-                own += t.user + t.system
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-        return time.monotonic(), busy, own
-    except (OSError, psutil.Error):
-        return None
-
-
-# Spans shorter than this say nothing of the CPUs: the counters tick in hundredths of a second.
-_MIN_CPU_SPAN_S = 0.2
-
-
-def _cpu_since(start: tuple[float, float, float] | None) -> tuple[float | None, float | None]:
-    now = _cpu_now()
-    if start is None or now is None or now[0] - start[0] < _MIN_CPU_SPAN_S:
-        return None, None
-    seconds = now[0] - start[0]
-    # A worker that ended within the span takes its CPU time with it: the own figure is a floor.
-    return max(0.0, (now[1] - start[1]) / seconds), max(0.0, (now[2] - start[2]) / seconds)
 
 
 def watch(loader: Iterable, every: int = 100, progress: Callable | bool | None = None) -> Watch:

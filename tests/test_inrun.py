@@ -204,6 +204,24 @@ def test_a_reading_rates_its_steady_part_and_reads_the_step():
     assert r.switch_s == pytest.approx(0.05, abs=1e-6)
 
 
+def test_a_reading_says_the_cpus_the_loops_processes_took_over_it():
+    from autoloader.inrun.loader import _Open
+
+    t0 = time.perf_counter()
+    reading = _Open(B, t0, 0, lead=None, started=True)
+    while time.perf_counter() - t0 < 0.5:   # the loop's one thread, busy throughout
+        reading.add(time.perf_counter(), time.perf_counter(), dry=False)
+    taken = reading.close(time.perf_counter(), [8] * len(reading.got))
+    assert taken.own_cpus == pytest.approx(1.0, abs=0.25), taken.own_cpus
+    t0 = time.perf_counter()
+    reading = _Open(B, t0, 0, lead=None, started=True)
+    time.sleep(0.5)   # idle
+    reading.add(t0, time.perf_counter(), dry=False)
+    assert reading.close(time.perf_counter(), [8]).own_cpus < 0.2
+    # A check in passing (cut) reads no CPUs: only a reading taken does.
+    assert reading.close(time.perf_counter(), [8], cut=True).own_cpus is None
+
+
 def test_a_step_up_grows_the_workers_within_the_space_and_the_memory_forecast():
     fits = lambda c: c.num_workers <= 10
     assert step(_w(4), UP, 16, (2, 4, 8, 16), fits).num_workers == 8
@@ -216,17 +234,19 @@ def test_a_step_up_grows_the_workers_within_the_space_and_the_memory_forecast():
     assert step(_w(4), schedule.DEEPER, 16, (2, 4, 8, 16), fits).prefetch_factor == 8
 
 
-def _climb(rate_of, start, max_workers=64, run_left=10**6, epoch=10**6, jitter=0.02, limit=60):
+def _climb(rate_of, start, max_workers=64, run_left=10**6, epoch=10**6, jitter=0.02, limit=60, cpus=None,
+           own=lambda config: None, pins=(False,)):
     """Run a plan against a loop whose rate (batches/s) is ``rate_of(config)``: readings long
-    enough to be cut by time, each a little noisy. Returns the plan and the readings it asked for."""
-    plan = Plan(start, start, max_workers)
+    enough to be cut by time, each a little noisy, the loop's processes taking ``own(config)``
+    CPUs of ``cpus``. Returns the plan and the readings it asked for."""
+    plan = Plan(start, start, max_workers, cpus=cpus, pins=pins)
     asked = []
     for i in range(limit):
         config, _ = plan.next(epoch, epoch, run_left)
         if plan.state == SETTLED:
             break
         asked.append(config)
-        plan.done(_reading(config, rate_of(config), batches=400, jitter=jitter, seed=i))
+        plan.done(_reading(config, rate_of(config), batches=400, jitter=jitter, seed=i, own_cpus=own(config)))
     return plan, asked
 
 
@@ -248,6 +268,61 @@ def test_the_climb_steps_down_where_no_step_up_pays():
     plan, asked = _climb(lambda c: 100.0 - 10.0 * max(0, c.num_workers - 1), _w(4), max_workers=8)
     assert plan.state == SETTLED and plan.pick.num_workers in (0, 1), (plan.pick, plan.why)
     assert [c.num_workers for c in dict.fromkeys(asked)][:3] == [4, 8, 0]
+
+
+def _sharing(config):
+    """Two CPUs the step's threads share with the workers: no workers is fastest (as the worked
+    example's loop on the 2-core machine reads)."""
+    return {0: 150.0, 1: 120.0, 2: 100.0, 3: 97.0, 4: 95.0}[config.num_workers]
+
+
+def test_where_the_loops_processes_fill_the_cpus_the_climb_steps_down_first():
+    # The start's reading took both CPUs: more workers have no CPU to take, so no workers read
+    # next, win, and no step up is read at all.
+    plan, asked = _climb(_sharing, _w(2), max_workers=8, cpus=2, own=lambda c: 1.97)
+    assert [c.num_workers for c in dict.fromkeys(asked)] == [2, 0], asked
+    assert plan.pick.num_workers == 0 and plan.state == SETTLED
+    # The control: with the CPUs unread the climb tries more workers first, as before.
+    plan, asked = _climb(_sharing, _w(2), max_workers=8, cpus=2)
+    assert [c.num_workers for c in dict.fromkeys(asked)][:3] == [2, 4, 0], asked
+    # Where the start left CPUs free, up first.
+    plan, asked = _climb(_sharing, _w(2), max_workers=8, cpus=2, own=lambda c: 1.2)
+    assert [c.num_workers for c in dict.fromkeys(asked)][:2] == [2, 4], asked
+
+
+def test_a_step_down_from_full_cpus_that_loses_tries_up_where_it_may_repay():
+    # Full CPUs, but the workers are the bottleneck (a step that takes little): fewer lose, and
+    # then a step up is weighed (its gain capped by the CPUs the loop did not take).
+    plan, asked = _climb(lambda c: 10.0 * c.num_workers + 5.0, _w(4), max_workers=16, cpus=4,
+                         own=lambda c: 3.85)
+    workers = [c.num_workers for c in dict.fromkeys(asked)]
+    assert workers[:3] == [4, 0, 2] and 8 in workers, workers
+    assert plan.pick.num_workers >= 4
+
+
+def test_a_step_ups_gain_is_capped_by_the_cpus_the_loop_leaves():
+    def opened(own):
+        plan = Plan(_w(4), _w(4), 64, cpus=4)
+        plan.done(_reading(_w(4), 50.0, batches=200, own_cpus=own))   # the loop waits 10% of the time
+        return plan, plan.next(10**5, 10**5, 300)[0]   # 6 s left: 10% of it repays a step's 0.5 s, 7.5% not
+
+    plan, config = opened(None)
+    assert plan.state == CLIMB and config == _w(8)
+    plan, config = opened(3.7)   # 4 / 3.7: at most 8% more
+    assert plan.candidate != _w(8), (plan.candidate, plan.why)
+
+
+def test_where_the_device_offers_pinning_the_climb_reads_the_other_pinning_last():
+    # A CUDA loop whose copy is faster from pinned memory: the climb settles the workers, then pins.
+    rate = lambda c: _saturating(c) * (1.2 if c.pin_memory else 1.0)
+    plan, asked = _climb(rate, _w(8), max_workers=64, pins=(True, False))
+    assert plan.pick.pin_memory and plan.pick.num_workers >= 32, (plan.pick, plan.why)
+    assert asked.index(plan.pick) > max(i for i, c in enumerate(asked) if not c.pin_memory and c.num_workers < 32)
+    # Where pinning does not pay, the unpinned start stays; where the device offers none, none is read.
+    plan, _ = _climb(_saturating, _w(8), max_workers=64, pins=(True, False))
+    assert not plan.pick.pin_memory, plan.pick
+    plan, asked = _climb(rate, _w(8), max_workers=64)
+    assert not any(c.pin_memory for c in asked)
 
 
 def test_a_step_down_to_no_workers_that_loses_halves_the_workers_next():

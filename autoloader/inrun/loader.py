@@ -11,7 +11,9 @@ import time
 import warnings
 from typing import Any, Callable
 
+from ..probe.load import cpu_mark, cpus_since
 from ..probe.timing import timed_batches
+from ..search.settings import PIN
 from ..search.space import LoaderConfig
 from .order import Feed, draw_epoch, finish
 from .ranks import Alone
@@ -80,7 +82,8 @@ class InRunLoader:
         if not self.fits(start):
             start = start.replace(num_workers=0)
         self.plan = Plan(start, proposer.rule, proposer.space.max_workers, fits=self.fits,
-                         neighbour=getattr(proposer, "neighbour", None))
+                         neighbour=getattr(proposer, "neighbour", None), cpus=getattr(proposer, "cpus", None),
+                         pins=tuple(proposer.space.values(PIN)))
         self.run_epochs = epochs
         self.epochs = 0
         self.epoch_s: list[float] = []             # each whole epoch's wall time, from iter() to its end
@@ -220,6 +223,7 @@ class InRunLoader:
                     if reading is not None and plan.state != SETTLED and reading.due():
                         partial = reading.close(called, feed.sizes, cut=True)
                         if self._ranks.cut(plan.cut(partial)):
+                            partial.own_cpus = reading.own_cpus()
                             self._take(partial, was=plan.state)
                             if self._ask(total - pos - served) == config:
                                 reading = _Open(config, called, served, lead=0, started=False)
@@ -297,6 +301,7 @@ class _Open:
         self.calls: list[float] = []
         self.got: list[float] = []
         self.steady_end: int | None = None
+        self.mark = cpu_mark()
 
     def add(self, called: float, returned: float, dry: bool) -> None:
         if dry and self.steady_end is None:
@@ -310,12 +315,18 @@ class _Open:
         n = len(self.got)
         return n > 0 and (n < 64 or n % (n // 32) == 0)
 
+    def own_cpus(self) -> float | None:
+        """The CPUs' worth this process and its workers took since the reading opened."""
+        return cpus_since(self.mark)[1]
+
     def close(self, end: float, sizes: list[int], cut: bool = False) -> Reading:
-        """The reading up to ``end`` (a cut one: all of it before its drain)."""
+        """The reading up to ``end`` (a cut one: all of it before its drain; its CPUs are read
+        where it is taken, not at each check)."""
         n = len(self.got)
         steady_end = self.steady_end if self.steady_end is not None else n if cut or self.lead == 0 else None
         return Reading(self.config, None, sizes[self.first:self.first + n], self.calls[:], self.got[:],
-                       end - self.t0, lead=self.lead, steady_end=steady_end, started=self.started)
+                       end - self.t0, lead=self.lead, steady_end=steady_end, started=self.started,
+                       own_cpus=None if cut else self.own_cpus())
 
 
 def _seed_worker():

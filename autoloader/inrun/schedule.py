@@ -21,8 +21,15 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 #   * up: STEP times the workers (at least one more), within the space's maximum and the memory
 #     forecast (a config past it never starts; the step shrinks to one that fits);
 #   * down, only where no step up paid: no workers first (the loop making its own batches frees
-#     every CPU a worker takes from the step), then, where that lost, half the workers;
-#   * deeper prefetch, where the loop still waits on a config with workers.
+#     every CPU a worker takes from the step), then, where that lost, half the workers; down comes
+#     before up where the CPUs the loop's processes (it and its workers) left in the start's
+#     reading bound a step up's gain below a step down's prior (NOTE [ When exploring stops ]):
+#     more workers would find little CPU to take;
+#   * deeper prefetch, where the loop still waits on a config with workers;
+#   * the other pinning, where the device offers it (a CUDA device): pinned memory makes the step's
+#     copy faster at the cost of a pin thread and twice the batches in flight, which the start's
+#     guess cannot weigh before the step is read. Pinning is judged as a step up, unpinning as a
+#     step down.
 # After each pair the candidate is judged on its pairs (``compare``: the mean log ratio of the
 # steady rates; its error the larger of the blocks' spread and the pairs' spread, never under
 # DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
@@ -43,11 +50,13 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # (the epochs the caller said, else the current epoch's rest): the gain is the best's time over
 # those batches times (1 - 1/g), g the ratio the step may bring: for more workers or deeper
 # prefetch at most 1/(1 - the best's wait share) (they can only take back the time the loop
-# waits), and no more than the last step's measured ratio in that direction (STEP_PRIOR before
-# one); for a step down the same ratio, whatever the wait (workers that take the CPUs the step
-# needs, or batches that cost the loop more to receive than to make, slow it while it waits). Its
-# cost: a worker start where it has workers (the slowest measured, or START_GUESS_S) and
-# LOSS_SHARE of a reading. A step that does not repay is not taken, nor any
+# waits), at most the CPUs the loop may use over those its processes took in the best's reading
+# (more batches need CPU time no process of the loop takes yet), and no more than the last step's
+# measured ratio in that direction (STEP_PRIOR before one); for a step down, and for the other
+# pinning (its gain is in the step's copy), that ratio whatever the wait (workers that take the
+# CPUs the step needs, or batches that cost the loop more to receive than to make, slow it while
+# it waits). Its cost: a worker start where it has workers (the slowest measured, or
+# START_GUESS_S) and LOSS_SHARE of a reading. A step that does not repay is not taken, nor any
 # step after MAX_STEPS; then the best is the pick and reads on. A candidate does not start where
 # the epoch's rest cannot hold its reading: the best reads the rest, and the candidate comes next
 # epoch (at its start, even where a whole epoch is shorter: its reading then ends with it).
@@ -83,7 +92,7 @@ START_GUESS_S = 0.5
 CANDIDATE_SEGMENTS = 4
 
 CLIMB, SETTLED = "climb", "settled"
-UP, DOWN, DEEPER = "up", "down", "deeper"
+UP, DOWN, DEEPER, PIN = "up", "down", "deeper", "pin"
 BEST, CANDIDATE = "best", "candidate"
 
 
@@ -102,7 +111,8 @@ class Reading:
     ``calls[i]`` when the loop asked for batch i, ``got[i]`` when it had it; ``end`` when it asked
     again after the last one. ``lead``: batches left out at its start (None: ``lead()``, as after
     a start); ``steady_end``: the batch its drain starts at (None: a drain as deep as its queues
-    at its end); ``started``: its workers were started for it (its switch is a start)."""
+    at its end); ``started``: its workers were started for it (its switch is a start);
+    ``own_cpus``: the CPUs' worth the loop's process and its workers took over it (None: unread)."""
 
     config: LoaderConfig
     round: int | None
@@ -114,6 +124,7 @@ class Reading:
     lead: int | None = None
     steady_end: int | None = None
     started: bool = True
+    own_cpus: float | None = None
 
     @property
     def batches(self) -> int:
@@ -203,7 +214,7 @@ class Reading:
     def to_dict(self) -> dict:
         return {"config": self.config.loader_kwargs(), "round": self.round, "batches": self.batches,
                 "samples_per_s": self.rate, "wait_share": self.wait_share, "step_s": self.step_s,
-                "wall_s": self.wall_s, "switch_s": self.switch_s, "started": self.started}
+                "wall_s": self.wall_s, "switch_s": self.switch_s, "started": self.started, "own_cpus": self.own_cpus}
 
 
 def compare(pairs: Sequence[tuple[Reading, Reading]]) -> tuple[float, float] | None:
@@ -226,8 +237,9 @@ def compare(pairs: Sequence[tuple[Reading, Reading]]) -> tuple[float, float] | N
 
 
 def step(best: LoaderConfig, direction: str, max_workers: int, prefetch: Sequence[int],
-         fits: Callable[[LoaderConfig], bool]) -> LoaderConfig | None:
-    """The config one step from ``best`` in ``direction`` (NOTE [ The climb ]), or None."""
+         fits: Callable[[LoaderConfig], bool], pins: Sequence[bool] = (False,)) -> LoaderConfig | None:
+    """The config one step from ``best`` in ``direction`` (NOTE [ The climb ]), or None.
+    ``pins``: the pinning the device offers."""
     n = best.num_workers
     if direction == UP:
         m = min(max_workers, max(n + 1, math.ceil(n * STEP)))
@@ -246,6 +258,9 @@ def step(best: LoaderConfig, direction: str, max_workers: int, prefetch: Sequenc
         if deeper:
             config = best.replace(prefetch_factor=deeper[min(1, len(deeper) - 1)])
             return config if fits(config) else None
+    if direction == PIN and (not best.pin_memory) in pins:
+        config = best.replace(pin_memory=not best.pin_memory)
+        return config if fits(config) else None
     return None
 
 
@@ -261,7 +276,9 @@ class Plan:
     fits: Callable[[LoaderConfig], bool] = lambda config: True
     neighbour: Callable[[LoaderConfig, str], LoaderConfig | None] | None = None
     prefetch: Sequence[int] = PREFETCH_CHOICES
+    pins: Sequence[bool] = (False,)   # the pinning the device offers
     max_steps: int | None = None   # None: MAX_STEPS
+    cpus: float | None = None      # the CPUs the loop may use (None: unknown)
     state: str = CLIMB
     readings: list[Reading] = field(default_factory=list)
     rounds_done: int = 0          # pairs read
@@ -277,6 +294,7 @@ class Plan:
     _gains: dict = field(default_factory=dict)
     _won: set = field(default_factory=set)
     _halved: set = field(default_factory=set)
+    _down_first: bool = False
 
     def __post_init__(self):
         self.best = self.best or self.start
@@ -310,6 +328,8 @@ class Plan:
         return left * cycle >= 2 * SEGMENT_S + self.start_s()
 
     def _choose(self, run_left: int) -> LoaderConfig | None:
+        if not self.steps and self.direction == UP and self.up_bound(self._best_last) < STEP_PRIOR:
+            self.direction, self._down_first = DOWN, True
         while self.direction is not None:
             most = MAX_STEPS if self.max_steps is None else self.max_steps
             if self.steps >= most:
@@ -329,15 +349,24 @@ class Plan:
         return None
 
     def _step(self, best: LoaderConfig, direction: str) -> LoaderConfig | None:
-        return step(best, direction, self.max_workers, self.prefetch, self.fits)
+        return step(best, direction, self.max_workers, self.prefetch, self.fits, self.pins)
 
     def _advance(self) -> None:
         if self.direction == UP:
-            self.direction = DEEPER if UP in self._won else DOWN
+            self.direction = DEEPER if UP in self._won or self._down_first else DOWN
         elif self.direction == DOWN:
-            self.direction = DEEPER
+            self.direction = UP if self._down_first and DOWN not in self._won else DEEPER
+        elif self.direction == DEEPER:
+            self.direction = PIN
         else:
             self.direction = None
+
+    def up_bound(self, reading: Reading | None) -> float:
+        """The most a config that makes more batches at once may gain over ``reading``'s, by the
+        CPUs the loop's processes left (NOTE [ When exploring stops ]); inf where unread."""
+        if reading is None or not reading.own_cpus or not self.cpus:
+            return math.inf
+        return self.cpus / reading.own_cpus
 
     def start_s(self) -> float:
         """A worker start: the slowest measured, START_GUESS_S before one."""
@@ -350,11 +379,12 @@ class Plan:
         best = self._best_last
         if best is None:
             return True
-        if direction == DOWN:
-            g = self._gains.get(DOWN, STEP_PRIOR)
+        if direction in (DOWN, PIN):
+            g = self._gains.get(direction, STEP_PRIOR)
         else:
             wait = best.wait_share
             g = 1.0 if wait < WAIT_FLOOR else min(self._gains.get(direction, STEP_PRIOR), 1.0 / max(1e-9, 1.0 - wait))
+            g = min(g, self.up_bound(best))
         gain = run_left * best.cycle_s * (1.0 - 1.0 / g) if g > 1.0 else 0.0
         return gain > (self.start_s() if config.num_workers else 0.0) + LOSS_SHARE * SEGMENT_S
 
@@ -402,10 +432,12 @@ class Plan:
         self.rounds_done += 1
         self._pairs.append((before, reading))
         self._due = BEST
-        verdict = self.judge(self._pairs, self.direction)
+        # Unpinning is judged as a step down: the cheaper (no pin thread, half the memory in flight).
+        cheaper = self.direction == DOWN or (self.direction == PIN and not self.candidate.pin_memory)
+        verdict = self.judge(self._pairs, DOWN if cheaper else self.direction)
         if verdict is None and len(self._pairs) < PAIRS_PER_STEP:
             return
-        if verdict is None and self.direction == DOWN and compare(self._pairs)[0] > math.log(1.0 - MIN_GAIN):
+        if verdict is None and cheaper and compare(self._pairs)[0] > math.log(1.0 - MIN_GAIN):
             verdict = "win"   # still within the noise: the cheaper
         self.steps += 1
         half = self._halfway() if verdict is None else None

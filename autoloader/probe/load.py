@@ -94,6 +94,35 @@ def tree_cpu(pid: int | None) -> float:
     return total
 
 
+def cpu_mark() -> tuple[float, float, float] | None:
+    """(now, the CPU seconds so far the CPUs this process may run on were busy, the CPU seconds so
+    far of this process and every process below it that is alive, without what they reaped), for
+    ``cpus_since``; None where the counters cannot be read."""
+    try:
+        busy, _ = _system(affinity())
+        own = 0.0
+        for proc in tree(os.getpid()):
+            try:
+                t = proc.cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            own += t.user + t.system
+        return time.monotonic(), busy, own
+    except (OSError, psutil.Error):
+        return None
+
+
+def cpus_since(mark: tuple[float, float, float] | None) -> tuple[float | None, float | None]:
+    """(the CPUs' worth busy, by anyone; this process tree's CPUs' worth) since ``mark``
+    (``cpu_mark()``), or (None, None) over a span too short to say. A process that ended within
+    the span takes its CPU time with it: the tree's figure is a floor."""
+    now = cpu_mark()
+    if mark is None or now is None or now[0] - mark[0] < MIN_SPAN_S:
+        return None, None
+    seconds = now[0] - mark[0]
+    return max(0.0, (now[1] - mark[1]) / seconds), max(0.0, (now[2] - mark[2]) / seconds)
+
+
 class LoadMeter:
     """Started when a span begins (``pid``: the trial process), read once it ends (``stop()``).
     ``usable``: the CPUs this run may use; below the CPUs it may run on (a cgroup quota), the
