@@ -3,7 +3,9 @@ run's own pick set from the start, and the pick against a CLI tune's with the sa
 
     PYTHONPATH=. python -m scripts.bench.inrun --runs 3 --out results/inrun/<name>
 
-Each run starts from empty results homes, in this order: (1) ``best_loader(ds, batch_size=64,
+Each run starts from empty results homes, in this order: (0) ``--warm`` epochs over a plain
+DataLoader without workers, not measured (the first epochs in a process run slower, whatever the
+loader: without them the in-run epoch, always first, would pay that alone); (1) ``best_loader(ds, batch_size=64,
 device="cpu")`` (tuned in the run) and one epoch of the worked example's training loop over it,
 the first batch's time from the call; (2) one epoch over a plain DataLoader with that run's pick
 (shuffled, the same seed); (3) ``tune(make, step=make_step, ...)`` apart, as the CLI does, and
@@ -108,6 +110,8 @@ def one_run(index: int, dataset, args) -> dict:
     logger.setLevel(logging.INFO)
     record: dict = {"run": index, "load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as cli_home:
+        record["warm_s"] = [epoch(plain(dataset, {"batch_size": 64, "num_workers": 0}, 1000 + index), make_step())[0]
+                            for _ in range(args.warm)]
         step = make_step()
         called = time.perf_counter()
         loader = autoloader.best_loader(dataset, batch_size=64, device="cpu", out=home, epochs=args.epochs,
@@ -193,6 +197,9 @@ def summary(runs: list[dict], command: str) -> str:
     if ratio is not None:
         span = f" (95% {ratio.lo:.3f}-{ratio.hi:.3f}, {ratio.rounds} runs paired)" if ratio.judged else " (one run)"
         lines += ["", f"Epoch 1 tuned in the run over epoch 1 with the pick from the start: {ratio.ratio:.3f}x the wall time{span}."]
+    warm = [f"run {r['run']} {', '.join(f'{w:.1f} s' for w in r['warm_s'])}" for r in runs if r.get("warm_s")]
+    if warm:
+        lines.append(f"Warm-up epochs before each run (no workers, not compared): {'; '.join(warm)}.")
     for r in runs:
         if r.get("paired_epochs"):
             ratio = paired_ratio([(p["in_run"], p["cli"]) for p in r["paired_epochs"]])
@@ -253,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=60.0)
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--max-epochs", type=int, default=3, help="epochs the in-run tune may span")
+    parser.add_argument("--warm", type=int, default=1,
+                        help="unmeasured epochs (no workers) before each run's, so that neither measured epoch "
+                             "pays the process's warm-up")
     parser.add_argument("--epochs", type=int, default=None,
                         help="best_loader(epochs=): the run's epochs the tune weighs a step over (default: not said)")
     args = parser.parse_args(argv)
