@@ -222,6 +222,38 @@ def test_a_reading_says_the_cpus_the_loops_processes_took_over_it():
     assert reading.close(time.perf_counter(), [8], cut=True).own_cpus is None
 
 
+class _Waits(Dataset):
+    """Samples that take 4 ms each: asleep (``cpu=False``, as a read from slow storage) or on a CPU."""
+
+    def __init__(self, cpu: bool):
+        self.cpu = cpu
+
+    def __len__(self):
+        return 4096
+
+    def __getitem__(self, i):
+        if self.cpu:
+            end = time.perf_counter() + 0.004
+            while time.perf_counter() < end:
+                pass
+        else:
+            time.sleep(0.004)
+        return torch.zeros(16)
+
+
+def test_the_start_gives_samples_that_wait_more_workers_than_cpus_and_busy_ones_no_more():
+    from torch.utils.data import default_collate
+
+    from autoloader.inrun.quick import Proposer, quick_profile, space_for
+
+    waiting = quick_profile(_Waits(cpu=False), 16, default_collate, 2, seconds=0.3)
+    busy = quick_profile(_Waits(cpu=True), 16, default_collate, 2, seconds=0.3)
+    assert waiting.sample_cpu_share < 0.3 and busy.sample_cpu_share > 0.7, (waiting.sample_cpu_share,
+                                                                           busy.sample_cpu_share)
+    start = lambda profile: Proposer(profile, space_for(16, 2, "cpu"), 2, "cpu", fits=lambda c: True).start()
+    assert start(waiting).num_workers > 2 >= start(busy).num_workers, (start(waiting), start(busy))
+
+
 def test_a_step_up_grows_the_workers_within_the_space_and_the_memory_forecast():
     fits = lambda c: c.num_workers <= 10
     assert step(_w(4), UP, 16, (2, 4, 8, 16), fits).num_workers == 8

@@ -4,7 +4,8 @@
 # The full profile (probe/profiler.py) runs in a trial process for seconds: too long before a
 # training loop's first batch. In-run tuning reads only what the loop cannot show before its first
 # segment, here in the caller's process with one intra-op thread (as a worker runs): a few
-# samples' cost (at most QUICK_SECONDS), one collate, a sample's bytes. The rest of the model's
+# samples' cost (at most QUICK_SECONDS) and the share of it on a CPU (the thread's time: a sample
+# that waits on storage or a sleep takes less), one collate, a sample's bytes. The rest of the model's
 # inputs it does not measure: the receive is estimated from the batch's bytes (RECV_BYTES_PER_S),
 # a worker's start is START_GUESS_S, and the step is not known yet. These guesses only choose
 # where the climb starts (NOTE [ The climb ] in schedule.py); the loop measures every config read. When
@@ -22,6 +23,7 @@ from ..batches import bytes_in
 from ..search.model import Model
 from ..search.model_first import ModelFirst, heuristic_config
 from ..search.profile import Profile
+from ..search.policy import MAX_WORKERS_PER_CPU
 from ..search.space import LoaderConfig, SearchSpace, search_space
 
 QUICK_SECONDS = 1.0
@@ -45,11 +47,13 @@ def quick_profile(dataset: Any, batch_size: int, collate: Callable, cpus: int,
     began = time.perf_counter()
     costs: list[float] = []
     samples: list[Any] = []
+    cpu_s = 0.0
     try:
         while len(costs) < QUICK_SAMPLES and (time.perf_counter() - began < seconds or len(costs) < 2):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             sample = dataset[rng.randrange(length)]
             costs.append(time.perf_counter() - t0)
+            cpu_s += time.thread_time() - c0
             if len(samples) < batch_size:
                 samples.append(sample)
             if time.perf_counter() - began > seconds and len(costs) >= 2:
@@ -65,7 +69,7 @@ def quick_profile(dataset: Any, batch_size: int, collate: Callable, cpus: int,
                    recv_s=RECV_FIXED_S + batch_bytes / RECV_BYTES_PER_S, pin_s=None, h2d_pinned_s=None,
                    h2d_pageable_s=None, step_s=0.0, startup_s=START_GUESS_S, worker_pss=None, cpus=cpus,
                    epoch_batches=-(-length // batch_size), seconds=time.perf_counter() - began,
-                   recv_fixed_s=RECV_FIXED_S)
+                   recv_fixed_s=RECV_FIXED_S, sample_cpu_share=min(1.0, cpu_s / sum(costs)) if sum(costs) > 0 else 1.0)
 
 
 @dataclasses.dataclass
@@ -88,12 +92,14 @@ class Proposer:
         return ModelFirst(self.space, Model(profile, self.device), self.cpus, fits=lambda c, h: self.fits(c))
 
     def start(self) -> LoaderConfig:
-        """The model's guess with the step not yet known, no more workers than CPUs (a guess of the
-        loader alone would ask for more than the loop leaves them); the rule without a profile."""
+        """The model's guess with the step not yet known, its workers' CPU time within the CPUs (a
+        guess of the loader alone would ask for more than the loop leaves them; workers whose
+        samples mostly wait take little); the rule without a profile."""
         if self.profile is None:
             return self.rule
         strategy = self._strategy(0.0)
-        within = [p for p in strategy.predictions([]) if p.config.num_workers <= self.cpus]
+        most = self.cpus / max(self.profile.sample_cpu_share, 1.0 / MAX_WORKERS_PER_CPU)
+        within = [p for p in strategy.predictions([]) if p.config.num_workers <= most]
         return strategy.pick(within).config if within else self.rule
 
 
