@@ -439,6 +439,19 @@ def test_a_candidate_clearly_behind_ends_its_reading_early():
     assert not plan.cut(_reading(_w(4), 40.0, batches=40, lead=1))   # the best's own reading reads on
 
 
+def test_a_candidate_without_workers_far_behind_ends_after_its_first_batch():
+    # Many workers on samples that wait: the loop making its own batches is 64 times slower, and
+    # one batch says so (a reading of blocks would cost several such batches).
+    plan = Plan(_w(64), _w(64), 64)
+    plan.done(_reading(_w(64), 100.0, batches=300))
+    plan.candidate, plan._due, plan.direction = _w(0), schedule.CANDIDATE, DOWN
+    assert plan.cut(_reading(_w(0), 100.0 / 64, batches=1, start_s=0.0))
+    assert not plan.cut(_reading(_w(0), 90.0, batches=1, start_s=0.0))   # near the best's pace: read on
+    # Not for a config with workers: its first batch waits for their start.
+    plan.candidate = _w(32)
+    assert not plan.cut(_reading(_w(32), 100.0 / 64, batches=1, start_s=0.0))
+
+
 def test_compare_is_paired_and_says_its_noise():
     quiet = [(_reading(B, 100.0, batches=200, jitter=0.01, seed=i), _reading(A, 120.0, batches=200, jitter=0.01,
                                                                               seed=10 + i)) for i in range(2)]

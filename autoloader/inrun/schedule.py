@@ -42,7 +42,8 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # it is not measured slower by more than MIN_GAIN (fewer workers for the same rate), or where
 # the pairs still cannot tell and its mean is within MIN_GAIN: the cheaper again. While a
 # candidate reads, its reading ends early once it is behind the best past EARLY_Z errors (a
-# sequential check on its blocks so far) or far behind (under FAR_BEHIND of the best's rate). The
+# sequential check on its blocks so far) or far behind (under FAR_BEHIND of the best's rate; one
+# without workers, which has no start or ramp to wait out, from its first batch on). The
 # best's workers stay alive while a candidate reads, so going back costs no start.
 #
 # NOTE [ When exploring stops ]
@@ -406,8 +407,14 @@ class Plan:
 
     def behind(self, reading: Reading) -> bool:
         """The sequential check: the candidate's reading so far behind the best's last past
-        EARLY_Z errors, or under FAR_BEHIND of its rate."""
-        if len(reading.blocks()) < 2 or self._best_last is None:
+        EARLY_Z errors, or under FAR_BEHIND of its rate; one without workers (no start, no ramp)
+        as soon as its batches so far, and one more, took longer than the best's at that rate."""
+        if self._best_last is None:
+            return False
+        if not reading.config.num_workers and reading.batches and \
+                reading.wall_s > (reading.batches + 1) * self._best_last.cycle_s / FAR_BEHIND:
+            return True
+        if len(reading.blocks()) < 2:
             return False
         if reading.rate < FAR_BEHIND * self._best_last.rate:
             return True
