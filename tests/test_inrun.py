@@ -447,6 +447,10 @@ def test_a_candidate_without_workers_far_behind_ends_after_its_first_batch():
     plan.candidate, plan._due, plan.direction = _w(0), schedule.CANDIDATE, DOWN
     assert plan.cut(_reading(_w(0), 100.0 / 64, batches=1, start_s=0.0))
     assert not plan.cut(_reading(_w(0), 90.0, batches=1, start_s=0.0))   # near the best's pace: read on
+    # Read far behind, it loses at once: its one batch has no error to wait on.
+    plan.done(_reading(_w(0), 100.0 / 64, batches=1, start_s=0.0))
+    assert plan.state == SETTLED or plan.candidate != _w(0)
+    assert _w(0) not in plan.alive() and plan.best == _w(64)
     # Not for a config with workers: its first batch waits for their start.
     plan.candidate = _w(32)
     assert not plan.cut(_reading(_w(32), 100.0 / 64, batches=1, start_s=0.0))

@@ -43,7 +43,8 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # the pairs still cannot tell and its mean is within MIN_GAIN: the cheaper again. While a
 # candidate reads, its reading ends early once it is behind the best past EARLY_Z errors (a
 # sequential check on its blocks so far) or far behind (under FAR_BEHIND of the best's rate; one
-# without workers, which has no start or ramp to wait out, from its first batch on). The
+# without workers, which has no start or ramp to wait out, from its first batch on), and a
+# candidate that read far behind in any pair loses. The
 # best's workers stay alive while a candidate reads, so going back costs no start.
 #
 # NOTE [ When exploring stops ]
@@ -477,8 +478,8 @@ class Plan:
         """"win", "lose", or None (undecided) for a candidate read in ``pairs`` against the best
         (NOTE [ The climb ])."""
         read = compare(pairs)
-        if read is None:
-            return "lose"
+        if read is None or any(second.rate < FAR_BEHIND * first.rate for first, second in pairs):
+            return "lose"   # (a reading cut far behind may be too short to have an error)
         d, se = read
         if not math.isfinite(se):
             return None
