@@ -675,6 +675,7 @@ def test_no_config_past_the_memory_forecast_starts(short_segments, tmp_path, mon
     line = record.closing_line(loader, None)   # the refused named once each, the first two in words
     refused = list(dict.fromkeys(loader.refused))
     assert line.count("past the memory forecast") == 1 and len(line) < 1500, line
+    assert "no tuning cost: the 10.0 s took 0.5 s less than the pick's pace would" in line, line
     if len(refused) > 2:
         assert f"and {len(refused) - 2} more" in line, line
     with warnings.catch_warnings():
@@ -705,3 +706,19 @@ def test_an_epoch_that_ends_still_exploring_says_so(tmp_path, caplog):
     lines = [r.getMessage() for r in caplog.records if "still exploring" in r.getMessage()]
     assert lines and lines[0].startswith("autoloader: epoch 0 ended with the tune in the run still exploring ("), lines
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_a_run_whose_epochs_end_exploring_stores_its_best(tmp_path, caplog, monkeypatch):
+    """Told the run's epochs, the tune settles on the best so far when the last one ends (its
+    readings too long for the run to finish the climb), and the next call finds the result."""
+    monkeypatch.setattr(schedule.Plan, "worth", lambda self, *args: True)   # every step worth reading
+    dataset = Counted(48)
+    loader = tuned(DataLoader(dataset, batch_size=8), out=str(tmp_path), epochs=2, progress=None)
+    with caplog.at_level(logging.INFO, logger="autoloader"):
+        for _ in range(2):
+            assert sorted(i for batch in _indices(loader) for i in batch) == list(range(48))
+    assert loader.plan.state == SETTLED and loader.plan.pick == loader.plan.best, loader.plan.why
+    assert "run's" in loader.plan.why
+    assert any("tuned in the run over 2 epoch(s)" in r.getMessage() for r in caplog.records)
+    stored = autoloader.stored_result(dataset, batch_size=8, device="cpu", out=str(tmp_path))
+    assert stored is not None and stored.config == loader.plan.pick

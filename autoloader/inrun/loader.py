@@ -262,6 +262,8 @@ class InRunLoader:
         if tuned_here:
             self.tuned_epochs += 1
         self.epoch_s.append(time.perf_counter() - began)
+        if self.run_epochs is not None and self.epochs >= self.run_epochs:
+            self.plan.stop("the run's epochs are read")
         if self.plan.state == SETTLED and not self.reported:
             self.reported = True
             if self._report is not None:

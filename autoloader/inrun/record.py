@@ -145,7 +145,10 @@ def closing_line(loader: Any, path: str | None) -> str:
     cost = tune_cost(loader)
     if cost is not None:
         wall, _, extra = cost
-        line += f"; tuning cost {extra:+.1f} s of {wall:.1f} s ({extra / wall * 100:+.0f}%)"
+        if extra >= 0:
+            line += f"; tuning cost {extra:+.1f} s of {wall:.1f} s ({extra / wall * 100:+.0f}%)"
+        else:   # the configs read beside the pick were faster than it in those epochs
+            line += f"; no tuning cost: the {wall:.1f} s took {-extra:.1f} s less than the pick's pace would"
     if loader.refused:
         refused = list(dict.fromkeys(loader.refused))   # a config asked for again is refused again
         named = ", ".join(_short(c) for c in refused[:2]) + (f" and {len(refused) - 2} more" if len(refused) > 2 else "")

@@ -61,7 +61,9 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # START_GUESS_S) and LOSS_SHARE of a reading. A step that does not repay is not taken, nor any
 # step after MAX_STEPS; then the best is the pick and reads on. A candidate does not start where
 # the epoch's rest cannot hold its reading: the best reads the rest, and the candidate comes next
-# epoch (at its start, even where a whole epoch is shorter: its reading then ends with it).
+# epoch (at its start, even where a whole epoch is shorter: its reading then ends with it); in the
+# run's last epoch, where the caller said how many, the best is the pick then, and at the end of
+# that epoch in any case, so that a run that ends exploring still stores its best.
 """
 
 from __future__ import annotations
@@ -316,6 +318,8 @@ class Plan:
                 self._settle(self.best, self.why or "no step left")
                 return self.best, None
         if left < total and not self._room(left):
+            if run_left is not None and run_left <= left:   # no next epoch
+                self._settle(self.best, "the run's last epoch cannot hold another reading")
             return self.best, None   # the rest of the epoch: the candidate reads next epoch (a whole one: now)
         return self.candidate, self.rounds_done
 
@@ -493,6 +497,11 @@ class Plan:
         if paired and lo > 0.0 and d > math.log(1.0 + MIN_GAIN):
             return "win"
         return "lose" if hi < math.log(1.0 + MIN_GAIN) and (paired or hi < 0.0) else None
+
+    def stop(self, why: str) -> None:
+        """Settle on the best so far (the run's epochs are read)."""
+        if self.state != SETTLED:
+            self._settle(self.best, why)
 
     def _settle(self, pick: LoaderConfig, why: str) -> None:
         self.pick, self.why, self.state, self.candidate = pick, why, SETTLED, None
