@@ -268,8 +268,8 @@ class InRunLoader:
             self.reported = True
             if self._report is not None:
                 self._report(self, True)
-        elif self.plan.state != SETTLED and self._report is not None:
-            self._report(self, None, epoch)   # still exploring: said, nothing stored
+        elif self.plan.state != SETTLED and self._report is not None and self.tuned_epochs == 1:
+            self._report(self, None, epoch)   # still exploring: said once, nothing stored
 
     def _ask(self, left: int) -> LoaderConfig:
         """The config that reads next (the plan may settle in answering)."""

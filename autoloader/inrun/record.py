@@ -116,12 +116,13 @@ def _short(config) -> str:
 
 
 def unsettled_line(loader: Any, epoch: int) -> str:
-    """An epoch that ended with the tune still exploring: how far it got, who leads, that it goes on
-    (a loop that stops here stores nothing, and the next run tunes in its loop again)."""
+    """The first epoch that ended with the tune still exploring: how far it got, who leads, that it
+    goes on (said once; a loop that stops before it settles stores nothing unless it said its epochs,
+    and the next run tunes in its loop again)."""
     plan = loader.plan
     return (f"autoloader: epoch {epoch} ended with the tune in the run still exploring ({plan.rounds_done} paired "
             f"round(s) of {len(plan.finalists) or 1} config(s) read, {_short(plan.leader())} leading); it goes on in the next "
-            "epoch and says what it picked once settled")
+            "epoch(s) and says what it picked once settled")
 
 
 def closing_line(loader: Any, path: str | None) -> str:
