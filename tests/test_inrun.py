@@ -528,6 +528,11 @@ def test_tuned_loader_keeps_order_and_ends_every_segments_workers(short_segments
     # Going back to the best after a candidate's reading starts no workers: they were kept.
     assert any(not r.started and r.config.num_workers and r.config != before.config
                for before, r in zip(readings, readings[1:])), [(r.config.num_workers, r.started) for r in readings]
+    # close() ends the pick's kept workers at once; the next epoch starts them afresh, in order.
+    assert _children()
+    loader.close()
+    assert not _children()
+    assert _indices(loader) == _indices(reference)
     del loader
     gc.collect()
     assert not _children()

@@ -99,6 +99,15 @@ class InRunLoader:
     def __len__(self) -> int:
         return len(self.plain)
 
+    def close(self) -> None:
+        """End every worker this loader keeps (the pick's too, as a plain DataLoader's kept workers
+        end when it is collected): call it where the loop is done with the loader but the loader
+        lives on. A later ``iter()`` starts the workers it needs afresh."""
+        self._end(set())
+        if self._kept is not None:
+            self._ended(self._kept)
+            self._kept = None
+
     def expect(self, epochs: int | None) -> None:
         """Say how many epochs the run will read (None: unknown); the stop rule weighs a step's
         gain over them (NOTE [ When exploring stops ] in schedule.py)."""
