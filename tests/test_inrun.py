@@ -8,6 +8,7 @@ import gc
 import json
 import multiprocessing
 import logging
+import math
 import os
 import time
 import warnings
@@ -385,6 +386,26 @@ def test_an_undecided_step_up_that_read_a_gain_tries_the_halfway_workers_once():
         assert plan.next(10**6, 10**6, 10**7)[0] == _w(48, 4)
     assert plan.best == _w(48, 4)
     assert all(c.num_workers in (32, 48, 64) for c in plan.finalists)
+
+
+def test_an_undecided_candidate_whose_mean_reads_a_gain_reads_on():
+    # As pinning read on one H100 (+11%, +5%, +10% over three pairs, undecided: the cheaper was
+    # kept, results/inrun/gpu-20261207-h100): with no halfway step to read instead, more pairs.
+    best = _w(64, 4)
+    pinned = best.replace(pin_memory=True)
+    plan = Plan(best, _w(15), 64, pins=(True, False))
+    plan.done(_reading(best, 100.0, batches=400, seed=140, jitter=0.7))
+    plan.candidate, plan.direction = pinned, schedule.PIN
+    for i in range(schedule.PAIRS_FOR_A_GAIN):
+        plan.done(_reading(pinned, 109.0, batches=400, seed=141 + 2 * i, jitter=0.7))
+        if plan.candidate != pinned:
+            break
+        if i == schedule.PAIRS_PER_STEP - 1:
+            read = compare(plan._pairs)
+            assert Plan.judge(plan._pairs, schedule.PIN) is None and read[0] > math.log(1.03), read
+        plan.done(_reading(best, 100.0, batches=400, seed=142 + 2 * i, jitter=0.7))
+    assert i >= schedule.PAIRS_PER_STEP, "it read past three pairs"
+    assert plan.best == pinned, "and the gain cleared the noise"
 
 
 def test_a_step_up_that_read_no_gain_tries_no_halfway_workers():

@@ -35,10 +35,11 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
 # least (one pair cannot see the drift between its readings), and the climb steps on from it; one
 # whose interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between, another pair,
-# at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept, except once: a step up
-# left undecided whose mean read a gain past MIN_GAIN is followed by the halfway step (the workers
-# between the best's and the candidate's), since a doubling can overshoot where the gain levels off
-# (or where more workers start to cost), and the point between may win clearly. A step down wins where
+# at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept, except where the mean
+# read a gain past MIN_GAIN: a step up so left undecided is followed, once, by the halfway step
+# (the workers between the best's and the candidate's), since a doubling can overshoot where the
+# gain levels off (or where more workers start to cost), and the point between may win clearly;
+# any other reads on, up to PAIRS_FOR_A_GAIN pairs, before the cheaper is kept. A step down wins where
 # it is not measured slower by more than MIN_GAIN (fewer workers for the same rate), or where
 # the pairs still cannot tell and its mean is within MIN_GAIN: the cheaper again. While a
 # candidate reads, its reading ends early once it is behind the best past EARLY_Z errors (a
@@ -87,6 +88,7 @@ DRIFT = 0.02
 MIN_GAIN = 0.03
 STEP = 2.0
 PAIRS_PER_STEP = 3
+PAIRS_FOR_A_GAIN = 5
 MAX_STEPS = 8
 STEP_PRIOR = 1.3
 WAIT_FLOOR = 0.03
@@ -449,6 +451,9 @@ class Plan:
         verdict = self.judge(self._pairs, DOWN if cheaper else self.direction)
         if verdict is None and len(self._pairs) < PAIRS_PER_STEP:
             return
+        if verdict is None and not cheaper and len(self._pairs) < PAIRS_FOR_A_GAIN \
+                and compare(self._pairs)[0] > math.log(1.0 + MIN_GAIN) and self._halfway() is None:
+            return   # a gain the noise still hides, and no halfway step to read instead: more pairs
         if verdict is None and cheaper and compare(self._pairs)[0] > math.log(1.0 - MIN_GAIN):
             verdict = "win"   # still within the noise: the cheaper
         self.steps += 1
