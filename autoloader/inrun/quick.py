@@ -63,13 +63,14 @@ def quick_profile(dataset: Any, batch_size: int, collate: Callable, cpus: int,
         collate_s = (time.perf_counter() - t0) * batch_size / len(samples)
     finally:
         torch.set_num_threads(threads)
+    cost_s = sum(costs)
     sample_bytes = max(1, bytes_in(batch) // len(samples))
     batch_bytes = sample_bytes * batch_size
     return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
                    recv_s=RECV_FIXED_S + batch_bytes / RECV_BYTES_PER_S, pin_s=None, h2d_pinned_s=None,
                    h2d_pageable_s=None, step_s=0.0, startup_s=START_GUESS_S, worker_pss=None, cpus=cpus,
                    epoch_batches=-(-length // batch_size), seconds=time.perf_counter() - began,
-                   recv_fixed_s=RECV_FIXED_S, sample_cpu_share=min(1.0, cpu_s / sum(costs)) if sum(costs) > 0 else 1.0)
+                   recv_fixed_s=RECV_FIXED_S, sample_cpu_share=min(1.0, cpu_s / cost_s) if cost_s > 0 else 1.0)
 
 
 @dataclasses.dataclass

@@ -78,12 +78,13 @@ def _system(cpus: list[int]) -> tuple[float, float]:
     return busy, sum(getattr(row, "steal", 0.0) for row in rows)
 
 
-def _cpu(proc: psutil.Process) -> float:
+def _cpu(proc: psutil.Process, reaped: bool = True) -> float:
+    """``proc``'s CPU seconds so far, with its reaped children's where ``reaped``."""
     try:
         t = proc.cpu_times()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return 0.0
-    return t.user + t.system + t.children_user + t.children_system
+    return t.user + t.system + (t.children_user + t.children_system if reaped else 0.0)
 
 
 def tree_cpu(pid: int | None) -> float:
@@ -100,14 +101,7 @@ def cpu_mark() -> tuple[float, float, float] | None:
     ``cpus_since``; None where the counters cannot be read."""
     try:
         busy, _ = _system(affinity())
-        own = 0.0
-        for proc in tree(os.getpid()):
-            try:
-                t = proc.cpu_times()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-            own += t.user + t.system
-        return time.monotonic(), busy, own
+        return time.monotonic(), busy, sum(_cpu(p, reaped=False) for p in tree(os.getpid()))
     except (OSError, psutil.Error):
         return None
 
