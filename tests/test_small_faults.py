@@ -298,6 +298,36 @@ def _leak_in_workers(hooks: bool, spare: int = 1, to_the_exit: bool = False) -> 
     sys.stdout.flush()
 
 
+_FEEDER_ERROR = """
+import sys
+from multiprocessing import queues
+from autoloader.probe.workers import end_when_out_of_descriptors
+end_when_out_of_descriptors()
+try:   # as in the feeder: its handler is called inside the except clause
+    raise RuntimeError(sys.argv[1])
+except RuntimeError as exc:
+    queues.Queue._on_queue_feeder_error(exc, None)
+print("carried on")
+"""
+
+
+@pytest.mark.parametrize("message, ends", [
+    ("unable to open shared memory object </torch_1_2_3> in read-write mode: Too many open files (24)", True),
+    ("unable to open shared memory object </torch_1_2_3> in read-write mode: No space left on device (28)", False),
+])
+def test_the_feeders_shared_memory_error_out_of_descriptors_ends_the_worker_in_silence(message, ends):
+    """NOTE [ A worker out of file descriptors ]: torch's shm_open failing in the feeder thread is a
+    RuntimeError, known by its message; any other goes on to the feeder's own handler (a traceback)."""
+    from autoloader.probe.failures import OUT_OF_DESCRIPTORS_EXIT
+
+    run = subprocess.run([sys.executable, "-c", _FEEDER_ERROR, message], capture_output=True, text=True,
+                         cwd=REPO_ROOT, timeout=60)
+    if ends:
+        assert run.returncode == OUT_OF_DESCRIPTORS_EXIT and not run.stderr and not run.stdout, run
+    else:
+        assert run.returncode == 0 and "carried on" in run.stdout and "No space left" in run.stderr, run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("spare", [3, 16], ids=["at-the-hand-over", "at-the-exit"])
 @pytest.mark.parametrize("hooks", [False, True], ids=["as-before", "trial-worker"])

@@ -121,7 +121,10 @@ class WorkerInit:
 #   - takes the first EMFILE any of those report (threading.excepthook, sys.excepthook, which the
 #     resource sharer calls, sys.unraisablehook, the queue feeder's error handler) as its end: the
 #     reserve released, its temporary folder removed, it exits with OUT_OF_DESCRIPTORS_EXIT,
-#     printing nothing. Any other exception goes to the hook it replaced.
+#     printing nothing. Any other exception goes to the hook it replaced. The feeder's is known
+#     by its message too: torch shares a batch's storage through a shared-memory file, and its
+#     shm_open failing is a RuntimeError ("unable to open shared memory object ... Too many open
+#     files (24)"), not an OSError; the feeder runs none of the dataset's code.
 # The exit code is the note to the trial process (it needs no descriptor): the trial is charged to
 # the dataset's leak (failures.FD_EXHAUSTED_IN_WORKER) when a worker ended with it, whether
 # DataLoader saw the end or the trial read the EOFError first (``ended_out_of_descriptors``).
@@ -157,9 +160,9 @@ def end_when_out_of_descriptors() -> None:
                     pass
         os._exit(OUT_OF_DESCRIPTORS_EXIT)
 
-    def hooked(replaced, exc_of):
+    def hooked(replaced, exc_of, text=False):
         def hook(*args) -> None:
-            if says_emfile(exc_of(*args), text=False):
+            if says_emfile(exc_of(*args), text=text):
                 end()
             replaced(*args)
         return hook
@@ -168,7 +171,7 @@ def end_when_out_of_descriptors() -> None:
     sys.excepthook = hooked(sys.excepthook, lambda kind, value, tb: value)
     sys.unraisablehook = hooked(sys.unraisablehook, lambda unraisable: unraisable.exc_value)
     queues.Queue._on_queue_feeder_error = staticmethod(hooked(queues.Queue._on_queue_feeder_error,
-                                                              lambda exc, obj: exc))
+                                                              lambda exc, obj: exc, text=True))
     util.Finalize(None, release, exitpriority=0)   # before the temporary folder's removal (-100)
 
 
