@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from typing import Any, Iterator, Sequence
 
 from .errors import NotSaved, NotStored, usage
-from .events import Progress, ResultNotReused, ResultReused, SettingsApplied, WaitingForLock
+from .events import NotInRun, Progress, ResultNotReused, ResultReused, SettingsApplied, WaitingForLock
 from .inputs.code_digest import callable_identity
 from .inputs.content import dataset_class, dataset_fingerprint
 from .inputs.home import resolve_out, writable
@@ -375,9 +375,7 @@ def _tunes_in_run(tune: str | None, step: Any, dataset_obj: Any, batch_sizes: An
         return False
     why = why_not_in_run(dataset_obj, batch_sizes, fixed)
     if why is not None and tune == "run" and progress is not None:
-        from .inrun.record import LOGGER
-
-        LOGGER.info(f"autoloader: tuning before the run, not in it: {why}")
+        progress(NotInRun(why))
     return why is None
 
 

@@ -10,6 +10,7 @@ from autoloader.search.results import OK, BusySpan, MachineLoad, TrialResult
 from autoloader.search.profile import Profile
 from autoloader.search.space import LoaderConfig
 from autoloader.search.model_first import WarmStart
+from autoloader.search.paired import Ratio
 from autoloader.tuning.compare import Comparison
 from autoloader.store.result import TuneResult
 
@@ -59,4 +60,14 @@ def examples() -> list[ev.Event]:
         ev.WarmStarted("imagenet", "ds-key", warm),
         ev.Retuned(Outcome("imagenet", "changed", drift=drift, early_stop=True)),
         ev.Retuned(Outcome("imagenet", "failed", error="building the dataset raised OSError: gone\nmore")),
+        ev.NotInRun("an IterableDataset has no order to read in segments"),
+        ev.InRunStarted("ds-key", PICK, 0.007),
+        ev.InRunStarted("ds-key", RULE),
+        ev.SegmentRead(0, PICK, 1234.0, 0.25, round=2, best=RULE),
+        ev.InRunExploring(0, 3, 2, RULE),
+        ev.InRunSettled(RULE, "no step left", "/home/r.json"),
+        ev.InRunDone(2, (PICK, RULE), PICK, RULE, 4, 1.5, "no step left", RULE, Ratio(1.12, 1.05, 1.19, 4), "the start",
+                     1234.0, 0.05, 60.0, 1.5, path="/home/r.json"),
+        ev.InRunDone(1, (PICK,), PICK, RULE, 0, 1.5, "the run's epochs are read", PICK, epoch_s=30.0,
+                     tuning_cost_s=-0.4, refused=(RULE, RULE), path=None),
     ]

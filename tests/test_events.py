@@ -70,6 +70,28 @@ GOLDEN = [
     "  ds-key: warm start this hardware's last result (/old.json): bs16-w3-pin0-pf2-pw1 at 1,234/s",
     '  imagenet: changed (samples/s -12%), the pick held (stopped early)',
     '  imagenet: FAILED building the dataset raised OSError: gone more',   # whole, on one line
+    'autoloader: tuning before the run, not in it: an IterableDataset has no order to read in segments',
+    'autoloader: tuning ds-key in the run, over the first epoch(s) of the loop: starting from num_workers=3,'
+     " pin_memory=False, prefetch_factor=2, persistent_workers=True (a 7 ms profile's guess); one line says what"
+     ' was picked',
+    'autoloader: tuning ds-key in the run, over the first epoch(s) of the loop: starting from num_workers=1,'
+     ' pin_memory=False, prefetch_factor=2, persistent_workers=True (the rule, without a profile); one line says'
+     ' what was picked',
+    None,   # a segment read: at DEBUG
+    'autoloader: epoch 0 ended with the tune in the run still exploring (3 paired round(s) of 2 config(s) read,'
+     ' num_workers=1, pin_memory=False, prefetch_factor=2 leading); it goes on in the next epoch(s) and says what'
+     ' it picked once settled',
+    None,   # settled: the closing line follows at the epoch's end
+    'autoloader: tuned in the run over 2 epoch(s): tried num_workers=3, pin_memory=False, prefetch_factor=2'
+     ' (start); num_workers=1, pin_memory=False, prefetch_factor=2 (the rule), climbing from the start (4 paired'
+     ' readings of 1.5 s or more; no step left); picked num_workers=1, pin_memory=False, prefetch_factor=2;'
+     ' faster than the start by 5-19%; the pick in the loop: 1,234 samples/s, waiting 5% of the time; tuning cost'
+     ' +1.5 s of 60.0 s (+2%); stored /home/r.json',
+    'autoloader: tuned in the run over 1 epoch(s): tried num_workers=3, pin_memory=False, prefetch_factor=2'
+     " (start), climbing from the start (0 paired readings of 1.5 s or more; the run's epochs are read); picked"
+     ' num_workers=3, pin_memory=False, prefetch_factor=2; no tuning cost: the 30.0 s took 0.4 s less than the'
+     " pick's pace would; not started, past the memory forecast: num_workers=1, pin_memory=False,"
+     ' prefetch_factor=2; not stored',
 ]
 
 

@@ -626,16 +626,43 @@ def test_best_loader_tunes_in_the_run_stores_and_the_next_call_reuses(short_segm
 
 
 @pytest.mark.slow
-def test_the_closing_line_says_what_was_tried_picked_and_what_it_cost(short_segments, tmp_path, caplog):
+def test_a_tune_in_the_run_gives_its_events_to_a_callable_and_one_closing_line_to_the_log(short_segments, tmp_path,
+                                                                                         caplog):
+    from autoloader import InRunDone, InRunSettled, InRunStarted, SegmentRead
+
+    events = []
     plain = DataLoader(Counted(900, cost_s=0.0003), batch_size=8, shuffle=True)
-    loader = tuned(plain, out=str(tmp_path))
     with caplog.at_level("INFO", logger="autoloader"):
+        loader = tuned(plain, out=str(tmp_path), progress=events.append)
         while not loader.reported and loader.epochs < 6:   # at most MAX_ROUNDS rounds: a few epochs
             for _ in loader:
                 pass
+    assert isinstance(events[0], InRunStarted) and events[0].start == loader.plan.start
+    reads = [e for e in events if isinstance(e, SegmentRead)]
+    assert [(e.config, e.samples_per_s) for e in reads] == [(r.config, r.rate) for r in loader.plan.readings]
+    assert all(e.round == r.round for e, r in zip(reads, loader.plan.readings) if e.round is not None)
+    (settled,) = [e for e in events if isinstance(e, InRunSettled)]
+    done = events[-1]
+    assert isinstance(done, InRunDone) and done.pick == settled.pick == loader.plan.pick
+    assert done.path == settled.path and done.path.endswith(".json") and os.path.exists(done.path)
+    assert done.samples_per_s > 0 and done.tuning_cost_s is not None and done.tried == tuple(loader.plan.finalists)
     lines = [r.getMessage() for r in caplog.records if "tuned in the run" in r.getMessage()]
-    assert len(lines) == 1
+    assert lines == [done.line]
     assert "tried" in lines[0] and "picked" in lines[0] and "tuning cost" in lines[0] and "stored" in lines[0]
+
+
+def test_an_iterable_dataset_asked_to_tune_in_the_run_says_why_it_tunes_before():
+    from autoloader import NotInRun
+    from autoloader.api import _tunes_in_run
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(8))
+
+    events = []
+    assert not _tunes_in_run("run", None, Stream(), None, {}, events.append)
+    assert events == [NotInRun("an IterableDataset has no order to read in segments")]
+    assert _tunes_in_run(None, None, Counted(8), None, {}, events.append) and len(events) == 1
 
 
 def test_tune_before_or_a_step_keeps_the_tune_apart_and_bad_values_are_refused(tmp_path):
@@ -691,14 +718,14 @@ def test_no_config_past_the_memory_forecast_starts(short_segments, tmp_path, mon
     dataset = Counted(400)
     plain = DataLoader(dataset, batch_size=8, shuffle=True)
     problem = built_problem(dataset, dataset, batch_size=8, device="cpu", fixed_kwargs={})
-    loader = in_run_loader(plain, problem, str(tmp_path), progress=False, max_memory=1, profile_seconds=0.2)
+    loader = in_run_loader(plain, problem, str(tmp_path), progress=None, max_memory=1, profile_seconds=0.2)
     for _ in range(3):
         for _ in loader:
             pass
     assert loader.plan.readings and all(r.config.num_workers == 0 for r in loader.plan.readings)
     assert loader.refused and all(c.num_workers > 0 for c in loader.refused)
     assert loader.plan.pick is not None and loader.plan.pick.num_workers == 0
-    line = record.closing_line(loader, None)   # the refused named once each, the first two in words
+    line = record.done_event(loader, None).line   # the refused named once each, the first two in words
     refused = list(dict.fromkeys(loader.refused))
     assert line.count("past the memory forecast") == 1 and len(line) < 1500, line
     assert "no tuning cost: the 10.0 s took 0.5 s less than the pick's pace would" in line, line

@@ -368,7 +368,131 @@ class WarmStarted(Event, kind="warm"):
     warm: Any
 
 
+# --- a tune in the run (inrun/: NOTE [ Tuning inside the run ]) --------------------------------
+# The configs are ``search.space.LoaderConfig`` records; a line names each by its DataLoader
+# arguments less the batch size (the run's own).
+
+@dataclass(frozen=True)
+class NotInRun(Event, kind="not_in_run"):
+    """``best_loader(tune="run")`` tunes before the run instead, since its arguments do not allow
+    the run's tune.
+
+    Attributes:
+        why: what keeps it from the run (an IterableDataset, a tuned knob fixed by the caller, ...).
+    """
+    why: str
+
+
+@dataclass(frozen=True)
+class InRunStarted(Event, kind="in_run_start"):
+    """A loader that tunes itself in the training loop was made; the loop's first segment reads
+    ``start``.
+
+    Attributes:
+        key: the problem's key, the one its result is stored under.
+        start: the config the first segment reads.
+        profile_seconds: the quick profile's seconds, or None where the start is the rule's (no profile).
+    """
+    key: str
+    start: Any
+    profile_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class SegmentRead(Event, kind="segment"):
+    """A segment of the epoch was read under one config (said at DEBUG only: a tune reads dozens).
+
+    Attributes:
+        epoch: the epoch it was read in, from 0.
+        config: the config it read.
+        samples_per_s: the loop's rate over it, the step included.
+        wait_share: the share of the loop's time spent waiting in ``next()``.
+        round: the pair it belongs to (a config's reading and the best's before it), or None
+            outside the pairs (a start, the rest of an epoch, the pick's own reading).
+        best: the best config so far, after this reading.
+        settled: the pick is settled (this reading is the pick's, or it settled the pick).
+    """
+    epoch: int
+    config: Any
+    samples_per_s: float
+    wait_share: float
+    round: int | None = None
+    best: Any = None
+    settled: bool = False
+
+
+@dataclass(frozen=True)
+class InRunExploring(Event, kind="exploring"):
+    """An epoch ended with the tune still exploring (said once: the first such epoch); it goes on
+    in the next.
+
+    Attributes:
+        epoch: the epoch that ended, from 0.
+        rounds: the pairs read so far.
+        configs: the configs read so far.
+        best: the best so far.
+    """
+    epoch: int
+    rounds: int
+    configs: int
+    best: Any
+
+
+@dataclass(frozen=True)
+class InRunSettled(Event, kind="settled"):
+    """The pick is settled and stored (a loop that stops before its epoch ends keeps it); the
+    rest of the epoch reads it. ``InRunDone`` follows at the epoch's end.
+
+    Attributes:
+        pick: the config picked.
+        why: why exploring stopped.
+        path: the stored result, or None where it could not be (or nothing is stored).
+    """
+    pick: Any
+    why: str
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class InRunDone(Event, kind="in_run_done"):
+    """The tune in the run ended with the pick's epoch: what was tried, picked, and what it cost.
+
+    Attributes:
+        epochs: the epochs in which configs other than the pick's ran.
+        tried: every config read, in the order first read.
+        start, rule: the config the tune started from; the cpus-1 rule's.
+        rounds: the pairs read; segment_s: a segment's least seconds.
+        why: why exploring stopped.
+        pick: the config picked.
+        versus, versus_name: the pick's ``search.paired.Ratio`` over a config it was paired with
+            (the rule, else the start, else the last read), and that config's name; None where none was.
+        samples_per_s, wait_share: the pick's rate and wait share in the loop over the rest of its
+            epoch (None before its own reading).
+        epoch_s: the tuned epochs' wall time; tuning_cost_s: that time less what the pick's
+            measured pace takes for the same batches and one start (an estimate; below zero where
+            the configs read beside the pick were faster than it in those epochs).
+        refused: configs not started, past the memory forecast.
+        path: the stored result, or None.
+    """
+    epochs: int
+    tried: tuple
+    start: Any
+    rule: Any
+    rounds: int
+    segment_s: float
+    why: str
+    pick: Any
+    versus: Any = None
+    versus_name: str | None = None
+    samples_per_s: float | None = None
+    wait_share: float | None = None
+    epoch_s: float | None = None
+    tuning_cost_s: float | None = None
+    refused: tuple = ()
+    path: str | None = None
+
+
 EVENTS: tuple[type[Event], ...] = (
     TuneStarted, TrialsUnstored, FleetPushed, Profiled, RuleRetried, TrialDone, FinalRound, BusyRecheck, TuneDone,
     ResultReused, ResultNotReused, SettingsApplied, WaitingForLock, WaitingForTrialStart, WaitingForRank,
-    RetuneStarted, WarmStarted, Retuned)
+    RetuneStarted, WarmStarted, Retuned, NotInRun, InRunStarted, SegmentRead, InRunExploring, InRunSettled, InRunDone)

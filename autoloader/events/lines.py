@@ -9,13 +9,15 @@ from __future__ import annotations
 import math
 from functools import singledispatch
 
+from ..search.paired import compared
 from ..search.policy import busy_at
 from ..search.results import BUDGET_ENDED, OK
 from ..search.shards import profile_note, shards_text, trial_note
 from ..errors import clip, one_line
-from .kinds import (BusyRecheck, Event, FinalRound, FleetPushed, Profiled, ResultNotReused, ResultReused, RuleRetried,
-                    Retuned, RetuneStarted, SettingsApplied, TrialDone, TrialsUnstored, TuneStarted, WaitingForLock,
-                    WaitingForRank, WaitingForTrialStart, WarmStarted)
+from .kinds import (BusyRecheck, Event, FinalRound, FleetPushed, InRunDone, InRunExploring, InRunStarted, NotInRun,
+                    Profiled, ResultNotReused, ResultReused, RuleRetried, Retuned, RetuneStarted, SettingsApplied,
+                    TrialDone, TrialsUnstored, TuneStarted, WaitingForLock, WaitingForRank, WaitingForTrialStart,
+                    WarmStarted)
 
 
 def gib(n: int | None) -> str:
@@ -251,3 +253,60 @@ for _kind, _template in _TEMPLATES.items():
 @line.register(WarmStarted)
 def _warm(e: WarmStarted) -> str:
     return f"  {e.key}: warm start {e.warm.describe()}"
+
+
+# --- a tune in the run (inrun/) ------------------------------------------------------------------
+
+def loader_args(config, keep_persistent: bool = False) -> str:
+    """A config as the run's lines name it: its DataLoader arguments less the batch size (the
+    run's own) and, unless ``keep_persistent``, persistent_workers (kept while tuning in any case)."""
+    kw = config.loader_kwargs()
+    kw.pop("batch_size", None)
+    if not keep_persistent:
+        kw.pop("persistent_workers", None)
+    return ", ".join(f"{k}={v}" for k, v in kw.items())
+
+
+@line.register(NotInRun)
+def _not_in_run(e: NotInRun) -> str:
+    return f"autoloader: tuning before the run, not in it: {e.why}"
+
+
+@line.register(InRunStarted)
+def _in_run_start(e: InRunStarted) -> str:
+    if e.profile_seconds is None:
+        profiled = "the rule, without a profile"
+    else:
+        took = f"{e.profile_seconds * 1000:.0f} ms" if e.profile_seconds < 1 else f"{e.profile_seconds:.1f} s"
+        profiled = f"a {took} profile's guess"
+    return (f"autoloader: tuning {e.key} in the run, over the first epoch(s) of the loop: starting from "
+            f"{loader_args(e.start, keep_persistent=True)} ({profiled}); one line says what was picked")
+
+
+@line.register(InRunExploring)
+def _exploring(e: InRunExploring) -> str:
+    return (f"autoloader: epoch {e.epoch} ended with the tune in the run still exploring ({e.rounds} paired "
+            f"round(s) of {e.configs or 1} config(s) read, {loader_args(e.best)} leading); it goes on in the next "
+            "epoch(s) and says what it picked once settled")
+
+
+@line.register(InRunDone)
+def _in_run_done(e: InRunDone) -> str:
+    tried = "; ".join(f"{loader_args(c)}{' (start)' if c == e.start else ''}{' (the rule)' if c == e.rule else ''}"
+                      for c in e.tried)
+    words = f"; {compared(e.versus, e.versus_name)}" if e.versus_name is not None else ""
+    said = (f"autoloader: tuned in the run over {e.epochs} epoch(s): tried {tried}, climbing from the start "
+            f"({e.rounds} paired readings of {e.segment_s:g} s or more; {e.why}); picked {loader_args(e.pick)}{words}")
+    if e.samples_per_s is not None:
+        said += (f"; the pick in the loop: {e.samples_per_s:,.0f} samples/s, waiting {e.wait_share * 100:.0f}% "
+                 "of the time")
+    if e.tuning_cost_s is not None and e.epoch_s:
+        if e.tuning_cost_s >= 0:
+            said += f"; tuning cost {e.tuning_cost_s:+.1f} s of {e.epoch_s:.1f} s ({e.tuning_cost_s / e.epoch_s * 100:+.0f}%)"
+        else:   # the configs read beside the pick were faster than it in those epochs
+            said += f"; no tuning cost: the {e.epoch_s:.1f} s took {-e.tuning_cost_s:.1f} s less than the pick's pace would"
+    if e.refused:
+        refused = list(dict.fromkeys(e.refused))   # a config asked for again is refused again
+        named = ", ".join(loader_args(c) for c in refused[:2]) + (f" and {len(refused) - 2} more" if len(refused) > 2 else "")
+        said += f"; not started, past the memory forecast: {named}"
+    return said + (f"; stored {e.path}" if e.path else "; not stored")

@@ -71,18 +71,17 @@ def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = 
                   node: Any = None):
     """The in-run tuning loader over the reference DataLoader ``plain`` (its dataset, sampler,
     batch sampler, collate, generator): NOTE [ Tuning inside the run ]. ``problem``: the key it
-    stores under, in ``out`` (None: nothing is stored); ``progress``: False says nothing, else the
-    closing line goes to the ``autoloader`` logger; ``epochs``: the run's, where known; ``node``:
+    stores under, in ``out`` (None: nothing is stored); ``progress``: the subscriber its events go
+    to (``tuning.progress.api_progress``'s; None says nothing); ``epochs``: the run's, where known; ``node``:
     the torchrun node this process is a rank of (node/group.py's ``joined()``), or None;
     ``max_memory``: the node's, shared by its ranks."""
     from ..errors import usage
     from ..inputs.hardware import available_memory
     from ..inputs.options import DEFAULT_MEMORY_SHARE
-    from ..tuning.progress import api_progress
     from .loader import InRunLoader
     from .quick import QUICK_SECONDS, Proposer, quick_profile, space_for
     from .ranks import Alone, Together
-    from .record import LOGGER, closing_line, store, unsettled_line
+    from .record import Reporter
 
     ranks = Together(node) if node is not None else Alone()
     lengths = ranks.every(len(plain))
@@ -99,31 +98,13 @@ def in_run_loader(plain: Any, problem: Any, out: str | None, *, progress: Any = 
     profile = ranks.shared(profile)   # rank 0's: one start, one forecast (NOTE [ Ranks in the run ])
     proposer = Proposer(profile, space_for(batch_size, cpus, problem.device), cpus, problem.device,
                         fits=lambda config: True)
-    say = (api_progress(progress) is not None if progress is not False else False) and ranks.rank == 0
-
-    def report(loader, final: bool | None, epoch: int | None = None) -> None:
-        if final is None:
-            if say:
-                LOGGER.info(unsettled_line(loader, epoch))
-            return
-        path = store(loader, problem, out, node) if out is not None and ranks.rank == 0 else None
-        if final and say:
-            LOGGER.info(closing_line(loader, path))
-
+    reporter = Reporter(problem, out, progress, ranks.rank, node)
     limit = max_memory if max_memory is not None else int(DEFAULT_MEMORY_SHARE * available_memory())
     limit = ranks.least(limit // ranks.world)
     loader = InRunLoader(plain, proposer, sample_seed=sample_seed, worker_init_fn=worker_init_fn,
                          multiprocessing_context=multiprocessing_context, timeout=timeout, max_memory=limit,
-                         epochs=epochs, report=report, ranks=ranks)
-    if say:
-        start = ", ".join(f"{k}={v}" for k, v in loader.plan.start.loader_kwargs().items() if k != "batch_size")
-        if profile is None:
-            profiled = "the rule (no profile)"
-        else:
-            took = f"{profile.seconds * 1000:.0f} ms" if profile.seconds < 1 else f"{profile.seconds:.1f} s"
-            profiled = f"a {took} profile's guess"
-        LOGGER.info(f"autoloader: tuning {problem.key} in the run, over the first epoch(s) of the loop: starting "
-                    f"from {start} ({profiled}); one line says what was picked")
+                         epochs=epochs, report=reporter, ranks=ranks)
+    reporter.started(loader)
     return loader
 
 
@@ -143,7 +124,11 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
         out: the results home (default: ``$AUTOLOADER_HOME`` or ``~/.cache/autoloader``).
         max_memory: the memory the configs may add (bytes or text such as ``"8G"``; default 0.6
             of the RAM available now); under torchrun the node's, each rank taking its share.
-        progress: False says nothing; otherwise the closing line is logged (logger ``autoloader``).
+        progress: as for ``best_loader``: None (the default) logs the tune's lines (logger
+            ``"autoloader"``: its start, an epoch that ended still exploring, and the closing line,
+            each a ``InRunStarted``, ``InRunExploring`` or ``InRunDone`` event; each segment's
+            ``SegmentRead`` and the ``InRunSettled`` at DEBUG); False says nothing; a callable of one
+            event gets every event, and the log gets them too.
         version: your label for this data, part of its key.
         epochs: the epochs the run will read, where known: a step of the tune is weighed against
             what it may gain over them (default: the current epoch's rest).
@@ -197,6 +182,8 @@ def tuned(loader: Any, *, sample_seed: int | None = None, device: str | None = N
     problem = as_rank(problem, node)   # one rank's view: its share of the CPUs, the node's key
     home = writable(resolve_out(out))
     limit = parse_size(max_memory) if max_memory is not None else None
-    return in_run_loader(plain, problem, home, progress=progress, sample_seed=sample_seed,
+    from ..tuning.progress import api_progress
+
+    return in_run_loader(plain, problem, home, progress=api_progress(progress), sample_seed=sample_seed,
                          worker_init_fn=loader.worker_init_fn, multiprocessing_context=loader.multiprocessing_context,
                          timeout=loader.timeout, max_memory=limit, epochs=epochs, node=node)

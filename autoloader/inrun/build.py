@@ -36,8 +36,8 @@ def from_arguments(dataset: Any, problem: Any, out: str, *, batch_size: int, gen
                    epochs: int | None = None):
     """The in-run loader ``best_loader`` returns: its reference DataLoader as ``best_loader``
     would build it (shuffled unless a sampler or ``shuffle`` says otherwise; under torchrun,
-    ``node``, this rank's DistributedSampler shard). ``progress``: best_loader's, already
-    resolved (None says nothing; else the closing line is logged)."""
+    ``node``, this rank's DistributedSampler shard). ``progress``: best_loader's subscriber,
+    already resolved (None says nothing)."""
     from torch.utils.data import DataLoader
 
     from ..inputs.hardware import parse_size
@@ -55,7 +55,7 @@ def from_arguments(dataset: Any, problem: Any, out: str, *, batch_size: int, gen
         plain = DataLoader(dataset, generator=generator, **kwargs)
     else:
         plain = DataLoader(dataset, batch_size=batch_size, generator=generator, **kwargs)
-    return in_run_loader(plain, problem, out, progress=False if progress is None else None,   # best_loader's: None is silent
+    return in_run_loader(plain, problem, out, progress=progress,
                          sample_seed=sample_seed, worker_init_fn=fixed.get("worker_init_fn"),
                          multiprocessing_context=fixed.get("multiprocessing_context"),
                          timeout=fixed.get("timeout", 0),

@@ -48,15 +48,15 @@ class InRunLoader:
     built directly. ``plain``: the reference DataLoader (no workers) whose sampler, batch sampler,
     collate and length this loader uses; ``proposer`` (quick.py) the start, the rule and the space;
     ``epochs``: the run's epochs, where known (the stop rule weighs a step over them);
-    ``report(tune, final)``: called when the pick is settled and again when its epoch ends;
-    ``report(tune, None, epoch)`` at the end of an epoch that ended still exploring; ``ranks``:
+    ``report``: record.py's ``Reporter``, told of each reading, of the pick settled, of its
+    epoch's end and of the first epoch that ended still exploring (None: nobody); ``ranks``:
     the torchrun ranks reading one schedule with this one (NOTE [ Ranks in the run ] in
     ranks.py; default: this process alone)."""
 
     def __init__(self, plain: Any, proposer: Any, *, sample_seed: int | None = None,
                  worker_init_fn: Callable | None = None, multiprocessing_context: Any = None, timeout: float = 0,
                  max_memory: int | None = None, epochs: int | None = None,
-                 report: Callable[["InRunLoader", bool], None] | None = None, ranks: Alone | None = None):
+                 report: Any = None, ranks: Alone | None = None):
         self.plain = plain
         self.dataset = plain.dataset
         self.batch_size = plain.batch_size
@@ -276,9 +276,9 @@ class InRunLoader:
         if self.plan.state == SETTLED and not self.reported:
             self.reported = True
             if self._report is not None:
-                self._report(self, True)
+                self._report.done(self)
         elif self.plan.state != SETTLED and self._report is not None and self.tuned_epochs == 1:
-            self._report(self, None, epoch)   # still exploring: said once, nothing stored
+            self._report.exploring(self, epoch)   # said once, nothing stored
 
     def _ask(self, left: int) -> LoaderConfig:
         """The config that reads next (the plan may settle in answering)."""
@@ -296,11 +296,13 @@ class InRunLoader:
         self.plan.done(reading)
         if was == SETTLED:
             self.final = reading
+        if self._report is not None:
+            self._report.read(self, reading)
         self._settled(was)
 
     def _settled(self, was: str) -> None:
         if was != SETTLED and self.plan.state == SETTLED and self._report is not None:
-            self._report(self, False)   # stored as soon as settled: a loop that stops early keeps it
+            self._report.settled(self)   # stored as soon as settled: a loop that stops early keeps it
 
 
 class _Open:

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import warnings
 from typing import Any
 
@@ -25,7 +24,9 @@ from ..errors import NotStored
 from ..node.ranks import Ranks
 from ..search.choice import Finalist
 from ..search.config import TunedConfig
-from ..search.paired import by_rounds, compared
+from ..events import InRunDone, InRunExploring, InRunSettled, InRunStarted, SegmentRead
+from ..events.lines import loader_args
+from ..search.paired import by_rounds
 from ..store.durable import atomic_write_all
 from ..store.paths import result_path
 from ..store.records import NodeRecord, Provenance
@@ -34,9 +35,6 @@ from ..store.versions import provenance
 from ..tuning.measured import dataset_record
 from ..store.result import TuneResult
 from . import schedule
-
-LOGGER = logging.getLogger("autoloader")
-
 
 def tune_cost(loader: Any) -> tuple[float, float, float] | None:
     """(the tuned epochs' wall time, what the pick's measured pace takes for their batches and
@@ -109,49 +107,62 @@ def store(loader: Any, problem: Any, out: str, node: Any = None) -> str | None:
     return result.path
 
 
-def _short(config) -> str:
-    kw = config.loader_kwargs()
-    kw.pop("batch_size", None)
-    return ", ".join(f"{k}={v}" for k, v in kw.items() if k != "persistent_workers")
+class Reporter:
+    """What an in-run tune says and stores as its loader reports (NOTE [ What an in-run tune
+    stores ]): ``progress`` (a resolved subscriber; None says nothing) gets the run's events, on
+    rank 0 alone under torchrun; the result goes to ``out`` (None: nothing stored), from rank 0."""
+
+    def __init__(self, problem: Any, out: str | None, progress: Any, rank: int = 0, node: Any = None):
+        self.problem, self.out, self.node = problem, out, node
+        self.progress = progress if rank == 0 else None
+        self.stores = out is not None and rank == 0
+
+    def _say(self, event: Any) -> None:
+        if self.progress is not None:
+            self.progress(event)
+
+    def _store(self, loader: Any) -> str | None:
+        return store(loader, self.problem, self.out, self.node) if self.stores else None
+
+    def started(self, loader: Any) -> None:
+        profile = loader._proposer.profile
+        self._say(InRunStarted(self.problem.key, loader.plan.start, profile.seconds if profile is not None else None))
+
+    def read(self, loader: Any, reading: Any) -> None:
+        plan = loader.plan
+        self._say(SegmentRead(max(0, loader.epochs - 1), reading.config, reading.rate, reading.wait_share,
+                              reading.round, plan.best, plan.state == schedule.SETTLED))
+
+    def settled(self, loader: Any) -> None:
+        """The pick settled: stored at once (a loop that stops early keeps it)."""
+        path = self._store(loader)
+        self._say(InRunSettled(loader.plan.pick, loader.plan.why, path))
+
+    def exploring(self, loader: Any, epoch: int) -> None:
+        """An epoch ended still exploring: said once, nothing stored (a loop that stops before it
+        settles stores nothing unless it said its epochs, and the next run tunes in its loop again)."""
+        plan = loader.plan
+        self._say(InRunExploring(epoch, plan.rounds_done, len(plan.finalists), plan.leader()))
+
+    def done(self, loader: Any) -> None:
+        """The pick's epoch ended: stored again, with its own reading, and said in one line."""
+        path = self._store(loader)
+        self._say(done_event(loader, path))
 
 
-def unsettled_line(loader: Any, epoch: int) -> str:
-    """The first epoch that ended with the tune still exploring: how far it got, who leads, that it
-    goes on (said once; a loop that stops before it settles stores nothing unless it said its epochs,
-    and the next run tunes in its loop again)."""
-    plan = loader.plan
-    return (f"autoloader: epoch {epoch} ended with the tune in the run still exploring ({plan.rounds_done} paired "
-            f"round(s) of {len(plan.finalists) or 1} config(s) read, {_short(plan.leader())} leading); it goes on in the next "
-            "epoch(s) and says what it picked once settled")
-
-
-def closing_line(loader: Any, path: str | None) -> str:
-    """What was tried, what was picked, what it cost: one line."""
+def done_event(loader: Any, path: str | None) -> InRunDone:
+    """What was tried, what was picked, what it cost."""
     plan, final = loader.plan, loader.final
-    tried = "; ".join(f"{_short(c)}{' (start)' if c == plan.start else ''}{' (the rule)' if c == plan.rule else ''}"
-                      for c in plan.finalists)
     paired = [c for c in plan.finalists if c != plan.pick and by_rounds(plan.rates(plan.pick), plan.rates(c))]
     against = plan.rule if plan.rule in paired else plan.start if plan.start in paired else \
         (paired[-1] if paired else None)
-    words = ""
-    if against is not None:
-        name = "the rule" if against == plan.rule else _short(against)
-        words = "; " + compared(by_rounds(plan.rates(plan.pick), plan.rates(against)), name)
-    line = (f"autoloader: tuned in the run over {loader.tuned_epochs} epoch(s): tried {tried}, climbing from the "
-            f"start ({plan.rounds_done} paired readings of {schedule.SEGMENT_S:g} s or more; {plan.why}); "
-            f"picked {_short(plan.pick)}{words}")
-    if final is not None:
-        line += (f"; the pick in the loop: {final.rate:,.0f} samples/s, waiting {final.wait_share * 100:.0f}% "
-                 f"of the time")
     cost = tune_cost(loader)
-    if cost is not None:
-        wall, _, extra = cost
-        if extra >= 0:
-            line += f"; tuning cost {extra:+.1f} s of {wall:.1f} s ({extra / wall * 100:+.0f}%)"
-        else:   # the configs read beside the pick were faster than it in those epochs
-            line += f"; no tuning cost: the {wall:.1f} s took {-extra:.1f} s less than the pick's pace would"
-    if loader.refused:
-        refused = list(dict.fromkeys(loader.refused))   # a config asked for again is refused again
-        named = ", ".join(_short(c) for c in refused[:2]) + (f" and {len(refused) - 2} more" if len(refused) > 2 else "")
-        line += f"; not started, past the memory forecast: {named}"
-    return line + (f"; stored {path}" if path else "; not stored")
+    return InRunDone(loader.tuned_epochs, tuple(plan.finalists), plan.start, plan.rule, plan.rounds_done,
+                     schedule.SEGMENT_S, plan.why, plan.pick,
+                     versus=by_rounds(plan.rates(plan.pick), plan.rates(against)) if against is not None else None,
+                     versus_name=None if against is None else "the rule" if against == plan.rule else
+                     loader_args(against),
+                     samples_per_s=final.rate if final is not None else None,
+                     wait_share=final.wait_share if final is not None else None,
+                     epoch_s=cost[0] if cost else None, tuning_cost_s=cost[2] if cost else None,
+                     refused=tuple(loader.refused), path=path)
