@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -15,39 +14,9 @@ import autoloader
 from autoloader.errors import UsageError
 from autoloader.explain.thresholds import WORTH_CHANGING
 from autoloader.watching import WATCH_KINDS, Watch, Watched, WatchReport, _kind, watch
-
-
-# --- the README's worked example, inline (README "A worked example") ------------------------------
-
-class Spectra(Dataset):
-    """Audio clips held as one numpy array, turned into log spectra on the fly."""
-
-    def __init__(self, n=10_000, seed=0):
-        rng = np.random.default_rng(seed)
-        self.clips = rng.standard_normal((n, 16_000), dtype=np.float32)
-        self.labels = rng.integers(0, 10, n)
-
-    def __len__(self):
-        return len(self.clips)
-
-    def __getitem__(self, i):
-        frames = self.clips[i].reshape(80, 200)
-        spectrum = np.log1p(np.abs(np.fft.rfft(frames, axis=1))).astype(np.float32)
-        return torch.from_numpy(spectrum), int(self.labels[i])
-
-
-def make_step():
-    model = nn.Sequential(nn.Flatten(), nn.Linear(80 * 101, 256), nn.ReLU(), nn.Linear(256, 10))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-
-    def step(batch):
-        x, y = batch
-        loss = nn.functional.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-
-    return step
+# The README's worked example ("A worked example"), as the in-run bench holds it: Spectra(n, n) is
+# the README's Spectra(n).
+from scripts.bench.inrun import Spectra, make_step
 
 
 def _hand_timed(loader, step) -> tuple[float, float]:
@@ -72,7 +41,7 @@ def _hand_timed(loader, step) -> tuple[float, float]:
 @pytest.mark.slow   # about 2 s quiet: the dataset and 20 steps of the MLP
 def test_the_wait_share_on_the_readmes_example_is_the_one_timed_by_hand():
     torch.manual_seed(0)
-    loader = DataLoader(Spectra(n=1280), batch_size=64, shuffle=True)
+    loader = DataLoader(Spectra(1280, 1280), batch_size=64, shuffle=True)
     watched = watch(loader, every=1000, progress=False)
     wait, between = _hand_timed(watched, make_step())
     report = watched.report()
@@ -219,7 +188,7 @@ def test_the_lightning_callback_reads_the_share_watch_reads_in_the_same_fit():
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
-    loader = watch(DataLoader(Spectra(n=1280), batch_size=64), every=1000, progress=False)
+    loader = watch(DataLoader(Spectra(1280, 1280), batch_size=64), every=1000, progress=False)
     callback = WatchCallback(every=10, progress=False)
     trainer = lightning.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                                 enable_progress_bar=False, enable_model_summary=False, callbacks=[callback])

@@ -66,7 +66,7 @@ _SIGNAL = 32_768
 _FEATURES = 256
 
 
-class Spectra(Dataset):
+class PooledSpectra(Dataset):
     """The log magnitude spectrum of a windowed signal, pooled to 256 features: about 1 ms of CPU."""
 
     def __init__(self, length: int, pool: int, seed: int = 0):
@@ -96,7 +96,7 @@ class _Block(nn.Module):
 
 
 def launchbound_dataset() -> Dataset:
-    return Spectra(length=scaled(80_000, 512), pool=scaled(256, 16))
+    return PooledSpectra(length=scaled(80_000, 512), pool=scaled(256, 16))
 
 
 def launchbound_step():
