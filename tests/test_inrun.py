@@ -205,6 +205,41 @@ def test_a_reading_rates_its_steady_part_and_reads_the_step():
     assert r.switch_s == pytest.approx(0.05, abs=1e-6)
 
 
+def test_a_readings_prefilled_batches_are_left_out_of_its_steady_part():
+    """NOTE [ The next config begins during the drain ]: the batches a loader made while the loop
+    read the drain come at once; counted, they would read as the config's pace."""
+    calls = [i * 0.0001 for i in range(12)] + [0.0012 + i * 0.01 for i in range(28)]
+    got = [c + 0.0001 for c in calls]
+    end = calls[-1] + 0.01
+    filled = Reading(B, None, [8] * 40, calls, got, end, prefilled=12)
+    assert filled.rate == pytest.approx(800.0, rel=0.02)
+    assert Reading(B, None, [8] * 40, calls, got, end).rate > 1.2 * filled.rate, "its lead alone leaves some in"
+    assert filled.to_dict()["prefilled"] == 12
+
+
+@pytest.mark.parametrize("overlap", [True, False], ids=["begun-during-the-drain", "begun-after"])
+def test_the_next_config_begun_during_the_drain_keeps_the_order_and_says_what_it_prefilled(short_segments, monkeypatch,
+                                                                                          overlap):
+    from autoloader.inrun import loader as inrun_loader
+
+    monkeypatch.setattr(inrun_loader, "OVERLAP", overlap)
+    plain = DataLoader(Counted(640), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(5))
+    reference = DataLoader(Counted(640), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(5))
+    loader = InRunLoader(plain, Stub(_w(1), [_w(1), _w(2), _w(4)]))
+    for _ in range(3):
+        assert _indices(loader) == _indices(reference)
+    readings = loader.plan.readings
+    switched = [r for before, r in zip(readings, readings[1:]) if r.config != before.config]
+    assert switched, [r.config.num_workers for r in readings]
+    if overlap:   # each began while the one before drained (but at an epoch's start): its first wave was pulled
+        assert sum(1 for r in switched if r.prefilled >= 1) >= len(switched) - 3, \
+            [(r.config.num_workers, r.prefilled) for r in switched]
+    else:
+        assert not any(r.prefilled for r in readings)
+    loader.close()
+    assert not _children()
+
+
 def test_a_reading_says_the_cpus_the_loops_processes_took_over_it():
     from autoloader.inrun.loader import _Open
 
@@ -549,8 +584,9 @@ def test_tuned_loader_keeps_order_and_ends_every_segments_workers(short_segments
     # Going back to the best after a candidate's reading starts no workers: they were kept.
     assert any(not r.started and r.config.num_workers and r.config != before.config
                for before, r in zip(readings, readings[1:])), [(r.config.num_workers, r.started) for r in readings]
-    # close() ends the pick's kept workers at once; the next epoch starts them afresh, in order.
-    assert _children()
+    # close() ends the pick's kept workers at once (a pick without workers keeps none); the next
+    # epoch starts them afresh, in order.
+    assert bool(_children()) == bool(loader.plan.pick.num_workers), loader.plan.pick
     loader.close()
     assert not _children()
     assert _indices(loader) == _indices(reference)

@@ -23,6 +23,22 @@ from .samples import SeededSamples
 # A worker's memory until one is measured (a forked worker's own pages, before copy on read).
 WORKER_GUESS_BYTES = 256 << 20
 
+# NOTE [ The next config begins during the drain ]
+# A switch stops the reading config's feed; its loader then serves what it already pulled, in
+# order (its drain), while its workers finish their last batches one by one and the CPUs they
+# leave go idle; and the next config's loader, begun only after the drain, waits out its first
+# wave (a batch each worker makes whole, served in order) before the loop gets a batch. So the
+# next config's loader is begun (its workers started or resumed, its feed opened on the batches
+# after all those the stopped feed pulled) as soon as the switch is decided, and the drain is
+# served while it fills. The order holds: the stopped feed pulls nothing more, the next one pulls
+# the epoch's following batches, and the loop is handed every drained batch before any of the
+# next loader's. The next config is the plan's answer at the switch, held to: its loader has
+# pulled batches that only it can serve. Its reading starts when the loop first asks it, and the
+# batches its loader pulled by then (``prefilled``) are left out of its steady part, as the first
+# wave is: they were made while the loop read the drain. ``OVERLAP`` off: the next loader is
+# begun after the drain.
+OVERLAP = True
+
 
 def _ended(loader: Any) -> None:
     """End a config's loader now, its kept workers joined (a plain DataLoader's iterator does the
@@ -206,27 +222,42 @@ class InRunLoader:
             return iter(loader)
         return self._epoch(drawn, base_seed, epoch)
 
+    def _begin(self, config: LoaderConfig, drawn: Any, epoch: int, limit: int, seed: int) -> tuple[Any, bool, Any]:
+        """``config``'s loader opened on the epoch's next ``limit`` batches, and its iterator begun
+        (a start, or a resume of kept workers): (the loader, whether its workers were started, the
+        iterator)."""
+        loader = self._alive.get(config)
+        started = loader is None or getattr(loader, "_iterator", None) is None
+        if loader is None:
+            loader = self._alive[config] = self._loader(config, seed)
+        loader.batch_sampler.open(drawn, epoch, limit=limit)
+        with warnings.catch_warnings():   # the worker count's warning, once per loader otherwise
+            warnings.filterwarnings("ignore", message="This DataLoader will create")
+            iterator = iter(loader)
+        return loader, started, iterator
+
     def _epoch(self, drawn: Any, base_seed: int, epoch: int):
         plan, total, pos, opened = self.plan, len(self), 0, 0
         began = time.perf_counter()
         tuned_here = plan.state != SETTLED
         normal = False
+        ahead = None   # the next config's (config, loader, started, iterator), begun during the drain
         try:
             while pos < total:
-                config = self._ask(total - pos)
-                self._end(plan.alive() | {config})
-                loader = self._alive.get(config)
-                started = loader is None or getattr(loader, "_iterator", None) is None
-                if loader is None:
-                    loader = self._alive[config] = self._loader(config, base_seed + opened)
+                if ahead is None:
+                    config = self._ask(total - pos)
+                    self._end(plan.alive() | {config})
+                    t_begin = time.perf_counter()
+                    loader, started, iterator = self._begin(config, drawn, epoch, total - pos, base_seed + opened)
+                    prefilled = 0
+                else:   # NOTE [ The next config begins during the drain ]
+                    (config, loader, started, iterator), ahead = ahead, None
+                    self._end(plan.alive() | {config})
+                    t_begin = time.perf_counter()
+                    prefilled = len(loader.batch_sampler.sizes)
                 opened += 1
                 feed = loader.batch_sampler
-                feed.open(drawn, epoch, limit=total - pos)
-                t_begin = time.perf_counter()
-                with warnings.catch_warnings():   # the worker count's warning, once per loader otherwise
-                    warnings.filterwarnings("ignore", message="This DataLoader will create")
-                    iterator = iter(loader)
-                reading = _Open(config, t_begin, 0, lead=None, started=started)
+                reading = _Open(config, t_begin, 0, lead=None, started=started, prefilled=prefilled)
                 served = 0
                 for batch, called, returned in timed_batches(iterator):
                     if reading is not None and plan.state != SETTLED and reading.due():
@@ -234,11 +265,16 @@ class InRunLoader:
                         if self._ranks.cut(plan.cut(partial)):
                             partial.own_cpus = reading.own_cpus()
                             self._take(partial, was=plan.state)
-                            if self._ask(total - pos - served) == config:
+                            following = self._ask(total - pos - served)
+                            if following == config:
                                 reading = _Open(config, called, served, lead=0, started=False)
                             else:
                                 feed.stop()   # what the loader holds is served, in order: its drain
                                 reading = None
+                                rest = total - pos - len(feed.sizes)
+                                if OVERLAP and rest > 0:
+                                    self._end(plan.alive() | {config, following})
+                                    ahead = (following, *self._begin(following, drawn, epoch, rest, base_seed + opened))
                     if reading is not None:
                         reading.add(called, returned, dry=feed.dry)
                         if config.num_workers and self._measured is None and served == 2 * config.num_workers:
@@ -307,10 +343,12 @@ class InRunLoader:
 
 class _Open:
     """A reading in progress: the loop's times from ``t0``, its batches from ``first`` of its
-    feed's opening; ``steady_end`` set where its feed ran dry."""
+    feed's opening; ``steady_end`` set where its feed ran dry; ``prefilled``: as ``Reading``'s."""
 
-    def __init__(self, config: LoaderConfig, t0: float, first: int, lead: int | None, started: bool):
+    def __init__(self, config: LoaderConfig, t0: float, first: int, lead: int | None, started: bool,
+                 prefilled: int = 0):
         self.config, self.t0, self.first, self.lead, self.started = config, t0, first, lead, started
+        self.prefilled = prefilled
         self.calls: list[float] = []
         self.got: list[float] = []
         self.steady_end: int | None = None
@@ -339,7 +377,7 @@ class _Open:
         steady_end = self.steady_end if self.steady_end is not None else n if cut or self.lead == 0 else None
         return Reading(self.config, None, sizes[self.first:self.first + n], self.calls[:], self.got[:],
                        end - self.t0, lead=self.lead, steady_end=steady_end, started=self.started,
-                       own_cpus=None if cut else self.own_cpus())
+                       own_cpus=None if cut else self.own_cpus(), prefilled=self.prefilled)
 
 
 def _seed_worker():

@@ -6,8 +6,9 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # The loop itself is the benchmark: a reading is a run of consecutive batches under one config,
 # read at the loop (``Reading``: the time spent in ``next()`` and between the calls, which is the
 # real step). Its rate is its steady part: after its lead (the first wave of workers a start or a
-# resume makes at once) and before its drain (batches served from the queues after its feed
-# stopped or ran dry). A reading lasts until its steady part holds SEGMENT_S seconds and
+# resume makes at once, and the batches its loader made while the config before it drained: NOTE
+# [ The next config begins during the drain ] in loader.py) and before its drain (batches served
+# from the queues after its feed stopped or ran dry). A reading lasts until its steady part holds SEGMENT_S seconds and
 # READ_CYCLES worker cycles (each worker delivering that many batches): sized by time, not batches,
 # so that every config's rate is read over as many of its own cycles. Its noise is read from
 # inside it: the steady part cut into blocks of a worker cycle or more, the spread of their log
@@ -118,7 +119,10 @@ class Reading:
     again after the last one. ``lead``: batches left out at its start (None: ``lead()``, as after
     a start); ``steady_end``: the batch its drain starts at (None: a drain as deep as its queues
     at its end); ``started``: its workers were started for it (its switch is a start);
-    ``own_cpus``: the CPUs' worth the loop's process and its workers took over it (None: unread)."""
+    ``own_cpus``: the CPUs' worth the loop's process and its workers took over it (None: unread);
+    ``prefilled``: batches its loader pulled before the loop asked for its first (begun while the
+    config before it drained: NOTE [ The next config begins during the drain ] in loader.py), left
+    out of its steady part as its lead is."""
 
     config: LoaderConfig
     round: int | None
@@ -131,6 +135,7 @@ class Reading:
     steady_end: int | None = None
     started: bool = True
     own_cpus: float | None = None
+    prefilled: int = 0
 
     @property
     def batches(self) -> int:
@@ -138,7 +143,7 @@ class Reading:
 
     def _window(self) -> tuple[int, int]:
         n = self.batches
-        k = min(lead(self.config, n) if self.lead is None else self.lead, max(0, n - 1))
+        k = min(max(lead(self.config, n) if self.lead is None else self.lead, self.prefilled), max(0, n - 1))
         if self.steady_end is not None:
             return k, max(k + 1, min(n, self.steady_end))
         tail = lead(self.config, n) if self.config.num_workers else 0
@@ -220,7 +225,8 @@ class Reading:
     def to_dict(self) -> dict:
         return {"config": self.config.loader_kwargs(), "round": self.round, "batches": self.batches,
                 "samples_per_s": self.rate, "wait_share": self.wait_share, "step_s": self.step_s,
-                "wall_s": self.wall_s, "switch_s": self.switch_s, "started": self.started, "own_cpus": self.own_cpus}
+                "wall_s": self.wall_s, "switch_s": self.switch_s, "started": self.started, "own_cpus": self.own_cpus,
+                "prefilled": self.prefilled}
 
 
 def compare(pairs: Sequence[tuple[Reading, Reading]]) -> tuple[float, float] | None:
