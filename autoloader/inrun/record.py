@@ -36,6 +36,7 @@ from ..tuning.measured import dataset_record
 from ..store.result import TuneResult
 from . import schedule
 
+
 def tune_cost(loader: Any) -> tuple[float, float, float] | None:
     """(the tuned epochs' wall time, what the pick's measured pace takes for their batches and
     one start, their difference: the cost of tuning); None before the pick's own reading."""

@@ -8,9 +8,9 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # real step). Its rate is its steady part: after its lead (the first wave of workers a start or a
 # resume makes at once, and the batches its loader made while the config before it drained: NOTE
 # [ The next config begins during the drain ] in loader.py) and before its drain (batches served
-# from the queues after its feed stopped or ran dry). A reading lasts until its steady part holds SEGMENT_S seconds and
-# READ_CYCLES worker cycles (each worker delivering that many batches): sized by time, not batches,
-# so that every config's rate is read over as many of its own cycles. Its noise is read from
+# from the queues after its feed stopped or ran dry). A reading lasts until its steady part holds
+# SEGMENT_S seconds and READ_CYCLES worker cycles (each worker delivering that many batches):
+# sized by time, not batches, so that every config's rate is read over as many of its own cycles. Its noise is read from
 # inside it: the steady part cut into blocks of a worker cycle or more, the spread of their log
 # rates. A config that reads on after its reading ends (the best, or the pick) keeps its loader
 # and workers: only a switch to another config stops the feed and drains.
