@@ -78,6 +78,14 @@ GOLDEN = [
      ' pin_memory=False, prefetch_factor=2, persistent_workers=True (the rule, without a profile); one line says'
      ' what was picked',
     None,   # a segment read: at DEBUG
+    'autoloader: another process (pid 4242) is tuning ds-key into /home; this run trains with num_workers=3,'
+     ' pin_memory=False, prefetch_factor=2, persistent_workers=True without tuning (two tunes of one problem would'
+     " measure on each other's cores), and takes that tune's pick at the first epoch after it is stored",
+    'autoloader: another process is tuning ds-key into /home; this run trains with num_workers=1,'
+     ' pin_memory=False, prefetch_factor=2, persistent_workers=True without tuning (two tunes of one problem would'
+     " measure on each other's cores), and takes that tune's pick at the first epoch after it is stored",
+    'autoloader: from epoch 1, this run reads with num_workers=1, pin_memory=False, prefetch_factor=2: the pick'
+     ' the other tune stored in /home/r.json',
     'autoloader: epoch 0 ended with the tune in the run still exploring (3 paired round(s) of 2 config(s) read,'
      ' num_workers=1, pin_memory=False, prefetch_factor=2 leading); it goes on in the next epoch(s) and says what'
      ' it picked once settled',

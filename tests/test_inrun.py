@@ -687,6 +687,114 @@ def test_a_tune_in_the_run_gives_its_events_to_a_callable_and_one_closing_line_t
     assert "tried" in lines[0] and "picked" in lines[0] and "tuning cost" in lines[0] and "stored" in lines[0]
 
 
+def _free(path: str) -> bool:
+    """Whether another process could take the lock on ``path`` now (a lock of its own open file:
+    flock locks of two opens conflict within one process too)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(path, thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return False
+    lock.release()
+    return True
+
+
+def test_a_tune_in_the_run_holds_its_problems_lock_until_its_result_is_stored(short_segments, tmp_path):
+    plain = DataLoader(Counted(400), batch_size=8, shuffle=True)
+    loader = tuned(plain, out=str(tmp_path / "a"), progress=False)
+    lock = loader._report.claim.path
+    assert lock.endswith(".lock") and not _free(lock)
+    while not loader.reported and loader.epochs < 6:
+        for _ in loader:
+            pass
+    assert loader.reported and _free(lock)
+    assert not os.path.exists(lock + ".pid")
+    unsettled = tuned(plain, out=str(tmp_path / "b"), progress=False)   # closed before it stores
+    assert not _free(unsettled._report.claim.path)
+    unsettled.close()
+    assert _free(unsettled._report.claim.path)
+
+
+def test_a_tune_before_the_run_waits_for_a_tune_in_the_run_naming_its_pid(tmp_path):
+    """The lock is one for both: a tune before the run (best_loader's, the CLI's) that finds a
+    tune in a run holding it says who holds it, and waits until it is let go."""
+    import threading
+
+    from autoloader.store.paths import Claim, held
+
+    path = str(tmp_path / "box" / "key.lock")
+    claim = Claim(path)
+    assert claim.held and claim.holder is None
+    waited, entered = [], threading.Event()
+
+    def before_the_run():
+        with held(path, on_wait=waited.append):
+            entered.set()
+
+    other = threading.Thread(target=before_the_run)
+    other.start()
+    assert not entered.wait(0.5) and waited == [os.getpid()]
+    assert Claim(path).held   # this thread's own: re-entrant, as ``held`` is (no wait on itself)
+    claim.release()
+    assert entered.wait(10)
+    other.join(10)
+
+
+def _tune_in_a_run(home, plain, said, claimed, epochs):
+    """A training process: the in-run loader's events and whether each epoch kept the order."""
+    from short_readings import short_readings
+
+    short_readings()
+    events = []
+    loader = tuned(plain(), out=home, progress=events.append)
+    claimed.set()
+    reference, ordered = plain(), []
+    for _ in range(epochs):
+        ordered.append(_indices(loader) == _indices(reference))
+        if loader.reported and not loader.following and (loader.epochs > 1 or loader.plan.readings):
+            break
+    loader.close()
+    said.put((os.getpid(), events, ordered, loader.plan.pick))
+
+
+def _plain_counted():
+    return DataLoader(Counted(600, cost_s=0.0003), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(4))
+
+
+@pytest.mark.slow
+def test_two_runs_tuning_one_problem_at_once_one_tunes_the_other_takes_its_pick(tmp_path):
+    """NOTE [ One tune of a problem at a time ]: two training processes start on the same
+    problem and results home. The first tunes in its run and stores; the second trains with its
+    start untuned and, from the epoch after the first stored, with the first's pick; both keep the
+    plain loader's order every epoch, and the one result is the first's."""
+    from autoloader import InRunAdopted, InRunDone, InRunFollowing, InRunStarted
+
+    home = str(tmp_path / "home")
+    ctx = multiprocessing.get_context("fork")
+    said, claimed, ready = ctx.Queue(), ctx.Event(), ctx.Event()
+    first = ctx.Process(target=_tune_in_a_run, args=(home, _plain_counted, said, claimed, 12))
+    first.start()
+    assert claimed.wait(60)
+    second = ctx.Process(target=_tune_in_a_run, args=(home, _plain_counted, said, ready, 40))
+    second.start()
+    runs = {pid: (events, ordered, pick) for pid, events, ordered, pick in (said.get(timeout=240) for _ in range(2))}
+    first.join(30)
+    second.join(30)
+    events, ordered, pick = runs[first.pid]
+    assert isinstance(events[0], InRunStarted) and isinstance(events[-1], InRunDone) and all(ordered)
+    stored = events[-1].path
+    events2, ordered2, pick2 = runs[second.pid]
+    following, adopted = events2
+    assert following == InRunFollowing(events[0].key, first.pid, home, events[0].start) or \
+        (isinstance(following, InRunFollowing) and following.holder == first.pid), following
+    assert isinstance(adopted, InRunAdopted) and adopted.pick == pick == pick2 and adopted.path == stored
+    assert adopted.epoch >= 1 and all(ordered2) and len(ordered2) == adopted.epoch + 1
+    assert [f for f in os.listdir(os.path.dirname(stored)) if f.endswith(".json")] == [os.path.basename(stored)]
+    assert json.load(open(stored))["in_run"]["segments"], "the first's record, with its readings"
+
+
 def test_an_iterable_dataset_asked_to_tune_in_the_run_says_why_it_tunes_before():
     from autoloader import NotInRun
     from autoloader.api import _tunes_in_run

@@ -492,7 +492,41 @@ class InRunDone(Event, kind="in_run_done"):
     path: str | None = None
 
 
+
+@dataclass(frozen=True)
+class InRunFollowing(Event, kind="in_run_following"):
+    """Another process is tuning the same problem (a tune before its run, or in it); this run's
+    loader trains with ``start`` without tuning, and takes that tune's pick at the first epoch
+    after it is stored (``InRunAdopted``).
+
+    Attributes:
+        key: the problem's key.
+        holder: the other process's pid, when known.
+        out: the results folder its result goes to.
+        start: the config this run trains with meanwhile.
+    """
+    key: str
+    holder: int | None
+    out: str
+    start: Any
+
+
+@dataclass(frozen=True)
+class InRunAdopted(Event, kind="in_run_adopted"):
+    """The other process's tune of this problem stored its pick; this run reads with it from
+    ``epoch`` on.
+
+    Attributes:
+        epoch: the first epoch read with it, from 0.
+        pick: the stored pick.
+        path: the stored result.
+    """
+    epoch: int
+    pick: Any
+    path: str
+
 EVENTS: tuple[type[Event], ...] = (
     TuneStarted, TrialsUnstored, FleetPushed, Profiled, RuleRetried, TrialDone, FinalRound, BusyRecheck, TuneDone,
     ResultReused, ResultNotReused, SettingsApplied, WaitingForLock, WaitingForTrialStart, WaitingForRank,
-    RetuneStarted, WarmStarted, Retuned, NotInRun, InRunStarted, SegmentRead, InRunExploring, InRunSettled, InRunDone)
+    RetuneStarted, WarmStarted, Retuned, NotInRun, InRunStarted, SegmentRead, InRunExploring, InRunSettled, InRunDone,
+    InRunFollowing, InRunAdopted)

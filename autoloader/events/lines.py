@@ -14,7 +14,8 @@ from ..search.policy import busy_at
 from ..search.results import BUDGET_ENDED, OK
 from ..search.shards import profile_note, shards_text, trial_note
 from ..errors import clip, one_line
-from .kinds import (BusyRecheck, Event, FinalRound, FleetPushed, InRunDone, InRunExploring, InRunStarted, NotInRun,
+from .kinds import (BusyRecheck, Event, FinalRound, FleetPushed, InRunAdopted, InRunDone, InRunExploring,
+                    InRunFollowing, InRunStarted, NotInRun,
                     Profiled, ResultNotReused, ResultReused, RuleRetried, Retuned, RetuneStarted, SettingsApplied,
                     TrialDone, TrialsUnstored, TuneStarted, WaitingForLock, WaitingForRank, WaitingForTrialStart,
                     WarmStarted)
@@ -281,6 +282,19 @@ def _in_run_start(e: InRunStarted) -> str:
         profiled = f"a {took} profile's guess"
     return (f"autoloader: tuning {e.key} in the run, over the first epoch(s) of the loop: starting from "
             f"{loader_args(e.start, keep_persistent=True)} ({profiled}); one line says what was picked")
+
+
+@line.register(InRunFollowing)
+def _following(e: InRunFollowing) -> str:
+    holder = f" (pid {e.holder})" if e.holder else ""
+    return (f"autoloader: another process{holder} is tuning {e.key} into {e.out}; this run trains with "
+            f"{loader_args(e.start, keep_persistent=True)} without tuning (two tunes of one problem would "
+            "measure on each other's cores), and takes that tune's pick at the first epoch after it is stored")
+
+
+@line.register(InRunAdopted)
+def _adopted(e: InRunAdopted) -> str:
+    return f"autoloader: from epoch {e.epoch}, this run reads with {loader_args(e.pick)}: the pick the other tune stored in {e.path}"
 
 
 @line.register(InRunExploring)

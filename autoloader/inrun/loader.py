@@ -100,6 +100,10 @@ class InRunLoader:
         self.plan = Plan(start, proposer.rule, proposer.space.max_workers, fits=self.fits,
                          neighbour=getattr(proposer, "neighbour", None), cpus=getattr(proposer, "cpus", None),
                          pins=tuple(proposer.space.values(PIN)))
+        # NOTE [ One tune of a problem at a time ] in record.py: another process tunes it.
+        self.following = report is not None and self._ranks.shared(report.following)
+        if self.following:
+            self.plan.stop("another process tunes this problem")
         self.run_epochs = epochs
         self.epochs = 0
         self.epoch_s: list[float] = []             # each whole epoch's wall time, from iter() to its end
@@ -110,7 +114,7 @@ class InRunLoader:
         self._ended = _ended
         self._kept = None
         self._report = report
-        self.reported = False
+        self.reported = self.following   # nothing tuned, nothing to say at an epoch's end
 
     def __len__(self) -> int:
         return len(self.plain)
@@ -118,11 +122,14 @@ class InRunLoader:
     def close(self) -> None:
         """End every worker this loader keeps (the pick's too, as a plain DataLoader's kept workers
         end when it is collected): call it where the loop is done with the loader but the loader
-        lives on. A later ``iter()`` starts the workers it needs afresh."""
+        lives on. A later ``iter()`` starts the workers it needs afresh. A tune not yet stored
+        lets the problem's lock go (NOTE [ One tune of a problem at a time ] in record.py)."""
         self._end(set())
         if self._kept is not None:
             self._ended(self._kept)
             self._kept = None
+        if self._report is not None:
+            self._report.release()
 
     def expect(self, epochs: int | None) -> None:
         """Say how many epochs the run will read (None: unknown); the stop rule weighs a step's
@@ -216,11 +223,32 @@ class InRunLoader:
         drawn, base_seed = draw_epoch(self.plain._index_sampler, self.generator)
         epoch = self.epochs
         self.epochs += 1
+        if self.following:
+            self._follow(epoch)
         if self.plan.state == SETTLED and self.reported:
             loader = self._kept_loader(base_seed)
             loader.batch_sampler.open(drawn, epoch)
             return iter(loader)
         return self._epoch(drawn, base_seed, epoch)
+
+    def _follow(self, epoch: int) -> None:
+        """From ``epoch`` on, the pick another process's tune stored, once it is (NOTE [ One tune
+        of a problem at a time ] in record.py)."""
+        stored = self._ranks.shared(self._report.stored())
+        if stored is None:
+            return
+        pick, path = stored
+        self.following = False
+        if pick != self.plan.pick:
+            # The start's workers end before the pick's begin: its forecast stands alone.
+            if pick.num_workers and self._max_memory is not None and self.forecast(pick) > self._max_memory:
+                self.refused.append(pick)
+                return
+            if self._kept is not None:
+                self._ended(self._kept)
+                self._kept = None
+            self.plan.adopt(pick, "another process's tune stored it")
+        self._report.adopted(epoch, pick, path)
 
     def _begin(self, config: LoaderConfig, drawn: Any, epoch: int, limit: int, seed: int) -> tuple[Any, bool, Any]:
         """``config``'s loader opened on the epoch's next ``limit`` batches, and its iterator begun

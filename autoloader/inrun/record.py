@@ -12,6 +12,18 @@
 # start: an estimate, below zero where the load moved more than tuning cost; ``tune_seconds``
 # holds it from zero up, as a tune's time is). It is written when the pick is settled (a loop stopped early keeps it) and again when
 # the pick's epoch ends, with the pick's own reading.
+
+# NOTE [ One tune of a problem at a time ]
+# Tunes of one problem into one results folder take turns (the problem's lock, store/paths.py),
+# so that none measures on cores another is using and none overwrites another's result. A tune
+# in the run cannot wait its turn: the loop is already running. So its loader takes the lock
+# without waiting when it is made (``Claim``) and holds it until the result is stored at the end
+# of the pick's epoch (or the loader is closed, or the process ends). Where another process holds
+# it (a tune before its run, or another run tuning in its loop), the loader tunes nothing and
+# stores nothing: it trains with its start config, and at each epoch's start reads whether the
+# other tune stored its result; from the first epoch after, it reads with the config that result
+# hands out (as ``best_loader`` would), where the memory forecast lets it start. A tune before the
+# run that finds the lock held by a tune in a run waits for it (``WaitingForLock``), as for any.
 """
 
 from __future__ import annotations
@@ -24,11 +36,11 @@ from ..errors import NotStored
 from ..node.ranks import Ranks
 from ..search.choice import Finalist
 from ..search.config import TunedConfig
-from ..events import InRunDone, InRunExploring, InRunSettled, InRunStarted, SegmentRead
+from ..events import InRunAdopted, InRunDone, InRunExploring, InRunFollowing, InRunSettled, InRunStarted, SegmentRead
 from ..events.lines import loader_args
 from ..search.paired import by_rounds
 from ..store.durable import atomic_write_all
-from ..store.paths import result_path
+from ..store.paths import Claim, lock_path, result_path
 from ..store.records import NodeRecord, Provenance
 from ..store.snippet import snippet
 from ..store.versions import provenance
@@ -117,6 +129,29 @@ class Reporter:
         self.problem, self.out, self.node = problem, out, node
         self.progress = progress if rank == 0 else None
         self.stores = out is not None and rank == 0
+        # NOTE [ One tune of a problem at a time ]
+        self.claim = Claim(lock_path(out, problem.hardware.fingerprint, problem.key)) if self.stores else None
+
+    @property
+    def following(self) -> bool:
+        """Another process holds the problem's lock: this run trains without tuning."""
+        return self.claim is not None and not self.claim.held
+
+    def release(self) -> None:
+        """Let the problem's lock go (the result stored, or the loader closed)."""
+        if self.claim is not None:
+            self.claim.release()
+
+    def stored(self) -> tuple[Any, str] | None:
+        """(the config the stored result hands out, its path), once the other process stored it."""
+        from ..api import _handed, _stored_result
+
+        if not self.stores:
+            return None
+        result, _ = _stored_result(self.problem, self.out)
+        if result is None:
+            return None
+        return _handed(result).config, result_path(self.out, self.problem.hardware.fingerprint, self.problem.key)
 
     def _say(self, event: Any) -> None:
         if self.progress is not None:
@@ -126,6 +161,10 @@ class Reporter:
         return store(loader, self.problem, self.out, self.node) if self.stores else None
 
     def started(self, loader: Any) -> None:
+        if loader.following:
+            self._say(InRunFollowing(self.problem.key, self.claim.holder if self.claim else None, self.out,
+                                     loader.plan.start))
+            return
         profile = loader._proposer.profile
         self._say(InRunStarted(self.problem.key, loader.plan.start, profile.seconds if profile is not None else None))
 
@@ -146,9 +185,14 @@ class Reporter:
         self._say(InRunExploring(epoch, plan.rounds_done, len(plan.finalists), plan.leader()))
 
     def done(self, loader: Any) -> None:
-        """The pick's epoch ended: stored again, with its own reading, and said in one line."""
+        """The pick's epoch ended: stored again, with its own reading, and said in one line; the
+        problem's lock let go."""
         path = self._store(loader)
+        self.release()
         self._say(done_event(loader, path))
+
+    def adopted(self, epoch: int, pick: Any, path: str) -> None:
+        self._say(InRunAdopted(epoch, pick, path))
 
 
 def done_event(loader: Any, path: str | None) -> InRunDone:

@@ -514,6 +514,10 @@ class Plan:
         if self.state != SETTLED:
             self._settle(self.best, why)
 
+    def adopt(self, pick: LoaderConfig, why: str) -> None:
+        """Settle on a pick made elsewhere (another process's tune of this problem)."""
+        self._settle(pick, why)
+
     def _settle(self, pick: LoaderConfig, why: str) -> None:
         self.pick, self.why, self.state, self.candidate = pick, why, SETTLED, None
 
