@@ -27,32 +27,17 @@ import tempfile
 import time
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
+
+from tests.workloads import BusyWork
 
 # The repository's root: the tune resolves the dataset's spec from here.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class CpuSamples(Dataset):
-    """Samples of ``cost_s`` CPU each (a spin on ``time.process_time``, holding the GIL)."""
-
-    def __init__(self, length: int = 100_000, cost_s: float = 0.003):
-        self.length = length
-        self.cost_s = cost_s
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int):
-        end = time.process_time() + self.cost_s
-        spins = 0
-        while time.process_time() < end:
-            spins += 1
-        return torch.tensor([float(index), float(spins)])
-
-
-def cpu_samples() -> CpuSamples:
-    return CpuSamples(cost_s=float(os.environ.get("AUTOLOADER_BENCH_COST_MS", "3")) / 1000)
+def cpu_samples() -> BusyWork:
+    """Samples of ``--cost-ms`` CPU each (the tests' ``BusyWork``: a spin that holds the GIL)."""
+    return BusyWork(cost_s=float(os.environ.get("AUTOLOADER_BENCH_COST_MS", "3")) / 1000)
 
 
 def loads() -> tuple[float, float, float]:
