@@ -293,13 +293,14 @@ class InRunLoader:
                         if self._ranks.cut(plan.cut(partial)):
                             partial.own_cpus = reading.own_cpus()
                             self._take(partial, was=plan.state)
-                            following = self._ask(total - pos - served)
+                            # The next config reads the batches after all those this loader pulled.
+                            rest = total - pos - len(feed.sizes)
+                            following = self._ask(rest)
                             if following == config:
                                 reading = _Open(config, called, served, lead=0, started=False)
                             else:
                                 feed.stop()   # what the loader holds is served, in order: its drain
                                 reading = None
-                                rest = total - pos - len(feed.sizes)
                                 if OVERLAP and rest > 0:
                                     self._end(plan.alive() | {config, following})
                                     ahead = (following, *self._begin(following, drawn, epoch, rest, base_seed + opened))
