@@ -9,7 +9,10 @@ loader: without them the in-run epoch, always first, would pay that alone); (1) 
 device="cpu")`` (tuned in the run) and one epoch of the worked example's training loop over it,
 the first batch's time from the call; (2) one epoch over a plain DataLoader with that run's pick
 (shuffled, the same seed); (3) ``tune(make, step=make_step, ...)`` apart, as the CLI does, and
-where its pick differs from the in-run one, ``--pairs`` epochs of each alternating, paired. The
+where its pick differs from the in-run one, ``--pairs`` epochs of each alternating, paired. With
+``--bracket`` the CLI tune comes first and an epoch with its pick before (1): where that is the
+in-run pick too, the control is the geometric mean of the epochs before and after (a drift over
+the run, which the in-run epoch would otherwise pay or gain alone, cancels). The
 dataset is the worked example's ``Spectra`` (``--clips`` clips, read ``--length`` samples an epoch,
 index modulo the clips) so that an epoch lasts long enough to tune in. Writes ``runs.json`` (every
 figure, the closing lines, the machine's load average) and ``summary.md``; prints the summary.
@@ -21,6 +24,7 @@ import argparse
 import io
 import json
 import logging
+import math
 import os
 import statistics
 import sys
@@ -112,6 +116,11 @@ def one_run(index: int, dataset, args) -> dict:
     with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as cli_home:
         record["warm_s"] = [epoch(plain(dataset, {"batch_size": 64, "num_workers": 0}, 1000 + index), make_step())[0]
                             for _ in range(args.warm)]
+        result = cli_tune(autoloader, record, cli_home, args) if args.bracket else None
+        if args.bracket and result is not None:   # the control before the in-run epoch, as after it
+            wall, first, n = epoch(plain(dataset, result.config.loader_kwargs(), index), make_step())
+            record["pick_before"] = {"epoch_s": wall, "first_batch_s": first, "batches": n,
+                                     "config": result.config.loader_kwargs()}
         step = make_step()
         called = time.perf_counter()
         loader = autoloader.best_loader(dataset, batch_size=64, device="cpu", out=home, epochs=args.epochs,
@@ -138,16 +147,8 @@ def one_run(index: int, dataset, args) -> dict:
             step = make_step()
             wall, first, n = epoch(plain(dataset, pick.loader_kwargs(), index), step)
             record["pick_from_start"] = {"epoch_s": wall, "first_batch_s": first, "batches": n}
-        t0 = time.perf_counter()
-        try:
-            result = autoloader.tune(make, step=make_step, batch_size=64, budget=args.budget, device="cpu",
-                                     out=cli_home, progress=False)
-        except autoloader.AutoloaderError as exc:   # a result about this machine's load, not the bench's end
-            record["cli"] = {"pick": None, "error": str(exc), "tune_s": time.perf_counter() - t0}
-            result = None
-        else:
-            record["cli"] = {"pick": result.config.loader_kwargs(), "tune_s": time.perf_counter() - t0,
-                             "samples_per_s": result.samples_per_s}
+        if not args.bracket:
+            result = cli_tune(autoloader, record, cli_home, args)
         if result is not None and pick is not None and result.config.loader_kwargs() != pick.loader_kwargs() and args.pairs:
             pairs = []
             for r in range(args.pairs):
@@ -165,6 +166,32 @@ def one_run(index: int, dataset, args) -> dict:
     return record
 
 
+def cli_tune(autoloader, record: dict, cli_home: str, args):
+    """``tune(make, step=make_step, ...)`` apart, as the CLI does: its result, or None (recorded)."""
+    t0 = time.perf_counter()
+    try:
+        result = autoloader.tune(make, step=make_step, batch_size=64, budget=args.budget, device="cpu",
+                                 out=cli_home, progress=False)
+    except autoloader.AutoloaderError as exc:   # a result about this machine's load, not the bench's end
+        record["cli"] = {"pick": None, "error": str(exc), "tune_s": time.perf_counter() - t0}
+        return None
+    record["cli"] = {"pick": result.config.loader_kwargs(), "tune_s": time.perf_counter() - t0,
+                     "samples_per_s": result.samples_per_s}
+    return result
+
+
+def control_s(run: dict) -> float | None:
+    """The control the in-run epoch is compared with: the pick's epoch after it, or, where the run
+    bracketed it with the same config before (``--bracket``), the geometric mean of the two (a
+    drift over the run cancels)."""
+    after, before, pick = run.get("pick_from_start"), run.get("pick_before"), run["in_run"].get("pick")
+    if not after:
+        return None
+    if before and before["config"] == pick:
+        return math.sqrt(before["epoch_s"] * after["epoch_s"])
+    return after["epoch_s"]
+
+
 def short(kw: dict | None) -> str:
     """A config's loader arguments as the tables name it (``w2 pf2``), or ``-``."""
     if not kw:
@@ -176,8 +203,8 @@ def summary(runs: list[dict], command: str) -> str:
     from autoloader.search.paired import paired_ratio
 
     lines = [f"# In-run tuning on the worked example (CPU)", "", f"Command: `{command}`", ""]
-    lines.append("| run | load avg (1 min) before/after | first batch s | epoch 1 in-run s | epoch 1 pick s | "
-                 "in-run / pick | in-run pick | CLI pick | tuning cost s (in_run record) |")
+    lines.append("| run | load avg (1 min) before/after | first batch s | epoch 1 in-run s | epoch 1 pick s "
+                 "(before / after, with --bracket) | in-run / pick | in-run pick | CLI pick | tuning cost s (in_run record) |")
     lines.append("|---|---|---|---|---|---|---|---|---|")
     pairs = []
     for r in runs:
@@ -186,12 +213,14 @@ def summary(runs: list[dict], command: str) -> str:
             lines.append(f"| {r['run']} | {r['load_before'][0]:.1f}/{r['load_after'][0]:.1f} | {i['first_batch_s']:.2f} | "
                          f"{i['epoch_s']:.1f} | - | - | not settled in {1 + len(i['later_epochs_s'])} epochs | - | - |")
             continue
-        ratio = i["epoch_s"] / p["epoch_s"]
-        if p:
-            pairs.append((i["epoch_s"], p["epoch_s"]))
+        control = control_s(r)
+        ratio = i["epoch_s"] / control
+        pairs.append((i["epoch_s"], control))
+        before = r.get("pick_before") if (r.get("pick_before") or {}).get("config") == i["pick"] else None
+        pick_s = f"{before['epoch_s']:.1f} / {p['epoch_s']:.1f}" if before else f"{p['epoch_s']:.1f}"
         cost = (i.get("stored") or {}).get("tuning_cost_s")
         lines.append(f"| {r['run']} | {r['load_before'][0]:.1f}/{r['load_after'][0]:.1f} | {i['first_batch_s']:.2f} | "
-                     f"{i['epoch_s']:.1f} | {p['epoch_s']:.1f} | {ratio:.3f} | {short(i['pick'])} | "
+                     f"{i['epoch_s']:.1f} | {pick_s} | {ratio:.3f} | {short(i['pick'])} | "
                      f"{short(r['cli']['pick']) if r['cli']['pick'] else 'failed'} | {cost if cost is None else f'{cost:.2f}'} |")
     ratio = paired_ratio(pairs)
     if ratio is not None:
@@ -263,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", type=int, default=1,
                         help="unmeasured epochs (no workers) before each run's, so that neither measured epoch "
                              "pays the process's warm-up")
+    parser.add_argument("--bracket", action="store_true",
+                        help="the CLI tune first, and an epoch with its pick before the in-run epoch as well as "
+                             "the in-run pick's after: where the two picks agree, the in-run epoch is compared with "
+                             "both (their geometric mean), so a drift over the run cancels")
     parser.add_argument("--epochs", type=int, default=None,
                         help="best_loader(epochs=): the run's epochs the tune weighs a step over (default: not said)")
     args = parser.parse_args(argv)
