@@ -94,8 +94,11 @@ class Claim:
         if self._mine in _HELD:   # this thread holds it already (a tune around this call)
             self.held = True
             return
-        lock = _lock(path)
-        self.held = lock is None or _acquire(lock, 0)
+        try:
+            lock = _lock(path)
+            self.held = lock is None or _acquire(lock, 0)
+        except OSError:   # a folder it cannot write: nothing to take turns over (the store says so)
+            lock, self.held = None, True
         if lock is None:
             return
         if self.held:
