@@ -483,6 +483,42 @@ def test_a_reading_is_cut_by_time_and_worker_cycles_not_a_batch_count():
     assert plan.cut(_reading(_w(16), 100.0, batches=300))       # 3 s, 18 cycles
 
 
+def test_a_reading_is_not_cut_before_its_steady_part_holds_its_queues_depth():
+    """NOTE [ Segments of the epoch ]: the batches a queue held when the steady part began are
+    served at the step's pace; a reading shorter than its queue would read the step."""
+    deep = _w(16, pf=8)   # 128 batches held ahead, 64 in four worker cycles
+    plan = Plan(deep, deep, 64)
+    assert schedule.queue_depth(deep) == 128 and schedule.queue_depth(_w(0)) == 0
+    held = _reading(deep, 40.0, batches=160, lead=0, steady_end=100)   # 2.5 s: past the cycles, not the queue
+    assert held.steady_s >= schedule.SEGMENT_S and 64 <= held.steady_batches < 128
+    assert not plan.cut(held)
+    assert plan.cut(_reading(deep, 40.0, batches=160, lead=0, steady_end=130))
+
+
+def test_a_tune_in_the_run_reads_prefetch_no_deeper_than_its_readings_can_hold():
+    """Heavy-tailed samples: the model's start over the full space asks for a deeper queue than
+    the in-run space holds; the in-run start and every step stay within MAX_PREFETCH."""
+    import dataclasses
+
+    from events_cases import PROFILE
+
+    from autoloader.inrun.quick import MAX_PREFETCH, Proposer, space_for
+    from autoloader.search.settings import PREFETCH
+    from autoloader.search.space import search_space
+
+    tail = dataclasses.replace(PROFILE, batch_size=32, sample_s=(0.002,) * 60 + (0.25,) * 4, sample_cpu_share=0.1,
+                               cpus=16, worker_pss=None)
+    full = Proposer(tail, search_space((32,), 16, "cuda"), 16, "cuda", fits=lambda c: True).start()
+    assert full.prefetch_factor > MAX_PREFETCH
+    space = space_for(32, 16, "cuda")
+    assert max(space.values(PREFETCH)) == MAX_PREFETCH
+    start = Proposer(tail, space, 16, "cuda", fits=lambda c: True).start()
+    assert start.num_workers and start.prefetch_factor <= MAX_PREFETCH
+    deeper = step(start.replace(prefetch_factor=2), schedule.DEEPER, 64, space.values(PREFETCH), lambda c: True)
+    assert deeper.prefetch_factor == MAX_PREFETCH
+    assert step(deeper, schedule.DEEPER, 64, space.values(PREFETCH), lambda c: True) is None
+
+
 def test_a_candidate_clearly_behind_ends_its_reading_early():
     plan = Plan(_w(4), _w(4), 64)
     plan.done(_reading(_w(4), 100.0, batches=300, jitter=0.05))

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ..probe.load import cpu_mark, cpus_since
 from ..probe.timing import timed_batches
-from ..search.settings import PIN
+from ..search.settings import PIN, PREFETCH
 from ..search.space import LoaderConfig
 from .order import Feed, draw_epoch, finish
 from .ranks import Alone
@@ -100,7 +100,7 @@ class InRunLoader:
             start = start.replace(num_workers=0)
         self.plan = Plan(start, proposer.rule, proposer.space.max_workers, fits=self.fits,
                          neighbour=getattr(proposer, "neighbour", None), cpus=getattr(proposer, "cpus", None),
-                         pins=tuple(proposer.space.values(PIN)))
+                         pins=tuple(proposer.space.values(PIN)), prefetch=tuple(proposer.space.values(PREFETCH)))
         # NOTE [ One tune of a problem at a time ] in record.py: another process tunes it.
         self.following = report is not None and self._ranks.shared(report.following)
         if self.following:

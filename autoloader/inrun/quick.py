@@ -24,6 +24,7 @@ from ..search.model import Model
 from ..search.model_first import ModelFirst, heuristic_config
 from ..search.profile import Profile
 from ..search.policy import MAX_WORKERS_PER_CPU
+from ..search.settings import PREFETCH
 from ..search.space import LoaderConfig, SearchSpace, search_space
 
 QUICK_SECONDS = 1.0
@@ -31,6 +32,8 @@ QUICK_SAMPLES = 64
 RECV_BYTES_PER_S = 2e9
 RECV_FIXED_S = 2e-4
 START_GUESS_S = 0.15
+# The deepest prefetch a tune in the run reads (NOTE [ Segments of the epoch ] in schedule.py).
+MAX_PREFETCH = 4
 
 
 def quick_profile(dataset: Any, batch_size: int, collate: Callable, cpus: int,
@@ -105,6 +108,11 @@ class Proposer:
 
 
 def space_for(batch_size: int, cpus: int, device: str) -> SearchSpace:
-    """What in-run tuning may vary: the search's space at one batch size."""
-    return search_space((batch_size,), cpus, device)
+    """What in-run tuning may vary: the search's space at one batch size, its prefetch no deeper
+    than MAX_PREFETCH (NOTE [ Segments of the epoch ] in schedule.py: a reading holds its queue's
+    depth)."""
+    space = search_space((batch_size,), cpus, device)
+    prefetch = tuple(p for p in space.values(PREFETCH) if p <= MAX_PREFETCH) or (min(space.values(PREFETCH)),)
+    return SearchSpace(space.batch_sizes, space.max_workers, unlocked=space.unlocked,
+                       **{**dict(space.choices), PREFETCH.name: prefetch})
 

@@ -9,10 +9,14 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # resume makes at once, and the batches its loader made while the config before it drained: NOTE
 # [ The next config begins during the drain ] in loader.py) and before its drain (batches served
 # from the queues after its feed stopped or ran dry). A reading lasts until its steady part holds
-# SEGMENT_S seconds and READ_CYCLES worker cycles (each worker delivering that many batches):
-# sized by time, not batches, so that every config's rate is read over as many of its own cycles. Its noise is read from
-# inside it: the steady part cut into blocks of a worker cycle or more, the spread of their log
-# rates. A config that reads on after its reading ends (the best, or the pick) keeps its loader
+# SEGMENT_S seconds, READ_CYCLES worker cycles (each worker delivering that many batches) and its
+# queue's depth (workers x prefetch): sized by time, not batches, so that every config's rate is
+# read over as many of its own cycles, and past the batches its queue held when the steady part
+# began (made before it: they are served at the step's pace, not the loader's, and a reading
+# shorter than its queue reads the step). So a tune in the run reads prefetch no deeper than
+# quick.py's MAX_PREFETCH: a deeper queue would need readings too long to pay in an epoch. Its
+# noise is read from inside it: the steady part cut into blocks of a worker cycle or more, the
+# spread of their log rates. A config that reads on after its reading ends (the best, or the pick) keeps its loader
 # and workers: only a switch to another config stops the feed and drains.
 #
 # NOTE [ The climb ]
@@ -103,13 +107,17 @@ UP, DOWN, DEEPER, PIN = "up", "down", "deeper", "pin"
 BEST, CANDIDATE = "best", "candidate"
 
 
+def queue_depth(config: LoaderConfig) -> int:
+    """The batches a config's loader holds made ahead of the loop: each worker's prefetch."""
+    return config.num_workers * (config.prefetch_factor or 2) if config.num_workers else 0
+
+
 def lead(config: LoaderConfig, batches: int) -> int:
     """Batches at a reading's start left out of its steady rate: the first wave of workers and
     what their queues hold; one without workers (its first batch's own start)."""
     if not config.num_workers:
         return min(1, max(0, batches - 2))
-    depth = config.num_workers * (config.prefetch_factor or 2)
-    return max(1, min(depth, batches // 4))
+    return max(1, min(queue_depth(config), batches // 4))
 
 
 @dataclass
@@ -408,8 +416,9 @@ class Plan:
         is a candidate clearly behind (NOTE [ The climb ])."""
         if self.state == SETTLED:
             return False
+        workers = reading.config.num_workers
         enough = (reading.steady_s >= SEGMENT_S
-                  and reading.steady_batches >= max(MIN_STEADY_BATCHES, READ_CYCLES * reading.config.num_workers))
+                  and reading.steady_batches >= max(MIN_STEADY_BATCHES, READ_CYCLES * workers, queue_depth(reading.config)))
         if enough:
             return True
         if reading.config != self.candidate or self._best_last is None:
