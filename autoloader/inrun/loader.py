@@ -34,10 +34,9 @@ WORKER_GUESS_BYTES = 256 << 20
 # the epoch's following batches, and the loop is handed every drained batch before any of the
 # next loader's. The next config is the plan's answer at the switch (asked with the batches it can
 # read: those after all the stopped feed pulled), held to: its loader has pulled batches that only
-# it can serve. Its reading starts when the loop first asks it, and the
-# batches its loader pulled by then (``prefilled``) are left out of its steady part, as the first
-# wave is: they were made while the loop read the drain. ``OVERLAP`` off: the next loader is
-# begun after the drain.
+# it can serve. Its reading starts when the loop first asks it, and the batches its loader pulled
+# by then (``prefilled``) are left out of its steady part, as the first wave is: they were made
+# while the loop read the drain. ``OVERLAP`` off: the next loader is begun after the drain.
 OVERLAP = True
 
 
