@@ -17,7 +17,7 @@ from ..search.settings import PIN, PREFETCH
 from ..search.space import LoaderConfig
 from .order import Feed, draw_epoch, finish
 from .ranks import Alone
-from .schedule import SETTLED, Plan, Reading
+from .schedule import SETTLED, Plan, Reading, queue_depth
 from .samples import SeededSamples
 
 # A worker's memory until one is measured (a forked worker's own pages, before copy on read).
@@ -143,7 +143,7 @@ class InRunLoader:
         profile = self._proposer.profile
         batch = profile.batch_bytes if profile is not None else 0
         workers = config.num_workers
-        in_flight = workers * (config.prefetch_factor or 2) * batch * (2 if config.pin_memory else 1)
+        in_flight = queue_depth(config) * batch * (2 if config.pin_memory else 1)
         return workers * (self._worker_bytes or WORKER_GUESS_BYTES) + in_flight + batch
 
     def fits(self, config: LoaderConfig) -> bool:

@@ -16,8 +16,8 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # shorter than its queue reads the step). So a tune in the run reads prefetch no deeper than
 # quick.py's MAX_PREFETCH: a deeper queue would need readings too long to pay in an epoch. Its
 # noise is read from inside it: the steady part cut into blocks of a worker cycle or more, the
-# spread of their log rates. A config that reads on after its reading ends (the best, or the pick) keeps its loader
-# and workers: only a switch to another config stops the feed and drains.
+# spread of their log rates. A config that reads on after its reading ends (the best, or the
+# pick) keeps its loader and workers: only a switch to another config stops the feed and drains.
 #
 # NOTE [ The climb ]
 # From the start config (the quick profile's guess, or the rule), a hill-climb as tf.data's

@@ -65,13 +65,13 @@ def held(path: str, on_wait: Callable[[int | None], None] | None = None):
         yield
         return
     lock = _lock(path)
-    if lock is not None and not _acquire(lock, 0):
-        if on_wait is not None:
-            on_wait(holder(path))
-        _acquire(lock, -1)
     if lock is None:
         yield
         return
+    if not _acquire(lock, 0):
+        if on_wait is not None:
+            on_wait(holder(path))
+        _acquire(lock, -1)
     _hold(lock, mine)
     try:
         yield

@@ -255,9 +255,10 @@ def combined(folders: list[str]) -> str:
         pairs = []
         for label, r in runs:
             i, p = r["in_run"], r.get("pick_from_start") or {}
-            ratio = i["epoch_s"] / p["epoch_s"] if p.get("epoch_s") else None
+            control = control_s(r)
+            ratio = i["epoch_s"] / control if control else None
             if ratio is not None:
-                pairs.append((i["epoch_s"], p["epoch_s"]))
+                pairs.append((i["epoch_s"], control))
             versus = "-"
             if r.get("paired_epochs"):
                 v = paired_ratio([(e["in_run"], e["cli"]) for e in r["paired_epochs"]])
