@@ -290,6 +290,20 @@ def test_the_start_gives_samples_that_wait_more_workers_than_cpus_and_busy_ones_
     assert start(waiting).num_workers > 2 >= start(busy).num_workers, (start(waiting), start(busy))
 
 
+def test_the_start_pins_where_the_device_offers_pinning_and_the_forecast_lets_it():
+    from torch.utils.data import default_collate
+
+    from autoloader.inrun.quick import Proposer, quick_profile, space_for
+
+    profile = quick_profile(_Waits(cpu=False), 16, default_collate, 2, seconds=0.3)
+    start = lambda device, fits: Proposer(profile, space_for(16, 2, device), 2, device, fits=fits).start()
+    pinned = start("cuda", lambda c: True)
+    assert pinned.pin_memory and pinned.num_workers, pinned
+    assert not start("cuda", lambda c: not c.pin_memory).pin_memory   # the forecast refuses the pinned
+    assert start("cuda", lambda c: not c.pin_memory) == pinned.replace(pin_memory=False)
+    assert not start("cpu", lambda c: True).pin_memory                 # no pinning offered
+
+
 def test_a_step_up_grows_the_workers_within_the_space_and_the_memory_forecast():
     fits = lambda c: c.num_workers <= 10
     assert step(_w(4), UP, 16, (2, 4, 8, 16), fits).num_workers == 8
@@ -425,14 +439,15 @@ def test_an_undecided_step_up_that_read_a_gain_tries_the_halfway_workers_once():
 
 def test_an_undecided_candidate_whose_mean_reads_a_gain_reads_on():
     # As pinning read on one H100 (+11%, +5%, +10% over three pairs, undecided: the cheaper was
-    # kept, results/inrun/gpu-20261207-h100): with no halfway step to read instead, more pairs.
+    # kept, results/inrun/gpu-20261207-h100; +11% on the mean of five in gpu-20261207c-h100): with
+    # no halfway step to read instead, more pairs, until Student's interval over them clears.
     best = _w(64, 4)
     pinned = best.replace(pin_memory=True)
     plan = Plan(best, _w(15), 64, pins=(True, False))
     plan.done(_reading(best, 100.0, batches=400, seed=140, jitter=0.7))
     plan.candidate, plan.direction = pinned, schedule.PIN
     for i in range(schedule.PAIRS_FOR_A_GAIN):
-        plan.done(_reading(pinned, 109.0, batches=400, seed=141 + 2 * i, jitter=0.7))
+        plan.done(_reading(pinned, 111.0, batches=400, seed=141 + 2 * i, jitter=0.7))
         if plan.candidate != pinned:
             break
         if i == schedule.PAIRS_PER_STEP - 1:
@@ -555,6 +570,30 @@ def test_compare_is_paired_and_says_its_noise():
     assert d == pytest.approx(0.1823, abs=0.02) and se < 0.05
     noisy = [(_reading(B, 100.0, batches=200, jitter=0.9, seed=3), _reading(A, 120.0, batches=200, jitter=0.9, seed=4))]
     assert compare(noisy)[1] > se
+
+
+def _stalling(config, rate_batches_per_s, batches=400, swing=0.5):
+    """A reading whose worker cycles alternate an in-order stall and the catch-up after it: its
+    blocks spread by ``swing`` while its whole rate holds."""
+    cycle, size = 1.0 / rate_batches_per_s, batches // 8
+    calls, t = [], 0.05
+    for i in range(batches):
+        calls.append(t)
+        t += cycle * (1.0 + (swing if (i // size) % 2 else -swing))
+    return Reading(config, None, [8] * batches, calls, [c + cycle * 0.1 for c in calls], t)
+
+
+def test_from_three_pairs_a_candidate_is_judged_on_the_pairs_own_spread():
+    # Blocks that trade a stall for its catch-up read a wide noise inside each reading; the
+    # pairs, each 6% apart, read none: Student's interval over them decides.
+    best, more = _w(8, 4), _w(16, 4)
+    pairs = [(_stalling(best, 100.0 * (1 + d)), _stalling(more, 106.0 * (1 + d))) for d in (0.0, 0.01, -0.01)]
+    assert math.sqrt(pairs[0][0].variance()) > 0.03, pairs[0][0].variance()   # each reading's own error
+    assert Plan.judge(pairs[:2], UP) is None   # two pairs: the blocks' spread still counts
+    assert Plan.judge(pairs, UP) == "win"
+    # Where the pairs themselves disagree, three do not decide.
+    noisy = [(_stalling(best, 100.0), _stalling(more, 100.0 * g)) for g in (1.30, 0.95, 1.02)]
+    assert Plan.judge(noisy, UP) is None
 
 
 def test_a_candidate_does_not_start_where_the_epoch_cannot_hold_it():

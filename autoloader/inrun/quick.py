@@ -10,6 +10,10 @@
 # a worker's start is START_GUESS_S, and the step is not known yet. These guesses only choose
 # where the climb starts (NOTE [ The climb ] in schedule.py); the loop measures every config read. When
 # the first sample alone takes past QUICK_SECONDS the profile stops there and the rule starts.
+# Nor are the copy to the device and the pinning read: where the device offers pinning the start
+# pins (where the memory forecast lets it), as the rule does and PyTorch advises for a CUDA loop:
+# with the step unknown the model sees the receive alone in the main process, and cannot weigh the
+# pin thread that takes the receive off the step's process. The climb's last step reads unpinned.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from ..search.model import Model
 from ..search.model_first import ModelFirst, heuristic_config
 from ..search.profile import Profile
 from ..search.policy import MAX_WORKERS_PER_CPU
-from ..search.settings import PREFETCH
+from ..search.settings import PIN, PREFETCH
 from ..search.space import LoaderConfig, SearchSpace, search_space
 
 QUICK_SECONDS = 1.0
@@ -98,13 +102,22 @@ class Proposer:
     def start(self) -> LoaderConfig:
         """The model's guess with the step not yet known, its workers' CPU time within the CPUs (a
         guess of the loader alone would ask for more than the loop leaves them; workers whose
-        samples mostly wait take little); the rule without a profile."""
+        samples mostly wait take little), pinned where the device offers pinning; the rule without a
+        profile."""
         if self.profile is None:
             return self.rule
         strategy = self._strategy(0.0)
         most = self.cpus / max(self.profile.sample_cpu_share, 1.0 / MAX_WORKERS_PER_CPU)
         within = [p for p in strategy.predictions([]) if p.config.num_workers <= most]
-        return strategy.pick(within).config if within else self.rule
+        return self._pinned(strategy.pick(within).config) if within else self.rule
+
+    def _pinned(self, config: LoaderConfig) -> LoaderConfig:
+        """``config`` pinned where the device offers pinning and the forecast lets it (NOTE [ The
+        quick profile ])."""
+        if config.pin_memory or not config.num_workers or True not in self.space.values(PIN):
+            return config
+        pinned = config.replace(pin_memory=True)
+        return pinned if self.fits(pinned) else config
 
 
 def space_for(batch_size: int, cpus: int, device: str) -> SearchSpace:

@@ -36,8 +36,10 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 #     guess cannot weigh before the step is read. Pinning is judged as a step up, unpinning as a
 #     step down.
 # After each pair the candidate is judged on its pairs (``compare``: the mean log ratio of the
-# steady rates; its error the larger of the blocks' spread and the pairs' spread, never under
-# DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
+# steady rates; over one or two pairs its error the larger of the blocks' spread and the pairs'
+# spread, from OWN_SPREAD pairs on the pairs' own as a Student interval, as the final's NOTE [ Paired
+# rounds ]: within one reading, neighbouring blocks trade an in-order stall for the catch-up after
+# it, so the blocks' spread can overstate a reading's noise; never under DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
 # least (one pair cannot see the drift between its readings), and the climb steps on from it; one
 # whose interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between, another pair,
 # at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept, except where the mean
@@ -79,6 +81,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from ..search.paired import t95
 from ..search.settings import PREFETCH_CHOICES
 from ..search.space import LoaderConfig
 
@@ -90,6 +93,7 @@ Z = 2.0
 EARLY_Z = 3.0
 FAR_BEHIND = 0.5
 DRIFT = 0.02
+OWN_SPREAD = 3
 MIN_GAIN = 0.03
 STEP = 2.0
 PAIRS_PER_STEP = 3
@@ -238,9 +242,11 @@ class Reading:
 
 
 def compare(pairs: Sequence[tuple[Reading, Reading]]) -> tuple[float, float] | None:
-    """(the mean log ratio of each pair's second over its first, its standard error): the error
-    is the larger of the readings' own (their blocks) and the pairs' spread, at least DRIFT over
-    the pairs' root; an infinite error where a reading is too short to have one."""
+    """(the mean log ratio of each pair's second over its first, its standard error): over fewer
+    than OWN_SPREAD pairs the larger of the readings' own (their blocks) and the pairs' spread, an
+    infinite error where a reading is too short to have one; from OWN_SPREAD pairs on the pairs'
+    spread alone, scaled so that Z errors are Student's 95% half-width (NOTE [ The climb ]); at
+    least DRIFT over the pairs' root."""
     ds, vs = [], []
     for first, second in pairs:
         if first.rate <= 0 or second.rate <= 0:
@@ -251,8 +257,10 @@ def compare(pairs: Sequence[tuple[Reading, Reading]]) -> tuple[float, float] | N
     n = len(ds)
     if not n:
         return None
-    within = statistics.fmean(vs) / n
     between = statistics.variance(ds) / n if n >= 2 else 0.0
+    if n >= OWN_SPREAD:
+        return statistics.fmean(ds), max(math.sqrt(between) * t95(n - 1) / Z, DRIFT / math.sqrt(n))
+    within = statistics.fmean(vs) / n
     return statistics.fmean(ds), math.sqrt(max(within, between, DRIFT ** 2 / n))
 
 
