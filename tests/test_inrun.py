@@ -413,26 +413,34 @@ def test_a_step_down_to_no_workers_that_loses_halves_the_workers_next():
     assert [c.num_workers for c in dict.fromkeys(asked)][:4] == [6, 8, 0, 3] and plan.pick.num_workers == 3
 
 
+def test_each_pair_begins_with_the_config_the_last_one_ended_with():
+    # best, candidate | candidate, best | best, candidate: one switch (and its drain) a pair.
+    plan, asked = _climb(lambda c: 100.0, _w(8, 4), max_workers=16, jitter=0.6, limit=6)
+    assert asked == [_w(8, 4), _w(16, 4), _w(16, 4), _w(8, 4), _w(8, 4), _w(16, 4)], asked
+    assert plan.rounds_done == 3 and all(len(set(plan.rates(c))) == 3 for c in (_w(8, 4), _w(16, 4)))
+
+
 def test_an_undecided_step_up_that_read_a_gain_tries_the_halfway_workers_once():
     # The pairs one H100 run read of w64 against w32 on heavytail (results/inrun/gpu-20261206-night-h100):
     # +24%, +0.7%, +6%: a gain on the mean, undecided over three pairs; the grid's best had 48 workers.
     plan = Plan(_w(32, 4), _w(15), 64)
     for i, ratio in enumerate((1.24, 1.007, 1.062)):
-        assert plan.next(10**6, 10**6, 10**7)[0] == _w(32, 4)
-        plan.done(_reading(_w(32, 4), 100.0, batches=400, seed=2 * i))
-        assert plan.next(10**6, 10**6, 10**7)[0] == _w(64, 4)
-        plan.done(_reading(_w(64, 4), 100.0 * ratio, batches=400, seed=2 * i + 1))
+        pair = [(_w(32, 4), 100.0), (_w(64, 4), 100.0 * ratio)]
+        for j, (config, rate) in enumerate(pair if i % 2 == 0 else pair[::-1]):   # each pair begins where the last ended
+            assert plan.next(10**6, 10**6, 10**7)[0] == config
+            plan.done(_reading(config, rate, batches=400, seed=2 * i + j))
+    best, up = plan.rates(_w(32, 4)), plan.rates(_w(64, 4))
+    assert [round(up[r] / best[r], 2) for r in sorted(up)] == [1.24, 1.01, 1.06], "paired as read, either order"
     assert plan.next(10**6, 10**6, 10**7)[0] == _w(32, 4)
     plan.done(_reading(_w(32, 4), 100.0, batches=400, seed=9))
     assert plan.next(10**6, 10**6, 10**7)[0] == _w(48, 4)
     # Where the halfway workers win clearly, the climb keeps them; the halfway step is not taken again.
-    for i in range(3):
-        plan.done(_reading(_w(48, 4), 125.0, batches=400, seed=20 + i))
+    for i in range(6):
+        config = plan.next(10**6, 10**6, 10**7)[0]
+        assert config in (_w(32, 4), _w(48, 4)), config
+        plan.done(_reading(config, 125.0 if config == _w(48, 4) else 100.0, batches=400, seed=20 + i))
         if plan.candidate is None:
             break
-        assert plan.next(10**6, 10**6, 10**7)[0] == _w(32, 4)
-        plan.done(_reading(_w(32, 4), 100.0, batches=400, seed=30 + i))
-        assert plan.next(10**6, 10**6, 10**7)[0] == _w(48, 4)
     assert plan.best == _w(48, 4)
     assert all(c.num_workers in (32, 48, 64) for c in plan.finalists)
 

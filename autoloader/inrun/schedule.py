@@ -21,8 +21,12 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 #
 # NOTE [ The climb ]
 # From the start config (the quick profile's guess, or the rule), a hill-climb as tf.data's
-# autotune climbs: the best so far and one candidate one step from it read in pairs (the best,
-# then the candidate, so that each pair shares the machine's drift). The steps, in order:
+# autotune climbs: the best so far and one candidate one step from it read in pairs, a pair's two
+# readings one after the other so that they share the machine's drift; the first pair the best
+# then the candidate, and each next pair begins with the config that read last (best, candidate,
+# candidate, best, ...): a drift that runs one way through the pairs cancels over two of them, and
+# a switch (its drain serves the old config's queue in order) comes once a pair, not twice. The
+# steps, in order:
 #   * up: STEP times the workers (at least one more), within the space's maximum and the memory
 #     forecast (a config past it never starts; the step shrinks to one that fits);
 #   * down, only where no step up paid: no workers first (the loop making its own batches frees
@@ -318,6 +322,7 @@ class Plan:
     best: LoaderConfig | None = None
     _due: str = BEST
     _best_last: Reading | None = None
+    _open: Reading | None = None   # the open pair's first reading
     _pairs: list = field(default_factory=list)
     _gains: dict = field(default_factory=dict)
     _won: set = field(default_factory=set)
@@ -457,18 +462,22 @@ class Plan:
         self.readings.append(reading)
         if self.state == SETTLED:
             return
-        if reading.config != self.candidate or self._due == BEST or self._best_last is None:
-            if reading.config == self.best:
-                self._best_last = reading
-                self._due = CANDIDATE
+        if reading.config == self.best:
+            self._best_last = reading
+        if reading.config not in (self.best, self.candidate):
             return
-        before = self._best_last
-        if before.round is None:
-            before.round = self.rounds_done
-        reading.round = self.rounds_done
+        opened = self._open
+        if opened is None or opened.config == reading.config:
+            # A pair's first reading (one that reads on replaces its own earlier one).
+            self._open, self._due = reading, CANDIDATE if reading.config == self.best else BEST
+            return
+        self._open = None
+        best, candidate = (opened, reading) if opened.config == self.best else (reading, opened)
+        best.round = candidate.round = self.rounds_done
         self.rounds_done += 1
-        self._pairs.append((before, reading))
-        self._due = BEST
+        self._pairs.append((best, candidate))
+        # The next pair begins with the config that read last: no switch between the pairs.
+        self._due = CANDIDATE if reading is candidate else BEST
         # Unpinning is judged as a step down: the cheaper (no pin thread, half the memory in flight).
         cheaper = self.direction == DOWN or (self.direction == PIN and not self.candidate.pin_memory)
         verdict = self.judge(self._pairs, DOWN if cheaper else self.direction)
@@ -485,14 +494,14 @@ class Plan:
             d = compare(self._pairs)[0]
             self._gains[self.direction] = max(math.exp(d), 1.0 + MIN_GAIN)
             self._won.add(self.direction)
-            self.best, self._best_last = self.candidate, reading
+            self.best, self._best_last = self.candidate, candidate
         elif half is not None:
             self._halved.add(self.direction)
-            self.candidate, self._pairs = half, []   # read next, against the best (NOTE [ The climb ])
+            self.candidate, self._pairs, self._due = half, [], BEST   # read next, against the best (NOTE [ The climb ])
             return
         elif not (self.direction == DOWN and not self.candidate.num_workers and self.best.num_workers > 1):
             self._advance()   # (no workers lost: the step down halves the workers next)
-        self.candidate, self._pairs = None, []
+        self.candidate, self._pairs, self._due = None, [], BEST
 
     def _halfway(self) -> LoaderConfig | None:
         """After an undecided step up that read a gain past MIN_GAIN: the workers halfway between
