@@ -22,7 +22,7 @@ from autoloader.inrun import in_run_loader, tuned
 from autoloader.inrun.loader import InRunLoader
 from autoloader.inrun.samples import SeededSamples
 from autoloader.inrun import schedule
-from autoloader.inrun.schedule import CLIMB, DOWN, SETTLED, UP, Plan, Reading, compare, step
+from autoloader.inrun.schedule import CLIMB, DOWN, SETTLED, UP, Plan, Reading, compare, queue_depth, step
 from autoloader.search.space import LoaderConfig, SearchSpace
 from short_readings import short_readings
 
@@ -238,6 +238,26 @@ def test_the_next_config_begun_during_the_drain_keeps_the_order_and_says_what_it
         assert not any(r.prefilled for r in readings)
     loader.close()
     assert not _children()
+
+
+def test_a_switchs_drain_is_told_on_the_reading_after_it(short_segments):
+    # Every batch of a tuned epoch is in a reading or in the drain of the switch before one, save
+    # a drain the epoch's end cut short (no reading after it).
+    plain = DataLoader(Counted(640), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(5))
+    loader = InRunLoader(plain, Stub(_w(1), [_w(1), _w(2), _w(4)]))
+    began = time.perf_counter()
+    assert len(list(loader)) == len(loader) == 80
+    wall = time.perf_counter() - began
+    readings = loader.plan.readings
+    switched = [r for before, r in zip(readings, readings[1:]) if r.config != before.config]
+    assert switched and all(r.drained >= 1 and r.drain_s > 0 for r in switched), \
+        [(r.config.num_workers, r.drained, r.drain_s) for r in readings]
+    assert not any(r.drained for r in readings if r not in switched)
+    told = sum(r.batches + r.drained for r in readings)
+    assert len(loader) - queue_depth(readings[-1].config) <= told <= len(loader), (told, len(loader))
+    assert sum(r.wall_s + r.drain_s for r in readings) <= wall
+    assert {"drained", "drain_s"} <= set(switched[0].to_dict())
+    loader.close()
 
 
 def test_a_reading_says_the_cpus_the_loops_processes_took_over_it():

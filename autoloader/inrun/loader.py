@@ -270,6 +270,7 @@ class InRunLoader:
         tuned_here = plan.state != SETTLED
         normal = False
         ahead = None   # the next config's (config, loader, started, iterator), begun during the drain
+        cut_at, drained = None, 0   # the last switch: when its reading was cut, the batches served since
         try:
             while pos < total:
                 if ahead is None:
@@ -285,7 +286,9 @@ class InRunLoader:
                     prefilled = len(loader.batch_sampler.sizes)
                 opened += 1
                 feed = loader.batch_sampler
-                reading = _Open(config, t_begin, 0, lead=None, started=started, prefilled=prefilled)
+                reading = _Open(config, t_begin, 0, lead=None, started=started, prefilled=prefilled,
+                                drained=drained, drain_s=t_begin - cut_at if cut_at is not None else 0.0)
+                cut_at, drained = None, 0
                 served = 0
                 for batch, called, returned in timed_batches(iterator):
                     if reading is not None and plan.state != SETTLED and reading.due():
@@ -300,7 +303,7 @@ class InRunLoader:
                                 reading = _Open(config, called, served, lead=0, started=False)
                             else:
                                 feed.stop()   # what the loader holds is served, in order: its drain
-                                reading = None
+                                reading, cut_at = None, called
                                 if OVERLAP and rest > 0:
                                     self._end(plan.alive() | {config, following})
                                     ahead = (following, *self._begin(following, drawn, epoch, rest, base_seed + opened))
@@ -308,6 +311,8 @@ class InRunLoader:
                         reading.add(called, returned, dry=feed.dry)
                         if config.num_workers and self._measured is None and served == 2 * config.num_workers:
                             self._measure_workers(loader)
+                    elif cut_at is not None:
+                        drained += 1
                     served += 1
                     if pos + served == total:
                         # The epoch's last batch: its books are closed before it is handed over,
@@ -375,9 +380,9 @@ class _Open:
     feed's opening; ``steady_end`` set where its feed ran dry; ``prefilled``: as ``Reading``'s."""
 
     def __init__(self, config: LoaderConfig, t0: float, first: int, lead: int | None, started: bool,
-                 prefilled: int = 0):
+                 prefilled: int = 0, drained: int = 0, drain_s: float = 0.0):
         self.config, self.t0, self.first, self.lead, self.started = config, t0, first, lead, started
-        self.prefilled = prefilled
+        self.prefilled, self.drained, self.drain_s = prefilled, drained, drain_s
         self.calls: list[float] = []
         self.got: list[float] = []
         self.steady_end: int | None = None
@@ -406,7 +411,8 @@ class _Open:
         steady_end = self.steady_end if self.steady_end is not None else n if cut or self.lead == 0 else None
         return Reading(self.config, None, sizes[self.first:self.first + n], self.calls[:], self.got[:],
                        end - self.t0, lead=self.lead, steady_end=steady_end, started=self.started,
-                       own_cpus=None if cut else self.own_cpus(), prefilled=self.prefilled)
+                       own_cpus=None if cut else self.own_cpus(), prefilled=self.prefilled,
+                       drained=self.drained, drain_s=self.drain_s)
 
 
 def _seed_worker():

@@ -480,6 +480,14 @@ def summary(data: dict) -> str:
             r = e.get("rule")
             if r and "epoch_s" in r:
                 lines.append(f"Epoch 1 in-run over the rule's epoch: {i['epoch_s'] / r['epoch_s']:.3f}x the wall time.")
+            segments = i.get("segments") or []
+            switches = [s for s in segments if s.get("drained")]
+            if switches:
+                lines.append(f"Switches in the tuned epoch(s): {len(switches)}; outside the readings (each from a cut "
+                             f"to the next reading's start: the old queue served, workers ended and begun) "
+                             f"{sum(s['drained'] for s in switches)} batches in "
+                             f"{sum(s['drain_s'] for s in switches):.1f} s; in the readings "
+                             f"{sum(s['batches'] for s in segments)} batches in {sum(s['wall_s'] for s in segments):.1f} s.")
             lines.append("")
         v = w.get("versus")
         rounds = w.get("rounds") or []
