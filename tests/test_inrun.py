@@ -467,7 +467,7 @@ def test_an_undecided_step_up_that_read_a_gain_tries_the_halfway_workers_once():
 
 def test_an_undecided_candidate_whose_mean_reads_a_gain_reads_on():
     # As pinning read on one H100 (+11%, +5%, +10% over three pairs, undecided: the cheaper was
-    # kept, results/inrun/gpu-20261207-h100; +11% on the mean of five in gpu-20261207c-h100): with
+    # kept, results/inrun/gpu-20261207-h100; +11.5% over five in gpu-20261207c-h100): with
     # no halfway step to read instead, more pairs, until Student's interval over them clears.
     best = _w(64, 4)
     pinned = best.replace(pin_memory=True)
