@@ -60,7 +60,8 @@ def test_the_summary_says_each_phase_and_what_was_cut():
                                       "later": [], "start": "w0 pin1", "pick": "w0 pin1", "pick_from": "settled",
                                       "finalists": ["w0 pin1", "w15 pf2 pin1 pw1"], "why": "settled",
                                       "segments": [{"batches": 100, "wall_s": 6.0, "drained": 0, "drain_s": 0.0},
-                                                   {"batches": 200, "wall_s": 12.5, "drained": 30, "drain_s": 2.25},
+                                                   {"batches": 200, "wall_s": 12.5, "drained": 30, "drain_s": 2.25,
+                                                    "end_s": 0.25, "begin_s": 0.5},
                                                    {"batches": 280, "wall_s": 18.0, "drained": 15, "drain_s": 1.0}]},
                            "pick_from_start": {"config": "w0 pin1", "epoch_s": 40.0, "first_batch_s": 0.1,
                                                "batches": 625},
@@ -73,7 +74,8 @@ def test_the_summary_says_each_phase_and_what_was_cut():
     assert "median +1.00 s (done-when: at most +2 s)" in text
     assert "(asked 60 s: cut to fit the deadline)" in text and "w48 pf2 pin1 pw1" in text
     assert "1.025x the wall time (1.050x with the build)" in text
-    assert "Switches in the tuned epoch(s): 2;" in text and "45 batches in 3.2 s; in the readings 580 batches in 36.5 s" in text
+    assert "Switches in the tuned epoch(s): 2;" in text and "45 batches in 3.2 s (ending workers 0.2 s, beginning the next config's 0.5 s); in the " \
+        "readings 580 batches in 36.5 s" in text
     assert "skipped: 20 s left of the deadline" in text and "**Failed**: `RuntimeError: cut`" in text
     assert "The pick over the best (w0, highest median)" in text and "95%" in text
 

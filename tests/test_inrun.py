@@ -252,11 +252,15 @@ def test_a_switchs_drain_is_told_on_the_reading_after_it(short_segments):
     switched = [r for before, r in zip(readings, readings[1:]) if r.config != before.config]
     assert switched and all(r.drained >= 1 and r.drain_s > 0 for r in switched), \
         [(r.config.num_workers, r.drained, r.drain_s) for r in readings]
+    # Ending the old workers and beginning the next config's are parts of the switch; a start
+    # begun during the drain counts in the reading's switch, as one begun at its start does.
+    assert all(0 <= r.end_s and 0 < r.begin_s and r.end_s + r.begin_s <= r.drain_s for r in switched)
+    assert all(r.switch_s >= r.begin_s for r in switched)
     assert not any(r.drained for r in readings if r not in switched)
     told = sum(r.batches + r.drained for r in readings)
     assert len(loader) - queue_depth(readings[-1].config) <= told <= len(loader), (told, len(loader))
     assert sum(r.wall_s + r.drain_s for r in readings) <= wall
-    assert {"drained", "drain_s"} <= set(switched[0].to_dict())
+    assert {"drained", "drain_s", "begin_s", "end_s"} <= set(switched[0].to_dict())
     loader.close()
 
 

@@ -270,25 +270,32 @@ class InRunLoader:
         tuned_here = plan.state != SETTLED
         normal = False
         ahead = None   # the next config's (config, loader, started, iterator), begun during the drain
-        cut_at, drained = None, 0   # the last switch: when its reading was cut, the batches served since
+        # The last switch: when its reading was cut, the batches served since (its drain), and the
+        # seconds it spent ending workers and beginning the next config's before that one's reading.
+        cut_at, drained, ended_s, begun_s = None, 0, 0.0, 0.0
         try:
             while pos < total:
                 if ahead is None:
                     config = self._ask(total - pos)
+                    t_end = time.perf_counter()
                     self._end(plan.alive() | {config})
                     t_begin = time.perf_counter()
+                    ended_s += t_begin - t_end
                     loader, started, iterator = self._begin(config, drawn, epoch, total - pos, base_seed + opened)
                     prefilled = 0
                 else:   # NOTE [ The next config begins during the drain ]
                     (config, loader, started, iterator), ahead = ahead, None
+                    t_end = time.perf_counter()
                     self._end(plan.alive() | {config})
                     t_begin = time.perf_counter()
+                    ended_s += t_begin - t_end
                     prefilled = len(loader.batch_sampler.sizes)
                 opened += 1
                 feed = loader.batch_sampler
-                reading = _Open(config, t_begin, 0, lead=None, started=started, prefilled=prefilled,
-                                drained=drained, drain_s=t_begin - cut_at if cut_at is not None else 0.0)
-                cut_at, drained = None, 0
+                switch = {} if cut_at is None else \
+                    {"drained": drained, "drain_s": t_begin - cut_at, "begin_s": begun_s, "end_s": ended_s}
+                reading = _Open(config, t_begin, 0, lead=None, started=started, prefilled=prefilled, **switch)
+                cut_at, drained, ended_s, begun_s = None, 0, 0.0, 0.0
                 served = 0
                 for batch, called, returned in timed_batches(iterator):
                     if reading is not None and plan.state != SETTLED and reading.due():
@@ -305,8 +312,11 @@ class InRunLoader:
                                 feed.stop()   # what the loader holds is served, in order: its drain
                                 reading, cut_at = None, called
                                 if OVERLAP and rest > 0:
+                                    t_end = time.perf_counter()
                                     self._end(plan.alive() | {config, following})
+                                    t_begun = time.perf_counter()
                                     ahead = (following, *self._begin(following, drawn, epoch, rest, base_seed + opened))
+                                    ended_s, begun_s = ended_s + t_begun - t_end, time.perf_counter() - t_begun
                     if reading is not None:
                         reading.add(called, returned, dry=feed.dry)
                         if config.num_workers and self._measured is None and served == 2 * config.num_workers:
@@ -380,9 +390,11 @@ class _Open:
     feed's opening; ``steady_end`` set where its feed ran dry; ``prefilled``: as ``Reading``'s."""
 
     def __init__(self, config: LoaderConfig, t0: float, first: int, lead: int | None, started: bool,
-                 prefilled: int = 0, drained: int = 0, drain_s: float = 0.0):
+                 prefilled: int = 0, drained: int = 0, drain_s: float = 0.0, begin_s: float = 0.0,
+                 end_s: float = 0.0):
         self.config, self.t0, self.first, self.lead, self.started = config, t0, first, lead, started
         self.prefilled, self.drained, self.drain_s = prefilled, drained, drain_s
+        self.begin_s, self.end_s = begin_s, end_s
         self.calls: list[float] = []
         self.got: list[float] = []
         self.steady_end: int | None = None
@@ -412,7 +424,7 @@ class _Open:
         return Reading(self.config, None, sizes[self.first:self.first + n], self.calls[:], self.got[:],
                        end - self.t0, lead=self.lead, steady_end=steady_end, started=self.started,
                        own_cpus=None if cut else self.own_cpus(), prefilled=self.prefilled,
-                       drained=self.drained, drain_s=self.drain_s)
+                       drained=self.drained, drain_s=self.drain_s, begin_s=self.begin_s, end_s=self.end_s)
 
 
 def _seed_worker():

@@ -138,10 +138,11 @@ class Reading:
     ``own_cpus``: the CPUs' worth the loop's process and its workers took over it (None: unread);
     ``prefilled``: batches its loader pulled before the loop asked for its first (begun while the
     config before it drained: NOTE [ The next config begins during the drain ] in loader.py), left
-    out of its steady part as its lead is; ``drained`` and ``drain_s``: the switch before it, the
-    batches the config before served after its reading was cut (its drain) and the seconds from
-    that cut to this reading's start (the drain, the loop's steps on it, ending and beginning
-    workers): outside any reading."""
+    out of its steady part as its lead is. The switch before it, outside any reading: ``drained``,
+    the batches the config before served after its reading was cut (its drain); ``drain_s``, the
+    seconds from that cut to this reading's start (the drain, the loop's steps on it, and these
+    two:) ``end_s``, ending the workers of configs no longer read, and ``begin_s``, beginning this
+    config's loader before its reading (its workers' start where ``started``)."""
 
     config: LoaderConfig
     round: int | None
@@ -156,6 +157,8 @@ class Reading:
     prefilled: int = 0
     drained: int = 0
     drain_s: float = 0.0
+    begin_s: float = 0.0
+    end_s: float = 0.0
 
     @property
     def batches(self) -> int:
@@ -216,8 +219,9 @@ class Reading:
 
     @property
     def switch_s(self) -> float:
-        """What the reading took past its steady pace: its start and its ramp."""
-        return max(0.0, self.end - self.batches * self.cycle_s)
+        """What the reading took past its steady pace: its start (begun before it, during the
+        drain, or within it) and its ramp."""
+        return max(0.0, self.end - self.batches * self.cycle_s) + self.begin_s
 
     def blocks(self) -> list[float]:
         """The log rates of the steady part's blocks (NOTE [ Segments of the epoch ]): at most
@@ -246,7 +250,8 @@ class Reading:
         return {"config": self.config.loader_kwargs(), "round": self.round, "batches": self.batches,
                 "samples_per_s": self.rate, "wait_share": self.wait_share, "step_s": self.step_s,
                 "wall_s": self.wall_s, "switch_s": self.switch_s, "started": self.started, "own_cpus": self.own_cpus,
-                "prefilled": self.prefilled, "drained": self.drained, "drain_s": self.drain_s}
+                "prefilled": self.prefilled, "drained": self.drained, "drain_s": self.drain_s,
+                "begin_s": self.begin_s, "end_s": self.end_s}
 
 
 def compare(pairs: Sequence[tuple[Reading, Reading]]) -> tuple[float, float] | None:

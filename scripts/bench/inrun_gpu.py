@@ -486,7 +486,9 @@ def summary(data: dict) -> str:
                 lines.append(f"Switches in the tuned epoch(s): {len(switches)}; outside the readings (each from a cut "
                              f"to the next reading's start: the old queue served, workers ended and begun) "
                              f"{sum(s['drained'] for s in switches)} batches in "
-                             f"{sum(s['drain_s'] for s in switches):.1f} s; in the readings "
+                             f"{sum(s['drain_s'] for s in switches):.1f} s (ending workers "
+                             f"{sum(s.get('end_s', 0.0) for s in switches):.1f} s, beginning the next config's "
+                             f"{sum(s.get('begin_s', 0.0) for s in switches):.1f} s); in the readings "
                              f"{sum(s['batches'] for s in segments)} batches in {sum(s['wall_s'] for s in segments):.1f} s.")
             lines.append("")
         v = w.get("versus")
