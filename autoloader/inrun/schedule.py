@@ -41,11 +41,12 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 #     step down.
 # After each pair the candidate is judged on its pairs (``compare``: the mean log ratio of the
 # steady rates; over one or two pairs its error the larger of the blocks' spread and the pairs'
-# spread, from OWN_SPREAD pairs on the pairs' own as a Student interval, as the final's NOTE [ Paired
-# rounds ]: within one reading, neighbouring blocks trade an in-order stall for the catch-up after
-# it, so the blocks' spread can overstate a reading's noise; never under DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
-# least (one pair cannot see the drift between its readings), and the climb steps on from it; one
-# whose interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between, another pair,
+# spread, from OWN_SPREAD pairs on the pairs' own as a Student interval, as the final's NOTE
+# [ Paired rounds ]: neighbouring blocks of one reading trade one wave of arrivals (or an in-order
+# stall) for the next, so their spread can overstate the reading's noise; never under DRIFT): a
+# step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at least (one
+# pair cannot see the drift between its readings), and the climb steps on from it; one whose
+# interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between, another pair,
 # at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept, except where the mean
 # read a gain past MIN_GAIN: a step up so left undecided is followed, once, by the halfway step
 # (the workers between the best's and the candidate's), since a doubling can overshoot where the
