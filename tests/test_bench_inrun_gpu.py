@@ -101,3 +101,19 @@ def test_the_tiny_mode_runs_every_phase_on_the_cpu(tmp_path, monkeypatch):
     assert w["phases_done"][:3] == ["first_batch", "round0", "epoch_in_run"]
     assert w["epochs"]["in_run"]["batches"] == w["epochs"]["pick_from_start"]["batches"] > 0
     assert "## hugefloat" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_the_meta_names_the_source_it_ran_whatever_git_says(tmp_path, monkeypatch):
+    from scripts.bench.common import source_digest
+
+    package = tmp_path / "autoloader"
+    package.mkdir()
+    (package / "a.py").write_text("x = 1\n")
+    before = source_digest(str(tmp_path))
+    assert before == source_digest(str(tmp_path)) and len(before) == 12
+    (package / "a.py").write_text("x = 2\n")
+    assert source_digest(str(tmp_path)) != before
+    monkeypatch.setenv("AUTOLOADER_BENCH_COMMIT", "abc1234")
+    m = inrun_gpu.meta(inrun_gpu.parse(["--out", str(tmp_path), "--device", "cpu"]), ["--out", "x"])
+    assert m["commit"] == "abc1234" and m["source"] == source_digest()
+    assert f"(autoloader/ source digest {m['source']})" in inrun_gpu.summary({"meta": m, "workloads": {}})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import math
 import os
 import statistics
@@ -18,6 +19,22 @@ TIE = FINAL_TIE
 
 def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def source_digest(root: str = REPO) -> str:
+    """The first 12 hex digits of a SHA-256 over ``root``'s autoloader/ Python files (each path and
+    its bytes, in path order): what the bench ran, whatever git state a copy of the tree carries.
+    ``python -c "from scripts.bench.common import source_digest; print(source_digest())"`` in a
+    checkout of a commit tells whether a result was made by it."""
+    digest = hashlib.sha256()
+    package = os.path.join(root, "autoloader")
+    paths = sorted(os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
+                   for d, _, files in os.walk(package) for f in files if f.endswith(".py"))
+    for path in paths:
+        digest.update(path.encode() + b"\0")
+        with open(os.path.join(root, path), "rb") as f:
+            digest.update(f.read() + b"\0")
+    return digest.hexdigest()[:12]
 
 
 def log(message: str) -> None:

@@ -51,6 +51,7 @@ from torch.utils.data import DataLoader, Dataset
 from autoloader.search.model_first import heuristic_config
 from autoloader.search.paired import by_rounds, compared
 from autoloader.search.space import LoaderConfig, search_space
+from scripts.bench.common import source_digest
 
 # Tiny mode: a CPU check of every phase in seconds (the bench's scale, phase lengths and grid cut).
 TINY = {"scale": "0.02", "epoch_s": 2.0, "segment_s": 0.4, "first_batches": 1, "rounds": 2, "grid": 3,
@@ -426,7 +427,8 @@ def summary(data: dict) -> str:
     m = data["meta"]
     lines = ["# In-run tuning on the GPU bench (issue 54)", "",
              f"- device: {m.get('gpu')}; {m.get('cpus')} usable CPUs; torch {m.get('torch')}",
-             f"- commit: {m.get('commit')}", f"- command: `{m.get('command')}`",
+             f"- commit: {m.get('commit')}" + (f" (autoloader/ source digest {m['source']})" if m.get("source") else ""),
+             f"- command: `{m.get('command')}`",
              f"- elapsed: {m.get('elapsed_s', 0):.0f} s of a {m.get('deadline_s')} s deadline", ""]
     for name, w in data["workloads"].items():
         lines += [f"## {name} (batch {w.get('batch_size')}, rule {w.get('rule')})", ""]
@@ -531,6 +533,7 @@ def meta(args, argv: list[str]) -> dict:
             commit = None
     gpu = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "no GPU (cpu)"
     return {"gpu": gpu, "cpus": usable_cpus(), "torch": torch.__version__, "commit": commit,
+            "source": source_digest(),
             "command": "python3 -m scripts.bench.inrun_gpu " + " ".join(argv), "deadline_s": args.deadline_seconds,
             "scale": os.environ.get("AUTOLOADER_BENCH_SCALE", "1.0"), "tiny": args.tiny}
 

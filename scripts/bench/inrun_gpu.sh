@@ -9,6 +9,9 @@
 #     COMMIT=<sha> OUT=$OUT bash scripts/bench/inrun_gpu.sh --workloads hugefloat
 #   here, on the CPU:  OUT=/tmp/ig bash scripts/bench/inrun_gpu.sh --device cpu --tiny
 #
+# COMMIT names the commit in the summary (the device's copy of the tree can carry another's git
+# state: pass it, never `git rev-parse` there); the summary also gives the autoloader/ source's
+# digest (scripts/bench/common.py's source_digest), which a checkout of the commit reproduces.
 # DEADLINE (seconds, default 480) bounds the bench; INRUN_TIMEOUT (default 540) kills it past
 # that. Every phase rewrites results.json and summary.md, so a call cut short still returns
 # figures. Files in $OUT: summary.md, results.json, inrun_gpu.log (and bytecode.txt, if compiled).
