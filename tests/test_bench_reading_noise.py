@@ -24,8 +24,8 @@ def _timings(batches: int, cycle: float, jitter: float, seed: int = 0):
 def test_readings_are_cut_as_the_tune_cuts_a_config_that_reads_on():
     config = LoaderConfig.make(batch_size=32, num_workers=8, pin_memory=False, prefetch_factor=4,
                                persistent_workers=False)
-    calls, got, end = _timings(4000, 0.005, 0.2)
-    rs = reading_noise.readings(config, calls, got, end, skip=64)
+    calls, got, _ = _timings(4000, 0.005, 0.2)
+    rs = reading_noise.readings(config, calls, got, skip=64)
     need = max(schedule.MIN_STEADY_BATCHES, schedule.READ_CYCLES * 8, schedule.queue_depth(config))
     assert len(rs) > 10 and all(r.batches >= need and r.steady_s >= schedule.SEGMENT_S * 0.99 for r in rs)
     assert sum(r.batches for r in rs) <= 4000 - 64
@@ -34,8 +34,8 @@ def test_readings_are_cut_as_the_tune_cuts_a_config_that_reads_on():
 def test_null_pairs_of_independent_batches_are_judged_near_their_stated_noise():
     config = LoaderConfig.make(batch_size=32, num_workers=4, pin_memory=False, prefetch_factor=4,
                                persistent_workers=False)
-    calls, got, end = _timings(40000, 0.002, 0.9, seed=3)
-    out = reading_noise.judged(reading_noise.readings(config, calls, got, end, skip=0))
+    calls, got, _ = _timings(40000, 0.002, 0.9, seed=3)
+    out = reading_noise.judged(reading_noise.readings(config, calls, got, skip=0))
     assert out["pairs"] >= 20
     # Independent batch times: the blocks neither overstate nor understate by much.
     assert 0.5 < out["stated_sd"] / out["measured_sd"] < 2.0, out

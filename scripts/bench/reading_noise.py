@@ -80,7 +80,7 @@ def timed_epoch(dataset, config: LoaderConfig, seconds: float, step_s: float) ->
     return calls, got, end
 
 
-def readings(config: LoaderConfig, calls: list[float], got: list[float], end: float, skip: int) -> list[Reading]:
+def readings(config: LoaderConfig, calls: list[float], got: list[float], skip: int) -> list[Reading]:
     """The epoch after its first ``skip`` batches, cut as the tune cuts a config that reads on."""
     need = max(schedule.MIN_STEADY_BATCHES, schedule.READ_CYCLES * config.num_workers, queue_depth(config))
     out, a = [], skip
@@ -125,7 +125,7 @@ def judged(rs: list[Reading]) -> dict:
         fixed.append(math.sqrt(corrected(first) + corrected(second)))
     if len(ds) < 3:
         return {"pairs": len(ds)}
-    measured = statistics.pstdev(ds)   # the mean log ratio of null pairs is 0
+    measured = math.sqrt(statistics.fmean(d * d for d in ds))   # around 0: a null pair's true log ratio
     return {"pairs": len(ds), "readings": len(rs), "batches_a_reading": statistics.median(r.batches for r in rs),
             "rate": statistics.median(r.rate for r in rs), "measured_sd": measured,
             "stated_sd": math.sqrt(statistics.fmean(s * s for s in stated)),
@@ -156,8 +156,8 @@ def main(argv=None) -> int:
         for n in workers:
             config = LoaderConfig.make(batch_size=32, num_workers=n, pin_memory=False, prefetch_factor=4,
                                        persistent_workers=False)
-            calls, got, end = timed_epoch(dataset, config, args.seconds, args.step_ms / 1000)
-            rs = readings(config, calls, got, end, skip=2 * queue_depth(config))
+            calls, got, _ = timed_epoch(dataset, config, args.seconds, args.step_ms / 1000)
+            rs = readings(config, calls, got, skip=2 * queue_depth(config))
             case = {"samples": "heavy" if heavy else "light", "config": config.loader_kwargs(), **judged(rs),
                     "each": [{"rate": r.rate, "variance": r.variance(), "batches": r.batches} for r in rs]}
             cases.append(case)
