@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import logging
 import math
+import statistics
 import os
 import time
 import warnings
@@ -238,6 +239,80 @@ def test_the_next_config_begun_during_the_drain_keeps_the_order_and_says_what_it
         assert not any(r.prefilled for r in readings)
     loader.close()
     assert not _children()
+
+
+def test_a_readings_rate_is_what_its_workers_made_not_the_stock_it_was_served():
+    """NOTE [ When a batch was made ]: a loader that began with its queue full serves the loop at
+    the step's pace while its workers make less; its reading's rate is what they made."""
+    calls = [i * 0.01 for i in range(100)]   # served at 100 batches a second throughout
+    got = [c + 0.001 for c in calls]
+    made = tuple((-0.5 + i * 0.0125, 8) for i in range(140))   # made at 80 a second, the first 40 before
+    r = Reading(B, None, [8] * 100, calls, got, 1.0, prefilled=20, made=made)
+    assert r.served_rate == pytest.approx(800.0, rel=0.01)
+    assert r.rate == pytest.approx(640.0, rel=0.03)
+    assert r.blocks() and all(b == pytest.approx(math.log(640.0), abs=0.02) for b in r.blocks())
+    assert r.to_dict()["served_per_s"] == pytest.approx(r.served_rate)
+    # Without workers the loop makes each batch in next(): served is made.
+    assert Reading(W0, None, [8] * 100, calls, got, 1.0, made=made).rate == pytest.approx(800.0, rel=0.01)
+
+
+def test_every_batch_a_feed_pulls_is_marked_when_its_worker_made_it(tmp_path):
+    from autoloader.inrun.made import MadeTimes, StampedSamples
+    from autoloader.inrun.order import Feed
+
+    class Many(Counted):   # a dataset that fetches a batch at once: handed a plain list
+        def __getitems__(self, keys):
+            assert type(keys) is list
+            return [self[k] for k in keys]
+
+    for dataset in (Counted(64), Many(64)):
+        made = MadeTimes(8)
+        feed = Feed(8, made=made)
+        loader = DataLoader(StampedSamples(dataset, made), batch_sampler=feed, num_workers=2)
+        for epoch in range(2):   # a second opening clears the first's times
+            began = time.perf_counter()
+            feed.open(iter([list(range(i, i + 8)) for i in range(0, 64, 8)]), epoch)
+            assert made.read(8) == [0.0] * 8
+            batches = [b[0].tolist() for b in loader]
+            times = made.read(len(feed.sizes))
+            assert batches == [list(range(i, i + 8)) for i in range(0, 64, 8)]
+            assert len(times) == 8 and all(began < t < time.perf_counter() for t in times), times
+
+
+@pytest.mark.slow
+def test_a_reading_that_begins_with_a_full_queue_reads_what_its_workers_make():
+    """Two workers make less than the step takes, eight more. A reading of the two after the
+    eight's drain begins with its queue full, and is served from it faster than the two make:
+    its rate is what they made, as in its readings that began without a stock."""
+    two, eight = _w(2, 16), _w(8, 16)
+    loader = InRunLoader(DataLoader(_Naps(0.006), batch_size=8, shuffle=True), Stub(two, [two, eight]))
+    for _ in loader:
+        end = time.perf_counter() + 0.014   # the step
+        while time.perf_counter() < end:
+            pass
+        if loader.plan.state == SETTLED:
+            break
+    loader.close()
+    readings = [(r.config.num_workers, r.prefilled, round(r.rate), round(r.served_rate)) for r in loader.plan.readings]
+    stocked = [r for r in loader.plan.readings if r.config == two and r.prefilled]
+    fresh = statistics.median(r.rate for r in loader.plan.readings if r.config == two and not r.prefilled)
+    assert stocked, readings
+    assert all(r.served_rate > 1.1 * fresh and abs(r.rate / fresh - 1) < 0.1 for r in stocked), readings
+    assert loader.plan.pick == eight, readings
+
+
+class _Naps(Dataset):
+    """Samples that sleep ``seconds`` (no CPU: many workers fit on two CPUs)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def __len__(self):
+        return 40_000
+
+    def __getitem__(self, i):
+        time.sleep(self.seconds)
+        return torch.zeros(16)
 
 
 def test_a_switchs_drain_is_told_on_the_reading_after_it(short_segments):

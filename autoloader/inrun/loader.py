@@ -15,6 +15,7 @@ from ..probe.load import cpu_mark, cpus_since
 from ..probe.timing import timed_batches
 from ..search.settings import PIN, PREFETCH
 from ..search.space import LoaderConfig
+from .made import MadeTimes, StampedSamples
 from .order import Feed, draw_epoch, finish
 from .ranks import Alone
 from .schedule import SETTLED, Plan, Reading, queue_depth
@@ -82,7 +83,7 @@ class InRunLoader:
         self.collate_fn = plain.collate_fn
         self.generator = plain.generator
         self.sample_seed = sample_seed
-        self._made = SeededSamples(self.dataset, sample_seed) if sample_seed is not None else self.dataset
+        self._samples = SeededSamples(self.dataset, sample_seed) if sample_seed is not None else self.dataset
         self._worker_init_fn = worker_init_fn
         self._context = multiprocessing_context
         self._timeout = timeout
@@ -184,11 +185,14 @@ class InRunLoader:
         return kwargs
 
     def _loader(self, config: LoaderConfig, seed: int, kept: bool = False):
-        """A DataLoader with ``config`` over a ``Feed`` of the epochs."""
+        """A DataLoader with ``config`` over a ``Feed`` of the epochs; while tuning (not ``kept``),
+        its batches write when they were made (NOTE [ When a batch was made ] in made.py)."""
         import torch
         from torch.utils.data import DataLoader
 
-        return DataLoader(self._made, batch_sampler=Feed(len(self), keyed=self.sample_seed is not None),
+        made = None if kept else MadeTimes(len(self))
+        samples = self._samples if made is None else StampedSamples(self._samples, made)
+        return DataLoader(samples, batch_sampler=Feed(len(self), keyed=self.sample_seed is not None, made=made),
                           collate_fn=self.collate_fn, timeout=self._timeout,
                           generator=torch.Generator().manual_seed(seed), **self._kwargs(config, kept))
 
@@ -299,7 +303,7 @@ class InRunLoader:
                 served = 0
                 for batch, called, returned in timed_batches(iterator):
                     if reading is not None and plan.state != SETTLED and reading.due():
-                        partial = reading.close(called, feed.sizes, cut=True)
+                        partial = reading.close(called, feed.sizes, cut=True, made=feed.made)
                         if self._ranks.cut(plan.cut(partial)):
                             partial.own_cpus = reading.own_cpus()
                             self._take(partial, was=plan.state)
@@ -328,14 +332,14 @@ class InRunLoader:
                         # The epoch's last batch: its books are closed before it is handed over,
                         # as a loop that knows the length (Lightning's) asks for no batch after it.
                         if reading is not None and reading.calls:
-                            self._take(reading.close(returned, feed.sizes), was=plan.state)
+                            self._take(reading.close(returned, feed.sizes, made=feed.made), was=plan.state)
                         reading = None
                         normal = True
                         self._epoch_ended(drawn, began, epoch, tuned_here)
                     yield batch
                 end = time.perf_counter()
                 if reading is not None and reading.calls:
-                    self._take(reading.close(end, feed.sizes), was=plan.state)
+                    self._take(reading.close(end, feed.sizes, made=feed.made), was=plan.state)
                 pos += served
                 if not served or (feed.dry and pos < total):   # the sampler gave fewer batches than its length said
                     break
@@ -416,15 +420,19 @@ class _Open:
         """The CPUs' worth this process and its workers took since the reading opened."""
         return cpus_since(self.mark)[1]
 
-    def close(self, end: float, sizes: list[int], cut: bool = False) -> Reading:
+    def close(self, end: float, sizes: list[int], cut: bool = False, made: MadeTimes | None = None) -> Reading:
         """The reading up to ``end`` (a cut one: all of it before its drain; its CPUs are read
-        where it is taken, not at each check)."""
+        where it is taken, not at each check); ``sizes``: its feed's opening's batches, and
+        ``made``, when they were made (NOTE [ When a batch was made ] in made.py)."""
         n = len(self.got)
         steady_end = self.steady_end if self.steady_end is not None else n if cut or self.lead == 0 else None
+        if made is not None:
+            made = tuple(sorted((t - self.t0, size) for t, size in zip(made.read(len(sizes)), sizes) if t > 0))
         return Reading(self.config, None, sizes[self.first:self.first + n], self.calls[:], self.got[:],
                        end - self.t0, lead=self.lead, steady_end=steady_end, started=self.started,
                        own_cpus=None if cut else self.own_cpus(), prefilled=self.prefilled,
-                       drained=self.drained, drain_s=self.drain_s, begin_s=self.begin_s, end_s=self.end_s)
+                       drained=self.drained, drain_s=self.drain_s, begin_s=self.begin_s, end_s=self.end_s,
+                       made=made or ())
 
 
 def _seed_worker():

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .made import MadeTimes, Pulled
+
 
 def draw_epoch(index_sampler: Any, generator: Any) -> tuple[Any, int]:
     """The epoch's batch sampler iterator and its base seed, drawn as a plain DataLoader's
@@ -38,17 +40,21 @@ class Feed:
     """The batch sampler of one config's DataLoader: the next batches of an epoch's batch sampler
     iterator (``open``), pulled as the loader asks (never ahead of a plain loader's own pulls),
     until ``limit`` batches, the source's end (``dry``) or ``stop()``; each index paired with the
-    epoch when ``keyed`` (NOTE [ Seeding per sample ] in samples.py). A loader with kept workers
-    reads a new opening at each ``iter()``; ``sizes``: each batch's samples this opening, as pulled."""
+    epoch when ``keyed`` (NOTE [ Seeding per sample ] in samples.py), and each batch its place in
+    the opening (``Pulled.at``: the slot its loader's dataset marks in ``made``, NOTE [ When a
+    batch was made ] in made.py). A loader with kept workers reads a new opening at each
+    ``iter()``; ``sizes``: each batch's samples this opening, as pulled."""
 
-    def __init__(self, length: int, keyed: bool = False):
-        self.length, self.keyed = length, keyed
+    def __init__(self, length: int, keyed: bool = False, made: MadeTimes | None = None):
+        self.length, self.keyed, self.made = length, keyed, made
         self.open(iter(()), 0)
 
     def open(self, source: Any, epoch: int, limit: int | None = None) -> None:
         self.source, self.epoch, self.limit = source, epoch, limit
         self.stopped = self.dry = False
         self.sizes: list[int] = []
+        if self.made is not None:
+            self.made.clear()
 
     def stop(self) -> None:
         """Pull nothing more: the loader serves what it holds, then ends its epoch."""
@@ -65,7 +71,7 @@ class Feed:
                 return
             batch = list(batch)
             self.sizes.append(len(batch))
-            yield [(self.epoch, i) for i in batch] if self.keyed else batch
+            yield Pulled([(self.epoch, i) for i in batch] if self.keyed else batch, len(self.sizes) - 1)
 
     def __len__(self) -> int:
         return self.length if self.limit is None else self.limit

@@ -5,10 +5,12 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # NOTE [ Segments of the epoch ]
 # The loop itself is the benchmark: a reading is a run of consecutive batches under one config,
 # read at the loop (``Reading``: the time spent in ``next()`` and between the calls, which is the
-# real step). Its rate is its steady part: after its lead (the first wave of workers a start or a
+# real step). Its rate is its steady part's: after its lead (the first wave of workers a start or a
 # resume makes at once, and the batches its loader made while the config before it drained: NOTE
 # [ The next config begins during the drain ] in loader.py) and before its drain (batches served
-# from the queues after its feed stopped or ran dry). A reading lasts until its steady part holds
+# from the queues after its feed stopped or ran dry), the samples its workers made in that time
+# (NOTE [ When a batch was made ] in made.py: the loop is served from a stock made before, which
+# a short reading would count as the config's pace). A reading lasts until its steady part holds
 # SEGMENT_S seconds, READ_CYCLES worker cycles (each worker delivering that many batches) and its
 # queue's depth (workers x prefetch): sized by time, not batches, so that every config's rate is
 # read over as many of its own cycles, and past the batches its queue held when the steady part
@@ -139,7 +141,9 @@ class Reading:
     ``own_cpus``: the CPUs' worth the loop's process and its workers took over it (None: unread);
     ``prefilled``: batches its loader pulled before the loop asked for its first (begun while the
     config before it drained: NOTE [ The next config begins during the drain ] in loader.py), left
-    out of its steady part as its lead is. The switch before it, outside any reading: ``drained``,
+    out of its steady part as its lead is; ``made``: (when, samples) of each batch its loader's
+    opening made by its end, in time order (NOTE [ When a batch was made ] in made.py; empty where
+    not told: its rate is then the rate it was served at). The switch before it, outside any reading: ``drained``,
     the batches the config before served after its reading was cut (its drain); ``drain_s``, the
     seconds from that cut to this reading's start (the drain, the loop's steps on it, and these
     two:) ``end_s``, ending the workers of configs no longer read, and ``begin_s``, beginning this
@@ -160,6 +164,7 @@ class Reading:
     drain_s: float = 0.0
     begin_s: float = 0.0
     end_s: float = 0.0
+    made: Sequence[tuple[float, int]] = ()
 
     @property
     def batches(self) -> int:
@@ -193,9 +198,27 @@ class Reading:
         return sum(self.samples[a:b])
 
     @property
-    def rate(self) -> float:
-        """Samples per second over the steady part."""
+    def served_rate(self) -> float:
+        """Samples per second the loop was served over the steady part."""
         return self.steady_samples / self.steady_s if self.batches else 0.0
+
+    def _made_within(self) -> list[tuple[float, int]]:
+        """The batches made within the steady part, where the reading has workers and was told
+        when its batches were made; else none."""
+        if not self.made or not self.config.num_workers or not self.batches:
+            return []
+        a, b = self._window()
+        lo, hi = self.calls[a], self._at(b)
+        return [m for m in self.made if lo <= m[0] < hi]
+
+    @property
+    def rate(self) -> float:
+        """Samples per second over the steady part: made (NOTE [ When a batch was made ] in
+        made.py) where told, else served."""
+        within = self._made_within()
+        if within:
+            return sum(size for _, size in within) / self.steady_s
+        return self.served_rate
 
     @property
     def cycle_s(self) -> float:
@@ -226,9 +249,17 @@ class Reading:
 
     def blocks(self) -> list[float]:
         """The log rates of the steady part's blocks (NOTE [ Segments of the epoch ]): at most
-        BLOCKS, each a worker cycle or more; none where fewer than two fit."""
-        a, b = self._window()
-        b = min(b, self.batches)
+        BLOCKS, each a worker cycle or more, of the batches made where told (from one made to the
+        one a block later), else of those served; none where fewer than two fit."""
+        within = self._made_within()
+        if within:
+            times, sizes = [t for t, _ in within], [size for _, size in within]
+            a, b = 0, len(within) - 1   # intervals between consecutive made batches
+            at, samples = (lambda i: times[i]), (lambda lo, hi: sum(sizes[lo + 1:hi + 1]))
+        else:
+            a, b = self._window()
+            b = min(b, self.batches)
+            at, samples = self._at, (lambda lo, hi: sum(self.samples[lo:hi]))
         size = max(1, self.config.num_workers, math.ceil((b - a) / BLOCKS))
         count = (b - a) // size
         if count < 2:
@@ -236,10 +267,10 @@ class Reading:
         out = []
         for j in range(count):
             lo, hi = a + j * size, a + (j + 1) * size
-            seconds = self._at(hi) - self.calls[lo]
+            seconds = at(hi) - at(lo)
             if seconds <= 0:
                 return []
-            out.append(math.log(sum(self.samples[lo:hi]) / seconds))
+            out.append(math.log(samples(lo, hi) / seconds))
         return out
 
     def variance(self) -> float | None:
@@ -249,7 +280,7 @@ class Reading:
 
     def to_dict(self) -> dict:
         return {"config": self.config.loader_kwargs(), "round": self.round, "batches": self.batches,
-                "samples_per_s": self.rate, "wait_share": self.wait_share, "step_s": self.step_s,
+                "samples_per_s": self.rate, "served_per_s": self.served_rate, "wait_share": self.wait_share, "step_s": self.step_s,
                 "wall_s": self.wall_s, "switch_s": self.switch_s, "started": self.started, "own_cpus": self.own_cpus,
                 "prefilled": self.prefilled, "drained": self.drained, "drain_s": self.drain_s,
                 "begin_s": self.begin_s, "end_s": self.end_s}
