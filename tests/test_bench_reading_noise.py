@@ -49,3 +49,15 @@ def test_bad_arguments_say_the_rule_and_the_value(capsys, tmp_path):
     with pytest.raises(SystemExit):
         reading_noise.main(["--out", str(tmp_path), "--workers", "four"])
     assert "'four'" in capsys.readouterr().err
+
+
+def test_with_the_times_made_each_reading_rates_what_was_made_in_it():
+    config = LoaderConfig.make(batch_size=32, num_workers=4, pin_memory=False, prefetch_factor=4,
+                               persistent_workers=False)
+    calls, got, _ = _timings(4000, 0.005, 0.0)            # served at 200 batches a second
+    made = [0.0] + [0.001 + i * 0.00625 for i in range(3999)]   # made at 160 (the first never)
+    served = reading_noise.readings(config, calls, got, skip=64)
+    rated = reading_noise.readings(config, calls, got, skip=64, made=made)
+    assert [r.batches for r in served] == [r.batches for r in rated]
+    assert all(r.rate == pytest.approx(6400, rel=0.01) for r in served)
+    assert all(r.rate == pytest.approx(5120, rel=0.03) for r in rated), [r.rate for r in rated]

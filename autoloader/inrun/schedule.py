@@ -43,24 +43,25 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 #     step down.
 # After each pair the candidate is judged on its pairs (``compare``: the mean log ratio of the
 # steady rates; over one or two pairs its error the larger of the blocks' spread and the pairs'
-# spread, from OWN_SPREAD pairs on the pairs' own as a Student interval, as the final's NOTE
-# [ Paired rounds ]: neighbouring blocks of one reading trade one wave of arrivals (or an in-order
-# stall) for the next, so their spread can overstate the reading's noise; never under DRIFT): a
-# step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at least (one
-# pair cannot see the drift between its readings), and the climb steps on from it; one whose
-# interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between, another pair,
-# at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept, except where the mean
-# read a gain past MIN_GAIN: a step up so left undecided is followed, once, by the halfway step
-# (the workers between the best's and the candidate's), since a doubling can overshoot where the
-# gain levels off (or where more workers start to cost), and the point between may win clearly;
-# any other reads on, up to PAIRS_FOR_A_GAIN pairs, before the cheaper is kept. A step down wins where
-# it is not measured slower by more than MIN_GAIN (fewer workers for the same rate), or where
-# the pairs still cannot tell and its mean is within MIN_GAIN: the cheaper again. While a
-# candidate reads, its reading ends early once it is behind the best past EARLY_Z errors (a
-# sequential check on its blocks so far) or far behind (under FAR_BEHIND of the best's rate; one
-# without workers, which has no start or ramp to wait out, from its first batch on), and a
-# candidate that read far behind in any pair loses. The
-# best's workers stay alive while a candidate reads, so going back costs no start.
+# spread, from OWN_SPREAD pairs on the pairs' own as a Student interval, as the final's
+# NOTE [ Paired rounds ]: a reading's blocks see the noise inside it, the pairs also the machine's
+# between readings; and blocks of the batches served, where no times made are told, trade one wave
+# of arrivals (or an in-order stall) for the next, so that their spread overstates; never under
+# DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
+# least (one pair cannot see the drift between its readings), and the climb steps on from it; one
+# whose interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between,
+# another pair, at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept, except
+# where the mean read a gain past MIN_GAIN: a step up so left undecided is followed, once, by the
+# halfway step (the workers between the best's and the candidate's), since a doubling can
+# overshoot where the gain levels off (or where more workers start to cost), and the point between
+# may win clearly; any other reads on, up to PAIRS_FOR_A_GAIN pairs, before the cheaper is kept. A
+# step down wins where it is not measured slower by more than MIN_GAIN (fewer workers for the same
+# rate), or where the pairs still cannot tell and its mean is within MIN_GAIN: the cheaper again.
+# While a candidate reads, its reading ends early once it is behind the best past EARLY_Z errors
+# (a sequential check on its blocks so far) or far behind (under FAR_BEHIND of the best's rate;
+# one without workers, which has no start or ramp to wait out, from its first batch on), and a
+# candidate that read far behind in any pair loses. The best's workers stay alive while a
+# candidate reads, so going back costs no start.
 #
 # NOTE [ When exploring stops ]
 # Before each step, the gain it may bring is weighed against its cost over the rest of the run

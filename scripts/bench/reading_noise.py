@@ -4,11 +4,12 @@ far two readings of one config land apart, where samples are heavy-tailed and de
     PYTHONPATH=. python -m scripts.bench.reading_noise --out results/inrun/<name> [--seconds 90]
 
 For each loader config and sample cost, one long epoch of a plain DataLoader under a loop with a
-light step, every batch's call and arrival timed; the epoch is cut into consecutive readings as
-the in-run tune cuts a config that reads on (schedule.Plan.cut's sizes: SEGMENT_S, READ_CYCLES
-worker cycles, the queue's depth). Adjacent readings are null pairs (one config twice): their log
-ratio's spread is what the blocks' noise should state. Written: ``noise.json`` (every reading's
-rate and own variance) and ``summary.md``: per case, the pairs, the blocks' stated standard error
+light step, every batch's call and arrival timed, and the time each was made (as the in-run
+loader's dataset marks it); the epoch is cut into consecutive readings as the in-run tune cuts a
+config that reads on (schedule.Plan.cut's sizes: SEGMENT_S, READ_CYCLES worker cycles, the queue's
+depth), each rated two ways: served, and made. Adjacent readings are null pairs (one config twice):
+their log ratio's spread is what the blocks' noise should state. Written: ``noise.json`` (every
+reading's rate and own variance, each way) and ``summary.md``: per case, the pairs, the blocks' stated standard error
 of a pair against the pairs' measured spread, and the share of pairs past Z stated errors (about
 5% where the blocks are right, far less where they overstate).
 """
@@ -16,6 +17,7 @@ of a pair against the pairs' measured spread, and the share of pairs past Z stat
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 import os
@@ -26,9 +28,10 @@ import time
 import warnings
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
 
 from autoloader.inrun import schedule
+from autoloader.inrun.made import MadeTimes, Pulled, StampedSamples
 from autoloader.inrun.schedule import Reading, queue_depth
 from autoloader.search.space import LoaderConfig
 
@@ -53,12 +56,31 @@ class Sleeps(Dataset):
         return torch.full((64,), float(i))
 
 
-def timed_epoch(dataset, config: LoaderConfig, seconds: float, step_s: float) -> tuple[list[float], list[float], float]:
-    """(calls, arrivals, end) of the loop over ``seconds`` of one epoch, from its first call."""
+class Placed:
+    """A shuffled epoch's batches, each with its place (``Pulled.at``), as the in-run feed pulls
+    them: the slots StampedSamples marks when each was made."""
+
+    def __init__(self, length: int, batch_size: int):
+        self.inner = BatchSampler(RandomSampler(range(length), generator=torch.Generator().manual_seed(0)),
+                                  batch_size, drop_last=False)
+
+    def __iter__(self):
+        for at, batch in enumerate(self.inner):
+            yield Pulled(batch, at)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+def timed_epoch(dataset, config: LoaderConfig, seconds: float, step_s: float
+                ) -> tuple[list[float], list[float], float, list[float]]:
+    """(calls, arrivals, end, when each batch was made: 0 where not) of the loop over ``seconds``
+    of one epoch, from its first call."""
     kwargs = config.loader_kwargs()
     kwargs.pop("batch_size")
-    loader = DataLoader(dataset, batch_size=config.batch_size, shuffle=True,
-                        generator=torch.Generator().manual_seed(0), **kwargs)
+    sampler = Placed(len(dataset), config.batch_size)
+    made = MadeTimes(len(sampler))
+    loader = DataLoader(StampedSamples(dataset, made), batch_sampler=sampler, **kwargs)
     calls, got = [], []
     it = iter(loader)
     t0 = time.perf_counter()
@@ -77,11 +99,14 @@ def timed_epoch(dataset, config: LoaderConfig, seconds: float, step_s: float) ->
             pass
     end = time.perf_counter() - t0
     del it, loader
-    return calls, got, end
+    return calls, got, end, [t - t0 if t > 0 else 0.0 for t in made.read(len(sampler))]
 
 
-def readings(config: LoaderConfig, calls: list[float], got: list[float], skip: int) -> list[Reading]:
-    """The epoch after its first ``skip`` batches, cut as the tune cuts a config that reads on."""
+def readings(config: LoaderConfig, calls: list[float], got: list[float], skip: int,
+             made: list[float] | None = None) -> list[Reading]:
+    """The epoch after its first ``skip`` batches, cut as the tune cuts a config that reads on;
+    with ``made`` (each batch's time made), each reading rates what was made in it."""
+    made = sorted(t for t in made or () if t > 0)
     need = max(schedule.MIN_STEADY_BATCHES, schedule.READ_CYCLES * config.num_workers, queue_depth(config))
     out, a = [], skip
     while a < len(calls):
@@ -91,38 +116,24 @@ def readings(config: LoaderConfig, calls: list[float], got: list[float], skip: i
         if b >= len(calls):
             break
         t0 = calls[a]
+        lo, hi = bisect.bisect_left(made, t0), bisect.bisect_left(made, calls[b])
         out.append(Reading(config, None, [config.batch_size] * (b - a), [c - t0 for c in calls[a:b]],
-                           [g - t0 for g in got[a:b]], calls[b] - t0, lead=0, steady_end=b - a, started=False))
+                           [g - t0 for g in got[a:b]], calls[b] - t0, lead=0, steady_end=b - a, started=False,
+                           made=tuple((t - t0, config.batch_size) for t in made[lo:hi])))
         a = b
     return out
-
-
-def corrected(r: Reading) -> float | None:
-    """The blocks' variance scaled for their lag-1 correlation (an effective count of blocks:
-    (1 + rho) / (1 - rho), rho clamped to +-0.5), the candidate correction this bench checks."""
-    logs = r.blocks()
-    v = r.variance()
-    if v is None or len(logs) < 3:
-        return v
-    m = statistics.fmean(logs)
-    dev = [x - m for x in logs]
-    den = sum(d * d for d in dev)
-    rho = sum(a * b for a, b in zip(dev, dev[1:])) / den if den > 0 else 0.0
-    rho = min(0.5, max(-0.5, rho))
-    return v * (1 + rho) / (1 - rho)
 
 
 def judged(rs: list[Reading]) -> dict:
     """Adjacent readings as null pairs: the blocks' stated error of each against their spread."""
     pairs = [(rs[i], rs[i + 1]) for i in range(0, len(rs) - 1, 2)]
-    ds, stated, fixed = [], [], []
+    ds, stated = [], []
     for first, second in pairs:
         v1, v2 = first.variance(), second.variance()
         if v1 is None or v2 is None:
             continue
         ds.append(math.log(second.rate / first.rate))
         stated.append(math.sqrt(v1 + v2))
-        fixed.append(math.sqrt(corrected(first) + corrected(second)))
     if len(ds) < 3:
         return {"pairs": len(ds)}
     measured = math.sqrt(statistics.fmean(d * d for d in ds))   # around 0: a null pair's true log ratio
@@ -130,8 +141,6 @@ def judged(rs: list[Reading]) -> dict:
             "rate": statistics.median(r.rate for r in rs), "measured_sd": measured,
             "stated_sd": math.sqrt(statistics.fmean(s * s for s in stated)),
             "past_z": sum(abs(d) > schedule.Z * s for d, s in zip(ds, stated)) / len(ds),
-            "corrected_sd": math.sqrt(statistics.fmean(s * s for s in fixed)),
-            "past_z_corrected": sum(abs(d) > schedule.Z * s for d, s in zip(ds, fixed)) / len(ds),
             "past_z_measured": sum(abs(d) > schedule.Z * measured for d in ds) / len(ds)}
 
 
@@ -156,29 +165,35 @@ def main(argv=None) -> int:
         for n in workers:
             config = LoaderConfig.make(batch_size=32, num_workers=n, pin_memory=False, prefetch_factor=4,
                                        persistent_workers=False)
-            calls, got, _ = timed_epoch(dataset, config, args.seconds, args.step_ms / 1000)
-            rs = readings(config, calls, got, skip=2 * queue_depth(config))
-            case = {"samples": "heavy" if heavy else "light", "config": config.loader_kwargs(), **judged(rs),
-                    "each": [{"rate": r.rate, "variance": r.variance(), "batches": r.batches} for r in rs]}
+            calls, got, _, made = timed_epoch(dataset, config, args.seconds, args.step_ms / 1000)
+            case = {"samples": "heavy" if heavy else "light", "config": config.loader_kwargs()}
+            for rated, times in (("served", None), ("made", made)):
+                rs = readings(config, calls, got, skip=2 * queue_depth(config), made=times)
+                case[rated] = {**judged(rs), "each": [{"rate": r.rate, "variance": r.variance(), "batches": r.batches}
+                                                      for r in rs]}
             cases.append(case)
-            print(f"{case['samples']} w{n}: {case.get('pairs')} pairs, measured sd {case.get('measured_sd', 0):.4f}, "
-                  f"stated {case.get('stated_sd', 0):.4f}, past Z stated {case.get('past_z', 0):.2f}", flush=True)
+            print(f"{case['samples']} w{n}: " + "; ".join(
+                f"{rated}: {case[rated].get('pairs')} pairs, measured sd {case[rated].get('measured_sd', 0):.4f}, "
+                f"stated {case[rated].get('stated_sd', 0):.4f}" for rated in ("served", "made")), flush=True)
     meta = {"command": "python -m scripts.bench.reading_noise " + " ".join(argv if argv is not None else sys.argv[1:]),
             "cpus": os.cpu_count(), "torch": torch.__version__, "segment_s": schedule.SEGMENT_S, "z": schedule.Z}
     with open(os.path.join(args.out, "noise.json"), "w") as f:
         json.dump({"meta": meta, "cases": cases}, f, indent=1)
     lines = ["# A reading's own noise against two readings' spread (null pairs)", "",
              f"Command: `PYTHONPATH=. {meta['command']}`; {meta['cpus']} CPUs; torch {meta['torch']}.", "",
-             "| samples | config | pairs | batches a reading | samples/s | pair's sd, measured | "
-             "stated by the blocks | pairs past Z stated | corrected for the blocks' lag-1 correlation | "
-             "pairs past Z corrected | past Z measured |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Each reading rated two ways: the samples the loop was served, and the samples its workers made "
+             "(NOTE [ When a batch was made ], autoloader/inrun/made.py), over the same steady part.", "",
+             "| samples | config | rated by | pairs | batches a reading | samples/s | pair's sd, measured | "
+             "stated by the blocks | pairs past Z stated | past Z measured |", "|---|---|---|---|---|---|---|---|---|---|"]
     for c in cases:
-        if "measured_sd" not in c:
-            lines.append(f"| {c['samples']} | w{c['config']['num_workers']} | {c['pairs']} | too few pairs | | | | | | | |")
-            continue
-        lines.append(f"| {c['samples']} | w{c['config']['num_workers']} pf4 | {c['pairs']} | {c['batches_a_reading']:.0f} "
-                     f"| {c['rate']:.0f} | {c['measured_sd']:.4f} | {c['stated_sd']:.4f} | {c['past_z']:.2f} "
-                     f"| {c['corrected_sd']:.4f} | {c['past_z_corrected']:.2f} | {c['past_z_measured']:.2f} |")
+        for rated in ("served", "made"):
+            j = c[rated]
+            if "measured_sd" not in j:
+                lines.append(f"| {c['samples']} | w{c['config']['num_workers']} pf4 | {rated} | {j['pairs']} | too few pairs | | | | | |")
+                continue
+            lines.append(f"| {c['samples']} | w{c['config']['num_workers']} pf4 | {rated} | {j['pairs']} | "
+                         f"{j['batches_a_reading']:.0f} | {j['rate']:.0f} | {j['measured_sd']:.4f} | {j['stated_sd']:.4f} | "
+                         f"{j['past_z']:.2f} | {j['past_z_measured']:.2f} |")
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
