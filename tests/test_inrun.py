@@ -416,11 +416,11 @@ def test_a_step_up_grows_the_workers_within_the_space_and_the_memory_forecast():
 
 
 def _climb(rate_of, start, max_workers=64, run_left=10**6, epoch=10**6, jitter=0.02, limit=60, cpus=None,
-           own=lambda config: None, pins=(False,)):
+           own=lambda config: None, pins=(False,), aim=None, fits=lambda config: True):
     """Run a plan against a loop whose rate (batches/s) is ``rate_of(config)``: readings long
     enough to be cut by time, each a little noisy, the loop's processes taking ``own(config)``
     CPUs of ``cpus``. Returns the plan and the readings it asked for."""
-    plan = Plan(start, start, max_workers, cpus=cpus, pins=pins)
+    plan = Plan(start, start, max_workers, cpus=cpus, pins=pins, aim=aim, fits=fits)
     asked = []
     for i in range(limit):
         config, _ = plan.next(epoch, epoch, run_left)
@@ -434,6 +434,53 @@ def _climb(rate_of, start, max_workers=64, run_left=10**6, epoch=10**6, jitter=0
 def _saturating(config):
     """More workers pay up to 40, then the rate is flat; deeper prefetch does not pay."""
     return 10.0 * min(config.num_workers, 40) + 5.0
+
+
+def test_a_step_up_reaches_as_far_as_the_models_guess_with_the_step_read():
+    # More workers pay up to 40: from 4, the doubling climbs 4, 8, 16, 32, 64 then halfway; the
+    # model's guess (here 40, with any reading's step) is reached in one step, and where 40
+    # workers do not fit the memory forecast the step doubles as before.
+    aimed = []
+    plan, asked = _climb(_saturating, _w(4), aim=lambda reading: aimed.append(reading.step_s) or _w(40))
+    assert asked[:2] == [_w(4), _w(40)] and plan.pick == _w(40), [c.num_workers for c in asked]
+    assert aimed and all(s > 0 for s in aimed)   # asked with the step the best's reading read
+    plan, asked = _climb(_saturating, _w(4), aim=lambda reading: _w(40), fits=lambda c: c.num_workers != 40)
+    assert asked[:2] == [_w(4), _w(8)], [c.num_workers for c in asked]
+    plan, asked = _climb(_saturating, _w(4), aim=lambda reading: _w(6))   # a guess short of one step
+    assert asked[:2] == [_w(4), _w(8)], [c.num_workers for c in asked]
+
+
+def test_the_aim_counts_workers_the_model_sees_idle_only_on_an_accelerator():
+    from autoloader.inrun.quick import Proposer, space_for
+    from autoloader.search.profile import Profile
+
+    # Heavy-tailed samples on 16 CPUs, batches received from busy workers slowly: the model sees
+    # more workers than CPUs idle enough to pay where the step leaves the CPUs to them.
+    costs = tuple([0.001] * 62 + [0.04, 0.04])
+    profile = Profile(batch_size=32, sample_s=costs, collate_s=0.001, sample_bytes=49_152, recv_s=0.001,
+                      recv_busy_s=0.011, pin_s=None, h2d_pinned_s=None, h2d_pageable_s=None, step_s=0.0,
+                      startup_s=0.15, worker_pss=None, cpus=16, epoch_batches=2000, seconds=0.1,
+                      recv_fixed_s=0.0002, sample_cpu_share=1.0)
+    reading = _reading(_w(16), 280.0, batches=50)   # a 3.2 ms step
+    aim = lambda device: Proposer(profile, space_for(32, 16, device), 16, device, fits=lambda c: True).aim(reading)
+    start = Proposer(profile, space_for(32, 16, "cuda"), 16, "cuda", fits=lambda c: True).start()
+    assert start.num_workers <= 16 < aim("cuda").num_workers, (start, aim("cuda"))
+    assert aim("cpu").num_workers <= 16
+
+
+def test_the_quick_profile_guesses_a_busy_workers_receive_by_its_tensors_and_the_samples_cpu():
+    import sys
+
+    from torch.utils.data import default_collate
+
+    from autoloader.inrun.quick import quick_profile
+
+    waiting = quick_profile(_Waits(cpu=False), 16, default_collate, 2, seconds=0.3)
+    busy = quick_profile(_Waits(cpu=True), 16, default_collate, 2, seconds=0.3)
+    interval = sys.getswitchinterval()
+    # A batch of _Waits is one tensor: a switch interval more from a worker busy on a CPU.
+    assert busy.recv_busy_s - busy.recv_s == pytest.approx(interval * busy.sample_cpu_share, rel=1e-6)
+    assert waiting.recv_busy_s - waiting.recv_s < interval * 0.3
 
 
 def test_the_climb_steps_up_while_it_pays_and_stops_where_a_step_does_not():
@@ -752,7 +799,8 @@ def _shm():
 @pytest.mark.slow
 def test_tuned_loader_keeps_order_and_ends_every_segments_workers(short_segments, tmp_path):
     shm = _shm()
-    plain = DataLoader(Counted(1200, cost_s=0.0004), batch_size=8, shuffle=True,
+    # Samples of 1 ms: the start has workers (cheaper ones start without: a busy worker's receive).
+    plain = DataLoader(Counted(1200, cost_s=0.001), batch_size=8, shuffle=True,
                        generator=torch.Generator().manual_seed(2))
     loader = tuned(plain, out=str(tmp_path), progress=False)
     reference = DataLoader(Counted(1200), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(2))

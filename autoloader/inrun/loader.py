@@ -99,7 +99,8 @@ class InRunLoader:
         if not self.fits(start):
             start = start.replace(num_workers=0)
         self.plan = Plan(start, proposer.rule, proposer.space.max_workers, fits=self.fits,
-                         neighbour=getattr(proposer, "neighbour", None), cpus=getattr(proposer, "cpus", None),
+                         neighbour=getattr(proposer, "neighbour", None), aim=getattr(proposer, "aim", None),
+                         cpus=getattr(proposer, "cpus", None),
                          pins=tuple(proposer.space.values(PIN)), prefetch=tuple(proposer.space.values(PREFETCH)))
         # NOTE [ One tune of a problem at a time ] in record.py: another process tunes it.
         self.following = report is not None and self._ranks.shared(report.following)

@@ -7,9 +7,14 @@
 # samples' cost (at most QUICK_SECONDS) and the share of it on a CPU (the thread's time: a sample
 # that waits on storage or a sleep takes less), one collate, a sample's bytes. The rest of the model's
 # inputs it does not measure: the receive is estimated from the batch's bytes (RECV_BYTES_PER_S),
-# a worker's start is START_GUESS_S, and the step is not known yet. These guesses only choose
-# where the climb starts (NOTE [ The climb ] in schedule.py); the loop measures every config read. When
-# the first sample alone takes past QUICK_SECONDS the profile stops there and the rule starts.
+# and from a busy worker (NOTE [ A busy worker's receive ] in search/model.py) a switch interval
+# (``sys.getswitchinterval``) more for each of the batch's tensors, scaled by the samples' share on
+# a CPU: each tensor's handle is passed by a thread of the worker that needs its interpreter lock,
+# which a worker making samples in Python holds until the interval asks it back; a worker's start
+# is START_GUESS_S, and the step is not known yet. These guesses only choose where the climb
+# starts and, once the start's reading has read the step, how far a step up may reach (``aim``:
+# NOTE [ The climb ] in schedule.py); the loop measures every config read. When the first sample
+# alone takes past QUICK_SECONDS the profile stops there and the rule starts.
 # Nor are the copy to the device and the pinning read: where the device offers pinning the start
 # pins (where the memory forecast lets it), as the rule does and PyTorch advises for a CUDA loop:
 # with the step unknown the model sees the receive alone in the main process, and cannot weigh the
@@ -20,10 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import sys
 import time
 from typing import Any, Callable
 
-from ..batches import bytes_in
+from ..batches import bytes_in, tensors_in
 from ..search.model import Model
 from ..search.model_first import ModelFirst, heuristic_config
 from ..search.profile import Profile
@@ -73,11 +79,14 @@ def quick_profile(dataset: Any, batch_size: int, collate: Callable, cpus: int,
     cost_s = sum(costs)
     sample_bytes = max(1, bytes_in(batch) // len(samples))
     batch_bytes = sample_bytes * batch_size
+    cpu_share = min(1.0, cpu_s / cost_s) if cost_s > 0 else 1.0
+    recv_s = RECV_FIXED_S + batch_bytes / RECV_BYTES_PER_S
+    busy_s = recv_s + len(tensors_in(batch)) * sys.getswitchinterval() * cpu_share
     return Profile(batch_size=batch_size, sample_s=tuple(costs), collate_s=collate_s, sample_bytes=sample_bytes,
-                   recv_s=RECV_FIXED_S + batch_bytes / RECV_BYTES_PER_S, pin_s=None, h2d_pinned_s=None,
+                   recv_s=recv_s, recv_busy_s=busy_s, pin_s=None, h2d_pinned_s=None,
                    h2d_pageable_s=None, step_s=0.0, startup_s=START_GUESS_S, worker_pss=None, cpus=cpus,
                    epoch_batches=-(-length // batch_size), seconds=time.perf_counter() - began,
-                   recv_fixed_s=RECV_FIXED_S, sample_cpu_share=min(1.0, cpu_s / cost_s) if cost_s > 0 else 1.0)
+                   recv_fixed_s=RECV_FIXED_S, sample_cpu_share=cpu_share)
 
 
 @dataclasses.dataclass
@@ -106,10 +115,31 @@ class Proposer:
         profile."""
         if self.profile is None:
             return self.rule
-        strategy = self._strategy(0.0)
-        most = self.cpus / max(self.profile.sample_cpu_share, 1.0 / MAX_WORKERS_PER_CPU)
-        within = [p for p in strategy.predictions([]) if p.config.num_workers <= most]
-        return self._pinned(strategy.pick(within).config) if within else self.rule
+        guess = self._guess(0.0, idle=False)
+        return self._pinned(guess) if guess is not None else self.rule
+
+    def aim(self, reading: Any) -> LoaderConfig | None:
+        """The model's guess with the step read (``reading``'s, a schedule.Reading), the first step
+        up's reach (NOTE [ The climb ] in schedule.py); None without a profile. On an accelerator,
+        whose step leaves the CPUs to the workers, workers the model sees idle (waiting on the
+        in-order queue, or for the loop to receive) count for the CPU time they take."""
+        if self.profile is None or not reading.batches:
+            return None
+        return self._guess(reading.step_s, idle=self.device != "cpu")
+
+    def _guess(self, step_s: float, idle: bool) -> LoaderConfig | None:
+        """The model's pick with the step ``step_s``, of the configs whose workers' CPU time is
+        within the CPUs: each worker's the samples' share on a CPU, and with ``idle`` the share of
+        the time the model sees it busy."""
+        strategy = self._strategy(step_s)
+        share = max(self.profile.sample_cpu_share, 1.0 / MAX_WORKERS_PER_CPU)
+
+        def demand(p) -> float:
+            busy = p.workers_busy if idle and p.workers_busy is not None else 1.0
+            return p.config.num_workers * share * busy
+
+        within = [p for p in strategy.predictions([]) if demand(p) <= self.cpus]
+        return strategy.pick(within).config if within else None
 
     def _pinned(self, config: LoaderConfig) -> LoaderConfig:
         """``config`` pinned where the device offers pinning and the forecast lets it (NOTE [ The

@@ -29,8 +29,11 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # candidate, best, ...): a drift that runs one way through the pairs cancels over two of them, and
 # a switch (its drain serves the old config's queue in order) comes once a pair, not twice. The
 # steps, in order:
-#   * up: STEP times the workers (at least one more), within the space's maximum and the memory
-#     forecast (a config past it never starts; the step shrinks to one that fits);
+#   * up: STEP times the workers (at least one more), or as many as the model's guess with the
+#     step the best's reading read (``aim``, quick.py's) where that reaches farther: the model
+#     sees the in-order stalls and a busy worker's receive that a doubling climbs through step by
+#     step; within the space's maximum and the memory forecast (a config past it never starts;
+#     the step shrinks to one that fits);
 #   * down, only where no step up paid: no workers first (the loop making its own batches frees
 #     every CPU a worker takes from the step), then, where that lost, half the workers; down comes
 #     before up where the CPUs the loop's processes (it and its workers) left in the start's
@@ -342,13 +345,15 @@ def step(best: LoaderConfig, direction: str, max_workers: int, prefetch: Sequenc
 class Plan:
     """The schedule of one in-run tune (NOTE [ The climb ]). ``fits(config)``: within the memory
     forecast; ``neighbour(best, direction)``: the next step (default ``step`` within
-    ``max_workers`` and ``prefetch``)."""
+    ``max_workers`` and ``prefetch``); ``aim(reading)``: the model's guess with the step that
+    reading read, the farthest a step up may reach (NOTE [ The climb ]; None: no guess)."""
 
     start: LoaderConfig
     rule: LoaderConfig
     max_workers: int
     fits: Callable[[LoaderConfig], bool] = lambda config: True
     neighbour: Callable[[LoaderConfig, str], LoaderConfig | None] | None = None
+    aim: Callable[[Reading], LoaderConfig | None] | None = None
     prefetch: Sequence[int] = PREFETCH_CHOICES
     pins: Sequence[bool] = (False,)   # the pinning the device offers
     max_steps: int | None = None   # None: MAX_STEPS
@@ -426,7 +431,16 @@ class Plan:
         return None
 
     def _step(self, best: LoaderConfig, direction: str) -> LoaderConfig | None:
-        return step(best, direction, self.max_workers, self.prefetch, self.fits, self.pins)
+        config = step(best, direction, self.max_workers, self.prefetch, self.fits, self.pins)
+        if direction != UP or config is None or self.aim is None or self._best_last is None:
+            return config
+        aimed = self.aim(self._best_last)
+        n = min(self.max_workers, aimed.num_workers) if aimed is not None else 0
+        if n > config.num_workers:   # the model's guess reaches past one step: up to it, where it fits
+            farther = config.replace(num_workers=n)
+            if self.fits(farther):
+                return farther
+        return config
 
     def _advance(self) -> None:
         if self.direction == UP:
