@@ -636,6 +636,26 @@ def test_the_stop_rule_weighs_a_step_over_the_rest_of_the_run():
     assert config == _w(4)   # (it reads next epoch: this one's rest cannot hold its reading)
 
 
+def test_the_stop_rule_counts_what_the_switches_read_so_far_cost():
+    # The best reads 50 batches a second, waiting 10%: a step up may take back 0.2 s of every 100
+    # batches. A switch that took 1.2 s to serve 20 of them (0.8 s past their pace) makes each
+    # later step cost 1.6 s more: over 700 batches (1.4 s to gain) no step repays it.
+    def judged(drain_s):
+        plan = Plan(_w(4), _w(4), 64)
+        plan.done(_reading(_w(4), 50.0, batches=200))
+        plan.done(_reading(_w(4), 50.0, batches=200, drained=20, drain_s=drain_s, started=False))
+        return plan, plan.worth(_w(8), UP, 700)
+
+    plan, worth = judged(0.4)   # served at the best's pace: no loss
+    assert plan.switch_loss_s() == pytest.approx(0.0, abs=1e-6) and worth
+    plan, worth = judged(1.2)
+    assert plan.switch_loss_s() == pytest.approx(0.8, rel=0.01) and not worth
+    # A start begun during the drain is the start's cost, counted once.
+    plan = Plan(_w(4), _w(4), 64)
+    plan.done(_reading(_w(4), 50.0, batches=200, drained=20, drain_s=1.2, begin_s=0.8))
+    assert plan.switch_loss_s() == pytest.approx(0.0, abs=1e-6)
+
+
 def test_no_step_up_where_the_loop_does_not_wait():
     plan = Plan(_w(4), _w(4), 64)
     reading = _reading(_w(4), 50.0, batches=200)

@@ -77,12 +77,15 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # pinning (its gain is in the step's copy), that ratio whatever the wait (workers that take the
 # CPUs the step needs, or batches that cost the loop more to receive than to make, slow it while
 # it waits). Its cost: a worker start where it has workers (the slowest measured, or
-# START_GUESS_S) and LOSS_SHARE of a reading. A step that does not repay is not taken, nor any
-# step after MAX_STEPS; then the best is the pick and reads on. A candidate does not start where
-# the epoch's rest cannot hold its reading: the best reads the rest, and the candidate comes next
-# epoch (at its start, even where a whole epoch is shorter: its reading then ends with it); in the
-# run's last epoch, where the caller said how many, the best is the pick then, and at the end of
-# that epoch in any case, so that a run that ends exploring still stores its best.
+# START_GUESS_S), LOSS_SHARE of a reading, and SWITCHES_A_STEP switches at what the switches read
+# so far cost past their batches (a switch serves the old config's queue in order while the next
+# one begins: NOTE [ The next config begins during the drain ] in loader.py). A step that does not
+# repay is not taken, nor any step after MAX_STEPS; then the best is the pick and reads on. A
+# candidate does not start where the epoch's rest cannot hold its reading: the best reads the
+# rest, and the candidate comes next epoch (at its start, even where a whole epoch is shorter: its
+# reading then ends with it); in the run's last epoch, where the caller said how many, the best is
+# the pick then, and at the end of that epoch in any case, so that a run that ends exploring still
+# stores its best.
 """
 
 from __future__ import annotations
@@ -114,6 +117,8 @@ STEP_PRIOR = 1.3
 WAIT_FLOOR = 0.03
 LOSS_SHARE = 0.3
 START_GUESS_S = 0.5
+# Switches a step costs at least: to the candidate, and back to the best (two pairs in turn).
+SWITCHES_A_STEP = 2
 # A candidate's reading, its start and lead included, lasts at most this many SEGMENT_S.
 CANDIDATE_SEGMENTS = 4
 
@@ -477,7 +482,18 @@ class Plan:
             g = 1.0 if wait < WAIT_FLOOR else min(self._gains.get(direction, STEP_PRIOR), 1.0 / max(1e-9, 1.0 - wait))
             g = min(g, self.up_bound(best))
         gain = run_left * best.cycle_s * (1.0 - 1.0 / g) if g > 1.0 else 0.0
-        return gain > (self.start_s() if config.num_workers else 0.0) + LOSS_SHARE * SEGMENT_S
+        cost = (self.start_s() if config.num_workers else 0.0) + LOSS_SHARE * SEGMENT_S
+        return gain > cost + SWITCHES_A_STEP * self.switch_loss_s()
+
+    def switch_loss_s(self) -> float:
+        """What a switch has cost the loop past its batches, a start aside (NOTE [ When exploring
+        stops ]): over the switches read so far, the mean of the seconds from a cut to the next
+        reading's start less the drained batches at the best's pace and the start begun in it; 0
+        before one."""
+        pace = self._best_last.cycle_s if self._best_last is not None else 0.0
+        losses = [max(0.0, r.drain_s - r.drained * pace - (r.begin_s if r.started else 0.0))
+                  for r in self.readings if r.drain_s > 0]
+        return statistics.fmean(losses) if losses else 0.0
 
     # --- when a reading ends ----------------------------------------------------------------
     def cut(self, reading: Reading) -> bool:
