@@ -152,11 +152,12 @@ class Reading:
     config before it drained: NOTE [ The next config begins during the drain ] in loader.py), left
     out of its steady part as its lead is; ``made``: (when, samples) of each batch its loader's
     opening made by its end, in time order (NOTE [ When a batch was made ] in made.py; empty where
-    not told: its rate is then the rate it was served at). The switch before it, outside any reading: ``drained``,
-    the batches the config before served after its reading was cut (its drain); ``drain_s``, the
-    seconds from that cut to this reading's start (the drain, the loop's steps on it, and these
-    two:) ``end_s``, ending the workers of configs no longer read, and ``begin_s``, beginning this
-    config's loader before its reading (its workers' start where ``started``)."""
+    not told: its rate is then the rate it was served at). The switch before it, outside any
+    reading: ``drained``, the batches the config before served after its reading was cut (its
+    drain); ``drain_s``, the seconds from that cut to this reading's start (the drain, the loop's
+    steps on it, and these two:) ``end_s``, ending the workers of configs no longer read, and
+    ``begin_s``, beginning this config's loader before its reading (its workers' start where
+    ``started``)."""
 
     config: LoaderConfig
     round: int | None
@@ -289,9 +290,9 @@ class Reading:
 
     def to_dict(self) -> dict:
         return {"config": self.config.loader_kwargs(), "round": self.round, "batches": self.batches,
-                "samples_per_s": self.rate, "served_per_s": self.served_rate, "wait_share": self.wait_share, "step_s": self.step_s,
-                "wall_s": self.wall_s, "switch_s": self.switch_s, "started": self.started, "own_cpus": self.own_cpus,
-                "prefilled": self.prefilled, "drained": self.drained, "drain_s": self.drain_s,
+                "samples_per_s": self.rate, "served_per_s": self.served_rate, "wait_share": self.wait_share,
+                "step_s": self.step_s, "wall_s": self.wall_s, "switch_s": self.switch_s, "started": self.started,
+                "own_cpus": self.own_cpus, "prefilled": self.prefilled, "drained": self.drained, "drain_s": self.drain_s,
                 "begin_s": self.begin_s, "end_s": self.end_s}
 
 
