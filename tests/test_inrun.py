@@ -285,7 +285,7 @@ def test_a_reading_that_begins_with_a_full_queue_reads_what_its_workers_make():
     eight's drain begins with its queue full, and is served from it faster than the two make:
     its rate is what they made, as in its readings that began without a stock."""
     two, eight = _w(2, 16), _w(8, 16)
-    loader = InRunLoader(DataLoader(_Naps(0.006), batch_size=8, shuffle=True), Stub(two, [two, eight]))
+    loader = InRunLoader(DataLoader(_Waits(cpu=False, seconds=0.006, length=40_000), batch_size=8, shuffle=True), Stub(two, [two, eight]))
     for _ in loader:
         end = time.perf_counter() + 0.014   # the step
         while time.perf_counter() < end:
@@ -299,20 +299,6 @@ def test_a_reading_that_begins_with_a_full_queue_reads_what_its_workers_make():
     assert stocked, readings
     assert all(r.served_rate > 1.1 * fresh and abs(r.rate / fresh - 1) < 0.1 for r in stocked), readings
     assert loader.plan.pick == eight, readings
-
-
-class _Naps(Dataset):
-    """Samples that sleep ``seconds`` (no CPU: many workers fit on two CPUs)."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-
-    def __len__(self):
-        return 40_000
-
-    def __getitem__(self, i):
-        time.sleep(self.seconds)
-        return torch.zeros(16)
 
 
 def test_a_switchs_drain_is_told_on_the_reading_after_it(short_segments):
@@ -358,21 +344,22 @@ def test_a_reading_says_the_cpus_the_loops_processes_took_over_it():
 
 
 class _Waits(Dataset):
-    """Samples that take 4 ms each: asleep (``cpu=False``, as a read from slow storage) or on a CPU."""
+    """Samples that take ``seconds`` each: asleep (``cpu=False``, as a read from slow storage, and
+    no CPU: many workers fit on two CPUs) or on a CPU."""
 
-    def __init__(self, cpu: bool):
-        self.cpu = cpu
+    def __init__(self, cpu: bool, seconds: float = 0.004, length: int = 4096):
+        self.cpu, self.seconds, self.length = cpu, seconds, length
 
     def __len__(self):
-        return 4096
+        return self.length
 
     def __getitem__(self, i):
         if self.cpu:
-            end = time.perf_counter() + 0.004
+            end = time.perf_counter() + self.seconds
             while time.perf_counter() < end:
                 pass
         else:
-            time.sleep(0.004)
+            time.sleep(self.seconds)
         return torch.zeros(16)
 
 
