@@ -643,6 +643,62 @@ def test_the_stop_rule_counts_what_the_switches_read_so_far_cost():
     assert plan.switch_loss_s() == pytest.approx(0.0, abs=1e-6)
 
 
+def test_unpinning_is_worth_a_step_only_where_the_loop_waits_and_pinning_whatever_the_wait():
+    # Unpinning moves the copy into the step: it can take back only the time the loop waits for
+    # the pin thread. Pinning makes the step's copy faster, whatever the wait.
+    def worth(best, candidate, wait):
+        plan = Plan(best, best, 64)
+        reading = _reading(best, 50.0, batches=200)
+        reading.got = [c + wait / 50.0 for c in reading.calls]
+        plan.done(reading)
+        return plan.worth(candidate, schedule.PIN, 10_000)   # 200 s of the best's batches to come
+
+    pinned, unpinned = _w(16).replace(pin_memory=True), _w(16)
+    assert not worth(pinned, unpinned, 0.02) and worth(pinned, unpinned, 0.2)
+    assert worth(unpinned, pinned, 0.02)
+
+
+def test_a_step_up_read_far_ahead_wins_in_one_pair_a_nearer_one_waits_for_a_second():
+    def first_pair(rate, jitter=0.02):
+        plan = Plan(_w(16), _w(16), 64)
+        plan.done(_reading(_w(16), 100.0, batches=400, jitter=jitter))
+        assert plan.next(10**6, 10**6, 10**7)[0] == _w(32)
+        plan.done(_reading(_w(32), rate, batches=400, jitter=jitter, seed=1))
+        return plan
+
+    plan = first_pair(180.0)   # far past what a rate drifts between two readings
+    assert plan.best == _w(32) and plan.rounds_done == 1, plan.why
+    for rate in (130.0, 145.0):   # past the noise, but a drift between readings could make it
+        plan = first_pair(rate)
+        assert plan.best == _w(16) and plan.candidate == _w(32)
+    plan = first_pair(180.0, jitter=1.9)   # far ahead, but within EARLY_Z of its own noise
+    assert plan.best == _w(16) and plan.candidate == _w(32)
+
+
+def test_the_closing_line_states_the_pick_against_the_start_with_the_climbs_interval():
+    # Two pairs, w32 read 1.45x and 1.35x w16: the climb judged the win; Student's interval over
+    # two pairs alone (one degree of freedom) would call it indistinguishable.
+    from autoloader.search.paired import by_rounds, compared
+
+    def climbed(ratios):
+        plan = Plan(_w(16), _w(16), 64)
+        for i, ratio in enumerate(ratios):
+            pair = [(_w(16), 100.0), (_w(32), 100.0 * ratio)]
+            for j, (config, rate) in enumerate(pair if i % 2 == 0 else pair[::-1]):
+                plan.next(10**6, 10**6, 10**7)
+                plan.done(_reading(config, rate, batches=400, jitter=0.3, seed=2 * i + j))
+        assert plan.best == _w(32)
+        return plan
+
+    plan = climbed((1.45, 1.35))
+    climb, student = plan.versus(_w(32), _w(16)), by_rounds(plan.rates(_w(32)), plan.rates(_w(16)))
+    assert climb.rounds == 2 and climb.lo > 1.2 and not student.lo > 1.0, (climb, student)
+    assert compared(climb, "the start").startswith("faster than the start by")
+    # A win in one pair (far ahead) is said with the interval it was judged on.
+    climb = climbed((1.8,)).versus(_w(32), _w(16))
+    assert climb.rounds == 1 and climb.lo > 1.5 and compared(climb, "the start").startswith("faster than the start by")
+
+
 def test_no_step_up_where_the_loop_does_not_wait():
     plan = Plan(_w(4), _w(4), 64)
     reading = _reading(_w(4), 50.0, batches=200)

@@ -204,7 +204,7 @@ def done_event(loader: Any, path: str | None) -> InRunDone:
     cost = tune_cost(loader)
     return InRunDone(loader.tuned_epochs, tuple(plan.finalists), plan.start, plan.rule, plan.rounds_done,
                      schedule.SEGMENT_S, plan.why, plan.pick,
-                     versus=by_rounds(plan.rates(plan.pick), plan.rates(against)) if against is not None else None,
+                     versus=plan.versus(plan.pick, against) if against is not None else None,
                      versus_name=None if against is None else "the rule" if against == plan.rule else
                      loader_args(against),
                      samples_per_s=final.rate if final is not None else None,

@@ -51,7 +51,9 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # between readings; and blocks of the batches served, where no times made are told, trade one wave
 # of arrivals (or an in-order stall) for the next, so that their spread overstates; never under
 # DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
-# least (one pair cannot see the drift between its readings), and the climb steps on from it; one
+# least (one pair cannot see the drift between its readings), or in one where it reads FAR_AHEAD
+# of the best's rate past EARLY_Z errors (farther than a rate drifts between two readings: a start
+# far from the pick then costs one pair of it, not two), and the climb steps on from it; one
 # whose interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between,
 # another pair, at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept, except
 # where the mean read a gain past MIN_GAIN: a step up so left undecided is followed, once, by the
@@ -69,17 +71,19 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # NOTE [ When exploring stops ]
 # Before each step, the gain it may bring is weighed against its cost over the rest of the run
 # (the epochs the caller said, else the current epoch's rest): the gain is the best's time over
-# those batches times (1 - 1/g), g the ratio the step may bring: for more workers or deeper
-# prefetch at most 1/(1 - the best's wait share) (they can only take back the time the loop
-# waits), at most the CPUs the loop may use over those its processes took in the best's reading
-# (more batches need CPU time no process of the loop takes yet), and no more than the last step's
-# measured ratio in that direction (STEP_PRIOR before one); for a step down, and for the other
-# pinning (its gain is in the step's copy), that ratio whatever the wait (workers that take the
-# CPUs the step needs, or batches that cost the loop more to receive than to make, slow it while
-# it waits). Its cost: a worker start where it has workers (the slowest measured, or
-# START_GUESS_S), LOSS_SHARE of a reading, and SWITCHES_A_STEP switches at what the switches read
-# so far cost past their batches (a switch serves the old config's queue in order while the next
-# one begins: NOTE [ The next config begins during the drain ] in loader.py). A step that does not
+# those batches times (1 - 1/g), g the ratio the step may bring: for more workers, deeper
+# prefetch or unpinning at most 1/(1 - the best's wait share) (more batches at once can only take
+# back the time the loop waits; unpinning moves the copy into the step, and can only take back
+# the time the loop waits for the pin thread), for the first two at most the CPUs the loop may use
+# over those its processes took in the best's reading (more batches need CPU time no process of
+# the loop takes yet), and no more than the last step's measured ratio in that direction
+# (STEP_PRIOR before one); for a step down, and for pinning (its gain is in the step's copy), that
+# ratio whatever the wait (workers that take the CPUs the step needs, or batches that cost the
+# loop more to receive than to make, slow it while it waits). Its cost: a worker start where it
+# has workers (the slowest measured, or START_GUESS_S), LOSS_SHARE of a reading, and
+# SWITCHES_A_STEP switches at what the switches read so far cost past their batches (a switch
+# serves the old config's queue in order while the next one begins: NOTE [ The next config begins
+# during the drain ] in loader.py). A step that does not
 # repay is not taken, nor any step after MAX_STEPS; then the best is the pick and reads on. A
 # candidate does not start where the epoch's rest cannot hold its reading: the best reads the
 # rest, and the candidate comes next epoch (at its start, even where a whole epoch is shorter: its
@@ -95,7 +99,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..search.paired import t95
+from ..search.paired import Ratio, t95
 from ..search.settings import PREFETCH_CHOICES
 from ..search.space import LoaderConfig
 
@@ -106,6 +110,9 @@ BLOCKS = 8
 Z = 2.0
 EARLY_Z = 3.0
 FAR_BEHIND = 0.5
+# A candidate this many times the best's rate, past EARLY_Z errors, wins on one pair: farther than
+# a rate drifts between two readings (NOTE [ The climb ]).
+FAR_AHEAD = 1.5
 DRIFT = 0.02
 OWN_SPREAD = 3
 MIN_GAIN = 0.03
@@ -476,12 +483,14 @@ class Plan:
         best = self._best_last
         if best is None:
             return True
-        if direction in (DOWN, PIN):
-            g = self._gains.get(direction, STEP_PRIOR)
-        else:
+        g = self._gains.get(direction, STEP_PRIOR)
+        if direction == DOWN or (direction == PIN and config.pin_memory):
+            pass   # fewer workers, or pinning: a gain in the step, whatever the wait
+        else:   # more batches at once, or unpinning: only the time the loop waits is to take back
             wait = best.wait_share
-            g = 1.0 if wait < WAIT_FLOOR else min(self._gains.get(direction, STEP_PRIOR), 1.0 / max(1e-9, 1.0 - wait))
-            g = min(g, self.up_bound(best))
+            g = 1.0 if wait < WAIT_FLOOR else min(g, 1.0 / max(1e-9, 1.0 - wait))
+            if direction != PIN:
+                g = min(g, self.up_bound(best))
         gain = run_left * best.cycle_s * (1.0 - 1.0 / g) if g > 1.0 else 0.0
         cost = (self.start_s() if config.num_workers else 0.0) + LOSS_SHARE * SEGMENT_S
         return gain > cost + SWITCHES_A_STEP * self.switch_loss_s()
@@ -598,13 +607,15 @@ class Plan:
         if not math.isfinite(se):
             return None
         lo, hi = d - Z * se, d + Z * se
-        # One pair cannot see the drift between two readings: a win waits for a second.
+        # One pair cannot see the drift between two readings: a win waits for a second, unless
+        # the first reads it far ahead (FAR_AHEAD, past EARLY_Z errors).
         paired = len(pairs) >= 2
         if direction == DOWN:
             if paired and lo > math.log(1.0 - MIN_GAIN):
                 return "win"
             return "lose" if hi < 0.0 else None
-        if paired and lo > 0.0 and d > math.log(1.0 + MIN_GAIN):
+        far = d - EARLY_Z * se > math.log(FAR_AHEAD)
+        if (paired and lo > 0.0 or far) and d > math.log(1.0 + MIN_GAIN):
             return "win"
         return "lose" if hi < math.log(1.0 + MIN_GAIN) and (paired or hi < 0.0) else None
 
@@ -625,6 +636,20 @@ class Plan:
     def finalists(self) -> list[LoaderConfig]:
         """Every config read, in the order first read."""
         return list(dict.fromkeys(r.config for r in self.readings))
+
+    def versus(self, a: LoaderConfig, b: LoaderConfig) -> Ratio | None:
+        """``a``'s rate over ``b``'s on the pairs that read both, its interval Z errors of ``compare``
+        (the climb's judgement, NOTE [ The climb ]); None where no pair read both."""
+        of = lambda config: {r.round: r for r in self.readings if r.config == config and r.round is not None}
+        x, y = of(a), of(b)
+        read = compare([(y[i], x[i]) for i in sorted(x.keys() & y.keys())])
+        if read is None:
+            return None
+        d, se = read
+        rounds = len(x.keys() & y.keys())
+        if not math.isfinite(se):
+            return Ratio(math.exp(d), rounds=rounds)
+        return Ratio(math.exp(d), math.exp(d - Z * se), math.exp(d + Z * se), rounds)
 
     def rates(self, config: LoaderConfig) -> dict[int, float]:
         return {r.round: r.rate for r in self.readings if r.config == config and r.round is not None}
