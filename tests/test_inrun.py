@@ -671,7 +671,8 @@ def test_a_step_up_read_far_ahead_wins_in_one_pair_a_nearer_one_waits_for_a_seco
     for rate in (130.0, 145.0):   # past the noise, but a drift between readings could make it
         plan = first_pair(rate)
         assert plan.best == _w(16) and plan.candidate == _w(32)
-    plan = first_pair(180.0, jitter=1.9)   # far ahead, but within EARLY_Z of its own noise
+    assert first_pair(160.0).best == _w(32)
+    plan = first_pair(160.0, jitter=0.9)   # as far ahead, but not past Z of its readings' noise
     assert plan.best == _w(16) and plan.candidate == _w(32)
 
 

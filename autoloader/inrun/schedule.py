@@ -52,7 +52,7 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # of arrivals (or an in-order stall) for the next, so that their spread overstates; never under
 # DRIFT): a step up (or deeper) wins past the noise and by more than MIN_GAIN, over two pairs at
 # least (one pair cannot see the drift between its readings), or in one where it reads FAR_AHEAD
-# of the best's rate past EARLY_Z errors (farther than a rate drifts between two readings: a start
+# of the best's rate past Z errors (farther than a rate drifts between two readings: a start
 # far from the pick then costs one pair of it, not two), and the climb steps on from it; one
 # whose interval stays under MIN_GAIN (under 1 after one pair) ends its direction; between,
 # another pair, at most PAIRS_PER_STEP, then the direction ends and the cheaper is kept, except
@@ -110,7 +110,7 @@ BLOCKS = 8
 Z = 2.0
 EARLY_Z = 3.0
 FAR_BEHIND = 0.5
-# A candidate this many times the best's rate, past EARLY_Z errors, wins on one pair: farther than
+# A candidate this many times the best's rate, past Z errors, wins on one pair: farther than
 # a rate drifts between two readings (NOTE [ The climb ]).
 FAR_AHEAD = 1.5
 DRIFT = 0.02
@@ -608,13 +608,13 @@ class Plan:
             return None
         lo, hi = d - Z * se, d + Z * se
         # One pair cannot see the drift between two readings: a win waits for a second, unless
-        # the first reads it far ahead (FAR_AHEAD, past EARLY_Z errors).
+        # the first reads it far ahead (FAR_AHEAD, past Z errors).
         paired = len(pairs) >= 2
         if direction == DOWN:
             if paired and lo > math.log(1.0 - MIN_GAIN):
                 return "win"
             return "lose" if hi < 0.0 else None
-        far = d - EARLY_Z * se > math.log(FAR_AHEAD)
+        far = d - Z * se > math.log(FAR_AHEAD)
         if (paired and lo > 0.0 or far) and d > math.log(1.0 + MIN_GAIN):
             return "win"
         return "lose" if hi < math.log(1.0 + MIN_GAIN) and (paired or hi < 0.0) else None
