@@ -280,10 +280,11 @@ def test_every_batch_a_feed_pulls_is_marked_when_its_worker_made_it(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_reading_that_begins_with_a_full_queue_reads_what_its_workers_make():
+def test_a_reading_that_begins_with_a_full_queue_reads_what_its_workers_make(monkeypatch):
     """Two workers make less than the step takes, eight more. A reading of the two after the
     eight's drain begins with its queue full, and is served from it faster than the two make:
     its rate is what they made, as in its readings that began without a stock."""
+    monkeypatch.setattr(schedule, "FAR_AHEAD", math.inf)   # a second pair: the two read after the eight
     two, eight = _w(2, 16), _w(8, 16)
     loader = InRunLoader(DataLoader(_Waits(cpu=False, seconds=0.006, length=40_000), batch_size=8, shuffle=True), Stub(two, [two, eight]))
     for _ in loader:
@@ -698,6 +699,21 @@ def test_the_closing_line_states_the_pick_against_the_start_with_the_climbs_inte
     # A win in one pair (far ahead) is said with the interval it was judged on.
     climb = climbed((1.8,)).versus(_w(32), _w(16))
     assert climb.rounds == 1 and climb.lo > 1.5 and compared(climb, "the start").startswith("faster than the start by")
+
+
+def test_no_step_is_read_where_the_wait_bounds_its_gain_under_what_its_pairs_could_show():
+    # Waiting 4.5%, deeper prefetch may bring 4.7% at most: past MIN_GAIN by less than the pairs'
+    # noise, so a long run still does not read it; waiting 8%, it may bring 8.7%.
+    def worth(wait, direction=schedule.DEEPER, config=_w(16, pf=4)):
+        plan = Plan(_w(16), _w(16), 64)
+        reading = _reading(_w(16), 50.0, batches=200)
+        reading.got = [c + wait / 50.0 for c in reading.calls]
+        plan.done(reading)
+        return plan.worth(config, direction, 10**6)
+
+    assert not worth(0.045) and worth(0.08)
+    assert not worth(0.045, UP, _w(32)) and worth(0.08, UP, _w(32))
+    assert worth(0.045, DOWN, _w(8))   # fewer workers: a gain in the step, whatever the wait
 
 
 def test_no_step_up_where_the_loop_does_not_wait():

@@ -77,9 +77,11 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # the time the loop waits for the pin thread), for the first two at most the CPUs the loop may use
 # over those its processes took in the best's reading (more batches need CPU time no process of
 # the loop takes yet), and no more than the last step's measured ratio in that direction
-# (STEP_PRIOR before one); for a step down, and for pinning (its gain is in the step's copy), that
-# ratio whatever the wait (workers that take the CPUs the step needs, or batches that cost the
-# loop more to receive than to make, slow it while it waits). Its cost: a worker start where it
+# (STEP_PRIOR before one), and none where the wait bounds it under LEAST_GAIN (a gain the pairs
+# could not tell from the noise past MIN_GAIN: reading it costs switches and finds nothing); for a step
+# down, and for pinning (its gain is in the step's copy), that ratio whatever the wait (workers
+# that take the CPUs the step needs, or batches that cost the loop more to receive than to make,
+# slow it while it waits). Its cost: a worker start where it
 # has workers (the slowest measured, or START_GUESS_S), LOSS_SHARE of a reading, and
 # SWITCHES_A_STEP switches at what the switches read so far cost past their batches (a switch
 # serves the old config's queue in order while the next one begins: NOTE [ The next config begins
@@ -121,7 +123,9 @@ PAIRS_PER_STEP = 3
 PAIRS_FOR_A_GAIN = 5
 MAX_STEPS = 8
 STEP_PRIOR = 1.3
-WAIT_FLOOR = 0.03
+# A step that may bring less than this is not read: its pairs could not show a gain past MIN_GAIN
+# and the noise (NOTE [ When exploring stops ]).
+LEAST_GAIN = 2 * MIN_GAIN
 LOSS_SHARE = 0.3
 START_GUESS_S = 0.5
 # Switches a step costs at least: to the candidate, and back to the best (two pairs in turn).
@@ -487,8 +491,8 @@ class Plan:
         if direction == DOWN or (direction == PIN and config.pin_memory):
             pass   # fewer workers, or pinning: a gain in the step, whatever the wait
         else:   # more batches at once, or unpinning: only the time the loop waits is to take back
-            wait = best.wait_share
-            g = 1.0 if wait < WAIT_FLOOR else min(g, 1.0 / max(1e-9, 1.0 - wait))
+            most = 1.0 / max(1e-9, 1.0 - best.wait_share)
+            g = 1.0 if most < 1.0 + LEAST_GAIN else min(g, most)
             if direction != PIN:
                 g = min(g, self.up_bound(best))
         gain = run_left * best.cycle_s * (1.0 - 1.0 / g) if g > 1.0 else 0.0

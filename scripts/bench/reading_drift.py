@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="*", help="results.json files (default: results/inrun/gpu-*/results.json)")
     parser.add_argument("--out", help="a folder for summary.md and drift.json")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     paths = args.results or sorted(glob.glob("results/inrun/gpu-*/results.json"))
     if not paths:
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             made = any("served_per_s" in s for s in segments)   # rated by what workers made (made.py) since it
             runs[f"{os.path.basename(os.path.dirname(path))} {name} ({'made' if made else 'served'})"] = moves(segments)
     lines = ["# How far a rate moves between two readings of one config (in-run climb, GPU bench)", "",
-             f"- command: `python -m scripts.bench.reading_drift {' '.join(argv or [])}`".rstrip(), "",
+             f"- command: `{' '.join(['python -m scripts.bench.reading_drift', *argv])}`", "",
              "| run | moves | largest up | largest down |", "|---|---|---|---|"]
     for run, ms in runs.items():
         if ms:
