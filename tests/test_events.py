@@ -91,12 +91,12 @@ GOLDEN = [
      ' it picked once settled',
     None,   # settled: the closing line follows at the epoch's end
     'autoloader: tuned in the run over 2 epoch(s): tried num_workers=3, pin_memory=False, prefetch_factor=2'
-     ' (start); num_workers=1, pin_memory=False, prefetch_factor=2 (the rule), climbing from the start (4 paired'
-     ' readings of 1.5 s or more; no step left); picked num_workers=1, pin_memory=False, prefetch_factor=2;'
+     ' (start); num_workers=1, pin_memory=False, prefetch_factor=2 (the rule), climbing from the start (4 pair(s)'
+     ' of readings of 1.5 s or more; no step left); picked num_workers=1, pin_memory=False, prefetch_factor=2;'
      ' faster than the start by 5-19%; the pick in the loop: 1,234 samples/s, waiting 5% of the time; tuning cost'
      ' +1.5 s of 60.0 s (+2%); stored /home/r.json',
     'autoloader: tuned in the run over 1 epoch(s): tried num_workers=3, pin_memory=False, prefetch_factor=2'
-     " (start), climbing from the start (0 paired readings of 1.5 s or more; the run's epochs are read); picked"
+     " (start), climbing from the start (0 pair(s) of readings of 1.5 s or more; the run's epochs are read); picked"
      ' num_workers=3, pin_memory=False, prefetch_factor=2; no tuning cost: the 30.0 s took 0.4 s less than the'
      " pick's pace would; not started, past the memory forecast: num_workers=1, pin_memory=False,"
      ' prefetch_factor=2; not stored',

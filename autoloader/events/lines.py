@@ -310,7 +310,7 @@ def _in_run_done(e: InRunDone) -> str:
                       for c in e.tried)
     words = f"; {compared(e.versus, e.versus_name)}" if e.versus_name is not None else ""
     said = (f"autoloader: tuned in the run over {e.epochs} epoch(s): tried {tried}, climbing from the start "
-            f"({e.rounds} paired readings of {e.segment_s:g} s or more; {e.why}); picked {loader_args(e.pick)}{words}")
+            f"({e.rounds} pair(s) of readings of {e.segment_s:g} s or more; {e.why}); picked {loader_args(e.pick)}{words}")
     if e.samples_per_s is not None:
         said += (f"; the pick in the loop: {e.samples_per_s:,.0f} samples/s, waiting {e.wait_share * 100:.0f}% "
                  "of the time")

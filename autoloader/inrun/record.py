@@ -11,7 +11,9 @@
 # cost of tuning (that time less what the pick's measured pace takes for the same batches and one
 # start: an estimate, below zero where the load moved more than tuning cost; ``tune_seconds``
 # holds it from zero up, as a tune's time is). It is written when the pick is settled (a loop stopped early keeps it) and again when
-# the pick's epoch ends, with the pick's own reading.
+# the pick's epoch ends, with the pick's own reading. The closing line states the pick against the
+# config it names with the interval the climb judged its steps by (``Plan.versus``: over fewer
+# than OWN_SPREAD pairs each reading's own spread counts, NOTE [ The climb ] in schedule.py).
 
 # NOTE [ One tune of a problem at a time ]
 # Tunes of one problem into one results folder take turns (the problem's lock, store/paths.py),

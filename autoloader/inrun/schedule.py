@@ -444,7 +444,7 @@ class Plan:
                     return config
                 self.why = "no further step can repay its cost in the rest of the run"
             self._advance()
-        self.why = self.why or "no step paid"
+        self.why = self.why or "no further step to read"
         return None
 
     def _step(self, best: LoaderConfig, direction: str) -> LoaderConfig | None:
