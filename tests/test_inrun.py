@@ -677,6 +677,32 @@ def test_a_step_up_read_far_ahead_wins_in_one_pair_a_nearer_one_waits_for_a_seco
     assert plan.best == _w(16) and plan.candidate == _w(32)
 
 
+def _waves(config, rate_batches_per_s, batches, swing):
+    """A reading cut at its end (as the loader cuts one), its batches in waves of 50, each wave
+    ``swing`` slower or faster than ``rate_batches_per_s``: blocks that spread."""
+    calls, t = [], 0.05
+    for i in range(batches):
+        calls.append(t)
+        t += (1.0 + (swing if (i // 50) % 2 else -swing)) / rate_batches_per_s
+    return Reading(config, None, [8] * batches, calls, [c + 0.1 / rate_batches_per_s for c in calls], t,
+                   steady_end=batches)
+
+
+def test_a_candidate_far_ahead_in_its_first_pair_reads_on_until_its_win_is_past_the_noise():
+    plan = Plan(_w(16), _w(16), 64)
+    plan.done(_reading(_w(16), 100.0, batches=400, jitter=0.02))
+    assert plan.next(10**6, 10**6, 10**7)[0] == _w(32)
+    # About 2 s each: long enough to be cut, and 1.7x the best; the waves' blocks not yet past Z errors.
+    assert plan.cut(_waves(_w(32), 170.0, 400, 0.0))
+    assert not plan.cut(_waves(_w(32), 170.0, 400, 0.5))
+    assert plan.cut(_waves(_w(32), 170.0, 1100, 0.5))   # 6 s: CANDIDATE_SEGMENTS
+    assert plan.cut(_waves(_w(32), 130.0, 300, 0.5))    # not far ahead: a second pair judges it
+    # After the first pair, a candidate reads as long as any reading.
+    plan.done(_waves(_w(32), 130.0, 300, 0.5))
+    assert plan.candidate == _w(32) and plan.next(10**6, 10**6, 10**7)[0] == _w(32)
+    assert plan.cut(_waves(_w(32), 170.0, 400, 0.5))
+
+
 def test_the_closing_line_states_the_pick_against_the_start_with_the_climbs_interval():
     # Two pairs, w32 read 1.45x and 1.35x w16: the climb judged the win; Student's interval over
     # two pairs alone (one degree of freedom) would call it indistinguishable.

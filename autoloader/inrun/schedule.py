@@ -65,7 +65,10 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # While a candidate reads, its reading ends early once it is behind the best past EARLY_Z errors
 # (a sequential check on its blocks so far) or far behind (under FAR_BEHIND of the best's rate;
 # one without workers, which has no start or ramp to wait out, from its first batch on), and a
-# candidate that read far behind in any pair loses. The best's workers stay alive while a
+# candidate that read far behind in any pair loses; one that reads FAR_AHEAD in its first pair but
+# not yet past Z errors (a reading of few blocks, as one of many workers is) reads on until it
+# is, or for CANDIDATE_SEGMENTS: reading on at the faster rate costs nothing, where a second pair
+# reads the slower best again and switches twice. The best's workers stay alive while a
 # candidate reads, so going back costs no start.
 #
 # NOTE [ When exploring stops ]
@@ -518,13 +521,25 @@ class Plan:
         workers = reading.config.num_workers
         enough = (reading.steady_s >= SEGMENT_S
                   and reading.steady_batches >= max(MIN_STEADY_BATCHES, READ_CYCLES * workers, queue_depth(reading.config)))
-        if enough:
-            return True
         if reading.config != self.candidate or self._best_last is None:
-            return False
+            return enough
         if reading.wall_s >= CANDIDATE_SEGMENTS * SEGMENT_S and reading.steady_batches >= 2:
             return True
+        if enough:
+            return not self.ahead(reading)
         return self.behind(reading)
+
+    def ahead(self, reading: Reading) -> bool:
+        """A candidate in its step's first pair, read after the best, FAR_AHEAD of the best's rate
+        but not yet past Z errors: it reads on (NOTE [ The climb ])."""
+        opened = self._open
+        if self._pairs or opened is None or opened.config != self.best or self.direction == DOWN:
+            return False
+        if self.direction == PIN and not reading.config.pin_memory:   # judged as a step down
+            return False
+        if reading.rate < FAR_AHEAD * opened.rate:
+            return False
+        return self.judge([(opened, reading)], self.direction) != "win"
 
     def behind(self, reading: Reading) -> bool:
         """The sequential check: the candidate's reading so far behind the best's last past
