@@ -101,6 +101,11 @@ def test_the_tiny_mode_runs_every_phase_on_the_cpu(tmp_path, monkeypatch):
     assert w["phases_done"][:3] == ["first_batch", "round0", "epoch_in_run"]
     assert w["epochs"]["in_run"]["batches"] == w["epochs"]["pick_from_start"]["batches"] > 0
     assert "## hugefloat" in (tmp_path / "out" / "summary.md").read_text()
+    # A short call: no rule epoch, the two others sized to fit.
+    assert inrun_gpu.main(["--tiny", "--device", "cpu", "--workloads", "hugefloat", "--deadline-seconds", "60",
+                           "--no-rule-epoch", "--out", str(tmp_path / "short")]) == 0
+    w = json.loads((tmp_path / "short" / "results.json").read_text())["workloads"]["hugefloat"]
+    assert w["epochs"]["rule"] == {"skipped": "--no-rule-epoch"} and w["epochs"]["pick_from_start"]["batches"] > 0
 
 
 def test_the_meta_names_the_source_it_ran_whatever_git_says(tmp_path, monkeypatch):

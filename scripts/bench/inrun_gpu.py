@@ -18,7 +18,7 @@ it ends (a call cut at its limit still returns what it measured):
    three epochs and the rounds to come (said in the summary).
 3. epochs: epoch 1 over the in-run loader (a fresh home; later epochs while it has not settled, up
    to ``--max-epochs`` and the deadline); an epoch over a plain DataLoader with the in-run pick
-   from the start; an epoch with the rule. Each epoch is timed from ``iter()`` to the device
+   from the start; an epoch with the rule (none with ``--no-rule-epoch``). Each epoch is timed from ``iter()`` to the device
    synchronised after its last step; the in-run loader's own build time is kept apart.
 4. grid rounds 1..: the grid and the in-run pick (where it is not a grid config), one segment each
    a round, the order shuffled every round, until ``--rounds`` or the deadline. The pick over
@@ -327,7 +327,7 @@ def run_workload(bench: Bench, name: str, args) -> None:
         # (at most 3x: a slower rule's epoch is skipped where it does not fit, said as such).
         rule_slower = min(3.0, best_rate / max(rounds[0]["rates"][short(rule)], 1e-9))
         spare = bench.left() - 2 * (round_s + args.segment_s) - 10.0
-        epoch_s = min(args.epoch_s, spare / (2.1 + rule_slower)) if spare > 0 else 0.0
+        epoch_s = min(args.epoch_s, spare / (2.1 + (0.0 if args.no_rule_epoch else rule_slower))) if spare > 0 else 0.0
         length = max(4 * batch_size, int(epoch_s * best_rate))
         record["epochs_sized"] = {"asked_s": args.epoch_s, "target_s": epoch_s, "best_rate": best_rate,
                                   "length": length, "rule_slower": rule_slower,
@@ -370,6 +370,9 @@ def run_workload(bench: Bench, name: str, args) -> None:
         bench.write()
         for key, config in (("pick_from_start", pick), ("rule", rule)):
             if config is None:
+                continue
+            if key == "rule" and args.no_rule_epoch:
+                epochs[key] = {"skipped": "--no-rule-epoch"}
                 continue
             if bench.left() < 1.2 * epochs["in_run"]["epoch_s"] * (rule_slower if key == "rule" else 1.0):
                 epochs[key] = {"skipped": f"{bench.left():.0f} s left of the deadline"}
@@ -553,6 +556,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--grid", type=int, default=None, help="grid configs kept, the rule first (all)")
     parser.add_argument("--max-epochs", type=int, default=2, help="epochs the in-run tune may span (2)")
     parser.add_argument("--tiny", action="store_true", help="a CPU check of every phase in seconds")
+    parser.add_argument("--no-rule-epoch", action="store_true",
+                        help="no epoch with the rule: the epochs are sized for two (a short call)")
     args = parser.parse_args(argv)
     defaults = {"deadline_seconds": 470.0, "epoch_s": 60.0, "segment_s": 5.0, "rounds": 4, "first_batches": 2}
     if args.tiny:

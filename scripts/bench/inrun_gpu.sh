@@ -7,6 +7,8 @@
 #   device run (carry .whl), one workload a call so that its epochs can last 60 s:
 #     COMMIT=<sha> OUT=$OUT bash scripts/bench/inrun_gpu.sh --workloads heavytail
 #     COMMIT=<sha> OUT=$OUT bash scripts/bench/inrun_gpu.sh --workloads hugefloat
+#   a short call (about 290 s: the epochs in the run and with the pick, 60 s each, no rule epoch):
+#     COMMIT=<sha> OUT=$OUT DEADLINE=270 INRUN_TIMEOUT=300 bash scripts/bench/inrun_gpu.sh --workloads heavytail --no-rule-epoch
 #   here, on the CPU:  OUT=/tmp/ig bash scripts/bench/inrun_gpu.sh --device cpu --tiny
 #
 # COMMIT names the commit in the summary (the device's copy of the tree can carry another's git
