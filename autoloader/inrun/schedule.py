@@ -72,29 +72,27 @@ Pure: readings in, decisions out (no torch, no processes, no files).
 # candidate reads, so going back costs no start.
 #
 # NOTE [ When exploring stops ]
-# Before each step, the gain it may bring is weighed against its cost over the rest of the run
-# (the epochs the caller said, else the current epoch's rest): the gain is the best's time over
-# those batches times (1 - 1/g), g the ratio the step may bring: for more workers, deeper
-# prefetch or unpinning at most 1/(1 - the best's wait share) (more batches at once can only take
-# back the time the loop waits; unpinning moves the copy into the step, and can only take back
-# the time the loop waits for the pin thread), for the first two at most the CPUs the loop may use
-# over those its processes took in the best's reading (more batches need CPU time no process of
-# the loop takes yet), and no more than the last step's measured ratio in that direction
-# (STEP_PRIOR before one), and none where the wait bounds it under LEAST_GAIN (a gain the pairs
-# could not tell from the noise past MIN_GAIN: reading it costs switches and finds nothing); for a step
-# down, and for pinning (its gain is in the step's copy), that ratio whatever the wait (workers
-# that take the CPUs the step needs, or batches that cost the loop more to receive than to make,
-# slow it while it waits). Its cost: a worker start where it
-# has workers (the slowest measured, or START_GUESS_S), LOSS_SHARE of a reading, and
-# SWITCHES_A_STEP switches at what the switches read so far cost past their batches (a switch
-# serves the old config's queue in order while the next one begins: NOTE [ The next config begins
-# during the drain ] in loader.py). A step that does not
-# repay is not taken, nor any step after MAX_STEPS; then the best is the pick and reads on. A
-# candidate does not start where the epoch's rest cannot hold its reading: the best reads the
-# rest, and the candidate comes next epoch (at its start, even where a whole epoch is shorter: its
-# reading then ends with it); in the run's last epoch, where the caller said how many, the best is
-# the pick then, and at the end of that epoch in any case, so that a run that ends exploring still
-# stores its best.
+# Before each step, the gain it may bring is weighed against its cost over the rest of the run (the
+# epochs the caller said, else the current epoch's rest): the gain is the best's time over those
+# batches times (1 - 1/g), g the ratio the step may bring: for more workers, deeper prefetch or
+# unpinning at most 1/(1 - the best's wait share) (more batches at once can only take back the time
+# the loop waits; unpinning moves the copy into the step, and can only take back the time the loop
+# waits for the pin thread), for the first two at most the CPUs the loop may use over those its
+# processes took in the best's reading (more batches need CPU time no process of the loop takes
+# yet), and no more than the last step's measured ratio in that direction (STEP_PRIOR before one),
+# and none where the wait bounds it under LEAST_GAIN (a gain the pairs could not tell from the noise
+# past MIN_GAIN: reading it costs switches and finds nothing); for a step down, and for pinning (its
+# gain is in the step's copy), that ratio whatever the wait (workers that take the CPUs the step
+# needs, or batches that cost the loop more to receive than to make, slow it while it waits). Its
+# cost: a worker start where it has workers (the slowest measured, or START_GUESS_S), LOSS_SHARE of
+# a reading, and SWITCHES_A_STEP switches at what the switches read so far cost past their batches
+# (a switch serves the old config's queue in order while the next one begins: NOTE [ The next config
+# begins during the drain ] in loader.py). A step that does not repay is not taken, nor any step
+# after MAX_STEPS; then the best is the pick and reads on. A candidate does not start where the
+# epoch's rest cannot hold its reading: the best reads the rest, and the candidate comes next epoch
+# (at its start, even where a whole epoch is shorter: its reading then ends with it); in the run's
+# last epoch, where the caller said how many, the best is the pick then, and at the end of that
+# epoch in any case, so that a run that ends exploring still stores its best.
 """
 
 from __future__ import annotations
