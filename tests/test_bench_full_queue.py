@@ -19,9 +19,10 @@ def test_bad_arguments_say_the_rule_and_the_values(capsys, tmp_path):
 def test_a_short_run_rates_each_reading_both_ways(tmp_path):
     from autoloader.inrun import schedule
 
-    before = schedule.Plan.__dict__["judge"], schedule.PAIRS_PER_STEP
+    before = schedule.Plan.__dict__["judge"], schedule.Plan.__dict__["ahead"], schedule.PAIRS_PER_STEP
     assert full_queue.main(["--out", str(tmp_path), "--seconds", "8"]) == 0
-    assert (schedule.Plan.__dict__["judge"], schedule.PAIRS_PER_STEP) == before   # the bench puts back what it set
+    # The bench puts back what it set.
+    assert (schedule.Plan.__dict__["judge"], schedule.Plan.__dict__["ahead"], schedule.PAIRS_PER_STEP) == before
     rows = json.load(open(tmp_path / "readings.json"))["readings"]
     assert {r["workers"] for r in rows} == {2, 8}
     assert all(r["made_per_s"] > 0 and r["served_per_s"] > 0 for r in rows)

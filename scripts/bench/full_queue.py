@@ -73,9 +73,11 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     few, many = (LoaderConfig.make(batch_size=8, num_workers=n, pin_memory=False, prefetch_factor=args.prefetch,
                                    persistent_workers=True) for n in (args.few, args.many))
-    saved = Plan.__dict__["judge"], Plan.__dict__["behind"], schedule.PAIRS_PER_STEP, schedule.PAIRS_FOR_A_GAIN
+    saved = (Plan.__dict__["judge"], Plan.__dict__["behind"], Plan.__dict__["ahead"], schedule.PAIRS_PER_STEP,
+             schedule.PAIRS_FOR_A_GAIN)
     Plan.judge = staticmethod(lambda pairs, direction: None)   # never decided: the pairs go on
     Plan.behind = lambda self, reading: False                  # and no reading is cut short
+    Plan.ahead = lambda self, reading: False                   # or read on
     schedule.PAIRS_PER_STEP = schedule.PAIRS_FOR_A_GAIN = 10 ** 6
     try:
         loader = InRunLoader(DataLoader(Naps(args.sample_ms / 1000), batch_size=8, shuffle=True),
@@ -89,7 +91,7 @@ def main(argv=None) -> int:
                 break
         loader.close()
     finally:
-        Plan.judge, Plan.behind, schedule.PAIRS_PER_STEP, schedule.PAIRS_FOR_A_GAIN = saved
+        Plan.judge, Plan.behind, Plan.ahead, schedule.PAIRS_PER_STEP, schedule.PAIRS_FOR_A_GAIN = saved
     rows = [{"workers": r.config.num_workers, "prefilled": r.prefilled, "batches": r.batches, "made_per_s": r.rate,
              "served_per_s": r.served_rate, "wait_share": r.wait_share} for r in loader.plan.readings]
     os.makedirs(args.out, exist_ok=True)
