@@ -29,6 +29,7 @@ import warnings
 import torch
 from torch.utils.data import DataLoader
 
+from autoloader.search.paired import paired_ratio
 from scripts.bench.inrun_climb import Waiting, step
 
 ARMS = ("one-pair", "two-pairs")
@@ -81,17 +82,6 @@ def arm(name: str, dataset, args, seed: int) -> dict:
     return row
 
 
-def paired(logs: list[float]) -> tuple[float, float | None, float | None]:
-    from autoloader.search.paired import t95
-
-    mean = sum(logs) / len(logs)
-    if len(logs) < 2:
-        return math.exp(mean), None, None
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-    half = t95(len(logs) - 1) * sd / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -119,11 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         runs[-1]["order"] = order
         print(f"run {r}: " + "; ".join(f"{n} {runs[-1][n]['epoch_s']:.1f} s ({runs[-1][n]['over_pick']:.3f}x its pick's, "
                                      f"{runs[-1][n]['pairs']} pairs, {runs[-1][n]['pick']})" for n in order), flush=True)
-    versus = paired([math.log(run["one-pair"]["epoch_s"] / run["two-pairs"]["epoch_s"]) for run in runs])
-    record = {"args": vars(args), "load": os.getloadavg(), "runs": runs,
-              "one_pair_over_two_pairs": {"ratio": versus[0], "lo": versus[1], "hi": versus[2]}}
-    with open(os.path.join(args.out, "first_pair.json"), "w") as fh:
-        json.dump(record, fh, indent=1)
+        versus = paired_ratio([(run["one-pair"]["epoch_s"], run["two-pairs"]["epoch_s"]) for run in runs])
+        record = {"args": vars(args), "load": os.getloadavg(), "runs": runs,
+                  "one_pair_over_two_pairs": versus.to_dict()}
+        with open(os.path.join(args.out, "first_pair.json"), "w") as fh:   # after each run: a cut bench keeps them
+            json.dump(record, fh, indent=1)
     lines = ["# The in-run climb's first pair: a one-pair win against two pairs (CPU)", "",
              f"- command: `PYTHONPATH=. python -m scripts.bench.first_pair {' '.join(argv)}`",
              f"- {os.cpu_count()} CPUs; load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}", "",
@@ -136,12 +126,12 @@ def main(argv: list[str] | None = None) -> int:
                          f"{a['pairs']} | {a['switches']} | {a['pick']}{'' if a['settled'] else ' (not settled)'} | "
                          f"{' '.join(a['climb'])} |")
     for name in ARMS:
-        ratio = paired([math.log(run[name]["over_pick"]) for run in runs])
+        ratio = paired_ratio([(run[name]["epoch_s"], run[name]["pick_epoch_s"]) for run in runs])
         lines.append("")
-        lines.append(f"{name}: epoch 1 over its pick's epoch, geometric mean {ratio[0]:.3f}x"
-                     + (f" (95% {ratio[1]:.3f}-{ratio[2]:.3f}, {len(runs)} runs)" if ratio[1] else ""))
-    lines += ["", f"one-pair's epoch 1 over two-pairs', paired by run: {versus[0]:.3f}x"
-              + (f" (95% {versus[1]:.3f}-{versus[2]:.3f}, {len(runs)} runs)" if versus[1] else " (one run: no interval)")]
+        lines.append(f"{name}: epoch 1 over its pick's epoch, geometric mean {ratio.ratio:.3f}x"
+                     + (f" (95% {ratio.lo:.3f}-{ratio.hi:.3f}, {len(runs)} runs)" if ratio.judged else ""))
+    lines += ["", f"one-pair's epoch 1 over two-pairs', paired by run: {versus.ratio:.3f}x"
+              + (f" (95% {versus.lo:.3f}-{versus.hi:.3f}, {len(runs)} runs)" if versus.judged else " (one run: no interval)")]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "summary.md"), "w") as fh:
         fh.write(text)
