@@ -33,7 +33,7 @@ _PUBLIC.update({name: "events" for name in (
     "Event", "Waiting", "TuneStarted", "TrialsUnstored", "FleetPushed", "Profiled", "RuleRetried", "TrialDone", "FinalRound",
     "BusyRecheck", "TuneDone", "ResultReused", "ResultNotReused", "SettingsApplied", "WaitingForLock", "WaitingForTrialStart",
     "WaitingForRank", "RetuneStarted", "WarmStarted", "Retuned", "NotInRun", "InRunStarted", "SegmentRead",
-    "InRunExploring", "InRunSettled", "InRunDone", "InRunFollowing", "InRunAdopted",
+    "InRunExploring", "InRunSettled", "InRunDone", "InRunFollowing", "InRunAdopted", "InRunNotAdopted",
     "ControlRetried")})   # RuleRetried's name before the rule's config was called the rule (deprecated)
 
 __all__ = sorted(_PUBLIC)

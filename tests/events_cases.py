@@ -67,6 +67,7 @@ def examples() -> list[ev.Event]:
         ev.InRunFollowing("ds-key", 4242, "/home", PICK),
         ev.InRunFollowing("ds-key", None, "/home", RULE),
         ev.InRunAdopted(1, RULE, "/home/r.json"),
+        ev.InRunNotAdopted(1, PICK, "/home/r.json", 3 * 2**30, 2 * 2**30, RULE),
         ev.InRunExploring(0, 3, 2, RULE),
         ev.InRunSettled(RULE, "no step left", "/home/r.json"),
         ev.InRunDone(2, (PICK, RULE), PICK, RULE, 4, 1.5, "no step left", RULE, Ratio(1.12, 1.05, 1.19, 4), "the start",

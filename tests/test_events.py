@@ -86,6 +86,10 @@ GOLDEN = [
      " measure on each other's cores), and takes that tune's pick at the first epoch after it is stored",
     'autoloader: from epoch 1, this run reads with num_workers=1, pin_memory=False, prefetch_factor=2: the pick'
      ' the other tune stored in /home/r.json',
+    'autoloader: the other tune stored num_workers=3, pin_memory=False, prefetch_factor=2 in /home/r.json, but its'
+     " memory forecast (3.0 GiB) is past this run's limit (2.0 GiB): this run goes on with num_workers=1,"
+     ' pin_memory=False, prefetch_factor=2, untuned (pass max_memory= higher where the machine has the room, or'
+     ' start this run after the other ends)',
     'autoloader: epoch 0 ended with the tune in the run still exploring (3 paired round(s) of 2 config(s) read,'
      ' num_workers=1, pin_memory=False, prefetch_factor=2 leading); it goes on in the next epoch(s) and says what'
      ' it picked once settled',

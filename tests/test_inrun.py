@@ -1232,6 +1232,41 @@ def test_the_memory_forecast_counts_the_bests_kept_workers_beside_a_candidate():
     assert loader.fits(_w(4))
 
 
+def test_a_follower_whose_stored_pick_is_past_its_memory_limit_keeps_its_start_and_says_why():
+    """NOTE [ One tune of a problem at a time ]: the other tune stored a pick whose workers this
+    run's limit cannot hold; it never starts, and the run says so in a line naming both sizes."""
+    from autoloader.events import InRunNotAdopted
+    from autoloader.inrun.loader import WORKER_GUESS_BYTES
+
+    class Follower:   # record.py's Reporter, as a run that another process's tune holds sees it
+        following, said = True, []
+
+        def stored(self):
+            return _w(4), "/home/r.json"
+
+        def adopted(self, *args):
+            self.said.append(("adopted", args))
+
+        def not_adopted(self, *args):
+            self.said.append(("not_adopted", args))
+
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: None
+
+    report = Follower()
+    loader = InRunLoader(DataLoader(Counted(80), batch_size=8), Stub(_w(0), [_w(0), _w(4)]),
+                         max_memory=2 * WORKER_GUESS_BYTES, report=report)
+    for epoch in range(2):
+        assert sorted(i for batch in loader for i in batch[0].tolist()) == list(range(80))
+    assert loader.plan.pick == _w(0) and loader.refused == [_w(4)] and not loader.following
+    (kind, (epoch, pick, path, forecast, limit, kept)), = report.said
+    assert kind == "not_adopted" and (epoch, pick, path, kept) == (0, _w(4), "/home/r.json", _w(0))
+    assert forecast > limit == 2 * WORKER_GUESS_BYTES
+    text = InRunNotAdopted(epoch, pick, path, forecast, limit, kept).line
+    assert "num_workers=4" in text and "num_workers=0" in text and "max_memory=" in text, text
+    loader.close()
+
+
 def test_an_epoch_that_ends_still_exploring_says_so(tmp_path, caplog):
     """A loop whose epoch ends before the tune settles hears it: how far it got and who leads,
     and nothing is stored yet (the closing line comes once settled)."""

@@ -29,12 +29,12 @@ from typing import Callable
 
 from ..errors import (AutoloaderWarning, NotStored, StoredStateWarning, StudyMovedAside, StudySkipped, usage)
 from .kinds import (EVENTS, BusyRecheck, ControlRetried, Event, FinalRound, FleetPushed, InRunAdopted, InRunDone,
-                    InRunExploring, InRunFollowing, InRunSettled, InRunStarted, NotInRun, Profiled, ResultNotReused,
+                    InRunExploring, InRunFollowing, InRunNotAdopted, InRunSettled, InRunStarted, NotInRun, Profiled, ResultNotReused,
                     ResultReused, Retuned, RetuneStarted, RuleRetried, SegmentRead, SettingsApplied, TrialDone, TrialsUnstored, TuneDone,
                     TuneStarted, Waiting, WaitingForLock, WaitingForRank, WaitingForTrialStart, WarmStarted)
 
 __all__ = ["EVENTS", "AutoloaderWarning", "BusyRecheck", "ControlRetried", "Event", "FinalRound", "FleetPushed",
-           "InRunAdopted", "InRunDone", "InRunExploring", "InRunFollowing", "InRunSettled", "InRunStarted", "NotInRun", "NotStored", "SegmentRead",
+           "InRunAdopted", "InRunDone", "InRunExploring", "InRunFollowing", "InRunNotAdopted", "InRunSettled", "InRunStarted", "NotInRun", "NotStored", "SegmentRead",
            "Profiled", "Progress", "ResultNotReused", "ResultReused", "RetuneStarted", "Retuned", "RuleRetried",
            "SettingsApplied", "StoredStateWarning", "StudyMovedAside", "StudySkipped", "TrialDone", "TrialsUnstored", "TuneDone",
            "TuneStarted", "Waiting", "WaitingForLock", "WaitingForRank", "WaitingForTrialStart", "WarmStarted",

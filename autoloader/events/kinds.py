@@ -525,8 +525,28 @@ class InRunAdopted(Event, kind="in_run_adopted"):
     pick: Any
     path: str
 
+@dataclass(frozen=True)
+class InRunNotAdopted(Event, kind="in_run_not_adopted"):
+    """The other process's tune stored its pick, but its memory forecast is past this run's limit:
+    this run goes on with ``kept``, untuned, and the pick never starts here.
+
+    Attributes:
+        epoch: the epoch it was stored before, from 0.
+        pick: the stored pick.
+        path: the stored result.
+        forecast: the bytes the pick is forecast to add to this run.
+        limit: the bytes this run's configs may add (its ``max_memory``).
+        kept: the config this run goes on with.
+    """
+    epoch: int
+    pick: Any
+    path: str
+    forecast: int
+    limit: int
+    kept: Any
+
 EVENTS: tuple[type[Event], ...] = (
     TuneStarted, TrialsUnstored, FleetPushed, Profiled, RuleRetried, TrialDone, FinalRound, BusyRecheck, TuneDone,
     ResultReused, ResultNotReused, SettingsApplied, WaitingForLock, WaitingForTrialStart, WaitingForRank,
     RetuneStarted, WarmStarted, Retuned, NotInRun, InRunStarted, SegmentRead, InRunExploring, InRunSettled, InRunDone,
-    InRunFollowing, InRunAdopted)
+    InRunFollowing, InRunAdopted, InRunNotAdopted)

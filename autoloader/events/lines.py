@@ -15,7 +15,7 @@ from ..search.results import BUDGET_ENDED, OK
 from ..search.shards import profile_note, shards_text, trial_note
 from ..errors import clip, one_line
 from .kinds import (BusyRecheck, Event, FinalRound, FleetPushed, InRunAdopted, InRunDone, InRunExploring,
-                    InRunFollowing, InRunStarted, NotInRun,
+                    InRunFollowing, InRunNotAdopted, InRunStarted, NotInRun,
                     Profiled, ResultNotReused, ResultReused, RuleRetried, Retuned, RetuneStarted, SettingsApplied,
                     TrialDone, TrialsUnstored, TuneStarted, WaitingForLock, WaitingForRank, WaitingForTrialStart,
                     WarmStarted)
@@ -295,6 +295,14 @@ def _following(e: InRunFollowing) -> str:
 @line.register(InRunAdopted)
 def _adopted(e: InRunAdopted) -> str:
     return f"autoloader: from epoch {e.epoch}, this run reads with {loader_args(e.pick)}: the pick the other tune stored in {e.path}"
+
+
+@line.register(InRunNotAdopted)
+def _not_adopted(e: InRunNotAdopted) -> str:
+    return (f"autoloader: the other tune stored {loader_args(e.pick)} in {e.path}, but its memory forecast "
+            f"({size(e.forecast)}) is past this run's limit ({size(e.limit)}): this run goes on with "
+            f"{loader_args(e.kept)}, untuned (pass max_memory= higher where the machine has the room, or "
+            "start this run after the other ends)")
 
 
 @line.register(InRunExploring)

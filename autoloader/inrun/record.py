@@ -38,7 +38,7 @@ from ..errors import NotStored
 from ..node.ranks import Ranks
 from ..search.choice import Finalist
 from ..search.config import TunedConfig
-from ..events import InRunAdopted, InRunDone, InRunExploring, InRunFollowing, InRunSettled, InRunStarted, SegmentRead
+from ..events import InRunAdopted, InRunDone, InRunExploring, InRunFollowing, InRunNotAdopted, InRunSettled, InRunStarted, SegmentRead
 from ..events.lines import loader_args
 from ..search.paired import by_rounds
 from ..store.durable import atomic_write_all
@@ -195,6 +195,9 @@ class Reporter:
 
     def adopted(self, epoch: int, pick: Any, path: str) -> None:
         self._say(InRunAdopted(epoch, pick, path))
+
+    def not_adopted(self, epoch: int, pick: Any, path: str, forecast: int, limit: int, kept: Any) -> None:
+        self._say(InRunNotAdopted(epoch, pick, path, forecast, limit, kept))
 
 
 def done_event(loader: Any, path: str | None) -> InRunDone:
