@@ -201,6 +201,9 @@ def test_json_run_writes_result_snippet_and_study(out_dir, repo_cwd):
 
 @pytest.mark.slow
 @pytest.mark.heavy
+# Two 10 s tunes on two shared CPUs: in a busy spell the old pick's rate read tonight can land
+# inside the noise band (no "rate" reason) twice running; three reruns, not the tier's one.
+@pytest.mark.flaky(reruns=3)
 def test_fail_if_changed_flags_a_pick_that_differs_from_another_machines(out_dir, repo_cwd):
     """The nightly job: results from an old machine under the same --out, a re-tune here, exit 3."""
     args = ("tune", "--dataset", "tests/workloads.py:tiny", "--batch-size", "16", "--budget", "10",
@@ -225,7 +228,7 @@ def test_fail_if_changed_flags_a_pick_that_differs_from_another_machines(out_dir
     assert again.exit_code == 3, (again.output, again.exception)
     since = strict_json(again.stdout)["since"]
     assert since["previous_path"] == old_path and since["previous_hardware"] == "old-machine"
-    assert not since["same_hardware"] and since["changed"] and since["rate_shifted"]
+    assert not since["same_hardware"] and since["changed"] and since["rate_shifted"], since
     assert "num_workers" in [c["setting"] for c in since["changes"]]
     with open(data["path"]) as fh:
         assert json.load(fh)["since"]["previous_hardware"] == "old-machine", "the saved result says it too"
