@@ -525,6 +525,7 @@ class InRunAdopted(Event, kind="in_run_adopted"):
     pick: Any
     path: str
 
+
 @dataclass(frozen=True)
 class InRunNotAdopted(Event, kind="in_run_not_adopted"):
     """The other process's tune stored its pick, but its memory forecast is past this run's limit:
@@ -544,6 +545,7 @@ class InRunNotAdopted(Event, kind="in_run_not_adopted"):
     forecast: int
     limit: int
     kept: Any
+
 
 EVENTS: tuple[type[Event], ...] = (
     TuneStarted, TrialsUnstored, FleetPushed, Profiled, RuleRetried, TrialDone, FinalRound, BusyRecheck, TuneDone,

@@ -246,9 +246,10 @@ class InRunLoader:
         self.following = False
         if pick != self.plan.pick:
             # The start's workers end before the pick's begin: its forecast stands alone.
-            if pick.num_workers and self._max_memory is not None and self.forecast(pick) > self._max_memory:
+            forecast = self.forecast(pick)
+            if pick.num_workers and self._max_memory is not None and forecast > self._max_memory:
                 self.refused.append(pick)
-                self._report.not_adopted(epoch, pick, path, self.forecast(pick), self._max_memory, self.plan.pick)
+                self._report.not_adopted(epoch, pick, path, forecast, self._max_memory, self.plan.pick)
                 return
             if self._kept is not None:
                 self._ended(self._kept)
