@@ -279,6 +279,24 @@ def test_every_batch_a_feed_pulls_is_marked_when_its_worker_made_it(tmp_path):
             assert len(times) == 8 and all(began < t < time.perf_counter() for t in times), times
 
 
+def test_the_picks_loader_marks_no_batch_once_the_tune_has_settled(short_segments):
+    """After tuning no reading is taken: the pick's kept loader feeds its workers bare batches,
+    and its table of made times stays as it was."""
+    two = _w(2)
+    loader = InRunLoader(DataLoader(Counted(800), batch_size=8, shuffle=True), Stub(two, [two]))
+    first = [b[0].tolist() for b in loader]
+    assert loader.plan.state == SETTLED and loader.final is not None
+    table = loader._alive[two].batch_sampler.made
+    assert table is not None and any(table.read(len(loader)))   # epoch 1 marked its batches
+    table.clear()
+    second = [b[0].tolist() for b in loader]
+    assert loader._kept.batch_sampler.made is None
+    assert table.read(len(loader)) == [0.0] * len(loader)
+    assert sorted(sum(first, [])) == sorted(sum(second, [])) == list(range(800))
+    loader.close()
+    assert not _children()
+
+
 @pytest.mark.slow
 def test_a_reading_that_begins_with_a_full_queue_reads_what_its_workers_make(monkeypatch):
     """Two workers make less than the step takes, eight more. A reading of the two after the

@@ -211,6 +211,7 @@ class InRunLoader:
             self._end(set())
             if alive is not None and (not pick.num_workers or pick.persistent_workers):
                 self._kept = alive
+                alive.batch_sampler.made = None   # no more readings: its batches stop marking
             else:
                 if alive is not None:
                     self._ended(alive)

@@ -40,9 +40,9 @@ class Feed:
     """The batch sampler of one config's DataLoader: the next batches of an epoch's batch sampler
     iterator (``open``), pulled as the loader asks (never ahead of a plain loader's own pulls),
     until ``limit`` batches, the source's end (``dry``) or ``stop()``; each index paired with the
-    epoch when ``keyed`` (NOTE [ Seeding per sample ] in samples.py), and each batch its place in
-    the opening (``Pulled.at``: the slot its loader's dataset marks in ``made``, NOTE [ When a
-    batch was made ] in made.py). A loader with kept workers reads a new opening at each
+    epoch when ``keyed`` (NOTE [ Seeding per sample ] in samples.py), and, where it has ``made``, each batch
+    its place in the opening (``Pulled.at``: the slot its loader's dataset marks in ``made``, NOTE
+    [ When a batch was made ] in made.py). A loader with kept workers reads a new opening at each
     ``iter()``; ``sizes``: each batch's samples this opening, as pulled."""
 
     def __init__(self, length: int, keyed: bool = False, made: MadeTimes | None = None):
@@ -71,7 +71,10 @@ class Feed:
                 return
             batch = list(batch)
             self.sizes.append(len(batch))
-            yield Pulled([(self.epoch, i) for i in batch] if self.keyed else batch, len(self.sizes) - 1)
+            if self.keyed:
+                batch = [(self.epoch, i) for i in batch]
+            # Without a table (the pick's loader after tuning) nothing marks a batch: no slot to carry.
+            yield batch if self.made is None else Pulled(batch, len(self.sizes) - 1)
 
     def __len__(self) -> int:
         return self.length if self.limit is None else self.limit
