@@ -252,6 +252,8 @@ def test_a_readings_rate_is_what_its_workers_made_not_the_stock_it_was_served():
     assert r.rate == pytest.approx(640.0, rel=0.03)
     assert r.blocks() and all(b == pytest.approx(math.log(640.0), abs=0.02) for b in r.blocks())
     assert r.to_dict()["served_per_s"] == pytest.approx(r.served_rate)
+    assert r.to_dict()["rate_log_se"] == pytest.approx(math.sqrt(r.variance()))
+    assert compare([(r, r)])[1] == pytest.approx(max(math.sqrt(2) * r.to_dict()["rate_log_se"], schedule.DRIFT))
     # Without workers the loop makes each batch in next(): served is made.
     assert Reading(W0, None, [8] * 100, calls, got, 1.0, made=made).rate == pytest.approx(800.0, rel=0.01)
 

@@ -301,8 +301,12 @@ class Reading:
         return statistics.variance(logs) / len(logs) if len(logs) >= 2 else None
 
     def to_dict(self) -> dict:
+        """The reading as stored; ``rate_log_se``: its own error of the log rate (its blocks'), from
+        which ``compare`` judges a pair of fewer than OWN_SPREAD (None: too few blocks)."""
+        variance = self.variance()
         return {"config": self.config.loader_kwargs(), "round": self.round, "batches": self.batches,
-                "samples_per_s": self.rate, "served_per_s": self.served_rate, "wait_share": self.wait_share,
+                "samples_per_s": self.rate, "rate_log_se": None if variance is None else math.sqrt(variance),
+                "served_per_s": self.served_rate, "wait_share": self.wait_share,
                 "step_s": self.step_s, "wall_s": self.wall_s, "switch_s": self.switch_s, "started": self.started,
                 "own_cpus": self.own_cpus, "prefilled": self.prefilled, "drained": self.drained, "drain_s": self.drain_s,
                 "begin_s": self.begin_s, "end_s": self.end_s}
