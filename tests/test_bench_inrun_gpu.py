@@ -87,6 +87,36 @@ def test_bad_arguments_say_the_rule_and_the_value(capsys):
     with pytest.raises(SystemExit):
         inrun_gpu.parse(["--out", "x", "--epoch-s", "0", "--device", "cpu"])
     assert "--epoch-s must be > 0, got 0.0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        inrun_gpu.parse(["--out", "x", "--far-ahead", "0.9", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert "--far-ahead is a ratio past 1" in err and "got 0.9" in err and "--far-ahead 1.25" in err
+
+
+def test_the_first_pair_is_judged_on_its_own_as_the_climb_judges_one_pair():
+    import math
+
+    from autoloader.inrun.schedule import Reading, compare
+
+    def reading(workers, rate, swing):
+        # Blocks that alternate around ``rate``: a spread the reading states as its own error.
+        calls, t = [], 0.0
+        for i in range(400):
+            calls.append(t)
+            t += (1.0 + (swing if (i // 50) % 2 else -swing)) / rate
+        config = inrun_gpu.LoaderConfig.make(batch_size=1, num_workers=workers, pin_memory=True,
+                                             prefetch_factor=2, persistent_workers=True)
+        return Reading(config, None, [1] * 400, calls, [c + 0.1 / rate for c in calls], t, steady_end=400)
+
+    best, candidate = reading(16, 3000.0, 0.2), reading(64, 5000.0, 0.1)
+    best.round = candidate.round = 0
+    segments = [best.to_dict(), candidate.to_dict(), {**candidate.to_dict(), "round": None}]
+    line = inrun_gpu.first_pair_line(segments, {"z": 2.0, "far_ahead": 1.5})
+    d, se = compare([(best, candidate)])
+    assert f"w64 pf2 pin1 pw1 over w16 pf2 pin1 pw1 {math.exp(d):.3f}x" in line
+    assert f"{math.exp(d - 2.0 * se):.3f}x at 2 errors down" in line and "wins on one pair past 1.5x" in line
+    # Readings stored before their errors were: nothing to judge.
+    assert inrun_gpu.first_pair_line([{**s, "rate_log_se": None} for s in segments], {}) is None
 
 
 @pytest.mark.slow

@@ -48,6 +48,7 @@ from typing import Any, Callable
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from autoloader.inrun import schedule
 from autoloader.search.model_first import heuristic_config
 from autoloader.search.paired import by_rounds, compared
 from autoloader.search.space import LoaderConfig, search_space
@@ -424,6 +425,25 @@ def _ratio(r: dict | None) -> str:
     return f"{r['ratio']:.3f} ({r.get('note') or str(r['rounds']) + ' round: no interval'})"
 
 
+def first_pair_line(segments: list[dict], meta: dict) -> str | None:
+    """The climb's first pair as judged on one pair (schedule.compare over the readings' own errors,
+    ``rate_log_se``): the candidate over the start, and that ratio Z errors down, which a one-pair
+    win must hold past FAR_AHEAD (NOTE [ The climb ]); None where the readings carry no error."""
+    import math
+
+    pair = [s for s in segments if s.get("round") == 0]
+    if len(pair) != 2 or any(s.get("rate_log_se") is None or not s.get("samples_per_s") for s in pair):
+        return None
+    best, candidate = pair   # the first pair reads the start first
+    d = math.log(candidate["samples_per_s"] / best["samples_per_s"])
+    z, far = meta.get("z", schedule.Z), meta.get("far_ahead", schedule.FAR_AHEAD)
+    se = max(math.hypot(best["rate_log_se"], candidate["rate_log_se"]), schedule.DRIFT)
+    name = lambda s: short(LoaderConfig.from_dict(s["config"]))
+    return (f"First pair, on its own: {name(candidate)} over {name(best)} {math.exp(d):.3f}x, "
+            f"{math.exp(d - z * se):.3f}x at {z:g} errors down (the readings' own, {se:.3f} in log); "
+            f"a step up wins on one pair past {far:g}x.")
+
+
 def summary(data: dict) -> str:
     from autoloader.search.paired import Ratio
 
@@ -495,6 +515,9 @@ def summary(data: dict) -> str:
                              f"{sum(s.get('end_s', 0.0) for s in switches):.1f} s, beginning the next config's "
                              f"{sum(s.get('begin_s', 0.0) for s in switches):.1f} s); in the readings "
                              f"{sum(s['batches'] for s in segments)} batches in {sum(s['wall_s'] for s in segments):.1f} s.")
+            first_pair = first_pair_line(segments, data.get("meta", {}))
+            if first_pair:
+                lines.append(first_pair)
             lines.append("")
         v = w.get("versus")
         rounds = w.get("rounds") or []
@@ -538,7 +561,8 @@ def meta(args, argv: list[str]) -> dict:
     return {"gpu": gpu, "cpus": usable_cpus(), "torch": torch.__version__, "commit": commit,
             "source": source_digest(),
             "command": "python3 -m scripts.bench.inrun_gpu " + " ".join(argv), "deadline_s": args.deadline_seconds,
-            "scale": os.environ.get("AUTOLOADER_BENCH_SCALE", "1.0"), "tiny": args.tiny}
+            "scale": os.environ.get("AUTOLOADER_BENCH_SCALE", "1.0"), "tiny": args.tiny,
+            "far_ahead": schedule.FAR_AHEAD, "z": schedule.Z}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -558,6 +582,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tiny", action="store_true", help="a CPU check of every phase in seconds")
     parser.add_argument("--no-rule-epoch", action="store_true",
                         help="no epoch with the rule: the epochs are sized for two (a short call)")
+    parser.add_argument("--far-ahead", type=float, default=None,
+                        help="the climb's one-pair bound for this run (schedule.FAR_AHEAD; default: the code's)")
     args = parser.parse_args(argv)
     defaults = {"deadline_seconds": 470.0, "epoch_s": 60.0, "segment_s": 5.0, "rounds": 4, "first_batches": 2}
     if args.tiny:
@@ -580,6 +606,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
     if args.rounds < 1 or args.first_batches < 0 or args.max_epochs < 1:
         parser.error("--rounds and --max-epochs take 1 or more, --first-batches 0 or more")
+    if args.far_ahead is not None and not args.far_ahead > 1.0:
+        parser.error(f"--far-ahead is a ratio past 1 (a candidate this many times the best's rate), got "
+                     f"{args.far_ahead}: pass e.g. --far-ahead 1.25, or leave it out for the code's")
     args.names = names
     return args
 
@@ -589,17 +618,23 @@ def main(argv: list[str] | None = None) -> int:
     # DataLoader's warning for more workers than it suggests: the grid asks for them on purpose.
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     args = parse(argv)
-    os.makedirs(args.out, exist_ok=True)
-    bench = Bench(args.out, meta(args, argv), args.deadline_seconds)
-    bench.write()
-    for k, name in enumerate(args.names):
-        # Each workload gets an even share of what is left, the last all of it.
-        share = bench.left() / (len(args.names) - k)
-        whole = bench.deadline_s
-        bench.deadline_s = (time.perf_counter() - bench.began) + share
-        run_workload(bench, name, args)
-        bench.deadline_s = whole
-    bench.write()
+    far_ahead = schedule.FAR_AHEAD
+    if args.far_ahead is not None:
+        schedule.FAR_AHEAD = args.far_ahead
+    try:
+        os.makedirs(args.out, exist_ok=True)
+        bench = Bench(args.out, meta(args, argv), args.deadline_seconds)
+        bench.write()
+        for k, name in enumerate(args.names):
+            # Each workload gets an even share of what is left, the last all of it.
+            share = bench.left() / (len(args.names) - k)
+            whole = bench.deadline_s
+            bench.deadline_s = (time.perf_counter() - bench.began) + share
+            run_workload(bench, name, args)
+            bench.deadline_s = whole
+        bench.write()
+    finally:
+        schedule.FAR_AHEAD = far_ahead
     with open(os.path.join(args.out, "summary.md")) as fh:
         print(fh.read(), flush=True)
     return 0
