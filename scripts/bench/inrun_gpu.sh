@@ -9,6 +9,9 @@
 #     COMMIT=<sha> OUT=$OUT bash scripts/bench/inrun_gpu.sh --workloads hugefloat
 #   a short call (about 290 s: the epochs in the run and with the pick, 60 s each, no rule epoch):
 #     COMMIT=<sha> OUT=$OUT DEADLINE=270 INRUN_TIMEOUT=300 bash scripts/bench/inrun_gpu.sh --workloads heavytail --no-rule-epoch
+#   the climb with another one-pair bound (schedule.FAR_AHEAD; the summary's "First pair" line
+#   judges the first pair on its own at the bound the run used):
+#     COMMIT=<sha> OUT=$OUT bash scripts/bench/inrun_gpu.sh --workloads heavytail --far-ahead 1.25
 #   here, on the CPU:  OUT=/tmp/ig bash scripts/bench/inrun_gpu.sh --device cpu --tiny
 #
 # COMMIT names the commit in the summary (the device's copy of the tree can carry another's git
