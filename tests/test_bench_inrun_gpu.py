@@ -93,6 +93,21 @@ def test_bad_arguments_say_the_rule_and_the_value(capsys):
     assert "--far-ahead is a ratio past 1" in err and "got 0.9" in err and "--far-ahead 1.25" in err
 
 
+def test_the_summary_pairs_the_epochs_in_the_run_with_the_picks():
+    pairs = [{"order": ["in_run", "pick_from_start"], "in_run": 62.0, "pick_from_start": 60.0, "pick": "w64"},
+             {"order": ["pick_from_start", "in_run"], "in_run": 63.0, "pick_from_start": 61.0, "pick": "w64"}]
+    ratio = inrun_gpu.paired_ratio([(p["in_run"], p["pick_from_start"]) for p in pairs])
+    epochs = {"in_run": {"start": "w16", "pick": "w64", "epoch_s": 62.0, "first_batch_s": 0.4, "batches": 10,
+                         "built_s": 0.2, "pick_from": "settled", "finalists": ["w16", "w64"]},
+              "pick_from_start": {"config": "w64", "epoch_s": 60.0, "first_batch_s": 1.0, "batches": 10},
+              "pairs": pairs, "pairs_ratio": ratio.to_dict()}
+    text = inrun_gpu.summary({"meta": {}, "workloads": {"heavytail": {"batch_size": 32, "rule": "w15",
+                                                                      "epochs": epochs}}})
+    assert "Epoch 1 in-run over the pick from the start, 2 pairs" in text
+    assert "62.0/60.0 s, 63.0/61.0 s" in text
+    assert f"paired {ratio.ratio:.3f}x (95% {ratio.interval[0]:.3f}-{ratio.interval[1]:.3f})" in text
+
+
 def test_the_first_pair_is_judged_on_its_own_as_the_climb_judges_one_pair():
     import math
 
@@ -133,9 +148,14 @@ def test_the_tiny_mode_runs_every_phase_on_the_cpu(tmp_path, monkeypatch):
     assert "## hugefloat" in (tmp_path / "out" / "summary.md").read_text()
     # A short call: no rule epoch, the two others sized to fit.
     assert inrun_gpu.main(["--tiny", "--device", "cpu", "--workloads", "hugefloat", "--deadline-seconds", "60",
-                           "--no-rule-epoch", "--out", str(tmp_path / "short")]) == 0
+                           "--no-rule-epoch", "--epoch-pairs", "2", "--out", str(tmp_path / "short")]) == 0
     w = json.loads((tmp_path / "short" / "results.json").read_text())["workloads"]["hugefloat"]
     assert w["epochs"]["rule"] == {"skipped": "--no-rule-epoch"} and w["epochs"]["pick_from_start"]["batches"] > 0
+    # A second pair, the pick's epoch first, and the two paired with an interval (or said cut).
+    pairs = w["epochs"]["pairs"]
+    assert pairs[0]["order"] == ["in_run", "pick_from_start"]
+    assert (len(pairs) == 2 and pairs[1]["order"] == ["pick_from_start", "in_run"]
+            and w["epochs"]["pairs_ratio"]["interval"]) or "pairs_cut" in w["epochs"], w["epochs"]
 
 
 def test_the_meta_names_the_source_it_ran_whatever_git_says(tmp_path, monkeypatch):

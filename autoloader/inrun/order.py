@@ -40,10 +40,10 @@ class Feed:
     """The batch sampler of one config's DataLoader: the next batches of an epoch's batch sampler
     iterator (``open``), pulled as the loader asks (never ahead of a plain loader's own pulls),
     until ``limit`` batches, the source's end (``dry``) or ``stop()``; each index paired with the
-    epoch when ``keyed`` (NOTE [ Seeding per sample ] in samples.py), and, where it has ``made``, each batch
-    its place in the opening (``Pulled.at``: the slot its loader's dataset marks in ``made``, NOTE
-    [ When a batch was made ] in made.py). A loader with kept workers reads a new opening at each
-    ``iter()``; ``sizes``: each batch's samples this opening, as pulled."""
+    epoch when ``keyed`` (NOTE [ Seeding per sample ] in samples.py), and, where it has ``made``,
+    each batch its place in the opening (``Pulled.at``: the slot its loader's dataset marks in
+    ``made``, NOTE [ When a batch was made ] in made.py). A loader with kept workers reads a new
+    opening at each ``iter()``; ``sizes``: each batch's samples this opening, as pulled."""
 
     def __init__(self, length: int, keyed: bool = False, made: MadeTimes | None = None):
         self.length, self.keyed, self.made = length, keyed, made

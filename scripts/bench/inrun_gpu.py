@@ -18,8 +18,11 @@ it ends (a call cut at its limit still returns what it measured):
    three epochs and the rounds to come (said in the summary).
 3. epochs: epoch 1 over the in-run loader (a fresh home; later epochs while it has not settled, up
    to ``--max-epochs`` and the deadline); an epoch over a plain DataLoader with the in-run pick
-   from the start; an epoch with the rule (none with ``--no-rule-epoch``). Each epoch is timed from ``iter()`` to the device
-   synchronised after its last step; the in-run loader's own build time is kept apart.
+   from the start; an epoch with the rule (none with ``--no-rule-epoch``); with ``--epoch-pairs N``,
+   N-1 more pairs of epoch 1 in the run (each from an empty home) and the pick's, the pick first in
+   every second pair, and the in-run epoch over the pick's paired with its 95% interval. Each
+   epoch is timed from ``iter()`` to the device synchronised after its last step; the in-run
+   loader's own build time is kept apart.
 4. grid rounds 1..: the grid and the in-run pick (where it is not a grid config), one segment each
    a round, the order shuffled every round, until ``--rounds`` or the deadline. The pick over
    each config and over the best (the highest median) is ``by_rounds`` over the rounds both read
@@ -50,7 +53,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from autoloader.inrun import schedule
 from autoloader.search.model_first import heuristic_config
-from autoloader.search.paired import by_rounds, compared
+from autoloader.search.paired import by_rounds, compared, paired_ratio
 from autoloader.search.space import LoaderConfig, search_space
 from scripts.bench.common import source_digest
 
@@ -328,7 +331,8 @@ def run_workload(bench: Bench, name: str, args) -> None:
         # (at most 3x: a slower rule's epoch is skipped where it does not fit, said as such).
         rule_slower = min(3.0, best_rate / max(rounds[0]["rates"][short(rule)], 1e-9))
         spare = bench.left() - 2 * (round_s + args.segment_s) - 10.0
-        epoch_s = min(args.epoch_s, spare / (2.1 + (0.0 if args.no_rule_epoch else rule_slower))) if spare > 0 else 0.0
+        epoch_s = min(args.epoch_s, spare / (2.1 * args.epoch_pairs + (0.0 if args.no_rule_epoch else rule_slower))) \
+            if spare > 0 else 0.0
         length = max(4 * batch_size, int(epoch_s * best_rate))
         record["epochs_sized"] = {"asked_s": args.epoch_s, "target_s": epoch_s, "best_rate": best_rate,
                                   "length": length, "rule_slower": rule_slower,
@@ -384,6 +388,8 @@ def run_workload(bench: Bench, name: str, args) -> None:
                 epochs[key] = {"config": short(config), "error": str(exc)[:500]}
             record["phases_done"].append(f"epoch_{key}")
             bench.write()
+        if args.epoch_pairs > 1 and pick is not None and "epoch_s" in epochs.get("pick_from_start", {}):
+            more_pairs(bench, record, args, dataset, pick, batch_size, step, device)
 
         # 4. grid rounds with the pick
         if pick is not None and named.get(short(pick)) != pick:
@@ -410,6 +416,44 @@ def run_workload(bench: Bench, name: str, args) -> None:
     finally:
         logger.removeHandler(handler)
         record["lines"] = [line for line in log.getvalue().splitlines() if "autoloader" in line][-6:]
+        bench.write()
+
+
+def more_pairs(bench: Any, record: dict, args: Any, dataset: Any, pick: LoaderConfig, batch_size: int,
+               step: Callable, device: str) -> None:
+    """Epoch 1 in the run (each from an empty results home) and an epoch with the first run's
+    pick from the start, in pairs after the first, the order alternated (the second pair reads
+    the pick first), until ``--epoch-pairs`` or the deadline; then the in-run epoch over the
+    pick's, paired (``paired_ratio``: its 95% interval from two pairs on)."""
+    import autoloader
+
+    epochs = record["epochs"]
+    pairs = [{"order": ["in_run", "pick_from_start"], "in_run": epochs["in_run"]["epoch_s"],
+              "pick_from_start": epochs["pick_from_start"]["epoch_s"], "pick": epochs["in_run"]["pick"]}]
+    epochs["pairs"] = pairs
+    while len(pairs) < args.epoch_pairs:
+        if bench.left() < 2.3 * max(pairs[0]["in_run"], pairs[0]["pick_from_start"]):
+            epochs["pairs_cut"] = f"{bench.left():.0f} s left of the deadline after {len(pairs)} pair(s)"
+            break
+        order = ["pick_from_start", "in_run"] if len(pairs) % 2 else ["in_run", "pick_from_start"]
+        row: dict = {"order": order}
+        for key in order:
+            if key == "pick_from_start":
+                row[key] = epoch(plain(dataset, pick, batch_size, 7), step, device)["epoch_s"]
+                continue
+            with tempfile.TemporaryDirectory() as home:
+                loader = autoloader.best_loader(dataset, batch_size=batch_size, device=device, out=home, tune="run",
+                                                generator=torch.Generator().manual_seed(7))
+                try:
+                    row[key] = epoch(loader, step, device)["epoch_s"]
+                    plan = getattr(loader, "plan", None)
+                    row["pick"] = short(plan.pick or plan.leader()) if plan is not None else None
+                finally:
+                    if hasattr(loader, "close"):
+                        loader.close()
+        pairs.append(row)
+        ratio = paired_ratio([(p["in_run"], p["pick_from_start"]) for p in pairs])
+        epochs["pairs_ratio"] = ratio.to_dict() if ratio is not None else None
         bench.write()
 
 
@@ -498,10 +542,22 @@ def summary(data: dict) -> str:
             if p and "epoch_s" in p:
                 lines.append(f"Epoch 1 in-run over the pick from the start: {i['epoch_s'] / p['epoch_s']:.3f}x "
                              f"the wall time ({(i['epoch_s'] + i['built_s']) / p['epoch_s']:.3f}x with the build); "
-                             f"one epoch each, so no interval (done-when: at most 1.03x"
+                             f"{'the first pair (all pairs below)' if len(e.get('pairs') or []) > 1 else 'one epoch each, so no interval'}"
+                             f" (done-when: at most 1.03x"
                              f"{'' if i.get('pick_from') == 'settled' else '; the tune had not settled: its leader'}"
                              f"). Finalists: "
                              f"{', '.join(i['finalists'])}" + (f"; settled: {i['why']}." if i.get('why') else "."))
+            pairs = e.get("pairs") or []
+            if len(pairs) > 1:
+                ratio = e.get("pairs_ratio") or {}
+                lines.append(f"Epoch 1 in-run over the pick from the start, {len(pairs)} pairs (the pick first in "
+                             f"every second pair; the in-run epochs each from an empty results home, their picks "
+                             f"{', '.join(str(p.get('pick')) for p in pairs)}): "
+                             + ", ".join(f"{p['in_run']:.1f}/{p['pick_from_start']:.1f} s" for p in pairs)
+                             + "; paired " + (f"{ratio['ratio']:.3f}x (95% {ratio['interval'][0]:.3f}-"
+                                              f"{ratio['interval'][1]:.3f})" if ratio.get("interval") else "-")
+                             + (f" ({e['pairs_cut']})" if e.get("pairs_cut") else "")
+                             + " (done-when: at most 1.03x).")
             r = e.get("rule")
             if r and "epoch_s" in r:
                 lines.append(f"Epoch 1 in-run over the rule's epoch: {i['epoch_s'] / r['epoch_s']:.3f}x the wall time.")
@@ -582,6 +638,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tiny", action="store_true", help="a CPU check of every phase in seconds")
     parser.add_argument("--no-rule-epoch", action="store_true",
                         help="no epoch with the rule: the epochs are sized for two (a short call)")
+    parser.add_argument("--epoch-pairs", type=int, default=1,
+                        help="pairs of epoch 1 in the run and with the pick from the start, the order "
+                             "alternated from the second on, for a paired interval (1)")
     parser.add_argument("--far-ahead", type=float, default=None,
                         help="the climb's one-pair bound for this run (schedule.FAR_AHEAD; default: the code's)")
     args = parser.parse_args(argv)
@@ -604,8 +663,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     for name in ("deadline_seconds", "epoch_s", "segment_s"):
         if not getattr(args, name) > 0:
             parser.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
-    if args.rounds < 1 or args.first_batches < 0 or args.max_epochs < 1:
-        parser.error("--rounds and --max-epochs take 1 or more, --first-batches 0 or more")
+    if args.rounds < 1 or args.first_batches < 0 or args.max_epochs < 1 or args.epoch_pairs < 1:
+        parser.error(f"--rounds, --max-epochs and --epoch-pairs take 1 or more, --first-batches 0 or more; got "
+                     f"--rounds {args.rounds} --max-epochs {args.max_epochs} --epoch-pairs {args.epoch_pairs} "
+                     f"--first-batches {args.first_batches}")
     if args.far_ahead is not None and not args.far_ahead > 1.0:
         parser.error(f"--far-ahead is a ratio past 1 (a candidate this many times the best's rate), got "
                      f"{args.far_ahead}: pass e.g. --far-ahead 1.25, or leave it out for the code's")
