@@ -346,8 +346,7 @@ def run_workload(bench: Bench, name: str, args) -> None:
         record["epochs"] = epochs
         with tempfile.TemporaryDirectory() as home:
             began = time.perf_counter()
-            loader = autoloader.best_loader(dataset, batch_size=batch_size, device=device, out=home, tune="run",
-                                            generator=torch.Generator().manual_seed(7))
+            loader = in_run(dataset, batch_size, device, home)
             built = time.perf_counter() - began
             first = epoch(loader, step, device)
             later = []
@@ -419,14 +418,20 @@ def run_workload(bench: Bench, name: str, args) -> None:
         bench.write()
 
 
+def in_run(dataset: Any, batch_size: int, device: str, home: str) -> Any:
+    """``best_loader`` tuning in the run from the results home ``home``, as a user's first run."""
+    import autoloader
+
+    return autoloader.best_loader(dataset, batch_size=batch_size, device=device, out=home, tune="run",
+                                  generator=torch.Generator().manual_seed(7))
+
+
 def more_pairs(bench: Any, record: dict, args: Any, dataset: Any, pick: LoaderConfig, batch_size: int,
                step: Callable, device: str) -> None:
     """Epoch 1 in the run (each from an empty results home) and an epoch with the first run's
     pick from the start, in pairs after the first, the order alternated (the second pair reads
     the pick first), until ``--epoch-pairs`` or the deadline; then the in-run epoch over the
     pick's, paired (``paired_ratio``: its 95% interval from two pairs on)."""
-    import autoloader
-
     epochs = record["epochs"]
     pairs = [{"order": ["in_run", "pick_from_start"], "in_run": epochs["in_run"]["epoch_s"],
               "pick_from_start": epochs["pick_from_start"]["epoch_s"], "pick": epochs["in_run"]["pick"]}]
@@ -438,19 +443,27 @@ def more_pairs(bench: Any, record: dict, args: Any, dataset: Any, pick: LoaderCo
         order = ["pick_from_start", "in_run"] if len(pairs) % 2 else ["in_run", "pick_from_start"]
         row: dict = {"order": order}
         for key in order:
+            if "pairs_cut" in epochs:
+                break
             if key == "pick_from_start":
-                row[key] = epoch(plain(dataset, pick, batch_size, 7), step, device)["epoch_s"]
+                try:
+                    row[key] = epoch(plain(dataset, pick, batch_size, 7), step, device)["epoch_s"]
+                except RuntimeError as exc:
+                    epochs["pairs_cut"] = f"pair {len(pairs) + 1}, {key}: {str(exc)[:300]}"
                 continue
             with tempfile.TemporaryDirectory() as home:
-                loader = autoloader.best_loader(dataset, batch_size=batch_size, device=device, out=home, tune="run",
-                                                generator=torch.Generator().manual_seed(7))
+                loader = in_run(dataset, batch_size, device, home)
                 try:
                     row[key] = epoch(loader, step, device)["epoch_s"]
                     plan = getattr(loader, "plan", None)
                     row["pick"] = short(plan.pick or plan.leader()) if plan is not None else None
+                except RuntimeError as exc:   # a batch past BATCH_TIMEOUT_S: the pairs end, said
+                    epochs["pairs_cut"] = f"pair {len(pairs) + 1}, {key}: {str(exc)[:300]}"
                 finally:
                     if hasattr(loader, "close"):
                         loader.close()
+        if "pairs_cut" in epochs:
+            break
         pairs.append(row)
         ratio = paired_ratio([(p["in_run"], p["pick_from_start"]) for p in pairs])
         epochs["pairs_ratio"] = ratio.to_dict() if ratio is not None else None
@@ -475,13 +488,16 @@ def first_pair_line(segments: list[dict], meta: dict) -> str | None:
     win must hold past FAR_AHEAD (NOTE [ The climb ]); None where the readings carry no error."""
     import math
 
+    from types import SimpleNamespace
+
     pair = [s for s in segments if s.get("round") == 0]
     if len(pair) != 2 or any(s.get("rate_log_se") is None or not s.get("samples_per_s") for s in pair):
         return None
     best, candidate = pair   # the first pair reads the start first
-    d = math.log(candidate["samples_per_s"] / best["samples_per_s"])
+    # The stored reading as compare() reads one: its rate and its own variance.
+    read = lambda s: SimpleNamespace(rate=s["samples_per_s"], variance=lambda: s["rate_log_se"] ** 2)
+    d, se = schedule.compare([(read(best), read(candidate))])
     z, far = meta.get("z", schedule.Z), meta.get("far_ahead", schedule.FAR_AHEAD)
-    se = max(math.hypot(best["rate_log_se"], candidate["rate_log_se"]), schedule.DRIFT)
     name = lambda s: short(LoaderConfig.from_dict(s["config"]))
     return (f"First pair, on its own: {name(candidate)} over {name(best)} {math.exp(d):.3f}x, "
             f"{math.exp(d - z * se):.3f}x at {z:g} errors down (the readings' own, {se:.3f} in log); "
